@@ -1,0 +1,243 @@
+"""The Anthropic Messages API as Claude Code uses it: reading requests, writing replies.
+
+Claude Code posts `/v1/messages?beta=true` (streaming SSE) for the conversation
+and also sends side requests (token counting, titles, probes) that are not the
+conversation; see tools/lab/NOTES.md for the shapes observed per version.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+
+from tools.lab.scenarios import (
+    ApiError,
+    AskUserQuestion,
+    Bash,
+    ClaudeTool,
+    ExecCommand,
+    Reply,
+    RequestUserInput,
+    SlowText,
+    Text,
+)
+from tools.lab.wire import Hold, Usage, WireReply, json_reply, split_first_word, sse_event
+
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    529: "overloaded_error",
+}
+
+KEEPALIVE = sse_event({"type": "ping"})
+
+
+def is_auxiliary(method: str, path: str, body: Mapping[str, object] | None) -> bool:
+    """True unless this is a conversation turn: a POST to /v1/messages that offers tools.
+
+    Title generation and probes are posts to /v1/messages too, but without tools.
+    """
+    if method != "POST" or path.split("?")[0] != "/v1/messages" or body is None:
+        return True
+    return not body.get("tools")
+
+
+def _text_of(content: object) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Sequence):
+        return "\n".join(
+            str(block.get("text", ""))
+            for block in content
+            if isinstance(block, Mapping) and block.get("type") == "text"
+        )
+    return ""
+
+
+def newest_input(body: Mapping[str, object] | None) -> str:
+    """The last user message: its tool_result texts if it carries any, else its text.
+
+    The message list may end with non-user entries (a `system` role), so the
+    last `user` message is the one that counts.
+    """
+    messages = body.get("messages") if body else None
+    if not isinstance(messages, Sequence):
+        return ""
+    for message in reversed(messages):
+        if not isinstance(message, Mapping) or message.get("role") != "user":
+            continue
+        content = message.get("content")
+        if isinstance(content, Sequence) and not isinstance(content, str):
+            results = [
+                _text_of(block.get("content"))
+                for block in content
+                if isinstance(block, Mapping) and block.get("type") == "tool_result"
+            ]
+            if results:
+                return "\n".join(results)
+        return _text_of(content)
+    return ""
+
+
+def _usage_json(usage: Usage) -> dict[str, object]:
+    return {
+        "input_tokens": usage.input_tokens,
+        "cache_creation_input_tokens": usage.cache_creation_input_tokens,
+        "cache_read_input_tokens": usage.cache_read_input_tokens,
+        "output_tokens": usage.output_tokens,
+    }
+
+
+def tool_input(reply: AskUserQuestion | Bash | ClaudeTool) -> tuple[str, Mapping[str, object]]:
+    """The tool name and input Claude Code expects for a tool-call reply."""
+    if isinstance(reply, Bash):
+        return "Bash", {"command": reply.command, "description": reply.description}
+    if isinstance(reply, ClaudeTool):
+        return reply.name, reply.input
+    return "AskUserQuestion", {
+        "questions": [
+            {
+                "question": q.question,
+                "header": q.header,
+                "multiSelect": q.multi_select,
+                "options": [{"label": o.label, "description": o.description} for o in q.options],
+            }
+            for q in reply.questions
+        ]
+    }
+
+
+def error_reply(status: int, message: str) -> WireReply:
+    """An Anthropic error body with the error type that belongs to the status."""
+    kind = _ERROR_TYPES.get(status, "api_error")
+    return json_reply(status, {"type": "error", "error": {"type": kind, "message": message}})
+
+
+def render(
+    reply: Reply,
+    *,
+    body: Mapping[str, object] | None,
+    usage: Usage,
+    ordinal: int,
+) -> WireReply:
+    """The HTTP response carrying `reply`, streamed if the request asked for a stream."""
+    if isinstance(reply, ApiError):
+        return error_reply(reply.status, reply.message)
+    if isinstance(reply, RequestUserInput | ExecCommand):
+        return error_reply(
+            400,
+            f"lab: {type(reply).__name__} is Codex-only; use a Claude reply kind here",
+        )
+    model = str(body.get("model", "lab-model")) if body else "lab-model"
+    message_id = f"msg_lab_{ordinal}"
+    streaming = bool(body and body.get("stream"))
+    if isinstance(reply, Text | SlowText):
+        block: dict[str, object] = {"type": "text", "text": reply.text}
+        stop_reason = "end_turn"
+    else:
+        name, arguments = tool_input(reply)
+        block = {"type": "tool_use", "id": f"toolu_lab_{ordinal}", "name": name, "input": arguments}
+        stop_reason = "tool_use"
+    if not streaming:
+        return json_reply(
+            200,
+            {
+                "id": message_id,
+                "type": "message",
+                "role": "assistant",
+                "model": model,
+                "content": [block],
+                "stop_reason": stop_reason,
+                "stop_sequence": None,
+                "usage": _usage_json(usage),
+            },
+        )
+    parts: list[bytes | Hold] = [
+        sse_event(
+            {
+                "type": "message_start",
+                "message": {
+                    "id": message_id,
+                    "type": "message",
+                    "role": "assistant",
+                    "model": model,
+                    "content": [],
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": {**_usage_json(usage), "output_tokens": 1},
+                },
+            }
+        )
+    ]
+    if block["type"] == "text":
+        parts.append(
+            sse_event(
+                {
+                    "type": "content_block_start",
+                    "index": 0,
+                    "content_block": {"type": "text", "text": ""},
+                }
+            )
+        )
+        chunks: tuple[str | Hold, ...]
+        if isinstance(reply, SlowText):
+            head, tail = split_first_word(reply.text)
+            chunks = (head, Hold(reply.hold), tail)
+        else:
+            chunks = (str(block["text"]),)
+        for chunk in chunks:
+            if isinstance(chunk, Hold):
+                parts.append(chunk)
+            elif chunk:
+                parts.append(
+                    sse_event(
+                        {
+                            "type": "content_block_delta",
+                            "index": 0,
+                            "delta": {"type": "text_delta", "text": chunk},
+                        }
+                    )
+                )
+    else:
+        parts.append(
+            sse_event(
+                {
+                    "type": "content_block_start",
+                    "index": 0,
+                    "content_block": {**block, "input": {}},
+                }
+            )
+        )
+        parts.append(
+            sse_event(
+                {
+                    "type": "content_block_delta",
+                    "index": 0,
+                    "delta": {
+                        "type": "input_json_delta",
+                        "partial_json": json.dumps(block["input"]),
+                    },
+                }
+            )
+        )
+    parts.append(sse_event({"type": "content_block_stop", "index": 0}))
+    parts.append(
+        sse_event(
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": stop_reason, "stop_sequence": None},
+                "usage": _usage_json(usage),
+            }
+        )
+    )
+    parts.append(sse_event({"type": "message_stop"}))
+    return WireReply(200, "text/event-stream", tuple(parts), KEEPALIVE)
+
+
+def count_tokens_reply(usage: Usage) -> WireReply:
+    """Reply to /v1/messages/count_tokens."""
+    return json_reply(200, {"input_tokens": usage.input_tokens})

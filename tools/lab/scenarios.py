@@ -1,0 +1,296 @@
+"""Scripted model conversations for the lab: a scenario is pure data.
+
+A scenario says, for the newest input the agent sends (the last user message
+text, or the newest tool result / function_call_output text), what the scripted
+model replies. The model server (`tools.lab.model_server`) plays it against the
+real Claude Code and Codex clients; the capture tool and the tests read the same
+data to know what the screen must show and what the agent must send back.
+
+Matching rule: `Step.when` is a substring of the newest input. The first unused
+step that matches wins; a step fires once unless `repeat=True`. Nothing matches
+-> the default reply `Text("ok")`. Auxiliary requests (title generation, token
+counting, probes) never consume steps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Literal
+
+import attrs
+
+Agent = Literal["claude", "codex"]
+
+
+@attrs.frozen
+class Option:
+    """One selectable answer of a question."""
+
+    label: str
+    description: str = ""
+
+
+@attrs.frozen
+class Question:
+    """One question of a questionnaire (Claude AskUserQuestion, Codex request_user_input)."""
+
+    question: str
+    header: str
+    options: tuple[Option, ...]
+    multi_select: bool = False
+
+
+@attrs.frozen
+class Text:
+    """A plain assistant message, streamed at once; ends the turn."""
+
+    text: str
+
+
+@attrs.frozen
+class SlowText:
+    """A message whose stream starts, then holds the agent in `working`.
+
+    The first word is streamed, then the server holds the stream open (sending
+    keep-alives) until the named signal arrives via `ModelServer.signal`; with
+    `hold=None` it holds until the client cancels the request (about an hour at
+    most). Then the rest of the text is streamed and the turn ends.
+    """
+
+    text: str
+    hold: str | None = None
+
+
+@attrs.frozen
+class AskUserQuestion:
+    """Claude `AskUserQuestion` tool_use: the questionnaire screen."""
+
+    questions: tuple[Question, ...]
+
+
+@attrs.frozen
+class Bash:
+    """Claude `Bash` tool_use: the Bash permission prompt."""
+
+    command: str
+    description: str
+
+
+@attrs.frozen
+class ClaudeTool:
+    """Any other Claude tool_use, e.g. `Write` for a non-Bash permission prompt."""
+
+    name: str
+    input: Mapping[str, object]
+
+
+@attrs.frozen
+class RequestUserInput:
+    """Codex `request_user_input` function call; question ids are `q1`, `q2`, ...
+
+    Codex renders it only in Plan mode (or with the `default_mode_request_user_input`
+    feature); elsewhere the client answers "unsupported call".
+    """
+
+    questions: tuple[Question, ...]
+
+
+@attrs.frozen
+class ExecCommand:
+    """Codex `exec_command` function call, by default asking for escalation (approval prompt)."""
+
+    cmd: str
+    escalated: bool = True
+    justification: str = "The lab scenario needs to run this command outside the sandbox."
+
+
+@attrs.frozen
+class ApiError:
+    """An HTTP error from the model API instead of a reply."""
+
+    status: int
+    message: str
+
+
+Reply = (
+    Text
+    | SlowText
+    | AskUserQuestion
+    | Bash
+    | ClaudeTool
+    | RequestUserInput
+    | ExecCommand
+    | ApiError
+)
+
+
+@attrs.frozen
+class Step:
+    """When the newest input contains `when`, reply with `reply`.
+
+    `wait_for` names a signal the reply waits for before anything is sent
+    (the agent shows `working` with no stream yet). `repeat` lets the step
+    fire on every match instead of once.
+    """
+
+    when: str
+    reply: Reply
+    wait_for: str | None = None
+    repeat: bool = False
+
+
+@attrs.frozen
+class Scenario:
+    """A named script; `task` is the text to send that triggers the first step."""
+
+    name: str
+    steps: tuple[Step, ...]
+    task: str = ""
+    agents: frozenset[Agent] = frozenset({"claude", "codex"})
+
+
+DEFAULT_REPLY = Text("ok")
+
+ANSWERED_CLAUDE = "Your questions have been answered"
+"""Start of Claude's tool_result after an AskUserQuestion is answered (2.1.263 and 2.1.328)."""
+
+ANSWERED_CODEX = '"answers"'
+"""Key of Codex's function_call_output after request_user_input is answered."""
+
+ECHO_TASK = "lab: say hello"
+ECHO_REPLY = "Hello from the lab model."
+SLOW_TASK = "lab: work slowly"
+SLOW_SIGNAL = "release"
+ASK_TASK = "lab: ask me a question"
+RUN_TASK = "lab: run the command"
+WRITE_TASK = "lab: write the file"
+ERROR_TASK = "lab: trigger an error"
+
+BASH_MARKER = "lab-bash-ran"
+EXEC_MARKER = "lab-exec-ran"
+WRITE_FILE = "lab-written.txt"
+WRITE_CONTENT = "written by the lab model\n"
+
+_COLORS = (
+    Option("Red", "A warm color"),
+    Option("Blue", "A cool color"),
+    Option("Green", "The color of leaves"),
+    Option("Yellow", "The color of the sun"),
+)
+
+
+def _color_question(n_options: int, *, multi_select: bool = False) -> Question:
+    return Question(
+        question="Which colors do you like?" if multi_select else "Which color do you prefer?",
+        header="Color",
+        options=_COLORS[:n_options],
+        multi_select=multi_select,
+    )
+
+
+_SIZE_QUESTION = Question(
+    question="Which size should the widget be?",
+    header="Size",
+    options=(Option("Small", "Fits in a sidebar"), Option("Large", "Fills the page")),
+)
+_SHAPE_QUESTION = Question(
+    question="Which shape should it have?",
+    header="Shape",
+    options=(
+        Option("Round", "Soft corners"),
+        Option("Square", "Sharp corners"),
+        Option("Hexagon", "Six sides"),
+    ),
+)
+
+
+def _claude_questionnaire(name: str, *questions: Question) -> Scenario:
+    return Scenario(
+        name=name,
+        task=ASK_TASK,
+        agents=frozenset({"claude"}),
+        steps=(
+            Step(ASK_TASK, AskUserQuestion(questions)),
+            Step(ANSWERED_CLAUDE, Text("Thanks, I noted your answers.")),
+        ),
+    )
+
+
+def _codex_questionnaire(name: str, *questions: Question) -> Scenario:
+    return Scenario(
+        name=name,
+        task=ASK_TASK,
+        agents=frozenset({"codex"}),
+        steps=(
+            Step(ASK_TASK, RequestUserInput(questions)),
+            Step(ANSWERED_CODEX, Text("Thanks, I noted your answers.")),
+        ),
+    )
+
+
+def _build() -> dict[str, Scenario]:
+    scenarios = [
+        Scenario("echo", task=ECHO_TASK, steps=(Step(ECHO_TASK, Text(ECHO_REPLY)),)),
+        Scenario(
+            "slow",
+            task=SLOW_TASK,
+            steps=(Step(SLOW_TASK, SlowText("Working on it slowly... done.", hold=SLOW_SIGNAL)),),
+        ),
+        Scenario(
+            "api_error",
+            task=ERROR_TASK,
+            # 400 is not retried by either client, so the error shows at once.
+            steps=(Step(ERROR_TASK, ApiError(400, "lab: simulated invalid request"), repeat=True),),
+        ),
+        Scenario(
+            "claude_bash",
+            task=RUN_TASK,
+            agents=frozenset({"claude"}),
+            steps=(
+                Step(
+                    RUN_TASK,
+                    Bash(
+                        f"touch {BASH_MARKER}.txt && echo {BASH_MARKER}",
+                        "Create the lab marker file",
+                    ),
+                ),
+                Step(BASH_MARKER, Text("The command ran.")),
+            ),
+        ),
+        Scenario(
+            "claude_write",
+            task=WRITE_TASK,
+            agents=frozenset({"claude"}),
+            steps=(
+                Step(
+                    WRITE_TASK,
+                    ClaudeTool("Write", {"file_path": WRITE_FILE, "content": WRITE_CONTENT}),
+                ),
+                Step(WRITE_FILE, Text("The file is written.")),
+            ),
+        ),
+        _claude_questionnaire("questionnaire_single2", _color_question(2)),
+        _claude_questionnaire("questionnaire_single3", _color_question(3)),
+        _claude_questionnaire("questionnaire_single4", _color_question(4)),
+        _claude_questionnaire("questionnaire_multi", _color_question(4, multi_select=True)),
+        _claude_questionnaire(
+            "questionnaire_multi_question", _color_question(3), _SIZE_QUESTION, _SHAPE_QUESTION
+        ),
+        Scenario(
+            "codex_exec",
+            task=RUN_TASK,
+            agents=frozenset({"codex"}),
+            steps=(
+                Step(RUN_TASK, ExecCommand(f"touch ../{EXEC_MARKER}.txt && echo {EXEC_MARKER}")),
+                Step(EXEC_MARKER, Text("The command ran.")),
+            ),
+        ),
+        _codex_questionnaire("codex_rui_one", _color_question(3)),
+        _codex_questionnaire(
+            "codex_rui_three", _color_question(3), _SIZE_QUESTION, _SHAPE_QUESTION
+        ),
+    ]
+    return {scenario.name: scenario for scenario in scenarios}
+
+
+SCENARIOS: Mapping[str, Scenario] = _build()
