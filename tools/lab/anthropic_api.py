@@ -8,6 +8,7 @@ conversation; see tools/lab/NOTES.md for the shapes observed per version.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 
 from tools.lab.scenarios import (
@@ -35,6 +36,11 @@ _ERROR_TYPES = {
 
 KEEPALIVE = sse_event({"type": "ping"})
 
+_SYSTEM_REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>\s*", re.DOTALL)
+
+TITLE = "Lab session"
+"""The title the scripted model gives every session when the client asks for one."""
+
 
 def is_auxiliary(method: str, path: str, body: Mapping[str, object] | None) -> bool:
     """True unless this is a conversation turn: a POST to /v1/messages that offers tools.
@@ -47,15 +53,19 @@ def is_auxiliary(method: str, path: str, body: Mapping[str, object] | None) -> b
 
 
 def _text_of(content: object) -> str:
+    """The text blocks of a message, without the `<system-reminder>` context Claude Code adds."""
     if isinstance(content, str):
-        return content
-    if isinstance(content, Sequence):
-        return "\n".join(
+        texts = [content]
+    elif isinstance(content, Sequence):
+        texts = [
             str(block.get("text", ""))
             for block in content
             if isinstance(block, Mapping) and block.get("type") == "text"
-        )
-    return ""
+        ]
+    else:
+        return ""
+    stripped = (_SYSTEM_REMINDER.sub("", text).strip() for text in texts)
+    return "\n".join(text for text in stripped if text)
 
 
 def newest_input(body: Mapping[str, object] | None) -> str:
@@ -81,6 +91,19 @@ def newest_input(body: Mapping[str, object] | None) -> str:
                 return "\n".join(results)
         return _text_of(content)
     return ""
+
+
+def auxiliary_reply(body: Mapping[str, object] | None) -> Text:
+    """A side request's answer: a JSON title when the client asks for structured output.
+
+    Claude Code names sessions with a tool-less request whose
+    `output_config.format` is a JSON schema with a `title` property.
+    """
+    config = body.get("output_config") if body else None
+    output_format = config.get("format") if isinstance(config, Mapping) else None
+    if isinstance(output_format, Mapping) and output_format.get("type") == "json_schema":
+        return Text(json.dumps({"title": TITLE}))
+    return Text("ok")
 
 
 def _usage_json(usage: Usage) -> dict[str, object]:

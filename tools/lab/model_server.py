@@ -68,10 +68,15 @@ class RequestTimeout(TimeoutError):
 
 
 def api_of(path: str, headers: Mapping[str, str]) -> Api:
-    """Which wire format a request belongs to, by path, else by Anthropic's version header."""
-    if path.startswith("/v1/messages") or "anthropic-version" in headers:
-        return "anthropic"
-    return "openai"
+    """Which client family sent a request: by path, else by Codex's identifying headers.
+
+    Claude Code also probes paths outside the API (`HEAD /api/hello`, user-agent Bun).
+    """
+    if path.startswith("/v1/responses") or "originator" in headers:
+        return "openai"
+    if "codex" in headers.get("user-agent", "").lower():
+        return "openai"
+    return "anthropic"
 
 
 def decode_body(raw: bytes, encoding: str) -> Mapping[str, object] | None:
@@ -122,7 +127,7 @@ class ModelServer:
         self,
         predicate: Callable[[RecordedRequest], bool],
         *,
-        timeout: float,  # noqa: ASYNC109 - the lab's test API takes a plain deadline in seconds
+        timeout: float,
     ) -> RecordedRequest:
         """The first recorded request (already received or still to come) matching predicate.
 
@@ -149,7 +154,7 @@ class ModelServer:
         self,
         index: int,
         *,
-        timeout: float,  # noqa: ASYNC109 - same deadline convention as wait_for_request
+        timeout: float,
     ) -> Outcome:
         """How request `index` ended: its reply was sent completely, or the client went away."""
         with trio.move_on_after(timeout):
@@ -203,12 +208,15 @@ class ModelServer:
         request = RecordedRequest(
             api, method, target, body, time.monotonic(), newest, auxiliary, index, reply, usage
         )
-        if method != "POST":
+        if method == "HEAD":
+            response = WireReply(200, "application/json", ())
+        elif method != "POST":
             response = json_reply(200, {})
         elif target.split("?")[0].endswith("/count_tokens"):
             response = anthropic_api.count_tokens_reply(usage)
         else:
-            response = wire.render(reply or DEFAULT_REPLY, body=body, usage=usage, ordinal=index)
+            reply_sent = reply or wire.auxiliary_reply(body)
+            response = wire.render(reply_sent, body=body, usage=usage, ordinal=index)
         self.requests.append(request)
         if self._dump_dir is not None:
             self._dump(request, headers)
@@ -275,29 +283,29 @@ class ModelServer:
         gone = False
 
         async def watch_disconnect(cancel_scope: trio.CancelScope) -> None:
-            # While we reply the client sends nothing more; EOF means it gave up
-            # (e.g. the user pressed Esc during a held stream).
+            # While we reply the client sends nothing more; EOF or a reset means
+            # it gave up (e.g. the user pressed Esc during a held stream).
             nonlocal gone
-            while True:
-                data = await stream.receive_some(_MAX_RECEIVE)
-                if not data:
-                    gone = True
-                    cancel_scope.cancel()
-                    return
-                connection.receive_data(data)
+            try:
+                while data := await stream.receive_some(_MAX_RECEIVE):
+                    connection.receive_data(data)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                pass
+            gone = True
+            cancel_scope.cancel()
 
         async def send(data: bytes) -> None:
             await stream.send_all(connection.send(h11.Data(data=data)) or b"")
 
-        try:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(watch_disconnect, nursery.cancel_scope)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watch_disconnect, nursery.cancel_scope)
+            try:
                 if step is not None and step.wait_for is not None:
                     await self._hold(step.wait_for, None, send)
                 await self._send_reply(connection, stream, response, send)
-                nursery.cancel_scope.cancel()
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            gone = True
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                gone = True
+            nursery.cancel_scope.cancel()
         return "disconnected" if gone else "completed"
 
     async def _send_reply(

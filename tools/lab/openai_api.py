@@ -63,6 +63,11 @@ def newest_input(body: Mapping[str, object] | None) -> str:
     return ""
 
 
+def auxiliary_reply(body: Mapping[str, object] | None) -> Text:
+    """A side request's answer (Codex's thread title request)."""
+    return Text("Lab session")
+
+
 def usage_json(usage: Usage) -> dict[str, object]:
     """Responses-API usage: `input_tokens` includes the cached part, as OpenAI reports it."""
     total_input = usage.input_tokens + usage.cache_read_input_tokens
