@@ -1,0 +1,68 @@
+"""StoreActor: the single writer of the AKK store.
+
+Every write is a function run inside one transaction on the write connection,
+in a worker thread so the event loop never waits on fsync. A write that has
+started always finishes (the thread is not abandoned on cancellation), so a
+caller that saw the reply knows the commit is on disk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+import apsw
+import attrs
+import trio
+
+from akk.actors.runtime import Actor, ActorRef, Rank
+from akk.store.database import open_store
+
+T = TypeVar("T")
+
+
+@attrs.frozen
+class Transact(Generic[T]):
+    """Run ``work`` in one write transaction and reply with its result."""
+
+    work: Callable[[apsw.Connection], T]
+
+
+class StoreActor(Actor):
+    """Owns the write connection; rebuilds it on restart."""
+
+    rank = Rank.STORE
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._conn: apsw.Connection | None = None
+
+    async def started(self) -> None:
+        self._conn = await trio.to_thread.run_sync(open_store, self._path)
+
+    async def stopped(self) -> None:
+        if self._conn is not None:
+            conn, self._conn = self._conn, None
+            await trio.to_thread.run_sync(conn.close)
+
+    async def receive(self, message: object) -> object:
+        if not isinstance(message, Transact):
+            raise TypeError(f"StoreActor cannot handle {type(message).__name__}")
+        conn = self._conn
+        assert conn is not None, "started() opens the connection before any message"
+        return await trio.to_thread.run_sync(_in_transaction, conn, message.work)
+
+
+def _in_transaction(conn: apsw.Connection, work: Callable[[apsw.Connection], T]) -> T:
+    with conn:
+        result = work(conn)
+    return result
+
+
+async def transact(
+    store: ActorRef, work: Callable[[apsw.Connection], T], *, timeout: float = 10.0
+) -> T:
+    """Ask the StoreActor to run ``work`` in one transaction; return its result."""
+    result: Any = await store.ask(Transact(work), timeout=timeout)
+    return result  # type: ignore[no-any-return]

@@ -1,0 +1,166 @@
+"""The operator CLI: `akk serve | token | doctor | list | schema`.
+
+Every failure prints what went wrong and what to do, and exits non-zero.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import trio
+from rich.console import Console
+from rich.table import Table
+
+from akk import doctor
+from akk.client import AkkError, ConnectError, connect
+from akk.protocol.schema import protocol_schema
+from akk.service import Endpoint, ServiceConfig, read_endpoint, serve_until_signal
+from akk.store.database import StoreError
+from akk.store.location import StateDir, StateDirError
+
+CLI_CONTROLLER_ID = "akk-cli"
+
+_out = Console(highlight=False)
+_err = Console(stderr=True, highlight=False)
+
+
+class CliError(Exception):
+    """A failure to report as `akk: <what>` and exit 2."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `akk` console script."""
+    args = _parser().parse_args(argv)
+    try:
+        result: int = args.run(args)
+    except (CliError, StateDirError, StoreError, ConnectError) as exc:
+        _err.print(f"akk: {exc}", markup=False)
+        return 2
+    except AkkError as exc:
+        _err.print(f"akk: the server said {exc.reason}: {exc.message}", markup=False)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return result
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="akk", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(required=True, metavar="COMMAND")
+
+    def command(name: str, run: Any, help_text: str) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help_text, description=help_text)
+        sub.set_defaults(run=run)
+        return sub
+
+    serve = command("serve", _serve, "run the supervisor and its WebSocket endpoint")
+    _state_dir_option(serve)
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
+    serve.add_argument("--port", type=int, default=7878, help="port (0 picks a free one)")
+    serve.add_argument(
+        "--max-frame-bytes", type=int, default=1 << 20, help="largest request frame accepted"
+    )
+    serve.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING"])
+
+    token = command("token", _token, "print the controller token (created on first use)")
+    _state_dir_option(token)
+
+    check = command("doctor", _doctor, "check tmux, the state directory, the store and the port")
+    _state_dir_option(check)
+    check.add_argument("--port", type=int, default=7878)
+
+    listing = command("list", _list, "list the terminals the running server sees")
+    _state_dir_option(listing)
+    listing.add_argument("--json", action="store_true", help="print the raw result as JSON")
+
+    command("schema", _schema, "print the JSON Schema of the controller protocol")
+    return parser
+
+
+def _state_dir_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--state-dir",
+        help="state directory (default: $AKK_STATE_DIR, else $XDG_STATE_HOME/akk)",
+    )
+
+
+def _serve(args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    if args.host not in ("127.0.0.1", "localhost", "::1"):
+        _err.print(f"akk: warning: serving on {args.host}, beyond loopback", markup=False)
+    config = ServiceConfig(
+        state=StateDir.resolve(args.state_dir),
+        host=args.host,
+        port=args.port,
+        max_frame_bytes=args.max_frame_bytes,
+    )
+
+    def ready(endpoint: Endpoint) -> None:
+        _out.print(f"akk serve: listening on {endpoint.url} (state {config.state.path})")
+        sys.stdout.flush()
+
+    try:
+        trio.run(serve_until_signal, config, ready)
+    except OSError as exc:
+        raise CliError(
+            f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}; "
+            "another `akk serve` may be running (`akk doctor` checks), or pass --port"
+        ) from exc
+    return 0
+
+
+def _token(args: argparse.Namespace) -> int:
+    _out.print(StateDir.resolve(args.state_dir).token(), markup=False)
+    return 0
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    checks = doctor.run_checks(StateDir.resolve(args.state_dir), args.port)
+    table = Table("check", "", "detail", "what to do", box=None)
+    for check in checks:
+        table.add_row(check.name, "ok" if check.ok else "FAIL", check.detail, check.next_step)
+    _out.print(table)
+    return 0 if all(check.ok for check in checks) else 1
+
+
+def _list(args: argparse.Namespace) -> int:
+    state = StateDir.resolve(args.state_dir)
+    endpoint = read_endpoint(state)
+    if endpoint is None:
+        raise CliError(f"no running `akk serve` for {state.path}; start it with `akk serve`")
+    token = state.token()
+
+    async def fetch() -> dict[str, Any]:
+        with trio.fail_after(10):
+            async with connect(endpoint.url, token, controller_id=CLI_CONTROLLER_ID) as ctl:
+                result: dict[str, Any] = await ctl.call("list")
+                return result
+
+    result = trio.run(fetch)
+    if args.json:
+        _out.print_json(json.dumps(result))
+        return 0
+    table = Table("pane", "agent", "version", "profile", "state", "asks", title="terminals")
+    for row in result["terminals"]:
+        table.add_row(
+            str(row.get("pane", row["terminal_id"])),
+            row["agent"],
+            row["version"] or "?",
+            row["profile"] or f"none ({row.get('profile_reason') or 'unknown'})",
+            row["activity_state"],
+            str(row.get("asks") or ""),
+        )
+    _out.print(table)
+    return 0
+
+
+def _schema(args: argparse.Namespace) -> int:
+    print(json.dumps(protocol_schema(), indent=2))
+    return 0

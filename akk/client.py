@@ -1,0 +1,142 @@
+"""The controller library: what a controller (chat agent, orchestrator, script) imports.
+
+    async with akk.client.connect(url, token, controller_id="ci-bot") as ctl:
+        rows = await ctl.call("list")
+        async for event in ctl.events():
+            ...
+            await ctl.ack(event["event_id"])
+
+Calls raise ``AkkError`` carrying the server's ``reason`` and its next step.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
+
+import trio
+from trio_websocket import (
+    ConnectionClosed,
+    ConnectionRejected,
+    HandshakeError,
+    WebSocketConnection,
+    open_websocket_url,
+)
+
+EVENT_BUFFER = 1024
+
+
+class AkkError(Exception):
+    """The server answered a call with an error; ``reason`` is its data.reason code."""
+
+    def __init__(self, code: int, reason: str, message: str, detail: str | None = None) -> None:
+        super().__init__(f"{reason}: {message}")
+        self.code = code
+        self.reason = reason
+        self.message = message
+        self.detail = detail
+
+
+class ConnectError(Exception):
+    """The controller could not connect; the message says what to do."""
+
+
+class Controller:
+    """A connected controller. Use through ``connect``."""
+
+    def __init__(self, ws: WebSocketConnection) -> None:
+        self._ws = ws
+        self._ids = itertools.count(1)
+        self._pending: dict[int, trio.MemorySendChannel[dict[str, Any]]] = {}
+        self._events_in, self._events_out = trio.open_memory_channel[dict[str, Any]](EVENT_BUFFER)
+        self.server: dict[str, Any] = {}
+
+    async def call(self, method: str, params: dict[str, Any] | None = None) -> Any:
+        """Call ``method``; return its result or raise AkkError. Raises ConnectionClosed
+        if the connection ends first (the call may or may not have run)."""
+        call_id = next(self._ids)
+        reply_in, reply_out = trio.open_memory_channel[dict[str, Any]](1)
+        self._pending[call_id] = reply_in
+        try:
+            frame = {"jsonrpc": "2.0", "id": call_id, "method": method, "params": params or {}}
+            await self._ws.send_message(json.dumps(frame))
+            try:
+                reply = await reply_out.receive()
+            except trio.EndOfChannel:
+                raise ConnectionClosed(self._ws.closed) from None
+        finally:
+            self._pending.pop(call_id, None)
+        if "error" in reply:
+            error = reply["error"]
+            data = error.get("data") or {}
+            raise AkkError(
+                int(error.get("code", 0)),
+                str(data.get("reason", "internal")),
+                str(error.get("message", "")),
+                data.get("detail"),
+            )
+        return reply.get("result")
+
+    async def events(self) -> AsyncIterator[dict[str, Any]]:
+        """Events pushed by the server, in arrival order, until the connection closes."""
+        async for event in self._events_out:
+            yield event
+
+    async def ack(self, event_id: str) -> Any:
+        """Tell the server this controller accepted the event."""
+        return await self.call("ack", {"event_id": event_id})
+
+    async def _read(self) -> None:
+        try:
+            while True:
+                message = json.loads(await self._ws.get_message())
+                if not isinstance(message, dict):
+                    continue
+                if message.get("method") == "event":
+                    self._events_in.send_nowait(message.get("params", {}))
+                elif isinstance(message.get("id"), int) and message["id"] in self._pending:
+                    await self._pending[message["id"]].send(message)
+        except ConnectionClosed:
+            pass
+        finally:
+            for waiting in self._pending.values():
+                waiting.close()
+            self._events_in.close()
+
+
+@asynccontextmanager
+async def connect(
+    url: str, token: str, *, controller_id: str, name: str | None = None
+) -> AsyncIterator[Controller]:
+    """Connect, authenticate and say hello; yield the ready Controller.
+
+    Raises ConnectError when the server cannot be reached or refuses the token.
+    """
+    headers = [(b"Authorization", f"Bearer {token}".encode())]
+    async with AsyncExitStack() as stack:
+        try:
+            ws = await stack.enter_async_context(open_websocket_url(url, extra_headers=headers))
+        except ConnectionRejected as exc:
+            if exc.status_code == 401:
+                raise ConnectError(
+                    "the server refused the token (HTTP 401); run `akk token` for the current one"
+                ) from exc
+            raise ConnectError(
+                f"the server refused the connection (HTTP {exc.status_code})"
+            ) from exc
+        except (OSError, HandshakeError) as exc:
+            raise ConnectError(
+                f"cannot connect to {url}: {exc}; is `akk serve` running? `akk doctor` checks"
+            ) from exc
+        nursery = await stack.enter_async_context(trio.open_nursery())
+        controller = Controller(ws)
+        nursery.start_soon(controller._read)
+        hello: dict[str, Any] = {"controller_id": controller_id}
+        if name is not None:
+            hello["name"] = name
+        controller.server = await controller.call("hello", hello)
+        yield controller
+        nursery.cancel_scope.cancel()

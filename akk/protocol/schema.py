@@ -1,0 +1,281 @@
+"""The JSON Schema of controller protocol v1: every request, result and event.
+
+This is the single source: the server validates params against it and
+``akk schema`` prints it. Field names follow PROTOCOL.md and never change.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+PROTOCOL_VERSION = 1
+
+_ID = {"type": "string", "minLength": 1, "maxLength": 200}
+_TEXT = {"type": "string", "minLength": 1, "maxLength": 100_000}
+_NULLABLE_ID = {"type": ["string", "null"]}
+
+
+def _params(required: dict[str, Any], optional: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {**required, **(optional or {})},
+        "required": sorted(required),
+        "additionalProperties": False,
+    }
+
+
+def _one_of_ids(names: tuple[str, ...], optional: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Params naming exactly one record by one of several id fields."""
+    schema = _params({}, {name: _ID for name in names} | (optional or {}))
+    schema["oneOf"] = [{"required": [name]} for name in names]
+    return schema
+
+
+ANSWER = {
+    "type": "object",
+    "oneOf": [
+        _params(
+            {
+                "question_id": _ID,
+                "response_kind": {"enum": ["single_select", "multi_select", "confirm"]},
+                "selected_option_ids": {"type": "array", "items": _ID, "maxItems": 64},
+            }
+        ),
+        _params(
+            {
+                "question_id": _ID,
+                "response_kind": {"const": "free_text"},
+                "text": {"type": "string", "maxLength": 100_000},
+            }
+        ),
+    ],
+}
+
+INTERACTION = {
+    "type": "object",
+    "required": [
+        "schema",
+        "version",
+        "interaction_id",
+        "turn_id",
+        "agent",
+        "kind",
+        "state",
+        "step",
+        "questions",
+    ],
+    "properties": {
+        "schema": {"const": "agent-knock-knock/terminal-interaction"},
+        "version": {"const": 1},
+        "interaction_id": _ID,
+        "turn_id": _NULLABLE_ID,
+        "agent": {"enum": ["claude", "codex"]},
+        "kind": {"enum": ["questionnaire", "permission", "async_question", "confirmation"]},
+        "state": {"type": "string"},
+        "step": {
+            "type": "object",
+            "required": ["index", "total"],
+            "properties": {"index": {"type": "integer"}, "total": {"type": "integer"}},
+        },
+        "questions": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["question_id", "prompt", "response_kind", "options"],
+                "properties": {
+                    "question_id": _ID,
+                    "header": {"type": "string"},
+                    "prompt": {"type": "string"},
+                    "required": {"type": "boolean"},
+                    "response_kind": {
+                        "enum": ["single_select", "multi_select", "free_text", "confirm"]
+                    },
+                    "options": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "required": ["option_id", "label"],
+                            "properties": {"option_id": _ID, "label": {"type": "string"}},
+                        },
+                    },
+                },
+            },
+        },
+        "decisions": {"type": "array", "items": {"enum": ["approve_once", "reject"]}},
+        "delivery_modes": {
+            "type": "array",
+            "items": {"enum": ["steer_current_turn", "queue_next_turn"]},
+        },
+        "capabilities": {"type": "object"},
+    },
+}
+
+ACTIVITY_STATES = ("idle", "working", "awaiting_approval", "awaiting_input", "blocked", "unknown")
+
+TERMINAL_ROW = {
+    "type": "object",
+    "required": [
+        "terminal_id",
+        "agent",
+        "version",
+        "profile",
+        "cwd",
+        "activity_state",
+        "session_id",
+        "turn_id",
+        "available_actions",
+    ],
+    "properties": {
+        "terminal_id": _ID,
+        "agent": {"enum": ["claude", "codex"]},
+        "version": {"type": ["string", "null"]},
+        "profile": {"type": ["string", "null"]},
+        "profile_reason": {"type": ["string", "null"]},
+        "cwd": {"type": ["string", "null"]},
+        "activity_state": {"enum": list(ACTIVITY_STATES)},
+        "session_id": _NULLABLE_ID,
+        "turn_id": _NULLABLE_ID,
+        "available_actions": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["method", "params"],
+                "properties": {"method": {"type": "string"}, "params": {"type": "object"}},
+            },
+        },
+    },
+}
+
+EVENT_KINDS = (
+    "interaction_required",
+    "approval_required",
+    "done",
+    "failed",
+    "cancelled",
+    "stalled",
+    "timed_out",
+    "invalidated",
+    "response_uncertain",
+)
+
+EVENT = {
+    "type": "object",
+    "required": ["event_id", "notification_id", "kind", "turn_id", "watch_id", "created_at"],
+    "properties": {
+        "event_id": _ID,
+        "notification_id": _ID,
+        "kind": {"enum": list(EVENT_KINDS)},
+        "turn_id": _NULLABLE_ID,
+        "watch_id": _NULLABLE_ID,
+        "interaction": {"oneOf": [INTERACTION, {"type": "null"}]},
+        "created_at": {"type": "string"},
+        "summary": {"type": "string"},
+    },
+}
+
+_RECORD = {"type": "object"}
+
+METHODS: dict[str, dict[str, Any]] = {
+    "hello": {
+        "params": _params({"controller_id": _ID}, {"name": {"type": "string", "maxLength": 200}}),
+        "result": {
+            "type": "object",
+            "required": ["protocol", "server_version", "capabilities"],
+            "properties": {
+                "protocol": {"const": PROTOCOL_VERSION},
+                "server_version": {"type": "string"},
+                "capabilities": {"type": "object"},
+            },
+        },
+    },
+    "list": {
+        "params": _params({}),
+        "result": {
+            "type": "object",
+            "required": ["terminals", "turns", "watches"],
+            "properties": {
+                "terminals": {"type": "array", "items": TERMINAL_ROW},
+                "turns": {"type": "array", "items": _RECORD},
+                "watches": {"type": "array", "items": _RECORD},
+            },
+        },
+    },
+    "send": {
+        "params": _one_of_ids(
+            ("terminal_id", "session_id"),
+            {
+                "request": _TEXT,
+                "client_request_id": _ID,
+                "scope": _params({}, {"task": _ID, "role": _ID}),
+            },
+        )
+        | {"required": ["request", "client_request_id"]},
+        "result": _params(
+            {
+                "turn_id": _ID,
+                "session_id": _NULLABLE_ID,
+                "watch_id": _NULLABLE_ID,
+                "state": {"type": "string"},
+            }
+        ),
+    },
+    "status": {
+        "params": _one_of_ids(("turn_id", "watch_id", "terminal_id")),
+        "result": {
+            "type": "object",
+            "properties": {
+                "interaction": {"oneOf": [INTERACTION, {"type": "null"}]},
+                "screen_excerpt": {"type": "array", "items": {"type": "string"}},
+            },
+        },
+    },
+    "respond_interaction": {
+        "params": _params(
+            {
+                "interaction_id": _ID,
+                "turn_id": _ID,
+                "answers": {"type": "array", "items": ANSWER, "minItems": 1, "maxItems": 64},
+            },
+            {"delivery_mode": {"enum": ["steer_current_turn", "queue_next_turn"]}},
+        ),
+        "result": _params({"outcome": {"const": "dispatched"}}),
+    },
+    "approve": {
+        "params": _params({"turn_id": _ID, "decision": {"enum": ["approve_once", "reject"]}}),
+        "result": _params({"outcome": {"const": "dispatched"}}),
+    },
+    "respond": {"params": _params({"turn_id": _ID, "request": _TEXT}), "result": _RECORD},
+    "cancel": {"params": _params({"turn_id": _ID}), "result": _RECORD},
+    "close": {"params": _params({"turn_id": _ID}), "result": _RECORD},
+    "watch": {"params": _params({"terminal_id": _ID}), "result": _params({"watch_id": _ID})},
+    "unwatch": {"params": _params({"watch_id": _ID}), "result": _RECORD},
+    "renew": {
+        "params": _one_of_ids(
+            ("watch_id", "turn_id"),
+            {"minutes": {"type": "integer", "minimum": 1, "maximum": 10_080}},
+        ),
+        "result": _RECORD,
+    },
+    "recover": {"params": _one_of_ids(("watch_id", "turn_id")), "result": _RECORD},
+    "retry_callback": {
+        "params": _one_of_ids(("watch_id", "turn_id"), {"notification_id": _ID}),
+        "result": _RECORD,
+    },
+    "ack": {"params": _params({"event_id": _ID}), "result": _RECORD},
+}
+
+
+def protocol_schema() -> dict[str, Any]:
+    """The whole protocol as one JSON Schema document (what `akk schema` prints)."""
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "AKK controller protocol",
+        "version": PROTOCOL_VERSION,
+        "methods": METHODS,
+        "definitions": {
+            "event": EVENT,
+            "interaction": INTERACTION,
+            "terminal_row": TERMINAL_ROW,
+            "answer": ANSWER,
+        },
+    }

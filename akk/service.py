@@ -1,0 +1,133 @@
+"""`akk serve`: the process, composed of the root supervisor and the controller server.
+
+Lifetimes nest: process → root supervisor (store and, later, watcher, terminals,
+turns, destinations) → controller server → one task per connection.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import trio
+
+from akk.actors.store import StoreActor
+from akk.actors.supervisor import ChildSpec, Supervisor
+from akk.methods import Methods, TerminalView
+from akk.server import ControllerServer, ServerSettings
+from akk.store.database import open_store
+from akk.store.location import ENDPOINT_TMP_FILE, StateDir
+from akk.store.reader import StoreReader
+
+log = logging.getLogger("akk.service")
+
+
+@attrs.frozen
+class ServiceConfig:
+    state: StateDir
+    host: str = "127.0.0.1"
+    port: int = 7878
+    max_frame_bytes: int = 1 << 20
+
+
+@attrs.frozen
+class Endpoint:
+    """Where a running `akk serve` listens (written to the state directory)."""
+
+    host: str
+    port: int
+    pid: int
+
+    @property
+    def url(self) -> str:
+        return f"ws://{self.host}:{self.port}/v1"
+
+
+class _NoTerminals:
+    """Terminal rows before pane discovery is wired in: there are none."""
+
+    def rows(self) -> list[dict[str, Any]]:
+        return []
+
+
+def prepare(config: ServiceConfig) -> str:
+    """Check the state directory and bring the store up to date; return the token.
+
+    Runs before anything is supervised so that a refusal (foreign directory,
+    newer store) stops `akk serve` at once with its reason instead of a restart loop.
+    """
+    config.state.ensure()
+    open_store(config.state.store_path).close()
+    return config.state.token()
+
+
+async def run_service(
+    config: ServiceConfig,
+    *,
+    terminals: TerminalView | None = None,
+    on_ready: Callable[[Endpoint], None] = lambda endpoint: None,
+    task_status: trio.TaskStatus[Endpoint] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Run until cancelled; ``task_status.started`` (and ``on_ready``) get the endpoint."""
+    token = prepare(config)
+    root = Supervisor(
+        "root", children=[ChildSpec("store", lambda: StoreActor(config.state.store_path))]
+    )
+    reader = StoreReader(config.state.store_path)
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(root.run)
+            methods = Methods(root.ref("store"), reader, terminals or _NoTerminals())
+            server = ControllerServer(
+                ServerSettings(
+                    token=token,
+                    host=config.host,
+                    port=config.port,
+                    max_frame_bytes=config.max_frame_bytes,
+                ),
+                methods,
+            )
+            port = await nursery.start(server.serve)
+            endpoint = Endpoint(config.host, port, os.getpid())
+            _write_endpoint(config.state, endpoint)
+            on_ready(endpoint)
+            task_status.started(endpoint)
+    finally:
+        reader.close()
+        config.state.endpoint_path.unlink(missing_ok=True)
+
+
+async def serve_until_signal(config: ServiceConfig, on_ready: Callable[[Endpoint], None]) -> None:
+    """Run the service until SIGINT or SIGTERM, then shut down (children stop within their
+    shutdown timeouts, cleanup shielded)."""
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(
+                lambda task_status: run_service(config, on_ready=on_ready, task_status=task_status)
+            )
+            async for signum in signals:
+                log.info("shutting down on %s", signal.Signals(signum).name)
+                nursery.cancel_scope.cancel()
+                break
+
+
+def read_endpoint(state: StateDir) -> Endpoint | None:
+    """The endpoint of the running server, or None if none is recorded."""
+    try:
+        data = json.loads(state.endpoint_path.read_text())
+        return Endpoint(host=str(data["host"]), port=int(data["port"]), pid=int(data["pid"]))
+    except (FileNotFoundError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _write_endpoint(state: StateDir, endpoint: Endpoint) -> None:
+    tmp = state.endpoint_path.with_name(ENDPOINT_TMP_FILE)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(attrs.asdict(endpoint), f)
+    os.replace(tmp, state.endpoint_path)

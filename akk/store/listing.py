@@ -1,0 +1,41 @@
+"""Read-side queries behind the `list` method (run on a reader connection)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import apsw
+
+_FINISHED_TURN_STATES = ("closed", "done", "failed", "cancelled")
+
+
+def open_turns(conn: apsw.Connection, controller_id: str) -> list[dict[str, Any]]:
+    """The controller's Turns that are not finished, oldest first."""
+    placeholders = ", ".join("?" for _ in _FINISHED_TURN_STATES)
+    return _rows(
+        conn,
+        "SELECT turn_id, session_id, terminal_id, backend, state, outcome, deadline_at, "
+        "created_at FROM turns WHERE controller_id = ? AND closed_at IS NULL "
+        f"AND state NOT IN ({placeholders}) ORDER BY created_at",
+        (controller_id, *_FINISHED_TURN_STATES),
+    )
+
+
+def active_watches(conn: apsw.Connection, controller_id: str) -> list[dict[str, Any]]:
+    """The controller's Watches that are still observing, oldest first."""
+    return _rows(
+        conn,
+        "SELECT watch_id, terminal_id, session_id, state, deadline_at, created_at "
+        "FROM watches WHERE controller_id = ? AND state = 'active' ORDER BY created_at",
+        (controller_id,),
+    )
+
+
+def _rows(conn: apsw.Connection, sql: str, args: tuple[object, ...]) -> list[dict[str, Any]]:
+    cursor = conn.cursor()
+    cursor.row_trace = _as_dict
+    return list(cursor.execute(sql, args))
+
+
+def _as_dict(cursor: apsw.Cursor, row: tuple[Any, ...]) -> dict[str, Any]:
+    return {d[0]: value for d, value in zip(cursor.getdescription(), row, strict=True)}

@@ -1,0 +1,201 @@
+"""The store's schema, as an ordered list of forward-only migrations.
+
+``MIGRATIONS[n]`` takes a store from ``user_version`` n to n+1. Times are unix
+seconds (REAL, UTC). Rows with a ``revision`` are only ever updated by
+compare-and-swap on it (see ``akk.store.database.cas_update``).
+"""
+
+from __future__ import annotations
+
+# A marker row proves a file is an AKK store and not some other SQLite file.
+APPLICATION_ID = 0x414B4B31  # "AKK1"
+
+_V1 = """
+CREATE TABLE meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+
+-- One row per pane + agent process incarnation.
+CREATE TABLE terminals (
+    terminal_id    TEXT PRIMARY KEY,
+    tmux_socket    TEXT NOT NULL,
+    pane_id        TEXT NOT NULL,
+    pane_pid       INTEGER NOT NULL,
+    agent          TEXT NOT NULL CHECK (agent IN ('claude', 'codex')),
+    agent_pid      INTEGER NOT NULL,
+    process_start  INTEGER NOT NULL,          -- start time in clock ticks since boot
+    executable     TEXT NOT NULL,
+    version        TEXT,
+    profile        TEXT,
+    profile_reason TEXT,
+    cwd            TEXT,
+    first_seen_at  REAL NOT NULL,
+    last_seen_at   REAL NOT NULL,
+    gone_at        REAL,
+    revision       INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX terminals_by_pane ON terminals (tmux_socket, pane_id);
+
+-- Controllers are callback destinations, named by their stable controller_id.
+CREATE TABLE controllers (
+    controller_id TEXT PRIMARY KEY,
+    name          TEXT NOT NULL,
+    first_seen_at REAL NOT NULL,
+    last_seen_at  REAL NOT NULL
+);
+
+-- An agent conversation scoped to a task and role.
+CREATE TABLE sessions (
+    session_id      TEXT PRIMARY KEY,
+    controller_id   TEXT REFERENCES controllers (controller_id),
+    terminal_id     TEXT REFERENCES terminals (terminal_id),
+    backend         TEXT NOT NULL CHECK (backend IN ('terminal', 'app_server')),
+    agent           TEXT NOT NULL CHECK (agent IN ('claude', 'codex')),
+    scope           TEXT,
+    role            TEXT,
+    agent_session   TEXT,                     -- Claude session uuid / Codex thread id
+    evidence_path   TEXT,
+    state           TEXT NOT NULL,
+    created_at      REAL NOT NULL,
+    updated_at      REAL NOT NULL,
+    revision        INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX sessions_by_scope ON sessions (controller_id, scope, role);
+
+CREATE TABLE turns (
+    turn_id            TEXT PRIMARY KEY,
+    controller_id      TEXT NOT NULL REFERENCES controllers (controller_id),
+    client_request_id  TEXT NOT NULL,
+    session_id         TEXT REFERENCES sessions (session_id),
+    terminal_id        TEXT REFERENCES terminals (terminal_id),
+    backend            TEXT NOT NULL CHECK (backend IN ('terminal', 'app_server')),
+    request_sha256     TEXT NOT NULL,         -- the request text itself is never stored
+    state              TEXT NOT NULL,
+    outcome            TEXT,
+    deadline_at        REAL,
+    evidence_path      TEXT,
+    evidence_device    INTEGER,
+    evidence_inode     INTEGER,
+    evidence_offset    INTEGER,
+    usage_input        INTEGER,
+    usage_output       INTEGER,
+    usage_cache_read   INTEGER,
+    usage_cache_write  INTEGER,
+    usage_status       TEXT CHECK (usage_status IN ('complete', 'partial', 'unknown')),
+    created_at         REAL NOT NULL,
+    updated_at         REAL NOT NULL,
+    closed_at          REAL,
+    revision           INTEGER NOT NULL DEFAULT 0,
+    UNIQUE (controller_id, client_request_id)
+);
+CREATE INDEX turns_by_terminal ON turns (terminal_id, state);
+
+-- A human-started task a controller observes.
+CREATE TABLE watches (
+    watch_id       TEXT PRIMARY KEY,
+    controller_id  TEXT NOT NULL REFERENCES controllers (controller_id),
+    terminal_id    TEXT NOT NULL REFERENCES terminals (terminal_id),
+    session_id     TEXT REFERENCES sessions (session_id),
+    state          TEXT NOT NULL,
+    deadline_at    REAL,
+    created_at     REAL NOT NULL,
+    updated_at     REAL NOT NULL,
+    revision       INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX watches_by_terminal ON watches (terminal_id, state);
+
+-- A prompt the agent showed (one step of it), as projected to controllers.
+CREATE TABLE interactions (
+    interaction_id TEXT PRIMARY KEY,
+    terminal_id    TEXT NOT NULL REFERENCES terminals (terminal_id),
+    turn_id        TEXT REFERENCES turns (turn_id),
+    watch_id       TEXT REFERENCES watches (watch_id),
+    kind           TEXT NOT NULL,
+    fingerprint    BLOB NOT NULL,
+    profile        TEXT NOT NULL,
+    step_index     INTEGER NOT NULL DEFAULT 1,
+    step_total     INTEGER NOT NULL DEFAULT 1,
+    projection     TEXT NOT NULL,             -- the JSON controllers saw
+    state          TEXT NOT NULL,
+    created_at     REAL NOT NULL,
+    updated_at     REAL NOT NULL,
+    revision       INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX interactions_by_turn ON interactions (turn_id, state);
+
+-- What one controller was shown; an answer needs a fresh, unconsumed offer.
+CREATE TABLE offers (
+    offer_id       TEXT PRIMARY KEY,
+    interaction_id TEXT NOT NULL REFERENCES interactions (interaction_id),
+    controller_id  TEXT NOT NULL REFERENCES controllers (controller_id),
+    fingerprint    BLOB NOT NULL,
+    created_at     REAL NOT NULL,
+    expires_at     REAL NOT NULL,
+    consumed_at    REAL
+);
+CREATE INDEX offers_by_interaction ON offers (interaction_id, controller_id);
+
+-- Receipts of input-bearing steps, reserved durably before any key is sent.
+CREATE TABLE dispatches (
+    dispatch_id     TEXT PRIMARY KEY,
+    turn_id         TEXT REFERENCES turns (turn_id),
+    terminal_id     TEXT REFERENCES terminals (terminal_id),
+    interaction_id  TEXT REFERENCES interactions (interaction_id),
+    kind            TEXT NOT NULL CHECK (kind IN (
+                        'task', 'answer', 'approval', 'respond', 'cancel')),
+    stage           TEXT NOT NULL CHECK (stage IN (
+                        'reserved', 'text_injected', 'enter_sent',
+                        'accepted', 'not_accepted', 'uncertain', 'aborted')),
+    fingerprint     BLOB,
+    plan_sha256     TEXT,                     -- digest of the key plan, never the keys
+    created_at      REAL NOT NULL,
+    updated_at      REAL NOT NULL,
+    revision        INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX dispatches_by_turn ON dispatches (turn_id, stage);
+-- At most one unsettled step per terminal: the one input-bearing step at a time.
+CREATE UNIQUE INDEX dispatches_one_open_per_terminal ON dispatches (terminal_id)
+    WHERE stage IN ('reserved', 'text_injected', 'enter_sent');
+
+-- The durable outbox, one row per event for one controller.
+CREATE TABLE notifications (
+    notification_id   TEXT PRIMARY KEY,
+    event_id          TEXT NOT NULL UNIQUE,
+    controller_id     TEXT NOT NULL REFERENCES controllers (controller_id),
+    turn_id           TEXT REFERENCES turns (turn_id),
+    watch_id          TEXT REFERENCES watches (watch_id),
+    kind              TEXT NOT NULL,
+    payload           TEXT NOT NULL,
+    state             TEXT NOT NULL CHECK (state IN (
+                          'pending', 'delivering', 'accepted',
+                          'retryable_failure', 'exhausted', 'withdrawn')),
+    attempts          INTEGER NOT NULL DEFAULT 0,
+    lease_owner       TEXT,
+    lease_expires_at  REAL,
+    next_attempt_at   REAL,
+    last_error        TEXT,
+    created_at        REAL NOT NULL,
+    updated_at        REAL NOT NULL,
+    revision          INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX notifications_due ON notifications (controller_id, state, next_attempt_at);
+
+-- What happened, without raw answers, secrets or prompt regions.
+CREATE TABLE audit (
+    audit_id       INTEGER PRIMARY KEY AUTOINCREMENT,
+    at             REAL NOT NULL,
+    actor          TEXT NOT NULL,
+    action         TEXT NOT NULL,
+    outcome        TEXT NOT NULL,
+    controller_id  TEXT,
+    terminal_id    TEXT,
+    turn_id        TEXT,
+    interaction_id TEXT,
+    detail         TEXT NOT NULL DEFAULT '{}'
+);
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1,)
+
+SCHEMA_VERSION = len(MIGRATIONS)
