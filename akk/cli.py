@@ -10,7 +10,7 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import trio
 from rich.console import Console
@@ -24,6 +24,8 @@ from akk.store.database import StoreError
 from akk.store.location import StateDir, StateDirError
 
 CLI_CONTROLLER_ID = "akk-cli"
+
+E = TypeVar("E", bound=BaseException)
 
 _out = Console(highlight=False)
 _err = Console(stderr=True, highlight=False)
@@ -108,12 +110,23 @@ def _serve(args: argparse.Namespace) -> int:
 
     try:
         trio.run(serve_until_signal, config, ready)
-    except OSError as exc:
+    except* OSError as group:
+        exc = _leaves(group)[0]
         raise CliError(
             f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}; "
             "another `akk serve` may be running (`akk doctor` checks), or pass --port"
-        ) from exc
+        ) from None
+    except* (StateDirError, StoreError) as group:
+        raise _leaves(group)[0] from None
     return 0
+
+
+def _leaves(group: BaseExceptionGroup[E]) -> list[E]:
+    """The exceptions inside a (possibly nested) group, depth first."""
+    found: list[E] = []
+    for exc in group.exceptions:
+        found.extend(_leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc])
+    return found
 
 
 def _token(args: argparse.Namespace) -> int:

@@ -1,0 +1,135 @@
+"""The operator CLI as a person runs it: real `akk` processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+AKK = [sys.executable, "-m", "akk"]
+
+
+def _env(state: Path) -> dict[str, str]:
+    return {**os.environ, "AKK_STATE_DIR": str(state), "COLUMNS": "250"}
+
+
+def akk(state: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*AKK, *args], env=_env(state), capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[Path, str, float]]:
+    """A real `akk serve --port 0`; yields (state dir, url, seconds until it listened)."""
+    state = tmp_path / "akk"
+    began = time.monotonic()
+    proc = subprocess.Popen(
+        [*AKK, "serve", "--port", "0"],
+        env=_env(state),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        elapsed = time.monotonic() - began
+        assert "listening on ws://127.0.0.1:" in line, line + proc.stderr.read()
+        yield state, line.split()[4], elapsed
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise
+    assert proc.returncode == 0, proc.stderr.read() if proc.stderr else ""
+    assert not (state / "endpoint.json").exists()
+
+
+def test_serve_starts_and_list_prints_an_empty_table(served: tuple[Path, str, float]) -> None:
+    state, url, elapsed = served
+    print(f"akk serve listened after {elapsed:.2f} s")
+    listed = akk(state, "list")
+    assert listed.returncode == 0, listed.stderr
+    assert "terminals" in listed.stdout and "agent" in listed.stdout
+    as_json = akk(state, "list", "--json")
+    assert json.loads(as_json.stdout) == {"terminals": [], "turns": [], "watches": []}
+    endpoint = json.loads((state / "endpoint.json").read_text())
+    assert url == f"ws://127.0.0.1:{endpoint['port']}/v1"
+
+
+def test_second_serve_on_a_taken_port_says_what_to_do(served: tuple[Path, str, float]) -> None:
+    state, url, _ = served
+    port = url.rsplit(":", 1)[1].split("/")[0]
+    second = akk(state, "serve", "--port", port)
+    assert second.returncode == 2
+    assert "--port" in second.stderr and "akk doctor" in second.stderr
+
+
+def test_list_without_a_server_says_how_to_start_one(tmp_path: Path) -> None:
+    result = akk(tmp_path / "akk", "list")
+    assert result.returncode == 2
+    assert "akk serve" in result.stderr
+
+
+def test_token_is_printed_and_stable(tmp_path: Path) -> None:
+    first = akk(tmp_path / "akk", "token")
+    assert first.returncode == 0
+    assert first.stdout.strip() == akk(tmp_path / "akk", "token").stdout.strip()
+    assert (tmp_path / "akk" / "token").stat().st_mode & 0o777 == 0o600
+
+
+def test_doctor_reports_each_check(served: tuple[Path, str, float]) -> None:
+    state, _, _ = served
+    result = akk(state, "doctor", "--port", "0")
+    assert result.returncode == 0, result.stdout
+    for name in ("tmux", "state dir", "store", "port"):
+        assert name in result.stdout
+    assert "schema v1" in result.stdout
+
+
+def test_doctor_fails_on_a_foreign_directory(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("mine")
+    os.chmod(tmp_path, 0o700)
+    result = akk(tmp_path, "doctor")
+    assert result.returncode == 1
+    assert "FAIL" in result.stdout and "not an AKK state directory" in result.stdout
+
+
+def test_serve_refuses_a_foreign_directory_at_once(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("mine")
+    os.chmod(tmp_path, 0o700)
+    result = akk(tmp_path, "serve", "--port", "0")
+    assert result.returncode == 2
+    assert "not an AKK state directory" in result.stderr
+
+
+def test_schema_is_json_with_every_method() -> None:
+    result = subprocess.run([*AKK, "schema"], capture_output=True, text=True, check=True)
+    schema = json.loads(result.stdout)
+    assert set(schema["methods"]) >= {
+        "hello",
+        "list",
+        "send",
+        "status",
+        "respond_interaction",
+        "approve",
+        "respond",
+        "cancel",
+        "close",
+        "watch",
+        "unwatch",
+        "renew",
+        "recover",
+        "retry_callback",
+        "ack",
+    }
