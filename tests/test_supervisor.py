@@ -25,6 +25,7 @@ from akk.actors import (
     StopActor,
     Strategy,
     Supervisor,
+    SupervisorError,
     SupervisorEscalation,
     SupervisorNotRunning,
     UnknownChild,
@@ -293,6 +294,43 @@ async def test_nested_supervisor_escalates_to_parent() -> None:
     assert isinstance(escalation.__cause__, SupervisorEscalation)
     assert outer.child_keys() == []
     assert inner.child_keys() == []
+
+
+async def test_static_factory_failure_fails_run_plainly() -> None:
+    tracker = Tracker()
+
+    def broken() -> Actor:
+        raise RuntimeError("no store file")
+
+    sleeper_started = False
+
+    async def sleeper() -> None:
+        nonlocal sleeper_started
+        sleeper_started = True
+
+    sup = Supervisor(
+        "root",
+        children=[
+            ChildSpec(key="plain", start=sleeper),
+            worker_spec("a", tracker),
+            ChildSpec(key="broken", start=broken),
+        ],
+    )
+    with trio.fail_after(5), pytest.raises(RuntimeError, match="no store file"):
+        await sup.run()
+    assert not sleeper_started
+    assert tracker.starts == Counter()
+    assert sup.child_keys() == []
+
+
+async def test_running_twice_at_once_is_refused() -> None:
+    sup = Supervisor("root")
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            await start(nursery, sup)
+            with pytest.raises(SupervisorError, match="already running"):
+                await sup.run()
+            nursery.cancel_scope.cancel()
 
 
 def test_duplicate_static_keys_are_refused() -> None:

@@ -72,7 +72,9 @@ class ChildSpec:
     """How to start one child and when to restart it.
 
     `start` returns an `Actor` (a fresh one per incarnation) or an awaitable
-    for a plain task, e.g. `other_supervisor.run`.
+    for a plain task, e.g. `other_supervisor.run`. `shutdown_timeout` bounds
+    how long a stopping actor may finish its message in flight and run its
+    `stopped` hook; a plain task is cancelled at once and bounds its own cleanup.
     """
 
     key: str
