@@ -1,0 +1,573 @@
+"""Run one pinned client in a private tmux server against the scripted model server.
+
+`launch` is an async context manager. It starts a `ModelServer` for the
+scenario, an isolated HOME (and CODEX_HOME), a git working directory, and a
+tmux server on a private socket whose only pane runs the client under a shell
+with job control (so the client owns the pane's foreground process group, as
+when a person starts it). It waits for the idle composer and yields a
+`LabSession`. On exit, also on failure or cancellation, it kills the tmux
+server and every process of the run (found by a per-run environment marker, so
+daemons that left the session are caught too), stops the model server and
+removes the temporary directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import attrs
+import trio
+
+from tools.lab import clients
+from tools.lab.clients import Agent, Client
+from tools.lab.model_server import ModelServer
+from tools.lab.scenarios import Scenario
+
+POLL_SECONDS = 0.05
+"""How often screen conditions re-capture the pane."""
+
+START_TIMEOUT = 30.0
+"""Deadline from launch to the idle composer."""
+
+ENTER_GUARD_SECONDS = 0.3
+"""Quiet time between typed text and Enter.
+
+Codex treats an Enter that arrives within ~120 ms of a burst of typed
+characters as a newline (LAB.md); both clients get the same guard.
+"""
+
+CLAUDE_PROMPT = "\u276f"
+"""Claude's composer prompt character (heavy right angle quote)."""
+
+CODEX_PROMPT = "\u203a"
+"""Codex's composer prompt character (single right angle quote)."""
+
+CODEX_MODEL = "lab-model"
+"""The model name in the Codex config (unknown to Codex: it warns and carries on)."""
+
+LAB_API_KEY = "sk-ant-lab-0000-offline-key-abcdefghij0123456789"
+_MARKER_VAR = "AKK_LAB_RUN"
+_EXIT_BANNER = "[lab] client exited with status"
+_TEARDOWN_GRACE_SECONDS = 1.5
+_TEARDOWN_KILL_SECONDS = 5.0
+
+
+class LabError(RuntimeError):
+    """The lab could not reach the state a test asked for; the message says what it saw."""
+
+
+class ScreenTimeout(LabError):
+    """A screen condition did not hold before its deadline; carries the last screen."""
+
+    def __init__(self, message: str, screen: str) -> None:
+        super().__init__(f"{message}\n--- last screen ---\n{screen}\n--- end of screen ---")
+        self.screen = screen
+
+
+@attrs.frozen
+class Preseed:
+    """Which first-run answers the launcher writes into the client's config.
+
+    All True gives an idle composer. Turning one off leaves the matching
+    first-run screen up (Claude: onboarding, custom API key, folder trust;
+    Codex: folder trust), for capturing blocked screens.
+    """
+
+    onboarded: bool = True
+    api_key_approved: bool = True
+    trusted: bool = True
+
+    @property
+    def ready(self) -> bool:
+        """True when the client should start straight into its idle composer."""
+        return self.onboarded and self.api_key_approved and self.trusted
+
+
+def _claude_idle(screen: str) -> bool:
+    # The empty composer line sits between two rules; the footer offers shortcuts.
+    lines = [line.rstrip() for line in screen.splitlines()]
+    return CLAUDE_PROMPT in lines and any("? for shortcuts" in line for line in lines)
+
+
+def _codex_idle(screen: str) -> bool:
+    # The composer is painted before the session is configured and Enter is
+    # lost until then; the footer naming the model and the header leaving
+    # "loading" mark a configured session.
+    lines = screen.splitlines()
+    composer = any(line.startswith(f"{CODEX_PROMPT} ") for line in lines)
+    configured = any(line.lstrip().startswith(f"{CODEX_MODEL} ") for line in lines)
+    loading = _CODEX_LOADING.search(screen) is not None
+    working = "esc to interrupt" in screen
+    return composer and configured and not loading and not working
+
+
+_CODEX_LOADING = re.compile(r"^(│ model:\s+|\s+)loading\b", re.MULTILINE)
+
+IDLE: Mapping[Agent, Callable[[str], bool]] = {"claude": _claude_idle, "codex": _codex_idle}
+"""The lab's own test for "idle, empty composer" per agent (plain-text screen)."""
+
+
+@attrs.define
+class LabSession:
+    """A running client in its private tmux pane, with the model server it talks to."""
+
+    client: Client
+    scenario: Scenario
+    cols: int
+    rows: int
+    root: Path
+    socket: Path
+    pane: str
+    home: Path
+    codex_home: Path | None
+    workdir: Path
+    server: ModelServer
+    pane_pid: int
+    agent_pid: int
+    launched_at: float
+    ready_after: float | None = None
+    """Seconds from launch to the idle composer (None until the composer was seen)."""
+    _last_key_at: float = 0.0
+
+    @property
+    def agent(self) -> Agent:
+        """``claude`` or ``codex``."""
+        return self.client.agent
+
+    @property
+    def version(self) -> str:
+        """The pinned client version."""
+        return self.client.version
+
+    async def tmux(self, *args: str) -> str:
+        """Run a tmux command against this session's private server; return stdout."""
+        done = await trio.run_process(
+            ["tmux", "-S", str(self.socket), *args],
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise LabError(
+                f"tmux {' '.join(args)} failed ({done.returncode}): "
+                f"{done.stderr.decode(errors='replace').strip()}; is the lab pane still alive?"
+            )
+        return done.stdout.decode()
+
+    async def capture(self) -> str:
+        """The exact ``tmux capture-pane -p -e`` output of the pane (with SGR escapes)."""
+        return await self.tmux("capture-pane", "-p", "-e", "-t", self.pane)
+
+    async def text(self) -> str:
+        """The pane as plain text (``capture-pane -p``)."""
+        return await self.tmux("capture-pane", "-p", "-t", self.pane)
+
+    async def send_keys(self, *keys: str, literal: bool = False) -> None:
+        """Send tmux key names (``Enter``, ``BTab``, ``Down``...) or, with literal, characters."""
+        await self.tmux("send-keys", "-t", self.pane, *(("-l",) if literal else ()), *keys)
+        self._last_key_at = time.monotonic()
+
+    async def type_text(self, text: str) -> None:
+        """Type text as individual key presses (never a bracketed paste)."""
+        await self.send_keys(text, literal=True)
+
+    async def wait_for_screen(
+        self,
+        predicate: Callable[[str], bool],
+        timeout: float,
+        *,
+        what: str = "the expected screen",
+    ) -> str:
+        """Poll the plain-text pane until predicate holds; return that screen.
+
+        Raises ScreenTimeout with the last screen, or LabError at once if the
+        client exited.
+        """
+        screen = ""
+        with trio.move_on_after(timeout):
+            while True:
+                screen = await self.text()
+                if predicate(screen):
+                    return screen
+                if _EXIT_BANNER in screen:
+                    raise ScreenTimeout(
+                        f"{self.client.name} exited while waiting for {what}", screen
+                    )
+                await trio.sleep(POLL_SECONDS)
+        raise ScreenTimeout(f"{self.client.name}: no {what} within {timeout} s", screen)
+
+    async def wait_idle(self, timeout: float = START_TIMEOUT) -> str:
+        """Wait for the idle, empty composer."""
+        return await self.wait_for_screen(IDLE[self.agent], timeout, what="idle composer")
+
+    async def wait_stable(
+        self,
+        quiet: float = 0.5,
+        timeout: float = 10.0,
+    ) -> str:
+        """Wait until the pane has not changed for `quiet` seconds (animations settled)."""
+        screen = await self.capture()
+        since = trio.current_time()
+        with trio.move_on_after(timeout):
+            while trio.current_time() - since < quiet:
+                await trio.sleep(POLL_SECONDS)
+                now = await self.capture()
+                if now != screen:
+                    screen, since = now, trio.current_time()
+            return screen
+        raise ScreenTimeout(f"{self.client.name}: screen still changing after {timeout} s", screen)
+
+    async def submit(self, text: str, *, timeout: float = 10.0) -> None:
+        """Type a composer message, wait until it shows, then press Enter once.
+
+        Enter goes out only after the text is on screen and the quiet guard
+        passed, so it is read as "send", not as a newline in the draft.
+        """
+        await self.type_text(text)
+        await self.wait_for_screen(lambda s: text in s, timeout, what=f"draft {text!r}")
+        await trio.sleep_until(trio.current_time() + self._guard_left())
+        await self.send_keys("Enter")
+
+    def _guard_left(self) -> float:
+        return max(0.0, self._last_key_at + ENTER_GUARD_SECONDS - time.monotonic())
+
+    async def enter_plan_mode(self, timeout: float = 10.0) -> None:
+        """Codex: Shift+Tab once and wait for the "Plan mode" footer."""
+        if self.agent != "codex":
+            raise LabError("plan mode is a Codex collaboration mode; Claude has no equivalent here")
+        await self.send_keys("BTab")
+        await self.wait_for_screen(lambda s: "Plan mode" in s, timeout, what="Plan mode footer")
+
+    def transcript_files(self) -> list[Path]:
+        """Claude's session transcripts or Codex's rollout files, oldest first."""
+        if self.agent == "claude":
+            found = (self.home / ".claude" / "projects").glob("*/*.jsonl")
+        else:
+            assert self.codex_home is not None
+            found = (self.codex_home / "sessions").glob("**/rollout-*.jsonl")
+        return sorted(found, key=lambda path: path.stat().st_mtime)
+
+    def transcript_records(self) -> list[object]:
+        """Every JSON record of the transcript files, in file order.
+
+        A line still being written (not yet valid JSON) is left out.
+        """
+        records: list[object] = []
+        for path in self.transcript_files():
+            for line in path.read_text().splitlines():
+                try:
+                    records.append(json.loads(line))
+                except json.JSONDecodeError:
+                    continue
+        return records
+
+    async def wait_for_transcript(
+        self,
+        predicate: Callable[[list[object]], bool],
+        timeout: float,
+    ) -> list[object]:
+        """Poll the transcript records until predicate holds; they are written asynchronously."""
+        with trio.move_on_after(timeout):
+            while not predicate(records := self.transcript_records()):  # noqa: ASYNC110
+                await trio.sleep(POLL_SECONDS)
+            return records
+        raise LabError(
+            f"{self.client.name}: transcript condition not met within {timeout} s; "
+            f"files: {[str(p) for p in self.transcript_files()]}"
+        )
+
+
+def _git_init(workdir: Path) -> None:
+    workdir.mkdir()
+    subprocess.run(
+        ["git", "init", "-q", "-b", "main", str(workdir)],
+        check=True,
+        capture_output=True,
+        env={**os.environ, "GIT_CONFIG_GLOBAL": os.devnull},
+    )
+
+
+def _claude_config(workdir: Path, preseed: Preseed) -> dict[str, object]:
+    config: dict[str, object] = {"theme": "dark", "autoUpdates": False}
+    if preseed.onboarded:
+        config["hasCompletedOnboarding"] = True
+    if preseed.api_key_approved:
+        config["customApiKeyResponses"] = {"approved": [LAB_API_KEY[-20:]], "rejected": []}
+    if preseed.trusted:
+        config["projects"] = {str(workdir): {"hasTrustDialogAccepted": True, "allowedTools": []}}
+    return config
+
+
+def _codex_config(workdir: Path, port: int, preseed: Preseed) -> str:
+    lines = [
+        f'model = "{CODEX_MODEL}"',
+        'model_provider = "lab"',
+        'approval_policy = "on-request"',
+        'sandbox_mode = "workspace-write"',
+        "check_for_update_on_startup = false",
+        "",
+        "[model_providers.lab]",
+        'name = "lab"',
+        f'base_url = "http://127.0.0.1:{port}/v1"',
+        'wire_api = "responses"',
+        'env_key = "LAB_KEY"',
+        "",
+        # 0.169.0 otherwise starts an app-server daemon that outlives the TUI.
+        "[features]",
+        "daemon_auto_start = false",
+    ]
+    if preseed.trusted:
+        lines += ["", f"[projects.{json.dumps(str(workdir))}]", 'trust_level = "trusted"']
+    return "\n".join(lines) + "\n"
+
+
+def _environment(
+    client: Client, root: Path, home: Path, codex_home: Path | None, port: int
+) -> dict[str, str]:
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(home),
+        # Codex refuses to put helper binaries under the system temp dir.
+        "TMPDIR": str(root / "tmp"),
+        "LANG": "C.UTF-8",
+        "SHELL": "/bin/bash",
+        "USER": os.environ.get("USER", "lab"),
+        _MARKER_VAR: root.name,
+    }
+    if client.agent == "claude":
+        env |= {
+            "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{port}",
+            "ANTHROPIC_API_KEY": LAB_API_KEY,
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "DISABLE_AUTOUPDATER": "1",
+        }
+    else:
+        assert codex_home is not None
+        env |= {"CODEX_HOME": str(codex_home), "LAB_KEY": "lab-offline-key"}
+    return env
+
+
+def _client_argv(client: Client, binary: Path) -> list[str]:
+    if client.agent == "claude":
+        # 2.1.328 otherwise starts in "auto mode", which hides permission prompts.
+        return [str(binary), "--permission-mode", "default"]
+    return [str(binary)]
+
+
+def run_processes(root: Path) -> list[int]:
+    """Pids of processes started for the run in `root`: by env marker or by path under root.
+
+    Tests use it to prove that a finished run left nothing behind.
+    """
+    marker = f"{_MARKER_VAR}={root.name}".encode()
+    needle = str(root).encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue  # gone, or not ours
+        if marker in environ.split(b"\0") or needle in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+async def _wait_gone(root: Path, seconds: float) -> list[int]:
+    with trio.move_on_after(seconds):
+        while run_processes(root):  # noqa: ASYNC110 - /proc has no change notification
+            await trio.sleep(POLL_SECONDS)
+    return run_processes(root)
+
+
+async def _teardown(root: Path, socket: Path) -> None:
+    """Kill the tmux server and every process of the run, then remove its files."""
+    if await trio.Path(socket).exists():
+        await trio.run_process(
+            ["tmux", "-S", str(socket), "kill-server"], check=False, capture_stderr=True
+        )
+    left = await _wait_gone(root, _TEARDOWN_GRACE_SECONDS)
+    for pid in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            continue
+    left = await _wait_gone(root, _TEARDOWN_KILL_SECONDS)
+    shutil.rmtree(root, ignore_errors=True)
+    if left:
+        raise LabError(f"lab processes survived SIGKILL: {left}; inspect them with `ps -fp PID`")
+
+
+async def _agent_pid(socket: Path, pane_pid: int, binary: Path) -> int:
+    """The client's pid: the pane shell's child running the binary."""
+    with trio.move_on_after(START_TIMEOUT):
+        while (pid := _child_running(pane_pid, binary)) is None:  # noqa: ASYNC110 - /proc polling
+            await trio.sleep(POLL_SECONDS)
+        return pid
+    raise LabError(f"no {binary.name} process under the pane shell {pane_pid} ({socket})")
+
+
+def _child_running(pid: int, binary: Path) -> int | None:
+    wanted = binary.resolve()
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            children = [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            continue
+        for child in children:
+            try:
+                if Path(f"/proc/{child}/exe").resolve() == wanted:
+                    return child
+            except OSError:
+                continue
+    return None
+
+
+async def _start(
+    client: Client,
+    scenario: Scenario,
+    server: ModelServer,
+    root: Path,
+    *,
+    cols: int,
+    rows: int,
+    preseed: Preseed,
+    binary: Path,
+) -> LabSession:
+    home = root / "home"
+    home.mkdir()
+    (root / "tmp").mkdir()
+    workdir = root / "work"
+    _git_init(workdir)
+    codex_home: Path | None = None
+    if client.agent == "claude":
+        config = _claude_config(workdir, preseed)
+        (home / ".claude.json").write_text(json.dumps(config, indent=2))
+    else:
+        codex_home = root / "codex-home"
+        codex_home.mkdir()
+        (codex_home / "config.toml").write_text(_codex_config(workdir, server.port, preseed))
+    socket = root / "tmux.sock"
+    env = _environment(client, root, home, codex_home, server.port)
+    # The pane runs a shell with job control, so the client gets its own
+    # foreground process group (pane_current_command shows it, as for a person).
+    shell = [
+        "/bin/bash",
+        "--noprofile",
+        "--norc",
+        "-c",
+        f'set -m; "$@"; echo "{_EXIT_BANNER} $?"; exec /bin/bash --noprofile --norc -i',
+        "lab-shell",
+    ]
+    launched_at = time.monotonic()
+    tmux = ["tmux", "-S", str(socket), "-f", os.devnull]
+    await trio.run_process(
+        [
+            *tmux,
+            *("new-session", "-d", "-s", "lab", "-x", str(cols), "-y", str(rows)),
+            *("-c", str(workdir), *shell, *_client_argv(client, binary)),
+        ],
+        env=env,
+        capture_stderr=True,
+    )
+    # The pane is the whole window: no status line, fixed size.
+    await trio.run_process([*tmux, "set", "-g", "status", "off"], capture_stderr=True)
+    await trio.run_process([*tmux, "set", "-g", "window-size", "manual"], capture_stderr=True)
+    listing = await trio.run_process(
+        [*tmux, "display", "-p", "-t", "lab", "#{pane_id} #{pane_pid}"],
+        capture_stdout=True,
+    )
+    pane, pane_pid = listing.stdout.decode().split()
+    agent_pid = await _agent_pid(socket, int(pane_pid), binary)
+    return LabSession(
+        client=client,
+        scenario=scenario,
+        cols=cols,
+        rows=rows,
+        root=root,
+        socket=socket,
+        pane=pane,
+        home=home,
+        codex_home=codex_home,
+        workdir=workdir,
+        server=server,
+        pane_pid=int(pane_pid),
+        agent_pid=agent_pid,
+        launched_at=launched_at,
+    )
+
+
+@asynccontextmanager
+async def launch(
+    agent: str,
+    version: str,
+    scenario: Scenario,
+    *,
+    cols: int = 120,
+    rows: int = 40,
+    plan_mode: bool = False,
+    preseed: Preseed = Preseed(),
+    cache: Path | None = None,
+) -> AsyncIterator[LabSession]:
+    """Start a pinned client against `scenario`; yield it idle (or blocked, per `preseed`).
+
+    With a full `preseed` the session is yielded at the idle composer (and in
+    Plan mode if asked); otherwise as soon as the client process runs. Raises
+    LabError if the client is not installed or never reaches the composer.
+    Everything started here is gone when the block exits, however it exits.
+    """
+    client = clients.get(agent, version)
+    binary = client.binary(cache)
+    if not binary.is_file():
+        raise LabError(
+            f"{client.name} is not installed at {binary}; run "
+            f"`python -m tools.lab install --agent {agent} --version {version}`"
+        )
+    server = ModelServer(scenario)
+    root = Path(tempfile.mkdtemp(prefix="akk-lab-"))
+    own_error: BaseException | None = None
+    try:
+        async with trio.open_nursery() as nursery:
+            try:
+                await nursery.start(server.serve)
+                session = await _start(
+                    client,
+                    scenario,
+                    server,
+                    root,
+                    cols=cols,
+                    rows=rows,
+                    preseed=preseed,
+                    binary=binary,
+                )
+                if preseed.ready:
+                    await session.wait_idle()
+                    session.ready_after = time.monotonic() - session.launched_at
+                    if plan_mode:
+                        await session.enter_plan_mode()
+                yield session
+            except BaseException as exc:
+                own_error = exc
+                raise
+            finally:
+                with trio.CancelScope(shield=True):
+                    await _teardown(root, root / "tmux.sock")
+                nursery.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        # The nursery wraps the start-up's or the caller's own error; re-raise
+        # that error itself so a failing test reads as its assertion.
+        if own_error is not None and group.exceptions == (own_error,):
+            raise own_error from None
+        raise
