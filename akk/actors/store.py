@@ -29,6 +29,17 @@ class Transact(Generic[T]):
     work: Callable[[apsw.Connection], T]
 
 
+@attrs.frozen
+class _Failed:
+    """``work`` raised: the transaction rolled back; the asker gets the exception.
+
+    A failed transaction is the caller's outcome (a CAS conflict, a constraint),
+    not a crash of the StoreActor, whose connection is still good.
+    """
+
+    error: Exception
+
+
 class StoreActor(Actor):
     """Owns the write connection; rebuilds it on restart."""
 
@@ -54,15 +65,23 @@ class StoreActor(Actor):
         return await trio.to_thread.run_sync(_in_transaction, conn, message.work)
 
 
-def _in_transaction(conn: apsw.Connection, work: Callable[[apsw.Connection], T]) -> T:
-    with conn:
-        result = work(conn)
+def _in_transaction(conn: apsw.Connection, work: Callable[[apsw.Connection], T]) -> T | _Failed:
+    try:
+        with conn:
+            result = work(conn)
+    except Exception as error:
+        return _Failed(error)
     return result
 
 
 async def transact(
     store: ActorRef, work: Callable[[apsw.Connection], T], *, timeout: float = 10.0
 ) -> T:
-    """Ask the StoreActor to run ``work`` in one transaction; return its result."""
+    """Ask the StoreActor to run ``work`` in one transaction; return its result.
+
+    Whatever ``work`` raises is raised here, after the transaction rolled back.
+    """
     result: Any = await store.ask(Transact(work), timeout=timeout)
+    if isinstance(result, _Failed):
+        raise result.error
     return result  # type: ignore[no-any-return]
