@@ -1,0 +1,153 @@
+"""What a profile reads off one screen: an Observation, and the prompt it shows.
+
+Every family's profile produces these same types, so everything above the
+profiles (TerminalActor, the projection, the CLI) is family-agnostic. A
+PromptView carries its exact screen Region for fingerprinting; the Region and
+any key plan stay inside the server.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import attrs
+
+from akk.screen.region import Region
+
+
+class State(enum.StrEnum):
+    """The one classification of a screen."""
+
+    IDLE = "idle"  # empty composer, agent proven not working
+    IDLE_DRAFT = "idle_draft"  # composer holds text, agent not working
+    WORKING = "working"
+    PERMISSION = "permission"
+    QUESTIONNAIRE = "questionnaire"
+    ASYNC_QUESTION = "async_question"
+    BLOCKED = "blocked"  # a prompt AKK must never answer
+    UNKNOWN = "unknown"  # nothing could be proven
+
+
+class InteractionKind(enum.StrEnum):
+    QUESTIONNAIRE = "questionnaire"
+    PERMISSION = "permission"
+    ASYNC_QUESTION = "async_question"
+    CONFIRMATION = "confirmation"
+
+
+class StepKind(enum.StrEnum):
+    """Which widget a prompt step shows (decides the key plan)."""
+
+    SINGLE_SELECT = "single_select"
+    MULTI_SELECT = "multi_select"
+    FREE_TEXT = "free_text"  # a text editor is open (e.g. Claude's "Type something.")
+    REVIEW = "review"  # final Submit answers / Cancel
+    CONFIRM = "confirm"  # e.g. Codex "Proceed / Go back" on unanswered questions
+    PERMISSION = "permission"
+
+
+class ResponseKind(enum.StrEnum):
+    """How a controller answers one question (PROTOCOL.md)."""
+
+    SINGLE_SELECT = "single_select"
+    MULTI_SELECT = "multi_select"
+    FREE_TEXT = "free_text"
+    CONFIRM = "confirm"
+
+
+class OptionRole(enum.StrEnum):
+    """What choosing a row means, whatever its label says."""
+
+    CHOICE = "choice"  # one of the question's own options
+    FREE_TEXT = "free_text"  # opens a text editor ("Type something.")
+    CHAT = "chat"  # Claude's "Chat about this"
+    NONE_OF_THE_ABOVE = "none_of_the_above"  # Codex; notes optional
+    SUBMIT = "submit"
+    CANCEL = "cancel"
+    PROCEED = "proceed"
+    GO_BACK = "go_back"
+    APPROVE_ONCE = "approve_once"
+    APPROVE_PERSISTENT = "approve_persistent"  # never offered to controllers
+    REJECT = "reject"
+
+
+class ActivityState(enum.StrEnum):
+    """The coarse state `list` reports per terminal (PROTOCOL.md)."""
+
+    IDLE = "idle"
+    WORKING = "working"
+    AWAITING_APPROVAL = "awaiting_approval"
+    AWAITING_INPUT = "awaiting_input"
+    BLOCKED = "blocked"
+    UNKNOWN = "unknown"
+
+
+@attrs.frozen
+class OptionView:
+    """One row of a menu as drawn."""
+
+    label: str
+    role: OptionRole = OptionRole.CHOICE
+    number: int | None = None
+    description: str = ""
+    current: bool = False  # the row the cursor is on
+    checked: bool | None = None  # multi-select box state; None when the row has no box
+
+
+@attrs.frozen
+class QuestionView:
+    """One question of a prompt step."""
+
+    prompt: str
+    response_kind: ResponseKind
+    options: tuple[OptionView, ...] = ()
+    header: str | None = None
+    required: bool = True
+    detail: str = ""  # what a permission is for, e.g. the command line; shown to controllers
+
+
+@attrs.frozen
+class PromptView:
+    """A recognized prompt: exactly one bounded region, its step and its questions."""
+
+    kind: InteractionKind
+    step: StepKind
+    questions: tuple[QuestionView, ...]
+    region: Region
+    step_index: int = 1
+    step_total: int = 1
+    tabs: tuple[str, ...] = ()  # the tab headers of a multi-question questionnaire
+
+
+@attrs.frozen
+class Observation:
+    """The classification of one screen under one profile.
+
+    ``reason`` says why a prompt is not actionable (blocked, unknown, or a
+    shape the profile refuses to answer); a prompt with a reason gets no keys.
+    """
+
+    state: State
+    profile_id: str | None
+    prompt: PromptView | None = None
+    reason: str | None = None
+
+    @property
+    def actionable(self) -> bool:
+        return self.prompt is not None and self.reason is None
+
+    @property
+    def activity(self) -> ActivityState:
+        return _ACTIVITY[self.state]
+
+
+_ACTIVITY = {
+    State.IDLE: ActivityState.IDLE,
+    State.IDLE_DRAFT: ActivityState.IDLE,
+    State.WORKING: ActivityState.WORKING,
+    State.PERMISSION: ActivityState.AWAITING_APPROVAL,
+    State.QUESTIONNAIRE: ActivityState.AWAITING_INPUT,
+    State.ASYNC_QUESTION: ActivityState.AWAITING_INPUT,
+    State.BLOCKED: ActivityState.BLOCKED,
+    State.UNKNOWN: ActivityState.UNKNOWN,
+}
