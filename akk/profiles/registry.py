@@ -1,0 +1,50 @@
+"""Binding an exact agent version to its profile — never to the closest one."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Protocol
+
+import attrs
+
+from akk.profiles.observation import Observation
+from akk.screen.grid import Grid
+
+
+class Profile(Protocol):
+    """A version profile: data for one exact client version plus its classifier."""
+
+    @property
+    def id(self) -> str:
+        """Stable id, e.g. ``claude-code@2.1.263``; part of every fingerprint."""
+        ...
+
+    @property
+    def agent(self) -> str: ...
+
+    @property
+    def version(self) -> str: ...
+
+    def classify(self, grid: Grid) -> Observation:
+        """The one Observation this screen shows under this profile."""
+        ...
+
+
+@attrs.frozen
+class Binding:
+    """The profile for a terminal, or None with the reason it has none."""
+
+    profile: Profile | None
+    reason: str | None
+
+
+def bind(
+    profiles: Mapping[tuple[str, str], Profile], agent: str, version: str | None
+) -> Binding:
+    """Look up the exact (agent, version); anything else is unsupported, with a reason."""
+    if version is None:
+        return Binding(None, "version_unknown")
+    profile = profiles.get((agent, version))
+    if profile is None:
+        return Binding(None, f"unpinned_version: {agent} {version} has no profile")
+    return Binding(profile, None)
