@@ -22,7 +22,7 @@ from tools.lab.scenarios import (
     SlowText,
     Text,
 )
-from tools.lab.wire import Hold, Usage, WireReply, json_reply, split_first_word, sse_event
+from tools.lab.wire import TITLE, Hold, Usage, WireReply, json_reply, split_first_word, sse_event
 
 _ERROR_TYPES = {
     400: "invalid_request_error",
@@ -37,9 +37,6 @@ _ERROR_TYPES = {
 KEEPALIVE = sse_event({"type": "ping"})
 
 _SYSTEM_REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>\s*", re.DOTALL)
-
-TITLE = "Lab session"
-"""The title the scripted model gives every session when the client asks for one."""
 
 
 def is_auxiliary(method: str, path: str, body: Mapping[str, object] | None) -> bool:

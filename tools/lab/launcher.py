@@ -246,7 +246,7 @@ class LabSession:
         if self.agent != "codex":
             raise LabError("plan mode is a Codex collaboration mode; Claude has no equivalent here")
         await self.send_keys("BTab")
-        await self.wait_for_screen(lambda s: "Plan mode" in s, timeout, what="Plan mode footer")
+        await self.wait_for_screen(lambda s: "Plan mode (shift+tab" in s, timeout, what="Plan mode footer")
 
     def transcript_files(self) -> list[Path]:
         """Claude's session transcripts or Codex's rollout files, oldest first."""

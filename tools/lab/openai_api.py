@@ -20,7 +20,7 @@ from tools.lab.scenarios import (
     SlowText,
     Text,
 )
-from tools.lab.wire import Hold, Usage, WireReply, json_reply, split_first_word, sse_event
+from tools.lab.wire import TITLE, Hold, Usage, WireReply, json_reply, split_first_word, sse_event
 
 _ERROR_TYPES = {400: "invalid_request_error", 401: "invalid_api_key", 429: "rate_limit_exceeded"}
 
@@ -64,8 +64,16 @@ def newest_input(body: Mapping[str, object] | None) -> str:
 
 
 def auxiliary_reply(body: Mapping[str, object] | None) -> Text:
-    """A side request's answer (Codex's thread title request)."""
-    return Text("Lab session")
+    """A side request's answer: a JSON title when the client asks for structured output.
+
+    Codex names threads with a tool-less request whose `text.format` is a
+    JSON schema with a `title` property.
+    """
+    text = body.get("text") if body else None
+    output_format = text.get("format") if isinstance(text, Mapping) else None
+    if isinstance(output_format, Mapping) and output_format.get("type") == "json_schema":
+        return Text(json.dumps({"title": TITLE}))
+    return Text("ok")
 
 
 def usage_json(usage: Usage) -> dict[str, object]:

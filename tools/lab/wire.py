@@ -34,6 +34,9 @@ class Usage:
 
 AUXILIARY_USAGE = Usage(input_tokens=5, output_tokens=1)
 
+TITLE = "Lab session"
+"""The title the scripted model gives every session when a client asks for one."""
+
 
 @attrs.frozen
 class Hold:
