@@ -1,0 +1,36 @@
+"""tmux I/O without spawning a process per call: a control-mode client per server.
+
+`open_control_client` gives a `ControlClient` (one `tmux -C` per server, used
+as a command channel); `list_panes`, `capture` and `socket_path` run single
+commands over it; `ActivityMonitor` learns which panes of all sessions changed.
+"""
+
+from akk.tmux.activity import ActivityMonitor, PaneUpdate
+from akk.tmux.control import (
+    ControlClient,
+    ControlClientClosed,
+    ControlProtocolError,
+    Notification,
+    NotificationsLost,
+    Subscription,
+    TmuxCommandError,
+    open_control_client,
+)
+from akk.tmux.panes import PaneInfo, capture, list_panes, socket_path
+
+__all__ = [
+    "ActivityMonitor",
+    "ControlClient",
+    "ControlClientClosed",
+    "ControlProtocolError",
+    "Notification",
+    "NotificationsLost",
+    "PaneInfo",
+    "PaneUpdate",
+    "Subscription",
+    "TmuxCommandError",
+    "capture",
+    "list_panes",
+    "open_control_client",
+    "socket_path",
+]
