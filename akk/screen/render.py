@@ -163,22 +163,35 @@ _SGR = re.compile(r"\x1b\[([0-9:;]*)m")
 
 
 def _after_sgr_run(pen: _Pen, run: str, blank: _Pen) -> _Pen:
-    """Apply a run of consecutive SGR sequences (as captured) to `pen`, memoised."""
+    """Apply a run of consecutive SGR sequences (as captured) to `pen`.
+
+    Memoised for the ordinary blank pen, the only one a tmux capture resets to.
+    """
     key = (pen, run)
-    cached = _sgr_cache.get(key)
+    cached = _sgr_cache.get(key) if blank is _BLANK_PEN else None
     if cached is None:
         cached = pen
         for params in _SGR.findall(run):
             cached = _next_pen(cached, params, blank)
-        if len(_sgr_cache) >= _SGR_CACHE_LIMIT:
-            _sgr_cache.clear()
-        _sgr_cache[key] = cached
+        if blank is _BLANK_PEN:
+            if len(_sgr_cache) >= _SGR_CACHE_LIMIT:
+                _sgr_cache.clear()
+            _sgr_cache[key] = cached
     return cached
+
+
+# Characters known to take exactly one column; a run made only of them takes
+# the fast path in `draw`. Grows as new characters are seen, up to a cap.
+_NARROW = set(map(chr, range(0x20, 0x7F)))
+_NARROW_LIMIT = 65536
 
 
 @functools.cache
 def _width(char: str) -> int:
-    return int(wcwidth(char))
+    width = int(wcwidth(char))
+    if width == 1 and len(_NARROW) < _NARROW_LIMIT:
+        _NARROW.add(char)
+    return width
 
 
 class _PenCells(dict[str, Cell]):
@@ -262,11 +275,7 @@ class _CaptureScreen(pyte.Screen):
 
     def apply_sgr_run(self, run: str) -> None:
         """Apply one or more consecutive SGR sequences to the cursor pen."""
-        cursor = self.cursor
-        pen = _sgr_cache.get((cursor.attrs, run))  # type: ignore[arg-type]
-        if pen is None:
-            pen = _after_sgr_run(self.pen, run, self.default_char)
-        cursor.attrs = pen  # type: ignore[assignment]
+        self.cursor.attrs = _after_sgr_run(self.pen, run, self.default_char)  # type: ignore[assignment]
 
     def select_graphic_rendition(self, *attrs: int, private: bool = False) -> None:
         """Handle an SGR that reached pyte's own parser (the slow path)."""
@@ -284,7 +293,7 @@ class _CaptureScreen(pyte.Screen):
             self._table_pen, self._table = pen, _interner.table(self.pen)
         cells = self._table
         fresh = x >= self._extent.get(y, 0)
-        if data.isascii() and data.isprintable() and not self._joining:
+        if not self._joining and _NARROW.issuperset(data):
             end = x + len(data)
             if end > self.columns:
                 self._overflow()
