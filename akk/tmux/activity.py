@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 
 import attrs
 import trio
@@ -97,7 +97,7 @@ class ActivityMonitor:
     interval: float = DEFAULT_INTERVAL
     clock: Callable[[], float] = time.time
 
-    async def updates(self) -> AsyncIterator[PaneUpdate]:
+    async def updates(self) -> AsyncGenerator[PaneUpdate, None]:
         """Yield a `PaneUpdate` whenever a listing differs; the first lists every pane as added.
 
         Runs until cancelled. Raises `ControlClientClosed` when the server or
@@ -138,7 +138,7 @@ class ActivityMonitor:
         hints.pending()
         return hints
 
-    async def changed_panes(self) -> AsyncIterator[set[str]]:
+    async def changed_panes(self) -> AsyncGenerator[set[str], None]:
         """Yield the ids of panes whose screen may have changed (added panes included)."""
         async for update in self.updates():
             if update.changed:

@@ -34,7 +34,7 @@ import os
 import re
 import socket
 import subprocess
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator
 from contextlib import asynccontextmanager, contextmanager, suppress
 
 import attrs
@@ -300,7 +300,7 @@ class ControlClient:
         finally:
             self._subscribers.remove(sub)
 
-    async def changed_panes(self) -> AsyncIterator[set[str]]:
+    async def changed_panes(self) -> AsyncGenerator[set[str], None]:
         """Yield the set of panes that produced `%output` since the last yield.
 
         Bursts are coalesced: each yield holds every pane seen so far. Only
@@ -476,14 +476,24 @@ async def open_control_client(
             nursery.start_soon(client._read_loop)
             with trio.fail_after(_START_TIMEOUT):
                 await attach.done.wait()
-            if attach.error is not None:
-                raise attach.error
+                if attach.error is not None:
+                    raise attach.error
+                (client.session_id,) = await client.command(
+                    "display-message", "-p", "#{session_id}"
+                )
             try:
                 yield client
             finally:
                 with trio.CancelScope(shield=True):
                     await _detach(client)
                 nursery.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        # The reader task never raises, so the group holds the caller's own
+        # exception (or ours from start-up): re-raise it bare so that callers
+        # catch what they raised.
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from None
+        raise
     finally:
         client._close("the control client was closed")
         with trio.CancelScope(shield=True):

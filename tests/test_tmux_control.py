@@ -1,0 +1,314 @@
+"""The tmux control-mode client, pane listing/capture and the activity monitor, on real tmux."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+from collections.abc import Iterator
+
+import attrs
+import pytest
+import trio
+import trio.testing
+
+from akk.tmux import (
+    ActivityMonitor,
+    ControlClientClosed,
+    PaneInfo,
+    TmuxCommandError,
+    capture,
+    list_panes,
+    open_control_client,
+    socket_path,
+)
+from akk.tmux.activity import diff
+from akk.tmux.control import Notification, command_line, decode_output
+
+
+@attrs.frozen
+class TmuxServer:
+    """A private tmux server for one test (killed in the fixture's finally)."""
+
+    socket: str
+
+    def tmux(self, *args: str) -> str:
+        result = subprocess.run(
+            ["tmux", "-S", self.socket, *args], capture_output=True, text=True, check=True
+        )
+        return result.stdout
+
+    def new_session(self, name: str, command: str = "sleep 600", size: str = "80x24") -> str:
+        """Start a detached session; return its first pane id."""
+        x, y = size.split("x")
+        return self.tmux(
+            "new-session", "-d", "-s", name, "-x", x, "-y", y, "-P", "-F", "#{pane_id}", command
+        ).strip()
+
+    def answers(self) -> bool:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            try:
+                probe.connect(self.socket)
+            except OSError:
+                return False
+        return True
+
+
+@pytest.fixture
+def server() -> Iterator[TmuxServer]:
+    # Short path: unix socket paths are limited to ~107 bytes.
+    root = tempfile.mkdtemp(prefix="akk-tmux-", dir="/tmp")
+    srv = TmuxServer(os.path.join(root, "s.sock"))
+    subprocess.run(
+        ["tmux", "-S", srv.socket, "-f", "/dev/null", "new-session", "-d", "-s", "main",
+         "-x", "80", "-y", "24", "sleep 600"],
+        check=True,
+    )  # fmt: skip
+    try:
+        yield srv
+    finally:
+        subprocess.run(["tmux", "-S", srv.socket, "kill-server"], capture_output=True)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+async def wait_until_gone(srv: TmuxServer) -> None:
+    while srv.answers():  # noqa: ASYNC110 - a unix socket has no close notification
+        await trio.sleep(0.02)
+
+
+def test_command_line_quoting() -> None:
+    assert command_line(["list-panes", "-a", "-t", "%3"]) == "list-panes -a -t %3"
+    assert command_line(["x", 'a "b" $c\\d']) == 'x "a \\"b\\" \\$c\\\\d"'
+    assert command_line(["x", "a\nb\x01"]) == 'x "a\\nb\\001"'
+    with pytest.raises(ValueError, match="detach"):
+        command_line([])
+
+
+def test_notification_parsing_keeps_free_text_whole() -> None:
+    out = Notification.parse("%output %12 hello world\\015\\012")
+    assert (out.name, out.pane_id, out.args[1]) == ("output", "%12", "hello world\\015\\012")
+    assert decode_output(out.args[1]) == b"hello world\r\n"
+    assert Notification.parse("%session-changed $1 my session").args == ("$1", "my session")
+    assert Notification.parse("%exit").args == ()
+    assert Notification.parse("%layout-change @1 a,b c,d *").args == ("@1", "a,b", "c,d", "*")
+
+
+async def test_commands_answered_in_order_under_concurrency(server: TmuxServer) -> None:
+    payloads = [f'n{i} "q" $HOME ; {{x}} ~ # 漢字 \t\'' for i in range(60)]
+    answers: dict[int, list[str]] = {}
+    with trio.fail_after(20):
+        async with open_control_client(server.socket) as client:
+
+            async def ask(i: int) -> None:
+                # `##` is tmux's format escape for `#`; everything else must arrive as sent.
+                answers[i] = await client.command(
+                    "display-message", "-p", payloads[i].replace("#", "##")
+                )
+
+            async with trio.open_nursery() as nursery:
+                for i in range(len(payloads)):
+                    nursery.start_soon(ask, i)
+    assert answers == {i: [p] for i, p in enumerate(payloads)}
+
+
+async def test_error_block_raises_and_the_channel_stays_in_step(server: TmuxServer) -> None:
+    with trio.fail_after(10):
+        async with open_control_client(server.socket) as client:
+            with pytest.raises(TmuxCommandError, match="can't find pane") as info:
+                await client.command("capture-pane", "-p", "-t", "%999")
+            assert info.value.argv == ("capture-pane", "-p", "-t", "%999")
+            with pytest.raises(TmuxCommandError, match="unknown command"):
+                await client.command("no-such-command")
+            assert await client.command("display-message", "-p", "still here") == ["still here"]
+
+
+async def test_cancelled_waiter_does_not_shift_answers(server: TmuxServer) -> None:
+    with trio.fail_after(10):
+        async with open_control_client(server.socket) as client:
+            async with trio.open_nursery() as nursery:
+                slow = trio.CancelScope()
+
+                async def slow_command() -> None:
+                    with slow:
+                        await client.command("run-shell", "sleep 0.3; echo slow")
+
+                nursery.start_soon(slow_command)
+                await trio.testing.wait_all_tasks_blocked()
+                slow.cancel()
+            assert await client.command("display-message", "-p", "fast") == ["fast"]
+
+
+async def test_capture_is_byte_identical_to_subprocess(server: TmuxServer) -> None:
+    art = (
+        "printf '\\033[1;31mbold red\\033[0m \\033[38;5;208m256\\033[0m "
+        "\\033[38;2;10;200;30;48;2;0;0;90mtrue\\033[0m\\n"
+        "漢字かな 😀 e\\314\\201 \\033[4munder\\033[24m   \\n"
+        "\\033[7mreverse\\033[0m trailing   \\n\\n\\n'; sleep 600"
+    )
+    pane = server.new_session("art", art, size="60x12")
+    with trio.fail_after(10):
+        async with open_control_client(server.socket) as client:
+            while "reverse" not in await capture(client, pane):  # noqa: ASYNC110 - no output stream
+                await trio.sleep(0.02)
+            ours = await capture(client, pane)
+            info = {p.pane_id: p for p in await list_panes(client)}[pane]
+    subprocess_capture = await trio.run_process(
+        ["tmux", "-S", server.socket, "capture-pane", "-p", "-e", "-t", pane], capture_stdout=True
+    )
+    theirs = subprocess_capture.stdout
+    assert ours.encode("utf-8", "surrogateescape") == theirs
+    assert "\x1b[1m" in ours and "漢字かな" in ours
+    assert ours.count("\n") == info.height == 12
+    assert ours.endswith("\n\n\n")  # trailing blank rows are kept
+
+
+async def test_list_panes_and_socket_path(server: TmuxServer) -> None:
+    pane = server.new_session("we\tird name", size="100x30")
+    with trio.fail_after(10):
+        async with open_control_client(server.socket) as client:
+            panes = {p.pane_id: p for p in await list_panes(client)}
+            reported = await socket_path(client)
+    info = panes[pane]
+    assert isinstance(info, PaneInfo)
+    assert (info.width, info.height, info.current_command) == (100, 30, "sleep")
+    assert info.session_name == "we\\tird name"  # tmux escapes control characters
+    assert info.pane_pid > 0 and not info.dead and not info.in_mode
+    assert len(panes) == 2
+    assert await trio.Path(reported).resolve() == await trio.Path(server.socket).resolve()
+
+
+async def test_output_notifications_for_attached_session(server: TmuxServer) -> None:
+    pane = server.new_session("talky", 'read x; echo "got $x"; sleep 600')
+    with trio.fail_after(10):
+        async with open_control_client(
+            server.socket, session="talky", flags="ignore-size,read-only"
+        ) as client:
+            changes = client.changed_panes()
+            with client.subscribe() as notes:
+                server.tmux("send-keys", "-t", pane, "hello", "Enter")
+                assert await anext(changes) == {pane}
+                seen = b""
+                async for note in notes:
+                    if note.name == "output":
+                        seen += decode_output(note.args[1])
+                    if b"got hello" in seen:
+                        break
+            await changes.aclose()
+
+
+async def test_monitor_sees_changes_in_any_session(server: TmuxServer) -> None:
+    # `busy` keeps every poll yielding, so the test can wait for `quiet` to settle.
+    server.new_session("busy", "while :; do date +%N; sleep 0.05; done")
+    quiet = server.new_session("quiet", 'read x; echo "got $x"; sleep 600')
+    with trio.fail_after(15):
+        async with open_control_client(server.socket, session="main") as client:
+            assert client.session_id != server.tmux("display", "-p", "-t", quiet, "#{session_id}")
+            updates = ActivityMonitor(client, interval=0.05).updates()
+            first = await anext(updates)
+            assert quiet in first.added and quiet in first.changed
+            async for update in updates:
+                if quiet not in update.changed:
+                    break
+            server.tmux("send-keys", "-t", quiet, "ping", "Enter")
+            async for update in updates:
+                if quiet in update.changed and "got ping" in await capture(client, quiet):
+                    break
+            await updates.aclose()
+
+
+async def test_monitor_reports_topology_changes(server: TmuxServer) -> None:
+    other = server.new_session("other")
+    with trio.fail_after(15):
+        async with open_control_client(server.socket, session="main") as client:
+            updates = ActivityMonitor(client, interval=0.05).updates()
+            first = await anext(updates)
+            assert set(first.panes) == set(first.added) and other in first.panes
+            new = server.tmux("split-window", "-t", other, "-P", "-F", "#{pane_id}", "sleep 600")
+            new = new.strip()
+            async for update in updates:
+                if update.added:
+                    assert update.added == {new} and new in update.changed
+                    assert update.topology_changed
+                    break
+            server.tmux("kill-pane", "-t", new)
+            async for update in updates:
+                if update.removed:
+                    assert update.removed == {new} and new not in update.panes
+                    break
+            await updates.aclose()
+
+
+def pane(pane_id: str, activity: int, cursor_x: int = 0) -> PaneInfo:
+    return PaneInfo(pane_id, 1, "$0", "s", "@0", 0, 0, 80, 24, cursor_x, 0,
+                    False, False, False, 0, activity, "/dev/pts/0", "sh")  # fmt: skip
+
+
+def test_diff_uses_activity_floor_and_shape() -> None:
+    before = {"%1": pane("%1", 100), "%2": pane("%2", 100), "%3": pane("%3", 50)}
+    after = {"%1": pane("%1", 100), "%2": pane("%2", 90, cursor_x=5), "%4": pane("%4", 1)}
+    update = diff(before, after, since=100.7)
+    # %1's activity second (100) overlaps the previous poll (100.7): it may have changed.
+    assert update.changed == {"%1", "%2", "%4"}
+    assert (update.added, update.removed) == (frozenset({"%4"}), frozenset({"%3"}))
+    assert diff(after, after, since=101.0).changed == set()
+    assert diff({}, after, since=None).changed == set(after)
+
+
+async def test_server_exit_is_a_clear_error(server: TmuxServer) -> None:
+    with trio.fail_after(10):
+        async with open_control_client(server.socket) as client:
+            updates = ActivityMonitor(client, interval=0.05).updates()
+            await anext(updates)
+            server.tmux("kill-server")
+            with pytest.raises(ControlClientClosed, match="server exited") as info:
+                async for _ in updates:
+                    pass
+            assert info.value.socket_path == server.socket
+            with pytest.raises(ControlClientClosed):
+                await client.command("list-sessions")
+            assert client.closed is not None
+
+
+async def test_close_detaches_and_leaves_the_server_running(server: TmuxServer) -> None:
+    with trio.fail_after(10):
+        async with open_control_client(server.socket) as client:
+            clients = server.tmux("list-clients", "-F", "#{client_flags}")
+            assert "control-mode" in clients and "read-only" in clients
+            assert "no-output" in clients and "ignore-size" in clients
+            process = client._process
+    assert process.returncode is not None  # reaped
+    assert server.tmux("list-clients") == ""
+    assert server.tmux("list-sessions", "-F", "#{session_name}").split() == ["main"]
+
+
+async def test_client_does_not_keep_an_empty_server_alive(server: TmuxServer) -> None:
+    with trio.fail_after(10):
+        async with open_control_client(server.socket) as client:
+            server.tmux("kill-session", "-t", "main")
+            with pytest.raises(ControlClientClosed):
+                await client.command("list-sessions")
+            await wait_until_gone(server)
+
+
+async def test_prefers_a_session_someone_has_attached(server: TmuxServer) -> None:
+    server.new_session("zzz")
+    with trio.fail_after(10):
+        async with (
+            open_control_client(server.socket, session="zzz") as person,
+            open_control_client(server.socket) as client,
+        ):
+            assert client.session_id == person.session_id
+
+
+async def test_no_server_means_no_client_and_no_server_started() -> None:
+    root = tempfile.mkdtemp(prefix="akk-tmux-", dir="/tmp")
+    missing = os.path.join(root, "none.sock")
+    try:
+        with trio.fail_after(10), pytest.raises(ControlClientClosed, match="no tmux server"):
+            async with open_control_client(missing):
+                pass
+        assert not await trio.Path(missing).exists()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
