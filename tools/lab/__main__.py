@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
+from pathlib import Path
 
 import trio
 
-from tools.lab import clients
+from tools.lab import capture, clients
 from tools.lab.installer import InstallError, install_many
 
 
 def _selected(args: argparse.Namespace) -> list[clients.Client]:
-    if args.all:
+    if args.all and args.agent is None:
         return list(clients.PINNED)
     if args.agent is None:
         raise SystemExit("choose --all, or --agent (optionally with --version)")
@@ -33,6 +35,40 @@ def _install(args: argparse.Namespace) -> int:
     return 0
 
 
+def _capture(args: argparse.Namespace) -> int:
+    out: Path = args.out
+    if args.all:
+        # Every plan; on every pinned client, or on those --agent/--version name.
+        selected = list(clients.PINNED) if args.agent is None else _selected(args)
+        jobs = capture.all_jobs(selected)
+        for client in selected:
+            # From scratch: no stale screen of a renamed plan survives.
+            shutil.rmtree(out / client.agent / client.version, ignore_errors=True)
+        failures = trio.run(capture.run_jobs, jobs, out)
+        print(f"captured {len(jobs) - len(failures)}/{len(jobs)} plans into {out}")
+        if failures:
+            print("failed:\n" + "\n".join(failures), file=sys.stderr)
+            return 1
+        return 0
+    if args.agent is None or args.version is None or args.scenario is None:
+        raise SystemExit("capture needs --all, or --agent, --version and --scenario")
+    plan = capture.PLANS.get(args.scenario)
+    if plan is None:
+        raise SystemExit(f"no capture plan {args.scenario!r}; plans: {', '.join(capture.PLANS)}")
+    client = _selected(args)[0]
+    try:
+        written = trio.run(
+            lambda: capture.run_plan(
+                plan, client, cols=args.cols, rows=args.rows, out=out, only_step=args.step
+            )
+        )
+    except capture.CaptureError as exc:
+        raise SystemExit(str(exc)) from exc
+    for pair in written:
+        print(pair.screen)
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m tools.lab", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -43,6 +79,23 @@ def _parser() -> argparse.ArgumentParser:
     install.add_argument("--agent", choices=clients.AGENTS)
     install.add_argument("--version")
     install.set_defaults(run=_install)
+
+    shots = commands.add_parser(
+        "capture", help="drive a scenario on a real client and save screens as fixtures"
+    )
+    shots.add_argument(
+        "--all",
+        action="store_true",
+        help="every plan and size, from scratch (on --agent/--version only, if given)",
+    )
+    shots.add_argument("--agent", choices=clients.AGENTS)
+    shots.add_argument("--version")
+    shots.add_argument("--scenario", help=f"capture plan: {', '.join(capture.PLANS)}")
+    shots.add_argument("--step", help="capture only this point of the plan")
+    shots.add_argument("--cols", type=int, default=capture.DEFAULT_SIZE[0])
+    shots.add_argument("--rows", type=int, default=capture.DEFAULT_SIZE[1])
+    shots.add_argument("--out", type=Path, default=capture.FIXTURES)
+    shots.set_defaults(run=_capture)
     return parser
 
 

@@ -53,7 +53,12 @@ CODEX_PROMPT = "\u203a"
 """Codex's composer prompt character (single right angle quote)."""
 
 CODEX_MODEL = "lab-model"
-"""The model name in the Codex config (unknown to Codex: it warns and carries on)."""
+"""The model name in the Codex config.
+
+Unknown to Codex, so the first turn shows a "Model metadata ... not found"
+warning; a known name (e.g. gpt-5.5) instead makes 0.169.0 open a "Meet ..."
+model-upgrade dialog before the composer.
+"""
 
 LAB_API_KEY = "sk-ant-lab-0000-offline-key-abcdefghij0123456789"
 _MARKER_VAR = "AKK_LAB_RUN"
@@ -246,7 +251,9 @@ class LabSession:
         if self.agent != "codex":
             raise LabError("plan mode is a Codex collaboration mode; Claude has no equivalent here")
         await self.send_keys("BTab")
-        await self.wait_for_screen(lambda s: "Plan mode (shift+tab" in s, timeout, what="Plan mode footer")
+        await self.wait_for_screen(
+            lambda s: "Plan mode (shift+tab" in s, timeout, what="Plan mode footer"
+        )
 
     def transcript_files(self) -> list[Path]:
         """Claude's session transcripts or Codex's rollout files, oldest first."""

@@ -1,0 +1,713 @@
+"""Capture the fixture corpus: drive a real client through a scenario, save screens.
+
+A capture plan is data: the scenario to play, the launch options, and a list of
+actions (submit the task, type, press keys, wait for text, release a signal)
+with `Shot`s at the points to capture. Each shot writes the exact
+``tmux capture-pane -p -e`` output to ``<out>/<agent>/<version>/[<cols>x<rows>/]
+<plan>[-<step>].ansi`` (the size folder only for sizes other than 120x40) and a
+``.json`` beside it with the expected classification. That classification is
+written here, from the scenario's own questions and from what each client is
+known to add (its automatic rows and confirmations), never by parsing the
+screen; a recognizer under test must reproduce it.
+
+Label vocabulary (matches the controller protocol's projection): state in
+idle, idle_draft, working, permission, questionnaire, async_question, blocked,
+unknown; kind in questionnaire, permission, async_question, confirmation;
+response_kind in single_select, multi_select, free_text, confirm.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Literal
+
+import attrs
+import trio
+
+from tools.lab import clients
+from tools.lab.clients import Agent, Client
+from tools.lab.launcher import LabSession, Preseed, ScreenTimeout, launch
+from tools.lab.scenarios import (
+    SCENARIOS,
+    SLOW_SIGNAL,
+    Question,
+)
+
+State = Literal[
+    "idle",
+    "idle_draft",
+    "working",
+    "permission",
+    "questionnaire",
+    "async_question",
+    "blocked",
+    "unknown",
+]
+Kind = Literal["questionnaire", "permission", "async_question", "confirmation"]
+ResponseKind = Literal["single_select", "multi_select", "free_text", "confirm"]
+
+SIZES: tuple[tuple[int, int], ...] = ((120, 40), (80, 24))
+"""The sizes the corpus is captured at: the default and the narrow one."""
+
+DEFAULT_SIZE = (120, 40)
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+DRAFT_TEXT = "lab: a draft that is never sent"
+FREE_TEXT = "Teal, please"
+NOTE_TEXT = "Something in between"
+
+# Rows each client adds to a question on its own (observed on the pinned versions).
+CLAUDE_SINGLE_EXTRA = ("Type something.", "Chat about this")
+CLAUDE_MULTI_EXTRA = ("Type something", "Submit", "Chat about this")
+CODEX_EXTRA = ("None of the above",)
+CLAUDE_REVIEW = ("Submit answers", "Cancel")
+CODEX_UNANSWERED = ("Proceed", "Go back")
+
+
+@attrs.frozen
+class ExpectedQuestion:
+    """One question as the classification must report it."""
+
+    prompt: str
+    response_kind: ResponseKind
+    options: tuple[str, ...]
+    header: str | None = None
+    extra_rows: tuple[str, ...] = ()
+    """Rows the client adds after the options (free-text row, "Chat about this", ...)."""
+    current_row: str | None = None
+    """Label of the row under the cursor (an option or an extra row)."""
+    checked: tuple[str, ...] = ()
+    """Multi-select options already ticked."""
+    free_text: bool = False
+    """Whether the question also takes a typed answer."""
+    typed_text: str | None = None
+    """Text already typed into the free-text editor or notes field."""
+
+
+@attrs.frozen
+class Expected:
+    """The classification a recognizer must give a captured screen."""
+
+    state: State
+    kind: Kind | None = None
+    questions: tuple[ExpectedQuestion, ...] = ()
+    step: tuple[int, int] | None = None
+    """(index, total), 1-based, for multi-step prompts."""
+    decisions: tuple[str, ...] = ()
+    tool: str | None = None
+    command: str | None = None
+    manual_only: bool = False
+    """A prompt AKK must leave to a person (e.g. Claude's non-Bash permission)."""
+    blocker: str | None = None
+    """For state blocked: onboarding, api_key or trust."""
+    draft: str | None = None
+    reply: str | None = None
+    """For a finished turn: the reply text now on screen."""
+
+    def to_json(self) -> dict[str, object]:
+        """The JSON form written beside the screen."""
+        data = attrs.asdict(self, recurse=True)
+        data["step"] = None if self.step is None else {"index": self.step[0], "total": self.step[1]}
+        data["response_kinds"] = [q.response_kind for q in self.questions]
+        return data
+
+
+@attrs.frozen
+class Submit:
+    """Type a message and press Enter (the scenario's task when text is None)."""
+
+    text: str | None = None
+
+
+@attrs.frozen
+class Type:
+    """Type characters, one key press each."""
+
+    text: str
+
+
+@attrs.frozen
+class Press:
+    """Press tmux keys in order (``Down``, ``Enter``, ``Tab``...)."""
+
+    keys: tuple[str, ...]
+
+
+@attrs.frozen
+class WaitText:
+    """Wait until any of the texts shows on the plain screen."""
+
+    texts: tuple[str, ...]
+    timeout: float = 20.0
+
+
+@attrs.frozen
+class WaitIdle:
+    """Wait for the idle, empty composer."""
+
+
+@attrs.frozen
+class Release:
+    """Send a signal to the model server (e.g. end a held stream)."""
+
+    signal: str
+
+
+@attrs.frozen
+class Shot:
+    """Capture the screen here as `<plan>-<step>` with its expected classification.
+
+    `settle` waits for the screen to stop changing first; animated screens
+    (spinners, welcome art) are captured after a bounded wait regardless.
+    """
+
+    step: str | None
+    expected: Expected
+    settle: bool = True
+
+
+Action = Submit | Type | Press | WaitText | WaitIdle | Release | Shot
+
+
+@attrs.frozen
+class Plan:
+    """How to drive one scenario to its capture points."""
+
+    name: str
+    scenario: str
+    agents: frozenset[Agent]
+    actions: tuple[Action, ...]
+    plan_mode: bool = False
+    preseed: Preseed = attrs.field(factory=Preseed)
+
+    @property
+    def steps(self) -> list[str | None]:
+        """The capture points, in order."""
+        return [action.step for action in self.actions if isinstance(action, Shot)]
+
+
+def _wait(*texts: str) -> WaitText:
+    return WaitText(texts)
+
+
+def _claude_question(
+    question: Question, *, current: int = 0, checked: Sequence[int] = (), typed: str | None = None
+) -> ExpectedQuestion:
+    labels = tuple(option.label for option in question.options)
+    extra = CLAUDE_MULTI_EXTRA if question.multi_select else CLAUDE_SINGLE_EXTRA
+    rows = labels + extra
+    return ExpectedQuestion(
+        prompt=question.question,
+        header=question.header,
+        response_kind="free_text"
+        if typed is not None
+        else ("multi_select" if question.multi_select else "single_select"),
+        options=labels,
+        extra_rows=extra,
+        current_row=rows[current],
+        checked=tuple(labels[i] for i in checked),
+        free_text=True,
+        typed_text=typed,
+    )
+
+
+def _codex_question(
+    question: Question, *, current: int = 0, typed: str | None = None
+) -> ExpectedQuestion:
+    labels = tuple(option.label for option in question.options)
+    rows = labels + CODEX_EXTRA
+    return ExpectedQuestion(
+        prompt=question.question,
+        header=question.header,
+        response_kind="free_text" if typed is not None else "single_select",
+        options=labels,
+        extra_rows=CODEX_EXTRA,
+        current_row=rows[current],
+        free_text=True,
+        typed_text=typed,
+    )
+
+
+def _questions(scenario: str) -> tuple[Question, ...]:
+    first = SCENARIOS[scenario].steps[0].reply
+    questions = getattr(first, "questions", None)
+    assert questions is not None, f"scenario {scenario} does not open with a question"
+    return tuple(questions)
+
+
+def _command(scenario: str) -> str:
+    reply = SCENARIOS[scenario].steps[0].reply
+    command = getattr(reply, "command", None) or getattr(reply, "cmd", None)
+    assert isinstance(command, str), f"scenario {scenario} does not open with a command"
+    return command
+
+
+_APPROVE = ("approve_once", "reject")
+_BOTH: frozenset[Agent] = frozenset({"claude", "codex"})
+_CLAUDE: frozenset[Agent] = frozenset({"claude"})
+_CODEX: frozenset[Agent] = frozenset({"codex"})
+_QUESTION_SHOWN = _wait("Enter to select", "enter to submit")
+
+
+def _claude_single(scenario: str) -> Plan:
+    (question,) = _questions(scenario)
+    n = len(question.options)
+    return Plan(
+        scenario,
+        scenario,
+        _CLAUDE,
+        (
+            Submit(),
+            _QUESTION_SHOWN,
+            Shot("q1", Expected("questionnaire", "questionnaire", (_claude_question(question),))),
+            Press(("Down",)),
+            Shot(
+                "q1_second",
+                Expected(
+                    "questionnaire", "questionnaire", (_claude_question(question, current=1),)
+                ),
+            ),
+            Press(("Down",) * (n - 1)),
+            Shot(
+                "free_text_empty",
+                Expected(
+                    "questionnaire",
+                    "questionnaire",
+                    (_claude_question(question, current=n, typed=""),),
+                ),
+            ),
+            Type(FREE_TEXT),
+            _wait(FREE_TEXT),
+            Shot(
+                "free_text_typed",
+                Expected(
+                    "questionnaire",
+                    "questionnaire",
+                    (_claude_question(question, current=n, typed=FREE_TEXT),),
+                ),
+            ),
+        ),
+    )
+
+
+def _claude_multi_select() -> Plan:
+    scenario = "questionnaire_multi"
+    (question,) = _questions(scenario)
+    n = len(question.options)
+    review = ExpectedQuestion(
+        prompt="Ready to submit your answers?",
+        response_kind="confirm",
+        options=CLAUDE_REVIEW,
+        current_row=CLAUDE_REVIEW[0],
+    )
+    return Plan(
+        scenario,
+        scenario,
+        _CLAUDE,
+        (
+            Submit(),
+            _QUESTION_SHOWN,
+            Shot(
+                "q1",
+                Expected(
+                    "questionnaire", "questionnaire", (_claude_question(question),), step=(1, 2)
+                ),
+            ),
+            Press(("Enter",)),
+            _wait("[✔]"),
+            Shot(
+                "q1_checked",
+                Expected(
+                    "questionnaire",
+                    "questionnaire",
+                    (_claude_question(question, checked=(0,)),),
+                    step=(1, 2),
+                ),
+            ),
+            # Down past the options and the free-text row to the Submit row.
+            Press(("Down",) * (n + 1) + ("Enter",)),
+            _wait("Ready to submit your answers?"),
+            Shot("review", Expected("questionnaire", "confirmation", (review,), step=(2, 2))),
+        ),
+    )
+
+
+def _claude_multi_question() -> Plan:
+    scenario = "questionnaire_multi_question"
+    questions = _questions(scenario)
+    total = len(questions) + 1
+    actions: list[Action] = [Submit(), _QUESTION_SHOWN]
+    for index, question in enumerate(questions, start=1):
+        if index > 1:
+            actions += [Press(("Enter",)), _wait(question.question)]
+        actions.append(
+            Shot(
+                f"q{index}",
+                Expected(
+                    "questionnaire",
+                    "questionnaire",
+                    (_claude_question(question),),
+                    step=(index, total),
+                ),
+            )
+        )
+    review = ExpectedQuestion(
+        prompt="Ready to submit your answers?",
+        response_kind="confirm",
+        options=CLAUDE_REVIEW,
+        current_row=CLAUDE_REVIEW[0],
+    )
+    actions += [
+        Press(("Enter",)),
+        _wait("Ready to submit your answers?"),
+        Shot("review", Expected("questionnaire", "confirmation", (review,), step=(total, total))),
+    ]
+    return Plan(scenario, scenario, _CLAUDE, tuple(actions))
+
+
+def _codex_questions(scenario: str) -> Plan:
+    questions = _questions(scenario)
+    total = len(questions)
+    actions: list[Action] = [Submit(), _wait(f"Question 1/{total}")]
+    for index, question in enumerate(questions, start=1):
+        if index > 1:
+            actions += [Press(("Enter",)), _wait(f"Question {index}/{total}")]
+        actions.append(
+            Shot(
+                f"q{index}",
+                Expected(
+                    "questionnaire",
+                    "questionnaire",
+                    (_codex_question(question),),
+                    step=(index, total),
+                ),
+            )
+        )
+    return Plan(scenario, scenario, _CODEX, tuple(actions), plan_mode=True)
+
+
+def _codex_notes_and_unanswered() -> Plan:
+    scenario = "codex_rui_three"
+    questions = _questions(scenario)
+    total = len(questions)
+    first = questions[0]
+    n = len(first.options)
+    unanswered = ExpectedQuestion(
+        prompt="Submit with unanswered questions?",
+        response_kind="confirm",
+        options=CODEX_UNANSWERED,
+        current_row=CODEX_UNANSWERED[0],
+    )
+    return Plan(
+        "codex_rui_notes",
+        scenario,
+        _CODEX,
+        (
+            Submit(),
+            _wait(f"Question 1/{total}"),
+            Press(("Down",) * n),
+            Shot(
+                "none_of_the_above",
+                Expected(
+                    "questionnaire",
+                    "questionnaire",
+                    (_codex_question(first, current=n),),
+                    step=(1, total),
+                ),
+            ),
+            Press(("Tab",)),
+            _wait("tab or esc to clear notes"),
+            Shot(
+                "notes_empty",
+                Expected(
+                    "questionnaire",
+                    "questionnaire",
+                    (_codex_question(first, current=n, typed=""),),
+                    step=(1, total),
+                ),
+            ),
+            Type(NOTE_TEXT),
+            _wait(NOTE_TEXT),
+            Shot(
+                "notes_typed",
+                Expected(
+                    "questionnaire",
+                    "questionnaire",
+                    (_codex_question(first, current=n, typed=NOTE_TEXT),),
+                    step=(1, total),
+                ),
+            ),
+            # Clear the notes (Tab; Esc risks interrupting the turn), skip to the
+            # last question and submit it with two questions unanswered.
+            Press(("Tab",)),
+            Press(("Right",) * (total - 1)),
+            _wait(f"Question {total}/{total}"),
+            Press(("Enter",)),
+            _wait("Submit with unanswered questions?"),
+            Shot("unanswered", Expected("questionnaire", "confirmation", (unanswered,))),
+        ),
+        plan_mode=True,
+    )
+
+
+def _permission(scenario: str, agents: frozenset[Agent], tool: str, manual: bool) -> Plan:
+    anchor = _wait("Do you want", "Would you like to run")
+    expected = Expected(
+        "permission",
+        "permission",
+        decisions=() if manual else _APPROVE,
+        tool=tool,
+        command=None if manual else _command(scenario),
+        manual_only=manual,
+    )
+    return Plan(scenario, scenario, agents, (Submit(), anchor, Shot("permission", expected)))
+
+
+def _blocked(blocker: str, agents: frozenset[Agent], preseed: Preseed, *anchor: str) -> Plan:
+    return Plan(
+        f"blocked_{blocker}",
+        "echo",
+        agents,
+        (WaitText(anchor), Shot(None, Expected("blocked", blocker=blocker))),
+        preseed=preseed,
+    )
+
+
+def _build() -> dict[str, Plan]:
+    echo_reply = "Hello from the lab model."
+    plans = [
+        Plan(
+            "echo",
+            "echo",
+            _BOTH,
+            (
+                Shot("idle", Expected("idle")),
+                Submit(),
+                _wait(echo_reply),
+                WaitIdle(),
+                Shot("finished", Expected("idle", reply=echo_reply)),
+            ),
+        ),
+        Plan(
+            "draft",
+            "echo",
+            _BOTH,
+            (
+                Type(DRAFT_TEXT),
+                _wait(DRAFT_TEXT),
+                Shot("idle_draft", Expected("idle_draft", draft=DRAFT_TEXT)),
+            ),
+        ),
+        Plan(
+            "slow",
+            "slow",
+            _BOTH,
+            (
+                Submit(),
+                _wait("esc to interrupt"),
+                Shot("working", Expected("working"), settle=False),
+                Release(SLOW_SIGNAL),
+                WaitIdle(),
+            ),
+        ),
+        _permission("claude_bash", _CLAUDE, "Bash", manual=False),
+        _permission("claude_write", _CLAUDE, "Write", manual=True),
+        _permission("codex_exec", _CODEX, "exec_command", manual=False),
+        _claude_single("questionnaire_single2"),
+        _claude_single("questionnaire_single3"),
+        _claude_single("questionnaire_single4"),
+        _claude_multi_select(),
+        _claude_multi_question(),
+        _codex_questions("codex_rui_one"),
+        _codex_questions("codex_rui_three"),
+        _codex_notes_and_unanswered(),
+        _blocked(
+            "onboarding", _CLAUDE, Preseed(onboarded=False), "Choose the text style", "Let's get"
+        ),
+        _blocked(
+            "api_key", _CLAUDE, Preseed(api_key_approved=False), "Do you want to use this API key?"
+        ),
+        _blocked(
+            "trust",
+            _BOTH,
+            Preseed(trusted=False),
+            "Is this a project you created or one you trust?",
+            "trust this folder",
+            "Trust this folder",
+            "Do you trust",
+        ),
+    ]
+    return {plan.name: plan for plan in plans}
+
+
+PLANS: Mapping[str, Plan] = _build()
+
+
+class CaptureError(RuntimeError):
+    """A plan could not be driven to its capture points."""
+
+
+@attrs.frozen
+class Captured:
+    """One written fixture pair."""
+
+    screen: Path
+    label: Path
+
+
+def fixture_stem(
+    out: Path, client: Client, plan: str, step: str | None, cols: int, rows: int
+) -> Path:
+    """The path of a fixture without extension."""
+    folder = out / client.agent / client.version
+    if (cols, rows) != DEFAULT_SIZE:
+        folder = folder / f"{cols}x{rows}"
+    return folder / (plan if step is None else f"{plan}-{step}")
+
+
+async def _settled(lab: LabSession, settle: bool) -> str:
+    if settle:
+        # An animated screen (spinner, welcome art) never settles: capture it as it is.
+        with contextlib.suppress(ScreenTimeout):
+            await lab.wait_stable(quiet=0.4, timeout=3.0)
+    return await lab.capture()
+
+
+async def _act(lab: LabSession, action: Action) -> None:
+    match action:
+        case Submit(text=text):
+            await lab.submit(text if text is not None else lab.scenario.task)
+        case Type(text=text):
+            await lab.type_text(text)
+        case Press(keys=keys):
+            for key in keys:
+                await lab.send_keys(key)
+        case WaitText(texts=texts, timeout=timeout):
+            await lab.wait_for_screen(
+                lambda screen: any(text in screen for text in texts),
+                timeout,
+                what=" or ".join(repr(text) for text in texts),
+            )
+        case WaitIdle():
+            await lab.wait_idle()
+        case Release(signal=signal):
+            lab.server.signal(signal)
+        case Shot():
+            raise AssertionError("shots are handled by run_plan")
+
+
+async def run_plan(
+    plan: Plan,
+    client: Client,
+    *,
+    cols: int,
+    rows: int,
+    out: Path,
+    only_step: str | None = None,
+) -> list[Captured]:
+    """Drive `plan` on `client` and write its shots (or just `only_step`) under `out`."""
+    if client.agent not in plan.agents:
+        raise CaptureError(f"plan {plan.name} is not for {client.agent}")
+    if only_step is not None and only_step not in plan.steps:
+        raise CaptureError(f"plan {plan.name} has no step {only_step!r}; steps: {plan.steps}")
+    written: list[Captured] = []
+    async with launch(
+        client.agent,
+        client.version,
+        SCENARIOS[plan.scenario],
+        cols=cols,
+        rows=rows,
+        plan_mode=plan.plan_mode,
+        preseed=plan.preseed,
+    ) as lab:
+        for action in plan.actions:
+            if not isinstance(action, Shot):
+                await _act(lab, action)
+                continue
+            if only_step is not None and action.step != only_step:
+                continue
+            screen = await _settled(lab, action.settle)
+            stem = fixture_stem(out, client, plan.name, action.step, cols, rows)
+            written.append(_write(stem, screen, plan, action, client, cols, rows))
+            if only_step is not None:
+                break
+    return written
+
+
+def _write(
+    stem: Path, screen: str, plan: Plan, shot: Shot, client: Client, cols: int, rows: int
+) -> Captured:
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    screen_path = stem.with_name(stem.name + ".ansi")
+    label_path = stem.with_name(stem.name + ".json")
+    screen_path.write_text(screen)
+    label = {
+        "agent": client.agent,
+        "version": client.version,
+        "cols": cols,
+        "rows": rows,
+        "plan": plan.name,
+        "scenario": plan.scenario,
+        "step": shot.step,
+        "expected": shot.expected.to_json(),
+    }
+    label_path.write_text(json.dumps(label, indent=2, ensure_ascii=False) + "\n")
+    return Captured(screen_path, label_path)
+
+
+@attrs.frozen
+class Job:
+    """One plan on one client at one size."""
+
+    plan: Plan
+    client: Client
+    cols: int
+    rows: int
+
+    @property
+    def name(self) -> str:
+        """For progress and failure lines."""
+        return f"{self.client.name} {self.plan.name} {self.cols}x{self.rows}"
+
+
+def all_jobs(
+    clients_: Iterable[Client] = clients.PINNED, sizes: Iterable[tuple[int, int]] = SIZES
+) -> list[Job]:
+    """Every plan on every pinned client it applies to, at every corpus size."""
+    return [
+        Job(plan, client, cols, rows)
+        for client in clients_
+        for plan in PLANS.values()
+        if client.agent in plan.agents
+        for cols, rows in sizes
+    ]
+
+
+async def run_jobs(jobs: Sequence[Job], out: Path, *, parallel: int = 2) -> list[str]:
+    """Run capture jobs, `parallel` at a time; return one line per failed job."""
+    limiter = trio.CapacityLimiter(parallel)
+    failures: list[str] = []
+
+    async def one(job: Job) -> None:
+        async with limiter:
+            start = trio.current_time()
+            try:
+                with trio.fail_after(120):
+                    written = await run_plan(
+                        job.plan, job.client, cols=job.cols, rows=job.rows, out=out
+                    )
+            except (CaptureError, ScreenTimeout, trio.TooSlowError) as exc:
+                first_line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                failures.append(f"{job.name}: {first_line}")
+                print(f"FAILED {job.name}: {exc}", file=sys.stderr, flush=True)
+                return
+            took = trio.current_time() - start
+            print(f"ok {job.name}: {len(written)} screens ({took:.1f} s)", flush=True)
+
+    async with trio.open_nursery() as nursery:
+        for job in jobs:
+            nursery.start_soon(one, job)
+    return failures
