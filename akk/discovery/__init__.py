@@ -1,0 +1,19 @@
+"""Which agent runs in a pane: its process, exact version and terminal identity (from /proc)."""
+
+from akk.discovery.process import (
+    Agent,
+    AgentProcess,
+    VersionCache,
+    find_agent,
+    parse_version,
+    terminal_id,
+)
+
+__all__ = [
+    "Agent",
+    "AgentProcess",
+    "VersionCache",
+    "find_agent",
+    "parse_version",
+    "terminal_id",
+]

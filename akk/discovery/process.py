@@ -1,0 +1,351 @@
+"""Find the Claude Code or Codex process behind a tmux pane, its exact version, and its identity.
+
+Everything here comes from the process, never from the screen: the process
+tree under the pane's pid (from /proc), the executable the kernel actually
+runs (/proc/PID/exe), and what that exact binary prints for `--version`.
+
+Shapes recognised under a pane (possibly below shells):
+
+- the native binaries: `claude` (npm platform package, or the native
+  installer's `.../claude/versions/X.Y.Z`) and `codex`;
+- node wrappers that spawn a native binary (`@openai/codex/bin/codex.js`,
+  `@anthropic-ai/claude-code/cli-wrapper.cjs` or `bin/claude*`): the native
+  child is the agent; a wrapper without its child yet is not identified;
+- Claude's older pure-JS `node .../@anthropic-ai/claude-code/cli.js`.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Literal
+
+import attrs
+import trio
+
+Agent = Literal["claude", "codex"]
+
+PROC = Path("/proc")
+MAX_DEPTH = 8
+"""How far below the pane's process an agent is looked for (shells, wrappers, sudo...)."""
+
+VERSION_TIMEOUT = 10.0
+FAILED_VERSION_RETRY = 300.0
+"""Seconds before a binary whose `--version` failed is asked again."""
+
+# `claude.exe` is what npm's postinstall copies the native binary to, on Linux too.
+_NATIVE_NAMES: dict[str, Agent] = {"claude": "claude", "claude.exe": "claude", "codex": "codex"}
+_INTERPRETERS = re.compile(r"(node|nodejs|bun|deno|python[0-9.]*|bash|sh|dash|zsh|fish|ksh|env)")
+_NODE = re.compile(r"node(js)?[0-9.]*")
+_PURE_JS = re.compile(r".*/@anthropic-ai/claude-code/cli\.m?js")
+_WRAPPERS: tuple[tuple[re.Pattern[str], Agent], ...] = (
+    (re.compile(r".*/@anthropic-ai/claude-code/(cli-wrapper\.cjs|bin/claude[^/]*)"), "claude"),
+    (re.compile(r".*/@openai/codex/bin/codex\.js"), "codex"),
+)
+_VERSION_LINE: dict[Agent, re.Pattern[str]] = {
+    "claude": re.compile(r"(\d+\.\d+\.\d+[0-9A-Za-z.+-]*) \(Claude Code\)"),
+    "codex": re.compile(r"codex-cli (\d+\.\d+\.\d+[0-9A-Za-z.+-]*)"),
+}
+
+
+@attrs.frozen
+class AgentProcess:
+    """The agent process found under a pane.
+
+    `program` is what runs to ask this process's binary for its version:
+    `(executable,)` for a native binary, `(node, script)` for a pure-JS one.
+    """
+
+    agent: Agent
+    pid: int
+    start_ticks: int
+    """Field 22 of /proc/PID/stat: start time in clock ticks since boot."""
+    executable: str
+    """realpath of /proc/PID/exe."""
+    argv: tuple[str, ...]
+    cwd: str | None
+    """None if the cwd cannot be read (another user's process)."""
+    program: tuple[str, ...]
+
+
+@attrs.frozen
+class ProcessInfo:
+    """One process as /proc shows it at a moment."""
+
+    pid: int
+    ppid: int
+    pgrp: int
+    tpgid: int
+    start_ticks: int
+    comm: str
+    exe: str | None
+    argv: tuple[str, ...]
+    cwd: str | None
+
+
+def read_process(pid: int, proc: Path = PROC) -> ProcessInfo | None:
+    """Read one process from /proc, or None if it is gone or unreadable."""
+    base = proc / str(pid)
+    try:
+        stat = (base / "stat").read_bytes().decode("utf-8", "surrogateescape")
+        argv = (base / "cmdline").read_bytes().decode("utf-8", "surrogateescape")
+    except OSError:
+        return None
+    # comm sits in parentheses and may itself contain spaces and parentheses.
+    comm = stat[stat.index("(") + 1 : stat.rindex(")")]
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return ProcessInfo(
+        pid=pid,
+        ppid=int(fields[1]),
+        pgrp=int(fields[2]),
+        tpgid=int(fields[5]),
+        start_ticks=int(fields[19]),
+        comm=comm,
+        exe=_readlink(base / "exe"),
+        argv=tuple(argv.split("\0")[:-1]) if argv else (),
+        cwd=_readlink(base / "cwd"),
+    )
+
+
+def _readlink(path: Path) -> str | None:
+    try:
+        return os.readlink(path)
+    except OSError:
+        return None
+
+
+def children(pid: int, proc: Path = PROC) -> list[int]:
+    """Direct children of `pid` (from /proc/PID/task/*/children, else by scanning ppids)."""
+    found: list[int] = []
+    tasks = list((proc / str(pid) / "task").glob("*/children"))
+    if tasks:
+        for task in tasks:
+            try:
+                found.extend(int(c) for c in task.read_text().split())
+            except OSError:
+                continue
+        return sorted(set(found))
+    for entry in proc.iterdir():
+        if entry.name.isdigit():
+            info = read_process(int(entry.name), proc)
+            if info is not None and info.ppid == pid:
+                found.append(info.pid)
+    return sorted(found)
+
+
+def _resolve(info: ProcessInfo, arg: str) -> str | None:
+    if not os.path.isabs(arg):
+        if info.cwd is None:
+            return None
+        arg = os.path.join(info.cwd, arg)
+    return os.path.realpath(arg)
+
+
+def _script(info: ProcessInfo) -> str | None:
+    """The script a node process runs: its first argument that is not an option."""
+    for arg in info.argv[1:]:
+        if not arg.startswith("-"):
+            return _resolve(info, arg)
+    return None
+
+
+Kind = Literal["native", "pure_js", "wrapper"]
+
+
+def classify(info: ProcessInfo) -> tuple[Agent, Kind, tuple[str, ...]] | None:
+    """Say whether a process is an agent (and how it runs), a wrapper of one, or neither."""
+    if info.exe is None:
+        return None
+    exe = info.exe.removesuffix(" (deleted)")
+    name = os.path.basename(exe)
+    if _NODE.fullmatch(name):
+        script = _script(info)
+        if script is None:
+            return None
+        if _PURE_JS.fullmatch(script):
+            return "claude", "pure_js", (exe, script)
+        for pattern, agent in _WRAPPERS:
+            if pattern.fullmatch(script):
+                return agent, "wrapper", (exe, script)
+        return None
+    if name in _NATIVE_NAMES:
+        return _NATIVE_NAMES[name], "native", (exe,)
+    if os.path.basename(os.path.dirname(os.path.dirname(exe))) == "claude" and (
+        os.path.basename(os.path.dirname(exe)) == "versions"
+    ):
+        return "claude", "native", (exe,)  # the native installer's versions/X.Y.Z
+    argv0 = os.path.basename(info.argv[0]) if info.argv else ""
+    if argv0 in _NATIVE_NAMES and not _INTERPRETERS.fullmatch(name):
+        return _NATIVE_NAMES[argv0], "native", (exe,)
+    return None
+
+
+def find_agent(pane_pid: int, proc: Path = PROC) -> AgentProcess | None:
+    """The agent process at or below `pane_pid`, or None if there is none (yet).
+
+    Walks the tree breadth-first, not below an agent (its own helpers, such
+    as Codex's sandbox, are not agents). When several qualify, one in the
+    terminal's foreground process group wins, then the shallowest, then the
+    oldest.
+    """
+    root = read_process(pane_pid, proc)
+    if root is None:
+        return None
+    found: list[tuple[int, int, AgentProcess, int]] = []  # (depth, ticks, agent, pgrp)
+    queue: deque[tuple[ProcessInfo, int]] = deque([(root, 0)])
+    while queue:
+        info, depth = queue.popleft()
+        kind = classify(info)
+        if kind is not None and kind[1] != "wrapper":
+            agent, _, program = kind
+            assert info.exe is not None
+            process = AgentProcess(
+                agent=agent,
+                pid=info.pid,
+                start_ticks=info.start_ticks,
+                executable=os.path.realpath(info.exe.removesuffix(" (deleted)")),
+                argv=info.argv,
+                cwd=info.cwd,
+                program=tuple(os.path.realpath(p) for p in program),
+            )
+            found.append((depth, info.start_ticks, process, info.pgrp))
+            continue
+        if depth < MAX_DEPTH:
+            for child in children(info.pid, proc):
+                child_info = read_process(child, proc)
+                if child_info is not None:
+                    queue.append((child_info, depth + 1))
+    if not found:
+        return None
+    found.sort(key=lambda f: (f[3] != root.tpgid, f[0], f[1]))
+    return found[0][2]
+
+
+@functools.cache
+def _boot_id() -> str:
+    try:
+        return (PROC / "sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+def terminal_id(socket_path: str, pane_id: str, pid: int, start_ticks: int) -> str:
+    """A stable id for one pane + agent process incarnation (`term_` + 32 hex digits).
+
+    The boot id is mixed in so that a pid and start time reused after a
+    reboot on the same socket and pane id is still a new incarnation.
+    """
+    material = "\0".join(["akk-terminal-v1", _boot_id(), socket_path, pane_id, str(pid),
+                          str(start_ticks)])  # fmt: skip
+    return "term_" + hashlib.sha256(material.encode("utf-8", "surrogateescape")).hexdigest()[:32]
+
+
+def parse_version(agent: Agent, output: str) -> str | None:
+    """The version in `--version` output (`2.1.263 (Claude Code)`, `codex-cli 0.153.4`)."""
+    for line in output.splitlines():
+        match = _VERSION_LINE[agent].fullmatch(line.strip())
+        if match:
+            return match[1]
+    return None
+
+
+FileKey = tuple[str, int, int, int, int]
+
+
+def _file_key(path: str) -> FileKey:
+    st = os.stat(path)
+    return (path, st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+@attrs.define
+class VersionCache:
+    """Asks binaries for their version once per file identity.
+
+    The key is (path, st_dev, st_ino, st_mtime_ns, st_size) of every file in
+    the program, so polling costs a few stat calls and no process; a binary
+    replaced in place (an upgrade) is asked again. `spawns` counts the
+    processes started, for tests and benchmarks.
+    """
+
+    timeout: float = VERSION_TIMEOUT
+    retry_failed_after: float = FAILED_VERSION_RETRY
+    clock: Callable[[], float] = time.monotonic
+    spawns: int = 0
+    _known: dict[tuple[FileKey, ...], str] = attrs.field(factory=dict)
+    _failed: dict[tuple[FileKey, ...], float] = attrs.field(factory=dict)
+
+    async def version_of(self, process: AgentProcess, proc: Path = PROC) -> str | None:
+        """The exact version of the binary `process` runs, or None if it cannot be proven.
+
+        If the file at `process.executable` is no longer the one the process
+        runs (replaced by an upgrade), the running image itself is asked via
+        /proc/PID/exe. None if the process is gone, the binary fails, times
+        out, or prints no recognisable version.
+        """
+        running = proc / str(process.pid) / "exe"
+        try:
+            image = os.stat(running)
+            program = list(process.program)
+            keys = [_file_key(p) for p in program]
+        except OSError:
+            return None
+        if (keys[0][1], keys[0][2]) != (image.st_dev, image.st_ino):
+            program[0] = str(running)
+            keys[0] = (f"pid:{process.pid}:{process.start_ticks}", image.st_dev, image.st_ino,
+                       image.st_mtime_ns, image.st_size)  # fmt: skip
+        return await self.version_of_program(process.agent, program, tuple(keys))
+
+    async def version_of_program(
+        self, agent: Agent, program: Sequence[str], key: tuple[FileKey, ...] | None = None
+    ) -> str | None:
+        """Run `program --version` (cached by `key`, default: the files of `program`)."""
+        if key is None:
+            try:
+                key = tuple(_file_key(p) for p in program)
+            except OSError:
+                return None
+        if key in self._known:
+            return self._known[key]
+        failed_at = self._failed.get(key)
+        if failed_at is not None and self.clock() - failed_at < self.retry_failed_after:
+            return None
+        version = await self._ask(agent, program)
+        if version is None:
+            self._failed[key] = self.clock()
+        else:
+            self._known[key] = version
+            self._failed.pop(key, None)
+        return version
+
+    async def _ask(self, agent: Agent, program: Sequence[str]) -> str | None:
+        home = await trio.to_thread.run_sync(tempfile.mkdtemp, None, "akk-version-")
+        # A throwaway HOME: `--version` must not read or write the person's config.
+        env = {"PATH": "/usr/bin:/bin", "HOME": home, "TMPDIR": home, "LANG": "C.UTF-8"}
+        self.spawns += 1
+        try:
+            with trio.move_on_after(self.timeout):
+                result = await trio.run_process(
+                    [*program, "--version"],
+                    stdin=subprocess.DEVNULL,
+                    capture_stdout=True,
+                    capture_stderr=True,
+                    check=False,
+                    env=env,
+                    cwd=home,
+                )
+                if result.returncode == 0:
+                    return parse_version(agent, result.stdout.decode("utf-8", "replace"))
+            return None
+        except OSError:
+            return None
+        finally:
+            await trio.to_thread.run_sync(shutil.rmtree, home, True)
