@@ -19,6 +19,7 @@ from tools.lab.scenarios import (
     ExecCommand,
     Reply,
     RequestUserInput,
+    RequestUserInputAsync,
     SlowText,
     Text,
 )
@@ -39,6 +40,13 @@ KEEPALIVE = sse_event({"type": "ping"})
 _SYSTEM_REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>\s*", re.DOTALL)
 
 
+def _wants_json(body: Mapping[str, object] | None) -> bool:
+    """True when the request asks for JSON-schema output (`output_config.format`)."""
+    config = body.get("output_config") if body else None
+    output_format = config.get("format") if isinstance(config, Mapping) else None
+    return isinstance(output_format, Mapping) and output_format.get("type") == "json_schema"
+
+
 def is_auxiliary(method: str, path: str, body: Mapping[str, object] | None) -> bool:
     """True unless this is a conversation turn: a POST to /v1/messages that offers tools.
 
@@ -46,7 +54,9 @@ def is_auxiliary(method: str, path: str, body: Mapping[str, object] | None) -> b
     """
     if method != "POST" or path.split("?")[0] != "/v1/messages" or body is None:
         return True
-    return not body.get("tools")
+    # Side requests ask for structured output (a JSON title); some carry tools too
+    # (Codex with a model catalog entry offers request_user_input_async on titles).
+    return not body.get("tools") or _wants_json(body)
 
 
 def _text_of(content: object) -> str:
@@ -96,9 +106,7 @@ def auxiliary_reply(body: Mapping[str, object] | None) -> Text:
     Claude Code names sessions with a tool-less request whose
     `output_config.format` is a JSON schema with a `title` property.
     """
-    config = body.get("output_config") if body else None
-    output_format = config.get("format") if isinstance(config, Mapping) else None
-    if isinstance(output_format, Mapping) and output_format.get("type") == "json_schema":
+    if _wants_json(body):
         return Text(json.dumps({"title": TITLE}))
     return Text("ok")
 
@@ -147,7 +155,7 @@ def render(
     """The HTTP response carrying `reply`, streamed if the request asked for a stream."""
     if isinstance(reply, ApiError):
         return error_reply(reply.status, reply.message)
-    if isinstance(reply, RequestUserInput | ExecCommand):
+    if isinstance(reply, RequestUserInput | RequestUserInputAsync | ExecCommand):
         return error_reply(
             400,
             f"lab: {type(reply).__name__} is Codex-only; use a Claude reply kind here",

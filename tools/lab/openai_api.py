@@ -17,6 +17,7 @@ from tools.lab.scenarios import (
     ExecCommand,
     Reply,
     RequestUserInput,
+    RequestUserInputAsync,
     SlowText,
     Text,
 )
@@ -27,11 +28,20 @@ _ERROR_TYPES = {400: "invalid_request_error", 401: "invalid_api_key", 429: "rate
 _OUTPUT_ITEM_TYPES = ("function_call_output", "custom_tool_call_output")
 
 
+def _wants_json(body: Mapping[str, object] | None) -> bool:
+    """True when the request asks for JSON-schema output (`text.format`)."""
+    config = body.get("text") if body else None
+    output_format = config.get("format") if isinstance(config, Mapping) else None
+    return isinstance(output_format, Mapping) and output_format.get("type") == "json_schema"
+
+
 def is_auxiliary(method: str, path: str, body: Mapping[str, object] | None) -> bool:
     """True unless this is a conversation turn: a POST to /v1/responses that offers tools."""
     if method != "POST" or path.split("?")[0] != "/v1/responses" or body is None:
         return True
-    return not body.get("tools")
+    # Side requests ask for structured output (a JSON title); some carry tools too
+    # (Codex with a model catalog entry offers request_user_input_async on titles).
+    return not body.get("tools") or _wants_json(body)
 
 
 def _text_of(content: object) -> str:
@@ -69,9 +79,7 @@ def auxiliary_reply(body: Mapping[str, object] | None) -> Text:
     Codex names threads with a tool-less request whose `text.format` is a
     JSON schema with a `title` property.
     """
-    text = body.get("text") if body else None
-    output_format = text.get("format") if isinstance(text, Mapping) else None
-    if isinstance(output_format, Mapping) and output_format.get("type") == "json_schema":
+    if _wants_json(body):
         return Text(json.dumps({"title": TITLE}))
     return Text("ok")
 
@@ -88,8 +96,17 @@ def usage_json(usage: Usage) -> dict[str, object]:
     }
 
 
-def function_arguments(reply: RequestUserInput | ExecCommand) -> tuple[str, dict[str, object]]:
+def function_arguments(
+    reply: RequestUserInput | RequestUserInputAsync | ExecCommand,
+) -> tuple[str, dict[str, object]]:
     """The function name and arguments Codex expects for a tool-call reply."""
+    if isinstance(reply, RequestUserInputAsync):
+        return "request_user_input_async", {
+            "questions": [
+                {"title": q.question, "options": [o.label for o in q.options]}
+                for q in reply.questions
+            ]
+        }
     if isinstance(reply, ExecCommand):
         arguments: dict[str, object] = {"cmd": reply.cmd}
         if reply.escalated:
@@ -199,3 +216,65 @@ def render(
     parts.append(sse_event({"type": "response.completed", "response": response}))
     keepalive = sse_event({"type": "response.in_progress", "response": in_progress})
     return WireReply(200, "text/event-stream", tuple(parts), keepalive)
+
+
+def model_catalog(model: str) -> dict[str, object]:
+    """A Codex `model_catalog_json` document describing the lab model.
+
+    With it Codex knows the model (no "Model metadata ... not found" warning)
+    and, because of `experimental_supported_tools`, offers the model
+    `request_user_input_async` (0.153.4 through 0.169.0; see NOTES.md).
+    Write it to a file and set `model_catalog_json = "<path>"` in config.toml.
+    """
+    entry: dict[str, object] = {
+        "slug": model,
+        "display_name": model,
+        "description": "The AKK lab's scripted model.",
+        "base_instructions": "You are the AKK lab's scripted model.",
+        "prefer_websockets": False,
+        "support_verbosity": True,
+        "default_verbosity": "low",
+        "apply_patch_tool_type": "freeform",
+        "web_search_tool_type": "text_and_image",
+        "input_modalities": ["text", "image"],
+        "supports_image_detail_original": True,
+        "truncation_policy": {"mode": "tokens", "limit": 10000},
+        "supports_parallel_tool_calls": True,
+        "tool_mode": None,
+        "multi_agent_version": None,
+        "use_responses_lite": False,
+        "include_skills_usage_instructions": False,
+        "include_apps_usage_instructions": False,
+        "include_plugin_usage_instructions": False,
+        "node_repl_auto_review_required": False,
+        "node_repl_disabled": False,
+        "auto_review_model_override": None,
+        "model_specialty": None,
+        "context_window": 272000,
+        "max_context_window": 272000,
+        "auto_compact_token_limit": None,
+        "comp_hash": "lab",
+        "default_reasoning_summary": "none",
+        "default_reasoning_level": "medium",
+        "supported_reasoning_levels": [
+            {"effort": "low", "description": "Fast responses with lighter reasoning"},
+            {"effort": "medium", "description": "Balanced reasoning"},
+            {"effort": "high", "description": "Deeper reasoning"},
+        ],
+        "shell_type": "unified_exec",
+        "visibility": "list",
+        "minimal_client_version": "0.124.0",
+        "supported_in_api": True,
+        "availability_nux": None,
+        "upgrade": None,
+        "priority": 1,
+        "experimental_supported_tools": ["request_user_input_async"],
+        "available_in_plans": [],
+        "supports_search_tool": False,
+        "default_service_tier": None,
+        "service_tiers": [],
+        "additional_speed_tiers": [],
+        "supports_reasoning_summary_parameter": True,
+        "supports_reasoning_summaries": True,
+    }
+    return {"models": [entry]}

@@ -96,6 +96,17 @@ class RequestUserInput:
 
 
 @attrs.frozen
+class RequestUserInputAsync:
+    """Codex `request_user_input_async` function call (0.154.0+, needs the lab model catalog).
+
+    The client answers at once with `{"accepted":true}` and the turn goes on;
+    the user's reply arrives later as a new user message. Options are labels only.
+    """
+
+    questions: tuple[Question, ...]
+
+
+@attrs.frozen
 class ExecCommand:
     """Codex `exec_command` function call, by default asking for escalation (approval prompt)."""
 
@@ -119,6 +130,7 @@ Reply = (
     | Bash
     | ClaudeTool
     | RequestUserInput
+    | RequestUserInputAsync
     | ExecCommand
     | ApiError
 )
@@ -156,6 +168,9 @@ ANSWERED_CLAUDE = "Your questions have been answered"
 
 ANSWERED_CODEX = '"answers"'
 """Key of Codex's function_call_output after request_user_input is answered."""
+
+ACCEPTED_CODEX_ASYNC = '"accepted"'
+"""Codex's immediate function_call_output for request_user_input_async: `{"accepted":true}`."""
 
 ECHO_TASK = "lab: say hello"
 ECHO_REPLY = "Hello from the lab model."
@@ -286,6 +301,16 @@ def _build() -> dict[str, Scenario]:
             ),
         ),
         _codex_questionnaire("codex_rui_one", _color_question(3)),
+        Scenario(
+            "codex_rui_async",
+            task=ASK_TASK,
+            agents=frozenset({"codex"}),
+            steps=(
+                Step(ASK_TASK, RequestUserInputAsync((_color_question(3),))),
+                Step(ACCEPTED_CODEX_ASYNC, Text("I asked about the color; I will wait for it.")),
+                Step("Blue", Text("Blue it is.")),
+            ),
+        ),
         _codex_questionnaire(
             "codex_rui_three", _color_question(3), _SIZE_QUESTION, _SHAPE_QUESTION
         ),
