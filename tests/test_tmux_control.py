@@ -24,7 +24,7 @@ from akk.tmux import (
     open_control_client,
     socket_path,
 )
-from akk.tmux.activity import diff
+from akk.tmux.activity import Probe, changed_since, parse_probe
 from akk.tmux.control import Notification, command_line, decode_output
 
 
@@ -240,20 +240,24 @@ async def test_monitor_reports_topology_changes(server: TmuxServer) -> None:
             await updates.aclose()
 
 
-def pane(pane_id: str, activity: int, cursor_x: int = 0) -> PaneInfo:
-    return PaneInfo(pane_id, 1, "$0", "s", "@0", 0, 0, 80, 24, cursor_x, 0,
-                    False, False, False, 0, activity, "/dev/pts/0", "sh")  # fmt: skip
+def test_changed_since_uses_activity_floor_and_shape() -> None:
+    shape = ("1", "80", "24", "0", "0", "0", "0", "0", "0")
+    moved = ("1", "80", "24", "5", "0", "0", "0", "0", "0")
+    before = {"%1": Probe(100, shape), "%2": Probe(100, shape), "%3": Probe(50, shape)}
+    after = {"%1": Probe(100, shape), "%2": Probe(90, moved), "%4": Probe(1, shape)}
+    # %1's activity second (100) overlaps the previous probe (100.7): it may have changed.
+    assert changed_since(before, after, since=100.7) == {"%1", "%2", "%4"}
+    assert changed_since(after, after, since=101.0) == set()
+    assert changed_since({}, after, since=None) == set(after)
 
 
-def test_diff_uses_activity_floor_and_shape() -> None:
-    before = {"%1": pane("%1", 100), "%2": pane("%2", 100), "%3": pane("%3", 50)}
-    after = {"%1": pane("%1", 100), "%2": pane("%2", 90, cursor_x=5), "%4": pane("%4", 1)}
-    update = diff(before, after, since=100.7)
-    # %1's activity second (100) overlaps the previous poll (100.7): it may have changed.
-    assert update.changed == {"%1", "%2", "%4"}
-    assert (update.added, update.removed) == (frozenset({"%4"}), frozenset({"%3"}))
-    assert diff(after, after, since=101.0).changed == set()
-    assert diff({}, after, since=None).changed == set(after)
+def test_parse_probe() -> None:
+    line = "\x1f".join(["%7", "1700000000", "42", "80", "24", "1", "2", "0", "0", "1", "10"])
+    assert parse_probe([line]) == {
+        "%7": Probe(1700000000, ("42", "80", "24", "1", "2", "0", "0", "1", "10"))
+    }
+    with pytest.raises(ValueError, match="fields"):
+        parse_probe(["%7\x1f1"])
 
 
 async def test_server_exit_is_a_clear_error(server: TmuxServer) -> None:
