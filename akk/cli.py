@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any, TypeVar
@@ -17,11 +18,13 @@ from rich.console import Console
 from rich.table import Table
 
 from akk import doctor
+from akk.actors.watcher import default_socket
 from akk.client import AkkError, ConnectError, connect
 from akk.protocol.schema import protocol_schema
 from akk.service import Endpoint, ServiceConfig, read_endpoint, serve_until_signal
 from akk.store.database import StoreError
 from akk.store.location import StateDir, StateDirError
+from akk.tmux.activity import DEFAULT_INTERVAL
 
 CLI_CONTROLLER_ID = "akk-cli"
 
@@ -67,6 +70,19 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--max-frame-bytes", type=int, default=1 << 20, help="largest request frame accepted"
     )
+    serve.add_argument(
+        "--tmux-socket",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="also watch the tmux server at PATH (repeatable; the default one is always watched)",
+    )
+    serve.add_argument(
+        "--poll-interval",
+        type=float,
+        default=DEFAULT_INTERVAL,
+        help="seconds between pane listings per tmux server",
+    )
     serve.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING"])
 
     token = command("token", _token, "print the controller token (created on first use)")
@@ -102,6 +118,8 @@ def _serve(args: argparse.Namespace) -> int:
         host=args.host,
         port=args.port,
         max_frame_bytes=args.max_frame_bytes,
+        tmux_sockets=(default_socket(), *(os.path.abspath(p) for p in args.tmux_socket)),
+        poll_interval=args.poll_interval,
     )
 
     def ready(endpoint: Endpoint) -> None:
@@ -163,7 +181,7 @@ def _list(args: argparse.Namespace) -> int:
     table = Table("pane", "agent", "version", "profile", "state", "asks", title="terminals")
     for row in result["terminals"]:
         table.add_row(
-            str(row.get("pane", row["terminal_id"])),
+            row["pane"],
             row["agent"],
             row["version"] or "?",
             row["profile"] or f"none ({row.get('profile_reason') or 'unknown'})",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import Any
 
 import attrs
 
@@ -17,15 +17,13 @@ import akk
 from akk.actors.runtime import ActorRef
 from akk.actors.store import transact
 from akk.protocol.errors import Code, Reason, RpcError
+from akk.protocol.excerpt import excerpt
+from akk.protocol.projection import project
 from akk.protocol.schema import PROTOCOL_VERSION
+from akk.screen.fingerprint import IdMinter
 from akk.store import controllers, listing
 from akk.store.reader import StoreReader
-
-
-class TerminalView(Protocol):
-    """The live terminal rows (published by the pane watcher)."""
-
-    def rows(self) -> list[dict[str, Any]]: ...
+from akk.terminals import TerminalBoard, terminal_row
 
 
 @attrs.define
@@ -41,11 +39,18 @@ Handler = Callable[[Peer, dict[str, Any]], Awaitable[Any]]
 class Methods:
     """Dispatches calls by method name; one instance serves all connections."""
 
-    def __init__(self, store: ActorRef, reader: StoreReader, terminals: TerminalView) -> None:
+    def __init__(
+        self, store: ActorRef, reader: StoreReader, board: TerminalBoard, ids: IdMinter
+    ) -> None:
         self._store = store
         self._reader = reader
-        self._terminals = terminals
-        self._handlers: dict[str, Handler] = {"hello": self._hello, "list": self._list}
+        self._board = board
+        self._ids = ids
+        self._handlers: dict[str, Handler] = {
+            "hello": self._hello,
+            "list": self._list,
+            "status": self._status,
+        }
 
     async def call(self, peer: Peer, method: str, params: dict[str, Any]) -> Any:
         """Run one validated call; raises RpcError with a reason and a next step."""
@@ -93,4 +98,40 @@ class Methods:
                 listing.active_watches(conn, controller_id),
             )
         )
-        return {"terminals": self._terminals.rows(), "turns": turns, "watches": watches}
+        return {"terminals": self._board.rows(), "turns": turns, "watches": watches}
+
+    async def _status(self, peer: Peer, params: dict[str, Any]) -> dict[str, Any]:
+        terminal_id = params.get("terminal_id")
+        if terminal_id is None:
+            record = "turn" if "turn_id" in params else "watch"
+            raise RpcError(
+                Reason.NOT_FOUND,
+                f"no {record} {params.get(f'{record}_id')!r}; `list` shows this controller's "
+                "turns and watches",
+            )
+        snapshot = self._board.get(terminal_id)
+        if snapshot is None:
+            raise RpcError(
+                Reason.NOT_FOUND,
+                f"no terminal {terminal_id!r} (its pane closed or its agent restarted); "
+                "call list for the current terminal ids",
+            )
+        observation = snapshot.observation
+        interaction = None
+        if (
+            observation.prompt is not None
+            and observation.actionable
+            and snapshot.fingerprint is not None
+        ):
+            interaction = project(
+                observation.prompt,
+                fingerprint=snapshot.fingerprint,
+                ids=self._ids,
+                agent=snapshot.identity.agent,
+                turn_id=None,
+            )
+        return {
+            "terminal": terminal_row(snapshot),
+            "interaction": interaction,
+            "screen_excerpt": excerpt(snapshot.lines),
+        }

@@ -11,18 +11,22 @@ import logging
 import os
 import signal
 from collections.abc import Callable
-from typing import Any
 
 import attrs
 import trio
 
 from akk.actors.store import StoreActor
 from akk.actors.supervisor import ChildSpec, Supervisor
-from akk.methods import Methods, TerminalView
+from akk.actors.watcher import TmuxWatcher, default_socket
+from akk.discovery.process import VersionCache
+from akk.methods import Methods
+from akk.screen.fingerprint import IdMinter
 from akk.server import ControllerServer, ServerSettings
 from akk.store.database import open_store
 from akk.store.location import ENDPOINT_TMP_FILE, StateDir
 from akk.store.reader import StoreReader
+from akk.terminals import TerminalBoard
+from akk.tmux.activity import DEFAULT_INTERVAL
 
 log = logging.getLogger("akk.service")
 
@@ -33,6 +37,8 @@ class ServiceConfig:
     host: str = "127.0.0.1"
     port: int = 7878
     max_frame_bytes: int = 1 << 20
+    tmux_sockets: tuple[str, ...] = attrs.field(factory=lambda: (default_socket(),))
+    poll_interval: float = DEFAULT_INTERVAL
 
 
 @attrs.frozen
@@ -46,13 +52,6 @@ class Endpoint:
     @property
     def url(self) -> str:
         return f"ws://{self.host}:{self.port}/v1"
-
-
-class _NoTerminals:
-    """Terminal rows before pane discovery is wired in: there are none."""
-
-    def rows(self) -> list[dict[str, Any]]:
-        return []
 
 
 def prepare(config: ServiceConfig) -> str:
@@ -69,12 +68,13 @@ def prepare(config: ServiceConfig) -> str:
 async def run_service(
     config: ServiceConfig,
     *,
-    terminals: TerminalView | None = None,
     on_ready: Callable[[Endpoint], None] = lambda endpoint: None,
     task_status: trio.TaskStatus[Endpoint] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Run until cancelled; ``task_status.started`` (and ``on_ready``) get the endpoint."""
     token = prepare(config)
+    board = TerminalBoard()
+    versions = VersionCache()
     root = Supervisor(
         "root", children=[ChildSpec("store", lambda: StoreActor(config.state.store_path))]
     )
@@ -82,7 +82,11 @@ async def run_service(
     try:
         async with trio.open_nursery() as nursery:
             await nursery.start(root.run)
-            methods = Methods(root.ref("store"), reader, terminals or _NoTerminals())
+            store = root.ref("store")
+            for socket in dict.fromkeys(config.tmux_sockets):
+                watcher = TmuxWatcher(socket, board, store, versions, interval=config.poll_interval)
+                await root.start_child(ChildSpec(f"watcher {socket}", watcher.run))
+            methods = Methods(store, reader, board, IdMinter(config.state.id_secret()))
             server = ControllerServer(
                 ServerSettings(
                     token=token,

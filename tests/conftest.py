@@ -31,7 +31,7 @@ class LiveServer:
 def live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     """A real server (store, supervisor, WebSocket) shared by a module's tests."""
     state = StateDir(tmp_path_factory.mktemp("state") / "akk")
-    config = ServiceConfig(state=state, port=0, max_frame_bytes=64 * 1024)
+    config = ServiceConfig(state=state, port=0, max_frame_bytes=64 * 1024, tmux_sockets=())
     started = threading.Event()
     box: dict[str, object] = {}
 

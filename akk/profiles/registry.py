@@ -7,6 +7,7 @@ from typing import Protocol
 
 import attrs
 
+from akk.profiles import claude, codex
 from akk.profiles.observation import Observation
 from akk.screen.grid import Grid
 
@@ -38,13 +39,18 @@ class Binding:
     reason: str | None
 
 
-def bind(
-    profiles: Mapping[tuple[str, str], Profile], agent: str, version: str | None
-) -> Binding:
+def bind(agent: str, version: str | None) -> Binding:
     """Look up the exact (agent, version); anything else is unsupported, with a reason."""
     if version is None:
         return Binding(None, "version_unknown")
-    profile = profiles.get((agent, version))
+    profile = PROFILES.get((agent, version))
     if profile is None:
         return Binding(None, f"unpinned_version: {agent} {version} has no profile")
     return Binding(profile, None)
+
+
+PROFILES: Mapping[tuple[str, str], Profile] = {
+    (profile.agent, profile.version): profile
+    for profile in (*claude.PROFILES, *codex.PROFILES)
+}
+"""Every pinned version's profile, by (agent, version)."""

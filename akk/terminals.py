@@ -1,0 +1,117 @@
+"""The terminal board: the latest published state of every supervised pane.
+
+TerminalActors publish here (upward news by a published latest value, never by
+an ask); `list` and `status` read here. Everything runs on the one Trio thread,
+so a snapshot is replaced whole and readers never see half an update.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import attrs
+
+from akk.profiles.observation import Observation, State
+
+
+@attrs.frozen
+class TerminalIdentity:
+    """One pane + agent process incarnation; a restarted agent is a new identity."""
+
+    terminal_id: str
+    tmux_socket: str
+    pane_id: str
+    pane_pid: int
+    agent: str
+    agent_pid: int
+    process_start: int
+    executable: str
+    version: str | None
+    cwd: str | None
+    profile: str | None
+    profile_reason: str | None
+
+    @property
+    def fingerprint_identity(self) -> str:
+        """What binds a prompt fingerprint to this exact terminal and process."""
+        return "\x1f".join(
+            (self.tmux_socket, self.pane_id, str(self.agent_pid), str(self.process_start))
+        )
+
+
+@attrs.frozen
+class TerminalSnapshot:
+    """What one TerminalActor last saw."""
+
+    identity: TerminalIdentity
+    observation: Observation
+    fingerprint: bytes | None  # of the prompt region, when a prompt is on screen
+    lines: tuple[str, ...]  # the screen's text, for the redacted excerpt
+    observed_at: float  # trio clock
+
+
+_PENDING = Observation(State.UNKNOWN, None, reason="not_observed_yet")
+
+
+class TerminalBoard:
+    """Latest snapshot per terminal_id, written by actors, read by methods."""
+
+    def __init__(self) -> None:
+        self._snapshots: dict[str, TerminalSnapshot] = {}
+
+    def announce(self, identity: TerminalIdentity, now: float) -> None:
+        """A terminal was discovered; it shows as unknown until first observed."""
+        self._snapshots[identity.terminal_id] = TerminalSnapshot(identity, _PENDING, None, (), now)
+
+    def publish(self, snapshot: TerminalSnapshot) -> None:
+        if snapshot.identity.terminal_id in self._snapshots:
+            self._snapshots[snapshot.identity.terminal_id] = snapshot
+
+    def retire(self, terminal_id: str) -> None:
+        self._snapshots.pop(terminal_id, None)
+
+    def get(self, terminal_id: str) -> TerminalSnapshot | None:
+        return self._snapshots.get(terminal_id)
+
+    def __iter__(self) -> Iterator[TerminalSnapshot]:
+        return iter(list(self._snapshots.values()))
+
+    def rows(self) -> list[dict[str, Any]]:
+        """The `list` rows (PROTOCOL.md), oldest pane first."""
+        return [terminal_row(s) for s in sorted(self, key=lambda s: s.identity.pane_id)]
+
+
+def terminal_row(snapshot: TerminalSnapshot) -> dict[str, Any]:
+    """One terminal as `list` and `status` show it; no keys, regions or fingerprints."""
+    identity, observation = snapshot.identity, snapshot.observation
+    prompt = observation.prompt
+    return {
+        "terminal_id": identity.terminal_id,
+        "agent": identity.agent,
+        "version": identity.version,
+        "profile": identity.profile,
+        "profile_reason": identity.profile_reason,
+        "cwd": identity.cwd,
+        "pane": identity.pane_id,
+        "tmux_socket": identity.tmux_socket,
+        "activity_state": observation.activity.value,
+        "observation": {
+            "state": observation.state.value,
+            "reason": observation.reason,
+            "actionable": observation.actionable and identity.profile is not None,
+        },
+        "asks": None if prompt is None else _asks(observation),
+        "session_id": None,
+        "turn_id": None,
+        "available_actions": [],
+    }
+
+
+def _asks(observation: Observation) -> str:
+    prompt = observation.prompt
+    assert prompt is not None
+    first = prompt.questions[0] if prompt.questions else None
+    text = first.prompt if first is not None else prompt.kind.value
+    more = f" (+{len(prompt.questions) - 1} more)" if len(prompt.questions) > 1 else ""
+    return f"{prompt.kind.value}: {text}{more}"
