@@ -11,13 +11,14 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 import trio
 from rich.console import Console
 from rich.table import Table
 
-from akk import doctor
+from akk import doctor, inspect
 from akk.actors.watcher import default_socket
 from akk.client import AkkError, ConnectError, connect
 from akk.protocol.schema import protocol_schema
@@ -43,7 +44,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         result: int = args.run(args)
-    except (CliError, StateDirError, StoreError, ConnectError) as exc:
+    except (CliError, StateDirError, StoreError, ConnectError, inspect.InspectError) as exc:
         _err.print(f"akk: {exc}", markup=False)
         return 2
     except AkkError as exc:
@@ -97,6 +98,25 @@ def _parser() -> argparse.ArgumentParser:
     listing.add_argument("--json", action="store_true", help="print the raw result as JSON")
 
     command("schema", _schema, "print the JSON Schema of the controller protocol")
+
+    screen = commands.add_parser("screen", help="classify a screen as AKK sees it")
+    screens = screen.add_subparsers(required=True, metavar="SUBCOMMAND")
+    classify = screens.add_parser("classify", help="classify a capture-pane -p -e file")
+    classify.set_defaults(run=_screen_classify)
+    classify.add_argument("file", help="a `tmux capture-pane -p -e` capture (e.g. a fixture)")
+    classify.add_argument("--agent", required=True, choices=["claude", "codex"])
+    classify.add_argument("--version", required=True, help="the exact client version")
+    classify.add_argument("--cols", type=int, required=True)
+    classify.add_argument("--rows", type=int, required=True)
+    capture = screens.add_parser("capture", help="capture and classify a live tmux pane")
+    capture.set_defaults(run=_screen_capture)
+    capture.add_argument("target", help="tmux target, e.g. %%3 or work:1.0")
+    capture.add_argument(
+        "--tmux-socket", help="the tmux server's socket (default server if not given)"
+    )
+    for sub in (classify, capture):
+        sub.add_argument("--json", action="store_true", help="print one JSON object")
+        sub.add_argument("--private", action="store_true", help="add region and fingerprint")
     return parser
 
 
@@ -189,6 +209,41 @@ def _list(args: argparse.Namespace) -> int:
             str(row.get("asks") or ""),
         )
     _out.print(table)
+    return 0
+
+
+def _screen_classify(args: argparse.Namespace) -> int:
+    try:
+        capture = Path(args.file).read_text()
+    except OSError as exc:
+        raise CliError(f"cannot read {args.file}: {exc.strerror}") from exc
+    result = inspect.classify_capture(
+        capture, agent=args.agent, version=args.version, cols=args.cols, rows=args.rows,
+        private=args.private,
+    )  # fmt: skip
+    return _print_classification(result, args.json)
+
+
+def _screen_capture(args: argparse.Namespace) -> int:
+    result = inspect.classify_pane(args.target, socket=args.tmux_socket, private=args.private)
+    return _print_classification(result, args.json)
+
+
+def _print_classification(result: dict[str, Any], as_json: bool) -> int:
+    if as_json:
+        print(json.dumps(result, indent=2))
+        return 0
+    _out.print(f"state:   {result['state']}", markup=False)
+    _out.print(f"profile: {result['profile'] or 'none'}", markup=False)
+    if result["reason"]:
+        _out.print(f"reason:  {result['reason']}", markup=False)
+    projection = result["projection"]
+    if projection is not None:
+        _out.print(f"asks:    {projection['kind']} step {projection['step']}", markup=False)
+        for question in projection["questions"]:
+            _out.print(f"  {question['header'] or '-'}: {question['prompt']}", markup=False)
+            for option in question["options"]:
+                _out.print(f"    - {option['label']}", markup=False)
     return 0
 
 

@@ -1,0 +1,97 @@
+"""`akk screen classify | capture`: what AKK makes of one screen, for operators.
+
+Prints one JSON object: ``state``, ``profile``, ``projection`` (the PROTOCOL
+projection of an actionable prompt, else null) and ``reason``. With
+``private``, also the prompt region and its fingerprint, for debugging.
+Ids in the projection are minted with a throwaway secret: they only mean
+something inside a running server.
+"""
+
+from __future__ import annotations
+
+import secrets
+import subprocess
+from typing import Any
+
+import attrs
+import trio
+
+from akk.discovery.process import VersionCache, find_agent
+from akk.profiles.observation import Observation, State
+from akk.profiles.registry import bind
+from akk.protocol.projection import project
+from akk.screen.fingerprint import IdMinter, fingerprint
+from akk.screen.grid import Grid
+from akk.screen.render import render
+
+CLI_IDENTITY = "akk-screen-cli"
+"""The terminal identity fingerprints are bound to outside a server."""
+
+
+class InspectError(Exception):
+    """The screen cannot be read; the message says why and what to do."""
+
+
+def classify_capture(
+    capture: str, *, agent: str, version: str | None, cols: int, rows: int, private: bool
+) -> dict[str, Any]:
+    """Classify one captured screen under the exact version's profile."""
+    try:
+        grid = render(capture, cols, rows)
+    except ValueError as exc:
+        raise InspectError(f"{exc}; pass the pane's exact --cols and --rows") from exc
+    binding = bind(agent, version)
+    if binding.profile is None:
+        observation = Observation(State.UNKNOWN, None, reason=binding.reason)
+        return _result(observation, grid, agent, None, private)
+    return _result(binding.profile.classify(grid), grid, agent, binding.profile.id, private)
+
+
+def classify_pane(target: str, *, socket: str | None, private: bool) -> dict[str, Any]:
+    """Capture a live pane, find its agent and version from the process, and classify it."""
+    tmux = ["tmux", *(["-S", socket] if socket else [])]
+    fields = _tmux(tmux, "display-message", "-p", "-t", target,
+                   "#{pane_pid} #{pane_width} #{pane_height}").split()  # fmt: skip
+    if len(fields) != 3:
+        raise InspectError(f"tmux could not describe pane {target!r}: {fields}")
+    pane_pid, cols, rows = (int(f) for f in fields)
+    agent = find_agent(pane_pid)
+    if agent is None:
+        raise InspectError(f"no Claude Code or Codex process runs in pane {target}")
+    version = trio.run(VersionCache().version_of, agent)
+    capture = _tmux(tmux, "capture-pane", "-p", "-e", "-t", target)
+    return {
+        "agent": agent.agent,
+        "version": version,
+        **classify_capture(
+            capture, agent=agent.agent, version=version, cols=cols, rows=rows, private=private
+        ),
+    }
+
+
+def _result(
+    observation: Observation, grid: Grid, agent: str, profile_id: str | None, private: bool
+) -> dict[str, Any]:
+    prompt = observation.prompt
+    result: dict[str, Any] = {
+        "state": observation.state.value,
+        "profile": profile_id,
+        "projection": None,
+        "reason": observation.reason,
+    }
+    if prompt is None or profile_id is None:
+        return result
+    fp = fingerprint(grid, prompt.region, profile_id=profile_id, terminal_identity=CLI_IDENTITY)
+    if observation.actionable:
+        ids = IdMinter(secrets.token_bytes(32))
+        result["projection"] = project(prompt, fingerprint=fp, ids=ids, agent=agent, turn_id=None)
+    if private:
+        result["private"] = {"region": attrs.asdict(prompt.region), "fingerprint": fp.hex()}
+    return result
+
+
+def _tmux(base: list[str], *args: str) -> str:
+    done = subprocess.run([*base, *args], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise InspectError(f"tmux {args[0]} failed: {done.stderr.strip()}; check the target")
+    return done.stdout

@@ -1,0 +1,104 @@
+"""Detection lag: a prompt first visible in the pane → `status` shows it.
+
+Runs a real pinned client in the lab with a scripted questionnaire (Claude) or
+exec approval (Codex), and `akk serve` watching its private tmux server. Two
+probes run side by side every 10 ms: `tmux capture-pane` looking for the
+prompt's anchor text, and the controller's `status` call looking for the
+interaction. The lag is the difference between their first sightings; the
+prompt is dismissed (Esc) and asked again --rounds times.
+
+    .venv/bin/python -m tools.bench_detection [--agent claude --version 2.1.263] [--rounds 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+from pathlib import Path
+
+import trio
+
+from akk.client import Controller, connect
+from akk.service import ServiceConfig, run_service
+from akk.store.location import StateDir
+from tools.lab.launcher import LabSession, launch
+from tools.lab.scenarios import (
+    ASK_TASK,
+    AskUserQuestion,
+    ExecCommand,
+    Option,
+    Question,
+    Scenario,
+    Step,
+)
+
+PROBE = 0.01
+ANCHORS = {"claude": "Enter to select", "codex": "Would you like to run"}
+
+
+def scenario(agent: str) -> Scenario:
+    question = Question("Which color do you prefer?", "Color", (Option("Red"), Option("Blue")))
+    reply = AskUserQuestion((question,)) if agent == "claude" else ExecCommand("touch ../x")
+    return Scenario("detection", task=ASK_TASK, steps=(Step(ASK_TASK, reply, repeat=True),))
+
+
+async def first_on_screen(lab: LabSession, anchor: str, seen: dict[str, float]) -> None:
+    while anchor not in await lab.text():
+        await trio.sleep(PROBE)
+    seen["screen"] = trio.current_time()
+
+
+async def first_in_status(ctl: Controller, terminal_id: str, seen: dict[str, float]) -> None:
+    while (await ctl.call("status", {"terminal_id": terminal_id}))["interaction"] is None:
+        await trio.sleep(PROBE)
+    seen["status"] = trio.current_time()
+
+
+async def measure(agent: str, version: str, rounds: int, interval: float) -> list[float]:
+    lags: list[float] = []
+    state = StateDir(Path(tempfile.mkdtemp(prefix="akk-bench-")) / "akk")
+    async with launch(agent, version, scenario(agent)) as lab, trio.open_nursery() as nursery:
+        config = ServiceConfig(
+            state=state, port=0, tmux_sockets=(str(lab.socket),), poll_interval=interval
+        )
+        endpoint = await nursery.start(
+            lambda task_status: run_service(config, task_status=task_status)
+        )
+        async with connect(endpoint.url, state.token(), controller_id="bench") as ctl:
+            with trio.fail_after(30):
+                while not (rows := (await ctl.call("list"))["terminals"]):
+                    await trio.sleep(PROBE)
+            terminal_id = rows[0]["terminal_id"]
+            for _ in range(rounds):
+                with trio.fail_after(60):
+                    await lab.wait_idle()
+                    seen: dict[str, float] = {}
+                    async with trio.open_nursery() as probes:
+                        probes.start_soon(first_on_screen, lab, ANCHORS[agent], seen)
+                        probes.start_soon(first_in_status, ctl, terminal_id, seen)
+                        await lab.submit(ASK_TASK)
+                    lags.append(seen["status"] - seen["screen"])
+                    await lab.send_keys("Escape")
+        nursery.cancel_scope.cancel()
+    return lags
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--agent", default="claude", choices=["claude", "codex"])
+    parser.add_argument("--version", default="2.1.263")
+    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--interval", type=float, default=0.25, help="akk serve --poll-interval")
+    args = parser.parse_args()
+    lags = sorted(trio.run(measure, args.agent, args.version, args.rounds, args.interval))
+    p99 = lags[min(len(lags) - 1, round(0.99 * (len(lags) - 1)))]
+    print(
+        f"{args.agent} {args.version}, poll interval {args.interval} s, {len(lags)} prompts: "
+        f"detection lag median {1000 * statistics.median(lags):.0f} ms, "
+        f"p99 {1000 * p99:.0f} ms, max {1000 * lags[-1]:.0f} ms"
+    )
+
+
+if __name__ == "__main__":
+    main()

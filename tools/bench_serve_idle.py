@@ -1,0 +1,107 @@
+"""Idle cost of `akk serve` watching N idle agent panes: CPU seconds and RSS.
+
+A private tmux server gets N panes (default 50). Each prints a captured Claude
+idle screen from fixtures/ and then becomes a process named `claude` (a copy
+of `sleep` under that name), so the watcher discovers N agent terminals and
+runs a TerminalActor for each; their version is unprovable, so they bind no
+profile, which idle cost does not depend on. Then a real `akk serve`
+subprocess watches them for --duration seconds, and its CPU time and RSS are
+read from /proc.
+
+    .venv/bin/python -m tools.bench_serve_idle [--panes 50] [--duration 60]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+FIXTURE = Path(__file__).resolve().parent.parent / "fixtures/claude/2.1.263/echo-idle.ansi"
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise RuntimeError("no VmRSS")
+
+
+def start_panes(sock: str, bindir: Path, panes: int) -> None:
+    command = f"cat {FIXTURE}; exec {bindir / 'claude'} 100000"
+    for n in range(panes):
+        session = f"s{n // 10}"
+        if n % 10 == 0:
+            args = ["new-session", "-d", "-s", session, "-x", "120", "-y", "40"]
+        else:
+            args = ["new-window", "-d", "-t", session]
+        subprocess.run(["tmux", "-S", sock, "-f", os.devnull, *args, command], check=True)
+
+
+def list_terminals(env: dict[str, str]) -> list[dict[str, object]]:
+    done = subprocess.run(
+        [sys.executable, "-m", "akk", "list", "--json"], env=env, capture_output=True,
+        text=True, check=True,
+    )  # fmt: skip
+    terminals: list[dict[str, object]] = json.loads(done.stdout)["terminals"]
+    return terminals
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--panes", type=int, default=50)
+    parser.add_argument("--duration", type=float, default=60.0)
+    args = parser.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="akk-bench-"))
+    sock = str(root / "tmux.sock")
+    bindir = root / "bin"
+    bindir.mkdir()
+    sleep = shutil.which("sleep")
+    assert sleep is not None
+    shutil.copy(sleep, bindir / "claude")
+    env = {**os.environ, "AKK_STATE_DIR": str(root / "state")}
+    serve = None
+    try:
+        start_panes(sock, bindir, args.panes)
+        serve = subprocess.Popen(
+            [sys.executable, "-m", "akk", "serve", "--port", "0", "--tmux-socket", sock,
+             "--log-level", "WARNING"],
+            env=env, stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert serve.stdout is not None
+        serve.stdout.readline()
+        deadline = time.monotonic() + 60
+        while len(list_terminals(env)) < args.panes:
+            if time.monotonic() > deadline:
+                raise SystemExit(f"akk serve did not find {args.panes} terminals")
+            time.sleep(0.2)
+        settled_cpu, started = cpu_seconds(serve.pid), time.monotonic()
+        time.sleep(args.duration)
+        used = cpu_seconds(serve.pid) - settled_cpu
+        elapsed = time.monotonic() - started
+        print(f"akk serve watching {args.panes} idle agent panes for {elapsed:.0f} s:")
+        print(f"  CPU {used:.2f} s ({100 * used / elapsed:.2f}% of one core)")
+        print(f"  RSS {rss_kib(serve.pid) / 1024:.1f} MiB")
+        print(f"  terminals listed: {len(list_terminals(env))}")
+    finally:
+        if serve is not None:
+            serve.send_signal(signal.SIGINT)
+            serve.wait(10)
+        subprocess.run(["tmux", "-S", sock, "kill-server"], capture_output=True, check=False)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
