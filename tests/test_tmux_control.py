@@ -74,7 +74,7 @@ def server() -> Iterator[TmuxServer]:
 
 
 async def wait_until_gone(srv: TmuxServer) -> None:
-    while srv.answers():  # noqa: ASYNC110 - a unix socket has no close notification
+    while srv.answers():  # a unix socket has no close notification
         await trio.sleep(0.02)
 
 
@@ -122,6 +122,10 @@ async def test_error_block_raises_and_the_channel_stays_in_step(server: TmuxServ
             with pytest.raises(TmuxCommandError, match="unknown command"):
                 await client.command("no-such-command")
             assert await client.command("display-message", "-p", "still here") == ["still here"]
+            # `$1` is a session id, not an environment variable, when it reaches tmux.
+            assert await client.command(
+                "display-message", "-p", "-t", client.session_id, "#{session_id}"
+            ) == [client.session_id]
 
 
 async def test_cancelled_waiter_does_not_shift_answers(server: TmuxServer) -> None:
@@ -150,7 +154,7 @@ async def test_capture_is_byte_identical_to_subprocess(server: TmuxServer) -> No
     pane = server.new_session("art", art, size="60x12")
     with trio.fail_after(10):
         async with open_control_client(server.socket) as client:
-            while "reverse" not in await capture(client, pane):  # noqa: ASYNC110 - no output stream
+            while "reverse" not in await capture(client, pane):  # no output stream to wait on
                 await trio.sleep(0.02)
             ours = await capture(client, pane)
             info = {p.pane_id: p for p in await list_panes(client)}[pane]

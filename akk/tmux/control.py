@@ -43,7 +43,7 @@ import trio
 ATTACH_FLAGS = "ignore-size,read-only,no-output"
 """Client flags for the attach: no resizing, no key input, no pane output stream."""
 
-_SAFE_WORD = re.compile(r"[A-Za-z0-9_%@$.,:/=+-]+")
+_SAFE_WORD = re.compile(r"[A-Za-z0-9_%@.,:/=+-]+")
 _GUARD = re.compile(r"%(begin|end|error) (\d+) (\d+) (\d+)")
 _OCTAL = re.compile(rb"\\([0-7]{3})")
 _ESCAPES = {"\\": "\\\\", '"': '\\"', "$": "\\$", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
