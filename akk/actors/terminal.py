@@ -70,6 +70,10 @@ class TerminalActor(Actor):
         except (TmuxCommandError, ControlClientClosed):
             # The pane went away between listing and capture; the watcher retires us.
             return
+        if screen.count("\n") != rows:
+            # tmux does not escape command output, so a pane row that mimics the
+            # control protocol could cut a capture short: never classify a partial screen.
+            return
         if self._last == (screen, cols, rows):
             return
         self._last = (screen, cols, rows)

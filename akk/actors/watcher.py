@@ -74,13 +74,20 @@ class TmuxWatcher:
     async def run(self) -> None:
         """Attach whenever the server is up; never returns until cancelled."""
         while True:
+            attached_at: float | None = None
             try:
                 async with open_control_client(self._socket) as client:
+                    attached_at = trio.current_time()
                     log.info("watching tmux server %s", self._socket)
                     await self._watch(client)
             except ControlClientClosed as closed:
                 log.debug("tmux server %s not available: %s", self._socket, closed)
-            await trio.sleep(RECONNECT_INTERVAL)
+            # A control client ends with the session it attached to while other
+            # sessions may live on: after a long watch, reattach at once (opening
+            # fails fast, spawning nothing, when the whole server is gone).
+            lived = None if attached_at is None else trio.current_time() - attached_at
+            if lived is None or lived < RECONNECT_INTERVAL:
+                await trio.sleep(RECONNECT_INTERVAL)
 
     async def _watch(self, client: ControlClient) -> None:
         terminals = Supervisor(f"terminals {self._socket}", max_restarts=20, period=10.0)
