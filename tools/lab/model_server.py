@@ -49,6 +49,7 @@ class RecordedRequest:
     function_call_output text. `auxiliary` marks everything that is not a
     conversation turn: titles, token counts, probes, GETs. `reply` is what the
     scenario answered (None for auxiliary requests) and `usage` the token counts sent.
+    `headers` are lower-cased (Claude's retries differ only in `anthropic-beta`).
     """
 
     api: Api
@@ -61,6 +62,7 @@ class RecordedRequest:
     index: int = 0
     reply: Reply | None = None
     usage: Usage = AUXILIARY_USAGE
+    headers: Mapping[str, str] = attrs.field(factory=dict)
 
 
 class RequestTimeout(TimeoutError):
@@ -206,7 +208,17 @@ class ModelServer:
             reply = step.reply if step else DEFAULT_REPLY
             usage = Usage.for_turn(len(self.main_requests()) + 1)
         request = RecordedRequest(
-            api, method, target, body, time.monotonic(), newest, auxiliary, index, reply, usage
+            api,
+            method,
+            target,
+            body,
+            time.monotonic(),
+            newest,
+            auxiliary,
+            index,
+            reply,
+            usage,
+            headers,
         )
         if method == "HEAD":
             response = WireReply(200, "application/json", ())
@@ -280,18 +292,16 @@ class ModelServer:
         response: WireReply,
         step: Step | None,
     ) -> Outcome:
-        gone = False
+        sent = False
 
         async def watch_disconnect(cancel_scope: trio.CancelScope) -> None:
             # While we reply the client sends nothing more; EOF or a reset means
             # it gave up (e.g. the user pressed Esc during a held stream).
-            nonlocal gone
             try:
                 while data := await stream.receive_some(_MAX_RECEIVE):
                     connection.receive_data(data)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 pass
-            gone = True
             cancel_scope.cancel()
 
         async def send(data: bytes) -> None:
@@ -303,10 +313,12 @@ class ModelServer:
                 if step is not None and step.wait_for is not None:
                     await self._hold(step.wait_for, None, send)
                 await self._send_reply(connection, stream, response, send)
+                sent = True
             except (trio.BrokenResourceError, trio.ClosedResourceError):
-                gone = True
+                pass
             nursery.cancel_scope.cancel()
-        return "disconnected" if gone else "completed"
+        # A client that closes right after the last byte still got the whole reply.
+        return "completed" if sent else "disconnected"
 
     async def _send_reply(
         self,
