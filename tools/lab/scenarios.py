@@ -258,6 +258,14 @@ def _build() -> dict[str, Scenario]:
             steps=(Step(ERROR_TASK, ApiError(400, "lab: simulated invalid request"), repeat=True),),
         ),
         Scenario(
+            "api_error_once",
+            task=ERROR_TASK,
+            agents=frozenset({"claude"}),
+            # Claude re-sends after a 400 with fewer betas (NOTES.md); a 403 is
+            # shown at once ("Please run /login · API Error: 403 ...") and sent once.
+            steps=(Step(ERROR_TASK, ApiError(403, "lab: simulated forbidden"), repeat=True),),
+        ),
+        Scenario(
             "claude_bash",
             task=RUN_TASK,
             agents=frozenset({"claude"}),
