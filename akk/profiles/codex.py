@@ -1,0 +1,651 @@
+"""Codex CLI version profiles: each pinned version is one row of data, read by one classifier.
+
+What the pinned versions draw (fixtures/codex/<version>/, 120x40 and 80x24):
+
+- Idle: the composer row ``› <text>`` (glyph bold, not dim; an empty composer shows
+  a dim placeholder), one blank row, the status row (model label in the version's
+  status colour) and, from 0.169.0, an optional shortcut-hint row. A history
+  user message also starts with ``›`` but its glyph is dim.
+- Working: the same composer plus a status line ``• Working (0s • esc to
+  interrupt)``; a running command shows ``• Running <cmd>`` (verb bold).
+- Prompts replace the composer and end with their own footer. They have no box
+  frame: a prompt is proven from its footer up to its top anchor, every row in
+  between of a known kind, separated from history by blank rows:
+  exec approval (``Would you like to run the following command?``), a
+  request_user_input question (``Question i/n (k unanswered)``, prompt, numbered
+  options, an automatic ``None of the above`` row, optionally the notes editor)
+  and the unanswered-question confirmation (``Submit with unanswered questions?``).
+- The current menu row carries the cursor glyph ``›`` and the version's highlight
+  style (cyan bold up to 0.155.1, bold reverse in 0.169.0), which is also what
+  keeps one version's prompt from being read under another's profile.
+
+A prompt whose footer is recognised but whose region cannot be proven row by row
+is UNKNOWN with a reason (no prompt, zero input). A proven approval prompt whose
+cursor sits on a persistent-approval row is BLOCKED, with its prompt for display.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+
+import attrs
+
+from akk.profiles.observation import (
+    InteractionKind,
+    Observation,
+    OptionRole,
+    OptionView,
+    PromptView,
+    QuestionView,
+    ResponseKind,
+    State,
+    StepKind,
+)
+from akk.screen.grid import Cell, Grid
+from akk.screen.region import Region
+
+
+@attrs.frozen
+class Highlight:
+    """The style that marks the menu row under the cursor."""
+
+    bold: bool
+    reverse: bool
+    fg: str | None = None  # None: any foreground
+
+    def marks(self, cell: Cell) -> bool:
+        """Whether `cell` is drawn in this highlight style."""
+        return (
+            cell.bold == self.bold
+            and cell.reverse == self.reverse
+            and (self.fg is None or cell.fg == self.fg)
+        )
+
+
+@attrs.frozen
+class MenuShape:
+    """Where a numbered menu row draws its cursor glyph and its number."""
+
+    cursor_col: int
+    number_col: int
+    descriptions: bool  # label and description are split by a gap of two or more spaces
+    shortcuts: bool  # every row ends with its key in parentheses, e.g. "(y)"
+
+
+@attrs.frozen
+class Footer:
+    """A prompt footer as its ``|``-separated parts; a narrow pane may wrap it at a separator."""
+
+    parts: tuple[str, ...]
+
+    @property
+    def words(self) -> tuple[str, ...]:
+        """The footer's words without separators, as compared against the screen."""
+        return tuple(word for part in self.parts for word in part.split())
+
+
+@attrs.frozen
+class Blocker:
+    """A screen AKK must leave to a person: its anchor text, the footer under it, why."""
+
+    name: str
+    anchor: str
+    footer: str
+    reason: str
+
+
+class KeyAction(enum.StrEnum):
+    """What a key plan does to the prompt on screen."""
+
+    CHOOSE = "choose"  # submit one option of a question
+    NOTES = "notes"  # choose a row, open its notes, type them, submit
+    TYPE_NOTES = "type_notes"  # the notes editor is open and empty: type, submit
+    NEXT_QUESTION = "next_question"
+    PROCEED = "proceed"
+    GO_BACK = "go_back"
+    APPROVE_ONCE = "approve_once"
+    REJECT = "reject"
+
+
+MOVE_TO_ROW = "<move-to-row>"
+"""Placeholder: Up/Down from the current row to the chosen row, one key per row."""
+TYPE_TEXT = "<type-text>"
+"""Placeholder: the answer text, one key press per character (never a paste)."""
+AWAIT_ENTER_WINDOW = "<await-enter-window>"
+"""Placeholder: wait past Codex's ~120 ms typing burst, so Enter submits (LAB.md)."""
+
+
+@attrs.frozen
+class KeyPlan:
+    """The keys (tmux key names and placeholders) for one action on one step, and their source."""
+
+    step: StepKind
+    action: KeyAction
+    keys: tuple[str, ...]
+    source: str
+
+
+class _Refused(Exception):
+    """The screen cannot be proven to be what it looks like; `reason` says why."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+_NUMBERED = re.compile(r"(\d+)\. (\S.*)")
+_GAP = re.compile(r"\s{2,}")
+_SHORTCUT = re.compile(r" \(([^()\s]+)\)$")
+
+
+@attrs.frozen
+class _MenuRow:
+    number: int
+    label: str
+    description: str
+    current: bool
+
+
+@attrs.frozen(kw_only=True)
+class CodexProfile:
+    """One pinned Codex version: exact anchors, footers, row shapes, styles and key plans."""
+
+    version: str
+    agent: str = attrs.field(default="codex", init=False)
+    # Shared by every menu.
+    cursor: str
+    highlight: Highlight
+    # Composer and working markers.
+    composer_glyph: str
+    status_fg: str
+    status_hints: tuple[str, ...]
+    working_marker: str
+    in_progress_verbs: tuple[str, ...]
+    # Exec approval.
+    permission_anchor: str
+    permission_paragraphs: tuple[str, ...]
+    command_prefix: str
+    permission_menu: MenuShape
+    permission_menu_gap: int  # blank rows between the command and the options
+    permission_roles: tuple[tuple[str, OptionRole], ...]
+    permission_footer: Footer
+    # request_user_input.
+    question_header: re.Pattern[str]
+    question_prompt_fg: str
+    question_menu: MenuShape
+    question_footers: tuple[Footer, ...]
+    notes_footer: Footer
+    notes_placeholder: str
+    none_of_the_above: str
+    # The unanswered-question confirmation.
+    unanswered_anchor: str
+    unanswered_count: re.Pattern[str]
+    unanswered_roles: tuple[tuple[str, OptionRole], ...]
+    unanswered_footer: Footer
+    blockers: tuple[Blocker, ...]
+    key_plans: tuple[KeyPlan, ...]
+
+    @property
+    def id(self) -> str:
+        """Stable profile id, part of every fingerprint."""
+        return f"codex@{self.version}"
+
+    def classify(self, grid: Grid) -> Observation:
+        """The one Observation this screen shows under this version's profile."""
+        try:
+            return _Classifier(self, grid).run()
+        except _Refused as refused:
+            return Observation(State.UNKNOWN, self.id, reason=refused.reason)
+
+
+class _Classifier:
+    """One classification: the profile, the grid and its right-stripped row texts."""
+
+    def __init__(self, profile: CodexProfile, grid: Grid) -> None:
+        self.p = profile
+        self.grid = grid
+        self.lines = [grid.row_text(y).rstrip() for y in range(grid.rows)]
+
+    def run(self) -> Observation:
+        last = self._last_content_row()
+        if last is None:
+            raise _Refused("blank screen: nothing proves idle, working or a prompt")
+        blocked = self._blocker(last)
+        if blocked is not None:
+            return blocked
+        p = self.p
+        for footer, parse in (
+            (p.permission_footer, self._permission),
+            (p.unanswered_footer, self._unanswered),
+            (p.notes_footer, self._question),
+            *((footer, self._question) for footer in p.question_footers),
+        ):
+            top = self._footer_top(footer, last)
+            if top is not None:
+                observation = parse(footer, top, last)
+                self._no_other_prompt(observation)
+                return observation
+        return self._composer(last)
+
+    # -- shared row primitives ------------------------------------------------
+
+    def _last_content_row(self) -> int | None:
+        for y in range(self.grid.rows - 1, -1, -1):
+            if self.lines[y]:
+                return y
+        return None
+
+    def _blank(self, y: int, what: str) -> None:
+        if y < 0 or self.lines[y]:
+            raise _Refused(f"expected a blank row {what} (row {y}): unexpected or truncated prompt")
+
+    def _run_above(self, y: int, what: str) -> int:
+        """The top row of the non-blank run that ends at row `y`."""
+        if y < 0 or not self.lines[y]:
+            raise _Refused(f"missing {what} (row {y}): truncated prompt")
+        while y > 0 and self.lines[y - 1]:
+            y -= 1
+        return y
+
+    def _indented(self, y: int, indent: int) -> bool:
+        line = self.lines[y]
+        return line[:indent] == " " * indent and len(line) > indent and line[indent] != " "
+
+    def _footer_top(self, footer: Footer, last: int) -> int | None:
+        """The first row of `footer` if it ends at row `last` (a narrow pane wraps it)."""
+        for count in range(1, 4):
+            top = last - count + 1
+            if top < 0 or not all(self._indented(y, 2) for y in range(top, last + 1)):
+                return None
+            words = tuple(
+                word for y in range(top, last + 1) for word in self.lines[y].split() if word != "|"
+            )
+            if words == footer.words:
+                return top
+        return None
+
+    def _blocker(self, last: int) -> Observation | None:
+        for blocker in self.p.blockers:
+            if self.lines[last].strip() == blocker.footer and any(
+                blocker.anchor in line for line in self.lines
+            ):
+                return Observation(State.BLOCKED, self.p.id, reason=blocker.reason)
+        return None
+
+    def _no_other_prompt(self, observation: Observation) -> None:
+        prompt = observation.prompt
+        if prompt is None:
+            return
+        anchors = (self.p.permission_anchor, self.p.unanswered_anchor)
+        for y in range(prompt.region.top):
+            text = self.lines[y].strip()
+            if text in anchors or self.p.question_header.fullmatch(text):
+                raise _Refused(f"two prompts on screen (another one at row {y})")
+
+    def _menu(self, top: int, bottom: int, shape: MenuShape) -> list[_MenuRow]:
+        """Parse rows ``top..bottom-1`` as one numbered menu, proving numbers and highlight."""
+        cursor, hl, grid = self.p.cursor, self.p.highlight, self.grid
+        rows: list[_MenuRow] = []
+        gap = " " * (shape.number_col - shape.cursor_col - 1)
+        for y in range(top, bottom):
+            line = self.lines[y]
+            glyph = line[shape.cursor_col : shape.cursor_col + 1]
+            numbered = _NUMBERED.fullmatch(line, shape.number_col)
+            lead_ok = (
+                line[: shape.cursor_col] == " " * shape.cursor_col
+                and line[shape.cursor_col + 1 : shape.number_col] == gap
+            )
+            if numbered and lead_ok and glyph in (cursor, " "):
+                current = glyph == cursor
+                styled = hl.marks(grid.cell(shape.number_col, y))
+                if current != styled or (current and not hl.marks(grid.cell(shape.cursor_col, y))):
+                    raise _Refused(f"menu row {y}: cursor glyph and highlight style disagree")
+                text = numbered.group(2)
+                label, description = text, ""
+                if shape.descriptions:
+                    label, _, description = _partition_text(text)
+                rows.append(_MenuRow(int(numbered.group(1)), label, description, current))
+            elif rows and self._indented(y, shape.number_col + 3):
+                # A wrapped label or description: it continues the row above.
+                prev, more = rows[-1], line.strip()
+                if prev.description:
+                    rows[-1] = attrs.evolve(prev, description=f"{prev.description} {more}")
+                else:
+                    joiner = "" if prev.label.endswith("-") else " "
+                    rows[-1] = attrs.evolve(prev, label=f"{prev.label}{joiner}{more}")
+            else:
+                raise _Refused(f"unexpected row {y} inside a menu")
+        if [row.number for row in rows] != list(range(1, len(rows) + 1)):
+            raise _Refused("menu numbers are duplicated or out of order")
+        if shape.shortcuts and not all(_SHORTCUT.search(row.label) for row in rows):
+            raise _Refused("a menu row lacks its key shortcut: truncated row")
+        if sum(row.current for row in rows) != 1:
+            raise _Refused("no single current row in the menu")
+        return rows
+
+    # -- prompts ----------------------------------------------------------------
+
+    def _permission(self, footer: Footer, footer_top: int, last: int) -> Observation:
+        p = self.p
+        self._blank(footer_top - 1, "above the approval footer")
+        menu_top = self._run_above(footer_top - 2, "approval options")
+        rows = self._menu(menu_top, footer_top - 1, p.permission_menu)
+        command: str | None = None
+        y = menu_top - 1
+        for _ in range(p.permission_menu_gap):
+            self._blank(y, "above the approval options")
+            y -= 1
+        seen: set[str] = set()
+        while True:
+            top = self._run_above(y, "the approval anchor")
+            first = self.lines[top]
+            if top == y and first == f"  {p.permission_anchor}":
+                if not self.grid.cell(2, top).bold:
+                    raise _Refused("approval anchor is not drawn bold")
+                break
+            prefix = next(
+                (pre for pre in p.permission_paragraphs if first[2:].startswith(pre)), None
+            )
+            if prefix in seen:
+                raise _Refused(f"approval paragraph {prefix!r} shown twice")
+            if not self._indented(top, 2) or prefix is None:
+                raise _Refused(f"unexpected row {top} inside the approval prompt")
+            if not all(self._indented(r, 4) for r in range(top + 1, y + 1)):
+                raise _Refused(f"unexpected row inside the approval paragraph at row {top}")
+            if prefix == p.command_prefix:
+                parts = [
+                    first[2 + len(prefix) :],
+                    *(self.lines[r].strip() for r in range(top + 1, y + 1)),
+                ]
+                command = " ".join(parts)
+            seen.add(prefix)
+            self._blank(top - 1, "between approval paragraphs")
+            y = top - 2
+        if command is None:
+            raise _Refused("approval prompt shows no command")
+        options = []
+        for row in rows:
+            label = _SHORTCUT.sub("", row.label)
+            role = next((r for pre, r in p.permission_roles if label.startswith(pre)), None)
+            if role is None:
+                raise _Refused(f"approval option {row.number} has no known meaning")
+            options.append(OptionView(label, role, row.number, current=row.current))
+        roles = [option.role for option in options]
+        if roles.count(OptionRole.APPROVE_ONCE) != 1 or roles.count(OptionRole.REJECT) != 1:
+            raise _Refused("approval prompt lacks exactly one approve-once and one reject row")
+        question = QuestionView(
+            p.permission_anchor, ResponseKind.CONFIRM, tuple(options), detail=command
+        )
+        prompt = PromptView(
+            InteractionKind.PERMISSION,
+            StepKind.PERMISSION,
+            (question,),
+            Region(top=top, bottom=last + 1, left=0, right=self.grid.cols),
+        )
+        current = next(option for option in options if option.current)
+        if current.role is OptionRole.APPROVE_PERSISTENT:
+            return Observation(
+                State.BLOCKED,
+                p.id,
+                prompt,
+                reason="the cursor is on a persistent-approval row; only a person may press Enter",
+            )
+        return Observation(State.PERMISSION, p.id, prompt)
+
+    def _unanswered(self, footer: Footer, footer_top: int, last: int) -> Observation:
+        p = self.p
+        self._blank(footer_top - 1, "above the confirmation footer")
+        menu_top = self._run_above(footer_top - 2, "confirmation options")
+        rows = self._menu(menu_top, footer_top - 1, p.question_menu)
+        self._blank(menu_top - 1, "above the confirmation options")
+        top = self._run_above(menu_top - 2, "the confirmation anchor")
+        texts = [self.lines[y] for y in range(top, menu_top - 1)]
+        if (
+            len(texts) != 2
+            or texts[0] != f"  {p.unanswered_anchor}"
+            or not self.grid.cell(2, top).bold
+            or not p.unanswered_count.fullmatch(texts[1].strip())
+        ):
+            raise _Refused("unexpected rows above the unanswered-question options")
+        roles = dict(p.unanswered_roles)
+        options = []
+        for row in rows:
+            role = roles.get(row.label)
+            if role is None:
+                raise _Refused(f"confirmation option {row.number} has no known meaning")
+            options.append(OptionView(row.label, role, row.number, row.description, row.current))
+        question = QuestionView(
+            p.unanswered_anchor, ResponseKind.CONFIRM, tuple(options), header=None
+        )
+        prompt = PromptView(
+            InteractionKind.CONFIRMATION,
+            StepKind.CONFIRM,
+            (question,),
+            Region(top=top, bottom=last + 1, left=0, right=self.grid.cols),
+        )
+        return Observation(State.QUESTIONNAIRE, p.id, prompt)
+
+    def _question(self, footer: Footer, footer_top: int, last: int) -> Observation:
+        p = self.p
+        notes_open = footer == p.notes_footer
+        self._blank(footer_top - 1, "above the question footer")
+        y = footer_top - 2
+        if notes_open:
+            notes_top = self._run_above(y, "the notes editor")
+            if self.lines[notes_top][:4] != f"  {p.cursor} " or not all(
+                self._indented(r, 4) for r in range(notes_top + 1, y + 1)
+            ):
+                raise _Refused(f"unexpected row {notes_top} where the notes editor belongs")
+            self._blank(notes_top - 1, "above the notes editor")
+            y = notes_top - 2
+        menu_top = self._run_above(y, "question options")
+        rows = self._menu(menu_top, y + 1, p.question_menu)
+        self._blank(menu_top - 1, "above the question options")
+        top = self._run_above(menu_top - 2, "the question header")
+        header = p.question_header.fullmatch(self.lines[top].strip())
+        if header is None or not self._indented(top, 2) or not self.grid.cell(2, top).dim:
+            raise _Refused(f"row {top} is not this version's question header")
+        prompt_rows = range(top + 1, menu_top - 1)
+        if not prompt_rows or not all(
+            self._indented(r, 2) and self.grid.cell(2, r).fg == p.question_prompt_fg
+            for r in prompt_rows
+        ):
+            raise _Refused("question prompt missing or not drawn in the prompt colour")
+        index, total = int(header.group(1)), int(header.group(2))
+        if not 1 <= index <= total:
+            raise _Refused(f"question {index}/{total} is out of range")
+        options = []
+        for row in rows:
+            role = OptionRole.CHOICE
+            if row.label == p.none_of_the_above:
+                if row.number != len(rows):
+                    raise _Refused("'None of the above' is not the last row")
+                role = OptionRole.NONE_OF_THE_ABOVE
+            options.append(OptionView(row.label, role, row.number, row.description, row.current))
+        kind = ResponseKind.FREE_TEXT if notes_open else ResponseKind.SINGLE_SELECT
+        question = QuestionView(
+            " ".join(self.lines[r].strip() for r in prompt_rows), kind, tuple(options)
+        )
+        prompt = PromptView(
+            InteractionKind.QUESTIONNAIRE,
+            StepKind.FREE_TEXT if notes_open else StepKind.SINGLE_SELECT,
+            (question,),
+            Region(top=top, bottom=last + 1, left=0, right=self.grid.cols),
+            step_index=index,
+            step_total=total,
+        )
+        return Observation(State.QUESTIONNAIRE, p.id, prompt)
+
+    # -- composer: idle, draft or working ----------------------------------------
+
+    def _composer(self, last: int) -> Observation:
+        p, grid = self.p, self.grid
+        y = last
+        if any(self.lines[y][2:].startswith(hint) for hint in p.status_hints):
+            y -= 1
+        if y < 0 or not self._indented(y, 2) or grid.cell(2, y).fg != p.status_fg:
+            raise _Refused("no prompt and no composer status row at the bottom of the screen")
+        self._blank(y - 1, "between the composer and its status row")
+        top = self._run_above(y - 2, "the composer")
+        glyph = grid.cell(0, top)
+        if (
+            self.lines[top][:2] != f"{p.composer_glyph} "
+            or not glyph.bold
+            or glyph.dim
+            or not all(self._indented(r, 2) for r in range(top + 1, y - 1))
+        ):
+            raise _Refused(f"row {top} is not the composer")
+        if any(p.working_marker in line for line in self.lines[:top]):
+            return Observation(State.WORKING, p.id)
+        for row in range(top):
+            words = self.lines[row][2:].split(" ", 1)
+            if (
+                self.lines[row][:2] in ("• ", "◦ ")
+                and words[0] in p.in_progress_verbs
+                and grid.cell(2, row).bold
+            ):
+                raise _Refused(f"a command is still running (row {row}) with no status line")
+        draft = any(
+            cell.char != " " and not cell.dim for r in range(top, y - 1) for cell in grid.row(r)[2:]
+        )
+        return Observation(State.IDLE_DRAFT if draft else State.IDLE, p.id)
+
+
+def _partition_text(text: str) -> tuple[str, str, str]:
+    """Split a menu row's text at its first gap of two or more spaces: label, gap, description."""
+    match = _GAP.search(text)
+    if match is None:
+        return text, "", ""
+    return text[: match.start()], match.group(), text[match.end() :]
+
+
+_TRUST_REASON = (
+    "trust: Codex asks whether to trust this folder; a person must answer it in the terminal"
+)
+
+_KEY_PLANS = (
+    KeyPlan(
+        StepKind.SINGLE_SELECT,
+        KeyAction.CHOOSE,
+        (MOVE_TO_ROW, "Enter"),
+        "tools/lab/capture.py: codex_rui_notes moves the cursor with Down; codex_rui_three "
+        "submits the current row with Enter and gets the next question",
+    ),
+    KeyPlan(
+        StepKind.SINGLE_SELECT,
+        KeyAction.NOTES,
+        (MOVE_TO_ROW, "Tab", TYPE_TEXT, AWAIT_ENTER_WINDOW, "Enter"),
+        "tools/lab/capture.py codex_rui_notes (Down, Tab opens the notes, typed keys show); "
+        "Enter from the footer 'enter to submit answer' (not yet exercised by a lab test); "
+        "the wait from LAB.md's timing notes",
+    ),
+    KeyPlan(
+        StepKind.FREE_TEXT,
+        KeyAction.TYPE_NOTES,
+        (TYPE_TEXT, AWAIT_ENTER_WINDOW, "Enter"),
+        "tools/lab/capture.py codex_rui_notes (typed keys show in the notes editor); Enter from "
+        "the footer 'enter to submit answer' (not yet exercised by a lab test)",
+    ),
+    KeyPlan(
+        StepKind.SINGLE_SELECT,
+        KeyAction.NEXT_QUESTION,
+        ("Right",),
+        "tools/lab/capture.py codex_rui_notes (Right moves to the next question)",
+    ),
+    KeyPlan(
+        StepKind.CONFIRM,
+        KeyAction.PROCEED,
+        (MOVE_TO_ROW, "Enter"),
+        "the footer 'Press enter to confirm' (not yet exercised by a lab test)",
+    ),
+    KeyPlan(
+        StepKind.CONFIRM,
+        KeyAction.GO_BACK,
+        (MOVE_TO_ROW, "Enter"),
+        "the footer 'Press enter to confirm' (not yet exercised by a lab test)",
+    ),
+    KeyPlan(
+        StepKind.PERMISSION,
+        KeyAction.APPROVE_ONCE,
+        ("y",),
+        "tests/lab/test_model_server.py test_codex_accepts_escalated_exec_and_runs_it_once; "
+        "the row's own '(y)' shortcut",
+    ),
+    KeyPlan(
+        StepKind.PERMISSION,
+        KeyAction.REJECT,
+        ("Escape",),
+        "the reject row's own '(esc)' shortcut (not yet exercised by a lab test)",
+    ),
+)
+
+_V0_153_4 = CodexProfile(
+    version="0.153.4",
+    cursor="›",
+    highlight=Highlight(bold=True, reverse=False, fg="cyan"),
+    composer_glyph="›",
+    status_fg="f6e2b7",
+    status_hints=(),
+    working_marker="esc to interrupt",
+    in_progress_verbs=("Running",),
+    permission_anchor="Would you like to run the following command?",
+    permission_paragraphs=("Environment: ", "Reason: ", "$ "),
+    command_prefix="$ ",
+    permission_menu=MenuShape(cursor_col=0, number_col=2, descriptions=False, shortcuts=True),
+    permission_menu_gap=1,
+    permission_roles=(
+        ("Yes, proceed", OptionRole.APPROVE_ONCE),
+        ("Yes, and don't ask again", OptionRole.APPROVE_PERSISTENT),
+        ("No, and tell Codex what to do differently", OptionRole.REJECT),
+    ),
+    permission_footer=Footer(("Press enter to confirm or esc to cancel",)),
+    question_header=re.compile(r"Question (\d+)/(\d+) \((\d+) unanswered\)"),
+    question_prompt_fg="cyan",
+    question_menu=MenuShape(cursor_col=2, number_col=4, descriptions=True, shortcuts=False),
+    question_footers=(
+        Footer(("tab to add notes", "enter to submit answer", "esc to interrupt")),
+        Footer(
+            (
+                "tab to add notes",
+                "enter to submit answer",
+                "←/→ to navigate questions",
+                "esc to interrupt",
+            )
+        ),
+    ),
+    notes_footer=Footer(("tab or esc to clear notes", "enter to submit answer")),
+    notes_placeholder="Add notes",
+    none_of_the_above="None of the above",
+    unanswered_anchor="Submit with unanswered questions?",
+    unanswered_count=re.compile(r"\d+ unanswered questions?"),
+    unanswered_roles=(("Proceed", OptionRole.PROCEED), ("Go back", OptionRole.GO_BACK)),
+    unanswered_footer=Footer(("Press enter to confirm or esc to go back",)),
+    blockers=(
+        Blocker(
+            "trust",
+            "Do you trust the contents of this directory?",
+            "Press enter to continue",
+            _TRUST_REASON,
+        ),
+    ),
+    key_plans=_KEY_PLANS,
+)
+
+# 0.154.0 and 0.155.1 draw exactly what 0.153.4 draws (compare their fixtures).
+_V0_154_0 = attrs.evolve(_V0_153_4, version="0.154.0")
+_V0_155_1 = attrs.evolve(_V0_153_4, version="0.155.1")
+
+_V0_169_0 = attrs.evolve(
+    _V0_153_4,
+    version="0.169.0",
+    highlight=Highlight(bold=True, reverse=True),
+    status_fg="ffd7af",
+    status_hints=("← for agents",),
+    permission_menu_gap=2,
+    question_prompt_fg="5fafff",
+    blockers=(Blocker("trust", "Trust this folder?", "enter continue · esc back", _TRUST_REASON),),
+)
+
+PROFILES: tuple[CodexProfile, ...] = (_V0_153_4, _V0_154_0, _V0_155_1, _V0_169_0)
+"""Every pinned Codex version, one data row each."""
