@@ -1,0 +1,946 @@
+"""Claude Code version profiles: each pinned version is one row of data, read by one classifier.
+
+What the pinned versions draw (fixtures/claude/<version>/, 120x40 and 80x24):
+
+- Idle / draft / working: a composer between two full-width ``─`` rules, its first
+  row ``❯\\u00a0<text>``, one status row under it. While a turn runs the status row
+  says ``esc to interrupt``, a spinner line (``✽ Transmuting…``) stands above the
+  composer and the composer glyph turns grey.
+- Prompts replace the composer. Each is isolated bottom-up from the last
+  non-blank row of the screen:
+  * permission: footer ``Esc to cancel · Tab to amend``, numbered rows with the
+    cursor at column 1, ``Do you want to …?``, the tool's body, a title row
+    (``Bash command``) under a full-width rule in the menu highlight colour;
+  * questionnaire (AskUserQuestion): footer ``Enter to select · …``, a
+    ``Chat about this`` row under a rule, numbered options (``[ ]`` boxes for
+    multi-select) with descriptions, the automatic ``Type something.`` row, the
+    question, a tab row and a full-width rule on top;
+  * review (the ``Submit`` tab): no footer at all; ``Submit answers`` / ``Cancel``
+    under ``Ready to submit your answers?``, the answered questions, the tab row
+    and the rule.
+- First-run screens (onboarding, API key, trust) are recognised by their anchors.
+
+Every row of a prompt region must be of a known kind, option numbers must run
+1, 2, 3… and exactly one row carries the cursor in the highlight colour. A prompt
+whose footer is recognised but whose region cannot be proven is UNKNOWN with a
+reason and no prompt. A proven prompt AKK must not answer (a non-Bash permission,
+the cursor on a persistent-approval row) is BLOCKED with its prompt for display.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Sequence
+
+import attrs
+
+from akk.profiles.observation import (
+    InteractionKind,
+    Observation,
+    OptionRole,
+    OptionView,
+    PromptView,
+    QuestionView,
+    ResponseKind,
+    State,
+    StepKind,
+)
+from akk.screen.grid import Cell, Grid
+from akk.screen.region import Region, is_box_drawing
+
+AGENT = "claude"
+
+# ---------------------------------------------------------------- the data
+
+
+@attrs.frozen
+class ComposerShape:
+    """The input box Claude draws whenever no prompt replaces it."""
+
+    rule: str = "─"
+    rule_fg: str = "808080"
+    prompt: str = "❯\u00a0"
+    idle_fg: str = "default"  # colour of the prompt glyph while Claude waits for input
+    continuation_indent: int = 2  # further rows of a multi-line draft
+    max_status_rows: int = 2  # rows under the bottom rule (mode, hints)
+    working_marker: str = "esc to interrupt"  # in the status row while a turn runs
+    spinner_glyphs: str = "·✢*✶✻✽✳"  # the animated glyph that starts a working line
+    # A line such as "✽ Transmuting…" or "✻ Calculating… (0s · ↓ 2 tokens)": glyph,
+    # one word, an ellipsis. A finished turn says "✻ Crunched for 0s" (no ellipsis).
+    spinner_word: str = r"[A-Za-z][\w'-]*…"
+
+
+@attrs.frozen
+class MenuShape:
+    """How one numbered menu row is drawn: ``❯ 1. Label``."""
+
+    cursor_col: int
+    number_col: int
+    cursor: str = "❯"
+    highlight_fg: str = "afd7ff"  # cursor glyph and the current row's label
+    muted_fg: str = "949494"  # descriptions, hints, unselected automatic rows
+
+
+@attrs.frozen
+class QuestionnaireShape:
+    """AskUserQuestion: the tab row, the question, its options and the automatic rows."""
+
+    menu: MenuShape = MenuShape(cursor_col=0, number_col=2)
+    rule_fg: str = "949494"
+    footer_prefix: str = "Enter to select · "
+    tab_bg: str = "afd7ff"  # background of the current tab
+    tab_glyphs: str = "☐☒✔"  # open, answered, the Submit tab
+    tab_arrows: tuple[str, str] = ("←", "→")
+    submit_tab: str = "Submit"
+    question_fg: str = "ffffff"  # bold
+    single_description_indent: int = 5
+    multi_description_indent: int = 2
+    free_text_single: str = "Type something."
+    free_text_multi: str = "Type something"
+    multi_submit: str = "Submit"
+    multi_submit_indent: int = 5
+    chat: str = "Chat about this"
+    unchecked: str = "[ ] "
+    checked: str = "[✔] "
+    review_title: str = "Review your answers"
+    review_prompt: str | None = "Ready to submit your answers?"  # 2.1.328 drops this row
+    review_submit: str = "Submit answers"
+    review_cancel: str = "Cancel"
+    review_question_mark: str = "●"
+    review_answer_mark: str = "→"
+
+
+@attrs.frozen
+class PermissionShape:
+    """A tool permission prompt; only the Bash one is ever answered by AKK."""
+
+    menu: MenuShape = MenuShape(cursor_col=1, number_col=3)
+    rule_fg: str = "afd7ff"
+    footer: str = "Esc to cancel · Tab to amend"
+    footer_col: int = 1
+    title_col: int = 1
+    bash_title: str = "Bash command"
+    question_prefix: str = "Do you want to "
+    approve_once: str = "Yes"
+    persistent_prefix: str = "Yes, and "
+    reject: str = "No"
+    tip_prefix: str = "Tip: "
+    command_indent: int = 3  # the command and its description (a muted row)
+    # 2.1.328 draws the command between two full-width rows of this glyph, its
+    # description above; earlier versions put the description below the command.
+    command_fence: str | None = None
+
+
+@attrs.frozen
+class Blocker:
+    """A screen AKK must leave to a person, known by anchors that must all show."""
+
+    name: str
+    anchors: tuple[str, ...]
+
+
+class KeyAction(enum.StrEnum):
+    """One kind of step in a key plan (carried out later by the TerminalActor)."""
+
+    MOVE_TO = "move_to"  # Up/Down from the cursor row to the row with `target` role
+    TOGGLE_EACH = "toggle_each"  # for each chosen option: MOVE_TO it, then press `key`
+    TYPE = "type"  # the answer's text, one key press per character, never a paste
+    PRESS = "press"  # the tmux key `key`
+
+
+@attrs.frozen
+class KeyStep:
+    """One step of a key plan."""
+
+    action: KeyAction
+    target: OptionRole | None = None
+    key: str | None = None
+
+
+@attrs.frozen
+class KeyPlan:
+    """The keys that answer one step kind, and where that knowledge comes from.
+
+    `lab_verified` is True only when a lab run drove a real client with exactly
+    these keys and saw the result; the others still need a lab test before use.
+    """
+
+    steps: tuple[KeyStep, ...]
+    evidence: str
+    lab_verified: bool
+
+
+@attrs.frozen
+class KeyPlans:
+    """Private key plans per supported step (never leave the server)."""
+
+    single_select: KeyPlan
+    multi_select: KeyPlan
+    free_text: KeyPlan
+    review: KeyPlan
+    approve_once: KeyPlan
+    reject: KeyPlan
+
+
+@attrs.frozen
+class ClaudeProfile:
+    """One pinned Claude Code version: every anchor, shape and key plan as data."""
+
+    version: str
+    composer: ComposerShape
+    questionnaire: QuestionnaireShape
+    permission: PermissionShape
+    blockers: tuple[Blocker, ...]
+    key_plans: KeyPlans
+    banner: str = "Claude Code v"  # the start-up banner; a different version there is refused
+
+    @property
+    def id(self) -> str:
+        """Stable id, part of every fingerprint."""
+        return f"claude-code@{self.version}"
+
+    @property
+    def agent(self) -> str:
+        return AGENT
+
+    def classify(self, grid: Grid) -> Observation:
+        """The one Observation this screen shows under this version's data."""
+        return _Classifier(self, grid).observe()
+
+
+# ---------------------------------------------------------------- the classifier
+
+
+class _Refused(Exception):
+    """The screen shows a prompt shape whose region could not be proven."""
+
+
+@attrs.frozen
+class _Row:
+    """One parsed menu row (plus any wrapped continuation rows)."""
+
+    y: int
+    number: int | None
+    label: str
+    label_col: int
+    current: bool
+    highlighted: bool  # the label's first cell is in the highlight colour
+    checked: bool | None = None
+    description: str = ""
+
+
+_NUMBER = re.compile(r"(\d+)\. ")
+_VERSION = re.compile(r"\d+(?:\.\d+)+")
+
+
+def _text_of(row: Sequence[Cell]) -> str:
+    return "".join([cell.char for cell in row])
+
+
+class _Classifier:
+    """Reads one grid under one profile; lives for a single classify() call."""
+
+    def __init__(self, profile: ClaudeProfile, grid: Grid) -> None:
+        self.p = profile
+        self.grid = grid
+        self.cells = [grid.row(y) for y in range(grid.rows)]
+        self.texts = [_text_of(row) for row in self.cells]
+        self.spinner = re.compile(
+            f"[{re.escape(profile.composer.spinner_glyphs)}] {profile.composer.spinner_word}"
+        )
+
+    # -- small predicates
+
+    def blank(self, y: int) -> bool:
+        return not self.texts[y].strip()
+
+    def rule(self, y: int, glyph: str, fg: str | None = None) -> bool:
+        """Whether row `y` is one full-width rule of `glyph` (in colour `fg` if given)."""
+        row = self.cells[y]
+        return self.texts[y] == glyph * self.grid.cols and (fg is None or row[0].fg == fg)
+
+    def indent(self, y: int) -> int:
+        text = self.texts[y]
+        return len(text) - len(text.lstrip(" "))
+
+    def result(
+        self, state: State, prompt: PromptView | None = None, reason: str | None = None
+    ) -> Observation:
+        return Observation(state, self.p.id, prompt, reason)
+
+    def unknown(self, reason: str) -> Observation:
+        return self.result(State.UNKNOWN, reason=reason)
+
+    # -- entry point
+
+    def observe(self) -> Observation:
+        bottom = next((y for y in range(self.grid.rows - 1, -1, -1) if not self.blank(y)), None)
+        if bottom is None:
+            return self.unknown("blank screen")
+        mismatch = self.banner_mismatch()
+        if mismatch is not None:
+            return self.unknown(mismatch)
+        try:
+            observed = self.composer_screen(bottom)
+            if observed is None:
+                observed = self.prompt_screen(bottom)
+        except _Refused as refused:
+            return self.unknown(str(refused))
+        if observed is not None:
+            return observed
+        for blocker in self.p.blockers:
+            if all(any(anchor in text for text in self.texts) for anchor in blocker.anchors):
+                return self.result(
+                    State.BLOCKED, reason=f"blocked: {blocker.name} screen needs a person"
+                )
+        return self.unknown("no known Claude Code screen shape at the bottom of the pane")
+
+    def banner_mismatch(self) -> str | None:
+        """A start-up banner showing another version than this profile's, if any."""
+        banner = self.p.banner
+        for y, text in enumerate(self.texts):
+            at = text.find(banner)
+            if at < 0:
+                continue
+            found = _VERSION.match(text, at + len(banner))
+            columns = self.grid.row_columns(y)
+            cell = self.cells[y][columns[at]] if at < len(columns) else None
+            # Only the banner itself counts (bold name, or the coloured welcome line),
+            # not a transcript that mentions a version.
+            banner_cell = cell is not None and (cell.bold or cell.fg != "default")
+            if found and banner_cell and found.group() != self.p.version:
+                return (
+                    f"version_mismatch: the screen shows Claude Code v{found.group()}, "
+                    f"profile is {self.p.version}"
+                )
+        return None
+
+    # -- idle, draft, working
+
+    def composer_screen(self, bottom: int) -> Observation | None:
+        """Idle / idle_draft / working when the composer is at the bottom; else None."""
+        shape = self.p.composer
+        lower = next(
+            (
+                y
+                for y in range(bottom, max(-1, bottom - shape.max_status_rows - 1), -1)
+                if self.rule(y, shape.rule, shape.rule_fg)
+            ),
+            None,
+        )
+        if lower is None:
+            return None
+        upper = next(
+            (y for y in range(lower - 1, -1, -1) if self.rule(y, shape.rule, shape.rule_fg)), None
+        )
+        if upper is None or upper == lower - 1:
+            return None
+        if not self.texts[upper + 1].startswith(shape.prompt):
+            return None
+        draft_rows = [self.texts[upper + 1][len(shape.prompt) :]]
+        for y in range(upper + 2, lower):
+            if self.indent(y) < shape.continuation_indent and not self.blank(y):
+                raise _Refused(f"unexpected row {y} inside the composer")
+            draft_rows.append(self.texts[y][shape.continuation_indent :])
+        status = " ".join(self.texts[y] for y in range(lower + 1, bottom + 1))
+        working_line = any(self.spinner.match(self.texts[y]) for y in range(upper))
+        if shape.working_marker in status or working_line:
+            return self.result(State.WORKING)
+        glyph = self.cells[upper + 1][0]
+        if glyph.fg != shape.idle_fg:
+            return self.unknown(
+                "composer glyph is not in its idle colour but no working line shows"
+            )
+        draft = "\n".join(row.rstrip() for row in draft_rows).strip()
+        return self.result(State.IDLE_DRAFT if draft else State.IDLE)
+
+    # -- prompts
+
+    def prompt_screen(self, bottom: int) -> Observation | None:
+        """A permission, questionnaire or review prompt ending at `bottom`; else None."""
+        text = self.texts[bottom]
+        permission = self.p.permission
+        questionnaire = self.p.questionnaire
+        footer_at = permission.footer_col
+        if text[footer_at:].rstrip() == permission.footer and self.blank_before(bottom, footer_at):
+            return self.permission_prompt(bottom)
+        if text.startswith(questionnaire.footer_prefix):
+            return self.questionnaire_prompt(bottom)
+        if self.menu_row(bottom, questionnaire.menu, boxes=False) is not None:
+            return self.review_prompt(bottom)
+        return None
+
+    def blank_before(self, y: int, x: int) -> bool:
+        return not self.texts[y][:x].strip()
+
+    def menu_row(self, y: int, menu: MenuShape, *, boxes: bool) -> _Row | None:
+        """Row `y` as a numbered menu row of `menu`'s shape, or None."""
+        row, text = self.cells[y], self.texts[y]
+        lead = text[: menu.number_col]
+        if len(lead) < menu.number_col:
+            return None
+        cursor = row[menu.cursor_col]
+        if cursor.char == menu.cursor:
+            if cursor.fg != menu.highlight_fg:
+                return None
+            current = True
+        elif cursor.char == " ":
+            current = False
+        else:
+            return None
+        if lead[: menu.cursor_col].strip() or lead[menu.cursor_col + 1 :].strip():
+            return None
+        number = _NUMBER.match(text, menu.number_col)
+        if number is None:
+            return None
+        label_col = number.end()
+        checked: bool | None = None
+        if boxes:
+            box = text[label_col : label_col + len(self.p.questionnaire.checked)]
+            if box not in (self.p.questionnaire.checked, self.p.questionnaire.unchecked):
+                return None
+            checked = box == self.p.questionnaire.checked
+            label_col += len(box)
+        label = text[label_col:].rstrip()
+        if not label:
+            return None
+        return _Row(
+            y=y,
+            number=int(number.group(1)),
+            label=label,
+            label_col=label_col,
+            current=current,
+            highlighted=row[label_col].fg == menu.highlight_fg,
+            checked=checked,
+        )
+
+    def top_rule(self, start: int, fg: str) -> int:
+        """The nearest full-width ``─`` rule at or above `start`: the prompt's top edge."""
+        glyph = self.p.composer.rule
+        for y in range(start, -1, -1):
+            if self.rule(y, glyph):
+                if self.cells[y][0].fg != fg:
+                    raise _Refused(f"rule at row {y} is not this prompt's frame")
+                return y
+        raise _Refused("prompt frame truncated: no top rule on screen")
+
+    def single_prompt(self, top: int, anchors: Sequence[tuple[int, str]]) -> None:
+        """Refuse when another prompt's anchor shows above this prompt's region."""
+        for y in range(top):
+            text = self.texts[y]
+            for col, anchor in anchors:
+                if text[col:].startswith(anchor) and self.blank_before(y, col):
+                    raise _Refused(f"two prompts on screen (another at row {y})")
+
+    def all_anchors(self) -> list[tuple[int, str]]:
+        permission, questionnaire = self.p.permission, self.p.questionnaire
+        return [
+            (permission.footer_col, permission.footer),
+            (0, questionnaire.footer_prefix),
+            (0, questionnaire.review_title),
+        ]
+
+    def expect_blank(self, y: int, what: str) -> None:
+        if not self.blank(y):
+            raise _Refused(f"unexpected row {y}: expected a blank row {what}")
+
+    # -- permission
+
+    def permission_prompt(self, footer: int) -> Observation:
+        shape = self.p.permission
+        menu = shape.menu
+        self.expect_blank(footer - 1, "above the permission footer")
+        y = footer - 2
+        while y >= 0 and not self.texts[y].startswith(" " + shape.question_prefix):
+            if self.blank(y):
+                raise _Refused(f"unexpected blank row {y} among the permission options")
+            y -= 1
+        if y < 0:
+            raise _Refused("permission prompt truncated: no question row")
+        question_row = y
+        top = self.top_rule(question_row - 1, shape.rule_fg)
+        self.single_prompt(top, self.all_anchors())
+        title_cell = self.cells[top + 1][shape.title_col]
+        title = self.texts[top + 1].strip()
+        if not (title and title_cell.bold and title_cell.fg == shape.rule_fg):
+            raise _Refused(f"row {top + 1} is not a permission title")
+        if title != shape.bash_title:
+            return self.result(
+                State.BLOCKED, reason=f"blocked: non-Bash permission ({title}) is left to a person"
+            )
+        rows = self.menu_rows(question_row + 1, footer - 1, menu, boxes=False, description=None)
+        self.prove_cursor(rows, exempt=None)
+        command = self.permission_body(top + 2, question_row)
+        if not command:
+            raise _Refused("Bash permission shows no command")
+        options = []
+        for row in rows:
+            if row.label == shape.approve_once:
+                role = OptionRole.APPROVE_ONCE
+            elif row.label == shape.reject:
+                role = OptionRole.REJECT
+            elif row.label.startswith(shape.persistent_prefix):
+                role = OptionRole.APPROVE_PERSISTENT
+            else:
+                raise _Refused(f"unknown permission option {row.number}")
+            options.append(_view(row, role))
+        roles = [option.role for option in options]
+        if roles.count(OptionRole.APPROVE_ONCE) != 1 or roles.count(OptionRole.REJECT) != 1:
+            raise _Refused("permission menu lacks exactly one approve-once and one reject row")
+        question = QuestionView(
+            prompt=self.texts[question_row].strip(),
+            response_kind=ResponseKind.CONFIRM,
+            options=tuple(options),
+            header=title,
+            detail=command,
+        )
+        prompt = PromptView(
+            kind=InteractionKind.PERMISSION,
+            step=StepKind.PERMISSION,
+            questions=(question,),
+            region=Region(top=top, bottom=footer + 1, left=0, right=self.grid.cols),
+        )
+        current = next(option for option in options if option.current)
+        if current.role is OptionRole.APPROVE_PERSISTENT:
+            return self.result(
+                State.BLOCKED, prompt, "blocked: the cursor is on a persistent-approval row"
+            )
+        return self.result(State.PERMISSION, prompt)
+
+    def permission_body(self, first: int, last: int) -> str:
+        """The command shown between the title and the question (rows first..last-1)."""
+        shape = self.p.permission
+        fence = shape.command_fence
+        command: list[str] = []
+        fences = 0
+        in_tip = False
+        for y in range(first, last):
+            text = self.texts[y]
+            if self.blank(y):
+                in_tip = False
+                continue
+            start = self.indent(y)
+            cell = self.cells[y][start]
+            if is_box_drawing(text[0]) and text == text[0] * self.grid.cols:
+                if text[0] != fence:
+                    raise _Refused(f"unexpected rule at row {y} in the permission body")
+                fences += 1
+                continue
+            if text[start:].startswith(shape.tip_prefix) and cell.bold:
+                in_tip = True
+                continue
+            if in_tip and cell.bold:
+                continue
+            if start != shape.command_indent:
+                raise _Refused(f"unexpected row {y} in the permission body")
+            if cell.fg == shape.menu.muted_fg:
+                continue  # the tool's description of the command
+            if fence is not None and fences != 1:
+                raise _Refused(f"unexpected row {y} outside the command fence")
+            command.append(text.strip())
+        if fence is not None and fences != 2:
+            raise _Refused("the command fence is not closed")
+        return "\n".join(command)
+
+    def menu_rows(
+        self, first: int, last: int, menu: MenuShape, *, boxes: bool, description: int | None
+    ) -> list[_Row]:
+        """Rows first..last-1 as numbered menu rows with wrapped labels and descriptions."""
+        rows: list[_Row] = []
+        for y in range(first, last):
+            row = self.menu_row(y, menu, boxes=boxes)
+            if row is not None:
+                rows.append(row)
+                continue
+            if not rows or self.blank(y):
+                raise _Refused(f"unexpected row {y} in a menu")
+            previous = rows[-1]
+            start = self.indent(y)
+            cell = self.cells[y][start]
+            text = self.texts[y].strip()
+            if description is not None and start == description and cell.fg == menu.muted_fg:
+                joined = f"{previous.description} {text}" if previous.description else text
+                rows[-1] = attrs.evolve(previous, description=joined)
+            elif (
+                start == previous.label_col
+                and not previous.description
+                and cell.fg != menu.muted_fg
+            ):
+                rows[-1] = attrs.evolve(previous, label=f"{previous.label} {text}")
+            else:
+                raise _Refused(f"unexpected row {y} in a menu")
+        return rows
+
+    # -- questionnaire
+
+    def tab_row(self, y: int) -> tuple[tuple[str, ...], int]:
+        """The tab headers of row `y` and the index of the current (highlighted) tab."""
+        shape = self.p.questionnaire
+        text = self.texts[y].rstrip()
+        columns = self.grid.row_columns(y)
+        left, right = shape.tab_arrows
+        inner_start = 0
+        if text.startswith(left):
+            if not text.endswith(right):
+                raise _Refused(f"tab row {y} is cut off")
+            inner_start = len(left)
+            text = text[: -len(right)]
+        glyphs = [i for i in range(inner_start, len(text)) if text[i] in shape.tab_glyphs]
+        if not glyphs or text[inner_start : glyphs[0]].strip():
+            raise _Refused(f"row {y} is not a tab row")
+        tabs: list[str] = []
+        current: list[int] = []
+        for index, at in enumerate(glyphs):
+            end = glyphs[index + 1] if index + 1 < len(glyphs) else len(text)
+            name = text[at + 1 : end].strip()
+            if text[at + 1 : at + 2] != " " or not name:
+                raise _Refused(f"malformed tab in row {y}")
+            tabs.append(name)
+            if self.cells[y][columns[at]].bg == shape.tab_bg:
+                current.append(index)
+        if len(current) != 1:
+            raise _Refused(f"tab row {y} has {len(current)} current tabs")
+        if inner_start and tabs[-1] != shape.submit_tab:
+            raise _Refused(f"tab row {y} does not end with the Submit tab")
+        return tuple(tabs), current[0]
+
+    def question_frame(self, start: int) -> tuple[int, tuple[str, ...], int]:
+        """Top rule above `start`, the tabs under it and the current tab index."""
+        top = self.top_rule(start, self.p.questionnaire.rule_fg)
+        if top + 2 > start:
+            raise _Refused("questionnaire frame truncated")
+        tabs, current = self.tab_row(top + 1)
+        self.expect_blank(top + 2, "under the tab row")
+        return top, tabs, current
+
+    def questionnaire_prompt(self, footer: int) -> Observation:
+        shape = self.p.questionnaire
+        menu = shape.menu
+        self.expect_blank(footer - 1, "above the questionnaire footer")
+        chat = self.menu_row(footer - 2, menu, boxes=False)
+        if chat is None or chat.label != shape.chat:
+            raise _Refused(f"row {footer - 2} is not the '{shape.chat}' row")
+        lower = footer - 3
+        if lower < 0 or not self.rule(lower, self.p.composer.rule, shape.rule_fg):
+            raise _Refused(f"row {lower} is not the rule above '{shape.chat}'")
+        top, tabs, tab = self.question_frame(lower - 1)
+        if tabs[tab] == shape.submit_tab:
+            raise _Refused("the Submit tab is current but the review is not shown")
+        self.single_prompt(top, self.all_anchors())
+        y = top + 3
+        question: list[str] = []
+        while y < lower and not self.blank(y):
+            cell = self.cells[y][0]
+            if not (cell.bold and cell.fg == shape.question_fg):
+                raise _Refused(f"unexpected row {y} in the question")
+            question.append(self.texts[y].strip())
+            y += 1
+        if not question:
+            raise _Refused("questionnaire shows no question")
+        self.expect_blank(y, "under the question")
+        first_option = y + 1
+        multi = self.menu_row(first_option, menu, boxes=True) is not None
+        end = lower
+        submit: _Row | None = None
+        if multi:
+            end = lower - 1
+            submit = self.multi_submit_row(end)
+        indent = shape.multi_description_indent if multi else shape.single_description_indent
+        rows = self.menu_rows(first_option, end, menu, boxes=multi, description=indent)
+        return self.questionnaire_observation(
+            top, footer, tabs, tab, " ".join(question), rows, submit, chat
+        )
+
+    def multi_submit_row(self, y: int) -> _Row:
+        shape = self.p.questionnaire
+        menu = shape.menu
+        row = self.cells[y]
+        text = self.texts[y]
+        cursor = row[menu.cursor_col]
+        current = cursor.char == menu.cursor and cursor.fg == menu.highlight_fg
+        if not current and cursor.char != " ":
+            raise _Refused(f"row {y} is not the multi-select Submit row")
+        col = shape.multi_submit_indent
+        if (
+            text[menu.cursor_col + 1 : col].strip()
+            or text[col:].rstrip() != shape.multi_submit
+            or not row[col].bold
+        ):
+            raise _Refused(f"row {y} is not the multi-select Submit row")
+        return _Row(
+            y=y,
+            number=None,
+            label=shape.multi_submit,
+            label_col=col,
+            current=current,
+            highlighted=current,
+        )
+
+    def questionnaire_observation(
+        self,
+        top: int,
+        footer: int,
+        tabs: tuple[str, ...],
+        tab: int,
+        question: str,
+        rows: list[_Row],
+        submit: _Row | None,
+        chat: _Row,
+    ) -> Observation:
+        shape = self.p.questionnaire
+        multi = submit is not None
+        if len(rows) < 2:
+            raise _Refused("questionnaire shows no options")
+        *choices, free = rows
+        numbered = [*rows, chat]
+        if [row.number for row in numbered] != list(range(1, len(numbered) + 1)):
+            raise _Refused("option numbers are duplicated or out of order")
+        free_label = shape.free_text_multi if multi else shape.free_text_single
+        self.prove_free_text_row(free, free_label)
+        options = [_view(row, OptionRole.CHOICE) for row in choices]
+        options.append(
+            OptionView(
+                label=free_label,
+                role=OptionRole.FREE_TEXT,
+                number=free.number,
+                current=free.current,
+                checked=free.checked,
+            )
+        )
+        if submit is not None:
+            options.append(_view(submit, OptionRole.SUBMIT))
+        options.append(_view(chat, OptionRole.CHAT))
+        self.prove_cursor([*rows, *([submit] if submit is not None else []), chat], exempt=free)
+        if free.current:
+            kind, step = ResponseKind.FREE_TEXT, StepKind.FREE_TEXT
+        elif multi:
+            kind, step = ResponseKind.MULTI_SELECT, StepKind.MULTI_SELECT
+        else:
+            kind, step = ResponseKind.SINGLE_SELECT, StepKind.SINGLE_SELECT
+        view = QuestionView(
+            prompt=question, response_kind=kind, options=tuple(options), header=tabs[tab]
+        )
+        prompt = PromptView(
+            kind=InteractionKind.QUESTIONNAIRE,
+            step=step,
+            questions=(view,),
+            region=Region(top=top, bottom=footer + 1, left=0, right=self.grid.cols),
+            step_index=tab + 1,
+            step_total=len(tabs),
+            tabs=tabs,
+        )
+        return self.result(State.QUESTIONNAIRE, prompt)
+
+    def prove_free_text_row(self, row: _Row, label: str) -> None:
+        """The last numbered option must be the automatic free-text row.
+
+        Away from the cursor it reads exactly `label`; under the cursor it is an
+        editor showing either its placeholder or the text typed so far (which
+        stays inside the region, so it is part of the fingerprint).
+        """
+        if row.description or (not row.current and row.label != label):
+            raise _Refused(f"row {row.y} is not the '{label}' row")
+
+    def prove_cursor(self, rows: Sequence[_Row], exempt: _Row | None) -> None:
+        """Exactly one row carries the cursor, and only it is in the highlight colour.
+
+        `exempt` (an open editor) carries the cursor without the highlight.
+        """
+        current = [row for row in rows if row.current]
+        if len(current) != 1:
+            raise _Refused(f"{len(current)} menu rows carry the cursor")
+        if any(row.highlighted for row in rows if not row.current):
+            raise _Refused("a row away from the cursor is highlighted")
+        if current[0] is not exempt and not current[0].highlighted:
+            raise _Refused("the cursor row is not highlighted")
+
+    # -- review
+
+    def review_prompt(self, bottom: int) -> Observation | None:
+        shape = self.p.questionnaire
+        menu = shape.menu
+        y = bottom
+        while y >= 0 and self.menu_row(y, menu, boxes=False) is not None:
+            y -= 1
+        if y < 1 or not self.blank(y):
+            return None
+        rows = self.menu_rows(y + 1, bottom + 1, menu, boxes=False, description=None)
+        if [row.label for row in rows] != [shape.review_submit, shape.review_cancel]:
+            return None
+        answers_end = y
+        if shape.review_prompt is not None:
+            if self.texts[y - 1].rstrip() != shape.review_prompt:
+                raise _Refused(f"row {y - 1} is not the review question")
+            answers_end = y - 2
+            self.expect_blank(answers_end, "above the review question")
+        top, tabs, tab = self.question_frame(answers_end - 1)
+        if tabs[tab] != shape.submit_tab or tab != len(tabs) - 1:
+            raise _Refused("review shown but the Submit tab is not current")
+        self.single_prompt(top, self.all_anchors())
+        title = top + 3
+        if self.texts[title].rstrip() != shape.review_title or not self.cells[title][0].bold:
+            raise _Refused(f"row {title} is not the review title")
+        self.expect_blank(title + 1, "under the review title")
+        self.review_answers(title + 2, answers_end)
+        if [row.number for row in rows] != [1, 2]:
+            raise _Refused("option numbers are duplicated or out of order")
+        options = (_view(rows[0], OptionRole.SUBMIT), _view(rows[1], OptionRole.CANCEL))
+        self.prove_cursor(rows, exempt=None)
+        view = QuestionView(
+            prompt=shape.review_title, response_kind=ResponseKind.CONFIRM, options=options
+        )
+        prompt = PromptView(
+            kind=InteractionKind.CONFIRMATION,
+            step=StepKind.REVIEW,
+            questions=(view,),
+            region=Region(top=top, bottom=bottom + 1, left=0, right=self.grid.cols),
+            step_index=tab + 1,
+            step_total=len(tabs),
+            tabs=tabs,
+        )
+        return self.result(State.QUESTIONNAIRE, prompt)
+
+    def review_answers(self, first: int, last: int) -> None:
+        """Rows first..last-1 must be ``● question`` / ``→ answer`` pairs (wrapped or not)."""
+        shape = self.p.questionnaire
+        if first >= last:
+            raise _Refused("review lists no answers")
+        for y in range(first, last):
+            text = self.texts[y].strip()
+            start = self.indent(y)
+            marked = text.startswith(
+                (shape.review_question_mark + " ", shape.review_answer_mark + " ")
+            )
+            if not marked and (y == first or start < 3 or not text):
+                raise _Refused(f"unexpected row {y} in the review")
+
+
+def _view(row: _Row, role: OptionRole) -> OptionView:
+    return OptionView(
+        label=row.label,
+        role=role,
+        number=row.number,
+        description=row.description,
+        current=row.current,
+        checked=row.checked,
+    )
+
+
+# ---------------------------------------------------------------- the pinned versions
+
+_MOVE_ENTER = "Down/Up move the cursor and Enter answers the current row"
+_KEY_PLANS = KeyPlans(
+    single_select=KeyPlan(
+        steps=(
+            KeyStep(KeyAction.MOVE_TO, OptionRole.CHOICE),
+            KeyStep(KeyAction.PRESS, key="Enter"),
+        ),
+        evidence=(
+            f"tools/lab/capture.py: {_MOVE_ENTER} (questionnaire_single* q1_second; "
+            "questionnaire_multi_question q1 -> q2); tests/lab/test_model_server.py "
+            "answers a one-question prompt with its number key"
+        ),
+        lab_verified=True,
+    ),
+    multi_select=KeyPlan(
+        steps=(
+            KeyStep(KeyAction.TOGGLE_EACH, OptionRole.CHOICE, key="Enter"),
+            KeyStep(KeyAction.MOVE_TO, OptionRole.SUBMIT),
+            KeyStep(KeyAction.PRESS, key="Enter"),
+        ),
+        evidence=(
+            "tools/lab/capture.py questionnaire_multi: Enter ticks the current box (q1_checked); "
+            "Down past the options and the free-text row to Submit, Enter opens the review"
+        ),
+        lab_verified=True,
+    ),
+    free_text=KeyPlan(
+        steps=(
+            KeyStep(KeyAction.MOVE_TO, OptionRole.FREE_TEXT),
+            KeyStep(KeyAction.TYPE),
+            KeyStep(KeyAction.PRESS, key="Enter"),
+        ),
+        evidence=(
+            "tools/lab/capture.py questionnaire_single*: Down onto 'Type something.' opens the "
+            "editor, typed keys show in it; LAB.md: single keys, never a paste. The final Enter "
+            "(footer 'Enter to select') is not yet driven by a lab run"
+        ),
+        lab_verified=False,
+    ),
+    review=KeyPlan(
+        steps=(
+            KeyStep(KeyAction.MOVE_TO, OptionRole.SUBMIT),
+            KeyStep(KeyAction.PRESS, key="Enter"),
+        ),
+        evidence=(
+            "the review is the same numbered menu (cursor starts on 'Submit answers'); "
+            "Enter on it is not yet driven by a lab run"
+        ),
+        lab_verified=False,
+    ),
+    approve_once=KeyPlan(
+        steps=(
+            KeyStep(KeyAction.MOVE_TO, OptionRole.APPROVE_ONCE),
+            KeyStep(KeyAction.PRESS, key="Enter"),
+        ),
+        evidence=(
+            "LAB.md: the Bash prompt is the numbered menu '❯ 1. Yes / ... / No' with the cursor "
+            "on Yes; approving by key is not yet driven by a lab run"
+        ),
+        lab_verified=False,
+    ),
+    reject=KeyPlan(
+        steps=(
+            KeyStep(KeyAction.MOVE_TO, OptionRole.REJECT),
+            KeyStep(KeyAction.PRESS, key="Enter"),
+        ),
+        evidence=(
+            "LAB.md: the 'No' row of the same menu; never Esc first (LAB.md: a leading ESC "
+            "cancels); not yet driven by a lab run"
+        ),
+        lab_verified=False,
+    ),
+)
+
+_BLOCKERS = (
+    Blocker("onboarding", ("Let's get started.", "Choose the text style")),
+    Blocker("api_key", ("Detected a custom API key", "Do you want to use this API key?")),
+    Blocker("trust", ("Accessing workspace:", "Yes, I trust this folder")),
+)
+
+_COMPOSER = ComposerShape()
+_QUESTIONNAIRE_2_1_263 = QuestionnaireShape()
+_PERMISSION_2_1_263 = PermissionShape()
+
+
+def _row(version: str) -> ClaudeProfile:
+    """2.1.263, 2.1.266 and 2.1.267 draw identically; each still gets its own row."""
+    return ClaudeProfile(
+        version=version,
+        composer=_COMPOSER,
+        questionnaire=_QUESTIONNAIRE_2_1_263,
+        permission=_PERMISSION_2_1_263,
+        blockers=_BLOCKERS,
+        key_plans=_KEY_PLANS,
+    )
+
+
+V2_1_263 = _row("2.1.263")
+V2_1_266 = _row("2.1.266")
+V2_1_267 = _row("2.1.267")
+V2_1_328 = ClaudeProfile(
+    version="2.1.328",
+    composer=_COMPOSER,
+    # Multi-select descriptions sit under the label, past the box.
+    questionnaire=attrs.evolve(
+        _QUESTIONNAIRE_2_1_263, multi_description_indent=9, review_prompt=None
+    ),
+    # The command is fenced by dashed rules, its description above it.
+    permission=attrs.evolve(_PERMISSION_2_1_263, command_indent=1, command_fence="╌"),
+    blockers=_BLOCKERS,
+    key_plans=_KEY_PLANS,
+)
+
+PROFILES: tuple[ClaudeProfile, ...] = (V2_1_263, V2_1_266, V2_1_267, V2_1_328)
+"""Every pinned Claude Code version."""
