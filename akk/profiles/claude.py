@@ -470,6 +470,7 @@ class _Classifier:
                 State.BLOCKED, reason=f"blocked: non-Bash permission ({title}) is left to a person"
             )
         rows = self.menu_rows(question_row + 1, footer - 1, menu, boxes=False, description=None)
+        self.prove_numbers(rows)
         self.prove_cursor(rows, exempt=None)
         command = self.permission_body(top + 2, question_row)
         if not command:
@@ -693,9 +694,7 @@ class _Classifier:
         if len(rows) < 2:
             raise _Refused("questionnaire shows no options")
         *choices, free = rows
-        numbered = [*rows, chat]
-        if [row.number for row in numbered] != list(range(1, len(numbered) + 1)):
-            raise _Refused("option numbers are duplicated or out of order")
+        self.prove_numbers([*rows, chat])
         free_label = shape.free_text_multi if multi else shape.free_text_single
         self.prove_free_text_row(free, free_label)
         options = [_view(row, OptionRole.CHOICE) for row in choices]
@@ -742,6 +741,11 @@ class _Classifier:
         if row.description or (not row.current and row.label != label):
             raise _Refused(f"row {row.y} is not the '{label}' row")
 
+    def prove_numbers(self, rows: Sequence[_Row]) -> None:
+        """Menu numbers run 1, 2, 3… top to bottom, none repeated or skipped."""
+        if [row.number for row in rows] != list(range(1, len(rows) + 1)):
+            raise _Refused("option numbers are duplicated or out of order")
+
     def prove_cursor(self, rows: Sequence[_Row], exempt: _Row | None) -> None:
         """Exactly one row carries the cursor, and only it is in the highlight colour.
 
@@ -783,8 +787,7 @@ class _Classifier:
             raise _Refused(f"row {title} is not the review title")
         self.expect_blank(title + 1, "under the review title")
         self.review_answers(title + 2, answers_end)
-        if [row.number for row in rows] != [1, 2]:
-            raise _Refused("option numbers are duplicated or out of order")
+        self.prove_numbers(rows)
         options = (_view(rows[0], OptionRole.SUBMIT), _view(rows[1], OptionRole.CANCEL))
         self.prove_cursor(rows, exempt=None)
         view = QuestionView(

@@ -1,0 +1,446 @@
+"""Claude Code profiles: what makes a screen actionable, and everything that must not.
+
+Screens are the captured corpus (fixtures/claude), mutated cell by cell or row by
+row. The registry is not imported: this module only needs the Claude rows (and,
+for the cross-family check, the Codex module).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from akk.profiles import claude
+from akk.profiles.observation import Observation, OptionRole, State
+from akk.screen import Cell, Grid, fingerprint, render
+
+ROOT = Path(__file__).resolve().parent.parent / "fixtures"
+PROFILES = {profile.version: profile for profile in claude.PROFILES}
+TERMINAL = "pane %1 pid 4242 started 1700000000"
+CLAUDE_LABELS = sorted(ROOT.glob("claude/*/*.json")) + sorted(ROOT.glob("claude/*/*/*.json"))
+CODEX_LABELS = sorted(ROOT.glob("codex/*/*.json")) + sorted(ROOT.glob("codex/*/*/*.json"))
+
+
+@functools.cache
+def load(label_path: Path) -> tuple[dict[str, Any], Grid]:
+    label = json.loads(label_path.read_text())
+    screen = label_path.with_suffix(".ansi").read_text()
+    return label, render(screen, label["cols"], label["rows"])
+
+
+def _name(path: Path) -> str:
+    return str(path.relative_to(ROOT))
+
+
+def _actionable(label_path: Path) -> bool:
+    expected = json.loads(label_path.read_text())["expected"]
+    return expected["state"] in ("permission", "questionnaire") and not expected["manual_only"]
+
+
+ACTIONABLE = [path for path in CLAUDE_LABELS if _actionable(path)]
+
+
+def classify(
+    label_path: Path, grid: Grid | None = None
+) -> tuple[claude.ClaudeProfile, Observation]:
+    label, original = load(label_path)
+    profile = PROFILES[label["version"]]
+    return profile, profile.classify(original if grid is None else grid)
+
+
+def proven(label_path: Path) -> tuple[claude.ClaudeProfile, Grid, Observation, bytes]:
+    """A fixture that must be actionable, its observation and its fingerprint."""
+    _, grid = load(label_path)
+    profile, observation = classify(label_path)
+    assert observation.actionable, observation.reason
+    assert observation.prompt is not None
+    fp = fingerprint(
+        grid, observation.prompt.region, profile_id=profile.id, terminal_identity=TERMINAL
+    )
+    return profile, grid, observation, fp
+
+
+def with_cells(grid: Grid, changes: dict[tuple[int, int], Cell]) -> Grid:
+    rows = [list(grid.row(y)) for y in range(grid.rows)]
+    for (x, y), cell in changes.items():
+        rows[y][x] = cell
+    return Grid(grid.cols, grid.rows, cells=tuple(tuple(row) for row in rows))
+
+
+def with_rows(grid: Grid, rows: list[tuple[Cell, ...]]) -> Grid:
+    """`rows` cut or padded with blank rows at the bottom to the grid's height."""
+    blank = tuple(Cell() for _ in range(grid.cols))
+    fitted = (rows + [blank] * grid.rows)[: grid.rows]
+    return Grid(grid.cols, grid.rows, cells=tuple(fitted))
+
+
+def all_rows(grid: Grid) -> list[tuple[Cell, ...]]:
+    return [grid.row(y) for y in range(grid.rows)]
+
+
+def text_row(grid: Grid, text: str) -> tuple[Cell, ...]:
+    cells = [Cell(char=char) for char in text[: grid.cols]]
+    return tuple(cells + [Cell()] * (grid.cols - len(cells)))
+
+
+CHARS = st.sampled_from(list("aZ07.❯─╌│[]✔☐☒→●·…✽ é中"))
+COLOURS = st.sampled_from(["default", "afd7ff", "949494", "ffffff", "808080", "d78787"])
+CELLS = st.builds(
+    Cell,
+    char=CHARS,
+    fg=COLOURS,
+    bg=st.sampled_from(["default", "afd7ff", "3a3a3a"]),
+    bold=st.booleans(),
+    dim=st.booleans(),
+    reverse=st.booleans(),
+)
+
+
+# ---------------------------------------------------------------- what is proven
+
+
+@pytest.mark.parametrize("label_path", CLAUDE_LABELS, ids=_name)
+def test_every_fixture_gets_one_observation_under_its_own_profile(label_path: Path) -> None:
+    label, grid = load(label_path)
+    profile, observation = classify(label_path)
+    assert observation.profile_id == profile.id == f"claude-code@{label['version']}"
+    expected = label["expected"]
+    wanted = "blocked" if expected["manual_only"] else expected["state"]
+    assert observation.state.value == wanted, observation.reason
+    if observation.prompt is not None:
+        region = observation.prompt.region
+        assert region.left == 0 and region.right == label["cols"]
+        # Nothing but blank rows under a prompt: it was isolated from the bottom up.
+        assert all(not grid.row_text(y).strip() for y in range(region.bottom, grid.rows))
+
+
+@pytest.mark.parametrize("label_path", ACTIONABLE, ids=_name)
+def test_region_spans_exactly_the_prompt(label_path: Path) -> None:
+    _, grid, observation, _ = proven(label_path)
+    assert observation.prompt is not None
+    region = observation.prompt.region
+    top = grid.row_text(region.top)
+    assert set(top) == {"─"}, "the region starts at the prompt's top rule"
+    below = [grid.row_text(y) for y in range(region.bottom, grid.rows)]
+    assert all(not row.strip() for row in below)
+    assert grid.row_text(region.bottom - 1).strip(), "the region ends on the footer row"
+
+
+def test_bash_permission_projects_command_and_roles() -> None:
+    for version in PROFILES:
+        path = ROOT / "claude" / version / "claude_bash-permission.json"
+        _, _, observation, _ = proven(path)
+        assert observation.state is State.PERMISSION and observation.prompt is not None
+        (question,) = observation.prompt.questions
+        assert question.header == "Bash command"
+        assert question.detail == "touch lab-bash-ran.txt && echo lab-bash-ran"
+        roles = [option.role for option in question.options]
+        assert roles == [
+            OptionRole.APPROVE_ONCE,
+            OptionRole.APPROVE_PERSISTENT,
+            OptionRole.APPROVE_PERSISTENT,
+            OptionRole.REJECT,
+        ]
+        assert [option.current for option in question.options] == [True, False, False, False]
+
+
+def test_wrapped_permission_label_is_joined_at_80_columns() -> None:
+    _, _, observation, _ = proven(ROOT / "claude/2.1.263/80x24/claude_bash-permission.json")
+    assert observation.prompt is not None
+    labels = [option.label for option in observation.prompt.questions[0].options]
+    assert labels[1].startswith("Yes, and always allow access to /tmp/akk-lab-")
+    assert labels[1].endswith(" from this project")
+
+
+def test_descriptions_are_kept_apart_from_labels() -> None:
+    for version in PROFILES:
+        path = ROOT / "claude" / version / "questionnaire_multi-q1.json"
+        _, observation = classify(path)
+        assert observation.prompt is not None
+        first = observation.prompt.questions[0].options[0]
+        assert (first.label, first.description, first.checked) == ("Red", "A warm color", False)
+
+
+def test_write_permission_is_blocked_for_a_person() -> None:
+    for version in PROFILES:
+        _, observation = classify(ROOT / "claude" / version / "claude_write-permission.json")
+        assert observation.state is State.BLOCKED and not observation.actionable
+        assert observation.reason is not None and "non-Bash" in observation.reason
+
+
+@pytest.mark.parametrize("blocker", ["onboarding", "api_key", "trust"])
+def test_first_run_screens_name_their_blocker(blocker: str) -> None:
+    for version in PROFILES:
+        _, observation = classify(ROOT / "claude" / version / f"blocked_{blocker}.json")
+        assert observation.state is State.BLOCKED and observation.prompt is None
+        assert observation.reason is not None and blocker in observation.reason
+
+
+# ---------------------------------------------------------------- blocked, unknown
+
+
+def _menu_rows(grid: Grid, observation: Observation) -> list[int]:
+    """Rows of the region that carry a menu number (``N.`` at the version's column)."""
+    assert observation.prompt is not None
+    region = observation.prompt.region
+    pattern = re.compile(r"^ ?[ ❯] {1,2}\d\. ")
+    return [y for y in range(region.top, region.bottom) if pattern.match(grid.row_text(y))]
+
+
+def test_cursor_on_a_persistent_approval_row_is_blocked() -> None:
+    for version in PROFILES:
+        path = ROOT / "claude" / version / "claude_bash-permission.json"
+        _, grid, observation, _ = proven(path)
+        first, second = _menu_rows(grid, observation)[:2]
+        cursor = grid.cell(1, first)
+        changes = {(1, first): Cell(), (1, second): cursor}
+        for x in range(6, grid.cols):  # move the highlight with the cursor
+            changes[(x, first)] = attrs.evolve(grid.cell(x, first), fg="default")
+            changes[(x, second)] = attrs.evolve(grid.cell(x, second), fg=cursor.fg)
+        _, moved = classify(path, with_cells(grid, changes))
+        assert moved.state is State.BLOCKED and not moved.actionable
+        assert moved.reason is not None and "persistent" in moved.reason
+
+
+def test_a_working_line_above_an_idle_composer_is_working() -> None:
+    for version in PROFILES:
+        path = ROOT / "claude" / version / "echo-idle.json"
+        _, grid = load(path)
+        rows = all_rows(grid)
+        rows[20] = text_row(grid, "✻ Pondering…")
+        _, observation = classify(path, with_rows(grid, rows))
+        assert observation.state is State.WORKING
+
+
+def test_a_grey_composer_without_a_working_line_is_unknown() -> None:
+    for version in PROFILES:
+        path = ROOT / "claude" / version / "echo-idle.json"
+        _, grid = load(path)
+        composer = next(y for y in range(grid.rows) if grid.row_text(y).startswith("❯\u00a0"))
+        glyph = grid.cell(0, composer)
+        _, observation = classify(
+            path, with_cells(grid, {(0, composer): attrs.evolve(glyph, fg="949494")})
+        )
+        assert observation.state is State.UNKNOWN and observation.reason
+
+
+def test_a_banner_of_another_version_is_refused() -> None:
+    _, grid = load(ROOT / "claude/2.1.263/claude_bash-permission.json")
+    observation = claude.V2_1_266.classify(grid)
+    assert observation.state is State.UNKNOWN
+    assert observation.reason is not None and "version_mismatch" in observation.reason
+
+
+def test_two_prompts_on_screen_are_refused() -> None:
+    path = ROOT / "claude/2.1.263/claude_bash-permission.json"
+    _, grid, observation, _ = proven(path)
+    assert observation.prompt is not None
+    rows = all_rows(grid)
+    footer = rows[observation.prompt.region.bottom - 1]
+    rows[5] = footer  # a second footer in the scrollback above the region
+    _, twice = classify(path, with_rows(grid, rows))
+    assert not twice.actionable and twice.reason is not None and "two prompts" in twice.reason
+
+
+# ---------------------------------------------------------------- properties
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    label_path=st.sampled_from(ACTIONABLE),
+    where=st.tuples(st.floats(0, 1), st.floats(0, 1)),
+    cell=CELLS,
+)
+def test_any_change_inside_the_region_changes_the_fingerprint(
+    label_path: Path, where: tuple[float, float], cell: Cell
+) -> None:
+    profile, grid, observation, fp = proven(label_path)
+    assert observation.prompt is not None
+    region = observation.prompt.region
+    x = region.left + min(region.width - 1, int(where[0] * region.width))
+    y = region.top + min(region.height - 1, int(where[1] * region.height))
+    assume(grid.cell(x, y) != cell)
+    mutated = with_cells(grid, {(x, y): cell})
+    after = profile.classify(mutated)
+    if after.prompt is not None:
+        moved_fp = fingerprint(
+            mutated, after.prompt.region, profile_id=profile.id, terminal_identity=TERMINAL
+        )
+        assert moved_fp != fp
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    label_path=st.sampled_from(ACTIONABLE),
+    where=st.tuples(st.floats(0, 1), st.floats(0, 1)),
+    cell=CELLS,
+)
+def test_changes_above_the_region_keep_the_prompt_and_fingerprint(
+    label_path: Path, where: tuple[float, float], cell: Cell
+) -> None:
+    profile, grid, observation, fp = proven(label_path)
+    assert observation.prompt is not None
+    top = observation.prompt.region.top
+    assume(top > 0)
+    x = min(grid.cols - 1, int(where[0] * grid.cols))
+    y = min(top - 1, int(where[1] * top))
+    # The start-up banner is checked against the profile's version on purpose.
+    assume(profile.banner not in grid.row_text(y))
+    mutated = with_cells(grid, {(x, y): cell})
+    after = profile.classify(mutated)
+    assert after == observation
+    assert (
+        fingerprint(
+            mutated, observation.prompt.region, profile_id=profile.id, terminal_identity=TERMINAL
+        )
+        == fp
+    )
+
+
+ROW_TEXT = st.text(alphabet=st.sampled_from(list("abcXYZ019.,:;-─❯·… [✔]☐●→")), max_size=80)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    version=st.sampled_from(sorted(PROFILES)),
+    size=st.sampled_from([(120, 40), (80, 24)]),
+    rows=st.lists(ROW_TEXT, max_size=40),
+    styles=st.lists(
+        st.sampled_from(["", "\x1b[1m", "\x1b[38;5;153m", "\x1b[48;5;153m", "\x1b[0m"]), max_size=40
+    ),
+)
+def test_random_garbage_is_never_actionable(
+    version: str, size: tuple[int, int], rows: list[str], styles: list[str]
+) -> None:
+    cols, height = size
+    lines = [
+        (styles[i % len(styles)] if styles else "") + text[:cols]
+        for i, text in enumerate(rows[:height])
+    ]
+    grid = render("\n".join(lines) + "\n", cols, height)
+    assert not PROFILES[version].classify(grid).actionable
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    label_path=st.sampled_from(ACTIONABLE),
+    depth=st.integers(1, 4),
+    cut=st.sampled_from(["top", "bottom", "frame"]),
+)
+def test_truncated_prompts_are_never_actionable(label_path: Path, depth: int, cut: str) -> None:
+    profile, grid, observation, _ = proven(label_path)
+    assert observation.prompt is not None
+    region = observation.prompt.region
+    rows = all_rows(grid)
+    blank = text_row(grid, "")
+    if cut == "top":  # the top of the prompt scrolled away
+        del rows[region.top : region.top + depth]
+    elif cut == "bottom":  # the footer (or last menu rows) not drawn yet
+        for y in range(region.bottom - depth, region.bottom):
+            rows[y] = blank
+    else:  # the frame's top rule erased
+        rows[region.top] = blank
+    assert not profile.classify(with_rows(grid, rows)).actionable
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    label_path=st.sampled_from(ACTIONABLE),
+    where=st.floats(0, 1),
+    text=st.from_regex(r"[A-Za-z][A-Za-z0-9 .,:]{0,40}", fullmatch=True),
+)
+def test_an_unexpected_row_inside_the_region_is_never_actionable(
+    label_path: Path, where: float, text: str
+) -> None:
+    profile, grid, observation, _ = proven(label_path)
+    assert observation.prompt is not None
+    region = observation.prompt.region
+    y = region.top + 1 + min(region.height - 2, int(where * (region.height - 1)))
+    rows = all_rows(grid)
+    rows.insert(y, text_row(grid, text))
+    assert not profile.classify(with_rows(grid, rows)).actionable
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    label_path=st.sampled_from(ACTIONABLE),
+    pick=st.floats(0, 1),
+    digit=st.sampled_from("0123456789"),
+)
+def test_a_changed_option_number_is_never_actionable(
+    label_path: Path, pick: float, digit: str
+) -> None:
+    profile, grid, observation, _ = proven(label_path)
+    menu = _menu_rows(grid, observation)
+    y = menu[min(len(menu) - 1, int(pick * len(menu)))]
+    x = grid.row_text(y).index(".") - 1
+    original = grid.cell(x, y)
+    assume(original.char != digit)
+    mutated = with_cells(grid, {(x, y): attrs.evolve(original, char=digit)})
+    assert not profile.classify(mutated).actionable
+
+
+@pytest.mark.parametrize("label_path", ACTIONABLE, ids=_name)
+def test_swapped_option_numbers_are_never_actionable(label_path: Path) -> None:
+    profile, grid, observation, _ = proven(label_path)
+    first, second = _menu_rows(grid, observation)[:2]
+    x1, x2 = grid.row_text(first).index(".") - 1, grid.row_text(second).index(".") - 1
+    a, b = grid.cell(x1, first), grid.cell(x2, second)
+    swapped = with_cells(
+        grid,
+        {(x1, first): attrs.evolve(a, char=b.char), (x2, second): attrs.evolve(b, char=a.char)},
+    )
+    assert not profile.classify(swapped).actionable
+
+
+# ---------------------------------------------------------------- wrong profile
+
+
+def _differs_between_versions(label_path: Path) -> bool:
+    """Screens whose shape really differs between 2.1.263-267 and 2.1.328."""
+    return any(
+        part in label_path.name for part in ("claude_bash-permission", "questionnaire_multi-q1")
+    )
+
+
+CROSS_VERSION = [
+    (path, other)
+    for path in ACTIONABLE
+    if _differs_between_versions(path)
+    for other in PROFILES
+    if (other == "2.1.328") != (json.loads(path.read_text())["version"] == "2.1.328")
+]
+
+
+@pytest.mark.parametrize(
+    ("label_path", "other"), CROSS_VERSION, ids=lambda v: v if isinstance(v, str) else _name(v)
+)
+def test_a_prompt_under_an_incompatible_version_is_never_actionable(
+    label_path: Path, other: str
+) -> None:
+    _, grid = load(label_path)
+    assert not PROFILES[other].classify(grid).actionable
+
+
+@pytest.mark.parametrize("label_path", CODEX_LABELS, ids=_name)
+def test_codex_screens_are_never_actionable_under_claude(label_path: Path) -> None:
+    _, grid = load(label_path)
+    for profile in claude.PROFILES:
+        assert not profile.classify(grid).actionable
+
+
+@pytest.mark.parametrize("label_path", ACTIONABLE, ids=_name)
+def test_claude_prompts_are_never_actionable_under_codex(label_path: Path) -> None:
+    from akk.profiles import codex  # the other family's rows, nothing else
+
+    _, grid = load(label_path)
+    for profile in codex.PROFILES:
+        assert not profile.classify(grid).actionable
