@@ -64,7 +64,8 @@ def lab_params(
 _verified: set[Client] = set()
 
 
-async def _ensure_installed(client: Client) -> None:
+async def ensure_installed(client: Client) -> None:
+    """Verify (or install) a pinned client once per worker; fail the test if impossible."""
     # Normally `make test` installed everything already and this only verifies;
     # a missing client is installed (or the test fails), never skipped.
     if client in _verified:
@@ -81,7 +82,7 @@ async def lab(request: pytest.FixtureRequest) -> AsyncIterator[LabSession]:
     """A started client at its idle composer (parametrize indirectly with a LabSpec)."""
     spec = request.param
     assert isinstance(spec, LabSpec), "parametrize `lab` indirectly with lab_params(...)"
-    await _ensure_installed(spec.client)
+    await ensure_installed(spec.client)
     async with launch(
         spec.client.agent,
         spec.client.version,

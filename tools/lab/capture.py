@@ -35,6 +35,7 @@ from tools.lab.scenarios import (
     SCENARIOS,
     SLOW_SIGNAL,
     Question,
+    Text,
 )
 
 State = Literal[
@@ -54,6 +55,7 @@ SIZES: tuple[tuple[int, int], ...] = ((120, 40), (80, 24))
 """The sizes the corpus is captured at: the default and the narrow one."""
 
 DEFAULT_SIZE = (120, 40)
+PRESS_QUIET_SECONDS = 0.3
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 DRAFT_TEXT = "lab: a draft that is never sent"
 FREE_TEXT = "Teal, please"
@@ -65,6 +67,11 @@ CLAUDE_MULTI_EXTRA = ("Type something", "Submit", "Chat about this")
 CODEX_EXTRA = ("None of the above",)
 CLAUDE_REVIEW = ("Submit answers", "Cancel")
 CODEX_UNANSWERED = ("Proceed", "Go back")
+CODEX_ASYNC_EXTRA = ("Other",)
+CODEX_ASYNC_PICKER = frozenset({"0.154.0", "0.155.1"})
+"""Codex versions that show async questions as a queued question with a picker."""
+CODEX_ASYNC_TEXT_ONLY = frozenset({"0.153.4", "0.169.0"})
+"""Codex versions that only print an async question into the transcript."""
 
 
 @attrs.frozen
@@ -182,6 +189,14 @@ class Plan:
     actions: tuple[Action, ...]
     plan_mode: bool = False
     preseed: Preseed = attrs.field(factory=Preseed)
+    versions: frozenset[str] | None = None
+    """Only these versions of the agents (None: every pinned version)."""
+
+    def applies_to(self, client: Client) -> bool:
+        """Whether the plan runs on this pinned client."""
+        if client.agent not in self.agents:
+            return False
+        return self.versions is None or client.version in self.versions
 
     @property
     def steps(self) -> list[str | None]:
@@ -298,7 +313,7 @@ def _claude_multi_select() -> Plan:
     (question,) = _questions(scenario)
     n = len(question.options)
     review = ExpectedQuestion(
-        prompt="Ready to submit your answers?",
+        prompt="Review your answers",
         response_kind="confirm",
         options=CLAUDE_REVIEW,
         current_row=CLAUDE_REVIEW[0],
@@ -329,7 +344,7 @@ def _claude_multi_select() -> Plan:
             ),
             # Down past the options and the free-text row to the Submit row.
             Press(("Down",) * (n + 1) + ("Enter",)),
-            _wait("Ready to submit your answers?"),
+            _wait("Review your answers"),
             Shot("review", Expected("questionnaire", "confirmation", (review,), step=(2, 2))),
         ),
     )
@@ -355,14 +370,14 @@ def _claude_multi_question() -> Plan:
             )
         )
     review = ExpectedQuestion(
-        prompt="Ready to submit your answers?",
+        prompt="Review your answers",
         response_kind="confirm",
         options=CLAUDE_REVIEW,
         current_row=CLAUDE_REVIEW[0],
     )
     actions += [
         Press(("Enter",)),
-        _wait("Ready to submit your answers?"),
+        _wait("Review your answers"),
         Shot("review", Expected("questionnaire", "confirmation", (review,), step=(total, total))),
     ]
     return Plan(scenario, scenario, _CLAUDE, tuple(actions))
@@ -453,6 +468,62 @@ def _codex_notes_and_unanswered() -> Plan:
     )
 
 
+def _codex_async() -> list[Plan]:
+    scenario = "codex_rui_async"
+    (question,) = _questions(scenario)
+    labels = tuple(option.label for option in question.options)
+    after = SCENARIOS[scenario].steps[1].reply
+    assert isinstance(after, Text)
+
+    def asked(current: str | None) -> ExpectedQuestion:
+        return ExpectedQuestion(
+            prompt=question.question,
+            response_kind="single_select",
+            options=labels,
+            # The picker adds its "Other" row; the queued line shows none.
+            extra_rows=CODEX_ASYNC_EXTRA if current is not None else (),
+            current_row=current,
+            free_text=True,
+        )
+
+    return [
+        # 0.154.0 and 0.155.1 queue the question under the transcript and open
+        # a picker on Shift+Left; the composer stays usable meanwhile.
+        Plan(
+            scenario,
+            scenario,
+            _CODEX,
+            (
+                Submit(),
+                _wait("to answer"),
+                WaitIdle(),
+                Shot("queued", Expected("async_question", "async_question", (asked(None),))),
+                Press(("S-Left",)),
+                _wait("enter submit"),
+                Shot(
+                    "picker",
+                    Expected("async_question", "async_question", (asked(labels[0]),)),
+                ),
+            ),
+            versions=CODEX_ASYNC_PICKER,
+        ),
+        # 0.153.4 and 0.169.0 only print the question in the transcript: the
+        # client is idle and there is no prompt to answer.
+        Plan(
+            f"{scenario}_text",
+            scenario,
+            _CODEX,
+            (
+                Submit(),
+                _wait(after.text),
+                WaitIdle(),
+                Shot(None, Expected("idle", reply=after.text)),
+            ),
+            versions=CODEX_ASYNC_TEXT_ONLY,
+        ),
+    ]
+
+
 def _permission(scenario: str, agents: frozenset[Agent], tool: str, manual: bool) -> Plan:
     anchor = _wait("Do you want", "Would you like to run")
     expected = Expected(
@@ -507,7 +578,8 @@ def _build() -> dict[str, Plan]:
             _BOTH,
             (
                 Submit(),
-                _wait("esc to interrupt"),
+                # Claude's status line, or Codex 0.169.0's first streamed word.
+                _wait("esc to interrupt", "• Working"),
                 Shot("working", Expected("working"), settle=False),
                 Release(SLOW_SIGNAL),
                 WaitIdle(),
@@ -524,6 +596,7 @@ def _build() -> dict[str, Plan]:
         _codex_questions("codex_rui_one"),
         _codex_questions("codex_rui_three"),
         _codex_notes_and_unanswered(),
+        *_codex_async(),
         _blocked(
             "onboarding", _CLAUDE, Preseed(onboarded=False), "Choose the text style", "Let's get"
         ),
@@ -583,6 +656,10 @@ async def _act(lab: LabSession, action: Action) -> None:
         case Type(text=text):
             await lab.type_text(text)
         case Press(keys=keys):
+            # Keys within ~200 ms of a widget's first paint are dropped (NOTES.md):
+            # press only on a screen that has been quiet for a moment.
+            with contextlib.suppress(ScreenTimeout):
+                await lab.wait_stable(quiet=PRESS_QUIET_SECONDS, timeout=3.0)
             for key in keys:
                 await lab.send_keys(key)
         case WaitText(texts=texts, timeout=timeout):
@@ -609,8 +686,8 @@ async def run_plan(
     only_step: str | None = None,
 ) -> list[Captured]:
     """Drive `plan` on `client` and write its shots (or just `only_step`) under `out`."""
-    if client.agent not in plan.agents:
-        raise CaptureError(f"plan {plan.name} is not for {client.agent}")
+    if not plan.applies_to(client):
+        raise CaptureError(f"plan {plan.name} is not for {client.name}")
     if only_step is not None and only_step not in plan.steps:
         raise CaptureError(f"plan {plan.name} has no step {only_step!r}; steps: {plan.steps}")
     written: list[Captured] = []
@@ -681,7 +758,7 @@ def all_jobs(
         Job(plan, client, cols, rows)
         for client in clients_
         for plan in PLANS.values()
-        if client.agent in plan.agents
+        if plan.applies_to(client)
         for cols, rows in sizes
     ]
 

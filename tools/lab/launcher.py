@@ -21,14 +21,14 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 import attrs
 import trio
 
-from tools.lab import clients
+from tools.lab import clients, openai_api
 from tools.lab.clients import Agent, Client
 from tools.lab.model_server import ModelServer
 from tools.lab.scenarios import Scenario
@@ -55,10 +55,17 @@ CODEX_PROMPT = "\u203a"
 CODEX_MODEL = "lab-model"
 """The model name in the Codex config.
 
-Unknown to Codex, so the first turn shows a "Model metadata ... not found"
-warning; a known name (e.g. gpt-5.5) instead makes 0.169.0 open a "Meet ..."
-model-upgrade dialog before the composer.
+A model catalog (`openai_api.model_catalog`) describes it to Codex: without it
+the first turn shows a "Model metadata ... not found" warning, and with it Codex
+also offers `request_user_input_async`. (A known name such as gpt-5.5 instead
+makes 0.169.0 open a model-upgrade dialog before the composer.)
 """
+
+CODEX_SETTLE_SECONDS = 0.5
+"""Quiet time after Codex's idle composer before the session counts as started."""
+
+DROPPED_KEY_SECONDS = 1.5
+"""How long a key press may take to show before it counts as dropped (see press_until)."""
 
 LAB_API_KEY = "sk-ant-lab-0000-offline-key-abcdefghij0123456789"
 _MARKER_VAR = "AKK_LAB_RUN"
@@ -238,10 +245,36 @@ class LabSession:
         Enter goes out only after the text is on screen and the quiet guard
         passed, so it is read as "send", not as a newline in the draft.
         """
-        await self.type_text(text)
-        await self.wait_for_screen(lambda s: text in s, timeout, what=f"draft {text!r}")
+        await self.press_until(
+            lambda: self.type_text(text), lambda s: text in s, timeout, what=f"draft {text!r}"
+        )
         await trio.sleep_until(trio.current_time() + self._guard_left())
         await self.send_keys("Enter")
+
+    async def press_until(
+        self,
+        press: Callable[[], Awaitable[None]],
+        predicate: Callable[[str], bool],
+        timeout: float,
+        *,
+        what: str,
+    ) -> str:
+        """Press keys until the screen shows their effect; return that screen.
+
+        Codex 0.169.0 paints its composer a moment before it reads keys and
+        drops what arrives earlier. The press is repeated only while the screen
+        is exactly as before it, so a press that was read is never repeated.
+        """
+        deadline = trio.current_time() + timeout
+        while True:
+            before = await self.text()
+            await press()
+            wait = min(DROPPED_KEY_SECONDS, deadline - trio.current_time())
+            try:
+                return await self.wait_for_screen(predicate, max(wait, 0.0), what=what)
+            except ScreenTimeout as exc:
+                if exc.screen != before or trio.current_time() >= deadline:
+                    raise
 
     def _guard_left(self) -> float:
         return max(0.0, self._last_key_at + ENTER_GUARD_SECONDS - time.monotonic())
@@ -250,9 +283,11 @@ class LabSession:
         """Codex: Shift+Tab once and wait for the "Plan mode" footer."""
         if self.agent != "codex":
             raise LabError("plan mode is a Codex collaboration mode; Claude has no equivalent here")
-        await self.send_keys("BTab")
-        await self.wait_for_screen(
-            lambda s: "Plan mode (shift+tab" in s, timeout, what="Plan mode footer"
+        await self.press_until(
+            lambda: self.send_keys("BTab"),
+            lambda s: "Plan mode (shift+tab" in s,
+            timeout,
+            what="Plan mode footer",
         )
 
     def transcript_files(self) -> list[Path]:
@@ -285,7 +320,7 @@ class LabSession:
     ) -> list[object]:
         """Poll the transcript records until predicate holds; they are written asynchronously."""
         with trio.move_on_after(timeout):
-            while not predicate(records := self.transcript_records()):  # noqa: ASYNC110
+            while not predicate(records := self.transcript_records()):
                 await trio.sleep(POLL_SECONDS)
             return records
         raise LabError(
@@ -315,9 +350,10 @@ def _claude_config(workdir: Path, preseed: Preseed) -> dict[str, object]:
     return config
 
 
-def _codex_config(workdir: Path, port: int, preseed: Preseed) -> str:
+def _codex_config(workdir: Path, port: int, preseed: Preseed, catalog: Path) -> str:
     lines = [
         f'model = "{CODEX_MODEL}"',
+        f"model_catalog_json = {json.dumps(str(catalog))}",
         'model_provider = "lab"',
         'approval_policy = "on-request"',
         'sandbox_mode = "workspace-write"',
@@ -394,7 +430,7 @@ def run_processes(root: Path) -> list[int]:
 
 async def _wait_gone(root: Path, seconds: float) -> list[int]:
     with trio.move_on_after(seconds):
-        while run_processes(root):  # noqa: ASYNC110 - /proc has no change notification
+        while run_processes(root):
             await trio.sleep(POLL_SECONDS)
     return run_processes(root)
 
@@ -420,7 +456,7 @@ async def _teardown(root: Path, socket: Path) -> None:
 async def _agent_pid(socket: Path, pane_pid: int, binary: Path) -> int:
     """The client's pid: the pane shell's child running the binary."""
     with trio.move_on_after(START_TIMEOUT):
-        while (pid := _child_running(pane_pid, binary)) is None:  # noqa: ASYNC110 - /proc polling
+        while (pid := _child_running(pane_pid, binary)) is None:
             await trio.sleep(POLL_SECONDS)
         return pid
     raise LabError(f"no {binary.name} process under the pane shell {pane_pid} ({socket})")
@@ -465,7 +501,10 @@ async def _start(
     else:
         codex_home = root / "codex-home"
         codex_home.mkdir()
-        (codex_home / "config.toml").write_text(_codex_config(workdir, server.port, preseed))
+        catalog = codex_home / "lab-model-catalog.json"
+        catalog.write_text(json.dumps(openai_api.model_catalog(CODEX_MODEL), indent=2))
+        toml = _codex_config(workdir, server.port, preseed, catalog)
+        (codex_home / "config.toml").write_text(toml)
     socket = root / "tmux.sock"
     env = _environment(client, root, home, codex_home, server.port)
     # The pane runs a shell with job control, so the client gets its own
@@ -561,6 +600,11 @@ async def launch(
                 )
                 if preseed.ready:
                     await session.wait_idle()
+                    if client.agent == "codex":
+                        # Codex 0.169.0 paints a configured composer before it
+                        # fully reads keys: a Shift+Tab right then switches the
+                        # model but not the mode. A quiet screen is past that.
+                        await session.wait_stable(CODEX_SETTLE_SECONDS)
                     session.ready_after = time.monotonic() - session.launched_at
                     if plan_mode:
                         await session.enter_plan_mode()
