@@ -12,6 +12,8 @@ import pytest
 import trio
 
 from tests.lab.conftest import lab_params
+from tools.lab import clients, installer
+from tools.lab.clients import Client
 from tools.lab.launcher import LabSession, launch, run_processes
 from tools.lab.model_server import RecordedRequest
 from tools.lab.scenarios import ECHO_REPLY, ECHO_TASK, SCENARIOS
@@ -54,6 +56,22 @@ async def test_task_reaches_model_once_and_reply_shows(lab: LabSession) -> None:
 
     assert lab.server.count_inputs_containing(ECHO_TASK) == 1, lab.server.summary()
     assert lab.ready_after is not None
+
+
+@pytest.mark.lab
+@pytest.mark.parametrize("client", clients.PINNED, ids=lambda client: client.name)
+def test_installed_client_verifies_without_npm(
+    client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_npm(client: Client, prefix: object) -> None:
+        raise AssertionError(f"npm ran for the already installed {client.name}")
+
+    monkeypatch.setattr(installer, "_npm_install", no_npm)
+    result = installer.install(client)
+
+    assert not result.fresh
+    assert result.binary == client.binary()
+    assert installer.verify(client) is None
 
 
 class _Boom(Exception):
