@@ -232,6 +232,15 @@ def test_a_grey_composer_without_a_working_line_is_unknown() -> None:
         assert observation.state is State.UNKNOWN and observation.reason
 
 
+def test_a_prompt_footer_above_the_composer_is_not_idle() -> None:
+    path = ROOT / "claude/2.1.263/echo-idle.json"
+    _, grid = load(path)
+    rows = all_rows(grid)
+    rows[20] = text_row(grid, " Esc to cancel · Tab to amend")
+    _, observation = classify(path, with_rows(grid, rows))
+    assert observation.state is State.UNKNOWN and observation.reason
+
+
 def test_a_banner_of_another_version_is_refused() -> None:
     _, grid = load(ROOT / "claude/2.1.263/claude_bash-permission.json")
     observation = claude.V2_1_266.classify(grid)

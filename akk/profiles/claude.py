@@ -343,6 +343,7 @@ class _Classifier:
             if self.indent(y) < shape.continuation_indent and not self.blank(y):
                 raise _Refused(f"unexpected row {y} inside the composer")
             draft_rows.append(self.texts[y][shape.continuation_indent :])
+        self.single_prompt(upper, self.all_anchors())
         status = " ".join(self.texts[y] for y in range(lower + 1, bottom + 1))
         working_line = any(self.spinner.match(self.texts[y]) for y in range(upper))
         if shape.working_marker in status or working_line:
@@ -426,7 +427,7 @@ class _Classifier:
         raise _Refused("prompt frame truncated: no top rule on screen")
 
     def single_prompt(self, top: int, anchors: Sequence[tuple[int, str]]) -> None:
-        """Refuse when another prompt's anchor shows above this prompt's region."""
+        """Refuse when a prompt's anchor shows above row `top` (a prompt or the composer)."""
         for y in range(top):
             text = self.texts[y]
             for col, anchor in anchors:
