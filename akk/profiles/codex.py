@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import enum
 import re
+from collections.abc import Callable
 
 import attrs
 
@@ -95,6 +96,17 @@ class Blocker:
     reason: str
 
 
+@attrs.frozen
+class AsyncShape:
+    """How a version shows a queued async question and its picker (0.154.0, 0.155.1)."""
+
+    anchor: str  # the bullet row heading the queued inputs, above the picker too
+    queued: re.Pattern[str]  # the queued-question row under the anchor
+    queued_hint: str  # the row telling how to open the picker
+    footer: Footer  # the picker's footer
+    other: str  # the picker's own free-text row
+
+
 class KeyAction(enum.StrEnum):
     """What a key plan does to the prompt on screen."""
 
@@ -102,6 +114,7 @@ class KeyAction(enum.StrEnum):
     NOTES = "notes"  # choose a row, open its notes, type them, submit
     TYPE_NOTES = "type_notes"  # the notes editor is open and empty: type, submit
     NEXT_QUESTION = "next_question"
+    OPEN_QUEUED_QUESTION = "open_queued_question"
     PROCEED = "proceed"
     GO_BACK = "go_back"
     APPROVE_ONCE = "approve_once"
@@ -183,6 +196,11 @@ class CodexProfile:
     unanswered_count: re.Pattern[str]
     unanswered_roles: tuple[tuple[str, OptionRole], ...]
     unanswered_footer: Footer
+    # Turn ends and async questions (None where the version draws none).
+    banner: str  # the session header, shown until the first turn scrolls it away
+    user_glyph: str  # a sent message in the history: glyph bold and dim
+    turn_end: re.Pattern[str] | None  # dim line closing a finished turn
+    async_question: AsyncShape | None
     blockers: tuple[Blocker, ...]
     key_plans: tuple[KeyPlan, ...]
 
@@ -197,6 +215,10 @@ class CodexProfile:
             return _Classifier(self, grid).run()
         except _Refused as refused:
             return Observation(State.UNKNOWN, self.id, reason=refused.reason)
+
+
+_Parser = Callable[[Footer, int, int], Observation]
+"""Parses a prompt from its footer's first and last rows (bottom-up)."""
 
 
 class _Classifier:
@@ -215,12 +237,15 @@ class _Classifier:
         if blocked is not None:
             return blocked
         p = self.p
-        for footer, parse in (
+        parsers: list[tuple[Footer, _Parser]] = [
             (p.permission_footer, self._permission),
             (p.unanswered_footer, self._unanswered),
             (p.notes_footer, self._question),
             *((footer, self._question) for footer in p.question_footers),
-        ):
+        ]
+        if p.async_question is not None:
+            parsers.append((p.async_question.footer, self._picker))
+        for footer, parse in parsers:
             top = self._footer_top(footer, last)
             if top is not None:
                 observation = parse(footer, top, last)
@@ -477,6 +502,46 @@ class _Classifier:
         )
         return Observation(State.QUESTIONNAIRE, p.id, prompt)
 
+    def _picker(self, footer: Footer, footer_top: int, last: int) -> Observation:
+        p = self.p
+        shape = p.async_question
+        assert shape is not None, "only dispatched for versions with an async picker"
+        self._blank(footer_top - 1, "above the picker footer")
+        menu_top = self._run_above(footer_top - 2, "picker options")
+        rows = self._menu(menu_top, footer_top - 1, p.question_menu)
+        self._blank(menu_top - 1, "above the picker options")
+        prompt_top = self._run_above(menu_top - 2, "the async question")
+        prompt_rows = range(prompt_top, menu_top - 1)
+        if not all(
+            self._indented(r, 2) and self.grid.cell(2, r).fg == p.question_prompt_fg
+            for r in prompt_rows
+        ):
+            raise _Refused("async question not drawn in the prompt colour")
+        self._blank(prompt_top - 1, "above the async question")
+        top = prompt_top - 2
+        if top < 0 or self.lines[top] != f"• {shape.anchor}" or (top and self.lines[top - 1]):
+            raise _Refused("the picker is not under its queued-inputs heading")
+        options = []
+        for row in rows:
+            role = OptionRole.CHOICE
+            if row.label == shape.other:
+                if row.number != len(rows):
+                    raise _Refused(f"'{shape.other}' is not the last row")
+                role = OptionRole.FREE_TEXT
+            options.append(OptionView(row.label, role, row.number, row.description, row.current))
+        question = QuestionView(
+            " ".join(self.lines[r].strip() for r in prompt_rows),
+            ResponseKind.SINGLE_SELECT,
+            tuple(options),
+        )
+        prompt = PromptView(
+            InteractionKind.ASYNC_QUESTION,
+            StepKind.SINGLE_SELECT,
+            (question,),
+            Region(top=top, bottom=last + 1, left=0, right=self.grid.cols),
+        )
+        return Observation(State.ASYNC_QUESTION, p.id, prompt)
+
     # -- composer: idle, draft or working ----------------------------------------
 
     def _composer(self, last: int) -> Observation:
@@ -506,10 +571,50 @@ class _Classifier:
                 and grid.cell(2, row).bold
             ):
                 raise _Refused(f"a command is still running (row {row}) with no status line")
+        queued = self._queued_question(top)
+        if queued is not None:
+            return queued
+        if p.turn_end is not None and not self._turn_finished(top):
+            return Observation(State.WORKING, p.id)
         draft = any(
             cell.char != " " and not cell.dim for r in range(top, y - 1) for cell in grid.row(r)[2:]
         )
         return Observation(State.IDLE_DRAFT if draft else State.IDLE, p.id)
+
+    def _queued_question(self, composer_top: int) -> Observation | None:
+        """ASYNC_QUESTION when a queued question sits right above the composer."""
+        shape = self.p.async_question
+        if shape is None or composer_top < 4 or self.lines[composer_top - 1]:
+            return None
+        heading, queued, hint = self.lines[composer_top - 4 : composer_top - 1]
+        if (
+            heading != f"• {shape.anchor}"
+            or not shape.queued.fullmatch(queued.strip())
+            or hint.strip() != shape.queued_hint
+        ):
+            return None
+        return Observation(
+            State.ASYNC_QUESTION,
+            self.p.id,
+            reason="an async question is queued; its options show only in its picker "
+            "(open it first)",
+        )
+
+    def _turn_finished(self, composer_top: int) -> bool:
+        """Whether the history proves the last turn ended (its closing line is below it)."""
+        p = self.p
+        assert p.turn_end is not None
+        for y in range(composer_top - 1, -1, -1):
+            text = self.lines[y].strip()
+            if p.turn_end.fullmatch(text) and self.grid.cell(len(self.lines[y]) - 1, y).dim:
+                return True
+            glyph = self.grid.cell(0, y)
+            if self.lines[y][:2] == f"{p.user_glyph} " and glyph.bold and glyph.dim:
+                return False
+        # No turn on screen: idle only if the whole session (its header) is visible.
+        if any(p.banner in line for line in self.lines[:composer_top]):
+            return True
+        raise _Refused("cannot tell whether the last turn ended: its start scrolled away")
 
 
 def _partition_text(text: str) -> tuple[str, str, str]:
@@ -580,6 +685,21 @@ _KEY_PLANS = (
     ),
 )
 
+_ASYNC_KEY_PLANS = (
+    KeyPlan(
+        StepKind.SINGLE_SELECT,
+        KeyAction.OPEN_QUEUED_QUESTION,
+        ("S-Left",),
+        "tools/lab/capture.py codex_rui_async (Shift+Left opens the picker of a queued question)",
+    ),
+    KeyPlan(
+        StepKind.SINGLE_SELECT,
+        KeyAction.CHOOSE,
+        (MOVE_TO_ROW, "Enter"),
+        "the picker footer 'enter submit' (not yet exercised by a lab test)",
+    ),
+)
+
 _V0_153_4 = CodexProfile(
     version="0.153.4",
     cursor="›",
@@ -613,6 +733,14 @@ _V0_153_4 = CodexProfile(
                 "esc to interrupt",
             )
         ),
+        Footer(
+            (
+                "tab to add notes",
+                "enter to submit all",
+                "←/→ to navigate questions",
+                "esc to interrupt",
+            )
+        ),
     ),
     notes_footer=Footer(("tab or esc to clear notes", "enter to submit answer")),
     notes_placeholder="Add notes",
@@ -621,6 +749,10 @@ _V0_153_4 = CodexProfile(
     unanswered_count=re.compile(r"\d+ unanswered questions?"),
     unanswered_roles=(("Proceed", OptionRole.PROCEED), ("Go back", OptionRole.GO_BACK)),
     unanswered_footer=Footer(("Press enter to confirm or esc to go back",)),
+    banner=">_ OpenAI Codex (v0.153.4)",
+    user_glyph="›",
+    turn_end=None,
+    async_question=None,
     blockers=(
         Blocker(
             "trust",
@@ -632,9 +764,27 @@ _V0_153_4 = CodexProfile(
     key_plans=_KEY_PLANS,
 )
 
-# 0.154.0 and 0.155.1 draw exactly what 0.153.4 draws (compare their fixtures).
-_V0_154_0 = attrs.evolve(_V0_153_4, version="0.154.0")
-_V0_155_1 = attrs.evolve(_V0_153_4, version="0.155.1")
+# 0.154.0 draws what 0.153.4 draws, plus queued async questions and their picker.
+_V0_154_0 = attrs.evolve(
+    _V0_153_4,
+    version="0.154.0",
+    banner=">_ OpenAI Codex (v0.154.0)",
+    async_question=AsyncShape(
+        anchor="Queued follow-up inputs",
+        queued=re.compile(r"\? \d+ questions?"),
+        queued_hint="shift + ← to answer",
+        footer=Footer(("enter submit", "ctrl + ] skip", "alt + ↓ main prompt")),
+        other="Other",
+    ),
+    key_plans=_KEY_PLANS + _ASYNC_KEY_PLANS,
+)
+# 0.155.1 closes each turn with a dim "done <time>" line.
+_V0_155_1 = attrs.evolve(
+    _V0_154_0,
+    version="0.155.1",
+    banner=">_ OpenAI Codex (v0.155.1)",
+    turn_end=re.compile(r"done \d{1,2}:\d{2}(?: [AP]M)?"),
+)
 
 _V0_169_0 = attrs.evolve(
     _V0_153_4,
@@ -644,6 +794,8 @@ _V0_169_0 = attrs.evolve(
     status_hints=("← for agents",),
     permission_menu_gap=2,
     question_prompt_fg="5fafff",
+    banner=">_ OpenAI Codex (v0.169.0)",
+    turn_end=re.compile(r"Worked for .+ • \d{1,2}:\d{2}(?: [AP]M)?"),
     blockers=(Blocker("trust", "Trust this folder?", "enter continue · esc back", _TRUST_REASON),),
 )
 
