@@ -30,6 +30,7 @@ the cursor on a persistent-approval row) is BLOCKED with its prompt for display.
 from __future__ import annotations
 
 import enum
+import functools
 import re
 from collections.abc import Sequence
 
@@ -234,6 +235,11 @@ _NUMBER = re.compile(r"(\d+)\. ")
 _VERSION = re.compile(r"\d+(?:\.\d+)+")
 
 
+@functools.cache
+def _spinner(glyphs: str, word: str) -> re.Pattern[str]:
+    return re.compile(f"[{re.escape(glyphs)}] {word}")
+
+
 def _text_of(row: Sequence[Cell]) -> str:
     return "".join([cell.char for cell in row])
 
@@ -246,9 +252,7 @@ class _Classifier:
         self.grid = grid
         self.cells = [grid.row(y) for y in range(grid.rows)]
         self.texts = [_text_of(row) for row in self.cells]
-        self.spinner = re.compile(
-            f"[{re.escape(profile.composer.spinner_glyphs)}] {profile.composer.spinner_word}"
-        )
+        self.spinner = _spinner(profile.composer.spinner_glyphs, profile.composer.spinner_word)
 
     # -- small predicates
 
