@@ -30,8 +30,11 @@ def load(label_path: Path) -> tuple[dict[str, Any], Observation]:
     return label, profile.classify(grid)
 
 
-def test_the_corpus_is_there() -> None:
-    assert len(LABELS) > 400
+def test_every_pinned_version_has_a_corpus_at_both_sizes() -> None:
+    for agent, version in PROFILES:
+        wide = list((ROOT / agent / version).glob("*.json"))
+        narrow = list((ROOT / agent / version / "80x24").glob("*.json"))
+        assert len(wide) >= 15 and len(narrow) >= 15, (agent, version, len(wide), len(narrow))
     versions = {
         (p.parent.name if p.parent.name != "80x24" else p.parent.parent.name) for p in LABELS
     }
