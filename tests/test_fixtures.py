@@ -12,13 +12,14 @@ from typing import Any
 
 import pytest
 
-from akk.profiles.observation import Observation, OptionRole, ResponseKind
+from akk.profiles.observation import Observation, OptionRole, ResponseKind, StepKind
 from akk.profiles.registry import PROFILES
 from akk.screen.render import render
 
 ROOT = Path(__file__).resolve().parent.parent / "fixtures"
 LABELS = sorted(ROOT.glob("*/*/*.json")) + sorted(ROOT.glob("*/*/*/*.json"))
 QUIET_STATES = {"idle", "idle_draft", "working"}
+CONFIRM_ROLES = (OptionRole.SUBMIT, OptionRole.CANCEL, OptionRole.PROCEED, OptionRole.GO_BACK)
 
 
 def load(label_path: Path) -> tuple[dict[str, Any], Observation]:
@@ -75,12 +76,13 @@ def test_fixture_classifies_to_its_label(label_path: Path) -> None:
         assert question.prompt == wanted["prompt"]
         assert question.header == wanted["header"]
         assert question.response_kind.value == wanted["response_kind"]
+        # A review or confirm step's own rows are its options; elsewhere a Submit
+        # row is how the widget moves on, not an answer.
+        confirming = prompt.step in (StepKind.REVIEW, StepKind.CONFIRM)
         choices = [
             o.label
             for o in question.options
-            if o.role is OptionRole.CHOICE
-            or o.role
-            in (OptionRole.SUBMIT, OptionRole.CANCEL, OptionRole.PROCEED, OptionRole.GO_BACK)
+            if o.role is OptionRole.CHOICE or (confirming and o.role in CONFIRM_ROLES)
         ]
         extras = [o.label for o in question.options if o.label not in choices]
         assert choices == wanted["options"]

@@ -49,8 +49,9 @@ def bind(agent: str, version: str | None) -> Binding:
     return Binding(profile, None)
 
 
+_ALL: tuple[Profile, ...] = (*claude.PROFILES, *codex.PROFILES)
+
 PROFILES: Mapping[tuple[str, str], Profile] = {
-    (profile.agent, profile.version): profile
-    for profile in (*claude.PROFILES, *codex.PROFILES)
+    (profile.agent, profile.version): profile for profile in _ALL
 }
 """Every pinned version's profile, by (agent, version)."""

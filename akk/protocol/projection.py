@@ -15,23 +15,20 @@ from akk.profiles.observation import (
     OptionRole,
     PromptView,
     ResponseKind,
+    StepKind,
 )
 from akk.screen.fingerprint import IdMinter
 
 SCHEMA = "agent-knock-knock/terminal-interaction"
 
-# Rows a controller may choose, by the role they have.
-_PROJECTED_ROLES = frozenset(
-    {
-        OptionRole.CHOICE,
-        OptionRole.NONE_OF_THE_ABOVE,
-        OptionRole.SUBMIT,
-        OptionRole.CANCEL,
-        OptionRole.PROCEED,
-        OptionRole.GO_BACK,
-        OptionRole.APPROVE_ONCE,
-        OptionRole.REJECT,
-    }
+# Rows a controller may choose, by the role they have. A review or confirm
+# step's own rows are its answers; on other steps a Submit row only moves the
+# widget on, which AKK's key plan does itself.
+_ANSWER_ROLES = frozenset(
+    {OptionRole.CHOICE, OptionRole.NONE_OF_THE_ABOVE, OptionRole.APPROVE_ONCE, OptionRole.REJECT}
+)
+_CONFIRM_ROLES = frozenset(
+    {OptionRole.SUBMIT, OptionRole.CANCEL, OptionRole.PROCEED, OptionRole.GO_BACK}
 )
 
 
@@ -44,6 +41,9 @@ def project(
     turn_id: str | None,
 ) -> dict[str, Any]:
     """The JSON object `status` returns for a prompt on screen."""
+    roles = _ANSWER_ROLES
+    if prompt.step in (StepKind.REVIEW, StepKind.CONFIRM):
+        roles = roles | _CONFIRM_ROLES
     questions = []
     for q_index, question in enumerate(prompt.questions):
         options = [
@@ -54,7 +54,7 @@ def project(
                 ids.option_id(fingerprint, q_index, o_index),
             )
             for o_index, option in enumerate(question.options)
-            if option.role in _PROJECTED_ROLES
+            if option.role in roles
         ]
         entry: dict[str, Any] = {
             "question_id": ids.question_id(fingerprint, q_index),
