@@ -1,0 +1,350 @@
+"""The Codex profiles on the captured corpus, and what must never be actionable.
+
+Imports `akk.profiles.codex` directly (not the registry) so these tests stand on
+the Codex family alone. Property tests mutate real fixture screens: one cell
+inside the prompt region, scrollback above it, whole rows dropped, inserted or
+renumbered, and screens read under the wrong profile.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from akk.profiles.codex import PROFILES, CodexProfile
+from akk.profiles.observation import Observation, OptionRole, State
+from akk.screen import Cell, Grid, fingerprint, render
+
+ROOT = Path(__file__).resolve().parent.parent / "fixtures"
+CODEX_LABELS = sorted(ROOT.glob("codex/*/*.json")) + sorted(ROOT.glob("codex/*/80x24/*.json"))
+OTHER_LABELS = sorted(ROOT.glob("claude/*/*.json")) + sorted(ROOT.glob("claude/*/80x24/*.json"))
+BY_VERSION = {profile.version: profile for profile in PROFILES}
+IDENTITY = "pane %1 / pid 4242 / started 2024-01-01T00:00:00Z"
+PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@attrs.frozen
+class Fixture:
+    """A captured screen with its label and the profile of its exact version."""
+
+    name: str
+    label: dict[str, object]
+    grid: Grid
+    profile: CodexProfile | None
+
+
+@cache
+def _load(path: Path) -> Fixture:
+    label = json.loads(path.read_text())
+    grid = render(path.with_suffix(".ansi").read_text(), label["cols"], label["rows"])
+    return Fixture(str(path.relative_to(ROOT)), label, grid, BY_VERSION.get(str(label["version"])))
+
+
+def _prompts() -> list[Fixture]:
+    """Every Codex fixture whose label is a prompt with its rows on screen.
+
+    A queued async question (its label has no current row) shows no rows to answer.
+    """
+    fixtures = [_load(path) for path in CODEX_LABELS]
+    return [f for f in fixtures if _answerable(f.label["expected"])]  # type: ignore[arg-type]
+
+
+def _answerable(expected: dict[str, Any]) -> bool:
+    if expected["state"] not in ("permission", "questionnaire", "async_question"):
+        return False
+    return all(question["current_row"] is not None for question in expected["questions"])
+
+
+def _observe(fixture: Fixture, grid: Grid | None = None) -> Observation:
+    assert fixture.profile is not None, f"{fixture.name}: no Codex profile for its version"
+    return fixture.profile.classify(fixture.grid if grid is None else grid)
+
+
+def _with_rows(grid: Grid, rows: list[tuple[Cell, ...]]) -> Grid:
+    """The same-size grid with `rows` (padded with blank rows, or cut from the top)."""
+    blank = tuple(Cell() for _ in range(grid.cols))
+    rows = rows[-grid.rows :] if len(rows) > grid.rows else rows + [blank] * (grid.rows - len(rows))
+    return Grid(grid.cols, grid.rows, cells=tuple(rows))
+
+
+def _with_cell(grid: Grid, x: int, y: int, cell: Cell) -> Grid:
+    rows = [grid.row(r) for r in range(grid.rows)]
+    rows[y] = (*rows[y][:x], cell, *rows[y][x + 1 :])
+    return Grid(grid.cols, grid.rows, cells=tuple(rows))
+
+
+def _text_row(cols: int, text: str) -> tuple[Cell, ...]:
+    return tuple(Cell(char=ch) for ch in text.ljust(cols)[:cols])
+
+
+PROMPTS = _prompts()
+prompt_fixtures = st.sampled_from(PROMPTS)
+
+
+def test_the_codex_corpus_is_there() -> None:
+    versions = {_load(path).label["version"] for path in CODEX_LABELS}
+    assert versions == set(BY_VERSION)
+    kinds = {f.label["expected"]["kind"] for f in PROMPTS}  # type: ignore[index]
+    assert kinds == {"permission", "questionnaire", "confirmation", "async_question"}
+
+
+@pytest.mark.parametrize("path", CODEX_LABELS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_each_fixture_gets_its_state_with_a_proven_region(path: Path) -> None:
+    fixture = _load(path)
+    expected = fixture.label["expected"]
+    observation = _observe(fixture)
+    assert observation.state.value == expected["state"], observation.reason  # type: ignore[index]
+    assert observation.profile_id == f"codex@{fixture.label['version']}"
+    if observation.prompt is not None:
+        region = observation.prompt.region
+        # The region runs from the prompt's top anchor to its footer, full width.
+        assert (region.left, region.right) == (0, fixture.grid.cols)
+        assert fixture.grid.row_text(region.bottom - 1).strip()
+        assert all(
+            not fixture.grid.row_text(y).strip() for y in range(region.bottom, fixture.grid.rows)
+        )
+
+
+def test_a_highlighted_persistent_approval_row_is_blocked() -> None:
+    fixture = next(f for f in PROMPTS if f.label["expected"]["kind"] == "permission")  # type: ignore[index]
+    prompt = _observe(fixture).prompt
+    assert prompt is not None
+    grid, region = fixture.grid, prompt.region
+    once = next(y for y in range(region.top, region.bottom) if grid.row_text(y).startswith("› 1."))
+    persistent = once + 1
+    assert grid.row_text(persistent).startswith("  2. Yes, and don't ask again")
+    highlighted, plain = grid.cell(0, once), Cell()
+    rows = [grid.row(y) for y in range(grid.rows)]
+    rows[once] = (plain, *_restyled(rows[once][1:], plain))
+    rows[persistent] = (highlighted, *_restyled(rows[persistent][1:], highlighted))
+    observation = _observe(fixture, Grid(grid.cols, grid.rows, cells=tuple(rows)))
+    assert observation.state is State.BLOCKED and not observation.actionable
+    assert observation.reason and "persistent" in observation.reason
+    assert observation.prompt is not None
+    (current,) = [o for o in observation.prompt.questions[0].options if o.current]
+    assert current.role is OptionRole.APPROVE_PERSISTENT
+
+
+def _restyled(cells: tuple[Cell, ...], like: Cell) -> tuple[Cell, ...]:
+    """The same characters drawn in the style of `like`."""
+    return tuple(attrs.evolve(like, char=cell.char, width=cell.width) for cell in cells)
+
+
+def test_permission_options_never_carry_their_key_shortcuts() -> None:
+    for fixture in PROMPTS:
+        prompt = _observe(fixture).prompt
+        assert prompt is not None
+        for option in prompt.questions[0].options:
+            assert not option.label.endswith(("(y)", "(p)", "(esc)")), option.label
+
+
+@PROPERTY
+@given(prompt_fixtures, st.data())
+def test_one_cell_inside_the_region_changes_the_fingerprint(
+    fixture: Fixture, data: st.DataObject
+) -> None:
+    observation = _observe(fixture)
+    assert observation.prompt is not None
+    region = observation.prompt.region
+    x = data.draw(st.integers(region.left, region.right - 1))
+    y = data.draw(st.integers(region.top, region.bottom - 1))
+    old = fixture.grid.cell(x, y)
+    new = data.draw(
+        st.one_of(
+            st.sampled_from("aZ9›│ .")
+            .filter(lambda ch: ch != old.char)
+            .map(lambda ch: attrs.evolve(old, char=ch, width=1)),
+            st.booleans().map(lambda b: attrs.evolve(old, bold=not old.bold)),
+            st.sampled_from(["red", "cyan", "5fafff"])
+            .filter(lambda c: c != old.fg)
+            .map(lambda c: attrs.evolve(old, fg=c)),
+        )
+    )
+    if old.width != 1:
+        return  # wide characters and their continuations: covered by the fingerprint tests
+    mutated = _with_cell(fixture.grid, x, y, new)
+    profile_id = observation.profile_id or ""
+    before = fingerprint(fixture.grid, region, profile_id=profile_id, terminal_identity=IDENTITY)
+    after = fingerprint(mutated, region, profile_id=profile_id, terminal_identity=IDENTITY)
+    assert before != after
+    again = _observe(fixture, mutated)
+    if again.actionable:
+        assert again.prompt is not None and again.prompt.region == region
+
+
+@PROPERTY
+@given(prompt_fixtures, st.data())
+def test_scrollback_above_the_region_does_not_change_the_prompt(
+    fixture: Fixture, data: st.DataObject
+) -> None:
+    observation = _observe(fixture)
+    assert observation.prompt is not None
+    region = observation.prompt.region
+    if region.top < 2:
+        return
+    # The blank row right above the region is its proven edge; anything higher is history.
+    y = data.draw(st.integers(0, region.top - 2))
+    x = data.draw(st.integers(0, fixture.grid.cols - 1))
+    if fixture.grid.cell(x, y).width != 1:
+        return
+    char = data.draw(st.sampled_from("xQ7•›─ "))
+    mutated = _with_cell(fixture.grid, x, y, Cell(char=char, fg="red", bold=True))
+    again = _observe(fixture, mutated)
+    assert again.actionable and again.prompt is not None, again.reason
+    assert again.prompt.region == region
+    profile_id = observation.profile_id or ""
+    assert fingerprint(mutated, region, profile_id=profile_id, terminal_identity=IDENTITY) == (
+        fingerprint(fixture.grid, region, profile_id=profile_id, terminal_identity=IDENTITY)
+    )
+
+
+@PROPERTY
+@given(
+    st.sampled_from(PROFILES),
+    st.integers(20, 130),
+    st.integers(4, 45),
+    st.lists(st.text(alphabet="  ›•◦─│╭╰|.()$/:1234 aNbQ-\u2190\u2192", max_size=140), max_size=45),
+)
+def test_random_garbage_is_never_actionable(
+    profile: CodexProfile, cols: int, rows: int, lines: list[str]
+) -> None:
+    capture = "\n".join(line[:cols] for line in lines[:rows])
+    grid = render(capture, cols, rows)
+    assert not profile.classify(grid).actionable
+
+
+def _region_rows(fixture: Fixture) -> tuple[list[tuple[Cell, ...]], int, int]:
+    observation = _observe(fixture)
+    assert observation.prompt is not None
+    region = observation.prompt.region
+    return [fixture.grid.row(y) for y in range(fixture.grid.rows)], region.top, region.bottom
+
+
+def _last_question_option(fixture: Fixture, y: int) -> bool:
+    """Whether row `y` is the last row of a question's menu (dropping it leaves a valid menu)."""
+    prompt = _observe(fixture).prompt
+    assert prompt is not None
+    if prompt.kind.value == "permission":
+        return False
+    text = fixture.grid.row_text(y)
+    last = prompt.questions[0].options[-1]
+    return text.strip().lstrip("› ").startswith(f"{last.number}. ")
+
+
+@PROPERTY
+@given(prompt_fixtures, st.data())
+def test_truncated_prompts_are_never_actionable(fixture: Fixture, data: st.DataObject) -> None:
+    rows, top, bottom = _region_rows(fixture)
+    how = data.draw(st.sampled_from(["cut_top", "cut_bottom", "drop_one"]))
+    if how == "cut_top":
+        k = data.draw(st.integers(1, bottom - top))
+        kept = rows[:top] + rows[top + k :]
+    elif how == "cut_bottom":
+        k = data.draw(st.integers(1, bottom - top))
+        kept = rows[: bottom - k] + rows[bottom:]
+    else:
+        candidates = [
+            y
+            for y in range(top, bottom)
+            if fixture.grid.row_text(y).strip() and not _last_question_option(fixture, y)
+        ]
+        y = data.draw(st.sampled_from(candidates))
+        kept = rows[:y] + rows[y + 1 :]
+    grid = _with_rows(fixture.grid, kept)
+    assert not _observe(fixture, grid).actionable
+
+
+@PROPERTY
+@given(prompt_fixtures, st.data())
+def test_an_unexpected_row_inside_the_region_is_never_actionable(
+    fixture: Fixture, data: st.DataObject
+) -> None:
+    rows, top, bottom = _region_rows(fixture)
+    y = data.draw(st.integers(top + 1, bottom - 1))
+    indent = data.draw(st.integers(0, 3))
+    text = data.draw(st.text(alphabet="abcXYZ 12.:", min_size=1, max_size=60).filter(str.strip))
+    extra = _text_row(fixture.grid.cols, " " * indent + text.strip())
+    kept = [*rows[:y], extra, *rows[y:]]
+    # A bottom-anchored screen (0.169.0) scrolls up; the others have blank rows below.
+    if fixture.grid.row_text(fixture.grid.rows - 1).strip():
+        kept = kept[1:]
+    assert not _observe(fixture, _with_rows(fixture.grid, kept)).actionable
+
+
+def _menu_rows(fixture: Fixture) -> list[int]:
+    prompt = _observe(fixture).prompt
+    assert prompt is not None
+    numbers = {f"{o.number}. " for o in prompt.questions[0].options}
+    region = prompt.region
+    return [
+        y
+        for y in range(region.top, region.bottom)
+        if fixture.grid.row_text(y).strip().lstrip("› ")[:3] in numbers
+    ]
+
+
+@PROPERTY
+@given(prompt_fixtures, st.data())
+def test_shuffled_or_duplicated_option_numbers_are_never_actionable(
+    fixture: Fixture, data: st.DataObject
+) -> None:
+    menu = _menu_rows(fixture)
+    grid = fixture.grid
+    digits = [next(x for x in range(grid.cols) if grid.cell(x, y).char.isdigit()) for y in menu]
+    numbers = [grid.cell(x, y).char for x, y in zip(digits, menu, strict=True)]
+    wanted = data.draw(
+        st.one_of(
+            st.permutations(numbers),
+            st.lists(st.sampled_from(numbers), min_size=len(numbers), max_size=len(numbers)),
+        ).filter(lambda seq: list(seq) != numbers)
+    )
+    for x, y, number in zip(digits, menu, wanted, strict=True):
+        grid = _with_cell(grid, x, y, attrs.evolve(grid.cell(x, y), char=number))
+    assert not _observe(fixture, grid).actionable
+
+
+def _incompatible(fixture: Fixture) -> list[CodexProfile]:
+    """Profiles that must not read this prompt: another highlight style, or no such prompt kind.
+
+    Versions that draw a prompt identically (0.153.4 to 0.155.1) read each other's
+    screens alike; binding by exact version is what keeps them apart.
+    """
+    own = fixture.profile
+    assert own is not None
+    is_async = fixture.label["expected"]["kind"] == "async_question"  # type: ignore[index]
+    return [
+        other
+        for other in PROFILES
+        if other.highlight != own.highlight or (is_async and other.async_question is None)
+    ]
+
+
+@pytest.mark.parametrize("fixture", PROMPTS, ids=lambda f: f.name)
+def test_a_prompt_under_an_incompatible_codex_version_is_never_actionable(
+    fixture: Fixture,
+) -> None:
+    others = _incompatible(fixture)
+    assert others, "every pinned version has an incompatible one to test against"
+    for other in others:
+        assert not other.classify(fixture.grid).actionable, other.id
+
+
+def test_other_family_screens_are_never_actionable_under_codex() -> None:
+    assert OTHER_LABELS, "the Claude corpus is needed to test cross-family classification"
+    for path in OTHER_LABELS:
+        label = json.loads(path.read_text())
+        grid = render(path.with_suffix(".ansi").read_text(), label["cols"], label["rows"])
+        for profile in PROFILES:
+            observation = profile.classify(grid)
+            assert not observation.actionable, (path, profile.id)
+            assert observation.state not in (State.IDLE, State.IDLE_DRAFT, State.WORKING), (
+                path,
+                profile.id,
+            )
