@@ -236,7 +236,7 @@ def _codex_question(
     rows = labels + CODEX_EXTRA
     return ExpectedQuestion(
         prompt=question.question,
-        header=question.header,
+        header=None,  # Codex's request_user_input widget does not draw the header
         response_kind="free_text" if typed is not None else "single_select",
         options=labels,
         extra_rows=CODEX_EXTRA,
