@@ -227,7 +227,11 @@ class _Classifier:
     def __init__(self, profile: CodexProfile, grid: Grid) -> None:
         self.p = profile
         self.grid = grid
-        self.lines = [grid.row_text(y).rstrip() for y in range(grid.rows)]
+        # Plain joins, not Grid.row_text: no column map is needed (the rows are read
+        # only by ASCII prefixes and one-column glyphs), and this is ~6x faster.
+        self.lines = [
+            "".join([cell.char for cell in grid.row(y)]).rstrip() for y in range(grid.rows)
+        ]
 
     def run(self) -> Observation:
         last = self._last_content_row()
@@ -606,7 +610,7 @@ class _Classifier:
         assert p.turn_end is not None
         for y in range(composer_top - 1, -1, -1):
             text = self.lines[y].strip()
-            if p.turn_end.fullmatch(text) and self.grid.cell(len(self.lines[y]) - 1, y).dim:
+            if p.turn_end.fullmatch(text) and self._indented(y, 2) and self.grid.cell(2, y).dim:
                 return True
             glyph = self.grid.cell(0, y)
             if self.lines[y][:2] == f"{p.user_glyph} " and glyph.bold and glyph.dim:
