@@ -7,7 +7,17 @@ What the pinned versions draw (fixtures/codex/<version>/, 120x40 and 80x24):
   status colour) and, from 0.169.0, an optional shortcut-hint row. A history
   user message also starts with ``›`` but its glyph is dim.
 - Working: the same composer plus a status line ``• Working (0s • esc to
-  interrupt)``; a running command shows ``• Running <cmd>`` (verb bold).
+  interrupt)``; a running command shows ``• Running <cmd>`` (verb bold). While a
+  reply streams, 0.169.0 hides that line; from 0.155.1 each finished turn ends
+  with a dim line (``done 10:02 PM``, ``Worked for 3s • 21:52``), so idle there
+  also needs that line below the last sent message (or the session header on
+  screen and no message at all). 0.153.4 and 0.154.0 draw no such line: their
+  idle rests on the absence of the status line alone.
+- Async questions (0.154.0, 0.155.1): a queued question sits above the composer
+  (``• Queued follow-up inputs`` / ``? 1 question`` / ``shift + ← to answer``:
+  ASYNC_QUESTION, not actionable: no options on screen); its picker replaces
+  the composer (heading, question, numbered options ending in ``Other``, footer
+  ``enter submit   ctrl + ] skip   alt + ↓ main prompt``).
 - Prompts replace the composer and end with their own footer. They have no box
   frame: a prompt is proven from its footer up to its top anchor, every row in
   between of a known kind, separated from history by blank rows:
@@ -189,7 +199,6 @@ class CodexProfile:
     question_menu: MenuShape
     question_footers: tuple[Footer, ...]
     notes_footer: Footer
-    notes_placeholder: str
     none_of_the_above: str
     # The unanswered-question confirmation.
     unanswered_anchor: str
@@ -747,7 +756,6 @@ _V0_153_4 = CodexProfile(
         ),
     ),
     notes_footer=Footer(("tab or esc to clear notes", "enter to submit answer")),
-    notes_placeholder="Add notes",
     none_of_the_above="None of the above",
     unanswered_anchor="Submit with unanswered questions?",
     unanswered_count=re.compile(r"\d+ unanswered questions?"),
