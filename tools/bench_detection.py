@@ -5,7 +5,7 @@ exec approval (Codex), and `akk serve` watching its private tmux server. Two
 probes run side by side every 10 ms: `tmux capture-pane` looking for the
 prompt's anchor text, and the controller's `status` call looking for the
 interaction. The lag is the difference between their first sightings; the
-prompt is dismissed (Esc) and asked again --rounds times.
+prompt is answered at the pane and asked again --rounds times.
 
     .venv/bin/python -m tools.bench_detection [--agent claude --version 2.1.263] [--rounds 20]
 """
@@ -35,6 +35,7 @@ from tools.lab.scenarios import (
 
 PROBE = 0.01
 ANCHORS = {"claude": "Enter to select", "codex": "Would you like to run"}
+ANSWER_KEYS = {"claude": "Enter", "codex": "y"}
 
 
 def scenario(agent: str) -> Scenario:
@@ -55,6 +56,27 @@ async def first_in_status(ctl: Controller, terminal_id: str, seen: dict[str, flo
     seen["status"] = trio.current_time()
 
 
+async def answer(lab: LabSession) -> None:
+    """Answer like a person (Claude: the first option, through any review step; Codex:
+    approve the harmless command) so the next ask starts from a clean conversation."""
+    anchor = ANCHORS[lab.agent]
+    for _ in range(4):
+        await lab.send_keys(ANSWER_KEYS[lab.agent])
+        with trio.move_on_after(1.5):
+            await lab.wait_for_screen(lambda screen: anchor not in screen, 5)
+            return
+    raise RuntimeError(f"{lab.client.name}: the prompt did not go away")
+
+
+async def settled(ctl: Controller, terminal_id: str) -> None:
+    """Wait until AKK, too, shows the terminal idle with no prompt."""
+    while True:
+        status = await ctl.call("status", {"terminal_id": terminal_id})
+        if status["interaction"] is None and status["terminal"]["activity_state"] == "idle":
+            return
+        await trio.sleep(PROBE)
+
+
 async def measure(agent: str, version: str, rounds: int, interval: float) -> list[float]:
     lags: list[float] = []
     state = StateDir(Path(tempfile.mkdtemp(prefix="akk-bench-")) / "akk")
@@ -73,13 +95,14 @@ async def measure(agent: str, version: str, rounds: int, interval: float) -> lis
             for _ in range(rounds):
                 with trio.fail_after(60):
                     await lab.wait_idle()
+                    await settled(ctl, terminal_id)
                     seen: dict[str, float] = {}
                     async with trio.open_nursery() as probes:
                         probes.start_soon(first_on_screen, lab, ANCHORS[agent], seen)
                         probes.start_soon(first_in_status, ctl, terminal_id, seen)
                         await lab.submit(ASK_TASK)
                     lags.append(seen["status"] - seen["screen"])
-                    await lab.send_keys("Escape")
+                    await answer(lab)
         nursery.cancel_scope.cancel()
     return lags
 
