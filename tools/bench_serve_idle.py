@@ -87,13 +87,22 @@ def main() -> None:
             if time.monotonic() > deadline:
                 raise SystemExit(f"akk serve did not find {args.panes} terminals")
             time.sleep(0.2)
-        settled_cpu, started = cpu_seconds(serve.pid), time.monotonic()
+        tmux_pid = int(
+            subprocess.run(
+                ["tmux", "-S", sock, "display", "-p", "#{pid}"], capture_output=True,
+                text=True, check=True,
+            ).stdout
+        )  # fmt: skip
+        serve_cpu, tmux_cpu = cpu_seconds(serve.pid), cpu_seconds(tmux_pid)
+        started = time.monotonic()
         time.sleep(args.duration)
-        used = cpu_seconds(serve.pid) - settled_cpu
+        used = cpu_seconds(serve.pid) - serve_cpu
+        tmux_used = cpu_seconds(tmux_pid) - tmux_cpu
         elapsed = time.monotonic() - started
         print(f"akk serve watching {args.panes} idle agent panes for {elapsed:.0f} s:")
         print(f"  CPU {used:.2f} s ({100 * used / elapsed:.2f}% of one core)")
         print(f"  RSS {rss_kib(serve.pid) / 1024:.1f} MiB")
+        print(f"  tmux server CPU meanwhile {tmux_used:.2f} s (answering the pane listings)")
         print(f"  terminals listed: {len(list_terminals(env))}")
     finally:
         if serve is not None:
