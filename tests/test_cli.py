@@ -133,3 +133,57 @@ def test_schema_is_json_with_every_method() -> None:
         "retry_callback",
         "ack",
     }
+
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+
+
+def _classify(path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    label = json.loads(path.with_suffix(".json").read_text())
+    return subprocess.run(
+        [*AKK, "screen", "classify", str(path), "--agent", label["agent"],
+         "--version", label["version"], "--cols", str(label["cols"]),
+         "--rows", str(label["rows"]), *extra],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+
+
+def test_screen_classify_prints_the_projection_of_a_fixture() -> None:
+    done = _classify(FIXTURES / "claude/2.1.263/questionnaire_single3-q1.ansi", "--json")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert set(result) == {"state", "profile", "projection", "reason"}
+    assert (result["state"], result["profile"], result["reason"]) == (
+        "questionnaire", "claude-code@2.1.263", None,
+    )  # fmt: skip
+    (question,) = result["projection"]["questions"]
+    assert question["prompt"] == "Which color do you prefer?"
+    assert [o["label"] for o in question["options"]] == ["Red", "Blue", "Green"]
+    assert "fingerprint" not in done.stdout and "region" not in done.stdout
+
+
+def test_screen_classify_private_adds_region_and_fingerprint() -> None:
+    done = _classify(FIXTURES / "codex/0.169.0/codex_exec-permission.ansi", "--json", "--private")
+    result = json.loads(done.stdout)
+    assert result["state"] == "permission"
+    assert result["projection"]["decisions"] == ["approve_once", "reject"]
+    assert len(bytes.fromhex(result["private"]["fingerprint"])) == 32
+    assert result["private"]["region"]["bottom"] > result["private"]["region"]["top"]
+
+
+def test_screen_classify_refuses_an_unpinned_version_and_a_wrong_size() -> None:
+    path = FIXTURES / "claude/2.1.263/claude_bash-permission.ansi"
+    unpinned = subprocess.run(
+        [*AKK, "screen", "classify", str(path), "--agent", "claude", "--version", "2.1.999",
+         "--cols", "120", "--rows", "40", "--json"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    result = json.loads(unpinned.stdout)
+    assert (result["state"], result["profile"], result["projection"]) == ("unknown", None, None)
+    assert result["reason"].startswith("unpinned_version")
+    wrong = subprocess.run(
+        [*AKK, "screen", "classify", str(path), "--agent", "claude", "--version", "2.1.263",
+         "--cols", "80", "--rows", "24"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert wrong.returncode == 2 and "--cols" in wrong.stderr

@@ -8,6 +8,8 @@ Nothing here sends a key through AKK: the test plays the person at the pane.
 
 from __future__ import annotations
 
+import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -86,6 +88,15 @@ async def _wait_status(
     raise AssertionError(f"status never showed {what} within {timeout} s; last: {status}")
 
 
+def _all_keys(value: object) -> set[str]:
+    """Every object key anywhere in a JSON value."""
+    if isinstance(value, dict):
+        return set(value) | {k for v in value.values() for k in _all_keys(v)}
+    if isinstance(value, list):
+        return {k for v in value for k in _all_keys(v)}
+    return set()
+
+
 def _state(wanted: str) -> Callable[[dict[str, Any]], bool]:
     return lambda status: status["terminal"]["activity_state"] == wanted
 
@@ -133,6 +144,18 @@ async def _supervise(lab: LabSession, tmp_path: Path) -> None:
             marker = BASH_MARKER if lab.agent == "claude" else EXEC_MARKER
             assert marker in interaction["questions"][0]["detail"]
             assert all("Yes, and" not in o["label"] for o in interaction["questions"][0]["options"])
+            # Nothing private leaves the server.
+            assert not {"fingerprint", "region", "keys", "plan"} & _all_keys(status)
+            # The operator's view of the same pane agrees.
+            captured = await trio.run_process(
+                [sys.executable, "-m", "akk", "screen", "capture", lab.pane,
+                 "--tmux-socket", str(lab.socket), "--json"],
+                capture_stdout=True,
+            )  # fmt: skip
+            operator = json.loads(captured.stdout)
+            assert (operator["agent"], operator["version"]) == (lab.agent, lab.version)
+            assert operator["state"] == "permission"
+            assert operator["projection"]["decisions"] == ["approve_once", "reject"]
             # The person rejects it at the pane; AKK only watches.
             await lab.send_keys("Escape")
             await _wait_status(ctl, first_id, lambda s: s["interaction"] is None
