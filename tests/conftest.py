@@ -12,6 +12,7 @@ import trio
 
 from akk.service import Endpoint, ServiceConfig, run_service
 from akk.store.location import StateDir
+from tests.lab.conftest import CLIENT_PROPERTY, START_PROPERTY
 
 
 @attrs.frozen
@@ -72,3 +73,30 @@ def live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer
 @pytest.fixture
 def state_dir(tmp_path: Path) -> StateDir:
     return StateDir(tmp_path / "akk")
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Print per-client start-up times of this run's lab tests."""
+    starts: dict[str, list[float]] = {}
+    durations: list[float] = []
+    for outcome in ("passed", "failed", "error"):
+        for report in terminalreporter.stats.get(outcome, []):
+            properties = dict(getattr(report, "user_properties", []))
+            if START_PROPERTY not in properties or report.when != "call":
+                continue
+            starts.setdefault(str(properties[CLIENT_PROPERTY]), []).append(
+                float(properties[START_PROPERTY])
+            )
+            durations.append(report.duration)
+    if not starts:
+        return
+    terminalreporter.section("lab client start-up (launch to idle composer)")
+    for name in sorted(starts):
+        times = starts[name]
+        terminalreporter.write_line(
+            f"{name:16} n={len(times):<3} mean {sum(times) / len(times):5.2f} s  "
+            f"max {max(times):5.2f} s"
+        )
+    terminalreporter.write_line(
+        f"lab test calls: {len(durations)}, summed call time {sum(durations):.1f} s"
+    )

@@ -96,30 +96,3 @@ async def lab(request: pytest.FixtureRequest) -> AsyncIterator[LabSession]:
         # Shown by `-rA` even where the summary hook is not loaded (xdist controller).
         print(f"lab start {spec.client.name}: {session.ready_after:.2f} s to idle composer")
         yield session
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """Print per-client start-up times of this run's lab tests."""
-    starts: dict[str, list[float]] = {}
-    durations: list[float] = []
-    for outcome in ("passed", "failed", "error"):
-        for report in terminalreporter.stats.get(outcome, []):
-            properties = dict(getattr(report, "user_properties", []))
-            if START_PROPERTY not in properties or report.when != "call":
-                continue
-            starts.setdefault(str(properties[CLIENT_PROPERTY]), []).append(
-                float(properties[START_PROPERTY])
-            )
-            durations.append(report.duration)
-    if not starts:
-        return
-    terminalreporter.section("lab client start-up (launch to idle composer)")
-    for name in sorted(starts):
-        times = starts[name]
-        terminalreporter.write_line(
-            f"{name:16} n={len(times):<3} mean {sum(times) / len(times):5.2f} s  "
-            f"max {max(times):5.2f} s"
-        )
-    terminalreporter.write_line(
-        f"lab test calls: {len(durations)}, summed call time {sum(durations):.1f} s"
-    )
