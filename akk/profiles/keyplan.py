@@ -1,0 +1,388 @@
+"""Key plans: how a controller's answer to one prompt step becomes keys, for every family.
+
+A profile records, as data, one `KeyPlan` per answer it supports, keyed by
+`PlanKey` (interaction kind, step kind, what the controller asked). A plan is a
+short list of steps in one shared vocabulary (move the cursor, toggle boxes,
+type, press, wait out an Enter guard). `expand` turns a plan, the rows on screen
+and the controller's chosen option indexes or text into the exact keys to send;
+it is pure and deterministic, and it refuses (`KeyPlanError`) rather than guess.
+
+Cursor model: every row of `QuestionView.options` is one cursor stop, in screen
+order, so moving from row i to row j is ``Down`` (or ``Up``) pressed |j - i|
+times. The cursor may pass over a persistent-approval row but no other key is
+ever sent while it rests on one.
+
+Plans never leave the server (PROTOCOL.md: keys and menu indexes are private).
+"""
+
+from __future__ import annotations
+
+import enum
+import unicodedata
+from collections.abc import Sequence
+
+import attrs
+
+from akk.profiles.observation import InteractionKind, OptionRole, OptionView, StepKind
+
+
+class Intent(enum.StrEnum):
+    """What the controller asked for on one prompt step."""
+
+    CHOOSE = "choose"  # its chosen option(s), by index into the question's options
+    FREE_TEXT = "free_text"  # its own text
+    SUBMIT = "submit"  # submit the answers shown on a review step
+    APPROVE_ONCE = "approve_once"
+    REJECT = "reject"
+    PROCEED = "proceed"  # submit although some questions are unanswered
+    GO_BACK = "go_back"
+    OPEN_QUEUED_QUESTION = "open_queued_question"
+    NEXT_QUESTION = "next_question"
+
+
+@attrs.frozen
+class PlanKey:
+    """Which answer a plan serves: on which widget, for which request."""
+
+    interaction: InteractionKind
+    step: StepKind | None  # None: no prompt step is on screen yet (a queued async question)
+    intent: Intent
+
+
+# ---------------------------------------------------------------- plan steps
+
+
+@attrs.frozen
+class MoveToRole:
+    """Up/Down from the cursor row to the one row with `role`, one key per row."""
+
+    role: OptionRole
+
+
+@attrs.frozen
+class MoveToChosen:
+    """Up/Down from the cursor row to the controller's one chosen option."""
+
+
+@attrs.frozen
+class ToggleChosen:
+    """Make the boxes match the answer: visit each option whose box differs (top down), press `key`.
+
+    Boxes already ticked stay ticked when chosen and are unticked when not.
+    """
+
+    key: str
+
+
+@attrs.frozen
+class TypeText:
+    """The controller's text as typed characters (``send-keys -l``), never a paste.
+
+    Claude's selection widgets read a leading ESC (a bracketed paste start) as
+    cancel (LAB.md), so text goes out as plain key events.
+    """
+
+
+@attrs.frozen
+class Press:
+    """One tmux key (``Enter``, ``Tab``, ``Right``, ``S-Left``) on whatever row the cursor is."""
+
+    key: str
+
+
+@attrs.frozen
+class PressShortcut:
+    """The key drawn beside the row with `role` (Codex's ``(y)``, ``(esc)``); that row must show."""
+
+    role: OptionRole
+    key: str
+
+
+@attrs.frozen
+class EnterGuard:
+    """Let `seconds` pass after the last typed character before the next key.
+
+    Codex reads an Enter within ~120 ms of typed characters as a newline (LAB.md).
+    """
+
+    seconds: float
+
+
+PlanStep = MoveToRole | MoveToChosen | ToggleChosen | TypeText | Press | PressShortcut | EnterGuard
+
+
+@attrs.frozen
+class KeyPlan:
+    """The steps that answer `key`, and where that knowledge comes from.
+
+    `lab_verified` is True only when a lab run (tools/lab/capture.py or
+    tests/lab/) sent a real client exactly this plan's keys for some answer and
+    saw the result; other plans still need that before they are trusted.
+    """
+
+    key: PlanKey
+    steps: tuple[PlanStep, ...]
+    evidence: str
+    lab_verified: bool
+
+
+def _unique_keys(
+    _: object, __: attrs.Attribute[tuple[KeyPlan, ...]], plans: tuple[KeyPlan, ...]
+) -> None:
+    keys = [plan.key for plan in plans]
+    duplicates = {key for key in keys if keys.count(key) > 1}
+    if duplicates:
+        raise ValueError(f"two key plans answer the same request: {sorted(map(str, duplicates))}")
+
+
+@attrs.frozen
+class KeyPlans:
+    """Every key plan of one profile, at most one per `PlanKey`."""
+
+    plans: tuple[KeyPlan, ...] = attrs.field(validator=_unique_keys)
+
+    def plan_for(
+        self, interaction: InteractionKind, step: StepKind | None, intent: Intent
+    ) -> KeyPlan:
+        """The plan for this request on this step; raises KeyPlanError(NO_PLAN) if there is none."""
+        wanted = PlanKey(interaction, step, intent)
+        for plan in self.plans:
+            if plan.key == wanted:
+                return plan
+        raise KeyPlanError(
+            Refusal.NO_PLAN,
+            f"this version has no key plan for {intent} on a {interaction} step "
+            f"({step or 'no prompt'}); answer it in the terminal",
+        )
+
+
+# ---------------------------------------------------------------- expansion
+
+
+@attrs.frozen
+class TmuxKey:
+    """A tmux key name, sent as ``send-keys NAME`` (``Down``, ``Enter``, ``S-Left``, ``y``)."""
+
+    name: str
+
+
+@attrs.frozen
+class Literal:
+    """Characters sent as ``send-keys -l TEXT``: one key event each, never a paste."""
+
+    text: str
+
+
+@attrs.frozen
+class Wait:
+    """Send nothing until `seconds` have passed since the previous key."""
+
+    seconds: float
+
+
+Keystroke = TmuxKey | Literal | Wait
+
+
+class Refusal(enum.StrEnum):
+    """Why a plan cannot be expanded for this screen and answer."""
+
+    NO_PLAN = "no_plan"
+    CURSOR_UNKNOWN = "cursor_unknown"  # not exactly one current row
+    PERSISTENT_APPROVAL = "persistent_approval"  # the keys would rest on such a row
+    ROW_MISSING = "row_missing"  # the plan's row (by role) is not on screen, or twice
+    OPTION_NOT_ON_SCREEN = "option_not_on_screen"
+    NOT_A_CHOICE = "not_a_choice"  # the chosen row is not one of the question's options
+    NO_BOX = "no_box"  # a multi-select option without a checkbox
+    OPTIONS_NOT_ACCEPTED = "options_not_accepted"
+    ONE_OPTION_ONLY = "one_option_only"
+    NO_OPTION_CHOSEN = "no_option_chosen"
+    DUPLICATE_OPTION = "duplicate_option"
+    TEXT_NOT_ACCEPTED = "text_not_accepted"  # the plan opens no editor
+    NO_TEXT = "no_text"
+    UNSAFE_TEXT = "unsafe_text"  # control characters (ESC, newline...) in the text
+
+
+class KeyPlanError(Exception):
+    """A plan cannot become keys; `reason` is a Refusal, the message says what to do."""
+
+    def __init__(self, reason: Refusal, message: str) -> None:
+        super().__init__(f"{reason}: {message}")
+        self.reason = reason
+
+
+def expand(
+    plan: KeyPlan,
+    options: Sequence[OptionView],
+    *,
+    chosen: Sequence[int] = (),
+    text: str | None = None,
+) -> tuple[Keystroke, ...]:
+    """The exact keys that carry out `plan` on a screen showing `options`.
+
+    `chosen` indexes `options`; `text` is the controller's free text. Raises
+    KeyPlanError when the answer does not fit the plan or the screen (nothing is
+    sent then). Deterministic and free of I/O.
+    """
+    return _Expansion(plan, tuple(options), tuple(chosen), text).run()
+
+
+class _Expansion:
+    """One expansion: the rows, the answer, and where the cursor is after each key."""
+
+    def __init__(
+        self,
+        plan: KeyPlan,
+        options: tuple[OptionView, ...],
+        chosen: tuple[int, ...],
+        text: str | None,
+    ) -> None:
+        self.plan = plan
+        self.options = options
+        self.chosen = chosen
+        self.text = text
+        self.keys: list[Keystroke] = []
+        self.cursor = self._cursor()
+
+    def run(self) -> tuple[Keystroke, ...]:
+        self._check_answer()
+        for step in self.plan.steps:
+            match step:
+                case MoveToRole(role=role):
+                    self._move(self._target(self._row_with(role)))
+                case MoveToChosen():
+                    self._move(self._target(self.chosen[0]))
+                case ToggleChosen(key=key):
+                    self._toggle(key)
+                case TypeText():
+                    assert self.text is not None  # _check_answer proved it
+                    self._send(Literal(self.text))
+                case Press(key=key):
+                    self._send(TmuxKey(key))
+                case PressShortcut(role=role, key=key):
+                    self._target(self._row_with(role))
+                    self._send(TmuxKey(key))
+                case EnterGuard(seconds=seconds):
+                    self.keys.append(Wait(seconds))
+        return tuple(self.keys)
+
+    # -- what the screen and the answer must be
+
+    def _cursor(self) -> int | None:
+        if not self.options:
+            return None
+        current = [i for i, option in enumerate(self.options) if option.current]
+        if len(current) != 1:
+            raise KeyPlanError(
+                Refusal.CURSOR_UNKNOWN,
+                f"{len(current)} rows carry the cursor; capture the screen again",
+            )
+        return current[0]
+
+    def _check_answer(self) -> None:
+        takes_one = any(isinstance(step, MoveToChosen) for step in self.plan.steps)
+        takes_many = any(isinstance(step, ToggleChosen) for step in self.plan.steps)
+        takes_text = any(isinstance(step, TypeText) for step in self.plan.steps)
+        if self.chosen and not (takes_one or takes_many):
+            raise KeyPlanError(
+                Refusal.OPTIONS_NOT_ACCEPTED,
+                f"{self.plan.key.intent} takes no chosen option; send it without options",
+            )
+        if (takes_one or takes_many) and not self.chosen:
+            raise KeyPlanError(Refusal.NO_OPTION_CHOSEN, "choose at least one option")
+        if takes_one and len(self.chosen) > 1:
+            raise KeyPlanError(
+                Refusal.ONE_OPTION_ONLY,
+                f"this {self.plan.key.step} step takes one option, not {len(self.chosen)}",
+            )
+        if len(set(self.chosen)) != len(self.chosen):
+            raise KeyPlanError(Refusal.DUPLICATE_OPTION, "an option is chosen twice; send it once")
+        for index in self.chosen:
+            self._check_choice(index, boxed=takes_many)
+        if self.text is not None and not takes_text:
+            raise KeyPlanError(
+                Refusal.TEXT_NOT_ACCEPTED,
+                f"this {self.plan.key.step} step opens no editor; answer with an option",
+            )
+        if takes_text:
+            self._check_text()
+
+    def _check_choice(self, index: int, *, boxed: bool) -> None:
+        if not 0 <= index < len(self.options):
+            raise KeyPlanError(
+                Refusal.OPTION_NOT_ON_SCREEN,
+                f"option {index} is not on screen ({len(self.options)} rows); call status again",
+            )
+        option = self.options[index]
+        if option.role is not OptionRole.CHOICE:
+            raise KeyPlanError(
+                Refusal.NOT_A_CHOICE,
+                f"row {index} is a {option.role} row, not an option; choose one of the options",
+            )
+        if boxed and option.checked is None:
+            raise KeyPlanError(Refusal.NO_BOX, f"option {index} has no checkbox to toggle")
+
+    def _check_text(self) -> None:
+        if not self.text:
+            raise KeyPlanError(Refusal.NO_TEXT, "this answer needs non-empty text")
+        unsafe = sorted({f"U+{ord(c):04X}" for c in self.text if unicodedata.category(c) == "Cc"})
+        if unsafe:
+            # ESC would cancel Claude's widget and start a paste; a newline would submit early.
+            raise KeyPlanError(
+                Refusal.UNSAFE_TEXT,
+                f"the text holds control characters ({', '.join(unsafe)}); send plain text",
+            )
+
+    def _row_with(self, role: OptionRole) -> int:
+        rows = [i for i, option in enumerate(self.options) if option.role is role]
+        if len(rows) != 1:
+            raise KeyPlanError(
+                Refusal.ROW_MISSING,
+                f"{len(rows)} {role} rows on screen, the plan needs exactly one; "
+                "answer it in the terminal",
+            )
+        return rows[0]
+
+    # -- keys, with the cursor followed
+
+    def _target(self, index: int) -> int:
+        if self.options[index].role is OptionRole.APPROVE_PERSISTENT:
+            raise KeyPlanError(
+                Refusal.PERSISTENT_APPROVAL,
+                "the plan targets a persistent-approval row; a person must answer it",
+            )
+        return index
+
+    def _move(self, target: int) -> None:
+        assert self.cursor is not None  # options are on screen: _cursor proved one current row
+        key = TmuxKey("Down" if target > self.cursor else "Up")
+        self.keys.extend([key] * abs(target - self.cursor))
+        self.cursor = target
+
+    def _toggle(self, key: str) -> None:
+        wanted = set(self.chosen)
+        extra = [
+            i
+            for i, option in enumerate(self.options)
+            if option.role is not OptionRole.CHOICE and option.checked
+        ]
+        if extra:
+            raise KeyPlanError(
+                Refusal.NOT_A_CHOICE,
+                f"row {extra[0]} is ticked but is no option; clear it in the terminal first",
+            )
+        for index, option in enumerate(self.options):
+            boxed = option.role is OptionRole.CHOICE and option.checked is not None
+            if boxed and option.checked != (index in wanted):
+                self._move(index)
+                self._send(TmuxKey(key))
+
+    def _send(self, key: Keystroke) -> None:
+        if (
+            self.cursor is not None
+            and self.options[self.cursor].role is OptionRole.APPROVE_PERSISTENT
+        ):
+            raise KeyPlanError(
+                Refusal.PERSISTENT_APPROVAL,
+                "the cursor is on a persistent-approval row; a person must answer it",
+            )
+        self.keys.append(key)
