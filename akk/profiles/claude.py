@@ -29,13 +29,23 @@ the cursor on a persistent-approval row) is BLOCKED with its prompt for display.
 
 from __future__ import annotations
 
-import enum
 import functools
 import re
 from collections.abc import Sequence
 
 import attrs
 
+from akk.profiles.keyplan import (
+    Intent,
+    KeyPlan,
+    KeyPlans,
+    MoveToChosen,
+    MoveToRole,
+    PlanKey,
+    Press,
+    ToggleChosen,
+    TypeText,
+)
 from akk.profiles.observation import (
     InteractionKind,
     Observation,
@@ -139,49 +149,6 @@ class Blocker:
 
     name: str
     anchors: tuple[str, ...]
-
-
-class KeyAction(enum.StrEnum):
-    """One kind of step in a key plan (carried out later by the TerminalActor)."""
-
-    MOVE_TO = "move_to"  # Up/Down from the cursor row to the row with `target` role
-    TOGGLE_EACH = "toggle_each"  # for each chosen option: MOVE_TO it, then press `key`
-    TYPE = "type"  # the answer's text, one key press per character, never a paste
-    PRESS = "press"  # the tmux key `key`
-
-
-@attrs.frozen
-class KeyStep:
-    """One step of a key plan."""
-
-    action: KeyAction
-    target: OptionRole | None = None
-    key: str | None = None
-
-
-@attrs.frozen
-class KeyPlan:
-    """The keys that answer one step kind, and where that knowledge comes from.
-
-    `lab_verified` is True only when a lab run drove a real client with exactly
-    these keys and saw the result; the others still need a lab test before use.
-    """
-
-    steps: tuple[KeyStep, ...]
-    evidence: str
-    lab_verified: bool
-
-
-@attrs.frozen
-class KeyPlans:
-    """Private key plans per supported step (never leave the server)."""
-
-    single_select: KeyPlan
-    multi_select: KeyPlan
-    free_text: KeyPlan
-    review: KeyPlan
-    approve_once: KeyPlan
-    reject: KeyPlan
 
 
 @attrs.frozen
@@ -837,78 +804,75 @@ def _view(row: _Row, role: OptionRole) -> OptionView:
 
 # ---------------------------------------------------------------- the pinned versions
 
-_MOVE_ENTER = "Down/Up move the cursor and Enter answers the current row"
+_QUESTIONNAIRE = InteractionKind.QUESTIONNAIRE
+_ENTER = Press("Enter")
+_FREE_TEXT_STEPS = (MoveToRole(OptionRole.FREE_TEXT), TypeText(), _ENTER)
+_FREE_TEXT_EVIDENCE = (
+    "tools/lab/capture.py questionnaire_single*: Down onto 'Type something.' opens the "
+    "editor, typed keys (send-keys -l) show in it; LAB.md: single keys, never a paste. The "
+    "final Enter (footer 'Enter to select') is not yet driven by a lab run"
+)
 _KEY_PLANS = KeyPlans(
-    single_select=KeyPlan(
-        steps=(
-            KeyStep(KeyAction.MOVE_TO, OptionRole.CHOICE),
-            KeyStep(KeyAction.PRESS, key="Enter"),
+    (
+        KeyPlan(
+            PlanKey(_QUESTIONNAIRE, StepKind.SINGLE_SELECT, Intent.CHOOSE),
+            (MoveToChosen(), _ENTER),
+            evidence=(
+                "tools/lab/capture.py: Down moves the cursor (questionnaire_single* q1_second); "
+                "questionnaire_multi_question presses Enter on the current first option and gets "
+                "the next question (q1 -> q2). tests/lab/test_model_server.py answers a "
+                "one-question prompt with its number key instead (not this plan)"
+            ),
+            lab_verified=True,
         ),
-        evidence=(
-            f"tools/lab/capture.py: {_MOVE_ENTER} (questionnaire_single* q1_second; "
-            "questionnaire_multi_question q1 -> q2); tests/lab/test_model_server.py "
-            "answers a one-question prompt with its number key"
+        KeyPlan(
+            PlanKey(_QUESTIONNAIRE, StepKind.MULTI_SELECT, Intent.CHOOSE),
+            (ToggleChosen("Enter"), MoveToRole(OptionRole.SUBMIT), _ENTER),
+            evidence=(
+                "tools/lab/capture.py questionnaire_multi: Enter ticks the current box "
+                "(q1_checked); Down past the options and the free-text row to Submit, Enter "
+                "opens the review"
+            ),
+            lab_verified=True,
         ),
-        lab_verified=True,
-    ),
-    multi_select=KeyPlan(
-        steps=(
-            KeyStep(KeyAction.TOGGLE_EACH, OptionRole.CHOICE, key="Enter"),
-            KeyStep(KeyAction.MOVE_TO, OptionRole.SUBMIT),
-            KeyStep(KeyAction.PRESS, key="Enter"),
+        # With the cursor elsewhere, the move opens the editor; on it, the move is empty.
+        *(
+            KeyPlan(
+                PlanKey(_QUESTIONNAIRE, step, Intent.FREE_TEXT),
+                _FREE_TEXT_STEPS,
+                _FREE_TEXT_EVIDENCE,
+                lab_verified=False,
+            )
+            for step in (StepKind.SINGLE_SELECT, StepKind.FREE_TEXT)
         ),
-        evidence=(
-            "tools/lab/capture.py questionnaire_multi: Enter ticks the current box (q1_checked); "
-            "Down past the options and the free-text row to Submit, Enter opens the review"
+        KeyPlan(
+            PlanKey(InteractionKind.CONFIRMATION, StepKind.REVIEW, Intent.SUBMIT),
+            (MoveToRole(OptionRole.SUBMIT), _ENTER),
+            evidence=(
+                "the review is the same numbered menu (cursor starts on 'Submit answers'); "
+                "Enter on it is not yet driven by a lab run"
+            ),
+            lab_verified=False,
         ),
-        lab_verified=True,
-    ),
-    free_text=KeyPlan(
-        steps=(
-            KeyStep(KeyAction.MOVE_TO, OptionRole.FREE_TEXT),
-            KeyStep(KeyAction.TYPE),
-            KeyStep(KeyAction.PRESS, key="Enter"),
+        KeyPlan(
+            PlanKey(InteractionKind.PERMISSION, StepKind.PERMISSION, Intent.APPROVE_ONCE),
+            (MoveToRole(OptionRole.APPROVE_ONCE), _ENTER),
+            evidence=(
+                "LAB.md: the Bash prompt is the numbered menu '❯ 1. Yes / ... / No' with the "
+                "cursor on Yes; approving by key is not yet driven by a lab run"
+            ),
+            lab_verified=False,
         ),
-        evidence=(
-            "tools/lab/capture.py questionnaire_single*: Down onto 'Type something.' opens the "
-            "editor, typed keys show in it; LAB.md: single keys, never a paste. The final Enter "
-            "(footer 'Enter to select') is not yet driven by a lab run"
+        KeyPlan(
+            PlanKey(InteractionKind.PERMISSION, StepKind.PERMISSION, Intent.REJECT),
+            (MoveToRole(OptionRole.REJECT), _ENTER),
+            evidence=(
+                "LAB.md: the 'No' row of the same menu; never Esc first (LAB.md: a leading ESC "
+                "cancels); not yet driven by a lab run"
+            ),
+            lab_verified=False,
         ),
-        lab_verified=False,
-    ),
-    review=KeyPlan(
-        steps=(
-            KeyStep(KeyAction.MOVE_TO, OptionRole.SUBMIT),
-            KeyStep(KeyAction.PRESS, key="Enter"),
-        ),
-        evidence=(
-            "the review is the same numbered menu (cursor starts on 'Submit answers'); "
-            "Enter on it is not yet driven by a lab run"
-        ),
-        lab_verified=False,
-    ),
-    approve_once=KeyPlan(
-        steps=(
-            KeyStep(KeyAction.MOVE_TO, OptionRole.APPROVE_ONCE),
-            KeyStep(KeyAction.PRESS, key="Enter"),
-        ),
-        evidence=(
-            "LAB.md: the Bash prompt is the numbered menu '❯ 1. Yes / ... / No' with the cursor "
-            "on Yes; approving by key is not yet driven by a lab run"
-        ),
-        lab_verified=False,
-    ),
-    reject=KeyPlan(
-        steps=(
-            KeyStep(KeyAction.MOVE_TO, OptionRole.REJECT),
-            KeyStep(KeyAction.PRESS, key="Enter"),
-        ),
-        evidence=(
-            "LAB.md: the 'No' row of the same menu; never Esc first (LAB.md: a leading ESC "
-            "cancels); not yet driven by a lab run"
-        ),
-        lab_verified=False,
-    ),
+    )
 )
 
 _BLOCKERS = (
