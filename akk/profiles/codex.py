@@ -36,12 +36,23 @@ cursor sits on a persistent-approval row is BLOCKED, with its prompt for display
 
 from __future__ import annotations
 
-import enum
 import re
 from collections.abc import Callable
 
 import attrs
 
+from akk.profiles.keyplan import (
+    EnterGuard,
+    Intent,
+    KeyPlan,
+    KeyPlans,
+    MoveToChosen,
+    MoveToRole,
+    PlanKey,
+    Press,
+    PressShortcut,
+    TypeText,
+)
 from akk.profiles.observation import (
     InteractionKind,
     Observation,
@@ -117,38 +128,6 @@ class AsyncShape:
     other: str  # the picker's own free-text row
 
 
-class KeyAction(enum.StrEnum):
-    """What a key plan does to the prompt on screen."""
-
-    CHOOSE = "choose"  # submit one option of a question
-    NOTES = "notes"  # choose a row, open its notes, type them, submit
-    TYPE_NOTES = "type_notes"  # the notes editor is open and empty: type, submit
-    NEXT_QUESTION = "next_question"
-    OPEN_QUEUED_QUESTION = "open_queued_question"
-    PROCEED = "proceed"
-    GO_BACK = "go_back"
-    APPROVE_ONCE = "approve_once"
-    REJECT = "reject"
-
-
-MOVE_TO_ROW = "<move-to-row>"
-"""Placeholder: Up/Down from the current row to the chosen row, one key per row."""
-TYPE_TEXT = "<type-text>"
-"""Placeholder: the answer text, one key press per character (never a paste)."""
-AWAIT_ENTER_WINDOW = "<await-enter-window>"
-"""Placeholder: wait past Codex's ~120 ms typing burst, so Enter submits (LAB.md)."""
-
-
-@attrs.frozen
-class KeyPlan:
-    """The keys (tmux key names and placeholders) for one action on one step, and their source."""
-
-    step: StepKind
-    action: KeyAction
-    keys: tuple[str, ...]
-    source: str
-
-
 class _Refused(Exception):
     """The screen cannot be proven to be what it looks like; `reason` says why."""
 
@@ -211,7 +190,7 @@ class CodexProfile:
     turn_end: re.Pattern[str] | None  # dim line closing a finished turn
     async_question: AsyncShape | None
     blockers: tuple[Blocker, ...]
-    key_plans: tuple[KeyPlan, ...]
+    key_plans: KeyPlans
 
     @property
     def id(self) -> str:
@@ -642,74 +621,89 @@ _TRUST_REASON = (
     "trust: Codex asks whether to trust this folder; a person must answer it in the terminal"
 )
 
-_KEY_PLANS = (
-    KeyPlan(
-        StepKind.SINGLE_SELECT,
-        KeyAction.CHOOSE,
-        (MOVE_TO_ROW, "Enter"),
-        "tools/lab/capture.py: codex_rui_notes moves the cursor with Down; codex_rui_three "
-        "submits the current row with Enter and gets the next question",
-    ),
-    KeyPlan(
-        StepKind.SINGLE_SELECT,
-        KeyAction.NOTES,
-        (MOVE_TO_ROW, "Tab", TYPE_TEXT, AWAIT_ENTER_WINDOW, "Enter"),
-        "tools/lab/capture.py codex_rui_notes (Down, Tab opens the notes, typed keys show); "
-        "Enter from the footer 'enter to submit answer' (not yet exercised by a lab test); "
-        "the wait from LAB.md's timing notes",
-    ),
-    KeyPlan(
-        StepKind.FREE_TEXT,
-        KeyAction.TYPE_NOTES,
-        (TYPE_TEXT, AWAIT_ENTER_WINDOW, "Enter"),
-        "tools/lab/capture.py codex_rui_notes (typed keys show in the notes editor); Enter from "
-        "the footer 'enter to submit answer' (not yet exercised by a lab test)",
-    ),
-    KeyPlan(
-        StepKind.SINGLE_SELECT,
-        KeyAction.NEXT_QUESTION,
-        ("Right",),
-        "tools/lab/capture.py codex_rui_notes (Right moves to the next question)",
-    ),
-    KeyPlan(
-        StepKind.CONFIRM,
-        KeyAction.PROCEED,
-        (MOVE_TO_ROW, "Enter"),
-        "the footer 'Press enter to confirm' (not yet exercised by a lab test)",
-    ),
-    KeyPlan(
-        StepKind.CONFIRM,
-        KeyAction.GO_BACK,
-        (MOVE_TO_ROW, "Enter"),
-        "the footer 'Press enter to confirm' (not yet exercised by a lab test)",
-    ),
-    KeyPlan(
-        StepKind.PERMISSION,
-        KeyAction.APPROVE_ONCE,
-        ("y",),
-        "tests/lab/test_model_server.py test_codex_accepts_escalated_exec_and_runs_it_once; "
-        "the row's own '(y)' shortcut",
-    ),
-    KeyPlan(
-        StepKind.PERMISSION,
-        KeyAction.REJECT,
-        ("Escape",),
-        "the reject row's own '(esc)' shortcut (not yet exercised by a lab test)",
-    ),
+_QUESTIONNAIRE = InteractionKind.QUESTIONNAIRE
+_ENTER = Press("Enter")
+# LAB.md measured ~120 ms; the lab's own guard (tools/lab/launcher.py) is 0.3 s.
+_ENTER_GUARD = EnterGuard(0.3)
+_ENTER_FOOTER = "Enter from the footer 'enter to submit answer' (not yet exercised by a lab test)"
+
+_KEY_PLANS = KeyPlans(
+    (
+        KeyPlan(
+            PlanKey(_QUESTIONNAIRE, StepKind.SINGLE_SELECT, Intent.CHOOSE),
+            (MoveToChosen(), _ENTER),
+            "tools/lab/capture.py: codex_rui_notes moves the cursor with Down; codex_rui_three "
+            "presses Enter on the current first option and gets the next question",
+            lab_verified=True,
+        ),
+        KeyPlan(
+            PlanKey(_QUESTIONNAIRE, StepKind.SINGLE_SELECT, Intent.FREE_TEXT),
+            (
+                MoveToRole(OptionRole.NONE_OF_THE_ABOVE),
+                Press("Tab"),
+                TypeText(),
+                _ENTER_GUARD,
+                _ENTER,
+            ),
+            "tools/lab/capture.py codex_rui_notes (Down to 'None of the above', Tab opens the "
+            f"notes, typed keys show); {_ENTER_FOOTER}; the wait from LAB.md's timing notes",
+            lab_verified=False,
+        ),
+        KeyPlan(
+            PlanKey(_QUESTIONNAIRE, StepKind.FREE_TEXT, Intent.FREE_TEXT),
+            (TypeText(), _ENTER_GUARD, _ENTER),
+            f"tools/lab/capture.py codex_rui_notes (typed keys show in the notes editor); "
+            f"{_ENTER_FOOTER}",
+            lab_verified=False,
+        ),
+        KeyPlan(
+            PlanKey(_QUESTIONNAIRE, StepKind.SINGLE_SELECT, Intent.NEXT_QUESTION),
+            (Press("Right"),),
+            "tools/lab/capture.py codex_rui_notes (Right moves to the next question)",
+            lab_verified=True,
+        ),
+        KeyPlan(
+            PlanKey(InteractionKind.CONFIRMATION, StepKind.CONFIRM, Intent.PROCEED),
+            (MoveToRole(OptionRole.PROCEED), _ENTER),
+            "the footer 'Press enter to confirm' (not yet exercised by a lab test)",
+            lab_verified=False,
+        ),
+        KeyPlan(
+            PlanKey(InteractionKind.CONFIRMATION, StepKind.CONFIRM, Intent.GO_BACK),
+            (MoveToRole(OptionRole.GO_BACK), _ENTER),
+            "the footer 'Press enter to confirm' (not yet exercised by a lab test)",
+            lab_verified=False,
+        ),
+        KeyPlan(
+            PlanKey(InteractionKind.PERMISSION, StepKind.PERMISSION, Intent.APPROVE_ONCE),
+            (PressShortcut(OptionRole.APPROVE_ONCE, "y"),),
+            "tests/lab/test_model_server.py test_codex_accepts_escalated_exec_and_runs_it_once "
+            "(0.153.4, 0.169.0); the row's own '(y)' shortcut",
+            lab_verified=True,
+        ),
+        KeyPlan(
+            PlanKey(InteractionKind.PERMISSION, StepKind.PERMISSION, Intent.REJECT),
+            (PressShortcut(OptionRole.REJECT, "Escape"),),
+            "the reject row's own '(esc)' shortcut (tools/lab/NOTES.md: Esc left the command "
+            "unrun on 0.169.0, by hand; not yet exercised by a lab test)",
+            lab_verified=False,
+        ),
+    )
 )
 
 _ASYNC_KEY_PLANS = (
     KeyPlan(
-        StepKind.SINGLE_SELECT,
-        KeyAction.OPEN_QUEUED_QUESTION,
-        ("S-Left",),
+        PlanKey(InteractionKind.ASYNC_QUESTION, None, Intent.OPEN_QUEUED_QUESTION),
+        (Press("S-Left"),),
         "tools/lab/capture.py codex_rui_async (Shift+Left opens the picker of a queued question)",
+        lab_verified=True,
     ),
     KeyPlan(
-        StepKind.SINGLE_SELECT,
-        KeyAction.CHOOSE,
-        (MOVE_TO_ROW, "Enter"),
-        "the picker footer 'enter submit' (not yet exercised by a lab test)",
+        PlanKey(InteractionKind.ASYNC_QUESTION, StepKind.SINGLE_SELECT, Intent.CHOOSE),
+        (MoveToChosen(), _ENTER),
+        "the picker footer 'enter submit' (tools/lab/NOTES.md: choosing Blue sent it, by hand; "
+        "not yet exercised by a lab test)",
+        lab_verified=False,
     ),
 )
 
@@ -788,7 +782,7 @@ _V0_154_0 = attrs.evolve(
         footer=Footer(("enter submit", "ctrl + ] skip", "alt + ↓ main prompt")),
         other="Other",
     ),
-    key_plans=_KEY_PLANS + _ASYNC_KEY_PLANS,
+    key_plans=KeyPlans(_KEY_PLANS.plans + _ASYNC_KEY_PLANS),
 )
 # 0.155.1 closes each turn with a dim "done <time>" line.
 _V0_155_1 = attrs.evolve(
