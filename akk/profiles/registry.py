@@ -8,6 +8,7 @@ from typing import Protocol
 import attrs
 
 from akk.profiles import claude, codex
+from akk.profiles.keyplan import KeyPlans
 from akk.profiles.observation import Observation
 from akk.screen.grid import Grid
 
@@ -25,6 +26,11 @@ class Profile(Protocol):
 
     @property
     def version(self) -> str: ...
+
+    @property
+    def key_plans(self) -> KeyPlans:
+        """How each answer this version supports becomes keys (server-side data)."""
+        ...
 
     def classify(self, grid: Grid) -> Observation:
         """The one Observation this screen shows under this profile."""
