@@ -9,8 +9,9 @@ it is pure and deterministic, and it refuses (`KeyPlanError`) rather than guess.
 
 Cursor model: every row of `QuestionView.options` is one cursor stop, in screen
 order, so moving from row i to row j is ``Down`` (or ``Up``) pressed |j - i|
-times. The cursor may pass over a persistent-approval row but no other key is
-ever sent while it rests on one.
+times; only MoveTo steps move it (a plan cannot press ``Up``/``Down`` itself).
+The cursor may pass over a persistent-approval row, but no plan starts, targets
+or rests on one.
 
 Plans never leave the server (PROTOCOL.md: keys and menu indexes are private).
 """
@@ -51,6 +52,14 @@ class PlanKey:
 
 # ---------------------------------------------------------------- plan steps
 
+_CURSOR_KEYS = frozenset({"Up", "Down", "Home", "End", "PageUp", "PageDown", "PPage", "NPage"})
+
+
+def _not_a_cursor_key(_: object, attribute: attrs.Attribute[str], key: str) -> None:
+    # Cursor moves go through MoveTo* so expansion always knows the cursor row.
+    if key in _CURSOR_KEYS:
+        raise ValueError(f"{attribute.name}={key!r} moves the cursor; use MoveToRole/MoveToChosen")
+
 
 @attrs.frozen
 class MoveToRole:
@@ -71,7 +80,7 @@ class ToggleChosen:
     Boxes already ticked stay ticked when chosen and are unticked when not.
     """
 
-    key: str
+    key: str = attrs.field(validator=_not_a_cursor_key)
 
 
 @attrs.frozen
@@ -87,7 +96,7 @@ class TypeText:
 class Press:
     """One tmux key (``Enter``, ``Tab``, ``Right``, ``S-Left``) on whatever row the cursor is."""
 
-    key: str
+    key: str = attrs.field(validator=_not_a_cursor_key)
 
 
 @attrs.frozen
@@ -95,7 +104,7 @@ class PressShortcut:
     """The key drawn beside the row with `role` (Codex's ``(y)``, ``(esc)``); that row must show."""
 
     role: OptionRole
-    key: str
+    key: str = attrs.field(validator=_not_a_cursor_key)
 
 
 @attrs.frozen
@@ -248,19 +257,19 @@ class _Expansion:
         for step in self.plan.steps:
             match step:
                 case MoveToRole(role=role):
-                    self._move(self._target(self._row_with(role)))
+                    self._move(self._row_with(role))
                 case MoveToChosen():
-                    self._move(self._target(self.chosen[0]))
+                    self._move(self.chosen[0])
                 case ToggleChosen(key=key):
                     self._toggle(key)
                 case TypeText():
                     assert self.text is not None  # _check_answer proved it
-                    self._send(Literal(self.text))
+                    self.keys.append(Literal(self.text))
                 case Press(key=key):
-                    self._send(TmuxKey(key))
+                    self.keys.append(TmuxKey(key))
                 case PressShortcut(role=role, key=key):
-                    self._target(self._row_with(role))
-                    self._send(TmuxKey(key))
+                    self._row_with(role)
+                    self.keys.append(TmuxKey(key))
                 case EnterGuard(seconds=seconds):
                     self.keys.append(Wait(seconds))
         return tuple(self.keys)
@@ -275,6 +284,12 @@ class _Expansion:
             raise KeyPlanError(
                 Refusal.CURSOR_UNKNOWN,
                 f"{len(current)} rows carry the cursor; capture the screen again",
+            )
+        if self.options[current[0]].role is OptionRole.APPROVE_PERSISTENT:
+            # One dropped move key would leave the answer's Enter on this row.
+            raise KeyPlanError(
+                Refusal.PERSISTENT_APPROVAL,
+                "the cursor is on a persistent-approval row; a person must answer it",
             )
         return current[0]
 
@@ -333,6 +348,11 @@ class _Expansion:
             )
 
     def _row_with(self, role: OptionRole) -> int:
+        if role is OptionRole.APPROVE_PERSISTENT:
+            raise KeyPlanError(
+                Refusal.PERSISTENT_APPROVAL,
+                "the plan targets a persistent-approval row; a person must answer it",
+            )
         rows = [i for i, option in enumerate(self.options) if option.role is role]
         if len(rows) != 1:
             raise KeyPlanError(
@@ -343,14 +363,6 @@ class _Expansion:
         return rows[0]
 
     # -- keys, with the cursor followed
-
-    def _target(self, index: int) -> int:
-        if self.options[index].role is OptionRole.APPROVE_PERSISTENT:
-            raise KeyPlanError(
-                Refusal.PERSISTENT_APPROVAL,
-                "the plan targets a persistent-approval row; a person must answer it",
-            )
-        return index
 
     def _move(self, target: int) -> None:
         assert self.cursor is not None  # options are on screen: _cursor proved one current row
@@ -374,15 +386,4 @@ class _Expansion:
             boxed = option.role is OptionRole.CHOICE and option.checked is not None
             if boxed and option.checked != (index in wanted):
                 self._move(index)
-                self._send(TmuxKey(key))
-
-    def _send(self, key: Keystroke) -> None:
-        if (
-            self.cursor is not None
-            and self.options[self.cursor].role is OptionRole.APPROVE_PERSISTENT
-        ):
-            raise KeyPlanError(
-                Refusal.PERSISTENT_APPROVAL,
-                "the cursor is on a persistent-approval row; a person must answer it",
-            )
-        self.keys.append(key)
+                self.keys.append(TmuxKey(key))

@@ -1,0 +1,599 @@
+"""Key plans on real screens: every family's plans expand to the keys a person would press.
+
+Fixtures are rendered with akk.screen.render and classified by their exact
+version's profile; the plans come from that profile. A small cursor simulator
+replays the expanded keys over the rows to check where each key lands.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+
+import attrs
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from akk.profiles.keyplan import (
+    EnterGuard,
+    Intent,
+    KeyPlan,
+    KeyPlanError,
+    KeyPlans,
+    Keystroke,
+    Literal,
+    MoveToChosen,
+    MoveToRole,
+    PlanKey,
+    PlanStep,
+    Press,
+    PressShortcut,
+    Refusal,
+    TmuxKey,
+    ToggleChosen,
+    TypeText,
+    Wait,
+    expand,
+)
+from akk.profiles.observation import (
+    InteractionKind,
+    Observation,
+    OptionRole,
+    OptionView,
+    PromptView,
+    StepKind,
+)
+from akk.profiles.registry import PROFILES, Profile
+from akk.screen import render
+
+ROOT = Path(__file__).resolve().parent.parent / "fixtures"
+LABELS = sorted(ROOT.glob("*/*/*.json")) + sorted(ROOT.glob("*/*/80x24/*.json"))
+VERSIONS = {agent: sorted(v for a, v in PROFILES if a == agent) for agent in ("claude", "codex")}
+TEXT = "Teal, please"
+
+
+@cache
+def observe(agent: str, version: str, name: str) -> tuple[Profile, Observation]:
+    """The fixture `name` (120x40) classified by its exact version's profile."""
+    path = ROOT / agent / version / f"{name}.json"
+    label = json.loads(path.read_text())
+    grid = render(path.with_suffix(".ansi").read_text(), label["cols"], label["rows"])
+    profile = PROFILES[(agent, version)]
+    return profile, profile.classify(grid)
+
+
+def prompt_of(observation: Observation) -> PromptView:
+    assert observation.actionable and observation.prompt is not None, observation.reason
+    return observation.prompt
+
+
+def keys(*names: str) -> tuple[TmuxKey, ...]:
+    return tuple(TmuxKey(name) for name in names)
+
+
+def answer(
+    agent: str,
+    version: str,
+    name: str,
+    intent: Intent,
+    chosen: tuple[int, ...] = (),
+    text: str | None = None,
+) -> tuple[Keystroke, ...]:
+    """Expand the profile's plan for `intent` on fixture `name`."""
+    profile, observation = observe(agent, version, name)
+    if observation.prompt is None:  # a queued async question: no step, no rows yet
+        assert observation.state.value == "async_question", observation.reason
+        plan = profile.key_plans.plan_for(InteractionKind.ASYNC_QUESTION, None, intent)
+        return expand(plan, (), chosen=chosen, text=text)
+    prompt = prompt_of(observation)
+    plan = profile.key_plans.plan_for(prompt.kind, prompt.step, intent)
+    return expand(plan, prompt.questions[0].options, chosen=chosen, text=text)
+
+
+def replay(options: tuple[OptionView, ...], sent: tuple[Keystroke, ...]) -> int | None:
+    """Follow the cursor through `sent`; fail if a key other than a move rests on a persistent row.
+
+    Returns the final cursor row (None when there are no rows).
+    """
+    current = [i for i, option in enumerate(options) if option.current]
+    cursor = current[0] if len(current) == 1 else None
+    for key in sent:
+        if key in (TmuxKey("Down"), TmuxKey("Up")):
+            assert cursor is not None
+            cursor += 1 if key == TmuxKey("Down") else -1
+            assert 0 <= cursor < len(options), f"moved off the menu: {sent}"
+            continue
+        if isinstance(key, Literal):
+            assert not any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 for c in key.text), key
+        if cursor is not None and not isinstance(key, Wait):
+            assert options[cursor].role is not OptionRole.APPROVE_PERSISTENT, sent
+    if cursor is not None:
+        assert options[cursor].role is not OptionRole.APPROVE_PERSISTENT, sent
+    return cursor
+
+
+# ---------------------------------------------------------------- what the lab drove
+
+
+@attrs.frozen
+class LabCase:
+    """A lab run's keys on one screen, and the fixture captured just before them."""
+
+    agent: str
+    versions: tuple[str, ...]
+    fixture: str
+    intent: Intent
+    chosen: tuple[int, ...]
+    sent: tuple[str, ...]
+    source: str
+
+
+LAB_CASES = (
+    LabCase(
+        "claude",
+        tuple(VERSIONS["claude"]),
+        "questionnaire_multi-q1",
+        Intent.CHOOSE,
+        (0,),
+        ("Enter", *("Down",) * 5, "Enter"),
+        "tools/lab/capture.py _claude_multi_select",
+    ),
+    LabCase(
+        "claude",
+        tuple(VERSIONS["claude"]),
+        "questionnaire_multi_question-q1",
+        Intent.CHOOSE,
+        (0,),
+        ("Enter",),
+        "tools/lab/capture.py _claude_multi_question",
+    ),
+    LabCase(
+        "codex",
+        tuple(VERSIONS["codex"]),
+        "codex_rui_three-q1",
+        Intent.CHOOSE,
+        (0,),
+        ("Enter",),
+        "tools/lab/capture.py _codex_questions",
+    ),
+    LabCase(
+        "codex",
+        tuple(VERSIONS["codex"]),
+        "codex_rui_three-q1",
+        Intent.NEXT_QUESTION,
+        (),
+        ("Right",),
+        "tools/lab/capture.py _codex_notes_and_unanswered",
+    ),
+    LabCase(
+        "codex",
+        tuple(VERSIONS["codex"]),
+        "codex_exec-permission",
+        Intent.APPROVE_ONCE,
+        (),
+        ("y",),
+        "tests/lab/test_model_server.py test_codex_accepts_escalated_exec_and_runs_it_once",
+    ),
+    LabCase(
+        "codex",
+        ("0.154.0", "0.155.1"),
+        "codex_rui_async-queued",
+        Intent.OPEN_QUEUED_QUESTION,
+        (),
+        ("S-Left",),
+        "tools/lab/capture.py _codex_async",
+    ),
+)
+
+
+@pytest.mark.parametrize(
+    ("case", "version"),
+    [(case, version) for case in LAB_CASES for version in case.versions],
+    ids=lambda v: v if isinstance(v, str) else f"{v.fixture}:{v.intent}",
+)
+def test_verified_plans_expand_to_the_keys_the_lab_sent(case: LabCase, version: str) -> None:
+    sent = answer(case.agent, version, case.fixture, case.intent, case.chosen)
+    assert sent == keys(*case.sent), case.source
+
+
+def test_every_lab_verified_plan_has_its_lab_case() -> None:
+    covered = set()
+    for case in LAB_CASES:
+        for version in case.versions:
+            profile, observation = observe(case.agent, version, case.fixture)
+            prompt = observation.prompt
+            kind = prompt.kind if prompt else InteractionKind.ASYNC_QUESTION
+            covered.add((profile.id, PlanKey(kind, prompt.step if prompt else None, case.intent)))
+    verified = {
+        (profile.id, plan.key)
+        for profile in PROFILES.values()
+        for plan in profile.key_plans.plans
+        if plan.lab_verified
+    }
+    assert verified == covered
+
+
+# ---------------------------------------------------------------- every family, every screen
+
+
+def actionable_prompts() -> list[tuple[str, Profile, PromptView]]:
+    found = []
+    for path in LABELS:
+        label = json.loads(path.read_text())
+        profile = PROFILES[(label["agent"], label["version"])]
+        grid = render(path.with_suffix(".ansi").read_text(), label["cols"], label["rows"])
+        observation = profile.classify(grid)
+        if observation.actionable:
+            assert observation.prompt is not None
+            found.append((str(path.relative_to(ROOT)), profile, observation.prompt))
+    return found
+
+
+PROMPTS = actionable_prompts()
+
+
+def test_the_corpus_has_prompts_of_every_step_kind_for_both_families() -> None:
+    seen = {(profile.agent, prompt.step) for _, profile, prompt in PROMPTS}
+    assert {step for agent, step in seen if agent == "claude"} == set(StepKind) - {StepKind.CONFIRM}
+    assert {step for agent, step in seen if agent == "codex"} == {
+        StepKind.SINGLE_SELECT,
+        StepKind.FREE_TEXT,
+        StepKind.CONFIRM,
+        StepKind.PERMISSION,
+    }
+
+
+@pytest.mark.parametrize(("name", "profile", "prompt"), PROMPTS, ids=[p[0] for p in PROMPTS])
+def test_every_answer_on_every_captured_prompt_lands_where_it_should(
+    name: str, profile: Profile, prompt: PromptView
+) -> None:
+    options = prompt.questions[0].options
+    plans = {
+        plan.key.intent: plan
+        for plan in profile.key_plans.plans
+        if (plan.key.interaction, plan.key.step) == (prompt.kind, prompt.step)
+    }
+    assert plans, f"{profile.id} has no key plan for a {prompt.kind} {prompt.step} step"
+    choices = [i for i, option in enumerate(options) if option.role is OptionRole.CHOICE]
+    for intent, plan in plans.items():
+        if intent is Intent.CHOOSE and prompt.step is StepKind.MULTI_SELECT:
+            for chosen in [(i,) for i in choices] + [tuple(choices)]:
+                sent = expand(plan, options, chosen=chosen)
+                assert sent[-1] == TmuxKey("Enter")
+                final = replay(options, sent)
+                assert final is not None and options[final].role is OptionRole.SUBMIT
+                assert ticked_after(options, sent) == set(chosen)
+        elif intent is Intent.CHOOSE:
+            for index in choices:
+                sent = expand(plan, options, chosen=(index,))
+                assert sent[-1] == TmuxKey("Enter")
+                assert set(sent[:-1]) <= {TmuxKey("Down"), TmuxKey("Up")}
+                assert replay(options, sent) == index
+        elif intent is Intent.FREE_TEXT:
+            sent = expand(plan, options, text=TEXT)
+            replay(options, sent)
+            typed = [key for key in sent if isinstance(key, Literal)]
+            assert typed == [Literal(TEXT)]  # one chunk of plain characters, no ESC, no paste
+            assert sent[-1] == TmuxKey("Enter")
+            if profile.agent == "codex":  # Enter waits out the guard after the typing
+                assert sent[-3:] == (Literal(TEXT), Wait(0.3), TmuxKey("Enter"))
+        else:
+            sent = expand(plan, options)
+            final = replay(options, sent)
+            wanted = {
+                Intent.SUBMIT: OptionRole.SUBMIT,
+                Intent.PROCEED: OptionRole.PROCEED,
+                Intent.GO_BACK: OptionRole.GO_BACK,
+                Intent.APPROVE_ONCE: OptionRole.APPROVE_ONCE,
+                Intent.REJECT: OptionRole.REJECT,
+            }.get(intent)
+            shortcut = any(isinstance(step, PressShortcut) for step in plan.steps)
+            if wanted is not None and not shortcut:
+                assert final is not None and options[final].role is wanted, sent
+
+
+def ticked_after(options: tuple[OptionView, ...], sent: tuple[Keystroke, ...]) -> set[int]:
+    """Which option boxes are ticked after `sent` (Enter on an option toggles its box)."""
+    ticked = {i for i, option in enumerate(options) if option.checked}
+    cursor = next(i for i, option in enumerate(options) if option.current)
+    for key in sent[:-1]:  # the last Enter submits
+        if key == TmuxKey("Down"):
+            cursor += 1
+        elif key == TmuxKey("Up"):
+            cursor -= 1
+        elif key == TmuxKey("Enter"):
+            ticked ^= {cursor}
+    return ticked
+
+
+# ---------------------------------------------------------------- exact sequences
+
+CLAUDE = VERSIONS["claude"]
+CODEX = VERSIONS["codex"]
+
+
+@pytest.mark.parametrize("version", CLAUDE)
+def test_claude_sequences(version: str) -> None:
+    def claude(name: str, intent: Intent, chosen: tuple[int, ...] = ()) -> object:
+        return answer("claude", version, name, intent, chosen)
+
+    # From the second row up to the first; from the first down to the third.
+    assert claude("questionnaire_single3-q1_second", Intent.CHOOSE, (0,)) == keys("Up", "Enter")
+    assert claude("questionnaire_single3-q1", Intent.CHOOSE, (2,)) == keys("Down", "Down", "Enter")
+    # Red is already ticked: choosing only Yellow unticks Red, ticks Yellow, goes to Submit.
+    assert claude("questionnaire_multi-q1_checked", Intent.CHOOSE, (3,)) == keys(
+        "Enter", "Down", "Down", "Down", "Enter", "Down", "Down", "Enter"
+    )
+    assert claude("questionnaire_multi-review", Intent.SUBMIT) == keys("Enter")
+    assert claude("claude_bash-permission", Intent.APPROVE_ONCE) == keys("Enter")
+    # Past both persistent rows to No; the Enter lands on No.
+    assert claude("claude_bash-permission", Intent.REJECT) == keys("Down", "Down", "Down", "Enter")
+    assert answer("claude", version, "questionnaire_single2-q1", Intent.FREE_TEXT, text=TEXT) == (
+        TmuxKey("Down"),
+        TmuxKey("Down"),
+        Literal(TEXT),
+        TmuxKey("Enter"),
+    )
+    assert answer(
+        "claude", version, "questionnaire_single2-free_text_empty", Intent.FREE_TEXT, text=TEXT
+    ) == (Literal(TEXT), TmuxKey("Enter"))
+
+
+@pytest.mark.parametrize("version", CODEX)
+def test_codex_sequences(version: str) -> None:
+    def codex(name: str, intent: Intent, chosen: tuple[int, ...] = ()) -> object:
+        return answer("codex", version, name, intent, chosen)
+
+    assert codex("codex_rui_three-q2", Intent.CHOOSE, (1,)) == keys("Down", "Enter")
+    assert answer("codex", version, "codex_rui_one-q1", Intent.FREE_TEXT, text=TEXT) == (
+        *keys("Down", "Down", "Down", "Tab"),
+        Literal(TEXT),
+        Wait(0.3),
+        TmuxKey("Enter"),
+    )
+    assert answer("codex", version, "codex_rui_notes-notes_empty", Intent.FREE_TEXT, text=TEXT) == (
+        Literal(TEXT),
+        Wait(0.3),
+        TmuxKey("Enter"),
+    )
+    assert codex("codex_rui_notes-unanswered", Intent.PROCEED) == keys("Enter")
+    assert codex("codex_rui_notes-unanswered", Intent.GO_BACK) == keys("Down", "Enter")
+    assert codex("codex_exec-permission", Intent.REJECT) == keys("Escape")
+
+
+@pytest.mark.parametrize("version", ["0.154.0", "0.155.1"])
+def test_codex_async_picker(version: str) -> None:
+    assert answer("codex", version, "codex_rui_async-picker", Intent.CHOOSE, (1,)) == keys(
+        "Down", "Enter"
+    )
+
+
+# ---------------------------------------------------------------- refusals
+
+
+def refusal(
+    agent: str,
+    name: str,
+    intent: Intent,
+    chosen: tuple[int, ...] = (),
+    text: str | None = None,
+) -> Refusal:
+    version = VERSIONS[agent][-1]
+    with pytest.raises(KeyPlanError) as raised:
+        answer(agent, version, name, intent, chosen, text)
+    assert str(raised.value).startswith(f"{raised.value.reason}: ")
+    return raised.value.reason
+
+
+SINGLE3 = "questionnaire_single3-q1"
+SINGLE2 = "questionnaire_single2-q1"
+MULTI = "questionnaire_multi-q1"
+BASH = "claude_bash-permission"
+THREE = "codex_rui_three-q1"
+NOTES = "codex_rui_notes-notes_empty"
+R = Refusal
+
+
+@pytest.mark.parametrize(
+    ("agent", "name", "intent", "chosen", "text", "reason"),
+    [
+        ("claude", SINGLE3, Intent.CHOOSE, (9,), None, R.OPTION_NOT_ON_SCREEN),
+        ("claude", SINGLE3, Intent.CHOOSE, (-1,), None, R.OPTION_NOT_ON_SCREEN),
+        ("claude", SINGLE3, Intent.CHOOSE, (4,), None, R.NOT_A_CHOICE),  # Chat about this
+        ("claude", SINGLE3, Intent.CHOOSE, (0, 1), None, R.ONE_OPTION_ONLY),
+        ("claude", SINGLE3, Intent.CHOOSE, (), None, R.NO_OPTION_CHOSEN),
+        ("claude", SINGLE3, Intent.CHOOSE, (1,), TEXT, R.TEXT_NOT_ACCEPTED),
+        ("claude", MULTI, Intent.CHOOSE, (1, 1), None, R.DUPLICATE_OPTION),
+        ("claude", MULTI, Intent.CHOOSE, (5,), None, R.NOT_A_CHOICE),  # Submit
+        ("claude", MULTI, Intent.FREE_TEXT, (), TEXT, R.NO_PLAN),
+        ("claude", BASH, Intent.FREE_TEXT, (), TEXT, R.NO_PLAN),
+        ("claude", BASH, Intent.APPROVE_ONCE, (1,), None, R.OPTIONS_NOT_ACCEPTED),
+        ("claude", SINGLE2, Intent.FREE_TEXT, (), "\x1b[200~x", R.UNSAFE_TEXT),  # paste start
+        ("claude", SINGLE2, Intent.FREE_TEXT, (), "\x1b", R.UNSAFE_TEXT),
+        ("claude", SINGLE2, Intent.FREE_TEXT, (), "a\nb", R.UNSAFE_TEXT),
+        ("claude", SINGLE2, Intent.FREE_TEXT, (), "\x9b2J", R.UNSAFE_TEXT),  # 8-bit CSI
+        ("claude", SINGLE2, Intent.FREE_TEXT, (), "", R.NO_TEXT),
+        ("claude", SINGLE2, Intent.FREE_TEXT, (), None, R.NO_TEXT),
+        ("codex", "codex_exec-permission", Intent.FREE_TEXT, (), TEXT, R.NO_PLAN),
+        ("codex", "codex_rui_notes-unanswered", Intent.CHOOSE, (0,), None, R.NO_PLAN),
+        ("codex", THREE, Intent.CHOOSE, (3,), None, R.NOT_A_CHOICE),  # None of the above
+        ("codex", THREE, Intent.NEXT_QUESTION, (0,), None, R.OPTIONS_NOT_ACCEPTED),
+        ("codex", NOTES, Intent.FREE_TEXT, (), "tab\there", R.UNSAFE_TEXT),
+    ],
+)
+def test_refusals(
+    agent: str,
+    name: str,
+    intent: Intent,
+    chosen: tuple[int, ...],
+    text: str | None,
+    reason: Refusal,
+) -> None:
+    assert refusal(agent, name, intent, chosen, text) is reason
+
+
+def test_no_queued_question_plan_where_the_version_has_no_queue() -> None:
+    for version in ("0.153.4", "0.169.0"):
+        with pytest.raises(KeyPlanError) as raised:
+            PROFILES[("codex", version)].key_plans.plan_for(
+                InteractionKind.ASYNC_QUESTION, None, Intent.OPEN_QUEUED_QUESTION
+            )
+        assert raised.value.reason is Refusal.NO_PLAN
+
+
+PERMISSION_FIXTURE = {"claude": "claude_bash-permission", "codex": "codex_exec-permission"}
+
+
+def permission(agent: str) -> tuple[Profile, tuple[OptionView, ...]]:
+    """The newest version's permission prompt rows (Yes, persistent rows, No)."""
+    profile, observation = observe(agent, VERSIONS[agent][-1], PERMISSION_FIXTURE[agent])
+    return profile, prompt_of(observation).questions[0].options
+
+
+@pytest.mark.parametrize("agent", ["claude", "codex"])
+@pytest.mark.parametrize("intent", [Intent.APPROVE_ONCE, Intent.REJECT])
+def test_nothing_expands_with_the_cursor_on_a_persistent_row(agent: str, intent: Intent) -> None:
+    profile, options = permission(agent)
+    persistent = next(i for i, o in enumerate(options) if o.role is OptionRole.APPROVE_PERSISTENT)
+    moved = tuple(attrs.evolve(o, current=i == persistent) for i, o in enumerate(options))
+    plan = profile.key_plans.plan_for(InteractionKind.PERMISSION, StepKind.PERMISSION, intent)
+    with pytest.raises(KeyPlanError) as raised:
+        expand(plan, moved)
+    assert raised.value.reason is Refusal.PERSISTENT_APPROVAL
+
+
+@pytest.mark.parametrize(
+    "steps",
+    [
+        (MoveToRole(OptionRole.APPROVE_PERSISTENT), Press("Enter")),
+        (PressShortcut(OptionRole.APPROVE_PERSISTENT, "a"),),
+    ],
+)
+@pytest.mark.parametrize("agent", ["claude", "codex"])
+def test_a_plan_targeting_a_persistent_row_never_expands(
+    agent: str, steps: tuple[PlanStep, ...]
+) -> None:
+    _, options = permission(agent)
+    key = PlanKey(InteractionKind.PERMISSION, StepKind.PERMISSION, Intent.APPROVE_ONCE)
+    with pytest.raises(KeyPlanError) as raised:
+        expand(KeyPlan(key, steps, "test", lab_verified=False), options)
+    assert raised.value.reason is Refusal.PERSISTENT_APPROVAL
+
+
+def test_screen_shape_refusals() -> None:
+    profile, observation = observe("claude", CLAUDE[-1], "questionnaire_multi-review")
+    prompt = prompt_of(observation)
+    plan = profile.key_plans.plan_for(prompt.kind, prompt.step, Intent.SUBMIT)
+    options = prompt.questions[0].options
+    both = tuple(attrs.evolve(o, current=True) for o in options)
+    with pytest.raises(KeyPlanError, match="cursor_unknown"):
+        expand(plan, both)
+    with pytest.raises(KeyPlanError, match="row_missing"):
+        expand(plan, tuple(attrs.evolve(o, role=OptionRole.CANCEL) for o in options))
+    multi = profile.key_plans.plan_for(
+        InteractionKind.QUESTIONNAIRE, StepKind.MULTI_SELECT, Intent.CHOOSE
+    )
+    _, single = observe("claude", CLAUDE[-1], "questionnaire_single3-q1")
+    with pytest.raises(KeyPlanError, match="no_box"):
+        expand(multi, prompt_of(single).questions[0].options, chosen=(1,))
+    _, boxed = observe("claude", CLAUDE[-1], "questionnaire_multi-q1")
+    rows = prompt_of(boxed).questions[0].options
+    free_ticked = tuple(
+        attrs.evolve(o, checked=True) if o.role is OptionRole.FREE_TEXT else o for o in rows
+    )
+    with pytest.raises(KeyPlanError, match="not_a_choice"):
+        expand(multi, free_ticked, chosen=(0,))
+
+
+def test_plans_are_unique_per_request_and_never_press_cursor_keys() -> None:
+    plan = PROFILES[("claude", CLAUDE[0])].key_plans.plans[0]
+    with pytest.raises(ValueError, match="same request"):
+        KeyPlans((plan, plan))
+    for step in (Press, lambda key: PressShortcut(OptionRole.REJECT, key), ToggleChosen):
+        with pytest.raises(ValueError, match="moves the cursor"):
+            step("Down")
+
+
+# ---------------------------------------------------------------- never a persistent row
+
+ALL_PLANS = sorted(
+    {plan for profile in PROFILES.values() for plan in profile.key_plans.plans},
+    key=lambda plan: (plan.key.interaction, str(plan.key.step), plan.key.intent, plan.evidence),
+)
+ROLES = list(OptionRole)
+PRESSABLE = ["Enter", "Tab", "Right", "S-Left", "Escape", "y"]
+
+plan_steps = st.one_of(
+    st.builds(MoveToRole, st.sampled_from(ROLES)),
+    st.just(MoveToChosen()),
+    st.builds(ToggleChosen, st.sampled_from(PRESSABLE)),
+    st.just(TypeText()),
+    st.builds(Press, st.sampled_from(PRESSABLE)),
+    st.builds(PressShortcut, st.sampled_from(ROLES), st.sampled_from(PRESSABLE)),
+    st.just(EnterGuard(0.3)),
+)
+random_plans = st.builds(
+    KeyPlan,
+    st.just(PlanKey(InteractionKind.QUESTIONNAIRE, StepKind.SINGLE_SELECT, Intent.CHOOSE)),
+    st.lists(plan_steps, max_size=6).map(tuple),
+    st.just("random"),
+    st.just(False),
+)
+
+
+# Persistent-approval and option rows weigh more, so most screens hold both.
+WEIGHTED_ROLES = [*ROLES, OptionRole.APPROVE_PERSISTENT, OptionRole.CHOICE, OptionRole.CHOICE]
+
+
+Case = tuple[KeyPlan, tuple[OptionView, ...], tuple[int, ...], str | None]
+
+
+@st.composite
+def cases(draw: st.DrawFn) -> Case:
+    """A plan, rows with any roles (persistent ones included) and an answer.
+
+    Mostly the answer fits the plan (one option, several, text or nothing) and
+    the screen has one cursor row, as on a real prompt; sometimes neither holds.
+    """
+    plan = draw(st.sampled_from(ALL_PLANS) | random_plans)
+    roles = draw(st.lists(st.sampled_from(WEIGHTED_ROLES), max_size=8))
+    cursor = draw(st.integers(0, max(len(roles) - 1, 0)))
+    extra_cursor = draw(st.none() | st.none() | st.integers(0, 8))
+    options = tuple(
+        OptionView(
+            "row",
+            role=role,
+            current=i in (cursor, extra_cursor),
+            checked=draw(st.none() | st.booleans()),
+        )
+        for i, role in enumerate(roles)
+    )
+    choices = [i for i, role in enumerate(roles) if role is OptionRole.CHOICE]
+    if draw(st.integers(0, 3)) == 0:  # an answer that may not fit
+        chosen = draw(st.lists(st.integers(-1, 9), max_size=3))
+        return plan, options, tuple(chosen), draw(st.none() | st.text(max_size=12))
+    chosen = []
+    if choices and any(isinstance(step, MoveToChosen) for step in plan.steps):
+        chosen = [draw(st.sampled_from(choices))]
+    elif choices and any(isinstance(step, ToggleChosen) for step in plan.steps):
+        chosen = draw(st.lists(st.sampled_from(choices), min_size=1, unique=True))
+    typed = any(isinstance(step, TypeText) for step in plan.steps)
+    return plan, options, tuple(chosen), TEXT if typed else None
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=cases())
+def test_expansion_never_lands_on_a_persistent_row(case: Case) -> None:
+    plan, options, chosen, text = case
+    try:
+        sent = expand(plan, options, chosen=chosen, text=text)
+    except KeyPlanError:
+        return
+    replay(options, sent)
+    # A step naming the persistent row as its target never expands.
+    assert not any(
+        isinstance(step, MoveToRole | PressShortcut) and step.role is OptionRole.APPROVE_PERSISTENT
+        for step in plan.steps
+    )
