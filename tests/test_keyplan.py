@@ -23,7 +23,7 @@ from akk.profiles.keyplan import (
     KeyPlanError,
     KeyPlans,
     Keystroke,
-    Literal,
+    LiteralText,
     MoveToChosen,
     MoveToRole,
     PlanKey,
@@ -105,7 +105,7 @@ def replay(options: tuple[OptionView, ...], sent: tuple[Keystroke, ...]) -> int 
             cursor += 1 if key == TmuxKey("Down") else -1
             assert 0 <= cursor < len(options), f"moved off the menu: {sent}"
             continue
-        if isinstance(key, Literal):
+        if isinstance(key, LiteralText):
             assert not any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 for c in key.text), key
         if cursor is not None and not isinstance(key, Wait):
             assert options[cursor].role is not OptionRole.APPROVE_PERSISTENT, sent
@@ -274,11 +274,11 @@ def test_every_answer_on_every_captured_prompt_lands_where_it_should(
         elif intent is Intent.FREE_TEXT:
             sent = expand(plan, options, text=TEXT)
             replay(options, sent)
-            typed = [key for key in sent if isinstance(key, Literal)]
-            assert typed == [Literal(TEXT)]  # one chunk of plain characters, no ESC, no paste
+            typed = [key for key in sent if isinstance(key, LiteralText)]
+            assert typed == [LiteralText(TEXT)]  # one chunk of plain characters, no ESC, no paste
             assert sent[-1] == TmuxKey("Enter")
             if profile.agent == "codex":  # Enter waits out the guard after the typing
-                assert sent[-3:] == (Literal(TEXT), Wait(0.3), TmuxKey("Enter"))
+                assert sent[-3:] == (LiteralText(TEXT), Wait(0.3), TmuxKey("Enter"))
         else:
             sent = expand(plan, options)
             final = replay(options, sent)
@@ -333,12 +333,12 @@ def test_claude_sequences(version: str) -> None:
     assert answer("claude", version, "questionnaire_single2-q1", Intent.FREE_TEXT, text=TEXT) == (
         TmuxKey("Down"),
         TmuxKey("Down"),
-        Literal(TEXT),
+        LiteralText(TEXT),
         TmuxKey("Enter"),
     )
     assert answer(
         "claude", version, "questionnaire_single2-free_text_empty", Intent.FREE_TEXT, text=TEXT
-    ) == (Literal(TEXT), TmuxKey("Enter"))
+    ) == (LiteralText(TEXT), TmuxKey("Enter"))
 
 
 @pytest.mark.parametrize("version", CODEX)
@@ -349,12 +349,12 @@ def test_codex_sequences(version: str) -> None:
     assert codex("codex_rui_three-q2", Intent.CHOOSE, (1,)) == keys("Down", "Enter")
     assert answer("codex", version, "codex_rui_one-q1", Intent.FREE_TEXT, text=TEXT) == (
         *keys("Down", "Down", "Down", "Tab"),
-        Literal(TEXT),
+        LiteralText(TEXT),
         Wait(0.3),
         TmuxKey("Enter"),
     )
     assert answer("codex", version, "codex_rui_notes-notes_empty", Intent.FREE_TEXT, text=TEXT) == (
-        Literal(TEXT),
+        LiteralText(TEXT),
         Wait(0.3),
         TmuxKey("Enter"),
     )

@@ -176,7 +176,7 @@ class TmuxKey:
 
 
 @attrs.frozen
-class Literal:
+class LiteralText:
     """Characters sent as ``send-keys -l TEXT``: one key event each, never a paste."""
 
     text: str
@@ -189,7 +189,7 @@ class Wait:
     seconds: float
 
 
-Keystroke = TmuxKey | Literal | Wait
+Keystroke = TmuxKey | LiteralText | Wait
 
 
 class Refusal(enum.StrEnum):
@@ -197,7 +197,7 @@ class Refusal(enum.StrEnum):
 
     NO_PLAN = "no_plan"
     CURSOR_UNKNOWN = "cursor_unknown"  # not exactly one current row
-    PERSISTENT_APPROVAL = "persistent_approval"  # the keys would rest on such a row
+    PERSISTENT_APPROVAL = "persistent_approval"  # the plan starts on or targets such a row
     ROW_MISSING = "row_missing"  # the plan's row (by role) is not on screen, or twice
     OPTION_NOT_ON_SCREEN = "option_not_on_screen"
     NOT_A_CHOICE = "not_a_choice"  # the chosen row is not one of the question's options
@@ -264,7 +264,7 @@ class _Expansion:
                     self._toggle(key)
                 case TypeText():
                     assert self.text is not None  # _check_answer proved it
-                    self.keys.append(Literal(self.text))
+                    self.keys.append(LiteralText(self.text))
                 case Press(key=key):
                     self.keys.append(TmuxKey(key))
                 case PressShortcut(role=role, key=key):
