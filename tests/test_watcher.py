@@ -106,8 +106,9 @@ async def test_unpinned_and_unprovable_versions_get_no_profile(
                 assert status["terminal"]["observation"]["actionable"] is False
                 assert "a stand-in agent, waiting" in status["screen_excerpt"]
 
-                # Launched through a shell, and unable to say its version.
-                shell = f"sh -c '{agents / 'silent' / 'claude'} 100000; echo done'"
+                # Started by a shell a moment after the pane opened, drawing nothing (so
+                # the listing sees no change: the sweep finds it), unable to say its version.
+                shell = f"sh -c 'sleep 0.3; {agents / 'silent' / 'claude'} 100000; echo done'"
                 await trio.run_process([*tmux, "new-window", "-d", shell])
                 rows = await _wait_rows(ctl, 2)
                 silent = next(r for r in rows if r["terminal_id"] != row["terminal_id"])

@@ -33,6 +33,9 @@ from akk.tmux.panes import PaneInfo
 
 log = logging.getLogger("akk.watcher")
 
+SWEEP_INTERVAL = 2.0
+"""Seconds between second looks at panes without a live agent (see `_Attachment.sweep`)."""
+
 RECONNECT_INTERVAL = 1.0
 """Seconds between checks for a server that is not (or no longer) running (no process spawned)."""
 
@@ -65,10 +68,10 @@ class TmuxWatcher:
         *,
         interval: float,
     ) -> None:
-        self._socket = socket_path
-        self._board = board
-        self._store = store
-        self._versions = versions
+        self.socket = socket_path
+        self.board = board
+        self.store = store
+        self.versions = versions
         self._interval = interval
 
     async def run(self) -> None:
@@ -76,12 +79,12 @@ class TmuxWatcher:
         while True:
             attached_at: float | None = None
             try:
-                async with open_control_client(self._socket) as client:
+                async with open_control_client(self.socket) as client:
                     attached_at = trio.current_time()
-                    log.info("watching tmux server %s", self._socket)
+                    log.info("watching tmux server %s", self.socket)
                     await self._watch(client)
             except ControlClientClosed as closed:
-                log.debug("tmux server %s not available: %s", self._socket, closed)
+                log.debug("tmux server %s not available: %s", self.socket, closed)
             # A control client ends with the session it attached to while other
             # sessions may live on: after a long watch, reattach at once (opening
             # fails fast, spawning nothing, when the whole server is gone).
@@ -89,59 +92,93 @@ class TmuxWatcher:
             if lived is None or lived < RECONNECT_INTERVAL:
                 await trio.sleep(RECONNECT_INTERVAL)
 
+    async def gone(self, terminal: str, now: float) -> None:
+        """A terminal's incarnation is over: record it and take it off the board."""
+        await transact(self.store, lambda conn: terminal_records.record_gone(conn, terminal, now))
+        self.board.retire(terminal)
+
     async def _watch(self, client: ControlClient) -> None:
-        terminals = Supervisor(f"terminals {self._socket}", max_restarts=20, period=10.0)
-        tracked: dict[str, _Tracked] = {}
+        terminals = Supervisor(f"terminals {self.socket}", max_restarts=20, period=10.0)
+        attachment = _Attachment(self, client, terminals)
         async with trio.open_nursery() as nursery:
             await nursery.start(terminals.run)
+            nursery.start_soon(attachment.sweep)
             try:
-                monitor = ActivityMonitor(client, interval=self._interval)
-                async for update in monitor.updates():
-                    await self._apply(update, tracked, terminals, client)
+                async for update in ActivityMonitor(client, interval=self._interval).updates():
+                    async with attachment.lock:
+                        await attachment.apply(update)
             finally:
                 with trio.CancelScope(shield=True):
-                    now = time.time()
-                    for entry in tracked.values():
-                        if entry.terminal_id is not None:
-                            await self._gone(entry.terminal_id, now)
+                    await attachment.forget_all()
                 nursery.cancel_scope.cancel()
 
-    async def _apply(
-        self,
-        update: PaneUpdate,
-        tracked: dict[str, _Tracked],
-        terminals: Supervisor,
-        client: ControlClient,
-    ) -> None:
+
+class _Attachment:
+    """One attachment of a TmuxWatcher to its server: the panes it tracks and their actors.
+
+    ``lock`` serializes the listing-driven updates with the periodic sweep, so a
+    pane is never identified twice at once.
+    """
+
+    def __init__(self, watcher: TmuxWatcher, client: ControlClient, terminals: Supervisor) -> None:
+        self._watcher = watcher
+        self._client = client
+        self._terminals = terminals
+        self._tracked: dict[str, _Tracked] = {}
+        self.lock = trio.Lock()
+
+    async def apply(self, update: PaneUpdate) -> None:
+        """Follow one listing: retire closed panes, (re)identify and refresh changed ones."""
         for pane_id in update.removed:
-            entry = tracked.pop(pane_id)
-            await self._retire(entry, terminals)
+            await self._retire(self._tracked.pop(pane_id))
         for pane_id in update.changed:
             pane = update.panes[pane_id]
-            entry = tracked.setdefault(pane_id, _Tracked(pane))
+            entry = self._tracked.setdefault(pane_id, _Tracked(pane))
             previous, entry.pane = entry.pane, pane
             if pane_id in update.added or _identity_may_differ(previous, pane, entry.agent):
-                await self._identify(entry, terminals, client)
-            if entry.terminal is not None:
-                # When the mailbox is full, a queued Refresh captures the latest screen anyway.
-                with suppress(MailboxFull):
-                    entry.terminal.tell(Refresh(pane.width, pane.height))
+                await self._identify(entry)
+            _refresh(entry)
 
-    async def _identify(
-        self, entry: _Tracked, terminals: Supervisor, client: ControlClient
-    ) -> None:
+    async def sweep(self) -> None:
+        """Every SWEEP_INTERVAL, look again at panes with no live agent.
+
+        The listing only reports panes whose screen or shape changed, and an
+        agent that started without drawing yet (or a pane listed in the instant
+        before its shell started the agent) changes neither. Reading /proc
+        spawns nothing.
+        """
+        while True:
+            await trio.sleep(SWEEP_INTERVAL)
+            async with self.lock:
+                for entry in list(self._tracked.values()):
+                    if entry.pane.dead or _agent_alive(entry.agent):
+                        continue
+                    await self._identify(entry)
+                    _refresh(entry)
+
+    async def forget_all(self) -> None:
+        """The attachment ended: every terminal it found is over."""
+        now = time.time()
+        for entry in self._tracked.values():
+            if entry.terminal_id is not None:
+                await self._watcher.gone(entry.terminal_id, now)
+
+    async def _identify(self, entry: _Tracked) -> None:
+        watcher = self._watcher
         agent = None if entry.pane.dead else find_agent(entry.pane.pane_pid)
         if entry.terminal is not None and _same_process(agent, entry.agent):
             return
-        await self._retire(entry, terminals)
+        await self._retire(entry)
         entry.agent = agent
         if agent is None:
             return
-        version = await self._versions.version_of(agent)
+        version = await watcher.versions.version_of(agent)
         binding = bind(agent.agent, version)
         identity = TerminalIdentity(
-            terminal_id=terminal_id(self._socket, entry.pane.pane_id, agent.pid, agent.start_ticks),
-            tmux_socket=self._socket,
+            terminal_id=terminal_id(
+                watcher.socket, entry.pane.pane_id, agent.pid, agent.start_ticks
+            ),
+            tmux_socket=watcher.socket,
             pane_id=entry.pane.pane_id,
             pane_pid=entry.pane.pane_pid,
             agent=agent.agent,
@@ -154,13 +191,15 @@ class TmuxWatcher:
             profile_reason=binding.reason,
         )
         now = time.time()
-        await transact(self._store, lambda conn: terminal_records.record_seen(conn, identity, now))
-        profile = binding.profile
+        await transact(
+            watcher.store, lambda conn: terminal_records.record_seen(conn, identity, now)
+        )
+        profile, client, board = binding.profile, self._client, watcher.board
         entry.terminal_id = identity.terminal_id
-        entry.terminal = await terminals.start_child(
+        entry.terminal = await self._terminals.start_child(
             ChildSpec(
                 key=identity.terminal_id,
-                start=lambda: TerminalActor(identity, profile, client, self._board),
+                start=lambda: TerminalActor(identity, profile, client, board),
                 restart=Restart.TRANSIENT,
             )
         )
@@ -170,17 +209,27 @@ class TmuxWatcher:
             identity.profile or binding.reason,
         )  # fmt: skip
 
-    async def _retire(self, entry: _Tracked, terminals: Supervisor) -> None:
+    async def _retire(self, entry: _Tracked) -> None:
         if entry.terminal_id is None:
             return
         terminal, entry.terminal, entry.terminal_id = entry.terminal_id, None, None
         entry.agent = None
-        await terminals.stop_child(terminal)
-        await self._gone(terminal, time.time())
+        await self._terminals.stop_child(terminal)
+        await self._watcher.gone(terminal, time.time())
 
-    async def _gone(self, terminal: str, now: float) -> None:
-        await transact(self._store, lambda conn: terminal_records.record_gone(conn, terminal, now))
-        self._board.retire(terminal)
+
+def _refresh(entry: _Tracked) -> None:
+    if entry.terminal is not None:
+        # When the mailbox is full, a queued Refresh captures the latest screen anyway.
+        with suppress(MailboxFull):
+            entry.terminal.tell(Refresh(entry.pane.width, entry.pane.height))
+
+
+def _agent_alive(agent: AgentProcess | None) -> bool:
+    if agent is None:
+        return False
+    running = read_process(agent.pid)
+    return running is not None and running.start_ticks == agent.start_ticks
 
 
 def _same_process(a: AgentProcess | None, b: AgentProcess | None) -> bool:
@@ -195,7 +244,4 @@ def _identity_may_differ(before: PaneInfo, after: PaneInfo, agent: AgentProcess 
         after.dead,
     ):
         return True
-    if agent is None:
-        return False
-    running = read_process(agent.pid)
-    return running is None or running.start_ticks != agent.start_ticks
+    return agent is not None and not _agent_alive(agent)
