@@ -101,7 +101,12 @@ async def test_unpinned_and_unprovable_versions_get_no_profile(
                 assert (row["agent"], row["version"], row["profile"]) == ("claude", "9.9.9", None)
                 assert row["profile_reason"].startswith("unpinned_version")
                 assert row["activity_state"] == "unknown"
-                status = await ctl.call("status", {"terminal_id": row["terminal_id"]})
+                # Listed as soon as it is found; its screen follows with the first capture.
+                with trio.fail_after(10):
+                    while not (
+                        status := await ctl.call("status", {"terminal_id": row["terminal_id"]})
+                    )["screen_excerpt"]:
+                        await trio.sleep(0.05)
                 assert status["interaction"] is None
                 assert status["terminal"]["observation"]["actionable"] is False
                 assert "a stand-in agent, waiting" in status["screen_excerpt"]

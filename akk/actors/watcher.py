@@ -23,7 +23,13 @@ from akk.actors.runtime import ActorRef, MailboxFull
 from akk.actors.store import transact
 from akk.actors.supervisor import ChildSpec, Restart, Supervisor
 from akk.actors.terminal import Refresh, TerminalActor
-from akk.discovery.process import AgentProcess, VersionCache, find_agent, read_process, terminal_id
+from akk.discovery.process import (
+    AgentProcess,
+    VersionCache,
+    find_agent,
+    start_ticks,
+    terminal_id,
+)
 from akk.profiles.registry import bind
 from akk.store import terminals as terminal_records
 from akk.terminals import TerminalBoard, TerminalIdentity
@@ -226,10 +232,7 @@ def _refresh(entry: _Tracked) -> None:
 
 
 def _agent_alive(agent: AgentProcess | None) -> bool:
-    if agent is None:
-        return False
-    running = read_process(agent.pid)
-    return running is not None and running.start_ticks == agent.start_ticks
+    return agent is not None and start_ticks(agent.pid) == agent.start_ticks
 
 
 def _same_process(a: AgentProcess | None, b: AgentProcess | None) -> bool:

@@ -116,6 +116,18 @@ def read_process(pid: int, proc: Path = PROC) -> ProcessInfo | None:
     )
 
 
+def start_ticks(pid: int, proc: Path = PROC) -> int | None:
+    """The process's start time in clock ticks since boot, or None if it is gone.
+
+    Reads only /proc/PID/stat: the cheap check that a known process still runs.
+    """
+    try:
+        stat = (proc / str(pid) / "stat").read_bytes()
+    except OSError:
+        return None
+    return int(stat[stat.rindex(b")") + 2 :].split()[19])
+
+
 def _readlink(path: Path) -> str | None:
     try:
         return os.readlink(path)
