@@ -18,7 +18,7 @@ import trio
 from rich.console import Console
 from rich.table import Table
 
-from akk import doctor, inspect
+from akk import classify, doctor
 from akk.actors.watcher import default_socket
 from akk.client import AkkError, ConnectError, connect
 from akk.protocol.schema import protocol_schema
@@ -44,7 +44,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         result: int = args.run(args)
-    except (CliError, StateDirError, StoreError, ConnectError, inspect.InspectError) as exc:
+    except (CliError, StateDirError, StoreError, ConnectError, classify.ClassifyError) as exc:
         _err.print(f"akk: {exc}", markup=False)
         return 2
     except AkkError as exc:
@@ -101,20 +101,20 @@ def _parser() -> argparse.ArgumentParser:
 
     screen = commands.add_parser("screen", help="classify a screen as AKK sees it")
     screens = screen.add_subparsers(required=True, metavar="SUBCOMMAND")
-    classify = screens.add_parser("classify", help="classify a capture-pane -p -e file")
-    classify.set_defaults(run=_screen_classify)
-    classify.add_argument("file", help="a `tmux capture-pane -p -e` capture (e.g. a fixture)")
-    classify.add_argument("--agent", required=True, choices=["claude", "codex"])
-    classify.add_argument("--version", required=True, help="the exact client version")
-    classify.add_argument("--cols", type=int, required=True)
-    classify.add_argument("--rows", type=int, required=True)
-    capture = screens.add_parser("capture", help="capture and classify a live tmux pane")
-    capture.set_defaults(run=_screen_capture)
-    capture.add_argument("target", help="tmux target, e.g. %%3 or work:1.0")
-    capture.add_argument(
+    from_file = screens.add_parser("classify", help="classify a capture-pane -p -e file")
+    from_file.set_defaults(run=_screen_classify)
+    from_file.add_argument("file", help="a `tmux capture-pane -p -e` capture (e.g. a fixture)")
+    from_file.add_argument("--agent", required=True, choices=["claude", "codex"])
+    from_file.add_argument("--version", required=True, help="the exact client version")
+    from_file.add_argument("--cols", type=int, required=True)
+    from_file.add_argument("--rows", type=int, required=True)
+    live = screens.add_parser("capture", help="capture and classify a live tmux pane")
+    live.set_defaults(run=_screen_capture)
+    live.add_argument("target", help="tmux target, e.g. %%3 or work:1.0")
+    live.add_argument(
         "--tmux-socket", help="the tmux server's socket (default server if not given)"
     )
-    for sub in (classify, capture):
+    for sub in (from_file, live):
         sub.add_argument("--json", action="store_true", help="print one JSON object")
         sub.add_argument("--private", action="store_true", help="add region and fingerprint")
     return parser
@@ -217,7 +217,7 @@ def _screen_classify(args: argparse.Namespace) -> int:
         capture = Path(args.file).read_text()
     except OSError as exc:
         raise CliError(f"cannot read {args.file}: {exc.strerror}") from exc
-    result = inspect.classify_capture(
+    result = classify.classify_capture(
         capture, agent=args.agent, version=args.version, cols=args.cols, rows=args.rows,
         private=args.private,
     )  # fmt: skip
@@ -225,7 +225,7 @@ def _screen_classify(args: argparse.Namespace) -> int:
 
 
 def _screen_capture(args: argparse.Namespace) -> int:
-    result = inspect.classify_pane(args.target, socket=args.tmux_socket, private=args.private)
+    result = classify.classify_pane(args.target, socket=args.tmux_socket, private=args.private)
     return _print_classification(result, args.json)
 
 

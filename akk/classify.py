@@ -28,7 +28,7 @@ CLI_IDENTITY = "akk-screen-cli"
 """The terminal identity fingerprints are bound to outside a server."""
 
 
-class InspectError(Exception):
+class ClassifyError(Exception):
     """The screen cannot be read; the message says why and what to do."""
 
 
@@ -39,7 +39,7 @@ def classify_capture(
     try:
         grid = render(capture, cols, rows)
     except ValueError as exc:
-        raise InspectError(f"{exc}; pass the pane's exact --cols and --rows") from exc
+        raise ClassifyError(f"{exc}; pass the pane's exact --cols and --rows") from exc
     binding = bind(agent, version)
     if binding.profile is None:
         observation = Observation(State.UNKNOWN, None, reason=binding.reason)
@@ -53,11 +53,11 @@ def classify_pane(target: str, *, socket: str | None, private: bool) -> dict[str
     fields = _tmux(tmux, "display-message", "-p", "-t", target,
                    "#{pane_pid} #{pane_width} #{pane_height}").split()  # fmt: skip
     if len(fields) != 3:
-        raise InspectError(f"tmux could not describe pane {target!r}: {fields}")
+        raise ClassifyError(f"tmux could not describe pane {target!r}: {fields}")
     pane_pid, cols, rows = (int(f) for f in fields)
     agent = find_agent(pane_pid)
     if agent is None:
-        raise InspectError(f"no Claude Code or Codex process runs in pane {target}")
+        raise ClassifyError(f"no Claude Code or Codex process runs in pane {target}")
     version = trio.run(VersionCache().version_of, agent)
     capture = _tmux(tmux, "capture-pane", "-p", "-e", "-t", target)
     return {
@@ -93,5 +93,5 @@ def _result(
 def _tmux(base: list[str], *args: str) -> str:
     done = subprocess.run([*base, *args], capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        raise InspectError(f"tmux {args[0]} failed: {done.stderr.strip()}; check the target")
+        raise ClassifyError(f"tmux {args[0]} failed: {done.stderr.strip()}; check the target")
     return done.stdout
