@@ -107,17 +107,30 @@ async def run_service(
 
 
 async def serve_until_signal(config: ServiceConfig, on_ready: Callable[[Endpoint], None]) -> None:
-    """Run the service until SIGINT or SIGTERM, then shut down (children stop within their
-    shutdown timeouts, cleanup shielded)."""
+    """Run the service until SIGINT or SIGTERM, then shut down gracefully.
+
+    Children stop within their shutdown timeouts, cleanup shielded. A second
+    signal during shutdown exits at once: everything committed is already on
+    disk (WAL, synchronous=FULL), so an operator is never held hostage.
+    """
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
-            await nursery.start(
-                lambda task_status: run_service(config, on_ready=on_ready, task_status=task_status)
-            )
-            async for signum in signals:
-                log.info("shutting down on %s", signal.Signals(signum).name)
-                nursery.cancel_scope.cancel()
-                break
+            service = trio.CancelScope()
+
+            async def on_signals() -> None:
+                async for signum in signals:
+                    name = signal.Signals(signum).name
+                    if not service.cancel_called:
+                        log.info("shutting down on %s (send it again to exit at once)", name)
+                        service.cancel()
+                    else:
+                        log.warning("exiting at once on a second %s", name)
+                        os._exit(128 + signum)
+
+            nursery.start_soon(on_signals)
+            with service:
+                await run_service(config, on_ready=on_ready)
+            nursery.cancel_scope.cancel()
 
 
 def read_endpoint(state: StateDir) -> Endpoint | None:
