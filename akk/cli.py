@@ -199,9 +199,11 @@ def _list(args: argparse.Namespace) -> int:
         _out.print_json(json.dumps(result))
         return 0
     table = Table("pane", "agent", "version", "profile", "state", "asks", title="terminals")
+    # Pane ids repeat across tmux servers: name the server when there is more than one.
+    several = len({row["tmux_socket"] for row in result["terminals"]}) > 1
     for row in result["terminals"]:
         table.add_row(
-            row["pane"],
+            f"{row['tmux_socket']}:{row['pane']}" if several else row["pane"],
             row["agent"],
             row["version"] or "?",
             row["profile"] or f"none ({row.get('profile_reason') or 'unknown'})",
