@@ -7,8 +7,10 @@ reason, and never classify its screen.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -119,6 +121,15 @@ async def test_unpinned_and_unprovable_versions_get_no_profile(
                 silent = next(r for r in rows if r["terminal_id"] != row["terminal_id"])
                 assert (silent["version"], silent["profile"]) == (None, None)
                 assert silent["profile_reason"] == "version_unknown"
+
+                # The operator's table shows both, with what binds them.
+                listed = await trio.run_process(
+                    [sys.executable, "-m", "akk", "list"], capture_stdout=True,
+                    env={**os.environ, "AKK_STATE_DIR": str(state.path), "COLUMNS": "250"},
+                )  # fmt: skip
+                table = listed.stdout.decode()
+                assert "claude" in table and "9.9.9" in table
+                assert "unpinned_version" in table and "version_unknown" in table
 
                 # Panes going away take their terminals with them.
                 await trio.run_process([*tmux, "kill-window", "-t", row["pane"]])
