@@ -78,8 +78,14 @@ async def settled(ctl: Controller, terminal_id: str) -> None:
 
 
 async def measure(agent: str, version: str, rounds: int, interval: float) -> list[float]:
+    with tempfile.TemporaryDirectory(prefix="akk-bench-") as scratch:
+        return await _measure(agent, version, rounds, interval, StateDir(Path(scratch) / "akk"))
+
+
+async def _measure(
+    agent: str, version: str, rounds: int, interval: float, state: StateDir
+) -> list[float]:
     lags: list[float] = []
-    state = StateDir(Path(tempfile.mkdtemp(prefix="akk-bench-")) / "akk")
     async with launch(agent, version, scenario(agent)) as lab, trio.open_nursery() as nursery:
         config = ServiceConfig(
             state=state, port=0, tmux_sockets=(str(lab.socket),), poll_interval=interval
