@@ -1,8 +1,8 @@
 """tmux I/O without spawning a process per call: a control-mode client per server.
 
 `open_control_client` gives a `ControlClient` (one `tmux -C` per server, used
-as a command channel); `list_panes`, `capture` and `socket_path` run single
-commands over it; `ActivityMonitor` learns which panes of all sessions changed.
+as a command channel); `list_panes` and `capture` run single commands
+over it; `ActivityMonitor` learns which panes of all sessions changed.
 """
 
 from akk.tmux.activity import ActivityMonitor, PaneUpdate
@@ -16,7 +16,7 @@ from akk.tmux.control import (
     TmuxCommandError,
     open_control_client,
 )
-from akk.tmux.panes import PaneInfo, capture, list_panes, socket_path
+from akk.tmux.panes import PaneInfo, capture, list_panes
 
 __all__ = [
     "ActivityMonitor",
@@ -32,5 +32,4 @@ __all__ = [
     "capture",
     "list_panes",
     "open_control_client",
-    "socket_path",
 ]

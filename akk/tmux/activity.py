@@ -173,9 +173,3 @@ class ActivityMonitor:
             return None
         hints.pending()
         return hints
-
-    async def changed_panes(self) -> AsyncGenerator[set[str], None]:
-        """Yield the ids of panes whose screen may have changed (added panes included)."""
-        async for update in self.updates():
-            if update.changed:
-                yield set(update.changed)

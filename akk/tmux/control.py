@@ -34,7 +34,7 @@ import os
 import re
 import socket
 import subprocess
-from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import asynccontextmanager, contextmanager, suppress
 
 import attrs
@@ -45,7 +45,6 @@ ATTACH_FLAGS = "ignore-size,read-only,no-output"
 
 _SAFE_WORD = re.compile(r"[A-Za-z0-9_%@.,:/=+-]+")
 _GUARD = re.compile(r"%(begin|end|error) (\d+) (\d+) (\d+)")
-_OCTAL = re.compile(rb"\\([0-7]{3})")
 _ESCAPES = {"\\": "\\\\", '"': '\\"', "$": "\\$", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
 _READ_CHUNK = 65536
 _START_TIMEOUT = 10.0
@@ -143,12 +142,6 @@ class Notification:
         if self.args and self.args[0].startswith("%"):
             return self.args[0]
         return None
-
-
-def decode_output(value: str) -> bytes:
-    """Decode the value of an `%output` notification: tmux escapes bytes as `\\ooo`."""
-    raw = value.encode("utf-8", "surrogateescape")
-    return _OCTAL.sub(lambda m: bytes([int(m.group(1), 8)]), raw)
 
 
 def quote_argument(arg: str) -> str:
@@ -300,20 +293,6 @@ class ControlClient:
         finally:
             self._subscribers.remove(sub)
 
-    async def changed_panes(self) -> AsyncGenerator[set[str], None]:
-        """Yield the set of panes that produced `%output` since the last yield.
-
-        Bursts are coalesced: each yield holds every pane seen so far. Only
-        panes of the attached session are reported, and only when the client
-        was opened with output enabled (`flags` without `no-output`); for all
-        sessions use `akk.tmux.activity.ActivityMonitor`.
-        """
-        with self.subscribe() as sub:
-            async for note in sub:
-                panes = {n.args[0] for n in [note, *sub.pending()] if n.name == "output"}
-                if panes:
-                    yield panes
-
     def _raise_if_closed(self) -> None:
         if self._closed is not None:
             raise self._closed
@@ -445,7 +424,6 @@ async def open_control_client(
     socket_path: str | os.PathLike[str],
     *,
     session: str | None = None,
-    flags: str = ATTACH_FLAGS,
 ) -> AsyncIterator[ControlClient]:
     """Attach a control client to the tmux server at `socket_path`.
 
@@ -459,7 +437,7 @@ async def open_control_client(
         raise ControlClientClosed(path, "no tmux server answers on this socket")
     session_id = session or await _choose_session(path)
     argv = ["tmux", "-u", "-f", "/dev/null", "-S", path, "-C",
-            "attach-session", "-f", flags, "-t", session_id]  # fmt: skip
+            "attach-session", "-f", ATTACH_FLAGS, "-t", session_id]  # fmt: skip
     process = await trio.lowlevel.open_process(
         argv,
         stdin=subprocess.PIPE,

@@ -127,11 +127,3 @@ async def capture(client: ControlClient, pane_id: str) -> str:
     """
     lines = await client.command("capture-pane", "-p", "-e", "-t", pane_id)
     return "".join(line + "\n" for line in lines)
-
-
-async def socket_path(client: ControlClient) -> str:
-    """The server's socket path as the server itself reports it (`#{socket_path}`)."""
-    lines = await client.command("display-message", "-p", "#{socket_path}")
-    if len(lines) != 1:
-        raise ControlProtocolError(client.socket_path, f"socket_path answered {lines!r}")
-    return lines[0]
