@@ -91,10 +91,6 @@ def error_frame(request_id: RequestId, error: RpcError) -> str:
     return json.dumps({"jsonrpc": "2.0", "id": request_id, "error": error.to_json()})
 
 
-def notification_frame(method: str, params: dict[str, Any]) -> str:
-    return json.dumps({"jsonrpc": "2.0", "method": method, "params": params})
-
-
 def _error(
     request_id: RequestId, code: Code, message: str, *, reason: Reason = Reason.INVALID_PARAMS
 ) -> FramingError:
