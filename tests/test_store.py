@@ -2,24 +2,36 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import random
 import signal
 import sqlite3
 import stat
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import apsw
 import pytest
 
-from akk.store.database import CasConflict, StoreError, cas_update, open_reader, open_store
-from akk.store.location import StateDir, StateDirError
+from akk.store.database import (
+    CasConflict,
+    StoreError,
+    cas_update,
+    open_reader,
+    open_store,
+    store_version,
+)
+from akk.store.location import StateDir
 from akk.store.schema import APPLICATION_ID, SCHEMA_VERSION
+from tests.test_state_dir import immutable
 
 TABLES = {
     "meta",
+    "credentials",
     "terminals",
     "controllers",
     "sessions",
@@ -68,13 +80,127 @@ def test_refuses_a_foreign_sqlite_file(tmp_path: Path) -> None:
 
 def test_refuses_a_file_that_is_not_sqlite(tmp_path: Path) -> None:
     (tmp_path / "s.db").write_bytes(b"this is not a database, it is a grocery list\n" * 100)
-    with pytest.raises(StoreError, match="not an SQLite database"):
-        open_store(tmp_path / "s.db")
+    for open_it in (open_store, open_reader, store_version):
+        with pytest.raises(StoreError, match="not an SQLite database; move it away"):
+            open_it(tmp_path / "s.db")
 
 
 def test_reader_refuses_missing_and_outdated_stores(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="akk serve"):
         open_reader(tmp_path / "missing.db")
+
+
+PAGE = 4096
+
+
+@pytest.fixture
+def full_store(tmp_path: Path) -> Path:
+    """A closed store of well over 100 pages, everything checkpointed into the main file."""
+    db = tmp_path / "s.db"
+    conn = open_store(db)
+    with conn:
+        for i in range(3000):
+            conn.execute("INSERT INTO meta VALUES (?, ?)", (f"k{i}", "v" * 100))
+    conn.close()
+    assert not Path(f"{db}-wal").exists()
+    assert db.stat().st_size % PAGE == 0 and db.stat().st_size > 100 * PAGE
+    return db
+
+
+def _overwrite_pages(db: Path) -> None:
+    with db.open("r+b") as f:
+        f.seek(3 * PAGE)
+        f.write(random.Random(7).randbytes(5 * PAGE))
+
+
+def _zero_an_index_root(db: Path) -> None:
+    conn = apsw.Connection(str(db))
+    row = conn.execute(
+        "SELECT rootpage FROM sqlite_schema WHERE name = 'sqlite_autoindex_meta_1'"
+    ).fetchone()
+    conn.close()
+    assert row is not None
+    (root,) = row
+    with db.open("r+b") as f:
+        f.seek((root - 1) * PAGE)
+        f.write(bytes(PAGE))
+
+
+def _cut(size: Callable[[int], int]) -> Callable[[Path], None]:
+    return lambda db: os.truncate(db, size(db.stat().st_size))
+
+
+_DAMAGE: dict[str, tuple[Callable[[Path], None], str]] = {
+    "pages overwritten with garbage": (_overwrite_pages, "malformed"),
+    "an index's root page zeroed": (_zero_an_index_root, "quick_check: *** in database main"),
+    "cut to half, on a page boundary": (_cut(lambda n: n // PAGE // 2 * PAGE), "truncated"),
+    "cut to a non-multiple of the page size": (_cut(lambda n: n // 2 + 123), "truncated"),
+    "cut to 100 bytes": (_cut(lambda n: 100), "truncated"),
+    "cut to 50 bytes": (_cut(lambda n: 50), "shorter than an SQLite header"),
+}
+
+
+@pytest.mark.parametrize("damage, cause", _DAMAGE.values(), ids=_DAMAGE.keys())
+def test_refuses_a_damaged_store_saying_what_to_do(
+    full_store: Path, damage: Callable[[Path], None], cause: str
+) -> None:
+    damage(full_store)
+    with pytest.raises(StoreError) as refused:
+        open_store(full_store)
+    message = str(refused.value)
+    assert message.startswith(f"{full_store} is corrupt (")
+    assert cause in message
+    assert f"mv {full_store} {full_store}.bad" in message and "restore a backup" in message
+    assert "\n" not in message
+    # Readers need not notice every damaged page, but may raise nothing but StoreError.
+    for read in (open_reader, store_version):
+        try:
+            read(full_store)
+        except StoreError as exc:
+            assert "\n" not in str(exc)
+
+
+def test_an_empty_file_is_a_new_store(tmp_path: Path) -> None:
+    # What a crash between creating the file and the first commit leaves behind.
+    (tmp_path / "s.db").touch(mode=0o600)
+    assert _tables(open_store(tmp_path / "s.db")) == TABLES
+
+
+def test_refuses_a_store_others_can_read(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    open_store(db).close()
+    os.chmod(db, 0o644)
+    with pytest.raises(StoreError) as refused:
+        open_store(db)
+    # Opening made SQLite create the -wal and -shm files, with the store's mode.
+    assert str(refused.value) == (
+        f"{db} has mode 644; {db}-wal has mode 644; {db}-shm has mode 644, so other users "
+        f"may read the store; run: chmod 600 {db} {db}-wal {db}-shm"
+    )
+    os.chmod(db, 0o600)
+    held = open_store(db)  # keeps the -wal and -shm files in place
+    held.execute("INSERT INTO meta VALUES ('k', 'v')")  # SQLite resets an empty -wal's mode
+    os.chmod(f"{db}-wal", 0o640)
+    with pytest.raises(StoreError) as refused:
+        open_store(db)
+    assert str(refused.value).endswith(f"; run: chmod 600 {db} {db}-wal {db}-shm")
+    assert f"{db}-wal has mode 640" in str(refused.value)
+    held.close()
+
+
+def test_refuses_a_store_it_cannot_write(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    open_store(db).close()
+    unwritable: contextlib.AbstractContextManager[None]
+    if os.geteuid() == 0:  # mode 0400 does not stop root; the immutable flag does
+        unwritable = immutable(db)
+    else:
+        os.chmod(db, 0o400)
+        unwritable = contextlib.nullcontext()
+    with unwritable, pytest.raises(StoreError) as refused:
+        open_store(db)
+    assert str(refused.value).startswith(f"{db} is read-only for this user")
+    assert f"chmod 600 {db}" in str(refused.value)
 
 
 def test_state_dir_is_private_and_files_are_0600(state_dir: StateDir) -> None:
@@ -88,42 +214,6 @@ def test_state_dir_is_private_and_files_are_0600(state_dir: StateDir) -> None:
     for path in files:
         assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
     conn.close()
-
-
-def test_token_is_stable_and_secret_is_separate(state_dir: StateDir) -> None:
-    token = state_dir.token()
-    assert token == state_dir.token()
-    assert len(token) >= 32
-    assert len(state_dir.id_secret()) == 32
-    assert state_dir.id_secret() == state_dir.id_secret()
-
-
-def test_refuses_a_directory_that_is_not_akks(tmp_path: Path) -> None:
-    (tmp_path / "notes.txt").write_text("mine")
-    os.chmod(tmp_path, 0o700)
-    with pytest.raises(StateDirError, match="not an AKK state directory"):
-        StateDir(tmp_path).ensure()
-
-
-def test_refuses_a_directory_others_can_read(tmp_path: Path) -> None:
-    path = tmp_path / "akk"
-    path.mkdir(mode=0o755)
-    os.chmod(path, 0o755)
-    with pytest.raises(StateDirError, match="chmod 700"):
-        StateDir(path).ensure()
-
-
-def test_resolution_order(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.delenv("AKK_STATE_DIR", raising=False)
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
-    assert StateDir.resolve().path == tmp_path / "xdg" / "akk"
-    monkeypatch.setenv("AKK_STATE_DIR", str(tmp_path / "env"))
-    assert StateDir.resolve().path == tmp_path / "env"
-    assert StateDir.resolve(tmp_path / "flag").path == tmp_path / "flag"
-    monkeypatch.delenv("AKK_STATE_DIR")
-    monkeypatch.delenv("XDG_STATE_HOME")
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    assert StateDir.resolve().path == tmp_path / "home" / ".local" / "state" / "akk"
 
 
 def _controller_and_watch(conn: apsw.Connection) -> None:

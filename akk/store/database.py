@@ -7,10 +7,12 @@ Only the StoreActor holds the write connection; readers open their own.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import stat
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import apsw
@@ -18,6 +20,8 @@ import apsw
 from akk.store.schema import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
 
 _IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]*$")
+_MAGIC = b"SQLite format 3\0"
+_HEADER_BYTES = 100
 
 
 class StoreError(Exception):
@@ -37,20 +41,37 @@ class CasConflict(StoreError):
 
 
 def open_store(path: Path) -> apsw.Connection:
-    """Open (creating if needed) the store for writing and bring its schema up to date.
+    """Open (creating if needed) the store for writing, check it, and bring its schema up to date.
 
-    Raises StoreError for a file that is not an AKK store or whose schema is
-    newer than this program knows.
+    An empty file counts as a new store (a crash between creating the file and
+    the first commit leaves one). Raises StoreError, whose message says what to
+    do, for a store others can read, one this process cannot write, a file that
+    is not an AKK store, a corrupt or truncated store (``PRAGMA quick_check``),
+    or a schema newer than this program knows.
     """
     if not path.exists():
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except OSError as exc:
+            raise StoreError(
+                f"cannot create store {path} ({exc.strerror}); "
+                "make its directory writable or pass another --state-dir"
+            ) from exc
         os.close(fd)
     conn = _connect(path, apsw.SQLITE_OPEN_READWRITE)
     try:
-        _check_identity(conn, path)
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA synchronous = FULL")
-        _migrate(conn)
+        with _sqlite_errors(path):
+            _check_identity(conn, path)
+            _check_integrity(conn, path)
+            _refuse_loose_modes(path)
+            if conn.readonly("main"):
+                raise StoreError(
+                    f"{path} is read-only for this user (uid {os.geteuid()}); let it write "
+                    f"the file (chmod 600 {path} as its owner) or pass another --state-dir"
+                )
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = FULL")
+            _migrate(conn)
     except BaseException:
         conn.close()
         raise
@@ -58,13 +79,14 @@ def open_store(path: Path) -> apsw.Connection:
 
 
 def open_reader(path: Path) -> apsw.Connection:
-    """Open a read-only connection to an existing, current store."""
+    """Open a read-only connection to an existing, current store; raise StoreError if unusable."""
     if not path.exists():
         raise StoreError(f"no store at {path}; start `akk serve` once to create it")
     conn = _connect(path, apsw.SQLITE_OPEN_READONLY)
     try:
-        _check_identity(conn, path)
-        version = _user_version(conn)
+        with _sqlite_errors(path):
+            _check_identity(conn, path)
+            version = _user_version(conn)
         if version != SCHEMA_VERSION:
             raise StoreError(
                 f"{path} has schema version {version}, this akk needs {SCHEMA_VERSION}; "
@@ -77,11 +99,15 @@ def open_reader(path: Path) -> apsw.Connection:
 
 
 def store_version(path: Path) -> int:
-    """The schema version recorded in the store at ``path`` (for `akk doctor`)."""
+    """The schema version recorded in the store at ``path`` (for `akk doctor`).
+
+    Raises StoreError for a missing, foreign or unreadable store.
+    """
     conn = _connect(path, apsw.SQLITE_OPEN_READONLY)
     try:
-        _check_identity(conn, path)
-        return _user_version(conn)
+        with _sqlite_errors(path):
+            _check_identity(conn, path)
+            return _user_version(conn)
     finally:
         conn.close()
 
@@ -118,32 +144,149 @@ def cas_update(
 
 
 def _connect(path: Path, flags: int) -> apsw.Connection:
-    try:
+    with _sqlite_errors(path):
         conn = apsw.Connection(str(path), flags=flags)
-        conn.set_busy_timeout(5000)
-        conn.execute("PRAGMA foreign_keys = ON")
-    except apsw.Error as exc:
-        raise StoreError(
-            f"cannot open store {path}: {exc}; check the path and its permissions"
-        ) from exc
+    try:
+        with _sqlite_errors(path):
+            conn.set_busy_timeout(5000)
+            conn.execute("PRAGMA foreign_keys = ON")
+    except BaseException:
+        conn.close()
+        raise
     return conn
 
 
 def _check_identity(conn: apsw.Connection, path: Path) -> None:
-    """Refuse SQLite files that some other program owns, and files that are not SQLite."""
-    try:
-        app_id = _scalar(conn, "PRAGMA application_id")
-        tables = _scalar(conn, "SELECT count(*) FROM sqlite_schema")
-    except apsw.NotADBError as exc:
-        raise StoreError(
-            f"{path} is not an SQLite database; move it away or pass another --state-dir"
-        ) from exc
+    """Refuse SQLite files that some other program owns."""
+    app_id = _scalar(conn, "PRAGMA application_id")
+    tables = _scalar(conn, "SELECT count(*) FROM sqlite_schema")
     if app_id == APPLICATION_ID or (app_id == 0 and tables == 0):
         return
     raise StoreError(
         f"{path} is an SQLite database that AKK did not create; "
         "move it away or pass another --state-dir"
     )
+
+
+def _check_integrity(conn: apsw.Connection, path: Path) -> None:
+    """Refuse a store whose pages or indexes are damaged (``PRAGMA quick_check``)."""
+    try:
+        problems = [" ".join(str(row[0]).split()) for row in conn.execute("PRAGMA quick_check")]
+    except apsw.CorruptError as exc:
+        raise StoreError(_corrupt(path, f"quick_check: {exc}")) from exc
+    if problems == ["ok"]:
+        return
+    first = problems[0] if len(problems[0]) <= 160 else problems[0][:160] + "…"
+    more = f" and {len(problems) - 1} more" if len(problems) > 1 else ""
+    raise StoreError(_corrupt(path, f"quick_check: {first}{more}"))
+
+
+def _refuse_loose_modes(path: Path) -> None:
+    """Refuse a store (or its WAL files) that users other than the owner may read or write."""
+    loose: list[str] = []
+    for name in (path, *_companions(path)):
+        try:
+            mode = stat.S_IMODE(name.stat().st_mode)
+        except FileNotFoundError:
+            continue
+        if mode & 0o077:
+            loose.append(f"{name} has mode {mode:o}")
+    if loose:
+        files = " ".join(str(name) for name in (path, *_companions(path)) if name.exists())
+        raise StoreError(
+            f"{'; '.join(loose)}, so other users may read the store; run: chmod 600 {files}"
+        )
+
+
+@contextlib.contextmanager
+def _sqlite_errors(path: Path) -> Iterator[None]:
+    """Turn any apsw.Error raised inside into a StoreError saying what to do."""
+    try:
+        yield
+    except apsw.Error as exc:
+        raise StoreError(_explain(path, exc)) from exc
+
+
+def _explain(path: Path, exc: apsw.Error) -> str:
+    if isinstance(exc, apsw.NotADBError):
+        return f"{path} is not an SQLite database; move it away or pass another --state-dir"
+    if isinstance(exc, apsw.CorruptError):
+        return _corrupt(path, f"SQLite: {exc}")
+    if isinstance(exc, apsw.ReadOnlyError):
+        return (
+            f"cannot write store {path} ({exc}); let this user write it and its directory "
+            f"(chmod 600 {path}; chmod u+w {path.parent}), or pass another --state-dir"
+        )
+    if isinstance(exc, (apsw.BusyError, apsw.LockedError)):
+        return (
+            f"store {path} is locked by another process ({exc}); stop the other `akk serve` "
+            "(`akk doctor` shows it) or pass another --state-dir"
+        )
+    if isinstance(exc, apsw.FullError):
+        return f"the disk holding {path} is full ({exc}); free some space and start again"
+    if isinstance(exc, apsw.CantOpenError):
+        return (
+            f"cannot open store {path} ({exc}); check that this user may read and write it "
+            "and its directory, or pass another --state-dir"
+        )
+    return (
+        f"store {path} failed ({type(exc).__name__}: {exc}); run `akk doctor`, and if the "
+        "store is damaged move it away or restore a backup"
+    )
+
+
+def _corrupt(path: Path, detail: str) -> str:
+    truncated = _truncation(path)
+    cause = f"{truncated}; {detail}" if truncated else detail
+    # The WAL files go along under matching names: a stale -wal left next to a
+    # restored backup would be replayed into it.
+    moves = [f"mv {path} {path}.bad"] + [
+        f"mv {name} {path}.bad{name.name.removeprefix(path.name)}"
+        for name in _companions(path)
+        if name.exists()
+    ]
+    return (
+        f"{path} is corrupt ({cause}); move it away ({' && '.join(moves)}) "
+        "and start again, or restore a backup"
+    )
+
+
+def _truncation(path: Path) -> str | None:
+    """Say so when the file is shorter than its own SQLite header records."""
+    try:
+        with path.open("rb") as f:
+            header = f.read(_HEADER_BYTES)
+            size = os.fstat(f.fileno()).st_size
+    except OSError:
+        return None
+    if len(header) < _HEADER_BYTES:
+        if header and _MAGIC.startswith(header[: len(_MAGIC)]):
+            return f"the file is {size} bytes, shorter than an SQLite header: it was truncated"
+        return None
+    if not header.startswith(_MAGIC):
+        return None
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    if page_size < 512 or page_size & (page_size - 1):
+        return None
+    # The page count at offset 28 is only valid when offset 92 matches the change counter.
+    pages = int.from_bytes(header[28:32], "big") if header[92:96] == header[24:28] else 0
+    if size < pages * page_size:
+        return (
+            f"the file is {size} bytes but its header records {pages} pages of {page_size}: "
+            "it was truncated"
+        )
+    if size % page_size:
+        return (
+            f"the file is {size} bytes, not a whole number of {page_size}-byte pages: "
+            "it was truncated or overwritten"
+        )
+    return None
+
+
+def _companions(path: Path) -> tuple[Path, Path]:
+    """The WAL files SQLite keeps next to the store."""
+    return path.with_name(f"{path.name}-wal"), path.with_name(f"{path.name}-shm")
 
 
 def _user_version(conn: apsw.Connection) -> int:

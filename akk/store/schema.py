@@ -196,6 +196,18 @@ CREATE TABLE audit (
 );
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1,)
+# v2: controller credentials. A controller is who its credential says; the
+# store keeps only the SHA-256 of each one. Revoking deletes the row (the audit
+# table keeps the fact), so the table holds live credentials only.
+_V2 = """
+CREATE TABLE credentials (
+    controller_id  TEXT PRIMARY KEY,
+    token_sha256   TEXT NOT NULL UNIQUE CHECK (length(token_sha256) = 64),
+    created_at     REAL NOT NULL,
+    last_used_at   REAL
+);
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2)
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,0 +1,143 @@
+"""Controller credentials and the controllers they name (run inside a write transaction).
+
+Only digests are stored. Creating, revoking and pruning leave an audit row
+without any secret.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import apsw
+import attrs
+
+from akk.auth import (
+    MAX_CREDENTIALS,
+    CredentialError,
+    check_name,
+    mint_controller_token,
+    token_digest,
+)
+
+
+@attrs.frozen
+class Minted:
+    """A new credential: the token is shown once and never stored."""
+
+    controller_id: str
+    token: str
+
+
+def create(conn: apsw.Connection, controller_id: str, now: float, *, actor: str) -> Minted:
+    """Mint a credential for ``controller_id``.
+
+    Raises CredentialError if it already has one, or the store is at the cap.
+    """
+    check_name(controller_id)
+    if _exists(conn, controller_id):
+        raise CredentialError(
+            f"controller {controller_id!r} already has a credential; "
+            f"`akk token revoke {controller_id}` first to replace it"
+        )
+    live = _count(conn)
+    if live >= MAX_CREDENTIALS:
+        raise CredentialError(
+            f"the store already holds {live} controller credentials (the limit); "
+            "revoke unused ones (`akk token list` shows when each was last used)"
+        )
+    token = mint_controller_token()
+    conn.execute(
+        "INSERT INTO credentials (controller_id, token_sha256, created_at) VALUES (?, ?, ?)",
+        (controller_id, token_digest(token), now),
+    )
+    _audit(conn, now, actor, "credential_create", controller_id)
+    return Minted(controller_id, token)
+
+
+def revoke(conn: apsw.Connection, controller_id: str, now: float, *, actor: str) -> bool:
+    """Delete ``controller_id``'s credential; False if it had none. Prunes its controller row."""
+    conn.execute("DELETE FROM credentials WHERE controller_id = ?", (controller_id,))
+    if conn.changes() == 0:
+        return False
+    _audit(conn, now, actor, "credential_revoke", controller_id)
+    prune(conn)
+    return True
+
+
+def live_digests(conn: apsw.Connection) -> dict[str, str]:
+    """Digest → controller_id for every live credential (what the server verifies against)."""
+    rows = conn.execute("SELECT token_sha256, controller_id FROM credentials")
+    return {str(digest): str(controller_id) for digest, controller_id in rows}
+
+
+def listing(conn: apsw.Connection) -> list[dict[str, Any]]:
+    """Every live credential, without secrets, oldest first."""
+    rows = conn.execute(
+        "SELECT controller_id, created_at, last_used_at FROM credentials ORDER BY created_at"
+    )
+    return [
+        {"controller_id": controller_id, "created_at": created, "last_used_at": used}
+        for controller_id, created, used in rows
+    ]
+
+
+def record_use(conn: apsw.Connection, controller_id: str, name: str, now: float) -> None:
+    """A controller said hello: refresh its credential's last use and its destination row."""
+    conn.execute(
+        "UPDATE credentials SET last_used_at = ? WHERE controller_id = ?", (now, controller_id)
+    )
+    conn.execute(
+        "INSERT INTO controllers (controller_id, name, first_seen_at, last_seen_at) "
+        "VALUES (?, ?, ?, ?) "
+        "ON CONFLICT (controller_id) DO UPDATE SET name = excluded.name, "
+        "last_seen_at = excluded.last_seen_at",
+        (controller_id, name, now, now),
+    )
+
+
+_REFERENCES = (
+    ("sessions", "controller_id"),
+    ("turns", "controller_id"),
+    ("watches", "controller_id"),
+    ("offers", "controller_id"),
+    ("notifications", "controller_id"),
+)
+
+
+def prune(conn: apsw.Connection) -> int:
+    """Delete controller rows with no live credential that nothing references; return how many.
+
+    The operator's own row stays while it is referenced, like any other.
+    """
+    unreferenced = " AND ".join(
+        f"NOT EXISTS (SELECT 1 FROM {table} t WHERE t.{column} = c.controller_id)"
+        for table, column in _REFERENCES
+    )
+    conn.execute(
+        "DELETE FROM controllers AS c WHERE NOT EXISTS "
+        "(SELECT 1 FROM credentials k WHERE k.controller_id = c.controller_id) "
+        f"AND {unreferenced}"
+    )
+    return conn.changes()
+
+
+def _exists(conn: apsw.Connection, controller_id: str) -> bool:
+    row = conn.execute(
+        "SELECT 1 FROM credentials WHERE controller_id = ?", (controller_id,)
+    ).fetchone()
+    return row is not None
+
+
+def _count(conn: apsw.Connection) -> int:
+    row = conn.execute("SELECT count(*) FROM credentials").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def _audit(conn: apsw.Connection, now: float, actor: str, action: str, controller_id: str) -> None:
+    conn.execute(
+        "INSERT INTO audit (at, actor, action, outcome, controller_id, detail) "
+        "VALUES (?, ?, ?, 'ok', ?, ?)",
+        (now, actor, action, controller_id, json.dumps({})),
+    )
