@@ -13,6 +13,7 @@ from typing import Any
 import attrs
 
 from akk.profiles.observation import Observation, State
+from akk.protocol.redaction import redact
 
 
 @attrs.frozen
@@ -114,4 +115,4 @@ def _asks(observation: Observation) -> str:
     first = prompt.questions[0] if prompt.questions else None
     text = first.prompt if first is not None else prompt.kind.value
     more = f" (+{len(prompt.questions) - 1} more)" if len(prompt.questions) > 1 else ""
-    return f"{prompt.kind.value}: {text}{more}"
+    return f"{prompt.kind.value}: {redact(text)}{more}"

@@ -5,7 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from akk.protocol.excerpt import MASK, MAX_LINES, MAX_WIDTH, excerpt, redact
+from akk.protocol.excerpt import MAX_LINES, MAX_WIDTH, excerpt
+from akk.protocol.redaction import MASK, redact
 
 
 def test_masks_keys_and_tokens() -> None:
@@ -25,7 +26,7 @@ def test_masks_keys_and_tokens() -> None:
 def test_keeps_the_last_stretch_bounded() -> None:
     lines = ["", "first", *[f"line {i}" for i in range(100)], "", "  "]
     out = excerpt(lines)
-    assert len(out) == MAX_LINES
+    assert out is not None and len(out) == MAX_LINES
     assert out[-1] == "line 99"
 
 
@@ -34,6 +35,6 @@ def test_a_key_never_survives(lines: list[str], noise: str) -> None:
     key = "sk-live-" + "A1b2C3d4E5f6G7h8"
     lines = [*lines, f"{noise} {key} {noise}"]
     out = excerpt(lines)
-    assert len(out) <= MAX_LINES
+    assert out is not None and len(out) <= MAX_LINES
     assert all(len(line) <= MAX_WIDTH for line in out)
     assert all(key not in line for line in out)

@@ -3,7 +3,9 @@
 Ids are minted from the prompt's fingerprint with the server's secret, so they
 change whenever the prompt changes and cannot be guessed. Rows a controller may
 never choose (persistent approvals, "Chat about this") are not projected; keys,
-menu numbers, regions and fingerprints never are.
+menu numbers, regions and fingerprints never are. Every text field is redacted
+(a permission's command may carry a key); the fingerprint, and so every id, is
+of the unredacted cells.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from akk.profiles.observation import (
     ResponseKind,
     StepKind,
 )
+from akk.protocol.redaction import redact
 from akk.screen.fingerprint import IdMinter
 
 SCHEMA = "agent-knock-knock/terminal-interaction"
@@ -58,14 +61,14 @@ def project(
         ]
         entry: dict[str, Any] = {
             "question_id": ids.question_id(fingerprint, q_index),
-            "header": question.header or "",
-            "prompt": question.prompt,
+            "header": redact(question.header or ""),
+            "prompt": redact(question.prompt),
             "required": question.required,
             "response_kind": question.response_kind.value,
             "options": options,
         }
         if question.detail:
-            entry["detail"] = question.detail
+            entry["detail"] = redact(question.detail)
         questions.append(entry)
     kinds = {q.response_kind for q in prompt.questions}
     free_text = (
@@ -98,9 +101,9 @@ def project(
 
 
 def _option(label: str, role: OptionRole, description: str, option_id: str) -> dict[str, Any]:
-    option: dict[str, Any] = {"option_id": option_id, "label": label}
+    option: dict[str, Any] = {"option_id": option_id, "label": redact(label)}
     if description:
-        option["description"] = description
+        option["description"] = redact(description)
     if role is not OptionRole.CHOICE:
         option["role"] = role.value
     return option
