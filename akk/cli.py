@@ -1,4 +1,4 @@
-"""The operator CLI: `akk serve | token | doctor | list | schema`.
+"""The operator CLI: `akk serve | token | doctor | list | schema | screen`.
 
 Every failure prints what went wrong and what to do, and exits non-zero.
 """
@@ -6,33 +6,40 @@ Every failure prints what went wrong and what to do, and exits non-zero.
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import logging
 import os
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+import apsw
 import trio
 from rich.console import Console
 from rich.table import Table
 
 from akk import classify, doctor
 from akk.actors.watcher import default_socket
+from akk.auth import CredentialError
 from akk.client import AkkError, ConnectError, connect
+from akk.instance import Endpoint, InstanceError, acquire, proven_endpoint, server_running
+from akk.protocol.redaction import redact
 from akk.protocol.schema import protocol_schema
-from akk.service import Endpoint, ServiceConfig, read_endpoint, serve_until_signal
-from akk.store.database import StoreError
+from akk.server import Limits, ListenError
+from akk.service import ServiceConfig, serve_until_signal
+from akk.store import credentials
+from akk.store.database import StoreError, open_store
 from akk.store.location import StateDir, StateDirError
 from akk.tmux.activity import DEFAULT_INTERVAL
 
-CLI_CONTROLLER_ID = "akk-cli"
-
 E = TypeVar("E", bound=BaseException)
+T = TypeVar("T")
 
 _out = Console(highlight=False)
-_err = Console(stderr=True, highlight=False)
+_err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 class CliError(Exception):
@@ -44,7 +51,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         result: int = args.run(args)
-    except (CliError, StateDirError, StoreError, ConnectError, classify.ClassifyError) as exc:
+    except (
+        CliError,
+        StateDirError,
+        StoreError,
+        ConnectError,
+        InstanceError,
+        CredentialError,
+        classify.ClassifyError,
+    ) as exc:
         _err.print(f"akk: {exc}", markup=False)
         return 2
     except AkkError as exc:
@@ -68,8 +83,24 @@ def _parser() -> argparse.ArgumentParser:
     _state_dir_option(serve)
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
     serve.add_argument("--port", type=int, default=7878, help="port (0 picks a free one)")
+    defaults = Limits()
     serve.add_argument(
-        "--max-frame-bytes", type=int, default=1 << 20, help="largest request frame accepted"
+        "--max-frame-bytes",
+        type=int,
+        default=defaults.max_frame_bytes,
+        help="largest request frame accepted, in bytes",
+    )
+    serve.add_argument(
+        "--max-connections",
+        type=int,
+        default=defaults.max_connections,
+        help="controller connections held at once (lowered to fit `ulimit -n`)",
+    )
+    serve.add_argument(
+        "--max-handshakes",
+        type=int,
+        default=defaults.max_handshakes,
+        help="upgrades in progress at once; past it the oldest is dropped",
     )
     serve.add_argument(
         "--tmux-socket",
@@ -86,8 +117,24 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING"])
 
-    token = command("token", _token, "print the controller token (created on first use)")
+    token = command(
+        "token",
+        _token,
+        "print the operator CLI's own credential; `token create|list|revoke` manage controllers'",
+    )
     _state_dir_option(token)
+    tokens = token.add_subparsers(metavar="ACTION")
+    create = tokens.add_parser("create", help="mint a credential for controller NAME (shown once)")
+    create.set_defaults(run=_token_create)
+    create.add_argument("name", help="the controller_id the credential is bound to")
+    list_tokens = tokens.add_parser("list", help="the controllers that hold a credential")
+    list_tokens.set_defaults(run=_token_list)
+    revoke = tokens.add_parser("revoke", help="revoke NAME's credential and close its connections")
+    revoke.set_defaults(run=_token_revoke)
+    revoke.add_argument("name")
+    for sub in (create, list_tokens, revoke):
+        _state_dir_option(sub)
+        sub.add_argument("--json", action="store_true", help="print one JSON object")
 
     check = command("doctor", _doctor, "check tmux, the state directory, the store and the port")
     _state_dir_option(check)
@@ -137,7 +184,11 @@ def _serve(args: argparse.Namespace) -> int:
         state=StateDir.resolve(args.state_dir),
         host=args.host,
         port=args.port,
-        max_frame_bytes=args.max_frame_bytes,
+        limits=Limits(
+            max_frame_bytes=args.max_frame_bytes,
+            max_connections=args.max_connections,
+            max_handshakes=args.max_handshakes,
+        ),
         tmux_sockets=(default_socket(), *(os.path.abspath(p) for p in args.tmux_socket)),
         poll_interval=args.poll_interval,
     )
@@ -148,14 +199,8 @@ def _serve(args: argparse.Namespace) -> int:
 
     try:
         trio.run(serve_until_signal, config, ready)
-    except* OSError as group:
-        exc = _leaves(group)[0]
-        raise CliError(
-            f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}; "
-            "another `akk serve` may be running (`akk doctor` checks), or pass --port"
-        ) from None
-    except* (StateDirError, StoreError) as group:
-        raise _leaves(group)[0] from None
+    except* (ListenError, InstanceError, StateDirError, StoreError) as group:
+        raise CliError(str(_leaves(group)[0])) from None
     return 0
 
 
@@ -172,8 +217,114 @@ def _token(args: argparse.Namespace) -> int:
     return 0
 
 
+def _token_create(args: argparse.Namespace) -> int:
+    state = StateDir.resolve(args.state_dir)
+    if server_running(state):
+        result = _operator_call(state, "token_create", {"controller_id": args.name})
+    else:
+        minted = _offline_write(
+            state, lambda conn, now: credentials.create(conn, args.name, now, actor="akk-cli")
+        )
+        result = {"controller_id": minted.controller_id, "token": minted.token}
+    if args.json:
+        print(json.dumps(result))
+    else:
+        # The token alone on stdout, so `TOKEN=$(akk token create NAME)` works.
+        print(result["token"])
+        _err.print(
+            f"credential for controller {result['controller_id']!r}; it is shown only now",
+            markup=False,
+        )
+    return 0
+
+
+def _token_list(args: argparse.Namespace) -> int:
+    state = StateDir.resolve(args.state_dir)
+    if server_running(state):
+        rows: list[dict[str, Any]] = _operator_call(state, "token_list", {})["credentials"]
+    else:
+        rows = _offline_write(state, lambda conn, now: credentials.listing(conn))
+    if args.json:
+        print(json.dumps({"credentials": rows}))
+        return 0
+    table = Table("controller", "created", "last used", "connected", title="credentials")
+    for row in rows:
+        table.add_row(
+            row["controller_id"],
+            _when(row["created_at"]),
+            _when(row["last_used_at"]),
+            {True: "yes", False: "no", None: "-"}[row.get("connected")],
+        )
+    _out.print(table)
+    return 0
+
+
+def _token_revoke(args: argparse.Namespace) -> int:
+    state = StateDir.resolve(args.state_dir)
+    if server_running(state):
+        result = _operator_call(state, "token_revoke", {"controller_id": args.name})
+    else:
+        if not _offline_write(
+            state, lambda conn, now: credentials.revoke(conn, args.name, now, actor="akk-cli")
+        ):
+            raise CliError(
+                f"controller {args.name!r} has no credential; `akk token list` shows them"
+            )
+        result = {"controller_id": args.name, "revoked": True, "connections_closed": 0}
+    if args.json:
+        print(json.dumps(result))
+    else:
+        _out.print(
+            f"revoked {result['controller_id']}'s credential; "
+            f"closed {result['connections_closed']} connection(s)",
+            markup=False,
+        )
+    return 0
+
+
+def _offline_write(state: StateDir, work: Callable[[apsw.Connection, float], T]) -> T:
+    """Run ``work`` in one transaction while holding the state directory (no server runs)."""
+    state.ensure()
+    try:
+        lock = acquire(state, wait=0)
+    except InstanceError:
+        raise CliError(
+            f"`akk serve` started for {state.path} meanwhile; run the command again"
+        ) from None
+    with lock:
+        conn = open_store(state.store_path)
+        try:
+            with conn:
+                result = work(conn, time.time())
+        finally:
+            conn.close()
+    return result
+
+
+def _operator_call(state: StateDir, method: str, params: dict[str, Any]) -> Any:
+    """Call ``method`` on the proven running server with the operator credential."""
+    token = state.token()
+
+    async def call() -> Any:
+        with trio.fail_after(10):
+            endpoint = await proven_endpoint(state)
+            async with connect(endpoint.url, token) as ctl:
+                return await ctl.call(method, params)
+
+    return trio.run(call)
+
+
+def _when(stamp: float | None) -> str:
+    if stamp is None:
+        return "never"
+    return datetime.datetime.fromtimestamp(stamp).strftime("%Y-%m-%d %H:%M")
+
+
 def _doctor(args: argparse.Namespace) -> int:
-    checks = doctor.run_checks(StateDir.resolve(args.state_dir), args.port)
+    state = StateDir.resolve(args.state_dir)
+    checks = doctor.run_checks(state, args.port)
+    if server_running(state):
+        checks.extend(doctor.server_checks(_operator_call(state, "doctor", {})))
     table = Table("check", "", "detail", "what to do", box=None)
     for check in checks:
         table.add_row(check.name, "ok" if check.ok else "FAIL", check.detail, check.next_step)
@@ -182,19 +333,7 @@ def _doctor(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    state = StateDir.resolve(args.state_dir)
-    endpoint = read_endpoint(state)
-    if endpoint is None:
-        raise CliError(f"no running `akk serve` for {state.path}; start it with `akk serve`")
-    token = state.token()
-
-    async def fetch() -> dict[str, Any]:
-        with trio.fail_after(10):
-            async with connect(endpoint.url, token, controller_id=CLI_CONTROLLER_ID) as ctl:
-                result: dict[str, Any] = await ctl.call("list")
-                return result
-
-    result = trio.run(fetch)
+    result: dict[str, Any] = _operator_call(StateDir.resolve(args.state_dir), "list", {})
     if args.json:
         _out.print_json(json.dumps(result))
         return 0
@@ -208,7 +347,8 @@ def _list(args: argparse.Namespace) -> int:
             row["version"] or "?",
             row["profile"] or f"none ({row.get('profile_reason') or 'unknown'})",
             row["activity_state"],
-            str(row.get("asks") or ""),
+            # The server redacts already; the table is one more place text leaves it.
+            redact(str(row.get("asks") or "")),
         )
     _out.print(table)
     return 0

@@ -1,6 +1,6 @@
 """The controller library: what a controller (chat agent, orchestrator, script) imports.
 
-    async with akk.client.connect(url, token, controller_id="ci-bot") as ctl:
+    async with akk.client.connect(url, token) as ctl:   # token from `akk token create ci-bot`
         rows = await ctl.call("list")
         async for event in ctl.events():
             ...
@@ -109,20 +109,30 @@ class Controller:
 
 @asynccontextmanager
 async def connect(
-    url: str, token: str, *, controller_id: str, name: str | None = None
+    url: str, token: str, *, controller_id: str | None = None, name: str | None = None
 ) -> AsyncIterator[Controller]:
     """Connect, authenticate and say hello; yield the ready Controller.
 
-    Raises ConnectError when the server cannot be reached or refuses the token.
+    The credential names the controller; ``controller_id``, if given, is
+    checked against it (a mismatch raises AkkError ``unauthorized``). Raises
+    ConnectError when the server cannot be reached or refuses the credential.
     """
     headers = [(b"Authorization", f"Bearer {token}".encode())]
+    # Errors are raised after the reader's nursery closed, so callers see them
+    # unwrapped (not inside an ExceptionGroup).
+    failure: Exception | None = None
     async with AsyncExitStack() as stack:
         try:
             ws = await stack.enter_async_context(open_websocket_url(url, extra_headers=headers))
         except ConnectionRejected as exc:
             if exc.status_code == 401:
                 raise ConnectError(
-                    "the server refused the token (HTTP 401); run `akk token` for the current one"
+                    "the server refused the credential (HTTP 401): it is wrong or was revoked; "
+                    "the operator mints one with `akk token create NAME`"
+                ) from exc
+            if exc.status_code == 503:
+                raise ConnectError(
+                    "the server is at its connection limit (HTTP 503); try again shortly"
                 ) from exc
             raise ConnectError(
                 f"the server refused the connection (HTTP {exc.status_code})"
@@ -134,9 +144,16 @@ async def connect(
         nursery = await stack.enter_async_context(trio.open_nursery())
         controller = Controller(ws)
         nursery.start_soon(controller._read)
-        hello: dict[str, Any] = {"controller_id": controller_id}
+        hello: dict[str, Any] = {}
+        if controller_id is not None:
+            hello["controller_id"] = controller_id
         if name is not None:
             hello["name"] = name
-        controller.server = await controller.call("hello", hello)
-        yield controller
+        try:
+            controller.server = await controller.call("hello", hello)
+            yield controller
+        except Exception as exc:
+            failure = exc
         nursery.cancel_scope.cancel()
+    if failure is not None:
+        raise failure

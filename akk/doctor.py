@@ -8,10 +8,11 @@ import socket
 import stat
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import attrs
 
-from akk.service import read_endpoint
+from akk.instance import read_endpoint
 from akk.store.database import StoreError, store_version
 from akk.store.location import StateDir, StateDirError
 from akk.store.schema import SCHEMA_VERSION
@@ -28,6 +29,48 @@ class Check:
 def run_checks(state: StateDir, port: int) -> list[Check]:
     """Every check, in the order a person would fix them."""
     return [_tmux(), _state_dir(state), _store(state), _port(state, port), *_lab_clients()]
+
+
+def server_checks(report: dict[str, Any]) -> list[Check]:
+    """What the running server reports of itself (operator `doctor` call)."""
+    server = report["server"]
+    limits = report["limits"]
+    checks = [
+        Check(
+            "server",
+            True,
+            f"pid {report['pid']}: {server['connections']}/{limits['max_connections']} "
+            f"connections, {report['connected_controllers']} controllers said hello, "
+            f"{report['credentials']} credentials",
+        )
+    ]
+    refused = server["refused_full"] + server["handshakes_evicted"] + server["accept_errors"]
+    if refused:
+        checks.append(
+            Check(
+                "server load",
+                False,
+                f"{server['refused_full']} upgrades refused at the connection limit, "
+                f"{server['handshakes_evicted']} stalled handshakes dropped, "
+                f"{server['accept_errors']} accepts failed (descriptors)",
+                "look for a process opening connections it never uses; raise --max-connections "
+                "or `ulimit -n`",
+            )
+        )
+    for watcher in report["watchers"]:
+        if watcher["failures"]:
+            checks.append(
+                Check(
+                    f"watcher {watcher['socket']}",
+                    False,
+                    f"{watcher['failures']} failures in a row, last: {watcher['last_error']}",
+                    "see the server log; it retries with backoff on its own",
+                )
+            )
+        else:
+            state = "attached" if watcher["attached"] else "waiting for the tmux server"
+            checks.append(Check(f"watcher {watcher['socket']}", True, state))
+    return checks
 
 
 def _tmux() -> Check:

@@ -1,8 +1,10 @@
 """What each protocol method does, for one connected controller.
 
-The server hands every validated call here. Methods that later capabilities
-implement answer ``not_found`` with a next step until they exist; `hello`
-lists what this server offers in ``capabilities.methods``.
+The server hands every validated call here, with the caller's verified
+credential. Methods that later capabilities implement answer ``not_found``
+with a next step until they exist; `hello` lists what this caller may call in
+``capabilities.methods``. Operator methods (credentials, health) need the
+operator scope, which only the CLI's own credential has.
 """
 
 from __future__ import annotations
@@ -16,45 +18,91 @@ import attrs
 import akk
 from akk.actors.runtime import ActorRef
 from akk.actors.store import transact
+from akk.auth import Credential, CredentialBook, CredentialError, Scope, token_digest
+from akk.connections import Closable, ConnectionRegistry
 from akk.protocol.errors import Code, Reason, RpcError
 from akk.protocol.excerpt import excerpt
 from akk.protocol.projection import project
-from akk.protocol.schema import PROTOCOL_VERSION
+from akk.protocol.schema import OPERATOR_METHODS, PROTOCOL_VERSION
 from akk.screen.fingerprint import IdMinter
-from akk.store import controllers, listing
+from akk.store import credentials, listing
 from akk.store.reader import StoreReader
 from akk.terminals import TerminalBoard, terminal_row
 
 
-@attrs.define
+@attrs.define(eq=False)
 class Peer:
-    """One connection's own state: who it is, once it said hello."""
+    """One connection's own state: the credential it proved, and whether it said hello."""
 
-    controller_id: str | None = None
+    credential: Credential
+    connection: Closable
+    said_hello: bool = False
+
+    @property
+    def controller_id(self) -> str:
+        return self.credential.controller_id
+
+    @property
+    def operator(self) -> bool:
+        return self.credential.scope is Scope.OPERATOR
 
 
 Handler = Callable[[Peer, dict[str, Any]], Awaitable[Any]]
+HealthReport = Callable[[], dict[str, Any]]
 
 
 class Methods:
     """Dispatches calls by method name; one instance serves all connections."""
 
     def __init__(
-        self, store: ActorRef, reader: StoreReader, board: TerminalBoard, ids: IdMinter
+        self,
+        store: ActorRef,
+        reader: StoreReader,
+        board: TerminalBoard,
+        ids: IdMinter,
+        *,
+        book: CredentialBook,
+        connections: ConnectionRegistry,
+        health: HealthReport,
     ) -> None:
         self._store = store
         self._reader = reader
         self._board = board
         self._ids = ids
+        self._book = book
+        self._connections = connections
+        self._health = health
         self._handlers: dict[str, Handler] = {
             "hello": self._hello,
             "list": self._list,
             "status": self._status,
         }
+        self._operator_handlers: dict[str, Handler] = {
+            "token_create": self._token_create,
+            "token_list": self._token_list,
+            "token_revoke": self._token_revoke,
+            "doctor": self._doctor,
+        }
+        assert set(self._operator_handlers) == set(OPERATOR_METHODS)
+
+    def offered(self, peer: Peer) -> list[str]:
+        """The methods ``peer`` may call."""
+        names = set(self._handlers)
+        if peer.operator:
+            names |= set(self._operator_handlers)
+        return sorted(names)
 
     async def call(self, peer: Peer, method: str, params: dict[str, Any]) -> Any:
         """Run one validated call; raises RpcError with a reason and a next step."""
         handler = self._handlers.get(method)
+        if handler is None and method in self._operator_handlers:
+            if not peer.operator:
+                raise RpcError(
+                    Reason.UNAUTHORIZED,
+                    f"{method} is an operator method; only the operator CLI's credential "
+                    "(`akk token`) may call it",
+                )
+            handler = self._operator_handlers[method]
         if handler is None:
             raise RpcError(
                 Reason.NOT_FOUND,
@@ -62,43 +110,89 @@ class Methods:
                 "hello's capabilities.methods lists what it offers",
                 code=Code.METHOD_NOT_FOUND,
             )
-        if method != "hello" and peer.controller_id is None:
+        if method != "hello" and not peer.said_hello:
             raise RpcError(
                 Reason.UNAUTHORIZED,
-                'this connection has not said hello; call hello {"controller_id": ...} first',
+                "this connection has not said hello; call hello first",
             )
         return await handler(peer, params)
 
     async def _hello(self, peer: Peer, params: dict[str, Any]) -> dict[str, Any]:
-        controller_id: str = params["controller_id"]
-        name: str = params.get("name", controller_id)
-        if peer.controller_id not in (None, controller_id):
+        claimed = params.get("controller_id", peer.controller_id)
+        if claimed != peer.controller_id:
             raise RpcError(
-                Reason.CONFLICT,
-                f"this connection already said hello as {peer.controller_id!r}; "
-                "open another connection for another controller",
+                Reason.UNAUTHORIZED,
+                f"this credential belongs to controller {peer.controller_id!r}, not "
+                f"{claimed[:80]!r}; omit controller_id or use that controller's own credential "
+                "(`akk token create NAME` mints one)",
             )
-        now = time.time()
-        await transact(
-            self._store, lambda conn: controllers.record_hello(conn, controller_id, name, now)
-        )
-        peer.controller_id = controller_id
+        if not peer.said_hello:
+            controller_id = peer.controller_id
+            name: str = params.get("name", controller_id)
+            now = time.time()
+            await transact(
+                self._store,
+                lambda conn: credentials.record_use(conn, controller_id, name, now),
+            )
+            peer.said_hello = True
+            if not peer.operator:
+                # Operator commands (`akk list`, `akk doctor`) run side by side; a
+                # controller has one live connection, the newest (see akk.connections).
+                self._connections.claim(controller_id, peer.connection)
         return {
             "protocol": PROTOCOL_VERSION,
             "server_version": akk.__version__,
-            "capabilities": {"methods": sorted(self._handlers)},
+            "controller_id": peer.controller_id,
+            "scope": peer.credential.scope.value,
+            "capabilities": {"methods": self.offered(peer)},
         }
 
     async def _list(self, peer: Peer, params: dict[str, Any]) -> dict[str, Any]:
-        controller_id = peer.controller_id
-        assert controller_id is not None
+        # The operator sees every controller's records; a controller only its own.
+        owner = None if peer.operator else peer.controller_id
         turns, watches = await self._reader.run(
-            lambda conn: (
-                listing.open_turns(conn, controller_id),
-                listing.active_watches(conn, controller_id),
-            )
+            lambda conn: (listing.open_turns(conn, owner), listing.active_watches(conn, owner))
         )
         return {"terminals": self._board.rows(), "turns": turns, "watches": watches}
+
+    async def _token_create(self, peer: Peer, params: dict[str, Any]) -> dict[str, Any]:
+        controller_id: str = params["controller_id"]
+        now = time.time()
+        try:
+            minted = await transact(
+                self._store,
+                lambda conn: credentials.create(conn, controller_id, now, actor=peer.controller_id),
+            )
+        except CredentialError as exc:
+            raise RpcError(Reason.CONFLICT, str(exc)) from None
+        self._book.add(minted.controller_id, token_digest(minted.token))
+        return {"controller_id": minted.controller_id, "token": minted.token}
+
+    async def _token_list(self, peer: Peer, params: dict[str, Any]) -> dict[str, Any]:
+        rows = await self._reader.run(credentials.listing)
+        for row in rows:
+            row["connected"] = self._connections.current(row["controller_id"]) is not None
+        return {"credentials": rows}
+
+    async def _token_revoke(self, peer: Peer, params: dict[str, Any]) -> dict[str, Any]:
+        controller_id: str = params["controller_id"]
+        now = time.time()
+        revoked = await transact(
+            self._store,
+            lambda conn: credentials.revoke(conn, controller_id, now, actor=peer.controller_id),
+        )
+        if not revoked:
+            raise RpcError(
+                Reason.NOT_FOUND,
+                f"controller {controller_id[:80]!r} has no credential; "
+                "`akk token list` shows the live ones",
+            )
+        self._book.remove(controller_id)
+        closed = self._connections.revoke(controller_id)
+        return {"controller_id": controller_id, "revoked": True, "connections_closed": closed}
+
+    async def _doctor(self, peer: Peer, params: dict[str, Any]) -> dict[str, Any]:
+        return self._health()
 
     async def _status(self, peer: Peer, params: dict[str, Any]) -> dict[str, Any]:
         terminal_id = params.get("terminal_id")
@@ -130,8 +224,12 @@ class Methods:
                 agent=snapshot.identity.agent,
                 turn_id=None,
             )
-        return {
+        shown = excerpt(snapshot.lines)
+        result: dict[str, Any] = {
             "terminal": terminal_row(snapshot),
             "interaction": interaction,
-            "screen_excerpt": excerpt(snapshot.lines),
+            "screen_excerpt": shown,
         }
+        if shown is None:
+            result["screen_excerpt_withheld"] = "secret_input"
+        return result

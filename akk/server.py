@@ -1,16 +1,25 @@
 """The controller endpoint: JSON-RPC 2.0 over WebSocket (trio-websocket).
 
-Transport only: authentication on the upgrade, framing, size limits, and one
-task per call so a slow call does not hold up the connection. What each
-method does lives in ``akk.methods``. No frame, however malformed, ends the
-connection handler or the server; every reply to a bad frame is a JSON-RPC
-error with ``data.reason``.
+Transport only: accepting within bounds, the upgrade (credential → Peer),
+framing, size limits, and one task per call so a slow call does not hold up
+the connection. What each method does lives in ``akk.methods``. No frame,
+however malformed, ends the connection handler or the server; every reply to
+a bad frame is a JSON-RPC error with ``data.reason``.
+
+Everything a peer can make the server hold is bounded (see ``Limits``):
+descriptors (handshakes and connections, the oldest stalled handshake evicted
+first), time (handshake, send and keepalive timeouts), memory (frames measured
+in bytes, ids bounded, calls in flight per connection and server-wide).
 """
 
 from __future__ import annotations
 
-import hmac
+import contextlib
+import errno
 import logging
+import re
+import resource
+from typing import Any
 
 import attrs
 import trio
@@ -18,126 +27,360 @@ from trio_websocket import (
     ConnectionClosed,
     WebSocketConnection,
     WebSocketRequest,
-    serve_websocket,
 )
+from wsproto import ConnectionType, WSConnection
+from wsproto.events import BytesMessage, TextMessage
 
+from akk.auth import CredentialBook
+from akk.connections import NOT_READING, ConnectionRegistry
+from akk.instance import CHALLENGE_HEADER, PROOF_HEADER, PROOF_PATH, PROOF_STATUS, proof_for
 from akk.methods import Methods, Peer
 from akk.protocol.errors import Code, Reason, RpcError
-from akk.protocol.jsonrpc import FramingError, error_frame, parse_request, result_frame
+from akk.protocol.jsonrpc import FramingError, Request, error_frame, parse_request, result_frame
 
 log = logging.getLogger("akk.server")
 
 PATH = "/v1"
 DEFAULT_PORT = 7878
-DEFAULT_MAX_FRAME = 1 << 20
 # Frames up to this many times the limit are read and answered with an error;
 # larger ones close the connection (1009) so no peer can make us buffer without bound.
-_HARD_LIMIT_FACTOR = 4
-_CALLS_IN_FLIGHT = 16
+HARD_LIMIT_FACTOR = 4
+# Descriptors kept for everything but controllers: the store, tmux control
+# clients, agents' /proc reads, logs.
+RESERVED_DESCRIPTORS = 256
+EVICT_AFTER = 0.5
+"""Seconds a handshake may take before a newer connection may evict it."""
+_ACCEPT_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS}
+_CHALLENGE = re.compile(rb"^[0-9a-f]{64}$")
+
+
+@attrs.frozen
+class Limits:
+    """What one peer, and all peers together, may make the server hold."""
+
+    max_frame_bytes: int = 1 << 20
+    max_handshakes: int = 64
+    """Upgrades in progress; past it the oldest stalled handshake is dropped."""
+    max_connections: int = 512
+    """Established WebSocket connections; past it an upgrade gets HTTP 503."""
+    handshake_timeout: float = 10.0
+    send_timeout: float = 10.0
+    """A reply not written within this closes the connection (the peer is not reading)."""
+    keepalive_interval: float = 30.0
+    """Ping this often; no pong within the same time closes the connection."""
+    calls_per_connection: int = 8
+    calls_in_flight: int = 128
+    """Calls being answered server-wide; past it readers wait (back-pressure)."""
+
+    def fit_descriptors(self) -> Limits:
+        """These limits within the process's descriptor limit, raising the soft limit first."""
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if hard == resource.RLIM_INFINITY or hard > soft:
+            wanted = RESERVED_DESCRIPTORS + self.max_handshakes + self.max_connections
+            target = wanted if hard == resource.RLIM_INFINITY else min(hard, max(wanted, soft))
+            if target > soft:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+                soft = target
+        room = soft - RESERVED_DESCRIPTORS
+        handshakes = max(1, min(self.max_handshakes, room // 8))
+        connections = max(1, min(self.max_connections, room - handshakes))
+        if (handshakes, connections) != (self.max_handshakes, self.max_connections):
+            log.warning(
+                "descriptor limit %d: serving at most %d connections and %d handshakes "
+                "(raise `ulimit -n` for more)",
+                soft, connections, handshakes,
+            )  # fmt: skip
+        return attrs.evolve(self, max_handshakes=handshakes, max_connections=connections)
+
+
+@attrs.define
+class ServerStats:
+    """Counters `akk doctor` shows; they only grow, except the current ones."""
+
+    handshakes: int = 0
+    connections: int = 0
+    handshakes_evicted: int = 0
+    handshakes_timed_out: int = 0
+    refused_full: int = 0
+    refused_unauthorized: int = 0
+    accept_errors: int = 0
+    closed_not_reading: int = 0
 
 
 @attrs.frozen
 class ServerSettings:
-    token: str
     host: str = "127.0.0.1"
     port: int = DEFAULT_PORT
-    max_frame_bytes: int = DEFAULT_MAX_FRAME
+    limits: Limits = Limits()
+
+
+class _ByteLimitedWebSocket(WebSocketConnection):
+    """trio-websocket's connection with its message limit counted in UTF-8 bytes.
+
+    The library counts ``len()`` of text, i.e. characters, so a "1 MiB" frame
+    of 3-byte characters would be 3 MiB on the wire; add the difference.
+    """
+
+    async def _handle_message_event(self, event: BytesMessage | TextMessage) -> None:
+        data = event.data
+        if isinstance(data, str) and not data.isascii():
+            self._message_size += len(data.encode()) - len(data)
+        await super()._handle_message_event(event)
+
+
+@attrs.define(eq=False)
+class _Pending:
+    """One handshake in progress; ``scope`` is cancelled to evict it."""
+
+    scope: trio.CancelScope
+    started: float
+
+
+class ListenError(Exception):
+    """The endpoint could not bind its address; the message says what to do."""
 
 
 class ControllerServer:
     """Serves controllers until cancelled."""
 
-    def __init__(self, settings: ServerSettings, methods: Methods) -> None:
+    def __init__(
+        self,
+        settings: ServerSettings,
+        methods: Methods,
+        *,
+        book: CredentialBook,
+        connections: ConnectionRegistry,
+        nonce: str,
+    ) -> None:
         self._settings = settings
+        self._limits = settings.limits
         self._methods = methods
+        self._book = book
+        self._connections = connections
+        self._nonce = nonce
+        self._pending: dict[_Pending, None] = {}  # insertion-ordered: oldest first
+        self._calls = trio.Semaphore(self._limits.calls_in_flight)
+        self.stats = ServerStats()
 
     async def serve(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
         """Bind and serve; ``task_status.started`` gets the bound port (useful with port 0)."""
-        async with trio.open_nursery() as nursery:
-            server = await nursery.start(
-                lambda task_status: serve_websocket(
-                    self._handle,
-                    self._settings.host,
-                    self._settings.port,
-                    None,
-                    handler_nursery=nursery,
-                    max_message_size=self._settings.max_frame_bytes * _HARD_LIMIT_FACTOR,
-                    task_status=task_status,
-                )
-            )
-            task_status.started(server.port)
-
-    async def _handle(self, request: WebSocketRequest) -> None:
-        if request.path != PATH:
-            await request.reject(404)
-            return
-        if not self._authorized(request.headers):
-            await request.reject(401, extra_headers=[(b"WWW-Authenticate", b"Bearer")])
-            return
-        ws = await request.accept()
+        host, port = self._settings.host, self._settings.port
         try:
-            await _Connection(ws, self._methods, self._settings.max_frame_bytes).run()
+            listeners = await trio.open_tcp_listeners(port, host=host)
+        except OSError as exc:
+            raise ListenError(
+                f"cannot listen on {host}:{port}: {exc.strerror or exc}; another program may "
+                "hold the port (`akk doctor` checks), or pass --port"
+            ) from exc
+        async with trio.open_nursery() as nursery:
+            for listener in listeners:
+                nursery.start_soon(self._accept_loop, listener, nursery)
+            task_status.started(listeners[0].socket.getsockname()[1])
+
+    async def _accept_loop(self, listener: trio.SocketListener, nursery: trio.Nursery) -> None:
+        async with listener:
+            while True:
+                await self._handshake_slot()
+                try:
+                    stream = await listener.accept()
+                except OSError as exc:
+                    if exc.errno not in _ACCEPT_ERRNOS:
+                        raise
+                    # Out of descriptors or memory: wait for some to free, never crash.
+                    self.stats.accept_errors += 1
+                    if self.stats.accept_errors % 100 == 1:
+                        log.warning("accept failed (%s); retrying", exc.strerror)
+                    await trio.sleep(0.1)
+                    continue
+                pending = _Pending(trio.CancelScope(), trio.current_time())
+                pending.scope.relative_deadline = self._limits.handshake_timeout
+                self._pending[pending] = None
+                nursery.start_soon(self._serve_stream, stream, pending)
+
+    async def _handshake_slot(self) -> None:
+        """Wait for room for one more handshake, evicting the oldest stalled one.
+
+        A handshake younger than EVICT_AFTER is never evicted, so a burst of
+        real controllers waits in the listen backlog instead of evicting each
+        other; a stalled one is dropped once it is that old.
+        """
+        while len(self._pending) >= self._limits.max_handshakes:
+            oldest = next(iter(self._pending))
+            if trio.current_time() - oldest.started >= EVICT_AFTER:
+                del self._pending[oldest]
+                oldest.scope.cancel()
+                self.stats.handshakes_evicted += 1
+            else:
+                await trio.sleep_until(oldest.started + EVICT_AFTER)
+
+    async def _serve_stream(self, stream: trio.SocketStream, pending: _Pending) -> None:
+        hard_limit = self._limits.max_frame_bytes * HARD_LIMIT_FACTOR
+        try:
+            async with trio.open_nursery() as nursery:
+                ws = _ByteLimitedWebSocket(
+                    stream,
+                    WSConnection(ConnectionType.SERVER),
+                    message_queue_size=1,
+                    max_message_size=hard_limit,
+                )
+                nursery.start_soon(ws._reader_task)
+                request = None
+                self.stats.handshakes += 1
+                with pending.scope:
+                    request = await ws._get_request()
+                if request is None and pending in self._pending:
+                    self.stats.handshakes_timed_out += 1  # (an evicted one was removed already)
+                self._pending.pop(pending, None)
+                if request is not None:
+                    try:
+                        await self._handle(request)
+                    finally:
+                        with trio.move_on_after(2):
+                            await ws.aclose()
+                nursery.cancel_scope.cancel()
         except Exception:
             # A connection's failure is its own: it must never end the server.
             log.exception("controller connection failed")
+        finally:
+            self._pending.pop(pending, None)
+            await trio.aclose_forcefully(stream)
 
-    def _authorized(self, headers: list[tuple[bytes, bytes]]) -> bool:
-        expected = f"Bearer {self._settings.token}".encode()
-        for name, value in headers:
-            if name.lower() == b"authorization":
-                return hmac.compare_digest(value.strip(), expected)
-        return False
+    async def _handle(self, request: WebSocketRequest) -> None:
+        if request.path == PROOF_PATH:
+            await self._prove(request)
+            return
+        if request.path != PATH:
+            await request.reject(404)
+            return
+        credential = self._book.verify(_bearer(request.headers))
+        if credential is None:
+            self.stats.refused_unauthorized += 1
+            await request.reject(401, extra_headers=[(b"WWW-Authenticate", b"Bearer")])
+            return
+        if self.stats.connections >= self._limits.max_connections:
+            self.stats.refused_full += 1
+            await request.reject(503, body=b"too many controller connections; try again later\n")
+            return
+        ws = await request.accept()
+        connection = _Connection(ws, self._methods, self._limits, self._calls, self.stats)
+        peer = Peer(credential, connection)
+        self._connections.admit(credential.controller_id, connection)
+        self.stats.connections += 1
+        try:
+            await connection.run(peer)
+        finally:
+            self.stats.connections -= 1
+            self._connections.leave(credential.controller_id, connection)
+
+    async def _prove(self, request: WebSocketRequest) -> None:
+        """Answer the CLI's challenge (see ``akk.instance``); never accept a WebSocket here."""
+        challenges = [v for n, v in request.headers if n.lower() == CHALLENGE_HEADER]
+        challenge = challenges[0] if challenges and _CHALLENGE.match(challenges[0]) else None
+        headers = []
+        if challenge is not None:
+            headers.append((PROOF_HEADER, proof_for(self._nonce, challenge.decode()).encode()))
+        await request.reject(PROOF_STATUS, extra_headers=headers)
+
+
+def _bearer(headers: list[tuple[bytes, bytes]]) -> str:
+    for name, value in headers:
+        if name.lower() == b"authorization":
+            scheme, _, token = value.strip().partition(b" ")
+            if scheme == b"Bearer":
+                return token.strip().decode(errors="replace")
+    return ""
 
 
 class _Connection:
     """One controller connection: reads frames, runs calls, writes replies."""
 
-    def __init__(self, ws: WebSocketConnection, methods: Methods, max_frame: int) -> None:
+    def __init__(
+        self,
+        ws: WebSocketConnection,
+        methods: Methods,
+        limits: Limits,
+        calls: trio.Semaphore,
+        stats: ServerStats,
+    ) -> None:
         self._ws = ws
         self._methods = methods
-        self._max_frame = max_frame
-        self._peer = Peer()
+        self._limits = limits
+        self._calls = calls
+        self._stats = stats
         self._send_lock = trio.Lock()
-        self._slots = trio.Semaphore(_CALLS_IN_FLIGHT)
+        self._slots = trio.Semaphore(limits.calls_per_connection)
+        self._scope = trio.CancelScope()
+        self._close: tuple[int, str] = (1000, "")
 
-    async def run(self) -> None:
-        async with trio.open_nursery() as calls:
-            try:
-                while True:
-                    frame = await self._ws.get_message()
-                    await self._slots.acquire()
-                    calls.start_soon(self._answer, frame)
-            except ConnectionClosed:
-                calls.cancel_scope.cancel()
+    def close_soon(self, code: int, reason: str) -> None:
+        """Stop reading and close with ``code``; runs from any task, never blocks."""
+        if not self._scope.cancel_called:
+            self._close = (code, reason)
+            self._scope.cancel()
 
-    async def _answer(self, frame: str | bytes) -> None:
+    async def run(self, peer: Peer) -> None:
+        with self._scope:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._keepalive)
+                with contextlib.suppress(ConnectionClosed):
+                    await self._read(peer, nursery)
+                nursery.cancel_scope.cancel()
+        if self._scope.cancelled_caught:
+            with trio.move_on_after(2) as scope:
+                scope.shield = True
+                await self._ws.aclose(*self._close)
+
+    async def _read(self, peer: Peer, calls: trio.Nursery) -> None:
+        while True:
+            frame = await self._ws.get_message()
+            call = self._parse(frame)
+            del frame  # only the parsed call is kept while it runs
+            await self._slots.acquire()
+            await self._calls.acquire()
+            if isinstance(call, Request) and call.method == "hello":
+                # hello is answered before the next frame is read, so calls
+                # pipelined behind it see its effect.
+                await self._answer(peer, call)
+            else:
+                calls.start_soon(self._answer, peer, call)
+
+    def _parse(self, frame: str | bytes) -> Request | FramingError:
+        size = len(frame) if isinstance(frame, bytes) or frame.isascii() else len(frame.encode())
+        if size > self._limits.max_frame_bytes:
+            return FramingError(
+                None,
+                Reason.INVALID_PARAMS,
+                f"frame of {size} bytes exceeds the limit of {self._limits.max_frame_bytes}; "
+                "send smaller requests",
+                code=Code.INVALID_REQUEST,
+                detail="frame_too_large",
+            )
         try:
-            reply = await self._reply_to(frame)
-            async with self._send_lock:
-                await self._ws.send_message(reply)
+            return parse_request(frame)
+        except FramingError as error:
+            return error
+
+    async def _answer(self, peer: Peer, call: Request | FramingError) -> None:
+        try:
+            reply = await self._reply_to(peer, call)
+            del call
+            with trio.move_on_after(self._limits.send_timeout) as sending:
+                async with self._send_lock:
+                    await self._ws.send_message(reply)
+            if sending.cancelled_caught:
+                self._stats.closed_not_reading += 1
+                self.close_soon(NOT_READING, "replies were not read in time")
         except ConnectionClosed:
             pass
         finally:
+            self._calls.release()
             self._slots.release()
 
-    async def _reply_to(self, frame: str | bytes) -> str:
-        if len(frame) > self._max_frame:
-            return error_frame(
-                None,
-                RpcError(
-                    Reason.INVALID_PARAMS,
-                    f"frame of {len(frame)} bytes exceeds the limit of {self._max_frame}; "
-                    "send smaller requests",
-                    code=Code.INVALID_REQUEST,
-                    detail="frame_too_large",
-                ),
-            )
+    async def _reply_to(self, peer: Peer, call: Request | FramingError) -> str:
+        if isinstance(call, FramingError):
+            return error_frame(call.request_id, call)
         try:
-            call = parse_request(frame)
-        except FramingError as error:
-            return error_frame(error.request_id, error)
-        try:
-            result = await self._methods.call(self._peer, call.method, call.params)
+            result: Any = await self._methods.call(peer, call.method, call.params)
         except RpcError as error:
             return error_frame(call.id, error)
         except Exception:
@@ -152,3 +395,18 @@ class _Connection:
                 ),
             )
         return result_frame(call.id, result)
+
+    async def _keepalive(self) -> None:
+        """Ping every interval; a peer that does not answer in time is not reading."""
+        interval = self._limits.keepalive_interval
+        while True:
+            await trio.sleep(interval)
+            with trio.move_on_after(interval) as waiting:
+                try:
+                    await self._ws.ping()
+                except ConnectionClosed:
+                    return
+            if waiting.cancelled_caught:
+                self._stats.closed_not_reading += 1
+                self.close_soon(NOT_READING, "no pong to a keepalive ping")
+                return

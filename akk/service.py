@@ -6,11 +6,11 @@ turns, destinations) → controller server → one task per connection.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import signal
 from collections.abc import Callable
+from typing import Any
 
 import attrs
 import trio
@@ -18,12 +18,23 @@ import trio
 from akk.actors.store import StoreActor
 from akk.actors.supervisor import ChildSpec, Supervisor
 from akk.actors.watcher import TmuxWatcher, default_socket
+from akk.auth import CredentialBook
+from akk.connections import ConnectionRegistry
 from akk.discovery.process import VersionCache
+from akk.instance import (
+    Endpoint,
+    InstanceLock,
+    acquire,
+    new_nonce,
+    remove_endpoint,
+    write_endpoint,
+)
 from akk.methods import Methods
 from akk.screen.fingerprint import IdMinter
-from akk.server import ControllerServer, ServerSettings
+from akk.server import ControllerServer, Limits, ServerSettings
+from akk.store import credentials
 from akk.store.database import open_store
-from akk.store.location import ENDPOINT_TMP_FILE, StateDir
+from akk.store.location import StateDir
 from akk.store.reader import StoreReader
 from akk.terminals import TerminalBoard
 from akk.tmux.activity import DEFAULT_INTERVAL
@@ -36,33 +47,42 @@ class ServiceConfig:
     state: StateDir
     host: str = "127.0.0.1"
     port: int = 7878
-    max_frame_bytes: int = 1 << 20
+    limits: Limits = attrs.field(factory=Limits)
     tmux_sockets: tuple[str, ...] = attrs.field(factory=lambda: (default_socket(),))
     poll_interval: float = DEFAULT_INTERVAL
 
 
 @attrs.frozen
-class Endpoint:
-    """Where a running `akk serve` listens (written to the state directory)."""
-
-    host: str
-    port: int
-    pid: int
-
-    @property
-    def url(self) -> str:
-        return f"ws://{self.host}:{self.port}/v1"
+class _Prepared:
+    lock: InstanceLock
+    operator_token: str
+    credentials: dict[str, str]
 
 
-def prepare(config: ServiceConfig) -> str:
-    """Check the state directory and bring the store up to date; return the token.
+def _prepare(config: ServiceConfig) -> _Prepared:
+    """Take the state directory, check the store and bring it up to date.
 
-    Runs before anything is supervised so that a refusal (foreign directory,
-    newer store) stops `akk serve` at once with its reason instead of a restart loop.
+    Runs before anything is supervised so that a refusal (another server,
+    foreign directory, corrupt or newer store) stops `akk serve` at once with
+    its reason instead of a restart loop.
     """
     config.state.ensure()
-    open_store(config.state.store_path).close()
-    return config.state.token()
+    lock = acquire(config.state)
+    try:
+        conn = open_store(config.state.store_path)
+        try:
+            with conn:
+                pruned = credentials.prune(conn)
+                digests = credentials.live_digests(conn)
+        finally:
+            conn.close()
+        if pruned:
+            log.info("pruned %d controller rows with no credential and no records", pruned)
+        config.state.id_secret()  # a bad secret file stops the start here, with its reason
+        return _Prepared(lock, config.state.token(), digests)
+    except BaseException:
+        lock.release()
+        raise
 
 
 async def run_service(
@@ -71,39 +91,71 @@ async def run_service(
     on_ready: Callable[[Endpoint], None] = lambda endpoint: None,
     task_status: trio.TaskStatus[Endpoint] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Run until cancelled; ``task_status.started`` (and ``on_ready``) get the endpoint."""
-    token = prepare(config)
+    """Run until cancelled; ``task_status.started`` (and ``on_ready``) get the endpoint.
+
+    Raises InstanceError when another server holds the state directory.
+    """
+    prepared = _prepare(config)
     board = TerminalBoard()
     versions = VersionCache()
+    book = CredentialBook(prepared.operator_token, prepared.credentials)
+    connections = ConnectionRegistry()
     root = Supervisor(
         "root", children=[ChildSpec("store", lambda: StoreActor(config.state.store_path))]
     )
     reader = StoreReader(config.state.store_path)
+    watchers: list[TmuxWatcher] = []
+    endpoint: Endpoint | None = None
     try:
         async with trio.open_nursery() as nursery:
             await nursery.start(root.run)
             store = root.ref("store")
             for socket in dict.fromkeys(config.tmux_sockets):
                 watcher = TmuxWatcher(socket, board, store, versions, interval=config.poll_interval)
+                watchers.append(watcher)
                 await root.start_child(ChildSpec(f"watcher {socket}", watcher.run))
-            methods = Methods(store, reader, board, IdMinter(config.state.id_secret()))
+            nonce = new_nonce()
+            server: ControllerServer
+
+            def health() -> dict[str, Any]:
+                return {
+                    "pid": os.getpid(),
+                    "server": attrs.asdict(server.stats),
+                    "limits": attrs.asdict(server_settings.limits),
+                    "connected_controllers": connections.live,
+                    "credentials": len(book),
+                    "watchers": [watcher.health.report() for watcher in watchers],
+                    "supervisor": {
+                        "restarts": dict(root.stats.restarts),
+                        "escalations": root.stats.escalations,
+                    },
+                }
+
+            methods = Methods(
+                store,
+                reader,
+                board,
+                IdMinter(config.state.id_secret()),
+                book=book,
+                connections=connections,
+                health=health,
+            )
+            server_settings = ServerSettings(
+                host=config.host, port=config.port, limits=config.limits.fit_descriptors()
+            )
             server = ControllerServer(
-                ServerSettings(
-                    token=token,
-                    host=config.host,
-                    port=config.port,
-                    max_frame_bytes=config.max_frame_bytes,
-                ),
-                methods,
+                server_settings, methods, book=book, connections=connections, nonce=nonce
             )
             port = await nursery.start(server.serve)
-            endpoint = Endpoint(config.host, port, os.getpid())
-            _write_endpoint(config.state, endpoint)
+            endpoint = Endpoint(config.host, port, os.getpid(), nonce)
+            write_endpoint(config.state, endpoint)
             on_ready(endpoint)
             task_status.started(endpoint)
     finally:
         reader.close()
-        config.state.endpoint_path.unlink(missing_ok=True)
+        if endpoint is not None:
+            remove_endpoint(config.state, endpoint)
+        prepared.lock.release()
 
 
 async def serve_until_signal(config: ServiceConfig, on_ready: Callable[[Endpoint], None]) -> None:
@@ -131,20 +183,3 @@ async def serve_until_signal(config: ServiceConfig, on_ready: Callable[[Endpoint
             with service:
                 await run_service(config, on_ready=on_ready)
             nursery.cancel_scope.cancel()
-
-
-def read_endpoint(state: StateDir) -> Endpoint | None:
-    """The endpoint of the running server, or None if none is recorded."""
-    try:
-        data = json.loads(state.endpoint_path.read_text())
-        return Endpoint(host=str(data["host"]), port=int(data["port"]), pid=int(data["pid"]))
-    except (FileNotFoundError, ValueError, KeyError, TypeError):
-        return None
-
-
-def _write_endpoint(state: StateDir, endpoint: Endpoint) -> None:
-    tmp = state.endpoint_path.with_name(ENDPOINT_TMP_FILE)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump(attrs.asdict(endpoint), f)
-    os.replace(tmp, state.endpoint_path)

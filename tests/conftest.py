@@ -10,7 +10,11 @@ import attrs
 import pytest
 import trio
 
-from akk.service import Endpoint, ServiceConfig, run_service
+from akk.instance import Endpoint
+from akk.server import Limits
+from akk.service import ServiceConfig, run_service
+from akk.store import credentials
+from akk.store.database import open_store
 from akk.store.location import StateDir
 from tests.lab.conftest import CLIENT_PROPERTY, START_PROPERTY
 
@@ -21,18 +25,39 @@ class LiveServer:
 
     endpoint: Endpoint
     token: str
+    """The operator CLI's credential (`akk-cli`)."""
     state: StateDir
+    controllers: dict[str, str]
+    """Controller credentials minted before start, by controller_id."""
 
     @property
     def url(self) -> str:
         return self.endpoint.url
 
 
+LIVE_CONTROLLERS = ("c1", "c2", "c3", "after")
+
+
+def mint_offline(state: StateDir, *names: str) -> dict[str, str]:
+    """Mint controller credentials into a store no server holds (as `akk token create` does)."""
+    state.ensure()
+    conn = open_store(state.store_path)
+    try:
+        with conn:
+            minted = [credentials.create(conn, name, 0.0, actor="test") for name in names]
+    finally:
+        conn.close()
+    return {m.controller_id: m.token for m in minted}
+
+
 @pytest.fixture(scope="module")
 def live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     """A real server (store, supervisor, WebSocket) shared by a module's tests."""
     state = StateDir(tmp_path_factory.mktemp("state") / "akk")
-    config = ServiceConfig(state=state, port=0, max_frame_bytes=64 * 1024, tmux_sockets=())
+    config = ServiceConfig(
+        state=state, port=0, limits=Limits(max_frame_bytes=64 * 1024), tmux_sockets=()
+    )
+    controllers = mint_offline(state, *LIVE_CONTROLLERS)
     started = threading.Event()
     box: dict[str, object] = {}
 
@@ -60,7 +85,7 @@ def live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer
         raise RuntimeError("the live server failed to start") from box["error"]  # type: ignore[arg-type]
     endpoint = box["endpoint"]
     assert isinstance(endpoint, Endpoint)
-    yield LiveServer(endpoint=endpoint, token=state.token(), state=state)
+    yield LiveServer(endpoint=endpoint, token=state.token(), state=state, controllers=controllers)
     trio.from_thread.run_sync(
         box["scope"].cancel,  # type: ignore[attr-defined]
         trio_token=box["token"],  # type: ignore[arg-type]

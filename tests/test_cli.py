@@ -2,22 +2,35 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import trio
+
+from akk.client import ConnectError, connect
 
 AKK = [sys.executable, "-m", "akk"]
 
 
 def _env(state: Path) -> dict[str, str]:
-    return {**os.environ, "AKK_STATE_DIR": str(state), "COLUMNS": "250"}
+    # A private TMUX_TMPDIR: the server watches no tmux server of the person running the tests.
+    return {
+        **os.environ,
+        "AKK_STATE_DIR": str(state),
+        "COLUMNS": "250",
+        "TMUX_TMPDIR": str(state.parent),
+    }
 
 
 def akk(state: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -31,18 +44,10 @@ def served(tmp_path: Path) -> Iterator[tuple[Path, str, float]]:
     """A real `akk serve --port 0`; yields (state dir, url, seconds until it listened)."""
     state = tmp_path / "akk"
     began = time.monotonic()
-    proc = subprocess.Popen(
-        [*AKK, "serve", "--port", "0"],
-        env=_env(state),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = _start_serve(state)
     try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
+        line = _listening_line(proc)
         elapsed = time.monotonic() - began
-        assert "listening on ws://127.0.0.1:" in line, line + proc.stderr.read()
         yield state, line.split()[4], elapsed
     finally:
         proc.send_signal(signal.SIGINT)
@@ -53,6 +58,29 @@ def served(tmp_path: Path) -> Iterator[tuple[Path, str, float]]:
             raise
     assert proc.returncode == 0, proc.stderr.read() if proc.stderr else ""
     assert not (state / "endpoint.json").exists()
+
+
+def _start_serve(state: Path, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [*AKK, "serve", "--port", "0", *args],
+        env=_env(state),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _listening_line(proc: subprocess.Popen[str]) -> str:
+    """The server's first line, read with a deadline (a hung server fails, never hangs)."""
+    assert proc.stdout is not None and proc.stderr is not None
+    line: list[str] = []
+    reader = threading.Thread(target=lambda: line.append(proc.stdout.readline()), daemon=True)  # type: ignore[union-attr]
+    reader.start()
+    reader.join(30)
+    if not line or "listening on ws://127.0.0.1:" not in line[0]:
+        proc.kill()
+        raise AssertionError(f"akk serve did not start: {line} {proc.stderr.read()}")
+    return line[0]
 
 
 def test_serve_starts_and_list_prints_an_empty_table(served: tuple[Path, str, float]) -> None:
@@ -67,12 +95,114 @@ def test_serve_starts_and_list_prints_an_empty_table(served: tuple[Path, str, fl
     assert url == f"ws://127.0.0.1:{endpoint['port']}/v1"
 
 
-def test_second_serve_on_a_taken_port_says_what_to_do(served: tuple[Path, str, float]) -> None:
-    state, url, _ = served
+def test_second_serve_on_a_taken_port_says_what_to_do(
+    served: tuple[Path, str, float], tmp_path: Path
+) -> None:
+    _, url, _ = served
     port = url.rsplit(":", 1)[1].split("/")[0]
-    second = akk(state, "serve", "--port", port)
+    second = akk(tmp_path / "other", "serve", "--port", port)
     assert second.returncode == 2
     assert "--port" in second.stderr and "akk doctor" in second.stderr
+    assert "Traceback" not in second.stderr
+
+
+def test_second_serve_on_the_same_state_dir_names_the_first(
+    served: tuple[Path, str, float],
+) -> None:
+    state, url, _ = served
+    pid = json.loads((state / "endpoint.json").read_text())["pid"]
+    second = akk(state, "serve", "--port", "0")
+    assert second.returncode == 2
+    assert f"PID {pid}" in second.stderr and url in second.stderr
+    assert "Traceback" not in second.stderr
+    # The first one still serves, and its endpoint file is intact.
+    assert akk(state, "list").returncode == 0
+
+
+def test_a_stale_endpoint_never_gets_the_token(tmp_path: Path) -> None:
+    """After SIGKILL, whatever listens on the old port receives no credential."""
+    state = tmp_path / "akk"
+    proc = _start_serve(state)
+    _listening_line(proc)
+    endpoint = json.loads((state / "endpoint.json").read_text())
+    proc.kill()
+    proc.wait(10)
+    token = akk(state, "token").stdout.strip()
+    received: list[bytes] = []
+    with socket.socket() as stand_in:
+        stand_in.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        stand_in.bind(("127.0.0.1", endpoint["port"]))
+        stand_in.listen()
+        stand_in.settimeout(0.2)
+
+        def accept_all() -> None:
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline:
+                try:
+                    peer, _ = stand_in.accept()
+                except TimeoutError:
+                    continue
+                with peer:
+                    peer.settimeout(2)
+                    with contextlib.suppress(TimeoutError):
+                        received.append(peer.recv(65536))
+
+        listener = threading.Thread(target=accept_all, daemon=True)
+        listener.start()
+        listed = akk(state, "list")
+        assert listed.returncode == 2
+        assert f"stale endpoint from PID {endpoint['pid']}" in listed.stderr
+        # Even a live PID with a wrong listener (the PID reused) gets nothing but a challenge.
+        fake = {**endpoint, "pid": os.getpid()}
+        (state / "endpoint.json").write_text(json.dumps(fake))
+        held = os.open(state, os.O_RDONLY)
+        fcntl.flock(held, fcntl.LOCK_EX)  # as if a server held the directory
+        try:
+            listed = akk(state, "list")
+        finally:
+            os.close(held)
+        listener.join(20)
+    assert listed.returncode == 2
+    assert "did not prove" in listed.stderr and "no credential was sent" in listed.stderr
+    assert received, "the CLI never tried the stand-in"
+    assert all(token.encode() not in data for data in received)
+    assert all(b"authorization" not in data.lower() for data in received)
+
+
+def test_tokens_are_minted_listed_and_revoked_with_or_without_a_server(
+    served: tuple[Path, str, float], tmp_path: Path
+) -> None:
+    # Offline: straight into the store, under the state directory's lock.
+    offline = tmp_path / "offline"
+    made = akk(offline, "token", "create", "ci-bot")
+    assert made.returncode == 0, made.stderr
+    assert made.stdout.strip().startswith("akkc_") and "shown only now" in made.stderr
+    listed = json.loads(akk(offline, "token", "list", "--json").stdout)
+    assert [c["controller_id"] for c in listed["credentials"]] == ["ci-bot"]
+    again = akk(offline, "token", "create", "ci-bot")
+    assert again.returncode == 2 and "revoke" in again.stderr
+    assert akk(offline, "token", "revoke", "ci-bot").returncode == 0
+    assert json.loads(akk(offline, "token", "list", "--json").stdout)["credentials"] == []
+    # Online: through the running server, which takes the change at once.
+    state, url, _ = served
+    token = akk(state, "token", "create", "live-bot", "--json")
+    assert token.returncode == 0, token.stderr
+    minted = json.loads(token.stdout)
+    assert minted["controller_id"] == "live-bot"
+
+    async def hello() -> str:
+        with trio.fail_after(10):
+            async with connect(url, minted["token"]) as ctl:
+                return str(ctl.server["controller_id"])
+
+    assert trio.run(hello) == "live-bot"
+    table = akk(state, "token", "list")
+    assert "live-bot" in table.stdout and minted["token"] not in table.stdout
+    assert akk(state, "token", "revoke", "live-bot").returncode == 0
+    with pytest.raises(ConnectError, match="401"):
+        trio.run(hello)
+    bad = akk(state, "token", "create", "akk-cli")
+    assert bad.returncode == 2 and "operator" in bad.stderr
 
 
 def test_list_without_a_server_says_how_to_start_one(tmp_path: Path) -> None:
@@ -94,7 +224,8 @@ def test_doctor_reports_each_check(served: tuple[Path, str, float]) -> None:
     assert result.returncode == 0, result.stdout
     for name in ("tmux", "state dir", "store", "port"):
         assert name in result.stdout
-    assert "schema v1" in result.stdout
+    assert "schema v2" in result.stdout
+    assert "server" in result.stdout and "watcher" in result.stdout
 
 
 def test_doctor_fails_on_a_foreign_directory(tmp_path: Path) -> None:

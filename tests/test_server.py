@@ -37,7 +37,7 @@ def assert_error_reply(text: str | bytes) -> dict[str, Any]:
 
 async def test_hello_and_empty_list(live_server: LiveServer) -> None:
     with trio.fail_after(10):
-        async with connect(live_server.url, live_server.token, controller_id="c1") as ctl:
+        async with connect(live_server.url, live_server.controllers["c1"]) as ctl:
             assert ctl.server["protocol"] == 1
             assert {"hello", "list"} <= set(ctl.server["capabilities"]["methods"])
             assert await ctl.call("list") == {"terminals": [], "turns": [], "watches": []}
@@ -65,7 +65,7 @@ async def test_client_reports_a_wrong_token_with_next_step(live_server: LiveServ
 async def test_calls_before_hello_are_refused(live_server: LiveServer) -> None:
     with trio.fail_after(10):
         async with open_websocket_url(
-            live_server.url, extra_headers=_headers(live_server.token)
+            live_server.url, extra_headers=_headers(live_server.controllers["c2"])
         ) as ws:
             await ws.send_message(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "list"}))
             reply = assert_error_reply(await ws.get_message())
@@ -89,7 +89,7 @@ async def test_bad_calls_get_reasoned_errors(
     live_server: LiveServer, method: str, params: dict[str, Any], reason: str
 ) -> None:
     with trio.fail_after(10):
-        async with connect(live_server.url, live_server.token, controller_id="c1") as ctl:
+        async with connect(live_server.url, live_server.controllers["c1"]) as ctl:
             with pytest.raises(AkkError) as error:
                 await ctl.call(method, params)
             assert error.value.reason == reason
@@ -106,15 +106,13 @@ async def test_oversized_frame_gets_an_error_and_the_connection_survives(
     )
     with trio.fail_after(10):
         async with open_websocket_url(
-            live_server.url, extra_headers=_headers(live_server.token)
+            live_server.url, extra_headers=_headers(live_server.controllers["c2"])
         ) as ws:
             await ws.send_message(big)
             reply = assert_error_reply(await ws.get_message())
             assert reply["error"]["data"]["detail"] == "frame_too_large"
             await ws.send_message(
-                json.dumps(
-                    {"jsonrpc": "2.0", "id": 8, "method": "hello", "params": {"controller_id": "c"}}
-                )
+                json.dumps({"jsonrpc": "2.0", "id": 8, "method": "hello", "params": {}})
             )
             assert json.loads(await ws.get_message())["result"]["protocol"] == 1
 
@@ -122,13 +120,15 @@ async def test_oversized_frame_gets_an_error_and_the_connection_survives(
 async def test_a_huge_frame_closes_only_that_connection(live_server: LiveServer) -> None:
     with trio.fail_after(10):
         async with open_websocket_url(
-            live_server.url, extra_headers=_headers(live_server.token), max_message_size=1 << 24
+            live_server.url,
+            extra_headers=_headers(live_server.controllers["c2"]),
+            max_message_size=1 << 24,
         ) as ws:
             with pytest.raises(ConnectionClosed) as closed:
                 await ws.send_message("x" * (1 << 20))
                 await ws.get_message()
             assert closed.value.reason.code == 1009
-        async with connect(live_server.url, live_server.token, controller_id="c1") as ctl:
+        async with connect(live_server.url, live_server.controllers["c1"]) as ctl:
             assert (await ctl.call("list"))["turns"] == []
 
 
@@ -159,32 +159,38 @@ frames = st.one_of(
 )
 
 
+FUZZ_BATCHES = 400
+FUZZ_BATCH_SIZE = 25  # 10,000 frames in all
+
+
 @settings(
-    max_examples=150,
+    max_examples=FUZZ_BATCHES,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
-@given(batch=st.lists(frames, min_size=1, max_size=5))
+@given(batch=st.lists(frames, min_size=FUZZ_BATCH_SIZE, max_size=FUZZ_BATCH_SIZE))
 def test_fuzzed_frames_always_get_well_formed_errors(
     live_server: LiveServer, batch: list[str | bytes]
 ) -> None:
     async def run() -> None:
-        with trio.fail_after(20):
+        with trio.fail_after(60):
             async with open_websocket_url(
                 live_server.url,
-                extra_headers=_headers(live_server.token),
+                extra_headers=_headers(live_server.controllers["c2"]),
                 max_message_size=1 << 24,
             ) as ws:
+                said_hello = False
                 for frame in batch:
                     await ws.send_message(frame)
                     reply = json.loads(await ws.get_message())
                     if "result" in reply:
                         # Only a valid hello can succeed before hello.
-                        assert json.loads(frame)["method"] == "hello"
+                        assert said_hello or json.loads(frame)["method"] == "hello"
+                        said_hello = True
                     else:
                         assert_error_reply(json.dumps(reply))
             # The server still serves a well-behaved controller.
-            async with connect(live_server.url, live_server.token, controller_id="after") as ctl:
+            async with connect(live_server.url, live_server.controllers["after"]) as ctl:
                 assert "terminals" in await ctl.call("list")
 
     trio.run(run)

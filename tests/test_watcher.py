@@ -93,7 +93,7 @@ async def test_unpinned_and_unprovable_versions_get_no_profile(
             endpoint = await nursery.start(
                 lambda task_status: run_service(config, task_status=task_status)
             )
-            async with connect(endpoint.url, state.token(), controller_id="t") as ctl:
+            async with connect(endpoint.url, state.token()) as ctl:
                 # A shell pane is no terminal; agents appear as their panes open.
                 assert await _wait_rows(ctl, 0) == []
                 await trio.run_process(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import time
 from contextlib import suppress
 from pathlib import Path
@@ -21,7 +22,7 @@ import trio
 
 from akk.actors.runtime import ActorRef, MailboxFull
 from akk.actors.store import transact
-from akk.actors.supervisor import ChildSpec, Restart, Supervisor
+from akk.actors.supervisor import ChildSpec, Restart, Supervisor, SupervisorEscalation
 from akk.actors.terminal import Refresh, TerminalActor
 from akk.discovery.process import (
     AgentProcess,
@@ -44,6 +45,34 @@ SWEEP_INTERVAL = 2.0
 
 RECONNECT_INTERVAL = 1.0
 """Seconds between checks for a server that is not (or no longer) running (no process spawned)."""
+
+MAX_BACKOFF = 30.0
+"""Longest wait after a failure (e.g. out of descriptors) before attaching again."""
+
+
+@attrs.define
+class WatcherHealth:
+    """What `akk doctor` shows of one watcher (published by the watcher, read by methods)."""
+
+    socket: str
+    attached: bool = False
+    failures: int = 0
+    """Failures since the last good attachment."""
+    total_failures: int = 0
+    last_error: str | None = None
+    last_error_at: float | None = None
+    retry_in: float | None = None
+
+    def failed(self, error: BaseException, retry_in: float) -> None:
+        self.attached = False
+        self.failures += 1
+        self.total_failures += 1
+        self.last_error = f"{type(error).__name__}: {error}"[:300]
+        self.last_error_at = time.time()
+        self.retry_in = retry_in
+
+    def report(self) -> dict[str, object]:
+        return attrs.asdict(self)
 
 
 def default_socket() -> str:
@@ -79,18 +108,45 @@ class TmuxWatcher:
         self.store = store
         self.versions = versions
         self._interval = interval
+        self.health = WatcherHealth(socket_path)
 
     async def run(self) -> None:
-        """Attach whenever the server is up; never returns until cancelled."""
+        """Attach whenever the server is up; never returns until cancelled.
+
+        Running out of a resource (descriptors, processes: OSError) or its
+        terminals' supervisor giving up is this watcher's own trouble: it is
+        recorded in ``health``, logged, and retried with exponential backoff
+        and jitter, so it never reaches the root supervisor and the endpoint.
+        """
+        backoff = RECONNECT_INTERVAL
         while True:
             attached_at: float | None = None
+            failure: BaseException | None = None
             try:
                 async with open_control_client(self.socket) as client:
                     attached_at = trio.current_time()
+                    self.health.attached = True
                     log.info("watching tmux server %s", self.socket)
                     await self._watch(client)
-            except ControlClientClosed as closed:
-                log.debug("tmux server %s not available: %s", self.socket, closed)
+            except* ControlClientClosed as closed:
+                log.debug("tmux server %s not available: %s", self.socket, closed.exceptions[0])
+            except* (OSError, SupervisorEscalation) as group:
+                failure = group.exceptions[0]
+            self.health.attached = False
+            if failure is not None:
+                delay = backoff * random.uniform(0.5, 1.0)
+                self.health.failed(failure, delay)
+                log.warning(
+                    "watcher for tmux server %s failed (%s); retrying in %.1f s",
+                    self.socket, self.health.last_error, delay,
+                )  # fmt: skip
+                await trio.sleep(delay)
+                backoff = min(backoff * 2, MAX_BACKOFF)
+                continue
+            if attached_at is not None:
+                backoff = RECONNECT_INTERVAL
+                self.health.failures = 0
+                self.health.retry_in = None
             # A control client ends with the session it attached to while other
             # sessions may live on: after a long watch, reattach at once (opening
             # fails fast, spawning nothing, when the whole server is gone).

@@ -22,6 +22,7 @@ class Reason(enum.StrEnum):
     RESPONSE_UNCERTAIN = "response_uncertain"
     CLOSED = "closed"
     CONFLICT = "conflict"
+    RECONCILE_REQUIRED = "reconcile_required"
     INTERNAL = "internal"
 
 

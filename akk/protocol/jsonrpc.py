@@ -9,12 +9,16 @@ import attrs
 import jsonschema
 
 from akk.protocol.errors import Code, Reason, RpcError
-from akk.protocol.schema import METHODS
+from akk.protocol.schema import METHODS, OPERATOR_METHODS
 
+MAX_ID_LENGTH = 128
+"""Longest string id a call may carry (every reply echoes it)."""
+_MAX_INT_ID = 2**53  # the integers a JSON peer can represent exactly
 RequestId = str | int | None  # None only in replies to frames whose id could not be read
 
 _VALIDATORS = {
-    name: jsonschema.Draft202012Validator(spec["params"]) for name, spec in METHODS.items()
+    name: jsonschema.Draft202012Validator(spec["params"])
+    for name, spec in (METHODS | OPERATOR_METHODS).items()
 }
 
 
@@ -56,12 +60,21 @@ def parse_request(frame: str | bytes) -> Request:
         raise _error(
             None, Code.INVALID_REQUEST, "every call needs an 'id' that is a string or an integer"
         )
+    if (isinstance(request_id, str) and len(request_id) > MAX_ID_LENGTH) or (
+        isinstance(request_id, int) and abs(request_id) > _MAX_INT_ID
+    ):
+        raise _error(
+            None,
+            Code.INVALID_REQUEST,
+            f"a call's 'id' may be at most {MAX_ID_LENGTH} characters or an integer within "
+            "±2^53; use a shorter id",
+        )
     if message.get("jsonrpc") != "2.0":
         raise _error(request_id, Code.INVALID_REQUEST, 'set "jsonrpc": "2.0" in every request')
     method = message.get("method")
     if not isinstance(method, str):
         raise _error(request_id, Code.INVALID_REQUEST, "'method' must be a string")
-    if method not in METHODS:
+    if method not in _VALIDATORS:
         raise _error(
             request_id,
             Code.METHOD_NOT_FOUND,

@@ -177,13 +177,16 @@ _RECORD = {"type": "object"}
 
 METHODS: dict[str, dict[str, Any]] = {
     "hello": {
-        "params": _params({"controller_id": _ID}, {"name": {"type": "string", "maxLength": 200}}),
+        # The credential names the controller; controller_id, if given, must match it.
+        "params": _params({}, {"controller_id": _ID, "name": {"type": "string", "maxLength": 200}}),
         "result": {
             "type": "object",
-            "required": ["protocol", "server_version", "capabilities"],
+            "required": ["protocol", "server_version", "controller_id", "scope", "capabilities"],
             "properties": {
                 "protocol": {"const": PROTOCOL_VERSION},
                 "server_version": {"type": "string"},
+                "controller_id": _ID,
+                "scope": {"enum": ["controller", "operator"]},
                 "capabilities": {"type": "object"},
             },
         },
@@ -225,7 +228,9 @@ METHODS: dict[str, dict[str, Any]] = {
             "type": "object",
             "properties": {
                 "interaction": {"oneOf": [INTERACTION, {"type": "null"}]},
-                "screen_excerpt": {"type": "array", "items": {"type": "string"}},
+                # null when the screen asks for secret input (never excerpted)
+                "screen_excerpt": {"type": ["array", "null"], "items": {"type": "string"}},
+                "screen_excerpt_withheld": {"enum": ["secret_input"]},
             },
         },
     },
@@ -265,6 +270,32 @@ METHODS: dict[str, dict[str, Any]] = {
 }
 
 
+_CONTROLLER_NAME = {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"}
+
+# Methods only the operator CLI's credential may call (not part of the controller contract).
+OPERATOR_METHODS: dict[str, dict[str, Any]] = {
+    "token_create": {
+        "params": _params({"controller_id": _CONTROLLER_NAME}),
+        "result": _params({"controller_id": _ID, "token": {"type": "string"}}),
+    },
+    "token_list": {
+        "params": _params({}),
+        "result": _params({"credentials": {"type": "array", "items": _RECORD}}),
+    },
+    "token_revoke": {
+        "params": _params({"controller_id": _ID}),
+        "result": _params(
+            {
+                "controller_id": _ID,
+                "revoked": {"const": True},
+                "connections_closed": {"type": "integer"},
+            }
+        ),
+    },
+    "doctor": {"params": _params({}), "result": _RECORD},
+}
+
+
 def protocol_schema() -> dict[str, Any]:
     """The whole protocol as one JSON Schema document (what `akk schema` prints)."""
     return {
@@ -272,6 +303,7 @@ def protocol_schema() -> dict[str, Any]:
         "title": "AKK controller protocol",
         "version": PROTOCOL_VERSION,
         "methods": METHODS,
+        "operator_methods": OPERATOR_METHODS,
         "definitions": {
             "event": EVENT,
             "interaction": INTERACTION,

@@ -120,7 +120,7 @@ async def _supervise(lab: LabSession, tmp_path: Path) -> None:
             lambda task_status: run_service(config, task_status=task_status)
         )
         token = config.state.token()
-        async with connect(endpoint.url, token, controller_id="lab-test") as ctl:
+        async with connect(endpoint.url, token) as ctl:
             # The pane appears with the version read from the process and its exact profile.
             row = await _wait_row(
                 ctl, lambda r: r["pane"] == lab.pane and r["activity_state"] == "idle", "idle pane"

@@ -1,0 +1,77 @@
+"""Which connection speaks for each controller: one live connection per controller_id.
+
+A controller's newer connection takes over: when it says hello, the older one
+is closed with ``SUPERSEDED`` (a controller that crashed and reconnects must
+not wait for its dead connection to time out). Events for a controller go to
+its current connection only; anything the old one did not ack stays in the
+outbox and is redelivered on the new one with the same ``event_id``.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import attrs
+
+# WebSocket close codes in the private-use range (4000-4999), with their reasons.
+SUPERSEDED = 4001
+"""Another connection said hello with this controller's credential."""
+REVOKED = 4003
+"""The credential this connection authenticated with was revoked."""
+NOT_READING = 4008
+"""The peer stopped reading: a reply or a keepalive could not be sent in time."""
+
+
+class Closable(Protocol):
+    def close_soon(self, code: int, reason: str) -> None:
+        """Start closing with this code and reason; never blocks."""
+
+
+@attrs.define
+class ConnectionRegistry:
+    """Every authenticated connection by controller_id, and which one is live (after hello)."""
+
+    _admitted: dict[str, set[Closable]] = attrs.field(factory=dict)
+    _live: dict[str, Closable] = attrs.field(factory=dict)
+    takeovers: int = 0
+
+    def admit(self, controller_id: str, connection: Closable) -> None:
+        """``connection`` authenticated as ``controller_id`` (it has not said hello yet)."""
+        self._admitted.setdefault(controller_id, set()).add(connection)
+
+    def leave(self, controller_id: str, connection: Closable) -> None:
+        """``connection`` ended."""
+        admitted = self._admitted.get(controller_id)
+        if admitted is not None:
+            admitted.discard(connection)
+            if not admitted:
+                del self._admitted[controller_id]
+        if self._live.get(controller_id) is connection:
+            del self._live[controller_id]
+
+    def claim(self, controller_id: str, connection: Closable) -> None:
+        """``connection`` said hello and now speaks for ``controller_id``; an older one closes."""
+        previous = self._live.get(controller_id)
+        self._live[controller_id] = connection
+        if previous is not None and previous is not connection:
+            self.takeovers += 1
+            previous.close_soon(
+                SUPERSEDED,
+                "superseded: a newer connection said hello with this controller's credential",
+            )
+
+    def revoke(self, controller_id: str) -> int:
+        """Close every connection authenticated as ``controller_id``; return how many."""
+        self._live.pop(controller_id, None)
+        connections = self._admitted.pop(controller_id, set())
+        for connection in connections:
+            connection.close_soon(REVOKED, "credential revoked; ask the operator for a new one")
+        return len(connections)
+
+    def current(self, controller_id: str) -> Closable | None:
+        """The connection that speaks for ``controller_id`` (where its events go)."""
+        return self._live.get(controller_id)
+
+    @property
+    def live(self) -> int:
+        return len(self._live)

@@ -1,0 +1,222 @@
+"""One server per state directory, and how the CLI proves it talks to that server.
+
+``akk serve`` holds an exclusive ``flock`` on the state directory for its whole
+lifetime, and writes ``endpoint.json`` (host, port, PID and a random nonce,
+0600). Before the CLI sends a credential anywhere it proves the server:
+
+1. someone holds the directory's lock (else the file is stale: nobody serves);
+2. the recorded PID is alive;
+3. the listener at the recorded port answers a fresh challenge with
+   HMAC-SHA256(nonce, challenge), which only the process that wrote the 0600
+   file can compute. The challenge goes to ``/v1/proof`` without any
+   credential; an impostor on a reused port learns nothing.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import time
+
+import attrs
+import trio
+from trio_websocket import ConnectionRejected, HandshakeError, open_websocket_url
+
+from akk.store.location import ENDPOINT_TMP_FILE, StateDir
+
+PROOF_PATH = "/v1/proof"
+CHALLENGE_HEADER = b"akk-challenge"
+PROOF_HEADER = b"akk-proof"
+PROOF_STATUS = 403
+_LOCK_WAIT = 2.0  # seconds a starting server waits for a CLI's short hold on the lock
+
+
+class InstanceError(Exception):
+    """Another server holds the state directory, or the recorded one cannot be proven."""
+
+
+@attrs.frozen
+class Endpoint:
+    """Where a running `akk serve` listens (``endpoint.json`` in the state directory)."""
+
+    host: str
+    port: int
+    pid: int
+    nonce: str = attrs.field(repr=False)
+
+    @property
+    def url(self) -> str:
+        return f"ws://{self.host}:{self.port}/v1"
+
+    def proof(self, challenge: str) -> str:
+        """What this endpoint's server answers to ``challenge``."""
+        return proof_for(self.nonce, challenge)
+
+
+def new_nonce() -> str:
+    return secrets.token_hex(32)
+
+
+def proof_for(nonce: str, challenge: str) -> str:
+    """HMAC-SHA256 of ``challenge`` under the server's ``nonce`` (both hex)."""
+    return hmac.new(bytes.fromhex(nonce), challenge.encode(), hashlib.sha256).hexdigest()
+
+
+class InstanceLock:
+    """The exclusive lock that makes one process the server of a state directory."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd: int | None = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing the descriptor drops the flock
+            self._fd = None
+
+    def __enter__(self) -> InstanceLock:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.release()
+
+
+def acquire(state: StateDir, *, wait: float = _LOCK_WAIT) -> InstanceLock:
+    """Take the state directory for this process; raise InstanceError naming the holder.
+
+    Waits up to ``wait`` seconds, because a CLI command holds the lock for a
+    moment while it checks or writes the store (with ``wait=0`` the CLI takes
+    it for such a write, and fails at once if a server holds it).
+    """
+    fd = os.open(state.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return InstanceLock(fd)
+        except OSError as exc:
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                os.close(fd)
+                raise
+        if time.monotonic() >= deadline:
+            os.close(fd)
+            raise InstanceError(_held_message(state))
+        time.sleep(0.05)
+
+
+def server_running(state: StateDir) -> bool:
+    """Whether some process holds the state directory's lock right now."""
+    if not state.path.is_dir():
+        return False
+    fd = os.open(state.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+            return True
+        raise
+    finally:
+        os.close(fd)  # also drops the shared lock if we got it
+    return False
+
+
+def read_endpoint(state: StateDir) -> Endpoint | None:
+    """The endpoint recorded in the state directory, or None (absent or unreadable)."""
+    try:
+        data = json.loads(state.endpoint_path.read_text())
+        return Endpoint(
+            host=str(data["host"]),
+            port=int(data["port"]),
+            pid=int(data["pid"]),
+            nonce=str(data["nonce"]),
+        )
+    except (FileNotFoundError, ValueError, KeyError, TypeError):
+        return None
+
+
+def write_endpoint(state: StateDir, endpoint: Endpoint) -> None:
+    tmp = state.endpoint_path.with_name(ENDPOINT_TMP_FILE)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(attrs.asdict(endpoint), f)
+    os.replace(tmp, state.endpoint_path)
+
+
+def remove_endpoint(state: StateDir, endpoint: Endpoint) -> None:
+    """Remove ``endpoint.json`` if it is still the one this server wrote."""
+    if read_endpoint(state) == endpoint:
+        state.endpoint_path.unlink(missing_ok=True)
+
+
+async def proven_endpoint(state: StateDir, *, timeout: float = 5.0) -> Endpoint:
+    """The running server's endpoint, proven as described above; raise InstanceError."""
+    endpoint = read_endpoint(state)
+    running = server_running(state)
+    if endpoint is None:
+        if running:
+            raise InstanceError(
+                f"`akk serve` holds {state.path} but has not written its endpoint yet; "
+                "try again in a moment"
+            )
+        raise InstanceError(f"no running `akk serve` for {state.path}; start it with `akk serve`")
+    if not running or not _alive(endpoint.pid):
+        raise InstanceError(
+            f"server not running (stale endpoint from PID {endpoint.pid}); "
+            "start it with `akk serve`"
+        )
+    challenge = secrets.token_hex(32)
+    answer = await _ask_proof(endpoint, challenge, timeout)
+    if answer is None or not hmac.compare_digest(answer, endpoint.proof(challenge)):
+        raise InstanceError(
+            f"the listener at {endpoint.host}:{endpoint.port} did not prove it is the "
+            f"`akk serve` of {state.path} (PID {endpoint.pid}); no credential was sent. "
+            "Check what listens there (`akk doctor`)"
+        )
+    return endpoint
+
+
+async def _ask_proof(endpoint: Endpoint, challenge: str, timeout: float) -> str | None:
+    url = f"ws://{endpoint.host}:{endpoint.port}{PROOF_PATH}"
+    with trio.move_on_after(timeout):
+        try:
+            async with open_websocket_url(
+                url, extra_headers=[(CHALLENGE_HEADER, challenge.encode())]
+            ):
+                return None  # a server that accepts this path is not ours
+        except ConnectionRejected as rejected:
+            if rejected.status_code != PROOF_STATUS:
+                return None
+            for name, value in rejected.headers or ():
+                if name.lower() == PROOF_HEADER:
+                    return value.decode(errors="replace")
+            return None
+        except (OSError, HandshakeError):
+            return None
+    return None
+
+
+def _held_message(state: StateDir) -> str:
+    endpoint = read_endpoint(state)
+    if endpoint is not None and _alive(endpoint.pid):
+        return (
+            f"another `akk serve` (PID {endpoint.pid}, {endpoint.url}) is running for "
+            f"{state.path}; stop it first, or pass another --state-dir"
+        )
+    return (
+        f"another process holds {state.path} (an `akk serve` starting up or shutting down, "
+        "or an `akk` command writing to the store); try again, or pass another --state-dir"
+    )
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

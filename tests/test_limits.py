@@ -1,0 +1,195 @@
+"""A hostile local process or controller cannot stop `akk serve` or make it hold unbounded memory.
+
+Each test runs a real `akk serve` process under `ulimit -n 1024` and attacks it
+over loopback, then checks that a legitimate controller is still served.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import attrs
+import pytest
+import trio
+from trio_websocket import open_websocket_url
+
+from akk.client import connect
+from akk.store.location import StateDir
+from tests.conftest import mint_offline
+
+DESCRIPTOR_LIMIT = 1024
+
+
+@attrs.frozen
+class Served:
+    proc: subprocess.Popen[str]
+    url: str
+    state: StateDir
+    operator: str
+    controllers: dict[str, str]
+
+    def rss_mib(self) -> float:
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        raise AssertionError("no VmRSS")
+
+    def open_descriptors(self) -> int:
+        return len(os.listdir(f"/proc/{self.proc.pid}/fd"))
+
+
+def _limit_descriptors() -> None:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (DESCRIPTOR_LIMIT, DESCRIPTOR_LIMIT))
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Served]:
+    """`akk serve --port 0` with at most 1024 descriptors, watching no real tmux server."""
+    state = StateDir(tmp_path / "akk")
+    controllers = mint_offline(state, *(f"bot-{i}" for i in range(8)))
+    env = {**os.environ, "TMUX_TMPDIR": str(tmp_path), "AKK_STATE_DIR": str(state.path)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "akk", "serve", "--port", "0", "--log-level", "WARNING"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_limit_descriptors,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert "listening on" in line, line + (proc.stderr.read() if proc.stderr else "")
+        yield Served(proc, line.split()[4], state, state.token(), controllers)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+            raise
+
+
+def _raise_own_descriptor_limit(needed: int) -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < needed:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, needed), hard))
+
+
+async def _serves_a_controller(served: Served, token: str) -> None:
+    async with connect(served.url, token) as ctl:
+        assert "terminals" in await ctl.call("list")
+
+
+async def test_stalled_handshakes_cannot_exhaust_descriptors(served: Served) -> None:
+    """1,100 connections that never finish (or never start) their upgrade."""
+    _raise_own_descriptor_limit(4096)
+    port = int(served.url.rsplit(":", 1)[1].split("/")[0])
+    attackers: list[socket.socket] = []
+    try:
+        for i in range(1100):
+            sock = socket.create_connection(("127.0.0.1", port))
+            if i % 2:
+                # Half start an upgrade and stall mid-headers (slowloris).
+                sock.sendall(b"GET /v1 HTTP/1.1\r\nHost: x\r\n")
+            attackers.append(sock)
+        with trio.fail_after(20):
+            await _serves_a_controller(served, served.controllers["bot-0"])
+        assert served.proc.poll() is None, "akk serve died"
+        assert served.open_descriptors() < DESCRIPTOR_LIMIT - 200
+        with trio.fail_after(20):
+            async with connect(served.url, served.operator) as operator:
+                report = await operator.call("doctor")
+        stats = report["server"]
+        assert stats["handshakes_evicted"] >= 1100 - report["limits"]["max_handshakes"] - 5
+        assert report["supervisor"]["escalations"] == 0
+        print(
+            f"\n1,100 stalled handshakes: server held {served.open_descriptors()} descriptors, "
+            f"evicted {stats['handshakes_evicted']}"
+        )
+    finally:
+        for sock in attackers:
+            sock.close()
+
+
+async def test_idle_connections_fill_up_to_the_cap_and_no_further(served: Served) -> None:
+    """Upgraded connections past --max-connections are refused with 503, never crash."""
+    _raise_own_descriptor_limit(4096)
+    with trio.fail_after(60):
+        async with connect(served.url, served.operator) as operator:
+            cap = (await operator.call("doctor"))["limits"]["max_connections"]
+        assert cap <= DESCRIPTOR_LIMIT - 256
+        async with trio.open_nursery() as nursery:
+            opened = trio.Event()
+            count = 0
+
+            async def hold() -> None:
+                nonlocal count
+                headers = [(b"Authorization", f"Bearer {served.controllers['bot-1']}".encode())]
+                try:
+                    async with open_websocket_url(served.url, extra_headers=headers):
+                        count += 1
+                        if count == cap:
+                            opened.set()
+                        await trio.sleep_forever()
+                except Exception:
+                    pass
+
+            for _ in range(cap):
+                nursery.start_soon(hold)
+            await opened.wait()
+            with pytest.raises(Exception, match="503"):
+                await _serves_a_controller(served, served.controllers["bot-2"])
+            assert served.proc.poll() is None
+            nursery.cancel_scope.cancel()
+        # Once they go, a controller is served again.
+        with trio.fail_after(20):
+            while True:
+                try:
+                    await _serves_a_controller(served, served.controllers["bot-2"])
+                    break
+                except Exception:
+                    await trio.sleep(0.1)
+
+
+async def test_non_reading_controllers_with_multibyte_frames_stay_bounded(served: Served) -> None:
+    """8 controllers send frames of 3-byte characters and never read a reply."""
+    frame = json.dumps(
+        {"jsonrpc": "2.0", "id": 1, "method": "hello", "params": {"name": "€" * 600_000}},
+        ensure_ascii=False,
+    )
+    assert len(frame.encode()) > 1 << 20 > len(frame)  # over the limit in bytes, not characters
+    baseline = served.rss_mib()
+    peak = baseline
+    with trio.fail_after(90):
+        async with trio.open_nursery() as nursery:
+
+            async def flood(token: str) -> None:
+                headers = [(b"Authorization", f"Bearer {token}".encode())]
+                try:
+                    async with open_websocket_url(
+                        served.url, extra_headers=headers, message_queue_size=0
+                    ) as ws:
+                        for _ in range(60):
+                            await ws.send_message(frame)
+                except Exception:
+                    pass  # the server may close a peer that does not read
+
+            for i in range(8):
+                nursery.start_soon(flood, served.controllers[f"bot-{i}"])
+            while len(nursery.child_tasks) > 0:
+                peak = max(peak, served.rss_mib())
+                await trio.sleep(0.05)
+    print(f"\nRSS under 8 non-reading controllers: {baseline:.0f} → peak {peak:.0f} MiB")
+    assert peak - baseline < 256
+    with trio.fail_after(20):
+        await _serves_a_controller(served, served.controllers["bot-0"])
