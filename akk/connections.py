@@ -9,7 +9,7 @@ outbox and is redelivered on the new one with the same ``event_id``.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 import attrs
 
@@ -25,6 +25,9 @@ NOT_READING = 4008
 class Closable(Protocol):
     def close_soon(self, code: int, reason: str) -> None:
         """Start closing with this code and reason; never blocks."""
+
+    async def send_event(self, event: dict[str, Any], *, timeout: float) -> bool:
+        """Write one event frame; False if the connection could not take it in time."""
 
 
 @attrs.define

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import logging
 import re
 import resource
@@ -31,6 +32,7 @@ from trio_websocket import (
 from wsproto import ConnectionType, WSConnection
 from wsproto.events import BytesMessage, TextMessage
 
+from akk.actors.runtime import Rank, act_as
 from akk.auth import CredentialBook
 from akk.connections import NOT_READING, ConnectionRegistry
 from akk.instance import CHALLENGE_HEADER, PROOF_HEADER, PROOF_PATH, PROOF_STATUS, proof_for
@@ -48,7 +50,7 @@ HARD_LIMIT_FACTOR = 4
 # Descriptors kept for everything but controllers: the store, tmux control
 # clients, agents' /proc reads, logs.
 RESERVED_DESCRIPTORS = 256
-EVICT_AFTER = 0.5
+EVICT_AFTER = 0.05
 """Seconds a handshake may take before a newer connection may evict it."""
 _ACCEPT_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS}
 _CHALLENGE = re.compile(rb"^[0-9a-f]{64}$")
@@ -159,6 +161,7 @@ class ControllerServer:
         self._connections = connections
         self._nonce = nonce
         self._pending: dict[_Pending, None] = {}  # insertion-ordered: oldest first
+        self._slot_freed = trio.Event()
         self._calls = trio.Semaphore(self._limits.calls_in_flight)
         self.stats = ServerStats()
 
@@ -200,9 +203,10 @@ class ControllerServer:
     async def _handshake_slot(self) -> None:
         """Wait for room for one more handshake, evicting the oldest stalled one.
 
-        A handshake younger than EVICT_AFTER is never evicted, so a burst of
-        real controllers waits in the listen backlog instead of evicting each
-        other; a stalled one is dropped once it is that old.
+        A handshake younger than EVICT_AFTER is not evicted, so a burst of real
+        controllers (whose upgrade over loopback takes a millisecond or two)
+        does not evict itself; one older than that is dropped as soon as a new
+        connection needs its slot. A finished handshake frees its slot at once.
         """
         while len(self._pending) >= self._limits.max_handshakes:
             oldest = next(iter(self._pending))
@@ -210,8 +214,10 @@ class ControllerServer:
                 del self._pending[oldest]
                 oldest.scope.cancel()
                 self.stats.handshakes_evicted += 1
-            else:
-                await trio.sleep_until(oldest.started + EVICT_AFTER)
+                continue
+            with trio.move_on_at(oldest.started + EVICT_AFTER):
+                await self._slot_freed.wait()
+            self._slot_freed = trio.Event()
 
     async def _serve_stream(self, stream: trio.SocketStream, pending: _Pending) -> None:
         hard_limit = self._limits.max_frame_bytes * HARD_LIMIT_FACTOR
@@ -223,14 +229,14 @@ class ControllerServer:
                     message_queue_size=1,
                     max_message_size=hard_limit,
                 )
-                nursery.start_soon(ws._reader_task)
+                nursery.start_soon(self._read_frames, ws, pending)
                 request = None
                 self.stats.handshakes += 1
                 with pending.scope:
                     request = await ws._get_request()
                 if request is None and pending in self._pending:
                     self.stats.handshakes_timed_out += 1  # (an evicted one was removed already)
-                self._pending.pop(pending, None)
+                self._release(pending)
                 if request is not None:
                     try:
                         await self._handle(request)
@@ -242,8 +248,18 @@ class ControllerServer:
             # A connection's failure is its own: it must never end the server.
             log.exception("controller connection failed")
         finally:
-            self._pending.pop(pending, None)
+            self._release(pending)
             await trio.aclose_forcefully(stream)
+
+    async def _read_frames(self, ws: _ByteLimitedWebSocket, pending: _Pending) -> None:
+        """The library's reader; a peer that hangs up mid-handshake frees its slot at once."""
+        await ws._reader_task()
+        pending.scope.cancel()
+
+    def _release(self, pending: _Pending) -> None:
+        if pending in self._pending:
+            del self._pending[pending]
+            self._slot_freed.set()
 
     async def _handle(self, request: WebSocketRequest) -> None:
         if request.path == PROOF_PATH:
@@ -318,7 +334,22 @@ class _Connection:
             self._close = (code, reason)
             self._scope.cancel()
 
+    async def send_event(self, event: dict[str, Any], *, timeout: float) -> bool:
+        """Write one event notification frame (the DestinationActor's delivery)."""
+        frame = json.dumps({"jsonrpc": "2.0", "method": "event", "params": event})
+        with trio.move_on_after(timeout):
+            try:
+                async with self._send_lock:
+                    await self._ws.send_message(frame)
+            except ConnectionClosed:
+                return False
+            return True
+        self._stats.closed_not_reading += 1
+        self.close_soon(NOT_READING, "events were not read in time")
+        return False
+
     async def run(self, peer: Peer) -> None:
+        act_as(f"connection {peer.controller_id}", Rank.CONNECTION)
         with self._scope:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._keepalive)

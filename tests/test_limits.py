@@ -19,9 +19,12 @@ from pathlib import Path
 import attrs
 import pytest
 import trio
-from trio_websocket import open_websocket_url
+from trio_websocket import ConnectionClosed, open_websocket_url
 
 from akk.client import connect
+from akk.connections import NOT_READING
+from akk.server import Limits
+from akk.service import ServiceConfig, run_service
 from akk.store.location import StateDir
 from tests.conftest import mint_offline
 
@@ -144,8 +147,14 @@ async def test_idle_connections_fill_up_to_the_cap_and_no_further(served: Served
                 except Exception:
                     pass
 
-            for _ in range(cap):
-                nursery.start_soon(hold)
+            # In waves of 32: a burst beyond the handshake slots would evict its own
+            # slowest members (by design: stalled upgrades must not hold slots).
+            for _ in range(0, cap, 32):
+                before = count
+                for _ in range(min(32, cap - count)):
+                    nursery.start_soon(hold)
+                while count < min(before + 32, cap):
+                    await trio.sleep(0.01)
             await opened.wait()
             with pytest.raises(Exception, match="503"):
                 await _serves_a_controller(served, served.controllers["bot-2"])
@@ -193,3 +202,40 @@ async def test_non_reading_controllers_with_multibyte_frames_stay_bounded(served
     assert peak - baseline < 256
     with trio.fail_after(20):
         await _serves_a_controller(served, served.controllers["bot-0"])
+
+
+async def test_a_peer_that_stops_reading_is_closed(tmp_path: Path) -> None:
+    """No pong to the keepalive (its reader is stuck): closed with 4008, others unharmed."""
+    state = StateDir(tmp_path / "akk")
+    tokens = mint_offline(state, "stuck", "fine")
+    config = ServiceConfig(
+        state=state,
+        port=0,
+        tmux_sockets=(),
+        limits=Limits(keepalive_interval=0.5, send_timeout=0.5),
+    )
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            endpoint = await nursery.start(
+                lambda task_status: run_service(config, task_status=task_status)
+            )
+            headers = [(b"Authorization", f"Bearer {tokens['stuck']}".encode())]
+            async with open_websocket_url(
+                endpoint.url, extra_headers=headers, message_queue_size=0
+            ) as ws:
+                for call_id, method in ((1, "hello"), (2, "list")):
+                    await ws.send_message(
+                        json.dumps({"jsonrpc": "2.0", "id": call_id, "method": method})
+                    )
+                # Not reading: the library's reader blocks on the undelivered replies,
+                # so the keepalive pings go unanswered until the server gives up on it.
+                async with connect(endpoint.url, state.token()) as operator:
+                    while (await operator.call("doctor"))["server"]["closed_not_reading"] < 1:
+                        await trio.sleep(0.1)
+                with pytest.raises(ConnectionClosed) as closed:
+                    while True:
+                        await ws.get_message()
+                assert closed.value.reason.code == NOT_READING
+            async with connect(endpoint.url, tokens["fine"]) as ctl:
+                assert "terminals" in await ctl.call("list")
+            nursery.cancel_scope.cancel()

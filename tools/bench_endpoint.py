@@ -48,6 +48,7 @@ import attrs
 import trio
 from trio_websocket import ConnectionClosed, open_websocket_url
 
+from akk.auth import MAX_CREDENTIALS
 from akk.client import Controller, connect
 from akk.store import credentials
 from akk.store.database import open_store
@@ -99,9 +100,6 @@ class Server:
     @property
     def port(self) -> int:
         return int(self.url.rsplit(":", 1)[1].split("/")[0])
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
 
     def status(self) -> str:
         code = self.proc.poll()
@@ -403,7 +401,8 @@ async def _flood(server: Server, identity: Identity, frame: str, count: int, flo
 def bench_memory(settings: Settings) -> Callable[[Server, list[Identity]], Awaitable[Rows]]:
     async def bench(server: Server, ids: list[Identity]) -> Rows:
         flooders, checker = ids[:-1], ids[-1]
-        # Just under 1 MiB of characters; three bytes each in UTF-8.
+        # Just under 1 MiB of characters, three bytes each in UTF-8: over the limit in
+        # bytes, under it in characters (which the pre-credential server counted).
         name = "€" * ((1 << 20) - 200)
         frames = []
         for n, identity in enumerate(flooders):
@@ -616,6 +615,8 @@ def _parse() -> tuple[Settings, str | None]:
     )
     args = parser.parse_args()
     before = args.before.resolve() if args.before else None
+    if before is None and max(args.controllers) > MAX_CREDENTIALS:
+        parser.error(f"--controllers: a store holds at most {MAX_CREDENTIALS} credentials")
     settings = Settings(
         args.nofile, args.stalled, args.flooders, args.frames, tuple(args.controllers),
         args.rounds, args.sequential, args.list_nofile, before,

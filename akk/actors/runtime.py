@@ -33,6 +33,7 @@ __all__ = [
     "MailboxFull",
     "Rank",
     "RankViolation",
+    "act_as",
     "StopActor",
     "current_actor",
     "detach_from_actor",
@@ -46,7 +47,7 @@ class Rank(enum.IntEnum):
 
     STORE = 10
     TERMINAL = 20
-    BACKEND = 20
+    BACKEND = 21  # beside terminals: a Turn runs on one or the other, neither asks the other
     WATCHER = 25
     TURN = 30
     DESTINATION = 40
@@ -119,6 +120,15 @@ _CURRENT: contextvars.ContextVar[ActorRef | None] = contextvars.ContextVar(
 def current_actor() -> ActorRef | None:
     """Return the ref of the actor whose code is running, or None outside actors."""
     return _CURRENT.get()
+
+
+def act_as(name: str, rank: Rank) -> None:
+    """Run the current task (and the tasks it starts) with ``rank``, as an actor would.
+
+    For the tasks that play an actor's part without a mailbox, such as one
+    WebSocket connection (rank CONNECTION): their asks are rank-checked too.
+    """
+    _CURRENT.set(ActorRef(name, rank, mailbox_size=1))
 
 
 def detach_from_actor() -> None:
