@@ -1,0 +1,51 @@
+"""Evidence: what the agents' own files prove about a Turn.
+
+The screen says what is asked; Claude Code's transcript JSONL and Codex's
+rollout JSONL say what happened. `snapshot` (before a send), `bind` (after it)
+and `read` (until the Turn settles) tie one Turn to the exact file its agent
+process writes and report acceptance, outcome, final message, failure, usage
+and the agent's native session id. A request is named by its SHA-256
+(`request_digest`), so a Turn resumed after a restart needs no stored text.
+"""
+
+from akk.evidence.binding import bind, read, snapshot
+from akk.evidence.files import READ_LIMIT
+from akk.evidence.model import (
+    Anchor,
+    Binding,
+    Candidate,
+    EvidenceAmbiguous,
+    EvidenceError,
+    EvidenceFile,
+    EvidenceLost,
+    EvidenceReason,
+    EvidenceTooLarge,
+    EvidenceUnavailable,
+    Progress,
+    Snapshot,
+    Usage,
+    UsageStatus,
+    request_digest,
+)
+
+__all__ = [
+    "READ_LIMIT",
+    "Anchor",
+    "Binding",
+    "Candidate",
+    "EvidenceAmbiguous",
+    "EvidenceError",
+    "EvidenceFile",
+    "EvidenceLost",
+    "EvidenceReason",
+    "EvidenceTooLarge",
+    "EvidenceUnavailable",
+    "Progress",
+    "Snapshot",
+    "Usage",
+    "UsageStatus",
+    "bind",
+    "read",
+    "request_digest",
+    "snapshot",
+]

@@ -1,0 +1,265 @@
+"""Bind a Turn to the file its agent process writes, and read what happened there.
+
+Three steps, all synchronous (run them in a worker thread):
+
+1. `snapshot` before the send: the files the process owns (`locate`), each
+   with its device, inode and size (Codex: and the running token total).
+2. `bind` after the send: the one owned file in which a user record holding
+   exactly the request text appears after the snapshot's size. A file that was
+   not a candidate (created or switched to after the snapshot) is read from 0,
+   and only records stamped at or after the snapshot count there.
+3. `read`, as often as needed: everything from the binding offset, checked to
+   be the same file (device, inode, not shorter) with the accepted line intact.
+
+Reads see complete lines only and stop after `files.READ_LIMIT` bytes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+
+import attrs
+
+from akk.evidence import claude, codex, files, locate
+from akk.evidence.files import READ_LIMIT, Lines
+from akk.evidence.model import (
+    AGENTS,
+    Agent,
+    Anchor,
+    Binding,
+    Candidate,
+    EvidenceAmbiguous,
+    EvidenceFile,
+    EvidenceLost,
+    EvidenceReason,
+    EvidenceTooLarge,
+    EvidenceUnavailable,
+    Progress,
+    Record,
+    Snapshot,
+    Usage,
+    UsageStatus,
+    check_digest,
+)
+
+SESSION_META_LIMIT = 1024 * 1024
+"""Bytes read at most to find a rollout's first line (Codex's ``session_meta``)."""
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def snapshot(agent: str, pid: int) -> Snapshot:
+    """Everything needed before a send, proven from process `pid`.
+
+    Raises EvidenceUnavailable if the agent is not supported or the process's
+    files cannot be determined (see `locate.owned_files`).
+    """
+    family = _agent(agent)
+    taken_at_ms = time.time_ns() // 1_000_000
+    owned = locate.owned_files(family, pid)
+    candidates = []
+    for path in owned.paths:
+        found = files.identify(path)
+        if found is None:
+            continue
+        file, size = found
+        totals = _running_total(file, size) if family == "codex" else None
+        candidates.append(Candidate(file, size, totals))
+    return Snapshot(family, pid, owned.start_ticks, taken_at_ms, tuple(candidates))
+
+
+def bind(snapshot: Snapshot, request_sha256: str) -> Binding | None:
+    """The file and offset where this Turn's records start; None if no file shows the request yet.
+
+    `request_sha256` is `request_digest(request_text)`. Looks at the snapshot's
+    candidates and, while the process still runs, the files it owns now.
+    Raises EvidenceAmbiguous if more than one file, or one file more than once,
+    shows the request; EvidenceLost if a candidate shrank; EvidenceTooLarge if
+    the request is not within the read limit of a new file; ValueError if
+    `request_sha256` is not a digest.
+    """
+    check_digest(request_sha256)
+    known = {(c.file.device, c.file.inode): c for c in snapshot.candidates}
+    paths = {c.file.path for c in snapshot.candidates}
+    if locate.alive(snapshot.pid, snapshot.start_ticks):
+        # If it exits meanwhile, its candidates still count.
+        with contextlib.suppress(EvidenceUnavailable):
+            paths.update(locate.owned_files(snapshot.agent, snapshot.pid).paths)
+    bindings = []
+    for path in sorted(paths):
+        found = files.identify(path)
+        if found is None:
+            continue
+        file, _ = found
+        binding = _bind_file(snapshot, file, known.get((file.device, file.inode)), request_sha256)
+        if binding is not None:
+            bindings.append(binding)
+    if len(bindings) > 1:
+        raise EvidenceAmbiguous(
+            EvidenceReason.SEVERAL_FILES,
+            f"the request appears in {len(bindings)} files "
+            f"({', '.join(b.file.path for b in bindings)}); this Turn's evidence is unknown",
+        )
+    return bindings[0] if bindings else None
+
+
+def read(binding: Binding, request_sha256: str, *, limit: int = READ_LIMIT) -> Progress:
+    """What the records from the binding offset prove about this Turn now.
+
+    `request_sha256` is `request_digest(request_text)`. Raises EvidenceLost if
+    the file was replaced, truncated, removed or rewritten at the accepted
+    line; EvidenceTooLarge if the Turn's records run past `limit` bytes before
+    they settle it; ValueError if `request_sha256` is not a digest.
+    """
+    check_digest(request_sha256)
+    lines = files.read_lines(binding.file, binding.offset, limit=limit)
+    anchor_line = next((line for line in lines.lines if line.offset == binding.anchor.offset), None)
+    if anchor_line is None and lines.more:
+        raise _too_large(binding.file, limit)
+    if anchor_line is None or _digest(anchor_line.raw) != binding.anchor.digest:
+        raise EvidenceLost(
+            EvidenceReason.FILE_REWRITTEN,
+            f"{binding.file.path} no longer holds the accepted record at offset "
+            f"{binding.anchor.offset}; this Turn's evidence is lost, check the pane",
+        )
+    records = _parse(lines)
+    anchor = next(i for i, r in enumerate(records) if r.offset == binding.anchor.offset)
+    if not _is_request(binding.agent, records[anchor], request_sha256):
+        return Progress(
+            accepted=False,
+            session_id=binding.session_id,
+            outcome=None,
+            final_message=None,
+            failure=None,
+            usage=None,
+            usage_status=UsageStatus.UNKNOWN,
+            end_offset=lines.end,
+        )
+    if binding.agent == "claude":
+        progress = claude.progress(records, anchor)
+    else:
+        progress = codex.progress(records, anchor, binding.baseline)
+    if progress.outcome is None and lines.more:
+        raise _too_large(binding.file, limit)
+    return attrs.evolve(progress, session_id=binding.session_id, end_offset=lines.end)
+
+
+def _bind_file(
+    snapshot: Snapshot, file: EvidenceFile, candidate: Candidate | None, request_sha256: str
+) -> Binding | None:
+    start = candidate.size if candidate is not None else 0
+    lines = files.read_lines(file, start)
+    records = _parse(lines)
+    hits = [
+        index
+        for index, record in enumerate(records)
+        if _is_request(snapshot.agent, record, request_sha256)
+        and (candidate is not None or _stamped_ms(record) >= snapshot.taken_at_ms)
+    ]
+    if not hits:
+        if lines.more:
+            raise _too_large(file, READ_LIMIT)
+        return None
+    if len(hits) > 1:
+        raise EvidenceAmbiguous(
+            EvidenceReason.REPEATED_REQUEST,
+            f"the request appears {len(hits)} times in {file.path} after the snapshot; "
+            "this Turn's evidence is unknown",
+        )
+    hit = records[hits[0]]
+    raw = next(line.raw for line in lines.lines if line.offset == hit.offset)
+    if snapshot.agent == "claude":
+        session_id = claude.session_id(hit.data)
+        baseline = None
+    else:
+        session_id = _thread_id(file, records if start == 0 else ())
+        baseline = candidate.totals if candidate is not None else _total_before(records, hits[0])
+    return Binding(
+        agent=snapshot.agent,
+        file=file,
+        offset=start,
+        anchor=Anchor(hit.offset, _digest(raw)),
+        session_id=session_id,
+        baseline=baseline,
+    )
+
+
+def _running_total(file: EvidenceFile, size: int) -> Usage | None:
+    """Codex's running total at `size`: zero before the first count, None beyond the limit."""
+    window = max(0, size - READ_LIMIT)
+    records = _parse(files.read_lines(file, window, stop=size))
+    total = codex.last_total(records)
+    if total is None and window == 0:
+        return Usage.zero()
+    return total
+
+
+def _total_before(records: Sequence[Record], index: int) -> Usage:
+    total = codex.last_total(records[:index])
+    return Usage.zero() if total is None else total
+
+
+def _thread_id(file: EvidenceFile, records: Sequence[Record]) -> str | None:
+    if not records:
+        records = _parse(files.read_lines(file, 0, limit=SESSION_META_LIMIT))
+    return codex.session_id(records[0].data) if records else None
+
+
+def _is_request(agent: Agent, record: Record, request_sha256: str) -> bool:
+    if agent == "claude":
+        return claude.is_request(record.data, request_sha256)
+    return codex.is_request(record.data, request_sha256)
+
+
+def _parse(lines: Lines) -> list[Record]:
+    """The lines that are JSON objects; anything else (garbage, a line's tail) is skipped."""
+    records = []
+    for line in lines.lines:
+        try:
+            data = json.loads(line.raw)
+        except ValueError:
+            continue
+        if isinstance(data, dict):
+            records.append(Record(line.offset, data))
+    return records
+
+
+def _stamped_ms(record: Record) -> int:
+    """The record's ISO ``timestamp`` in Unix milliseconds; -1 if it has none."""
+    stamp = record.data.get("timestamp")
+    if not isinstance(stamp, str):
+        return -1
+    try:
+        moment = datetime.fromisoformat(stamp)
+    except ValueError:
+        return -1
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return (moment - _EPOCH) // timedelta(milliseconds=1)
+
+
+def _digest(raw: bytes) -> str:
+    return hashlib.sha256(raw).hexdigest()
+
+
+def _agent(agent: str) -> Agent:
+    for known in AGENTS:
+        if agent == known:
+            return known
+    raise EvidenceUnavailable(
+        EvidenceReason.UNSUPPORTED_AGENT,
+        f"no evidence reader for agent {agent!r}; supported: {', '.join(AGENTS)}",
+    )
+
+
+def _too_large(file: EvidenceFile, limit: int) -> EvidenceTooLarge:
+    return EvidenceTooLarge(
+        EvidenceReason.READ_LIMIT,
+        f"this Turn's records in {file.path} run past {limit} bytes before they settle it; "
+        "its outcome and usage are unknown, check the pane",
+    )

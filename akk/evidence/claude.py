@@ -1,0 +1,236 @@
+"""What Claude Code's transcript records prove about one Turn (pure; no I/O).
+
+Record shapes, verified on 2.1.263, 2.1.266, 2.1.267 and 2.1.328 (fixtures in
+fixtures/evidence/claude/):
+
+- The prompt: ``type: "user"``, ``message.content`` a string, no ``isMeta``,
+  no ``toolUseResult``, with ``uuid``, ``parentUuid``, ``sessionId`` and an
+  ISO ``timestamp``. A bracketed paste is stored as pasted, except that the
+  client turns each tab into four spaces and tmux's paste turns CR into LF;
+  2.1.328 wraps multi-line and long pastes as
+  ``\\n\\n<pasted_content id="hhhh">\\n TEXT [\\n]</pasted_content id="hhhh">\\n``
+  (a newline is added only if TEXT does not end with one). 2.1.263-2.1.267
+  store a 5,000-character paste in full, although the screen shows
+  ``[Pasted text #1 ...]``.
+- Records are linked by ``parentUuid``, and the file order is not the Turn's
+  order: the first Turn of a session is flushed when the file is created, and
+  its reply and end records can come before the prompt. A Turn is therefore
+  the prompt's descendants, up to the next prompt.
+- A model reply: ``type: "assistant"``, ``message.id``, ``message.content``
+  blocks, ``message.stop_reason`` (None while a streamed reply was cut) and
+  ``message.usage`` (Anthropic's four counts).
+- End of a Turn: ``type: "system", subtype: "turn_duration"`` after the final
+  reply. It is not written after an interrupt nor, on 2.1.328, after an API
+  error.
+- API error: a synthetic reply, ``isApiErrorMessage: true``, ``model:
+  "<synthetic>"``, ``apiErrorStatus``, zero usage, text such as ``Please run
+  /login · API Error: 403 ...``. It is written once, after the client's own
+  retries (2.1.328 re-sent a 400 six times, none recorded), so it settles the
+  Turn as failed.
+- Interrupt (Esc): a user record whose content is a text block
+  ``[Request interrupted by user]`` (``... for tool use]`` when Esc rejects a
+  permission prompt); a reply cut mid-stream stays with ``stop_reason: null``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from akk.evidence.model import Outcome, Progress, Record, Usage, UsageStatus, request_digest
+
+FAILURE_CHARS = 200
+"""Longest `Progress.failure` text."""
+
+_INTERRUPTED = "[Request interrupted by user"
+_PASTE_OPEN = re.compile(r'\n\n<pasted_content id="([0-9a-f]{4})">\n')
+_SYNTHETIC_MODEL = "<synthetic>"
+
+Lineage = list[tuple[int, Mapping[str, Any]]]
+"""Records of one Turn, each with its depth below the Turn's prompt."""
+
+
+def prompt_text(data: Mapping[str, Any]) -> str | None:
+    """The text of a prompt record as stored (paste envelope included); None for other records."""
+    if data.get("type") != "user" or data.get("isMeta") or "toolUseResult" in data:
+        return None
+    message = data.get("message")
+    if not isinstance(message, dict) or message.get("role") != "user":
+        return None
+    content = message.get("content")
+    return content if isinstance(content, str) else None
+
+
+def is_request(data: Mapping[str, Any], request_sha256: str) -> bool:
+    """True for a prompt record whose text, in or out of a paste envelope, has this digest."""
+    stored = prompt_text(data)
+    if stored is None:
+        return False
+    if request_digest(stored) == request_sha256:
+        return True
+    opening = _PASTE_OPEN.match(stored)
+    if opening is None:
+        return False
+    closing = f'</pasted_content id="{opening.group(1)}">\n'
+    if not stored.endswith(closing):
+        return False
+    # The envelope adds a newline unless the text ends with one: both texts fit.
+    body = stored[opening.end() : len(stored) - len(closing)]
+    return request_sha256 in (request_digest(body), request_digest(body.removesuffix("\n")))
+
+
+def session_id(data: Mapping[str, Any]) -> str | None:
+    """The record's ``sessionId`` (the transcript file's stem)."""
+    value = data.get("sessionId")
+    return value if isinstance(value, str) else None
+
+
+def progress(records: Sequence[Record], anchor: int) -> Progress:
+    """What the records prove about the Turn whose prompt is ``records[anchor]``.
+
+    `records` are everything from the binding offset on, in file order.
+    `session_id` and `end_offset` are left for the caller to fill in.
+    """
+    turn = _turn(records, records[anchor].data)
+    replies: Lineage = [(depth, data) for depth, data in turn if data.get("type") == "assistant"]
+    last = max(replies, key=lambda reply: reply[0])[1] if replies else None
+    usage, all_final = _usage(data for _, data in replies)
+    outcome: Outcome | None = None
+    final_message = failure = None
+    if any(_is_interrupt(data) for _, data in turn):
+        outcome = "cancelled"
+    elif last is not None and last.get("isApiErrorMessage") is True:
+        outcome = "failed"
+        status = last.get("apiErrorStatus")
+        failure = f"api_error: {status if isinstance(status, int) else '?'} {_text(last)}"
+        failure = failure[:FAILURE_CHARS]
+    elif last is not None and any(_is_turn_end(data) for _, data in turn):
+        outcome = "done"
+        final_message = _final_text(replies, last) or None
+    complete = outcome in ("done", "failed") and all_final
+    return Progress(
+        accepted=True,
+        session_id=None,
+        outcome=outcome,
+        final_message=final_message,
+        failure=failure,
+        usage=usage,
+        usage_status=UsageStatus.COMPLETE if complete else UsageStatus.PARTIAL,
+    )
+
+
+def _turn(records: Sequence[Record], prompt: Mapping[str, Any]) -> Lineage:
+    """The prompt's descendants with their depth below it, stopping at the next prompt."""
+    children: defaultdict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for record in records:
+        parent = record.data.get("parentUuid")
+        if isinstance(parent, str):
+            children[parent].append(record.data)
+    root = prompt.get("uuid")
+    found: Lineage = []
+    seen = {root}
+    frontier = [root]
+    depth = 0
+    while frontier:
+        depth += 1
+        below: list[object] = []
+        for uuid in frontier:
+            for child in children.get(uuid, []) if isinstance(uuid, str) else []:
+                if prompt_text(child) is not None or child.get("uuid") in seen:
+                    continue
+                seen.add(child.get("uuid"))
+                found.append((depth, child))
+                below.append(child.get("uuid"))
+        frontier = below
+    return found
+
+
+def _usage(replies: Iterable[Mapping[str, Any]]) -> tuple[Usage, bool]:
+    """The sum over distinct model responses, and whether each reported its final counts.
+
+    A response split into several records (one per content block) repeats its
+    usage: each message id counts once, with its largest counts.
+    """
+    by_id: dict[str, Usage] = {}
+    final: dict[str, bool] = {}
+    for data in replies:
+        message = data.get("message")
+        if (
+            not isinstance(message, dict)
+            or data.get("isApiErrorMessage") is True
+            or message.get("model") == _SYNTHETIC_MODEL
+        ):
+            continue
+        key = str(message.get("id"))
+        counts = _counts(message.get("usage"))
+        seen = by_id.get(key, Usage.zero())
+        by_id[key] = Usage(
+            max(seen.input, counts.input),
+            max(seen.output, counts.output),
+            max(seen.cache_read, counts.cache_read),
+            max(seen.cache_write, counts.cache_write),
+        )
+        final[key] = final.get(key, False) or message.get("stop_reason") is not None
+    return sum(by_id.values(), Usage.zero()), all(final.values())
+
+
+def _counts(usage: object) -> Usage:
+    if not isinstance(usage, dict):
+        return Usage.zero()
+
+    def count(key: str) -> int:
+        value = usage.get(key)
+        return value if isinstance(value, int) else 0
+
+    return Usage(
+        input=count("input_tokens"),
+        output=count("output_tokens"),
+        cache_read=count("cache_read_input_tokens"),
+        cache_write=count("cache_creation_input_tokens"),
+    )
+
+
+def _final_text(replies: Lineage, last: Mapping[str, Any]) -> str:
+    """The text blocks of every record of the last response, in Turn order."""
+    message_id = last["message"].get("id")
+    parts = sorted(
+        (depth, _text(data))
+        for depth, data in replies
+        if isinstance(data.get("message"), dict) and data["message"].get("id") == message_id
+    )
+    return "\n".join(text for _, text in parts if text)
+
+
+def _text(data: Mapping[str, Any]) -> str:
+    message = data.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return ""
+    return "\n".join(
+        block["text"]
+        for block in content
+        if isinstance(block, dict)
+        and block.get("type") == "text"
+        and isinstance(block.get("text"), str)
+    )
+
+
+def _is_interrupt(data: Mapping[str, Any]) -> bool:
+    if data.get("type") != "user":
+        return False
+    message = data.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    return isinstance(content, list) and any(
+        isinstance(block, dict)
+        and block.get("type") == "text"
+        and str(block.get("text", "")).startswith(_INTERRUPTED)
+        for block in content
+    )
+
+
+def _is_turn_end(data: Mapping[str, Any]) -> bool:
+    return data.get("type") == "system" and data.get("subtype") == "turn_duration"

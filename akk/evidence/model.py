@@ -1,0 +1,380 @@
+"""The values of evidence: files, usage, what a Turn's records prove, and why evidence failed.
+
+`Snapshot` and `Binding` are stored with their Turn and read back after a
+restart, so both round-trip through JSON text (`to_json` / `from_json`);
+`from_json` refuses anything it did not write (ValueError), never guesses.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import attrs
+
+Agent = Literal["claude", "codex"]
+AGENTS: tuple[Agent, ...] = ("claude", "codex")
+
+Outcome = Literal["done", "failed", "cancelled"]
+
+_FORMAT = 1
+"""Version of the JSON written by `to_json`; `from_json` refuses any other."""
+
+_DIGEST = re.compile(r"[0-9a-f]{64}")
+
+
+def request_digest(text: str) -> str:
+    """The SHA-256 hex digest of a request's UTF-8 text: how `bind` and `read` name a request.
+
+    The request text itself is never stored (store schema); its digest is, and
+    a record holds the request when its text has exactly this digest.
+    """
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def check_digest(request_sha256: str) -> str:
+    """`request_sha256` if it is a lowercase SHA-256 hex digest; ValueError otherwise."""
+    if not _DIGEST.fullmatch(request_sha256):
+        raise ValueError(
+            "pass the request's SHA-256 hex digest (request_digest(text)), not its text"
+        )
+    return request_sha256
+
+
+class UsageStatus(enum.StrEnum):
+    """How far `Progress.usage` is the Turn's whole usage."""
+
+    COMPLETE = "complete"  # the Turn ended and every model response reported final counts
+    PARTIAL = "partial"  # a lower bound: the Turn runs, was cancelled, or a response was cut
+    UNKNOWN = "unknown"  # no attributable number (Codex: the running total at the binding point)
+
+
+@attrs.frozen
+class Usage:
+    """Token counts, four disjoint parts of what the model read and wrote.
+
+    `input` is prompt tokens neither read from nor written to the cache;
+    `cache_read` and `cache_write` are the cached parts; `output` includes
+    reasoning. Claude's `input_tokens`, `cache_read_input_tokens`,
+    `cache_creation_input_tokens` and `output_tokens` map one to one. Codex
+    counts cached tokens inside `input_tokens` (OpenAI's convention), so there
+    `input` = input_tokens - cached_input_tokens - cache_write_input_tokens.
+    """
+
+    input: int
+    output: int
+    cache_read: int
+    cache_write: int
+
+    @classmethod
+    def zero(cls) -> Usage:
+        """No tokens."""
+        return cls(0, 0, 0, 0)
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input + other.input,
+            self.output + other.output,
+            self.cache_read + other.cache_read,
+            self.cache_write + other.cache_write,
+        )
+
+    def __sub__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input - other.input,
+            self.output - other.output,
+            self.cache_read - other.cache_read,
+            self.cache_write - other.cache_write,
+        )
+
+    @property
+    def negative(self) -> bool:
+        """True if any part is below zero (a running total went backwards)."""
+        return min(self.input, self.output, self.cache_read, self.cache_write) < 0
+
+
+@attrs.frozen
+class Record:
+    """One parsed JSONL line of a transcript or rollout: where its line starts, and its object."""
+
+    offset: int
+    data: Mapping[str, Any]
+
+
+@attrs.frozen
+class EvidenceFile:
+    """One transcript or rollout file, by path and by the inode it had when it was chosen."""
+
+    path: str
+    device: int
+    inode: int
+
+
+@attrs.frozen
+class Candidate:
+    """A file the agent process owned at snapshot time, and how far it was written.
+
+    `totals` is Codex's running token total at `size` (zero before the first
+    count, None if it lay beyond the read limit); Claude has none.
+    """
+
+    file: EvidenceFile
+    size: int
+    totals: Usage | None = None
+
+
+@attrs.frozen
+class Snapshot:
+    """Everything taken before a send: the process, its files, and when.
+
+    `start_ticks` (field 22 of /proc/PID/stat) tells a later call whether the
+    pid is still the same process. `taken_at_ms` (Unix time) bounds which
+    records of a file that was not a candidate may count for the Turn.
+    """
+
+    agent: Agent
+    pid: int
+    start_ticks: int
+    taken_at_ms: int
+    candidates: tuple[Candidate, ...]
+
+    def to_json(self) -> str:
+        """JSON text that `Snapshot.from_json` reads back."""
+        return json.dumps(
+            {
+                "format": _FORMAT,
+                "agent": self.agent,
+                "pid": self.pid,
+                "start_ticks": self.start_ticks,
+                "taken_at_ms": self.taken_at_ms,
+                "candidates": [_candidate_json(c) for c in self.candidates],
+            },
+            sort_keys=True,
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> Snapshot:
+        """Read what `to_json` wrote; ValueError for anything else."""
+        data = _object(text)
+        return cls(
+            agent=_agent(data, "agent"),
+            pid=_int(data, "pid"),
+            start_ticks=_int(data, "start_ticks"),
+            taken_at_ms=_int(data, "taken_at_ms"),
+            candidates=tuple(_candidate(item) for item in _list(data, "candidates")),
+        )
+
+
+@attrs.frozen
+class Anchor:
+    """The accepted user record: where its line starts and the SHA-256 of the whole line.
+
+    A file rewritten in place (same inode, new content) no longer shows this
+    line at this offset; `read` then raises EvidenceLost.
+    """
+
+    offset: int
+    digest: str
+
+
+@attrs.frozen
+class Binding:
+    """The exact file and offset where one Turn's records start.
+
+    `offset` is the file's size before the send (0 for a file that appeared
+    after it): Claude may write a Turn's records out of order, so everything
+    from there on is read, not only what follows the user record. `baseline`
+    is Codex's running token total at the binding point (None: unknown).
+    """
+
+    agent: Agent
+    file: EvidenceFile
+    offset: int
+    anchor: Anchor
+    session_id: str | None
+    baseline: Usage | None = None
+
+    def to_json(self) -> str:
+        """JSON text that `Binding.from_json` reads back."""
+        return json.dumps(
+            {
+                "format": _FORMAT,
+                "agent": self.agent,
+                "file": attrs.asdict(self.file),
+                "offset": self.offset,
+                "anchor": attrs.asdict(self.anchor),
+                "session_id": self.session_id,
+                "baseline": _usage_json(self.baseline),
+            },
+            sort_keys=True,
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> Binding:
+        """Read what `to_json` wrote; ValueError for anything else."""
+        data = _object(text)
+        anchor = _mapping(data, "anchor")
+        session_id = data.get("session_id")
+        if session_id is not None and not isinstance(session_id, str):
+            raise ValueError("binding session_id must be a string or null")
+        return cls(
+            agent=_agent(data, "agent"),
+            file=_file(_mapping(data, "file")),
+            offset=_int(data, "offset"),
+            anchor=Anchor(offset=_int(anchor, "offset"), digest=_str(anchor, "digest")),
+            session_id=session_id,
+            baseline=_usage(data.get("baseline")),
+        )
+
+
+@attrs.frozen
+class Progress:
+    """What the records after the binding point prove, for one Turn.
+
+    `final_message` is the agent's last message text, raw (the caller bounds
+    and redacts it); `failure` is a short reason such as ``api_error: 403 ...``.
+    `end_offset` is where the complete lines read end: it grows while the agent
+    writes, so a caller can tell activity from silence.
+    """
+
+    accepted: bool
+    session_id: str | None
+    outcome: Outcome | None
+    final_message: str | None
+    failure: str | None
+    usage: Usage | None
+    usage_status: UsageStatus
+    end_offset: int = 0
+
+
+class EvidenceReason(enum.StrEnum):
+    """Why evidence could not be had; callers branch on these."""
+
+    UNSUPPORTED_AGENT = "unsupported_agent"
+    PROCESS_GONE = "process_gone"
+    PROCESS_UNREADABLE = "process_unreadable"
+    NO_SESSION_RECORD = "no_session_record"
+    SEVERAL_FILES = "several_files"
+    REPEATED_REQUEST = "repeated_request"
+    FILE_MISSING = "file_missing"
+    FILE_REPLACED = "file_replaced"
+    FILE_TRUNCATED = "file_truncated"
+    FILE_REWRITTEN = "file_rewritten"
+    READ_LIMIT = "read_limit"
+
+
+class EvidenceError(Exception):
+    """Evidence cannot be had; `reason` says why, the message what a person can do."""
+
+    def __init__(self, reason: EvidenceReason, message: str) -> None:
+        super().__init__(f"{reason}: {message}")
+        self.reason = reason
+
+
+class EvidenceUnavailable(EvidenceError):
+    """The process's own files cannot be determined (gone, unreadable, no session record)."""
+
+
+class EvidenceAmbiguous(EvidenceError):
+    """More than one record could be this Turn's; the Turn's evidence is unknown."""
+
+
+class EvidenceLost(EvidenceError):
+    """The bound file was replaced, truncated, rewritten or removed."""
+
+
+class EvidenceTooLarge(EvidenceError):
+    """The Turn's records run past the read limit before they settle it."""
+
+
+# ---------------------------------------------------------------- JSON helpers
+
+
+def _candidate_json(candidate: Candidate) -> dict[str, object]:
+    return {
+        "file": attrs.asdict(candidate.file),
+        "size": candidate.size,
+        "totals": _usage_json(candidate.totals),
+    }
+
+
+def _usage_json(usage: Usage | None) -> dict[str, int] | None:
+    return None if usage is None else attrs.asdict(usage)
+
+
+def _object(text: str) -> Mapping[str, Any]:
+    data = json.loads(text)
+    if not isinstance(data, dict):
+        raise ValueError("evidence JSON must be an object")
+    if data.get("format") != _FORMAT:
+        raise ValueError(f"evidence JSON format {data.get('format')!r} is not {_FORMAT}")
+    return data
+
+
+def _candidate(item: object) -> Candidate:
+    if not isinstance(item, dict):
+        raise ValueError("a snapshot candidate must be an object")
+    return Candidate(
+        file=_file(_mapping(item, "file")),
+        size=_int(item, "size"),
+        totals=_usage(item.get("totals")),
+    )
+
+
+def _file(data: Mapping[str, Any]) -> EvidenceFile:
+    return EvidenceFile(
+        path=_str(data, "path"), device=_int(data, "device"), inode=_int(data, "inode")
+    )
+
+
+def _usage(value: object) -> Usage | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ValueError("usage must be an object or null")
+    return Usage(
+        input=_int(value, "input"),
+        output=_int(value, "output"),
+        cache_read=_int(value, "cache_read"),
+        cache_write=_int(value, "cache_write"),
+    )
+
+
+def _agent(data: Mapping[str, Any], key: str) -> Agent:
+    value = data.get(key)
+    for agent in AGENTS:
+        if value == agent:
+            return agent
+    raise ValueError(f"{key} must be one of {AGENTS}, not {value!r}")
+
+
+def _int(data: Mapping[str, Any], key: str) -> int:
+    value = data.get(key)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValueError(f"{key} must be an integer, not {value!r}")
+    return value
+
+
+def _str(data: Mapping[str, Any], key: str) -> str:
+    value = data.get(key)
+    if not isinstance(value, str):
+        raise ValueError(f"{key} must be a string, not {value!r}")
+    return value
+
+
+def _list(data: Mapping[str, Any], key: str) -> list[object]:
+    value = data.get(key)
+    if not isinstance(value, list):
+        raise ValueError(f"{key} must be a list")
+    return value
+
+
+def _mapping(data: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    value = data.get(key)
+    if not isinstance(value, dict):
+        raise ValueError(f"{key} must be an object")
+    return value
