@@ -1,7 +1,9 @@
 """Every captured screen classifies to the label the capture tool wrote for it.
 
 The labels come from the lab scenarios' own data, never from parsing screens,
-so this is the ground truth for every pinned version at both sizes.
+so this is the ground truth for every pinned version at both sizes. Every draft
+screen's composer must match exactly the text its label says was typed or
+pasted, and not a near miss.
 """
 
 from __future__ import annotations
@@ -12,12 +14,21 @@ from typing import Any
 
 import pytest
 
+from akk.profiles import claude, codex
+from akk.profiles.claude import ClaudeProfile
+from akk.profiles.codex import CodexProfile
+from akk.profiles.composer import TypingMethod
 from akk.profiles.observation import Observation, OptionRole, ResponseKind, StepKind
 from akk.profiles.registry import PROFILES
 from akk.screen.render import render
 
 ROOT = Path(__file__).resolve().parent.parent / "fixtures"
-LABELS = sorted(ROOT.glob("*/*/*.json")) + sorted(ROOT.glob("*/*/*/*.json"))
+# Screens only: fixtures/<agent>/<version>/[80x24/] (other corpora live beside them).
+LABELS = sorted(
+    label
+    for agent in ("claude", "codex")
+    for label in (*(ROOT / agent).glob("*/*.json"), *(ROOT / agent).glob("*/80x24/*.json"))
+)
 QUIET_STATES = {"idle", "idle_draft", "working"}
 CONFIRM_ROLES = (OptionRole.SUBMIT, OptionRole.CANCEL, OptionRole.PROCEED, OptionRole.GO_BACK)
 
@@ -99,3 +110,62 @@ def test_fixture_classifies_to_its_label(label_path: Path) -> None:
 def test_states_cover_every_kind_of_screen() -> None:
     states = {json.loads(p.read_text())["expected"]["state"] for p in LABELS}
     assert states >= {"idle", "idle_draft", "working", "permission", "questionnaire", "blocked"}
+
+
+# ---------------------------------------------------------------- drafts
+
+_PROFILES: dict[tuple[str, str], ClaudeProfile | CodexProfile] = {
+    (profile.agent, profile.version): profile for profile in (*claude.PROFILES, *codex.PROFILES)
+}
+DRAFTS = [p for p in LABELS if json.loads(p.read_text())["expected"]["state"] == "idle_draft"]
+
+
+def _typed(expected: dict[str, Any]) -> tuple[str, TypingMethod]:
+    """The draft's text and method; the first draft plan typed its text with send-keys -l."""
+    typed = expected.get("typed")
+    if typed is None:
+        return expected["draft"], TypingMethod.LITERAL
+    return typed["text"], TypingMethod(typed["method"])
+
+
+def _near_misses(text: str) -> dict[str, str]:
+    """What a screen of `text` must refuse: a character off, a trailing space, a line less."""
+    middle = next(i for i in range(len(text) // 2, len(text)) if text[i] != " ")
+    changed = text[:middle] + ("b" if text[middle] == "a" else "a") + text[middle + 1 :]
+    shorter = text.rsplit("\n", 1)[0] if "\n" in text else text.rsplit(" ", 1)[0]
+    return {"one character": changed, "trailing space": text + " ", "missing line": shorter}
+
+
+@pytest.mark.parametrize("label_path", DRAFTS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_draft_fixture_matches_exactly_its_text(label_path: Path) -> None:
+    label, observation = load(label_path)
+    profile = _PROFILES[(label["agent"], label["version"])]
+    text, how = _typed(label["expected"])
+    draft = observation.draft
+    assert draft is not None and not draft.empty
+    limit = profile.typing.visible_rows(draft.pane_rows)
+    if not draft.complete or (limit is not None and len(draft.rows) >= limit):
+        # Claude's fullscreen composer shows its last rows only (2.1.328 says how
+        # many are hidden, earlier versions do not): never provable.
+        assert label["agent"] == "claude" and label["rows"] == 24
+        assert not profile.draft_matches(draft, text, how)
+        return
+    assert profile.draft_matches(draft, text, how)
+    misses = _near_misses(text)
+    if draft.placeholders:
+        # Behind a placeholder only its size (characters or line breaks) is proven.
+        assert draft.placeholders == draft.rows
+        misses = {"trailing space": text + " ", "short enough to show": text[:100]}
+        if "\n" in text:
+            misses["missing line"] = text.rsplit("\n", 1)[0]
+    for what, other in misses.items():
+        assert not profile.draft_matches(draft, other, how), what
+
+
+def test_every_pinned_version_has_every_typed_draft() -> None:
+    typed = {
+        (label["agent"], label["version"], label["cols"])
+        for label in (json.loads(p.read_text()) for p in DRAFTS)
+        if "typed" in label["expected"]
+    }
+    assert {(agent, version, cols) for agent, version in _PROFILES for cols in (80, 120)} <= typed

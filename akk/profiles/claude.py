@@ -5,7 +5,9 @@ What the pinned versions draw (fixtures/claude/<version>/, 120x40 and 80x24):
 - Idle / draft / working: a composer between two full-width ``─`` rules, its first
   row ``❯\\u00a0<text>``, one status row under it. While a turn runs the status row
   says ``esc to interrupt``, a spinner line (``✽ Transmuting…``) stands above the
-  composer and the composer glyph turns grey.
+  composer and the composer glyph turns grey. The rows between the rules are the
+  draft (`akk.profiles.composer.DraftView`); a scrolled draft shows its last rows
+  only, 2.1.328 writing ``↑ N more`` into the upper rule.
 - Prompts replace the composer. Each is isolated bottom-up from the last
   non-blank row of the screen:
   * permission: footer ``Esc to cancel · Tab to amend``, numbered rows with the
@@ -35,6 +37,14 @@ from collections.abc import Sequence
 
 import attrs
 
+from akk.profiles.composer import (
+    DraftView,
+    LengthUnit,
+    Typing,
+    TypingMethod,
+    Wrapping,
+    draft_matches,
+)
 from akk.profiles.keyplan import (
     Intent,
     KeyPlan,
@@ -74,6 +84,12 @@ class ComposerShape:
     prompt: str = "❯\u00a0"
     idle_fg: str = "default"  # colour of the prompt glyph while Claude waits for input
     continuation_indent: int = 2  # further rows of a multi-line draft
+    # The draft wraps at the pane width less this: its cursor gets `columns - 3`
+    # and measures wrapped rows with one column less, for the cursor cell.
+    wrap_margin: int = 4
+    # A composer rule that counts the rows scrolled away ("─── ↑ 4 more ───"); None
+    # where the version scrolls without a mark (its rule stays plain).
+    scroll_mark: re.Pattern[str] | None = None
     max_status_rows: int = 2  # rows under the bottom rule (mode, hints)
     working_marker: str = "esc to interrupt"  # in the status row while a turn runs
     spinner_glyphs: str = "·✢*✶✻✽✳"  # the animated glyph that starts a working line
@@ -161,6 +177,7 @@ class ClaudeProfile:
     permission: PermissionShape
     blockers: tuple[Blocker, ...]
     key_plans: KeyPlans
+    typing: Typing
     banner: str = "Claude Code v"  # the start-up banner; a different version there is refused
 
     @property
@@ -172,9 +189,18 @@ class ClaudeProfile:
     def agent(self) -> str:
         return AGENT
 
+    @property
+    def enter_guard_seconds(self) -> float:
+        """Quiet time after the last typed or pasted key before the one Enter."""
+        return self.typing.enter_guard_seconds
+
     def classify(self, grid: Grid) -> Observation:
         """The one Observation this screen shows under this version's data."""
         return _Classifier(self, grid).observe()
+
+    def draft_matches(self, draft: DraftView, text: str, how: TypingMethod) -> bool:
+        """Whether `draft` shows exactly `text`, typed `how`, as this version renders it."""
+        return draft_matches(self.typing, draft, text, how)
 
 
 # ---------------------------------------------------------------- the classifier
@@ -236,9 +262,13 @@ class _Classifier:
         return len(text) - len(text.lstrip(" "))
 
     def result(
-        self, state: State, prompt: PromptView | None = None, reason: str | None = None
+        self,
+        state: State,
+        prompt: PromptView | None = None,
+        reason: str | None = None,
+        draft: DraftView | None = None,
     ) -> Observation:
-        return Observation(state, self.p.id, prompt, reason)
+        return Observation(state, self.p.id, prompt, reason, draft)
 
     def unknown(self, reason: str) -> Observation:
         return self.result(State.UNKNOWN, reason=reason)
@@ -296,36 +326,76 @@ class _Classifier:
             (
                 y
                 for y in range(bottom, max(-1, bottom - shape.max_status_rows - 1), -1)
-                if self.rule(y, shape.rule, shape.rule_fg)
+                if self.composer_rule(y) is not None
             ),
             None,
         )
         if lower is None:
             return None
         upper = next(
-            (y for y in range(lower - 1, -1, -1) if self.rule(y, shape.rule, shape.rule_fg)), None
+            (y for y in range(lower - 1, -1, -1) if self.composer_rule(y) is not None), None
         )
         if upper is None or upper == lower - 1:
             return None
-        if not self.texts[upper + 1].startswith(shape.prompt):
+        # A rule that says how many rows are scrolled away frames a partial draft,
+        # whose first row shown is a continuation row.
+        scrolled = bool(self.composer_rule(upper) or self.composer_rule(lower))
+        if not scrolled and not self.texts[upper + 1].startswith(shape.prompt):
             return None
-        draft_rows = [self.texts[upper + 1][len(shape.prompt) :]]
-        for y in range(upper + 2, lower):
+        for y in range(upper + 1 if scrolled else upper + 2, lower):
             if self.indent(y) < shape.continuation_indent and not self.blank(y):
                 raise _Refused(f"unexpected row {y} inside the composer")
-            draft_rows.append(self.texts[y][shape.continuation_indent :])
         self.single_prompt(upper, self.all_anchors())
+        draft = self.draft(upper + 1, lower)
+        if scrolled:
+            draft = attrs.evolve(draft, complete=False)
         status = " ".join(self.texts[y] for y in range(lower + 1, bottom + 1))
         working_line = any(self.spinner.match(self.texts[y]) for y in range(upper))
         if shape.working_marker in status or working_line:
-            return self.result(State.WORKING)
+            return self.result(State.WORKING, draft=draft)
         glyph = self.cells[upper + 1][0]
         if glyph.fg != shape.idle_fg:
             return self.unknown(
                 "composer glyph is not in its idle colour but no working line shows"
             )
-        draft = "\n".join(row.rstrip() for row in draft_rows).strip()
-        return self.result(State.IDLE_DRAFT if draft else State.IDLE)
+        return self.result(State.IDLE if draft.empty else State.IDLE_DRAFT, draft=draft)
+
+    def composer_rule(self, y: int) -> str | None:
+        """The scroll mark of the composer rule at row `y` ("" when unmarked); None: no rule."""
+        shape = self.p.composer
+        if self.rule(y, shape.rule, shape.rule_fg):
+            return ""
+        mark = shape.scroll_mark
+        found = mark.fullmatch(self.texts[y]) if mark is not None else None
+        if found is None or self.cells[y][0].fg != shape.rule_fg:
+            return None
+        return found.group(1)
+
+    def draft(self, first: int, end: int) -> DraftView:
+        """The draft in composer rows first..end-1 (the prompt glyph and the indent dropped).
+
+        Claude draws its cursor as one reverse-video cell; more than one such cell
+        is a rendering this profile cannot read.
+        """
+        indent = self.p.composer.continuation_indent  # the prompt glyph takes as many columns
+        rows = tuple(self.texts[y][indent:].rstrip(" ") for y in range(first, end))
+        if rows == ("",):
+            rows = ()
+        cursors = [
+            (y - first, x - indent)
+            for y in range(first, end)
+            for x in range(indent, self.grid.cols)
+            if self.cells[y][x].reverse
+        ]
+        found = self.p.typing.any_placeholder()
+        return DraftView(
+            rows=rows,
+            width=self.grid.cols - self.p.composer.wrap_margin,
+            pane_rows=self.grid.rows,
+            placeholders=tuple(token for row in rows for token in found.findall(row)),
+            cursor=cursors[0] if len(cursors) == 1 else None,
+            complete=len(cursors) <= 1,
+        )
 
     # -- prompts
 
@@ -881,6 +951,30 @@ _BLOCKERS = (
     Blocker("trust", ("Accessing workspace:", "Yes, I trust this folder")),
 )
 
+_TYPING = Typing(
+    wrapping=Wrapping.WRAP_ANSI,
+    literal_max_length=800,
+    paste_max_length=800,
+    length_unit=LengthUnit.UTF16,
+    paste_max_newlines=2,
+    paste_newline_reserve=10,
+    placeholder_single=r"\[Pasted text #[1-9]\d*\]",
+    placeholder_multi=r"\[Pasted text #[1-9]\d* \+{newlines} lines\]",
+    command_prefixes=("/", "!"),
+    viewport=(3, 5),
+    enter_guard_seconds=0.0,
+    settle_seconds=0.2,
+    evidence=(
+        "fixtures/README.md 'Typing into the composer' (all four versions; the bundled source "
+        "of each binary and lab runs): a paste of more than 800 UTF-16 units or more than "
+        "min(rows - 10, 2) line breaks shows '[Pasted text #N]' / '[Pasted text #N +K lines]' "
+        "(K = line breaks, N = the session's paste counter); send-keys -l of more than 800 "
+        "characters is taken for a paste; '!' opens shell mode, '/' a command; the "
+        "fullscreen composer shows max(3, rows // 2 - 5) rows and scrolls unmarked; Enter "
+        "0 ms after typed or pasted text submitted (16 of 16); keys within ~200 ms of a "
+        "widget's first paint are dropped"
+    ),
+)
 _COMPOSER = ComposerShape()
 _QUESTIONNAIRE_2_1_263 = QuestionnaireShape()
 _PERMISSION_2_1_263 = PermissionShape()
@@ -895,6 +989,7 @@ def _row(version: str) -> ClaudeProfile:
         permission=_PERMISSION_2_1_263,
         blockers=_BLOCKERS,
         key_plans=_KEY_PLANS,
+        typing=_TYPING,
     )
 
 
@@ -903,7 +998,7 @@ V2_1_266 = _row("2.1.266")
 V2_1_267 = _row("2.1.267")
 V2_1_328 = ClaudeProfile(
     version="2.1.328",
-    composer=_COMPOSER,
+    composer=attrs.evolve(_COMPOSER, scroll_mark=re.compile(r"─+ ([↑↓] \d+ more) ─+")),
     # Multi-select descriptions sit under the label, past the box.
     questionnaire=attrs.evolve(
         _QUESTIONNAIRE_2_1_263, multi_description_indent=9, review_prompt=None
@@ -912,6 +1007,13 @@ V2_1_328 = ClaudeProfile(
     permission=attrs.evolve(_PERMISSION_2_1_263, command_indent=1, command_fence="╌"),
     blockers=_BLOCKERS,
     key_plans=_KEY_PLANS,
+    # A collapsed paste is sent wrapped in a tag (tests/lab/test_typing.py).
+    typing=attrs.evolve(
+        _TYPING,
+        collapsed_delivery=(
+            r'<pasted_content id="([0-9a-f]+)">\n{text}\n</pasted_content id="\1">'
+        ),
+    ),
 )
 
 PROFILES: tuple[ClaudeProfile, ...] = (V2_1_263, V2_1_266, V2_1_267, V2_1_328)

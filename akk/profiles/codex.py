@@ -3,9 +3,11 @@
 What the pinned versions draw (fixtures/codex/<version>/, 120x40 and 80x24):
 
 - Idle: the composer row ``› <text>`` (glyph bold, not dim; an empty composer shows
-  a dim placeholder), one blank row, the status row (model label in the version's
-  status colour) and, from 0.169.0, an optional shortcut-hint row. A history
-  user message also starts with ``›`` but its glyph is dim.
+  a dim placeholder) and the draft's further rows, indented by two (an empty row
+  follows a line that fills its row exactly; paste placeholders are cyan
+  elements), one blank row, the status row (model label in the version's status
+  colour) and, from 0.169.0, an optional shortcut-hint row. A history user
+  message also starts with ``›`` but its glyph is dim.
 - Working: the same composer plus a status line ``• Working (0s • esc to
   interrupt)``; a running command shows ``• Running <cmd>`` (verb bold). While a
   reply streams, 0.169.0 hides that line; from 0.155.1 each finished turn ends
@@ -41,6 +43,14 @@ from collections.abc import Callable
 
 import attrs
 
+from akk.profiles.composer import (
+    DraftView,
+    LengthUnit,
+    Typing,
+    TypingMethod,
+    Wrapping,
+    draft_matches,
+)
 from akk.profiles.keyplan import (
     EnterGuard,
     Intent,
@@ -160,6 +170,8 @@ class CodexProfile:
     highlight: Highlight
     # Composer and working markers.
     composer_glyph: str
+    composer_margin: int  # the draft wraps at the pane width less this (indent and right pad)
+    placeholder_fg: str  # a paste placeholder is an element drawn in this colour
     status_fg: str
     status_hints: tuple[str, ...]
     working_marker: str
@@ -191,11 +203,17 @@ class CodexProfile:
     async_question: AsyncShape | None
     blockers: tuple[Blocker, ...]
     key_plans: KeyPlans
+    typing: Typing
 
     @property
     def id(self) -> str:
         """Stable profile id, part of every fingerprint."""
         return f"codex@{self.version}"
+
+    @property
+    def enter_guard_seconds(self) -> float:
+        """Quiet time after the last typed or pasted key before the one Enter."""
+        return self.typing.enter_guard_seconds
 
     def classify(self, grid: Grid) -> Observation:
         """The one Observation this screen shows under this version's profile."""
@@ -203,6 +221,10 @@ class CodexProfile:
             return _Classifier(self, grid).run()
         except _Refused as refused:
             return Observation(State.UNKNOWN, self.id, reason=refused.reason)
+
+    def draft_matches(self, draft: DraftView, text: str, how: TypingMethod) -> bool:
+        """Whether `draft` shows exactly `text`, typed `how`, as this version renders it."""
+        return draft_matches(self.typing, draft, text, how)
 
 
 _Parser = Callable[[Footer, int, int], Observation]
@@ -544,17 +566,10 @@ class _Classifier:
         if y < 0 or not self._indented(y, 2) or grid.cell(2, y).fg != p.status_fg:
             raise _Refused("no prompt and no composer status row at the bottom of the screen")
         self._blank(y - 1, "between the composer and its status row")
-        top = self._run_above(y - 2, "the composer")
-        glyph = grid.cell(0, top)
-        if (
-            self.lines[top][:2] != f"{p.composer_glyph} "
-            or not glyph.bold
-            or glyph.dim
-            or not all(self._indented(r, 2) for r in range(top + 1, y - 1))
-        ):
-            raise _Refused(f"row {top} is not the composer")
+        top = self._composer_top(y - 2)
+        draft = self._draft(top, y - 1)
         if any(p.working_marker in line for line in self.lines[:top]):
-            return Observation(State.WORKING, p.id)
+            return Observation(State.WORKING, p.id, draft=draft)
         for row in range(top):
             words = self.lines[row][2:].split(" ", 1)
             if (
@@ -567,11 +582,57 @@ class _Classifier:
         if queued is not None:
             return queued
         if p.turn_end is not None and not self._turn_finished(top):
-            return Observation(State.WORKING, p.id)
-        draft = any(
-            cell.char != " " and not cell.dim for r in range(top, y - 1) for cell in grid.row(r)[2:]
+            return Observation(State.WORKING, p.id, draft=draft)
+        return Observation(State.IDLE if draft.empty else State.IDLE_DRAFT, p.id, draft=draft)
+
+    def _composer_top(self, bottom: int) -> int:
+        """The composer's first row, above its last row `bottom`.
+
+        Draft rows are indented by two columns and may be empty (a blank line, or
+        the row Codex adds after a row the text fills exactly); the first row
+        carries the composer glyph, bold and not dim.
+        """
+        top = bottom
+        while top > 0 and self.lines[top][:2] in ("", "  "):
+            top -= 1
+        glyph = self.grid.cell(0, top)
+        if self.lines[top][:2] != f"{self.p.composer_glyph} " or not glyph.bold or glyph.dim:
+            raise _Refused(f"row {top} is not the composer")
+        return top
+
+    def _draft(self, top: int, end: int) -> DraftView:
+        """The draft in composer rows top..end-1, glyph and indent dropped.
+
+        An empty composer shows a dim placeholder text. A draft mixing dim and
+        plain text, or with a mark in the right margin (Codex's scroll arrows),
+        cannot be read whole.
+        """
+        p, grid = self.p, self.grid
+        shown = [
+            cell for y in range(top, end) for cell in grid.row(y)[2:] if cell.char not in (" ", "")
+        ]
+        dim = [cell.dim for cell in shown]
+        rows = () if all(dim) else tuple(self.lines[y][2:] for y in range(top, end))
+        marked = any(grid.cell(grid.cols - 1, y).char != " " for y in range(top, end))
+        return DraftView(
+            rows=rows,
+            width=grid.cols - p.composer_margin,
+            pane_rows=grid.rows,
+            placeholders=self._placeholders(top, end),
+            complete=not marked and (all(dim) or not any(dim)),
         )
-        return Observation(State.IDLE_DRAFT if draft else State.IDLE, p.id)
+
+    def _placeholders(self, top: int, end: int) -> tuple[str, ...]:
+        """The paste placeholders in rows top..end-1: elements in the placeholder colour."""
+        p, grid = self.p, self.grid
+        found = []
+        for y in range(top, end):
+            columns = grid.row_columns(y)
+            for match in p.typing.any_placeholder().finditer(self.lines[y]):
+                cells = [grid.cell(columns[i], y) for i in range(match.start(), match.end())]
+                if all(cell.fg == p.placeholder_fg for cell in cells):
+                    found.append(match.group())
+        return tuple(found)
 
     def _queued_question(self, composer_top: int) -> Observation | None:
         """ASYNC_QUESTION when a queued question sits right above the composer."""
@@ -707,11 +768,36 @@ _ASYNC_KEY_PLANS = (
     ),
 )
 
+_TYPING = Typing(
+    wrapping=Wrapping.TEXTWRAP,
+    literal_max_length=1000,
+    paste_max_length=1000,
+    length_unit=LengthUnit.CODEPOINTS,
+    paste_max_newlines=None,
+    placeholder_single=r"\[Pasted Content {chars} chars\]",
+    placeholder_multi=r"\[Pasted Content {chars} chars\]",
+    command_prefixes=("/", "!", "?"),
+    viewport=None,
+    enter_guard_seconds=_ENTER_GUARD.seconds,
+    settle_seconds=0.5,
+    evidence=(
+        "fixtures/README.md 'Typing into the composer' (0.153.4 and 0.169.0 by hand, every "
+        "version by tests/lab/test_typing.py): a paste of more than 1000 characters shows the "
+        "cyan element '[Pasted Content N chars]' (a second one of the same size ' #2'); a "
+        "burst of more than 1000 characters typed with send-keys -l is taken for a paste; an "
+        "Enter within ~120 ms of a typed burst is a newline (0 ms: newline, 50 ms: sent), "
+        "never after a bracketed paste; '!' opens shell mode, '/' a command, '?' in an empty "
+        "composer is eaten; a scrolled composer marks its right margin and drops the status row"
+    ),
+)
+
 _V0_153_4 = CodexProfile(
     version="0.153.4",
     cursor="›",
     highlight=Highlight(bold=True, reverse=False, fg="cyan"),
     composer_glyph="›",
+    composer_margin=3,
+    placeholder_fg="cyan",
     status_fg="f6e2b7",
     status_hints=(),
     working_marker="esc to interrupt",
@@ -768,6 +854,7 @@ _V0_153_4 = CodexProfile(
         ),
     ),
     key_plans=_KEY_PLANS,
+    typing=_TYPING,
 )
 
 # 0.154.0 draws what 0.153.4 draws, plus queued async questions and their picker.

@@ -1,9 +1,9 @@
-"""What a profile reads off one screen: an Observation, and the prompt it shows.
+"""What a profile reads off one screen: an Observation, the prompt and the draft it shows.
 
 Every family's profile produces these same types, so everything above the
 profiles (TerminalActor, the projection, the CLI) is family-agnostic. A
-PromptView carries its exact screen Region for fingerprinting; the Region and
-any key plan stay inside the server.
+PromptView carries its exact screen Region for fingerprinting; the Region, any
+key plan and the composer's draft stay inside the server.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import enum
 
 import attrs
 
+from akk.profiles.composer import DraftView
 from akk.screen.region import Region
 
 
@@ -125,12 +126,19 @@ class Observation:
 
     ``reason`` says why a prompt is not actionable (blocked, unknown, or a
     shape the profile refuses to answer); a prompt with a reason gets no keys.
+
+    ``draft`` is the composer's content wherever a composer is proven on
+    screen: empty for IDLE, non-empty for IDLE_DRAFT, and whatever a person
+    typed meanwhile for WORKING (both clients keep their composer while a turn
+    runs); None when no composer shows. It is private: it never leaves the
+    server and is never projected (the sender proves its own text with it).
     """
 
     state: State
     profile_id: str | None
     prompt: PromptView | None = None
     reason: str | None = None
+    draft: DraftView | None = None
 
     @property
     def actionable(self) -> bool:

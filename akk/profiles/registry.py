@@ -8,6 +8,7 @@ from typing import Protocol
 import attrs
 
 from akk.profiles import claude, codex
+from akk.profiles.composer import DraftView, Typing, TypingMethod
 from akk.profiles.keyplan import KeyPlans
 from akk.profiles.observation import Observation
 from akk.screen.grid import Grid
@@ -32,8 +33,17 @@ class Profile(Protocol):
         """How each answer this version supports becomes keys (server-side data)."""
         ...
 
+    @property
+    def typing(self) -> Typing:
+        """How this version takes typed and pasted text (composer data)."""
+        ...
+
     def classify(self, grid: Grid) -> Observation:
         """The one Observation this screen shows under this profile."""
+        ...
+
+    def draft_matches(self, draft: DraftView, text: str, how: TypingMethod) -> bool:
+        """Whether ``draft`` shows exactly ``text``, put in ``how``, as this version renders it."""
         ...
 
 

@@ -149,13 +149,17 @@ def quote_argument(arg: str) -> str:
 
     Double quotes with escapes for the characters the parser treats specially
     inside them (backslash, quote, `$`) and for line breaks, which would
-    otherwise end the control-mode command line. A bare word is left alone.
+    otherwise end the control-mode command line. A leading `~` is written as
+    an octal escape: tmux expands it to a home directory even inside double
+    quotes. A bare word is left alone.
     """
     if _SAFE_WORD.fullmatch(arg) and not arg.startswith(("~", "%if", "%else", "%endif")):
         return arg
     out = []
-    for ch in arg:
-        if ch in _ESCAPES:
+    for index, ch in enumerate(arg):
+        if ch == "~" and index == 0:
+            out.append("\\176")
+        elif ch in _ESCAPES:
             out.append(_ESCAPES[ch])
         elif ord(ch) < 0x20 or ord(ch) == 0x7F:
             out.append(f"\\{ord(ch):03o}")
@@ -382,6 +386,27 @@ def _environment() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
     env.setdefault("LANG", "C.UTF-8")
     return env
+
+
+@attrs.define(eq=False)
+class ClientLink:
+    """The current control client of one tmux server, swapped when its watcher reattaches.
+
+    Terminals outlive one attachment (a person's session can end while other
+    panes live on); they reach tmux through the link, never a stored client.
+    """
+
+    socket_path: str
+    current: ControlClient | None = None
+
+    def client(self) -> ControlClient:
+        """The live client; raises ControlClientClosed between attachments."""
+        client = self.current
+        if client is None:
+            raise ControlClientClosed(self.socket_path, "not attached (reattaching)")
+        if client.closed is not None:
+            raise client.closed
+        return client
 
 
 async def _choose_session(socket_path: str) -> str:

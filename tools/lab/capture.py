@@ -28,6 +28,7 @@ from typing import Literal
 import attrs
 import trio
 
+from akk.profiles.composer import TypingMethod
 from tools.lab import clients
 from tools.lab.clients import Agent, Client
 from tools.lab.launcher import LabSession, Preseed, ScreenTimeout, launch
@@ -95,6 +96,15 @@ class ExpectedQuestion:
 
 
 @attrs.frozen
+class Typed:
+    """What a draft screen's composer holds: the exact text and how it was put there."""
+
+    text: str
+    method: TypingMethod
+    """LITERAL (tmux send-keys -l) or PASTE (a bracketed paste of a tmux buffer)."""
+
+
+@attrs.frozen
 class Expected:
     """The classification a recognizer must give a captured screen."""
 
@@ -113,12 +123,16 @@ class Expected:
     draft: str | None = None
     reply: str | None = None
     """For a finished turn: the reply text now on screen."""
+    typed: Typed | None = None
+    """For the typing plans: the draft's exact text and method (written only when set)."""
 
     def to_json(self) -> dict[str, object]:
         """The JSON form written beside the screen."""
         data = attrs.asdict(self, recurse=True)
         data["step"] = None if self.step is None else {"index": self.step[0], "total": self.step[1]}
         data["response_kinds"] = [q.response_kind for q in self.questions]
+        if self.typed is None:
+            del data["typed"]  # the labels of the older plans stay as they were
         return data
 
 
@@ -132,6 +146,13 @@ class Submit:
 @attrs.frozen
 class Type:
     """Type characters, one key press each."""
+
+    text: str
+
+
+@attrs.frozen
+class Paste:
+    """Paste text as AKK does: a tmux buffer, then ``paste-buffer -p -r`` (bracketed)."""
 
     text: str
 
@@ -157,6 +178,13 @@ class WaitIdle:
 
 
 @attrs.frozen
+class Settle:
+    """Wait until the screen has been still for `seconds` (a fresh composer may drop keys)."""
+
+    seconds: float
+
+
+@attrs.frozen
 class Release:
     """Send a signal to the model server (e.g. end a held stream)."""
 
@@ -176,7 +204,7 @@ class Shot:
     settle: bool = True
 
 
-Action = Submit | Type | Press | WaitText | WaitIdle | Release | Shot
+Action = Submit | Type | Paste | Press | WaitText | WaitIdle | Settle | Release | Shot
 
 
 @attrs.frozen
@@ -525,6 +553,67 @@ def _codex_async() -> list[Plan]:
     ]
 
 
+def _filler(length: int, *, lines: int = 1) -> str:
+    """Exactly `length` characters of plain words in `lines` lines (no edge spaces)."""
+    words = "lab paste 0123456789 alpha beta gamma delta, epsilon zeta: eta theta-iota kappa."
+    body = (words + " ") * (length // len(words) + 2)
+    per_line = (length - (lines - 1)) // lines
+    cut = [body[i * per_line : (i + 1) * per_line] for i in range(lines)]
+    cut[-1] = body[(lines - 1) * per_line : length - (lines - 1)]
+    text = "\n".join(line.replace(" ", "x", 1) if line.startswith(" ") else line for line in cut)
+    text = "\n".join(line[:-1] + "x" if line.endswith(" ") else line for line in text.split("\n"))
+    assert len(text) == length and text == text.strip(), (length, lines)
+    return text
+
+
+TYPED_DRAFTS: Mapping[str, Typed] = {
+    "wrap": Typed(
+        "lab: this long draft wraps over several rows of the composer, word by word, and "
+        "must come back exactly as typed. " + " ".join(["alpha beta gamma delta epsilon"] * 8),
+        TypingMethod.LITERAL,
+    ),
+    "multiline": Typed(
+        "lab: the first line of a pasted draft\nthe second line, a little longer than the "
+        "first\nthe third and last line",
+        TypingMethod.PASTE,
+    ),
+    "quotes": Typed("lab: he said \"don't\" and 'left' `now`", TypingMethod.LITERAL),
+    "semicolon": Typed("lab: echo one; echo two;", TypingMethod.LITERAL),
+    "unicode": Typed("lab: 漢字テスト and emoji 😀 🎉 ünïcödé done", TypingMethod.LITERAL),
+    "shell": Typed(
+        "lab: $(rm -rf /x) && echo $HOME | grep -v '*' > /dev/null & [x] {y} %v \\ end",
+        TypingMethod.LITERAL,
+    ),
+    "paste799": Typed(_filler(799), TypingMethod.PASTE),
+    "paste800": Typed(_filler(800), TypingMethod.PASTE),
+    "paste801": Typed(_filler(801), TypingMethod.PASTE),
+    "paste1001": Typed(_filler(1001), TypingMethod.PASTE),
+    "paste5000": Typed(_filler(5000, lines=50), TypingMethod.PASTE),
+}
+"""The text classes the typing plans put into an idle composer, one plan each.
+
+Pastes of 799 to 801 characters straddle Claude's threshold, 1001 is past
+Codex's (1000 itself would need 14 rows at 80x24, where Codex drops its status
+row); the 5000-character one is 50 lines, so Claude's placeholder counts them.
+"""
+
+
+def _typed(name: str, typed: Typed) -> Plan:
+    put: Action = Type(typed.text) if typed.method is TypingMethod.LITERAL else Paste(typed.text)
+    return Plan(
+        f"draft_{name}",
+        "echo",
+        _BOTH,
+        (
+            # Claude drops text that arrives right after its composer first shows.
+            Settle(0.5),
+            put,
+            _wait(typed.text[:12], "[Pasted"),
+            Shot(None, Expected("idle_draft", typed=typed)),
+        ),
+    )
+
+
 def _permission(scenario: str, agents: frozenset[Agent], tool: str, manual: bool) -> Plan:
     anchor = _wait("Do you want", "Would you like to run")
     expected = Expected(
@@ -586,6 +675,7 @@ def _build() -> dict[str, Plan]:
                 WaitIdle(),
             ),
         ),
+        *(_typed(name, typed) for name, typed in TYPED_DRAFTS.items()),
         _permission("claude_bash", _CLAUDE, "Bash", manual=False),
         _permission("claude_write", _CLAUDE, "Write", manual=True),
         _permission("codex_exec", _CODEX, "exec_command", manual=False),
@@ -655,7 +745,14 @@ async def _act(lab: LabSession, action: Action) -> None:
         case Submit(text=text):
             await lab.submit(text if text is not None else lab.scenario.task)
         case Type(text=text):
-            await lab.type_text(text)
+            # On tmux's command line an argument ending in ';' ends the command
+            # (the ';' is dropped); '\;' there stands for a literal ';'.
+            await lab.type_text(text[:-1] + "\\;" if text.endswith(";") else text)
+        case Paste(text=text):
+            buffer = lab.root / "paste.txt"
+            buffer.write_text(text)
+            await lab.tmux("load-buffer", "-b", "lab-paste", str(buffer))
+            await lab.tmux("paste-buffer", "-p", "-r", "-d", "-b", "lab-paste", "-t", lab.pane)
         case Press(keys=keys):
             # Keys within ~200 ms of a widget's first paint are dropped (NOTES.md):
             # press only on a screen that has been quiet for a moment.
@@ -671,6 +768,9 @@ async def _act(lab: LabSession, action: Action) -> None:
             )
         case WaitIdle():
             await lab.wait_idle()
+        case Settle(seconds=seconds):
+            with contextlib.suppress(ScreenTimeout):
+                await lab.wait_stable(quiet=seconds, timeout=5.0)
         case Release(signal=signal):
             lab.server.signal(signal)
         case Shot():

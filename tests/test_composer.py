@@ -1,0 +1,238 @@
+"""The composer proof: each client's wrapping as seen in the lab, and draft_matches.
+
+The renderings pinned here were read off real panes (tools/lab, 120x40: Claude
+2.1.263 wraps at 116 columns, Codex 0.169.0 and 0.153.4 at 117); the fixture
+corpus (tests/test_fixtures.py) checks whole screens. The properties check the
+one thing a sender relies on: a match never hides a different character.
+"""
+
+from __future__ import annotations
+
+import attrs
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from akk.profiles import claude, codex
+from akk.profiles.composer import DraftView, TypingMethod, Wrapping, draft_matches, render
+
+CLAUDE = claude.V2_1_263.typing
+CODEX = codex.PROFILES[0].typing
+LITERAL, PASTE = TypingMethod.LITERAL, TypingMethod.PASTE
+
+
+def _rows(wrapping: Wrapping, text: str, width: int) -> tuple[str, ...]:
+    rendered = render(wrapping, text, width)
+    assert rendered is not None
+    return rendered[0]
+
+
+def _draft(wrapping: Wrapping, text: str, width: int = 116, **changes: object) -> DraftView:
+    rendered = render(wrapping, text, width)
+    assert rendered is not None
+    rows, cursor = rendered
+    return attrs.evolve(DraftView(rows, width, 40, cursor=cursor), **changes)
+
+
+# ---------------------------------------------------------------- seen in the lab
+
+
+@pytest.mark.parametrize(
+    ("text", "rows"),
+    [
+        # Spaces where a row breaks vanish, on the row below too.
+        ("a" * 115 + " " * 7 + "bbbbb", ("a" * 115, "bbbbb")),
+        ("a" * 116 + "   bbb", ("a" * 116, "bbb")),
+        # Inside a row they stay; a word wider than a row breaks in place...
+        ("a" * 117 + "  " + "b" * 20, ("a" * 116, "a  " + "b" * 20)),
+        ("hi " + "H" * 128, ("hi " + "H" * 113, "H" * 15)),
+        # ...and a wide character that does not fit moves down whole.
+        ("x" * 115 + "漢", ("x" * 115, "漢")),
+        ("x" * 112 + " 漢字 かな 文字", ("x" * 112, "漢字 かな 文字")),
+        # A line's leading spaces are drawn; a full row takes no extra row.
+        (" abc", (" abc",)),
+        ("e" * 116, ("e" * 116,)),
+    ],
+)
+def test_claude_wraps_like_bun_wrap_ansi(text: str, rows: tuple[str, ...]) -> None:
+    assert _rows(Wrapping.WRAP_ANSI, text, 116) == rows
+
+
+@pytest.mark.parametrize(
+    ("text", "rows"),
+    [
+        # A word wider than a row starts on a row of its own, then breaks.
+        ("hi " + "H" * 127, ("hi", "H" * 117, "H" * 10)),
+        ("a" * 114 + " " * 7 + "bbbbb", ("a" * 114, "bbbbb")),
+        ("a" * 118 + " " + "b" * 20, ("a" * 117, "a " + "b" * 20)),
+        # A line that fills its last row gets an empty row after it.
+        ("e" * 117, ("e" * 117, "")),
+        ("e" * 117 + "\nnext", ("e" * 117, "", "next")),
+        # No break before ",.:;" even after spaces (UAX #14 LB13).
+        ("a" * 110 + " word ,comma", ("a" * 110, "word ,comma")),
+        # A hyphen between alphanumerics is a break opportunity.
+        ("a" * 111 + " well-known", ("a" * 111 + " well-", "known")),
+    ],
+)
+def test_codex_wraps_like_textwrap(text: str, rows: tuple[str, ...]) -> None:
+    assert _rows(Wrapping.TEXTWRAP, text, 117) == rows
+
+
+def test_codex_refuses_to_guess_unicode_line_breaking() -> None:
+    # Codex breaks after CJK and emoji, and around `/`, `|`, `!`...: not reproduced.
+    assert render(Wrapping.TEXTWRAP, "x" * 115 + "漢字かな", 117) is None
+    assert render(Wrapping.TEXTWRAP, "a/" * 70, 117) is None
+    # A line that fits needs no breaking at all.
+    assert render(Wrapping.TEXTWRAP, "漢字 😀 a/b | c!", 117) is not None
+
+
+# ---------------------------------------------------------------- the typing rows
+
+
+def test_paste_thresholds_per_client() -> None:
+    assert not CLAUDE.collapses("x" * 800, 40) and CLAUDE.collapses("x" * 801, 40)
+    assert not CLAUDE.collapses("a\nb\nc", 40) and CLAUDE.collapses("a\nb\nc\nd", 40)
+    assert CLAUDE.collapses("a\nb\nc", 11) and CLAUDE.collapses("a\nb", 10)  # small panes
+    assert CLAUDE.collapses("😀" * 401, 40)  # JavaScript counts an emoji twice
+    assert not CODEX.collapses("x" * 1000, 40) and CODEX.collapses("x" * 1001, 40)
+    assert not CODEX.collapses("\n".join(["x"] * 50), 40)
+
+
+def test_placeholders_per_client() -> None:
+    assert CLAUDE.placeholder("x" * 900).fullmatch("[Pasted text #3]")
+    assert CLAUDE.placeholder("a\nb\nc\nd").fullmatch("[Pasted text #1 +3 lines]")
+    assert not CLAUDE.placeholder("a\nb\nc\nd").fullmatch("[Pasted text #1 +4 lines]")
+    assert not CLAUDE.placeholder("x" * 900).fullmatch("[Pasted text #0]")
+    assert CODEX.placeholder("x" * 1200).fullmatch("[Pasted Content 1200 chars]")
+    assert not CODEX.placeholder("x" * 1200).fullmatch("[Pasted Content 1200 chars] #2")
+
+
+def test_method_for_follows_the_literal_limit() -> None:
+    assert CLAUDE.method_for("x" * 800) is LITERAL
+    assert CLAUDE.method_for("x" * 801) is PASTE
+    assert CODEX.method_for("x" * 1000) is LITERAL
+    assert CODEX.method_for("one\ntwo") is PASTE
+
+
+def test_what_the_model_receives_for_a_collapsed_paste() -> None:
+    text = "x" * 900
+    wrapped = claude.V2_1_328.typing.delivered(text, PASTE, 40)
+    assert wrapped.fullmatch(f'<pasted_content id="9ec1">\n{text}\n</pasted_content id="9ec1">')
+    assert not wrapped.fullmatch(text)
+    assert CLAUDE.delivered(text, PASTE, 40).fullmatch(text)
+    assert claude.V2_1_328.typing.delivered("short", PASTE, 40).fullmatch("short")
+
+
+def test_visible_rows_of_claudes_fullscreen_composer() -> None:
+    assert CLAUDE.visible_rows(24) == 7 and CLAUDE.visible_rows(40) == 15
+    assert CLAUDE.visible_rows(10) == 3 and CODEX.visible_rows(24) is None
+
+
+# ---------------------------------------------------------------- draft_matches
+
+
+def test_exact_text_matches_and_near_misses_do_not() -> None:
+    text = "lab: " + " ".join(["alpha beta gamma"] * 12)
+    draft = _draft(Wrapping.WRAP_ANSI, text)
+    assert len(draft.rows) > 1 and draft_matches(CLAUDE, draft, text, LITERAL)
+    for other in (text + "x", text + " ", text.replace("beta", "bete", 1), text[:-1]):
+        assert not draft_matches(CLAUDE, draft, other, LITERAL)
+
+
+def test_the_cursor_when_captured_must_sit_after_the_text() -> None:
+    draft = _draft(Wrapping.WRAP_ANSI, "abc")
+    assert draft_matches(CLAUDE, attrs.evolve(draft, cursor=None), "abc", LITERAL)
+    assert not draft_matches(CLAUDE, attrs.evolve(draft, cursor=(0, 4)), "abc", LITERAL)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        " lead",
+        "trail ",
+        "tab\there",
+        "line end \nnext",
+        "e\u0301",  # not NFC
+        "zero\u200bwidth",
+        "nbsp\u00a0here",
+        "/help",
+        "!ls",
+        "has [Pasted text #1] in it",
+    ],
+)
+def test_unprovable_or_command_texts_never_match(text: str) -> None:
+    draft = DraftView((text,), 116, 40)
+    assert not draft_matches(CLAUDE, draft, text, PASTE)
+
+
+def test_literal_refuses_what_the_client_takes_for_a_paste() -> None:
+    assert not draft_matches(CLAUDE, DraftView(("x",), 116, 40), "x\ny", LITERAL)
+    long = "x" * 801
+    assert not draft_matches(CLAUDE, _draft(Wrapping.WRAP_ANSI, long), long, LITERAL)
+
+
+def test_a_placeholder_is_proven_alone_and_by_its_size() -> None:
+    text = "\n".join(["line"] * 10)
+    token = "[Pasted text #2 +9 lines]"
+    shown = DraftView((token,), 116, 40, placeholders=(token,))
+    assert draft_matches(CLAUDE, shown, text, PASTE)
+    assert not draft_matches(CLAUDE, shown, text + "\nline", PASTE)
+    assert not draft_matches(CLAUDE, attrs.evolve(shown, placeholders=()), text, PASTE)
+    assert not draft_matches(CLAUDE, DraftView((token + " x",), 116, 40, (token,)), text, PASTE)
+    codex_text = "y" * 1500
+    element = "[Pasted Content 1500 chars]"
+    pasted = DraftView((element,), 117, 40, placeholders=(element,))
+    assert draft_matches(CODEX, pasted, codex_text, PASTE)
+    assert not draft_matches(CODEX, pasted, codex_text + "y", PASTE)
+    # Typed text that merely reads like a placeholder is no paste.
+    assert not draft_matches(CODEX, attrs.evolve(pasted, placeholders=()), codex_text, PASTE)
+
+
+def test_a_draft_that_may_be_scrolled_or_unread_never_matches() -> None:
+    text = " ".join(["word"] * 400)  # 15 rows or more at 116 columns
+    draft = _draft(Wrapping.WRAP_ANSI, text)
+    assert len(draft.rows) >= 15 and not draft_matches(CLAUDE, draft, text, PASTE)
+    short = _draft(Wrapping.TEXTWRAP, "short", width=117)
+    assert not draft_matches(CODEX, attrs.evolve(short, complete=False), "short", LITERAL)
+
+
+# ---------------------------------------------------------------- properties
+
+_ALPHABET = "ab -,.:" + "漢😀"
+_PLAIN = "ab -,.:"
+
+
+def _texts(alphabet: str) -> st.SearchStrategy[str]:
+    line = st.text(alphabet, min_size=1, max_size=40).map(lambda s: s.strip(" "))
+    return (
+        st.lists(line.filter(bool), min_size=1, max_size=3)
+        .map("\n".join)
+        .filter(lambda text: text == text.strip())
+    )
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.sampled_from([(Wrapping.WRAP_ANSI, _ALPHABET), (Wrapping.TEXTWRAP, _PLAIN)]),
+    st.integers(min_value=4, max_value=12),
+    st.data(),
+)
+def test_equal_rows_never_hide_a_different_character(
+    kind: tuple[Wrapping, str], width: int, data: st.DataObject
+) -> None:
+    """Two texts drawn alike differ at most in whitespace (the wrap ambiguity)."""
+    wrapping, alphabet = kind
+    first = data.draw(_texts(alphabet))
+    second = data.draw(_texts(alphabet))
+    one, two = render(wrapping, first, width), render(wrapping, second, width)
+    if one is not None and two is not None and one[0] == two[0]:
+        assert "".join(first.split()) == "".join(second.split())
+
+
+@settings(max_examples=300, deadline=None)
+@given(_texts(_PLAIN), st.integers(min_value=6, max_value=40))
+def test_every_rendering_matches_its_own_text(text: str, width: int) -> None:
+    for typing, wrapping in ((CLAUDE, Wrapping.WRAP_ANSI), (CODEX, Wrapping.TEXTWRAP)):
+        draft = attrs.evolve(_draft(wrapping, text, width), pane_rows=200)
+        assert draft_matches(typing, draft, text, PASTE)
+        assert not draft_matches(typing, draft, text + "a", PASTE)
