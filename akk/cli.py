@@ -1,4 +1,4 @@
-"""The operator CLI: `akk serve | token | doctor | list | schema | screen`.
+"""The operator CLI: serve, token, doctor, list, send, status, events, schema, screen.
 
 Every failure prints what went wrong and what to do, and exits non-zero.
 """
@@ -10,9 +10,11 @@ import datetime
 import json
 import logging
 import os
+import secrets
 import sys
 import time
 from collections.abc import Callable, Sequence
+from contextlib import aclosing
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -24,7 +26,7 @@ from rich.table import Table
 from akk import classify, doctor
 from akk.actors.watcher import default_socket
 from akk.auth import CredentialError
-from akk.client import AkkError, ConnectError, connect
+from akk.client import AkkError, ConnectError, Controller, connect
 from akk.instance import Endpoint, InstanceError, acquire, proven_endpoint, server_running
 from akk.protocol.redaction import redact
 from akk.protocol.schema import protocol_schema
@@ -143,6 +145,25 @@ def _parser() -> argparse.ArgumentParser:
     listing = command("list", _list, "list the terminals the running server sees")
     _state_dir_option(listing)
     listing.add_argument("--json", action="store_true", help="print the raw result as JSON")
+
+    send = command("send", _send, "send a task into an idle terminal's composer, as akk-cli")
+    _state_dir_option(send)
+    send.add_argument(
+        "terminal", help="the terminal_id (from `akk list --json`) or its pane, e.g. %%3"
+    )
+    send.add_argument("text", help="the task; `-` reads it from standard input")
+    send.add_argument("--id", dest="client_request_id", help="client_request_id (default: random)")
+    send.add_argument("--wait", action="store_true", help="follow the Turn to its outcome")
+    send.add_argument("--json", action="store_true", help="print JSON")
+
+    status = command("status", _status, "show one Turn: stages, evidence, outcome, usage")
+    _state_dir_option(status)
+    status.add_argument("turn", help="the turn_id")
+    status.add_argument("--json", action="store_true", help="print the raw result as JSON")
+
+    events = command("events", _events, "follow akk-cli's events live, acking each")
+    _state_dir_option(events)
+    events.add_argument("--json", action="store_true", help="one JSON object per line")
 
     command("schema", _schema, "print the JSON Schema of the controller protocol")
 
@@ -351,6 +372,142 @@ def _list(args: argparse.Namespace) -> int:
             redact(str(row.get("asks") or "")),
         )
     _out.print(table)
+    return 0
+
+
+def _send(args: argparse.Namespace) -> int:
+    state = StateDir.resolve(args.state_dir)
+    text = sys.stdin.read() if args.text == "-" else args.text
+    request_id = args.client_request_id or "cli-" + secrets.token_hex(8)
+    token = state.token()
+
+    async def run() -> int:
+        with trio.fail_after(30):
+            endpoint = await proven_endpoint(state)
+        async with connect(endpoint.url, token) as ctl:
+            with trio.fail_after(90):
+                terminal_id = await _terminal_id(ctl, args.terminal)
+                sent = await ctl.call(
+                    "send",
+                    {"terminal_id": terminal_id, "request": text,
+                     "client_request_id": request_id},
+                )  # fmt: skip
+            if not args.wait:
+                _print_sent(sent, args.json)
+                return 0
+            if not args.json:
+                _err.print(f"turn {sent['turn_id']}: {sent['state']}", markup=False)
+            final = await _follow(ctl, sent["turn_id"], quiet=args.json)
+        if args.json:
+            print(json.dumps(final))
+        else:
+            _print_turn(final["turn"])
+        return 0 if final["turn"]["state"] == "done" else 1
+
+    code: int = trio.run(run)
+    return code
+
+
+async def _terminal_id(ctl: Controller, wanted: str) -> str:
+    rows = (await ctl.call("list"))["terminals"]
+    for row in rows:
+        if wanted in (row["terminal_id"], row["pane"], f"{row['tmux_socket']}:{row['pane']}"):
+            return str(row["terminal_id"])
+    raise CliError(f"no terminal {wanted!r}; `akk list` shows the panes AKK sees")
+
+
+async def _follow(ctl: Controller, turn_id: str, *, quiet: bool) -> dict[str, Any]:
+    """Wait for the Turn's outcome event (acking it), showing a live progress line."""
+    async with trio.open_nursery() as nursery:
+        done = trio.Event()
+
+        async def progress() -> None:
+            while not done.is_set():
+                status = await ctl.call("status", {"turn_id": turn_id})
+                if not quiet:
+                    turn = status["turn"]
+                    stages = ",".join(d["stage"] for d in status["dispatches"]) or "-"
+                    _err.print(
+                        f"\r{turn_id}: {turn['state']} (dispatch {stages})", end="", markup=False
+                    )
+                with trio.move_on_after(1):
+                    await done.wait()
+
+        nursery.start_soon(progress)
+        async with aclosing(ctl.events()) as events:
+            async for event in events:
+                await ctl.ack(event["event_id"])
+                if event.get("turn_id") == turn_id and event["kind"] in _OUTCOMES:
+                    break
+        done.set()
+    if not quiet:
+        _err.print("", markup=False)
+    result: dict[str, Any] = await ctl.call("status", {"turn_id": turn_id})
+    return result
+
+
+_OUTCOMES = {"done", "failed", "cancelled", "stalled", "timed_out"}
+
+
+def _print_sent(sent: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(sent))
+    else:
+        print(sent["turn_id"])
+        _err.print(f"state {sent['state']}; `akk status {sent['turn_id']}`", markup=False)
+
+
+def _status(args: argparse.Namespace) -> int:
+    result = _operator_call(StateDir.resolve(args.state_dir), "status", {"turn_id": args.turn})
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    _print_turn(result["turn"])
+    table = Table("dispatch", "kind", "stage", "reason", title="dispatches")
+    for step in result["dispatches"]:
+        table.add_row(step["dispatch_id"], step["kind"], step["stage"], step["reason"] or "")
+    _out.print(table)
+    return 0
+
+
+def _print_turn(turn: dict[str, Any]) -> None:
+    usage = turn["usage"]
+    lines = [
+        f"turn:     {turn['turn_id']} ({turn['controller_id']})",
+        f"state:    {turn['state']}" + (f" ({turn['reason']})" if turn["reason"] else ""),
+        f"terminal: {turn['terminal_id']}   session: {turn['session_id'] or '-'}",
+        f"evidence: {turn['evidence']['status']}"
+        + (f" ({turn['evidence']['limit']})" if turn["evidence"]["limit"] else ""),
+        f"usage:    in {usage['input_tokens']} out {usage['output_tokens']} "
+        f"cache read {usage['cache_read_tokens']} write {usage['cache_write_tokens']} "
+        f"({usage['usage_status']})",
+    ]
+    if turn["final_message"]:
+        lines.append(f"message:  {turn['final_message']}")
+    for line in lines:
+        _out.print(line, markup=False)
+
+
+def _events(args: argparse.Namespace) -> int:
+    state = StateDir.resolve(args.state_dir)
+    token = state.token()
+
+    async def run() -> None:
+        with trio.fail_after(30):
+            endpoint = await proven_endpoint(state)
+        async with connect(endpoint.url, token) as ctl, aclosing(ctl.events()) as events:
+            async for event in events:
+                if args.json:
+                    print(json.dumps(event), flush=True)
+                else:
+                    _out.print(
+                        f"{event['created_at']} {event['kind']:<20} {event.get('turn_id') or '-'} "
+                        f"{redact(str(event.get('summary') or ''))}",
+                        markup=False,
+                    )
+                await ctl.ack(event["event_id"])
+
+    trio.run(run)
     return 0
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
@@ -80,8 +80,12 @@ class Controller:
             )
         return reply.get("result")
 
-    async def events(self) -> AsyncIterator[dict[str, Any]]:
-        """Events pushed by the server, in arrival order, until the connection closes."""
+    async def events(self) -> AsyncGenerator[dict[str, Any], None]:
+        """Events pushed by the server, in arrival order, until the connection closes.
+
+        Use it inside ``contextlib.aclosing``. Keep up with it: while
+        ``EVENT_BUFFER`` events wait unread, replies to calls wait too.
+        """
         async for event in self._events_out:
             yield event
 
@@ -96,7 +100,9 @@ class Controller:
                 if not isinstance(message, dict):
                     continue
                 if message.get("method") == "event":
-                    self._events_in.send_nowait(message.get("params", {}))
+                    # Back-pressure: a consumer that falls EVENT_BUFFER events behind
+                    # stops this reader (and so the server's sends) until it catches up.
+                    await self._events_in.send(message.get("params", {}))
                 elif isinstance(message.get("id"), int) and message["id"] in self._pending:
                     await self._pending[message["id"]].send(message)
         except ConnectionClosed:

@@ -32,10 +32,15 @@ class Closable(Protocol):
 
 @attrs.define
 class ConnectionRegistry:
-    """Every authenticated connection by controller_id, and which one is live (after hello)."""
+    """Every authenticated connection by controller_id, and which ones said hello (newest last).
+
+    A controller's newest connection is its live one: claiming closes the
+    older ones. The operator's commands run side by side, so its claims close
+    nothing; its events go to its newest connection.
+    """
 
     _admitted: dict[str, set[Closable]] = attrs.field(factory=dict)
-    _live: dict[str, Closable] = attrs.field(factory=dict)
+    _live: dict[str, list[Closable]] = attrs.field(factory=dict)
     takeovers: int = 0
 
     def admit(self, controller_id: str, connection: Closable) -> None:
@@ -49,19 +54,27 @@ class ConnectionRegistry:
             admitted.discard(connection)
             if not admitted:
                 del self._admitted[controller_id]
-        if self._live.get(controller_id) is connection:
-            del self._live[controller_id]
+        live = self._live.get(controller_id)
+        if live is not None and connection in live:
+            live.remove(connection)
+            if not live:
+                del self._live[controller_id]
 
-    def claim(self, controller_id: str, connection: Closable) -> None:
-        """``connection`` said hello and now speaks for ``controller_id``; an older one closes."""
-        previous = self._live.get(controller_id)
-        self._live[controller_id] = connection
-        if previous is not None and previous is not connection:
-            self.takeovers += 1
-            previous.close_soon(
-                SUPERSEDED,
-                "superseded: a newer connection said hello with this controller's credential",
-            )
+    def claim(self, controller_id: str, connection: Closable, *, exclusive: bool = True) -> None:
+        """``connection`` said hello and now speaks for ``controller_id``.
+
+        With ``exclusive`` (every controller but the operator) older ones close.
+        """
+        live = self._live.setdefault(controller_id, [])
+        if exclusive:
+            for previous in live:
+                self.takeovers += 1
+                previous.close_soon(
+                    SUPERSEDED,
+                    "superseded: a newer connection said hello with this controller's credential",
+                )
+            live.clear()
+        live.append(connection)
 
     def revoke(self, controller_id: str) -> int:
         """Close every connection authenticated as ``controller_id``; return how many."""
@@ -73,7 +86,8 @@ class ConnectionRegistry:
 
     def current(self, controller_id: str) -> Closable | None:
         """The connection that speaks for ``controller_id`` (where its events go)."""
-        return self._live.get(controller_id)
+        live = self._live.get(controller_id)
+        return live[-1] if live else None
 
     @property
     def live(self) -> int:

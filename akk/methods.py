@@ -25,9 +25,10 @@ from akk.protocol.excerpt import excerpt
 from akk.protocol.projection import project
 from akk.protocol.schema import OPERATOR_METHODS, PROTOCOL_VERSION
 from akk.screen.fingerprint import IdMinter
-from akk.store import credentials, listing
+from akk.store import credentials
 from akk.store.reader import StoreReader
 from akk.terminals import TerminalBoard, terminal_row
+from akk.turn_calls import TurnCalls
 
 
 @attrs.define(eq=False)
@@ -64,6 +65,7 @@ class Methods:
         book: CredentialBook,
         connections: ConnectionRegistry,
         health: HealthReport,
+        turns: TurnCalls,
     ) -> None:
         self._store = store
         self._reader = reader
@@ -72,10 +74,15 @@ class Methods:
         self._book = book
         self._connections = connections
         self._health = health
+        self._turns = turns
         self._handlers: dict[str, Handler] = {
             "hello": self._hello,
             "list": self._list,
             "status": self._status,
+            "send": self._send,
+            "cancel": self._cancel,
+            "close": self._close,
+            "ack": self._ack,
         }
         self._operator_handlers: dict[str, Handler] = {
             "token_create": self._token_create,
@@ -135,10 +142,10 @@ class Methods:
                 lambda conn: credentials.record_use(conn, controller_id, name, now),
             )
             peer.said_hello = True
-            if not peer.operator:
-                # Operator commands (`akk list`, `akk doctor`) run side by side; a
-                # controller has one live connection, the newest (see akk.connections).
-                self._connections.claim(controller_id, peer.connection)
+            # A controller has one live connection, the newest; the operator's
+            # commands (`akk list`, `akk events`) run side by side (akk.connections).
+            self._connections.claim(controller_id, peer.connection, exclusive=not peer.operator)
+            await self._turns.reconnected(controller_id)
         return {
             "protocol": PROTOCOL_VERSION,
             "server_version": akk.__version__,
@@ -150,10 +157,19 @@ class Methods:
     async def _list(self, peer: Peer, params: dict[str, Any]) -> dict[str, Any]:
         # The operator sees every controller's records; a controller only its own.
         owner = None if peer.operator else peer.controller_id
-        turns, watches = await self._reader.run(
-            lambda conn: (listing.open_turns(conn, owner), listing.active_watches(conn, owner))
-        )
-        return {"terminals": self._board.rows(), "turns": turns, "watches": watches}
+        return await self._turns.listing(owner, self._board.rows())
+
+    async def _send(self, peer: Peer, params: dict[str, Any]) -> dict[str, Any]:
+        return await self._turns.send(peer.controller_id, params)
+
+    async def _cancel(self, peer: Peer, params: dict[str, Any]) -> dict[str, Any]:
+        return await self._turns.cancel(peer.controller_id, peer.operator, params["turn_id"])
+
+    async def _close(self, peer: Peer, params: dict[str, Any]) -> dict[str, Any]:
+        return await self._turns.close(peer.controller_id, peer.operator, params["turn_id"])
+
+    async def _ack(self, peer: Peer, params: dict[str, Any]) -> dict[str, Any]:
+        return await self._turns.ack(peer.controller_id, params["event_id"])
 
     async def _token_create(self, peer: Peer, params: dict[str, Any]) -> dict[str, Any]:
         controller_id: str = params["controller_id"]
@@ -195,14 +211,11 @@ class Methods:
         return self._health()
 
     async def _status(self, peer: Peer, params: dict[str, Any]) -> dict[str, Any]:
-        terminal_id = params.get("terminal_id")
-        if terminal_id is None:
-            record = "turn" if "turn_id" in params else "watch"
-            raise RpcError(
-                Reason.NOT_FOUND,
-                f"no {record} {params.get(f'{record}_id')!r}; `list` shows this controller's "
-                "turns and watches",
-            )
+        # A managed Send's turn_id is also its watch_id.
+        record_id = params.get("turn_id") or params.get("watch_id")
+        if record_id is not None:
+            return await self._turns.status(peer.controller_id, peer.operator, record_id)
+        terminal_id: str = params["terminal_id"]
         snapshot = self._board.get(terminal_id)
         if snapshot is None:
             raise RpcError(

@@ -163,6 +163,9 @@ class ControllerServer:
         self._pending: dict[_Pending, None] = {}  # insertion-ordered: oldest first
         self._slot_freed = trio.Event()
         self._calls = trio.Semaphore(self._limits.calls_in_flight)
+        self._accepting: list[trio.CancelScope] = []
+        self._call_finished = trio.Event()
+        self.draining = False
         self.stats = ServerStats()
 
     async def serve(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
@@ -180,7 +183,25 @@ class ControllerServer:
                 nursery.start_soon(self._accept_loop, listener, nursery)
             task_status.started(listeners[0].socket.getsockname()[1])
 
+    async def drain(self, timeout: float) -> None:
+        """Stop accepting, refuse new calls, and let the calls in flight finish (bounded)."""
+        self.draining = True
+        for scope in self._accepting:
+            scope.cancel()
+        with trio.move_on_after(timeout):
+            while self._calls.value < self._limits.calls_in_flight:
+                await self._call_finished.wait()
+                self._call_finished = trio.Event()
+
     async def _accept_loop(self, listener: trio.SocketListener, nursery: trio.Nursery) -> None:
+        scope = trio.CancelScope()
+        self._accepting.append(scope)
+        with scope:
+            await self._accept_until_cancelled(listener, nursery)
+
+    async def _accept_until_cancelled(
+        self, listener: trio.SocketListener, nursery: trio.Nursery
+    ) -> None:
         async with listener:
             while True:
                 await self._handshake_slot()
@@ -278,7 +299,7 @@ class ControllerServer:
             await request.reject(503, body=b"too many controller connections; try again later\n")
             return
         ws = await request.accept()
-        connection = _Connection(ws, self._methods, self._limits, self._calls, self.stats)
+        connection = _Connection(self, ws, self._methods)
         peer = Peer(credential, connection)
         self._connections.admit(credential.controller_id, connection)
         self.stats.connections += 1
@@ -310,21 +331,15 @@ def _bearer(headers: list[tuple[bytes, bytes]]) -> str:
 class _Connection:
     """One controller connection: reads frames, runs calls, writes replies."""
 
-    def __init__(
-        self,
-        ws: WebSocketConnection,
-        methods: Methods,
-        limits: Limits,
-        calls: trio.Semaphore,
-        stats: ServerStats,
-    ) -> None:
+    def __init__(self, server: ControllerServer, ws: WebSocketConnection, methods: Methods) -> None:
+        self._server = server
         self._ws = ws
         self._methods = methods
-        self._limits = limits
-        self._calls = calls
-        self._stats = stats
+        self._limits = server._limits
+        self._calls = server._calls
+        self._stats = server.stats
         self._send_lock = trio.Lock()
-        self._slots = trio.Semaphore(limits.calls_per_connection)
+        self._slots = trio.Semaphore(self._limits.calls_per_connection)
         self._scope = trio.CancelScope()
         self._close: tuple[int, str] = (1000, "")
 
@@ -406,10 +421,20 @@ class _Connection:
         finally:
             self._calls.release()
             self._slots.release()
+            self._server._call_finished.set()
 
     async def _reply_to(self, peer: Peer, call: Request | FramingError) -> str:
         if isinstance(call, FramingError):
             return error_frame(call.request_id, call)
+        if self._server.draining:
+            return error_frame(
+                call.id,
+                RpcError(
+                    Reason.INTERNAL,
+                    "the server is shutting down and took no new call; nothing was sent to any "
+                    "terminal; call again once it is back",
+                ),
+            )
         try:
             result: Any = await self._methods.call(peer, call.method, call.params)
         except RpcError as error:

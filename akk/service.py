@@ -1,7 +1,9 @@
 """`akk serve`: the process, composed of the root supervisor and the controller server.
 
-Lifetimes nest: process → root supervisor (store and, later, watcher, terminals,
-turns, destinations) → controller server → one task per connection.
+Lifetimes nest: process → root supervisor (store, destinations and their
+clock, watchers with their terminals, turns and their clock) → controller
+server → one task per connection. At start, Turns left open by an earlier run
+are resumed from the store before any controller can call.
 """
 
 from __future__ import annotations
@@ -15,8 +17,10 @@ from typing import Any
 import attrs
 import trio
 
+from akk.actors.destination import DestinationDesk, OutboxPolicy
 from akk.actors.store import StoreActor
 from akk.actors.supervisor import ChildSpec, Supervisor
+from akk.actors.turn import TurnDesk
 from akk.actors.watcher import TmuxWatcher, default_socket
 from akk.auth import CredentialBook
 from akk.connections import ConnectionRegistry
@@ -38,8 +42,15 @@ from akk.store.location import StateDir
 from akk.store.reader import StoreReader
 from akk.terminals import TerminalBoard
 from akk.tmux.activity import DEFAULT_INTERVAL
+from akk.turn_calls import TurnCalls, TurnSettings
 
 log = logging.getLogger("akk.service")
+
+DRAIN_SECONDS = 10.0
+"""After the first signal: how long calls in flight may take to finish."""
+
+SHUTDOWN_SECONDS = 30.0
+"""After the first signal: the bound on the whole graceful shutdown."""
 
 
 @attrs.frozen
@@ -50,6 +61,8 @@ class ServiceConfig:
     limits: Limits = attrs.field(factory=Limits)
     tmux_sockets: tuple[str, ...] = attrs.field(factory=lambda: (default_socket(),))
     poll_interval: float = DEFAULT_INTERVAL
+    turns: TurnSettings = attrs.field(factory=TurnSettings)
+    outbox: OutboxPolicy = attrs.field(factory=OutboxPolicy)
 
 
 @attrs.frozen
@@ -89,9 +102,12 @@ async def run_service(
     config: ServiceConfig,
     *,
     on_ready: Callable[[Endpoint], None] = lambda endpoint: None,
+    stop: trio.Event | None = None,
     task_status: trio.TaskStatus[Endpoint] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Run until cancelled; ``task_status.started`` (and ``on_ready``) get the endpoint.
+    """Run until cancelled, or until ``stop`` is set and the calls in flight drained.
+
+    ``task_status.started`` (and ``on_ready``) get the endpoint.
 
     Raises InstanceError when another server holds the state directory.
     """
@@ -110,10 +126,34 @@ async def run_service(
         async with trio.open_nursery() as nursery:
             await nursery.start(root.run)
             store = root.ref("store")
+            destination_supervisor = Supervisor("destinations", max_restarts=20, period=10.0)
+            destinations = DestinationDesk(
+                destination_supervisor,
+                store=store,
+                reader=reader.run,
+                sink=connections.current,
+                policy=config.outbox,
+            )
+            turn_supervisor = Supervisor("turns", max_restarts=50, period=10.0)
+            desk = TurnDesk(
+                turn_supervisor, store=store, reader=reader.run, board=board,
+                notify=destinations.wake,
+            )  # fmt: skip
+            await root.start_child(ChildSpec("destinations", destination_supervisor.run))
+            await root.start_child(ChildSpec("outbox", destinations.run))
             for socket in dict.fromkeys(config.tmux_sockets):
                 watcher = TmuxWatcher(socket, board, store, versions, interval=config.poll_interval)
                 watchers.append(watcher)
                 await root.start_child(ChildSpec(f"watcher {socket}", watcher.run))
+            await root.start_child(ChildSpec("turns", turn_supervisor.run))
+            resumed = await desk.resume()
+            if resumed:
+                log.info("resumed %d open turns from the store", resumed)
+            await root.start_child(ChildSpec("turn clock", desk.clock))
+            turn_calls = TurnCalls(
+                store=store, reader=reader, board=board, desk=desk, destinations=destinations,
+                settings=config.turns,
+            )  # fmt: skip
             nonce = new_nonce()
             server: ControllerServer
 
@@ -139,6 +179,7 @@ async def run_service(
                 book=book,
                 connections=connections,
                 health=health,
+                turns=turn_calls,
             )
             server_settings = ServerSettings(
                 host=config.host, port=config.port, limits=config.limits.fit_descriptors()
@@ -151,6 +192,10 @@ async def run_service(
             write_endpoint(config.state, endpoint)
             on_ready(endpoint)
             task_status.started(endpoint)
+            if stop is not None:
+                await stop.wait()
+                await server.drain(DRAIN_SECONDS)
+                nursery.cancel_scope.cancel()
     finally:
         reader.close()
         if endpoint is not None:
@@ -161,25 +206,29 @@ async def run_service(
 async def serve_until_signal(config: ServiceConfig, on_ready: Callable[[Endpoint], None]) -> None:
     """Run the service until SIGINT or SIGTERM, then shut down gracefully.
 
-    Children stop within their shutdown timeouts, cleanup shielded. A second
-    signal during shutdown exits at once: everything committed is already on
-    disk (WAL, synchronous=FULL), so an operator is never held hostage.
+    The first signal stops accepting, lets the calls in flight finish (at most
+    DRAIN_SECONDS), then stops every child within its shutdown timeout; the
+    whole shutdown is bounded by SHUTDOWN_SECONDS. A second signal exits at
+    once: everything committed is already on disk (WAL, synchronous=FULL), so
+    an operator is never held hostage.
     """
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
             service = trio.CancelScope()
+            stop = trio.Event()
 
             async def on_signals() -> None:
                 async for signum in signals:
                     name = signal.Signals(signum).name
-                    if not service.cancel_called:
+                    if not stop.is_set():
                         log.info("shutting down on %s (send it again to exit at once)", name)
-                        service.cancel()
+                        stop.set()
+                        service.deadline = trio.current_time() + SHUTDOWN_SECONDS
                     else:
                         log.warning("exiting at once on a second %s", name)
                         os._exit(128 + signum)
 
             nursery.start_soon(on_signals)
             with service:
-                await run_service(config, on_ready=on_ready)
+                await run_service(config, on_ready=on_ready, stop=stop)
             nursery.cancel_scope.cancel()

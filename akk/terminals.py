@@ -11,7 +11,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import attrs
+import trio
 
+from akk.actors.runtime import ActorRef
 from akk.profiles.observation import Observation, State
 from akk.protocol.redaction import redact
 
@@ -43,23 +45,34 @@ class TerminalIdentity:
 
 @attrs.frozen
 class TerminalSnapshot:
-    """What one TerminalActor last saw."""
+    """What one TerminalActor last saw.
+
+    ``seq`` counts the terminal's Observations: a snapshot with a higher seq
+    than the one recorded with a key step was captured after that step.
+    """
 
     identity: TerminalIdentity
     observation: Observation
     fingerprint: bytes | None  # of the prompt region, when a prompt is on screen
     lines: tuple[str, ...]  # the screen's text, for the redacted excerpt
     observed_at: float  # trio clock
+    seq: int = 0
 
 
 _PENDING = Observation(State.UNKNOWN, None, reason="not_observed_yet")
 
 
 class TerminalBoard:
-    """Latest snapshot per terminal_id, written by actors, read by methods."""
+    """Latest snapshot per terminal_id, written by actors, read by methods.
+
+    It is also the registry of TerminalActor refs by terminal_id: the one
+    place a Turn finds the actor that may send keys to its pane.
+    """
 
     def __init__(self) -> None:
         self._snapshots: dict[str, TerminalSnapshot] = {}
+        self._refs: dict[str, ActorRef] = {}
+        self._changed = trio.Event()
 
     def announce(self, identity: TerminalIdentity, now: float) -> None:
         """A terminal was discovered; it shows as unknown until first observed."""
@@ -68,9 +81,33 @@ class TerminalBoard:
     def publish(self, snapshot: TerminalSnapshot) -> None:
         if snapshot.identity.terminal_id in self._snapshots:
             self._snapshots[snapshot.identity.terminal_id] = snapshot
+            self._wake()
 
     def retire(self, terminal_id: str) -> None:
+        """The terminal's actor stopped: no current Observation (its ref stays until `forget`)."""
         self._snapshots.pop(terminal_id, None)
+        self._wake()
+
+    def bind_ref(self, terminal_id: str, ref: ActorRef) -> None:
+        """Publish the TerminalActor of ``terminal_id`` (the ref survives the actor's restarts)."""
+        self._refs[terminal_id] = ref
+
+    def forget(self, terminal_id: str) -> None:
+        """The terminal is gone for good (its pane or process ended)."""
+        self._snapshots.pop(terminal_id, None)
+        self._refs.pop(terminal_id, None)
+        self._wake()
+
+    def ref(self, terminal_id: str) -> ActorRef | None:
+        return self._refs.get(terminal_id)
+
+    async def wait_changed(self) -> None:
+        """Wait until some snapshot is published or a terminal retired."""
+        await self._changed.wait()
+
+    def _wake(self) -> None:
+        self._changed.set()
+        self._changed = trio.Event()
 
     def get(self, terminal_id: str) -> TerminalSnapshot | None:
         return self._snapshots.get(terminal_id)

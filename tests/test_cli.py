@@ -224,7 +224,7 @@ def test_doctor_reports_each_check(served: tuple[Path, str, float]) -> None:
     assert result.returncode == 0, result.stdout
     for name in ("tmux", "state dir", "store", "port"):
         assert name in result.stdout
-    assert "schema v2" in result.stdout
+    assert "schema v3" in result.stdout
     assert "server" in result.stdout and "watcher" in result.stdout
 
 

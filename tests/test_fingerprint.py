@@ -150,6 +150,20 @@ def _prompt(scrollback: str = "old output", first: str = "\x1b[38;2;177;185;249m
     return _fp(grid, region)
 
 
+def test_golden_vector() -> None:
+    """Fingerprints and ids are stored across restarts: their encoding must never drift.
+
+    If this fails, the fingerprint encoding changed: bump ``_FINGERPRINT_DOMAIN``
+    and write a migration for stored offers and interactions instead.
+    """
+    fp = _prompt()
+    assert fp.hex() == "f27b7b04ce3d5c762f9fc869a23f5f6f419c6d7fcd66b8e6336152b9c2f11840"
+    ids = IdMinter(bytes(range(32)))
+    assert ids.interaction_id(fp) == "int_1uu8kz21CSqV1DXPxrJCYA"
+    assert ids.question_id(fp, 0) == "q_INkPvHnf9WIOvNhQ-ezJsA"
+    assert ids.option_id(fp, 0, 1) == "opt_D0j6J1hxM7spC_ZfBHYZLQ"
+
+
 def test_rendered_prompt_ignores_output_above_it_but_not_its_own_styles() -> None:
     base = _prompt()
     assert _prompt(scrollback="\x1b[1mnew output, styled\x1b[0m") == base

@@ -14,6 +14,7 @@ from trio_websocket import ConnectionClosed, ConnectionRejected, open_websocket_
 from akk.auth import OPERATOR_ID
 from akk.client import AkkError, ConnectError, connect
 from akk.connections import REVOKED, SUPERSEDED
+from akk.store import turns
 from tests.conftest import LiveServer
 
 
@@ -33,8 +34,8 @@ async def _mint(server: LiveServer, name: str) -> str:
     return token
 
 
-def _insert_turn(server: LiveServer, controller_id: str, turn_id: str) -> None:
-    """A Turn row owned by ``controller_id`` (written beside the server, as a later issue will)."""
+def _insert_turn(server: LiveServer, controller_id: str, client_request_id: str) -> str:
+    """A Turn row owned by ``controller_id``, written beside the server (WAL allows it)."""
     conn = apsw.Connection(str(server.state.store_path))
     conn.set_busy_timeout(5000)
     now = time.time()
@@ -45,12 +46,19 @@ def _insert_turn(server: LiveServer, controller_id: str, turn_id: str) -> None:
             (controller_id, controller_id, now, now),
         )
         conn.execute(
-            "INSERT INTO turns (turn_id, controller_id, client_request_id, backend, "
-            "request_sha256, state, created_at, updated_at) "
-            "VALUES (?, ?, ?, 'terminal', ?, 'running', ?, ?)",
-            (turn_id, controller_id, f"req-{turn_id}", "0" * 64, now, now),
+            "INSERT INTO terminals (terminal_id, tmux_socket, pane_id, pane_pid, agent, "
+            "agent_pid, process_start, executable, first_seen_at, last_seen_at) "
+            "VALUES ('t-test', 's', '%1', 1, 'claude', 2, 3, 'claude', 0, 0) "
+            "ON CONFLICT DO NOTHING"
         )
+        turn = turns.insert(
+            conn, controller_id=controller_id, client_request_id=client_request_id,
+            terminal_id="t-test", request_sha256="0" * 64, request_chars=1,
+            evidence_status="unknown", evidence=None, evidence_limit="test",
+            inactivity_seconds=60, lifetime_seconds=60, now=now,
+        )  # fmt: skip
     conn.close()
+    return turn.turn_id
 
 
 async def test_hello_names_the_credentials_controller(live_server: LiveServer) -> None:
@@ -109,16 +117,16 @@ async def test_a_controller_cannot_call_operator_methods(live_server: LiveServer
 
 async def test_list_shows_only_the_callers_own_turns(live_server: LiveServer) -> None:
     a, b = await _mint(live_server, "owner-a"), await _mint(live_server, "owner-b")
-    _insert_turn(live_server, "owner-b", "turn-of-b")
+    turn_of_b = _insert_turn(live_server, "owner-b", "req-b")
     with trio.fail_after(10):
         async with connect(live_server.url, a) as ctl_a:
             assert (await ctl_a.call("list"))["turns"] == []
         async with connect(live_server.url, b) as ctl_b:
-            turns = (await ctl_b.call("list"))["turns"]
-            assert [t["turn_id"] for t in turns] == ["turn-of-b"]
+            listed = (await ctl_b.call("list"))["turns"]
+            assert [t["turn_id"] for t in listed] == [turn_of_b]
         async with connect(live_server.url, live_server.token) as operator:
-            turns = (await operator.call("list"))["turns"]
-            assert {(t["turn_id"], t["controller_id"]) for t in turns} >= {("turn-of-b", "owner-b")}
+            listed = (await operator.call("list"))["turns"]
+            assert {(t["turn_id"], t["controller_id"]) for t in listed} >= {(turn_of_b, "owner-b")}
 
 
 async def test_revoking_refuses_the_credential_and_closes_its_connections(

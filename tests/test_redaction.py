@@ -38,7 +38,12 @@ from akk.screen.render import render
 from akk.terminals import TerminalIdentity, TerminalSnapshot, terminal_row
 
 ROOT = Path(__file__).resolve().parent.parent / "fixtures"
-LABELS = sorted(ROOT.glob("*/*/*.json")) + sorted(ROOT.glob("*/*/*/*.json"))
+LABELS = [
+    path
+    for family in ("claude", "codex")
+    for path in sorted((ROOT / family).glob("*/*.json"))
+    + sorted((ROOT / family).glob("*/*/*.json"))
+]
 IDS = IdMinter(bytes(range(32)))
 
 

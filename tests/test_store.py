@@ -232,11 +232,11 @@ def _controller_and_watch(conn: apsw.Connection) -> None:
 def test_compare_and_swap(tmp_path: Path) -> None:
     conn = open_store(tmp_path / "s.db")
     _controller_and_watch(conn)
-    assert cas_update(conn, "watches", "watch_id", "w", 0, {"state": "unwatched"}) == 1
+    assert cas_update(conn, "watches", "watch_id", "w", 0, {"state": "stopped"}) == 1
     with pytest.raises(CasConflict) as stale:
         cas_update(conn, "watches", "watch_id", "w", 0, {"state": "active"})
     assert (stale.value.expected, stale.value.found) == (0, 1)
-    assert conn.execute("SELECT state, revision FROM watches").fetchone() == ("unwatched", 1)
+    assert conn.execute("SELECT state, revision FROM watches").fetchone() == ("stopped", 1)
     with pytest.raises(CasConflict) as missing:
         cas_update(conn, "watches", "watch_id", "nope", 0, {"state": "active"})
     assert missing.value.found is None
@@ -248,8 +248,8 @@ def test_one_open_dispatch_per_terminal(tmp_path: Path) -> None:
     conn = open_store(tmp_path / "s.db")
     _controller_and_watch(conn)
     insert = (
-        "INSERT INTO dispatches (dispatch_id, terminal_id, kind, stage, created_at, updated_at) "
-        "VALUES (?, 't', 'answer', ?, 0, 0)"
+        "INSERT INTO dispatches (dispatch_id, controller_id, terminal_id, kind, stage, "
+        "created_at, updated_at) VALUES (?, 'c', 't', 'answer', ?, 0, 0)"
     )
     conn.execute(insert, ("d1", "reserved"))
     with pytest.raises(apsw.ConstraintError):

@@ -33,8 +33,8 @@ __all__ = [
     "MailboxFull",
     "Rank",
     "RankViolation",
-    "act_as",
     "StopActor",
+    "act_as",
     "current_actor",
     "detach_from_actor",
 ]

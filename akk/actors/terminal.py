@@ -1,28 +1,51 @@
-"""TerminalActor: one pane. Capture → pyte grid → profile → Observation.
+"""TerminalActor: one pane. Capture → pyte grid → profile → Observation; the only sender of keys.
 
-It is the only code that reads a pane's screen for classification, and (from
-a later capability on) the only code that sends keys to it. It publishes each
-new Observation on the TerminalBoard; nobody asks it for news.
+It publishes each new Observation on the TerminalBoard (nobody asks it for
+news) with a sequence number, so "the first Observation after this key step"
+is provable. Input-bearing steps arrive as typed messages and run one at a
+time, each under the rule of ARCHITECTURE.md "One input-bearing step":
+recapture and prove the screen, reserve durably, send one bounded step,
+record its stage, reply with a receipt or a typed refusal (zero keys).
 """
 
 from __future__ import annotations
 
 import logging
+import time
 
+import apsw
 import attrs
 import trio
 
-from akk.actors.runtime import Actor, Rank
+from akk import evidence, faults
+from akk.actors.runtime import Actor, ActorRef, Rank
+from akk.actors.store import transact
+from akk.faults import Point
+from akk.profiles.composer import TypingMethod
 from akk.profiles.observation import Observation, State
 from akk.profiles.registry import Profile
+from akk.protocol.errors import Reason
 from akk.screen.fingerprint import fingerprint
 from akk.screen.grid import Grid
 from akk.screen.render import CaptureMismatch, render
+from akk.store import dispatches, turns
+from akk.store.dispatches import Dispatch, Kind, Stage
+from akk.store.turns import Turn, TurnState
 from akk.terminals import TerminalBoard, TerminalIdentity, TerminalSnapshot
-from akk.tmux.control import ControlClient, ControlClientClosed, TmuxCommandError
+from akk.tmux import keys
+from akk.tmux.control import ClientLink, ControlClientClosed, TmuxCommandError
 from akk.tmux.panes import capture
 
 log = logging.getLogger("akk.terminal")
+
+INTERRUPT_KEY = "Escape"
+"""Both families' own interrupt key while working ("esc to interrupt" on every pinned version)."""
+
+PROOF_TIMEOUT = 3.0
+"""How long the composer may take to show the typed text before the proof fails."""
+
+
+# ------------------------------------------------------------------ messages
 
 
 @attrs.frozen
@@ -33,24 +56,91 @@ class Refresh:
     rows: int
 
 
+@attrs.frozen
+class DispatchTask:
+    """Type ``text`` into the idle composer and press Enter once, as a new Turn."""
+
+    controller_id: str
+    client_request_id: str
+    text: str
+    inactivity_seconds: float
+    lifetime_seconds: float
+
+
+@attrs.frozen
+class Interrupt:
+    """Press the agent's interrupt key for ``turn_id``, proven to be running on screen."""
+
+    turn: Turn
+
+
+@attrs.frozen
+class Refusal:
+    """The step was refused before any key: ``reason`` is a protocol reason code."""
+
+    reason: Reason
+    message: str
+    turn: Turn | None = None  # the existing record, for a repeated client_request_id
+
+
+@attrs.frozen
+class TaskReceipt:
+    """What a dispatched task did: the Turn and its dispatch after the last recorded stage."""
+
+    turn: Turn
+    dispatch: Dispatch
+    seq: int  # the Observation proven before the keys
+    enter_at: float | None  # trio clock when Enter was pressed
+
+
+@attrs.frozen
+class InterruptReceipt:
+    dispatch: Dispatch
+    seq: int
+
+
+async def dispatch_task(
+    terminal: ActorRef, message: DispatchTask, *, timeout: float
+) -> TaskReceipt | Refusal:
+    reply = await terminal.ask(message, timeout=timeout)
+    assert isinstance(reply, TaskReceipt | Refusal), reply
+    return reply
+
+
+async def interrupt(
+    terminal: ActorRef, message: Interrupt, *, timeout: float
+) -> InterruptReceipt | Refusal:
+    reply = await terminal.ask(message, timeout=timeout)
+    assert isinstance(reply, InterruptReceipt | Refusal), reply
+    return reply
+
+
+# ------------------------------------------------------------------ the actor
+
+
 class TerminalActor(Actor):
-    """Keeps one pane's current Observation up to date."""
+    """Keeps one pane's current Observation up to date; dispatches its input."""
 
     rank = Rank.TERMINAL
-    mailbox_size = 4  # a queued Refresh already covers any later change
+    mailbox_size = 8
 
     def __init__(
         self,
         identity: TerminalIdentity,
         profile: Profile | None,
-        client: ControlClient,
+        link: ClientLink,
         board: TerminalBoard,
+        store: ActorRef,
     ) -> None:
         self._identity = identity
         self._profile = profile
-        self._client = client
+        self._link = link
         self._board = board
+        self._store = store
         self._last: tuple[str, int, int] | None = None
+        self._size: tuple[int, int] | None = None
+        self._seq = 0
+        self._idle_since: float | None = None  # trio clock of the first idle screen in a row
 
     async def started(self) -> None:
         self._board.announce(self._identity, trio.current_time())
@@ -59,30 +149,49 @@ class TerminalActor(Actor):
         self._board.retire(self._identity.terminal_id)
 
     async def receive(self, message: object) -> object:
-        if not isinstance(message, Refresh):
-            raise TypeError(f"TerminalActor cannot handle {type(message).__name__}")
-        await self._observe(message.cols, message.rows)
-        return None
+        if isinstance(message, Refresh):
+            self._size = (message.cols, message.rows)
+            await self._observe()
+            return None
+        if isinstance(message, DispatchTask):
+            return await self._dispatch_task(message)
+        if isinstance(message, Interrupt):
+            return await self._interrupt(message)
+        return Refusal(
+            Reason.INTERNAL, f"the terminal cannot handle {type(message).__name__}; nothing sent"
+        )
 
-    async def _observe(self, cols: int, rows: int) -> None:
+    # -- observing
+
+    async def _observe(self, *, force: bool = False) -> TerminalSnapshot | None:
+        """Capture and classify now; publish and return the snapshot (None if no full screen)."""
+        if self._size is None:
+            return None
+        cols, rows = self._size
         try:
-            screen = await capture(self._client, self._identity.pane_id)
+            screen = await capture(self._link.client(), self._identity.pane_id)
         except (TmuxCommandError, ControlClientClosed):
             # The pane went away between listing and capture; the watcher retires us.
-            return
+            return None
         if screen.count("\n") != rows:
             # tmux does not escape command output, so a pane row that mimics the
             # control protocol could cut a capture short: never classify a partial screen.
-            return
-        if self._last == (screen, cols, rows):
-            return
+            return None
+        current = self._board.get(self._identity.terminal_id)
+        if not force and self._last == (screen, cols, rows) and current is not None:
+            return current
         self._last = (screen, cols, rows)
         try:
             grid = render(screen, cols, rows)
         except CaptureMismatch:
             # Resized between listing and capture: the next listing brings the new size.
-            return
+            return None
         observation = self._classify(grid)
+        if observation.state is State.IDLE:
+            if self._idle_since is None:
+                self._idle_since = trio.current_time()
+        else:
+            self._idle_since = None
         prompt_fp = None
         if observation.prompt is not None and self._profile is not None:
             prompt_fp = fingerprint(
@@ -91,15 +200,17 @@ class TerminalActor(Actor):
                 profile_id=self._profile.id,
                 terminal_identity=self._identity.fingerprint_identity,
             )
-        self._board.publish(
-            TerminalSnapshot(
-                identity=self._identity,
-                observation=observation,
-                fingerprint=prompt_fp,
-                lines=grid.lines(),
-                observed_at=trio.current_time(),
-            )
+        self._seq += 1
+        snapshot = TerminalSnapshot(
+            identity=self._identity,
+            observation=observation,
+            fingerprint=prompt_fp,
+            lines=grid.lines(),
+            observed_at=trio.current_time(),
+            seq=self._seq,
         )
+        self._board.publish(snapshot)
+        return snapshot
 
     def _classify(self, grid: Grid) -> Observation:
         if self._profile is None:
@@ -108,3 +219,233 @@ class TerminalActor(Actor):
                 State.UNKNOWN, None, reason=self._identity.profile_reason or "no_profile"
             )
         return self._profile.classify(grid)
+
+    # -- a task
+
+    async def _dispatch_task(self, task: DispatchTask) -> TaskReceipt | Refusal:
+        profile = self._profile
+        if profile is None:
+            return Refusal(
+                Reason.UNSUPPORTED_VERSION,
+                f"{self._identity.agent} {self._identity.version or '(unknown version)'} has no "
+                f"exact profile ({self._identity.profile_reason}); AKK sends it nothing. Type "
+                "the task at the pane, or pin that version",
+            )
+        snapshot = await self._observe(force=True)
+        if snapshot is not None and self._idle_since is not None:
+            # Keys that arrive right after the composer painted can be dropped.
+            settled_at = self._idle_since + profile.typing.settle_seconds
+            if trio.current_time() < settled_at:
+                await trio.sleep_until(settled_at)
+                snapshot = await self._observe(force=True)
+        if snapshot is None:
+            return Refusal(
+                Reason.NOT_IDLE,
+                "the pane could not be captured whole just now; call status and try again",
+            )
+        observation = snapshot.observation
+        if observation.state is not State.IDLE:
+            what = observation.state.value
+            if observation.state is State.IDLE_DRAFT:
+                what = "idle with a draft in the composer (a person's text is never replaced)"
+            return Refusal(
+                Reason.NOT_IDLE,
+                f"the pane is {what}, not idle with an empty composer; nothing was sent. Wait "
+                "for the agent (status shows its state) and send again",
+            )
+        method = profile.typing.method_for(task.text)
+        try:
+            before = await trio.to_thread.run_sync(
+                evidence.snapshot, self._identity.agent, self._identity.agent_pid
+            )
+            evidence_status, evidence_json, evidence_limit = "pending", before.to_json(), None
+        except evidence.EvidenceUnavailable as exc:
+            evidence_status, evidence_json, evidence_limit = "unknown", None, str(exc)[:300]
+        await faults.reached(Point.EVIDENCE_SNAPSHOT)
+        now = time.time()
+        digest = evidence.request_digest(task.text)
+        terminal_id = self._identity.terminal_id
+
+        def reserve(conn: apsw.Connection) -> TaskReceipt | Refusal:
+            existing = turns.by_request(conn, task.controller_id, task.client_request_id)
+            if existing is not None:
+                if existing.request_sha256 == digest:
+                    return Refusal(Reason.CONFLICT, "repeated client_request_id", turn=existing)
+                return Refusal(
+                    Reason.CONFLICT,
+                    f"client_request_id {task.client_request_id!r} was already used with another "
+                    "text; use a new client_request_id for a new task",
+                )
+            holder = turns.unresolved_on(conn, terminal_id)
+            if holder is not None:
+                return Refusal(
+                    Reason.CONFLICT,
+                    f"turn {holder.turn_id} is still open on this terminal; wait for its "
+                    "outcome, or close it, before sending another task",
+                )
+            turn = turns.insert(
+                conn,
+                controller_id=task.controller_id,
+                client_request_id=task.client_request_id,
+                terminal_id=terminal_id,
+                request_sha256=digest,
+                request_chars=len(task.text),
+                evidence_status=evidence_status,
+                evidence=evidence_json,
+                evidence_limit=evidence_limit,
+                inactivity_seconds=task.inactivity_seconds,
+                lifetime_seconds=task.lifetime_seconds,
+                now=now,
+            )
+            dispatch = dispatches.reserve(
+                conn,
+                controller_id=task.controller_id,
+                turn_id=turn.turn_id,
+                terminal_id=terminal_id,
+                kind=Kind.TASK,
+                typing=method.value,
+                screen_seq=snapshot.seq,
+                now=now,
+            )
+            return TaskReceipt(turn, dispatch, snapshot.seq, None)
+
+        reserved = await transact(self._store, reserve)
+        if isinstance(reserved, Refusal):
+            return reserved
+        await faults.reached(Point.RESERVED)
+        return await self._type_and_submit(reserved, task.text, method)
+
+    async def _type_and_submit(
+        self, receipt: TaskReceipt, text: str, method: TypingMethod
+    ) -> TaskReceipt:
+        profile = self._profile
+        assert profile is not None
+        turn, dispatch = receipt.turn, receipt.dispatch
+        pane = self._identity.pane_id
+        try:
+            client = self._link.client()
+            if method is TypingMethod.LITERAL:
+                await keys.type_literal(client, pane, text)
+            else:
+                await keys.paste(client, pane, text)
+        except (TmuxCommandError, ControlClientClosed) as exc:
+            # Some of the text may be in the composer: never typed again, never submitted.
+            return await self._settle_dispatch(
+                receipt, Stage.UNCERTAIN, f"typing failed: {exc}"[:200], TurnState.UNCERTAIN
+            )
+        typed_at = trio.current_time()
+        await faults.reached(Point.TEXT_TYPED)
+        dispatch = await transact(
+            self._store, lambda conn: dispatches.advance(conn, dispatch, Stage.TEXT_INJECTED)
+        )
+        await faults.reached(Point.TEXT_INJECTED)
+        proven = await self._prove_composer(text, method, typed_at)
+        if not proven:
+            # Someone typed too, or a key was dropped: no Enter, nothing deleted.
+            now = time.time()
+
+            def abort(conn: apsw.Connection) -> TaskReceipt:
+                aborted = dispatches.advance(conn, dispatch, Stage.ABORTED, "composer_mismatch")
+                fresh = turns.get(conn, turn.turn_id)
+                assert fresh is not None
+                failed = turns.settle(
+                    conn,
+                    fresh,
+                    TurnState.FAILED,
+                    now=now,
+                    reason="composer_mismatch",
+                    summary="the composer did not show exactly the task after typing; AKK "
+                    "pressed no Enter and left the text in the pane for the person there",
+                )
+                return TaskReceipt(failed, aborted, receipt.seq, None)
+
+            return await transact(self._store, abort)
+        await faults.reached(Point.BEFORE_ENTER)
+        try:
+            await keys.press(self._link.client(), pane, "Enter")
+        except (TmuxCommandError, ControlClientClosed) as exc:
+            return await self._settle_dispatch(
+                TaskReceipt(turn, dispatch, receipt.seq, None),
+                Stage.UNCERTAIN,
+                f"Enter may not have been sent: {exc}"[:200],
+                TurnState.UNCERTAIN,
+            )
+        enter_at = trio.current_time()
+        await faults.reached(Point.ENTER_SENT)
+        dispatch = await transact(
+            self._store, lambda conn: dispatches.advance(conn, dispatch, Stage.ENTER_SENT)
+        )
+        await faults.reached(Point.ENTER_RECORDED)
+        return TaskReceipt(turn, dispatch, receipt.seq, enter_at)
+
+    async def _prove_composer(self, text: str, method: TypingMethod, typed_at: float) -> bool:
+        """Whether the composer shows exactly ``text``, after the client's quiet gap."""
+        profile = self._profile
+        assert profile is not None
+        await trio.sleep_until(typed_at + profile.typing.enter_guard_seconds)
+        with trio.move_on_after(PROOF_TIMEOUT):
+            while True:
+                snapshot = await self._observe(force=True)
+                if snapshot is not None:
+                    draft = snapshot.observation.draft
+                    if draft is not None and profile.draft_matches(draft, text, method):
+                        return True
+                await trio.sleep(0.05)
+        return False
+
+    async def _settle_dispatch(
+        self, receipt: TaskReceipt, stage: Stage, reason: str, state: TurnState
+    ) -> TaskReceipt:
+        def record(conn: apsw.Connection) -> TaskReceipt:
+            dispatch = dispatches.advance(conn, receipt.dispatch, stage, reason)
+            fresh = turns.get(conn, receipt.turn.turn_id)
+            assert fresh is not None
+            turn = turns.update(conn, fresh, state=state, reason=reason)
+            return TaskReceipt(turn, dispatch, receipt.seq, None)
+
+        return await transact(self._store, record)
+
+    # -- cancel
+
+    async def _interrupt(self, message: Interrupt) -> InterruptReceipt | Refusal:
+        profile = self._profile
+        if profile is None:
+            return Refusal(Reason.UNSUPPORTED_VERSION, "no exact profile; nothing sent")
+        snapshot = await self._observe(force=True)
+        if snapshot is None or snapshot.observation.state is not State.WORKING:
+            state = "unknown" if snapshot is None else snapshot.observation.state.value
+            return Refusal(
+                Reason.NOT_IDLE,
+                f"the pane is {state}, not working on this Turn; nothing was sent",
+            )
+        now = time.time()
+        turn = message.turn
+
+        def reserve(conn: apsw.Connection) -> Dispatch:
+            return dispatches.reserve(
+                conn,
+                controller_id=turn.controller_id,
+                turn_id=turn.turn_id,
+                terminal_id=self._identity.terminal_id,
+                kind=Kind.CANCEL,
+                typing=None,
+                screen_seq=snapshot.seq,
+                now=now,
+            )
+
+        dispatch = await transact(self._store, reserve)
+        await faults.reached(Point.INTERRUPT_RESERVED)
+        try:
+            await keys.press(self._link.client(), self._identity.pane_id, INTERRUPT_KEY)
+        except (TmuxCommandError, ControlClientClosed) as exc:
+            why = str(exc)[:200]
+            dispatch = await transact(
+                self._store,
+                lambda conn: dispatches.advance(conn, dispatch, Stage.UNCERTAIN, why),
+            )
+            return InterruptReceipt(dispatch, snapshot.seq)
+        await faults.reached(Point.INTERRUPT_SENT)
+        dispatch = await transact(
+            self._store, lambda conn: dispatches.advance(conn, dispatch, Stage.ENTER_SENT)
+        )
+        return InterruptReceipt(dispatch, snapshot.seq)

@@ -4,8 +4,9 @@ One control client per server is the command channel; an ActivityMonitor
 lists the server's panes over it (one command per interval, no process per
 pane) and says which may have changed. A pane whose process tree holds Claude
 Code or Codex gets a TerminalActor, keyed by its terminal_id (pane + process
-incarnation), under this watcher's own supervisor. When the server goes away
-the terminals go with it, and the watcher waits for the server to come back.
+incarnation), under this watcher's own supervisor, for as long as that pane and
+process live (across reattachments). When the server goes away the terminals
+go with it, and the watcher waits for the server to come back.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import logging
 import os
 import random
 import time
-from contextlib import suppress
+from contextlib import aclosing, suppress
 from pathlib import Path
 
 import attrs
@@ -22,7 +23,14 @@ import trio
 
 from akk.actors.runtime import ActorRef, MailboxFull
 from akk.actors.store import transact
-from akk.actors.supervisor import ChildSpec, Restart, Supervisor, SupervisorEscalation
+from akk.actors.supervisor import (
+    ChildSpec,
+    Restart,
+    Supervisor,
+    SupervisorEscalation,
+    SupervisorNotRunning,
+    UnknownChild,
+)
 from akk.actors.terminal import Refresh, TerminalActor
 from akk.discovery.process import (
     AgentProcess,
@@ -35,13 +43,13 @@ from akk.profiles.registry import bind
 from akk.store import terminals as terminal_records
 from akk.terminals import TerminalBoard, TerminalIdentity
 from akk.tmux.activity import ActivityMonitor, PaneUpdate
-from akk.tmux.control import ControlClient, ControlClientClosed, open_control_client
+from akk.tmux.control import ClientLink, ControlClient, ControlClientClosed, open_control_client
 from akk.tmux.panes import PaneInfo
 
 log = logging.getLogger("akk.watcher")
 
 SWEEP_INTERVAL = 2.0
-"""Seconds between second looks at panes without a live agent (see `_Attachment.sweep`)."""
+"""Seconds between second looks at panes without a live agent (see `_Tracking.sweep`)."""
 
 RECONNECT_INTERVAL = 1.0
 """Seconds between checks for a server that is not (or no longer) running (no process spawned)."""
@@ -92,7 +100,15 @@ class _Tracked:
 
 
 class TmuxWatcher:
-    """Watches one tmux server until cancelled (run it as a supervised plain task)."""
+    """Watches one tmux server until cancelled (run it as a supervised plain task).
+
+    Its terminals live under its own supervisor for the watcher's whole run,
+    not one attachment: when the attached session ends while other panes live
+    on, the watcher reattaches and keeps every terminal whose process is still
+    the same (a dispatch in flight is never cut by a reattachment). Terminals
+    are retired (and recorded gone) only when their pane or process is gone,
+    or the whole server is.
+    """
 
     def __init__(
         self,
@@ -118,6 +134,18 @@ class TmuxWatcher:
         recorded in ``health``, logged, and retried with exponential backoff
         and jitter, so it never reaches the root supervisor and the endpoint.
         """
+        terminals = Supervisor(f"terminals {self.socket}", max_restarts=20, period=10.0)
+        tracking = _Tracking(self, ClientLink(self.socket), terminals)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(terminals.run)
+            try:
+                await self._attach_forever(tracking)
+            finally:
+                with trio.CancelScope(shield=True), trio.move_on_after(_CLEANUP_SECONDS):
+                    await tracking.retire_all()
+                nursery.cancel_scope.cancel()
+
+    async def _attach_forever(self, tracking: _Tracking) -> None:
         backoff = RECONNECT_INTERVAL
         while True:
             attached_at: float | None = None
@@ -127,12 +155,13 @@ class TmuxWatcher:
                     attached_at = trio.current_time()
                     self.health.attached = True
                     log.info("watching tmux server %s", self.socket)
-                    await self._watch(client)
+                    await tracking.follow(client, self._interval)
             except* ControlClientClosed as closed:
                 log.debug("tmux server %s not available: %s", self.socket, closed.exceptions[0])
             except* (OSError, SupervisorEscalation) as group:
                 failure = group.exceptions[0]
             self.health.attached = False
+            tracking.link.current = None
             if failure is not None:
                 delay = backoff * random.uniform(0.5, 1.0)
                 self.health.failed(failure, delay)
@@ -143,7 +172,10 @@ class TmuxWatcher:
                 await trio.sleep(delay)
                 backoff = min(backoff * 2, MAX_BACKOFF)
                 continue
-            if attached_at is not None:
+            if attached_at is None:
+                # Nothing answers (or no session is left): its panes are gone with it.
+                await tracking.retire_all()
+            else:
                 backoff = RECONNECT_INTERVAL
                 self.health.failures = 0
                 self.health.retry_in = None
@@ -157,42 +189,49 @@ class TmuxWatcher:
     async def gone(self, terminal: str, now: float) -> None:
         """A terminal's incarnation is over: record it and take it off the board."""
         await transact(self.store, lambda conn: terminal_records.record_gone(conn, terminal, now))
-        self.board.retire(terminal)
-
-    async def _watch(self, client: ControlClient) -> None:
-        terminals = Supervisor(f"terminals {self.socket}", max_restarts=20, period=10.0)
-        attachment = _Attachment(self, client, terminals)
-        async with trio.open_nursery() as nursery:
-            await nursery.start(terminals.run)
-            nursery.start_soon(attachment.sweep)
-            try:
-                async for update in ActivityMonitor(client, interval=self._interval).updates():
-                    async with attachment.lock:
-                        await attachment.apply(update)
-            finally:
-                with trio.CancelScope(shield=True):
-                    await attachment.forget_all()
-                nursery.cancel_scope.cancel()
+        self.board.forget(terminal)
 
 
-class _Attachment:
-    """One attachment of a TmuxWatcher to its server: the panes it tracks and their actors.
+_CLEANUP_SECONDS = 10.0
+
+
+class _Tracking:
+    """The panes a TmuxWatcher tracks and their terminals, across attachments.
 
     ``lock`` serializes the listing-driven updates with the periodic sweep, so a
     pane is never identified twice at once.
     """
 
-    def __init__(self, watcher: TmuxWatcher, client: ControlClient, terminals: Supervisor) -> None:
+    def __init__(self, watcher: TmuxWatcher, link: ClientLink, terminals: Supervisor) -> None:
         self._watcher = watcher
-        self._client = client
+        self.link = link
         self._terminals = terminals
         self._tracked: dict[str, _Tracked] = {}
         self.lock = trio.Lock()
 
+    async def follow(self, client: ControlClient, interval: float) -> None:
+        """Follow one attachment's listings until it ends."""
+        self.link.current = client
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self.sweep)
+            first = True
+            async with aclosing(ActivityMonitor(client, interval=interval).updates()) as updates:
+                async for update in updates:
+                    async with self.lock:
+                        if first:
+                            # Panes that closed while no attachment watched them.
+                            for pane_id in self._tracked.keys() - update.panes.keys():
+                                await self._retire(self._tracked.pop(pane_id))
+                            first = False
+                        await self.apply(update)
+            nursery.cancel_scope.cancel()
+
     async def apply(self, update: PaneUpdate) -> None:
         """Follow one listing: retire closed panes, (re)identify and refresh changed ones."""
         for pane_id in update.removed:
-            await self._retire(self._tracked.pop(pane_id))
+            entry = self._tracked.pop(pane_id, None)
+            if entry is not None:
+                await self._retire(entry)
         for pane_id in update.changed:
             pane = update.panes[pane_id]
             entry = self._tracked.setdefault(pane_id, _Tracked(pane))
@@ -218,12 +257,12 @@ class _Attachment:
                     await self._identify(entry)
                     _refresh(entry)
 
-    async def forget_all(self) -> None:
-        """The attachment ended: every terminal it found is over."""
-        now = time.time()
-        for entry in self._tracked.values():
-            if entry.terminal_id is not None:
-                await self._watcher.gone(entry.terminal_id, now)
+    async def retire_all(self) -> None:
+        """The server is gone: every terminal it had is over."""
+        async with self.lock:
+            for entry in self._tracked.values():
+                await self._retire(entry)
+            self._tracked.clear()
 
     async def _identify(self, entry: _Tracked) -> None:
         watcher = self._watcher
@@ -256,15 +295,17 @@ class _Attachment:
         await transact(
             watcher.store, lambda conn: terminal_records.record_seen(conn, identity, now)
         )
-        profile, client, board = binding.profile, self._client, watcher.board
+        profile, link, board, store = binding.profile, self.link, watcher.board, watcher.store
         entry.terminal_id = identity.terminal_id
         entry.terminal = await self._terminals.start_child(
             ChildSpec(
                 key=identity.terminal_id,
-                start=lambda: TerminalActor(identity, profile, client, board),
+                start=lambda: TerminalActor(identity, profile, link, board, store),
                 restart=Restart.TRANSIENT,
             )
         )
+        if entry.terminal is not None:
+            board.bind_ref(identity.terminal_id, entry.terminal)
         log.info(
             "terminal %s: %s %s in pane %s (profile %s)",
             identity.terminal_id, identity.agent, version, identity.pane_id,
@@ -276,7 +317,9 @@ class _Attachment:
             return
         terminal, entry.terminal, entry.terminal_id = entry.terminal_id, None, None
         entry.agent = None
-        await self._terminals.stop_child(terminal)
+        # Already stopped if its supervisor is shutting down with the watcher.
+        with trio.move_on_after(_CLEANUP_SECONDS), suppress(UnknownChild, SupervisorNotRunning):
+            await self._terminals.stop_child(terminal)
         await self._watcher.gone(terminal, time.time())
 
 

@@ -6,20 +6,6 @@ from typing import Any
 
 import apsw
 
-_FINISHED_TURN_STATES = ("closed", "done", "failed", "cancelled")
-
-
-def open_turns(conn: apsw.Connection, controller_id: str | None) -> list[dict[str, Any]]:
-    """The controller's Turns that are not finished (every controller's for None), oldest first."""
-    placeholders = ", ".join("?" for _ in _FINISHED_TURN_STATES)
-    return _rows(
-        conn,
-        "SELECT turn_id, controller_id, session_id, terminal_id, backend, state, outcome, "
-        "deadline_at, created_at FROM turns WHERE coalesce(?, controller_id) = controller_id "
-        f"AND closed_at IS NULL AND state NOT IN ({placeholders}) ORDER BY created_at",
-        (controller_id, *_FINISHED_TURN_STATES),
-    )
-
 
 def active_watches(conn: apsw.Connection, controller_id: str | None) -> list[dict[str, Any]]:
     """The controller's Watches still observing (every controller's for None), oldest first."""

@@ -208,6 +208,164 @@ CREATE TABLE credentials (
 );
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2)
+# v3: managed Turns. The tables below had no writer before v3, so they are
+# rebuilt (with CHECKs on every state, dispatches owned by a controller and
+# tied to an offer, offers consumed by compare-and-swap). The guard makes the
+# migration fail, and roll back whole, if any of them holds a row after all.
+_V3 = """
+CREATE TEMP TABLE v3_guard (rows INTEGER CHECK (rows = 0));
+INSERT INTO v3_guard SELECT (SELECT count(*) FROM turns) + (SELECT count(*) FROM watches)
+    + (SELECT count(*) FROM interactions) + (SELECT count(*) FROM offers)
+    + (SELECT count(*) FROM dispatches) + (SELECT count(*) FROM notifications);
+DROP TABLE v3_guard;
+DROP TABLE notifications;
+DROP TABLE dispatches;
+DROP TABLE offers;
+DROP TABLE interactions;
+DROP TABLE watches;
+DROP TABLE turns;
+
+-- One task a controller sent (or, later, watches). The request text itself is
+-- never stored: its SHA-256 proves acceptance against the agent's own file.
+CREATE TABLE turns (
+    turn_id            TEXT PRIMARY KEY,
+    controller_id      TEXT NOT NULL REFERENCES controllers (controller_id),
+    client_request_id  TEXT NOT NULL,
+    session_id         TEXT REFERENCES sessions (session_id),
+    terminal_id        TEXT REFERENCES terminals (terminal_id),
+    backend            TEXT NOT NULL CHECK (backend IN ('terminal', 'app_server')),
+    native_session     TEXT,                  -- Claude session uuid / Codex thread id
+    request_sha256     TEXT NOT NULL CHECK (length(request_sha256) = 64),
+    request_chars      INTEGER NOT NULL,
+    state              TEXT NOT NULL CHECK (state IN (
+                           'dispatching', 'running', 'uncertain',
+                           'done', 'failed', 'cancelled', 'stalled', 'timed_out')),
+    reason             TEXT,                  -- why it failed / is uncertain (a code)
+    final_message      TEXT,                  -- bounded and redacted
+    evidence_status    TEXT NOT NULL CHECK (evidence_status IN ('pending', 'bound', 'unknown')),
+    evidence           TEXT,                  -- JSON: the snapshot, then the binding
+    evidence_limit     TEXT,                  -- why evidence is unknown
+    usage_input        INTEGER,
+    usage_output       INTEGER,
+    usage_cache_read   INTEGER,
+    usage_cache_write  INTEGER,
+    usage_status       TEXT NOT NULL DEFAULT 'unknown'
+                           CHECK (usage_status IN ('complete', 'partial', 'unknown')),
+    inactivity_seconds REAL NOT NULL,
+    hard_deadline_at   REAL NOT NULL,
+    last_activity_at   REAL NOT NULL,
+    created_at         REAL NOT NULL,
+    updated_at         REAL NOT NULL,
+    settled_at         REAL,
+    closed_at          REAL,
+    revision           INTEGER NOT NULL DEFAULT 0,
+    UNIQUE (controller_id, client_request_id)
+);
+CREATE INDEX turns_by_terminal ON turns (terminal_id, state);
+CREATE INDEX turns_open ON turns (state) WHERE settled_at IS NULL AND closed_at IS NULL;
+
+CREATE TABLE watches (
+    watch_id       TEXT PRIMARY KEY,
+    controller_id  TEXT NOT NULL REFERENCES controllers (controller_id),
+    terminal_id    TEXT NOT NULL REFERENCES terminals (terminal_id),
+    session_id     TEXT REFERENCES sessions (session_id),
+    state          TEXT NOT NULL CHECK (state IN ('active', 'expired', 'stopped', 'settled')),
+    deadline_at    REAL,
+    created_at     REAL NOT NULL,
+    updated_at     REAL NOT NULL,
+    revision       INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX watches_by_terminal ON watches (terminal_id, state);
+
+CREATE TABLE interactions (
+    interaction_id TEXT PRIMARY KEY,
+    terminal_id    TEXT NOT NULL REFERENCES terminals (terminal_id),
+    turn_id        TEXT REFERENCES turns (turn_id),
+    watch_id       TEXT REFERENCES watches (watch_id),
+    kind           TEXT NOT NULL CHECK (kind IN (
+                       'questionnaire', 'permission', 'async_question', 'confirmation')),
+    fingerprint    BLOB NOT NULL,
+    appearance     INTEGER NOT NULL DEFAULT 1,
+    profile        TEXT NOT NULL,
+    step_index     INTEGER NOT NULL DEFAULT 1,
+    step_total     INTEGER NOT NULL DEFAULT 1,
+    projection     TEXT NOT NULL,
+    state          TEXT NOT NULL CHECK (state IN ('pending', 'consumed', 'gone')),
+    created_at     REAL NOT NULL,
+    updated_at     REAL NOT NULL,
+    revision       INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX interactions_by_turn ON interactions (turn_id, state);
+
+CREATE TABLE offers (
+    offer_id       TEXT PRIMARY KEY,
+    interaction_id TEXT NOT NULL REFERENCES interactions (interaction_id),
+    controller_id  TEXT NOT NULL REFERENCES controllers (controller_id),
+    fingerprint    BLOB NOT NULL,
+    state          TEXT NOT NULL CHECK (state IN ('open', 'consumed', 'expired')),
+    created_at     REAL NOT NULL,
+    expires_at     REAL NOT NULL,
+    consumed_at    REAL,
+    updated_at     REAL NOT NULL,
+    revision       INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX offers_by_interaction ON offers (interaction_id, controller_id);
+
+-- Receipts of input-bearing steps, reserved durably before any key is sent.
+CREATE TABLE dispatches (
+    dispatch_id     TEXT PRIMARY KEY,
+    controller_id   TEXT NOT NULL REFERENCES controllers (controller_id),
+    turn_id         TEXT REFERENCES turns (turn_id),
+    terminal_id     TEXT REFERENCES terminals (terminal_id),
+    interaction_id  TEXT REFERENCES interactions (interaction_id),
+    offer_id        TEXT REFERENCES offers (offer_id),
+    kind            TEXT NOT NULL CHECK (kind IN (
+                        'task', 'answer', 'approval', 'respond', 'cancel')),
+    stage           TEXT NOT NULL CHECK (stage IN (
+                        'reserved', 'text_injected', 'enter_sent',
+                        'accepted', 'not_accepted', 'uncertain', 'aborted')),
+    reason          TEXT,
+    typing          TEXT CHECK (typing IN ('literal', 'paste')),
+    fingerprint     BLOB,
+    plan_sha256     TEXT,                     -- digest of the key plan, never the keys
+    screen_seq      INTEGER,                  -- the Observation proven before the keys
+    created_at      REAL NOT NULL,
+    updated_at      REAL NOT NULL,
+    revision        INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX dispatches_by_turn ON dispatches (turn_id, stage);
+CREATE UNIQUE INDEX dispatches_one_open_per_terminal ON dispatches (terminal_id)
+    WHERE stage IN ('reserved', 'text_injected', 'enter_sent');
+
+-- The durable outbox, one row per event for one controller. `event_id` is
+-- fixed at creation, so every redelivery carries the same one.
+CREATE TABLE notifications (
+    notification_id   TEXT PRIMARY KEY,
+    event_id          TEXT NOT NULL UNIQUE,
+    controller_id     TEXT NOT NULL REFERENCES controllers (controller_id),
+    turn_id           TEXT REFERENCES turns (turn_id),
+    watch_id          TEXT REFERENCES watches (watch_id),
+    kind              TEXT NOT NULL CHECK (kind IN (
+                          'interaction_required', 'approval_required', 'done', 'failed',
+                          'cancelled', 'stalled', 'timed_out', 'invalidated',
+                          'response_uncertain')),
+    payload           TEXT NOT NULL,
+    state             TEXT NOT NULL CHECK (state IN (
+                          'pending', 'delivering', 'accepted', 'retryable_failure', 'withdrawn')),
+    attempts          INTEGER NOT NULL DEFAULT 0,
+    lease_expires_at  REAL,
+    next_attempt_at   REAL NOT NULL,
+    last_error        TEXT,
+    created_at        REAL NOT NULL,
+    updated_at        REAL NOT NULL,
+    accepted_at       REAL,
+    revision          INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX notifications_due ON notifications (controller_id, state, next_attempt_at);
+CREATE UNIQUE INDEX notifications_one_outcome_per_turn ON notifications (turn_id)
+    WHERE kind IN ('done', 'failed', 'cancelled', 'stalled', 'timed_out');
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3)
 
 SCHEMA_VERSION = len(MIGRATIONS)

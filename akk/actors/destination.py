@@ -1,0 +1,184 @@
+"""DestinationActor: one controller's durable outbox, delivered over its live connection.
+
+Each due notification is leased (its attempt counted, durably) before its
+event frame is written to the controller's current connection; the lease
+runs until the controller's ``ack``. A lease that runs out makes it due again
+after a backoff with jitter; after ``max_attempts`` it becomes
+``retryable_failure`` and is not sent again on its own. A notification is only
+ever sent to its own controller's connection, with the ``event_id`` it was
+written with, so a redelivery (reconnect, restart) is recognisable as one.
+Without a live connection nothing is attempted: the events wait for it.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import suppress
+from typing import Any, Protocol
+
+import apsw
+import attrs
+import trio
+
+from akk import faults
+from akk.actors.runtime import Actor, ActorRef, ActorStopped, MailboxFull, Rank
+from akk.actors.store import transact
+from akk.actors.supervisor import ChildSpec, Restart, Supervisor
+from akk.faults import Point
+from akk.store import outbox
+from akk.store.outbox import Notification
+
+log = logging.getLogger("akk.destination")
+
+
+@attrs.frozen
+class OutboxPolicy:
+    lease_seconds: float = 30.0
+    """How long a delivered event waits for its ack before it is due again."""
+    backoff_seconds: float = 2.0
+    max_backoff_seconds: float = 120.0
+    max_attempts: int = 8
+    send_timeout: float = 5.0
+
+
+class EventSink(Protocol):
+    async def send_event(self, event: dict[str, Any], *, timeout: float) -> bool:
+        """Write one event frame; False if the connection could not take it in time."""
+
+
+@attrs.frozen
+class Wake:
+    """Something changed for this controller: new notifications, a connection, an ack."""
+
+
+class DestinationActor(Actor):
+    rank = Rank.DESTINATION
+    mailbox_size = 4  # one queued Wake covers any number of later ones
+
+    def __init__(
+        self,
+        controller_id: str,
+        *,
+        store: ActorRef,
+        reader: Callable[[Callable[[apsw.Connection], Any]], Awaitable[Any]],
+        sink: Callable[[str], EventSink | None],
+        policy: OutboxPolicy,
+    ) -> None:
+        self._controller_id = controller_id
+        self._store = store
+        self._reader = reader
+        self._sink = sink
+        self._policy = policy
+
+    async def receive(self, message: object) -> object:
+        if isinstance(message, Wake):
+            await self._deliver_due()
+        return None
+
+    async def _deliver_due(self) -> None:
+        controller_id, now = self._controller_id, time.time()
+        due: list[Notification] = await self._reader(
+            lambda conn: outbox.due(conn, controller_id, now)
+        )
+        policy = self._policy
+        for notification in due:
+            sink = self._sink(controller_id)
+            if sink is None:
+                return  # no live connection: they wait for one
+            leased = await transact(self._store, _leaser(notification, policy))
+            if leased is None:
+                log.warning(
+                    "notification %s for %s: no ack after %d attempts; retryable_failure",
+                    notification.notification_id, controller_id, notification.attempts,
+                )  # fmt: skip
+                continue
+            await faults.reached(Point.LEASED)
+            sent = await sink.send_event(leased.event(), timeout=policy.send_timeout)
+            if not sent:
+                await transact(self._store, _postponer(leased, _backoff(policy, leased.attempts)))
+                continue
+            await faults.reached(Point.DELIVERED)
+
+
+def _leaser(
+    notification: Notification, policy: OutboxPolicy
+) -> Callable[[apsw.Connection], Notification | None]:
+    def lease(conn: apsw.Connection) -> Notification | None:
+        return outbox.lease(
+            conn, notification, time.time(), lease_seconds=policy.lease_seconds,
+            max_attempts=policy.max_attempts,
+        )  # fmt: skip
+
+    return lease
+
+
+def _postponer(notification: Notification, delay: float) -> Callable[[apsw.Connection], None]:
+    def postpone(conn: apsw.Connection) -> None:
+        outbox.postpone(
+            conn, notification, time.time() + delay, "the connection did not take the event"
+        )
+
+    return postpone
+
+
+def _backoff(policy: OutboxPolicy, attempts: int) -> float:
+    base = min(policy.max_backoff_seconds, policy.backoff_seconds * 2.0 ** max(0, attempts - 1))
+    return float(base * random.uniform(0.5, 1.0))
+
+
+class DestinationDesk:
+    """One DestinationActor per controller with something to deliver, and their clock."""
+
+    def __init__(
+        self,
+        supervisor: Supervisor,
+        *,
+        store: ActorRef,
+        reader: Callable[[Callable[[apsw.Connection], Any]], Awaitable[Any]],
+        sink: Callable[[str], EventSink | None],
+        policy: OutboxPolicy,
+    ) -> None:
+        self._supervisor = supervisor
+        self._store = store
+        self._reader = reader
+        self._sink = sink
+        self._policy = policy
+        self._wanted: set[str] = set()
+        self._kick = trio.Event()
+
+    def wake(self, controller_id: str) -> None:
+        """News for ``controller_id``; never blocks (the clock starts its actor if needed)."""
+        self._wanted.add(controller_id)
+        self._kick.set()
+
+    async def run(self, *, poll: float = 0.5) -> None:
+        """Start actors on demand and wake each one every ``poll`` s (leases, backoffs)."""
+        waiting: list[str] = await self._reader(outbox.controllers_waiting)
+        self._wanted.update(waiting)
+        while True:
+            wanted, self._wanted = self._wanted, set()
+            for controller_id in wanted:
+                await self._ensure(controller_id)
+            for key in self._supervisor.child_keys():
+                with suppress(MailboxFull, ActorStopped):
+                    self._supervisor.ref(key).tell(Wake())
+            with trio.move_on_after(poll):
+                await self._kick.wait()
+            self._kick = trio.Event()
+
+    async def _ensure(self, controller_id: str) -> None:
+        if controller_id in self._supervisor.child_keys():
+            return
+        await self._supervisor.start_child(
+            ChildSpec(
+                key=controller_id,
+                start=lambda: DestinationActor(
+                    controller_id, store=self._store, reader=self._reader, sink=self._sink,
+                    policy=self._policy,
+                ),
+                restart=Restart.PERMANENT,
+            )
+        )  # fmt: skip

@@ -1,0 +1,447 @@
+"""TurnActor: one managed Turn, from its dispatch receipt to its one outcome.
+
+A Turn is created by the TerminalActor's reservation (the Connection asks the
+terminal to dispatch; nothing exists before the reservation commits, so a
+refused send leaves no record). From the receipt on, the TurnActor follows it,
+driven by ``Tick``s from the TurnDesk's clock:
+
+- acceptance: the agent's own file (``akk.evidence``) shows a user message with
+  exactly the request's text after the recorded position; without evidence,
+  the screen (the composer emptied and the agent working) with that limit
+  stated. No proof within ``ACCEPT_BOUND``: ``uncertain``, never retyped;
+- completion, failure, interruption and usage from the file, or the screen
+  returning to idle when there is no file;
+- the pane or process gone: ``failed``; no activity for the inactivity
+  window: ``stalled``; past the hard lifetime: ``timed_out``.
+
+The outcome and its notification commit in one transaction, once; then the
+TurnActor tells the controller's Destination and stops.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from contextlib import suppress
+from typing import Any
+
+import apsw
+import attrs
+import trio
+
+from akk import evidence, faults
+from akk.actors.runtime import Actor, ActorRef, ActorStopped, MailboxFull, Rank, StopActor
+from akk.actors.store import transact
+from akk.actors.supervisor import ChildSpec, Restart, Supervisor, UnknownChild
+from akk.actors.terminal import Interrupt, InterruptReceipt, interrupt
+from akk.faults import Point
+from akk.profiles.observation import State
+from akk.protocol.errors import Reason
+from akk.protocol.redaction import redact
+from akk.store import dispatches, turns
+from akk.store.dispatches import Stage
+from akk.store.turns import Turn, TurnState
+from akk.terminals import TerminalBoard
+
+log = logging.getLogger("akk.turn")
+
+ACCEPT_BOUND = 20.0
+"""Seconds after Enter within which the agent must show it accepted the task."""
+
+CANCEL_BOUND = 10.0
+"""Seconds after the interrupt key within which the interruption must show."""
+
+TICK = 0.1
+"""Seconds between a TurnActor's looks at its evidence and screen."""
+
+FINAL_MESSAGE_LIMIT = 4000
+"""Characters of the agent's final message kept in the outcome (redacted first)."""
+
+
+@attrs.frozen
+class Tick:
+    """Look again (sent by the TurnDesk's clock)."""
+
+
+@attrs.frozen
+class Cancel:
+    """The owner asked to cancel; reply CancelResult or a Refusal-like error text."""
+
+
+@attrs.frozen
+class Close:
+    """Management released (already recorded): stop following."""
+
+
+@attrs.frozen
+class CancelResult:
+    ok: bool
+    reason: Reason | None = None
+    message: str = ""
+
+
+Notify = Callable[[str], None]
+"""Wake the Destination of a controller (a tell; never blocks)."""
+
+
+class TurnActor(Actor):
+    rank = Rank.TURN
+    mailbox_size = 16
+
+    def __init__(
+        self,
+        turn_id: str,
+        *,
+        store: ActorRef,
+        reader: Callable[[Callable[[apsw.Connection], Any]], Any],
+        board: TerminalBoard,
+        notify: Notify,
+        request_text: str | None,
+        enter_at: float | None,
+    ) -> None:
+        self._turn_id = turn_id
+        self._store = store
+        self._read_store = reader
+        self._board = board
+        self._notify = notify
+        self._text = request_text  # only in memory; after a restart acceptance uses the digest
+        self._enter_at = enter_at
+        self._turn: Turn | None = None
+        self._accept_deadline = 0.0
+        self._cancel: tuple[float, int] | None = None  # (deadline, screen seq) after the key
+        self._last_seq = -1
+        self._last_size = -1
+        self._saw_working = False
+
+    async def started(self) -> None:
+        self._turn = await self._load()
+        base = self._enter_at if self._enter_at is not None else trio.current_time()
+        self._accept_deadline = base + ACCEPT_BOUND
+
+    async def receive(self, message: object) -> object:
+        if isinstance(message, Tick):
+            await self._follow()
+            return None
+        if isinstance(message, Cancel):
+            return await self._start_cancel()
+        if isinstance(message, Close):
+            raise StopActor()
+        return None
+
+    # -- following
+
+    async def _follow(self) -> None:
+        turn = self._turn
+        assert turn is not None
+        if not turn.unresolved:
+            raise StopActor()
+        now = time.time()
+        if now >= turn.hard_deadline_at:
+            await self._settle(TurnState.TIMED_OUT, "timed_out", "the Turn reached its lifetime")
+            return
+        if self._board.ref(turn.terminal_id or "") is None:
+            await self._settle(
+                TurnState.FAILED,
+                "terminal_gone",
+                "the pane closed or the agent process ended before the Turn finished",
+            )
+            return
+        snapshot = self._board.get(turn.terminal_id or "")
+        if snapshot is None:
+            return  # its actor is restarting: look again next tick
+        active = snapshot.seq != self._last_seq
+        self._last_seq = snapshot.seq
+        if snapshot.observation.state is State.WORKING:
+            self._saw_working = True
+        progress = await self._progress()
+        if progress is not None and progress[1]:
+            active = True
+        if active:
+            turn = await self._update(last_activity_at=now)
+        if turn.state in (TurnState.DISPATCHING, TurnState.UNCERTAIN):
+            await self._check_acceptance(progress, snapshot.observation.state, snapshot.seq)
+        elif turn.state is TurnState.RUNNING:
+            await self._check_outcome(progress, snapshot.observation.state)
+        turn = self._turn
+        assert turn is not None
+        if turn.unresolved and now - turn.last_activity_at >= turn.inactivity_seconds:
+            await self._settle(
+                TurnState.STALLED, "stalled", "no activity for the Turn's inactivity window"
+            )
+
+    async def _progress(self) -> tuple[evidence.Progress, bool] | None:
+        """What the agent's file proves now, and whether it grew; None without evidence."""
+        turn = self._turn
+        assert turn is not None
+        if turn.evidence_status == "unknown" or turn.evidence is None:
+            return None
+        try:
+            if turn.evidence_status == "pending":
+                snap = evidence.Snapshot.from_json(turn.evidence)
+                binding = await trio.to_thread.run_sync(evidence.bind, snap, turn.request_sha256)
+                if binding is None:
+                    return None
+                self._turn = await self._update(evidence_status="bound", evidence=binding.to_json())
+                turn = self._turn
+            binding = evidence.Binding.from_json(turn.evidence or "")
+            progress = await trio.to_thread.run_sync(evidence.read, binding, turn.request_sha256)
+        except evidence.EvidenceError as exc:
+            self._turn = await self._update(
+                evidence_status="unknown", evidence_limit=f"{type(exc).__name__}: {exc}"[:300]
+            )
+            return None
+        await faults.reached(Point.EVIDENCE_READ)
+        grew = progress.end_offset != self._last_size
+        self._last_size = progress.end_offset
+        return progress, grew
+
+    async def _check_acceptance(
+        self, progress: tuple[evidence.Progress, bool] | None, state: State, seq: int
+    ) -> None:
+        turn = self._turn
+        assert turn is not None
+        accepted = False
+        if progress is not None:
+            accepted = progress[0].accepted
+        elif turn.evidence_status == "unknown":
+            # The screen is the only witness: the composer let go of the text and the
+            # agent works (or already answered). Stated in status as the evidence limit.
+            accepted = self._saw_working or state is State.WORKING
+        if accepted:
+            session = progress[0].session_id if progress is not None else None
+            await self._record_acceptance(session)
+            if progress is not None:
+                await self._check_outcome(progress, state)
+            return
+        if trio.current_time() >= self._accept_deadline and turn.state is TurnState.DISPATCHING:
+            await self._mark_uncertain()
+        elif turn.state is TurnState.UNCERTAIN and state is State.IDLE and progress is None:
+            await self._settle(
+                TurnState.FAILED,
+                "uncertain",
+                "AKK cannot prove the agent received the task; it was not typed again",
+            )
+
+    async def _record_acceptance(self, session: str | None) -> None:
+        turn_id = self._turn_id
+
+        def accept(conn: apsw.Connection) -> Turn:
+            fresh = turns.get(conn, turn_id)
+            assert fresh is not None
+            for dispatch in dispatches.of_turn(conn, turn_id):
+                if dispatch.stage in (Stage.ENTER_SENT, Stage.UNCERTAIN):
+                    dispatches.advance(conn, dispatch, Stage.ACCEPTED)
+            return turns.update(
+                conn, fresh, state=TurnState.RUNNING, reason=None,
+                native_session=session or fresh.native_session,
+            )  # fmt: skip
+
+        self._turn = await transact(self._store, accept)
+        await faults.reached(Point.ACCEPTED)
+
+    async def _mark_uncertain(self) -> None:
+        turn_id = self._turn_id
+
+        def mark(conn: apsw.Connection) -> Turn:
+            fresh = turns.get(conn, turn_id)
+            assert fresh is not None
+            for dispatch in dispatches.of_turn(conn, turn_id):
+                if dispatch.stage.open:
+                    dispatches.advance(conn, dispatch, Stage.UNCERTAIN, "acceptance_not_proven")
+            return turns.update(conn, fresh, state=TurnState.UNCERTAIN, reason="not_accepted")
+
+        self._turn = await transact(self._store, mark)
+
+    async def _check_outcome(
+        self, progress: tuple[evidence.Progress, bool] | None, state: State
+    ) -> None:
+        if progress is not None:
+            found = progress[0]
+            usage = found.usage
+            changes: dict[str, object] = {"usage_status": found.usage_status.value}
+            if usage is not None:
+                changes |= {
+                    "usage_input": usage.input,
+                    "usage_output": usage.output,
+                    "usage_cache_read": usage.cache_read,
+                    "usage_cache_write": usage.cache_write,
+                }
+            if found.final_message is not None:
+                changes["final_message"] = _bounded(found.final_message)
+            if found.outcome == "done":
+                await self._settle(TurnState.DONE, None, _summary(found.final_message), **changes)
+            elif found.outcome == "failed":
+                reason = (found.failure or "failed")[:200]
+                await self._settle(
+                    TurnState.FAILED, "agent_error", f"the agent reported: {redact(reason)}",
+                    **changes,
+                )  # fmt: skip
+            elif found.outcome == "cancelled":
+                await self._settle(TurnState.CANCELLED, None, "the Turn was interrupted", **changes)
+            return
+        turn = self._turn
+        assert turn is not None
+        if turn.evidence_status == "unknown" and state is State.IDLE and self._saw_working:
+            await self._settle(
+                TurnState.DONE, None,
+                "the agent is idle again (seen on screen; its own file could not be read)",
+            )  # fmt: skip
+        if self._cancel is not None:
+            deadline, seq = self._cancel
+            if state is State.IDLE and self._last_seq > seq and progress is None:
+                await self._settle(TurnState.CANCELLED, None, "the Turn was interrupted")
+            elif trio.current_time() >= deadline:
+                self._cancel = None
+                self._turn = await self._update(reason="cancel_uncertain")
+
+    # -- cancel
+
+    async def _start_cancel(self) -> CancelResult:
+        turn = self._turn
+        assert turn is not None
+        if not turn.unresolved:
+            return CancelResult(
+                False, Reason.CLOSED, f"turn {turn.turn_id} is already {turn.state}"
+            )
+        if turn.state is not TurnState.RUNNING:
+            return CancelResult(
+                False, Reason.NOT_IDLE,
+                f"turn {turn.turn_id} is {turn.state}, not running; nothing was sent",
+            )  # fmt: skip
+        terminal = self._board.ref(turn.terminal_id or "")
+        if terminal is None:
+            return CancelResult(False, Reason.NOT_FOUND, "the terminal is gone; nothing was sent")
+        reply = await interrupt(terminal, Interrupt(turn), timeout=10)
+        if not isinstance(reply, InterruptReceipt):
+            return CancelResult(False, reply.reason, reply.message)
+        self._cancel = (trio.current_time() + CANCEL_BOUND, reply.seq)
+        return CancelResult(True)
+
+    # -- store
+
+    async def _load(self) -> Turn:
+        turn_id = self._turn_id
+        turn: Turn | None = await self._read_store(lambda conn: turns.get(conn, turn_id))
+        assert turn is not None, turn_id
+        return turn
+
+    async def _update(self, **changes: object) -> Turn:
+        turn_id = self._turn_id
+
+        def apply(conn: apsw.Connection) -> Turn:
+            fresh = turns.get(conn, turn_id)
+            assert fresh is not None
+            return turns.update(conn, fresh, **changes)
+
+        self._turn = await transact(self._store, apply)
+        return self._turn
+
+    async def _settle(
+        self, state: TurnState, reason: str | None, summary: str, **changes: object
+    ) -> None:
+        turn_id, now = self._turn_id, time.time()
+
+        def settle(conn: apsw.Connection) -> Turn:
+            fresh = turns.get(conn, turn_id)
+            assert fresh is not None
+            if not fresh.unresolved:
+                return fresh
+            for dispatch in dispatches.of_turn(conn, turn_id):
+                if dispatch.stage.open:
+                    dispatches.advance(conn, dispatch, Stage.UNCERTAIN, f"turn {state}")
+            return turns.settle(
+                conn, fresh, state, now=now, reason=reason, summary=redact(summary), **changes
+            )
+
+        self._turn = await transact(self._store, settle)
+        await faults.reached(Point.OUTCOME)
+        self._notify(self._turn.controller_id)
+        log.info("turn %s settled %s (%s)", turn_id, state, reason or "-")
+        raise StopActor()
+
+
+def _bounded(text: str) -> str:
+    text = redact(text)
+    return text if len(text) <= FINAL_MESSAGE_LIMIT else text[: FINAL_MESSAGE_LIMIT - 1] + "…"
+
+
+def _summary(final: str | None) -> str:
+    if not final:
+        return "the agent finished the Turn"
+    first = redact(final.strip().splitlines()[0] if final.strip() else "")
+    return first[:200]
+
+
+class TurnDesk:
+    """Starts a TurnActor per unresolved Turn under the turns supervisor, and ticks them."""
+
+    def __init__(
+        self,
+        supervisor: Supervisor,
+        *,
+        store: ActorRef,
+        reader: Callable[[Callable[[apsw.Connection], Any]], Any],
+        board: TerminalBoard,
+        notify: Notify,
+    ) -> None:
+        self._supervisor = supervisor
+        self._store = store
+        self._reader = reader
+        self._board = board
+        self._notify = notify
+
+    async def follow(
+        self, turn_id: str, *, request_text: str | None = None, enter_at: float | None = None
+    ) -> None:
+        """Start following ``turn_id`` (idempotent)."""
+        if turn_id in self._supervisor.child_keys():
+            return
+        await self._supervisor.start_child(
+            ChildSpec(
+                key=turn_id,
+                start=lambda: TurnActor(
+                    turn_id, store=self._store, reader=self._reader, board=self._board,
+                    notify=self._notify, request_text=request_text, enter_at=enter_at,
+                ),
+                restart=Restart.TRANSIENT,
+            )
+        )  # fmt: skip
+
+    def ref(self, turn_id: str) -> ActorRef | None:
+        if turn_id not in self._supervisor.child_keys():
+            return None
+        return self._supervisor.ref(turn_id)
+
+    async def resume(self) -> int:
+        """After a start: open dispatches become uncertain; every unresolved Turn is followed."""
+        now = time.time()
+
+        def recover(conn: apsw.Connection) -> list[str]:
+            for dispatch in dispatches.all_open(conn):
+                if dispatch.stage in (Stage.RESERVED, Stage.TEXT_INJECTED):
+                    # The server died between reservation and Enter: whatever was typed
+                    # stays where it is, never retyped and never submitted.
+                    dispatches.advance(conn, dispatch, Stage.UNCERTAIN, "interrupted_by_restart")
+                    if dispatch.turn_id is not None:
+                        turn = turns.get(conn, dispatch.turn_id)
+                        if turn is not None and turn.unresolved:
+                            turns.settle(
+                                conn, turn, TurnState.FAILED, now=now, reason="uncertain",
+                                summary="akk serve stopped while typing this task; it was not "
+                                "typed again or submitted (check the pane)",
+                            )  # fmt: skip
+            return [t.turn_id for t in turns.unresolved(conn)]
+
+        open_turns = await transact(self._store, recover)
+        for turn_id in open_turns:
+            await self.follow(turn_id)
+        return len(open_turns)
+
+    async def clock(self) -> None:
+        """Tick every followed Turn every TICK seconds (runs until cancelled)."""
+        while True:
+            await trio.sleep(TICK)
+            for key in self._supervisor.child_keys():
+                with suppress(MailboxFull, ActorStopped, UnknownChild):
+                    self._supervisor.ref(key).tell(Tick())

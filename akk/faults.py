@@ -1,0 +1,115 @@
+"""Named fault points for the fault-injection harness.
+
+Every step that can touch a terminal (or, later, an app-server) and every step
+of the outbox passes a named point. Points are off unless the environment arms
+one: ``AKK_FAULT=<point>:<action>[:<seconds>]`` (several separated by ``,``).
+Actions:
+
+- ``crash``: SIGKILL this process at once (what a power cut or OOM kill does);
+- ``raise``: raise ``InjectedFault`` from the point;
+- ``delay``: sleep ``seconds`` (default 2) at the point, e.g. to let a test
+  type into the pane between AKK's text and its Enter.
+
+A point fires once per process unless its action is ``delay``. The armed set
+is read once, at import, so tests arm it for a subprocess (`akk serve`) through
+the environment, or call ``arm`` in their own process.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import os
+import signal
+
+import attrs
+import trio
+
+log = logging.getLogger("akk.faults")
+
+ENV = "AKK_FAULT"
+
+
+class Point(enum.StrEnum):
+    """Every named point, in the order a managed Turn passes them."""
+
+    # The dispatch of a task, under the TerminalActor.
+    EVIDENCE_SNAPSHOT = "evidence_snapshot"  # after the evidence position is read
+    RESERVED = "reserved"  # after the reservation committed, before any key
+    TEXT_TYPED = "text_typed"  # after the text was sent, before its stage is recorded
+    TEXT_INJECTED = "text_injected"  # after `text_injected` committed, before the proof
+    BEFORE_ENTER = "before_enter"  # after the composer proof, before the Enter
+    ENTER_SENT = "enter_sent"  # after the Enter, before its stage is recorded
+    ENTER_RECORDED = "enter_recorded"  # after `enter_sent` committed
+    # The Turn, reading the agent's own files.
+    EVIDENCE_READ = "evidence_read"  # after a read of the agent's file, before using it
+    ACCEPTED = "accepted"  # after acceptance committed
+    OUTCOME = "outcome"  # after the outcome and its notification committed
+    # Cancel.
+    INTERRUPT_RESERVED = "interrupt_reserved"  # after the cancel's reservation, before the key
+    INTERRUPT_SENT = "interrupt_sent"  # after the interrupt key, before its stage
+    # The outbox.
+    LEASED = "leased"  # after a notification's lease committed, before it is sent
+    DELIVERED = "delivered"  # after the event frame was written, before the ack
+    ACKED = "acked"  # after the ack committed, before the reply
+
+
+class Action(enum.StrEnum):
+    CRASH = "crash"
+    RAISE = "raise"
+    DELAY = "delay"
+
+
+class InjectedFault(Exception):
+    """Raised at an armed point whose action is ``raise``."""
+
+
+@attrs.frozen
+class Arm:
+    action: Action
+    seconds: float = 2.0
+
+
+def parse(spec: str) -> dict[Point, Arm]:
+    """``point:action[:seconds],...`` → armed points; raises ValueError naming a bad part."""
+    armed: dict[Point, Arm] = {}
+    for part in filter(None, (p.strip() for p in spec.split(","))):
+        name, _, rest = part.partition(":")
+        action, _, seconds = rest.partition(":")
+        try:
+            point, how = Point(name), Action(action)
+        except ValueError:
+            raise ValueError(
+                f"{ENV}: {part!r} is not point:action; points are "
+                f"{', '.join(p.value for p in Point)}; actions crash, raise, delay"
+            ) from None
+        armed[point] = Arm(how, float(seconds) if seconds else 2.0)
+    return armed
+
+
+_ARMED: dict[Point, Arm] = parse(os.environ.get(ENV, ""))
+
+
+def arm(spec: str) -> None:
+    """Arm points in this process (``point:action[:seconds]``), for in-process tests."""
+    _ARMED.update(parse(spec))
+
+
+def disarm() -> None:
+    _ARMED.clear()
+
+
+async def reached(point: Point) -> None:
+    """Pass ``point``: does nothing unless a test armed it."""
+    arm = _ARMED.get(point)
+    if arm is None:
+        return
+    if arm.action is Action.DELAY:
+        log.warning("fault point %s: delaying %.1f s", point, arm.seconds)
+        await trio.sleep(arm.seconds)
+        return
+    del _ARMED[point]
+    log.warning("fault point %s: %s", point, arm.action)
+    if arm.action is Action.CRASH:
+        os.kill(os.getpid(), signal.SIGKILL)
+    raise InjectedFault(f"fault injected at {point}")

@@ -1,0 +1,149 @@
+"""Reservations and receipts of input-bearing steps (typed repository).
+
+A dispatch is reserved, durably, before any key; each later stage is recorded
+after it happened. At most one dispatch per terminal is open (reserved,
+text_injected or enter_sent) at a time (a unique partial index). What a
+restarted server finds open may have typed anything: it becomes ``uncertain``
+and is never retried.
+"""
+
+from __future__ import annotations
+
+import enum
+import secrets
+
+import apsw
+import attrs
+
+from akk.store.database import cas_update
+
+
+class Stage(enum.StrEnum):
+    RESERVED = "reserved"
+    TEXT_INJECTED = "text_injected"
+    ENTER_SENT = "enter_sent"
+    ACCEPTED = "accepted"
+    NOT_ACCEPTED = "not_accepted"
+    UNCERTAIN = "uncertain"
+    ABORTED = "aborted"
+
+    @property
+    def open(self) -> bool:
+        return self in (Stage.RESERVED, Stage.TEXT_INJECTED, Stage.ENTER_SENT)
+
+
+class Kind(enum.StrEnum):
+    TASK = "task"
+    ANSWER = "answer"
+    APPROVAL = "approval"
+    RESPOND = "respond"
+    CANCEL = "cancel"
+
+
+@attrs.frozen
+class Dispatch:
+    dispatch_id: str
+    controller_id: str
+    turn_id: str | None
+    terminal_id: str | None
+    kind: Kind
+    stage: Stage
+    reason: str | None
+    typing: str | None
+    screen_seq: int | None
+    created_at: float
+    updated_at: float
+    revision: int
+
+    def public(self) -> dict[str, object]:
+        return {
+            "dispatch_id": self.dispatch_id,
+            "kind": self.kind.value,
+            "stage": self.stage.value,
+            "reason": self.reason,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+        }
+
+
+_COLUMNS = [a.name for a in attrs.fields(Dispatch)]
+
+
+def reserve(
+    conn: apsw.Connection,
+    *,
+    controller_id: str,
+    turn_id: str,
+    terminal_id: str,
+    kind: Kind,
+    typing: str | None,
+    screen_seq: int,
+    now: float,
+) -> Dispatch:
+    """Reserve one input-bearing step; raises apsw.ConstraintError if the terminal has one open."""
+    dispatch_id = "dsp_" + secrets.token_hex(12)
+    conn.execute(
+        "INSERT INTO dispatches (dispatch_id, controller_id, turn_id, terminal_id, kind, stage, "
+        "typing, screen_seq, created_at, updated_at) "
+        "VALUES (?, ?, ?, ?, ?, 'reserved', ?, ?, ?, ?)",
+        (
+            dispatch_id,
+            controller_id,
+            turn_id,
+            terminal_id,
+            kind.value,
+            typing,
+            screen_seq,
+            now,
+            now,
+        ),
+    )
+    found = get(conn, dispatch_id)
+    assert found is not None
+    return found
+
+
+def get(conn: apsw.Connection, dispatch_id: str) -> Dispatch | None:
+    found = _select(conn, "WHERE dispatch_id = ?", (dispatch_id,))
+    return found[0] if found else None
+
+
+def of_turn(conn: apsw.Connection, turn_id: str) -> list[Dispatch]:
+    return _select(conn, "WHERE turn_id = ? ORDER BY created_at", (turn_id,))
+
+
+def open_on(conn: apsw.Connection, terminal_id: str) -> Dispatch | None:
+    found = _select(
+        conn,
+        "WHERE terminal_id = ? AND stage IN ('reserved', 'text_injected', 'enter_sent')",
+        (terminal_id,),
+    )
+    return found[0] if found else None
+
+
+def all_open(conn: apsw.Connection) -> list[Dispatch]:
+    return _select(conn, "WHERE stage IN ('reserved', 'text_injected', 'enter_sent')", ())
+
+
+def advance(
+    conn: apsw.Connection, dispatch: Dispatch, stage: Stage, reason: str | None = None
+) -> Dispatch:
+    """Record ``stage`` (compare-and-swap)."""
+    cas_update(
+        conn, "dispatches", "dispatch_id", dispatch.dispatch_id, dispatch.revision,
+        {"stage": stage.value, "reason": reason},
+    )  # fmt: skip
+    fresh = get(conn, dispatch.dispatch_id)
+    assert fresh is not None
+    return fresh
+
+
+def _select(conn: apsw.Connection, where: str, args: tuple[object, ...]) -> list[Dispatch]:
+    rows = conn.execute(f"SELECT {', '.join(_COLUMNS)} FROM dispatches {where}", args)
+    found = []
+    for row in rows:
+        values = dict(zip(_COLUMNS, row, strict=True))
+        values["kind"] = Kind(values["kind"])
+        values["stage"] = Stage(values["stage"])
+        found.append(Dispatch(**values))
+    return found

@@ -1,0 +1,193 @@
+"""The durable outbox: each controller's notifications, leased, delivered, acked (repository).
+
+A notification's ``event_id`` is fixed when it is written, so a redelivery
+(after a lost connection, a lease that ran out, or a restart) carries the same
+one. States: ``pending`` (due at ``next_attempt_at``) → ``delivering`` (sent,
+lease running) → ``accepted`` (acked), or back to ``pending`` when the lease
+runs out, or ``retryable_failure`` after the last attempt; ``withdrawn`` when
+the record it is about no longer wants it.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import secrets
+from typing import Any
+
+import apsw
+import attrs
+
+from akk.store.database import cas_update
+
+
+@attrs.frozen
+class Notification:
+    notification_id: str
+    event_id: str
+    controller_id: str
+    turn_id: str | None
+    kind: str
+    payload: str
+    state: str
+    attempts: int
+    lease_expires_at: float | None
+    next_attempt_at: float
+    revision: int
+
+    def event(self) -> dict[str, Any]:
+        """The PROTOCOL event this notification carries."""
+        body: dict[str, Any] = json.loads(self.payload)
+        return body
+
+
+_COLUMNS = [a.name for a in attrs.fields(Notification)]
+
+
+def enqueue(
+    conn: apsw.Connection,
+    *,
+    controller_id: str,
+    turn_id: str | None,
+    kind: str,
+    body: dict[str, Any],
+    now: float,
+) -> Notification:
+    """Write one event for ``controller_id``; it is due at once."""
+    notification_id = "ntf_" + secrets.token_hex(12)
+    event_id = "evt_" + secrets.token_hex(12)
+    event = {
+        "event_id": event_id,
+        "notification_id": notification_id,
+        "kind": kind,
+        "created_at": datetime.datetime.fromtimestamp(now, datetime.UTC).isoformat(),
+        **body,
+    }
+    conn.execute(
+        "INSERT INTO notifications (notification_id, event_id, controller_id, turn_id, kind, "
+        "payload, state, next_attempt_at, created_at, updated_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?)",
+        (notification_id, event_id, controller_id, turn_id, kind, json.dumps(event), now, now, now),
+    )
+    found = get(conn, notification_id)
+    assert found is not None
+    return found
+
+
+def get(conn: apsw.Connection, notification_id: str) -> Notification | None:
+    rows = _select(conn, "WHERE notification_id = ?", (notification_id,))
+    return rows[0] if rows else None
+
+
+def due(
+    conn: apsw.Connection, controller_id: str, now: float, limit: int = 64
+) -> list[Notification]:
+    """Notifications to send now: pending and due, or delivering with a lease run out."""
+    return _select(
+        conn,
+        "WHERE controller_id = ? AND ((state = 'pending' AND next_attempt_at <= ?) "
+        "OR (state = 'delivering' AND lease_expires_at <= ?)) ORDER BY created_at LIMIT ?",
+        (controller_id, now, now, limit),
+    )
+
+
+def next_wakeup(conn: apsw.Connection, controller_id: str) -> float | None:
+    """When the next notification of ``controller_id`` becomes due, if any is waiting."""
+    row = conn.execute(
+        "SELECT min(CASE state WHEN 'pending' THEN next_attempt_at ELSE lease_expires_at END) "
+        "FROM notifications WHERE controller_id = ? AND state IN ('pending', 'delivering')",
+        (controller_id,),
+    ).fetchone()
+    return None if row is None or row[0] is None else float(row[0])
+
+
+def waiting(conn: apsw.Connection, controller_id: str) -> list[Notification]:
+    """Every notification not yet accepted (pending or delivering), oldest first."""
+    return _select(
+        conn,
+        "WHERE controller_id = ? AND state IN ('pending', 'delivering') ORDER BY created_at",
+        (controller_id,),
+    )
+
+
+def controllers_waiting(conn: apsw.Connection) -> list[str]:
+    """Controllers with notifications still to deliver (a Destination each, after a restart)."""
+    rows = conn.execute(
+        "SELECT DISTINCT controller_id FROM notifications WHERE state IN ('pending', 'delivering')"
+    )
+    return [str(row[0]) for row in rows]
+
+
+def lease(
+    conn: apsw.Connection,
+    notification: Notification,
+    now: float,
+    *,
+    lease_seconds: float,
+    max_attempts: int,
+) -> Notification | None:
+    """Take the next attempt; None once the attempts are used up (then retryable_failure)."""
+    if notification.attempts >= max_attempts:
+        cas_update(
+            conn, "notifications", "notification_id", notification.notification_id,
+            notification.revision,
+            {"state": "retryable_failure", "lease_expires_at": None,
+             "last_error": f"not acked after {notification.attempts} attempts"},
+        )  # fmt: skip
+        return None
+    cas_update(
+        conn, "notifications", "notification_id", notification.notification_id,
+        notification.revision,
+        {"state": "delivering", "attempts": notification.attempts + 1,
+         "lease_expires_at": now + lease_seconds},
+    )  # fmt: skip
+    return get(conn, notification.notification_id)
+
+
+def postpone(conn: apsw.Connection, notification: Notification, until: float, error: str) -> None:
+    """An attempt failed (no connection took it): due again at ``until``."""
+    cas_update(
+        conn, "notifications", "notification_id", notification.notification_id,
+        notification.revision,
+        {"state": "pending", "next_attempt_at": until, "lease_expires_at": None,
+         "last_error": error[:200]},
+    )  # fmt: skip
+
+
+def release_leases(conn: apsw.Connection, controller_id: str, now: float) -> int:
+    """A new connection of ``controller_id``: what the old one did not ack is due again now.
+
+    Attempts are kept; the same ``event_id`` goes out again.
+    """
+    conn.execute(
+        "UPDATE notifications SET state = 'pending', next_attempt_at = ?, lease_expires_at = NULL, "
+        "updated_at = ?, revision = revision + 1 WHERE controller_id = ? AND state = 'delivering'",
+        (now, now, controller_id),
+    )
+    return conn.changes()
+
+
+def ack(
+    conn: apsw.Connection, controller_id: str, event_id: str, now: float
+) -> Notification | None:
+    """``controller_id`` accepted ``event_id``; None if it has no such event.
+
+    Idempotent: acking an accepted event again returns it unchanged.
+    """
+    rows = _select(conn, "WHERE controller_id = ? AND event_id = ?", (controller_id, event_id))
+    if not rows:
+        return None
+    notification = rows[0]
+    if notification.state in ("pending", "delivering", "retryable_failure"):
+        cas_update(
+            conn, "notifications", "notification_id", notification.notification_id,
+            notification.revision,
+            {"state": "accepted", "accepted_at": now, "lease_expires_at": None},
+        )  # fmt: skip
+        notification = get(conn, notification.notification_id) or notification
+    return notification
+
+
+def _select(conn: apsw.Connection, where: str, args: tuple[object, ...]) -> list[Notification]:
+    rows = conn.execute(f"SELECT {', '.join(_COLUMNS)} FROM notifications {where}", args)
+    return [Notification(*row) for row in rows]

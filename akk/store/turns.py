@@ -1,0 +1,245 @@
+"""Turns: one task a controller sent, from reservation to its one outcome (typed repository).
+
+Every function runs inside a transaction the caller holds (the StoreActor's,
+or a reader's). Updates are compare-and-swap on ``revision``. Settling a Turn
+writes its outcome notification in the same transaction, and the unique index
+on outcome notifications makes a second outcome impossible.
+"""
+
+from __future__ import annotations
+
+import enum
+import secrets
+from typing import Any
+
+import apsw
+import attrs
+
+from akk.store import outbox
+from akk.store.database import cas_update
+
+
+class TurnState(enum.StrEnum):
+    DISPATCHING = "dispatching"  # reserved; keys may be on their way
+    RUNNING = "running"  # the agent accepted the task
+    UNCERTAIN = "uncertain"  # keys may have been sent, acceptance not proven (never retyped)
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    STALLED = "stalled"
+    TIMED_OUT = "timed_out"
+
+    @property
+    def settled(self) -> bool:
+        return self in _SETTLED
+
+
+_SETTLED = frozenset(
+    {TurnState.DONE, TurnState.FAILED, TurnState.CANCELLED, TurnState.STALLED, TurnState.TIMED_OUT}
+)
+
+
+@attrs.frozen
+class Turn:
+    """One row of ``turns``."""
+
+    turn_id: str
+    controller_id: str
+    client_request_id: str
+    terminal_id: str | None
+    backend: str
+    native_session: str | None
+    request_sha256: str
+    request_chars: int
+    state: TurnState
+    reason: str | None
+    final_message: str | None
+    evidence_status: str
+    evidence: str | None
+    evidence_limit: str | None
+    usage_input: int | None
+    usage_output: int | None
+    usage_cache_read: int | None
+    usage_cache_write: int | None
+    usage_status: str
+    inactivity_seconds: float
+    hard_deadline_at: float
+    last_activity_at: float
+    created_at: float
+    updated_at: float
+    settled_at: float | None
+    closed_at: float | None
+    revision: int
+
+    @property
+    def unresolved(self) -> bool:
+        """Still holds its terminal: not settled and not closed."""
+        return not self.state.settled and self.closed_at is None
+
+    @property
+    def usage(self) -> dict[str, Any]:
+        return {
+            "input_tokens": self.usage_input,
+            "output_tokens": self.usage_output,
+            "cache_read_tokens": self.usage_cache_read,
+            "cache_write_tokens": self.usage_cache_write,
+            "usage_status": self.usage_status,
+        }
+
+    def public(self) -> dict[str, Any]:
+        """What `status` and `list` show of the Turn (never the request text)."""
+        return {
+            "turn_id": self.turn_id,
+            "task_kind": "managed_send",
+            "controller_id": self.controller_id,
+            "client_request_id": self.client_request_id,
+            "terminal_id": self.terminal_id,
+            "backend": self.backend,
+            "session_id": self.native_session,
+            "watch_id": self.turn_id,
+            "state": self.state.value,
+            "reason": self.reason,
+            "management_state": "closed" if self.closed_at is not None else "managed",
+            "observation_state": "settled" if self.state.settled else "observing",
+            "final_message": self.final_message,
+            "evidence": {"status": self.evidence_status, "limit": self.evidence_limit},
+            "usage": self.usage,
+            "request_chars": self.request_chars,
+            "created_at": self.created_at,
+            "settled_at": self.settled_at,
+            "closed_at": self.closed_at,
+        }
+
+
+_COLUMNS = [a.name for a in attrs.fields(Turn)]
+
+
+def new_turn_id() -> str:
+    return "turn_" + secrets.token_hex(12)
+
+
+def insert(
+    conn: apsw.Connection,
+    *,
+    controller_id: str,
+    client_request_id: str,
+    terminal_id: str,
+    request_sha256: str,
+    request_chars: int,
+    evidence_status: str,
+    evidence: str | None,
+    evidence_limit: str | None,
+    inactivity_seconds: float,
+    lifetime_seconds: float,
+    now: float,
+) -> Turn:
+    turn_id = new_turn_id()
+    conn.execute(
+        "INSERT INTO turns (turn_id, controller_id, client_request_id, terminal_id, backend, "
+        "request_sha256, request_chars, state, evidence_status, evidence, evidence_limit, "
+        "inactivity_seconds, hard_deadline_at, last_activity_at, created_at, updated_at) "
+        "VALUES (?, ?, ?, ?, 'terminal', ?, ?, 'dispatching', ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            turn_id, controller_id, client_request_id, terminal_id, request_sha256,
+            request_chars, evidence_status, evidence, evidence_limit, inactivity_seconds,
+            now + lifetime_seconds, now, now, now,
+        ),
+    )  # fmt: skip
+    turn = get(conn, turn_id)
+    assert turn is not None
+    return turn
+
+
+def get(conn: apsw.Connection, turn_id: str) -> Turn | None:
+    return _one(conn, "WHERE turn_id = ?", (turn_id,))
+
+
+def by_request(conn: apsw.Connection, controller_id: str, client_request_id: str) -> Turn | None:
+    return _one(
+        conn,
+        "WHERE controller_id = ? AND client_request_id = ?",
+        (controller_id, client_request_id),
+    )
+
+
+def unresolved_on(conn: apsw.Connection, terminal_id: str) -> Turn | None:
+    """The Turn that holds ``terminal_id``, if any."""
+    return _one(
+        conn,
+        "WHERE terminal_id = ? AND settled_at IS NULL AND closed_at IS NULL",
+        (terminal_id,),
+    )
+
+
+def unresolved(conn: apsw.Connection) -> list[Turn]:
+    """Every Turn still followed (resumed after a restart)."""
+    return _many(conn, "WHERE settled_at IS NULL AND closed_at IS NULL ORDER BY created_at", ())
+
+
+def of_controller(conn: apsw.Connection, controller_id: str | None, limit: int = 200) -> list[Turn]:
+    """A controller's (every one's for None) Turns not closed, oldest first."""
+    return _many(
+        conn,
+        "WHERE coalesce(?, controller_id) = controller_id AND closed_at IS NULL "
+        "ORDER BY created_at DESC LIMIT ?",
+        (controller_id, limit),
+    )[::-1]
+
+
+def update(conn: apsw.Connection, turn: Turn, **changes: object) -> Turn:
+    """Compare-and-swap ``changes`` onto ``turn``; raises CasConflict if it moved on."""
+    values = {k: (v.value if isinstance(v, enum.Enum) else v) for k, v in changes.items()}
+    cas_update(conn, "turns", "turn_id", turn.turn_id, turn.revision, values)
+    fresh = get(conn, turn.turn_id)
+    assert fresh is not None
+    return fresh
+
+
+def settle(
+    conn: apsw.Connection,
+    turn: Turn,
+    state: TurnState,
+    *,
+    now: float,
+    summary: str,
+    reason: str | None = None,
+    **changes: object,
+) -> Turn:
+    """Write the Turn's one outcome and its notification, in this transaction."""
+    assert state.settled
+    settled = update(conn, turn, state=state, reason=reason, settled_at=now, **changes)
+    outbox.enqueue(
+        conn,
+        controller_id=settled.controller_id,
+        turn_id=settled.turn_id,
+        kind=state.value,
+        body={
+            "turn_id": settled.turn_id,
+            "watch_id": settled.turn_id,
+            "interaction": None,
+            "summary": summary,
+            "outcome": {
+                "state": state.value,
+                "reason": reason,
+                "final_message": settled.final_message,
+                "usage": settled.usage,
+            },
+        },
+        now=now,
+    )
+    return settled
+
+
+def _one(conn: apsw.Connection, where: str, args: tuple[object, ...]) -> Turn | None:
+    found = _many(conn, where, args)
+    return found[0] if found else None
+
+
+def _many(conn: apsw.Connection, where: str, args: tuple[object, ...]) -> list[Turn]:
+    rows = conn.execute(f"SELECT {', '.join(_COLUMNS)} FROM turns {where}", args)
+    turns = []
+    for row in rows:
+        values = dict(zip(_COLUMNS, row, strict=True))
+        values["state"] = TurnState(values["state"])
+        turns.append(Turn(**values))
+    return turns

@@ -1,0 +1,287 @@
+"""The managed-Turn methods: send, status of a Turn, cancel, close, ack.
+
+Each runs in its connection's task (rank CONNECTION) and reaches the actors
+by ask, downward only: the TerminalActor for the dispatch, the TurnActor for a
+cancel. Every refusal is an RpcError with a protocol reason and a next step;
+a refused send or cancel sent zero keys.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import attrs
+
+from akk.actors.destination import DestinationDesk
+from akk.actors.runtime import ActorError, AskTimeout
+from akk.actors.store import transact
+from akk.actors.terminal import DispatchTask, Refusal, dispatch_task
+from akk.actors.turn import Cancel, CancelResult, Close, TurnDesk
+from akk.evidence import request_digest
+from akk.profiles.composer import unprovable
+from akk.protocol.errors import Reason, RpcError
+from akk.protocol.excerpt import excerpt
+from akk.store import dispatches, listing, outbox, turns
+from akk.store.reader import StoreReader
+from akk.store.turns import Turn
+from akk.terminals import TerminalBoard, terminal_row
+
+MAX_REQUEST_CHARS = 50_000
+"""Longest task text `send` accepts (characters); longer ones are refused before any key."""
+
+DISPATCH_TIMEOUT = 60.0
+
+
+@attrs.frozen
+class TurnSettings:
+    inactivity_minutes: float = 60.0
+    lifetime_minutes: float = 720.0
+
+
+class TurnCalls:
+    def __init__(
+        self,
+        *,
+        store: Any,
+        reader: StoreReader,
+        board: TerminalBoard,
+        desk: TurnDesk,
+        destinations: DestinationDesk,
+        settings: TurnSettings,
+    ) -> None:
+        self._store = store
+        self._reader = reader
+        self._board = board
+        self._desk = desk
+        self._destinations = destinations
+        self._settings = settings
+
+    async def send(self, controller_id: str, params: dict[str, Any]) -> dict[str, Any]:
+        terminal_id = params.get("terminal_id")
+        if terminal_id is None:
+            raise RpcError(
+                Reason.INVALID_PARAMS,
+                "this server sends into terminals only for now: pass terminal_id (from list)",
+            )
+        text: str = params["request"]
+        _check_request(text)
+        client_request_id: str = params["client_request_id"]
+        existing = await self._reader.run(
+            lambda conn: turns.by_request(conn, controller_id, client_request_id)
+        )
+        if existing is not None:
+            return self._repeat(existing, text)
+        terminal = self._board.ref(terminal_id)
+        if terminal is None or self._board.get(terminal_id) is None:
+            raise RpcError(
+                Reason.NOT_FOUND,
+                f"no terminal {terminal_id!r} (its pane closed or its agent restarted); "
+                "call list for the current terminal ids",
+            )
+        task = DispatchTask(
+            controller_id=controller_id,
+            client_request_id=client_request_id,
+            text=text,
+            inactivity_seconds=self._settings.inactivity_minutes * 60,
+            lifetime_seconds=self._settings.lifetime_minutes * 60,
+        )
+        try:
+            receipt = await dispatch_task(terminal, task, timeout=DISPATCH_TIMEOUT)
+        except AskTimeout as exc:
+            if not exc.delivered:
+                raise RpcError(
+                    Reason.INTERNAL, "the terminal was too busy to take the task; nothing was "
+                    "sent; try again",
+                ) from None  # fmt: skip
+            raise RpcError(
+                Reason.RESPONSE_UNCERTAIN,
+                "the dispatch did not finish in time and may have typed the task; AKK will not "
+                "type it again. Call list (or send the same client_request_id) to see the Turn",
+            ) from None
+        except ActorError as exc:
+            raise RpcError(
+                Reason.RESPONSE_UNCERTAIN,
+                f"the terminal failed during the dispatch ({exc.reason}); the task may have been "
+                "typed and will not be typed again. Call list to see the Turn",
+            ) from None
+        if isinstance(receipt, Refusal):
+            if receipt.turn is not None:
+                return self._repeat(receipt.turn, text)
+            raise RpcError(receipt.reason, receipt.message)
+        turn = receipt.turn
+        if turn.unresolved:
+            await self._desk.follow(turn.turn_id, request_text=text, enter_at=receipt.enter_at)
+        else:
+            self._destinations.wake(controller_id)
+        return _send_result(turn)
+
+    def _repeat(self, turn: Turn, text: str) -> dict[str, Any]:
+        if turn.request_sha256 != request_digest(text):
+            raise RpcError(
+                Reason.CONFLICT,
+                f"client_request_id {turn.client_request_id!r} was already used with another "
+                "text; use a new client_request_id for a new task",
+            )
+        return _send_result(turn)
+
+    async def listing(self, owner: str | None, terminals: list[dict[str, Any]]) -> dict[str, Any]:
+        """`list`: terminals with their Turn and actions, the caller's Turns and Watches."""
+        mine, held, watches = await self._reader.run(
+            lambda conn: (
+                turns.of_controller(conn, owner),
+                {t.terminal_id: t for t in turns.unresolved(conn)},
+                listing.active_watches(conn, owner),
+            )
+        )
+        for row in terminals:
+            terminal_id = row["terminal_id"]
+            holder = held.get(terminal_id)
+            visible = holder is not None and owner in (None, holder.controller_id)
+            row["turn_id"] = holder.turn_id if visible and holder is not None else None
+            if visible and holder is not None:
+                row["session_id"] = holder.native_session
+            actions: list[dict[str, Any]] = [
+                {"method": "status", "params": {"terminal_id": terminal_id}}
+            ]
+            if holder is None and row["activity_state"] == "idle" and row["profile"]:
+                actions.append({"method": "send", "params": {"terminal_id": terminal_id}})
+            row["available_actions"] = actions
+        return {
+            "terminals": terminals,
+            "turns": [t.public() | {"available_actions": _actions(t)} for t in mine],
+            "watches": watches,
+        }
+
+    async def status(self, controller_id: str, operator: bool, turn_id: str) -> dict[str, Any]:
+        turn, steps = await self._reader.run(
+            lambda conn: (turns.get(conn, turn_id), dispatches.of_turn(conn, turn_id))
+        )
+        turn = _owned(turn, turn_id, controller_id, operator)
+        result: dict[str, Any] = {
+            "turn": turn.public() | {"available_actions": _actions(turn)},
+            "dispatches": [d.public() for d in steps],
+            "interaction": None,
+            "terminal": None,
+            "screen_excerpt": None,
+        }
+        snapshot = self._board.get(turn.terminal_id or "")
+        if snapshot is not None:
+            shown = excerpt(snapshot.lines)
+            result["terminal"] = terminal_row(snapshot)
+            result["screen_excerpt"] = shown
+            if shown is None:
+                result["screen_excerpt_withheld"] = "secret_input"
+        return result
+
+    async def cancel(self, controller_id: str, operator: bool, turn_id: str) -> dict[str, Any]:
+        turn = _owned(
+            await self._reader.run(lambda conn: turns.get(conn, turn_id)),
+            turn_id, controller_id, operator,
+        )  # fmt: skip
+        if not turn.unresolved:
+            raise RpcError(
+                Reason.CLOSED,
+                f"turn {turn_id} is {turn.state.value}"
+                + (" and closed" if turn.closed_at else "")
+                + "; there is nothing to cancel",
+            )
+        actor = self._desk.ref(turn_id)
+        if actor is None:
+            raise RpcError(Reason.INTERNAL, "the Turn is not followed right now; try again")
+        reply = await actor.ask(Cancel(), timeout=DISPATCH_TIMEOUT)
+        assert isinstance(reply, CancelResult)
+        if not reply.ok:
+            raise RpcError(reply.reason or Reason.INTERNAL, reply.message)
+        return {"turn_id": turn_id, "state": "cancelling"}
+
+    async def close(self, controller_id: str, operator: bool, turn_id: str) -> dict[str, Any]:
+        turn = _owned(
+            await self._reader.run(lambda conn: turns.get(conn, turn_id)),
+            turn_id, controller_id, operator,
+        )  # fmt: skip
+        if turn.closed_at is None:
+            now = time.time()
+
+            def close(conn: Any) -> Turn:
+                fresh = turns.get(conn, turn_id)
+                assert fresh is not None
+                return (
+                    turns.update(conn, fresh, closed_at=now) if fresh.closed_at is None else fresh
+                )
+
+            turn = await transact(self._store, close)
+            actor = self._desk.ref(turn_id)
+            if actor is not None:
+                actor.tell(Close())
+        return {"turn_id": turn_id, "management_state": "closed", "state": turn.state.value}
+
+    async def ack(self, controller_id: str, event_id: str) -> dict[str, Any]:
+        now = time.time()
+        acked = await transact(
+            self._store, lambda conn: outbox.ack(conn, controller_id, event_id, now)
+        )
+        if acked is None:
+            raise RpcError(
+                Reason.NOT_FOUND,
+                f"this controller has no event {event_id[:80]!r}; ack the event_id of an event "
+                "it received",
+            )
+        return {"event_id": event_id, "state": acked.state}
+
+    async def reconnected(self, controller_id: str) -> None:
+        """A controller's new connection said hello: redeliver what it did not ack."""
+        now = time.time()
+        await transact(self._store, lambda conn: outbox.release_leases(conn, controller_id, now))
+        self._destinations.wake(controller_id)
+
+
+def _check_request(text: str) -> None:
+    if not text.strip():
+        raise RpcError(Reason.INVALID_PARAMS, "request is empty; send the task's text")
+    if len(text) > MAX_REQUEST_CHARS:
+        raise RpcError(
+            Reason.INVALID_PARAMS,
+            f"request has {len(text)} characters, more than the {MAX_REQUEST_CHARS} a send "
+            "accepts; shorten it or put the details in a file the agent can read",
+        )
+    why = unprovable(text)
+    if why is not None:
+        raise RpcError(
+            Reason.INVALID_PARAMS,
+            f"AKK could not prove this request reached the composer exactly: {why}. Nothing "
+            "was sent",
+        )
+
+
+def _owned(turn: Turn | None, turn_id: str, controller_id: str, operator: bool) -> Turn:
+    if turn is None:
+        raise RpcError(
+            Reason.NOT_FOUND, f"no turn {turn_id[:80]!r}; list shows this controller's turns"
+        )
+    if not operator and turn.controller_id != controller_id:
+        raise RpcError(
+            Reason.NOT_OWNER,
+            f"turn {turn_id} belongs to another controller; act only on your own turns",
+        )
+    return turn
+
+
+def _actions(turn: Turn) -> list[dict[str, Any]]:
+    ids = {"turn_id": turn.turn_id}
+    actions: list[dict[str, Any]] = [{"method": "status", "params": ids}]
+    if turn.unresolved and turn.state.value == "running":
+        actions.append({"method": "cancel", "params": ids})
+    if turn.closed_at is None:
+        actions.append({"method": "close", "params": ids})
+    return actions
+
+
+def _send_result(turn: Turn) -> dict[str, Any]:
+    return {
+        "turn_id": turn.turn_id,
+        "session_id": turn.native_session,
+        "watch_id": turn.turn_id,
+        "state": turn.state.value,
+        "session_decision": {"action": "resume", "reason": "terminal_conversation"},
+    }

@@ -1,0 +1,128 @@
+"""Run AKK against a lab pane: in-process (`serving`) or as a killable process (`AkkProcess`).
+
+Both watch only the lab's private tmux server and use a fresh state directory
+with controller credentials minted before the start, like an operator would.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import AsyncIterator
+from contextlib import aclosing, asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+
+from akk.client import Controller
+from akk.instance import Endpoint
+from akk.service import ServiceConfig, run_service
+from akk.store.location import StateDir
+from tests.conftest import mint_offline
+from tools.lab.launcher import LabSession
+
+OUTCOMES = frozenset({"done", "failed", "cancelled", "stalled", "timed_out"})
+
+
+@attrs.frozen
+class Served:
+    endpoint: Endpoint
+    state: StateDir
+    tokens: dict[str, str]
+
+
+@asynccontextmanager
+async def serving(lab: LabSession, tmp_path: Path, *names: str) -> AsyncIterator[Served]:
+    """`akk serve` in this process, watching the lab's tmux server."""
+    state = StateDir(tmp_path / "akk")
+    tokens = mint_offline(state, *(names or ("ctl",)))
+    config = ServiceConfig(state=state, port=0, tmux_sockets=(str(lab.socket),), poll_interval=0.1)
+    async with trio.open_nursery() as nursery:
+        endpoint = await nursery.start(
+            lambda task_status: run_service(config, task_status=task_status)
+        )
+        yield Served(endpoint, state, tokens)
+        nursery.cancel_scope.cancel()
+
+
+async def idle_terminal(ctl: Controller, timeout: float = 20) -> dict[str, Any]:
+    """The lab pane's row once AKK sees it idle under its exact profile."""
+    with trio.fail_after(timeout):
+        while True:
+            rows = (await ctl.call("list"))["terminals"]
+            if rows and rows[0]["profile"] and rows[0]["activity_state"] == "idle":
+                row: dict[str, Any] = rows[0]
+                return row
+            await trio.sleep(0.05)
+
+
+async def outcome(ctl: Controller, turn_id: str, timeout: float = 60) -> dict[str, Any]:
+    """The Turn's outcome event (every event on the way is acked)."""
+    with trio.fail_after(timeout):
+        async with aclosing(ctl.events()) as events:
+            async for event in events:
+                await ctl.ack(event["event_id"])
+                if event.get("turn_id") == turn_id and event["kind"] in OUTCOMES:
+                    return event
+    raise AssertionError("the connection closed before the outcome")
+
+
+class AkkProcess:
+    """`akk serve` as a child process that a test can SIGKILL and start again."""
+
+    def __init__(self, lab: LabSession, tmp_path: Path, *names: str) -> None:
+        self.state = StateDir(tmp_path / "akk")
+        self.tokens = mint_offline(self.state, *(names or ("ctl",)))
+        self._socket = str(lab.socket)
+        self._tmp = tmp_path
+        self.proc: subprocess.Popen[str] | None = None
+        self.url = ""
+
+    def start(self, fault: str | None = None) -> str:
+        env = {
+            **os.environ,
+            "AKK_STATE_DIR": str(self.state.path),
+            "TMUX_TMPDIR": str(self._tmp),
+        }
+        env.pop("AKK_FAULT", None)
+        if fault:
+            env["AKK_FAULT"] = fault
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "akk", "serve", "--port", "0", "--tmux-socket", self._socket,
+             "--poll-interval", "0.1", "--log-level", "WARNING"],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        line: list[str] = []
+        stdout = self.proc.stdout
+        assert stdout is not None
+        reader = threading.Thread(target=lambda: line.append(stdout.readline()), daemon=True)
+        reader.start()
+        reader.join(30)
+        if not line or "listening on" not in line[0]:
+            self.kill()
+            raise AssertionError(f"akk serve did not start: {line}")
+        self.url = line[0].split()[4]
+        return self.url
+
+    def wait_killed(self, timeout: float = 60) -> int:
+        """Wait for the process to end (an armed crash point SIGKILLs it)."""
+        assert self.proc is not None
+        return self.proc.wait(timeout)
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.kill()

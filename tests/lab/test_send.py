@@ -1,0 +1,281 @@
+"""Managed Turns against the real pinned clients: the model server is the oracle.
+
+A controller sends a task into a lab pane through `akk serve`; the model server
+must receive it exactly once, byte-exact, and the controller must get exactly
+one durable outcome with the agent's reply and the usage the model reported.
+Refusals send zero keys: neither the pane nor the model server sees anything.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import trio
+
+from akk import faults
+from akk.client import AkkError, connect
+from tests.lab.akk_harness import idle_terminal, outcome, serving
+from tests.lab.conftest import lab_params
+from tools.lab.launcher import LabSession
+from tools.lab.model_server import RecordedRequest
+from tools.lab.scenarios import ECHO_REPLY, ECHO_TASK, SLOW_SIGNAL, SLOW_TASK
+
+
+def _task_requests(lab: LabSession, text: str) -> list[RecordedRequest]:
+    return [r for r in lab.server.main_requests() if text in r.newest_input]
+
+
+def _usage_reported(lab: LabSession) -> tuple[int, int, int, int]:
+    """(input, output, cache read, cache write) the model server reported for the Turn.
+
+    The lab's OpenAI replies carry no cache-creation count, so Codex's cache write is 0.
+    """
+    requests = lab.server.main_requests()
+    return (
+        sum(r.usage.input_tokens for r in requests),
+        sum(r.usage.output_tokens for r in requests),
+        sum(r.usage.cache_read_input_tokens for r in requests),
+        0 if lab.agent == "codex" else sum(r.usage.cache_creation_input_tokens for r in requests),
+    )
+
+
+@pytest.mark.parametrize("lab", lab_params("echo"), indirect=True)
+async def test_send_reaches_the_model_once_and_done_carries_reply_and_usage(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    async with (
+        serving(lab, tmp_path) as served,
+        connect(served.endpoint.url, served.tokens["ctl"]) as ctl,
+    ):
+        row = await idle_terminal(ctl)
+        sent = await ctl.call(
+            "send",
+            {"terminal_id": row["terminal_id"], "request": ECHO_TASK, "client_request_id": "r1"},
+        )
+        assert sent["state"] in ("dispatching", "running")
+        event = await outcome(ctl, sent["turn_id"])
+        assert event["kind"] == "done", event
+        status = await ctl.call("status", {"turn_id": sent["turn_id"]})
+    turn = status["turn"]
+    assert [d["stage"] for d in status["dispatches"]] == ["accepted"]
+    # The far end: exactly once, byte-exact.
+    requests = _task_requests(lab, ECHO_TASK)
+    assert len(requests) == 1, lab.server.summary()
+    assert requests[0].newest_input.strip() == ECHO_TASK
+    assert ECHO_REPLY in (turn["final_message"] or "")
+    assert turn["evidence"]["status"] == "bound", turn["evidence"]
+    assert turn["session_id"]
+    usage = turn["usage"]
+    assert usage["usage_status"] == "complete"
+    counted = (
+        usage["input_tokens"],
+        usage["output_tokens"],
+        usage["cache_read_tokens"],
+        usage["cache_write_tokens"],
+    )
+    assert counted == _usage_reported(lab)
+    assert event["outcome"]["usage"] == usage
+
+
+TEXTS = {
+    "multiline": "lab: first line\nsecond line with 'quotes' and \"double\"\nthird; line",
+    "metachars": "lab: echo $HOME && ls | grep x > /dev/null; `date` $(id) *?[] ~ \\ ;",
+    "unicode": "lab: 漢字 かな 한국어 emoji 🎉 café — naïve",
+    "long799": "lab: " + "x" * 794,
+    "long800": "lab: " + "y" * 795,
+    "long5000": "lab: " + ("0123456789 " * 455)[:4995],
+}
+
+
+@pytest.mark.parametrize("text_name", sorted(TEXTS))
+@pytest.mark.parametrize(
+    "lab",
+    [*lab_params("echo", agents=("claude",))[-1:], *lab_params("echo", agents=("codex",))[-1:]],
+    indirect=True,
+)
+async def test_texts_arrive_byte_exact(lab: LabSession, tmp_path: Path, text_name: str) -> None:
+    text = TEXTS[text_name]
+    async with (
+        serving(lab, tmp_path) as served,
+        connect(served.endpoint.url, served.tokens["ctl"]) as ctl,
+    ):
+        row = await idle_terminal(ctl)
+        sent = await ctl.call(
+            "send", {"terminal_id": row["terminal_id"], "request": text, "client_request_id": "t"}
+        )
+        event = await outcome(ctl, sent["turn_id"])
+    assert event["kind"] == "done", event
+    matching = [r for r in lab.server.main_requests() if r.newest_input.strip() == text]
+    assert len(matching) == 1, (text_name, lab.server.summary())
+
+
+@pytest.mark.parametrize("lab", lab_params("slow"), indirect=True)
+async def test_refusals_send_zero_keys(lab: LabSession, tmp_path: Path) -> None:
+    async with (
+        serving(lab, tmp_path) as served,
+        connect(served.endpoint.url, served.tokens["ctl"]) as ctl,
+    ):
+        row = await idle_terminal(ctl)
+        terminal_id = row["terminal_id"]
+        # A person's draft in the composer: not idle, and the draft stays as it is.
+        await lab.type_text("a draft by the person")
+        await lab.wait_for_screen(lambda s: "a draft by the person" in s, 10)
+        before = await lab.text()
+        with pytest.raises(AkkError) as refused:
+            await ctl.call(
+                "send", {"terminal_id": terminal_id, "request": "lab: x", "client_request_id": "d"}
+            )
+        assert refused.value.reason == "not_idle"
+        assert await lab.text() == before
+        await lab.send_keys("C-u")
+        await lab.wait_idle(10)
+        # The slow task holds the pane working.
+        sent = await ctl.call(
+            "send", {"terminal_id": terminal_id, "request": SLOW_TASK, "client_request_id": "s"}
+        )
+        await lab.server.wait_for_request(lambda r: SLOW_TASK in r.newest_input, timeout=20)
+        count = len(lab.server.requests)
+        for request_id, reason in (("w1", "conflict"), ("w2", "conflict")):
+            with pytest.raises(AkkError) as refused:
+                await ctl.call(
+                    "send",
+                    {
+                        "terminal_id": terminal_id,
+                        "request": "lab: more",
+                        "client_request_id": request_id,
+                    },
+                )
+            assert refused.value.reason == reason
+        # The same client_request_id returns the original record, typing nothing.
+        again = await ctl.call(
+            "send", {"terminal_id": terminal_id, "request": SLOW_TASK, "client_request_id": "s"}
+        )
+        assert again["turn_id"] == sent["turn_id"]
+        with pytest.raises(AkkError) as other_text:
+            await ctl.call(
+                "send",
+                {"terminal_id": terminal_id, "request": "lab: other", "client_request_id": "s"},
+            )
+        assert other_text.value.reason == "conflict"
+        with pytest.raises(AkkError) as unknown:
+            await ctl.call(
+                "send", {"terminal_id": "nope", "request": "lab: x", "client_request_id": "n"}
+            )
+        assert unknown.value.reason == "not_found"
+        for bad in ("", "   ", "lab: \x1b[2J"):
+            with pytest.raises(AkkError) as invalid:
+                await ctl.call(
+                    "send", {"terminal_id": terminal_id, "request": bad, "client_request_id": "b"}
+                )
+            assert invalid.value.reason == "invalid_params"
+        assert len(lab.server.requests) == count
+        assert lab.server.count_inputs_containing(SLOW_TASK) == 1
+        assert lab.server.count_inputs_containing("lab: more") == 0
+        lab.server.signal(SLOW_SIGNAL)
+        assert (await outcome(ctl, sent["turn_id"]))["kind"] == "done"
+
+
+@pytest.mark.parametrize("lab", lab_params("slow"), indirect=True)
+async def test_cancel_interrupts_a_slow_stream(lab: LabSession, tmp_path: Path) -> None:
+    async with (
+        serving(lab, tmp_path) as served,
+        connect(served.endpoint.url, served.tokens["ctl"]) as ctl,
+    ):
+        row = await idle_terminal(ctl)
+        sent = await ctl.call(
+            "send",
+            {"terminal_id": row["terminal_id"], "request": SLOW_TASK, "client_request_id": "c"},
+        )
+        await lab.server.wait_for_request(lambda r: SLOW_TASK in r.newest_input, timeout=20)
+        with trio.fail_after(20):
+            while (await ctl.call("status", {"turn_id": sent["turn_id"]}))["turn"][
+                "state"
+            ] != "running":
+                await trio.sleep(0.05)
+        assert (await ctl.call("cancel", {"turn_id": sent["turn_id"]}))["state"] == "cancelling"
+        event = await outcome(ctl, sent["turn_id"])
+    assert event["kind"] == "cancelled", event
+    await lab.wait_idle(20)
+    assert lab.server.count_inputs_containing(SLOW_TASK) == 1
+
+
+@pytest.mark.parametrize(
+    "lab",
+    [*lab_params("echo", agents=("claude",))[:1], *lab_params("echo", agents=("codex",))[:1]],
+    indirect=True,
+)
+async def test_a_person_typing_before_enter_gets_no_enter(lab: LabSession, tmp_path: Path) -> None:
+    """A fault-point delay between AKK's text and its Enter; the person types meanwhile."""
+    faults.arm("text_injected:delay:1.5")
+    try:
+        async with (
+            serving(lab, tmp_path) as served,
+            connect(served.endpoint.url, served.tokens["ctl"]) as ctl,
+        ):
+            row = await idle_terminal(ctl)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(lambda: lab.wait_for_screen(lambda s: "lab: mine" in s, 10))
+                result: dict[str, object] = {}
+
+                async def send() -> None:
+                    result.update(
+                        await ctl.call(
+                            "send",
+                            {
+                                "terminal_id": row["terminal_id"],
+                                "request": "lab: mine",
+                                "client_request_id": "m",
+                            },
+                        )
+                    )
+
+                nursery.start_soon(send)
+                await lab.wait_for_screen(lambda s: "lab: mine" in s, 10)
+                await lab.type_text(" and mine")
+            assert result["state"] == "failed"
+            status = await ctl.call("status", {"turn_id": result["turn_id"]})
+            assert status["turn"]["reason"] == "composer_mismatch"
+            assert [d["stage"] for d in status["dispatches"]] == ["aborted"]
+            event = await outcome(ctl, str(result["turn_id"]))
+            assert event["kind"] == "failed"
+    finally:
+        faults.disarm()
+    # The person's text is intact in the composer, and nothing reached the model.
+    assert "lab: mine and mine" in await lab.text()
+    assert lab.server.count_inputs_containing("lab: mine") == 0
+
+
+@pytest.mark.parametrize(
+    "lab",
+    [*lab_params("echo", agents=("claude",))[-1:], *lab_params("echo", agents=("codex",))[-1:]],
+    indirect=True,
+)
+async def test_an_unacked_event_comes_back_on_reconnect_and_only_to_its_owner(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    async with serving(lab, tmp_path, "ctl", "other") as served:
+        async with connect(served.endpoint.url, served.tokens["ctl"]) as ctl:
+            row = await idle_terminal(ctl)
+            sent = await ctl.call(
+                "send",
+                {"terminal_id": row["terminal_id"], "request": ECHO_TASK, "client_request_id": "e"},
+            )
+            with trio.fail_after(60):
+                async for first in ctl.events():  # not acked
+                    if first["kind"] == "done":
+                        break
+        async with connect(served.endpoint.url, served.tokens["other"]) as other:
+            with trio.move_on_after(1.5):
+                async for stray in other.events():
+                    raise AssertionError(f"another controller got {stray}")
+            with pytest.raises(AkkError) as not_owner:
+                await other.call("status", {"turn_id": sent["turn_id"]})
+            assert not_owner.value.reason == "not_owner"
+            with pytest.raises(AkkError) as not_theirs:
+                await other.call("ack", {"event_id": first["event_id"]})
+            assert not_theirs.value.reason == "not_found"
+        async with connect(served.endpoint.url, served.tokens["ctl"]) as ctl:
+            again = await outcome(ctl, sent["turn_id"], timeout=20)
+            assert again["event_id"] == first["event_id"]
+            assert again == first
