@@ -67,11 +67,21 @@ class TurnCalls:
         text: str = params["request"]
         _check_request(text)
         client_request_id: str = params["client_request_id"]
-        existing = await self._reader.run(
-            lambda conn: turns.by_request(conn, controller_id, client_request_id)
+        existing, holder = await self._reader.run(
+            lambda conn: (
+                turns.by_request(conn, controller_id, client_request_id),
+                turns.unresolved_on(conn, terminal_id),
+            )
         )
         if existing is not None:
             return self._repeat(existing, text)
+        if holder is not None:
+            # Checked again inside the reservation; this answers before any capture.
+            raise RpcError(
+                Reason.CONFLICT,
+                f"turn {holder.turn_id} is still open on this terminal; wait for its outcome, "
+                "or close it, before sending another task",
+            )
         terminal = self._board.ref(terminal_id)
         if terminal is None or self._board.get(terminal_id) is None:
             raise RpcError(
