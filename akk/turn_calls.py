@@ -13,12 +13,14 @@ from typing import Any
 
 import attrs
 
+from akk import faults
 from akk.actors.destination import DestinationDesk
 from akk.actors.runtime import ActorError, AskTimeout
 from akk.actors.store import transact
 from akk.actors.terminal import DispatchTask, Refusal, dispatch_task
 from akk.actors.turn import Cancel, CancelResult, Close, TurnDesk
 from akk.evidence import request_digest
+from akk.faults import Point
 from akk.profiles.composer import unprovable
 from akk.protocol.errors import Reason, RpcError
 from akk.protocol.excerpt import excerpt
@@ -237,6 +239,7 @@ class TurnCalls:
                 f"this controller has no event {event_id[:80]!r}; ack the event_id of an event "
                 "it received",
             )
+        await faults.reached(Point.ACKED)
         return {"event_id": event_id, "state": acked.state}
 
     async def reconnected(self, controller_id: str) -> None:

@@ -214,14 +214,15 @@ class TurnActor(Actor):
             if progress is not None:
                 await self._check_outcome(progress, state)
             return
-        if trio.current_time() >= self._accept_deadline and turn.state is TurnState.DISPATCHING:
+        if trio.current_time() < self._accept_deadline:
+            return
+        if turn.state is TurnState.DISPATCHING:
             await self._mark_uncertain()
-        elif turn.state is TurnState.UNCERTAIN and state is State.IDLE and progress is None:
-            await self._settle(
-                TurnState.FAILED,
-                "uncertain",
-                "AKK cannot prove the agent received the task; it was not typed again",
-            )
+        await self._settle(
+            TurnState.FAILED,
+            "uncertain",
+            "AKK cannot prove the agent received the task; it was not typed or submitted again",
+        )
 
     async def _record_acceptance(self, session: str | None) -> None:
         turn_id = self._turn_id
@@ -414,23 +415,23 @@ class TurnDesk:
         return self._supervisor.ref(turn_id)
 
     async def resume(self) -> int:
-        """After a start: open dispatches become uncertain; every unresolved Turn is followed."""
-        now = time.time()
+        """After a start: every unresolved Turn is followed again.
+
+        A dispatch left reserved or half-typed by the previous run may have typed
+        anything: it becomes ``uncertain`` and its Turn too. Nothing is typed or
+        submitted again; the Turn's own evidence may still prove acceptance,
+        otherwise it fails as ``uncertain`` after the acceptance bound.
+        """
 
         def recover(conn: apsw.Connection) -> list[str]:
             for dispatch in dispatches.all_open(conn):
                 if dispatch.stage in (Stage.RESERVED, Stage.TEXT_INJECTED):
-                    # The server died between reservation and Enter: whatever was typed
-                    # stays where it is, never retyped and never submitted.
                     dispatches.advance(conn, dispatch, Stage.UNCERTAIN, "interrupted_by_restart")
-                    if dispatch.turn_id is not None:
-                        turn = turns.get(conn, dispatch.turn_id)
-                        if turn is not None and turn.unresolved:
-                            turns.settle(
-                                conn, turn, TurnState.FAILED, now=now, reason="uncertain",
-                                summary="akk serve stopped while typing this task; it was not "
-                                "typed again or submitted (check the pane)",
-                            )  # fmt: skip
+                    turn = turns.get(conn, dispatch.turn_id or "")
+                    if turn is not None and turn.unresolved:
+                        turns.update(
+                            conn, turn, state=TurnState.UNCERTAIN, reason="interrupted_by_restart"
+                        )
             return [t.turn_id for t in turns.unresolved(conn)]
 
         open_turns = await transact(self._store, recover)

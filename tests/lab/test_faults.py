@@ -1,0 +1,126 @@
+"""SIGKILL `akk serve` at every named fault point of a managed Turn, start it again, and check.
+
+For each point: exactly one outcome reaches the controller (under one
+`event_id`, however often it is delivered), the model server never receives
+the task twice, a task cut off before its Enter is never submitted by the
+restarted server, and what cannot be proven is reported as uncertain.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from akk.client import Controller, connect
+from akk.faults import Point
+from tests.lab.akk_harness import OUTCOMES, AkkProcess, idle_terminal
+from tests.lab.conftest import lab_params
+from tools.lab.launcher import LabSession
+from tools.lab.scenarios import ECHO_TASK
+
+BEFORE_ENTER = (
+    Point.EVIDENCE_SNAPSHOT,
+    Point.RESERVED,
+    Point.TEXT_TYPED,
+    Point.TEXT_INJECTED,
+    Point.BEFORE_ENTER,
+)
+SEND_POINTS = [
+    *BEFORE_ENTER,
+    Point.ENTER_SENT,
+    Point.ENTER_RECORDED,
+    Point.EVIDENCE_READ,
+    Point.ACCEPTED,
+    Point.OUTCOME,
+    Point.LEASED,
+    Point.DELIVERED,
+    Point.ACKED,
+]
+CLIENTS = [
+    *lab_params("echo", agents=("claude",))[-1:],
+    *lab_params("echo", agents=("codex",))[-1:],
+]
+
+
+async def _send(ctl: Controller, terminal_id: str) -> dict[str, Any] | None:
+    """Send the task; None if the server died before it answered."""
+    try:
+        result: dict[str, Any] = await ctl.call(
+            "send", {"terminal_id": terminal_id, "request": ECHO_TASK, "client_request_id": "f"}
+        )
+    except Exception:
+        return None
+    return result
+
+
+async def _events_until_outcome(
+    ctl: Controller, seen: list[dict[str, Any]], timeout: float
+) -> dict[str, Any] | None:
+    """Collect events (acking them) until an outcome; None if the connection ends first."""
+    with trio.move_on_after(timeout):
+        try:
+            async for event in ctl.events():
+                seen.append(event)
+                await ctl.ack(event["event_id"])
+                if event["kind"] in OUTCOMES:
+                    return event
+        except Exception:
+            return None
+    return None
+
+
+@pytest.mark.parametrize("point", SEND_POINTS, ids=str)
+@pytest.mark.parametrize("lab", CLIENTS, indirect=True)
+async def test_sigkill_at_each_point_then_restart(
+    lab: LabSession, tmp_path: Path, point: Point
+) -> None:
+    akk = AkkProcess(lab, tmp_path)
+    seen: list[dict[str, Any]] = []
+    try:
+        url = akk.start(fault=f"{point}:crash")
+        with trio.fail_after(60):
+            async with connect(url, akk.tokens["ctl"]) as ctl:
+                row = await idle_terminal(ctl)
+                sent = await _send(ctl, row["terminal_id"])
+                await _events_until_outcome(ctl, seen, timeout=40)
+        assert await trio.to_thread.run_sync(akk.wait_killed) != 0, "the fault never fired"
+        url = akk.start()
+        with trio.fail_after(60):
+            async with connect(url, akk.tokens["ctl"]) as ctl:
+                listed = (await ctl.call("list"))["turns"]
+                turn_id = sent["turn_id"] if sent else (listed[0]["turn_id"] if listed else None)
+                if turn_id is None:
+                    # Killed before the reservation committed: no record, and nothing typed.
+                    assert point is Point.EVIDENCE_SNAPSHOT
+                else:
+                    already = any(e["kind"] in OUTCOMES for e in seen)
+                    if not already or point in (Point.LEASED, Point.DELIVERED):
+                        outcome = await _events_until_outcome(ctl, seen, timeout=45)
+                        assert outcome is not None, (point, seen)
+                    status = await ctl.call("status", {"turn_id": turn_id})
+                    # Nothing more arrives: no second outcome under another event_id.
+                    await _events_until_outcome(ctl, seen, timeout=1.5)
+    finally:
+        akk.kill()
+    outcomes = [e for e in seen if e["kind"] in OUTCOMES]
+    model_got = lab.server.count_inputs_containing(ECHO_TASK)
+    assert model_got <= 1, lab.server.summary()
+    if turn_id is None:
+        assert outcomes == [] and model_got == 0
+        return
+    assert len({e["event_id"] for e in outcomes}) == 1, outcomes
+    turn = status["turn"]
+    if point in BEFORE_ENTER:
+        # The restarted server never submits what the dead one typed.
+        assert model_got == 0, lab.server.summary()
+        assert (turn["state"], turn["reason"]) == ("failed", "uncertain"), turn
+        assert status["dispatches"][0]["stage"] == "uncertain"
+    else:
+        assert model_got == 1, lab.server.summary()
+        assert turn["state"] in ("done", "failed"), turn
+        if turn["state"] == "failed":
+            # Enter pressed but not recorded, and the file could not prove it either.
+            assert point is Point.ENTER_SENT and turn["reason"] == "uncertain", turn
