@@ -36,6 +36,7 @@ from akk.store import credentials
 from akk.store.database import StoreError, open_store
 from akk.store.location import StateDir, StateDirError
 from akk.tmux.activity import DEFAULT_INTERVAL
+from akk.turn_calls import TurnSettings
 
 E = TypeVar("E", bound=BaseException)
 T = TypeVar("T")
@@ -116,6 +117,25 @@ def _parser() -> argparse.ArgumentParser:
         type=float,
         default=DEFAULT_INTERVAL,
         help="seconds between pane listings per tmux server",
+    )
+    turn_defaults = TurnSettings()
+    serve.add_argument(
+        "--inactivity-minutes",
+        type=float,
+        default=turn_defaults.inactivity_minutes,
+        help="a Turn with no activity this long is `stalled`",
+    )
+    serve.add_argument(
+        "--lifetime-minutes",
+        type=float,
+        default=turn_defaults.lifetime_minutes,
+        help="a Turn running this long is `timed_out`",
+    )
+    serve.add_argument(
+        "--accept-seconds",
+        type=float,
+        default=turn_defaults.accept_seconds,
+        help="after Enter, how long the agent has to show it took the task (else uncertain)",
     )
     serve.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING"])
 
@@ -212,6 +232,11 @@ def _serve(args: argparse.Namespace) -> int:
         ),
         tmux_sockets=(default_socket(), *(os.path.abspath(p) for p in args.tmux_socket)),
         poll_interval=args.poll_interval,
+        turns=TurnSettings(
+            inactivity_minutes=args.inactivity_minutes,
+            lifetime_minutes=args.lifetime_minutes,
+            accept_seconds=args.accept_seconds,
+        ),
     )
 
     def ready(endpoint: Endpoint) -> None:

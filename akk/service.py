@@ -137,7 +137,7 @@ async def run_service(
             turn_supervisor = Supervisor("turns", max_restarts=50, period=10.0)
             desk = TurnDesk(
                 turn_supervisor, store=store, reader=reader.run, board=board,
-                notify=destinations.wake,
+                notify=destinations.wake, accept_seconds=config.turns.accept_seconds,
             )  # fmt: skip
             await root.start_child(ChildSpec("destinations", destination_supervisor.run))
             await root.start_child(ChildSpec("outbox", destinations.run))

@@ -38,7 +38,11 @@ DISPATCH_TIMEOUT = 60.0
 @attrs.frozen
 class TurnSettings:
     inactivity_minutes: float = 60.0
+    """No activity (file growth, screen change) for this long: ``stalled``."""
     lifetime_minutes: float = 720.0
+    """Hard lifetime of a Turn: ``timed_out``."""
+    accept_seconds: float = 20.0
+    """After Enter, how long the agent has to show it accepted the task: else ``uncertain``."""
 
 
 class TurnCalls:

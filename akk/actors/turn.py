@@ -8,7 +8,7 @@ driven by ``Tick``s from the TurnDesk's clock:
 - acceptance: the agent's own file (``akk.evidence``) shows a user message with
   exactly the request's text after the recorded position; without evidence,
   the screen (the composer emptied and the agent working) with that limit
-  stated. No proof within ``ACCEPT_BOUND``: ``uncertain``, never retyped;
+  stated. No proof within ``accept_seconds``: ``uncertain``, never retyped;
 - completion, failure, interruption and usage from the file, or the screen
   returning to idle when there is no file;
 - the pane or process gone: ``failed``; no activity for the inactivity
@@ -45,9 +45,6 @@ from akk.store.turns import Turn, TurnState
 from akk.terminals import TerminalBoard
 
 log = logging.getLogger("akk.turn")
-
-ACCEPT_BOUND = 20.0
-"""Seconds after Enter within which the agent must show it accepted the task."""
 
 CANCEL_BOUND = 10.0
 """Seconds after the interrupt key within which the interruption must show."""
@@ -99,8 +96,10 @@ class TurnActor(Actor):
         notify: Notify,
         request_text: str | None,
         enter_at: float | None,
+        accept_seconds: float,
     ) -> None:
         self._turn_id = turn_id
+        self._accept_seconds = accept_seconds
         self._store = store
         self._read_store = reader
         self._board = board
@@ -117,7 +116,7 @@ class TurnActor(Actor):
     async def started(self) -> None:
         self._turn = await self._load()
         base = self._enter_at if self._enter_at is not None else trio.current_time()
-        self._accept_deadline = base + ACCEPT_BOUND
+        self._accept_deadline = base + self._accept_seconds
 
     async def receive(self, message: object) -> object:
         if isinstance(message, Tick):
@@ -385,8 +384,10 @@ class TurnDesk:
         reader: Callable[[Callable[[apsw.Connection], Any]], Any],
         board: TerminalBoard,
         notify: Notify,
+        accept_seconds: float,
     ) -> None:
         self._supervisor = supervisor
+        self._accept_seconds = accept_seconds
         self._store = store
         self._reader = reader
         self._board = board
@@ -404,6 +405,7 @@ class TurnDesk:
                 start=lambda: TurnActor(
                     turn_id, store=self._store, reader=self._reader, board=self._board,
                     notify=self._notify, request_text=request_text, enter_at=enter_at,
+                    accept_seconds=self._accept_seconds,
                 ),
                 restart=Restart.TRANSIENT,
             )

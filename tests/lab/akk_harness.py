@@ -83,7 +83,7 @@ class AkkProcess:
         self.proc: subprocess.Popen[str] | None = None
         self.url = ""
 
-    def start(self, fault: str | None = None) -> str:
+    def start(self, fault: str | None = None, *options: str) -> str:
         env = {
             **os.environ,
             "AKK_STATE_DIR": str(self.state.path),
@@ -94,7 +94,7 @@ class AkkProcess:
             env["AKK_FAULT"] = fault
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "akk", "serve", "--port", "0", "--tmux-socket", self._socket,
-             "--poll-interval", "0.1", "--log-level", "WARNING"],
+             "--poll-interval", "0.1", "--log-level", "WARNING", *options],
             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
         line: list[str] = []

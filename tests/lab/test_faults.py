@@ -39,6 +39,7 @@ SEND_POINTS = [
     Point.DELIVERED,
     Point.ACKED,
 ]
+FAST = ("--accept-seconds", "5")  # a cut-off task is declared uncertain sooner
 CLIENTS = [
     *lab_params("echo", agents=("claude",))[-1:],
     *lab_params("echo", agents=("codex",))[-1:],
@@ -80,14 +81,14 @@ async def test_sigkill_at_each_point_then_restart(
     akk = AkkProcess(lab, tmp_path)
     seen: list[dict[str, Any]] = []
     try:
-        url = akk.start(fault=f"{point}:crash")
+        url = akk.start(f"{point}:crash", *FAST)
         with trio.fail_after(60):
             async with connect(url, akk.tokens["ctl"]) as ctl:
                 row = await idle_terminal(ctl)
                 sent = await _send(ctl, row["terminal_id"])
                 await _events_until_outcome(ctl, seen, timeout=40)
         assert await trio.to_thread.run_sync(akk.wait_killed) != 0, "the fault never fired"
-        url = akk.start()
+        url = akk.start(None, *FAST)
         with trio.fail_after(60):
             async with connect(url, akk.tokens["ctl"]) as ctl:
                 listed = (await ctl.call("list"))["turns"]
