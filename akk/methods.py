@@ -80,6 +80,7 @@ class Methods:
             "list": self._list,
             "status": self._status,
             "send": self._send,
+            "respond": self._respond,
             "cancel": self._cancel,
             "close": self._close,
             "ack": self._ack,
@@ -161,6 +162,11 @@ class Methods:
 
     async def _send(self, peer: Peer, params: dict[str, Any]) -> dict[str, Any]:
         return await self._turns.send(peer.controller_id, params)
+
+    async def _respond(self, peer: Peer, params: dict[str, Any]) -> dict[str, Any]:
+        return await self._turns.respond(
+            peer.controller_id, peer.operator, params["turn_id"], params["request"]
+        )
 
     async def _cancel(self, peer: Peer, params: dict[str, Any]) -> dict[str, Any]:
         return await self._turns.cancel(peer.controller_id, peer.operator, params["turn_id"])

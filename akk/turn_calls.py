@@ -17,7 +17,13 @@ from akk import faults
 from akk.actors.destination import DestinationDesk
 from akk.actors.runtime import ActorError, AskTimeout
 from akk.actors.store import transact
-from akk.actors.terminal import DispatchTask, Refusal, dispatch_task
+from akk.actors.terminal import (
+    DispatchRespond,
+    DispatchTask,
+    Refusal,
+    TaskReceipt,
+    dispatch_task,
+)
 from akk.actors.turn import Cancel, CancelResult, Close, TurnDesk
 from akk.evidence import request_digest
 from akk.faults import Point
@@ -102,25 +108,7 @@ class TurnCalls:
             inactivity_seconds=self._settings.inactivity_minutes * 60,
             lifetime_seconds=self._settings.lifetime_minutes * 60,
         )
-        try:
-            receipt = await dispatch_task(terminal, task, timeout=DISPATCH_TIMEOUT)
-        except AskTimeout as exc:
-            if not exc.delivered:
-                raise RpcError(
-                    Reason.INTERNAL, "the terminal was too busy to take the task; nothing was "
-                    "sent; try again",
-                ) from None  # fmt: skip
-            raise RpcError(
-                Reason.RESPONSE_UNCERTAIN,
-                "the dispatch did not finish in time and may have typed the task; AKK will not "
-                "type it again. Call list (or send the same client_request_id) to see the Turn",
-            ) from None
-        except ActorError as exc:
-            raise RpcError(
-                Reason.RESPONSE_UNCERTAIN,
-                f"the terminal failed during the dispatch ({exc.reason}); the task may have been "
-                "typed and will not be typed again. Call list to see the Turn",
-            ) from None
+        receipt = await self._dispatch(terminal, task)
         if isinstance(receipt, Refusal):
             if receipt.turn is not None:
                 return self._repeat(receipt.turn, text)
@@ -131,6 +119,63 @@ class TurnCalls:
         else:
             self._destinations.wake(controller_id)
         return _send_result(turn)
+
+    async def respond(
+        self, controller_id: str, operator: bool, turn_id: str, text: str
+    ) -> dict[str, Any]:
+        """A new composer message inside the same Turn, once its agent is idle again."""
+        _check_request(text)
+        turn = _owned(
+            await self._reader.run(lambda conn: turns.get(conn, turn_id)),
+            turn_id, controller_id, operator,
+        )  # fmt: skip
+        if turn.closed_at is not None:
+            raise RpcError(Reason.CLOSED, f"turn {turn_id} is closed; send a new task instead")
+        if not turn.state.settled:
+            raise RpcError(
+                Reason.NOT_IDLE,
+                f"turn {turn_id} is {turn.state.value}; respond once its outcome arrived and "
+                "the agent is idle again",
+            )
+        terminal = self._board.ref(turn.terminal_id or "")
+        if terminal is None:
+            raise RpcError(
+                Reason.NOT_FOUND,
+                f"turn {turn_id}'s terminal is gone (its pane closed or its agent restarted); "
+                "send a new task to another terminal",
+            )
+        receipt = await self._dispatch(terminal, DispatchRespond(turn_id, text))
+        if isinstance(receipt, Refusal):
+            raise RpcError(receipt.reason, receipt.message)
+        reopened = receipt.turn
+        if reopened.unresolved:
+            await self._desk.follow(turn_id, request_text=text, enter_at=receipt.enter_at)
+        else:
+            self._destinations.wake(reopened.controller_id)
+        return _send_result(reopened) | {"round": reopened.round}
+
+    async def _dispatch(
+        self, terminal: Any, message: DispatchTask | DispatchRespond
+    ) -> TaskReceipt | Refusal:
+        try:
+            return await dispatch_task(terminal, message, timeout=DISPATCH_TIMEOUT)
+        except AskTimeout as exc:
+            if not exc.delivered:
+                raise RpcError(
+                    Reason.INTERNAL, "the terminal was too busy to take the task; nothing was "
+                    "sent; try again",
+                ) from None  # fmt: skip
+            raise RpcError(
+                Reason.RESPONSE_UNCERTAIN,
+                "the dispatch did not finish in time and may have typed the task; AKK will not "
+                "type it again. Call list or status to see the Turn",
+            ) from None
+        except ActorError as exc:
+            raise RpcError(
+                Reason.RESPONSE_UNCERTAIN,
+                f"the terminal failed during the dispatch ({exc.reason}); the task may have been "
+                "typed and will not be typed again. Call list to see the Turn",
+            ) from None
 
     def _repeat(self, turn: Turn, text: str) -> dict[str, Any]:
         if turn.request_sha256 != request_digest(text):
@@ -289,6 +334,8 @@ def _actions(turn: Turn) -> list[dict[str, Any]]:
     actions: list[dict[str, Any]] = [{"method": "status", "params": ids}]
     if turn.unresolved and turn.state.value == "running":
         actions.append({"method": "cancel", "params": ids})
+    if turn.state.settled and turn.closed_at is None:
+        actions.append({"method": "respond", "params": ids})
     if turn.closed_at is None:
         actions.append({"method": "close", "params": ids})
     return actions

@@ -68,6 +68,14 @@ class DispatchTask:
 
 
 @attrs.frozen
+class DispatchRespond:
+    """Type ``text`` into the idle composer as the next round of the settled ``turn_id``."""
+
+    turn_id: str
+    text: str
+
+
+@attrs.frozen
 class Interrupt:
     """Press the agent's interrupt key for ``turn_id``, proven to be running on screen."""
 
@@ -99,8 +107,24 @@ class InterruptReceipt:
     seq: int
 
 
+@attrs.frozen
+class _EvidenceStart:
+    """Where the Turn's evidence starts: the snapshot taken before any key, or why not."""
+
+    status: str  # pending | unknown
+    snapshot: str | None
+    limit: str | None
+
+
+@attrs.frozen
+class _Ready:
+    seq: int
+    method: TypingMethod
+    evidence: _EvidenceStart
+
+
 async def dispatch_task(
-    terminal: ActorRef, message: DispatchTask, *, timeout: float
+    terminal: ActorRef, message: DispatchTask | DispatchRespond, *, timeout: float
 ) -> TaskReceipt | Refusal:
     reply = await terminal.ask(message, timeout=timeout)
     assert isinstance(reply, TaskReceipt | Refusal), reply
@@ -155,6 +179,8 @@ class TerminalActor(Actor):
             return None
         if isinstance(message, DispatchTask):
             return await self._dispatch_task(message)
+        if isinstance(message, DispatchRespond):
+            return await self._dispatch_respond(message)
         if isinstance(message, Interrupt):
             return await self._interrupt(message)
         return Refusal(
@@ -222,7 +248,9 @@ class TerminalActor(Actor):
 
     # -- a task
 
-    async def _dispatch_task(self, task: DispatchTask) -> TaskReceipt | Refusal:
+    async def _prove_idle(self, text: str) -> _Ready | Refusal:
+        """The first steps of any composer message: an exact profile, a settled idle pane
+        with an empty composer, and the evidence position recorded before any key."""
         profile = self._profile
         if profile is None:
             return Refusal(
@@ -253,15 +281,21 @@ class TerminalActor(Actor):
                 f"the pane is {what}, not idle with an empty composer; nothing was sent. Wait "
                 "for the agent (status shows its state) and send again",
             )
-        method = profile.typing.method_for(task.text)
         try:
             before = await trio.to_thread.run_sync(
                 evidence.snapshot, self._identity.agent, self._identity.agent_pid
             )
-            evidence_status, evidence_json, evidence_limit = "pending", before.to_json(), None
+            proof = _EvidenceStart("pending", before.to_json(), None)
         except evidence.EvidenceUnavailable as exc:
-            evidence_status, evidence_json, evidence_limit = "unknown", None, str(exc)[:300]
+            proof = _EvidenceStart("unknown", None, str(exc)[:300])
         await faults.reached(Point.EVIDENCE_SNAPSHOT)
+        return _Ready(snapshot.seq, profile.typing.method_for(text), proof)
+
+    async def _dispatch_task(self, task: DispatchTask) -> TaskReceipt | Refusal:
+        ready = await self._prove_idle(task.text)
+        if isinstance(ready, Refusal):
+            return ready
+        method, proof, seq = ready.method, ready.evidence, ready.seq
         now = time.time()
         digest = evidence.request_digest(task.text)
         terminal_id = self._identity.terminal_id
@@ -290,9 +324,9 @@ class TerminalActor(Actor):
                 terminal_id=terminal_id,
                 request_sha256=digest,
                 request_chars=len(task.text),
-                evidence_status=evidence_status,
-                evidence=evidence_json,
-                evidence_limit=evidence_limit,
+                evidence_status=proof.status,
+                evidence=proof.snapshot,
+                evidence_limit=proof.limit,
                 inactivity_seconds=task.inactivity_seconds,
                 lifetime_seconds=task.lifetime_seconds,
                 now=now,
@@ -304,16 +338,69 @@ class TerminalActor(Actor):
                 terminal_id=terminal_id,
                 kind=Kind.TASK,
                 typing=method.value,
-                screen_seq=snapshot.seq,
+                screen_seq=seq,
                 now=now,
             )
-            return TaskReceipt(turn, dispatch, snapshot.seq, None)
+            return TaskReceipt(turn, dispatch, seq, None)
 
         reserved = await transact(self._store, reserve)
         if isinstance(reserved, Refusal):
             return reserved
         await faults.reached(Point.RESERVED)
         return await self._type_and_submit(reserved, task.text, method)
+
+    async def _dispatch_respond(self, message: DispatchRespond) -> TaskReceipt | Refusal:
+        """A new composer message in the same Turn: its next round, with the same proofs."""
+        ready = await self._prove_idle(message.text)
+        if isinstance(ready, Refusal):
+            return ready
+        method, proof, seq = ready.method, ready.evidence, ready.seq
+        now = time.time()
+        terminal_id = self._identity.terminal_id
+
+        def reserve(conn: apsw.Connection) -> TaskReceipt | Refusal:
+            turn = turns.get(conn, message.turn_id)
+            if turn is None or turn.terminal_id != terminal_id:
+                return Refusal(Reason.NOT_FOUND, f"no turn {message.turn_id} on this terminal")
+            if turn.closed_at is not None or not turn.state.settled:
+                return Refusal(
+                    Reason.CONFLICT,
+                    f"turn {turn.turn_id} is {turn.state.value}"
+                    + (" and closed" if turn.closed_at else "")
+                    + "; respond to a Turn whose agent is idle again",
+                )
+            holder = turns.unresolved_on(conn, terminal_id)
+            if holder is not None:
+                return Refusal(
+                    Reason.CONFLICT, f"turn {holder.turn_id} is still open on this terminal"
+                )
+            reopened = turns.reopen(
+                conn,
+                turn,
+                request_sha256=evidence.request_digest(message.text),
+                request_chars=len(message.text),
+                evidence_status=proof.status,
+                evidence=proof.snapshot,
+                evidence_limit=proof.limit,
+                now=now,
+            )
+            dispatch = dispatches.reserve(
+                conn,
+                controller_id=turn.controller_id,
+                turn_id=turn.turn_id,
+                terminal_id=terminal_id,
+                kind=Kind.RESPOND,
+                typing=method.value,
+                screen_seq=seq,
+                now=now,
+            )
+            return TaskReceipt(reopened, dispatch, seq, None)
+
+        reserved = await transact(self._store, reserve)
+        if isinstance(reserved, Refusal):
+            return reserved
+        await faults.reached(Point.RESERVED)
+        return await self._type_and_submit(reserved, message.text, method)
 
     async def _type_and_submit(
         self, receipt: TaskReceipt, text: str, method: TypingMethod

@@ -219,7 +219,18 @@ METHODS: dict[str, dict[str, Any]] = {
                 "session_id": _NULLABLE_ID,
                 "watch_id": _NULLABLE_ID,
                 "state": {"type": "string"},
-            }
+            },
+            {
+                "session_decision": {
+                    "type": "object",
+                    "required": ["action", "reason"],
+                    "properties": {
+                        "action": {"enum": ["create", "resume", "rebuild", "wait"]},
+                        "reason": {"type": "string"},
+                    },
+                },
+                "round": {"type": "integer", "minimum": 1},
+            },
         ),
     },
     "status": {

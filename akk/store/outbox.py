@@ -52,6 +52,7 @@ def enqueue(
     kind: str,
     body: dict[str, Any],
     now: float,
+    round: int = 1,
 ) -> Notification:
     """Write one event for ``controller_id``; it is due at once."""
     notification_id = "ntf_" + secrets.token_hex(12)
@@ -64,10 +65,21 @@ def enqueue(
         **body,
     }
     conn.execute(
-        "INSERT INTO notifications (notification_id, event_id, controller_id, turn_id, kind, "
-        "payload, state, next_attempt_at, created_at, updated_at) "
-        "VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?)",
-        (notification_id, event_id, controller_id, turn_id, kind, json.dumps(event), now, now, now),
+        "INSERT INTO notifications (notification_id, event_id, controller_id, turn_id, round, "
+        "kind, payload, state, next_attempt_at, created_at, updated_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?)",
+        (
+            notification_id,
+            event_id,
+            controller_id,
+            turn_id,
+            round,
+            kind,
+            json.dumps(event),
+            now,
+            now,
+            now,
+        ),
     )
     found = get(conn, notification_id)
     assert found is not None

@@ -237,6 +237,7 @@ CREATE TABLE turns (
     native_session     TEXT,                  -- Claude session uuid / Codex thread id
     request_sha256     TEXT NOT NULL CHECK (length(request_sha256) = 64),
     request_chars      INTEGER NOT NULL,
+    round              INTEGER NOT NULL DEFAULT 1,   -- each `respond` starts the next one
     state              TEXT NOT NULL CHECK (state IN (
                            'dispatching', 'running', 'uncertain',
                            'done', 'failed', 'cancelled', 'stalled', 'timed_out')),
@@ -344,6 +345,7 @@ CREATE TABLE notifications (
     event_id          TEXT NOT NULL UNIQUE,
     controller_id     TEXT NOT NULL REFERENCES controllers (controller_id),
     turn_id           TEXT REFERENCES turns (turn_id),
+    round             INTEGER NOT NULL DEFAULT 1,
     watch_id          TEXT REFERENCES watches (watch_id),
     kind              TEXT NOT NULL CHECK (kind IN (
                           'interaction_required', 'approval_required', 'done', 'failed',
@@ -362,7 +364,7 @@ CREATE TABLE notifications (
     revision          INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX notifications_due ON notifications (controller_id, state, next_attempt_at);
-CREATE UNIQUE INDEX notifications_one_outcome_per_turn ON notifications (turn_id)
+CREATE UNIQUE INDEX notifications_one_outcome_per_round ON notifications (turn_id, round)
     WHERE kind IN ('done', 'failed', 'cancelled', 'stalled', 'timed_out');
 """
 

@@ -51,6 +51,7 @@ class Turn:
     native_session: str | None
     request_sha256: str
     request_chars: int
+    round: int
     state: TurnState
     reason: str | None
     final_message: str | None
@@ -98,6 +99,7 @@ class Turn:
             "session_id": self.native_session,
             "watch_id": self.turn_id,
             "state": self.state.value,
+            "round": self.round,
             "reason": self.reason,
             "management_state": "closed" if self.closed_at is not None else "managed",
             "observation_state": "settled" if self.state.settled else "observing",
@@ -205,17 +207,19 @@ def settle(
     reason: str | None = None,
     **changes: object,
 ) -> Turn:
-    """Write the Turn's one outcome and its notification, in this transaction."""
+    """Write the outcome of the Turn's current round and its notification, in this transaction."""
     assert state.settled
     settled = update(conn, turn, state=state, reason=reason, settled_at=now, **changes)
     outbox.enqueue(
         conn,
         controller_id=settled.controller_id,
         turn_id=settled.turn_id,
+        round=settled.round,
         kind=state.value,
         body={
             "turn_id": settled.turn_id,
             "watch_id": settled.turn_id,
+            "round": settled.round,
             "interaction": None,
             "summary": summary,
             "outcome": {
@@ -228,6 +232,28 @@ def settle(
         now=now,
     )
     return settled
+
+
+def reopen(
+    conn: apsw.Connection,
+    turn: Turn,
+    *,
+    request_sha256: str,
+    request_chars: int,
+    evidence_status: str,
+    evidence: str | None,
+    evidence_limit: str | None,
+    now: float,
+) -> Turn:
+    """`respond`: the settled Turn's next round starts (its earlier outcome stays delivered)."""
+    return update(
+        conn, turn, round=turn.round + 1, state=TurnState.DISPATCHING, reason=None,
+        final_message=None, settled_at=None, request_sha256=request_sha256,
+        request_chars=request_chars, evidence_status=evidence_status, evidence=evidence,
+        evidence_limit=evidence_limit, usage_input=None, usage_output=None,
+        usage_cache_read=None, usage_cache_write=None, usage_status="unknown",
+        last_activity_at=now,
+    )  # fmt: skip
 
 
 def _one(conn: apsw.Connection, where: str, args: tuple[object, ...]) -> Turn | None:

@@ -1,0 +1,135 @@
+"""Respond, and every way a managed Turn can end besides `done`, against the real clients."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+import trio
+
+from akk.client import AkkError, Controller, connect
+from akk.service import ServiceConfig, run_service
+from akk.store.location import StateDir
+from akk.turn_calls import TurnSettings
+from tests.lab.conftest import lab_params
+from tools.lab.akk_runner import idle_terminal, mint_offline, outcome
+from tools.lab.launcher import LabSession
+from tools.lab.scenarios import ECHO_TASK, ERROR_TASK, SLOW_TASK
+
+LAST_OF_EACH = [
+    *lab_params("echo", agents=("claude",))[-1:],
+    *lab_params("echo", agents=("codex",))[-1:],
+]
+
+
+@asynccontextmanager
+async def controller(
+    lab: LabSession, tmp_path: Path, turns: TurnSettings | None = None
+) -> AsyncIterator[Controller]:
+    """`akk serve` in this process (with these Turn settings) and one connected controller."""
+    state = StateDir(tmp_path / "akk")
+    tokens = mint_offline(state, "ctl")
+    config = ServiceConfig(
+        state=state,
+        port=0,
+        tmux_sockets=(str(lab.socket),),
+        poll_interval=0.1,
+        turns=turns or TurnSettings(),
+    )
+    async with trio.open_nursery() as nursery:
+        endpoint = await nursery.start(
+            lambda task_status: run_service(config, task_status=task_status)
+        )
+        async with connect(endpoint.url, tokens["ctl"]) as ctl:
+            yield ctl
+        nursery.cancel_scope.cancel()
+
+
+async def _send(ctl: Controller, text: str, request_id: str = "r") -> str:
+    row = await idle_terminal(ctl)
+    sent = await ctl.call(
+        "send",
+        {"terminal_id": row["terminal_id"], "request": text, "client_request_id": request_id},
+    )
+    return str(sent["turn_id"])
+
+
+@pytest.mark.parametrize("lab", LAST_OF_EACH, indirect=True)
+async def test_respond_is_the_next_round_of_the_same_turn(lab: LabSession, tmp_path: Path) -> None:
+    follow_up = "lab: and once more"
+    async with controller(lab, tmp_path) as ctl:
+        turn_id = await _send(ctl, ECHO_TASK)
+        first = await outcome(ctl, turn_id)
+        assert (first["kind"], first["round"]) == ("done", 1)
+        with pytest.raises(AkkError) as empty:
+            await ctl.call("respond", {"turn_id": turn_id, "request": "  "})
+        assert empty.value.reason == "invalid_params"
+        await idle_terminal(ctl)
+        again = await ctl.call("respond", {"turn_id": turn_id, "request": follow_up})
+        assert (again["turn_id"], again["round"]) == (turn_id, 2)
+        second = await outcome(ctl, turn_id)
+        assert (second["kind"], second["round"]) == ("done", 2)
+        assert second["event_id"] != first["event_id"]
+        status = await ctl.call("status", {"turn_id": turn_id})
+        assert status["turn"]["round"] == 2
+        assert [d["kind"] for d in status["dispatches"]] == ["task", "respond"]
+        closed = await ctl.call("close", {"turn_id": turn_id})
+        assert closed["management_state"] == "closed"
+        with pytest.raises(AkkError) as after_close:
+            await ctl.call("respond", {"turn_id": turn_id, "request": "lab: too late"})
+        assert after_close.value.reason == "closed"
+    assert lab.server.count_inputs_containing(ECHO_TASK) == 1
+    assert lab.server.count_inputs_containing(follow_up) == 1
+    assert lab.server.count_inputs_containing("lab: too late") == 0
+
+
+@pytest.mark.parametrize("lab", lab_params("slow", agents=("codex",))[-1:], indirect=True)
+async def test_no_activity_for_the_inactivity_window_is_stalled(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    async with controller(lab, tmp_path, TurnSettings(inactivity_minutes=3 / 60)) as ctl:
+        turn_id = await _send(ctl, SLOW_TASK)
+        event = await outcome(ctl, turn_id, timeout=30)
+    assert event["kind"] == "stalled", event
+
+
+@pytest.mark.parametrize("lab", lab_params("slow", agents=("claude",))[-1:], indirect=True)
+async def test_past_the_lifetime_is_timed_out(lab: LabSession, tmp_path: Path) -> None:
+    async with controller(lab, tmp_path, TurnSettings(lifetime_minutes=4 / 60)) as ctl:
+        turn_id = await _send(ctl, SLOW_TASK)
+        event = await outcome(ctl, turn_id, timeout=30)
+    assert event["kind"] == "timed_out", event
+
+
+@pytest.mark.parametrize(
+    "lab",
+    [
+        *lab_params("api_error_once", agents=("claude",))[-1:],
+        *lab_params("api_error", agents=("codex",))[-1:],
+    ],
+    indirect=True,
+)
+async def test_an_api_error_fails_the_turn(lab: LabSession, tmp_path: Path) -> None:
+    async with controller(lab, tmp_path) as ctl:
+        turn_id = await _send(ctl, ERROR_TASK)
+        event = await outcome(ctl, turn_id)
+        status = await ctl.call("status", {"turn_id": turn_id})
+    assert event["kind"] == "failed", event
+    assert status["turn"]["reason"] == "agent_error"
+    assert "lab: simulated" in event["summary"]
+
+
+@pytest.mark.parametrize("lab", lab_params("slow", agents=("claude", "codex"))[::4], indirect=True)
+async def test_the_agent_process_ending_fails_the_turn(lab: LabSession, tmp_path: Path) -> None:
+    async with controller(lab, tmp_path) as ctl:
+        turn_id = await _send(ctl, SLOW_TASK)
+        await lab.server.wait_for_request(lambda r: SLOW_TASK in r.newest_input, timeout=20)
+        os.kill(lab.agent_pid, signal.SIGKILL)
+        event = await outcome(ctl, turn_id, timeout=30)
+        status = await ctl.call("status", {"turn_id": turn_id})
+    assert event["kind"] == "failed", event
+    assert status["turn"]["reason"] == "terminal_gone"
