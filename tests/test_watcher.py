@@ -18,10 +18,11 @@ from typing import Any
 import pytest
 import trio
 
-from akk.client import Controller, connect
+from akk.client import AkkError, Controller, connect
 from akk.service import ServiceConfig, run_service
 from akk.store.database import open_reader
 from akk.store.location import StateDir
+from tools.lab.akk_runner import mint_offline
 
 _FAKE_AGENT = r"""
 #include <stdio.h>
@@ -139,3 +140,35 @@ async def test_unpinned_and_unprovable_versions_get_no_profile(
     reader = open_reader(state.store_path)
     recorded = dict(reader.execute("SELECT terminal_id, gone_at IS NOT NULL FROM terminals"))
     assert recorded == {row["terminal_id"]: 1, silent["terminal_id"]: 1}
+
+
+async def test_a_send_to_an_unpinned_version_is_refused_with_zero_keys(
+    agents: Path, tmux_socket: str, tmp_path: Path
+) -> None:
+    state = StateDir(tmp_path / "akk")
+    token = mint_offline(state, "ctl")["ctl"]
+    config = ServiceConfig(state=state, port=0, tmux_sockets=(tmux_socket,), poll_interval=0.1)
+    tmux = ["tmux", "-S", tmux_socket]
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            endpoint = await nursery.start(
+                lambda task_status: run_service(config, task_status=task_status)
+            )
+            async with connect(endpoint.url, token) as ctl:
+                await trio.run_process(
+                    [*tmux, "new-window", "-d", str(agents / "unpinned" / "claude")]
+                )
+                (row,) = await _wait_rows(ctl, 1)
+                pane = ["capture-pane", "-p", "-t", row["pane"]]
+                before = (await trio.run_process([*tmux, *pane], capture_stdout=True)).stdout
+                with pytest.raises(AkkError) as refused:
+                    await ctl.call(
+                        "send",
+                        {"terminal_id": row["terminal_id"], "request": "lab: hi",
+                         "client_request_id": "u"},
+                    )  # fmt: skip
+                assert refused.value.reason == "unsupported_version"
+                after = (await trio.run_process([*tmux, *pane], capture_stdout=True)).stdout
+                assert after == before
+                assert (await ctl.call("list"))["turns"] == []
+            nursery.cancel_scope.cancel()
