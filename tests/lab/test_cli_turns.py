@@ -1,0 +1,63 @@
+"""The operator CLI's Turn commands as a person runs them: akk send --wait, status, events."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import trio
+
+from tests.lab.conftest import lab_params
+from tools.lab.akk_runner import AkkProcess
+from tools.lab.launcher import LabSession
+from tools.lab.scenarios import ECHO_REPLY, ECHO_TASK
+
+
+def _akk(akk: AkkProcess, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "AKK_STATE_DIR": str(akk.state.path), "COLUMNS": "200"}
+    return subprocess.run(
+        [sys.executable, "-m", "akk", *args],
+        env=env, capture_output=True, text=True, timeout=timeout, check=False,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("lab", lab_params("echo", agents=("claude",))[-1:], indirect=True)
+async def test_send_wait_status_and_events(lab: LabSession, tmp_path: Path) -> None:
+    akk = AkkProcess(lab, tmp_path)
+    events = None
+    try:
+        akk.start()
+        env = {**os.environ, "AKK_STATE_DIR": str(akk.state.path)}
+        events = subprocess.Popen(
+            [sys.executable, "-m", "akk", "events", "--json"],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        with trio.fail_after(20):
+            while "idle" not in (listed := _akk(akk, "list")).stdout:
+                await trio.sleep(0.1)
+        sent = await trio.to_thread.run_sync(
+            lambda: _akk(akk, "send", lab.pane, ECHO_TASK, "--wait", "--json")
+        )
+        assert sent.returncode == 0, sent.stderr
+        turn = json.loads(sent.stdout)["turn"]
+        assert turn["state"] == "done" and ECHO_REPLY in turn["final_message"]
+        shown = _akk(akk, "status", turn["turn_id"])
+        assert shown.returncode == 0, shown.stderr
+        assert "done" in shown.stdout and "accepted" in shown.stdout
+        refused = _akk(akk, "send", "%404", "lab: nowhere")
+        assert refused.returncode == 2 and "akk list" in refused.stderr
+    finally:
+        if events is not None:
+            events.terminate()
+            out, _ = events.communicate(timeout=10)
+        akk.stop()
+    assert listed.returncode == 0
+    assert lab.server.count_inputs_containing(ECHO_TASK) == 1
+    # `akk send --wait` acked its own outcome, so `akk events` saw it only if it was first.
+    for line in out.splitlines():
+        event = json.loads(line)
+        assert event["turn_id"] == turn["turn_id"]
