@@ -46,6 +46,9 @@ __all__ = [
 
 logger = logging.getLogger("akk.actors")
 
+_STOP_GRACE = 1.0
+"""Seconds past a child's shutdown timeout that stopping it may take before it is given up."""
+
 
 class Restart(enum.Enum):
     """When a child that ended is started again (OTP semantics)."""
@@ -458,8 +461,17 @@ class Supervisor:
             child.incarnation.stop()
         else:
             child.scope.cancel()
-        with trio.CancelScope(shield=True):
+        # Shielded so a cancelled parent still stops its children in order, but
+        # bounded: an incarnation is cut at its shutdown timeout, so this waits
+        # only for its cleanup; a plain task gets the same bound.
+        bound = child.spec.shutdown_timeout + _STOP_GRACE
+        with trio.CancelScope(shield=True, deadline=trio.current_time() + bound) as waiting:
             await child.done.wait()
+        if waiting.cancelled_caught:
+            logger.error(
+                "supervisor %r: child %r did not stop within %.1f s; moving on",
+                self.name, child.spec.key, bound,
+            )  # fmt: skip
 
     def _remove(self, child: _Child) -> None:
         if self._children.get(child.spec.key) is child:
