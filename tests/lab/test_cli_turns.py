@@ -32,10 +32,15 @@ async def test_send_wait_status_and_events(lab: LabSession, tmp_path: Path) -> N
     try:
         akk.start()
         env = {**os.environ, "AKK_STATE_DIR": str(akk.state.path)}
-        events = subprocess.Popen(
-            [sys.executable, "-m", "akk", "events", "--json"],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
+        events = await trio.to_thread.run_sync(
+            lambda: subprocess.Popen(
+                [sys.executable, "-m", "akk", "events", "--json"],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
         with trio.fail_after(20):
             while "idle" not in (listed := _akk(akk, "list")).stdout:
                 await trio.sleep(0.1)
