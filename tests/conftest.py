@@ -13,10 +13,9 @@ import trio
 from akk.instance import Endpoint
 from akk.server import Limits
 from akk.service import ServiceConfig, run_service
-from akk.store import credentials
-from akk.store.database import open_store
 from akk.store.location import StateDir
 from tests.lab.conftest import CLIENT_PROPERTY, START_PROPERTY
+from tools.lab.akk_runner import mint_offline
 
 
 @attrs.frozen
@@ -36,18 +35,6 @@ class LiveServer:
 
 
 LIVE_CONTROLLERS = ("c1", "c2", "c3", "after")
-
-
-def mint_offline(state: StateDir, *names: str) -> dict[str, str]:
-    """Mint controller credentials into a store no server holds (as `akk token create` does)."""
-    state.ensure()
-    conn = open_store(state.store_path)
-    try:
-        with conn:
-            minted = [credentials.create(conn, name, 0.0, actor="test") for name in names]
-    finally:
-        conn.close()
-    return {m.controller_id: m.token for m in minted}
 
 
 @pytest.fixture(scope="module")

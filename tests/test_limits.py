@@ -26,7 +26,7 @@ from akk.connections import NOT_READING
 from akk.server import Limits
 from akk.service import ServiceConfig, run_service
 from akk.store.location import StateDir
-from tests.conftest import mint_offline
+from tools.lab.akk_runner import mint_offline
 
 DESCRIPTOR_LIMIT = 1024
 

@@ -16,8 +16,8 @@ import trio
 
 from akk.client import Controller, connect
 from akk.faults import Point
-from tests.lab.akk_harness import OUTCOMES, AkkProcess, idle_terminal
 from tests.lab.conftest import lab_params
+from tools.lab.akk_runner import OUTCOMES, AkkProcess, idle_terminal
 from tools.lab.launcher import LabSession
 from tools.lab.scenarios import ECHO_TASK
 

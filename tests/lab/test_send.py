@@ -16,8 +16,8 @@ import trio
 from akk import faults
 from akk.client import AkkError, connect
 from akk.profiles.registry import bind
-from tests.lab.akk_harness import idle_terminal, outcome, serving
 from tests.lab.conftest import lab_params
+from tools.lab.akk_runner import idle_terminal, outcome, serving
 from tools.lab.launcher import LabSession
 from tools.lab.model_server import RecordedRequest
 from tools.lab.scenarios import ECHO_REPLY, ECHO_TASK, SLOW_SIGNAL, SLOW_TASK

@@ -105,6 +105,8 @@ class ModelServer:
         self.port = 0
         self.requests: list[RecordedRequest] = []
         self.outcomes: dict[int, Outcome] = {}
+        self.finished_at: dict[int, float] = {}
+        """Request index -> `time.monotonic()` once the reply's last byte was written."""
         self._dump_dir = dump_dir
         self._fired: set[int] = set()
         self._signals: dict[str, trio.Event] = {}
@@ -280,13 +282,14 @@ class ModelServer:
         recorded, response, step = self._record(
             request.method.decode(), request.target.decode(), headers, bytes(raw)
         )
-        outcome = await self._respond(connection, stream, response, step)
+        outcome = await self._respond(recorded.index, connection, stream, response, step)
         self.outcomes[recorded.index] = outcome
         self._notify()
         return outcome == "completed" and connection.our_state is h11.DONE
 
     async def _respond(
         self,
+        index: int,
         connection: h11.Connection,
         stream: trio.SocketStream,
         response: WireReply,
@@ -313,6 +316,7 @@ class ModelServer:
                 if step is not None and step.wait_for is not None:
                     await self._hold(step.wait_for, None, send)
                 await self._send_reply(connection, stream, response, send)
+                self.finished_at[index] = time.monotonic()
                 sent = True
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 pass

@@ -1,7 +1,8 @@
 """Run AKK against a lab pane: in-process (`serving`) or as a killable process (`AkkProcess`).
 
 Both watch only the lab's private tmux server and use a fresh state directory
-with controller credentials minted before the start, like an operator would.
+with controller credentials minted before the start (`mint_offline`), like an
+operator would. The lab tests and the benches (`tools/bench_*.py`) share it.
 """
 
 from __future__ import annotations
@@ -22,11 +23,24 @@ import trio
 from akk.client import Controller
 from akk.instance import Endpoint
 from akk.service import ServiceConfig, run_service
+from akk.store import credentials
+from akk.store.database import open_store
 from akk.store.location import StateDir
-from tests.conftest import mint_offline
 from tools.lab.launcher import LabSession
 
 OUTCOMES = frozenset({"done", "failed", "cancelled", "stalled", "timed_out"})
+
+
+def mint_offline(state: StateDir, *names: str) -> dict[str, str]:
+    """Mint controller credentials into a store no server holds (as `akk token create` does)."""
+    state.ensure()
+    conn = open_store(state.store_path)
+    try:
+        with conn:
+            minted = [credentials.create(conn, name, 0.0, actor="test") for name in names]
+    finally:
+        conn.close()
+    return {m.controller_id: m.token for m in minted}
 
 
 @attrs.frozen
