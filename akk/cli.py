@@ -397,6 +397,18 @@ def _list(args: argparse.Namespace) -> int:
             redact(str(row.get("asks") or "")),
         )
     _out.print(table)
+    if result["turns"]:
+        turns = Table("turn", "controller", "terminal", "state", "round", "reason", title="turns")
+        for turn in result["turns"]:
+            turns.add_row(
+                turn["turn_id"],
+                turn["controller_id"],
+                turn["terminal_id"] or "-",
+                turn["state"] + (" (closed)" if turn["closed_at"] else ""),
+                str(turn["round"]),
+                turn["reason"] or "",
+            )
+        _out.print(turns)
     return 0
 
 

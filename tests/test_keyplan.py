@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from akk.profiles.keyplan import (
+    Boundary,
     EnterGuard,
     Intent,
     KeyPlan,
@@ -47,6 +48,7 @@ from akk.profiles.observation import (
 )
 from akk.profiles.registry import PROFILES, Profile
 from akk.screen import render
+from akk.store.dispatches import Stage
 
 ROOT = Path(__file__).resolve().parent.parent / "fixtures"
 LABELS = sorted(ROOT.glob("*/*/*.json")) + sorted(ROOT.glob("*/*/80x24/*.json"))
@@ -597,3 +599,22 @@ def test_expansion_never_lands_on_a_persistent_row(case: Case) -> None:
         isinstance(step, MoveToRole | PressShortcut) and step.role is OptionRole.APPROVE_PERSISTENT
         for step in plan.steps
     )
+
+
+@pytest.mark.parametrize("profile", list(PROFILES.values()), ids=lambda p: p.id)
+def test_every_plan_has_stage_boundaries_matching_the_dispatch_stages(profile: Profile) -> None:
+    """Text is injected before the keys that submit it; the last step sends the step."""
+    for plan in profile.key_plans.plans:
+        marks = plan.boundaries
+        assert marks[-1] == (len(plan.steps), Boundary.ENTER_SENT)
+        assert [stage for _, stage in marks] in (
+            [Boundary.ENTER_SENT],
+            [Boundary.TEXT_INJECTED, Boundary.ENTER_SENT],
+        )
+        typed = any(isinstance(step, TypeText) for step in plan.steps)
+        if len(marks) == 2:
+            end = marks[0][0]
+            assert typed and 0 < end < len(plan.steps)
+            assert not any(isinstance(step, TypeText) for step in plan.steps[end:])
+            assert Boundary.TEXT_INJECTED.value == Stage.TEXT_INJECTED.value
+        assert Boundary.ENTER_SENT.value == Stage.ENTER_SENT.value

@@ -40,7 +40,7 @@ from akk.profiles.observation import State
 from akk.protocol.errors import Reason
 from akk.protocol.redaction import redact
 from akk.store import dispatches, turns
-from akk.store.dispatches import Stage
+from akk.store.dispatches import Kind, Stage
 from akk.store.turns import Turn, TurnState
 from akk.terminals import TerminalBoard
 
@@ -430,7 +430,8 @@ class TurnDesk:
                 if dispatch.stage in (Stage.RESERVED, Stage.TEXT_INJECTED):
                     dispatches.advance(conn, dispatch, Stage.UNCERTAIN, "interrupted_by_restart")
                     turn = turns.get(conn, dispatch.turn_id or "")
-                    if turn is not None and turn.unresolved:
+                    # A cut-off cancel leaves the task itself as it was: its file decides.
+                    if turn is not None and turn.unresolved and dispatch.kind is not Kind.CANCEL:
                         turns.update(
                             conn, turn, state=TurnState.UNCERTAIN, reason="interrupted_by_restart"
                         )

@@ -41,6 +41,13 @@ class Intent(enum.StrEnum):
     NEXT_QUESTION = "next_question"
 
 
+class Boundary(enum.StrEnum):
+    """The dispatch stages a key plan's steps reach (the names of the dispatch receipts)."""
+
+    TEXT_INJECTED = "text_injected"
+    ENTER_SENT = "enter_sent"
+
+
 @attrs.frozen
 class PlanKey:
     """Which answer a plan serves: on which widget, for which request."""
@@ -133,6 +140,26 @@ class KeyPlan:
     steps: tuple[PlanStep, ...]
     evidence: str
     lab_verified: bool
+
+    @property
+    def boundaries(self) -> tuple[tuple[int, Boundary], ...]:
+        """Where the plan's steps reach each dispatch stage: ``(steps sent, stage)`` pairs.
+
+        A plan that types text reaches ``text_injected`` once its text (and the
+        guard after it) is out, before the keys that submit it; every plan
+        reaches ``enter_sent`` with its last step. The dispatcher records each
+        stage right after those steps, so a restart knows how far a step got.
+        """
+        typed = [i for i, step in enumerate(self.steps) if isinstance(step, TypeText)]
+        marks: list[tuple[int, Boundary]] = []
+        if typed:
+            end = typed[-1] + 1
+            while end < len(self.steps) and isinstance(self.steps[end], EnterGuard):
+                end += 1
+            if end < len(self.steps):
+                marks.append((end, Boundary.TEXT_INJECTED))
+        marks.append((len(self.steps), Boundary.ENTER_SENT))
+        return tuple(marks)
 
 
 def _unique_keys(

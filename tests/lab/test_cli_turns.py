@@ -53,6 +53,8 @@ async def test_send_wait_status_and_events(lab: LabSession, tmp_path: Path) -> N
         shown = _akk(akk, "status", turn["turn_id"])
         assert shown.returncode == 0, shown.stderr
         assert "done" in shown.stdout and "accepted" in shown.stdout
+        table = _akk(akk, "list")
+        assert turn["turn_id"] in table.stdout and "turns" in table.stdout
         refused = _akk(akk, "send", "%404", "lab: nowhere")
         assert refused.returncode == 2 and "akk list" in refused.stderr
     finally:

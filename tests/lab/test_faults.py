@@ -13,13 +13,14 @@ from typing import Any
 
 import pytest
 import trio
+from trio_websocket import ConnectionClosed
 
 from akk.client import Controller, connect
 from akk.faults import Point
 from tests.lab.conftest import lab_params
 from tools.lab.akk_runner import OUTCOMES, AkkProcess, idle_terminal
 from tools.lab.launcher import LabSession
-from tools.lab.scenarios import ECHO_TASK
+from tools.lab.scenarios import ECHO_TASK, SLOW_SIGNAL, SLOW_TASK
 
 BEFORE_ENTER = (
     Point.EVIDENCE_SNAPSHOT,
@@ -125,3 +126,53 @@ async def test_sigkill_at_each_point_then_restart(
         if turn["state"] == "failed":
             # Enter pressed but not recorded, and the file could not prove it either.
             assert point is Point.ENTER_SENT and turn["reason"] == "uncertain", turn
+
+
+@pytest.mark.parametrize("point", [Point.INTERRUPT_RESERVED, Point.INTERRUPT_SENT], ids=str)
+@pytest.mark.parametrize(
+    "lab",
+    [*lab_params("slow", agents=("claude",))[-1:], *lab_params("slow", agents=("codex",))[-1:]],
+    indirect=True,
+)
+async def test_sigkill_during_cancel_then_restart(
+    lab: LabSession, tmp_path: Path, point: Point
+) -> None:
+    akk = AkkProcess(lab, tmp_path)
+    seen: list[dict[str, Any]] = []
+    try:
+        url = akk.start(f"{point}:crash", *FAST)
+        with trio.fail_after(60):
+            async with connect(url, akk.tokens["ctl"]) as ctl:
+                row = await idle_terminal(ctl)
+                sent = await ctl.call(
+                    "send",
+                    {"terminal_id": row["terminal_id"], "request": SLOW_TASK,
+                     "client_request_id": "c"},
+                )  # fmt: skip
+                turn_id = sent["turn_id"]
+                while (await ctl.call("status", {"turn_id": turn_id}))["turn"]["state"] != (
+                    "running"
+                ):
+                    await trio.sleep(0.05)
+                with pytest.raises(ConnectionClosed):  # the server dies inside the cancel
+                    await ctl.call("cancel", {"turn_id": turn_id})
+        assert await trio.to_thread.run_sync(akk.wait_killed) != 0
+        url = akk.start(None, *FAST)
+        with trio.fail_after(60):
+            async with connect(url, akk.tokens["ctl"]) as ctl:
+                if point is Point.INTERRUPT_RESERVED:
+                    # No key went out: the task runs on, to its own end.
+                    lab.server.signal(SLOW_SIGNAL)
+                outcome = await _events_until_outcome(ctl, seen, timeout=45)
+                assert outcome is not None, seen
+                status = await ctl.call("status", {"turn_id": turn_id})
+                await _events_until_outcome(ctl, seen, timeout=1.5)
+    finally:
+        akk.kill()
+    outcomes = [e for e in seen if e["kind"] in OUTCOMES]
+    assert len({e["event_id"] for e in outcomes}) == 1, outcomes
+    expected = "done" if point is Point.INTERRUPT_RESERVED else "cancelled"
+    assert status["turn"]["state"] == expected, status["turn"]
+    cancel = [d for d in status["dispatches"] if d["kind"] == "cancel"]
+    assert [d["stage"] for d in cancel] == ["uncertain"]
+    assert lab.server.count_inputs_containing(SLOW_TASK) == 1

@@ -128,7 +128,10 @@ async def _supervise(lab: LabSession, tmp_path: Path) -> None:
             assert row["agent"] == lab.agent
             assert row["version"] == lab.version
             assert row["profile"] is not None and lab.version in row["profile"]
-            assert row["available_actions"] == []
+            # An idle pane under an exact profile offers status and send, pre-filled.
+            assert {a["method"] for a in row["available_actions"]} == {"status", "send"}
+            assert all(a["params"] == {"terminal_id": row["terminal_id"]}
+                       for a in row["available_actions"])  # fmt: skip
             first_id = row["terminal_id"]
 
             await lab.submit(SLOW_TASK)

@@ -18,7 +18,7 @@ from akk.turn_calls import TurnSettings
 from tests.lab.conftest import lab_params
 from tools.lab.akk_runner import idle_terminal, mint_offline, outcome
 from tools.lab.launcher import LabSession
-from tools.lab.scenarios import ECHO_TASK, ERROR_TASK, SLOW_TASK
+from tools.lab.scenarios import ECHO_TASK, ERROR_TASK, RUN_TASK, SLOW_TASK
 
 LAST_OF_EACH = [
     *lab_params("echo", agents=("claude",))[-1:],
@@ -133,3 +133,40 @@ async def test_the_agent_process_ending_fails_the_turn(lab: LabSession, tmp_path
         status = await ctl.call("status", {"turn_id": turn_id})
     assert event["kind"] == "failed", event
     assert status["turn"]["reason"] == "terminal_gone"
+
+
+@pytest.mark.parametrize(
+    "lab",
+    [
+        *lab_params("claude_bash", agents=("claude",))[-1:],
+        *lab_params("codex_exec", agents=("codex",))[-1:],
+    ],
+    indirect=True,
+)
+async def test_a_send_to_a_pane_showing_a_prompt_is_refused(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    """A person's task asks for permission: AKK types nothing into the prompt."""
+    async with controller(lab, tmp_path) as ctl:
+        row = await idle_terminal(ctl)
+        await lab.submit(RUN_TASK)
+        with trio.fail_after(20):
+            while (await ctl.call("list"))["terminals"][0]["activity_state"] != (
+                "awaiting_approval"
+            ):
+                await trio.sleep(0.05)
+        before = await lab.text()
+        with pytest.raises(AkkError) as refused:
+            await ctl.call(
+                "send",
+                {
+                    "terminal_id": row["terminal_id"],
+                    "request": "lab: now",
+                    "client_request_id": "p",
+                },
+            )
+        assert refused.value.reason == "not_idle"
+        assert "permission" in refused.value.message
+        assert await lab.text() == before
+        assert (await ctl.call("list"))["turns"] == []
+    assert lab.server.count_inputs_containing("lab: now") == 0
