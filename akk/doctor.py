@@ -12,7 +12,7 @@ from typing import Any
 
 import attrs
 
-from akk.instance import read_endpoint
+from akk.instance import pid_alive, read_endpoint
 from akk.store.database import StoreError, store_version
 from akk.store.location import StateDir, StateDirError
 from akk.store.schema import SCHEMA_VERSION
@@ -125,7 +125,7 @@ def _store(state: StateDir) -> Check:
 
 def _port(state: StateDir, port: int) -> Check:
     endpoint = read_endpoint(state)
-    if endpoint is not None and endpoint.port == port and _alive(endpoint.pid):
+    if endpoint is not None and endpoint.port == port and pid_alive(endpoint.pid):
         return Check("port", True, f"{port}: akk serve is running (pid {endpoint.pid})")
     with socket.socket() as probe:
         try:
@@ -146,13 +146,3 @@ def _lab_clients() -> list[Check]:
         return [Check("lab clients", True, f"none installed under {cache} (only tests need them)")]
     installed = sorted(p.name for p in cache.iterdir() if p.is_dir() and not p.name.startswith("."))
     return [Check("lab clients", True, f"{', '.join(installed) or 'none'} under {cache}")]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -163,7 +163,7 @@ async def proven_endpoint(state: StateDir, *, timeout: float = 5.0) -> Endpoint:
                 "try again in a moment"
             )
         raise InstanceError(f"no running `akk serve` for {state.path}; start it with `akk serve`")
-    if not running or not _alive(endpoint.pid):
+    if not running or not pid_alive(endpoint.pid):
         raise InstanceError(
             f"server not running (stale endpoint from PID {endpoint.pid}); "
             "start it with `akk serve`"
@@ -201,7 +201,7 @@ async def _ask_proof(endpoint: Endpoint, challenge: str, timeout: float) -> str 
 
 def _held_message(state: StateDir) -> str:
     endpoint = read_endpoint(state)
-    if endpoint is not None and _alive(endpoint.pid):
+    if endpoint is not None and pid_alive(endpoint.pid):
         return (
             f"another `akk serve` (PID {endpoint.pid}, {endpoint.url}) is running for "
             f"{state.path}; stop it first, or pass another --state-dir"
@@ -212,7 +212,8 @@ def _held_message(state: StateDir) -> str:
     )
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this PID exists (it may belong to another user)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 
 import apsw
 import attrs
@@ -118,9 +119,27 @@ class _EvidenceStart:
 
 @attrs.frozen
 class _Ready:
+    """A proven idle pane, ready for one composer message."""
+
     seq: int
     method: TypingMethod
     evidence: _EvidenceStart
+
+    def reserve(
+        self, conn: apsw.Connection, turn: Turn, kind: Kind, terminal_id: str, now: float
+    ) -> TaskReceipt:
+        """Reserve the dispatch of ``turn``'s message (inside the caller's transaction)."""
+        dispatch = dispatches.reserve(
+            conn,
+            controller_id=turn.controller_id,
+            turn_id=turn.turn_id,
+            terminal_id=terminal_id,
+            kind=kind,
+            typing=self.method.value,
+            screen_seq=self.seq,
+            now=now,
+        )
+        return TaskReceipt(turn, dispatch, self.seq, None)
 
 
 async def dispatch_task(
@@ -295,7 +314,7 @@ class TerminalActor(Actor):
         ready = await self._prove_idle(task.text)
         if isinstance(ready, Refusal):
             return ready
-        method, proof, seq = ready.method, ready.evidence, ready.seq
+        method, proof = ready.method, ready.evidence
         now = time.time()
         digest = evidence.request_digest(task.text)
         terminal_id = self._identity.terminal_id
@@ -331,30 +350,16 @@ class TerminalActor(Actor):
                 lifetime_seconds=task.lifetime_seconds,
                 now=now,
             )
-            dispatch = dispatches.reserve(
-                conn,
-                controller_id=task.controller_id,
-                turn_id=turn.turn_id,
-                terminal_id=terminal_id,
-                kind=Kind.TASK,
-                typing=method.value,
-                screen_seq=seq,
-                now=now,
-            )
-            return TaskReceipt(turn, dispatch, seq, None)
+            return ready.reserve(conn, turn, Kind.TASK, terminal_id, now)
 
-        reserved = await transact(self._store, reserve)
-        if isinstance(reserved, Refusal):
-            return reserved
-        await faults.reached(Point.RESERVED)
-        return await self._type_and_submit(reserved, task.text, method)
+        return await self._reserve_then_type(reserve, task.text, method)
 
     async def _dispatch_respond(self, message: DispatchRespond) -> TaskReceipt | Refusal:
         """A new composer message in the same Turn: its next round, with the same proofs."""
         ready = await self._prove_idle(message.text)
         if isinstance(ready, Refusal):
             return ready
-        method, proof, seq = ready.method, ready.evidence, ready.seq
+        method, proof = ready.method, ready.evidence
         now = time.time()
         terminal_id = self._identity.terminal_id
 
@@ -384,23 +389,21 @@ class TerminalActor(Actor):
                 evidence_limit=proof.limit,
                 now=now,
             )
-            dispatch = dispatches.reserve(
-                conn,
-                controller_id=turn.controller_id,
-                turn_id=turn.turn_id,
-                terminal_id=terminal_id,
-                kind=Kind.RESPOND,
-                typing=method.value,
-                screen_seq=seq,
-                now=now,
-            )
-            return TaskReceipt(reopened, dispatch, seq, None)
+            return ready.reserve(conn, reopened, Kind.RESPOND, terminal_id, now)
 
+        return await self._reserve_then_type(reserve, message.text, method)
+
+    async def _reserve_then_type(
+        self,
+        reserve: Callable[[apsw.Connection], TaskReceipt | Refusal],
+        text: str,
+        method: TypingMethod,
+    ) -> TaskReceipt | Refusal:
         reserved = await transact(self._store, reserve)
         if isinstance(reserved, Refusal):
             return reserved
         await faults.reached(Point.RESERVED)
-        return await self._type_and_submit(reserved, message.text, method)
+        return await self._type_and_submit(reserved, text, method)
 
     async def _type_and_submit(
         self, receipt: TaskReceipt, text: str, method: TypingMethod
