@@ -46,6 +46,10 @@ from akk.terminals import TerminalBoard
 
 log = logging.getLogger("akk.turn")
 
+GONE_GRACE = 5.0
+"""Seconds a Turn's terminal may be unseen (e.g. before the first listing after a start)
+before the Turn fails as ``terminal_gone``."""
+
 CANCEL_BOUND = 10.0
 """Seconds after the interrupt key within which the interruption must show."""
 
@@ -112,6 +116,7 @@ class TurnActor(Actor):
         self._last_seq = -1
         self._last_size = -1
         self._saw_working = False
+        self._missing_since: float | None = None
 
     async def started(self) -> None:
         self._turn = await self._load()
@@ -140,12 +145,17 @@ class TurnActor(Actor):
             await self._settle(TurnState.TIMED_OUT, "timed_out", "the Turn reached its lifetime")
             return
         if self._board.ref(turn.terminal_id or "") is None:
-            await self._settle(
-                TurnState.FAILED,
-                "terminal_gone",
-                "the pane closed or the agent process ended before the Turn finished",
-            )
+            # Just after a start the watcher may not have listed the panes yet.
+            if self._missing_since is None:
+                self._missing_since = trio.current_time()
+            if trio.current_time() - self._missing_since >= GONE_GRACE:
+                await self._settle(
+                    TurnState.FAILED,
+                    "terminal_gone",
+                    "the pane closed or the agent process ended before the Turn finished",
+                )
             return
+        self._missing_since = None
         snapshot = self._board.get(turn.terminal_id or "")
         if snapshot is None:
             return  # its actor is restarting: look again next tick
