@@ -23,6 +23,11 @@ from tools.lab.model_server import RecordedRequest
 from tools.lab.scenarios import ECHO_REPLY, ECHO_TASK, SLOW_SIGNAL, SLOW_TASK
 
 
+def _slow_task(request: RecordedRequest) -> bool:
+    """The slow task's conversation request (a title request may quote it too)."""
+    return not request.auxiliary and SLOW_TASK in request.newest_input
+
+
 def _task_requests(lab: LabSession, text: str) -> list[RecordedRequest]:
     return [r for r in lab.server.main_requests() if text in r.newest_input]
 
@@ -142,7 +147,9 @@ async def test_refusals_send_zero_keys(lab: LabSession, tmp_path: Path) -> None:
         sent = await ctl.call(
             "send", {"terminal_id": terminal_id, "request": SLOW_TASK, "client_request_id": "s"}
         )
-        await lab.server.wait_for_request(lambda r: SLOW_TASK in r.newest_input, timeout=20)
+        await lab.server.wait_for_request(
+            lambda r: not r.auxiliary and SLOW_TASK in r.newest_input, timeout=20
+        )
         for request_id, reason in (("w1", "conflict"), ("w2", "conflict")):
             with pytest.raises(AkkError) as refused:
                 await ctl.call(
@@ -194,7 +201,9 @@ async def test_cancel_interrupts_a_slow_stream(lab: LabSession, tmp_path: Path) 
             "send",
             {"terminal_id": row["terminal_id"], "request": SLOW_TASK, "client_request_id": "c"},
         )
-        await lab.server.wait_for_request(lambda r: SLOW_TASK in r.newest_input, timeout=20)
+        await lab.server.wait_for_request(
+            lambda r: not r.auxiliary and SLOW_TASK in r.newest_input, timeout=20
+        )
         with trio.fail_after(20):
             while (await ctl.call("status", {"turn_id": sent["turn_id"]}))["turn"][
                 "state"

@@ -18,12 +18,18 @@ from akk.turn_calls import TurnSettings
 from tests.lab.conftest import lab_params
 from tools.lab.akk_runner import idle_terminal, mint_offline, outcome
 from tools.lab.launcher import LabSession
+from tools.lab.model_server import RecordedRequest
 from tools.lab.scenarios import ECHO_TASK, ERROR_TASK, RUN_TASK, SLOW_TASK
 
 LAST_OF_EACH = [
     *lab_params("echo", agents=("claude",))[-1:],
     *lab_params("echo", agents=("codex",))[-1:],
 ]
+
+
+def _slow_task(request: RecordedRequest) -> bool:
+    """The slow task's conversation request (a title request may quote it too)."""
+    return not request.auxiliary and SLOW_TASK in request.newest_input
 
 
 @asynccontextmanager
@@ -127,7 +133,9 @@ async def test_an_api_error_fails_the_turn(lab: LabSession, tmp_path: Path) -> N
 async def test_the_agent_process_ending_fails_the_turn(lab: LabSession, tmp_path: Path) -> None:
     async with controller(lab, tmp_path) as ctl:
         turn_id = await _send(ctl, SLOW_TASK)
-        await lab.server.wait_for_request(lambda r: SLOW_TASK in r.newest_input, timeout=20)
+        await lab.server.wait_for_request(
+            lambda r: not r.auxiliary and SLOW_TASK in r.newest_input, timeout=20
+        )
         os.kill(lab.agent_pid, signal.SIGKILL)
         event = await outcome(ctl, turn_id, timeout=30)
         status = await ctl.call("status", {"turn_id": turn_id})

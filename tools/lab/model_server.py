@@ -106,7 +106,12 @@ class ModelServer:
         self.requests: list[RecordedRequest] = []
         self.outcomes: dict[int, Outcome] = {}
         self.finished_at: dict[int, float] = {}
-        """Request index -> `time.monotonic()` once the reply's last byte was written."""
+        """Request index -> `time.monotonic()` once the reply's last event was written.
+
+        That is the body's last part (e.g. `message_stop`, `response.completed`),
+        before the stream's terminating chunk: a client may hang up as soon as it
+        has the final event, and the terminator then never goes out.
+        """
         self._dump_dir = dump_dir
         self._fired: set[int] = set()
         self._signals: dict[str, trio.Event] = {}
@@ -315,8 +320,7 @@ class ModelServer:
             try:
                 if step is not None and step.wait_for is not None:
                     await self._hold(step.wait_for, None, send)
-                await self._send_reply(connection, stream, response, send)
-                self.finished_at[index] = time.monotonic()
+                await self._send_reply(index, connection, stream, response, send)
                 sent = True
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 pass
@@ -326,6 +330,7 @@ class ModelServer:
 
     async def _send_reply(
         self,
+        index: int,
         connection: h11.Connection,
         stream: trio.SocketStream,
         response: WireReply,
@@ -344,6 +349,7 @@ class ModelServer:
                 await self._hold(part.signal, response.keepalive, send)
             else:
                 await send(part)
+        self.finished_at[index] = time.monotonic()
         await stream.send_all(connection.send(h11.EndOfMessage()) or b"")
 
     async def _hold(
