@@ -54,6 +54,29 @@ class Point(enum.StrEnum):
     ACKED = "acked"  # after the ack committed, before the reply
 
 
+BEFORE_ENTER = (
+    Point.EVIDENCE_SNAPSHOT,
+    Point.RESERVED,
+    Point.TEXT_TYPED,
+    Point.TEXT_INJECTED,
+    Point.BEFORE_ENTER,
+)
+"""The points of a send at which its task may be typed but never submitted."""
+
+SEND_POINTS = (
+    *BEFORE_ENTER,
+    Point.ENTER_SENT,
+    Point.ENTER_RECORDED,
+    Point.EVIDENCE_READ,
+    Point.ACCEPTED,
+    Point.OUTCOME,
+    Point.LEASED,
+    Point.DELIVERED,
+    Point.ACKED,
+)
+"""Every point a managed send passes, in order (the fault tests and bench visit each)."""
+
+
 class Action(enum.StrEnum):
     CRASH = "crash"
     RAISE = "raise"

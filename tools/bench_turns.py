@@ -11,7 +11,7 @@ server runs in this process, so one monotonic clock times both ends:
            the Turn's last reply (`ModelServer.finished_at`) -> the controller
            receiving `done`. Median, p99 (nearest rank; with 20 samples it is
            the max) and max.
-  faults   For every point a send passes (tests/lab/test_faults.py SEND_POINTS),
+  faults   For every point a send passes (akk.faults.SEND_POINTS),
            T trials (default 20) per client (default: the newest Claude and
            Codex): `akk serve` armed to SIGKILL itself there, a send, then a
            restart without the fault and a check of what the controller got
@@ -46,7 +46,7 @@ import attrs
 import trio
 
 from akk.client import Controller, connect
-from akk.faults import Point
+from akk.faults import BEFORE_ENTER, SEND_POINTS, Point
 from tools.lab import clients
 from tools.lab.akk_runner import OUTCOMES, AkkProcess
 from tools.lab.clients import Client
@@ -55,25 +55,6 @@ from tools.lab.scenarios import SCENARIOS
 
 Event = dict[str, Any]
 
-BEFORE_ENTER = (
-    Point.EVIDENCE_SNAPSHOT,
-    Point.RESERVED,
-    Point.TEXT_TYPED,
-    Point.TEXT_INJECTED,
-    Point.BEFORE_ENTER,
-)
-SEND_POINTS = (
-    *BEFORE_ENTER,
-    Point.ENTER_SENT,
-    Point.ENTER_RECORDED,
-    Point.EVIDENCE_READ,
-    Point.ACCEPTED,
-    Point.OUTCOME,
-    Point.LEASED,
-    Point.DELIVERED,
-    Point.ACKED,
-)
-"""The points a managed send passes, in order (as SEND_POINTS in tests/lab/test_faults.py)."""
 
 FAULT_CLIENTS = ("claude-2.1.328", "codex-0.169.0")
 """The newest pinned client of each family: the fault matrix's default."""

@@ -16,30 +16,12 @@ import trio
 from trio_websocket import ConnectionClosed
 
 from akk.client import Controller, connect
-from akk.faults import Point
+from akk.faults import BEFORE_ENTER, SEND_POINTS, Point
 from tests.lab.conftest import lab_params
 from tools.lab.akk_runner import OUTCOMES, AkkProcess, idle_terminal
 from tools.lab.launcher import LabSession
 from tools.lab.scenarios import ECHO_TASK, SLOW_SIGNAL, SLOW_TASK
 
-BEFORE_ENTER = (
-    Point.EVIDENCE_SNAPSHOT,
-    Point.RESERVED,
-    Point.TEXT_TYPED,
-    Point.TEXT_INJECTED,
-    Point.BEFORE_ENTER,
-)
-SEND_POINTS = [
-    *BEFORE_ENTER,
-    Point.ENTER_SENT,
-    Point.ENTER_RECORDED,
-    Point.EVIDENCE_READ,
-    Point.ACCEPTED,
-    Point.OUTCOME,
-    Point.LEASED,
-    Point.DELIVERED,
-    Point.ACKED,
-]
 FAST = ("--accept-seconds", "5")  # a cut-off task is declared uncertain sooner
 CLIENTS = [
     *lab_params("echo", agents=("claude",))[-1:],
