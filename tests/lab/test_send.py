@@ -23,6 +23,14 @@ from tools.lab.model_server import RecordedRequest
 from tools.lab.scenarios import ECHO_REPLY, ECHO_TASK, SLOW_SIGNAL, SLOW_TASK
 
 
+def _below_banner(screen: str) -> list[str]:
+    """The pane's rows under the client's banner (Claude animates its logo on its own)."""
+    rows = screen.splitlines()
+    return rows[
+        next(i for i, row in enumerate(rows) if "Code v" in row or "OpenAI Codex" in row) + 3 :
+    ]
+
+
 def _slow_task(request: RecordedRequest) -> bool:
     """The slow task's conversation request (a title request may quote it too)."""
     return not request.auxiliary and SLOW_TASK in request.newest_input
@@ -131,13 +139,13 @@ async def test_refusals_send_zero_keys(lab: LabSession, tmp_path: Path) -> None:
         # A person's draft in the composer: not idle, and the draft stays as it is.
         await lab.type_text("a draft by the person")
         await lab.wait_for_screen(lambda s: "a draft by the person" in s, 10)
-        before = await lab.text()
+        before = _below_banner(await lab.text())
         with pytest.raises(AkkError) as refused:
             await ctl.call(
                 "send", {"terminal_id": terminal_id, "request": "lab: x", "client_request_id": "d"}
             )
         assert refused.value.reason == "not_idle"
-        assert await lab.text() == before
+        assert _below_banner(await lab.text()) == before
         await lab.send_keys("C-u")
         await lab.wait_idle(10)
         with trio.fail_after(10):  # AKK sees the emptied composer too
