@@ -22,12 +22,14 @@ NOT_READING = 4008
 """The peer stopped reading: a reply or a keepalive could not be sent in time."""
 
 
-class Closable(Protocol):
-    def close_soon(self, code: int, reason: str) -> None:
-        """Start closing with this code and reason; never blocks."""
-
+class EventSink(Protocol):
     async def send_event(self, event: dict[str, Any], *, timeout: float) -> bool:
         """Write one event frame; False if the connection could not take it in time."""
+
+
+class Closable(EventSink, Protocol):
+    def close_soon(self, code: int, reason: str) -> None:
+        """Start closing with this code and reason; never blocks."""
 
 
 @attrs.define

@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import attrs
-import trio
 
 from akk.actors.runtime import ActorRef
 from akk.profiles.observation import Observation, State
@@ -72,7 +71,6 @@ class TerminalBoard:
     def __init__(self) -> None:
         self._snapshots: dict[str, TerminalSnapshot] = {}
         self._refs: dict[str, ActorRef] = {}
-        self._changed = trio.Event()
 
     def announce(self, identity: TerminalIdentity, now: float) -> None:
         """A terminal was discovered; it shows as unknown until first observed."""
@@ -81,12 +79,10 @@ class TerminalBoard:
     def publish(self, snapshot: TerminalSnapshot) -> None:
         if snapshot.identity.terminal_id in self._snapshots:
             self._snapshots[snapshot.identity.terminal_id] = snapshot
-            self._wake()
 
     def retire(self, terminal_id: str) -> None:
         """The terminal's actor stopped: no current Observation (its ref stays until `forget`)."""
         self._snapshots.pop(terminal_id, None)
-        self._wake()
 
     def bind_ref(self, terminal_id: str, ref: ActorRef) -> None:
         """Publish the TerminalActor of ``terminal_id`` (the ref survives the actor's restarts)."""
@@ -96,18 +92,9 @@ class TerminalBoard:
         """The terminal is gone for good (its pane or process ended)."""
         self._snapshots.pop(terminal_id, None)
         self._refs.pop(terminal_id, None)
-        self._wake()
 
     def ref(self, terminal_id: str) -> ActorRef | None:
         return self._refs.get(terminal_id)
-
-    async def wait_changed(self) -> None:
-        """Wait until some snapshot is published or a terminal retired."""
-        await self._changed.wait()
-
-    def _wake(self) -> None:
-        self._changed.set()
-        self._changed = trio.Event()
 
     def get(self, terminal_id: str) -> TerminalSnapshot | None:
         return self._snapshots.get(terminal_id)

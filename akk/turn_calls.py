@@ -115,7 +115,7 @@ class TurnCalls:
             raise RpcError(receipt.reason, receipt.message)
         turn = receipt.turn
         if turn.unresolved:
-            await self._desk.follow(turn.turn_id, request_text=text, enter_at=receipt.enter_at)
+            await self._desk.follow(turn.turn_id, enter_at=receipt.enter_at)
         else:
             self._destinations.wake(controller_id)
         return _send_result(turn)
@@ -149,7 +149,7 @@ class TurnCalls:
             raise RpcError(receipt.reason, receipt.message)
         reopened = receipt.turn
         if reopened.unresolved:
-            await self._desk.follow(turn_id, request_text=text, enter_at=receipt.enter_at)
+            await self._desk.follow(turn_id, enter_at=receipt.enter_at)
         else:
             self._destinations.wake(reopened.controller_id)
         return _send_result(reopened) | {"round": reopened.round}

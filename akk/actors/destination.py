@@ -13,11 +13,12 @@ Without a live connection nothing is attempted: the events wait for it.
 from __future__ import annotations
 
 import logging
+import math
 import random
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
-from typing import Any, Protocol
+from typing import Any
 
 import apsw
 import attrs
@@ -27,6 +28,7 @@ from akk import faults
 from akk.actors.runtime import Actor, ActorRef, ActorStopped, MailboxFull, Rank
 from akk.actors.store import transact
 from akk.actors.supervisor import ChildSpec, Restart, Supervisor
+from akk.connections import EventSink
 from akk.faults import Point
 from akk.store import outbox
 from akk.store.outbox import Notification
@@ -42,11 +44,6 @@ class OutboxPolicy:
     max_backoff_seconds: float = 120.0
     max_attempts: int = 8
     send_timeout: float = 5.0
-
-
-class EventSink(Protocol):
-    async def send_event(self, event: dict[str, Any], *, timeout: float) -> bool:
-        """Write one event frame; False if the connection could not take it in time."""
 
 
 @attrs.frozen
@@ -66,12 +63,14 @@ class DestinationActor(Actor):
         reader: Callable[[Callable[[apsw.Connection], Any]], Awaitable[Any]],
         sink: Callable[[str], EventSink | None],
         policy: OutboxPolicy,
+        report: Callable[[str, float], None],
     ) -> None:
         self._controller_id = controller_id
         self._store = store
         self._reader = reader
         self._sink = sink
         self._policy = policy
+        self._report = report
 
     async def receive(self, message: object) -> object:
         if isinstance(message, Wake):
@@ -87,7 +86,9 @@ class DestinationActor(Actor):
         for notification in due:
             sink = self._sink(controller_id)
             if sink is None:
-                return  # no live connection: they wait for one
+                # No live connection: they wait for one (its hello wakes us).
+                self._report(controller_id, math.inf)
+                return
             leased = await transact(self._store, _leaser(notification, policy))
             if leased is None:
                 log.warning(
@@ -101,6 +102,10 @@ class DestinationActor(Actor):
                 await transact(self._store, _postponer(leased, _backoff(policy, leased.attempts)))
                 continue
             await faults.reached(Point.DELIVERED)
+        after: float | None = await self._reader(
+            lambda conn: outbox.next_wakeup(conn, controller_id)
+        )
+        self._report(controller_id, math.inf if after is None else after)
 
 
 def _leaser(
@@ -147,6 +152,7 @@ class DestinationDesk:
         self._sink = sink
         self._policy = policy
         self._wanted: set[str] = set()
+        self._due: dict[str, float] = {}  # wall clock; unknown (absent) counts as due now
         self._kick = trio.Event()
 
     def wake(self, controller_id: str) -> None:
@@ -154,17 +160,26 @@ class DestinationDesk:
         self._wanted.add(controller_id)
         self._kick.set()
 
+    def _note_due(self, controller_id: str, when: float) -> None:
+        """A Destination's next due time (a lease or backoff running out), from its last look."""
+        self._due[controller_id] = when
+
     async def run(self, *, poll: float = 0.5) -> None:
-        """Start actors on demand and wake each one every ``poll`` s (leases, backoffs)."""
+        """Start actors on demand; wake one on news, or every ``poll`` s once it is due.
+
+        Between those, an idle Destination costs nothing: no store read.
+        """
         waiting: list[str] = await self._reader(outbox.controllers_waiting)
         self._wanted.update(waiting)
         while True:
             wanted, self._wanted = self._wanted, set()
             for controller_id in wanted:
                 await self._ensure(controller_id)
+            now = time.time()
             for key in self._supervisor.child_keys():
-                with suppress(MailboxFull, ActorStopped):
-                    self._supervisor.ref(key).tell(Wake())
+                if key in wanted or self._due.get(key, now) <= now:
+                    with suppress(MailboxFull, ActorStopped):
+                        self._supervisor.ref(key).tell(Wake())
             with trio.move_on_after(poll):
                 await self._kick.wait()
             self._kick = trio.Event()
@@ -177,7 +192,7 @@ class DestinationDesk:
                 key=controller_id,
                 start=lambda: DestinationActor(
                     controller_id, store=self._store, reader=self._reader, sink=self._sink,
-                    policy=self._policy,
+                    policy=self._policy, report=self._note_due,
                 ),
                 restart=Restart.PERMANENT,
             )

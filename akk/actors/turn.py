@@ -98,7 +98,6 @@ class TurnActor(Actor):
         reader: Callable[[Callable[[apsw.Connection], Any]], Any],
         board: TerminalBoard,
         notify: Notify,
-        request_text: str | None,
         enter_at: float | None,
         accept_seconds: float,
     ) -> None:
@@ -108,7 +107,6 @@ class TurnActor(Actor):
         self._read_store = reader
         self._board = board
         self._notify = notify
-        self._text = request_text  # only in memory; after a restart acceptance uses the digest
         self._enter_at = enter_at
         self._turn: Turn | None = None
         self._accept_deadline = 0.0
@@ -403,9 +401,7 @@ class TurnDesk:
         self._board = board
         self._notify = notify
 
-    async def follow(
-        self, turn_id: str, *, request_text: str | None = None, enter_at: float | None = None
-    ) -> None:
+    async def follow(self, turn_id: str, *, enter_at: float | None = None) -> None:
         """Start following ``turn_id`` (idempotent)."""
         if turn_id in self._supervisor.child_keys():
             return
@@ -414,7 +410,7 @@ class TurnDesk:
                 key=turn_id,
                 start=lambda: TurnActor(
                     turn_id, store=self._store, reader=self._reader, board=self._board,
-                    notify=self._notify, request_text=request_text, enter_at=enter_at,
+                    notify=self._notify, enter_at=enter_at,
                     accept_seconds=self._accept_seconds,
                 ),
                 restart=Restart.TRANSIENT,

@@ -112,15 +112,6 @@ def of_turn(conn: apsw.Connection, turn_id: str) -> list[Dispatch]:
     return _select(conn, "WHERE turn_id = ? ORDER BY created_at", (turn_id,))
 
 
-def open_on(conn: apsw.Connection, terminal_id: str) -> Dispatch | None:
-    found = _select(
-        conn,
-        "WHERE terminal_id = ? AND stage IN ('reserved', 'text_injected', 'enter_sent')",
-        (terminal_id,),
-    )
-    return found[0] if found else None
-
-
 def all_open(conn: apsw.Connection) -> list[Dispatch]:
     return _select(conn, "WHERE stage IN ('reserved', 'text_injected', 'enter_sent')", ())
 

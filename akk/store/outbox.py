@@ -113,15 +113,6 @@ def next_wakeup(conn: apsw.Connection, controller_id: str) -> float | None:
     return None if row is None or row[0] is None else float(row[0])
 
 
-def waiting(conn: apsw.Connection, controller_id: str) -> list[Notification]:
-    """Every notification not yet accepted (pending or delivering), oldest first."""
-    return _select(
-        conn,
-        "WHERE controller_id = ? AND state IN ('pending', 'delivering') ORDER BY created_at",
-        (controller_id,),
-    )
-
-
 def controllers_waiting(conn: apsw.Connection) -> list[str]:
     """Controllers with notifications still to deliver (a Destination each, after a restart)."""
     rows = conn.execute(
