@@ -20,7 +20,7 @@ from akk.discovery.process import VersionCache, find_agent
 from akk.profiles.observation import Observation, State
 from akk.profiles.registry import bind
 from akk.protocol.projection import project
-from akk.screen.fingerprint import IdMinter, fingerprint
+from akk.screen.fingerprint import Appearance, IdMinter, fingerprint
 from akk.screen.grid import Grid
 from akk.screen.render import render
 
@@ -84,7 +84,9 @@ def _result(
     fp = fingerprint(grid, prompt.region, profile_id=profile_id, terminal_identity=CLI_IDENTITY)
     if observation.actionable:
         ids = IdMinter(secrets.token_bytes(32))
-        result["projection"] = project(prompt, fingerprint=fp, ids=ids, agent=agent, turn_id=None)
+        # One look is one appearance: number 0.
+        seen = Appearance(fp, 0)
+        result["projection"] = project(prompt, seen=seen, ids=ids, agent=agent, turn_id=None)
     if private:
         result["private"] = {"region": attrs.asdict(prompt.region), "fingerprint": fp.hex()}
     return result

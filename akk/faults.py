@@ -41,6 +41,11 @@ class Point(enum.StrEnum):
     BEFORE_ENTER = "before_enter"  # after the composer proof, before the Enter
     ENTER_SENT = "enter_sent"  # after the Enter, before its stage is recorded
     ENTER_RECORDED = "enter_recorded"  # after `enter_sent` committed
+    # An answer to a prompt (approve, respond_interaction), under the TerminalActor.
+    ANSWER_RESERVED = "answer_reserved"  # after the reservation (offer consumed), before any key
+    ANSWER_TEXT_INJECTED = "answer_text_injected"  # after the free text's stage, before its proof
+    ANSWER_SENT = "answer_sent"  # after the step's last key, before its stage is recorded
+    ANSWER_RECORDED = "answer_recorded"  # after `enter_sent` committed, before the postcondition
     # The Turn, reading the agent's own files.
     EVIDENCE_READ = "evidence_read"  # after a read of the agent's file, before using it
     ACCEPTED = "accepted"  # after acceptance committed
@@ -75,6 +80,15 @@ SEND_POINTS = (
     Point.ACKED,
 )
 """Every point a managed send passes, in order (the fault tests and bench visit each)."""
+
+
+ANSWER_POINTS = (
+    Point.ANSWER_RESERVED,
+    Point.ANSWER_TEXT_INJECTED,
+    Point.ANSWER_SENT,
+    Point.ANSWER_RECORDED,
+)
+"""The points between an answer's reservation and its postcondition, in order."""
 
 
 class Action(enum.StrEnum):

@@ -20,9 +20,10 @@ from akk.actors.runtime import ActorRef
 from akk.actors.store import transact
 from akk.auth import Credential, CredentialBook, CredentialError, Scope, token_digest
 from akk.connections import Closable, ConnectionRegistry
+from akk.interaction_calls import InteractionCalls
 from akk.protocol.errors import Code, Reason, RpcError
 from akk.protocol.excerpt import excerpt
-from akk.protocol.projection import project
+from akk.protocol.projection import project_snapshot
 from akk.protocol.schema import OPERATOR_METHODS, PROTOCOL_VERSION
 from akk.screen.fingerprint import IdMinter
 from akk.store import credentials
@@ -66,7 +67,9 @@ class Methods:
         connections: ConnectionRegistry,
         health: HealthReport,
         turns: TurnCalls,
+        interactions: InteractionCalls,
     ) -> None:
+        self._interactions = interactions
         self._store = store
         self._reader = reader
         self._board = board
@@ -81,6 +84,8 @@ class Methods:
             "status": self._status,
             "send": self._send,
             "respond": self._respond,
+            "approve": self._approve,
+            "respond_interaction": self._respond_interaction,
             "cancel": self._cancel,
             "close": self._close,
             "ack": self._ack,
@@ -168,6 +173,12 @@ class Methods:
             peer.controller_id, peer.operator, params["turn_id"], params["request"]
         )
 
+    async def _approve(self, peer: Peer, params: dict[str, Any]) -> dict[str, Any]:
+        return await self._interactions.approve(peer.controller_id, params)
+
+    async def _respond_interaction(self, peer: Peer, params: dict[str, Any]) -> dict[str, Any]:
+        return await self._interactions.respond_interaction(peer.controller_id, params)
+
     async def _cancel(self, peer: Peer, params: dict[str, Any]) -> dict[str, Any]:
         return await self._turns.cancel(peer.controller_id, peer.operator, params["turn_id"])
 
@@ -229,24 +240,12 @@ class Methods:
                 f"no terminal {terminal_id!r} (its pane closed or its agent restarted); "
                 "call list for the current terminal ids",
             )
-        observation = snapshot.observation
-        interaction = None
-        if (
-            observation.prompt is not None
-            and observation.actionable
-            and snapshot.fingerprint is not None
-        ):
-            interaction = project(
-                observation.prompt,
-                fingerprint=snapshot.fingerprint,
-                ids=self._ids,
-                agent=snapshot.identity.agent,
-                turn_id=None,
-            )
+        # A terminal's prompt is shown, never offered: answers go through the Turn.
+        projected = project_snapshot(snapshot, self._ids, None)
         shown = excerpt(snapshot.lines)
         result: dict[str, Any] = {
             "terminal": terminal_row(snapshot),
-            "interaction": interaction,
+            "interaction": None if projected is None else projected.projection,
             "screen_excerpt": shown,
         }
         if shown is None:

@@ -33,6 +33,7 @@ from akk.instance import (
     remove_endpoint,
     write_endpoint,
 )
+from akk.interaction_calls import InteractionCalls
 from akk.methods import Methods
 from akk.screen.fingerprint import IdMinter
 from akk.server import ControllerServer, Limits, ServerSettings
@@ -135,9 +136,10 @@ async def run_service(
                 policy=config.outbox,
             )
             turn_supervisor = Supervisor("turns", max_restarts=50, period=10.0)
+            ids = IdMinter(config.state.id_secret())
             desk = TurnDesk(
                 turn_supervisor, store=store, reader=reader.run, board=board,
-                notify=destinations.wake, accept_seconds=config.turns.accept_seconds,
+                notify=destinations.wake, ids=ids, accept_seconds=config.turns.accept_seconds,
             )  # fmt: skip
             await root.start_child(ChildSpec("destinations", destination_supervisor.run))
             await root.start_child(ChildSpec("outbox", destinations.run))
@@ -150,9 +152,12 @@ async def run_service(
             if resumed:
                 log.info("resumed %d open turns from the store", resumed)
             await root.start_child(ChildSpec("turn clock", desk.clock))
+            interaction_calls = InteractionCalls(
+                store=store, reader=reader, board=board, ids=ids, destinations=destinations,
+            )  # fmt: skip
             turn_calls = TurnCalls(
                 store=store, reader=reader, board=board, desk=desk, destinations=destinations,
-                settings=config.turns,
+                settings=config.turns, interactions=interaction_calls,
             )  # fmt: skip
             nonce = new_nonce()
             server: ControllerServer
@@ -175,11 +180,12 @@ async def run_service(
                 store,
                 reader,
                 board,
-                IdMinter(config.state.id_secret()),
+                ids,
                 book=book,
                 connections=connections,
                 health=health,
                 turns=turn_calls,
+                interactions=interaction_calls,
             )
             server_settings = ServerSettings(
                 host=config.host, port=config.port, limits=config.limits.fit_descriptors()

@@ -7,7 +7,7 @@ so a snapshot is replaced whole and readers never see half an update.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import attrs
@@ -15,6 +15,7 @@ import attrs
 from akk.actors.runtime import ActorRef
 from akk.profiles.observation import Observation, State
 from akk.protocol.redaction import redact
+from akk.screen.fingerprint import Appearance
 
 
 @attrs.frozen
@@ -48,11 +49,13 @@ class TerminalSnapshot:
 
     ``seq`` counts the terminal's Observations: a snapshot with a higher seq
     than the one recorded with a key step was captured after that step.
+    ``seen`` is the appearance of the prompt on screen (its fingerprint and
+    appearance number), None when no prompt is.
     """
 
     identity: TerminalIdentity
     observation: Observation
-    fingerprint: bytes | None  # of the prompt region, when a prompt is on screen
+    seen: Appearance | None
     lines: tuple[str, ...]  # the screen's text, for the redacted excerpt
     observed_at: float  # trio clock
     seq: int = 0
@@ -71,6 +74,11 @@ class TerminalBoard:
     def __init__(self) -> None:
         self._snapshots: dict[str, TerminalSnapshot] = {}
         self._refs: dict[str, ActorRef] = {}
+        self._listeners: list[Callable[[TerminalSnapshot], None]] = []
+
+    def listen(self, listener: Callable[[TerminalSnapshot], None]) -> None:
+        """Call ``listener`` with every published snapshot (it must not block: tell, never ask)."""
+        self._listeners.append(listener)
 
     def announce(self, identity: TerminalIdentity, now: float) -> None:
         """A terminal was discovered; it shows as unknown until first observed."""
@@ -79,6 +87,8 @@ class TerminalBoard:
     def publish(self, snapshot: TerminalSnapshot) -> None:
         if snapshot.identity.terminal_id in self._snapshots:
             self._snapshots[snapshot.identity.terminal_id] = snapshot
+            for listener in self._listeners:
+                listener(snapshot)
 
     def retire(self, terminal_id: str) -> None:
         """The terminal's actor stopped: no current Observation (its ref stays until `forget`)."""

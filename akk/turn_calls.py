@@ -27,6 +27,7 @@ from akk.actors.terminal import (
 from akk.actors.turn import Cancel, CancelResult, Close, TurnDesk
 from akk.evidence import request_digest
 from akk.faults import Point
+from akk.interaction_calls import InteractionCalls
 from akk.profiles.composer import unprovable
 from akk.protocol.errors import Reason, RpcError
 from akk.protocol.excerpt import excerpt
@@ -61,7 +62,9 @@ class TurnCalls:
         desk: TurnDesk,
         destinations: DestinationDesk,
         settings: TurnSettings,
+        interactions: InteractionCalls,
     ) -> None:
+        self._interactions = interactions
         self._store = store
         self._reader = reader
         self._board = board
@@ -222,7 +225,7 @@ class TurnCalls:
         result: dict[str, Any] = {
             "turn": turn.public() | {"available_actions": _actions(turn)},
             "dispatches": [d.public() for d in steps],
-            "interaction": None,
+            "interaction": await self._interactions.shown(turn, controller_id),
             "terminal": None,
             "screen_excerpt": None,
         }

@@ -11,6 +11,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from akk.screen import BLANK, Cell, Grid, IdMinter, Region, fingerprint, render
+from akk.screen.fingerprint import Appearance
 
 PROFILE = "claude-code@2.0.0"
 TERMINAL = "default:%3:pid=4242:start=1700000000"
@@ -159,9 +160,10 @@ def test_golden_vector() -> None:
     fp = _prompt()
     assert fp.hex() == "f27b7b04ce3d5c762f9fc869a23f5f6f419c6d7fcd66b8e6336152b9c2f11840"
     ids = IdMinter(bytes(range(32)))
-    assert ids.interaction_id(fp) == "int_1uu8kz21CSqV1DXPxrJCYA"
-    assert ids.question_id(fp, 0) == "q_INkPvHnf9WIOvNhQ-ezJsA"
-    assert ids.option_id(fp, 0, 1) == "opt_D0j6J1hxM7spC_ZfBHYZLQ"
+    seen = Appearance(fp, 1_700_000_000_000_000_000)
+    assert ids.interaction_id(seen) == "int_hsWaQZgM00yIxy2a7Z3vxw"
+    assert ids.question_id(seen, 0) == "q_PQJ_ee5cWk3EdwxO5IJrQw"
+    assert ids.option_id(seen, 0, 1) == "opt_Y_2MZibtcn2xbsj1lLRhFA"
 
 
 def test_rendered_prompt_ignores_output_above_it_but_not_its_own_styles() -> None:
@@ -174,21 +176,34 @@ def test_rendered_prompt_ignores_output_above_it_but_not_its_own_styles() -> Non
 # --- ids --------------------------------------------------------------------
 
 _ID = re.compile(r"^(int|q|opt)_[A-Za-z0-9_-]{22}$")
+_FP = bytes(range(32))
 
 
 @given(st.binary(min_size=1, max_size=40), st.binary(min_size=1, max_size=40))
 def test_ids_differ_across_fingerprints(fp_a: bytes, fp_b: bytes) -> None:
     assume(fp_a != fp_b)
     minter = IdMinter(SECRET)
-    assert minter.interaction_id(fp_a) != minter.interaction_id(fp_b)
-    assert minter.question_id(fp_a, 0) != minter.question_id(fp_b, 0)
-    assert minter.option_id(fp_a, 0, 0) != minter.option_id(fp_b, 0, 0)
+    a, b = Appearance(fp_a, 1), Appearance(fp_b, 1)
+    assert minter.interaction_id(a) != minter.interaction_id(b)
+    assert minter.question_id(a, 0) != minter.question_id(b, 0)
+    assert minter.option_id(a, 0, 0) != minter.option_id(b, 0, 0)
+
+
+@given(st.integers(0, 2**63), st.integers(0, 2**63))
+def test_ids_differ_across_appearances_of_one_prompt(first: int, second: int) -> None:
+    """The identical prompt asked again is a new interaction: no id of the old one fits it."""
+    assume(first != second)
+    minter = IdMinter(SECRET)
+    a, b = Appearance(_FP, first), Appearance(_FP, second)
+    assert minter.interaction_id(a) != minter.interaction_id(b)
+    assert minter.question_id(a, 0) != minter.question_id(b, 0)
+    assert minter.option_id(a, 0, 1) != minter.option_id(b, 0, 1)
 
 
 @given(st.binary(min_size=32, max_size=48), st.binary(min_size=32, max_size=48))
 def test_ids_differ_across_secrets(secret_a: bytes, secret_b: bytes) -> None:
     assume(secret_a != secret_b)
-    fp = _prompt()
+    fp = Appearance(_FP, 7)
     a, b = IdMinter(secret_a), IdMinter(secret_b)
     assert a.interaction_id(fp) != b.interaction_id(fp)
     assert a.question_id(fp, 1) != b.question_id(fp, 1)
@@ -197,7 +212,7 @@ def test_ids_differ_across_secrets(secret_a: bytes, secret_b: bytes) -> None:
 
 def test_ids_are_prefixed_url_safe_stable_and_index_bound() -> None:
     minter = IdMinter(SECRET)
-    fp = _prompt()
+    fp = Appearance(_FP, 7)
     ids = [
         minter.interaction_id(fp),
         *(minter.question_id(fp, q) for q in range(3)),
@@ -213,8 +228,15 @@ def test_ids_are_prefixed_url_safe_stable_and_index_bound() -> None:
 
 def test_ids_change_when_the_prompt_changes() -> None:
     minter = IdMinter(SECRET)
-    assert minter.interaction_id(_prompt()) == minter.interaction_id(_prompt(scrollback="more"))
-    assert minter.interaction_id(_prompt()) != minter.interaction_id(_prompt(first="\x1b[2m"))
+
+    def seen(fp: bytes) -> Appearance:
+        return Appearance(fp, 7)
+
+    same = minter.interaction_id(seen(_prompt(scrollback="more")))
+    assert minter.interaction_id(seen(_prompt())) == same
+    assert minter.interaction_id(seen(_prompt())) != minter.interaction_id(
+        seen(_prompt(first="\x1b[2m"))
+    )
 
 
 def test_minter_refuses_weak_secrets_and_bad_indexes() -> None:
@@ -223,4 +245,6 @@ def test_minter_refuses_weak_secrets_and_bad_indexes() -> None:
     minter = IdMinter(SECRET)
     assert "s" * 8 not in repr(minter)
     with pytest.raises(ValueError, match=">= 0"):
-        minter.option_id(b"fp", -1, 0)
+        minter.option_id(Appearance(b"fp", 1), -1, 0)
+    with pytest.raises(ValueError, match=">= 0"):
+        minter.interaction_id(Appearance(b"fp", -1))

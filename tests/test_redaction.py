@@ -32,7 +32,7 @@ from akk.profiles.registry import PROFILES
 from akk.protocol.excerpt import MAX_WIDTH, excerpt
 from akk.protocol.projection import project
 from akk.protocol.redaction import MASK, asks_for_secret, redact, redact_lines
-from akk.screen.fingerprint import IdMinter, fingerprint
+from akk.screen.fingerprint import Appearance, IdMinter, fingerprint
 from akk.screen.region import Region
 from akk.screen.render import render
 from akk.terminals import TerminalIdentity, TerminalSnapshot, terminal_row
@@ -221,7 +221,7 @@ def snapshot_with(prompt: PromptView) -> TerminalSnapshot:
         profile_reason=None,
     )
     observation = Observation(State.PERMISSION, "claude-2.1.263", prompt)
-    return TerminalSnapshot(identity, observation, b"\0" * 32, (), 0.0)
+    return TerminalSnapshot(identity, observation, Appearance(b"\0" * 32, 1), (), 0.0)
 
 
 def permission(text: str) -> PromptView:
@@ -241,7 +241,7 @@ def permission(text: str) -> PromptView:
 
 
 def projected(prompt: PromptView, fp: bytes = b"\0" * 32) -> dict[str, Any]:
-    return project(prompt, fingerprint=fp, ids=IDS, agent="claude", turn_id=None)
+    return project(prompt, seen=Appearance(fp, 1), ids=IDS, agent="claude", turn_id=None)
 
 
 by_name = pytest.mark.parametrize("shape", SHAPES, ids=lambda s: s.name)

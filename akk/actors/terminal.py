@@ -10,9 +10,10 @@ record its stage, reply with a receipt or a typed refusal (zero keys).
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import apsw
 import attrs
@@ -21,16 +22,29 @@ import trio
 from akk import evidence, faults
 from akk.actors.runtime import Actor, ActorRef, Rank
 from akk.actors.store import transact
+from akk.answers import PLAN_REFUSALS, Answer
 from akk.faults import Point
 from akk.profiles.composer import TypingMethod
-from akk.profiles.observation import Observation, State
+from akk.profiles.keyplan import (
+    Expanded,
+    KeyPlan,
+    KeyPlanError,
+    Keystroke,
+    LiteralText,
+    TextCheck,
+    TmuxKey,
+    Wait,
+    expand_checked,
+)
+from akk.profiles.observation import Observation, PromptView, State, StepKind
 from akk.profiles.registry import Profile
 from akk.protocol.errors import Reason
-from akk.screen.fingerprint import fingerprint
+from akk.screen.fingerprint import Appearance, fingerprint
 from akk.screen.grid import Grid
 from akk.screen.render import CaptureMismatch, render
-from akk.store import dispatches, turns
+from akk.store import dispatches, interactions, turns
 from akk.store.dispatches import Dispatch, Kind, Stage
+from akk.store.interactions import InteractionState, OfferState
 from akk.store.turns import Turn, TurnState
 from akk.terminals import TerminalBoard, TerminalIdentity, TerminalSnapshot
 from akk.tmux import keys
@@ -44,6 +58,10 @@ INTERRUPT_KEY = "Escape"
 
 PROOF_TIMEOUT = 3.0
 """How long the composer may take to show the typed text before the proof fails."""
+
+STEP_TIMEOUT = 5.0
+"""How long a prompt may take to show the effect of an answer's keys (a toggled box, the
+typed text, the next step or the prompt gone) before the step is ``uncertain``."""
 
 
 # ------------------------------------------------------------------ messages
@@ -77,6 +95,22 @@ class DispatchRespond:
 
 
 @attrs.frozen
+class DispatchAnswer:
+    """Answer the prompt appearance ``seen`` for ``turn_id``, consuming ``offer_id``.
+
+    ``answer`` was resolved from the controller's ids against that appearance;
+    the actor proves the screen still shows it before any key.
+    """
+
+    turn_id: str
+    controller_id: str
+    interaction_id: str
+    offer_id: str
+    seen: Appearance
+    answer: Answer
+
+
+@attrs.frozen
 class Interrupt:
     """Press the agent's interrupt key for ``turn_id``, proven to be running on screen."""
 
@@ -100,6 +134,20 @@ class TaskReceipt:
     dispatch: Dispatch
     seq: int  # the Observation proven before the keys
     enter_at: float | None  # trio clock when Enter was pressed
+
+
+@attrs.frozen
+class AnswerReceipt:
+    """What an answer's step did: its receipt after the last stage, and whether it was proven.
+
+    ``proven``: the screen after the keys showed the prompt gone, the next step
+    or the agent back at work. Otherwise the dispatch is ``uncertain`` (or
+    ``aborted`` before its last key) and ``why`` says what could not be proven.
+    """
+
+    dispatch: Dispatch
+    proven: bool
+    why: str | None = None
 
 
 @attrs.frozen
@@ -150,6 +198,14 @@ async def dispatch_task(
     return reply
 
 
+async def dispatch_answer(
+    terminal: ActorRef, message: DispatchAnswer, *, timeout: float
+) -> AnswerReceipt | Refusal:
+    reply = await terminal.ask(message, timeout=timeout)
+    assert isinstance(reply, AnswerReceipt | Refusal), reply
+    return reply
+
+
 async def interrupt(
     terminal: ActorRef, message: Interrupt, *, timeout: float
 ) -> InterruptReceipt | Refusal:
@@ -184,9 +240,19 @@ class TerminalActor(Actor):
         self._size: tuple[int, int] | None = None
         self._seq = 0
         self._idle_since: float | None = None  # trio clock of the first idle screen in a row
+        self._grid: Grid | None = None  # the last rendered screen
+        self._seen: Appearance | None = None  # the prompt's appearance on the last screen
+        self._seen_since = 0.0  # trio clock when that appearance began
+        self._resumed: Appearance | None = None  # the store's last appearance, until first look
+        self._last_number = 0
 
     async def started(self) -> None:
         self._board.announce(self._identity, trio.current_time())
+        terminal_id = self._identity.terminal_id
+        latest = await transact(self._store, lambda conn: interactions.latest_on(conn, terminal_id))
+        if latest is not None:
+            self._resumed = latest.seen
+            self._last_number = latest.appearance
 
     async def stopped(self) -> None:
         self._board.retire(self._identity.terminal_id)
@@ -200,6 +266,8 @@ class TerminalActor(Actor):
             return await self._dispatch_task(message)
         if isinstance(message, DispatchRespond):
             return await self._dispatch_respond(message)
+        if isinstance(message, DispatchAnswer):
+            return await self._dispatch_answer(message)
         if isinstance(message, Interrupt):
             return await self._interrupt(message)
         return Refusal(
@@ -237,25 +305,50 @@ class TerminalActor(Actor):
                 self._idle_since = trio.current_time()
         else:
             self._idle_since = None
-        prompt_fp = None
+        seen = None
         if observation.prompt is not None and self._profile is not None:
-            prompt_fp = fingerprint(
-                grid,
-                observation.prompt.region,
-                profile_id=self._profile.id,
-                terminal_identity=self._identity.fingerprint_identity,
+            seen = self._appearance(
+                fingerprint(
+                    grid,
+                    observation.prompt.region,
+                    profile_id=self._profile.id,
+                    terminal_identity=self._identity.fingerprint_identity,
+                )
             )
+        if seen is None:
+            self._resumed = None
+        self._seen = seen
+        self._grid = grid
         self._seq += 1
         snapshot = TerminalSnapshot(
             identity=self._identity,
             observation=observation,
-            fingerprint=prompt_fp,
+            seen=seen,
             lines=grid.lines(),
             observed_at=trio.current_time(),
             seq=self._seq,
         )
         self._board.publish(snapshot)
         return snapshot
+
+    def _appearance(self, fp: bytes) -> Appearance:
+        """The appearance this prompt belongs to: the current one while it stays on screen.
+
+        A prompt that was not on the previous screen is a new appearance, unless
+        it is the first screen since this actor started and the store's last
+        appearance on this terminal has the same fingerprint: what happened
+        while no actor watched cannot be known, so it is taken as the same
+        appearance (its fence, if answered, holds).
+        """
+        resumed, self._resumed = self._resumed, None
+        if self._seen is not None and self._seen.fingerprint == fp:
+            return self._seen
+        if resumed is not None and resumed.fingerprint == fp:
+            self._seen_since = trio.current_time()
+            return resumed
+        self._last_number = max(time.time_ns(), self._last_number + 1)
+        self._seen_since = trio.current_time()
+        return Appearance(fp, self._last_number)
 
     def _classify(self, grid: Grid) -> Observation:
         if self._profile is None:
@@ -495,6 +588,190 @@ class TerminalActor(Actor):
 
         return await transact(self._store, record)
 
+    # -- an answer
+
+    async def _dispatch_answer(self, message: DispatchAnswer) -> AnswerReceipt | Refusal:
+        """One answer step: prove the appearance, plan, reserve, send with checks, prove it took."""
+        profile = self._profile
+        if profile is None:
+            return Refusal(Reason.UNSUPPORTED_VERSION, "no exact profile; nothing was sent")
+        snapshot = await self._observe(force=True)
+        if snapshot is None or snapshot.seen != message.seen:
+            return Refusal(
+                Reason.PROMPT_CHANGED,
+                "the prompt on screen is no longer the one this answer was for; nothing was "
+                "sent. Call status for the current interaction",
+            )
+        observation, prompt = snapshot.observation, snapshot.observation.prompt
+        assert prompt is not None  # an appearance is only given to a prompt
+        if observation.reason is not None:
+            return Refusal(
+                Reason.MANUAL_REQUIRED,
+                f"AKK does not answer this prompt ({observation.reason}); answer it in the "
+                "terminal. Nothing was sent",
+            )
+        planned = _plan(profile, prompt, message.answer)
+        if isinstance(planned, Refusal):
+            return planned
+        plan, expanded = planned
+        # Keys that arrive right after a widget's first paint can be dropped.
+        await trio.sleep_until(self._seen_since + profile.typing.settle_seconds)
+        now = time.time()
+        terminal_id = self._identity.terminal_id
+        kind = Kind.APPROVAL if message.answer.kind == "approval" else Kind.ANSWER
+        digest = hashlib.sha256(repr(plan).encode()).hexdigest()
+
+        def reserve(conn: apsw.Connection) -> Dispatch | Refusal:
+            refused = _fence_check(conn, message, now)
+            if refused is not None:
+                return refused
+            row = interactions.get(conn, message.interaction_id)
+            found = interactions.offer_of(conn, message.interaction_id, message.controller_id)
+            assert row is not None and found is not None
+            interactions.consume(conn, row, found, now)
+            try:
+                return dispatches.reserve(
+                    conn, controller_id=message.controller_id, turn_id=message.turn_id,
+                    terminal_id=terminal_id, kind=kind, typing=None, screen_seq=snapshot.seq,
+                    now=now, interaction_id=row.interaction_id, offer_id=found.offer_id,
+                    fingerprint=message.seen.fingerprint, plan_sha256=digest,
+                )  # fmt: skip
+            except apsw.ConstraintError:
+                raise _Busy() from None
+
+        try:
+            reserved = await transact(self._store, reserve)
+        except _Busy:
+            return Refusal(
+                Reason.CONFLICT,
+                "another input-bearing step is still open on this terminal; nothing was sent. "
+                "Wait for its receipt (status) and call status again",
+            )
+        if isinstance(reserved, Refusal):
+            return reserved
+        await faults.reached(Point.ANSWER_RESERVED)
+        return await self._send_answer(reserved, expanded, message, snapshot.seq)
+
+    async def _send_answer(
+        self, dispatch: Dispatch, expanded: Expanded, message: DispatchAnswer, seq: int
+    ) -> AnswerReceipt:
+        """The reserved step's keys, checkpoint by checkpoint; then its postcondition."""
+        pane, sent = self._identity.pane_id, 0
+        last = message.seen.fingerprint
+        ticked = _boxes(self._board.get(self._identity.terminal_id))
+        try:
+            for check in expanded.checks:
+                await self._keys(pane, expanded.keys[sent : check.after])
+                sent = check.after
+                if isinstance(check, TextCheck):
+                    dispatch = await self._advance(dispatch, Stage.TEXT_INJECTED)
+                    await faults.reached(Point.ANSWER_TEXT_INJECTED)
+                    proof = await self._prove_editor(message.answer.text or "")
+                else:
+                    ticked[check.row] = check.checked
+                    proof = await self._prove_boxes(ticked, check.row)
+                if proof is None:
+                    return await self._answer_uncertain(
+                        dispatch, "the screen did not show the step's effect after its keys; "
+                        "AKK sent no further key",
+                    )  # fmt: skip
+                last, seq = proof
+            await self._keys(pane, expanded.keys[sent:])
+        except (TmuxCommandError, ControlClientClosed) as exc:
+            return await self._answer_uncertain(dispatch, f"sending keys failed: {exc}"[:200])
+        await faults.reached(Point.ANSWER_SENT)
+        dispatch = await transact(
+            self._store, lambda conn: dispatches.advance(conn, dispatch, Stage.ENTER_SENT)
+        )
+        await faults.reached(Point.ANSWER_RECORDED)
+        if not await self._prove_moved_on(last, seq):
+            return await self._answer_uncertain(
+                dispatch, "the prompt still showed, unchanged, after the answer's keys"
+            )
+        dispatch = await transact(
+            self._store,
+            lambda conn: dispatches.advance(conn, dispatch, Stage.ACCEPTED, "postcondition_proven"),
+        )
+        return AnswerReceipt(dispatch, proven=True)
+
+    async def _advance(self, dispatch: Dispatch, stage: Stage) -> Dispatch:
+        return await transact(self._store, lambda conn: dispatches.advance(conn, dispatch, stage))
+
+    async def _keys(self, pane: str, strokes: Sequence[Keystroke]) -> None:
+        client = self._link.client()
+        for stroke in strokes:
+            match stroke:
+                case TmuxKey(name=name):
+                    await keys.press(client, pane, name)
+                case LiteralText(text=text):
+                    await keys.type_literal(client, pane, text)
+                case Wait(seconds=seconds):
+                    await trio.sleep(seconds)
+
+    async def _prove_editor(self, text: str) -> tuple[bytes, int] | None:
+        """The screen once the prompt's editor shows exactly ``text``; None if it never does."""
+        profile = self._profile
+        assert profile is not None
+        with trio.move_on_after(STEP_TIMEOUT):
+            while True:
+                snapshot = await self._observe(force=True)
+                prompt = None if snapshot is None else snapshot.observation.prompt
+                if (
+                    snapshot is not None
+                    and snapshot.seen is not None
+                    and prompt is not None
+                    and self._grid is not None
+                    and profile.editor_matches(self._grid, prompt, text)
+                ):
+                    return snapshot.seen.fingerprint, snapshot.seq
+                await trio.sleep(0.03)
+        return None
+
+    async def _prove_boxes(self, ticked: dict[int, bool], row: int) -> tuple[bytes, int] | None:
+        """The screen once every box shows ``ticked`` and the cursor is on ``row``."""
+        with trio.move_on_after(STEP_TIMEOUT):
+            while True:
+                snapshot = await self._observe(force=True)
+                if snapshot is not None and snapshot.seen is not None:
+                    prompt = snapshot.observation.prompt
+                    options = prompt.questions[0].options if prompt and prompt.questions else ()
+                    if (
+                        prompt is not None
+                        and prompt.step is StepKind.MULTI_SELECT
+                        and len(options) > row
+                        and options[row].current
+                        and _boxes(snapshot) == ticked
+                    ):
+                        return snapshot.seen.fingerprint, snapshot.seq
+                await trio.sleep(0.03)
+        return None
+
+    async def _prove_moved_on(self, fp: bytes, seq: int) -> bool:
+        """Whether a screen after the keys shows that prompt gone: another step, work or idle."""
+        with trio.move_on_after(STEP_TIMEOUT):
+            while True:
+                snapshot = await self._observe(force=True)
+                if snapshot is not None and snapshot.seq > seq:
+                    state = snapshot.observation.state
+                    if snapshot.seen is not None and snapshot.seen.fingerprint != fp:
+                        return True
+                    if snapshot.seen is None and state in _MOVED_ON:
+                        return True
+                await trio.sleep(0.03)
+        return False
+
+    async def _answer_uncertain(self, dispatch: Dispatch, why: str) -> AnswerReceipt:
+        """Record the step as uncertain (or aborted before any submitting key): never retried."""
+        stage = Stage.ABORTED if dispatch.stage is Stage.TEXT_INJECTED else Stage.UNCERTAIN
+        now = time.time()
+
+        def record(conn: apsw.Connection) -> Dispatch:
+            done = dispatches.advance(conn, dispatch, stage, why)
+            turns.answer_uncertain(conn, done, why, now)
+            return done
+
+        return AnswerReceipt(await transact(self._store, record), proven=False, why=why)
+
     # -- cancel
 
     async def _interrupt(self, message: Interrupt) -> InterruptReceipt | Refusal:
@@ -539,3 +816,68 @@ class TerminalActor(Actor):
             self._store, lambda conn: dispatches.advance(conn, dispatch, Stage.ENTER_SENT)
         )
         return InterruptReceipt(dispatch, snapshot.seq)
+
+
+_MOVED_ON = frozenset({State.IDLE, State.IDLE_DRAFT, State.WORKING})
+
+
+class _Busy(Exception):
+    """The terminal already has an open input-bearing step (the unique index said so)."""
+
+
+def _plan(
+    profile: Profile, prompt: PromptView, answer: Answer
+) -> tuple[KeyPlan, Expanded] | Refusal:
+    """The profile's proven key plan for ``answer`` on ``prompt``, expanded; or why not."""
+    try:
+        plan = profile.key_plans.plan_for(prompt.kind, prompt.step, answer.intent)
+        if not plan.lab_verified:
+            return Refusal(
+                Reason.MANUAL_REQUIRED,
+                f"{profile.id} has no lab-proven way to {answer.intent} on a {prompt.step} step "
+                "yet; answer it in the terminal. Nothing was sent",
+            )
+        if answer.text is not None and len(answer.text) > profile.free_text_max_chars:
+            return Refusal(
+                Reason.INVALID_PARAMS,
+                f"the text has {len(answer.text)} characters; {profile.id} can prove at most "
+                f"{profile.free_text_max_chars} in its editor. Shorten it; nothing was sent",
+            )
+        options = prompt.questions[0].options if prompt.questions else ()
+        return plan, expand_checked(plan, options, chosen=answer.chosen, text=answer.text)
+    except KeyPlanError as exc:
+        return Refusal(PLAN_REFUSALS[exc.reason], f"{exc}; nothing was sent")
+
+
+def _fence_check(conn: apsw.Connection, message: DispatchAnswer, now: float) -> Refusal | None:
+    """Inside the reservation: the Turn, the interaction's fence and the offer, all still good."""
+    turn = turns.get(conn, message.turn_id)
+    if turn is None or not turn.unresolved:
+        return Refusal(Reason.CLOSED, f"turn {message.turn_id} is no longer open; nothing sent")
+    row = interactions.get(conn, message.interaction_id)
+    if row is None or row.turn_id != message.turn_id or row.seen != message.seen:
+        return Refusal(Reason.PROMPT_CHANGED, "that interaction is not this prompt; call status")
+    if row.state is not InteractionState.PENDING:
+        return Refusal(
+            Reason.CONFLICT,
+            f"interaction {row.interaction_id} was already answered (or left the screen); it "
+            "never takes input again. Call status for the current one",
+        )
+    found = interactions.offer_of(conn, message.interaction_id, message.controller_id)
+    if found is None or found.offer_id != message.offer_id or found.state is not OfferState.OPEN:
+        return Refusal(Reason.STATUS_REQUIRED, "call status for this Turn, then answer")
+    if found.expires_at <= now:
+        return Refusal(Reason.OFFER_EXPIRED, "the offer expired; call status again, then answer")
+    return None
+
+
+def _boxes(snapshot: TerminalSnapshot | None) -> dict[int, bool]:
+    """The multi-select boxes on ``snapshot`` by row (rows without a box left out)."""
+    prompt = None if snapshot is None else snapshot.observation.prompt
+    if prompt is None or not prompt.questions:
+        return {}
+    return {
+        row: option.checked
+        for row, option in enumerate(prompt.questions[0].options)
+        if option.checked is not None
+    }

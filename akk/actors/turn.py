@@ -12,7 +12,12 @@ driven by ``Tick``s from the TurnDesk's clock:
 - completion, failure, interruption and usage from the file, or the screen
   returning to idle when there is no file;
 - the pane or process gone: ``failed``; no activity for the inactivity
-  window: ``stalled``; past the hard lifetime: ``timed_out``.
+  window: ``stalled``; past the hard lifetime: ``timed_out``;
+- prompts: each new appearance of a prompt on the Turn's terminal is recorded
+  as an interaction with its durable ``interaction_required`` (or
+  ``approval_required``) event; one that left the screen unanswered by AKK
+  becomes ``gone``. The TurnDesk wakes the Turn as soon as its terminal
+  publishes a different prompt, so the event does not wait for the next tick.
 
 The outcome and its notification commit in one transaction, once; then the
 TurnActor tells the controller's Destination and stops.
@@ -38,11 +43,14 @@ from akk.actors.terminal import Interrupt, InterruptReceipt, interrupt
 from akk.faults import Point
 from akk.profiles.observation import State
 from akk.protocol.errors import Reason
+from akk.protocol.projection import Shown, project_snapshot
 from akk.protocol.redaction import redact
-from akk.store import dispatches, turns
+from akk.screen.fingerprint import Appearance, IdMinter
+from akk.store import dispatches, interactions, turns
 from akk.store.dispatches import Kind, Stage
+from akk.store.interactions import Interaction, InteractionState
 from akk.store.turns import Turn, TurnState
-from akk.terminals import TerminalBoard
+from akk.terminals import TerminalBoard, TerminalSnapshot
 
 log = logging.getLogger("akk.turn")
 
@@ -98,10 +106,13 @@ class TurnActor(Actor):
         reader: Callable[[Callable[[apsw.Connection], Any]], Any],
         board: TerminalBoard,
         notify: Notify,
+        ids: IdMinter,
         enter_at: float | None,
         accept_seconds: float,
     ) -> None:
         self._turn_id = turn_id
+        self._ids = ids
+        self._announced: Appearance | None = None
         self._accept_seconds = accept_seconds
         self._store = store
         self._read_store = reader
@@ -159,6 +170,8 @@ class TurnActor(Actor):
             return  # its actor is restarting: look again next tick
         active = snapshot.seq != self._last_seq
         self._last_seq = snapshot.seq
+        if snapshot.seen != self._announced:
+            await self._announce(snapshot)
         if snapshot.observation.state is State.WORKING:
             self._saw_working = True
         progress = await self._progress()
@@ -303,6 +316,25 @@ class TurnActor(Actor):
                 self._cancel = None
                 self._turn = await self._update(reason="cancel_uncertain")
 
+    async def _announce(self, snapshot: TerminalSnapshot) -> None:
+        """Record the prompt now on screen (and its event, once); earlier ones left unanswered."""
+        turn = self._turn
+        assert turn is not None
+        seen, now = snapshot.seen, time.time()
+        shown = project_snapshot(snapshot, self._ids, turn.turn_id)
+
+        def record(conn: apsw.Connection) -> bool:
+            for row in interactions.pending_of_turn(conn, turn.turn_id):
+                if row.seen != seen:
+                    interactions.set_state(conn, row, InteractionState.GONE)
+            fresh = turns.get(conn, turn.turn_id)
+            assert fresh is not None
+            return shown is not None and remember(conn, fresh, snapshot, shown, now)[1]
+
+        if await transact(self._store, record):
+            self._notify(turn.controller_id)
+        self._announced = seen
+
     # -- cancel
 
     async def _start_cancel(self) -> CancelResult:
@@ -369,6 +401,27 @@ class TurnActor(Actor):
         raise StopActor()
 
 
+def remember(
+    conn: apsw.Connection, turn: Turn, snapshot: TerminalSnapshot, shown: Shown, now: float
+) -> tuple[Interaction, bool]:
+    """Record one appearance for ``turn`` (and its wake-up when new); (row, whether new)."""
+    prompt = shown.prompt
+    return interactions.record(
+        conn,
+        interaction_id=shown.interaction_id,
+        terminal_id=snapshot.identity.terminal_id,
+        turn_id=turn.turn_id,
+        kind=prompt.kind.value,
+        seen=shown.seen,
+        profile=snapshot.identity.profile or "",
+        step_index=prompt.step_index,
+        step_total=prompt.step_total,
+        projection=shown.projection,
+        now=now,
+        announce=(turn.controller_id, turn.round),
+    )
+
+
 def _bounded(text: str) -> str:
     text = redact(text)
     return text if len(text) <= FINAL_MESSAGE_LIMIT else text[: FINAL_MESSAGE_LIMIT - 1] + "…"
@@ -392,9 +445,13 @@ class TurnDesk:
         reader: Callable[[Callable[[apsw.Connection], Any]], Any],
         board: TerminalBoard,
         notify: Notify,
+        ids: IdMinter,
         accept_seconds: float,
     ) -> None:
         self._supervisor = supervisor
+        self._ids = ids
+        self._prompts: dict[str, Appearance | None] = {}
+        board.listen(self._published)
         self._accept_seconds = accept_seconds
         self._store = store
         self._reader = reader
@@ -410,12 +467,25 @@ class TurnDesk:
                 key=turn_id,
                 start=lambda: TurnActor(
                     turn_id, store=self._store, reader=self._reader, board=self._board,
-                    notify=self._notify, enter_at=enter_at,
+                    notify=self._notify, ids=self._ids, enter_at=enter_at,
                     accept_seconds=self._accept_seconds,
                 ),
                 restart=Restart.TRANSIENT,
             )
         )  # fmt: skip
+
+    def _published(self, snapshot: TerminalSnapshot) -> None:
+        """A terminal shows a different prompt (or none): look at once, not at the next tick."""
+        terminal_id = snapshot.identity.terminal_id
+        if self._prompts.get(terminal_id) == snapshot.seen:
+            return
+        self._prompts[terminal_id] = snapshot.seen
+        self._tick_all()
+
+    def _tick_all(self) -> None:
+        for key in self._supervisor.child_keys():
+            with suppress(MailboxFull, ActorStopped, UnknownChild):
+                self._supervisor.ref(key).tell(Tick())
 
     def ref(self, turn_id: str) -> ActorRef | None:
         if turn_id not in self._supervisor.child_keys():
@@ -426,14 +496,22 @@ class TurnDesk:
         """After a start: every unresolved Turn is followed again.
 
         A dispatch left reserved or half-typed by the previous run may have typed
-        anything: it becomes ``uncertain`` and its Turn too. Nothing is typed or
+        anything: it becomes ``uncertain`` and its Turn too. An answer left open
+        (its postcondition unproven) becomes ``uncertain`` with a
+        ``response_uncertain`` event; its Turn runs on. Nothing is typed or
         submitted again; the Turn's own evidence may still prove acceptance,
         otherwise it fails as ``uncertain`` after the acceptance bound.
         """
 
         def recover(conn: apsw.Connection) -> list[str]:
+            now = time.time()
             for dispatch in dispatches.all_open(conn):
-                if dispatch.stage in (Stage.RESERVED, Stage.TEXT_INJECTED):
+                if dispatch.kind in (Kind.ANSWER, Kind.APPROVAL):
+                    # Its keys may be out, their effect was never proven: reported, not resent.
+                    why = "AKK restarted before the answer's effect was proven"
+                    done = dispatches.advance(conn, dispatch, Stage.UNCERTAIN, why)
+                    turns.answer_uncertain(conn, done, why, now)
+                elif dispatch.stage in (Stage.RESERVED, Stage.TEXT_INJECTED):
                     dispatches.advance(conn, dispatch, Stage.UNCERTAIN, "interrupted_by_restart")
                     turn = turns.get(conn, dispatch.turn_id or "")
                     # A cut-off cancel leaves the task itself as it was: its file decides.
@@ -452,6 +530,4 @@ class TurnDesk:
         """Tick every followed Turn every TICK seconds (runs until cancelled)."""
         while True:
             await trio.sleep(TICK)
-            for key in self._supervisor.child_keys():
-                with suppress(MailboxFull, ActorStopped, UnknownChild):
-                    self._supervisor.ref(key).tell(Tick())
+            self._tick_all()

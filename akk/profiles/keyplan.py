@@ -246,6 +246,38 @@ class KeyPlanError(Exception):
         self.reason = reason
 
 
+@attrs.frozen
+class ToggleCheck:
+    """After the first `after` keys, row `row` carries the cursor and its box shows `checked`."""
+
+    after: int
+    row: int
+    checked: bool
+
+
+@attrs.frozen
+class TextCheck:
+    """After the first `after` keys, the open editor shows exactly the controller's text."""
+
+    after: int
+
+
+Check = ToggleCheck | TextCheck
+
+
+@attrs.frozen
+class Expanded:
+    """The keys of one plan and where the dispatcher must prove the screen before going on.
+
+    Every toggle of a multi-select box and the typed text of an editor is a
+    checkpoint: the dispatcher sends the keys up to it, recaptures, and stops
+    with no further key unless the screen shows exactly what the check says.
+    """
+
+    keys: tuple[Keystroke, ...]
+    checks: tuple[Check, ...]
+
+
 def expand(
     plan: KeyPlan,
     options: Sequence[OptionView],
@@ -259,6 +291,17 @@ def expand(
     KeyPlanError when the answer does not fit the plan or the screen (nothing is
     sent then). Deterministic and free of I/O.
     """
+    return expand_checked(plan, options, chosen=chosen, text=text).keys
+
+
+def expand_checked(
+    plan: KeyPlan,
+    options: Sequence[OptionView],
+    *,
+    chosen: Sequence[int] = (),
+    text: str | None = None,
+) -> Expanded:
+    """`expand`, with the checkpoints the dispatcher proves on screen between the keys."""
     return _Expansion(plan, tuple(options), tuple(chosen), text).run()
 
 
@@ -277,9 +320,10 @@ class _Expansion:
         self.chosen = chosen
         self.text = text
         self.keys: list[Keystroke] = []
+        self.checks: list[Check] = []
         self.cursor = self._cursor()
 
-    def run(self) -> tuple[Keystroke, ...]:
+    def run(self) -> Expanded:
         self._check_answer()
         for step in self.plan.steps:
             match step:
@@ -299,7 +343,12 @@ class _Expansion:
                     self.keys.append(TmuxKey(key))
                 case EnterGuard(seconds=seconds):
                     self.keys.append(Wait(seconds))
-        return tuple(self.keys)
+                    if self.checks and isinstance(self.checks[-1], TextCheck):
+                        # The editor is proven after the guard, right before the next key.
+                        self.checks[-1] = TextCheck(len(self.keys))
+            if isinstance(step, TypeText):
+                self.checks.append(TextCheck(len(self.keys)))
+        return Expanded(tuple(self.keys), tuple(self.checks))
 
     # -- what the screen and the answer must be
 
@@ -414,3 +463,4 @@ class _Expansion:
             if boxed and option.checked != (index in wanted):
                 self._move(index)
                 self.keys.append(TmuxKey(key))
+                self.checks.append(ToggleCheck(len(self.keys), index, index in wanted))

@@ -10,7 +10,7 @@ import attrs
 from akk.profiles import claude, codex
 from akk.profiles.composer import DraftView, Typing, TypingMethod
 from akk.profiles.keyplan import KeyPlans
-from akk.profiles.observation import Observation
+from akk.profiles.observation import Observation, PromptView
 from akk.screen.grid import Grid
 
 
@@ -38,12 +38,27 @@ class Profile(Protocol):
         """How this version takes typed and pasted text (composer data)."""
         ...
 
+    @property
+    def free_text_max_chars(self) -> int:
+        """Longest free-text answer whose arrival in the editor this version can prove."""
+        ...
+
     def classify(self, grid: Grid) -> Observation:
         """The one Observation this screen shows under this profile."""
         ...
 
     def draft_matches(self, draft: DraftView, text: str, how: TypingMethod) -> bool:
         """Whether ``draft`` shows exactly ``text``, put in ``how``, as this version renders it."""
+        ...
+
+    def editor_matches(self, grid: Grid, prompt: PromptView, text: str) -> bool:
+        """Whether ``prompt``'s open free-text editor shows exactly ``text``, as typed.
+
+        The prompt's free-text editor (Claude's "Type something." row, Codex's
+        notes) after ``text`` went in with ``send-keys -l``. False when no editor
+        is open, it cannot be read whole, or it shows anything else; the
+        dispatcher then presses no Enter.
+        """
         ...
 
 

@@ -1,7 +1,8 @@
 """The interaction projection controllers see (PROTOCOL.md), built from a PromptView.
 
-Ids are minted from the prompt's fingerprint with the server's secret, so they
-change whenever the prompt changes and cannot be guessed. Rows a controller may
+Ids are minted from the prompt's appearance (its fingerprint and appearance
+number) with the server's secret, so they change whenever the prompt changes,
+differ each time the same prompt is asked again, and cannot be guessed. Rows a controller may
 never choose (persistent approvals, "Chat about this") are not projected; keys,
 menu numbers, regions and fingerprints never are. Every text field is redacted
 (a permission's command may carry a key); the fingerprint, and so every id, is
@@ -12,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
+
 from akk.profiles.observation import (
     InteractionKind,
     OptionRole,
@@ -20,7 +23,8 @@ from akk.profiles.observation import (
     StepKind,
 )
 from akk.protocol.redaction import redact
-from akk.screen.fingerprint import IdMinter
+from akk.screen.fingerprint import Appearance, IdMinter
+from akk.terminals import TerminalSnapshot
 
 SCHEMA = "agent-knock-knock/terminal-interaction"
 
@@ -38,12 +42,18 @@ _CONFIRM_ROLES = frozenset(
 def project(
     prompt: PromptView,
     *,
-    fingerprint: bytes,
+    seen: Appearance,
     ids: IdMinter,
     agent: str,
     turn_id: str | None,
+    manual_reason: str | None = None,
 ) -> dict[str, Any]:
-    """The JSON object `status` returns for a prompt on screen."""
+    """The JSON object `status` returns for a prompt on screen.
+
+    A prompt AKK will not answer (``manual_reason``: secret input, a shape the
+    profile refuses) is still projected, with ``state: manual_required`` and
+    the reason, so a controller knows a person must answer it.
+    """
     roles = _ANSWER_ROLES
     if prompt.step in (StepKind.REVIEW, StepKind.CONFIRM):
         roles = roles | _CONFIRM_ROLES
@@ -54,13 +64,13 @@ def project(
                 option.label,
                 option.role,
                 option.description,
-                ids.option_id(fingerprint, q_index, o_index),
+                ids.option_id(seen, q_index, o_index),
             )
             for o_index, option in enumerate(question.options)
             if option.role in roles
         ]
         entry: dict[str, Any] = {
-            "question_id": ids.question_id(fingerprint, q_index),
+            "question_id": ids.question_id(seen, q_index),
             "header": redact(question.header or ""),
             "prompt": redact(question.prompt),
             "required": question.required,
@@ -82,11 +92,11 @@ def project(
     projection: dict[str, Any] = {
         "schema": SCHEMA,
         "version": 1,
-        "interaction_id": ids.interaction_id(fingerprint),
+        "interaction_id": ids.interaction_id(seen),
         "turn_id": turn_id,
         "agent": agent,
         "kind": prompt.kind.value,
-        "state": "pending",
+        "state": "pending" if manual_reason is None else "manual_required",
         "step": {"index": prompt.step_index, "total": prompt.step_total},
         "questions": questions,
         "capabilities": {
@@ -95,8 +105,17 @@ def project(
             "multi_select": ResponseKind.MULTI_SELECT in kinds,
         },
     }
+    if manual_reason is not None:
+        projection["manual_reason"] = manual_reason
     if prompt.kind is InteractionKind.PERMISSION:
-        projection["decisions"] = ["approve_once", "reject"]
+        projection["decisions"] = [
+            decision
+            for decision, role in (
+                ("approve_once", OptionRole.APPROVE_ONCE),
+                ("reject", OptionRole.REJECT),
+            )
+            if any(o.role is role for q in prompt.questions for o in q.options)
+        ]
     return projection
 
 
@@ -107,3 +126,38 @@ def _option(label: str, role: OptionRole, description: str, option_id: str) -> d
     if role is not OptionRole.CHOICE:
         option["role"] = role.value
     return option
+
+
+def project_snapshot(
+    snapshot: TerminalSnapshot, ids: IdMinter, turn_id: str | None
+) -> Shown | None:
+    """The projection of the prompt on ``snapshot`` (None when no prompt is on screen)."""
+    prompt, seen = snapshot.observation.prompt, snapshot.seen
+    if prompt is None or seen is None:
+        return None
+    projection = project(
+        prompt,
+        seen=seen,
+        ids=ids,
+        agent=snapshot.identity.agent,
+        turn_id=turn_id,
+        manual_reason=snapshot.observation.reason,
+    )
+    return Shown(seen, prompt, projection)
+
+
+@attrs.frozen
+class Shown:
+    """One prompt appearance and the projection a controller sees of it."""
+
+    seen: Appearance
+    prompt: PromptView
+    projection: dict[str, Any]
+
+    @property
+    def interaction_id(self) -> str:
+        return str(self.projection["interaction_id"])
+
+    @property
+    def actionable(self) -> bool:
+        return "manual_reason" not in self.projection

@@ -8,9 +8,11 @@ serialise to the same bytes. Where the region sits on the screen is deliberately
 not hashed: the same prompt redrawn one row lower is the same prompt, while its
 size (rows, and cells per row) is.
 
-Opaque ids are HMAC-SHA256 of a fingerprint under a server-held secret, so they
-change whenever the fingerprint does and cannot be guessed or linked to the
-screen without the secret.
+Opaque ids are HMAC-SHA256 of one appearance of a prompt (its fingerprint and
+the appearance number the TerminalActor gave it when it came on screen) under a
+server-held secret. So they change whenever the fingerprint does, differ when
+the identical prompt is asked again after it left the screen, and cannot be
+guessed or linked to the screen without the secret.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ import functools
 import hashlib
 import hmac
 import struct
+
+import attrs
 
 from akk.screen.grid import Cell, Grid
 from akk.screen.region import Region
@@ -74,6 +78,20 @@ def fingerprint(grid: Grid, region: Region, *, profile_id: str, terminal_identit
     return digest.digest()
 
 
+@attrs.frozen
+class Appearance:
+    """One appearance of a prompt on one terminal: from its first paint until it leaves.
+
+    ``number`` is unique per terminal (the TerminalActor's clock in ns when the
+    prompt came on screen, strictly increasing); the identical prompt asked again
+    later is a new appearance with a new number, so a fence on the old one
+    never blocks, and an answer to the old one never reaches, the new one.
+    """
+
+    fingerprint: bytes
+    number: int
+
+
 class IdMinter:
     """Derives opaque, unguessable ids from fingerprints with a server-held secret."""
 
@@ -88,21 +106,25 @@ class IdMinter:
     def __repr__(self) -> str:
         return "IdMinter(<secret>)"
 
-    def _mint(self, prefix: str, kind: bytes, fp: bytes, *indexes: int) -> str:
-        if any(index < 0 for index in indexes):
-            raise ValueError(f"indexes must be >= 0, got {indexes}")
-        message = _field(kind) + _field(fp) + b"".join(struct.pack(">Q", i) for i in indexes)
+    def _mint(self, prefix: str, kind: bytes, seen: Appearance, *indexes: int) -> str:
+        if any(index < 0 for index in (seen.number, *indexes)):
+            raise ValueError(f"numbers and indexes must be >= 0, got {seen.number}, {indexes}")
+        message = (
+            _field(kind)
+            + _field(seen.fingerprint)
+            + b"".join(struct.pack(">Q", i) for i in (seen.number, *indexes))
+        )
         mac = hmac.new(self._secret, message, hashlib.sha256).digest()[:_ID_BYTES]
         return prefix + base64.urlsafe_b64encode(mac).rstrip(b"=").decode("ascii")
 
-    def interaction_id(self, fp: bytes) -> str:
-        """The id of the interaction whose prompt has fingerprint `fp` ("int_...")."""
-        return self._mint("int_", b"interaction", fp)
+    def interaction_id(self, seen: Appearance) -> str:
+        """The id of the interaction that is this appearance of a prompt ("int_...")."""
+        return self._mint("int_", b"interaction", seen)
 
-    def question_id(self, fp: bytes, index: int) -> str:
+    def question_id(self, seen: Appearance, index: int) -> str:
         """The id of question `index` (zero-based) of that prompt ("q_...")."""
-        return self._mint("q_", b"question", fp, index)
+        return self._mint("q_", b"question", seen, index)
 
-    def option_id(self, fp: bytes, question_index: int, option_index: int) -> str:
+    def option_id(self, seen: Appearance, question_index: int, option_index: int) -> str:
         """The id of option `option_index` of question `question_index` ("opt_...")."""
-        return self._mint("opt_", b"option", fp, question_index, option_index)
+        return self._mint("opt_", b"option", seen, question_index, option_index)

@@ -51,6 +51,9 @@ class Dispatch:
     reason: str | None
     typing: str | None
     screen_seq: int | None
+    interaction_id: str | None
+    offer_id: str | None
+    plan_sha256: str | None
     created_at: float
     updated_at: float
     revision: int
@@ -58,6 +61,8 @@ class Dispatch:
     def public(self) -> dict[str, object]:
         return {
             "dispatch_id": self.dispatch_id,
+            "controller_id": self.controller_id,
+            "interaction_id": self.interaction_id,
             "kind": self.kind.value,
             "stage": self.stage.value,
             "reason": self.reason,
@@ -79,25 +84,27 @@ def reserve(
     typing: str | None,
     screen_seq: int,
     now: float,
+    interaction_id: str | None = None,
+    offer_id: str | None = None,
+    fingerprint: bytes | None = None,
+    plan_sha256: str | None = None,
 ) -> Dispatch:
-    """Reserve one input-bearing step; raises apsw.ConstraintError if the terminal has one open."""
+    """Reserve one input-bearing step; raises apsw.ConstraintError if the terminal has one open.
+
+    An answer's reservation names the interaction and the offer it consumes and
+    the digest of its key plan: the audit receipt (who, which interaction,
+    outcome), never the answer itself.
+    """
     dispatch_id = "dsp_" + secrets.token_hex(12)
     conn.execute(
-        "INSERT INTO dispatches (dispatch_id, controller_id, turn_id, terminal_id, kind, stage, "
-        "typing, screen_seq, created_at, updated_at) "
-        "VALUES (?, ?, ?, ?, ?, 'reserved', ?, ?, ?, ?)",
+        "INSERT INTO dispatches (dispatch_id, controller_id, turn_id, terminal_id, "
+        "interaction_id, offer_id, kind, stage, typing, fingerprint, plan_sha256, screen_seq, "
+        "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'reserved', ?, ?, ?, ?, ?, ?)",
         (
-            dispatch_id,
-            controller_id,
-            turn_id,
-            terminal_id,
-            kind.value,
-            typing,
-            screen_seq,
-            now,
-            now,
+            dispatch_id, controller_id, turn_id, terminal_id, interaction_id, offer_id,
+            kind.value, typing, fingerprint, plan_sha256, screen_seq, now, now,
         ),
-    )
+    )  # fmt: skip
     found = get(conn, dispatch_id)
     assert found is not None
     return found

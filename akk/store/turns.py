@@ -17,6 +17,7 @@ import attrs
 
 from akk.store import outbox
 from akk.store.database import cas_update
+from akk.store.dispatches import Dispatch
 
 
 class TurnState(enum.StrEnum):
@@ -232,6 +233,38 @@ def settle(
         now=now,
     )
     return settled
+
+
+def answer_uncertain(conn: apsw.Connection, dispatch: Dispatch, why: str, now: float) -> None:
+    """An answer's keys may have gone out without their effect proven: say so, once.
+
+    The Turn keeps running (its own file still decides its outcome) with reason
+    ``response_uncertain``; its controller gets a ``response_uncertain`` event
+    naming the interaction. Nothing is sent again.
+    """
+    turn = get(conn, dispatch.turn_id or "")
+    if turn is None:
+        return
+    if turn.unresolved:
+        turn = update(conn, turn, reason="response_uncertain")
+    outbox.enqueue(
+        conn,
+        controller_id=turn.controller_id,
+        turn_id=turn.turn_id,
+        round=turn.round,
+        kind="response_uncertain",
+        body={
+            "turn_id": turn.turn_id,
+            "watch_id": turn.turn_id,
+            "round": turn.round,
+            "interaction": None,
+            "interaction_id": dispatch.interaction_id,
+            "dispatch_id": dispatch.dispatch_id,
+            "summary": f"AKK cannot prove the answer took effect: {why}. It will not send it "
+            "again; look at the terminal (status shows its screen)",
+        },
+        now=now,
+    )
 
 
 def reopen(

@@ -1,0 +1,248 @@
+"""The interaction methods: offers in `status`, `approve` and `respond_interaction`.
+
+Each runs in its connection's task (rank CONNECTION) and asks the Turn's
+TerminalActor, downward only, for the one input-bearing step. Before that ask,
+everything a controller can get wrong is refused here with a reason and a next
+step (zero keys): the owner, the Turn, the interaction and its fence, the
+controller's offer (`status` first), the appearance still on screen, and the
+answer against the projection it saw. The TerminalActor proves the screen again
+and reserves; a refusal there sends zero keys too.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from akk.actors.destination import DestinationDesk
+from akk.actors.runtime import ActorError, AskTimeout
+from akk.actors.store import transact
+from akk.actors.terminal import AnswerReceipt, DispatchAnswer, Refusal, dispatch_answer
+from akk.actors.turn import remember
+from akk.answers import Answer, decision, resolve
+from akk.protocol.errors import Reason, RpcError
+from akk.protocol.projection import Shown, project_snapshot
+from akk.screen.fingerprint import IdMinter
+from akk.store import interactions, turns
+from akk.store.interactions import Interaction, InteractionState, Offer, OfferState
+from akk.store.reader import StoreReader
+from akk.store.turns import Turn
+from akk.terminals import TerminalBoard
+
+OFFER_MINUTES = 10.0
+"""How long what `status` showed a controller may be answered without calling it again."""
+
+ANSWER_TIMEOUT = 60.0
+
+
+class InteractionCalls:
+    def __init__(
+        self,
+        *,
+        store: Any,
+        reader: StoreReader,
+        board: TerminalBoard,
+        ids: IdMinter,
+        destinations: DestinationDesk,
+        offer_minutes: float = OFFER_MINUTES,
+    ) -> None:
+        self._store = store
+        self._reader = reader
+        self._board = board
+        self._ids = ids
+        self._destinations = destinations
+        self._offer_seconds = offer_minutes * 60
+
+    async def shown(self, turn: Turn, controller_id: str) -> dict[str, Any] | None:
+        """The projection of the prompt the Turn's terminal shows now, if any.
+
+        Records the interaction (and its wake-up, if nobody recorded it yet) and,
+        when ``controller_id`` owns the Turn and AKK may answer the prompt, that
+        controller's offer: what it saw may be answered for the next minutes.
+        """
+        snapshot = self._board.get(turn.terminal_id or "")
+        if snapshot is None or not turn.unresolved or turn.closed_at is not None:
+            return None
+        shown = project_snapshot(snapshot, self._ids, turn.turn_id)
+        if shown is None:
+            return None
+        now, offer = time.time(), controller_id == turn.controller_id and shown.actionable
+
+        def record(conn: Any) -> Interaction:
+            row, _ = remember(conn, turn, snapshot, shown, now)
+            if offer and row.state is InteractionState.PENDING:
+                interactions.offer(conn, row, controller_id, now=now, lifetime=self._offer_seconds)
+            return row
+
+        row = await transact(self._store, record)
+        self._destinations.wake(turn.controller_id)
+        return row.public()
+
+    async def approve(self, controller_id: str, params: dict[str, Any]) -> dict[str, Any]:
+        turn = await self._open_turn(controller_id, params["turn_id"])
+        row = await self._reader.run(
+            lambda conn: interactions.offered_to(conn, turn.turn_id, controller_id, "permission")
+        )
+        if row is None:
+            raise RpcError(
+                Reason.STATUS_REQUIRED,
+                f"this controller has not seen a permission prompt of turn {turn.turn_id}; call "
+                "status for it first, then approve what it shows",
+            )
+        value: str = params["decision"]
+        return await self._answer(
+            turn, row, controller_id, lambda shown: decision(shown.prompt, value)
+        )
+
+    async def respond_interaction(
+        self, controller_id: str, params: dict[str, Any]
+    ) -> dict[str, Any]:
+        turn = await self._open_turn(controller_id, params["turn_id"])
+        interaction_id: str = params["interaction_id"]
+        row = await self._reader.run(lambda conn: interactions.get(conn, interaction_id))
+        if row is None or row.turn_id != turn.turn_id:
+            raise RpcError(
+                Reason.NOT_FOUND,
+                f"turn {turn.turn_id} has no interaction {interaction_id[:80]!r} (ids change "
+                "whenever the prompt does); call status and answer the interaction it shows",
+            )
+
+        def answer(shown: Shown) -> Answer:
+            return resolve(
+                shown.prompt,
+                params["answers"],
+                seen=shown.seen,
+                ids=self._ids,
+                delivery_mode=params.get("delivery_mode"),
+            )
+
+        return await self._answer(turn, row, controller_id, answer)
+
+    # -- the shared path
+
+    async def _open_turn(self, controller_id: str, turn_id: str) -> Turn:
+        turn = await self._reader.run(lambda conn: turns.get(conn, turn_id))
+        if turn is None:
+            raise RpcError(
+                Reason.NOT_FOUND, f"no turn {turn_id[:80]!r}; list shows this controller's turns"
+            )
+        if turn.controller_id != controller_id:
+            raise RpcError(
+                Reason.NOT_OWNER,
+                f"turn {turn_id} belongs to another controller; only its owner may answer its "
+                "prompts",
+            )
+        if turn.closed_at is not None or not turn.unresolved:
+            raise RpcError(
+                Reason.CLOSED,
+                f"turn {turn_id} is {turn.state.value}"
+                + (" and closed" if turn.closed_at is not None else "")
+                + "; it has no prompt to answer",
+            )
+        return turn
+
+    async def _answer(
+        self,
+        turn: Turn,
+        row: Interaction,
+        controller_id: str,
+        make: Callable[[Shown], Answer],
+    ) -> dict[str, Any]:
+        if row.state is InteractionState.CONSUMED:
+            raise RpcError(
+                Reason.CONFLICT,
+                f"interaction {row.interaction_id} was already answered; an answered prompt "
+                "never takes input again. Call status for the current interaction",
+            )
+        offer = await self._reader.run(
+            lambda conn: interactions.offer_of(conn, row.interaction_id, controller_id)
+        )
+        shown = self._on_screen(turn)
+        still_there = shown is not None and shown.seen == row.seen
+        self._check_offer(row, offer, still_there)
+        if row.state is InteractionState.GONE or not still_there or shown is None:
+            raise RpcError(
+                Reason.PROMPT_CHANGED,
+                "the prompt on screen is no longer the one this answer was for; nothing was "
+                "sent. Call status for the current interaction",
+            )
+        assert offer is not None
+        answer = make(shown)
+        terminal = self._board.ref(turn.terminal_id or "")
+        if terminal is None:
+            raise RpcError(Reason.NOT_FOUND, "the Turn's terminal is gone; nothing was sent")
+        message = DispatchAnswer(
+            turn_id=turn.turn_id,
+            controller_id=controller_id,
+            interaction_id=row.interaction_id,
+            offer_id=offer.offer_id,
+            seen=row.seen,
+            answer=answer,
+        )
+        receipt = await self._dispatch(terminal, message)
+        if isinstance(receipt, Refusal):
+            raise RpcError(receipt.reason, receipt.message)
+        if not receipt.proven:
+            self._destinations.wake(turn.controller_id)
+            raise RpcError(
+                Reason.RESPONSE_UNCERTAIN,
+                f"the answer's keys went out but AKK cannot prove they took effect "
+                f"({receipt.why}); it will not send them again. Look at the terminal",
+            )
+        return {
+            "outcome": "dispatched",
+            "interaction_id": row.interaction_id,
+            "dispatch_id": receipt.dispatch.dispatch_id,
+        }
+
+    def _on_screen(self, turn: Turn) -> Shown | None:
+        snapshot = self._board.get(turn.terminal_id or "")
+        return None if snapshot is None else project_snapshot(snapshot, self._ids, turn.turn_id)
+
+    def _check_offer(self, row: Interaction, offer: Offer | None, still_there: bool) -> None:
+        if offer is None:
+            raise RpcError(
+                Reason.STATUS_REQUIRED,
+                f"this controller has no offer of interaction {row.interaction_id}; call "
+                "status for the Turn, then answer what it shows",
+            )
+        if offer.state is OfferState.CONSUMED:
+            raise RpcError(
+                Reason.CONFLICT,
+                f"this controller already answered interaction {row.interaction_id}; it never "
+                "takes input again. Call status for the current interaction",
+            )
+        if offer.expires_at <= time.time():
+            # Expiry alone does not prove the prompt died: look at the screen first.
+            if still_there:
+                raise RpcError(
+                    Reason.OFFER_EXPIRED,
+                    "what status showed is too old to answer; the prompt is still there: call "
+                    "status again, then answer",
+                )
+            raise RpcError(
+                Reason.PROMPT_CHANGED,
+                "the offer expired and the prompt it was for is no longer on screen; call status",
+            )
+
+    async def _dispatch(self, terminal: Any, message: DispatchAnswer) -> AnswerReceipt | Refusal:
+        try:
+            return await dispatch_answer(terminal, message, timeout=ANSWER_TIMEOUT)
+        except AskTimeout as exc:
+            if not exc.delivered:
+                raise RpcError(
+                    Reason.INTERNAL,
+                    "the terminal was too busy to take the answer; nothing was sent; try again",
+                ) from None
+            raise RpcError(
+                Reason.RESPONSE_UNCERTAIN,
+                "the answer did not finish in time and may have been sent; AKK will not send it "
+                "again. Call status",
+            ) from None
+        except ActorError as exc:
+            raise RpcError(
+                Reason.RESPONSE_UNCERTAIN,
+                f"the terminal failed during the answer ({exc.reason}); it may have been sent "
+                "and will not be sent again. Call status",
+            ) from None

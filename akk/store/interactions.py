@@ -1,0 +1,262 @@
+"""Interactions and their offers: what a controller was shown, and the fence on each answer.
+
+An interaction is one appearance of a prompt on one terminal (its fingerprint
+and appearance number). Its states: ``pending`` while it may be answered,
+``consumed`` once an answer was reserved for it (forever: a replay, a second
+controller or a late event can never send input to it again), ``gone`` once
+the screen showed it left unanswered by AKK.
+
+An offer records that one controller called `status` and saw the interaction's
+projection; an answer needs that controller's open, unexpired offer, and the
+reservation consumes it by compare-and-swap in the same transaction that fences
+the interaction. Every function runs inside the caller's transaction.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import secrets
+from typing import Any
+
+import apsw
+import attrs
+
+from akk.screen.fingerprint import Appearance
+from akk.store import outbox
+from akk.store.database import cas_update
+
+
+class InteractionState(enum.StrEnum):
+    PENDING = "pending"
+    CONSUMED = "consumed"
+    GONE = "gone"
+
+
+class OfferState(enum.StrEnum):
+    OPEN = "open"
+    CONSUMED = "consumed"
+    EXPIRED = "expired"
+
+
+@attrs.frozen
+class Interaction:
+    interaction_id: str
+    terminal_id: str
+    turn_id: str | None
+    kind: str
+    fingerprint: bytes
+    appearance: int
+    profile: str
+    step_index: int
+    step_total: int
+    projection: str
+    state: InteractionState
+    created_at: float
+    updated_at: float
+    revision: int
+
+    @property
+    def seen(self) -> Appearance:
+        return Appearance(self.fingerprint, self.appearance)
+
+    def public(self) -> dict[str, Any]:
+        """The projection controllers saw, with the interaction's current state."""
+        shown: dict[str, Any] = json.loads(self.projection)
+        if self.state is not InteractionState.PENDING:
+            shown["state"] = self.state.value
+        return shown
+
+
+@attrs.frozen
+class Offer:
+    offer_id: str
+    interaction_id: str
+    controller_id: str
+    fingerprint: bytes
+    state: OfferState
+    created_at: float
+    expires_at: float
+    consumed_at: float | None
+    updated_at: float
+    revision: int
+
+
+_INTERACTION_COLUMNS = [a.name for a in attrs.fields(Interaction)]
+_OFFER_COLUMNS = [a.name for a in attrs.fields(Offer)]
+
+
+def record(
+    conn: apsw.Connection,
+    *,
+    interaction_id: str,
+    terminal_id: str,
+    turn_id: str | None,
+    kind: str,
+    seen: Appearance,
+    profile: str,
+    step_index: int,
+    step_total: int,
+    projection: dict[str, Any],
+    now: float,
+    announce: tuple[str, int] | None = None,
+) -> tuple[Interaction, bool]:
+    """The stored interaction with this id, written now if it is new; (row, whether new).
+
+    ``announce`` = (controller_id, round): a new interaction also writes its
+    wake-up for that controller, in this transaction: ``approval_required`` for
+    a permission, ``interaction_required`` otherwise, carrying only the
+    public projection. Whoever records an appearance first (the Turn's monitor,
+    or a `status` call) writes the one event.
+    """
+    existing = get(conn, interaction_id)
+    if existing is not None:
+        return existing, False
+    conn.execute(
+        "INSERT INTO interactions (interaction_id, terminal_id, turn_id, kind, fingerprint, "
+        "appearance, profile, step_index, step_total, projection, state, created_at, updated_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)",
+        (
+            interaction_id, terminal_id, turn_id, kind, seen.fingerprint, seen.number, profile,
+            step_index, step_total, json.dumps(projection), now, now,
+        ),
+    )  # fmt: skip
+    created = get(conn, interaction_id)
+    assert created is not None
+    if announce is not None and turn_id is not None:
+        controller_id, round_ = announce
+        what = "approval_required" if kind == "permission" else "interaction_required"
+        outbox.enqueue(
+            conn,
+            controller_id=controller_id,
+            turn_id=turn_id,
+            round=round_,
+            kind=what,
+            body={
+                "turn_id": turn_id,
+                "watch_id": turn_id,
+                "round": round_,
+                "interaction": projection,
+                "summary": _summary(projection),
+            },
+            now=now,
+        )
+    return created, True
+
+
+def _summary(projection: dict[str, Any]) -> str:
+    questions = projection.get("questions") or []
+    asked = questions[0].get("prompt", "") if questions else projection.get("kind", "")
+    return f"{projection.get('kind')}: {asked}"[:200] + "; call status, then answer"
+
+
+def get(conn: apsw.Connection, interaction_id: str) -> Interaction | None:
+    found = _interactions(conn, "WHERE interaction_id = ?", (interaction_id,))
+    return found[0] if found else None
+
+
+def latest_on(conn: apsw.Connection, terminal_id: str) -> Interaction | None:
+    """The newest appearance recorded on ``terminal_id`` (to continue it after a restart)."""
+    found = _interactions(
+        conn, "WHERE terminal_id = ? ORDER BY appearance DESC LIMIT 1", (terminal_id,)
+    )
+    return found[0] if found else None
+
+
+def pending_of_turn(conn: apsw.Connection, turn_id: str) -> list[Interaction]:
+    return _interactions(
+        conn, "WHERE turn_id = ? AND state = 'pending' ORDER BY appearance", (turn_id,)
+    )
+
+
+def offered_to(
+    conn: apsw.Connection, turn_id: str, controller_id: str, kind: str
+) -> Interaction | None:
+    """The ``kind`` interaction of ``turn_id`` most recently offered to ``controller_id``."""
+    found = _interactions(
+        conn,
+        "WHERE turn_id = ? AND kind = ? AND interaction_id IN "
+        "(SELECT interaction_id FROM offers WHERE controller_id = ?) "
+        "ORDER BY appearance DESC LIMIT 1",
+        (turn_id, kind, controller_id),
+    )
+    return found[0] if found else None
+
+
+def set_state(conn: apsw.Connection, row: Interaction, state: InteractionState) -> Interaction:
+    """Compare-and-swap the state; raises CasConflict if the row moved on."""
+    cas_update(
+        conn, "interactions", "interaction_id", row.interaction_id, row.revision,
+        {"state": state.value},
+    )  # fmt: skip
+    fresh = get(conn, row.interaction_id)
+    assert fresh is not None
+    return fresh
+
+
+def offer(
+    conn: apsw.Connection,
+    row: Interaction,
+    controller_id: str,
+    *,
+    now: float,
+    lifetime: float,
+) -> Offer:
+    """Record that ``controller_id`` saw ``row`` now: its open offer, renewed for ``lifetime``."""
+    current = offer_of(conn, row.interaction_id, controller_id)
+    expires = now + lifetime
+    if current is not None and current.state is OfferState.OPEN:
+        cas_update(
+            conn, "offers", "offer_id", current.offer_id, current.revision,
+            {"expires_at": max(expires, current.expires_at)},
+        )  # fmt: skip
+        renewed = offer_of(conn, row.interaction_id, controller_id)
+        assert renewed is not None
+        return renewed
+    if current is not None:
+        # A consumed offer stays consumed; nothing renews an answered interaction.
+        return current
+    conn.execute(
+        "INSERT INTO offers (offer_id, interaction_id, controller_id, fingerprint, state, "
+        "created_at, expires_at, updated_at) VALUES (?, ?, ?, ?, 'open', ?, ?, ?)",
+        (
+            "ofr_" + secrets.token_hex(12), row.interaction_id, controller_id, row.fingerprint,
+            now, expires, now,
+        ),
+    )  # fmt: skip
+    created = offer_of(conn, row.interaction_id, controller_id)
+    assert created is not None
+    return created
+
+
+def offer_of(conn: apsw.Connection, interaction_id: str, controller_id: str) -> Offer | None:
+    """``controller_id``'s offer of ``interaction_id`` (at most one per pair)."""
+    rows = conn.execute(
+        f"SELECT {', '.join(_OFFER_COLUMNS)} FROM offers "
+        "WHERE interaction_id = ? AND controller_id = ? ORDER BY created_at DESC LIMIT 1",
+        (interaction_id, controller_id),
+    )
+    for row in rows:
+        values = dict(zip(_OFFER_COLUMNS, row, strict=True))
+        values["state"] = OfferState(values["state"])
+        return Offer(**values)
+    return None
+
+
+def consume(conn: apsw.Connection, row: Interaction, found: Offer, now: float) -> None:
+    """Fence ``row`` and use up ``found`` (compare-and-swap both; CasConflict if either moved)."""
+    cas_update(
+        conn, "offers", "offer_id", found.offer_id, found.revision,
+        {"state": OfferState.CONSUMED.value, "consumed_at": now},
+    )  # fmt: skip
+    set_state(conn, row, InteractionState.CONSUMED)
+
+
+def _interactions(conn: apsw.Connection, where: str, args: tuple[object, ...]) -> list[Interaction]:
+    rows = conn.execute(f"SELECT {', '.join(_INTERACTION_COLUMNS)} FROM interactions {where}", args)
+    found = []
+    for row in rows:
+        values = dict(zip(_INTERACTION_COLUMNS, row, strict=True))
+        values["state"] = InteractionState(values["state"])
+        found.append(Interaction(**values))
+    return found
