@@ -62,7 +62,7 @@ class InteractionCalls:
         controller's offer: what it saw may be answered for the next minutes.
         """
         snapshot = self._board.get(turn.terminal_id or "")
-        if snapshot is None or not turn.unresolved or turn.closed_at is not None:
+        if snapshot is None or snapshot.busy or not turn.unresolved or turn.closed_at is not None:
             return None
         shown = project_snapshot(snapshot, self._ids, turn.turn_id)
         if shown is None:

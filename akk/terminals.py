@@ -50,7 +50,9 @@ class TerminalSnapshot:
     ``seq`` counts the terminal's Observations: a snapshot with a higher seq
     than the one recorded with a key step was captured after that step.
     ``seen`` is the appearance of the prompt on screen (its fingerprint and
-    appearance number), None when no prompt is.
+    appearance number), None when no prompt is. A ``busy`` snapshot was taken
+    between the keys of one step (a toggled box, half-typed text): nobody
+    announces or answers what it shows.
     """
 
     identity: TerminalIdentity
@@ -59,6 +61,7 @@ class TerminalSnapshot:
     lines: tuple[str, ...]  # the screen's text, for the redacted excerpt
     observed_at: float  # trio clock
     seq: int = 0
+    busy: bool = False  # captured while an input-bearing step was sending: a passing screen
 
 
 _PENDING = Observation(State.UNKNOWN, None, reason="not_observed_yet")

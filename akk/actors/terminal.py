@@ -245,6 +245,7 @@ class TerminalActor(Actor):
         self._seen_since = 0.0  # trio clock when that appearance began
         self._resumed: Appearance | None = None  # the store's last appearance, until first look
         self._last_number = 0
+        self._busy = False  # an input-bearing step is between its first key and its receipt
 
     async def started(self) -> None:
         self._board.announce(self._identity, trio.current_time())
@@ -324,6 +325,7 @@ class TerminalActor(Actor):
             identity=self._identity,
             observation=observation,
             seen=seen,
+            busy=self._busy,
             lines=grid.lines(),
             observed_at=trio.current_time(),
             seq=self._seq,
@@ -650,7 +652,13 @@ class TerminalActor(Actor):
         if isinstance(reserved, Refusal):
             return reserved
         await faults.reached(Point.ANSWER_RESERVED)
-        return await self._send_answer(reserved, expanded, message, snapshot.seq)
+        self._busy = True
+        try:
+            return await self._send_answer(reserved, expanded, message, snapshot.seq)
+        finally:
+            self._busy = False
+            # Publish the screen the step left, no longer busy, for the Turn to announce.
+            await self._observe(force=True)
 
     async def _send_answer(
         self, dispatch: Dispatch, expanded: Expanded, message: DispatchAnswer, seq: int

@@ -170,8 +170,6 @@ class TurnActor(Actor):
             return  # its actor is restarting: look again next tick
         active = snapshot.seq != self._last_seq
         self._last_seq = snapshot.seq
-        if snapshot.seen != self._announced:
-            await self._announce(snapshot)
         if snapshot.observation.state is State.WORKING:
             self._saw_working = True
         progress = await self._progress()
@@ -185,6 +183,11 @@ class TurnActor(Actor):
             await self._check_outcome(progress, snapshot.observation.state)
         turn = self._turn
         assert turn is not None
+        # A prompt is announced once the task is accepted: before that its dispatch
+        # is still open and no answer could be reserved.
+        accepted = turn.state is TurnState.RUNNING
+        if turn.unresolved and accepted and snapshot.seen != self._announced and not snapshot.busy:
+            await self._announce(snapshot)
         if turn.unresolved and now - turn.last_activity_at >= turn.inactivity_seconds:
             await self._settle(
                 TurnState.STALLED, "stalled", "no activity for the Turn's inactivity window"
@@ -226,8 +229,9 @@ class TurnActor(Actor):
             accepted = progress[0].accepted
         elif turn.evidence_status == "unknown":
             # The screen is the only witness: the composer let go of the text and the
-            # agent works (or already answered). Stated in status as the evidence limit.
-            accepted = self._saw_working or state is State.WORKING
+            # agent works, or asks about it (or already answered). Stated in status as
+            # the evidence limit.
+            accepted = self._saw_working or state in _ACTING
         if accepted:
             session = progress[0].session_id if progress is not None else None
             await self._record_acceptance(session)
@@ -401,6 +405,11 @@ class TurnActor(Actor):
         raise StopActor()
 
 
+_ACTING = frozenset(
+    {State.WORKING, State.PERMISSION, State.QUESTIONNAIRE, State.ASYNC_QUESTION}
+)
+
+
 def remember(
     conn: apsw.Connection, turn: Turn, snapshot: TerminalSnapshot, shown: Shown, now: float
 ) -> tuple[Interaction, bool]:
@@ -477,7 +486,7 @@ class TurnDesk:
     def _published(self, snapshot: TerminalSnapshot) -> None:
         """A terminal shows a different prompt (or none): look at once, not at the next tick."""
         terminal_id = snapshot.identity.terminal_id
-        if self._prompts.get(terminal_id) == snapshot.seen:
+        if snapshot.busy or self._prompts.get(terminal_id, False) == snapshot.seen:
             return
         self._prompts[terminal_id] = snapshot.seen
         self._tick_all()
