@@ -8,7 +8,9 @@ Actions:
 - ``crash``: SIGKILL this process at once (what a power cut or OOM kill does);
 - ``raise``: raise ``InjectedFault`` from the point;
 - ``delay``: sleep ``seconds`` (default 2) at the point, e.g. to let a test
-  type into the pane between AKK's text and its Enter.
+  type into the pane between AKK's text and its Enter;
+- ``drop``: at a point guarding one key (``drops``), that key is not sent, as
+  if the terminal lost it.
 
 A point fires once per process unless its action is ``delay``. The armed set
 is read once, at import, so tests arm it for a subprocess (`akk serve`) through
@@ -44,6 +46,7 @@ class Point(enum.StrEnum):
     # An answer to a prompt (approve, respond_interaction), under the TerminalActor.
     ANSWER_RESERVED = "answer_reserved"  # after the reservation (offer consumed), before any key
     ANSWER_TEXT_INJECTED = "answer_text_injected"  # after the free text's stage, before its proof
+    ANSWER_TOGGLE = "answer_toggle"  # the key that toggles one multi-select box (``drop`` it)
     ANSWER_SENT = "answer_sent"  # after the step's last key, before its stage is recorded
     ANSWER_RECORDED = "answer_recorded"  # after `enter_sent` committed, before the postcondition
     # The Turn, reading the agent's own files.
@@ -95,6 +98,7 @@ class Action(enum.StrEnum):
     CRASH = "crash"
     RAISE = "raise"
     DELAY = "delay"
+    DROP = "drop"
 
 
 class InjectedFault(Exception):
@@ -118,7 +122,7 @@ def parse(spec: str) -> dict[Point, Arm]:
         except ValueError:
             raise ValueError(
                 f"{ENV}: {part!r} is not point:action; points are "
-                f"{', '.join(p.value for p in Point)}; actions crash, raise, delay"
+                f"{', '.join(p.value for p in Point)}; actions crash, raise, delay, drop"
             ) from None
         armed[point] = Arm(how, float(seconds) if seconds else 2.0)
     return armed
@@ -136,10 +140,20 @@ def disarm() -> None:
     _ARMED.clear()
 
 
+def drops(point: Point) -> bool:
+    """Whether the key guarded by ``point`` is to be lost (armed ``drop``; fires once)."""
+    arm = _ARMED.get(point)
+    if arm is None or arm.action is not Action.DROP:
+        return False
+    del _ARMED[point]
+    log.warning("fault point %s: dropping the key", point)
+    return True
+
+
 async def reached(point: Point) -> None:
     """Pass ``point``: does nothing unless a test armed it."""
     arm = _ARMED.get(point)
-    if arm is None:
+    if arm is None or arm.action is Action.DROP:
         return
     if arm.action is Action.DELAY:
         log.warning("fault point %s: delaying %.1f s", point, arm.seconds)

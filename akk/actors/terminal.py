@@ -33,6 +33,7 @@ from akk.profiles.keyplan import (
     LiteralText,
     TextCheck,
     TmuxKey,
+    ToggleCheck,
     Wait,
     expand_checked,
 )
@@ -669,7 +670,10 @@ class TerminalActor(Actor):
         ticked = _boxes(self._board.get(self._identity.terminal_id))
         try:
             for check in expanded.checks:
-                await self._keys(pane, expanded.keys[sent : check.after])
+                strokes = expanded.keys[sent : check.after]
+                if isinstance(check, ToggleCheck) and faults.drops(Point.ANSWER_TOGGLE):
+                    strokes = strokes[:-1]  # the toggle key lost on its way
+                await self._keys(pane, strokes)
                 sent = check.after
                 if isinstance(check, TextCheck):
                     dispatch = await self._advance(dispatch, Stage.TEXT_INJECTED)

@@ -1,0 +1,114 @@
+"""SIGKILL `akk serve` between an answer's reservation and its postcondition, then restart.
+
+For each answer kind and each point: the restarted server reports the answer
+as `response_uncertain` (event and receipt), never sends it again (a replay is
+refused with zero keys), and the model server received the answer at most
+once: never when the kill came before the first key, exactly once after.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from akk.client import AkkError, Controller, connect
+from akk.faults import ANSWER_POINTS, Point
+from tests.lab.conftest import lab_params
+from tools.lab import scenarios as sc
+from tools.lab.akk_runner import AkkProcess, idle_terminal
+from tools.lab.launcher import LabSession
+
+WAKE_UPS = ("interaction_required", "approval_required")
+CASES = [
+    *lab_params("questionnaire_single3", agents=("claude",))[-1:],
+    *lab_params("codex_exec", agents=("codex",))[-1:],
+]
+# Free text alone passes answer_text_injected; these answers go from their keys to `sent`.
+POINTS = [point for point in ANSWER_POINTS if point is not Point.ANSWER_TEXT_INJECTED]
+
+
+async def _next(ctl: Controller, kinds: tuple[str, ...], timeout: float) -> dict[str, Any]:
+    with trio.fail_after(timeout):
+        async for event in ctl.events():
+            await ctl.ack(event["event_id"])
+            if event["kind"] in kinds:
+                return event
+    raise AssertionError("the connection closed first")
+
+
+def _answer_call(lab: LabSession, turn_id: str, shown: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    if shown["kind"] == "permission":
+        return "approve", {"turn_id": turn_id, "decision": "approve_once"}
+    (question,) = shown["questions"]
+    green = [o["option_id"] for o in question["options"] if o["label"] == "Green"]
+    return "respond_interaction", {
+        "interaction_id": shown["interaction_id"],
+        "turn_id": turn_id,
+        "answers": [
+            {
+                "question_id": question["question_id"],
+                "response_kind": "single_select",
+                "selected_option_ids": green,
+            }
+        ],
+    }
+
+
+def _answers_received(lab: LabSession) -> int:
+    marker = sc.ANSWERED_CLAUDE if lab.agent == "claude" else sc.EXEC_MARKER
+    return lab.server.count_inputs_containing(marker)
+
+
+@pytest.mark.parametrize("point", POINTS, ids=str)
+@pytest.mark.parametrize("lab", CASES, indirect=True)
+async def test_sigkill_inside_an_answer_is_reported_uncertain_and_never_resent(
+    lab: LabSession, tmp_path: Path, point: Point
+) -> None:
+    akk = AkkProcess(lab, tmp_path)
+    try:
+        url = akk.start(f"{point}:crash")
+        with trio.fail_after(90):
+            async with connect(url, akk.tokens["ctl"]) as ctl:
+                row = await idle_terminal(ctl, timeout=30)
+                task = sc.ASK_TASK if lab.agent == "claude" else sc.RUN_TASK
+                sent = await ctl.call(
+                    "send",
+                    {"terminal_id": row["terminal_id"], "request": task, "client_request_id": "t"},
+                )
+                turn_id = sent["turn_id"]
+                await _next(ctl, WAKE_UPS, timeout=30)
+                shown = (await ctl.call("status", {"turn_id": turn_id}))["interaction"]
+                method, params = _answer_call(lab, turn_id, shown)
+                with pytest.raises(Exception):  # noqa: B017 - the server dies under the call
+                    await ctl.call(method, params)
+        assert await trio.to_thread.run_sync(akk.wait_killed) != 0, "the fault never fired"
+        url = akk.start(None)
+        with trio.fail_after(60):
+            async with connect(url, akk.tokens["ctl"]) as ctl:
+                event = await _next(ctl, ("response_uncertain",), timeout=30)
+                assert event["turn_id"] == turn_id
+                assert event["interaction_id"] == shown["interaction_id"]
+                status = await ctl.call("status", {"turn_id": turn_id})
+                (receipt,) = [d for d in status["dispatches"] if d["kind"] in ("answer", "approval")]
+                assert receipt["stage"] == "uncertain"
+                assert status["turn"]["reason"] == "response_uncertain" or status["turn"][
+                    "state"
+                ] in ("done", "failed")
+                with pytest.raises(AkkError) as replay:
+                    await ctl.call(method, params)
+                assert replay.value.reason in ("conflict", "prompt_changed", "closed")
+                if point is Point.ANSWER_RESERVED:
+                    # Killed before the first key: the prompt still waits for a person.
+                    assert _answers_received(lab) == 0
+                else:
+                    await lab.server.wait_for_request(
+                        lambda r: not r.auxiliary
+                        and (sc.ANSWERED_CLAUDE in r.newest_input or sc.EXEC_MARKER in r.newest_input),
+                        timeout=20,
+                    )
+    finally:
+        akk.kill()
+    assert _answers_received(lab) == (0 if point is Point.ANSWER_RESERVED else 1)
