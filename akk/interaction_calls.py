@@ -69,14 +69,15 @@ class InteractionCalls:
             return None
         now, offer = time.time(), controller_id == turn.controller_id and shown.actionable
 
-        def record(conn: Any) -> Interaction:
-            row, _ = remember(conn, turn, snapshot, shown, now)
+        def record(conn: Any) -> tuple[Interaction, bool]:
+            row, new = remember(conn, turn, snapshot, shown, now)
             if offer and row.state is InteractionState.PENDING:
                 interactions.offer(conn, row, controller_id, now=now, lifetime=self._offer_seconds)
-            return row
+            return row, new
 
-        row = await transact(self._store, record)
-        self._destinations.wake(turn.controller_id)
+        row, new = await transact(self._store, record)
+        if new:  # this call saw the appearance before the Turn did: its wake-up goes out now
+            self._destinations.wake(turn.controller_id)
         return row.public()
 
     async def approve(self, controller_id: str, params: dict[str, Any]) -> dict[str, Any]:
