@@ -137,6 +137,12 @@ def _parser() -> argparse.ArgumentParser:
         default=turn_defaults.accept_seconds,
         help="after Enter, how long the agent has to show it took the task (else uncertain)",
     )
+    serve.add_argument(
+        "--offer-minutes",
+        type=float,
+        default=turn_defaults.offer_minutes,
+        help="how long a prompt shown by status may be answered before status is needed again",
+    )
     serve.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING"])
 
     token = command(
@@ -236,6 +242,7 @@ def _serve(args: argparse.Namespace) -> int:
             inactivity_minutes=args.inactivity_minutes,
             lifetime_minutes=args.lifetime_minutes,
             accept_seconds=args.accept_seconds,
+            offer_minutes=args.offer_minutes,
         ),
     )
 

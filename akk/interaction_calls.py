@@ -30,9 +30,6 @@ from akk.store.reader import StoreReader
 from akk.store.turns import Turn
 from akk.terminals import TerminalBoard
 
-OFFER_MINUTES = 10.0
-"""How long what `status` showed a controller may be answered without calling it again."""
-
 ANSWER_TIMEOUT = 60.0
 
 
@@ -45,7 +42,7 @@ class InteractionCalls:
         board: TerminalBoard,
         ids: IdMinter,
         destinations: DestinationDesk,
-        offer_minutes: float = OFFER_MINUTES,
+        offer_minutes: float,
     ) -> None:
         self._store = store
         self._reader = reader

@@ -50,6 +50,8 @@ class TurnSettings:
     """Hard lifetime of a Turn: ``timed_out``."""
     accept_seconds: float = 20.0
     """After Enter, how long the agent has to show it accepted the task: else ``uncertain``."""
+    offer_minutes: float = 10.0
+    """How long what `status` showed a controller may be answered without calling it again."""
 
 
 class TurnCalls:
