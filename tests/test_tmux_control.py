@@ -8,6 +8,7 @@ import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
+from types import SimpleNamespace
 
 import attrs
 import pytest
@@ -24,7 +25,7 @@ from akk.tmux import (
     open_control_client,
 )
 from akk.tmux.activity import Probe, changed_since, parse_probe
-from akk.tmux.control import Notification, command_line
+from akk.tmux.control import ControlClient, Notification, command_line
 
 
 @attrs.frozen
@@ -81,13 +82,18 @@ def test_command_line_quoting() -> None:
     assert command_line(["list-panes", "-a", "-t", "%3"]) == "list-panes -a -t %3"
     assert command_line(["x", 'a "b" $c\\d']) == 'x "a \\"b\\" \\$c\\\\d"'
     assert command_line(["x", "a\nb\x01"]) == 'x "a\\nb\\001"'
+    # tmux reads a bare word that starts with `%` as a directive unless it is `%` and digits.
+    assert command_line(["refresh-client", "-A", "%3:pause"]) == 'refresh-client -A "%3:pause"'
+    assert command_line(["x", "%if", "%hidden", "%%"]) == 'x "%if" "%hidden" %%'
     with pytest.raises(ValueError, match="detach"):
         command_line([])
 
 
-def test_notification_parsing_keeps_free_text_whole() -> None:
-    out = Notification.parse("%output %12 hello world\\015\\012")
-    assert (out.name, out.pane_id, out.args[1]) == ("output", "%12", "hello world\\015\\012")
+def test_notification_parsing_keeps_free_text_whole_and_drops_pane_bytes() -> None:
+    # Pane output is only a signal: the bytes never reach a Notification.
+    assert Notification.parse("%output %12 hello world\\015\\012").args == ("%12",)
+    extended = Notification.parse("%extended-output %3 12 : secret\\012")
+    assert (extended.name, extended.pane_id, extended.args) == ("extended-output", "%3", ("%3",))
     assert Notification.parse("%session-changed $1 my session").args == ("$1", "my session")
     assert Notification.parse("%exit").args == ()
     assert Notification.parse("%layout-change @1 a,b c,d *").args == ("@1", "a,b", "c,d", "*")
@@ -266,6 +272,45 @@ async def test_close_detaches_and_leaves_the_server_running(server: TmuxServer) 
     assert process.returncode is not None  # reaped
     assert server.tmux("list-clients") == ""
     assert server.tmux("list-sessions", "-F", "#{session_name}").split() == ["main"]
+
+
+async def test_an_output_client_relays_pane_ids_never_pane_bytes(server: TmuxServer) -> None:
+    # One 300 kB line: tmux sends it as many long %extended-output lines.
+    pane = server.new_session("out", "read x; head -c 300000 /dev/zero | tr '\\0' x; sleep 600")
+    with trio.fail_after(15):
+        async with (
+            open_control_client(server.socket, session="main"),
+            open_control_client(server.socket, session="out", output=True) as client,
+        ):
+            flags = server.tmux("list-clients", "-t", "out", "-F", "#{client_flags}")
+            assert "pause-after=1" in flags and "no-output" not in flags
+            with client.subscribe(limit=100000) as notes:
+                server.tmux("send-keys", "-t", pane, "Enter")
+                seen = 0
+                async for note in notes:
+                    assert (note.name, note.args) == ("extended-output", (pane,))
+                    seen += 1
+                    if seen == 5:
+                        break
+            assert await client.command("display-message", "-p", "in step") == ["in step"]
+
+
+async def test_reader_keeps_only_the_head_of_an_output_line_still_arriving() -> None:
+    send, receive = trio.testing.memory_stream_one_way_pair()
+    client = ControlClient("test.sock", "$0", SimpleNamespace(stdout=receive))  # type: ignore[arg-type]
+    stream = b"%output %3 " + b"\\033x" * 50000 + b"\n%window-add @7\n%output %4 ok\n"
+    with trio.fail_after(10), client.subscribe() as notes:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(client._read_loop)
+            for start in range(0, len(stream), 1000):
+                await send.send_all(stream[start : start + 1000])
+                await trio.testing.wait_all_tasks_blocked()  # read chunk by chunk
+            await send.aclose()
+        assert notes.pending() == [
+            Notification("output", ("%3",)),
+            Notification("window-add", ("@7",)),
+            Notification("output", ("%4",)),
+        ]
 
 
 async def test_client_does_not_keep_an_empty_server_alive(server: TmuxServer) -> None:

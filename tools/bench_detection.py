@@ -4,10 +4,16 @@ Runs a real pinned client in the lab with a scripted questionnaire (Claude) or
 exec approval (Codex), and `akk serve` watching its private tmux server. Two
 probes run side by side every 10 ms: `tmux capture-pane` looking for the
 prompt's anchor text, and the controller's `status` call looking for the
-interaction. The lag is the difference between their first sightings; the
-prompt is answered at the pane and asked again --rounds times.
+interaction. The lag is the difference between their first sightings (so
+each carries up to one probe period of noise); the prompt is answered at the
+pane and asked again --rounds times.
 
-    .venv/bin/python -m tools.bench_detection [--agent claude --version 2.1.263] [--rounds 20]
+Each client runs in two modes, a fresh lab and server each: `poll`, the
+listing alone (no output clients: how AKK detected prompts before pane output
+became a signal), and `output`, the default (pane output marks the pane dirty).
+
+    .venv/bin/python -m tools.bench_detection [--clients claude@2.1.263 codex@0.169.0]
+        [--modes poll output] [--rounds 20] [--interval 0.25]
 """
 
 from __future__ import annotations
@@ -15,6 +21,8 @@ from __future__ import annotations
 import argparse
 import statistics
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import trio
@@ -22,6 +30,8 @@ import trio
 from akk.client import Controller, connect
 from akk.service import ServiceConfig, run_service
 from akk.store.location import StateDir
+from akk.tmux import output
+from tools.lab.akk_runner import mint_offline
 from tools.lab.launcher import LabSession, launch
 from tools.lab.scenarios import (
     ASK_TASK,
@@ -36,6 +46,19 @@ from tools.lab.scenarios import (
 PROBE = 0.01
 ANCHORS = {"claude": "Enter to select", "codex": "Would you like to run"}
 ANSWER_KEYS = {"claude": "Enter", "codex": "y"}
+MODES = ("poll", "output")
+
+
+@contextmanager
+def output_signals(mode: str) -> Iterator[None]:
+    """Run the watchers `akk serve` starts with (output) or without (poll) output clients."""
+    saved = output.MAX_OUTPUT_CLIENTS
+    if mode == "poll":
+        output.MAX_OUTPUT_CLIENTS = 0
+    try:
+        yield
+    finally:
+        output.MAX_OUTPUT_CLIENTS = saved
 
 
 def scenario(agent: str) -> Scenario:
@@ -77,8 +100,8 @@ async def settled(ctl: Controller, terminal_id: str) -> None:
         await trio.sleep(PROBE)
 
 
-async def measure(agent: str, version: str, rounds: int, interval: float) -> list[float]:
-    with tempfile.TemporaryDirectory(prefix="akk-bench-") as scratch:
+async def measure(agent: str, version: str, rounds: int, interval: float, mode: str) -> list[float]:
+    with tempfile.TemporaryDirectory(prefix="akk-bench-") as scratch, output_signals(mode):
         return await _measure(agent, version, rounds, interval, StateDir(Path(scratch) / "akk"))
 
 
@@ -86,6 +109,7 @@ async def _measure(
     agent: str, version: str, rounds: int, interval: float, state: StateDir
 ) -> list[float]:
     lags: list[float] = []
+    token = mint_offline(state, "bench")["bench"]
     async with launch(agent, version, scenario(agent)) as lab, trio.open_nursery() as nursery:
         config = ServiceConfig(
             state=state, port=0, tmux_sockets=(str(lab.socket),), poll_interval=interval
@@ -93,7 +117,7 @@ async def _measure(
         endpoint = await nursery.start(
             lambda task_status: run_service(config, task_status=task_status)
         )
-        async with connect(endpoint.url, state.token(), controller_id="bench") as ctl:
+        async with connect(endpoint.url, token) as ctl:
             with trio.fail_after(30):
                 while not (rows := (await ctl.call("list"))["terminals"]):
                     await trio.sleep(PROBE)
@@ -113,20 +137,32 @@ async def _measure(
     return lags
 
 
+def summary(lags: list[float]) -> str:
+    ordered = sorted(lags)
+    p99 = ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
+    return (
+        f"median {1000 * statistics.median(ordered):4.0f} ms  p99 {1000 * p99:4.0f} ms  "
+        f"max {1000 * ordered[-1]:4.0f} ms"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--agent", default="claude", choices=["claude", "codex"])
-    parser.add_argument("--version", default="2.1.263")
+    parser.add_argument(
+        "--clients", nargs="+", default=["claude@2.1.263", "codex@0.169.0"], metavar="AGENT@VER"
+    )
+    parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--interval", type=float, default=0.25, help="akk serve --poll-interval")
     args = parser.parse_args()
-    lags = sorted(trio.run(measure, args.agent, args.version, args.rounds, args.interval))
-    p99 = lags[min(len(lags) - 1, round(0.99 * (len(lags) - 1)))]
-    print(
-        f"{args.agent} {args.version}, poll interval {args.interval} s, {len(lags)} prompts: "
-        f"detection lag median {1000 * statistics.median(lags):.0f} ms, "
-        f"p99 {1000 * p99:.0f} ms, max {1000 * lags[-1]:.0f} ms"
-    )
+    print(f"poll interval {args.interval} s, {args.rounds} prompts per client and mode")
+    for client in args.clients:
+        agent, _, version = client.partition("@")
+        if agent not in ANCHORS or not version:
+            parser.error(f"{client!r}: expected claude@VERSION or codex@VERSION")
+        for mode in args.modes:
+            lags = trio.run(measure, agent, version, args.rounds, args.interval, mode)
+            print(f"{agent} {version:8} {mode:6}  {summary(lags)}", flush=True)
 
 
 if __name__ == "__main__":

@@ -1,14 +1,18 @@
 """Idle cost of `akk serve` watching N idle agent panes: CPU seconds and RSS.
 
-A private tmux server gets N panes (default 50). Each prints a captured Claude
-idle screen from fixtures/ and then becomes a process named `claude` (a copy
-of `sleep` under that name), so the watcher discovers N agent terminals and
-runs a TerminalActor for each; their version is unprovable, so they bind no
-profile, which idle cost does not depend on. Then a real `akk serve`
-subprocess watches them for --duration seconds, and its CPU time and RSS are
-read from /proc.
+A private tmux server gets N panes (default 200, ten windows per session).
+Each prints a captured Claude idle screen from fixtures/ and then becomes a
+process named `claude` (a copy of `sleep` under that name), so the watcher
+discovers N agent terminals and runs a TerminalActor for each; their version
+is unprovable, so they bind no profile, which idle cost does not depend on.
+Then a real `akk serve` subprocess watches them for --duration seconds, and
+its CPU time, RSS and descriptors are read from /proc, with the output
+clients it attached (tmux processes of their own) and the tmux server's CPU.
 
-    .venv/bin/python -m tools.bench_serve_idle [--panes 50] [--duration 60]
+--flood K makes the first K panes print without pause instead (`seq`, a new
+line each time, so every capture differs): the cost of a pane that floods.
+
+    .venv/bin/python -m tools.bench_serve_idle [--panes 200] [--duration 60] [--flood 0]
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import time
 from pathlib import Path
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures/claude/2.1.263/echo-idle.ansi"
+SETTLE = 5.0
 
 
 def cpu_seconds(pid: int) -> float:
@@ -39,15 +44,39 @@ def rss_kib(pid: int) -> int:
     raise RuntimeError("no VmRSS")
 
 
-def start_panes(sock: str, bindir: Path, panes: int) -> None:
-    command = f"cat {FIXTURE}; exec {bindir / 'claude'} 100000"
+def start_panes(sock: str, bindir: Path, panes: int, flood: int) -> None:
+    idle = f"cat {FIXTURE}; exec {bindir / 'claude'} 100000"
+    # The agent stays in the pane's process tree (the watcher finds it below the pane).
+    flooding = f"{bindir / 'claude'} 100000 & exec seq 999999999999"
     for n in range(panes):
+        command = flooding if n < flood else idle
         session = f"s{n // 10}"
         if n % 10 == 0:
             args = ["new-session", "-d", "-s", session, "-x", "120", "-y", "40"]
         else:
             args = ["new-window", "-d", "-t", session]
         subprocess.run(["tmux", "-S", sock, "-f", os.devnull, *args, command], check=True)
+
+
+def pss_kib(pid: int) -> int:
+    """Proportional set size: shared pages (the tmux binary, libc) split among their users."""
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        if line.startswith("Pss:"):
+            return int(line.split()[1])
+    raise RuntimeError("no Pss")
+
+
+def descriptors(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def output_clients(sock: str) -> list[int]:
+    """Pids of the tmux output clients attached (control clients with pause-after)."""
+    listed = subprocess.run(
+        ["tmux", "-S", sock, "list-clients", "-F", "#{client_pid} #{client_flags}"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    return [int(line.split()[0]) for line in listed.splitlines() if "pause-after" in line]
 
 
 def list_terminals(env: dict[str, str]) -> list[dict[str, object]]:
@@ -61,8 +90,9 @@ def list_terminals(env: dict[str, str]) -> list[dict[str, object]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--panes", type=int, default=50)
+    parser.add_argument("--panes", type=int, default=200)
     parser.add_argument("--duration", type=float, default=60.0)
+    parser.add_argument("--flood", type=int, default=0, help="panes that print without pause")
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="akk-bench-"))
     sock = str(root / "tmux.sock")
@@ -74,7 +104,7 @@ def main() -> None:
     env = {**os.environ, "AKK_STATE_DIR": str(root / "state")}
     serve = None
     try:
-        start_panes(sock, bindir, args.panes)
+        start_panes(sock, bindir, args.panes, args.flood)
         serve = subprocess.Popen(
             [sys.executable, "-m", "akk", "serve", "--port", "0", "--tmux-socket", sock,
              "--log-level", "WARNING"],
@@ -87,6 +117,7 @@ def main() -> None:
             if time.monotonic() > deadline:
                 raise SystemExit(f"akk serve did not find {args.panes} terminals")
             time.sleep(0.2)
+        time.sleep(SETTLE)  # start-up (first captures, output clients attaching) is not idle
         tmux_pid = int(
             subprocess.run(
                 ["tmux", "-S", sock, "display", "-p", "#{pid}"], capture_output=True,
@@ -99,10 +130,21 @@ def main() -> None:
         used = cpu_seconds(serve.pid) - serve_cpu
         tmux_used = cpu_seconds(tmux_pid) - tmux_cpu
         elapsed = time.monotonic() - started
-        print(f"akk serve watching {args.panes} idle agent panes for {elapsed:.0f} s:")
+        clients = output_clients(sock)
+        what = (
+            f"{args.panes} agent panes ({args.flood} flooding)"
+            if args.flood
+            else (f"{args.panes} idle agent panes")
+        )
+        print(f"akk serve watching {what} for {elapsed:.0f} s:")
         print(f"  CPU {used:.2f} s ({100 * used / elapsed:.2f}% of one core)")
-        print(f"  RSS {rss_kib(serve.pid) / 1024:.1f} MiB")
-        print(f"  tmux server CPU meanwhile {tmux_used:.2f} s (answering the pane listings)")
+        print(f"  RSS {rss_kib(serve.pid) / 1024:.1f} MiB, {descriptors(serve.pid)} descriptors")
+        print(
+            f"  output clients: {len(clients)}, RSS "
+            f"{sum(rss_kib(pid) for pid in clients) / 1024:.1f} MiB together, PSS "
+            f"{sum(pss_kib(pid) for pid in clients) / 1024:.1f} MiB"
+        )
+        print(f"  tmux server CPU meanwhile {tmux_used:.2f} s ({100 * tmux_used / elapsed:.1f}%)")
         print(f"  terminals listed: {len(list_terminals(env))}")
     finally:
         if serve is not None:

@@ -7,6 +7,14 @@ Code or Codex gets a TerminalActor, keyed by its terminal_id (pane + process
 incarnation), under this watcher's own supervisor, for as long as that pane and
 process live (across reattachments). When the server goes away the terminals
 go with it, and the watcher waits for the server to come back.
+
+A terminal learns of new output within milliseconds: an OutputWatch keeps an
+output client on each session that holds terminals, and a pane's output marks
+it dirty. Dirty marks from output and from the listing both go through one
+RefreshPacer, so each terminal gets at most one Refresh at a time and at most
+one per REFRESH_INTERVAL, however much its pane prints. The listing stays the
+safety net: for sessions past the output clients' bound, for output lost
+while a client reattaches, for size changes and for discovery.
 """
 
 from __future__ import annotations
@@ -15,13 +23,15 @@ import logging
 import os
 import random
 import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
 from contextlib import aclosing, suppress
 from pathlib import Path
 
 import attrs
 import trio
 
-from akk.actors.runtime import ActorRef, MailboxFull
+from akk.actors.runtime import ActorError, ActorRef
 from akk.actors.store import transact
 from akk.actors.supervisor import (
     ChildSpec,
@@ -42,8 +52,10 @@ from akk.discovery.process import (
 from akk.profiles.registry import bind
 from akk.store import terminals as terminal_records
 from akk.terminals import TerminalBoard, TerminalIdentity
+from akk.tmux import output as tmux_output
 from akk.tmux.activity import ActivityMonitor, PaneUpdate
 from akk.tmux.control import ClientLink, ControlClient, ControlClientClosed, open_control_client
+from akk.tmux.output import OutputWatch
 from akk.tmux.panes import PaneInfo
 
 log = logging.getLogger("akk.watcher")
@@ -57,6 +69,14 @@ RECONNECT_INTERVAL = 1.0
 MAX_BACKOFF = 30.0
 """Longest wait after a failure (e.g. out of descriptors) before attaching again."""
 
+REFRESH_INTERVAL = 0.03
+"""Seconds from one Refresh of a terminal to its next, at least: bounds the captures of a
+pane that prints without pause (~33 a second) and adds at most this to detection."""
+
+REFRESH_TIMEOUT = 30.0
+"""How long a Refresh may wait behind a dispatch in the terminal's mailbox before the
+pacer stops waiting (the Refresh stays queued; the pane's next mark sends another)."""
+
 
 @attrs.define
 class WatcherHealth:
@@ -64,6 +84,8 @@ class WatcherHealth:
 
     socket: str
     attached: bool = False
+    output_clients: int = 0
+    """Sessions whose pane output reaches the watcher now (the others rely on the listing)."""
     failures: int = 0
     """Failures since the last good attachment."""
     total_failures: int = 0
@@ -81,6 +103,68 @@ class WatcherHealth:
 
     def report(self) -> dict[str, object]:
         return attrs.asdict(self)
+
+
+@attrs.define
+class _Pacing:
+    dirty: bool = False
+    """Marked again since the running refresh started."""
+
+
+class RefreshPacer:
+    """Turns "pane P may have changed" marks into paced refreshes.
+
+    Per pane: at most one `refresh` runs at a time, consecutive ones start at
+    least `interval` apart, and a mark is never lost: one that arrives during
+    a refresh or the pause after it brings one more refresh. A first mark
+    after a quiet spell refreshes at once. Run `run` in a nursery; `mark`
+    from anywhere in that Trio run.
+    """
+
+    def __init__(self, refresh: Callable[[str], Awaitable[None]], interval: float) -> None:
+        self._refresh = refresh
+        self._interval = interval
+        self._panes: dict[str, _Pacing] = {}
+        self._nursery: trio.Nursery | None = None
+
+    @property
+    def busy(self) -> int:
+        """Panes with a refresh running or due."""
+        return len(self._panes)
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Host the refreshes until cancelled."""
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                task_status.started()
+                await trio.sleep_forever()
+        finally:
+            self._nursery = None
+            self._panes.clear()
+
+    def mark(self, pane_id: str) -> None:
+        """The pane may have changed: refresh it now, or after the running one and the pause."""
+        pacing = self._panes.get(pane_id)
+        if pacing is not None:
+            pacing.dirty = True
+        elif self._nursery is not None:
+            self._panes[pane_id] = _Pacing()
+            self._nursery.start_soon(self._pace, pane_id)
+
+    async def _pace(self, pane_id: str) -> None:
+        pacing = self._panes[pane_id]
+        try:
+            while True:
+                pacing.dirty = False
+                started = trio.current_time()
+                await self._refresh(pane_id)
+                # Stay for the rest of the interval so that marks meanwhile wait for it.
+                await trio.sleep_until(started + self._interval)
+                if not pacing.dirty:
+                    return
+        finally:
+            self._panes.pop(pane_id, None)
 
 
 def default_socket() -> str:
@@ -118,12 +202,17 @@ class TmuxWatcher:
         versions: VersionCache,
         *,
         interval: float,
+        output_clients: int | None = None,
     ) -> None:
         self.socket = socket_path
         self.board = board
         self.store = store
         self.versions = versions
         self._interval = interval
+        self.output_clients = (
+            tmux_output.MAX_OUTPUT_CLIENTS if output_clients is None else output_clients
+        )
+        """Sessions whose output this watcher follows at most (0: the listing alone)."""
         self.health = WatcherHealth(socket_path)
 
     async def run(self) -> None:
@@ -199,7 +288,9 @@ class _Tracking:
     """The panes a TmuxWatcher tracks and their terminals, across attachments.
 
     ``lock`` serializes the listing-driven updates with the periodic sweep, so a
-    pane is never identified twice at once.
+    pane is never identified twice at once. The pacer and the output watch
+    belong to one attachment: output clients never outlive the no-output
+    command client (see `akk.tmux.control`).
     """
 
     def __init__(self, watcher: TmuxWatcher, link: ClientLink, terminals: Supervisor) -> None:
@@ -208,23 +299,38 @@ class _Tracking:
         self._terminals = terminals
         self._tracked: dict[str, _Tracked] = {}
         self.lock = trio.Lock()
+        self._pacer: RefreshPacer | None = None
+        self._output: OutputWatch | None = None
 
     async def follow(self, client: ControlClient, interval: float) -> None:
-        """Follow one attachment's listings until it ends."""
+        """Follow one attachment's listings (and its panes' output) until it ends."""
         self.link.current = client
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(self.sweep)
-            first = True
-            async with aclosing(ActivityMonitor(client, interval=interval).updates()) as updates:
-                async for update in updates:
-                    async with self.lock:
-                        if first:
-                            # Panes that closed while no attachment watched them.
-                            for pane_id in self._tracked.keys() - update.panes.keys():
-                                await self._retire(self._tracked.pop(pane_id))
-                            first = False
-                        await self.apply(update)
-            nursery.cancel_scope.cancel()
+        try:
+            async with trio.open_nursery() as nursery:
+                pacer = RefreshPacer(self._refresh_pane, REFRESH_INTERVAL)
+                await nursery.start(pacer.run)
+                output = OutputWatch(
+                    self._watcher.socket, pacer.mark, max_clients=self._watcher.output_clients
+                )
+                await nursery.start(output.run)
+                self._pacer, self._output = pacer, output
+                nursery.start_soon(self.sweep)
+                first = True
+                monitor = ActivityMonitor(client, interval=interval)
+                async with aclosing(monitor.updates()) as updates:
+                    async for update in updates:
+                        async with self.lock:
+                            if first:
+                                # Panes that closed while no attachment watched them.
+                                for pane_id in self._tracked.keys() - update.panes.keys():
+                                    await self._retire(self._tracked.pop(pane_id))
+                                first = False
+                            await self.apply(update)
+                        self._watch_output()
+                nursery.cancel_scope.cancel()
+        finally:
+            self._pacer = self._output = None
+            self._watcher.health.output_clients = 0
 
     async def apply(self, update: PaneUpdate) -> None:
         """Follow one listing: retire closed panes, (re)identify and refresh changed ones."""
@@ -238,7 +344,7 @@ class _Tracking:
             previous, entry.pane = entry.pane, pane
             if pane_id in update.added or _identity_may_differ(previous, pane, entry.agent):
                 await self._identify(entry)
-            _refresh(entry)
+            self._mark(entry)
 
     async def sweep(self) -> None:
         """Every SWEEP_INTERVAL, look again at panes with no live agent.
@@ -255,7 +361,41 @@ class _Tracking:
                     if entry.pane.dead or _agent_alive(entry.agent):
                         continue
                     await self._identify(entry)
-                    _refresh(entry)
+                    self._mark(entry)
+            self._watch_output()
+
+    def _mark(self, entry: _Tracked) -> None:
+        if entry.terminal is not None and self._pacer is not None:
+            self._pacer.mark(entry.pane.pane_id)
+
+    def _watch_output(self) -> None:
+        """Keep output clients on the sessions that hold terminals, weighted by how many."""
+        output = self._output
+        if output is None:
+            return
+        output.watch(
+            Counter(e.pane.session_id for e in self._tracked.values() if e.terminal is not None)
+        )
+        self._watcher.health.output_clients = output.attached
+
+    async def _refresh_pane(self, pane_id: str) -> None:
+        """One paced Refresh: arm the pane's output signal, then have its terminal capture.
+
+        Arming first means output during or after the capture marks the pane
+        again, and output before it is in the capture. Only panes with a
+        terminal are armed; others stay paused on their output client.
+        """
+        entry = self._tracked.get(pane_id)
+        if entry is None or entry.terminal is None:
+            return
+        terminal, pane = entry.terminal, entry.pane
+        if self._output is not None:
+            await self._output.arm(pane_id)
+        try:
+            await terminal.ask(Refresh(pane.width, pane.height), timeout=REFRESH_TIMEOUT)
+        except ActorError as exc:
+            # Retired, restarting or stuck: the supervisor logs crashes; the next mark retries.
+            log.debug("refresh of %s not done: %s", pane_id, exc)
 
     async def retire_all(self) -> None:
         """The server is gone: every terminal it had is over."""
@@ -321,13 +461,6 @@ class _Tracking:
         with trio.move_on_after(_CLEANUP_SECONDS), suppress(UnknownChild, SupervisorNotRunning):
             await self._terminals.stop_child(terminal)
         await self._watcher.gone(terminal, time.time())
-
-
-def _refresh(entry: _Tracked) -> None:
-    if entry.terminal is not None:
-        # When the mailbox is full, a queued Refresh captures the latest screen anyway.
-        with suppress(MailboxFull):
-            entry.terminal.tell(Refresh(entry.pane.width, entry.pane.height))
 
 
 def _agent_alive(agent: AgentProcess | None) -> bool:

@@ -1,13 +1,15 @@
 """Learn which panes of ALL sessions on a tmux server changed, with one command per interval.
 
-tmux only streams `%output` for panes of the session a control client is
-attached to, and streaming output would let a slow reader stall panes (see
-`akk.tmux.control`). Instead, `ActivityMonitor` polls `list-panes -a` over the
-control channel with a light format (`PROBE_FORMAT`, ~1 ms of tmux server
-time for 50 panes). Each window's `window_activity` is its last output time
-in whole seconds, so a pane may have changed since the previous poll (sent at
-`t`) exactly when that value is at least `floor(t)`. That over-reports for at
-most a second after output and never misses a change. Geometry, cursor, mode,
+This is the safety net under pane output signals (`akk.tmux.output`): tmux
+streams `%output` only to a client attached to the pane's session, output
+clients are bounded in number, and a signal can be lost while one
+reattaches. The listing also finds new panes and agents, and size changes.
+`ActivityMonitor` polls `list-panes -a` over the no-output command channel
+with a light format (`PROBE_FORMAT`, ~1 ms of tmux server time for 50 panes).
+Each window's `window_activity` is its last output time in whole seconds, so
+a pane may have changed since the previous poll (sent at `t`) exactly when
+that value is at least `floor(t)`. That over-reports for at most a second
+after output and never misses a change. Geometry, cursor, mode,
 history size and the pane's pid are compared too, so a resize or a cursor
 move without new output still counts. Only when something changed is the full
 `list_panes` listing (~2.3 ms: the command name costs tmux a /proc read per
@@ -36,7 +38,7 @@ from akk.tmux.control import (
 from akk.tmux.panes import SEPARATOR, PaneInfo, list_panes
 
 DEFAULT_INTERVAL = 0.25
-"""Seconds between listings: bounds detection lag for panes outside the attached session."""
+"""Seconds between listings: bounds detection lag for panes whose output signals are missing."""
 
 
 @attrs.frozen

@@ -15,8 +15,15 @@ How the client stays out of a person's way:
   `no-output`. `no-output` matters most: a control client that reads pane
   output can make tmux stop reading a pane while the client lags behind
   (tmux's control-mode flow control), which would stall the agent in it.
-  Without output, tmux never waits for us. Pane changes are learned by
-  polling instead (see `akk.tmux.activity`).
+  Without output, tmux never waits for us.
+- Pane output is only ever read by *output clients* (`output=True`, see
+  `akk.tmux.output`), and only while a no-output client is attached to the
+  same server: tmux stops reading a pane only when every attached client is
+  a control client that cannot take more of its output, and a no-output
+  client never counts as one (`server_client_check_pane_buffer` in tmux
+  3.2-3.5). Output clients add `pause-after` so tmux drops, rather than
+  hoards, output they fall behind on. Their `%output` lines reach
+  subscribers as the pane id alone: the bytes are dropped as they are read.
 - A control client must be attached to some session (an unattached one exits
   after its first command), and it counts in `#{session_attached}`. So it
   attaches to a session a person already has attached when there is one.
@@ -43,10 +50,22 @@ import trio
 ATTACH_FLAGS = "ignore-size,read-only,no-output"
 """Client flags for the attach: no resizing, no key input, no pane output stream."""
 
+PAUSE_AFTER_SECONDS = 1
+"""An output client's pane is paused once its unread output is this old (whole seconds)."""
+
+OUTPUT_ATTACH_FLAGS = f"ignore-size,read-only,pause-after={PAUSE_AFTER_SECONDS}"
+"""Client flags for an output client: pane output as `%extended-output`, paused when stale."""
+
+DATA_NOTIFICATIONS = frozenset({"output", "extended-output"})
+"""Notifications that carry pane bytes; they are parsed to the pane id and the bytes dropped."""
+
 _SAFE_WORD = re.compile(r"[A-Za-z0-9_%@.,:/=+-]+")
+_CONDITION_LIKE = re.compile(r"%(?![%0-9]*$)")
 _GUARD = re.compile(r"%(begin|end|error) (\d+) (\d+) (\d+)")
 _ESCAPES = {"\\": "\\\\", '"': '\\"', "$": "\\$", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
 _READ_CHUNK = 65536
+_DATA_PREFIXES = (b"%output ", b"%extended-output ")
+_DATA_HEAD = 64  # bytes of a data line worth keeping: its name and pane id
 _START_TIMEOUT = 10.0
 _CLOSE_TIMEOUT = 5.0
 _FLAG_FROM_CONTROL = 1  # %begin flag bit: the command came from our stdin
@@ -54,7 +73,6 @@ _FLAG_FROM_CONTROL = 1  # %begin flag bit: the command came from our stdin
 # How many leading space-separated fields a notification has before a free-text tail
 # (a name or a value that may itself contain spaces). Unlisted ones split fully.
 _TAIL_AFTER = {
-    "output": 1,
     "exit": 0,
     "session-changed": 1,
     "client-session-changed": 2,
@@ -119,7 +137,9 @@ class Notification:
     """One `%name args...` line tmux sent outside a command block.
 
     `args` are the space-separated fields; a trailing free-text field (a session
-    name, `%output`'s value, `%exit`'s reason) is kept whole as the last item.
+    name, `%exit`'s reason) is kept whole as the last item. Pane output
+    (`DATA_NOTIFICATIONS`) keeps only the pane id: the bytes are a signal that
+    the pane changed, never data AKK reads.
     """
 
     name: str
@@ -132,6 +152,8 @@ class Notification:
         fields = _TAIL_AFTER.get(head)
         if not rest:
             return cls(head, ())
+        if head in DATA_NOTIFICATIONS:
+            return cls(head, (rest.partition(" ")[0],))
         if fields is None:
             return cls(head, tuple(rest.split(" ")))
         return cls(head, tuple(rest.split(" ", fields)))
@@ -151,9 +173,11 @@ def quote_argument(arg: str) -> str:
     inside them (backslash, quote, `$`) and for line breaks, which would
     otherwise end the control-mode command line. A leading `~` is written as
     an octal escape: tmux expands it to a home directory even inside double
-    quotes. A bare word is left alone.
+    quotes. A bare word is left alone, except one that starts with `%` and is
+    not just `%` and digits (a pane id): tmux would read it as a directive
+    such as `%if` (or reject `%3:pause`).
     """
-    if _SAFE_WORD.fullmatch(arg) and not arg.startswith(("~", "%if", "%else", "%endif")):
+    if _SAFE_WORD.fullmatch(arg) and not arg.startswith("~") and not _CONDITION_LIKE.match(arg):
         return arg
     out = []
     for index, ch in enumerate(arg):
@@ -327,6 +351,8 @@ class ControlClient:
                 buffer += chunk
                 *lines, buffer = buffer.split(b"\n")
                 for raw in lines:
+                    if block is None and raw.startswith(_DATA_PREFIXES):
+                        raw = raw[:_DATA_HEAD]  # pane bytes are never decoded
                     line = raw.decode("utf-8", "surrogateescape")
                     if block is not None:
                         guard = _GUARD.fullmatch(line)
@@ -347,6 +373,9 @@ class ControlClient:
                             f"unexpected line outside a block: {line[:80]!r}", ControlProtocolError
                         )
                         return
+                if block is None and len(buffer) > _DATA_HEAD and buffer.startswith(_DATA_PREFIXES):
+                    # A long output line still arriving: keep its head, not its bytes.
+                    buffer = buffer[:_DATA_HEAD]
         except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             self._close(f"reading from tmux failed ({exc!r})")
         self._close(self._exit_reason or "tmux closed the control channel")
@@ -449,10 +478,14 @@ async def open_control_client(
     socket_path: str | os.PathLike[str],
     *,
     session: str | None = None,
+    output: bool = False,
 ) -> AsyncIterator[ControlClient]:
     """Attach a control client to the tmux server at `socket_path`.
 
     `session` picks the session to attach to (default: see `_choose_session`).
+    `output=True` attaches an output client (`OUTPUT_ATTACH_FLAGS`): it gets
+    `%extended-output` for the panes of its session. Open one only while a
+    no-output client of the same server is attached (see the module docstring).
     Raises `ControlClientClosed` if no server answers on the socket or it has
     no session. On exit the client detaches (stdin closed) and is reaped; the
     server is left running.
@@ -462,7 +495,8 @@ async def open_control_client(
         raise ControlClientClosed(path, "no tmux server answers on this socket")
     session_id = session or await _choose_session(path)
     argv = ["tmux", "-u", "-f", "/dev/null", "-S", path, "-C",
-            "attach-session", "-f", ATTACH_FLAGS, "-t", session_id]  # fmt: skip
+            "attach-session", "-f", OUTPUT_ATTACH_FLAGS if output else ATTACH_FLAGS,
+            "-t", session_id]  # fmt: skip
     process = await trio.lowlevel.open_process(
         argv,
         stdin=subprocess.PIPE,
