@@ -13,8 +13,9 @@ What the pinned versions draw (fixtures/codex/<version>/, 120x40 and 80x24):
   reply streams, 0.169.0 hides that line; from 0.155.1 each finished turn ends
   with a dim line (``done 10:02 PM``, ``Worked for 3s • 21:52``), so idle there
   also needs that line below the last sent message (or the session header on
-  screen and no message at all). 0.153.4 and 0.154.0 draw no such line: their
-  idle rests on the absence of the status line alone.
+  screen and no message at all), or the line ``■ Conversation interrupted - ...``
+  an interrupted turn ends with (Esc, a rejected command). 0.153.4 and 0.154.0
+  draw no such line: their idle rests on the absence of the status line alone.
 - Async questions (0.154.0, 0.155.1): a queued question sits above the composer
   (``• Queued follow-up inputs`` / ``? 1 question`` / ``shift + ← to answer``:
   ASYNC_QUESTION, not actionable: no options on screen); its picker replaces
@@ -24,9 +25,19 @@ What the pinned versions draw (fixtures/codex/<version>/, 120x40 and 80x24):
   frame: a prompt is proven from its footer up to its top anchor, every row in
   between of a known kind, separated from history by blank rows:
   exec approval (``Would you like to run the following command?``), a
-  request_user_input question (``Question i/n (k unanswered)``, prompt, numbered
-  options, an automatic ``None of the above`` row, optionally the notes editor)
-  and the unanswered-question confirmation (``Submit with unanswered questions?``).
+  request_user_input question (``Question i/n (k unanswered)``, prompt in the
+  version's prompt colour, or one plain row once answered and visited again,
+  numbered options, an automatic ``None of the above`` row, optionally the notes
+  editor) and the unanswered-question confirmation (``Submit with unanswered
+  questions?``).
+- The notes editor (Tab on a question row) is a small composer: ``  › `` then
+  rows indented by four, wrapped by textwrap at the pane width less seven, an
+  empty row after a row the text fills exactly, a dim ``Add notes`` when empty.
+  It shows at most six rows and keeps the last ones in view, with no mark; a
+  prompt that fills the pane clips it further. More than 1000 characters typed
+  at once collapse into ``[Pasted Content N chars]``; 3000 show one 1024-character
+  paste, and Enter then submits the question unanswered (tools/lab/NOTES.md).
+  Notes belong to the row under the cursor (``Red`` + a note is an answer too).
 - The current menu row carries the cursor glyph ``›`` and the version's highlight
   style (cyan bold up to 0.155.1, bold reverse in 0.169.0), which is also what
   keeps one version's prompt from being read under another's profile.
@@ -56,10 +67,11 @@ from akk.profiles.keyplan import (
     Intent,
     KeyPlan,
     KeyPlans,
-    MoveToChosen,
     MoveToRole,
     PlanKey,
     Press,
+    PressChosenNumber,
+    PressRoleNumber,
     PressShortcut,
     TypeText,
 )
@@ -187,9 +199,13 @@ class CodexProfile:
     # request_user_input.
     question_header: re.Pattern[str]
     question_prompt_fg: str
+    answered_prompt_fg: str  # the prompt of a question answered earlier (visited again)
     question_menu: MenuShape
     question_footers: tuple[Footer, ...]
     notes_footer: Footer
+    notes_margin: int  # the notes wrap at the pane width less this (indent and right pad)
+    notes_max_rows: int  # the notes show this many rows at most, the last ones in view
+    full_pane_top: int  # a prompt starting at this row or higher fills the pane (clipped)
     none_of_the_above: str
     # The unanswered-question confirmation.
     unanswered_anchor: str
@@ -200,6 +216,8 @@ class CodexProfile:
     banner: str  # the session header, shown until the first turn scrolls it away
     user_glyph: str  # a sent message in the history: glyph bold and dim
     turn_end: re.Pattern[str] | None  # dim line closing a finished turn
+    interrupted: str  # the line closing an interrupted turn (Esc, a rejected command)
+    interrupted_fg: str
     async_question: AsyncShape | None
     blockers: tuple[Blocker, ...]
     key_plans: KeyPlans
@@ -222,9 +240,42 @@ class CodexProfile:
         except _Refused as refused:
             return Observation(State.UNKNOWN, self.id, reason=refused.reason)
 
+    @property
+    def free_text_max_chars(self) -> int:
+        """Longest notes text `editor_matches` can prove: more typed at once collapses or is lost.
+
+        A bound, not a promise: the notes show at most `notes_max_rows` - 1
+        provable rows of the pane width less `notes_margin` (about 560
+        characters at 120 columns), and `editor_matches` decides per screen.
+        """
+        return self.typing.literal_max_length
+
     def draft_matches(self, draft: DraftView, text: str, how: TypingMethod) -> bool:
         """Whether `draft` shows exactly `text`, typed `how`, as this version renders it."""
         return draft_matches(self.typing, draft, text, how)
+
+    def editor_matches(self, grid: Grid, prompt: PromptView, text: str) -> bool:
+        """Whether `prompt`'s open notes show exactly `text`, typed with ``send-keys -l``.
+
+        Only notes on the ``None of the above`` row are a free-text answer (on
+        another row they would send that option too). False unless `grid`
+        classifies to exactly `prompt`, and whenever the notes may not be whole
+        on screen: as many rows as the editor shows at most (earlier ones may be
+        scrolled away), a prompt filling the pane (clipped), a placeholder, or
+        the dim empty-notes hint.
+        """
+        classifier = _Classifier(self, grid)
+        try:
+            observation = classifier.run()
+        except _Refused:
+            return False
+        notes = classifier.notes
+        if observation.prompt != prompt or not observation.actionable or notes is None:
+            return False
+        current = [option.role for option in prompt.questions[0].options if option.current]
+        if current != [OptionRole.NONE_OF_THE_ABOVE] or prompt.region.top <= self.full_pane_top:
+            return False
+        return draft_matches(self.typing, notes, text, TypingMethod.LITERAL)
 
 
 _Parser = Callable[[Footer, int, int], Observation]
@@ -242,6 +293,7 @@ class _Classifier:
         self.lines = [
             "".join([cell.char for cell in grid.row(y)]).rstrip() for y in range(grid.rows)
         ]
+        self.notes: DraftView | None = None  # the open notes editor, once a question proved it
 
     def run(self) -> Observation:
         last = self._last_content_row()
@@ -471,12 +523,16 @@ class _Classifier:
         self._blank(footer_top - 1, "above the question footer")
         y = footer_top - 2
         if notes_open:
+            notes_end = y + 1
+            if y > 0 and not self.lines[y] and self._fills_notes_row(y - 1):
+                y -= 1  # the empty row after a notes row the text fills exactly
             notes_top = self._run_above(y, "the notes editor")
             if self.lines[notes_top][:4] != f"  {p.cursor} " or not all(
                 self._indented(r, 4) for r in range(notes_top + 1, y + 1)
             ):
                 raise _Refused(f"unexpected row {notes_top} where the notes editor belongs")
             self._blank(notes_top - 1, "above the notes editor")
+            self.notes = self._notes(notes_top, notes_end)
             y = notes_top - 2
         menu_top = self._run_above(y, "question options")
         rows = self._menu(menu_top, y + 1, p.question_menu)
@@ -486,9 +542,13 @@ class _Classifier:
         if header is None or not self._indented(top, 2) or not self.grid.cell(2, top).dim:
             raise _Refused(f"row {top} is not this version's question header")
         prompt_rows = range(top + 1, menu_top - 1)
-        if not prompt_rows or not all(
-            self._indented(r, 2) and self.grid.cell(2, r).fg == p.question_prompt_fg
-            for r in prompt_rows
+        colours = {self.grid.cell(2, r).fg for r in prompt_rows}
+        # A plain row proves nothing by its style: an answered prompt is one row only.
+        answered = colours == {p.answered_prompt_fg} and len(prompt_rows) == 1
+        if (
+            not prompt_rows
+            or not all(self._indented(r, 2) for r in prompt_rows)
+            or not (colours == {p.question_prompt_fg} or answered)
         ):
             raise _Refused("question prompt missing or not drawn in the prompt colour")
         index, total = int(header.group(1)), int(header.group(2))
@@ -515,6 +575,28 @@ class _Classifier:
             step_total=total,
         )
         return Observation(State.QUESTIONNAIRE, p.id, prompt)
+
+    def _fills_notes_row(self, y: int) -> bool:
+        """Whether row `y` is a notes row whose text ends at the notes' last column."""
+        if self.lines[y][:4] not in (f"  {self.p.cursor} ", "    "):
+            return False
+        row = self.grid.row(y)
+        end = max((x + cell.width for x, cell in enumerate(row) if cell.char.strip()), default=0)
+        return end == self.grid.cols - self.p.notes_margin + 4
+
+    def _notes(self, top: int, end: int) -> DraftView:
+        """The notes in rows top..end-1 as a draft (glyph and indent dropped); see `_draft`."""
+        p, grid = self.p, self.grid
+        shown = [cell for y in range(top, end) for cell in grid.row(y)[4:] if cell.char.strip()]
+        dim = [cell.dim for cell in shown]
+        rows = () if all(dim) else tuple(self.lines[y][4:] for y in range(top, end))
+        return DraftView(
+            rows=rows,
+            width=grid.cols - p.notes_margin,
+            pane_rows=grid.rows,
+            placeholders=self._placeholders(top, end),
+            complete=(all(dim) or not any(dim)) and end - top < p.notes_max_rows,
+        )
 
     def _picker(self, footer: Footer, footer_top: int, last: int) -> Observation:
         p = self.p
@@ -661,6 +743,11 @@ class _Classifier:
             text = self.lines[y].strip()
             if p.turn_end.fullmatch(text) and self._indented(y, 2) and self.grid.cell(2, y).dim:
                 return True
+            if (
+                self.lines[y].startswith(p.interrupted)
+                and self.grid.cell(0, y).fg == p.interrupted_fg
+            ):
+                return True
             glyph = self.grid.cell(0, y)
             if self.lines[y][:2] == f"{p.user_glyph} " and glyph.bold and glyph.dim:
                 return False
@@ -686,15 +773,17 @@ _QUESTIONNAIRE = InteractionKind.QUESTIONNAIRE
 _ENTER = Press("Enter")
 # LAB.md measured ~120 ms; the lab's own guard (tools/lab/launcher.py) is 0.3 s.
 _ENTER_GUARD = EnterGuard(0.3)
-_ENTER_FOOTER = "Enter from the footer 'enter to submit answer' (not yet exercised by a lab test)"
+_LAB = "tests/lab/test_codex_plans.py"
+_ALL = "(0.153.4, 0.154.0, 0.155.1, 0.169.0)"
 
 _KEY_PLANS = KeyPlans(
     (
         KeyPlan(
             PlanKey(_QUESTIONNAIRE, StepKind.SINGLE_SELECT, Intent.CHOOSE),
-            (MoveToChosen(), _ENTER),
-            "tools/lab/capture.py: codex_rui_notes moves the cursor with Down; codex_rui_three "
-            "presses Enter on the current first option and gets the next question",
+            (PressChosenNumber(),),
+            f"{_LAB} test_choose_answers_with_the_option_number and "
+            f"test_three_questions_one_step_at_a_time {_ALL}: the digit picks the row and "
+            "answers it at once (the next question, or the answers sent); no cursor walk",
             lab_verified=True,
         ),
         KeyPlan(
@@ -706,48 +795,53 @@ _KEY_PLANS = KeyPlans(
                 _ENTER_GUARD,
                 _ENTER,
             ),
-            "tools/lab/capture.py codex_rui_notes (Down to 'None of the above', Tab opens the "
-            f"notes, typed keys show); {_ENTER_FOOTER}; the wait from LAB.md's timing notes",
-            lab_verified=False,
+            f"{_LAB} test_free_text_from_none_of_the_above and test_long_free_text {_ALL}: "
+            "Tab opens the notes of the row under the cursor, editor_matches proves them, one "
+            "Enter sends 'None of the above' and 'user_note: <text>'",
+            lab_verified=True,
         ),
         KeyPlan(
             PlanKey(_QUESTIONNAIRE, StepKind.FREE_TEXT, Intent.FREE_TEXT),
             (TypeText(), _ENTER_GUARD, _ENTER),
-            f"tools/lab/capture.py codex_rui_notes (typed keys show in the notes editor); "
-            f"{_ENTER_FOOTER}",
-            lab_verified=False,
+            f"{_LAB} test_free_text_into_the_open_notes {_ALL}",
+            lab_verified=True,
         ),
         KeyPlan(
             PlanKey(_QUESTIONNAIRE, StepKind.SINGLE_SELECT, Intent.NEXT_QUESTION),
             (Press("Right"),),
-            "tools/lab/capture.py codex_rui_notes (Right moves to the next question)",
+            f"{_LAB} test_unanswered_confirmation_goes_back_then_proceeds {_ALL}",
             lab_verified=True,
         ),
+        # The confirmation's digits only move its cursor (Enter still needed), so
+        # the walk stays: Proceed is the first row, Go back one Down.
         KeyPlan(
             PlanKey(InteractionKind.CONFIRMATION, StepKind.CONFIRM, Intent.PROCEED),
             (MoveToRole(OptionRole.PROCEED), _ENTER),
-            "the footer 'Press enter to confirm' (not yet exercised by a lab test)",
-            lab_verified=False,
+            f"{_LAB} test_unanswered_confirmation_goes_back_then_proceeds {_ALL}: "
+            "unanswered questions arrive as empty answer lists",
+            lab_verified=True,
         ),
         KeyPlan(
             PlanKey(InteractionKind.CONFIRMATION, StepKind.CONFIRM, Intent.GO_BACK),
             (MoveToRole(OptionRole.GO_BACK), _ENTER),
-            "the footer 'Press enter to confirm' (not yet exercised by a lab test)",
-            lab_verified=False,
+            f"{_LAB} test_unanswered_confirmation_goes_back_then_proceeds {_ALL}: "
+            "back to the first unanswered question",
+            lab_verified=True,
         ),
         KeyPlan(
             PlanKey(InteractionKind.PERMISSION, StepKind.PERMISSION, Intent.APPROVE_ONCE),
             (PressShortcut(OptionRole.APPROVE_ONCE, "y"),),
-            "tests/lab/test_model_server.py test_codex_accepts_escalated_exec_and_runs_it_once "
-            "(0.153.4, 0.169.0); the row's own '(y)' shortcut",
+            f"{_LAB} test_exec_approve_once_runs_it {_ALL}; the row's own '(y)' shortcut",
             lab_verified=True,
         ),
+        # The reject row itself, by its digit: Esc is the prompt's cancel, and a
+        # walk past the persistent row could leave an Enter on it.
         KeyPlan(
             PlanKey(InteractionKind.PERMISSION, StepKind.PERMISSION, Intent.REJECT),
-            (PressShortcut(OptionRole.REJECT, "Escape"),),
-            "the reject row's own '(esc)' shortcut (tools/lab/NOTES.md: Esc left the command "
-            "unrun on 0.169.0, by hand; not yet exercised by a lab test)",
-            lab_verified=False,
+            (PressRoleNumber(OptionRole.REJECT),),
+            f"{_LAB} test_exec_reject_selects_the_no_row {_ALL}: the command stays unrun; the "
+            "model hears 'aborted by user' with the next message only",
+            lab_verified=True,
         ),
     )
 )
@@ -756,15 +850,17 @@ _ASYNC_KEY_PLANS = (
     KeyPlan(
         PlanKey(InteractionKind.ASYNC_QUESTION, None, Intent.OPEN_QUEUED_QUESTION),
         (Press("S-Left"),),
-        "tools/lab/capture.py codex_rui_async (Shift+Left opens the picker of a queued question)",
+        f"{_LAB} test_async_answer_when_idle_starts_the_next_turn and "
+        "test_async_answer_while_working_steers_the_turn (0.154.0, 0.155.1)",
         lab_verified=True,
     ),
     KeyPlan(
         PlanKey(InteractionKind.ASYNC_QUESTION, StepKind.SINGLE_SELECT, Intent.CHOOSE),
-        (MoveToChosen(), _ENTER),
-        "the picker footer 'enter submit' (tools/lab/NOTES.md: choosing Blue sent it, by hand; "
-        "not yet exercised by a lab test)",
-        lab_verified=False,
+        (PressChosenNumber(),),
+        f"{_LAB} test_async_answer_when_idle_starts_the_next_turn and "
+        "test_async_answer_while_working_steers_the_turn (0.154.0, 0.155.1): the digit "
+        "submits the option as a user message '> <question>\\n\\n<option>'",
+        lab_verified=True,
     ),
 )
 
@@ -815,6 +911,7 @@ _V0_153_4 = CodexProfile(
     permission_footer=Footer(("Press enter to confirm or esc to cancel",)),
     question_header=re.compile(r"Question (\d+)/(\d+) \((\d+) unanswered\)"),
     question_prompt_fg="cyan",
+    answered_prompt_fg="default",
     question_menu=MenuShape(cursor_col=2, number_col=4, descriptions=True, shortcuts=False),
     question_footers=(
         Footer(("tab to add notes", "enter to submit answer", "esc to interrupt")),
@@ -836,6 +933,9 @@ _V0_153_4 = CodexProfile(
         ),
     ),
     notes_footer=Footer(("tab or esc to clear notes", "enter to submit answer")),
+    notes_margin=7,
+    notes_max_rows=6,
+    full_pane_top=2,
     none_of_the_above="None of the above",
     unanswered_anchor="Submit with unanswered questions?",
     unanswered_count=re.compile(r"\d+ unanswered questions?"),
@@ -844,6 +944,8 @@ _V0_153_4 = CodexProfile(
     banner=">_ OpenAI Codex (v0.153.4)",
     user_glyph="›",
     turn_end=None,
+    interrupted="■ Conversation interrupted - ",
+    interrupted_fg="red",
     async_question=None,
     blockers=(
         Blocker(
@@ -887,8 +989,10 @@ _V0_169_0 = attrs.evolve(
     status_hints=("← for agents",),
     permission_menu_gap=2,
     question_prompt_fg="5fafff",
+    full_pane_top=1,
     banner=">_ OpenAI Codex (v0.169.0)",
     turn_end=re.compile(r"Worked for .+ • \d{1,2}:\d{2}(?: [AP]M)?"),
+    interrupted_fg="default",
     blockers=(Blocker("trust", "Trust this folder?", "enter continue · esc back", _TRUST_REASON),),
 )
 

@@ -11,7 +11,9 @@ Cursor model: every row of `QuestionView.options` is one cursor stop, in screen
 order, so moving from row i to row j is ``Down`` (or ``Up``) pressed |j - i|
 times; only MoveTo steps move it (a plan cannot press ``Up``/``Down`` itself).
 The cursor may pass over a persistent-approval row, but no plan starts, targets
-or rests on one.
+or rests on one. Where a widget answers a row by its number key, a PressNumber
+step presses that one digit instead: no walk whose dropped key would leave the
+Enter on another row.
 
 Plans never leave the server (PROTOCOL.md: keys and menu indexes are private).
 """
@@ -115,6 +117,26 @@ class PressShortcut:
 
 
 @attrs.frozen
+class PressChosenNumber:
+    """The number drawn beside the controller's one chosen option, as one key (``1`` to ``9``).
+
+    For widgets where that digit picks the row and answers it at once (e.g.
+    Codex's questions, its async picker and its approval prompt). A row numbered
+    10 or more has no such key (its first digit would answer another row): refused.
+    """
+
+
+@attrs.frozen
+class PressRoleNumber:
+    """The number drawn beside the one row with `role`, as one key (``1`` to ``9``).
+
+    As PressChosenNumber, for a row named by its role (e.g. Codex's reject row).
+    """
+
+    role: OptionRole
+
+
+@attrs.frozen
 class EnterGuard:
     """Let `seconds` pass after the last typed character before the next key.
 
@@ -124,7 +146,17 @@ class EnterGuard:
     seconds: float
 
 
-PlanStep = MoveToRole | MoveToChosen | ToggleChosen | TypeText | Press | PressShortcut | EnterGuard
+PlanStep = (
+    MoveToRole
+    | MoveToChosen
+    | ToggleChosen
+    | TypeText
+    | Press
+    | PressShortcut
+    | PressChosenNumber
+    | PressRoleNumber
+    | EnterGuard
+)
 
 
 @attrs.frozen
@@ -226,6 +258,7 @@ class Refusal(enum.StrEnum):
     CURSOR_UNKNOWN = "cursor_unknown"  # not exactly one current row
     PERSISTENT_APPROVAL = "persistent_approval"  # the plan starts on or targets such a row
     ROW_MISSING = "row_missing"  # the plan's row (by role) is not on screen, or twice
+    NO_NUMBER_KEY = "no_number_key"  # the row's number is not one digit key (or it has none)
     OPTION_NOT_ON_SCREEN = "option_not_on_screen"
     NOT_A_CHOICE = "not_a_choice"  # the chosen row is not one of the question's options
     NO_BOX = "no_box"  # a multi-select option without a checkbox
@@ -341,6 +374,10 @@ class _Expansion:
                 case PressShortcut(role=role, key=key):
                     self._row_with(role)
                     self.keys.append(TmuxKey(key))
+                case PressChosenNumber():
+                    self._press_number(self.chosen[0])
+                case PressRoleNumber(role=role):
+                    self._press_number(self._row_with(role))
                 case EnterGuard(seconds=seconds):
                     self.keys.append(Wait(seconds))
                     if self.checks and isinstance(self.checks[-1], TextCheck):
@@ -370,7 +407,9 @@ class _Expansion:
         return current[0]
 
     def _check_answer(self) -> None:
-        takes_one = any(isinstance(step, MoveToChosen) for step in self.plan.steps)
+        takes_one = any(
+            isinstance(step, MoveToChosen | PressChosenNumber) for step in self.plan.steps
+        )
         takes_many = any(isinstance(step, ToggleChosen) for step in self.plan.steps)
         takes_text = any(isinstance(step, TypeText) for step in self.plan.steps)
         if self.chosen and not (takes_one or takes_many):
@@ -444,6 +483,17 @@ class _Expansion:
         assert self.cursor is not None  # options are on screen: _cursor proved one current row
         key = TmuxKey("Down" if target > self.cursor else "Up")
         self.keys.extend([key] * abs(target - self.cursor))
+        self.cursor = target
+
+    def _press_number(self, target: int) -> None:
+        number = self.options[target].number
+        if number is None or not 1 <= number <= 9:
+            raise KeyPlanError(
+                Refusal.NO_NUMBER_KEY,
+                f"row {target} is numbered {number}, which no single key answers; "
+                "answer it in the terminal",
+            )
+        self.keys.append(TmuxKey(str(number)))
         self.cursor = target
 
     def _toggle(self, key: str) -> None:
