@@ -104,6 +104,13 @@ def resolve(
             f"delivery_mode applies to async questions only; this {prompt.kind.value} blocks "
             "the agent until it is answered: send the answers without delivery_mode",
         )
+    if delivery_mode == "queue_next_turn":
+        raise RpcError(
+            Reason.INVALID_PARAMS,
+            "queue_next_turn is not offered: AKK answers an async question into the running "
+            "turn only (steer_current_turn, the default); after the Turn's outcome, send the "
+            "answer with respond",
+        )
     if len(prompt.questions) != 1:
         raise RpcError(
             Reason.MANUAL_REQUIRED,

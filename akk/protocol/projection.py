@@ -107,6 +107,10 @@ def project(
     }
     if manual_reason is not None:
         projection["manual_reason"] = manual_reason
+    if prompt.kind is InteractionKind.ASYNC_QUESTION:
+        # Codex takes a picker's answer into the running turn (NOTES.md); an answer
+        # after the agent went idle would start another turn, which AKK does not type.
+        projection["delivery_modes"] = ["steer_current_turn"]
     if prompt.kind is InteractionKind.PERMISSION:
         projection["decisions"] = [
             decision
