@@ -25,6 +25,7 @@ from akk.profiles.observation import (
     StepKind,
 )
 from akk.protocol.errors import Reason, RpcError
+from akk.protocol.projection import shown_roles
 from akk.screen.fingerprint import Appearance, IdMinter
 
 DECISIONS: Mapping[str, Intent] = {"approve_once": Intent.APPROVE_ONCE, "reject": Intent.REJECT}
@@ -36,15 +37,13 @@ _ROLE_INTENT: Mapping[OptionRole, Intent] = {
     OptionRole.GO_BACK: Intent.GO_BACK,
 }
 
-# Rows never projected, so never chosen, whatever id is sent.
-_NEVER_CHOSEN = frozenset({OptionRole.APPROVE_PERSISTENT, OptionRole.CHAT})
-
 PLAN_REFUSALS: Mapping[Refusal, Reason] = {
     Refusal.NO_PLAN: Reason.MANUAL_REQUIRED,
     Refusal.CURSOR_UNKNOWN: Reason.MANUAL_REQUIRED,
     Refusal.PERSISTENT_APPROVAL: Reason.MANUAL_REQUIRED,
     Refusal.ROW_MISSING: Reason.MANUAL_REQUIRED,
     Refusal.NO_BOX: Reason.MANUAL_REQUIRED,
+    Refusal.NO_NUMBER_KEY: Reason.MANUAL_REQUIRED,
     Refusal.OPTION_NOT_ON_SCREEN: Reason.PROMPT_CHANGED,
     Refusal.NOT_A_CHOICE: Reason.INVALID_PARAMS,
     Refusal.OPTIONS_NOT_ACCEPTED: Reason.INVALID_PARAMS,
@@ -147,7 +146,7 @@ def _one(
     ids_by_row = {
         ids.option_id(seen, 0, row): row
         for row, option in enumerate(question.options)
-        if option.role not in _NEVER_CHOSEN
+        if option.role in shown_roles(step)  # a row never shown is never chosen
     }
     chosen: list[int] = []
     for option_id in answer["selected_option_ids"]:

@@ -39,6 +39,13 @@ _CONFIRM_ROLES = frozenset(
 )
 
 
+def shown_roles(step: StepKind) -> frozenset[OptionRole]:
+    """The rows a controller sees (and so may choose) on a step of this kind."""
+    if step in (StepKind.REVIEW, StepKind.CONFIRM):
+        return _ANSWER_ROLES | _CONFIRM_ROLES
+    return _ANSWER_ROLES
+
+
 def project(
     prompt: PromptView,
     *,
@@ -54,9 +61,7 @@ def project(
     profile refuses) is still projected, with ``state: manual_required`` and
     the reason, so a controller knows a person must answer it.
     """
-    roles = _ANSWER_ROLES
-    if prompt.step in (StepKind.REVIEW, StepKind.CONFIRM):
-        roles = roles | _CONFIRM_ROLES
+    roles = shown_roles(prompt.step)
     questions = []
     for q_index, question in enumerate(prompt.questions):
         options = [
