@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from akk.profiles.codex import PROFILES, CodexProfile
+from akk.profiles.composer import TypingMethod
 from akk.profiles.observation import Observation, OptionRole, State
 from akk.screen import Cell, Grid, fingerprint, render
 
@@ -348,3 +349,80 @@ def test_other_family_screens_are_never_actionable_under_codex() -> None:
                 path,
                 profile.id,
             )
+
+
+# ---------------------------------------------------------------- Plan mode (composer)
+
+PLAN_MODE = "Plan mode (shift+tab to cycle)"
+
+
+def _plan_mode(version: str, step: str, size: str = "") -> Fixture:
+    return _load(ROOT / "codex" / version / size / f"codex_plan_mode-{step}.json")
+
+
+def _with_last_row(grid: Grid, row: tuple[Cell, ...]) -> Grid:
+    return _with_rows(grid, [*(grid.row(y) for y in range(grid.rows - 1)), row])
+
+
+def _hint_row(
+    cols: int, left: str, label: str, *, pad: int = 1, fg: str = "magenta"
+) -> tuple[Cell, ...]:
+    """A hint row as 0.169.0 draws it: hints from column 2, `label` right-aligned (mode in `fg`)."""
+    cells = list(_text_row(cols, f"  {left}" if left else ""))
+    start = cols - pad - len(label)
+    for i, ch in enumerate(label):
+        cells[start + i] = Cell(char=ch, fg=fg if i < len("Plan mode") else "default")
+    return tuple(cells)
+
+
+@pytest.mark.parametrize("size", ["", "80x24"])
+@pytest.mark.parametrize("version", sorted(BY_VERSION))
+def test_the_plan_mode_composer_is_idle_or_holds_its_draft(version: str, size: str) -> None:
+    """Up to 0.155.1 the mode ends the status row; 0.169.0 draws it alone under it with a draft."""
+    idle = _plan_mode(version, "idle", size)
+    observation = _observe(idle)
+    assert observation.state is State.IDLE and observation.draft is not None
+    assert observation.draft.empty
+    fixture = _plan_mode(version, "idle_draft", size)
+    text = str(fixture.label["expected"]["draft"])  # type: ignore[index]
+    observation = _observe(fixture)
+    assert observation.state is State.IDLE_DRAFT, observation.reason
+    draft = observation.draft
+    assert draft is not None and draft.complete and draft.rows == (text,)
+    assert draft.width == fixture.grid.cols - 3
+    assert fixture.profile is not None
+    assert fixture.profile.draft_matches(draft, text, TypingMethod.LITERAL)
+    assert not fixture.profile.draft_matches(draft, text + " more", TypingMethod.LITERAL)
+
+
+def test_the_mode_indicator_row_of_0_169_0_is_read_exactly() -> None:
+    """Only the version's own label, in its colour, right-aligned, alone or after a known hint."""
+    fixture = _plan_mode("0.169.0", "idle_draft")
+    cols = fixture.grid.cols
+    # The captured row is what `_hint_row` draws: the label alone, "Plan mode" in magenta.
+    captured, drawn = fixture.grid.row(fixture.grid.rows - 1), _hint_row(cols, "", PLAN_MODE)
+    assert [cell.char for cell in captured] == [cell.char for cell in drawn]
+    assert [cell.fg for cell in captured if cell.fg == "magenta"] == ["magenta"] * len("Plan mode")
+    accepted = {
+        "alone": _hint_row(cols, "", PLAN_MODE),
+        "while a turn runs": _hint_row(cols, "← for agents · ? for shortcuts", "Plan mode"),
+        "after the hints": _hint_row(cols, "← for agents", PLAN_MODE),
+    }
+    for what, row in accepted.items():
+        observation = _observe(fixture, _with_last_row(fixture.grid, row))
+        assert observation.state is State.IDLE_DRAFT, (what, observation.reason)
+    refused = {
+        "one column off": _hint_row(cols, "", PLAN_MODE, pad=2),
+        "at the edge": _hint_row(cols, "", PLAN_MODE, pad=0),
+        "another colour": _hint_row(cols, "", PLAN_MODE, fg="default"),
+        "another label": _hint_row(cols, "", "Code mode (shift+tab to cycle)"),
+        "a cut label": _hint_row(cols, "", PLAN_MODE[:-1]),
+        "an unknown hint": _hint_row(cols, "tab to queue message", "Plan mode"),
+        "no mode, no hint": _text_row(cols, " " * 40 + "lab"),
+    }
+    for what, row in refused.items():
+        observation = _observe(fixture, _with_last_row(fixture.grid, row))
+        assert observation.state is State.UNKNOWN, what
+    for profile in PROFILES:
+        if profile.version != "0.169.0":
+            assert not profile.classify(fixture.grid).state.value.startswith("idle"), profile.id

@@ -7,7 +7,11 @@ What the pinned versions draw (fixtures/codex/<version>/, 120x40 and 80x24):
   follows a line that fills its row exactly; paste placeholders are cyan
   elements), one blank row, the status row (model label in the version's status
   colour) and, from 0.169.0, an optional shortcut-hint row. A history user
-  message also starts with ``›`` but its glyph is dim.
+  message also starts with ``›`` but its glyph is dim. In Plan mode the status
+  row (up to 0.155.1) or the hint row (0.169.0) ends with ``Plan mode (shift+tab
+  to cycle)``, right-aligned, ``Plan mode`` in magenta; on 0.169.0 the hint row
+  keeps only that indicator while a draft is typed, and drops ``(shift+tab to
+  cycle)`` while a turn runs.
 - Working: the same composer plus a status line ``• Working (0s • esc to
   interrupt)``; a running command shows ``• Running <cmd>`` (verb bold). While a
   reply streams, 0.169.0 hides that line; from 0.155.1 each finished turn ends
@@ -150,6 +154,15 @@ class AsyncShape:
     other: str  # the picker's own free-text row
 
 
+@attrs.frozen
+class ModeIndicator:
+    """The collaboration mode a version draws at the right end of its hint row (0.169.0)."""
+
+    labels: tuple[str, ...]  # as drawn, e.g. "Plan mode (shift+tab to cycle)"
+    fg: str  # the colour of the label's first word
+    right_pad: int  # blank columns between the label and the pane's right edge
+
+
 class _Refused(Exception):
     """The screen cannot be proven to be what it looks like; `reason` says why."""
 
@@ -185,7 +198,8 @@ class CodexProfile:
     composer_margin: int  # the draft wraps at the pane width less this (indent and right pad)
     placeholder_fg: str  # a paste placeholder is an element drawn in this colour
     status_fg: str
-    status_hints: tuple[str, ...]
+    status_hints: tuple[str, ...]  # a hint row under the status row starts with one of these
+    mode_indicator: ModeIndicator | None  # drawn on the hint row (None: on the status row)
     working_marker: str
     in_progress_verbs: tuple[str, ...]
     # Exec approval.
@@ -642,9 +656,7 @@ class _Classifier:
 
     def _composer(self, last: int) -> Observation:
         p, grid = self.p, self.grid
-        y = last
-        if any(self.lines[y][2:].startswith(hint) for hint in p.status_hints):
-            y -= 1
+        y = last - 1 if self._hint_row(last) else last
         if y < 0 or not self._indented(y, 2) or grid.cell(2, y).fg != p.status_fg:
             raise _Refused("no prompt and no composer status row at the bottom of the screen")
         self._blank(y - 1, "between the composer and its status row")
@@ -666,6 +678,31 @@ class _Classifier:
         if p.turn_end is not None and not self._turn_finished(top):
             return Observation(State.WORKING, p.id, draft=draft)
         return Observation(State.IDLE if draft.empty else State.IDLE_DRAFT, p.id, draft=draft)
+
+    def _hint_row(self, y: int) -> bool:
+        """Whether row `y` is the hint row under the status row (0.169.0).
+
+        It starts with one of the version's hints, or ends with its collaboration
+        mode indicator, or both (Plan mode with a draft shows the indicator alone).
+        """
+        p, row, cols = self.p, self.grid.row(y), self.grid.cols
+        left = self.lines[y]
+        mode = p.mode_indicator
+        if mode is not None:
+            for label in mode.labels:
+                start = cols - mode.right_pad - len(label)
+                if (
+                    start > 2
+                    and "".join(cell.char for cell in row[start : start + len(label)]) == label
+                    and row[start].fg == mode.fg
+                    and all(cell.char == " " for cell in row[start + len(label) :])
+                    and row[start - 1].char == " "
+                ):
+                    left = "".join(cell.char for cell in row[:start]).rstrip()
+                    if not left:
+                        return True
+                    break
+        return any(left[2:].startswith(hint) for hint in p.status_hints)
 
     def _composer_top(self, bottom: int) -> int:
         """The composer's first row, above its last row `bottom`.
@@ -896,6 +933,7 @@ _V0_153_4 = CodexProfile(
     placeholder_fg="cyan",
     status_fg="f6e2b7",
     status_hints=(),
+    mode_indicator=None,
     working_marker="esc to interrupt",
     in_progress_verbs=("Running",),
     permission_anchor="Would you like to run the following command?",
@@ -987,6 +1025,9 @@ _V0_169_0 = attrs.evolve(
     highlight=Highlight(bold=True, reverse=True),
     status_fg="ffd7af",
     status_hints=("← for agents",),
+    mode_indicator=ModeIndicator(
+        labels=("Plan mode (shift+tab to cycle)", "Plan mode"), fg="magenta", right_pad=1
+    ),
     permission_menu_gap=2,
     question_prompt_fg="5fafff",
     full_pane_top=1,

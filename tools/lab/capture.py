@@ -3,9 +3,10 @@
 A capture plan is data: the scenario to play, the launch options, and a list of
 actions (submit the task, type, press keys, wait for text, release a signal)
 with `Shot`s at the points to capture. Each shot writes the exact
-``tmux capture-pane -p -e`` output to ``<out>/<agent>/<version>/[<cols>x<rows>/]
-<plan>[-<step>].ansi`` (the size folder only for sizes other than 120x40) and a
-``.json`` beside it with the expected classification. That classification is
+``tmux capture-pane -p -e`` output to ``<out>/<agent>/<version>/[<folder>/]
+[<cols>x<rows>/]<plan>[-<step>].ansi`` (the size folder only for sizes other
+than 120x40, the plan's own folder only where it names one) and a ``.json``
+beside it with the expected classification. That classification is
 written here, from the scenario's own questions and from what each client is
 known to add (its automatic rows and confirmations), never by parsing the
 screen; a recognizer under test must reproduce it.
@@ -61,6 +62,10 @@ FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 DRAFT_TEXT = "lab: a draft that is never sent"
 FREE_TEXT = "Teal, please"
 NOTE_TEXT = "Something in between"
+SPECIAL_TEXT = "lab: he said \"don't\" & 'left' $HOME `x` ; ls | cat > out * ünïcödé 漢字 😀 done"
+"""Quotes, shell syntax, accents, CJK and an emoji, typed into a request_user_input note."""
+CODEX_NOTES_MARGIN = 7
+"""Codex wraps request_user_input notes at the pane width less this (tools/lab/NOTES.md)."""
 
 # Rows each client adds to a question on its own (observed on the pinned versions).
 CLAUDE_SINGLE_EXTRA = ("Type something.", "Chat about this")
@@ -219,6 +224,14 @@ class Plan:
     preseed: Preseed = attrs.field(factory=Preseed)
     versions: frozenset[str] | None = None
     """Only these versions of the agents (None: every pinned version)."""
+    sizes: tuple[tuple[int, int], ...] | None = None
+    """Only these pane sizes, the ones its texts are measured for (None: every size)."""
+    folder: str | None = None
+    """A folder of its own under the version's, outside the screens the profile tests glob."""
+
+    def fits(self, cols: int, rows: int) -> bool:
+        """Whether the plan's labels hold at this pane size."""
+        return self.sizes is None or (cols, rows) in self.sizes
 
     def applies_to(self, client: Client) -> bool:
         """Whether the plan runs on this pinned client."""
@@ -496,6 +509,111 @@ def _codex_notes_and_unanswered() -> Plan:
     )
 
 
+def _codex_revisit() -> Plan:
+    """An answered question visited again: its prompt drawn plain, its answer under the cursor."""
+    scenario = "codex_rui_three"
+    questions = _questions(scenario)
+    total = len(questions)
+    return Plan(
+        "codex_rui_revisit",
+        scenario,
+        _CODEX,
+        (
+            Submit(),
+            _wait(f"Question 1/{total}"),
+            Press(("2",)),  # the digit answers the question at once and moves on
+            _wait(f"Question 2/{total}"),
+            Press(("Left",)),
+            _wait(f"Question 1/{total} ({total - 1} unanswered)"),
+            Shot(
+                "q1_answered",
+                Expected(
+                    "questionnaire",
+                    "questionnaire",
+                    (_codex_question(questions[0], current=1),),
+                    step=(1, total),
+                ),
+            ),
+        ),
+        plan_mode=True,
+    )
+
+
+_WIDE: tuple[tuple[int, int], ...] = (DEFAULT_SIZE,)
+"""The notes plans' texts are measured for the notes width at 120 columns."""
+
+
+def _codex_noted(
+    question: Question, current: int, total: int, typed: Typed, *, whole: bool = True
+) -> Expected:
+    """A question whose row `current` has `typed` in its notes (all of it on screen if `whole`)."""
+    asked = _codex_question(question, current=current, typed=typed.text)
+    return Expected(
+        "questionnaire",
+        "questionnaire",
+        (asked if whole else attrs.evolve(asked, typed_text=None),),
+        step=(1, total),
+        typed=typed,
+    )
+
+
+def _codex_notes_plan(
+    name: str, current: int, notes: Sequence[tuple[str, str, bool]], folder: str | None = None
+) -> Plan:
+    """Open the notes of row `current` and type each (step, text, whole) in turn, one screen each.
+
+    Tab clears the notes and closes them, Tab again opens them empty for the next text.
+    """
+    scenario = "codex_rui_one"
+    (question,) = _questions(scenario)
+    actions: list[Action] = [Submit(), _wait("Question 1/1")]
+    if current:
+        actions.append(Press(("Down",) * current))
+    for index, (step, text, whole) in enumerate(notes):
+        if index:
+            actions.append(Press(("Tab",)))
+        typed = Typed(text, TypingMethod.LITERAL)
+        actions += [
+            Press(("Tab",)),
+            _wait("tab or esc to clear notes"),
+            Type(text),
+            _wait(text[:8], "[Pasted Content"),
+            Shot(step, _codex_noted(question, current, 1, typed, whole=whole)),
+        ]
+    return Plan(name, scenario, _CODEX, tuple(actions), plan_mode=True, sizes=_WIDE, folder=folder)
+
+
+def _codex_notes() -> list[Plan]:
+    none_of_the_above = len(_questions("codex_rui_one")[0].options)
+    full_row = "lab note " + "x" * (DEFAULT_SIZE[0] - CODEX_NOTES_MARGIN)
+    return [
+        _codex_notes_plan(
+            "codex_notes",
+            none_of_the_above,
+            (
+                ("special", SPECIAL_TEXT, True),
+                ("full_row", full_row, True),  # its x-run fills a row: an empty row follows
+                ("chars1001", _filler(1001, words=_NOTE_WORDS), False),  # a paste placeholder
+            ),
+        ),
+        # Screens whose notes fill several rows: a dropped middle row reads as a
+        # shorter note, so they stay out of the corpus tests/test_profile_codex.py mutates.
+        _codex_notes_plan(
+            "codex_notes_long",
+            none_of_the_above,
+            (
+                ("rows5", _filler(547, words=_NOTE_WORDS), True),
+                ("rows6", _filler(659, words=_NOTE_WORDS), True),  # as many rows as shown
+                ("chars799", _filler(799, words=_NOTE_WORDS), False),  # 8 rows, last 6 shown
+                ("chars800", _filler(800, words=_NOTE_WORDS), False),
+            ),
+            folder="notes",
+        ),
+        # The notes of an option row: they would go with that option.
+        _codex_notes_plan("codex_notes_red", 0, (("typed", SPECIAL_TEXT, True),)),
+    ]
+
+
 def _codex_async() -> list[Plan]:
     scenario = "codex_rui_async"
     (question,) = _questions(scenario)
@@ -553,9 +671,13 @@ def _codex_async() -> list[Plan]:
     ]
 
 
-def _filler(length: int, *, lines: int = 1) -> str:
-    """Exactly `length` characters of plain words in `lines` lines (no edge spaces)."""
-    words = "lab paste 0123456789 alpha beta gamma delta, epsilon zeta: eta theta-iota kappa."
+_PASTE_WORDS = "lab paste 0123456789 alpha beta gamma delta, epsilon zeta: eta theta-iota kappa."
+_NOTE_WORDS = "lab note 0123456789 alpha beta gamma delta, epsilon zeta: eta theta iota kappa."
+"""Plain words whose rows the notes editor breaks only at spaces (no hyphen to split at)."""
+
+
+def _filler(length: int, *, lines: int = 1, words: str = _PASTE_WORDS) -> str:
+    """Exactly `length` characters of `words` repeated, in `lines` lines (no edge spaces)."""
     body = (words + " ") * (length // len(words) + 2)
     per_line = (length - (lines - 1)) // lines
     cut = [body[i * per_line : (i + 1) * per_line] for i in range(lines)]
@@ -627,6 +749,24 @@ def _permission(scenario: str, agents: frozenset[Agent], tool: str, manual: bool
     return Plan(scenario, scenario, agents, (Submit(), anchor, Shot("permission", expected)))
 
 
+def _codex_exec_reject() -> Plan:
+    """The reject row of the exec approval, by its digit: the turn ends interrupted."""
+    scenario = "codex_exec"
+    return Plan(
+        "codex_exec_reject",
+        scenario,
+        _CODEX,
+        (
+            Submit(),
+            _wait("Would you like to run"),
+            Press(("3",)),  # No, and tell Codex what to do differently
+            _wait("Conversation interrupted"),
+            WaitIdle(),
+            Shot("idle", Expected("idle")),
+        ),
+    )
+
+
 def _blocked(blocker: str, agents: frozenset[Agent], preseed: Preseed, *anchor: str) -> Plan:
     return Plan(
         f"blocked_{blocker}",
@@ -679,6 +819,7 @@ def _build() -> dict[str, Plan]:
         _permission("claude_bash", _CLAUDE, "Bash", manual=False),
         _permission("claude_write", _CLAUDE, "Write", manual=True),
         _permission("codex_exec", _CODEX, "exec_command", manual=False),
+        _codex_exec_reject(),
         _claude_single("questionnaire_single2"),
         _claude_single("questionnaire_single3"),
         _claude_single("questionnaire_single4"),
@@ -687,6 +828,21 @@ def _build() -> dict[str, Plan]:
         _codex_questions("codex_rui_one"),
         _codex_questions("codex_rui_three"),
         _codex_notes_and_unanswered(),
+        _codex_revisit(),
+        *_codex_notes(),
+        Plan(
+            # Codex 0.169.0 draws the mode under the status row, alone while a draft is typed.
+            "codex_plan_mode",
+            "echo",
+            _CODEX,
+            (
+                Shot("idle", Expected("idle")),
+                Type(DRAFT_TEXT),
+                _wait(DRAFT_TEXT),
+                Shot("idle_draft", Expected("idle_draft", draft=DRAFT_TEXT)),
+            ),
+            plan_mode=True,
+        ),
         *_codex_async(),
         _blocked(
             "onboarding", _CLAUDE, Preseed(onboarded=False), "Choose the text style", "Let's get"
@@ -725,8 +881,11 @@ class Captured:
 def fixture_stem(
     out: Path, client: Client, plan: str, step: str | None, cols: int, rows: int
 ) -> Path:
-    """The path of a fixture without extension."""
+    """The path of a fixture without extension (in the plan's own folder, if `PLANS` names one)."""
     folder = out / client.agent / client.version
+    own = PLANS[plan].folder if plan in PLANS else None
+    if own is not None:
+        folder = folder / own
     if (cols, rows) != DEFAULT_SIZE:
         folder = folder / f"{cols}x{rows}"
     return folder / (plan if step is None else f"{plan}-{step}")
@@ -789,6 +948,8 @@ async def run_plan(
     """Drive `plan` on `client` and write its shots (or just `only_step`) under `out`."""
     if not plan.applies_to(client):
         raise CaptureError(f"plan {plan.name} is not for {client.name}")
+    if not plan.fits(cols, rows):
+        raise CaptureError(f"plan {plan.name} is measured for {plan.sizes}, not {cols}x{rows}")
     if only_step is not None and only_step not in plan.steps:
         raise CaptureError(f"plan {plan.name} has no step {only_step!r}; steps: {plan.steps}")
     written: list[Captured] = []
@@ -854,13 +1015,14 @@ class Job:
 def all_jobs(
     clients_: Iterable[Client] = clients.PINNED, sizes: Iterable[tuple[int, int]] = SIZES
 ) -> list[Job]:
-    """Every plan on every pinned client it applies to, at every corpus size."""
+    """Every plan on every pinned client it applies to, at every corpus size it fits."""
     return [
         Job(plan, client, cols, rows)
         for client in clients_
         for plan in PLANS.values()
         if plan.applies_to(client)
         for cols, rows in sizes
+        if plan.fits(cols, rows)
     ]
 
 
