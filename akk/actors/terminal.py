@@ -655,18 +655,26 @@ class TerminalActor(Actor):
         await faults.reached(Point.ANSWER_RESERVED)
         self._busy = True
         try:
-            return await self._send_answer(reserved, expanded, message, snapshot.seq)
+            return await self._send_answer(reserved, expanded, message, snapshot.seq, prompt)
         finally:
             self._busy = False
             # Publish the screen the step left, no longer busy, for the Turn to announce.
             await self._observe(force=True)
 
     async def _send_answer(
-        self, dispatch: Dispatch, expanded: Expanded, message: DispatchAnswer, seq: int
+        self,
+        dispatch: Dispatch,
+        expanded: Expanded,
+        message: DispatchAnswer,
+        seq: int,
+        answered: PromptView,
     ) -> AnswerReceipt:
-        """The reserved step's keys, checkpoint by checkpoint; then its postcondition."""
+        """The reserved step's keys, checkpoint by checkpoint; then its postcondition.
+
+        ``answered`` is the step as proven last (the offered screen, then each
+        checkpoint's); the postcondition needs a screen where that step is gone.
+        """
         pane, sent = self._identity.pane_id, 0
-        last = message.seen.fingerprint
         ticked = _boxes(self._board.get(self._identity.terminal_id))
         try:
             for check in expanded.checks:
@@ -683,11 +691,13 @@ class TerminalActor(Actor):
                     ticked[check.row] = check.checked
                     proof = await self._prove_boxes(ticked, check.row)
                 if proof is None:
+                    # Typed text never proven is left unsubmitted: aborted, not uncertain.
+                    stage = Stage.ABORTED if isinstance(check, TextCheck) else Stage.UNCERTAIN
                     return await self._answer_uncertain(
                         dispatch, "the screen did not show the step's effect after its keys; "
-                        "AKK sent no further key",
+                        "AKK sent no further key", stage,
                     )  # fmt: skip
-                last, seq = proof
+                seq, answered = proof
             await self._keys(pane, expanded.keys[sent:])
         except (TmuxCommandError, ControlClientClosed) as exc:
             return await self._answer_uncertain(dispatch, f"sending keys failed: {exc}"[:200])
@@ -696,7 +706,7 @@ class TerminalActor(Actor):
             self._store, lambda conn: dispatches.advance(conn, dispatch, Stage.ENTER_SENT)
         )
         await faults.reached(Point.ANSWER_RECORDED)
-        if not await self._prove_moved_on(last, seq):
+        if not await self._prove_moved_on(answered, seq):
             return await self._answer_uncertain(
                 dispatch, "the prompt still showed, unchanged, after the answer's keys"
             )
@@ -720,7 +730,7 @@ class TerminalActor(Actor):
                 case Wait(seconds=seconds):
                     await trio.sleep(seconds)
 
-    async def _prove_editor(self, text: str) -> tuple[bytes, int] | None:
+    async def _prove_editor(self, text: str) -> tuple[int, PromptView] | None:
         """The screen once the prompt's editor shows exactly ``text``; None if it never does."""
         profile = self._profile
         assert profile is not None
@@ -735,11 +745,13 @@ class TerminalActor(Actor):
                     and self._grid is not None
                     and profile.editor_matches(self._grid, prompt, text)
                 ):
-                    return snapshot.seen.fingerprint, snapshot.seq
+                    return snapshot.seq, prompt
                 await trio.sleep(0.03)
         return None
 
-    async def _prove_boxes(self, ticked: dict[int, bool], row: int) -> tuple[bytes, int] | None:
+    async def _prove_boxes(
+        self, ticked: dict[int, bool], row: int
+    ) -> tuple[int, PromptView] | None:
         """The screen once every box shows ``ticked`` and the cursor is on ``row``."""
         with trio.move_on_after(STEP_TIMEOUT):
             while True:
@@ -754,27 +766,30 @@ class TerminalActor(Actor):
                         and options[row].current
                         and _boxes(snapshot) == ticked
                     ):
-                        return snapshot.seen.fingerprint, snapshot.seq
+                        return snapshot.seq, prompt
                 await trio.sleep(0.03)
         return None
 
-    async def _prove_moved_on(self, fp: bytes, seq: int) -> bool:
-        """Whether a screen after the keys shows that prompt gone: another step, work or idle."""
+    async def _prove_moved_on(self, answered: PromptView, seq: int) -> bool:
+        """Whether a screen after the keys shows the answered step gone: another step, work
+        or idle (the same step with its cursor moved or a box ticked is not gone)."""
         with trio.move_on_after(STEP_TIMEOUT):
             while True:
                 snapshot = await self._observe(force=True)
                 if snapshot is not None and snapshot.seq > seq:
-                    state = snapshot.observation.state
-                    if snapshot.seen is not None and snapshot.seen.fingerprint != fp:
+                    observation = snapshot.observation
+                    shown = observation.prompt
+                    if shown is not None and _step_of(shown) != _step_of(answered):
                         return True
-                    if snapshot.seen is None and state in _MOVED_ON:
+                    if shown is None and observation.state in _MOVED_ON:
                         return True
                 await trio.sleep(0.03)
         return False
 
-    async def _answer_uncertain(self, dispatch: Dispatch, why: str) -> AnswerReceipt:
+    async def _answer_uncertain(
+        self, dispatch: Dispatch, why: str, stage: Stage = Stage.UNCERTAIN
+    ) -> AnswerReceipt:
         """Record the step as uncertain (or aborted before any submitting key): never retried."""
-        stage = Stage.ABORTED if dispatch.stage is Stage.TEXT_INJECTED else Stage.UNCERTAIN
         now = time.time()
 
         def record(conn: apsw.Connection) -> Dispatch:
@@ -881,6 +896,17 @@ def _fence_check(conn: apsw.Connection, message: DispatchAnswer, now: float) -> 
     if found.expires_at <= now:
         return Refusal(Reason.OFFER_EXPIRED, "the offer expired; call status again, then answer")
     return None
+
+
+def _step_of(prompt: PromptView) -> tuple[object, ...]:
+    """What makes a prompt step the same step, whatever its cursor or boxes show."""
+    return (
+        prompt.kind,
+        prompt.step,
+        prompt.step_index,
+        prompt.step_total,
+        tuple(question.prompt for question in prompt.questions),
+    )
 
 
 def _boxes(snapshot: TerminalSnapshot | None) -> dict[int, bool]:

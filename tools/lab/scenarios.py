@@ -319,8 +319,30 @@ def _build() -> dict[str, Scenario]:
                 Step("Blue", Text("Blue it is.")),
             ),
         ),
+        Scenario(
+            # The turn goes on (held until SLOW_SIGNAL) while the question waits.
+            "codex_rui_async_held",
+            task=ASK_TASK,
+            agents=frozenset({"codex"}),
+            steps=(
+                Step(ASK_TASK, RequestUserInputAsync((_color_question(3),))),
+                Step(ACCEPTED_CODEX_ASYNC, SlowText("Still working on it... done.", SLOW_SIGNAL)),
+                Step("Blue", Text("Blue it is.")),
+            ),
+        ),
         _codex_questionnaire(
             "codex_rui_three", _color_question(3), _SIZE_QUESTION, _SHAPE_QUESTION
+        ),
+        Scenario(
+            # The identical question twice: the second ask is a new appearance.
+            "questionnaire_again",
+            task=ASK_TASK,
+            agents=frozenset({"claude"}),
+            steps=(
+                Step(ASK_TASK, AskUserQuestion((_color_question(3),))),
+                Step(ANSWERED_CLAUDE, AskUserQuestion((_color_question(3),))),
+                Step(ANSWERED_CLAUDE, Text("Thanks, I noted both answers.")),
+            ),
         ),
     ]
     return {scenario.name: scenario for scenario in scenarios}

@@ -1,0 +1,430 @@
+"""Interactions end to end: AKK answers real clients' prompts by meaning, once, under proof.
+
+A controller sends a task through `akk serve`, gets the `interaction_required`
+(or `approval_required`) event, calls `status`, and answers by the projection's
+ids. The model server is the oracle: the agent's next request must carry
+exactly that answer, once; an approved command must have run, a rejected one
+not. Misuse (no status, another controller, a replay, a forged or stale id) is
+refused with its reason and sends nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable
+from contextlib import aclosing, asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from akk import faults
+from akk.client import AkkError, Controller, connect
+from akk.faults import Point
+from tests.lab.conftest import lab_params
+from tools.lab import scenarios as sc
+from tools.lab.akk_runner import OUTCOMES, Served, idle_terminal, serving
+from tools.lab.launcher import LabSession
+from tools.lab.model_server import RecordedRequest
+
+WAKE_UPS = ("interaction_required", "approval_required")
+
+
+@asynccontextmanager
+async def two_controllers(
+    lab: LabSession, tmp_path: Path
+) -> AsyncIterator[tuple[Served, Controller, Controller]]:
+    async with (
+        serving(lab, tmp_path, "ctl", "other") as served,
+        connect(served.endpoint.url, served.tokens["ctl"]) as ctl,
+        connect(served.endpoint.url, served.tokens["other"]) as other,
+    ):
+        yield served, ctl, other
+
+
+async def send_task(ctl: Controller, text: str) -> str:
+    row = await idle_terminal(ctl, timeout=30)
+    sent = await ctl.call(
+        "send", {"terminal_id": row["terminal_id"], "request": text, "client_request_id": text}
+    )
+    return str(sent["turn_id"])
+
+
+async def next_event(ctl: Controller, kinds: tuple[str, ...], timeout: float = 30) -> dict[str, Any]:
+    """The next event of one of ``kinds`` (every event on the way is acked)."""
+    with trio.fail_after(timeout):
+        async with aclosing(ctl.events()) as events:
+            async for event in events:
+                await ctl.ack(event["event_id"])
+                if event["kind"] in kinds:
+                    return event
+    raise AssertionError("the connection closed first")
+
+
+async def prompt(ctl: Controller, turn_id: str, timeout: float = 30) -> dict[str, Any]:
+    """Wait for the wake-up, then `status`: the interaction it offers."""
+    try:
+        event = await next_event(ctl, WAKE_UPS, timeout)
+    except trio.TooSlowError:
+        status = await ctl.call("status", {"turn_id": turn_id})
+        raise AssertionError(f"no wake-up within {timeout} s; status: {status}") from None
+    assert event["turn_id"] == turn_id
+    assert event["interaction"]["interaction_id"].startswith("int_")
+    status = await ctl.call("status", {"turn_id": turn_id})
+    interaction: dict[str, Any] = status["interaction"]
+    assert interaction is not None and interaction["state"] == "pending", status
+    return interaction
+
+
+def option_ids(interaction: dict[str, Any], *labels: str) -> list[str]:
+    (question,) = interaction["questions"]
+    by_label = {option["label"]: option["option_id"] for option in question["options"]}
+    return [by_label[label] for label in labels]
+
+
+def choose(interaction: dict[str, Any], *labels: str) -> dict[str, Any]:
+    (question,) = interaction["questions"]
+    return {
+        "interaction_id": interaction["interaction_id"],
+        "turn_id": interaction["turn_id"],
+        "answers": [
+            {
+                "question_id": question["question_id"],
+                "response_kind": question["response_kind"],
+                "selected_option_ids": option_ids(interaction, *labels),
+            }
+        ],
+    }
+
+
+async def reached(lab: LabSession, predicate: Callable[[RecordedRequest], bool]) -> RecordedRequest:
+    return await lab.server.wait_for_request(
+        lambda r: not r.auxiliary and predicate(r), timeout=30
+    )
+
+
+async def settled(ctl: Controller, turn_id: str) -> dict[str, Any]:
+    event = await next_event(ctl, tuple(OUTCOMES), timeout=60)
+    assert event["turn_id"] == turn_id
+    return event
+
+
+# ------------------------------------------------------------------ Claude
+
+
+@pytest.mark.parametrize("lab", lab_params("questionnaire_single3"), indirect=True)
+async def test_claude_single_select_answer_reaches_the_model_once(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    async with two_controllers(lab, tmp_path) as (_, ctl, other):
+        turn_id = await send_task(ctl, sc.ASK_TASK)
+        shown = await prompt(ctl, turn_id)
+        assert shown["kind"] == "questionnaire"
+        call = choose(shown, "Green")
+        # Misuse first: each is refused and sends nothing.
+        with pytest.raises(AkkError) as foreign:
+            await other.call("respond_interaction", call)
+        assert foreign.value.reason == "not_owner"
+        forged = call | {"interaction_id": "int_" + "A" * 22}
+        with pytest.raises(AkkError) as unknown:
+            await ctl.call("respond_interaction", forged)
+        assert unknown.value.reason == "not_found"
+        with pytest.raises(AkkError) as as_permission:
+            await ctl.call("approve", {"turn_id": turn_id, "decision": "approve_once"})
+        assert as_permission.value.reason == "status_required"
+        reply = await ctl.call("respond_interaction", call)
+        assert reply["outcome"] == "dispatched"
+        answered = await reached(lab, lambda r: sc.ANSWERED_CLAUDE in r.newest_input)
+        assert '"Which color do you prefer?"="Green"' in answered.newest_input
+        with pytest.raises(AkkError) as replay:
+            await ctl.call("respond_interaction", call)
+        assert replay.value.reason in ("conflict", "closed")
+        outcome = await settled(ctl, turn_id)
+        assert outcome["kind"] == "done"
+        status = await ctl.call("status", {"turn_id": turn_id})
+        (receipt,) = [d for d in status["dispatches"] if d["kind"] == "answer"]
+        assert receipt["stage"] == "accepted" and receipt["controller_id"] == "ctl"
+        assert receipt["interaction_id"] == shown["interaction_id"]
+    assert lab.server.count_inputs_containing(sc.ANSWERED_CLAUDE) == 1
+    assert lab.server.count_inputs_containing(sc.ASK_TASK) == 1
+
+
+@pytest.mark.parametrize("lab", lab_params("questionnaire_multi"), indirect=True)
+@pytest.mark.parametrize("labels", [("Blue",), ("Red", "Yellow"), ("Red", "Blue", "Green", "Yellow")])
+async def test_claude_multi_select_toggles_each_box_then_submits_the_review(
+    lab: LabSession, tmp_path: Path, labels: tuple[str, ...]
+) -> None:
+    async with two_controllers(lab, tmp_path) as (_, ctl, _other):
+        turn_id = await send_task(ctl, sc.ASK_TASK)
+        shown = await prompt(ctl, turn_id)
+        assert shown["capabilities"]["multi_select"] is True
+        assert (await ctl.call("respond_interaction", choose(shown, *labels)))["outcome"] == (
+            "dispatched"
+        )
+        review = await prompt(ctl, turn_id)
+        assert review["interaction_id"] != shown["interaction_id"]
+        assert review["step"]["index"] >= 1
+        (question,) = review["questions"]
+        submit = [o["option_id"] for o in question["options"] if o.get("role") == "submit"]
+        await ctl.call(
+            "respond_interaction",
+            {
+                "interaction_id": review["interaction_id"],
+                "turn_id": turn_id,
+                "answers": [
+                    {
+                        "question_id": question["question_id"],
+                        "response_kind": "confirm",
+                        "selected_option_ids": submit,
+                    }
+                ],
+            },
+        )
+        answered = await reached(lab, lambda r: sc.ANSWERED_CLAUDE in r.newest_input)
+        await settled(ctl, turn_id)
+    assert f'"Which colors do you like?"="{", ".join(labels)}"' in answered.newest_input
+    assert lab.server.count_inputs_containing(sc.ANSWERED_CLAUDE) == 1
+
+
+@pytest.mark.parametrize("lab", lab_params("claude_bash"), indirect=True)
+@pytest.mark.parametrize("decision", ["approve_once", "reject"])
+async def test_claude_bash_permission_approve_runs_it_reject_does_not(
+    lab: LabSession, tmp_path: Path, decision: str
+) -> None:
+    marker = lab.workdir / f"{sc.BASH_MARKER}.txt"
+    async with two_controllers(lab, tmp_path) as (_, ctl, other):
+        turn_id = await send_task(ctl, sc.RUN_TASK)
+        event = await next_event(ctl, WAKE_UPS)
+        assert event["kind"] == "approval_required"
+        with pytest.raises(AkkError) as no_status:
+            await ctl.call("approve", {"turn_id": turn_id, "decision": decision})
+        assert no_status.value.reason == "status_required"
+        shown = (await ctl.call("status", {"turn_id": turn_id}))["interaction"]
+        assert shown["kind"] == "permission"
+        assert shown["decisions"] == ["approve_once", "reject"]
+        labels = [o["label"] for q in shown["questions"] for o in q["options"]]
+        assert not any("don't ask again" in label for label in labels)
+        with pytest.raises(AkkError) as foreign:
+            await other.call("approve", {"turn_id": turn_id, "decision": decision})
+        assert foreign.value.reason == "not_owner"
+        reply = await ctl.call("approve", {"turn_id": turn_id, "decision": decision})
+        assert reply["outcome"] == "dispatched"
+        if decision == "approve_once":
+            ran = await reached(lab, lambda r: sc.BASH_MARKER in r.newest_input)
+            assert sc.BASH_MARKER in ran.newest_input
+            assert marker.exists()
+        outcome = await settled(ctl, turn_id)
+        with pytest.raises(AkkError) as replay:
+            await ctl.call("approve", {"turn_id": turn_id, "decision": decision})
+        assert replay.value.reason in ("conflict", "closed")
+    if decision == "reject":
+        assert not marker.exists()
+        assert outcome["kind"] in ("done", "cancelled", "failed")
+    assert lab.server.count_inputs_containing(sc.RUN_TASK) == 1
+
+
+# ------------------------------------------------------------------ Codex
+
+
+@pytest.mark.parametrize("lab", lab_params("codex_rui_one", plan_mode=True), indirect=True)
+async def test_codex_request_user_input_choice_reaches_the_model_once(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    async with two_controllers(lab, tmp_path) as (_, ctl, _other):
+        turn_id = await send_task(ctl, sc.ASK_TASK)
+        shown = await prompt(ctl, turn_id)
+        assert (await ctl.call("respond_interaction", choose(shown, "Blue")))["outcome"] == (
+            "dispatched"
+        )
+        answered = await reached(lab, lambda r: sc.ANSWERED_CODEX in r.newest_input)
+        await settled(ctl, turn_id)
+    assert "Blue" in answered.newest_input and "Red" not in answered.newest_input
+    assert lab.server.count_inputs_containing(sc.ANSWERED_CODEX) == 1
+
+
+@pytest.mark.parametrize("lab", lab_params("codex_exec"), indirect=True)
+async def test_codex_exec_approve_once_runs_the_command_once(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    marker = lab.workdir.parent / f"{sc.EXEC_MARKER}.txt"
+    async with two_controllers(lab, tmp_path) as (_, ctl, _other):
+        turn_id = await send_task(ctl, sc.RUN_TASK)
+        assert (await next_event(ctl, WAKE_UPS))["kind"] == "approval_required"
+        shown = (await ctl.call("status", {"turn_id": turn_id}))["interaction"]
+        assert shown["kind"] == "permission"
+        reply = await ctl.call("approve", {"turn_id": turn_id, "decision": "approve_once"})
+        assert reply["outcome"] == "dispatched"
+        ran = await reached(lab, lambda r: sc.EXEC_MARKER in r.newest_input)
+        await settled(ctl, turn_id)
+    assert "Process exited with code 0" in ran.newest_input
+    assert marker.exists()
+    assert lab.server.count_inputs_containing(sc.RUN_TASK) == 1
+
+
+# ------------------------------------------------------------------ appearances and races
+
+
+@pytest.mark.parametrize("lab", lab_params("questionnaire_single3")[-1:], indirect=True)
+async def test_a_prompt_changed_after_status_gets_prompt_changed_and_zero_keys(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    async with two_controllers(lab, tmp_path) as (_, ctl, _other):
+        turn_id = await send_task(ctl, sc.ASK_TASK)
+        seen = await prompt(ctl, turn_id)
+        # The person at the terminal moves the cursor: a different prompt than the one seen.
+        # (A key within ~200 ms of the widget's first paint is dropped: press until it took.)
+        moved = False
+        with trio.fail_after(15):
+            while not moved:
+                await lab.send_keys("Down")
+                with trio.move_on_after(1):
+                    while not moved:
+                        now = (await ctl.call("status", {"turn_id": turn_id}))["interaction"]
+                        moved = now is not None and now["interaction_id"] != seen["interaction_id"]
+                        await trio.sleep(0.05)
+        with pytest.raises(AkkError) as changed:
+            await ctl.call("respond_interaction", choose(seen, "Red"))
+        assert changed.value.reason == "prompt_changed"
+        fresh = (await ctl.call("status", {"turn_id": turn_id}))["interaction"]
+        assert fresh["interaction_id"] != seen["interaction_id"]
+        await ctl.call("respond_interaction", choose(fresh, "Red"))
+        answered = await reached(lab, lambda r: sc.ANSWERED_CLAUDE in r.newest_input)
+        await settled(ctl, turn_id)
+    assert '"Which color do you prefer?"="Red"' in answered.newest_input
+    assert lab.server.count_inputs_containing(sc.ANSWERED_CLAUDE) == 1
+
+
+@pytest.mark.parametrize("lab", lab_params("questionnaire_again"), indirect=True)
+async def test_the_identical_question_asked_again_is_a_new_answerable_interaction(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    async with two_controllers(lab, tmp_path) as (_, ctl, _other):
+        turn_id = await send_task(ctl, sc.ASK_TASK)
+        first = await prompt(ctl, turn_id)
+        await ctl.call("respond_interaction", choose(first, "Red"))
+        again = await prompt(ctl, turn_id)
+        assert again["interaction_id"] != first["interaction_id"]
+        assert again["questions"][0]["prompt"] == first["questions"][0]["prompt"]
+        with pytest.raises(AkkError) as replay:
+            await ctl.call("respond_interaction", choose(first, "Red"))
+        assert replay.value.reason == "conflict"
+        await ctl.call("respond_interaction", choose(again, "Blue"))
+        await reached(lab, lambda r: '="Blue"' in r.newest_input)
+        await settled(ctl, turn_id)
+    assert lab.server.count_inputs_containing('"Which color do you prefer?"="Red"') == 1
+    assert lab.server.count_inputs_containing('"Which color do you prefer?"="Blue"') == 1
+
+
+@pytest.mark.parametrize("lab", lab_params("questionnaire_multi")[-1:], indirect=True)
+async def test_a_toggle_that_does_not_take_stops_the_answer_as_uncertain(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    faults.arm(f"{Point.ANSWER_TOGGLE}:drop")
+    try:
+        async with two_controllers(lab, tmp_path) as (_, ctl, _other):
+            turn_id = await send_task(ctl, sc.ASK_TASK)
+            shown = await prompt(ctl, turn_id)
+            with pytest.raises(AkkError) as uncertain:
+                await ctl.call("respond_interaction", choose(shown, "Red", "Green"))
+            assert uncertain.value.reason == "response_uncertain"
+            event = await next_event(ctl, ("response_uncertain",))
+            assert event["interaction_id"] == shown["interaction_id"]
+            status = await ctl.call("status", {"turn_id": turn_id})
+            (receipt,) = [d for d in status["dispatches"] if d["kind"] == "answer"]
+            assert receipt["stage"] == "uncertain"
+            assert status["turn"]["reason"] == "response_uncertain"
+            # No further key: the first box was never ticked, the second never visited.
+            screen = await lab.text()
+            assert "Enter to select" in screen or "Submit" in screen
+    finally:
+        faults.disarm()
+    assert lab.server.count_inputs_containing(sc.ANSWERED_CLAUDE) == 0
+
+
+# ------------------------------------------------------------------ free text
+
+SPECIAL = "Teal, \"quoted\" and 'single' — é 日本 🙂 $HOME `x` ; | & > * (done)"
+
+
+def free_text(interaction: dict[str, Any], text: str) -> dict[str, Any]:
+    (question,) = interaction["questions"]
+    return {
+        "interaction_id": interaction["interaction_id"],
+        "turn_id": interaction["turn_id"],
+        "answers": [
+            {"question_id": question["question_id"], "response_kind": "free_text", "text": text}
+        ],
+    }
+
+
+def _sized_text(length: int) -> str:
+    words = "lab answer text with words "
+    return (words * (length // len(words) + 1))[:length].strip().ljust(length, "x")
+
+
+@pytest.mark.parametrize(
+    "lab", lab_params("codex_rui_one", plan_mode=True, cols=200, rows=50), indirect=True
+)
+@pytest.mark.parametrize("text", [SPECIAL, _sized_text(799), _sized_text(800)], ids=["special", "799", "800"])
+async def test_codex_free_text_goes_to_none_of_the_above_notes_byte_exact(
+    lab: LabSession, tmp_path: Path, text: str
+) -> None:
+    async with two_controllers(lab, tmp_path) as (_, ctl, _other):
+        turn_id = await send_task(ctl, sc.ASK_TASK)
+        shown = await prompt(ctl, turn_id)
+        assert shown["capabilities"]["free_text"] is True
+        too_long = free_text(shown, _sized_text(3000))
+        with pytest.raises(AkkError) as refused:
+            await ctl.call("respond_interaction", too_long)
+        assert refused.value.reason == "invalid_params"
+        assert (await ctl.call("respond_interaction", free_text(shown, text)))["outcome"] == (
+            "dispatched"
+        )
+        answered = await reached(lab, lambda r: sc.ANSWERED_CODEX in r.newest_input)
+        await settled(ctl, turn_id)
+    assert json.loads(answered.newest_input)["answers"]["q1"]["answers"] == [
+        "None of the above",
+        f"user_note: {text}",
+    ]
+    assert lab.server.count_inputs_containing(sc.ANSWERED_CODEX) == 1
+
+
+@pytest.mark.parametrize("lab", lab_params("codex_exec"), indirect=True)
+async def test_codex_exec_reject_selects_the_no_row_and_leaves_the_command_unrun(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    marker = lab.workdir.parent / f"{sc.EXEC_MARKER}.txt"
+    async with two_controllers(lab, tmp_path) as (_, ctl, _other):
+        turn_id = await send_task(ctl, sc.RUN_TASK)
+        assert (await next_event(ctl, WAKE_UPS))["kind"] == "approval_required"
+        shown = (await ctl.call("status", {"turn_id": turn_id}))["interaction"]
+        assert shown["decisions"] == ["approve_once", "reject"]
+        labels = [o["label"] for q in shown["questions"] for o in q["options"]]
+        assert not any("don't ask again" in label.lower() for label in labels), labels
+        reply = await ctl.call("approve", {"turn_id": turn_id, "decision": "reject"})
+        assert reply["outcome"] == "dispatched"
+        await settled(ctl, turn_id)
+    assert not marker.exists()
+    assert lab.server.count_inputs_containing(sc.EXEC_MARKER) == 0
+
+
+@pytest.mark.parametrize("lab", lab_params("codex_rui_three", plan_mode=True), indirect=True)
+async def test_codex_three_questions_are_answered_one_step_at_a_time(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    chosen = ("Green", "Large", "Hexagon")
+    async with two_controllers(lab, tmp_path) as (_, ctl, _other):
+        turn_id = await send_task(ctl, sc.ASK_TASK)
+        seen: list[str] = []
+        for label in chosen:
+            shown = await prompt(ctl, turn_id)
+            assert shown["step"]["total"] == 3
+            seen.append(shown["interaction_id"])
+            await ctl.call("respond_interaction", choose(shown, label))
+        answered = await reached(lab, lambda r: sc.ANSWERED_CODEX in r.newest_input)
+        await settled(ctl, turn_id)
+    assert len(set(seen)) == 3
+    answers = json.loads(answered.newest_input)["answers"]
+    assert [answers[q]["answers"] for q in ("q1", "q2", "q3")] == [[c] for c in chosen]
+    assert lab.server.count_inputs_containing(sc.ANSWERED_CODEX) == 1
