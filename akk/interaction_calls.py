@@ -12,8 +12,10 @@ and reserves; a refusal there sends zero keys too.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
+
+import trio
 
 from akk.actors.destination import DestinationDesk
 from akk.actors.runtime import ActorError, AskTimeout
@@ -24,7 +26,7 @@ from akk.answers import Answer, decision, resolve
 from akk.protocol.errors import Reason, RpcError
 from akk.protocol.projection import Shown, project_snapshot
 from akk.screen.fingerprint import IdMinter
-from akk.store import interactions, turns
+from akk.store import audit, interactions, turns
 from akk.store.interactions import Interaction, InteractionState, Offer, OfferState
 from akk.store.reader import StoreReader
 from akk.store.turns import Turn
@@ -78,6 +80,52 @@ class InteractionCalls:
         return row.public()
 
     async def approve(self, controller_id: str, params: dict[str, Any]) -> dict[str, Any]:
+        detail = {"decision": params["decision"]}
+        return await self._audited(controller_id, "approve", params, detail, self._approve)
+
+    async def respond_interaction(
+        self, controller_id: str, params: dict[str, Any]
+    ) -> dict[str, Any]:
+        # How many answers of which kind: never their text or chosen options.
+        detail = {
+            "answers": [a.get("response_kind") for a in params["answers"]],
+            "delivery_mode": params.get("delivery_mode"),
+        }
+        return await self._audited(
+            controller_id, "respond_interaction", params, detail, self._respond_interaction
+        )
+
+    async def _audited(
+        self,
+        controller_id: str,
+        action: str,
+        params: dict[str, Any],
+        detail: dict[str, Any],
+        call: Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]],
+    ) -> dict[str, Any]:
+        """Run one answer call and leave its audit receipt (who, which interaction, outcome)."""
+        outcome, interaction_id = "internal", params.get("interaction_id")
+        try:
+            result = await call(controller_id, params)
+            outcome, interaction_id = result["outcome"], result["interaction_id"]
+            return result
+        except RpcError as exc:
+            outcome = exc.reason.value
+            raise
+        finally:
+            receipt = detail | {"outcome": outcome}
+            with trio.CancelScope(shield=True):
+                await transact(
+                    self._store,
+                    lambda conn: audit.record(
+                        conn, at=time.time(), actor=controller_id, action=action,
+                        outcome=outcome, controller_id=controller_id,
+                        turn_id=params.get("turn_id"), interaction_id=interaction_id,
+                        detail=receipt,
+                    ),
+                )  # fmt: skip
+
+    async def _approve(self, controller_id: str, params: dict[str, Any]) -> dict[str, Any]:
         turn = await self._open_turn(controller_id, params["turn_id"])
         row = await self._reader.run(
             lambda conn: interactions.offered_to(conn, turn.turn_id, controller_id, "permission")
@@ -93,7 +141,7 @@ class InteractionCalls:
             turn, row, controller_id, lambda shown: decision(shown.prompt, value)
         )
 
-    async def respond_interaction(
+    async def _respond_interaction(
         self, controller_id: str, params: dict[str, Any]
     ) -> dict[str, Any]:
         turn = await self._open_turn(controller_id, params["turn_id"])

@@ -31,7 +31,7 @@ from akk.interaction_calls import InteractionCalls
 from akk.profiles.composer import unprovable
 from akk.protocol.errors import Reason, RpcError
 from akk.protocol.excerpt import excerpt
-from akk.store import dispatches, listing, outbox, turns
+from akk.store import audit, dispatches, listing, outbox, turns
 from akk.store.reader import StoreReader
 from akk.store.turns import Turn
 from akk.terminals import TerminalBoard, terminal_row
@@ -220,13 +220,18 @@ class TurnCalls:
         }
 
     async def status(self, controller_id: str, operator: bool, turn_id: str) -> dict[str, Any]:
-        turn, steps = await self._reader.run(
-            lambda conn: (turns.get(conn, turn_id), dispatches.of_turn(conn, turn_id))
+        turn, steps, receipts = await self._reader.run(
+            lambda conn: (
+                turns.get(conn, turn_id),
+                dispatches.of_turn(conn, turn_id),
+                audit.of_turn(conn, turn_id),
+            )
         )
         turn = _owned(turn, turn_id, controller_id, operator)
         result: dict[str, Any] = {
             "turn": turn.public() | {"available_actions": _actions(turn)},
             "dispatches": [d.public() for d in steps],
+            "receipts": receipts,
             "interaction": await self._interactions.shown(turn, controller_id),
             "terminal": None,
             "screen_excerpt": None,

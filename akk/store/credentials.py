@@ -6,7 +6,6 @@ without any secret.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import apsw
@@ -19,6 +18,7 @@ from akk.auth import (
     mint_controller_token,
     token_digest,
 )
+from akk.store import audit
 
 
 @attrs.frozen
@@ -136,8 +136,6 @@ def _count(conn: apsw.Connection) -> int:
 
 
 def _audit(conn: apsw.Connection, now: float, actor: str, action: str, controller_id: str) -> None:
-    conn.execute(
-        "INSERT INTO audit (at, actor, action, outcome, controller_id, detail) "
-        "VALUES (?, ?, ?, 'ok', ?, ?)",
-        (now, actor, action, controller_id, json.dumps({})),
+    audit.record(
+        conn, at=now, actor=actor, action=action, outcome="ok", controller_id=controller_id
     )

@@ -146,6 +146,16 @@ async def test_claude_single_select_answer_reaches_the_model_once(
         (receipt,) = [d for d in status["dispatches"] if d["kind"] == "answer"]
         assert receipt["stage"] == "accepted" and receipt["controller_id"] == "ctl"
         assert receipt["interaction_id"] == shown["interaction_id"]
+        # Every call left an audit receipt (who, which interaction, outcome), no answer text.
+        audited = [(r["controller_id"], r["action"], r["outcome"]) for r in status["receipts"]]
+        assert audited == [
+            ("other", "respond_interaction", "not_owner"),
+            ("ctl", "respond_interaction", "not_found"),
+            ("ctl", "approve", "status_required"),
+            ("ctl", "respond_interaction", "dispatched"),
+            ("ctl", "respond_interaction", replay.value.reason),
+        ]
+        assert "Green" not in json.dumps(status["receipts"])
     assert lab.server.count_inputs_containing(sc.ANSWERED_CLAUDE) == 1
     assert lab.server.count_inputs_containing(sc.ASK_TASK) == 1
 
