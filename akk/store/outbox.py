@@ -98,7 +98,7 @@ def due(
     return _select(
         conn,
         "WHERE controller_id = ? AND ((state = 'pending' AND next_attempt_at <= ?) "
-        "OR (state = 'delivering' AND lease_expires_at <= ?)) ORDER BY created_at LIMIT ?",
+        "OR (state = 'delivering' AND lease_expires_at <= ?)) ORDER BY created_at, rowid LIMIT ?",
         (controller_id, now, now, limit),
     )
 
