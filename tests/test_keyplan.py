@@ -30,6 +30,8 @@ from akk.profiles.keyplan import (
     PlanKey,
     PlanStep,
     Press,
+    PressChosenNumber,
+    PressRoleNumber,
     PressShortcut,
     Refusal,
     TmuxKey,
@@ -95,7 +97,7 @@ def answer(
 
 
 def replay(options: tuple[OptionView, ...], sent: tuple[Keystroke, ...]) -> int | None:
-    """Follow the cursor through `sent`; fail if a key other than a move rests on a persistent row.
+    """Follow the cursor through `sent`; fail if a key other than a move lands on a persistent row.
 
     Returns the final cursor row (None when there are no rows).
     """
@@ -109,6 +111,11 @@ def replay(options: tuple[OptionView, ...], sent: tuple[Keystroke, ...]) -> int 
             continue
         if isinstance(key, LiteralText):
             assert not any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 for c in key.text), key
+        if isinstance(key, TmuxKey) and key.name.isdigit():
+            # A number key takes the row drawn with that number (and answers it).
+            numbered = [i for i, option in enumerate(options) if option.number == int(key.name)]
+            assert len(numbered) == 1, f"no single row numbered {key.name}: {sent}"
+            cursor = numbered[0]
         if cursor is not None and not isinstance(key, Wait):
             assert options[cursor].role is not OptionRole.APPROVE_PERSISTENT, sent
     if cursor is not None:
@@ -128,10 +135,12 @@ class LabCase:
     fixture: str
     intent: Intent
     chosen: tuple[int, ...]
-    sent: tuple[str, ...]
+    sent: tuple[str | Keystroke, ...]  # a str is a tmux key name
     source: str
+    text: str | None = None
 
 
+CLAUDE_LAB = "tests/lab/test_claude_plans.py"
 LAB_CASES = (
     LabCase(
         "claude",
@@ -140,16 +149,72 @@ LAB_CASES = (
         Intent.CHOOSE,
         (0,),
         ("Enter", *("Down",) * 5, "Enter"),
-        "tools/lab/capture.py _claude_multi_select",
+        f"{CLAUDE_LAB} test_multi_select_then_submit",
     ),
     LabCase(
         "claude",
         tuple(VERSIONS["claude"]),
         "questionnaire_multi_question-q1",
         Intent.CHOOSE,
-        (0,),
-        ("Enter",),
-        "tools/lab/capture.py _claude_multi_question",
+        (1,),
+        ("2",),
+        f"{CLAUDE_LAB} test_three_questions_then_submit",
+    ),
+    LabCase(
+        "claude",
+        tuple(VERSIONS["claude"]),
+        "questionnaire_single3-q1",
+        Intent.CHOOSE,
+        (2,),
+        ("3",),
+        f"{CLAUDE_LAB} test_single_select_choice",
+    ),
+    LabCase(
+        "claude",
+        tuple(VERSIONS["claude"]),
+        "questionnaire_single3-q1",
+        Intent.FREE_TEXT,
+        (),
+        ("Down", "Down", "Down", Wait(0.3), LiteralText(TEXT), "Enter"),
+        f"{CLAUDE_LAB} test_free_text_from_the_options",
+        text=TEXT,
+    ),
+    LabCase(
+        "claude",
+        tuple(VERSIONS["claude"]),
+        "questionnaire_single3-free_text_empty",
+        Intent.FREE_TEXT,
+        (),
+        (Wait(0.3), LiteralText(TEXT), "Enter"),
+        f"{CLAUDE_LAB} test_free_text_into_the_open_editor",
+        text=TEXT,
+    ),
+    LabCase(
+        "claude",
+        tuple(VERSIONS["claude"]),
+        "questionnaire_multi-review",
+        Intent.SUBMIT,
+        (),
+        ("1",),
+        f"{CLAUDE_LAB} test_multi_select_then_submit",
+    ),
+    LabCase(
+        "claude",
+        tuple(VERSIONS["claude"]),
+        "claude_bash-permission",
+        Intent.APPROVE_ONCE,
+        (),
+        ("1",),
+        f"{CLAUDE_LAB} test_bash_approve_once_runs_it",
+    ),
+    LabCase(
+        "claude",
+        tuple(VERSIONS["claude"]),
+        "claude_bash-permission",
+        Intent.REJECT,
+        (),
+        ("4",),
+        f"{CLAUDE_LAB} test_bash_reject_leaves_it_unrun",
     ),
     LabCase(
         "codex",
@@ -157,8 +222,37 @@ LAB_CASES = (
         "codex_rui_three-q1",
         Intent.CHOOSE,
         (0,),
-        ("Enter",),
-        "tools/lab/capture.py _codex_questions",
+        ("1",),
+        "tests/lab/test_codex_plans.py test_three_questions_one_step_at_a_time",
+    ),
+    LabCase(
+        "codex",
+        tuple(VERSIONS["codex"]),
+        "codex_rui_one-q1",
+        Intent.CHOOSE,
+        (1,),
+        ("2",),
+        "tests/lab/test_codex_plans.py test_choose_answers_with_the_option_number",
+    ),
+    LabCase(
+        "codex",
+        tuple(VERSIONS["codex"]),
+        "codex_rui_one-q1",
+        Intent.FREE_TEXT,
+        (),
+        ("Down", "Down", "Down", "Tab", LiteralText(TEXT), Wait(0.3), "Enter"),
+        "tests/lab/test_codex_plans.py test_free_text_from_none_of_the_above",
+        text=TEXT,
+    ),
+    LabCase(
+        "codex",
+        tuple(VERSIONS["codex"]),
+        "codex_rui_notes-notes_empty",
+        Intent.FREE_TEXT,
+        (),
+        (LiteralText(TEXT), Wait(0.3), "Enter"),
+        "tests/lab/test_codex_plans.py test_free_text_into_the_open_notes",
+        text=TEXT,
     ),
     LabCase(
         "codex",
@@ -167,7 +261,25 @@ LAB_CASES = (
         Intent.NEXT_QUESTION,
         (),
         ("Right",),
-        "tools/lab/capture.py _codex_notes_and_unanswered",
+        "tests/lab/test_codex_plans.py test_unanswered_confirmation_goes_back_then_proceeds",
+    ),
+    LabCase(
+        "codex",
+        tuple(VERSIONS["codex"]),
+        "codex_rui_notes-unanswered",
+        Intent.PROCEED,
+        (),
+        ("Enter",),
+        "tests/lab/test_codex_plans.py test_unanswered_confirmation_goes_back_then_proceeds",
+    ),
+    LabCase(
+        "codex",
+        tuple(VERSIONS["codex"]),
+        "codex_rui_notes-unanswered",
+        Intent.GO_BACK,
+        (),
+        ("Down", "Enter"),
+        "tests/lab/test_codex_plans.py test_unanswered_confirmation_goes_back_then_proceeds",
     ),
     LabCase(
         "codex",
@@ -176,7 +288,16 @@ LAB_CASES = (
         Intent.APPROVE_ONCE,
         (),
         ("y",),
-        "tests/lab/test_model_server.py test_codex_accepts_escalated_exec_and_runs_it_once",
+        "tests/lab/test_codex_plans.py test_exec_approve_once_runs_it",
+    ),
+    LabCase(
+        "codex",
+        tuple(VERSIONS["codex"]),
+        "codex_exec-permission",
+        Intent.REJECT,
+        (),
+        ("3",),
+        "tests/lab/test_codex_plans.py test_exec_reject_selects_the_no_row",
     ),
     LabCase(
         "codex",
@@ -185,7 +306,16 @@ LAB_CASES = (
         Intent.OPEN_QUEUED_QUESTION,
         (),
         ("S-Left",),
-        "tools/lab/capture.py _codex_async",
+        "tests/lab/test_codex_plans.py test_async_answer_when_idle_starts_the_next_turn",
+    ),
+    LabCase(
+        "codex",
+        ("0.154.0", "0.155.1"),
+        "codex_rui_async-picker",
+        Intent.CHOOSE,
+        (1,),
+        ("2",),
+        "tests/lab/test_codex_plans.py test_async_answer_while_working_steers_the_turn",
     ),
 )
 
@@ -196,8 +326,9 @@ LAB_CASES = (
     ids=lambda v: v if isinstance(v, str) else f"{v.fixture}:{v.intent}",
 )
 def test_verified_plans_expand_to_the_keys_the_lab_sent(case: LabCase, version: str) -> None:
-    sent = answer(case.agent, version, case.fixture, case.intent, case.chosen)
-    assert sent == keys(*case.sent), case.source
+    sent = answer(case.agent, version, case.fixture, case.intent, case.chosen, case.text)
+    wanted = tuple(TmuxKey(key) if isinstance(key, str) else key for key in case.sent)
+    assert sent == wanted, case.source
 
 
 def test_every_lab_verified_plan_has_its_lab_case() -> None:
@@ -270,6 +401,9 @@ def test_every_answer_on_every_captured_prompt_lands_where_it_should(
         elif intent is Intent.CHOOSE:
             for index in choices:
                 sent = expand(plan, options, chosen=(index,))
+                if any(isinstance(step, PressChosenNumber) for step in plan.steps):
+                    assert sent == (TmuxKey(str(options[index].number)),)
+                    continue
                 assert sent[-1] == TmuxKey("Enter")
                 assert set(sent[:-1]) <= {TmuxKey("Down"), TmuxKey("Up")}
                 assert replay(options, sent) == index
@@ -292,7 +426,10 @@ def test_every_answer_on_every_captured_prompt_lands_where_it_should(
                 Intent.REJECT: OptionRole.REJECT,
             }.get(intent)
             shortcut = any(isinstance(step, PressShortcut) for step in plan.steps)
-            if wanted is not None and not shortcut:
+            if any(isinstance(step, PressRoleNumber) for step in plan.steps):
+                (row,) = [option for option in options if option.role is wanted]
+                assert sent == (TmuxKey(str(row.number)),)
+            elif wanted is not None and not shortcut:
                 assert final is not None and options[final].role is wanted, sent
 
 
@@ -321,26 +458,28 @@ def test_claude_sequences(version: str) -> None:
     def claude(name: str, intent: Intent, chosen: tuple[int, ...] = ()) -> object:
         return answer("claude", version, name, intent, chosen)
 
-    # From the second row up to the first; from the first down to the third.
-    assert claude("questionnaire_single3-q1_second", Intent.CHOOSE, (0,)) == keys("Up", "Enter")
-    assert claude("questionnaire_single3-q1", Intent.CHOOSE, (2,)) == keys("Down", "Down", "Enter")
+    # The option's own number, wherever the cursor is: no walk, no Enter.
+    assert claude("questionnaire_single3-q1_second", Intent.CHOOSE, (0,)) == keys("1")
+    assert claude("questionnaire_single3-q1", Intent.CHOOSE, (2,)) == keys("3")
     # Red is already ticked: choosing only Yellow unticks Red, ticks Yellow, goes to Submit.
     assert claude("questionnaire_multi-q1_checked", Intent.CHOOSE, (3,)) == keys(
         "Enter", "Down", "Down", "Down", "Enter", "Down", "Down", "Enter"
     )
-    assert claude("questionnaire_multi-review", Intent.SUBMIT) == keys("Enter")
-    assert claude("claude_bash-permission", Intent.APPROVE_ONCE) == keys("Enter")
-    # Past both persistent rows to No; the Enter lands on No.
-    assert claude("claude_bash-permission", Intent.REJECT) == keys("Down", "Down", "Down", "Enter")
+    assert claude("questionnaire_multi-review", Intent.SUBMIT) == keys("1")
+    assert claude("claude_bash-permission", Intent.APPROVE_ONCE) == keys("1")
+    # No's own number: no walk past the two persistent rows above it, never Esc.
+    assert claude("claude_bash-permission", Intent.REJECT) == keys("4")
+    # The editor takes focus before the text goes in.
     assert answer("claude", version, "questionnaire_single2-q1", Intent.FREE_TEXT, text=TEXT) == (
         TmuxKey("Down"),
         TmuxKey("Down"),
+        Wait(0.3),
         LiteralText(TEXT),
         TmuxKey("Enter"),
     )
     assert answer(
         "claude", version, "questionnaire_single2-free_text_empty", Intent.FREE_TEXT, text=TEXT
-    ) == (LiteralText(TEXT), TmuxKey("Enter"))
+    ) == (Wait(0.3), LiteralText(TEXT), TmuxKey("Enter"))
 
 
 @pytest.mark.parametrize("version", CODEX)
@@ -348,7 +487,8 @@ def test_codex_sequences(version: str) -> None:
     def codex(name: str, intent: Intent, chosen: tuple[int, ...] = ()) -> object:
         return answer("codex", version, name, intent, chosen)
 
-    assert codex("codex_rui_three-q2", Intent.CHOOSE, (1,)) == keys("Down", "Enter")
+    # The option's own number: no walk, no Enter (the digit answers and moves on).
+    assert codex("codex_rui_three-q2", Intent.CHOOSE, (1,)) == keys("2")
     assert answer("codex", version, "codex_rui_one-q1", Intent.FREE_TEXT, text=TEXT) == (
         *keys("Down", "Down", "Down", "Tab"),
         LiteralText(TEXT),
@@ -362,14 +502,13 @@ def test_codex_sequences(version: str) -> None:
     )
     assert codex("codex_rui_notes-unanswered", Intent.PROCEED) == keys("Enter")
     assert codex("codex_rui_notes-unanswered", Intent.GO_BACK) == keys("Down", "Enter")
-    assert codex("codex_exec-permission", Intent.REJECT) == keys("Escape")
+    # The "No, and tell Codex what to do differently" row by its number; Esc is cancel.
+    assert codex("codex_exec-permission", Intent.REJECT) == keys("3")
 
 
 @pytest.mark.parametrize("version", ["0.154.0", "0.155.1"])
 def test_codex_async_picker(version: str) -> None:
-    assert answer("codex", version, "codex_rui_async-picker", Intent.CHOOSE, (1,)) == keys(
-        "Down", "Enter"
-    )
+    assert answer("codex", version, "codex_rui_async-picker", Intent.CHOOSE, (1,)) == keys("2")
 
 
 # ---------------------------------------------------------------- refusals
@@ -471,6 +610,7 @@ def test_nothing_expands_with_the_cursor_on_a_persistent_row(agent: str, intent:
     [
         (MoveToRole(OptionRole.APPROVE_PERSISTENT), Press("Enter")),
         (PressShortcut(OptionRole.APPROVE_PERSISTENT, "a"),),
+        (PressRoleNumber(OptionRole.APPROVE_PERSISTENT),),
     ],
 )
 @pytest.mark.parametrize("agent", ["claude", "codex"])
@@ -482,6 +622,32 @@ def test_a_plan_targeting_a_persistent_row_never_expands(
     with pytest.raises(KeyPlanError) as raised:
         expand(KeyPlan(key, steps, "test", lab_verified=False), options)
     assert raised.value.reason is Refusal.PERSISTENT_APPROVAL
+
+
+def test_number_steps_press_the_rows_own_digit_and_refuse_two_digit_rows() -> None:
+    key = PlanKey(InteractionKind.QUESTIONNAIRE, StepKind.SINGLE_SELECT, Intent.CHOOSE)
+    chosen_number = KeyPlan(key, (PressChosenNumber(),), "test", lab_verified=False)
+    no_row = KeyPlan(key, (PressRoleNumber(OptionRole.REJECT),), "test", lab_verified=False)
+    rows = tuple(OptionView(f"o{n}", number=n, current=n == 1) for n in range(1, 12))
+    # The drawn number, not the index: wherever the cursor is, one key and no walk.
+    assert expand(chosen_number, rows, chosen=(8,)) == keys("9")
+    moved = tuple(attrs.evolve(o, current=o.number == 5) for o in rows)
+    assert expand(chosen_number, moved, chosen=(0,)) == keys("1")
+    for index, number in ((9, 10), (10, 11)):  # "1" would answer row 1 at once
+        with pytest.raises(KeyPlanError) as raised:
+            expand(chosen_number, rows, chosen=(index,))
+        assert raised.value.reason is Refusal.NO_NUMBER_KEY and str(number) in str(raised.value)
+    unnumbered = (*rows[:2], OptionView("No", OptionRole.REJECT))
+    with pytest.raises(KeyPlanError) as raised:
+        expand(no_row, unnumbered)
+    assert raised.value.reason is Refusal.NO_NUMBER_KEY
+    assert expand(no_row, (*rows[:2], OptionView("No", OptionRole.REJECT, number=3))) == keys("3")
+    with pytest.raises(KeyPlanError) as raised:
+        expand(no_row, rows)
+    assert raised.value.reason is Refusal.ROW_MISSING
+    with pytest.raises(KeyPlanError) as raised:
+        expand(chosen_number, rows)
+    assert raised.value.reason is Refusal.NO_OPTION_CHOSEN
 
 
 def test_screen_shape_refusals() -> None:
@@ -534,6 +700,8 @@ plan_steps = st.one_of(
     st.just(TypeText()),
     st.builds(Press, st.sampled_from(PRESSABLE)),
     st.builds(PressShortcut, st.sampled_from(ROLES), st.sampled_from(PRESSABLE)),
+    st.just(PressChosenNumber()),
+    st.builds(PressRoleNumber, st.sampled_from(ROLES)),
     st.just(EnterGuard(0.3)),
 )
 random_plans = st.builds(
@@ -567,6 +735,7 @@ def cases(draw: st.DrawFn) -> Case:
         OptionView(
             "row",
             role=role,
+            number=i + 1,
             current=i in (cursor, extra_cursor),
             checked=draw(st.none() | st.booleans()),
         )
@@ -577,7 +746,7 @@ def cases(draw: st.DrawFn) -> Case:
         chosen = draw(st.lists(st.integers(-1, 9), max_size=3))
         return plan, options, tuple(chosen), draw(st.none() | st.text(max_size=12))
     chosen = []
-    if choices and any(isinstance(step, MoveToChosen) for step in plan.steps):
+    if choices and any(isinstance(step, MoveToChosen | PressChosenNumber) for step in plan.steps):
         chosen = [draw(st.sampled_from(choices))]
     elif choices and any(isinstance(step, ToggleChosen) for step in plan.steps):
         chosen = draw(st.lists(st.sampled_from(choices), min_size=1, unique=True))
@@ -596,7 +765,8 @@ def test_expansion_never_lands_on_a_persistent_row(case: Case) -> None:
     replay(options, sent)
     # A step naming the persistent row as its target never expands.
     assert not any(
-        isinstance(step, MoveToRole | PressShortcut) and step.role is OptionRole.APPROVE_PERSISTENT
+        isinstance(step, MoveToRole | PressShortcut | PressRoleNumber)
+        and step.role is OptionRole.APPROVE_PERSISTENT
         for step in plan.steps
     )
 

@@ -1,0 +1,641 @@
+"""Every Claude Code key plan, driven on the real pinned clients and proven at the model's end.
+
+Each step does what the dispatcher does (akk/actors/terminal.py): capture the
+pane, classify it with the exact version's profile, take the plan for the
+prompt's kind, step and intent, expand it over the rows on screen with its
+checkpoints (`expand_checked`) and send exactly those keys
+(tools/lab/keystrokes.py), proving each checkpoint on screen before the keys
+after it: a ticked box, or the editor showing exactly the text
+(`editor_matches`) before the one Enter. Keys go only to a prompt that has been
+still for a moment: Claude drops keys within ~200 ms of a widget's first paint.
+
+The model server decides: the next request carries exactly the chosen answer,
+exactly once; an approved command ran and its output came back; a rejected one
+left no file, and the model hears "no" with the next message.
+
+    python -m tests.lab.test_claude_plans [--version V]
+
+re-captures the editor screens of fixtures/claude/editor/ (tests/test_claude_editor.py)
+with the same steps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+import trio
+
+from akk.profiles.composer import TypingMethod
+from akk.profiles.keyplan import Intent, KeyPlan, TextCheck, ToggleCheck, expand_checked
+from akk.profiles.observation import (
+    InteractionKind,
+    Observation,
+    PromptView,
+    State,
+    StepKind,
+)
+from akk.profiles.registry import Profile, bind
+from akk.screen.grid import Grid
+from akk.screen.render import render
+from tests.lab.conftest import ensure_installed, lab_params
+from tools.lab import clients
+from tools.lab.capture import (
+    CLAUDE_MULTI_EXTRA,
+    CLAUDE_SINGLE_EXTRA,
+    PRESS_QUIET_SECONDS,
+    Expected,
+    ExpectedQuestion,
+    Typed,
+)
+from tools.lab.keystrokes import send_keystrokes
+from tools.lab.launcher import POLL_SECONDS, LabSession, ScreenTimeout, launch
+from tools.lab.model_server import RecordedRequest
+from tools.lab.scenarios import BASH_MARKER, SCENARIOS, WRITE_FILE, AskUserQuestion
+
+THIS = "tests/lab/test_claude_plans.py"
+STEP_TIMEOUT = 20.0
+COLOR = "Which color do you prefer?"
+COLORS = "Which colors do you like?"
+QUESTIONS = (COLOR, "Which size should the widget be?", "Which shape should it have?")
+REJECTED = "The user doesn't want to proceed with this tool use."
+FOLLOW_UP = "lab: what happened to the command?"
+EDITOR_FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "claude" / "editor"
+
+
+def prose(length: int, first: str = "lab") -> str:
+    """Exactly `length` characters of numbered words starting with `first`, no end spaces."""
+    words = " ".join([first, "free", "text", *(f"w{i:04d}" for i in range(length // 5 + 1))])
+    text = words[:length]
+    return text[:-1] + "x" if text.endswith(" ") else text
+
+
+MARKS = 'It\'s "quoted" — café, 日本 🎉; run $HOME `x` | cat & echo > out *'
+"""Both quotes, an accent, CJK and an emoji (wide cells), shell metacharacters: one row."""
+TEXTS = {
+    "799": prose(799, "/lab"),  # a leading '/' is plain text in the editor
+    "800": prose(800, "!lab"),  # and so is '!'
+    "marks": MARKS,
+}
+LONG = prose(3000)
+"""Too tall for 120x40 under a three-option question (clipped), whole at 120x60."""
+
+
+# ---------------------------------------------------------------- observing and answering
+
+
+@attrs.frozen
+class Screen:
+    """One capture as the exact profile reads it, and when it was taken (trio clock)."""
+
+    capture: str
+    grid: Grid
+    observation: Observation
+    at: float
+
+    @property
+    def prompt(self) -> PromptView:
+        prompt = self.observation.prompt
+        assert prompt is not None and self.observation.actionable, self.observation.reason
+        return prompt
+
+
+def _profile(lab: LabSession) -> Profile:
+    binding = bind(lab.agent, lab.version)
+    assert binding.profile is not None, binding.reason
+    return binding.profile
+
+
+async def observe(
+    lab: LabSession, until: Callable[[Screen], bool], what: str, timeout: float = STEP_TIMEOUT
+) -> Screen:
+    """Capture and classify until `until` holds; the screen it held on."""
+    profile = _profile(lab)
+    with trio.move_on_after(timeout):
+        while True:
+            capture = await lab.capture()
+            grid = render(capture, lab.cols, lab.rows)
+            screen = Screen(capture, grid, profile.classify(grid), trio.current_time())
+            if until(screen):
+                return screen
+            await trio.sleep(POLL_SECONDS)
+    raise ScreenTimeout(f"{lab.client.name}: no {what} within {timeout} s", await lab.text())
+
+
+async def settled(lab: LabSession, until: Callable[[Screen], bool], what: str) -> Screen:
+    """`until` on a screen that has been still for a moment: keys sent sooner may be lost."""
+    first = await observe(lab, until, what)
+    await lab.wait_stable(quiet=PRESS_QUIET_SECONDS)
+    screen = await observe(lab, until, what)
+    print(f"{what}: shown, then still {screen.at - first.at:.2f} s later")
+    return screen
+
+
+def step_is(
+    kind: InteractionKind, step: StepKind, question: str | None = None
+) -> Callable[[Screen], bool]:
+    """An actionable prompt of this kind and step (showing `question`)."""
+
+    def holds(screen: Screen) -> bool:
+        prompt = screen.observation.prompt
+        return (
+            screen.observation.actionable
+            and prompt is not None
+            and (prompt.kind, prompt.step) == (kind, step)
+            and question in (None, prompt.questions[0].prompt)
+        )
+
+    return holds
+
+
+def _index(prompt: PromptView, label: str) -> int:
+    """The row of the option labelled `label`."""
+    (index,) = [i for i, o in enumerate(prompt.questions[0].options) if o.label == label]
+    return index
+
+
+@attrs.frozen
+class Answered:
+    """One answer as sent: its plan, the screens that proved its checkpoints, and the
+    model server's request count before its first key (its requests come after)."""
+
+    plan: KeyPlan
+    proofs: tuple[Screen, ...]
+    after: int
+    sent_at: float  # time.monotonic() after the last key, the model server's clock
+
+
+async def answer(
+    lab: LabSession,
+    screen: Screen,
+    intent: Intent,
+    *,
+    chosen: Sequence[int] = (),
+    text: str | None = None,
+) -> Answered:
+    """Send the profile's plan for `intent` on `screen` as the dispatcher does.
+
+    Keys up to each checkpoint, the checkpoint proven on screen, then the rest.
+    """
+    profile, prompt = _profile(lab), screen.prompt
+    plan = profile.key_plans.plan_for(prompt.kind, prompt.step, intent)
+    assert THIS in plan.evidence, "the plan's evidence names the lab test that drives it"
+    options = prompt.questions[0].options
+    expanded = expand_checked(plan, options, chosen=chosen, text=text)
+    ticked = {i: option.checked for i, option in enumerate(options) if option.checked is not None}
+    after, sent, proofs = len(lab.server.requests), 0, []
+    for check in expanded.checks:
+        await send_keystrokes(lab, expanded.keys[sent : check.after])
+        sent = check.after
+        if isinstance(check, TextCheck):
+            assert text is not None
+            proof = await editor_showing(lab, text)
+        else:
+            ticked[check.row] = check.checked
+            proof = await observe(lab, _boxes(ticked, check), f"box {check.row} toggled", 10)
+        print(f"{intent}: checkpoint proven {proof.at - screen.at:.2f} s after the prompt")
+        proofs.append(proof)
+    await send_keystrokes(lab, expanded.keys[sent:])
+    return Answered(plan, tuple(proofs), after, time.monotonic())
+
+
+async def editor_showing(lab: LabSession, text: str) -> Screen:
+    """The first screen whose open editor shows exactly `text` (`editor_matches`)."""
+    profile = _profile(lab)
+    return await observe(
+        lab,
+        lambda s: (
+            s.observation.prompt is not None
+            and profile.editor_matches(s.grid, s.observation.prompt, text)
+        ),
+        "the editor showing exactly the text",
+        timeout=10,
+    )
+
+
+def _boxes(ticked: Mapping[int, bool | None], check: ToggleCheck) -> Callable[[Screen], bool]:
+    """The multi-select step with exactly these boxes ticked and the cursor on the checked row."""
+
+    def holds(screen: Screen) -> bool:
+        if not step_is(InteractionKind.QUESTIONNAIRE, StepKind.MULTI_SELECT)(screen):
+            return False
+        options = screen.prompt.questions[0].options
+        boxes = {i: o.checked for i, o in enumerate(options) if o.checked is not None}
+        return boxes == ticked and options[check.row].current
+
+    return holds
+
+
+async def ask(lab: LabSession, step: StepKind, question: str) -> Screen:
+    await lab.submit(lab.scenario.task)
+    return await settled(lab, step_is(InteractionKind.QUESTIONNAIRE, step, question), question)
+
+
+async def the_answer(lab: LabSession, answered: Answered | int) -> RecordedRequest:
+    """The request that carries the answer: the first conversation request after its keys.
+
+    `answered` may be a request index instead. Waits for the turn to end, then
+    checks that nothing else carried it.
+    """
+    after = answered if isinstance(answered, int) else answered.after
+    request = await lab.server.wait_for_request(
+        lambda r: r.index >= after and not r.auxiliary, timeout=STEP_TIMEOUT
+    )
+    if not isinstance(answered, int):
+        print(f"the answer at the model {request.at - answered.sent_at:.3f} s after the last key")
+    await observe(lab, lambda s: s.observation.state is State.IDLE, "the idle composer")
+    assert [r for r in lab.server.main_requests() if r.index >= after] == [request]
+    return request
+
+
+def only_the_task(lab: LabSession) -> bool:
+    """Whether the model got the task and nothing since (no answer, no tool result)."""
+    (request,) = lab.server.main_requests()
+    # The lab's own typing may repeat a task it saw no effect of in time (a loaded
+    # machine): what counts is that nothing else went out.
+    return lab.scenario.task in request.newest_input
+
+
+def pairs(*answers: tuple[str, str]) -> str:
+    """How Claude's tool_result lists the answers: ``"Q1"="A1", "Q2"="A2"``."""
+    return ", ".join(f'"{question}"="{value}"' for question, value in answers)
+
+
+def assert_answered(lab: LabSession, request: RecordedRequest, *answers: tuple[str, str]) -> None:
+    """The tool_result names each question once, with exactly the chosen answers."""
+    sent = request.newest_input
+    listed = pairs(*answers)
+    assert sent.count(listed) == 1, sent
+    assert f"{listed}. " in sent, sent  # nothing more after the last answer
+    for question, _ in answers:
+        assert sent.count(f'"{question}"=') == 1, sent
+    assert lab.server.count_inputs_containing(listed) == 1, lab.server.summary()
+
+
+def _claude(scenario: str, **options: object) -> list[object]:
+    return lab_params(scenario, agents=("claude",), **options)
+
+
+# ---------------------------------------------------------------- questionnaires
+
+
+@pytest.mark.parametrize("lab", _claude("questionnaire_single3"), indirect=True)
+async def test_single_select_choice(lab: LabSession) -> None:
+    with trio.fail_after(30):
+        screen = await ask(lab, StepKind.SINGLE_SELECT, COLOR)
+        answered = await answer(
+            lab, screen, Intent.CHOOSE, chosen=(_index(screen.prompt, "Green"),)
+        )
+        request = await the_answer(lab, answered)
+    assert_answered(lab, request, (COLOR, "Green"))
+
+
+MULTI_CHOICES = [("Blue",), ("Blue", "Yellow"), ("Red", "Blue", "Green", "Yellow")]
+
+
+@pytest.mark.parametrize("labels", MULTI_CHOICES, ids=lambda labels: f"{len(labels)}_options")
+@pytest.mark.parametrize("lab", _claude("questionnaire_multi"), indirect=True)
+async def test_multi_select_then_submit(lab: LabSession, labels: tuple[str, ...]) -> None:
+    with trio.fail_after(30):
+        screen = await ask(lab, StepKind.MULTI_SELECT, COLORS)
+        chosen = [_index(screen.prompt, label) for label in labels]
+        await answer(lab, screen, Intent.CHOOSE, chosen=chosen)
+        review = await settled(
+            lab, step_is(InteractionKind.CONFIRMATION, StepKind.REVIEW), "the review"
+        )
+        assert f"→ {', '.join(labels)}" in "\n".join(review.grid.lines())
+        answered = await answer(lab, review, Intent.SUBMIT)
+        request = await the_answer(lab, answered)
+    assert_answered(lab, request, (COLORS, ", ".join(labels)))
+
+
+@pytest.mark.parametrize("lab", _claude("questionnaire_multi_question"), indirect=True)
+async def test_three_questions_then_submit(lab: LabSession) -> None:
+    chosen = ("Blue", "Large", "Hexagon")  # none of them the first option
+    with trio.fail_after(30):
+        await lab.submit(lab.scenario.task)
+        for index, (question, label) in enumerate(zip(QUESTIONS, chosen, strict=True), start=1):
+            screen = await settled(
+                lab,
+                step_is(InteractionKind.QUESTIONNAIRE, StepKind.SINGLE_SELECT, question),
+                f"question {index}",
+            )
+            assert (screen.prompt.step_index, screen.prompt.step_total) == (index, 4)
+            await answer(lab, screen, Intent.CHOOSE, chosen=(_index(screen.prompt, label),))
+        review = await settled(
+            lab, step_is(InteractionKind.CONFIRMATION, StepKind.REVIEW), "the review"
+        )
+        answered = await answer(lab, review, Intent.SUBMIT)
+        request = await the_answer(lab, answered)
+    assert_answered(lab, request, *zip(QUESTIONS, chosen, strict=True))
+
+
+# ---------------------------------------------------------------- free text
+
+
+async def free_text_from_the_options(lab: LabSession, text: str) -> Answered:
+    """The FREE_TEXT plan from the options: Down onto the editor, the text, its proof, Enter."""
+    screen = await ask(lab, StepKind.SINGLE_SELECT, COLOR)
+    return await answer(lab, screen, Intent.FREE_TEXT, text=text)
+
+
+@pytest.mark.parametrize("case", sorted(TEXTS))
+@pytest.mark.parametrize("lab", _claude("questionnaire_single3"), indirect=True)
+async def test_free_text_from_the_options(lab: LabSession, case: str) -> None:
+    text = TEXTS[case]
+    with trio.fail_after(30):
+        answered = await free_text_from_the_options(lab, text)
+        request = await the_answer(lab, answered)
+    assert request.newest_input.startswith("The user answered: ")
+    assert_answered(lab, request, (COLOR, text))
+
+
+@pytest.mark.parametrize("lab", _claude("questionnaire_single3", rows=60), indirect=True)
+async def test_free_text_of_3000_characters(lab: LabSession) -> None:
+    with trio.fail_after(30):
+        answered = await free_text_from_the_options(lab, LONG)
+        request = await the_answer(lab, answered)
+    assert len(LONG) == _profile(lab).free_text_max_chars
+    (proof,) = answered.proofs
+    assert proof.prompt.region.height > 30  # the editor grew a row per 114 characters
+    assert_answered(lab, request, (COLOR, LONG))
+
+
+@pytest.mark.parametrize("lab", _claude("questionnaire_single3"), indirect=True)
+async def test_3000_characters_are_not_proven_at_120x40(lab: LabSession) -> None:
+    """The editor grows past the pane: the prompt is clipped, never proven, never sent."""
+    profile = _profile(lab)
+    with trio.fail_after(30):
+        screen = await ask(lab, StepKind.SINGLE_SELECT, COLOR)
+        plan = profile.key_plans.plan_for(screen.prompt.kind, screen.prompt.step, Intent.FREE_TEXT)
+        expanded = expand_checked(plan, screen.prompt.questions[0].options, text=LONG)
+        (check,) = expanded.checks
+        await send_keystrokes(lab, expanded.keys[: check.after])
+        await lab.wait_stable(quiet=0.5)
+        clipped = await observe(lab, lambda s: True, "any screen")
+    assert not clipped.observation.actionable, "a clipped prompt is never proven"
+    assert not profile.editor_matches(clipped.grid, screen.prompt, LONG)
+    assert only_the_task(lab)
+
+
+@pytest.mark.parametrize("lab", _claude("questionnaire_single3"), indirect=True)
+async def test_free_text_into_the_open_editor(lab: LabSession) -> None:
+    """A person left the cursor on "Type something.": the plan only types and submits."""
+    text = "Teal, please"
+    with trio.fail_after(30):
+        screen = await ask(lab, StepKind.SINGLE_SELECT, COLOR)
+        free = _index(screen.prompt, "Type something.")
+        for _ in range(free):
+            await lab.send_keys("Down")
+        editor = await settled(
+            lab, step_is(InteractionKind.QUESTIONNAIRE, StepKind.FREE_TEXT, COLOR), "the editor"
+        )
+        assert not _profile(lab).editor_matches(editor.grid, editor.prompt, "Type something.")
+        answered = await answer(lab, editor, Intent.FREE_TEXT, text=text)
+        request = await the_answer(lab, answered)
+    assert_answered(lab, request, (COLOR, text))
+
+
+# ---------------------------------------------------------------- permissions
+
+
+def _settings_untouched(lab: LabSession) -> None:
+    """No persistent grant: the mode, the project's allowed tools and its settings as they were."""
+    config = json.loads((lab.home / ".claude.json").read_text())
+    assert config["projects"][str(lab.workdir)].get("allowedTools", []) == []
+    assert not (lab.workdir / ".claude").exists()
+
+
+@pytest.mark.parametrize("lab", _claude("claude_bash"), indirect=True)
+async def test_bash_approve_once_runs_it(lab: LabSession) -> None:
+    with trio.fail_after(30):
+        await lab.submit(lab.scenario.task)
+        screen = await settled(
+            lab, step_is(InteractionKind.PERMISSION, StepKind.PERMISSION), "the Bash permission"
+        )
+        answered = await answer(lab, screen, Intent.APPROVE_ONCE)
+        request = await the_answer(lab, answered)
+        idle = await lab.text()
+    assert request.newest_input == BASH_MARKER  # the command's output, as its tool_result
+    assert lab.server.count_inputs_containing(BASH_MARKER) == 1
+    assert (lab.workdir / f"{BASH_MARKER}.txt").exists()
+    assert "auto mode on" not in idle, "approve once must not switch to auto mode"
+    _settings_untouched(lab)
+
+
+@pytest.mark.parametrize("lab", _claude("claude_bash"), indirect=True)
+async def test_bash_reject_leaves_it_unrun(lab: LabSession) -> None:
+    with trio.fail_after(30):
+        await lab.submit(lab.scenario.task)
+        screen = await settled(
+            lab, step_is(InteractionKind.PERMISSION, StepKind.PERMISSION), "the Bash permission"
+        )
+        await answer(lab, screen, Intent.REJECT)
+        await observe(lab, lambda s: s.observation.state is State.IDLE, "the idle composer")
+        # The rejection ends the turn with no request (NOTES.md) ...
+        assert only_the_task(lab)
+        after = len(lab.server.requests)
+        await lab.submit(FOLLOW_UP)
+        request = await the_answer(lab, after)
+        idle = await lab.text()
+    # ... and the model hears it with the next message: one error result for its tool call.
+    results = tool_results(request)
+    assert [(r["is_error"], text_of(r).split(" The tool use")[0]) for r in results] == [
+        (True, REJECTED)
+    ]
+    assert request.newest_input.startswith(REJECTED)
+    assert lab.server.count_inputs_containing(REJECTED) == 1
+    assert FOLLOW_UP in json.dumps(request.body)
+    assert not (lab.workdir / f"{BASH_MARKER}.txt").exists()
+    assert "auto mode on" not in idle
+    _settings_untouched(lab)
+
+
+def tool_results(request: RecordedRequest) -> list[Mapping[str, Any]]:
+    """Every tool_result block in the request's messages."""
+    assert request.body is not None
+    messages = request.body["messages"]
+    assert isinstance(messages, list)
+    return [
+        block
+        for message in messages
+        if isinstance(message.get("content"), list)
+        for block in message["content"]
+        if block.get("type") == "tool_result"
+    ]
+
+
+def text_of(result: Mapping[str, Any]) -> str:
+    content = result["content"]
+    if isinstance(content, str):
+        return content
+    return "".join(block.get("text", "") for block in content)
+
+
+@pytest.mark.parametrize("lab", _claude("claude_write"), indirect=True)
+async def test_write_permission_is_left_to_a_person(lab: LabSession) -> None:
+    """AKK answers only Bash permissions: the Write prompt is blocked, offers no plan."""
+    with trio.fail_after(30):
+        await lab.submit(lab.scenario.task)
+        screen = await observe(
+            lab, lambda s: s.observation.state is State.BLOCKED, "the blocked Write permission"
+        )
+    assert not screen.observation.actionable and screen.observation.prompt is None
+    assert "non-Bash permission (Create file)" in (screen.observation.reason or "")
+    assert not (lab.workdir / WRITE_FILE).exists()
+    assert only_the_task(lab)
+
+
+# ---------------------------------------------------------------- the editor corpus
+
+
+@attrs.frozen
+class EditorShot:
+    """One editor screen for fixtures/claude/editor/: what is typed where, and at what size."""
+
+    name: str
+    scenario: str
+    text: str
+    cols: int = 120
+    rows: int = 40
+    proven: bool = True  # False: the prompt is clipped by the pane, typed but never proven
+
+
+EDITOR_SHOTS = (
+    EditorShot("editor_799", "questionnaire_single3", TEXTS["799"]),
+    EditorShot("editor_800", "questionnaire_single3", TEXTS["800"]),
+    EditorShot("editor_marks", "questionnaire_single3", MARKS),
+    EditorShot("editor_full_row", "questionnaire_single3", "lab " + "f" * 110),
+    EditorShot("editor_3000", "questionnaire_single3", LONG, proven=False),
+    EditorShot("editor_3000", "questionnaire_single3", LONG, rows=60),
+    EditorShot("editor_300", "questionnaire_single3", prose(300), cols=80, rows=24),
+    EditorShot("editor_799", "questionnaire_single3", TEXTS["799"], cols=80, rows=24, proven=False),
+    EditorShot("editor_empty", "questionnaire_multi", ""),
+    EditorShot("editor_typed", "questionnaire_multi", "Teal, please"),
+)
+
+
+def editor_stem(version: str, shot: EditorShot) -> Path:
+    """fixtures/claude/editor/<version>/[<cols>x<rows>/]<scenario>-<name>, without extension."""
+    folder = EDITOR_FIXTURES / version
+    if (shot.cols, shot.rows) != (120, 40):
+        folder = folder / f"{shot.cols}x{shot.rows}"
+    return folder / f"{shot.scenario}-{shot.name}"
+
+
+def editor_expected(shot: EditorShot) -> Expected:
+    """The label: the scenario's own question and the typed text, never read off the screen."""
+    typed = Typed(shot.text, TypingMethod.LITERAL)
+    if not shot.proven:
+        return Expected("unknown", typed=typed)
+    reply = SCENARIOS[shot.scenario].steps[0].reply
+    assert isinstance(reply, AskUserQuestion)
+    (question,) = reply.questions
+    labels = tuple(option.label for option in question.options)
+    multi = question.multi_select
+    extra = CLAUDE_MULTI_EXTRA if multi else CLAUDE_SINGLE_EXTRA
+    asked = ExpectedQuestion(
+        prompt=question.question,
+        header=question.header,
+        # A multi-select question stays one with the cursor on its editor.
+        response_kind="multi_select" if multi else "free_text",
+        options=labels,
+        extra_rows=extra,
+        current_row=extra[0],
+        checked=(extra[0],) if multi and shot.text else (),  # typing ticks the editor's box
+        free_text=True,
+        typed_text=shot.text or None,
+    )
+    return Expected(
+        "questionnaire",
+        "questionnaire",
+        (asked,),
+        step=(1, 2) if multi else None,
+        typed=typed,
+    )
+
+
+async def capture_shot(client: clients.Client, shot: EditorShot) -> None:
+    """Drive `shot` on `client` and write its screen and label."""
+    await ensure_installed(client)
+    scenario = SCENARIOS[shot.scenario]
+    async with launch(
+        client.agent, client.version, scenario, cols=shot.cols, rows=shot.rows
+    ) as lab:
+        if scenario.name == "questionnaire_multi":
+            screen = await ask(lab, StepKind.MULTI_SELECT, COLORS)
+            for _ in range(_index(screen.prompt, "Type something")):
+                await lab.send_keys("Down")
+            await lab.wait_stable(quiet=PRESS_QUIET_SECONDS)
+            if shot.text:
+                await lab.type_text(shot.text)
+                await lab.wait_for_screen(lambda s: shot.text in s, 10, what="the typed text")
+            await lab.wait_stable(quiet=PRESS_QUIET_SECONDS)
+            capture = await lab.capture()
+        elif shot.proven:
+            screen = await ask(lab, StepKind.SINGLE_SELECT, COLOR)
+            profile = _profile(lab)
+            plan = profile.key_plans.plan_for(
+                screen.prompt.kind, screen.prompt.step, Intent.FREE_TEXT
+            )
+            expanded = expand_checked(plan, screen.prompt.questions[0].options, text=shot.text)
+            await send_keystrokes(lab, expanded.keys[: expanded.checks[0].after])
+            capture = (await editor_showing(lab, shot.text)).capture
+        else:
+            screen = await ask(lab, StepKind.SINGLE_SELECT, COLOR)
+            for _ in range(_index(screen.prompt, "Type something.")):
+                await lab.send_keys("Down")
+            editor = step_is(InteractionKind.QUESTIONNAIRE, StepKind.FREE_TEXT, COLOR)
+            await settled(lab, editor, "the editor")
+            await lab.type_text(shot.text)
+            await lab.wait_stable(quiet=0.5)
+            capture = await lab.capture()
+    stem = editor_stem(client.version, shot)
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    stem.with_suffix(".ansi").write_text(capture)
+    label = {
+        "agent": client.agent,
+        "version": client.version,
+        "cols": shot.cols,
+        "rows": shot.rows,
+        "plan": "editor",
+        "scenario": shot.scenario,
+        "step": shot.name,
+        "expected": editor_expected(shot).to_json(),
+    }
+    stem.with_suffix(".json").write_text(json.dumps(label, indent=2, ensure_ascii=False) + "\n")
+    print(f"captured {client.name} {stem.relative_to(EDITOR_FIXTURES)}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Capture the editor corpus for the chosen Claude versions (default: all pinned)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--version")
+    args = parser.parse_args(argv)
+    chosen = [
+        c for c in clients.PINNED if c.agent == "claude" and args.version in (None, c.version)
+    ]
+
+    async def run_all() -> None:
+        limiter = trio.CapacityLimiter(2)
+
+        async def one(client: clients.Client, shot: EditorShot) -> None:
+            async with limiter:
+                await capture_shot(client, shot)
+
+        async with trio.open_nursery() as nursery:
+            for client in chosen:
+                for shot in EDITOR_SHOTS:
+                    nursery.start_soon(one, client, shot)
+
+    trio.run(run_all)
+
+
+if __name__ == "__main__":
+    main()
