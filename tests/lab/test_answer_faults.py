@@ -28,6 +28,8 @@ CASES = [
 ]
 # Free text alone passes answer_text_injected; these answers go from their keys to `sent`.
 POINTS = [point for point in ANSWER_POINTS if point is not Point.ANSWER_TEXT_INJECTED]
+UNSENT = (Point.ANSWER_RESERVED, Point.ANSWER_TEXT_INJECTED)
+"""Points before the key that submits an answer: the model must never receive it."""
 
 
 async def _next(ctl: Controller, kinds: tuple[str, ...], timeout: float) -> dict[str, Any]:
@@ -39,10 +41,22 @@ async def _next(ctl: Controller, kinds: tuple[str, ...], timeout: float) -> dict
     raise AssertionError("the connection closed first")
 
 
-def _answer_call(lab: LabSession, turn_id: str, shown: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+FREE_TEXT = "Teal, if you have it"
+
+
+def _answer_call(
+    lab: LabSession, turn_id: str, shown: dict[str, Any], typed: bool = False
+) -> tuple[str, dict[str, Any]]:
     if shown["kind"] == "permission":
         return "approve", {"turn_id": turn_id, "decision": "approve_once"}
     (question,) = shown["questions"]
+    if typed:
+        answer = {"question_id": question["question_id"], "response_kind": "free_text"}
+        return "respond_interaction", {
+            "interaction_id": shown["interaction_id"],
+            "turn_id": turn_id,
+            "answers": [answer | {"text": FREE_TEXT}],
+        }
     green = [o["option_id"] for o in question["options"] if o["label"] == "Green"]
     return "respond_interaction", {
         "interaction_id": shown["interaction_id"],
@@ -58,14 +72,29 @@ def _answer_call(lab: LabSession, turn_id: str, shown: dict[str, Any]) -> tuple[
 
 
 def _answers_received(lab: LabSession) -> int:
-    marker = sc.ANSWERED_CLAUDE if lab.agent == "claude" else sc.EXEC_MARKER
-    return lab.server.count_inputs_containing(marker)
+    if lab.agent == "codex":
+        return lab.server.count_inputs_containing(sc.EXEC_MARKER)
+    return lab.server.count_inputs_containing('"Which color do you prefer?"=')
 
 
 @pytest.mark.parametrize("point", POINTS, ids=str)
 @pytest.mark.parametrize("lab", CASES, indirect=True)
 async def test_sigkill_inside_an_answer_is_reported_uncertain_and_never_resent(
     lab: LabSession, tmp_path: Path, point: Point
+) -> None:
+    await _killed_inside_an_answer(lab, tmp_path, point, typed=False)
+
+
+@pytest.mark.parametrize("point", ANSWER_POINTS, ids=str)
+@pytest.mark.parametrize("lab", CASES[:1], indirect=True)
+async def test_sigkill_inside_a_free_text_answer_never_submits_it_twice(
+    lab: LabSession, tmp_path: Path, point: Point
+) -> None:
+    await _killed_inside_an_answer(lab, tmp_path, point, typed=True)
+
+
+async def _killed_inside_an_answer(
+    lab: LabSession, tmp_path: Path, point: Point, *, typed: bool
 ) -> None:
     akk = AkkProcess(lab, tmp_path)
     try:
@@ -81,7 +110,7 @@ async def test_sigkill_inside_an_answer_is_reported_uncertain_and_never_resent(
                 turn_id = sent["turn_id"]
                 await _next(ctl, WAKE_UPS, timeout=30)
                 shown = (await ctl.call("status", {"turn_id": turn_id}))["interaction"]
-                method, params = _answer_call(lab, turn_id, shown)
+                method, params = _answer_call(lab, turn_id, shown, typed)
                 with pytest.raises(Exception):  # noqa: B017 - the server dies under the call
                     await ctl.call(method, params)
         assert await trio.to_thread.run_sync(akk.wait_killed) != 0, "the fault never fired"
@@ -92,7 +121,9 @@ async def test_sigkill_inside_an_answer_is_reported_uncertain_and_never_resent(
                 assert event["turn_id"] == turn_id
                 assert event["interaction_id"] == shown["interaction_id"]
                 status = await ctl.call("status", {"turn_id": turn_id})
-                (receipt,) = [d for d in status["dispatches"] if d["kind"] in ("answer", "approval")]
+                (receipt,) = [
+                    d for d in status["dispatches"] if d["kind"] in ("answer", "approval")
+                ]
                 assert receipt["stage"] == "uncertain"
                 assert status["turn"]["reason"] == "response_uncertain" or status["turn"][
                     "state"
@@ -100,15 +131,17 @@ async def test_sigkill_inside_an_answer_is_reported_uncertain_and_never_resent(
                 with pytest.raises(AkkError) as replay:
                     await ctl.call(method, params)
                 assert replay.value.reason in ("conflict", "prompt_changed", "closed")
-                if point is Point.ANSWER_RESERVED:
-                    # Killed before the first key: the prompt still waits for a person.
+                if point in UNSENT:
+                    # Killed before the submitting key: the prompt still waits for a person.
                     assert _answers_received(lab) == 0
                 else:
                     await lab.server.wait_for_request(
-                        lambda r: not r.auxiliary
-                        and (sc.ANSWERED_CLAUDE in r.newest_input or sc.EXEC_MARKER in r.newest_input),
+                        lambda r: (
+                            not r.auxiliary
+                            and ('prefer?"=' in r.newest_input or sc.EXEC_MARKER in r.newest_input)
+                        ),
                         timeout=20,
                     )
     finally:
         akk.kill()
-    assert _answers_received(lab) == (0 if point is Point.ANSWER_RESERVED else 1)
+    assert _answers_received(lab) == (0 if point in UNSENT else 1)

@@ -51,7 +51,9 @@ async def send_task(ctl: Controller, text: str) -> str:
     return str(sent["turn_id"])
 
 
-async def next_event(ctl: Controller, kinds: tuple[str, ...], timeout: float = 30) -> dict[str, Any]:
+async def next_event(
+    ctl: Controller, kinds: tuple[str, ...], timeout: float = 30
+) -> dict[str, Any]:
     """The next event of one of ``kinds`` (every event on the way is acked)."""
     with trio.fail_after(timeout):
         async with aclosing(ctl.events()) as events:
@@ -99,9 +101,7 @@ def choose(interaction: dict[str, Any], *labels: str) -> dict[str, Any]:
 
 
 async def reached(lab: LabSession, predicate: Callable[[RecordedRequest], bool]) -> RecordedRequest:
-    return await lab.server.wait_for_request(
-        lambda r: not r.auxiliary and predicate(r), timeout=30
-    )
+    return await lab.server.wait_for_request(lambda r: not r.auxiliary and predicate(r), timeout=30)
 
 
 async def settled(ctl: Controller, turn_id: str) -> dict[str, Any]:
@@ -161,7 +161,9 @@ async def test_claude_single_select_answer_reaches_the_model_once(
 
 
 @pytest.mark.parametrize("lab", lab_params("questionnaire_multi"), indirect=True)
-@pytest.mark.parametrize("labels", [("Blue",), ("Red", "Yellow"), ("Red", "Blue", "Green", "Yellow")])
+@pytest.mark.parametrize(
+    "labels", [("Blue",), ("Red", "Yellow"), ("Red", "Blue", "Green", "Yellow")]
+)
 async def test_claude_multi_select_toggles_each_box_then_submits_the_review(
     lab: LabSession, tmp_path: Path, labels: tuple[str, ...]
 ) -> None:
@@ -376,7 +378,9 @@ def _sized_text(length: int) -> str:
 @pytest.mark.parametrize(
     "lab", lab_params("codex_rui_one", plan_mode=True, cols=200, rows=50), indirect=True
 )
-@pytest.mark.parametrize("text", [SPECIAL, _sized_text(799), _sized_text(800)], ids=["special", "799", "800"])
+@pytest.mark.parametrize(
+    "text", [SPECIAL, _sized_text(799), _sized_text(800)], ids=["special", "799", "800"]
+)
 async def test_codex_free_text_goes_to_none_of_the_above_notes_byte_exact(
     lab: LabSession, tmp_path: Path, text: str
 ) -> None:
@@ -438,3 +442,31 @@ async def test_codex_three_questions_are_answered_one_step_at_a_time(
     answers = json.loads(answered.newest_input)["answers"]
     assert [answers[q]["answers"] for q in ("q1", "q2", "q3")] == [[c] for c in chosen]
     assert lab.server.count_inputs_containing(sc.ANSWERED_CODEX) == 1
+
+
+@pytest.mark.parametrize("lab", lab_params("questionnaire_single3", rows=60), indirect=True)
+@pytest.mark.parametrize(
+    "text",
+    [SPECIAL, _sized_text(799), _sized_text(800), _sized_text(3000)],
+    ids=["special", "799", "800", "3000"],
+)
+async def test_claude_free_text_goes_through_type_something_byte_exact(
+    lab: LabSession, tmp_path: Path, text: str
+) -> None:
+    async with two_controllers(lab, tmp_path) as (_, ctl, _other):
+        turn_id = await send_task(ctl, sc.ASK_TASK)
+        shown = await prompt(ctl, turn_id)
+        with pytest.raises(AkkError) as newline:
+            await ctl.call("respond_interaction", free_text(shown, "two\nlines"))
+        assert newline.value.reason == "invalid_params"
+        with pytest.raises(AkkError) as too_long:
+            await ctl.call("respond_interaction", free_text(shown, _sized_text(3001)))
+        assert too_long.value.reason == "invalid_params"
+        reply = await ctl.call("respond_interaction", free_text(shown, text))
+        assert reply["outcome"] == "dispatched"
+        # Claude words a typed answer "The user answered: ..."; the pair is what counts.
+        pair = f'"Which color do you prefer?"="{text}"'
+        await reached(lab, lambda r: pair in r.newest_input)
+        await settled(ctl, turn_id)
+    assert lab.server.count_inputs_containing(pair) == 1
+    assert lab.server.count_inputs_containing('"Which color do you prefer?"=') == 1
