@@ -256,8 +256,9 @@ async def test_codex_request_user_input_choice_reaches_the_model_once(
 
 
 @pytest.mark.parametrize("lab", lab_params("codex_exec"), indirect=True)
-async def test_codex_exec_approve_once_runs_the_command_once(
-    lab: LabSession, tmp_path: Path
+@pytest.mark.parametrize("decision", ["approve_once", "reject"])
+async def test_codex_exec_approve_runs_the_command_once_reject_selects_the_no_row(
+    lab: LabSession, tmp_path: Path, decision: str
 ) -> None:
     marker = lab.workdir.parent / f"{sc.EXEC_MARKER}.txt"
     async with two_controllers(lab, tmp_path) as (_, ctl, _other):
@@ -265,14 +266,18 @@ async def test_codex_exec_approve_once_runs_the_command_once(
         assert (await next_event(ctl, WAKE_UPS))["kind"] == "approval_required"
         shown = (await ctl.call("status", {"turn_id": turn_id}))["interaction"]
         assert shown["kind"] == "permission"
-        reply = await ctl.call("approve", {"turn_id": turn_id, "decision": "approve_once"})
+        assert shown["decisions"] == ["approve_once", "reject"]
+        labels = [o["label"] for q in shown["questions"] for o in q["options"]]
+        assert not any("don't ask again" in label.lower() for label in labels), labels
+        reply = await ctl.call("approve", {"turn_id": turn_id, "decision": decision})
         assert reply["outcome"] == "dispatched"
-        ran = await reached(lab, lambda r: sc.EXEC_MARKER in r.newest_input)
+        if decision == "approve_once":
+            ran = await reached(lab, lambda r: sc.EXEC_MARKER in r.newest_input)
+            assert "Process exited with code 0" in ran.newest_input
         await settled(ctl, turn_id)
-    assert "Process exited with code 0" in ran.newest_input
-    assert marker.exists()
+    assert marker.exists() is (decision == "approve_once")
+    assert lab.server.count_inputs_containing(sc.EXEC_MARKER) == (decision == "approve_once")
     assert lab.server.count_inputs_containing(sc.RUN_TASK) == 1
-
 
 # ------------------------------------------------------------------ appearances and races
 
@@ -402,25 +407,6 @@ async def test_codex_free_text_goes_to_none_of_the_above_notes_byte_exact(
         f"user_note: {text}",
     ]
     assert lab.server.count_inputs_containing(sc.ANSWERED_CODEX) == 1
-
-
-@pytest.mark.parametrize("lab", lab_params("codex_exec"), indirect=True)
-async def test_codex_exec_reject_selects_the_no_row_and_leaves_the_command_unrun(
-    lab: LabSession, tmp_path: Path
-) -> None:
-    marker = lab.workdir.parent / f"{sc.EXEC_MARKER}.txt"
-    async with two_controllers(lab, tmp_path) as (_, ctl, _other):
-        turn_id = await send_task(ctl, sc.RUN_TASK)
-        assert (await next_event(ctl, WAKE_UPS))["kind"] == "approval_required"
-        shown = (await ctl.call("status", {"turn_id": turn_id}))["interaction"]
-        assert shown["decisions"] == ["approve_once", "reject"]
-        labels = [o["label"] for q in shown["questions"] for o in q["options"]]
-        assert not any("don't ask again" in label.lower() for label in labels), labels
-        reply = await ctl.call("approve", {"turn_id": turn_id, "decision": "reject"})
-        assert reply["outcome"] == "dispatched"
-        await settled(ctl, turn_id)
-    assert not marker.exists()
-    assert lab.server.count_inputs_containing(sc.EXEC_MARKER) == 0
 
 
 @pytest.mark.parametrize("lab", lab_params("codex_rui_three", plan_mode=True), indirect=True)
