@@ -783,7 +783,8 @@ class TerminalActor(Actor):
                         return True
                     if shown is None and observation.state in _MOVED_ON:
                         return True
-                await trio.sleep(0.03)
+                # Look often: the next screen may pass quickly (an agent asking again at once).
+                await trio.sleep(0.01)
         return False
 
     async def _answer_uncertain(

@@ -320,6 +320,7 @@ async def test_the_identical_question_asked_again_is_a_new_answerable_interactio
         turn_id = await send_task(ctl, sc.ASK_TASK)
         first = await prompt(ctl, turn_id)
         await ctl.call("respond_interaction", choose(first, "Red"))
+        lab.server.signal(sc.ASK_AGAIN)
         again = await prompt(ctl, turn_id)
         assert again["interaction_id"] != first["interaction_id"]
         assert again["questions"][0]["prompt"] == first["questions"][0]["prompt"]

@@ -176,6 +176,7 @@ ECHO_TASK = "lab: say hello"
 ECHO_REPLY = "Hello from the lab model."
 SLOW_TASK = "lab: work slowly"
 SLOW_SIGNAL = "release"
+ASK_AGAIN = "ask again"
 ASK_TASK = "lab: ask me a question"
 RUN_TASK = "lab: run the command"
 WRITE_TASK = "lab: write the file"
@@ -340,7 +341,10 @@ def _build() -> dict[str, Scenario]:
             agents=frozenset({"claude"}),
             steps=(
                 Step(ASK_TASK, AskUserQuestion((_color_question(3),))),
-                Step(ANSWERED_CLAUDE, AskUserQuestion((_color_question(3),))),
+                # Held until the test signals, as a real model takes a moment to reply.
+                Step(
+                    ANSWERED_CLAUDE, AskUserQuestion((_color_question(3),)), wait_for=ASK_AGAIN
+                ),
                 Step(ANSWERED_CLAUDE, Text("Thanks, I noted both answers.")),
             ),
         ),
