@@ -481,8 +481,6 @@ def test_none_of_the_above_by_id_asks_for_the_text(path: Path) -> None:
 # ---------------------------------------------------------------- what the plan refuses
 
 
-
-
 def test_every_plan_refusal_has_a_protocol_reason() -> None:
     assert all(isinstance(reason, Reason) for reason in PLAN_REFUSALS.values())
     assert [r for r in Refusal if r not in PLAN_REFUSALS] == []

@@ -405,9 +405,7 @@ class TurnActor(Actor):
         raise StopActor()
 
 
-_ACTING = frozenset(
-    {State.WORKING, State.PERMISSION, State.QUESTIONNAIRE, State.ASYNC_QUESTION}
-)
+_ACTING = frozenset({State.WORKING, State.PERMISSION, State.QUESTIONNAIRE, State.ASYNC_QUESTION})
 
 
 def remember(

@@ -279,6 +279,7 @@ async def test_codex_exec_approve_runs_the_command_once_reject_selects_the_no_ro
     assert lab.server.count_inputs_containing(sc.EXEC_MARKER) == (decision == "approve_once")
     assert lab.server.count_inputs_containing(sc.RUN_TASK) == 1
 
+
 # ------------------------------------------------------------------ appearances and races
 
 

@@ -342,9 +342,7 @@ def _build() -> dict[str, Scenario]:
             steps=(
                 Step(ASK_TASK, AskUserQuestion((_color_question(3),))),
                 # Held until the test signals, as a real model takes a moment to reply.
-                Step(
-                    ANSWERED_CLAUDE, AskUserQuestion((_color_question(3),)), wait_for=ASK_AGAIN
-                ),
+                Step(ANSWERED_CLAUDE, AskUserQuestion((_color_question(3),)), wait_for=ASK_AGAIN),
                 Step(ANSWERED_CLAUDE, Text("Thanks, I noted both answers.")),
             ),
         ),
