@@ -458,3 +458,41 @@ async def test_claude_free_text_goes_through_type_something_byte_exact(
         await settled(ctl, turn_id)
     assert lab.server.count_inputs_containing(pair) == 1
     assert lab.server.count_inputs_containing('"Which color do you prefer?"=') == 1
+
+
+# ------------------------------------------------------------------ async questions
+
+ASYNC_PICKER = ("0.154.0", "0.155.1")
+"""The versions that queue an async question and open a picker for it (NOTES.md)."""
+
+
+@pytest.mark.parametrize(
+    "lab",
+    [p for p in lab_params("codex_rui_async_held") if p.values[0].client.version in ASYNC_PICKER],  # type: ignore[attr-defined]
+    indirect=True,
+)
+async def test_an_async_question_answered_while_the_turn_runs_steers_that_turn(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    async with two_controllers(lab, tmp_path) as (_, ctl, _other):
+        turn_id = await send_task(ctl, sc.ASK_TASK)
+        await lab.wait_for_screen(lambda s: "shift + ← to answer" in s, 20, what="the queue")
+        # The queued question's rows show only in its picker, which the person opens.
+        await lab.send_keys("S-Left")
+        shown = await prompt(ctl, turn_id)
+        assert shown["kind"] == "async_question"
+        assert shown["delivery_modes"] == ["steer_current_turn"]
+        with pytest.raises(AkkError) as queued:
+            await ctl.call(
+                "respond_interaction", choose(shown, "Blue") | {"delivery_mode": "queue_next_turn"}
+            )
+        assert queued.value.reason == "invalid_params"
+        steer = choose(shown, "Blue") | {"delivery_mode": "steer_current_turn"}
+        assert (await ctl.call("respond_interaction", steer))["outcome"] == "dispatched"
+        assert len(lab.server.main_requests()) == 2  # the turn's request is still held
+        lab.server.signal(sc.SLOW_SIGNAL)
+        answered = await reached(lab, lambda r: "Blue" in r.newest_input)
+        outcome = await settled(ctl, turn_id)
+        assert outcome["kind"] == "done"
+    assert "Which color do you prefer?" in answered.newest_input
+    assert lab.server.count_inputs_containing("\n\nBlue") == 1
