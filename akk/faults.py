@@ -46,7 +46,7 @@ class Point(enum.StrEnum):
     # An answer to a prompt (approve, respond_interaction), under the TerminalActor.
     ANSWER_RESERVED = "answer_reserved"  # after the reservation (offer consumed), before any key
     ANSWER_TEXT_INJECTED = "answer_text_injected"  # after the free text's stage, before its proof
-    ANSWER_TOGGLE = "answer_toggle"  # the key that toggles one multi-select box (``drop`` it)
+    ANSWER_TOGGLE = "answer_toggle"  # before the keys toggling one multi-select box (or ``drop``)
     ANSWER_SENT = "answer_sent"  # after the step's last key, before its stage is recorded
     ANSWER_RECORDED = "answer_recorded"  # after `enter_sent` committed, before the postcondition
     # The Turn, reading the agent's own files.

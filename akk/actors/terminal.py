@@ -679,8 +679,10 @@ class TerminalActor(Actor):
         try:
             for check in expanded.checks:
                 strokes = expanded.keys[sent : check.after]
-                if isinstance(check, ToggleCheck) and faults.drops(Point.ANSWER_TOGGLE):
-                    strokes = strokes[:-1]  # the toggle key lost on its way
+                if isinstance(check, ToggleCheck):
+                    await faults.reached(Point.ANSWER_TOGGLE)
+                    if faults.drops(Point.ANSWER_TOGGLE):
+                        strokes = strokes[:-1]  # the toggle key lost on its way
                 await self._keys(pane, strokes)
                 sent = check.after
                 if isinstance(check, TextCheck):

@@ -145,3 +145,91 @@ async def _killed_inside_an_answer(
     finally:
         akk.kill()
     assert _answers_received(lab) == (0 if point in UNSENT else 1)
+
+
+@pytest.mark.parametrize("point", [Point.ANSWER_TOGGLE, Point.ANSWER_SENT], ids=str)
+@pytest.mark.parametrize(
+    "lab", lab_params("questionnaire_multi", agents=("claude",))[-1:], indirect=True
+)
+async def test_sigkill_inside_a_multi_select_answer_never_toggles_again(
+    lab: LabSession, tmp_path: Path, point: Point
+) -> None:
+    """Killed before a toggle's keys (or after the step's last key): reported, never resumed.
+
+    After the last key the review is the next step; the restarted server
+    announces it as a new interaction, and submitting it sends the answer once.
+    """
+    akk = AkkProcess(lab, tmp_path)
+    try:
+        url = akk.start(f"{point}:crash")
+        with trio.fail_after(90):
+            async with connect(url, akk.tokens["ctl"]) as ctl:
+                row = await idle_terminal(ctl, timeout=30)
+                sent = await ctl.call(
+                    "send",
+                    {
+                        "terminal_id": row["terminal_id"],
+                        "request": sc.ASK_TASK,
+                        "client_request_id": "t",
+                    },
+                )
+                turn_id = sent["turn_id"]
+                await _next(ctl, WAKE_UPS, timeout=30)
+                shown = (await ctl.call("status", {"turn_id": turn_id}))["interaction"]
+                (question,) = shown["questions"]
+                chosen = [
+                    o["option_id"] for o in question["options"] if o["label"] in ("Red", "Green")
+                ]
+                params = {
+                    "interaction_id": shown["interaction_id"],
+                    "turn_id": turn_id,
+                    "answers": [
+                        {
+                            "question_id": question["question_id"],
+                            "response_kind": "multi_select",
+                            "selected_option_ids": chosen,
+                        }
+                    ],
+                }
+                with pytest.raises(Exception):  # noqa: B017 - the server dies under the call
+                    await ctl.call("respond_interaction", params)
+        assert await trio.to_thread.run_sync(akk.wait_killed) != 0, "the fault never fired"
+        url = akk.start(None)
+        with trio.fail_after(60):
+            async with connect(url, akk.tokens["ctl"]) as ctl:
+                event = await _next(ctl, ("response_uncertain",), timeout=30)
+                assert event["interaction_id"] == shown["interaction_id"]
+                with pytest.raises(AkkError) as replay:
+                    await ctl.call("respond_interaction", params)
+                assert replay.value.reason in ("conflict", "prompt_changed")
+                if point is Point.ANSWER_SENT:
+                    review = await _next(ctl, WAKE_UPS, timeout=30)
+                    assert review["interaction"]["kind"] == "confirmation"
+                    shown = (await ctl.call("status", {"turn_id": turn_id}))["interaction"]
+                    (question,) = shown["questions"]
+                    submit = [
+                        o["option_id"] for o in question["options"] if o.get("role") == "submit"
+                    ]
+                    await ctl.call(
+                        "respond_interaction",
+                        {
+                            "interaction_id": shown["interaction_id"],
+                            "turn_id": turn_id,
+                            "answers": [
+                                {
+                                    "question_id": question["question_id"],
+                                    "response_kind": "confirm",
+                                    "selected_option_ids": submit,
+                                }
+                            ],
+                        },
+                    )
+                    await lab.server.wait_for_request(
+                        lambda r: not r.auxiliary and sc.ANSWERED_CLAUDE in r.newest_input,
+                        timeout=20,
+                    )
+    finally:
+        akk.kill()
+    received = lab.server.count_inputs_containing('"Which colors do you like?"="Red, Green"')
+    assert received == (1 if point is Point.ANSWER_SENT else 0)
+    assert lab.server.count_inputs_containing(sc.ANSWERED_CLAUDE) == received
