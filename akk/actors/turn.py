@@ -254,7 +254,7 @@ class TurnActor(Actor):
         def accept(conn: apsw.Connection) -> Turn:
             fresh = turns.get(conn, turn_id)
             assert fresh is not None
-            for dispatch in dispatches.of_turn(conn, turn_id):
+            for dispatch in _composer_steps(conn, turn_id):
                 if dispatch.stage in (Stage.ENTER_SENT, Stage.UNCERTAIN):
                     dispatches.advance(conn, dispatch, Stage.ACCEPTED)
             return turns.update(
@@ -271,7 +271,7 @@ class TurnActor(Actor):
         def mark(conn: apsw.Connection) -> Turn:
             fresh = turns.get(conn, turn_id)
             assert fresh is not None
-            for dispatch in dispatches.of_turn(conn, turn_id):
+            for dispatch in _composer_steps(conn, turn_id):
                 if dispatch.stage.open:
                     dispatches.advance(conn, dispatch, Stage.UNCERTAIN, "acceptance_not_proven")
             return turns.update(conn, fresh, state=TurnState.UNCERTAIN, reason="not_accepted")
@@ -391,7 +391,7 @@ class TurnActor(Actor):
             assert fresh is not None
             if not fresh.unresolved:
                 return fresh
-            for dispatch in dispatches.of_turn(conn, turn_id):
+            for dispatch in _composer_steps(conn, turn_id):
                 if dispatch.stage.open:
                     dispatches.advance(conn, dispatch, Stage.UNCERTAIN, f"turn {state}")
             return turns.settle(
@@ -403,6 +403,17 @@ class TurnActor(Actor):
         self._notify(self._turn.controller_id)
         log.info("turn %s settled %s (%s)", turn_id, state, reason or "-")
         raise StopActor()
+
+
+def _composer_steps(conn: apsw.Connection, turn_id: str) -> list[dispatches.Dispatch]:
+    """The Turn's task, respond and cancel dispatches: the ones its TurnActor settles.
+
+    An answer's dispatch is the TerminalActor's until its receipt (and a
+    restart's ``resume`` after a crash): two writers would race on it.
+    """
+    return [
+        d for d in dispatches.of_turn(conn, turn_id) if d.kind not in (Kind.ANSWER, Kind.APPROVAL)
+    ]
 
 
 _ACTING = frozenset({State.WORKING, State.PERMISSION, State.QUESTIONNAIRE, State.ASYNC_QUESTION})
