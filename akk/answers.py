@@ -110,6 +110,15 @@ def resolve(
             "turn only (steer_current_turn, the default); after the Turn's outcome, send the "
             "answer with respond",
         )
+    if prompt.step is StepKind.QUEUED:
+        if answers:
+            raise RpcError(
+                Reason.INVALID_PARAMS,
+                "this async question is still queued: its question and options show only once "
+                "it is opened. Send answers: [] to open it, then answer the interaction that "
+                "follows",
+            )
+        return Answer(Intent.OPEN_QUEUED_QUESTION)
     if len(prompt.questions) != 1:
         raise RpcError(
             Reason.MANUAL_REQUIRED,

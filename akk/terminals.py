@@ -150,6 +150,6 @@ def _asks(observation: Observation) -> str:
     prompt = observation.prompt
     assert prompt is not None
     first = prompt.questions[0] if prompt.questions else None
-    text = first.prompt if first is not None else prompt.kind.value
+    text = first.prompt if first is not None else f"{prompt.step.value}, not yet opened"
     more = f" (+{len(prompt.questions) - 1} more)" if len(prompt.questions) > 1 else ""
     return f"{prompt.kind.value}: {redact(text)}{more}"

@@ -89,7 +89,12 @@ def _has_role(*roles: OptionRole) -> Callable[[Shown], bool]:
 
 
 PERMISSION = _where(lambda s: s.prompt.kind is InteractionKind.PERMISSION)
-ANSWERABLE = _where(lambda s: s.prompt.kind is not InteractionKind.PERMISSION)
+QUEUED = _where(_step(StepKind.QUEUED))
+ANSWERABLE = _where(
+    lambda s: (
+        s.prompt.kind is not InteractionKind.PERMISSION and s.prompt.step is not StepKind.QUEUED
+    )
+)
 SINGLE = _where(_step(StepKind.SINGLE_SELECT))
 MULTI = _where(_step(StepKind.MULTI_SELECT))
 EDITOR = _where(
@@ -103,13 +108,18 @@ EDITOR = _where(
 )
 REVIEW = _where(_step(StepKind.REVIEW))
 CONFIRM = _where(_step(StepKind.CONFIRM))
-ASYNC = _where(lambda s: s.prompt.kind is InteractionKind.ASYNC_QUESTION)
+ASYNC = _where(
+    lambda s: (
+        s.prompt.kind is InteractionKind.ASYNC_QUESTION and s.prompt.step is not StepKind.QUEUED
+    )
+)
 BLOCKING = _where(
     lambda s: s.prompt.kind in (InteractionKind.QUESTIONNAIRE, InteractionKind.CONFIRMATION)
 )
 SELECTING = _where(
     lambda s: (
-        s.prompt.kind is not InteractionKind.PERMISSION and s.prompt.step is not StepKind.FREE_TEXT
+        s.prompt.kind is not InteractionKind.PERMISSION
+        and s.prompt.step not in (StepKind.FREE_TEXT, StepKind.QUEUED)
     )
 )
 NO_EDITOR = _where(_step(StepKind.REVIEW, StepKind.CONFIRM))
@@ -117,7 +127,17 @@ NONE_OF_THE_ABOVE = _where(_has_role(OptionRole.NONE_OF_THE_ABOVE))
 
 
 def test_the_corpus_has_every_shape_these_tests_need() -> None:
-    for group in (PERMISSION, SINGLE, MULTI, EDITOR, REVIEW, CONFIRM, ASYNC, NONE_OF_THE_ABOVE):
+    for group in (
+        PERMISSION,
+        SINGLE,
+        MULTI,
+        EDITOR,
+        REVIEW,
+        CONFIRM,
+        ASYNC,
+        QUEUED,
+        NONE_OF_THE_ABOVE,
+    ):
         assert group
     assert {shown(p).projection["agent"] for p in SINGLE} == {"claude", "codex"}
     assert {shown(p).projection["agent"] for p in PERMISSION} == {"claude", "codex"}
@@ -289,6 +309,22 @@ def test_an_async_question_takes_the_delivery_modes_it_offers(path: Path) -> Non
     for mode in set(PROTOCOL_MODES) - set(offered):
         error = refused(s, [choose(s, label)], mode)
         assert error.reason is Reason.INVALID_PARAMS and mode in error.message
+
+
+@pytest.mark.parametrize("path", QUEUED, ids=_name)
+def test_a_queued_async_question_is_opened_by_an_empty_answer(path: Path) -> None:
+    """Its question shows only in its picker: `answers: []` opens it, nothing else answers it."""
+    s = shown(path)
+    assert (s.projection["step"], s.projection["questions"]) == (None, [])
+    for mode in (None, *s.projection["delivery_modes"]):
+        assert answer(s, [], mode) == Answer(Intent.OPEN_QUEUED_QUESTION)
+    sent = {"question_id": IDS.question_id(s.seen, 0), "response_kind": "free_text", "text": TEXT}
+    error = refused(s, [sent])
+    assert error.reason is Reason.INVALID_PARAMS and "answers: []" in error.message
+    assert refused(s, [], "queue_next_turn").reason is Reason.INVALID_PARAMS
+    with pytest.raises(RpcError) as raised:
+        decision(s.prompt, "approve_once")
+    assert raised.value.reason is Reason.INVALID_PARAMS
 
 
 @pytest.mark.parametrize("path", BLOCKING, ids=_name)

@@ -76,7 +76,8 @@ def plan_of(path: Path, intent: Intent) -> KeyPlan:
 
 
 def options_of(path: Path) -> tuple[OptionView, ...]:
-    return prompt_of(path).questions[0].options
+    questions = prompt_of(path).questions
+    return questions[0].options if questions else ()  # a queued async question has none
 
 
 MULTI = [p for p in ACTIONABLE if prompt_of(p).step is StepKind.MULTI_SELECT]

@@ -65,14 +65,14 @@ def test_fixture_classifies_to_its_label(label_path: Path) -> None:
     if state in ("blocked", "unknown"):
         assert not observation.actionable and observation.reason
         return
-    if not expected["questions"] and not expected["decisions"]:
-        # A prompt is there but shows nothing to answer yet (Codex's queued async question).
-        assert not observation.actionable and observation.reason
-        return
     assert observation.actionable, observation.reason
     prompt = observation.prompt
     assert prompt is not None
     assert prompt.kind.value == expected["kind"]
+    if not expected["questions"] and not expected["decisions"]:
+        # Codex's queued async question: nothing shows yet but the way to open it.
+        assert (prompt.step, prompt.questions) == (StepKind.QUEUED, ())
+        return
     if expected["step"] is not None:
         assert (prompt.step_index, prompt.step_total) == (
             expected["step"]["index"],

@@ -87,13 +87,10 @@ def answer(
 ) -> tuple[Keystroke, ...]:
     """Expand the profile's plan for `intent` on fixture `name`."""
     profile, observation = observe(agent, version, name)
-    if observation.prompt is None:  # a queued async question: no step, no rows yet
-        assert observation.state.value == "async_question", observation.reason
-        plan = profile.key_plans.plan_for(InteractionKind.ASYNC_QUESTION, None, intent)
-        return expand(plan, (), chosen=chosen, text=text)
     prompt = prompt_of(observation)
     plan = profile.key_plans.plan_for(prompt.kind, prompt.step, intent)
-    return expand(plan, prompt.questions[0].options, chosen=chosen, text=text)
+    options = prompt.questions[0].options if prompt.questions else ()  # a queued question: none
+    return expand(plan, options, chosen=chosen, text=text)
 
 
 def replay(options: tuple[OptionView, ...], sent: tuple[Keystroke, ...]) -> int | None:
@@ -336,9 +333,8 @@ def test_every_lab_verified_plan_has_its_lab_case() -> None:
     for case in LAB_CASES:
         for version in case.versions:
             profile, observation = observe(case.agent, version, case.fixture)
-            prompt = observation.prompt
-            kind = prompt.kind if prompt else InteractionKind.ASYNC_QUESTION
-            covered.add((profile.id, PlanKey(kind, prompt.step if prompt else None, case.intent)))
+            prompt = prompt_of(observation)
+            covered.add((profile.id, PlanKey(prompt.kind, prompt.step, case.intent)))
     verified = {
         (profile.id, plan.key)
         for profile in PROFILES.values()
@@ -369,12 +365,16 @@ PROMPTS = actionable_prompts()
 
 def test_the_corpus_has_prompts_of_every_step_kind_for_both_families() -> None:
     seen = {(profile.agent, prompt.step) for _, profile, prompt in PROMPTS}
-    assert {step for agent, step in seen if agent == "claude"} == set(StepKind) - {StepKind.CONFIRM}
+    assert {step for agent, step in seen if agent == "claude"} == set(StepKind) - {
+        StepKind.CONFIRM,
+        StepKind.QUEUED,
+    }
     assert {step for agent, step in seen if agent == "codex"} == {
         StepKind.SINGLE_SELECT,
         StepKind.FREE_TEXT,
         StepKind.CONFIRM,
         StepKind.PERMISSION,
+        StepKind.QUEUED,
     }
 
 
@@ -382,7 +382,7 @@ def test_the_corpus_has_prompts_of_every_step_kind_for_both_families() -> None:
 def test_every_answer_on_every_captured_prompt_lands_where_it_should(
     name: str, profile: Profile, prompt: PromptView
 ) -> None:
-    options = prompt.questions[0].options
+    options = prompt.questions[0].options if prompt.questions else ()  # a queued question: none
     plans = {
         plan.key.intent: plan
         for plan in profile.key_plans.plans

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from akk.profiles.codex import PROFILES, CodexProfile
 from akk.profiles.composer import TypingMethod
-from akk.profiles.observation import Observation, OptionRole, State
+from akk.profiles.observation import Observation, OptionRole, State, StepKind
 from akk.screen import Cell, Grid, fingerprint, render
 
 ROOT = Path(__file__).resolve().parent.parent / "fixtures"
@@ -108,9 +108,12 @@ def test_each_fixture_gets_its_state_with_a_proven_region(path: Path) -> None:
         # The region runs from the prompt's top anchor to its footer, full width.
         assert (region.left, region.right) == (0, fixture.grid.cols)
         assert fixture.grid.row_text(region.bottom - 1).strip()
-        assert all(
-            not fixture.grid.row_text(y).strip() for y in range(region.bottom, fixture.grid.rows)
-        )
+        below = [fixture.grid.row_text(y).strip() for y in range(region.bottom, fixture.grid.rows)]
+        if observation.prompt.step is StepKind.QUEUED:
+            # A queued question's rows sit right above the composer, one blank row between.
+            assert below[0] == "" and below[1].startswith("›")
+        else:
+            assert not any(below)
 
 
 def test_a_highlighted_persistent_approval_row_is_blocked() -> None:

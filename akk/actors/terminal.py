@@ -37,7 +37,7 @@ from akk.profiles.keyplan import (
     Wait,
     expand_checked,
 )
-from akk.profiles.observation import Observation, PromptView, State, StepKind
+from akk.profiles.observation import InteractionKind, Observation, PromptView, State, StepKind
 from akk.profiles.registry import Profile
 from akk.protocol.errors import Reason
 from akk.screen.fingerprint import Appearance, fingerprint
@@ -613,6 +613,15 @@ class TerminalActor(Actor):
                 f"AKK does not answer this prompt ({observation.reason}); answer it in the "
                 "terminal. Nothing was sent",
             )
+        if prompt.kind is InteractionKind.ASYNC_QUESTION and observation.state is not State.WORKING:
+            # Answered at an idle agent, the question would start another turn: not this Turn's.
+            return Refusal(
+                Reason.MANUAL_REQUIRED,
+                "the agent is no longer working, so an answer to its queued question would start "
+                "a new turn, which AKK does not type for a Turn (queue_next_turn is not offered). "
+                "Answer it in the terminal, or send a new Turn once the pane is idle. Nothing was "
+                "sent",
+            )
         planned = _plan(profile, prompt, message.answer)
         if isinstance(planned, Refusal):
             return planned
@@ -814,6 +823,13 @@ class TerminalActor(Actor):
             return Refusal(
                 Reason.NOT_IDLE,
                 f"the pane is {state}, not working on this Turn; nothing was sent",
+            )
+        picker = snapshot.observation.prompt
+        if picker is not None and picker.step is not StepKind.QUEUED:
+            return Refusal(
+                Reason.NOT_IDLE,
+                "an async question's picker is open over the composer, so the interrupt key "
+                "would go to it; answer it first (or close it at the terminal). Nothing was sent",
             )
         now = time.time()
         turn = message.turn

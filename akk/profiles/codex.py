@@ -650,7 +650,9 @@ class _Classifier:
             (question,),
             Region(top=top, bottom=last + 1, left=0, right=self.grid.cols),
         )
-        return Observation(State.ASYNC_QUESTION, p.id, prompt)
+        # Opened while the turn runs, the agent works on above it: an answer steers that turn.
+        working = any(p.working_marker in line for line in self.lines[:top])
+        return Observation(State.WORKING if working else State.ASYNC_QUESTION, p.id, prompt)
 
     # -- composer: idle, draft or working ----------------------------------------
 
@@ -662,8 +664,9 @@ class _Classifier:
         self._blank(y - 1, "between the composer and its status row")
         top = self._composer_top(y - 2)
         draft = self._draft(top, y - 1)
+        queued = self._queued_question(top)
         if any(p.working_marker in line for line in self.lines[:top]):
-            return Observation(State.WORKING, p.id, draft=draft)
+            return Observation(State.WORKING, p.id, queued, draft=draft)
         for row in range(top):
             words = self.lines[row][2:].split(" ", 1)
             if (
@@ -672,9 +675,8 @@ class _Classifier:
                 and grid.cell(2, row).bold
             ):
                 raise _Refused(f"a command is still running (row {row}) with no status line")
-        queued = self._queued_question(top)
         if queued is not None:
-            return queued
+            return Observation(State.ASYNC_QUESTION, p.id, queued)
         if p.turn_end is not None and not self._turn_finished(top):
             return Observation(State.WORKING, p.id, draft=draft)
         return Observation(State.IDLE if draft.empty else State.IDLE_DRAFT, p.id, draft=draft)
@@ -753,8 +755,12 @@ class _Classifier:
                     found.append(match.group())
         return tuple(found)
 
-    def _queued_question(self, composer_top: int) -> Observation | None:
-        """ASYNC_QUESTION when a queued question sits right above the composer."""
+    def _queued_question(self, composer_top: int) -> PromptView | None:
+        """The queued async question right above the composer, as its one step: opening it.
+
+        Its question and options show only in its picker; the region is the
+        queue's heading, count and hint rows.
+        """
         shape = self.p.async_question
         if shape is None or composer_top < 4 or self.lines[composer_top - 1]:
             return None
@@ -765,11 +771,11 @@ class _Classifier:
             or hint.strip() != shape.queued_hint
         ):
             return None
-        return Observation(
-            State.ASYNC_QUESTION,
-            self.p.id,
-            reason="an async question is queued; its options show only in its picker "
-            "(open it first)",
+        return PromptView(
+            InteractionKind.ASYNC_QUESTION,
+            StepKind.QUEUED,
+            (),
+            Region(top=composer_top - 4, bottom=composer_top - 1, left=0, right=self.grid.cols),
         )
 
     def _turn_finished(self, composer_top: int) -> bool:
@@ -885,7 +891,7 @@ _KEY_PLANS = KeyPlans(
 
 _ASYNC_KEY_PLANS = (
     KeyPlan(
-        PlanKey(InteractionKind.ASYNC_QUESTION, None, Intent.OPEN_QUEUED_QUESTION),
+        PlanKey(InteractionKind.ASYNC_QUESTION, StepKind.QUEUED, Intent.OPEN_QUEUED_QUESTION),
         (Press("S-Left"),),
         f"{_LAB} test_async_answer_when_idle_starts_the_next_turn and "
         "test_async_answer_while_working_steers_the_turn (0.154.0, 0.155.1)",

@@ -55,7 +55,7 @@ class PlanKey:
     """Which answer a plan serves: on which widget, for which request."""
 
     interaction: InteractionKind
-    step: StepKind | None  # None: no prompt step is on screen yet (a queued async question)
+    step: StepKind
     intent: Intent
 
 
@@ -209,9 +209,7 @@ class KeyPlans:
 
     plans: tuple[KeyPlan, ...] = attrs.field(validator=_unique_keys)
 
-    def plan_for(
-        self, interaction: InteractionKind, step: StepKind | None, intent: Intent
-    ) -> KeyPlan:
+    def plan_for(self, interaction: InteractionKind, step: StepKind, intent: Intent) -> KeyPlan:
         """The plan for this request on this step; raises KeyPlanError(NO_PLAN) if there is none."""
         wanted = PlanKey(interaction, step, intent)
         for plan in self.plans:
@@ -220,7 +218,7 @@ class KeyPlans:
         raise KeyPlanError(
             Refusal.NO_PLAN,
             f"this version has no key plan for {intent} on a {interaction} step "
-            f"({step or 'no prompt'}); answer it in the terminal",
+            f"({step}); answer it in the terminal",
         )
 
 

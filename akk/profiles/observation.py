@@ -45,6 +45,7 @@ class StepKind(enum.StrEnum):
     REVIEW = "review"  # final Submit answers / Cancel
     CONFIRM = "confirm"  # e.g. Codex "Proceed / Go back" on unanswered questions
     PERMISSION = "permission"
+    QUEUED = "queued"  # an async question waits, unopened: its rows show once it is opened
 
 
 class ResponseKind(enum.StrEnum):

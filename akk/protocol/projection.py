@@ -102,7 +102,10 @@ def project(
         "agent": agent,
         "kind": prompt.kind.value,
         "state": "pending" if manual_reason is None else "manual_required",
-        "step": {"index": prompt.step_index, "total": prompt.step_total},
+        # A queued async question has no step to show until it is opened.
+        "step": None
+        if prompt.step is StepKind.QUEUED
+        else {"index": prompt.step_index, "total": prompt.step_total},
         "questions": questions,
         "capabilities": {
             "batch_response": False,
@@ -115,6 +118,7 @@ def project(
     if prompt.kind is InteractionKind.ASYNC_QUESTION:
         # Codex takes a picker's answer into the running turn (NOTES.md); an answer
         # after the agent went idle would start another turn, which AKK does not type.
+        # A queued one shows no questions: `answers: []` opens it (its one step).
         projection["delivery_modes"] = ["steer_current_turn"]
     if prompt.kind is InteractionKind.PERMISSION:
         projection["decisions"] = [

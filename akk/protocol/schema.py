@@ -73,7 +73,7 @@ INTERACTION = {
         "kind": {"enum": ["questionnaire", "permission", "async_question", "confirmation"]},
         "state": {"type": "string"},
         "step": {
-            "type": "object",
+            "type": ["object", "null"],  # null: a queued async question, not yet opened
             "required": ["index", "total"],
             "properties": {"index": {"type": "integer"}, "total": {"type": "integer"}},
         },
@@ -250,7 +250,7 @@ METHODS: dict[str, dict[str, Any]] = {
             {
                 "interaction_id": _ID,
                 "turn_id": _ID,
-                "answers": {"type": "array", "items": ANSWER, "minItems": 1, "maxItems": 64},
+                "answers": {"type": "array", "items": ANSWER, "maxItems": 64},
             },
             {"delivery_mode": {"enum": ["steer_current_turn", "queue_next_turn"]}},
         ),

@@ -146,8 +146,11 @@ def record(
 
 def _summary(projection: dict[str, Any]) -> str:
     questions = projection.get("questions") or []
-    asked = questions[0].get("prompt", "") if questions else projection.get("kind", "")
-    return f"{projection.get('kind')}: {asked}"[:200] + "; call status, then answer"
+    if not questions:  # a queued async question: opening it shows its question
+        return f"{projection.get('kind')}: queued; call status, then open it with answers []"
+    return f"{projection.get('kind')}: {questions[0].get('prompt', '')}"[:200] + (
+        "; call status, then answer"
+    )
 
 
 def get(conn: apsw.Connection, interaction_id: str) -> Interaction | None:

@@ -28,7 +28,6 @@ from akk.profiles.keyplan import Boundary, Intent, Keystroke, LiteralText, TmuxK
 from akk.profiles.observation import (
     InteractionKind,
     Observation,
-    OptionView,
     PromptView,
     State,
     StepKind,
@@ -137,16 +136,9 @@ async def answer(
     chosen: Sequence[int] = (),
 ) -> tuple[Keystroke, ...]:
     """Expand the profile's plan for `intent` on `screen` and send exactly its keys."""
-    observation = screen.observation
-    step: StepKind | None = None
-    options: tuple[OptionView, ...] = ()
-    kind = InteractionKind.ASYNC_QUESTION
-    if observation.prompt is None:  # a queued async question: no step, no rows yet
-        assert observation.state is State.ASYNC_QUESTION, observation.reason
-    else:
-        prompt = screen.prompt
-        kind, step, options = prompt.kind, prompt.step, prompt.questions[0].options
-    plan = _profile(lab).key_plans.plan_for(kind, step, intent)
+    prompt = screen.prompt
+    options = prompt.questions[0].options if prompt.questions else ()  # a queued question: none
+    plan = _profile(lab).key_plans.plan_for(prompt.kind, prompt.step, intent)
     keys = expand(plan, options, chosen=chosen)
     await send_keystrokes(lab, keys)
     return keys
@@ -415,12 +407,6 @@ async def test_exec_reject_selects_the_no_row(lab: LabSession) -> None:
 # ---------------------------------------------------------------- async questions
 
 
-def _turn(request: RecordedRequest) -> str:
-    metadata = json.loads(request.headers["x-codex-turn-metadata"])
-    turn: str = metadata["turn_id"]
-    return turn
-
-
 async def _pick_blue(lab: LabSession, queued: Screen) -> RecordedRequest:
     """Open the queued question's picker, choose Blue by the plans; the request carrying it."""
     opened = time.monotonic()
@@ -445,14 +431,17 @@ async def test_async_answer_when_idle_starts_the_next_turn(lab: LabSession) -> N
         await lab.submit(lab.scenario.task)
         queued = await observe(
             lab,
-            lambda s: s.observation.state is State.ASYNC_QUESTION and s.observation.prompt is None,
+            lambda s: (
+                s.observation.state is State.ASYNC_QUESTION
+                and step_is(InteractionKind.ASYNC_QUESTION, StepKind.QUEUED)(s)
+            ),
             "the queued question at an idle composer",
         )
         answered = await _pick_blue(lab, queued)
         await lab.wait_for_screen(lambda s: "Blue it is." in s, 10, what="the reply")
         await observe(lab, _idle, "idle composer")
     asked = lab.server.main_requests()[0]
-    assert _turn(answered) != _turn(asked)
+    assert answered.codex_turn_id != asked.codex_turn_id
     assert lab.server.count_inputs_containing(ASYNC_ANSWER) == 1
 
 
@@ -460,19 +449,23 @@ async def test_async_answer_when_idle_starts_the_next_turn(lab: LabSession) -> N
 async def test_async_answer_while_working_steers_the_turn(lab: LabSession) -> None:
     """steer_current_turn: answered while the turn runs, it joins that turn's next request.
 
-    While the turn runs the queued question reads as WORKING (its rows show
-    only in the picker), so the keys go out on the scenario's knowledge here.
+    While the turn runs the queued question (and then its picker) reads as
+    WORKING with the question as its prompt.
     """
     with trio.fail_after(30):
         await lab.submit(lab.scenario.task)
-        await lab.wait_for_screen(lambda s: "shift + ← to answer" in s, 10, what="the queue")
-        queued = await observe(lab, lambda s: True, "any screen")
-        assert queued.observation.state is State.WORKING
-        steered = Screen(queued.grid, Observation(State.ASYNC_QUESTION, None), queued.at)
+        queued = await observe(
+            lab,
+            lambda s: (
+                s.observation.state is State.WORKING
+                and step_is(InteractionKind.ASYNC_QUESTION, StepKind.QUEUED)(s)
+            ),
+            "the queued question while the agent works",
+        )
         answered: list[RecordedRequest] = []
 
         async def pick() -> None:
-            answered.append(await _pick_blue(lab, steered))
+            answered.append(await _pick_blue(lab, queued))
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(pick)
@@ -486,5 +479,5 @@ async def test_async_answer_while_working_steers_the_turn(lab: LabSession) -> No
         await lab.wait_for_screen(lambda s: "Blue it is." in s, 10, what="the reply")
         await observe(lab, _idle, "idle composer")
     asked = lab.server.main_requests()[0]
-    assert _turn(answered[0]) == _turn(asked)
+    assert answered[0].codex_turn_id == asked.codex_turn_id
     assert lab.server.count_inputs_containing(ASYNC_ANSWER) == 1

@@ -474,19 +474,33 @@ ASYNC_PICKER = ("0.154.0", "0.155.1")
 async def test_an_async_question_answered_while_the_turn_runs_steers_that_turn(
     lab: LabSession, tmp_path: Path
 ) -> None:
+    """AKK opens the queued question (its own step), then answers the picker into the turn."""
     async with two_controllers(lab, tmp_path) as (_, ctl, _other):
         turn_id = await send_task(ctl, sc.ASK_TASK)
-        await lab.wait_for_screen(lambda s: "shift + ← to answer" in s, 20, what="the queue")
-        # The queued question's rows show only in its picker, which the person opens.
-        await lab.send_keys("S-Left")
+        queued = await prompt(ctl, turn_id)
+        # Queued, its question shows only in its picker: opening it is the one step it offers.
+        assert (queued["kind"], queued["step"], queued["questions"]) == ("async_question", None, [])
+        opening = {"interaction_id": queued["interaction_id"], "turn_id": turn_id, "answers": []}
+        with pytest.raises(AkkError) as early:
+            guess = {"question_id": "q_guess", "response_kind": "single_select"}
+            await ctl.call(
+                "respond_interaction", opening | {"answers": [guess | {"selected_option_ids": []}]}
+            )
+        assert early.value.reason == "invalid_params"
+        assert "shift + ← to answer" in await lab.text()  # zero keys: still queued
+        assert (await ctl.call("respond_interaction", opening))["outcome"] == "dispatched"
         shown = await prompt(ctl, turn_id)
-        assert shown["kind"] == "async_question"
+        assert shown["kind"] == "async_question" and shown["step"] == {"index": 1, "total": 1}
+        assert shown["questions"][0]["prompt"] == "Which color do you prefer?"
         assert shown["delivery_modes"] == ["steer_current_turn"]
-        with pytest.raises(AkkError) as queued:
+        with pytest.raises(AkkError) as replayed:
+            await ctl.call("respond_interaction", opening)
+        assert replayed.value.reason in ("conflict", "prompt_changed")
+        with pytest.raises(AkkError) as queued_next:
             await ctl.call(
                 "respond_interaction", choose(shown, "Blue") | {"delivery_mode": "queue_next_turn"}
             )
-        assert queued.value.reason == "invalid_params"
+        assert queued_next.value.reason == "invalid_params"
         steer = choose(shown, "Blue") | {"delivery_mode": "steer_current_turn"}
         assert (await ctl.call("respond_interaction", steer))["outcome"] == "dispatched"
         assert len(lab.server.main_requests()) == 2  # the turn's request is still held
@@ -494,5 +508,9 @@ async def test_an_async_question_answered_while_the_turn_runs_steers_that_turn(
         answered = await reached(lab, lambda r: "Blue" in r.newest_input)
         outcome = await settled(ctl, turn_id)
         assert outcome["kind"] == "done"
+    asked = lab.server.main_requests()[0]
     assert "Which color do you prefer?" in answered.newest_input
     assert lab.server.count_inputs_containing("\n\nBlue") == 1
+    assert (
+        answered.codex_turn_id == asked.codex_turn_id
+    )  # steered into the asking turn, not a new one

@@ -64,6 +64,12 @@ class RecordedRequest:
     usage: Usage = AUXILIARY_USAGE
     headers: Mapping[str, str] = attrs.field(factory=dict)
 
+    @property
+    def codex_turn_id(self) -> str:
+        """The Codex turn this request belongs to (its ``x-codex-turn-metadata`` header)."""
+        turn: str = json.loads(self.headers["x-codex-turn-metadata"])["turn_id"]
+        return turn
+
 
 class RequestTimeout(TimeoutError):
     """No recorded request matched before the deadline."""
