@@ -19,6 +19,7 @@ import pytest
 import trio
 
 from akk.client import ConnectError, connect
+from akk.store.schema import SCHEMA_VERSION
 
 AKK = [sys.executable, "-m", "akk"]
 
@@ -224,7 +225,7 @@ def test_doctor_reports_each_check(served: tuple[Path, str, float]) -> None:
     assert result.returncode == 0, result.stdout
     for name in ("tmux", "state dir", "store", "port"):
         assert name in result.stdout
-    assert "schema v3" in result.stdout
+    assert f"schema v{SCHEMA_VERSION}" in result.stdout
     assert "server" in result.stdout and "watcher" in result.stdout
 
 

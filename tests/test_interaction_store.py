@@ -33,6 +33,7 @@ from akk.screen.fingerprint import Appearance, IdMinter
 from akk.store import interactions, turns
 from akk.store.database import CasConflict, open_store
 from akk.store.interactions import Interaction, InteractionState, Offer, OfferState
+from akk.store.turns import Turn
 
 IDS = IdMinter(b"test_interaction_store: 32+ bytes of secret")
 CONTROLLERS = ("a", "b", "c")
@@ -104,7 +105,7 @@ def _record(
     kind: str = "questionnaire",
     *,
     now: float = 10.0,
-    announce: tuple[str, int] | None = None,
+    announce: Turn | None = None,
 ) -> tuple[Interaction, bool]:
     return interactions.record(
         conn, interaction_id=IDS.interaction_id(seen), terminal_id=terminal, turn_id=turn_id,
@@ -135,6 +136,11 @@ def _offer_now(conn: apsw.Connection, row: Interaction, controller: str) -> Offe
     return found
 
 
+def _as(turn: Turn, controller: str, round_: int) -> Turn:
+    """``turn`` as if ``controller`` owned it in round ``round_``."""
+    return attrs.evolve(turn, controller_id=controller, round=round_)
+
+
 @pytest.fixture
 def store(tmp_path: Path) -> Any:
     conn, by_terminal = _store(tmp_path)
@@ -161,14 +167,14 @@ def test_record_is_idempotent_and_wakes_the_controller_once(
     turn = by_terminal["t1"]
     seen = Appearance(FINGERPRINTS[0], 7)
     with conn:
-        row, new = _record(conn, "t1", turn.turn_id, seen, kind, announce=("a", 2))
+        row, new = _record(conn, "t1", turn.turn_id, seen, kind, announce=_as(turn, "a", 2))
     assert new
     assert row.interaction_id == IDS.interaction_id(seen)
     assert (row.terminal_id, row.turn_id, row.kind, row.seen) == ("t1", turn.turn_id, kind, seen)
     assert (row.state, row.revision, row.created_at) == (InteractionState.PENDING, 0, 10.0)
     assert row.public() == _projection(seen, kind, turn.turn_id)
     # Whoever records it again (the monitor, a status call, another controller) writes nothing.
-    for again in (("a", 2), ("b", 1), None):
+    for again in (_as(turn, "a", 2), _as(turn, "b", 1), None):
         with conn:
             same, new = _record(conn, "t1", turn.turn_id, seen, kind, now=99.0, announce=again)
         assert not new and same == row
@@ -180,25 +186,21 @@ def test_record_is_idempotent_and_wakes_the_controller_once(
     assert body["event_id"].startswith("evt_")
 
 
-def test_record_without_announce_or_turn_writes_no_wake_up(store: Any) -> None:
+def test_record_without_announce_writes_no_wake_up(store: Any) -> None:
     conn, by_terminal = store
     with conn:
-        _, new_quiet = _record(
-            conn, "t1", by_terminal["t1"].turn_id, Appearance(FINGERPRINTS[0], 1)
-        )
-        _, new_watched = _record(
-            conn, "t2", None, Appearance(FINGERPRINTS[0], 2), announce=("b", 1)
-        )
-    assert new_quiet and new_watched
+        _, new = _record(conn, "t1", by_terminal["t1"].turn_id, Appearance(FINGERPRINTS[0], 1))
+    assert new
     assert _wake_ups(conn) == []
 
 
 def test_the_same_prompt_asked_again_is_a_new_interaction(store: Any) -> None:
     conn, by_terminal = store
-    turn_id = by_terminal["t1"].turn_id
+    turn = by_terminal["t1"]
+    turn_id = turn.turn_id
     with conn:
-        first, _ = _record(conn, "t1", turn_id, Appearance(FINGERPRINTS[0], 1), announce=("a", 1))
-        again, new = _record(conn, "t1", turn_id, Appearance(FINGERPRINTS[0], 2), announce=("a", 1))
+        first, _ = _record(conn, "t1", turn_id, Appearance(FINGERPRINTS[0], 1), announce=turn)
+        again, new = _record(conn, "t1", turn_id, Appearance(FINGERPRINTS[0], 2), announce=turn)
     assert new and again.interaction_id != first.interaction_id
     assert again.fingerprint == first.fingerprint
     assert [body["interaction"]["interaction_id"] for _, _, body in _wake_ups(conn)] == [
@@ -451,7 +453,7 @@ class InteractionMachine(RuleBasedStateMachine):
                 self.conn, interaction_id=IDS.interaction_id(seen), terminal_id=terminal,
                 turn_id=turn.turn_id, kind=kind, seen=seen, profile="p", step_index=1,
                 step_total=1, projection=_projection(seen, kind, turn.turn_id), now=self.now,
-                announce=(turn.controller_id, turn.round) if announce else None,
+                announce=turn if announce else None,
             )  # fmt: skip
         assert new and row.state is InteractionState.PENDING
         self.shown[row.interaction_id] = _Shown(terminal, turn.turn_id, kind, seen)
@@ -470,7 +472,7 @@ class InteractionMachine(RuleBasedStateMachine):
                 terminal_id=model.terminal, turn_id=model.turn_id, kind=model.kind,
                 seen=model.seen, profile="p", step_index=1, step_total=1,
                 projection=_projection(model.seen, model.kind, model.turn_id), now=self.now,
-                announce=(controller, 1),
+                announce=attrs.evolve(self.turns[model.terminal], controller_id=controller),
             )  # fmt: skip
         assert not new and row == before
 

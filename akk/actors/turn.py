@@ -436,7 +436,7 @@ def remember(
         step_total=prompt.step_total,
         projection=shown.projection,
         now=now,
-        announce=(turn.controller_id, turn.round),
+        announce=turn,
     )
 
 

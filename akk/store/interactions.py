@@ -23,7 +23,7 @@ import apsw
 import attrs
 
 from akk.screen.fingerprint import Appearance
-from akk.store import outbox
+from akk.store import turns
 from akk.store.database import cas_update
 
 
@@ -99,12 +99,12 @@ def record(
     step_total: int,
     projection: dict[str, Any],
     now: float,
-    announce: tuple[str, int] | None = None,
+    announce: turns.Turn | None = None,
 ) -> tuple[Interaction, bool]:
     """The stored interaction with this id, written now if it is new; (row, whether new).
 
-    ``announce`` = (controller_id, round): a new interaction also writes its
-    wake-up for that controller, in this transaction: ``approval_required`` for
+    ``announce``: a new interaction also writes its wake-up for that record's
+    controller, in this transaction: ``approval_required`` for
     a permission, ``interaction_required`` otherwise, carrying only the
     public projection. Whoever records an appearance first (the Turn's monitor,
     or a `status` call) writes the one event.
@@ -123,23 +123,10 @@ def record(
     )  # fmt: skip
     created = get(conn, interaction_id)
     assert created is not None
-    if announce is not None and turn_id is not None:
-        controller_id, round_ = announce
+    if announce is not None:
         what = "approval_required" if kind == "permission" else "interaction_required"
-        outbox.enqueue(
-            conn,
-            controller_id=controller_id,
-            turn_id=turn_id,
-            round=round_,
-            kind=what,
-            body={
-                "turn_id": turn_id,
-                "watch_id": turn_id,
-                "round": round_,
-                "interaction": projection,
-                "summary": _summary(projection),
-            },
-            now=now,
+        turns.enqueue_event(
+            conn, announce, what, now, interaction=projection, summary=_summary(projection)
         )
     return created, True
 

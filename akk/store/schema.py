@@ -368,6 +368,20 @@ CREATE UNIQUE INDEX notifications_one_outcome_per_round ON notifications (turn_i
     WHERE kind IN ('done', 'failed', 'cancelled', 'stalled', 'timed_out');
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3)
+# v4: watches and callback retries. A Watch observes a task a person started.
+# It is a row of `turns` with task_kind 'watch', so it shares a Turn's evidence,
+# deadlines, interactions and outbox; its request_sha256 is the digest of the
+# person's own message once the agent's file shows it (of "" until then). Its
+# `round` counts observation generations: each renew that revives it starts one,
+# with its own timeout notification. The v3 `watches` table has no writer.
+_V4 = """
+ALTER TABLE turns ADD COLUMN task_kind TEXT NOT NULL DEFAULT 'managed_send'
+    CHECK (task_kind IN ('managed_send', 'watch'));
+ALTER TABLE turns ADD COLUMN unwatched_at REAL;      -- observation stopped by `unwatch`
+-- Each `retry_callback` grants a notification one more delivery attempt.
+ALTER TABLE notifications ADD COLUMN retries INTEGER NOT NULL DEFAULT 0;
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4)
 
 SCHEMA_VERSION = len(MIGRATIONS)

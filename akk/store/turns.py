@@ -72,11 +72,30 @@ class Turn:
     settled_at: float | None
     closed_at: float | None
     revision: int
+    task_kind: str = "managed_send"  # or "watch": a task a person started, observed only
+    unwatched_at: float | None = None
 
     @property
     def unresolved(self) -> bool:
-        """Still holds its terminal: not settled and not closed."""
-        return not self.state.settled and self.closed_at is None
+        """Still followed: not settled, not closed and not unwatched."""
+        return not self.state.settled and self.closed_at is None and self.unwatched_at is None
+
+    @property
+    def is_watch(self) -> bool:
+        return self.task_kind == "watch"
+
+    @property
+    def ids(self) -> dict[str, str | None]:
+        """The record's ids as events and results carry them: a Watch has no turn_id."""
+        return {"turn_id": None if self.is_watch else self.turn_id, "watch_id": self.turn_id}
+
+    @property
+    def observation_state(self) -> str:
+        if self.unwatched_at is not None or self.closed_at is not None:
+            return "stopped"
+        if self.state is TurnState.TIMED_OUT:
+            return "expired"
+        return "settled" if self.state.settled else "observing"
 
     @property
     def usage(self) -> dict[str, Any]:
@@ -90,20 +109,20 @@ class Turn:
 
     def public(self) -> dict[str, Any]:
         """What `status` and `list` show of the Turn (never the request text)."""
-        return {
-            "turn_id": self.turn_id,
-            "task_kind": "managed_send",
+        management = "closed" if self.closed_at is not None else "managed"
+        return self.ids | {
+            "task_kind": self.task_kind,
             "controller_id": self.controller_id,
-            "client_request_id": self.client_request_id,
+            "client_request_id": None if self.is_watch else self.client_request_id,
             "terminal_id": self.terminal_id,
             "backend": self.backend,
             "session_id": self.native_session,
-            "watch_id": self.turn_id,
             "state": self.state.value,
             "round": self.round,
             "reason": self.reason,
-            "management_state": "closed" if self.closed_at is not None else "managed",
-            "observation_state": "settled" if self.state.settled else "observing",
+            "management_state": "none" if self.is_watch else management,
+            "observation_state": self.observation_state,
+            "deadline_at": self.hard_deadline_at,
             "final_message": self.final_message,
             "evidence": {"status": self.evidence_status, "limit": self.evidence_limit},
             "usage": self.usage,
@@ -211,28 +230,31 @@ def settle(
     """Write the outcome of the Turn's current round and its notification, in this transaction."""
     assert state.settled
     settled = update(conn, turn, state=state, reason=reason, settled_at=now, **changes)
-    outbox.enqueue(
-        conn,
-        controller_id=settled.controller_id,
-        turn_id=settled.turn_id,
-        round=settled.round,
-        kind=state.value,
-        body={
-            "turn_id": settled.turn_id,
-            "watch_id": settled.turn_id,
-            "round": settled.round,
-            "interaction": None,
-            "summary": summary,
-            "outcome": {
-                "state": state.value,
-                "reason": reason,
-                "final_message": settled.final_message,
-                "usage": settled.usage,
-            },
+    enqueue_event(
+        conn, settled, state.value, now, interaction=None, summary=summary,
+        outcome={
+            "state": state.value,
+            "reason": reason,
+            "final_message": settled.final_message,
+            "usage": settled.usage,
         },
+    )  # fmt: skip
+    return settled
+
+
+def enqueue_event(
+    conn: apsw.Connection, turn: Turn, kind: str, now: float, **body: object
+) -> outbox.Notification:
+    """Write one event about ``turn`` for its controller, with the record's ids and round."""
+    return outbox.enqueue(
+        conn,
+        controller_id=turn.controller_id,
+        turn_id=turn.turn_id,
+        round=turn.round,
+        kind=kind,
+        body=turn.ids | {"round": turn.round} | body,
         now=now,
     )
-    return settled
 
 
 def answer_uncertain(conn: apsw.Connection, dispatch: Dispatch, why: str, now: float) -> None:
@@ -247,24 +269,12 @@ def answer_uncertain(conn: apsw.Connection, dispatch: Dispatch, why: str, now: f
         return
     if turn.unresolved:
         turn = update(conn, turn, reason="response_uncertain")
-    outbox.enqueue(
-        conn,
-        controller_id=turn.controller_id,
-        turn_id=turn.turn_id,
-        round=turn.round,
-        kind="response_uncertain",
-        body={
-            "turn_id": turn.turn_id,
-            "watch_id": turn.turn_id,
-            "round": turn.round,
-            "interaction": None,
-            "interaction_id": dispatch.interaction_id,
-            "dispatch_id": dispatch.dispatch_id,
-            "summary": f"AKK cannot prove the answer took effect: {why}. It will not send it "
-            "again; look at the terminal (status shows its screen)",
-        },
-        now=now,
-    )
+    enqueue_event(
+        conn, turn, "response_uncertain", now, interaction=None,
+        interaction_id=dispatch.interaction_id, dispatch_id=dispatch.dispatch_id,
+        summary=f"AKK cannot prove the answer took effect: {why}. It will not send it again; "
+        "look at the terminal (status shows its screen)",
+    )  # fmt: skip
 
 
 def reopen(
