@@ -130,7 +130,7 @@ class TurnCalls:
     ) -> dict[str, Any]:
         """A new composer message inside the same Turn, once its agent is idle again."""
         _check_request(text)
-        turn = _owned(
+        turn = owned(
             await self._reader.run(lambda conn: turns.get(conn, turn_id)),
             turn_id, controller_id, operator,
         )  # fmt: skip
@@ -227,7 +227,7 @@ class TurnCalls:
                 audit.of_turn(conn, turn_id),
             )
         )
-        turn = _owned(turn, turn_id, controller_id, operator)
+        turn = owned(turn, turn_id, controller_id, operator)
         result: dict[str, Any] = {
             "turn": turn.public() | {"available_actions": _actions(turn)},
             "dispatches": [d.public() for d in steps],
@@ -246,7 +246,7 @@ class TurnCalls:
         return result
 
     async def cancel(self, controller_id: str, operator: bool, turn_id: str) -> dict[str, Any]:
-        turn = _owned(
+        turn = owned(
             await self._reader.run(lambda conn: turns.get(conn, turn_id)),
             turn_id, controller_id, operator,
         )  # fmt: skip
@@ -267,7 +267,7 @@ class TurnCalls:
         return {"turn_id": turn_id, "state": "cancelling"}
 
     async def close(self, controller_id: str, operator: bool, turn_id: str) -> dict[str, Any]:
-        turn = _owned(
+        turn = owned(
             await self._reader.run(lambda conn: turns.get(conn, turn_id)),
             turn_id, controller_id, operator,
         )  # fmt: skip
@@ -326,15 +326,17 @@ def _check_request(text: str) -> None:
         )
 
 
-def _owned(turn: Turn | None, turn_id: str, controller_id: str, operator: bool) -> Turn:
+def owned(turn: Turn | None, record_id: str, controller_id: str, operator: bool) -> Turn:
+    """The Turn or Watch ``record_id`` if the caller may act on it; else not_found / not_owner."""
     if turn is None:
         raise RpcError(
-            Reason.NOT_FOUND, f"no turn {turn_id[:80]!r}; list shows this controller's turns"
+            Reason.NOT_FOUND,
+            f"no turn or watch {record_id[:80]!r}; list shows this controller's records",
         )
     if not operator and turn.controller_id != controller_id:
         raise RpcError(
             Reason.NOT_OWNER,
-            f"turn {turn_id} belongs to another controller; act only on your own turns",
+            f"{record_id} belongs to another controller; act only on your own turns and watches",
         )
     return turn
 
