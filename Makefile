@@ -1,11 +1,15 @@
-# The two commands of the README: `make serve` and `make test`.
-.PHONY: serve test bootstrap lab-clients check
+# The two commands of the README: `make serve` and `make test`; `make demo` shows AKK at work
+# (AGENT=claude|codex, DEMO_ATTACH=0 for no waiting, DEMO_DEADLINE=seconds).
+.PHONY: serve test demo bootstrap lab-clients check
 
 bootstrap:
 	@tools/bootstrap.sh
 
 serve: bootstrap
 	.venv/bin/akk serve
+
+demo: bootstrap
+	.venv/bin/python -m tools.demo
 
 lab-clients: bootstrap
 	.venv/bin/python -m tools.lab install --all

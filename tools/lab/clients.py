@@ -96,6 +96,14 @@ def get(agent: str, version: str) -> Client:
     )
 
 
+def newest(agent: Agent) -> Client:
+    """The newest pinned version of `agent` (what the demo installs)."""
+    return max(
+        (client for client in PINNED if client.agent == agent),
+        key=lambda client: tuple(int(part) for part in client.version.split(".")),
+    )
+
+
 def cache_root() -> Path:
     """The cache directory: ``$AKK_LAB_CACHE`` or ``~/.cache/akk-lab``."""
     override = os.environ.get("AKK_LAB_CACHE")

@@ -220,6 +220,30 @@ _SHAPE_QUESTION = Question(
 )
 
 
+DEMO_TASK = "demo: write a greeting card"
+DEMO_FILE = "card.txt"
+DEMO_GREETING = "Bonjour from AKK"
+DEMO_COMMAND = f"echo '{DEMO_GREETING}' > {DEMO_FILE} && cat {DEMO_FILE}"
+"""The demo's command: it writes the card and prints it, so its output reaches the model."""
+
+_LANGUAGE_QUESTION = Question(
+    question="Which language should the greeting be in?",
+    header="Language",
+    options=(Option("English", "Hello"), Option("French", "Bonjour"), Option("German", "Hallo")),
+)
+_EXTRAS_QUESTION = Question(
+    question="Which extras should the card have?",
+    header="Extras",
+    options=(
+        Option("Emoji", "a smiley"),
+        Option("Signature", "signed"),
+        Option("Date", "today's date"),
+        Option("Border", "a frame"),
+    ),
+    multi_select=True,
+)
+
+
 def _claude_questionnaire(name: str, *questions: Question) -> Scenario:
     return Scenario(
         name=name,
@@ -344,6 +368,29 @@ def _build() -> dict[str, Scenario]:
                 # Held until the test signals, as a real model takes a moment to reply.
                 Step(ANSWERED_CLAUDE, AskUserQuestion((_color_question(3),)), wait_for=ASK_AGAIN),
                 Step(ANSWERED_CLAUDE, Text("Thanks, I noted both answers.")),
+            ),
+        ),
+        Scenario(
+            # `make demo`: a questionnaire (single- and multi-select), then a Bash permission.
+            "demo_claude",
+            task=DEMO_TASK,
+            agents=frozenset({"claude"}),
+            steps=(
+                Step(DEMO_TASK, AskUserQuestion((_LANGUAGE_QUESTION, _EXTRAS_QUESTION))),
+                Step(ANSWERED_CLAUDE, Bash(DEMO_COMMAND, "Write the greeting card")),
+                Step(DEMO_GREETING, Text(f"The card is ready: {DEMO_FILE} says {DEMO_GREETING}.")),
+            ),
+        ),
+        Scenario(
+            # `AGENT=codex make demo`: request_user_input (single-select; Plan mode), then an
+            # escalated exec_command.
+            "demo_codex",
+            task=DEMO_TASK,
+            agents=frozenset({"codex"}),
+            steps=(
+                Step(DEMO_TASK, RequestUserInput((_LANGUAGE_QUESTION,))),
+                Step(ANSWERED_CODEX, ExecCommand(DEMO_COMMAND, justification="Write the card.")),
+                Step(DEMO_GREETING, Text(f"The card is ready: {DEMO_FILE} says {DEMO_GREETING}.")),
             ),
         ),
     ]
