@@ -36,13 +36,15 @@ from akk.evidence import (
     Usage,
     UsageStatus,
     bind,
+    bind_task,
     claude,
+    codex,
     locate,
     read,
     request_digest,
     snapshot,
 )
-from akk.evidence.model import Record
+from akk.evidence.model import EvidenceFile, Record
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "evidence"
 PID = 4242
@@ -534,3 +536,72 @@ def test_a_gone_or_unknown_agent_has_no_evidence(tmp_path: Path) -> None:
     with pytest.raises(EvidenceUnavailable) as unknown:
         snapshot("gemini", os.getpid())
     assert unknown.value.reason is EvidenceReason.UNSUPPORTED_AGENT
+
+
+# ---------------------------------------------------------------- a Watch: a person's task
+
+
+def _is_request(turn: Turn, data: object) -> bool:
+    if not isinstance(data, dict):
+        return False
+    family = claude if turn.agent == "claude" else codex
+    return family.is_request(data, turn.digest)
+
+
+def _request_end(turn: Turn) -> int:
+    """Where the line holding the Turn's request ends in its file."""
+    start = turn.offset
+    while True:
+        end = turn.body.index(b"\n", start) + 1
+        try:
+            data = json.loads(turn.body[start:end])
+        except ValueError:
+            data = None
+        if _is_request(turn, data):
+            return end
+        start = end
+
+
+@pytest.mark.parametrize("turn", _params(TURNS))
+def test_a_watch_binds_a_task_submitted_as_it_began(
+    turn: Turn, tmp_path: Path, agent: StandIn
+) -> None:
+    """Snapshot before the person's message: the first request after it is the task."""
+    _, final = settled(turn, tmp_path / _mkdir(str(tmp_path), "send"), agent)
+    found = bind_task(replay(turn, tmp_path / _mkdir(str(tmp_path), "watch"), agent))
+    assert found is not None
+    binding, digest = found
+    assert binding.offset == turn.offset  # read from the snapshot on, as a send is
+    progress = read(binding, digest)
+    assert attrs.evolve(progress, end_offset=final.end_offset) == final
+
+
+@pytest.mark.parametrize("turn", _params(TURNS))
+def test_a_watch_begun_while_the_task_runs_binds_that_task_not_an_earlier_one(
+    turn: Turn, tmp_path: Path, agent: StandIn
+) -> None:
+    """Snapshot right after the person's message: the newest request is the task, unless
+    its turn had already ended there (Claude may write a prompt after its replies)."""
+    whole, final = settled(turn, tmp_path / _mkdir(str(tmp_path), "send"), agent)
+    cut = _request_end(turn)
+    path = tmp_path / "watched.jsonl"
+    path.write_bytes(turn.body[:cut])
+    ended_at_cut = read(attrs.evolve(whole, file=_identify(path)), turn.digest).outcome
+    agent.paths = [str(path)]
+    taken = snapshot(turn.agent, PID)
+    with path.open("ab") as handle:
+        handle.write(turn.body[cut:])
+    found = bind_task(taken)
+    if ended_at_cut is not None:
+        # An ended task is never the one a watch begins on: a later request, or none yet.
+        assert found is None or found[1] != turn.digest
+        return
+    assert found is not None
+    binding, digest = found
+    assert read(binding, digest).outcome == final.outcome
+    assert read(binding, digest).final_message == final.final_message
+
+
+def _identify(path: Path) -> EvidenceFile:
+    stat = path.stat()
+    return EvidenceFile(str(path), stat.st_dev, stat.st_ino)

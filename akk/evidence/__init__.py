@@ -8,7 +8,7 @@ and the agent's native session id. A request is named by its SHA-256
 (`request_digest`), so a Turn resumed after a restart needs no stored text.
 """
 
-from akk.evidence.binding import bind, read, snapshot
+from akk.evidence.binding import bind, bind_task, read, snapshot
 from akk.evidence.files import READ_LIMIT
 from akk.evidence.model import (
     Anchor,
@@ -45,6 +45,7 @@ __all__ = [
     "Usage",
     "UsageStatus",
     "bind",
+    "bind_task",
     "read",
     "request_digest",
     "snapshot",

@@ -45,6 +45,7 @@ from akk.evidence.model import (
     Usage,
     UsageStatus,
     check_digest,
+    request_digest,
 )
 
 SESSION_META_LIMIT = 1024 * 1024
@@ -106,6 +107,135 @@ def bind(snapshot: Snapshot, request_sha256: str) -> Binding | None:
             f"({', '.join(b.file.path for b in bindings)}); this Turn's evidence is unknown",
         )
     return bindings[0] if bindings else None
+
+
+def bind_task(snapshot: Snapshot) -> tuple[Binding, str] | None:
+    """For a Watch: the task a person started, as a binding and its request's digest.
+
+    In each candidate file, the newest user request before the snapshot's size
+    (the task the agent works on as the watch begins, within the read limit);
+    else the first one written after it (a task submitted meanwhile). None if
+    no file shows a request yet. Raises EvidenceAmbiguous if more than one file
+    shows one, EvidenceLost if a candidate shrank.
+    """
+    known = {(c.file.device, c.file.inode): c for c in snapshot.candidates}
+    paths = {c.file.path for c in snapshot.candidates}
+    if locate.alive(snapshot.pid, snapshot.start_ticks):
+        with contextlib.suppress(EvidenceUnavailable):
+            paths.update(locate.owned_files(snapshot.agent, snapshot.pid).paths)
+    found = []
+    for path in sorted(paths):
+        identified = files.identify(path)
+        if identified is None:
+            continue
+        file, _ = identified
+        candidate = known.get((file.device, file.inode))
+        task = _running_task(snapshot.agent, file, candidate) if candidate else None
+        if task is None:
+            task = _new_task(snapshot, file, candidate)
+        if task is not None:
+            found.append(task)
+    if len(found) > 1:
+        raise EvidenceAmbiguous(
+            EvidenceReason.SEVERAL_FILES,
+            f"{len(found)} files show a task ({', '.join(b.file.path for b, _ in found)}); "
+            "this watch's evidence is unknown",
+        )
+    return found[0] if found else None
+
+
+def _running_task(
+    agent: Agent, file: EvidenceFile, candidate: Candidate
+) -> tuple[Binding, str] | None:
+    """The newest request before the candidate's size, if its turn had not ended there.
+
+    A request whose turn already ended is an earlier task: the running one is
+    not written yet (Claude may write a prompt after its first replies).
+    """
+    window = max(0, candidate.size - READ_LIMIT)
+    lines = files.read_lines(file, window, stop=candidate.size)
+    records = _parse(lines)
+    index = next(
+        (i for i in range(len(records) - 1, -1, -1) if _prompt(agent, records[i]) is not None),
+        None,
+    )
+    if index is None:
+        return None
+    # Codex counts tokens as a running total: the one before the request is its baseline.
+    baseline = None
+    if agent == "codex":
+        baseline = (
+            _total_before(records, index) if window == 0 else codex.last_total(records[:index])
+        )
+    ended = (
+        claude.progress(records, index)
+        if agent == "claude"
+        else codex.progress(records, index, baseline)
+    )
+    if ended.outcome is not None:
+        return None
+    return _task_binding(agent, file, records, index, lines, offset=window, baseline=baseline)
+
+
+def _new_task(
+    snapshot: Snapshot, file: EvidenceFile, candidate: Candidate | None
+) -> tuple[Binding, str] | None:
+    """The task in a file the snapshot did not show growing: the first request after its size.
+
+    A file that was no candidate (the agent had not written it yet) is read
+    whole: the newest request stamped before the snapshot is the running task;
+    without one, the first stamped at or after it.
+    """
+    start = candidate.size if candidate is not None else 0
+    lines = files.read_lines(file, start)
+    records = _parse(lines)
+    requests = [i for i, record in enumerate(records) if _prompt(snapshot.agent, record)]
+    if candidate is None:
+        earlier = [i for i in requests if _stamped_ms(records[i]) < snapshot.taken_at_ms]
+        requests = earlier[-1:] or requests
+    if not requests:
+        return None
+    index = requests[0]
+    baseline = None
+    if snapshot.agent == "codex":
+        baseline = candidate.totals if candidate is not None else _total_before(records, index)
+    return _task_binding(
+        snapshot.agent, file, records, index, lines, offset=start, baseline=baseline
+    )
+
+
+def _task_binding(
+    agent: Agent,
+    file: EvidenceFile,
+    records: Sequence[Record],
+    index: int,
+    lines: Lines,
+    *,
+    offset: int,
+    baseline: Usage | None,
+) -> tuple[Binding, str]:
+    """The binding of ``records[index]``, read from ``offset`` (where ``records`` start).
+
+    Reading starts before the request, as a send's binding does: Claude may
+    write a turn's records ahead of its prompt.
+    """
+    hit = records[index]
+    raw = next(line.raw for line in lines.lines if line.offset == hit.offset)
+    text = _prompt(agent, hit)
+    assert text is not None
+    if agent == "claude":
+        session_id = claude.session_id(hit.data)
+    else:
+        session_id = _thread_id(file, records if offset == 0 else ())
+    binding = Binding(
+        agent=agent,
+        file=file,
+        offset=offset,
+        anchor=Anchor(hit.offset, _digest(raw)),
+        session_id=session_id,
+        baseline=baseline,
+    )
+    return binding, request_digest(text)
 
 
 def read(binding: Binding, request_sha256: str, *, limit: int = READ_LIMIT) -> Progress:
@@ -208,6 +338,11 @@ def _thread_id(file: EvidenceFile, records: Sequence[Record]) -> str | None:
     if not records:
         records = _parse(files.read_lines(file, 0, limit=SESSION_META_LIMIT))
     return codex.session_id(records[0].data) if records else None
+
+
+def _prompt(agent: Agent, record: Record) -> str | None:
+    """The text of a user request record as stored; None for any other record."""
+    return claude.prompt_text(record.data) if agent == "claude" else codex.prompt_text(record.data)
 
 
 def _is_request(agent: Agent, record: Record, request_sha256: str) -> bool:
