@@ -63,10 +63,12 @@ class InteractionCalls:
         snapshot = self._board.get(turn.terminal_id or "")
         if snapshot is None or snapshot.busy or not turn.unresolved or turn.closed_at is not None:
             return None
-        shown = project_snapshot(snapshot, self._ids, turn.turn_id)
+        shown = project_snapshot(snapshot, self._ids, turn.ids["turn_id"])
         if shown is None:
             return None
-        now, offer = time.time(), controller_id == turn.controller_id and shown.actionable
+        # A Watch never answers: what it shows is never offered.
+        mine = controller_id == turn.controller_id and not turn.is_watch
+        now, offer = time.time(), mine and shown.actionable
 
         def record(conn: Any) -> tuple[Interaction, bool]:
             row, new = remember(conn, turn, snapshot, shown, now)
@@ -178,6 +180,12 @@ class InteractionCalls:
                 Reason.NOT_OWNER,
                 f"turn {turn_id} belongs to another controller; only its owner may answer its "
                 "prompts",
+            )
+        if turn.is_watch:
+            raise RpcError(
+                Reason.MANUAL_REQUIRED,
+                f"{turn_id} is a Watch: it observes a task a person started and never sends "
+                "input; answer at the terminal (status shows the prompt)",
             )
         if turn.closed_at is not None or not turn.unresolved:
             raise RpcError(

@@ -19,6 +19,7 @@ import akk
 from akk.actors.runtime import ActorRef
 from akk.actors.store import transact
 from akk.auth import Credential, CredentialBook, CredentialError, Scope, token_digest
+from akk.callback_calls import CallbackCalls
 from akk.connections import Closable, ConnectionRegistry
 from akk.interaction_calls import InteractionCalls
 from akk.protocol.errors import Code, Reason, RpcError
@@ -30,6 +31,7 @@ from akk.store import credentials
 from akk.store.reader import StoreReader
 from akk.terminals import TerminalBoard, terminal_row
 from akk.turn_calls import TurnCalls
+from akk.watch_calls import WatchCalls
 
 
 @attrs.define(eq=False)
@@ -68,7 +70,11 @@ class Methods:
         health: HealthReport,
         turns: TurnCalls,
         interactions: InteractionCalls,
+        callbacks: CallbackCalls,
+        watches: WatchCalls,
     ) -> None:
+        self._watches = watches
+        self._callbacks = callbacks
         self._interactions = interactions
         self._store = store
         self._reader = reader
@@ -89,6 +95,11 @@ class Methods:
             "cancel": self._cancel,
             "close": self._close,
             "ack": self._ack,
+            "retry_callback": self._retry_callback,
+            "watch": self._watch,
+            "unwatch": self._unwatch,
+            "renew": self._renew,
+            "recover": self._recover,
         }
         self._operator_handlers: dict[str, Handler] = {
             "token_create": self._token_create,
@@ -187,6 +198,25 @@ class Methods:
 
     async def _ack(self, peer: Peer, params: dict[str, Any]) -> dict[str, Any]:
         return await self._turns.ack(peer.controller_id, params["event_id"])
+
+    async def _retry_callback(self, peer: Peer, params: dict[str, Any]) -> dict[str, Any]:
+        return await self._callbacks.retry(peer.controller_id, peer.operator, params)
+
+    async def _watch(self, peer: Peer, params: dict[str, Any]) -> dict[str, Any]:
+        return await self._watches.watch(peer.controller_id, params["terminal_id"])
+
+    async def _unwatch(self, peer: Peer, params: dict[str, Any]) -> dict[str, Any]:
+        return await self._watches.unwatch(peer.controller_id, peer.operator, params["watch_id"])
+
+    async def _renew(self, peer: Peer, params: dict[str, Any]) -> dict[str, Any]:
+        record_id = params.get("watch_id") or params["turn_id"]
+        return await self._watches.renew(
+            peer.controller_id, peer.operator, record_id, params.get("minutes")
+        )
+
+    async def _recover(self, peer: Peer, params: dict[str, Any]) -> dict[str, Any]:
+        record_id = params.get("watch_id") or params["turn_id"]
+        return await self._watches.recover(peer.controller_id, peer.operator, record_id)
 
     async def _token_create(self, peer: Peer, params: dict[str, Any]) -> dict[str, Any]:
         controller_id: str = params["controller_id"]

@@ -23,6 +23,7 @@ from akk.actors.supervisor import ChildSpec, Supervisor
 from akk.actors.turn import TurnDesk
 from akk.actors.watcher import TmuxWatcher, default_socket
 from akk.auth import CredentialBook
+from akk.callback_calls import CallbackCalls
 from akk.connections import ConnectionRegistry
 from akk.discovery.process import VersionCache
 from akk.instance import (
@@ -44,6 +45,7 @@ from akk.store.reader import StoreReader
 from akk.terminals import TerminalBoard
 from akk.tmux.activity import DEFAULT_INTERVAL
 from akk.turn_calls import TurnCalls, TurnSettings
+from akk.watch_calls import WatchCalls
 
 log = logging.getLogger("akk.service")
 
@@ -160,6 +162,13 @@ async def run_service(
                 store=store, reader=reader, board=board, desk=desk, destinations=destinations,
                 settings=config.turns, interactions=interaction_calls,
             )  # fmt: skip
+            callback_calls = CallbackCalls(
+                store=store, reader=reader, board=board, destinations=destinations
+            )
+            watch_calls = WatchCalls(
+                store=store, reader=reader, board=board, desk=desk, destinations=destinations,
+                settings=config.turns,
+            )  # fmt: skip
             nonce = new_nonce()
             server: ControllerServer
 
@@ -187,6 +196,8 @@ async def run_service(
                 health=health,
                 turns=turn_calls,
                 interactions=interaction_calls,
+                callbacks=callback_calls,
+                watches=watch_calls,
             )
             server_settings = ServerSettings(
                 host=config.host, port=config.port, limits=config.limits.fit_descriptors()

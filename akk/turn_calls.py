@@ -31,9 +31,9 @@ from akk.interaction_calls import InteractionCalls
 from akk.profiles.composer import unprovable
 from akk.protocol.errors import Reason, RpcError
 from akk.protocol.excerpt import excerpt
-from akk.store import audit, dispatches, listing, outbox, turns
+from akk.store import audit, dispatches, outbox, turns
 from akk.store.reader import StoreReader
-from akk.store.turns import Turn
+from akk.store.turns import Turn, TurnState
 from akk.terminals import TerminalBoard, terminal_row
 
 MAX_REQUEST_CHARS = 50_000
@@ -94,11 +94,7 @@ class TurnCalls:
             return self._repeat(existing, text)
         if holder is not None:
             # Checked again inside the reservation; this answers before any capture.
-            raise RpcError(
-                Reason.CONFLICT,
-                f"turn {holder.turn_id} is still open on this terminal; wait for its outcome, "
-                "or close it, before sending another task",
-            )
+            raise RpcError(Reason.CONFLICT, turns.held(holder))
         terminal = self._board.ref(terminal_id)
         if terminal is None or self._board.get(terminal_id) is None:
             raise RpcError(
@@ -134,6 +130,7 @@ class TurnCalls:
             await self._reader.run(lambda conn: turns.get(conn, turn_id)),
             turn_id, controller_id, operator,
         )  # fmt: skip
+        _managed(turn, "respond")
         if turn.closed_at is not None:
             raise RpcError(Reason.CLOSED, f"turn {turn_id} is closed; send a new task instead")
         if not turn.state.settled:
@@ -193,43 +190,54 @@ class TurnCalls:
 
     async def listing(self, owner: str | None, terminals: list[dict[str, Any]]) -> dict[str, Any]:
         """`list`: terminals with their Turn and actions, the caller's Turns and Watches."""
-        mine, held, watches = await self._reader.run(
+        mine, held, retryable = await self._reader.run(
             lambda conn: (
                 turns.of_controller(conn, owner),
                 {t.terminal_id: t for t in turns.unresolved(conn)},
-                listing.active_watches(conn, owner),
+                outbox.retryable_records(conn, owner),
             )
         )
         for row in terminals:
             terminal_id = row["terminal_id"]
             holder = held.get(terminal_id)
             visible = holder is not None and owner in (None, holder.controller_id)
-            row["turn_id"] = holder.turn_id if visible and holder is not None else None
             if visible and holder is not None:
+                row |= holder.ids
                 row["session_id"] = holder.native_session
             actions: list[dict[str, Any]] = [
                 {"method": "status", "params": {"terminal_id": terminal_id}}
             ]
-            if holder is None and row["activity_state"] == "idle" and row["profile"]:
-                actions.append({"method": "send", "params": {"terminal_id": terminal_id}})
+            if holder is None and row["profile"]:
+                method = "send" if row["activity_state"] == "idle" else "watch"
+                actions.append({"method": method, "params": {"terminal_id": terminal_id}})
             row["available_actions"] = actions
+
+        def shown(record: Turn) -> dict[str, Any]:
+            retry = record.turn_id in retryable
+            return record.public() | {
+                "available_actions": available_actions(record, retryable=retry)
+            }
+
         return {
             "terminals": terminals,
-            "turns": [t.public() | {"available_actions": _actions(t)} for t in mine],
-            "watches": watches,
+            "turns": [shown(t) for t in mine if not t.is_watch],
+            "watches": [shown(t) for t in mine if t.is_watch],
         }
 
     async def status(self, controller_id: str, operator: bool, turn_id: str) -> dict[str, Any]:
-        turn, steps, receipts = await self._reader.run(
+        turn, steps, receipts, notes = await self._reader.run(
             lambda conn: (
                 turns.get(conn, turn_id),
                 dispatches.of_turn(conn, turn_id),
                 audit.of_turn(conn, turn_id),
+                outbox.of_turn(conn, turn_id),
             )
         )
         turn = owned(turn, turn_id, controller_id, operator)
+        retry = any(n.state == "retryable_failure" for n in notes)
         result: dict[str, Any] = {
-            "turn": turn.public() | {"available_actions": _actions(turn)},
+            "watch" if turn.is_watch else "turn": turn.public()
+            | {"available_actions": available_actions(turn, retryable=retry)},
             "dispatches": [d.public() for d in steps],
             "receipts": receipts,
             "interaction": await self._interactions.shown(turn, controller_id),
@@ -250,6 +258,7 @@ class TurnCalls:
             await self._reader.run(lambda conn: turns.get(conn, turn_id)),
             turn_id, controller_id, operator,
         )  # fmt: skip
+        _managed(turn, "cancel")
         if not turn.unresolved:
             raise RpcError(
                 Reason.CLOSED,
@@ -271,6 +280,12 @@ class TurnCalls:
             await self._reader.run(lambda conn: turns.get(conn, turn_id)),
             turn_id, controller_id, operator,
         )  # fmt: skip
+        if turn.is_watch:
+            raise RpcError(
+                Reason.INVALID_PARAMS,
+                f"{turn_id} is a standalone Watch: it has no management to close; stop "
+                "observing it with unwatch {watch_id}",
+            )
         if turn.closed_at is None:
             now = time.time()
 
@@ -285,7 +300,7 @@ class TurnCalls:
             actor = self._desk.ref(turn_id)
             if actor is not None:
                 actor.tell(Close())
-        return {"turn_id": turn_id, "management_state": "closed", "state": turn.state.value}
+        return turn.public() | {"available_actions": available_actions(turn)}
 
     async def ack(self, controller_id: str, event_id: str) -> dict[str, Any]:
         now = time.time()
@@ -341,15 +356,45 @@ def owned(turn: Turn | None, record_id: str, controller_id: str, operator: bool)
     return turn
 
 
-def _actions(turn: Turn) -> list[dict[str, Any]]:
-    ids = {"turn_id": turn.turn_id}
-    actions: list[dict[str, Any]] = [{"method": "status", "params": ids}]
-    if turn.unresolved and turn.state.value == "running":
+def _managed(record: Turn, method: str) -> None:
+    """Refuse a management call on a Watch: it observes a person's task and never sends input."""
+    if record.is_watch:
+        raise RpcError(
+            Reason.INVALID_PARAMS,
+            f"{record.turn_id} is a Watch: it never sends input, so {method} does not apply. "
+            "Act at the terminal, or send a task of your own once the pane is idle",
+        )
+
+
+def available_actions(record: Turn, *, retryable: bool = False) -> list[dict[str, Any]]:
+    """The calls valid on ``record`` now, pre-filled with its exact id.
+
+    ``retryable``: a notification of the record waits in retryable_failure.
+    """
+    if record.is_watch:
+        ids = {"watch_id": record.turn_id}
+        actions: list[dict[str, Any]] = [{"method": "status", "params": ids}]
+        if record.unwatched_at is None:
+            actions.append({"method": "unwatch", "params": ids})
+            actions.append({"method": "recover", "params": ids})
+        if record.unresolved or record.state is TurnState.TIMED_OUT or record.unwatched_at:
+            actions.append({"method": "renew", "params": ids})
+        if retryable and record.unwatched_at is None:
+            actions.append({"method": "retry_callback", "params": ids})
+        return actions
+    ids = {"turn_id": record.turn_id}
+    actions = [{"method": "status", "params": ids}]
+    if record.unresolved and record.state is TurnState.RUNNING:
         actions.append({"method": "cancel", "params": ids})
-    if turn.state.settled and turn.closed_at is None:
+    if record.state.settled and record.closed_at is None:
         actions.append({"method": "respond", "params": ids})
-    if turn.closed_at is None:
+    if record.closed_at is None:
         actions.append({"method": "close", "params": ids})
+        actions.append({"method": "recover", "params": ids})
+        if record.unresolved:
+            actions.append({"method": "renew", "params": ids})
+        if retryable:
+            actions.append({"method": "retry_callback", "params": ids})
     return actions
 
 

@@ -427,11 +427,7 @@ class TerminalActor(Actor):
                 )
             holder = turns.unresolved_on(conn, terminal_id)
             if holder is not None:
-                return Refusal(
-                    Reason.CONFLICT,
-                    f"turn {holder.turn_id} is still open on this terminal; wait for its "
-                    "outcome, or close it, before sending another task",
-                )
+                return Refusal(Reason.CONFLICT, turns.held(holder))
             turn = turns.insert(
                 conn,
                 controller_id=task.controller_id,
@@ -472,9 +468,7 @@ class TerminalActor(Actor):
                 )
             holder = turns.unresolved_on(conn, terminal_id)
             if holder is not None:
-                return Refusal(
-                    Reason.CONFLICT, f"turn {holder.turn_id} is still open on this terminal"
-                )
+                return Refusal(Reason.CONFLICT, turns.held(holder))
             reopened = turns.reopen(
                 conn,
                 turn,

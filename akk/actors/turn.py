@@ -46,7 +46,7 @@ from akk.protocol.errors import Reason
 from akk.protocol.projection import Shown, project_snapshot
 from akk.protocol.redaction import redact
 from akk.screen.fingerprint import Appearance, IdMinter
-from akk.store import dispatches, interactions, turns
+from akk.store import dispatches, interactions, terminals, turns
 from akk.store.dispatches import Kind, Stage
 from akk.store.interactions import Interaction, InteractionState
 from akk.store.turns import Turn, TurnState
@@ -126,9 +126,13 @@ class TurnActor(Actor):
         self._last_size = -1
         self._saw_working = False
         self._missing_since: float | None = None
+        self._pane: tuple[str, str] | None = None  # (tmux socket, pane id) once seen
+        self._idle_unbound_since: float | None = None
 
     async def started(self) -> None:
         self._turn = await self._load()
+        # A Watch begins on a task the agent already works on.
+        self._saw_working = self._turn.is_watch
         base = self._enter_at if self._enter_at is not None else trio.current_time()
         self._accept_deadline = base + self._accept_seconds
 
@@ -151,23 +155,25 @@ class TurnActor(Actor):
             raise StopActor()
         now = time.time()
         if now >= turn.hard_deadline_at:
-            await self._settle(TurnState.TIMED_OUT, "timed_out", "the Turn reached its lifetime")
+            why = (
+                "the watch's observation deadline passed; renew it to observe the task again"
+                if turn.is_watch
+                else "the Turn reached its lifetime"
+            )
+            await self._settle(TurnState.TIMED_OUT, "timed_out", why)
             return
         if self._board.ref(turn.terminal_id or "") is None:
             # Just after a start the watcher may not have listed the panes yet.
             if self._missing_since is None:
                 self._missing_since = trio.current_time()
             if trio.current_time() - self._missing_since >= GONE_GRACE:
-                await self._settle(
-                    TurnState.FAILED,
-                    "terminal_gone",
-                    "the pane closed or the agent process ended before the Turn finished",
-                )
+                await self._terminal_gone()
             return
         self._missing_since = None
         snapshot = self._board.get(turn.terminal_id or "")
         if snapshot is None:
             return  # its actor is restarting: look again next tick
+        self._pane = (snapshot.identity.tmux_socket, snapshot.identity.pane_id)
         active = snapshot.seq != self._last_seq
         self._last_seq = snapshot.seq
         if snapshot.observation.state is State.WORKING:
@@ -180,6 +186,8 @@ class TurnActor(Actor):
         if turn.state in (TurnState.DISPATCHING, TurnState.UNCERTAIN):
             await self._check_acceptance(progress, snapshot.observation.state, snapshot.seq)
         elif turn.state is TurnState.RUNNING:
+            if turn.is_watch and turn.evidence_status == "pending":
+                await self._check_unbound(snapshot.observation.state)
             await self._check_outcome(progress, snapshot.observation.state)
         turn = self._turn
         assert turn is not None
@@ -193,6 +201,27 @@ class TurnActor(Actor):
                 TurnState.STALLED, "stalled", "no activity for the Turn's inactivity window"
             )
 
+    async def _terminal_gone(self) -> None:
+        """The Turn's terminal left the board: its pane closed, or another process runs there.
+
+        Another agent process in the same pane is another task: the record ends,
+        and is never moved onto the new process.
+        """
+        pane = self._pane
+        if pane is None:
+            terminal_id = self._turn.terminal_id if self._turn else None
+            pane = await self._read_store(lambda conn: terminals.pane_of(conn, terminal_id or ""))
+        replaced = pane is not None and any(
+            (s.identity.tmux_socket, s.identity.pane_id) == pane for s in self._board
+        )
+        if replaced:
+            reason = "incarnation_changed"
+            why = "another agent process now runs in the pane; this record was not moved onto it"
+        else:
+            reason = "terminal_gone"
+            why = "the pane closed or the agent process ended before the task finished"
+        await self._settle(TurnState.FAILED, reason, why)
+
     async def _progress(self) -> tuple[evidence.Progress, bool] | None:
         """What the agent's file proves now, and whether it grew; None without evidence."""
         turn = self._turn
@@ -202,10 +231,22 @@ class TurnActor(Actor):
         try:
             if turn.evidence_status == "pending":
                 snap = evidence.Snapshot.from_json(turn.evidence)
-                binding = await trio.to_thread.run_sync(evidence.bind, snap, turn.request_sha256)
-                if binding is None:
-                    return None
-                self._turn = await self._update(evidence_status="bound", evidence=binding.to_json())
+                if turn.is_watch:
+                    # The person's own message names the task: its digest becomes the request's.
+                    task = await trio.to_thread.run_sync(evidence.bind_task, snap)
+                    if task is None:
+                        return None
+                    binding, digest = task
+                else:
+                    digest = turn.request_sha256
+                    found = await trio.to_thread.run_sync(evidence.bind, snap, digest)
+                    if found is None:
+                        return None
+                    binding = found
+                self._turn = await self._update(
+                    evidence_status="bound", evidence=binding.to_json(), request_sha256=digest,
+                    native_session=binding.session_id or turn.native_session,
+                )  # fmt: skip
                 turn = self._turn
             binding = evidence.Binding.from_json(turn.evidence or "")
             progress = await trio.to_thread.run_sync(evidence.read, binding, turn.request_sha256)
@@ -218,6 +259,24 @@ class TurnActor(Actor):
         grew = progress.end_offset != self._last_size
         self._last_size = progress.end_offset
         return progress, grew
+
+    async def _check_unbound(self, state: State) -> None:
+        """A Watch whose task ended on screen while its file never showed the person's message.
+
+        After ``accept_seconds`` idle, the file is given up (evidence unknown, with
+        that limit): the screen alone then settles the task.
+        """
+        if state not in (State.IDLE, State.IDLE_DRAFT):
+            self._idle_unbound_since = None
+            return
+        now = trio.current_time()
+        if self._idle_unbound_since is None:
+            self._idle_unbound_since = now
+        elif now - self._idle_unbound_since >= self._accept_seconds:
+            self._turn = await self._update(
+                evidence_status="unknown",
+                evidence_limit="the agent's file never showed the person's message",
+            )
 
     async def _check_acceptance(
         self, progress: tuple[evidence.Progress, bool] | None, state: State, seq: int
@@ -282,28 +341,11 @@ class TurnActor(Actor):
         self, progress: tuple[evidence.Progress, bool] | None, state: State
     ) -> None:
         if progress is not None:
-            found = progress[0]
-            usage = found.usage
-            changes: dict[str, object] = {"usage_status": found.usage_status.value}
-            if usage is not None:
-                changes |= {
-                    "usage_input": usage.input,
-                    "usage_output": usage.output,
-                    "usage_cache_read": usage.cache_read,
-                    "usage_cache_write": usage.cache_write,
-                }
-            if found.final_message is not None:
-                changes["final_message"] = _bounded(found.final_message)
-            if found.outcome == "done":
-                await self._settle(TurnState.DONE, None, _summary(found.final_message), **changes)
-            elif found.outcome == "failed":
-                reason = (found.failure or "failed")[:200]
+            outcome = file_outcome(progress[0])
+            if outcome is not None:
                 await self._settle(
-                    TurnState.FAILED, "agent_error", f"the agent reported: {redact(reason)}",
-                    **changes,
-                )  # fmt: skip
-            elif found.outcome == "cancelled":
-                await self._settle(TurnState.CANCELLED, None, "the Turn was interrupted", **changes)
+                    outcome.state, outcome.reason, outcome.summary, **outcome.changes
+                )
             return
         turn = self._turn
         assert turn is not None
@@ -325,7 +367,7 @@ class TurnActor(Actor):
         turn = self._turn
         assert turn is not None
         seen, now = snapshot.seen, time.time()
-        shown = project_snapshot(snapshot, self._ids, turn.turn_id)
+        shown = project_snapshot(snapshot, self._ids, turn.ids["turn_id"])
 
         def record(conn: apsw.Connection) -> bool:
             for row in interactions.pending_of_turn(conn, turn.turn_id):
@@ -438,6 +480,39 @@ def remember(
         now=now,
         announce=turn,
     )
+
+
+@attrs.frozen
+class Outcome:
+    """How the agent's file says a task ended: the settled state and what to record."""
+
+    state: TurnState
+    reason: str | None
+    summary: str
+    changes: dict[str, object]
+
+
+def file_outcome(found: evidence.Progress) -> Outcome | None:
+    """The outcome ``found`` proves (with usage and final message), or None while it runs."""
+    usage = found.usage
+    changes: dict[str, object] = {"usage_status": found.usage_status.value}
+    if usage is not None:
+        changes |= {
+            "usage_input": usage.input,
+            "usage_output": usage.output,
+            "usage_cache_read": usage.cache_read,
+            "usage_cache_write": usage.cache_write,
+        }
+    if found.final_message is not None:
+        changes["final_message"] = _bounded(found.final_message)
+    if found.outcome == "done":
+        return Outcome(TurnState.DONE, None, _summary(found.final_message), changes)
+    if found.outcome == "failed":
+        why = redact((found.failure or "failed")[:200])
+        return Outcome(TurnState.FAILED, "agent_error", f"the agent reported: {why}", changes)
+    if found.outcome == "cancelled":
+        return Outcome(TurnState.CANCELLED, None, "the task was interrupted", changes)
+    return None
 
 
 def _bounded(text: str) -> str:

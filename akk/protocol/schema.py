@@ -263,7 +263,10 @@ METHODS: dict[str, dict[str, Any]] = {
     "respond": {"params": _params({"turn_id": _ID, "request": _TEXT}), "result": _RECORD},
     "cancel": {"params": _params({"turn_id": _ID}), "result": _RECORD},
     "close": {"params": _params({"turn_id": _ID}), "result": _RECORD},
-    "watch": {"params": _params({"terminal_id": _ID}), "result": _params({"watch_id": _ID})},
+    "watch": {
+        "params": _params({"terminal_id": _ID}),
+        "result": {"type": "object", "required": ["watch_id"], "properties": {"watch_id": _ID}},
+    },
     "unwatch": {"params": _params({"watch_id": _ID}), "result": _RECORD},
     "renew": {
         "params": _one_of_ids(

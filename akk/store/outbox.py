@@ -4,8 +4,9 @@ A notification's ``event_id`` is fixed when it is written, so a redelivery
 (after a lost connection, a lease that ran out, or a restart) carries the same
 one. States: ``pending`` (due at ``next_attempt_at``) → ``delivering`` (sent,
 lease running) → ``accepted`` (acked), or back to ``pending`` when the lease
-runs out, or ``retryable_failure`` after the last attempt; ``withdrawn`` when
-the record it is about no longer wants it.
+runs out, or ``retryable_failure`` after the last attempt (``retry_callback``
+makes it ``pending`` again with one more attempt, same ``event_id``);
+``withdrawn`` when the record it is about no longer wants it.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ class Notification:
     lease_expires_at: float | None
     next_attempt_at: float
     revision: int
+    retries: int = 0
+    """Delivery attempts granted by `retry_callback`, each one past ``max_attempts``."""
 
     def event(self) -> dict[str, Any]:
         """The PROTOCOL event this notification carries."""
@@ -129,8 +132,11 @@ def lease(
     lease_seconds: float,
     max_attempts: int,
 ) -> Notification | None:
-    """Take the next attempt; None once the attempts are used up (then retryable_failure)."""
-    if notification.attempts >= max_attempts:
+    """Take the next attempt; None once the attempts are used up (then retryable_failure).
+
+    Each granted retry adds one attempt to ``max_attempts``.
+    """
+    if notification.attempts >= max_attempts + notification.retries:
         cas_update(
             conn, "notifications", "notification_id", notification.notification_id,
             notification.revision,
@@ -145,6 +151,29 @@ def lease(
          "lease_expires_at": now + lease_seconds},
     )  # fmt: skip
     return get(conn, notification.notification_id)
+
+
+def retry(conn: apsw.Connection, notification: Notification, now: float) -> Notification:
+    """`retry_callback`: a ``retryable_failure`` is due again now, with one more attempt.
+
+    The event (its ``event_id`` and body), its attempts and its ``last_error``
+    are kept. Compare-and-swap: raises CasConflict if the row moved on.
+    """
+    assert notification.state == "retryable_failure"
+    cas_update(
+        conn, "notifications", "notification_id", notification.notification_id,
+        notification.revision,
+        {"state": "pending", "next_attempt_at": now, "lease_expires_at": None,
+         "retries": notification.retries + 1},
+    )  # fmt: skip
+    retried = get(conn, notification.notification_id)
+    assert retried is not None
+    return retried
+
+
+def of_turn(conn: apsw.Connection, turn_id: str) -> list[Notification]:
+    """Every notification about the record ``turn_id`` (a Turn or a Watch), oldest first."""
+    return _select(conn, "WHERE turn_id = ? ORDER BY created_at, rowid", (turn_id,))
 
 
 def postpone(conn: apsw.Connection, notification: Notification, until: float, error: str) -> None:
@@ -189,6 +218,28 @@ def ack(
         )  # fmt: skip
         notification = get(conn, notification.notification_id) or notification
     return notification
+
+
+def retryable_records(conn: apsw.Connection, controller_id: str | None) -> set[str]:
+    """Records with a notification in retryable_failure (every controller's for None)."""
+    rows = conn.execute(
+        "SELECT DISTINCT turn_id FROM notifications WHERE state = 'retryable_failure' "
+        "AND coalesce(?, controller_id) = controller_id AND turn_id IS NOT NULL",
+        (controller_id,),
+    )
+    return {str(row[0]) for row in rows}
+
+
+def withdraw_pending(
+    conn: apsw.Connection, turn_id: str, now: float, *, kind: str | None = None
+) -> int:
+    """Withdraw the record's notifications not yet sent (of ``kind`` only, if given); how many."""
+    conn.execute(
+        "UPDATE notifications SET state = 'withdrawn', updated_at = ?, revision = revision + 1 "
+        "WHERE turn_id = ? AND state = 'pending' AND coalesce(?, kind) = kind",
+        (now, turn_id, kind),
+    )
+    return conn.changes()
 
 
 def _select(conn: apsw.Connection, where: str, args: tuple[object, ...]) -> list[Notification]:

@@ -43,6 +43,14 @@ def record_gone(conn: apsw.Connection, terminal_id: str, now: float) -> None:
         )  # fmt: skip
 
 
+def pane_of(conn: apsw.Connection, terminal_id: str) -> tuple[str, str] | None:
+    """(tmux socket, pane id) where ``terminal_id`` ran, if it was ever seen."""
+    row = conn.execute(
+        "SELECT tmux_socket, pane_id FROM terminals WHERE terminal_id = ?", (terminal_id,)
+    ).fetchone()
+    return None if row is None else (str(row[0]), str(row[1]))
+
+
 def _revision(conn: apsw.Connection, terminal_id: str) -> int | None:
     row = conn.execute(
         "SELECT revision FROM terminals WHERE terminal_id = ?", (terminal_id,)

@@ -15,6 +15,7 @@ from typing import Any
 import apsw
 import attrs
 
+from akk.evidence import request_digest
 from akk.store import outbox
 from akk.store.database import cas_update
 from akk.store.dispatches import Dispatch
@@ -172,6 +173,53 @@ def insert(
     return turn
 
 
+def insert_watch(
+    conn: apsw.Connection,
+    *,
+    controller_id: str,
+    terminal_id: str,
+    evidence_status: str,
+    evidence: str | None,
+    evidence_limit: str | None,
+    inactivity_seconds: float,
+    lifetime_seconds: float,
+    now: float,
+) -> Turn:
+    """A Watch of the task a person started on ``terminal_id``: running from the start.
+
+    Nothing was typed, so there is no request yet: its digest is of "" until the
+    agent's file shows the person's message (then that message's).
+    """
+    watch_id = "watch_" + secrets.token_hex(12)
+    conn.execute(
+        "INSERT INTO turns (turn_id, controller_id, client_request_id, terminal_id, backend, "
+        "task_kind, request_sha256, request_chars, state, evidence_status, evidence, "
+        "evidence_limit, inactivity_seconds, hard_deadline_at, last_activity_at, created_at, "
+        "updated_at) VALUES (?, ?, ?, ?, 'terminal', 'watch', ?, 0, 'running', ?, ?, ?, ?, ?, ?, "
+        "?, ?)",
+        (
+            watch_id, controller_id, watch_id, terminal_id, request_digest(""), evidence_status,
+            evidence, evidence_limit, inactivity_seconds, now + lifetime_seconds, now, now, now,
+        ),
+    )  # fmt: skip
+    watch = get(conn, watch_id)
+    assert watch is not None
+    return watch
+
+
+def held(holder: Turn) -> str:
+    """Why a terminal takes no task while ``holder`` follows it, and what to do instead."""
+    if holder.is_watch:
+        return (
+            f"watch {holder.turn_id} observes the task running on this terminal; wait for "
+            "its outcome (or unwatch it) before sending a task"
+        )
+    return (
+        f"turn {holder.turn_id} is still open on this terminal; wait for its outcome, or close "
+        "it, before sending another task"
+    )
+
+
 def get(conn: apsw.Connection, turn_id: str) -> Turn | None:
     return _one(conn, "WHERE turn_id = ?", (turn_id,))
 
@@ -184,18 +232,22 @@ def by_request(conn: apsw.Connection, controller_id: str, client_request_id: str
     )
 
 
+_FOLLOWED = "settled_at IS NULL AND closed_at IS NULL AND unwatched_at IS NULL"
+"""SQL for `Turn.unresolved`: not settled, not closed, not unwatched."""
+
+
 def unresolved_on(conn: apsw.Connection, terminal_id: str) -> Turn | None:
     """The Turn that holds ``terminal_id``, if any."""
     return _one(
         conn,
-        "WHERE terminal_id = ? AND settled_at IS NULL AND closed_at IS NULL",
+        f"WHERE terminal_id = ? AND {_FOLLOWED}",
         (terminal_id,),
     )
 
 
 def unresolved(conn: apsw.Connection) -> list[Turn]:
     """Every Turn still followed (resumed after a restart)."""
-    return _many(conn, "WHERE settled_at IS NULL AND closed_at IS NULL ORDER BY created_at", ())
+    return _many(conn, f"WHERE {_FOLLOWED} ORDER BY created_at", ())
 
 
 def of_controller(conn: apsw.Connection, controller_id: str | None, limit: int = 200) -> list[Turn]:
@@ -255,6 +307,42 @@ def enqueue_event(
         body=turn.ids | {"round": turn.round} | body,
         now=now,
     )
+
+
+def renewed_deadline(record: Turn, now: float, seconds: float) -> float:
+    """A renew's deadline: the later of the saved one and now + ``seconds``, never their sum.
+
+    A managed Send never outlives its original hard lifetime: its deadline stays.
+    """
+    if not record.is_watch:
+        return record.hard_deadline_at
+    return max(record.hard_deadline_at, now + seconds)
+
+
+def revive(
+    conn: apsw.Connection,
+    watch: Turn,
+    *,
+    now: float,
+    deadline: float,
+    ended: tuple[TurnState, str | None, str, dict[str, object]] | None,
+) -> Turn:
+    """An expired or unwatched Watch observes again, in its next generation (``round``).
+
+    The old generation's expiry notice, if still unsent, is withdrawn. ``ended``
+    (state, reason, summary, changes): the task ended meanwhile, so the new
+    generation records that actual outcome at once instead of running.
+    """
+    assert watch.is_watch and not watch.unresolved
+    outbox.withdraw_pending(conn, watch.turn_id, now, kind=TurnState.TIMED_OUT.value)
+    revived = update(
+        conn, watch, round=watch.round + 1, state=TurnState.RUNNING, reason=None,
+        settled_at=None, unwatched_at=None, hard_deadline_at=deadline, last_activity_at=now,
+    )  # fmt: skip
+    if ended is None:
+        return revived
+    state, reason, summary, changes = ended
+    return settle(conn, revived, state, now=now, reason=reason, summary=summary, **changes)
 
 
 def answer_uncertain(conn: apsw.Connection, dispatch: Dispatch, why: str, now: float) -> None:

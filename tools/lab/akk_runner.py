@@ -26,6 +26,7 @@ from akk.service import ServiceConfig, run_service
 from akk.store import credentials
 from akk.store.database import open_store
 from akk.store.location import StateDir
+from akk.turn_calls import TurnSettings
 from tools.lab.launcher import LabSession
 
 OUTCOMES = frozenset({"done", "failed", "cancelled", "stalled", "timed_out"})
@@ -51,11 +52,19 @@ class Served:
 
 
 @asynccontextmanager
-async def serving(lab: LabSession, tmp_path: Path, *names: str) -> AsyncIterator[Served]:
-    """`akk serve` in this process, watching the lab's tmux server."""
+async def serving(
+    lab: LabSession, tmp_path: Path, *names: str, turns: TurnSettings | None = None
+) -> AsyncIterator[Served]:
+    """`akk serve` in this process, watching the lab's tmux server (with these Turn settings)."""
     state = StateDir(tmp_path / "akk")
     tokens = mint_offline(state, *(names or ("ctl",)))
-    config = ServiceConfig(state=state, port=0, tmux_sockets=(str(lab.socket),), poll_interval=0.1)
+    config = ServiceConfig(
+        state=state,
+        port=0,
+        tmux_sockets=(str(lab.socket),),
+        poll_interval=0.1,
+        turns=turns or TurnSettings(),
+    )
     async with trio.open_nursery() as nursery:
         endpoint = await nursery.start(
             lambda task_status: run_service(config, task_status=task_status)
@@ -75,13 +84,16 @@ async def idle_terminal(ctl: Controller, timeout: float = 20) -> dict[str, Any]:
             await trio.sleep(0.05)
 
 
-async def outcome(ctl: Controller, turn_id: str, timeout: float = 60) -> dict[str, Any]:
-    """The Turn's outcome event (every event on the way is acked)."""
+async def outcome(ctl: Controller, record_id: str, timeout: float = 60) -> dict[str, Any]:
+    """The outcome event of a Turn or Watch (every event on the way is acked).
+
+    A managed Send's ``turn_id`` is also its ``watch_id``, so both match by it.
+    """
     with trio.fail_after(timeout):
         async with aclosing(ctl.events()) as events:
             async for event in events:
                 await ctl.ack(event["event_id"])
-                if event.get("turn_id") == turn_id and event["kind"] in OUTCOMES:
+                if event.get("watch_id") == record_id and event["kind"] in OUTCOMES:
                     return event
     raise AssertionError("the connection closed before the outcome")
 

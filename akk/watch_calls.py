@@ -1,0 +1,325 @@
+"""The observation methods: watch, unwatch, renew and recover.
+
+Each acts on one exact stored record and never picks "the latest task", a
+matching directory or another terminal. A Watch observes the task a person
+started in one pane: the terminal's exact incarnation (pane + agent process)
+and the agent's own file, where the person's message names the task. It never
+sends input. A managed Send's `turn_id` is accepted wherever a `watch_id` is,
+except by `unwatch` (a Send stays managed until `close`).
+
+- `renew` never adds minutes to the old deadline: the new one is the later of
+  the saved deadline and now + minutes. An expired or unwatched Watch resumes,
+  in a new observation generation (its `round`), only while the same task is
+  still active; a task that ended meanwhile gets its actual outcome instead.
+  A managed Send's renew refreshes its inactivity window only: it never
+  outlives its original hard lifetime.
+- `recover` re-reads the record's task and supervises its monitor again. It
+  extends nothing and never resumes an unwatched Watch; a task that cannot be
+  verified is reported `unknown`, never rebound to another terminal.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import apsw
+import trio
+
+from akk import evidence
+from akk.actors.destination import DestinationDesk
+from akk.actors.store import transact
+from akk.actors.turn import GONE_GRACE, Close, Outcome, TurnDesk, file_outcome
+from akk.profiles.observation import State
+from akk.protocol.errors import Reason, RpcError
+from akk.store import audit, outbox, terminals, turns
+from akk.store.reader import StoreReader
+from akk.store.turns import Turn, TurnState
+from akk.terminals import TerminalBoard, TerminalSnapshot
+from akk.turn_calls import TurnSettings, available_actions, owned
+
+_NO_TASK = frozenset({State.IDLE, State.IDLE_DRAFT})
+
+
+class WatchCalls:
+    def __init__(
+        self,
+        *,
+        store: Any,
+        reader: StoreReader,
+        board: TerminalBoard,
+        desk: TurnDesk,
+        destinations: DestinationDesk,
+        settings: TurnSettings,
+    ) -> None:
+        self._store = store
+        self._reader = reader
+        self._board = board
+        self._desk = desk
+        self._destinations = destinations
+        self._settings = settings
+
+    async def watch(self, controller_id: str, terminal_id: str) -> dict[str, Any]:
+        """Observe the task a person started in ``terminal_id``; idempotent for its owner."""
+        snapshot = self._board.get(terminal_id)
+        if snapshot is None:
+            raise RpcError(
+                Reason.NOT_FOUND,
+                f"no terminal {terminal_id[:80]!r} (its pane closed or its agent restarted); "
+                "call list for the current terminal ids",
+            )
+        _check_task_runs(snapshot)
+        held = await self._reader.run(lambda conn: turns.unresolved_on(conn, terminal_id))
+        if held is not None:
+            return _mine(held, controller_id)
+        identity = snapshot.identity
+        try:
+            snap = await trio.to_thread.run_sync(
+                evidence.snapshot, identity.agent, identity.agent_pid
+            )
+            found: tuple[str, str | None, str | None] = ("pending", snap.to_json(), None)
+        except evidence.EvidenceUnavailable as exc:
+            found = ("unknown", None, str(exc)[:300])
+        settings, now = self._settings, time.time()
+
+        def insert(conn: apsw.Connection) -> Turn:
+            held = turns.unresolved_on(conn, terminal_id)
+            if held is not None:
+                return held
+            status, snapshot_json, limit = found
+            watch = turns.insert_watch(
+                conn, controller_id=controller_id, terminal_id=terminal_id,
+                evidence_status=status, evidence=snapshot_json, evidence_limit=limit,
+                inactivity_seconds=settings.inactivity_minutes * 60,
+                lifetime_seconds=settings.lifetime_minutes * 60, now=now,
+            )  # fmt: skip
+            audit.record(
+                conn, at=now, actor=controller_id, action="watch", outcome="observing",
+                controller_id=controller_id, turn_id=watch.turn_id,
+                detail={"terminal_id": terminal_id},
+            )  # fmt: skip
+            return watch
+
+        watch = await transact(self._store, insert)
+        if watch.controller_id != controller_id or not watch.is_watch:
+            return _mine(watch, controller_id)  # another record took the task meanwhile
+        await self._desk.follow(watch.turn_id)
+        return _result(watch)
+
+    async def unwatch(self, controller_id: str, operator: bool, watch_id: str) -> dict[str, Any]:
+        """Stop observing; notifications not yet sent are withdrawn."""
+        record = await self._owned(controller_id, operator, watch_id)
+        if not record.is_watch:
+            raise RpcError(
+                Reason.INVALID_PARAMS,
+                f"{watch_id} is a managed Send, which stays managed: close it with close "
+                "{turn_id} to stop following it",
+            )
+        withdrawn, now = 0, time.time()
+        if record.unwatched_at is None:
+
+            def stop(conn: apsw.Connection) -> tuple[Turn, int]:
+                nonlocal withdrawn
+                fresh = _fresh(conn, watch_id)
+                if fresh.unwatched_at is not None:
+                    return fresh, 0
+                count = outbox.withdraw_pending(conn, watch_id, now)
+                audit.record(
+                    conn, at=now, actor=controller_id, action="unwatch", outcome="stopped",
+                    controller_id=fresh.controller_id, turn_id=watch_id,
+                    detail={"withdrawn": count},
+                )  # fmt: skip
+                return turns.update(conn, fresh, unwatched_at=now), count
+
+            record, withdrawn = await transact(self._store, stop)
+            actor = self._desk.ref(watch_id)
+            if actor is not None:
+                actor.tell(Close())
+        return _result(record) | {"withdrawn": withdrawn}
+
+    async def renew(
+        self, controller_id: str, operator: bool, record_id: str, minutes: int | None
+    ) -> dict[str, Any]:
+        """Verify the original task and extend its observation (see the module docstring)."""
+        record = await self._owned(controller_id, operator, record_id)
+        if record.closed_at is not None:
+            raise RpcError(
+                Reason.CLOSED,
+                f"{record_id} is closed, and closed management is never reopened; send a new "
+                "task instead",
+            )
+        now = time.time()
+        seconds = (minutes or self._settings.lifetime_minutes) * 60
+        if record.unresolved:
+            deadline = turns.renewed_deadline(record, now, seconds)
+            renewed = await self._update(
+                record_id, {"last_activity_at": now, "hard_deadline_at": deadline}
+            )
+            return _result(renewed) | {"renewed": True}
+        revivable = record.is_watch and (
+            record.state is TurnState.TIMED_OUT or record.unwatched_at is not None
+        )
+        if not revivable:
+            # Its outcome stands: there is no running observation to extend.
+            return _result(record) | {"renewed": False}
+        snapshot = self._board.get(record.terminal_id or "")
+        if snapshot is None:
+            raise RpcError(
+                Reason.NOT_FOUND,
+                f"the task of {record_id} cannot be verified: its terminal is gone (the pane "
+                "closed or another agent process runs there), and a watch is never moved to "
+                "another terminal. Watch the new task with watch {terminal_id}",
+            )
+        ended = await self._ended(record, snapshot)
+        deadline = turns.renewed_deadline(record, now, seconds)
+
+        def revive(conn: apsw.Connection) -> Turn:
+            fresh = _fresh(conn, record_id)
+            if fresh.revision != record.revision:
+                raise RpcError(Reason.CONFLICT, f"{record_id} changed meanwhile; renew again")
+            outcome = None
+            if ended is not None:
+                outcome = (ended.state, ended.reason, ended.summary, ended.changes)
+            revived = turns.revive(conn, fresh, now=now, deadline=deadline, ended=outcome)
+            audit.record(
+                conn, at=now, actor=controller_id, action="renew",
+                outcome=revived.state.value, controller_id=fresh.controller_id,
+                turn_id=record_id, detail={"round": revived.round},
+            )  # fmt: skip
+            return revived
+
+        revived = await transact(self._store, revive)
+        if revived.unresolved:
+            await self._desk.follow(record_id)
+        else:
+            self._destinations.wake(revived.controller_id)
+        return _result(revived) | {"renewed": True}
+
+    async def recover(self, controller_id: str, operator: bool, record_id: str) -> dict[str, Any]:
+        """Re-read the record's exact task and supervise its monitor again (extends nothing)."""
+        record = await self._owned(controller_id, operator, record_id)
+        if record.closed_at is not None or record.unwatched_at is not None:
+            stopped = "closed" if record.closed_at is not None else "unwatched"
+            raise RpcError(
+                Reason.CLOSED,
+                f"{record_id} was {stopped}; recover does not resume it"
+                + (" (renew does, while its task is active)" if record.is_watch else ""),
+            )
+        terminal = await self._terminal_state(record)
+        if record.unresolved:
+            await self._desk.follow(record_id)
+        if terminal != "present":
+            task = "unknown"  # never rebound: the record keeps its own terminal
+        else:
+            task = "screen_only" if record.evidence_status == "unknown" else "verified"
+        return _result(record) | {
+            "supervised": record.unresolved,
+            "verification": {
+                "terminal": terminal,
+                "evidence": record.evidence_status,
+                "task": task,
+            },
+        }
+
+    # -- helpers
+
+    async def _owned(self, controller_id: str, operator: bool, record_id: str) -> Turn:
+        record = await self._reader.run(lambda conn: turns.get(conn, record_id))
+        return owned(record, record_id, controller_id, operator)
+
+    async def _update(self, record_id: str, changes: dict[str, object]) -> Turn:
+        def apply(conn: apsw.Connection) -> Turn:
+            return turns.update(conn, _fresh(conn, record_id), **changes)
+
+        updated: Turn = await transact(self._store, apply)
+        return updated
+
+    async def _ended(self, record: Turn, snapshot: TerminalSnapshot) -> Outcome | None:
+        """How the watched task ended while nobody observed it; None while it still runs."""
+        if record.evidence_status != "unknown":
+            try:
+                progress = await trio.to_thread.run_sync(_read_task, record)
+            except evidence.EvidenceError:
+                pass  # the file cannot tell: the screen does
+            else:
+                # Not in the file yet (Claude may write a prompt after its replies): the
+                # revived monitor binds it and settles from the file.
+                return None if progress is None else file_outcome(progress)
+        if snapshot.observation.state in _NO_TASK:
+            return Outcome(
+                TurnState.DONE, None,
+                "the agent is idle again (seen on screen; its own file did not say more)", {},
+            )  # fmt: skip
+        return None
+
+    async def _terminal_state(self, record: Turn) -> str:
+        """present: its exact incarnation runs; replaced: another process in its pane; gone."""
+        terminal_id = record.terminal_id or ""
+        # Just after a start the watcher may not have listed the panes yet.
+        with trio.move_on_after(GONE_GRACE):
+            while True:
+                if self._board.get(terminal_id) is not None:
+                    return "present"
+                await trio.sleep(0.05)
+        pane = await self._reader.run(lambda conn: terminals.pane_of(conn, terminal_id))
+        if any((s.identity.tmux_socket, s.identity.pane_id) == pane for s in self._board):
+            return "replaced"
+        return "gone"
+
+
+def _read_task(record: Turn) -> evidence.Progress | None:
+    """What the watched task's file says now (bound first if the watch never bound it).
+
+    None while no file shows the person's message yet.
+    """
+    assert record.evidence is not None
+    if record.evidence_status == "pending":
+        task = evidence.bind_task(evidence.Snapshot.from_json(record.evidence))
+        if task is None:
+            return None
+        binding, digest = task
+        return evidence.read(binding, digest)
+    return evidence.read(evidence.Binding.from_json(record.evidence), record.request_sha256)
+
+
+def _check_task_runs(snapshot: TerminalSnapshot) -> None:
+    observation, identity = snapshot.observation, snapshot.identity
+    if identity.profile is None:
+        raise RpcError(
+            Reason.UNSUPPORTED_VERSION,
+            f"{identity.agent} {identity.version or '(unknown version)'} has no exact profile, "
+            "so AKK cannot tell whether a task runs there; watch a pinned version",
+        )
+    if observation.state in _NO_TASK:
+        raise RpcError(
+            Reason.NOT_FOUND,
+            f"no task runs in terminal {identity.terminal_id}: the agent is idle. Watch it "
+            "once a person started a task (list shows its activity_state as working)",
+        )
+    if observation.state is State.UNKNOWN:
+        raise RpcError(
+            Reason.NOT_FOUND,
+            f"AKK cannot tell whether a task runs in terminal {identity.terminal_id} "
+            f"({observation.reason}); try again once list shows it working",
+        )
+
+
+def _mine(held: Turn, controller_id: str) -> dict[str, Any]:
+    """The caller's own Watch of this task again; refused if another record follows it."""
+    if held.is_watch and held.controller_id == controller_id:
+        return _result(held)
+    raise RpcError(
+        Reason.CONFLICT,
+        "another record already follows this terminal's task (a managed Send or another "
+        "controller's watch); one record follows a task. Call list for your own records",
+    )
+
+
+def _fresh(conn: apsw.Connection, record_id: str) -> Turn:
+    fresh = turns.get(conn, record_id)
+    assert fresh is not None
+    return fresh
+
+
+def _result(record: Turn) -> dict[str, Any]:
+    return record.public() | {"available_actions": available_actions(record)}

@@ -1,0 +1,193 @@
+"""Watches of tasks a person started, against the real clients: observe, unwatch, renew, recover.
+
+The person is the lab: it types the task into the pane (`lab.submit`), never AKK.
+The model server is the oracle for that: it receives the person's message
+exactly once, and a Watch's records show no dispatch. A Watch follows that one
+task through the agent's own file to its outcome; it never answers, cancels or
+closes anything. Deadlines are real here (seconds); the renew arithmetic is
+checked against the store in tests/test_watch_store.py.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from akk.client import AkkError, Controller, connect
+from akk.turn_calls import TurnSettings
+from tests.lab.conftest import lab_params
+from tools.lab.akk_runner import AkkProcess, idle_terminal, outcome, serving
+from tools.lab.launcher import LabSession
+from tools.lab.scenarios import SLOW_SIGNAL, SLOW_TASK
+
+SLOW_REPLY = "Working on it slowly... done."
+NEWEST_OF_EACH = [
+    *lab_params("slow", agents=("claude",))[-1:],
+    *lab_params("slow", agents=("codex",))[-1:],
+]
+
+
+async def working_terminal(ctl: Controller, timeout: float = 20) -> str:
+    """The lab pane's terminal_id once AKK sees its agent working on the person's task."""
+    with trio.fail_after(timeout):
+        while True:
+            rows = (await ctl.call("list"))["terminals"]
+            if rows and rows[0]["activity_state"] == "working":
+                return str(rows[0]["terminal_id"])
+            await trio.sleep(0.05)
+
+
+def task_ended(records: list[object]) -> bool:
+    """The agent's own file holds the person's task, its reply and the end of its turn."""
+    text = json.dumps(records)
+    ended = '"turn_duration"' in text or '"task_complete"' in text
+    return SLOW_TASK in text and SLOW_REPLY in text and ended
+
+
+async def person_starts_the_slow_task(lab: LabSession, ctl: Controller) -> str:
+    await idle_terminal(ctl, timeout=30)
+    await lab.submit(SLOW_TASK)
+    return await working_terminal(ctl)
+
+
+async def refused(ctl: Controller, method: str, params: dict[str, Any]) -> str:
+    with pytest.raises(AkkError) as raised:
+        await ctl.call(method, params)
+    assert raised.value.message  # says what to do next
+    return raised.value.reason
+
+
+@pytest.mark.parametrize("lab", lab_params("slow"), indirect=True)
+async def test_a_watch_follows_the_task_a_person_started_to_its_outcome(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    async with (
+        serving(lab, tmp_path, "ctl", "other") as served,
+        connect(served.endpoint.url, served.tokens["ctl"]) as ctl,
+        connect(served.endpoint.url, served.tokens["other"]) as other,
+    ):
+        terminal_id = await person_starts_the_slow_task(lab, ctl)
+        watched = await ctl.call("watch", {"terminal_id": terminal_id})
+        watch_id = watched["watch_id"]
+        assert watch_id.startswith("watch_") and watched["turn_id"] is None
+        assert (watched["task_kind"], watched["management_state"]) == ("watch", "none")
+        assert (watched["state"], watched["observation_state"]) == ("running", "observing")
+        # The same watch again is the same record; another controller's is refused.
+        again = await ctl.call("watch", {"terminal_id": terminal_id})
+        assert again["watch_id"] == watch_id
+        assert await refused(other, "watch", {"terminal_id": terminal_id}) == "conflict"
+        assert await refused(other, "status", {"watch_id": watch_id}) == "not_owner"
+        assert await refused(other, "unwatch", {"watch_id": watch_id}) == "not_owner"
+        unknown = {"watch_id": "watch_" + "0" * 24}
+        assert await refused(ctl, "unwatch", unknown) == "not_found"
+        # A Watch has no management: nothing that would send input applies.
+        for method, params in (
+            ("close", {"turn_id": watch_id}),
+            ("cancel", {"turn_id": watch_id}),
+            ("respond", {"turn_id": watch_id, "request": "more"}),
+        ):
+            assert await refused(ctl, method, params) == "invalid_params", method
+        listed = await ctl.call("list")
+        assert [w["watch_id"] for w in listed["watches"]] == [watch_id]
+        assert listed["turns"] == []
+        lab.server.signal(SLOW_SIGNAL)
+        event = await outcome(ctl, watch_id)
+        status = await ctl.call("status", {"watch_id": watch_id})
+    assert (event["kind"], event["turn_id"], event["watch_id"]) == ("done", None, watch_id)
+    assert event["outcome"]["final_message"] == SLOW_REPLY
+    watch = status["watch"]
+    assert (watch["state"], watch["evidence"]["status"]) == ("done", "bound")
+    assert status["dispatches"] == []  # AKK typed nothing
+    # The person's message reached the model once: it came from the pane, not from AKK.
+    assert lab.server.count_inputs_containing(SLOW_TASK) == 1
+
+
+@pytest.mark.parametrize("lab", NEWEST_OF_EACH, indirect=True)
+async def test_unwatch_stops_the_events_and_renew_records_what_happened_meanwhile(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    async with (
+        serving(lab, tmp_path, "ctl") as served,
+        connect(served.endpoint.url, served.tokens["ctl"]) as ctl,
+    ):
+        terminal_id = await person_starts_the_slow_task(lab, ctl)
+        watch_id = (await ctl.call("watch", {"terminal_id": terminal_id}))["watch_id"]
+        stopped = await ctl.call("unwatch", {"watch_id": watch_id})
+        assert (stopped["observation_state"], stopped["withdrawn"]) == ("stopped", 0)
+        assert (await ctl.call("unwatch", {"watch_id": watch_id}))["withdrawn"] == 0
+        assert await refused(ctl, "recover", {"watch_id": watch_id}) == "closed"
+        lab.server.signal(SLOW_SIGNAL)
+        await lab.wait_for_transcript(task_ended, 20)
+        # The task ended while nobody watched: renewing records its real outcome at once.
+        renewed = await ctl.call("renew", {"watch_id": watch_id})
+        assert (renewed["renewed"], renewed["state"], renewed["round"]) == (True, "done", 2)
+        assert renewed["observation_state"] == "settled"
+        event = await outcome(ctl, watch_id)
+    # The first outcome event is the new generation's: the unwatched one wrote none.
+    assert (event["kind"], event["round"]) == ("done", 2)
+    assert event["outcome"]["final_message"] == SLOW_REPLY
+
+
+@pytest.mark.parametrize("lab", NEWEST_OF_EACH, indirect=True)
+async def test_an_expired_watch_revives_while_its_task_runs_and_its_unsent_expiry_is_withdrawn(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    lifetime = TurnSettings(lifetime_minutes=3 / 60)  # three seconds of observation
+    async with serving(lab, tmp_path, "ctl", turns=lifetime) as served:
+        url = served.endpoint.url
+        async with connect(url, served.tokens["ctl"]) as ctl:
+            terminal_id = await person_starts_the_slow_task(lab, ctl)
+            watched = await ctl.call("watch", {"terminal_id": terminal_id})
+        watch_id = watched["watch_id"]
+        # The controller is away: the expiry notice waits, unsent. The operator renews.
+        async with connect(url, served.state.token()) as operator:
+            with trio.fail_after(20):
+                while (await operator.call("status", {"watch_id": watch_id}))["watch"][
+                    "state"
+                ] != "timed_out":
+                    await trio.sleep(0.1)
+            before = time.time()
+            renewed = await operator.call("renew", {"watch_id": watch_id, "minutes": 5})
+        assert (renewed["state"], renewed["round"], renewed["observation_state"]) == (
+            "running",
+            2,
+            "observing",
+        )
+        # max(saved deadline, now + 5 min): the old one had passed, so now + 5 min.
+        assert before + 300 <= renewed["deadline_at"] <= time.time() + 300
+        async with connect(url, served.tokens["ctl"]) as ctl:
+            lab.server.signal(SLOW_SIGNAL)
+            event = await outcome(ctl, watch_id)
+    # The expired generation's notice was withdrawn before it was ever sent.
+    assert (event["kind"], event["round"]) == ("done", 2)
+
+
+@pytest.mark.parametrize("lab", NEWEST_OF_EACH, indirect=True)
+async def test_a_watch_survives_a_sigkill_of_akk_and_recover_continues_the_same_record(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    akk = AkkProcess(lab, tmp_path)
+    try:
+        url = akk.start()
+        async with connect(url, akk.tokens["ctl"]) as ctl:
+            terminal_id = await person_starts_the_slow_task(lab, ctl)
+            watch_id = (await ctl.call("watch", {"terminal_id": terminal_id}))["watch_id"]
+        akk.kill()
+        url = akk.start()
+        async with connect(url, akk.tokens["ctl"]) as ctl:
+            recovered = await ctl.call("recover", {"watch_id": watch_id})
+            assert (recovered["watch_id"], recovered["state"]) == (watch_id, "running")
+            assert recovered["supervised"] is True
+            assert recovered["verification"]["terminal"] == "present"
+            assert recovered["verification"]["task"] in ("verified", "screen_only")
+            lab.server.signal(SLOW_SIGNAL)
+            event = await outcome(ctl, watch_id)
+    finally:
+        akk.stop()
+    assert (event["kind"], event["watch_id"], event["round"]) == ("done", watch_id, 1)
+    assert event["outcome"]["final_message"] == SLOW_REPLY
