@@ -1,4 +1,5 @@
-"""The operator CLI: serve, token, doctor, list, send, status, events, schema, screen.
+"""The operator CLI: serve, token, doctor, list, send, status, events, schema, screen,
+and the record commands (watch, unwatch, close, renew, recover, retry-callback).
 
 Every failure prints what went wrong and what to do, and exits non-zero.
 """
@@ -7,13 +8,14 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import json
 import logging
 import os
 import secrets
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import aclosing
 from pathlib import Path
 from typing import Any, TypeVar
@@ -23,9 +25,10 @@ import trio
 from rich.console import Console
 from rich.table import Table
 
-from akk import classify, doctor
+from akk import classify, cli_records, doctor
 from akk.actors.watcher import default_socket
 from akk.auth import CredentialError
+from akk.cli_records import RecordCommand
 from akk.client import AkkError, ConnectError, Controller, connect
 from akk.instance import Endpoint, InstanceError, acquire, proven_endpoint, server_running
 from akk.protocol.redaction import redact
@@ -182,14 +185,19 @@ def _parser() -> argparse.ArgumentParser:
     send.add_argument("--wait", action="store_true", help="follow the Turn to its outcome")
     send.add_argument("--json", action="store_true", help="print JSON")
 
-    status = command("status", _status, "show one Turn: stages, evidence, outcome, usage")
+    status = command("status", _status, "show one Turn or Watch: stages, evidence, outcome, usage")
     _state_dir_option(status)
-    status.add_argument("turn", help="the turn_id")
+    status.add_argument("record", metavar="ID", help="a turn_id or watch_id")
     status.add_argument("--json", action="store_true", help="print the raw result as JSON")
 
     events = command("events", _events, "follow akk-cli's events live, acking each")
     _state_dir_option(events)
     events.add_argument("--json", action="store_true", help="one JSON object per line")
+
+    for spec in cli_records.COMMANDS:
+        record = command(spec.name, functools.partial(_record, spec), spec.help)
+        _state_dir_option(record)
+        cli_records.add_arguments(record, spec)
 
     command("schema", _schema, "print the JSON Schema of the controller protocol")
 
@@ -356,15 +364,20 @@ def _offline_write(state: StateDir, work: Callable[[apsw.Connection, float], T])
 
 def _operator_call(state: StateDir, method: str, params: dict[str, Any]) -> Any:
     """Call ``method`` on the proven running server with the operator credential."""
+    return _operator_session(state, lambda ctl: ctl.call(method, params))
+
+
+def _operator_session(state: StateDir, work: Callable[[Controller], Awaitable[T]]) -> T:
+    """Run ``work`` on one operator connection to the proven running server (10 s in all)."""
     token = state.token()
 
-    async def call() -> Any:
+    async def run() -> T:
         with trio.fail_after(10):
             endpoint = await proven_endpoint(state)
             async with connect(endpoint.url, token) as ctl:
-                return await ctl.call(method, params)
+                return await work(ctl)
 
-    return trio.run(call)
+    return trio.run(run)
 
 
 def _when(stamp: float | None) -> str:
@@ -404,19 +417,30 @@ def _list(args: argparse.Namespace) -> int:
             redact(str(row.get("asks") or "")),
         )
     _out.print(table)
-    if result["turns"]:
-        turns = Table("turn", "controller", "terminal", "state", "round", "reason", title="turns")
-        for turn in result["turns"]:
-            turns.add_row(
-                turn["turn_id"],
-                turn["controller_id"],
-                turn["terminal_id"] or "-",
-                turn["state"] + (" (closed)" if turn["closed_at"] else ""),
-                str(turn["round"]),
-                turn["reason"] or "",
-            )
-        _out.print(turns)
+    for title, records in (("turns", result["turns"]), ("watches", result["watches"])):
+        if records:
+            _out.print(_records_table(title, records))
     return 0
+
+
+def _records_table(title: str, records: list[dict[str, Any]]) -> Table:
+    table = Table("id", "controller", "terminal", "state", "round", "reason", title=title)
+    for record in records:
+        if record["closed_at"]:
+            stopped = " (closed)"
+        elif record["observation_state"] == "stopped":
+            stopped = " (unwatched)"
+        else:
+            stopped = ""
+        table.add_row(
+            record["turn_id"] or record["watch_id"],
+            record["controller_id"],
+            record["terminal_id"] or "-",
+            record["state"] + stopped,
+            str(record["round"]),
+            record["reason"] or "",
+        )
+    return table
 
 
 def _send(args: argparse.Namespace) -> int:
@@ -445,7 +469,7 @@ def _send(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(final))
         else:
-            _print_turn(final["turn"])
+            _print_record(final["turn"])
         return 0 if final["turn"]["state"] == "done" else 1
 
     code: int = trio.run(run)
@@ -502,34 +526,59 @@ def _print_sent(sent: dict[str, Any], as_json: bool) -> None:
 
 
 def _status(args: argparse.Namespace) -> int:
-    result = _operator_call(StateDir.resolve(args.state_dir), "status", {"turn_id": args.turn})
+    result = _operator_call(
+        StateDir.resolve(args.state_dir), "status", cli_records.record_ids(args.record)
+    )
     if args.json:
         print(json.dumps(result))
         return 0
-    _print_turn(result["turn"])
-    table = Table("dispatch", "kind", "stage", "reason", title="dispatches")
-    for step in result["dispatches"]:
-        table.add_row(step["dispatch_id"], step["kind"], step["stage"], step["reason"] or "")
-    _out.print(table)
+    _print_record(result["turn"] if "turn" in result else result["watch"])
+    if result["dispatches"]:
+        table = Table("dispatch", "kind", "stage", "reason", title="dispatches")
+        for step in result["dispatches"]:
+            table.add_row(step["dispatch_id"], step["kind"], step["stage"], step["reason"] or "")
+        _out.print(table)
     return 0
 
 
-def _print_turn(turn: dict[str, Any]) -> None:
-    usage = turn["usage"]
+def _print_record(record: dict[str, Any]) -> None:
+    """A Turn's or Watch's record as aligned lines."""
+    usage = record["usage"]
+    kind = "watch" if record["task_kind"] == "watch" else "turn"
     lines = [
-        f"turn:     {turn['turn_id']} ({turn['controller_id']})",
-        f"state:    {turn['state']}" + (f" ({turn['reason']})" if turn["reason"] else ""),
-        f"terminal: {turn['terminal_id']}   session: {turn['session_id'] or '-'}",
-        f"evidence: {turn['evidence']['status']}"
-        + (f" ({turn['evidence']['limit']})" if turn["evidence"]["limit"] else ""),
+        f"{kind + ':':<9} {record['watch_id']} ({record['controller_id']})",
+        f"state:    {record['state']}" + (f" ({record['reason']})" if record["reason"] else ""),
+        f"observed: {record['observation_state']}   management: {record['management_state']}   "
+        f"deadline: {cli_records.iso_time(record['deadline_at'])}",
+        f"terminal: {record['terminal_id']}   session: {record['session_id'] or '-'}",
+        f"evidence: {record['evidence']['status']}"
+        + (f" ({record['evidence']['limit']})" if record["evidence"]["limit"] else ""),
         f"usage:    in {usage['input_tokens']} out {usage['output_tokens']} "
         f"cache read {usage['cache_read_tokens']} write {usage['cache_write_tokens']} "
         f"({usage['usage_status']})",
     ]
-    if turn["final_message"]:
-        lines.append(f"message:  {turn['final_message']}")
+    if record["final_message"]:
+        lines.append(f"message:  {record['final_message']}")
     for line in lines:
         _out.print(line, markup=False)
+
+
+def _record(command: RecordCommand, args: argparse.Namespace) -> int:
+    """Run one record command: its one call, then the raw result or its summary."""
+
+    async def call(ctl: Controller) -> Any:
+        target = args.target
+        if command.target is cli_records.Target.TERMINAL:
+            target = await _terminal_id(ctl, target)
+        return await ctl.call(command.method, cli_records.params(command, target, vars(args)))
+
+    result = _operator_session(StateDir.resolve(args.state_dir), call)
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    for line in cli_records.summary(command, result):
+        _out.print(line, markup=False)
+    return 0
 
 
 def _events(args: argparse.Namespace) -> int:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import argparse
 import contextlib
+import datetime
 import fcntl
 import json
 import os
@@ -18,6 +20,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from akk import cli_records
 from akk.client import ConnectError, connect
 from akk.store.schema import SCHEMA_VERSION
 
@@ -319,3 +322,101 @@ def test_screen_classify_refuses_an_unpinned_version_and_a_wrong_size() -> None:
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert wrong.returncode == 2 and "--cols" in wrong.stderr
+
+
+def _record_params(*argv: str) -> dict[str, object]:
+    """The params `akk NAME ARGS...` sends, parsed as the CLI parses them (no server)."""
+    name, *rest = argv
+    command = next(c for c in cli_records.COMMANDS if c.name == name)
+    parser = argparse.ArgumentParser()
+    cli_records.add_arguments(parser, command)
+    args = parser.parse_args(rest)
+    return cli_records.params(command, args.target, vars(args))
+
+
+def test_record_commands_name_the_record_by_its_kind() -> None:
+    assert _record_params("watch", "term_1") == {"terminal_id": "term_1"}
+    assert _record_params("unwatch", "watch_1") == {"watch_id": "watch_1"}
+    # close and unwatch pass the id as given: the server says which one a record needs.
+    assert _record_params("close", "watch_1") == {"turn_id": "watch_1"}
+    assert _record_params("unwatch", "turn_1") == {"watch_id": "turn_1"}
+    assert _record_params("renew", "watch_1", "--minutes", "5") == {
+        "watch_id": "watch_1", "minutes": 5,
+    }  # fmt: skip
+    assert _record_params("renew", "turn_1") == {"turn_id": "turn_1"}
+    assert _record_params("recover", "turn_1") == {"turn_id": "turn_1"}
+    assert _record_params("retry-callback", "watch_1", "--notification", "ntf_1") == {
+        "watch_id": "watch_1", "notification_id": "ntf_1",
+    }  # fmt: skip
+    assert cli_records.record_ids("watch_9") == {"watch_id": "watch_9"}
+    assert cli_records.record_ids("turn_9") == {"turn_id": "turn_9"}
+
+
+def _summary(name: str, result: dict[str, object]) -> list[str]:
+    command = next(c for c in cli_records.COMMANDS if c.name == name)
+    return cli_records.summary(command, result)
+
+
+_WATCH = {
+    "turn_id": None, "watch_id": "watch_1", "task_kind": "watch", "state": "running",
+    "observation_state": "observing", "management_state": "none",
+    "deadline_at": 1_800_000_000.25, "controller_id": "akk-cli", "round": 1,
+}  # fmt: skip
+
+
+def test_recover_summary_aligns_the_fields_a_person_reads() -> None:
+    result = _WATCH | {
+        "supervised": True,
+        "verification": {"terminal": "present", "evidence": "bound", "task": "verified"},
+    }
+    lines = _summary("recover", result)
+    assert [line.split(":", 1)[0] for line in lines] == [
+        "record", "kind", "state", "observation", "management", "deadline", "verification",
+        "supervised",
+    ]  # fmt: skip
+    assert len({line.index(line.split()[1]) for line in lines}) == 1, lines  # one value column
+    shown = dict(line.split(None, 1) for line in lines)
+    assert shown["record:"] == "watch_1" and shown["supervised:"] == "yes"
+    assert shown["verification:"] == "terminal present, evidence bound, task verified"
+    assert datetime.datetime.fromisoformat(shown["deadline:"]).timestamp() == 1_800_000_000
+
+
+def test_summaries_show_each_command_s_own_fields() -> None:
+    unwatched = _summary("unwatch", _WATCH | {"observation_state": "stopped", "withdrawn": 0})
+    assert "observation: stopped" in unwatched and "withdrawn:   0" in unwatched
+    renewed = _summary("renew", _WATCH | {"renewed": False, "available_actions": []})
+    assert renewed[-1] == "renewed:     no" and not any("actions" in x for x in renewed)
+    # close answers with the record's id and states only: absent fields are left out.
+    closed = {"turn_id": "turn_1", "management_state": "closed", "state": "done"}
+    assert _summary("close", closed) == [
+        "record:     turn_1", "state:      done", "management: closed",
+    ]  # fmt: skip
+    retried = {
+        "notification_id": "ntf_1", "event_id": "evt_1", "kind": "done",
+        "state": "pending", "attempts": 6, "retries": 1,
+    }  # fmt: skip
+    assert _summary("retry-callback", retried) == [
+        "notification: ntf_1", "kind:         done", "delivery:     pending",
+        "event_id:     evt_1", "attempts:     6", "retries:      1",
+    ]  # fmt: skip
+
+
+def test_record_commands_are_listed_with_their_options() -> None:
+    helped = subprocess.run([*AKK, "--help"], capture_output=True, text=True, check=True)
+    for name in ("watch", "unwatch", "close", "renew", "recover", "retry-callback"):
+        assert name in helped.stdout
+    renew = subprocess.run([*AKK, "renew", "--help"], capture_output=True, text=True, check=True)
+    assert "--minutes N" in renew.stdout and "--json" in renew.stdout
+    watch = subprocess.run([*AKK, "watch", "--help"], capture_output=True, text=True, check=True)
+    assert "%3" in watch.stdout
+    bad = subprocess.run([*AKK, "renew", "watch_1", "--minutes", "soon"], capture_output=True,
+                         text=True, check=False)  # fmt: skip
+    assert bad.returncode == 2 and "invalid int value" in bad.stderr
+
+
+def test_record_commands_without_a_server_say_how_to_start_one(tmp_path: Path) -> None:
+    for argv in (("unwatch", "watch_1"), ("status", "watch_1"), ("retry-callback", "turn_1")):
+        result = akk(tmp_path / "akk", *argv)
+        assert result.returncode == 2, argv
+        assert result.stderr.startswith("akk: ") and "akk serve" in result.stderr
+        assert "Traceback" not in result.stderr

@@ -1,0 +1,161 @@
+"""The operator CLI's record commands: watch, unwatch, close, renew, recover, retry-callback.
+
+Each command is one protocol call on one record (or, for `watch`, one
+terminal). This module says which call, how the command line becomes its
+params and which fields of the result a person reads; `akk.cli` registers the
+commands and runs the calls, all through one runner.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import enum
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+
+
+class Target(enum.Enum):
+    """What the command's one positional argument names, and so its params key."""
+
+    TERMINAL = "TERMINAL"
+    """A terminal_id or pane; `akk.cli` resolves it to a terminal_id."""
+    WATCH = "WATCH_ID"
+    TURN = "TURN_ID"
+    RECORD = "ID"
+    """A watch_id or turn_id, told apart by its prefix."""
+
+
+@attrs.frozen
+class Option:
+    """An optional flag that becomes one param when given."""
+
+    flag: str
+    param: str
+    type: Callable[[str], Any]
+    metavar: str
+    help: str
+
+
+@attrs.frozen
+class Field:
+    """One `label: value` line of the summary: the first of ``keys`` the result carries."""
+
+    label: str
+    keys: tuple[str, ...]
+    show: Callable[[Any], str] = str
+
+
+@attrs.frozen
+class RecordCommand:
+    name: str
+    method: str
+    help: str
+    target: Target
+    fields: tuple[Field, ...]
+    options: tuple[Option, ...] = ()
+
+
+def record_ids(record_id: str) -> dict[str, str]:
+    """The params naming ``record_id``: a Watch by watch_id, a managed Send by turn_id."""
+    return {"watch_id" if record_id.startswith("watch_") else "turn_id": record_id}
+
+
+def params(command: RecordCommand, target: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """The call's params: ``target`` (a resolved terminal_id for TERMINAL) and given options."""
+    if command.target is Target.RECORD:
+        named = record_ids(target)
+    else:
+        named = {_PARAM[command.target]: target}
+    given = {o.param: options[o.param] for o in command.options if options[o.param] is not None}
+    return named | given
+
+
+def add_arguments(parser: argparse.ArgumentParser, command: RecordCommand) -> None:
+    parser.add_argument("target", metavar=command.target.value, help=_TARGET_HELP[command.target])
+    for option in command.options:
+        parser.add_argument(
+            option.flag, dest=option.param, type=option.type, metavar=option.metavar,
+            help=option.help,
+        )  # fmt: skip
+    parser.add_argument("--json", action="store_true", help="print the raw result as JSON")
+
+
+def summary(command: RecordCommand, result: Mapping[str, Any]) -> list[str]:
+    """The command's fields of ``result`` as aligned lines; fields it lacks are left out."""
+    shown: list[tuple[str, str]] = []
+    for field in command.fields:
+        value = next((result[k] for k in field.keys if result.get(k) is not None), None)
+        if value is not None:
+            shown.append((field.label + ":", field.show(value)))
+    width = max((len(label) for label, _ in shown), default=0)
+    return [f"{label:<{width}} {value}" for label, value in shown]
+
+
+def iso_time(stamp: float) -> str:
+    """A stored Unix time as local ISO 8601, to the second."""
+    return datetime.datetime.fromtimestamp(stamp).astimezone().isoformat(timespec="seconds")
+
+
+def _yes_no(value: bool) -> str:
+    return "yes" if value else "no"
+
+
+def _verification(checked: Mapping[str, str]) -> str:
+    return ", ".join(f"{name} {value}" for name, value in checked.items())
+
+
+_PARAM = {Target.TERMINAL: "terminal_id", Target.WATCH: "watch_id", Target.TURN: "turn_id"}
+
+_TARGET_HELP = {
+    Target.TERMINAL: "the terminal_id (from `akk list --json`) or its pane, e.g. %%3",
+    Target.WATCH: "the watch_id (from `akk watch` or `akk list`)",
+    Target.TURN: "the turn_id of a managed Send",
+    Target.RECORD: "a watch_id or a managed Send's turn_id",
+}
+
+_RECORD = (
+    Field("record", ("watch_id", "turn_id")),
+    Field("kind", ("task_kind",)),
+    Field("state", ("state",)),
+    Field("observation", ("observation_state",)),
+    Field("management", ("management_state",)),
+    Field("deadline", ("deadline_at",), iso_time),
+)
+
+COMMANDS = (
+    RecordCommand(
+        "watch", "watch", "observe the task a person started in a terminal (sends no input)",
+        Target.TERMINAL, _RECORD,
+    ),
+    RecordCommand(
+        "unwatch", "unwatch", "stop observing a Watch; withdraw its unsent notifications",
+        Target.WATCH, (*_RECORD, Field("withdrawn", ("withdrawn",))),
+    ),
+    RecordCommand(
+        "close", "close", "release a managed Send (no terminal input)", Target.TURN, _RECORD,
+    ),
+    RecordCommand(
+        "renew", "renew", "verify a record's task and extend its deadline",
+        Target.RECORD, (*_RECORD, Field("renewed", ("renewed",), _yes_no)),
+        (Option("--minutes", "minutes", int, "N", "minutes from now (default: the server's "
+                "lifetime); never earlier than the saved deadline"),),
+    ),
+    RecordCommand(
+        "recover", "recover", "re-read a record's exact task and supervise it again",
+        Target.RECORD,
+        (*_RECORD, Field("verification", ("verification",), _verification),
+         Field("supervised", ("supervised",), _yes_no)),
+    ),
+    RecordCommand(
+        "retry-callback", "retry_callback", "deliver a record's failed notification once more",
+        Target.RECORD,
+        (Field("notification", ("notification_id",)), Field("kind", ("kind",)),
+         Field("delivery", ("state",)), Field("event_id", ("event_id",)),
+         Field("attempts", ("attempts",)), Field("retries", ("retries",))),
+        (Option("--notification", "notification_id", str, "NOTIFICATION_ID",
+                "which one, when the record has several in retryable_failure"),),
+    ),
+)  # fmt: skip
