@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import time
+from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from akk.turn_calls import TurnSettings
 from tests.lab.conftest import lab_params
 from tools.lab.akk_runner import AkkProcess, idle_terminal, outcome, serving
 from tools.lab.launcher import LabSession
-from tools.lab.scenarios import SLOW_SIGNAL, SLOW_TASK
+from tools.lab.scenarios import RUN_TASK, SLOW_SIGNAL, SLOW_TASK
 
 SLOW_REPLY = "Working on it slowly... done."
 NEWEST_OF_EACH = [
@@ -191,3 +192,86 @@ async def test_a_watch_survives_a_sigkill_of_akk_and_recover_continues_the_same_
         akk.stop()
     assert (event["kind"], event["watch_id"], event["round"]) == ("done", watch_id, 1)
     assert event["outcome"]["final_message"] == SLOW_REPLY
+
+
+@pytest.mark.parametrize("lab", NEWEST_OF_EACH, indirect=True)
+async def test_a_replaced_agent_process_ends_the_watch_and_it_is_never_moved(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    async with (
+        serving(lab, tmp_path, "ctl", "other") as served,
+        connect(served.endpoint.url, served.tokens["ctl"]) as ctl,
+        connect(served.endpoint.url, served.tokens["other"]) as other,
+    ):
+        terminal_id = await person_starts_the_slow_task(lab, ctl)
+        watch_id = (await ctl.call("watch", {"terminal_id": terminal_id}))["watch_id"]
+        for method in ("renew", "recover", "retry_callback"):
+            assert await refused(other, method, {"watch_id": watch_id}) == "not_owner"
+        # The person restarts the agent in the same pane: another process, another task.
+        await lab.replace_agent()
+        event = await outcome(ctl, watch_id)
+        recovered = await ctl.call("recover", {"watch_id": watch_id})
+        renewed = await ctl.call("renew", {"watch_id": watch_id})
+        rows = (await ctl.call("list"))["terminals"]
+    # Its outcome stands: renew extends nothing and moves nothing.
+    assert (renewed["renewed"], renewed["state"]) == (False, "failed")
+    assert (event["kind"], event["outcome"]["reason"]) == ("failed", "incarnation_changed")
+    assert recovered["verification"] == {
+        "terminal": "replaced",
+        "evidence": recovered["evidence"]["status"],
+        "task": "unknown",
+    }
+    # The new process is a new terminal, and nothing follows it on the watch's behalf.
+    (row,) = rows
+    assert row["terminal_id"] != terminal_id and row.get("watch_id") is None
+
+
+@pytest.mark.parametrize(
+    "lab",
+    [
+        *lab_params("claude_bash", agents=("claude",))[-1:],
+        *lab_params("codex_exec", agents=("codex",))[-1:],
+    ],
+    indirect=True,
+)
+async def test_a_watch_wakes_its_controller_for_a_permission_but_never_answers_it(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    async with (
+        serving(lab, tmp_path, "ctl") as served,
+        connect(served.endpoint.url, served.tokens["ctl"]) as ctl,
+    ):
+        await idle_terminal(ctl, timeout=30)
+        await lab.submit(RUN_TASK)
+        with trio.fail_after(20):
+            while (rows := (await ctl.call("list"))["terminals"])[0][
+                "activity_state"
+            ] != "awaiting_approval":
+                await trio.sleep(0.05)
+        watch_id = (await ctl.call("watch", {"terminal_id": rows[0]["terminal_id"]}))["watch_id"]
+        woken = await wake_up(ctl, watch_id)
+        assert (woken["kind"], woken["turn_id"]) == ("approval_required", None)
+        assert woken["interaction"]["kind"] == "permission"
+        shown = (await ctl.call("status", {"watch_id": watch_id}))["interaction"]
+        assert shown["interaction_id"] == woken["interaction"]["interaction_id"]
+        before = await lab.text()
+        decision = {"turn_id": watch_id, "decision": "approve_once"}
+        assert await refused(ctl, "approve", decision) == "manual_required"
+        assert await lab.text() == before  # zero keys
+        # The person reads the prompt, then answers at the pane; the watch sees it through.
+        await lab.wait_stable()
+        await lab.send_keys("1" if lab.agent == "claude" else "y")
+        event = await outcome(ctl, watch_id)
+    assert event["kind"] == "done"
+    assert lab.server.count_inputs_containing(RUN_TASK) == 1
+
+
+async def wake_up(ctl: Controller, watch_id: str, timeout: float = 20) -> dict[str, Any]:
+    """The next interaction_required / approval_required event of this watch (others acked)."""
+    with trio.fail_after(timeout):
+        async with aclosing(ctl.events()) as events:
+            async for event in events:
+                await ctl.ack(event["event_id"])
+                if event["watch_id"] == watch_id and event["interaction"] is not None:
+                    return event
+    raise AssertionError("the connection closed first")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -147,6 +148,8 @@ class LabSession:
     pane_pid: int
     agent_pid: int
     launched_at: float
+    argv: tuple[str, ...] = ()
+    """The client's command line (binary first), as the pane started it."""
     ready_after: float | None = None
     """Seconds from launch to the idle composer (None until the composer was seen)."""
     _last_key_at: float = 0.0
@@ -217,6 +220,28 @@ class LabSession:
                     )
                 await trio.sleep(POLL_SECONDS)
         raise ScreenTimeout(f"{self.client.name}: no {what} within {timeout} s", screen)
+
+    async def replace_agent(self) -> int:
+        """Kill the client and start it again in the same pane, as a person would; its pid.
+
+        The pane's shell survives the client and takes the same command line, so
+        the pane stays while the agent process (a new incarnation) changes.
+        """
+        old = self.agent_pid
+        os.kill(old, signal.SIGKILL)
+        await self.wait_for_screen(lambda s: _EXIT_BANNER in s, START_TIMEOUT, what="the shell")
+        # Cleared first: the old client's exit banner would read as this one's exit.
+        await self.send_keys(f"clear; {shlex.join(self.argv)}", literal=True)
+        await self.send_keys("Enter")
+        binary = Path(self.argv[0])
+        with trio.move_on_after(START_TIMEOUT):
+            while (pid := _child_running(self.pane_pid, binary)) in (None, old):
+                await trio.sleep(POLL_SECONDS)
+            assert pid is not None
+            self.agent_pid = pid
+            await self.wait_idle()
+            return pid
+        raise LabError(f"{self.client.name}: no new client process in the pane")
 
     async def wait_idle(self, timeout: float = START_TIMEOUT) -> str:
         """Wait for the idle, empty composer."""
@@ -552,6 +577,7 @@ async def _start(
         pane_pid=int(pane_pid),
         agent_pid=agent_pid,
         launched_at=launched_at,
+        argv=tuple(_client_argv(client, binary)),
     )
 
 
