@@ -146,7 +146,10 @@ async def run_service(
             await root.start_child(ChildSpec("destinations", destination_supervisor.run))
             await root.start_child(ChildSpec("outbox", destinations.run))
             for socket in dict.fromkeys(config.tmux_sockets):
-                watcher = TmuxWatcher(socket, board, store, versions, interval=config.poll_interval)
+                watcher = TmuxWatcher(
+                    socket, board, store, versions, interval=config.poll_interval,
+                    notify=destinations.wake,
+                )  # fmt: skip
                 watchers.append(watcher)
                 await root.start_child(ChildSpec(f"watcher {socket}", watcher.run))
             await root.start_child(ChildSpec("turns", turn_supervisor.run))

@@ -28,7 +28,9 @@ import trio
 
 from akk import evidence
 from akk.actors.destination import DestinationDesk
+from akk.actors.runtime import ActorError, AskTimeout
 from akk.actors.store import transact
+from akk.actors.terminal import Reconcile
 from akk.actors.turn import GONE_GRACE, Close, Outcome, TurnDesk, file_outcome
 from akk.profiles.observation import State
 from akk.protocol.errors import Reason, RpcError
@@ -39,6 +41,8 @@ from akk.terminals import TerminalBoard, TerminalSnapshot
 from akk.turn_calls import TurnSettings, available_actions, owned
 
 _NO_TASK = frozenset({State.IDLE, State.IDLE_DRAFT})
+RECONCILE_TIMEOUT = 60.0
+"""Seconds recover waits for the terminal to finish a step under way before it reconciles."""
 
 
 class WatchCalls:
@@ -206,14 +210,28 @@ class WatchCalls:
                 + (" (renew does, while its task is active)" if record.is_watch else ""),
             )
         terminal = await self._terminal_state(record)
+        reconciled: int | None = 0
+        actor = self._board.ref(record.terminal_id or "")
+        if terminal == "present" and actor is not None:
+            # Its TerminalActor settles any step a crash left open (none is under way
+            # while it reads this message); the receipts below are then final or live.
+            try:
+                reply = await actor.ask(Reconcile(), timeout=RECONCILE_TIMEOUT)
+            except (AskTimeout, ActorError):
+                reconciled = None  # busy or restarting: its restart settles them
+            else:
+                assert isinstance(reply, int)
+                reconciled = reply
         if record.unresolved:
             await self._desk.follow(record_id)
+        record = await self._owned(controller_id, operator, record_id)
         if terminal != "present":
             task = "unknown"  # never rebound: the record keeps its own terminal
         else:
             task = "screen_only" if record.evidence_status == "unknown" else "verified"
         return _result(record) | {
             "supervised": record.unresolved,
+            "reconciled_steps": reconciled,
             "verification": {
                 "terminal": terminal,
                 "evidence": record.evidence_status,

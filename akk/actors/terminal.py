@@ -119,6 +119,16 @@ class Interrupt:
 
 
 @attrs.frozen
+class Reconcile:
+    """Settle this terminal's steps left open by a crash; reply how many (an int).
+
+    This actor runs one message at a time, so while it reads this one no step
+    of its own is under way: an open step it finds was cut off (see
+    `turns.orphaned`).
+    """
+
+
+@attrs.frozen
 class Refusal:
     """The step was refused before any key: ``reason`` is a protocol reason code."""
 
@@ -231,7 +241,9 @@ class TerminalActor(Actor):
         link: ClientLink,
         board: TerminalBoard,
         store: ActorRef,
+        notify: Callable[[str], None],
     ) -> None:
+        self._notify = notify  # wakes a controller's Destination after an event is written
         self._identity = identity
         self._profile = profile
         self._link = link
@@ -255,6 +267,8 @@ class TerminalActor(Actor):
         if latest is not None:
             self._resumed = latest.seen
             self._last_number = latest.appearance
+        # A step open from before this actor (re)started was cut off by a crash.
+        await self._reconcile()
 
     async def stopped(self) -> None:
         self._board.retire(self._identity.terminal_id)
@@ -272,9 +286,27 @@ class TerminalActor(Actor):
             return await self._dispatch_answer(message)
         if isinstance(message, Interrupt):
             return await self._interrupt(message)
+        if isinstance(message, Reconcile):
+            return await self._reconcile()
         return Refusal(
             Reason.INTERNAL, f"the terminal cannot handle {type(message).__name__}; nothing sent"
         )
+
+    async def _reconcile(self) -> int:
+        terminal_id, now = self._identity.terminal_id, time.time()
+
+        def settle(conn: apsw.Connection) -> list[str]:
+            cause = "interrupted_by_restart"
+            return [
+                step.controller_id
+                for step in dispatches.open_on(conn, terminal_id)
+                if turns.orphaned(conn, step, cause, now)
+            ]
+
+        settled: list[str] = await transact(self._store, settle)
+        for controller_id in settled:
+            self._notify(controller_id)
+        return len(settled)
 
     # -- observing
 

@@ -599,19 +599,7 @@ class TurnDesk:
         def recover(conn: apsw.Connection) -> list[str]:
             now = time.time()
             for dispatch in dispatches.all_open(conn):
-                if dispatch.kind in (Kind.ANSWER, Kind.APPROVAL):
-                    # Its keys may be out, their effect was never proven: reported, not resent.
-                    why = "AKK restarted before the answer's effect was proven"
-                    done = dispatches.advance(conn, dispatch, Stage.UNCERTAIN, why)
-                    turns.answer_uncertain(conn, done, why, now)
-                elif dispatch.stage in (Stage.RESERVED, Stage.TEXT_INJECTED):
-                    dispatches.advance(conn, dispatch, Stage.UNCERTAIN, "interrupted_by_restart")
-                    turn = turns.get(conn, dispatch.turn_id or "")
-                    # A cut-off cancel leaves the task itself as it was: its file decides.
-                    if turn is not None and turn.unresolved and dispatch.kind is not Kind.CANCEL:
-                        turns.update(
-                            conn, turn, state=TurnState.UNCERTAIN, reason="interrupted_by_restart"
-                        )
+                turns.orphaned(conn, dispatch, "interrupted_by_restart", now)
             return [t.turn_id for t in turns.unresolved(conn)]
 
         open_turns = await transact(self._store, recover)

@@ -202,11 +202,13 @@ class TmuxWatcher:
         versions: VersionCache,
         *,
         interval: float,
+        notify: Callable[[str], None],
         output_clients: int | None = None,
     ) -> None:
         self.socket = socket_path
         self.board = board
         self.store = store
+        self.notify = notify  # wakes a controller's Destination (events a terminal wrote)
         self.versions = versions
         self._interval = interval
         self.output_clients = (
@@ -436,11 +438,12 @@ class _Tracking:
             watcher.store, lambda conn: terminal_records.record_seen(conn, identity, now)
         )
         profile, link, board, store = binding.profile, self.link, watcher.board, watcher.store
+        notify = watcher.notify
         entry.terminal_id = identity.terminal_id
         entry.terminal = await self._terminals.start_child(
             ChildSpec(
                 key=identity.terminal_id,
-                start=lambda: TerminalActor(identity, profile, link, board, store),
+                start=lambda: TerminalActor(identity, profile, link, board, store, notify),
                 restart=Restart.TRANSIENT,
             )
         )

@@ -123,6 +123,15 @@ def all_open(conn: apsw.Connection) -> list[Dispatch]:
     return _select(conn, "WHERE stage IN ('reserved', 'text_injected', 'enter_sent')", ())
 
 
+def open_on(conn: apsw.Connection, terminal_id: str) -> list[Dispatch]:
+    """The terminal's open step, if any (at most one: the unique index)."""
+    return _select(
+        conn,
+        "WHERE terminal_id = ? AND stage IN ('reserved', 'text_injected', 'enter_sent')",
+        (terminal_id,),
+    )
+
+
 def advance(
     conn: apsw.Connection, dispatch: Dispatch, stage: Stage, reason: str | None = None
 ) -> Dispatch:

@@ -16,9 +16,9 @@ import apsw
 import attrs
 
 from akk.evidence import request_digest
-from akk.store import outbox
+from akk.store import dispatches, outbox
 from akk.store.database import cas_update
-from akk.store.dispatches import Dispatch
+from akk.store.dispatches import Dispatch, Kind, Stage
 
 
 class TurnState(enum.StrEnum):
@@ -363,6 +363,28 @@ def answer_uncertain(conn: apsw.Connection, dispatch: Dispatch, why: str, now: f
         summary=f"AKK cannot prove the answer took effect: {why}. It will not send it again; "
         "look at the terminal (status shows its screen)",
     )  # fmt: skip
+
+
+def orphaned(conn: apsw.Connection, dispatch: Dispatch, cause: str, now: float) -> bool:
+    """An open step whose sender is gone (AKK restarted, or its TerminalActor crashed).
+
+    Nothing is sent again. An answer's keys may be out: ``uncertain``, with a
+    ``response_uncertain`` event. A task or respond cut off before its Enter:
+    ``uncertain``, and so is its Turn (a cut-off cancel leaves the task as it
+    was). One whose Enter went out is the Turn's to settle from its evidence.
+    Returns whether the step was settled here. ``cause`` is a reason code.
+    """
+    if dispatch.kind in (Kind.ANSWER, Kind.APPROVAL):
+        why = f"the answer's effect was never proven ({cause})"
+        answer_uncertain(conn, dispatches.advance(conn, dispatch, Stage.UNCERTAIN, why), why, now)
+        return True
+    if dispatch.stage not in (Stage.RESERVED, Stage.TEXT_INJECTED):
+        return False
+    dispatches.advance(conn, dispatch, Stage.UNCERTAIN, cause)
+    turn = get(conn, dispatch.turn_id or "")
+    if turn is not None and turn.unresolved and dispatch.kind is not Kind.CANCEL:
+        update(conn, turn, state=TurnState.UNCERTAIN, reason=cause)
+    return True
 
 
 def reopen(

@@ -361,6 +361,37 @@ async def test_a_toggle_that_does_not_take_stops_the_answer_as_uncertain(
     assert lab.server.count_inputs_containing(sc.ANSWERED_CLAUDE) == 0
 
 
+@pytest.mark.parametrize("lab", lab_params("questionnaire_multi")[-1:], indirect=True)
+async def test_a_terminal_actor_crash_inside_an_answer_is_settled_by_its_restart(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    """The TerminalActor raises before its first toggle; its supervisor restarts it, and the
+    restarted actor finds the answer's step open: uncertain, reported, never sent again."""
+    faults.arm(f"{Point.ANSWER_TOGGLE}:raise")
+    try:
+        async with two_controllers(lab, tmp_path) as (_, ctl, _other):
+            turn_id = await send_task(ctl, sc.ASK_TASK)
+            shown = await prompt(ctl, turn_id)
+            before = await lab.text()
+            with pytest.raises(AkkError) as uncertain:
+                await ctl.call("respond_interaction", choose(shown, "Red", "Green"))
+            assert uncertain.value.reason == "response_uncertain"
+            event = await next_event(ctl, ("response_uncertain",))
+            assert event["interaction_id"] == shown["interaction_id"]
+            assert "interrupted_by_restart" in event["summary"]
+            status = await ctl.call("status", {"turn_id": turn_id})
+            (receipt,) = [d for d in status["dispatches"] if d["kind"] == "answer"]
+            assert receipt["stage"] == "uncertain"
+            recovered = await ctl.call("recover", {"turn_id": turn_id})
+            assert recovered["reconciled_steps"] == 0  # already settled by the restart
+            after = await lab.text()
+            asked = before.index("Which color")  # the logo above may animate
+            assert after[after.index("Which color") :] == before[asked:]  # no key went out
+    finally:
+        faults.disarm()
+    assert lab.server.count_inputs_containing(sc.ANSWERED_CLAUDE) == 0
+
+
 # ------------------------------------------------------------------ free text
 
 SPECIAL = "Teal, \"quoted\" and 'single' — é 日本 🙂 $HOME `x` ; | & > * (done)"
