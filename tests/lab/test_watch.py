@@ -275,3 +275,23 @@ async def wake_up(ctl: Controller, watch_id: str, timeout: float = 20) -> dict[s
                 if event["watch_id"] == watch_id and event["interaction"] is not None:
                     return event
     raise AssertionError("the connection closed first")
+
+
+@pytest.mark.parametrize("lab", lab_params("slow", agents=("claude",))[-1:], indirect=True)
+async def test_an_expired_watch_whose_agent_was_replaced_is_never_revived(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    lifetime = TurnSettings(lifetime_minutes=2 / 60)
+    async with (
+        serving(lab, tmp_path, "ctl", turns=lifetime) as served,
+        connect(served.endpoint.url, served.tokens["ctl"]) as ctl,
+    ):
+        terminal_id = await person_starts_the_slow_task(lab, ctl)
+        watch_id = (await ctl.call("watch", {"terminal_id": terminal_id}))["watch_id"]
+        expired = await outcome(ctl, watch_id)
+        assert (expired["kind"], expired["round"]) == ("timed_out", 1)
+        await lab.replace_agent()
+        # Another process runs the pane now: the watched task cannot be verified.
+        assert await refused(ctl, "renew", {"watch_id": watch_id}) == "not_found"
+        status = await ctl.call("status", {"watch_id": watch_id})
+    assert (status["watch"]["state"], status["watch"]["round"]) == ("timed_out", 1)
