@@ -547,9 +547,7 @@ class TerminalActor(Actor):
             )
         typed_at = trio.current_time()
         await faults.reached(Point.TEXT_TYPED)
-        dispatch = await transact(
-            self._store, lambda conn: dispatches.advance(conn, dispatch, Stage.TEXT_INJECTED)
-        )
+        dispatch = await self._advance(dispatch, Stage.TEXT_INJECTED)
         await faults.reached(Point.TEXT_INJECTED)
         proven = await self._prove_composer(text, method, typed_at)
         if not proven:
@@ -584,9 +582,7 @@ class TerminalActor(Actor):
             )
         enter_at = trio.current_time()
         await faults.reached(Point.ENTER_SENT)
-        dispatch = await transact(
-            self._store, lambda conn: dispatches.advance(conn, dispatch, Stage.ENTER_SENT)
-        )
+        dispatch = await self._advance(dispatch, Stage.ENTER_SENT)
         await faults.reached(Point.ENTER_RECORDED)
         return TaskReceipt(turn, dispatch, receipt.seq, enter_at)
 
@@ -739,22 +735,22 @@ class TerminalActor(Actor):
         except (TmuxCommandError, ControlClientClosed) as exc:
             return await self._answer_uncertain(dispatch, f"sending keys failed: {exc}"[:200])
         await faults.reached(Point.ANSWER_SENT)
-        dispatch = await transact(
-            self._store, lambda conn: dispatches.advance(conn, dispatch, Stage.ENTER_SENT)
-        )
+        dispatch = await self._advance(dispatch, Stage.ENTER_SENT)
         await faults.reached(Point.ANSWER_RECORDED)
         if not await self._prove_moved_on(answered, seq):
             return await self._answer_uncertain(
                 dispatch, "the prompt still showed, unchanged, after the answer's keys"
             )
-        dispatch = await transact(
-            self._store,
-            lambda conn: dispatches.advance(conn, dispatch, Stage.ACCEPTED, "postcondition_proven"),
-        )
+        dispatch = await self._advance(dispatch, Stage.ACCEPTED, "postcondition_proven")
         return AnswerReceipt(dispatch, proven=True)
 
-    async def _advance(self, dispatch: Dispatch, stage: Stage) -> Dispatch:
-        return await transact(self._store, lambda conn: dispatches.advance(conn, dispatch, stage))
+    async def _advance(
+        self, dispatch: Dispatch, stage: Stage, reason: str | None = None
+    ) -> Dispatch:
+        """Record ``dispatch``'s next stage (its own transaction)."""
+        return await transact(
+            self._store, lambda conn: dispatches.advance(conn, dispatch, stage, reason)
+        )
 
     async def _keys(self, pane: str, strokes: Sequence[Keystroke]) -> None:
         client = self._link.client()
@@ -878,15 +874,10 @@ class TerminalActor(Actor):
             await keys.press(self._link.client(), self._identity.pane_id, INTERRUPT_KEY)
         except (TmuxCommandError, ControlClientClosed) as exc:
             why = str(exc)[:200]
-            dispatch = await transact(
-                self._store,
-                lambda conn: dispatches.advance(conn, dispatch, Stage.UNCERTAIN, why),
-            )
+            dispatch = await self._advance(dispatch, Stage.UNCERTAIN, why)
             return InterruptReceipt(dispatch, snapshot.seq)
         await faults.reached(Point.INTERRUPT_SENT)
-        dispatch = await transact(
-            self._store, lambda conn: dispatches.advance(conn, dispatch, Stage.ENTER_SENT)
-        )
+        dispatch = await self._advance(dispatch, Stage.ENTER_SENT)
         return InterruptReceipt(dispatch, snapshot.seq)
 
 
