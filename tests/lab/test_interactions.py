@@ -11,8 +11,8 @@ refused with its reason and sends nothing.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
-from contextlib import aclosing, asynccontextmanager
+from collections.abc import Callable
+from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
@@ -20,27 +20,15 @@ import pytest
 import trio
 
 from akk import faults
-from akk.client import AkkError, Controller, connect
+from akk.client import AkkError, Controller
 from akk.faults import Point
 from tests.lab.conftest import lab_params
 from tools.lab import scenarios as sc
-from tools.lab.akk_runner import OUTCOMES, Served, idle_terminal, serving
+from tools.lab.akk_runner import OUTCOMES, idle_terminal, two_controllers
 from tools.lab.launcher import LabSession
 from tools.lab.model_server import RecordedRequest
 
 WAKE_UPS = ("interaction_required", "approval_required")
-
-
-@asynccontextmanager
-async def two_controllers(
-    lab: LabSession, tmp_path: Path
-) -> AsyncIterator[tuple[Served, Controller, Controller]]:
-    async with (
-        serving(lab, tmp_path, "ctl", "other") as served,
-        connect(served.endpoint.url, served.tokens["ctl"]) as ctl,
-        connect(served.endpoint.url, served.tokens["other"]) as other,
-    ):
-        yield served, ctl, other
 
 
 async def send_task(ctl: Controller, text: str) -> str:

@@ -12,11 +12,9 @@ import pytest
 import trio
 
 from akk.client import AkkError, Controller, connect
-from akk.service import ServiceConfig, run_service
-from akk.store.location import StateDir
 from akk.turn_calls import TurnSettings
 from tests.lab.conftest import lab_params
-from tools.lab.akk_runner import idle_terminal, mint_offline, outcome
+from tools.lab.akk_runner import idle_terminal, outcome, serving
 from tools.lab.launcher import LabSession
 from tools.lab.model_server import RecordedRequest
 from tools.lab.scenarios import ECHO_TASK, ERROR_TASK, RUN_TASK, SLOW_TASK
@@ -37,22 +35,11 @@ async def controller(
     lab: LabSession, tmp_path: Path, turns: TurnSettings | None = None
 ) -> AsyncIterator[Controller]:
     """`akk serve` in this process (with these Turn settings) and one connected controller."""
-    state = StateDir(tmp_path / "akk")
-    tokens = mint_offline(state, "ctl")
-    config = ServiceConfig(
-        state=state,
-        port=0,
-        tmux_sockets=(str(lab.socket),),
-        poll_interval=0.1,
-        turns=turns or TurnSettings(),
-    )
-    async with trio.open_nursery() as nursery:
-        endpoint = await nursery.start(
-            lambda task_status: run_service(config, task_status=task_status)
-        )
-        async with connect(endpoint.url, tokens["ctl"]) as ctl:
-            yield ctl
-        nursery.cancel_scope.cancel()
+    async with (
+        serving(lab, tmp_path, "ctl", turns=turns) as served,
+        connect(served.endpoint.url, served.tokens["ctl"]) as ctl,
+    ):
+        yield ctl
 
 
 async def _send(ctl: Controller, text: str, request_id: str = "r") -> str:

@@ -22,7 +22,7 @@ import trio
 from akk.client import AkkError, Controller, connect
 from akk.turn_calls import TurnSettings
 from tests.lab.conftest import lab_params
-from tools.lab.akk_runner import AkkProcess, idle_terminal, outcome, serving
+from tools.lab.akk_runner import AkkProcess, idle_terminal, outcome, serving, two_controllers
 from tools.lab.launcher import LabSession
 from tools.lab.scenarios import RUN_TASK, SLOW_SIGNAL, SLOW_TASK
 
@@ -67,11 +67,7 @@ async def refused(ctl: Controller, method: str, params: dict[str, Any]) -> str:
 async def test_a_watch_follows_the_task_a_person_started_to_its_outcome(
     lab: LabSession, tmp_path: Path
 ) -> None:
-    async with (
-        serving(lab, tmp_path, "ctl", "other") as served,
-        connect(served.endpoint.url, served.tokens["ctl"]) as ctl,
-        connect(served.endpoint.url, served.tokens["other"]) as other,
-    ):
+    async with two_controllers(lab, tmp_path) as (_, ctl, other):
         terminal_id = await person_starts_the_slow_task(lab, ctl)
         watched = await ctl.call("watch", {"terminal_id": terminal_id})
         watch_id = watched["watch_id"]
@@ -198,11 +194,7 @@ async def test_a_watch_survives_a_sigkill_of_akk_and_recover_continues_the_same_
 async def test_a_replaced_agent_process_ends_the_watch_and_it_is_never_moved(
     lab: LabSession, tmp_path: Path
 ) -> None:
-    async with (
-        serving(lab, tmp_path, "ctl", "other") as served,
-        connect(served.endpoint.url, served.tokens["ctl"]) as ctl,
-        connect(served.endpoint.url, served.tokens["other"]) as other,
-    ):
+    async with two_controllers(lab, tmp_path) as (_, ctl, other):
         terminal_id = await person_starts_the_slow_task(lab, ctl)
         watch_id = (await ctl.call("watch", {"terminal_id": terminal_id}))["watch_id"]
         for method in ("renew", "recover", "retry_callback"):

@@ -20,7 +20,7 @@ from typing import Any
 import attrs
 import trio
 
-from akk.client import Controller
+from akk.client import Controller, connect
 from akk.instance import Endpoint
 from akk.service import ServiceConfig, run_service
 from akk.store import credentials
@@ -71,6 +71,19 @@ async def serving(
         )
         yield Served(endpoint, state, tokens)
         nursery.cancel_scope.cancel()
+
+
+@asynccontextmanager
+async def two_controllers(
+    lab: LabSession, tmp_path: Path, turns: TurnSettings | None = None
+) -> AsyncIterator[tuple[Served, Controller, Controller]]:
+    """`serving`, with controllers "ctl" and "other" connected (the owner and an intruder)."""
+    async with (
+        serving(lab, tmp_path, "ctl", "other", turns=turns) as served,
+        connect(served.endpoint.url, served.tokens["ctl"]) as ctl,
+        connect(served.endpoint.url, served.tokens["other"]) as other,
+    ):
+        yield served, ctl, other
 
 
 async def idle_terminal(ctl: Controller, timeout: float = 20) -> dict[str, Any]:
