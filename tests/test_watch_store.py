@@ -182,3 +182,20 @@ def _record(**changes: object) -> Turn:
         "updated_at": START, "settled_at": None, "closed_at": None, "revision": 0,
     }  # fmt: skip
     return Turn(**(base | changes))  # type: ignore[arg-type]
+
+
+def test_unwatch_withdraws_what_was_never_sent_and_keeps_what_was(conn: apsw.Connection) -> None:
+    watch = _watch(conn)
+    with conn:
+        sent = turns.enqueue_event(conn, watch, "interaction_required", START + 1, interaction=None)
+        outbox.ack(conn, "ctl", sent.event_id, START + 2)
+        turns.enqueue_event(conn, watch, "approval_required", START + 3, interaction=None)
+        turns.enqueue_event(conn, watch, "response_uncertain", START + 4, interaction=None)
+        withdrawn = outbox.withdraw_pending(conn, watch.turn_id, START + 5)
+    assert withdrawn == 2
+    assert _states(conn, watch.turn_id) == [
+        ("interaction_required", 1, "accepted"),
+        ("approval_required", 1, "withdrawn"),
+        ("response_uncertain", 1, "withdrawn"),
+    ]
+    assert outbox.due(conn, "ctl", START + 60) == []
