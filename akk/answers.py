@@ -64,6 +64,7 @@ class Answer:
     intent: Intent
     chosen: tuple[int, ...] = ()
     text: str | None = attrs.field(default=None, repr=False)  # never logged
+    next_turn: bool = False  # an async answer delivered as the Turn's next round
 
     @property
     def kind(self) -> str:
@@ -103,13 +104,7 @@ def resolve(
             f"delivery_mode applies to async questions only; this {prompt.kind.value} blocks "
             "the agent until it is answered: send the answers without delivery_mode",
         )
-    if delivery_mode == "queue_next_turn":
-        raise RpcError(
-            Reason.INVALID_PARAMS,
-            "queue_next_turn is not offered: AKK answers an async question into the running "
-            "turn only (steer_current_turn, the default); after the Turn's outcome, send the "
-            "answer with respond",
-        )
+    next_turn = delivery_mode == "queue_next_turn"
     if prompt.step is StepKind.QUEUED:
         if answers:
             raise RpcError(
@@ -118,7 +113,7 @@ def resolve(
                 "it is opened. Send answers: [] to open it, then answer the interaction that "
                 "follows",
             )
-        return Answer(Intent.OPEN_QUEUED_QUESTION)
+        return Answer(Intent.OPEN_QUEUED_QUESTION, next_turn=next_turn)
     if len(prompt.questions) != 1:
         raise RpcError(
             Reason.MANUAL_REQUIRED,
@@ -132,7 +127,8 @@ def resolve(
             "answers must hold exactly one answer, for the question_id the step shows "
             "(status has it); this step has one question",
         )
-    return _one(prompt.step, prompt.questions[0], answers[0], seen, ids)
+    answer = _one(prompt.step, prompt.questions[0], answers[0], seen, ids)
+    return attrs.evolve(answer, next_turn=next_turn)
 
 
 def _one(

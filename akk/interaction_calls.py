@@ -21,8 +21,9 @@ from akk.actors.destination import DestinationDesk
 from akk.actors.runtime import ActorError, AskTimeout
 from akk.actors.store import transact
 from akk.actors.terminal import AnswerReceipt, DispatchAnswer, Refusal, dispatch_answer
-from akk.actors.turn import remember
+from akk.actors.turn import TurnDesk, remember
 from akk.answers import Answer, decision, resolve
+from akk.profiles.observation import InteractionKind, State
 from akk.protocol.errors import Reason, RpcError
 from akk.protocol.projection import Shown, project_snapshot
 from akk.screen.fingerprint import IdMinter
@@ -30,7 +31,7 @@ from akk.store import audit, interactions, turns
 from akk.store.interactions import Interaction, InteractionState, Offer, OfferState
 from akk.store.reader import StoreReader
 from akk.store.turns import Turn
-from akk.terminals import TerminalBoard
+from akk.terminals import TerminalBoard, TerminalSnapshot
 
 ANSWER_TIMEOUT = 60.0
 
@@ -44,8 +45,10 @@ class InteractionCalls:
         board: TerminalBoard,
         ids: IdMinter,
         destinations: DestinationDesk,
+        desk: TurnDesk,
         offer_minutes: float,
     ) -> None:
+        self._desk = desk
         self._store = store
         self._reader = reader
         self._board = board
@@ -61,7 +64,9 @@ class InteractionCalls:
         controller's offer: what it saw may be answered for the next minutes.
         """
         snapshot = self._board.get(turn.terminal_id or "")
-        if snapshot is None or snapshot.busy or not turn.unresolved or turn.closed_at is not None:
+        if snapshot is None or snapshot.busy or turn.closed_at is not None:
+            return None
+        if not turn.unresolved and not _next_turn_question(turn, snapshot):
             return None
         shown = project_snapshot(snapshot, self._ids, turn.ids["turn_id"])
         if shown is None:
@@ -70,13 +75,18 @@ class InteractionCalls:
         mine = controller_id == turn.controller_id and not turn.is_watch
         now, offer = time.time(), mine and shown.actionable
 
-        def record(conn: Any) -> tuple[Interaction, bool]:
+        def record(conn: Any) -> tuple[Interaction, bool] | None:
+            if not turn.unresolved and turns.unresolved_on(conn, turn.terminal_id or ""):
+                return None  # another record follows the terminal now
             row, new = remember(conn, turn, snapshot, shown, now)
             if offer and row.state is InteractionState.PENDING:
                 interactions.offer(conn, row, controller_id, now=now, lifetime=self._offer_seconds)
             return row, new
 
-        row, new = await transact(self._store, record)
+        recorded = await transact(self._store, record)
+        if recorded is None:
+            return None
+        row, new = recorded
         if new:  # this call saw the appearance before the Turn did: its wake-up goes out now
             self._destinations.wake(turn.controller_id)
         return row.public()
@@ -146,7 +156,8 @@ class InteractionCalls:
     async def _respond_interaction(
         self, controller_id: str, params: dict[str, Any]
     ) -> dict[str, Any]:
-        turn = await self._open_turn(controller_id, params["turn_id"])
+        next_turn = params.get("delivery_mode") == "queue_next_turn"
+        turn = await self._open_turn(controller_id, params["turn_id"], next_turn=next_turn)
         interaction_id: str = params["interaction_id"]
         row = await self._reader.run(lambda conn: interactions.get(conn, interaction_id))
         if row is None or row.turn_id != turn.turn_id:
@@ -169,7 +180,10 @@ class InteractionCalls:
 
     # -- the shared path
 
-    async def _open_turn(self, controller_id: str, turn_id: str) -> Turn:
+    async def _open_turn(
+        self, controller_id: str, turn_id: str, *, next_turn: bool = False
+    ) -> Turn:
+        """The caller's own Turn, open; or settled but not closed for a next-turn answer."""
         turn = await self._reader.run(lambda conn: turns.get(conn, turn_id))
         if turn is None:
             raise RpcError(
@@ -187,12 +201,13 @@ class InteractionCalls:
                 f"{turn_id} is a Watch: it observes a task a person started and never sends "
                 "input; answer at the terminal (status shows the prompt)",
             )
-        if turn.closed_at is not None or not turn.unresolved:
+        if turn.closed_at is not None or not (turn.unresolved or next_turn):
             raise RpcError(
                 Reason.CLOSED,
                 f"turn {turn_id} is {turn.state.value}"
                 + (" and closed" if turn.closed_at is not None else "")
-                + "; it has no prompt to answer",
+                + "; it has no prompt to answer (an async question its agent left is answered "
+                "with delivery_mode queue_next_turn, which starts the Turn's next round)",
             )
         return turn
 
@@ -237,6 +252,9 @@ class InteractionCalls:
         receipt = await self._dispatch(terminal, message)
         if isinstance(receipt, Refusal):
             raise RpcError(receipt.reason, receipt.message)
+        if receipt.next_round_at is not None:
+            # The answer started the Turn's next round: follow it to its own outcome.
+            await self._desk.follow(turn.turn_id, enter_at=receipt.next_round_at)
         if not receipt.proven:
             self._destinations.wake(turn.controller_id)
             raise RpcError(
@@ -300,3 +318,16 @@ class InteractionCalls:
                 f"the terminal failed during the answer ({exc.reason}); it may have been sent "
                 "and will not be sent again. Call status",
             ) from None
+
+
+def _next_turn_question(turn: Turn, snapshot: TerminalSnapshot) -> bool:
+    """A settled Turn's agent, idle, still shows an async question: answering it
+    (queue_next_turn) starts the Turn's next round, so it is shown and offered."""
+    prompt = snapshot.observation.prompt
+    return (
+        turn.state.settled
+        and not turn.is_watch
+        and snapshot.observation.state is State.ASYNC_QUESTION
+        and prompt is not None
+        and prompt.kind is InteractionKind.ASYNC_QUESTION
+    )

@@ -159,7 +159,7 @@ async def run_service(
             await root.start_child(ChildSpec("turn clock", desk.clock))
             interaction_calls = InteractionCalls(
                 store=store, reader=reader, board=board, ids=ids, destinations=destinations,
-                offer_minutes=config.turns.offer_minutes,
+                desk=desk, offer_minutes=config.turns.offer_minutes,
             )  # fmt: skip
             turn_calls = TurnCalls(
                 store=store, reader=reader, board=board, desk=desk, destinations=destinations,

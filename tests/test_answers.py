@@ -303,9 +303,11 @@ def test_an_async_question_takes_the_delivery_modes_it_offers(path: Path) -> Non
     s = shown(path)
     offered = s.projection["delivery_modes"]
     assert offered and set(offered) <= set(PROTOCOL_MODES)
+    assert offered == list(PROTOCOL_MODES)
     label = choices(s)[0]
     for mode in (None, *offered):
-        assert answer(s, [choose(s, label)], mode) == Answer(Intent.CHOOSE, (row(s, label),))
+        expected = Answer(Intent.CHOOSE, (row(s, label),), next_turn=mode == "queue_next_turn")
+        assert answer(s, [choose(s, label)], mode) == expected
     for mode in set(PROTOCOL_MODES) - set(offered):
         error = refused(s, [choose(s, label)], mode)
         assert error.reason is Reason.INVALID_PARAMS and mode in error.message
@@ -317,11 +319,11 @@ def test_a_queued_async_question_is_opened_by_an_empty_answer(path: Path) -> Non
     s = shown(path)
     assert (s.projection["step"], s.projection["questions"]) == (None, [])
     for mode in (None, *s.projection["delivery_modes"]):
-        assert answer(s, [], mode) == Answer(Intent.OPEN_QUEUED_QUESTION)
+        opened = Answer(Intent.OPEN_QUEUED_QUESTION, next_turn=mode == "queue_next_turn")
+        assert answer(s, [], mode) == opened
     sent = {"question_id": IDS.question_id(s.seen, 0), "response_kind": "free_text", "text": TEXT}
     error = refused(s, [sent])
     assert error.reason is Reason.INVALID_PARAMS and "answers: []" in error.message
-    assert refused(s, [], "queue_next_turn").reason is Reason.INVALID_PARAMS
     with pytest.raises(RpcError) as raised:
         decision(s.prompt, "approve_once")
     assert raised.value.reason is Reason.INVALID_PARAMS

@@ -27,6 +27,7 @@ from akk.faults import Point
 from akk.profiles.composer import TypingMethod
 from akk.profiles.keyplan import (
     Expanded,
+    Intent,
     KeyPlan,
     KeyPlanError,
     Keystroke,
@@ -159,6 +160,7 @@ class AnswerReceipt:
     dispatch: Dispatch
     proven: bool
     why: str | None = None
+    next_round_at: float | None = None  # the answer started the Turn's next round (trio time)
 
 
 @attrs.frozen
@@ -428,6 +430,11 @@ class TerminalActor(Actor):
                 f"the pane is {what}, not idle with an empty composer; nothing was sent. Wait "
                 "for the agent (status shows its state) and send again",
             )
+        proof = await self._evidence_start()
+        return _Ready(snapshot.seq, profile.typing.method_for(text), proof)
+
+    async def _evidence_start(self) -> _EvidenceStart:
+        """Where the agent's own file stands now, before any key of a new round."""
         try:
             before = await trio.to_thread.run_sync(
                 evidence.snapshot, self._identity.agent, self._identity.agent_pid
@@ -436,7 +443,7 @@ class TerminalActor(Actor):
         except evidence.EvidenceUnavailable as exc:
             proof = _EvidenceStart("unknown", None, str(exc)[:300])
         await faults.reached(Point.EVIDENCE_SNAPSHOT)
-        return _Ready(snapshot.seq, profile.typing.method_for(text), proof)
+        return proof
 
     async def _dispatch_task(self, task: DispatchTask) -> TaskReceipt | Refusal:
         ready = await self._prove_idle(task.text)
@@ -635,19 +642,25 @@ class TerminalActor(Actor):
                 f"AKK does not answer this prompt ({observation.reason}); answer it in the "
                 "terminal. Nothing was sent",
             )
-        if prompt.kind is InteractionKind.ASYNC_QUESTION and observation.state is not State.WORKING:
-            # Answered at an idle agent, the question would start another turn: not this Turn's.
-            return Refusal(
-                Reason.MANUAL_REQUIRED,
-                "the agent is no longer working, so an answer to its queued question would start "
-                "a new turn, which AKK does not type for a Turn (queue_next_turn is not offered). "
-                "Answer it in the terminal, or send a new Turn once the pane is idle. Nothing was "
-                "sent",
-            )
+        refused = _delivery_refusal(prompt, observation.state, message.answer)
+        if refused is not None:
+            return refused
         planned = _plan(profile, prompt, message.answer)
         if isinstance(planned, Refusal):
             return planned
         plan, expanded = planned
+        # An async answer at an idle agent starts its next turn: the Turn's next round,
+        # with the message it will send and the evidence position taken before any key.
+        round_start: tuple[str, _EvidenceStart] | None = None
+        if message.answer.next_turn and message.answer.intent is not Intent.OPEN_QUEUED_QUESTION:
+            text = _next_turn_message(profile, prompt, message.answer)
+            if text is None:
+                return Refusal(
+                    Reason.MANUAL_REQUIRED,
+                    f"{profile.id} cannot say what that answer would send; answer it in the "
+                    "terminal. Nothing was sent",
+                )
+            round_start = (text, await self._evidence_start())
         # Keys that arrive right after a widget's first paint can be dropped.
         await trio.sleep_until(self._seen_since + profile.typing.settle_seconds)
         now = time.time()
@@ -663,6 +676,15 @@ class TerminalActor(Actor):
             found = interactions.offer_of(conn, message.interaction_id, message.controller_id)
             assert row is not None and found is not None
             interactions.consume(conn, row, found, now)
+            if round_start is not None:
+                text, proof = round_start
+                turn = turns.get(conn, message.turn_id)
+                assert turn is not None
+                turns.reopen(
+                    conn, turn, request_sha256=evidence.request_digest(text),
+                    request_chars=len(text), evidence_status=proof.status,
+                    evidence=proof.snapshot, evidence_limit=proof.limit, now=now,
+                )  # fmt: skip
             try:
                 return dispatches.reserve(
                     conn, controller_id=message.controller_id, turn_id=message.turn_id,
@@ -686,7 +708,10 @@ class TerminalActor(Actor):
         await faults.reached(Point.ANSWER_RESERVED)
         self._busy = True
         try:
-            return await self._send_answer(reserved, expanded, message, snapshot.seq, prompt)
+            receipt = await self._send_answer(reserved, expanded, message, snapshot.seq, prompt)
+            if round_start is None:
+                return receipt
+            return attrs.evolve(receipt, next_round_at=trio.current_time())
         finally:
             self._busy = False
             # Publish the screen the step left, no longer busy, for the Turn to announce.
@@ -913,9 +938,24 @@ def _plan(
 
 
 def _fence_check(conn: apsw.Connection, message: DispatchAnswer, now: float) -> Refusal | None:
-    """Inside the reservation: the Turn, the interaction's fence and the offer, all still good."""
+    """Inside the reservation: the Turn, the interaction's fence and the offer, all still good.
+
+    A next-turn answer needs the Turn settled (its round over), not closed, and
+    no other record on the terminal; any other answer needs the Turn open.
+    """
     turn = turns.get(conn, message.turn_id)
-    if turn is None or not turn.unresolved:
+    if message.answer.next_turn:
+        if turn is None or turn.closed_at is not None or not turn.state.settled:
+            return Refusal(
+                Reason.NOT_IDLE,
+                f"turn {message.turn_id}'s round has not ended yet (wait for its outcome event) "
+                "or the Turn is closed; queue_next_turn starts the round after it. Nothing was "
+                "sent",
+            )
+        holder = turns.unresolved_on(conn, turn.terminal_id or "")
+        if holder is not None:
+            return Refusal(Reason.CONFLICT, turns.held(holder))
+    elif turn is None or not turn.unresolved:
         return Refusal(Reason.CLOSED, f"turn {message.turn_id} is no longer open; nothing sent")
     row = interactions.get(conn, message.interaction_id)
     if row is None or row.turn_id != message.turn_id or row.seen != message.seen:
@@ -932,6 +972,35 @@ def _fence_check(conn: apsw.Connection, message: DispatchAnswer, now: float) -> 
     if found.expires_at <= now:
         return Refusal(Reason.OFFER_EXPIRED, "the offer expired; call status again, then answer")
     return None
+
+
+def _delivery_refusal(prompt: PromptView, state: State, answer: Answer) -> Refusal | None:
+    """An async answer's delivery must fit the agent: steered while it works, queued once idle."""
+    if prompt.kind is not InteractionKind.ASYNC_QUESTION:
+        return None
+    working = state is State.WORKING
+    if answer.next_turn and working:
+        return Refusal(
+            Reason.NOT_IDLE,
+            "the agent is still working on this turn: answer now with steer_current_turn, or "
+            "once the Turn's outcome arrived with queue_next_turn. Nothing was sent",
+        )
+    if not answer.next_turn and not working:
+        return Refusal(
+            Reason.INVALID_PARAMS,
+            "the agent is no longer working, so this answer would start its next turn: send it "
+            "with delivery_mode queue_next_turn (the Turn's next round) once the Turn's outcome "
+            "arrived. Nothing was sent",
+        )
+    return None
+
+
+def _next_turn_message(profile: Profile, prompt: PromptView, answer: Answer) -> str | None:
+    """What the agent's file will show as the next round's request, or None if unknown."""
+    (question,) = prompt.questions
+    if answer.intent is not Intent.CHOOSE or len(answer.chosen) != 1:
+        return None
+    return profile.next_turn_message(question.prompt, question.options[answer.chosen[0]].label)
 
 
 def _step_of(prompt: PromptView) -> tuple[object, ...]:

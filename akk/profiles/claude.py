@@ -223,6 +223,10 @@ class ClaudeProfile:
         """
         return self.editor.literal_max_length
 
+    def next_turn_message(self, question: str, label: str) -> str | None:
+        """Claude Code has no async questions: no answer starts a turn of its own."""
+        return None
+
     def editor_matches(self, grid: Grid, prompt: PromptView, text: str) -> bool:
         """Whether `prompt`'s open "Type something." editor shows exactly `text`, typed.
 

@@ -268,6 +268,17 @@ class CodexProfile:
         """Whether `draft` shows exactly `text`, typed `how`, as this version renders it."""
         return draft_matches(self.typing, draft, text, how)
 
+    def next_turn_message(self, question: str, label: str) -> str | None:
+        """The user message an async answer given at an idle composer starts a turn with.
+
+        The picker sends the question quoted, a blank line and the option
+        (NOTES.md: ``> Which color do you prefer?\n\nBlue``); None for a version
+        without async questions.
+        """
+        if self.async_question is None:
+            return None
+        return "> " + question.replace("\n", "\n> ") + "\n\n" + label
+
     def editor_matches(self, grid: Grid, prompt: PromptView, text: str) -> bool:
         """Whether `prompt`'s open notes show exactly `text`, typed with ``send-keys -l``.
 

@@ -51,6 +51,11 @@ class Profile(Protocol):
         """Whether ``draft`` shows exactly ``text``, put in ``how``, as this version renders it."""
         ...
 
+    def next_turn_message(self, question: str, label: str) -> str | None:
+        """The user message that answering async ``question`` with ``label`` at an idle
+        composer starts the agent's next turn with (None: this version has none)."""
+        ...
+
     def editor_matches(self, grid: Grid, prompt: PromptView, text: str) -> bool:
         """Whether ``prompt``'s open free-text editor shows exactly ``text``, as typed.
 

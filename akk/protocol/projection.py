@@ -116,10 +116,10 @@ def project(
     if manual_reason is not None:
         projection["manual_reason"] = manual_reason
     if prompt.kind is InteractionKind.ASYNC_QUESTION:
-        # Codex takes a picker's answer into the running turn (NOTES.md); an answer
-        # after the agent went idle would start another turn, which AKK does not type.
-        # A queued one shows no questions: `answers: []` opens it (its one step).
-        projection["delivery_modes"] = ["steer_current_turn"]
+        # Codex takes a picker's answer into the running turn while the agent works
+        # (steer_current_turn); once it is idle the answer starts the Turn's next round
+        # (queue_next_turn). A queued one shows no questions: `answers: []` opens it.
+        projection["delivery_modes"] = ["steer_current_turn", "queue_next_turn"]
     if prompt.kind is InteractionKind.PERMISSION:
         projection["decisions"] = [
             decision

@@ -511,7 +511,7 @@ async def test_an_async_question_answered_while_the_turn_runs_steers_that_turn(
         shown = await prompt(ctl, turn_id)
         assert shown["kind"] == "async_question" and shown["step"] == {"index": 1, "total": 1}
         assert shown["questions"][0]["prompt"] == "Which color do you prefer?"
-        assert shown["delivery_modes"] == ["steer_current_turn"]
+        assert shown["delivery_modes"] == ["steer_current_turn", "queue_next_turn"]
         with pytest.raises(AkkError) as replayed:
             await ctl.call("respond_interaction", opening)
         assert replayed.value.reason in ("conflict", "prompt_changed")
@@ -519,7 +519,7 @@ async def test_an_async_question_answered_while_the_turn_runs_steers_that_turn(
             await ctl.call(
                 "respond_interaction", choose(shown, "Blue") | {"delivery_mode": "queue_next_turn"}
             )
-        assert queued_next.value.reason == "invalid_params"
+        assert queued_next.value.reason == "not_idle"  # the turn still runs: steer it
         steer = choose(shown, "Blue") | {"delivery_mode": "steer_current_turn"}
         assert (await ctl.call("respond_interaction", steer))["outcome"] == "dispatched"
         assert len(lab.server.main_requests()) == 2  # the turn's request is still held
@@ -533,3 +533,50 @@ async def test_an_async_question_answered_while_the_turn_runs_steers_that_turn(
     assert (
         answered.codex_turn_id == asked.codex_turn_id
     )  # steered into the asking turn, not a new one
+
+
+async def offered(
+    ctl: Controller, turn_id: str, wanted: Callable[[dict[str, Any]], bool]
+) -> dict[str, Any]:
+    """`status` until it shows (and offers) an interaction that ``wanted`` accepts."""
+    with trio.fail_after(20):
+        while True:
+            shown = (await ctl.call("status", {"turn_id": turn_id}))["interaction"]
+            if shown is not None and wanted(shown):
+                return dict(shown)
+            await trio.sleep(0.05)
+
+
+@pytest.mark.parametrize(
+    "lab",
+    [p for p in lab_params("codex_rui_async") if p.values[0].client.version in ASYNC_PICKER],  # type: ignore[attr-defined]
+    indirect=True,
+)
+async def test_an_async_question_left_when_the_turn_ended_is_answered_as_its_next_round(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    """queue_next_turn: the agent ended its turn waiting; the answer starts the Turn's round 2."""
+    async with two_controllers(lab, tmp_path) as (_, ctl, _other):
+        turn_id = await send_task(ctl, sc.ASK_TASK)
+        first = await settled(ctl, turn_id)
+        assert (first["kind"], first["round"]) == ("done", 1)
+        queued = await offered(ctl, turn_id, lambda shown: shown["step"] is None)
+        opening = {"interaction_id": queued["interaction_id"], "turn_id": turn_id, "answers": []}
+        with pytest.raises(AkkError) as steered:
+            await ctl.call("respond_interaction", opening)  # steer (the default) needs a turn
+        assert steered.value.reason == "closed"  # that round is over: only the next one
+        assert "queue_next_turn" in steered.value.message
+        queue = {"delivery_mode": "queue_next_turn"}
+        assert (await ctl.call("respond_interaction", opening | queue))["outcome"] == "dispatched"
+        picker = await offered(ctl, turn_id, lambda shown: bool(shown["questions"]))
+        answered = await ctl.call("respond_interaction", choose(picker, "Blue") | queue)
+        assert answered["outcome"] == "dispatched"
+        second = await settled(ctl, turn_id)
+        status = await ctl.call("status", {"turn_id": turn_id})
+    assert (second["kind"], second["round"]) == ("done", 2)
+    assert second["outcome"]["final_message"] == "Blue it is."
+    assert status["turn"]["evidence"]["status"] == "bound"  # accepted by the agent's own file
+    asked = lab.server.main_requests()[0]
+    (blue,) = [r for r in lab.server.main_requests() if "Blue" in r.newest_input]
+    assert blue.newest_input == "> Which color do you prefer?\n\nBlue"
+    assert blue.codex_turn_id != asked.codex_turn_id  # a new turn: the Turn's next round
