@@ -21,6 +21,7 @@ except by `unwatch` (a Send stays managed until `close`).
 from __future__ import annotations
 
 import time
+from contextlib import suppress
 from typing import Any
 
 import apsw
@@ -28,10 +29,10 @@ import trio
 
 from akk import evidence
 from akk.actors.destination import DestinationDesk
-from akk.actors.runtime import ActorError, AskTimeout
+from akk.actors.runtime import ActorError, ActorStopped, AskTimeout, MailboxFull
 from akk.actors.store import transact
 from akk.actors.terminal import Reconcile
-from akk.actors.turn import GONE_GRACE, Close, Outcome, TurnDesk, file_outcome
+from akk.actors.turn import GONE_GRACE, Close, Outcome, Reload, TurnDesk, file_outcome
 from akk.profiles.observation import State
 from akk.protocol.errors import Reason, RpcError
 from akk.store import audit, outbox, terminals, turns
@@ -159,6 +160,10 @@ class WatchCalls:
             renewed = await self._update(
                 record_id, {"last_activity_at": now, "hard_deadline_at": deadline}
             )
+            actor = self._desk.ref(record_id)
+            if actor is not None:
+                with suppress(MailboxFull, ActorStopped):
+                    actor.tell(Reload())  # its deadlines moved
             return _result(renewed) | {"renewed": True}
         revivable = record.is_watch and (
             record.state is TurnState.TIMED_OUT or record.unwatched_at is not None

@@ -84,6 +84,11 @@ class Close:
 
 
 @attrs.frozen
+class Reload:
+    """The record changed outside this actor (a renew): read it again before the next look."""
+
+
+@attrs.frozen
 class CancelResult:
     ok: bool
     reason: Reason | None = None
@@ -144,6 +149,8 @@ class TurnActor(Actor):
             return await self._start_cancel()
         if isinstance(message, Close):
             raise StopActor()
+        if isinstance(message, Reload):
+            self._turn = await self._load()
         return None
 
     # -- following

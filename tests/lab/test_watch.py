@@ -287,3 +287,26 @@ async def test_an_expired_watch_whose_agent_was_replaced_is_never_revived(
         assert await refused(ctl, "renew", {"watch_id": watch_id}) == "not_found"
         status = await ctl.call("status", {"watch_id": watch_id})
     assert (status["watch"]["state"], status["watch"]["round"]) == ("timed_out", 1)
+
+
+@pytest.mark.parametrize("lab", lab_params("slow", agents=("claude",))[-1:], indirect=True)
+async def test_a_renewed_watch_outlives_its_old_deadline(lab: LabSession, tmp_path: Path) -> None:
+    lifetime = TurnSettings(lifetime_minutes=3 / 60)
+    async with (
+        serving(lab, tmp_path, "ctl", turns=lifetime) as served,
+        connect(served.endpoint.url, served.tokens["ctl"]) as ctl,
+    ):
+        terminal_id = await person_starts_the_slow_task(lab, ctl)
+        watched = await ctl.call("watch", {"terminal_id": terminal_id})
+        watch_id, old_deadline = watched["watch_id"], watched["deadline_at"]
+        renewed = await ctl.call("renew", {"watch_id": watch_id, "minutes": 1})
+        assert renewed["deadline_at"] >= old_deadline + 50
+        # Past the old deadline (plus a margin for the monitor's tick) it still observes.
+        with trio.fail_after(10):
+            while time.time() < old_deadline + 1:
+                status = await ctl.call("status", {"watch_id": watch_id})
+                assert status["watch"]["state"] == "running"
+                await trio.sleep(0.1)
+        lab.server.signal(SLOW_SIGNAL)
+        event = await outcome(ctl, watch_id)
+    assert (event["kind"], event["round"]) == ("done", 1)
