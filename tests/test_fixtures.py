@@ -23,11 +23,13 @@ from akk.profiles.registry import PROFILES
 from akk.screen.render import render
 
 ROOT = Path(__file__).resolve().parent.parent / "fixtures"
-# Screens only: fixtures/<agent>/<version>/[80x24/] (other corpora live beside them).
+# Screens only: fixtures/<agent>/<version>/[<size>/] (other corpora live beside them).
+SIZE_FOLDERS = ("80x24", "100x30", "132x43")
 LABELS = sorted(
     label
     for agent in ("claude", "codex")
-    for label in (*(ROOT / agent).glob("*/*.json"), *(ROOT / agent).glob("*/80x24/*.json"))
+    for folder in ("", *SIZE_FOLDERS)
+    for label in (ROOT / agent).glob(f"*/{folder}/*.json" if folder else "*/*.json")
 )
 QUIET_STATES = {"idle", "idle_draft", "working"}
 CONFIRM_ROLES = (OptionRole.SUBMIT, OptionRole.CANCEL, OptionRole.PROCEED, OptionRole.GO_BACK)
@@ -48,7 +50,7 @@ def test_every_pinned_version_has_a_corpus_at_both_sizes() -> None:
         narrow = list((ROOT / agent / version / "80x24").glob("*.json"))
         assert len(wide) >= 15 and len(narrow) >= 15, (agent, version, len(wide), len(narrow))
     versions = {
-        (p.parent.name if p.parent.name != "80x24" else p.parent.parent.name) for p in LABELS
+        (p.parent.parent.name if p.parent.name in SIZE_FOLDERS else p.parent.name) for p in LABELS
     }
     assert versions == {v for _, v in PROFILES}
 

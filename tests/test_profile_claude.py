@@ -320,7 +320,7 @@ ROW_TEXT = st.text(alphabet=st.sampled_from(list("abcXYZ019.,:;-─❯·… [✔
 @settings(max_examples=200, deadline=None)
 @given(
     version=st.sampled_from(sorted(PROFILES)),
-    size=st.sampled_from([(120, 40), (80, 24)]),
+    size=st.sampled_from([(120, 40), (80, 24), (100, 30), (132, 43)]),
     rows=st.lists(ROW_TEXT, max_size=40),
     styles=st.lists(
         st.sampled_from(["", "\x1b[1m", "\x1b[38;5;153m", "\x1b[48;5;153m", "\x1b[0m"]), max_size=40
@@ -453,3 +453,105 @@ def test_claude_prompts_are_never_actionable_under_codex(label_path: Path) -> No
     _, grid = load(label_path)
     for profile in codex.PROFILES:
         assert not profile.classify(grid).actionable
+
+
+# ---------------------------------------------------------------- real users' setups (issue 12)
+
+
+def test_a_directory_scoped_grant_is_persistent_and_yes_stays_answerable() -> None:
+    for path in sorted(ROOT.glob("claude/*/**/claude_bash_read_outside-permission.json")):
+        _, _, observation, _ = proven(path)
+        assert observation.state is State.PERMISSION and observation.prompt is not None
+        options = observation.prompt.questions[0].options
+        assert options[1].label == "Yes, allow reading from /tmp from this project"
+        assert [option.role for option in options] == [
+            OptionRole.APPROVE_ONCE,
+            OptionRole.APPROVE_PERSISTENT,
+            OptionRole.APPROVE_PERSISTENT,
+            OptionRole.REJECT,
+        ]
+
+
+def test_an_unknown_grant_row_is_refused() -> None:
+    path = ROOT / "claude/2.1.263/claude_bash_read_outside-permission.json"
+    _, grid, observation, _ = proven(path)
+    y = _menu_rows(grid, observation)[1]
+    x = grid.row_text(y).index("reading")
+    changes = {
+        (x + i, y): attrs.evolve(grid.cell(x + i, y), char=char) for i, char in enumerate("writing")
+    }
+    _, changed = classify(path, with_cells(grid, changes))
+    assert changed.state is State.UNKNOWN and not changed.actionable
+    assert changed.reason is not None and "unknown permission option 2" in changed.reason
+
+
+def test_a_guttered_command_is_projected_whole_and_unwrapped() -> None:
+    for path in sorted(ROOT.glob("claude/*/**/claude_bash_expansion-permission.json")):
+        label, _ = load(path)
+        _, _, observation, _ = proven(path)
+        assert observation.prompt is not None
+        (question,) = observation.prompt.questions
+        assert question.detail == label["expected"]["command"], path
+    # At 80 columns the command wraps over two guttered rows.
+    _, grid = load(ROOT / "claude/2.1.263/80x24/claude_bash_expansion-permission.json")
+    assert sum(grid.row_text(y).startswith("   │ ") for y in range(grid.rows)) == 2
+
+
+def test_an_advisory_row_is_projected_and_must_be_known() -> None:
+    for size in ("", "80x24/"):
+        path = ROOT / f"claude/2.1.328/{size}claude_bash_warning-permission.json"
+        label, _ = load(path)
+        _, grid, observation, _ = proven(path)
+        assert observation.prompt is not None
+        assert observation.prompt.questions[0].detail == (
+            label["expected"]["command"]
+            + "\n\nQuoted text in this command can't be checked before it runs"
+        )
+        y = next(y for y in range(grid.rows) if "can't be checked" in grid.row_text(y))
+        rows = all_rows(grid)
+        rows[y] = text_row(grid, " Quoted text in this command is fine")
+        assert not profile_of(path).classify(with_rows(grid, rows)).actionable
+
+
+def profile_of(path: Path) -> claude.ClaudeProfile:
+    return PROFILES[json.loads(path.read_text())["version"]]
+
+
+THEMED = sorted(ROOT.glob("claude/*/theme_*.json"))
+
+
+@pytest.mark.parametrize("label_path", THEMED, ids=_name)
+def test_a_themed_screen_is_read_in_its_theme_only(label_path: Path) -> None:
+    """Each theme's colours are exact: under the dark row alone a light screen is unknown."""
+    label, grid = load(label_path)
+    profile = profile_of(label_path)
+    observation = profile.classify(grid)
+    wanted = "blocked" if label["expected"]["manual_only"] else label["expected"]["state"]
+    assert observation.state.value == wanted, observation.reason
+    theme = label_path.name.split("_")[1]  # light, dark (daltonized) or light (ansi)
+    dark_only = attrs.evolve(profile, themes=profile.themes[:1])
+    if theme == "light":
+        assert dark_only.classify(grid).state is State.UNKNOWN
+    else:
+        assert dark_only.classify(grid) == observation
+
+
+def test_a_screen_mixing_two_themes_is_refused() -> None:
+    """A light prompt whose top rule is drawn in the dark colour is no theme's prompt."""
+    path = ROOT / "claude/2.1.328/theme_light_claude_bash-permission.json"
+    _, grid, observation, _ = proven(path)
+    assert observation.prompt is not None
+    top = observation.prompt.region.top
+    changes = {(x, top): attrs.evolve(grid.cell(x, top), fg="afd7ff") for x in range(grid.cols)}
+    _, mixed = classify(path, with_cells(grid, changes))
+    assert not mixed.actionable and mixed.state is State.UNKNOWN
+
+
+@pytest.mark.parametrize("size", ["100x30", "132x43"])
+def test_every_version_has_its_screens_at_the_other_sizes(size: str) -> None:
+    for version in PROFILES:
+        states = {
+            json.loads(path.read_text())["expected"]["state"]
+            for path in (ROOT / "claude" / version / size).glob("*.json")
+        }
+        assert states >= {"idle", "idle_draft", "working", "permission", "questionnaire"}

@@ -9,6 +9,7 @@ renumbered, and screens read under the wrong profile.
 from __future__ import annotations
 
 import json
+import re
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,11 @@ from akk.profiles.observation import Observation, OptionRole, State, StepKind
 from akk.screen import Cell, Grid, fingerprint, render
 
 ROOT = Path(__file__).resolve().parent.parent / "fixtures"
-CODEX_LABELS = sorted(ROOT.glob("codex/*/*.json")) + sorted(ROOT.glob("codex/*/80x24/*.json"))
+SIZE_FOLDER = re.compile(r"\d+x\d+")
+"""A size folder (`80x24`, `100x30`, `132x43`): every size the corpus holds besides 120x40."""
+CODEX_LABELS = sorted(ROOT.glob("codex/*/*.json")) + sorted(
+    path for path in ROOT.glob("codex/*/*/*.json") if SIZE_FOLDER.fullmatch(path.parent.name)
+)
 OTHER_LABELS = sorted(ROOT.glob("claude/*/*.json")) + sorted(ROOT.glob("claude/*/80x24/*.json"))
 BY_VERSION = {profile.version: profile for profile in PROFILES}
 IDENTITY = "pane %1 / pid 4242 / started 2024-01-01T00:00:00Z"
@@ -242,6 +247,60 @@ def _last_question_option(fixture: Fixture, y: int) -> bool:
     return text.strip().lstrip("› ").startswith(f"{last.number}. ")
 
 
+_MENU_ROW = re.compile(r"\s*(?:› )?\d+\. ")
+
+
+def _wrapped_rows(fixture: Fixture) -> set[int]:
+    """The rows that continue wrapped text: a long command, an option's label or description.
+
+    Wrapped text carries no mark of how many rows it has, so a screen with one of
+    these rows missing reads as a shorter command or description (like the long
+    notes in `notes/`). Such a screen is still refused an earlier offer: its
+    region, and so its fingerprint, differ (`test_a_dropped_wrapped_row_changes_...`).
+    """
+    prompt = _observe(fixture).prompt
+    assert prompt is not None
+    texts = [fixture.grid.row_text(y) for y in range(fixture.grid.rows)]
+    wrapped: set[int] = set()
+    for y in range(prompt.region.top + 1, prompt.region.bottom):
+        above, text = texts[y - 1], texts[y]
+        if not text.strip() or _MENU_ROW.match(text):
+            continue
+        if above.startswith("  $ ") or _MENU_ROW.match(above) or y - 1 in wrapped:
+            wrapped.add(y)
+    return wrapped
+
+
+WRAPPED = [f for f in PROMPTS if _wrapped_rows(f)]
+
+
+def test_wrapped_prompts_are_in_the_corpus() -> None:
+    names = {f.name.rsplit("/", 1)[-1] for f in WRAPPED}
+    assert {"codex_exec_long-permission.json", "codex_rui_long-q1.json"} <= names
+
+
+@pytest.mark.parametrize("fixture", WRAPPED, ids=lambda f: f.name)
+def test_a_dropped_wrapped_row_changes_the_fingerprint_and_the_projection(
+    fixture: Fixture,
+) -> None:
+    observation = _observe(fixture)
+    assert observation.prompt is not None
+    region, profile_id = observation.prompt.region, observation.profile_id or ""
+    before = fingerprint(fixture.grid, region, profile_id=profile_id, terminal_identity=IDENTITY)
+    rows = [fixture.grid.row(y) for y in range(fixture.grid.rows)]
+    for y in _wrapped_rows(fixture):
+        grid = _with_rows(fixture.grid, rows[:y] + rows[y + 1 :])
+        again = _observe(fixture, grid)
+        if not again.actionable:
+            continue
+        assert again.prompt is not None
+        assert again.prompt.questions != observation.prompt.questions, y
+        fresh = fingerprint(
+            grid, again.prompt.region, profile_id=profile_id, terminal_identity=IDENTITY
+        )
+        assert fresh != before, y
+
+
 @PROPERTY
 @given(prompt_fixtures, st.data())
 def test_truncated_prompts_are_never_actionable(fixture: Fixture, data: st.DataObject) -> None:
@@ -254,10 +313,13 @@ def test_truncated_prompts_are_never_actionable(fixture: Fixture, data: st.DataO
         k = data.draw(st.integers(1, bottom - top))
         kept = rows[: bottom - k] + rows[bottom:]
     else:
+        wrapped = _wrapped_rows(fixture)
         candidates = [
             y
             for y in range(top, bottom)
-            if fixture.grid.row_text(y).strip() and not _last_question_option(fixture, y)
+            if fixture.grid.row_text(y).strip()
+            and not _last_question_option(fixture, y)
+            and y not in wrapped
         ]
         y = data.draw(st.sampled_from(candidates))
         kept = rows[:y] + rows[y + 1 :]
@@ -429,3 +491,168 @@ def test_the_mode_indicator_row_of_0_169_0_is_read_exactly() -> None:
     for profile in PROFILES:
         if profile.version != "0.169.0":
             assert not profile.classify(fixture.grid).state.value.startswith("idle"), profile.id
+
+
+# ---------------------------------------------------------------- variants (issue 12)
+
+SIZED = sorted(
+    path
+    for path in ROOT.glob("codex/*/*/*.json")
+    if SIZE_FOLDER.fullmatch(path.parent.name) and path.parent.name != "80x24"
+)
+"""Screens at the sizes beyond the two `tests/test_fixtures.py` reads (100x30, 132x43)."""
+
+
+def test_every_version_has_the_variant_sizes_and_footers() -> None:
+    from tools.lab.capture import CODEX_FOOTERS, CODEX_SIZED_PLANS, CODEX_VARIANT_SIZES, PLANS
+
+    for version in BY_VERSION:
+        base = ROOT / "codex" / version
+        present = {
+            p.relative_to(base).with_suffix("")
+            for p in (*CODEX_LABELS, *SIZED)
+            if base in p.parents
+        }
+        for cols, rows in ((120, 40), (80, 24), *CODEX_VARIANT_SIZES):
+            folder = Path() if (cols, rows) == (120, 40) else Path(f"{cols}x{rows}")
+            names = (*CODEX_SIZED_PLANS, *CODEX_FOOTERS)
+            for plan in (PLANS[name] for name in names):
+                for step in plan.steps:
+                    stem = plan.name if step is None else f"{plan.name}-{step}"
+                    assert folder / stem in present, (version, cols, rows, stem)
+
+
+@pytest.mark.parametrize("path", SIZED, ids=lambda p: str(p.relative_to(ROOT)))
+def test_a_screen_at_another_size_classifies_to_its_label(path: Path) -> None:
+    from tests.test_fixtures import test_fixture_classifies_to_its_label
+
+    test_fixture_classifies_to_its_label(path)
+
+
+def _variant(version: str, name: str, size: str = "") -> Fixture:
+    return _load(ROOT / "codex" / version / size / f"{name}.json")
+
+
+@pytest.mark.parametrize("size", ["", "80x24", "100x30", "132x43"])
+@pytest.mark.parametrize("version", sorted(BY_VERSION))
+def test_a_long_command_is_projected_whole(version: str, size: str) -> None:
+    fixture = _variant(version, "codex_exec_long-permission", size)
+    prompt = _observe(fixture).prompt
+    assert prompt is not None
+    assert prompt.questions[0].detail == fixture.label["expected"]["command"]  # type: ignore[index]
+
+
+@pytest.mark.parametrize("size", ["", "80x24", "100x30", "132x43"])
+@pytest.mark.parametrize("version", sorted(BY_VERSION))
+def test_wrapped_option_descriptions_are_read_whole(version: str, size: str) -> None:
+    from tools.lab.scenarios import SCENARIOS
+
+    fixture = _variant(version, "codex_rui_long-q1", size)
+    prompt = _observe(fixture).prompt
+    assert prompt is not None
+    (asked,) = SCENARIOS["codex_rui_long"].steps[0].reply.questions  # type: ignore[union-attr]
+    shown = {option.label: option.description for option in prompt.questions[0].options}
+    assert {o.label: shown[o.label] for o in asked.options} == {
+        o.label: o.description for o in asked.options
+    }
+
+
+def _command_rows(fixture: Fixture) -> list[int]:
+    texts = [fixture.grid.row_text(y) for y in range(fixture.grid.rows)]
+    first = next(y for y, text in enumerate(texts) if text.startswith("  $ "))
+    end = next(y for y in range(first, fixture.grid.rows) if not texts[y].strip())
+    return list(range(first, end))
+
+
+@pytest.mark.parametrize("version", sorted(BY_VERSION))
+def test_a_wrapped_command_row_is_read_exactly(version: str) -> None:
+    fixture = _variant(version, "codex_exec_long-permission", "80x24")
+    rows = _command_rows(fixture)
+    assert len(rows) >= 3
+    grid, second = fixture.grid, rows[1]
+    last_x = len(grid.row_text(second).rstrip()) - 1
+    plain = [attrs.evolve(cell, fg="default") for cell in grid.row(second)]
+    refused = {
+        # A row typed into the prompt is never in the highlighter's colours.
+        "default colour": _with_rows(
+            grid, [*(grid.row(y) for y in range(second)), tuple(plain), *rows_after(grid, second)]
+        ),
+        # A word split at a hyphen cannot be told from a break at a space.
+        "ends in a hyphen": _with_cell(
+            grid, last_x, second, attrs.evolve(grid.cell(last_x, second), char="-")
+        ),
+        "indented by three": _with_rows(
+            grid,
+            [
+                *(grid.row(y) for y in range(second)),
+                (Cell(), *grid.row(second)[:-1]),
+                *rows_after(grid, second),
+            ],
+        ),
+    }
+    for what, mutated in refused.items():
+        assert not _observe(fixture, mutated).actionable, what
+
+
+def rows_after(grid: Grid, y: int) -> list[tuple[Cell, ...]]:
+    return [grid.row(r) for r in range(y + 1, grid.rows)]
+
+
+@pytest.mark.parametrize("step", ["idle", "working", "finished"])
+@pytest.mark.parametrize("version", sorted(BY_VERSION))
+def test_a_pane_without_a_status_line_is_read_exactly(version: str, step: str) -> None:
+    """The footer is the bare hint row, the context left right-aligned; nothing else."""
+    fixture = _variant(version, f"codex_status_none-{step}")
+    grid = fixture.grid
+    last = max(y for y in range(grid.rows) if grid.row_text(y).strip())
+    text = grid.row_text(last).rstrip()
+    left, context = text[: text.rindex("  ")].rstrip(), text.split()[-3:]
+    assert " ".join(context) == "100% context left"
+    notice = " ".join(context)
+
+    def footer(left_text: str, right: str, pad: int = 2) -> tuple[Cell, ...]:
+        row = list(_text_row(grid.cols, left_text))
+        for i, ch in enumerate(right):
+            row[grid.cols - pad - len(right) + i] = Cell(char=ch)
+        return tuple(row)
+
+    rows = [grid.row(y) for y in range(grid.rows)]
+    accepted = footer(left, "42% context left")
+    observation = _observe(fixture, _with_rows(grid, [*rows[:last], accepted, *rows[last + 1 :]]))
+    assert observation.state.value == fixture.label["expected"]["state"], observation.reason  # type: ignore[index]
+    refused = {
+        "one column off": footer(left, notice, pad=1),
+        "another hint": footer("  tab to queue message", notice),
+        "no notice": footer(left, ""),
+        "another notice": footer(left, "100% context used"),
+    }
+    for what, row in refused.items():
+        mutated = _with_rows(grid, [*rows[:last], row, *rows[last + 1 :]])
+        assert _observe(fixture, mutated).state is State.UNKNOWN, what
+
+
+def test_a_wrapped_status_line_is_read_exactly() -> None:
+    """0.169.0 wraps a long status line onto a second row of status items, at most."""
+    fixture = _variant("0.169.0", "codex_status_custom-idle", "80x24")
+    grid = fixture.grid
+    assert _observe(fixture).state is State.IDLE
+    hint = grid.rows - 1
+    second = hint - 1
+    assert grid.cell(2, second).fg not in ("default", "ffd7af")
+    rows = [grid.row(y) for y in range(grid.rows)]
+    plain = tuple(attrs.evolve(cell, fg="default") for cell in rows[second])
+    refused = {
+        "a plain row": [*rows[:second], plain, *rows[second + 1 :]],
+        "three status rows": [*rows[1:second], rows[second], rows[second], rows[hint]],
+    }
+    for what, kept in refused.items():
+        assert _observe(fixture, _with_rows(grid, kept)).state is State.UNKNOWN, what
+
+
+@pytest.mark.parametrize("version", sorted(BY_VERSION))
+def test_a_model_outside_the_catalog_keeps_the_composer_readable(version: str) -> None:
+    for step, state in (("idle", State.IDLE), ("working", State.WORKING), ("finished", State.IDLE)):
+        for size in ("", "80x24", "100x30", "132x43"):
+            fixture = _variant(version, f"codex_model_unknown-{step}", size)
+            observation = _observe(fixture)
+            assert observation.state is state, (step, size, observation.reason)

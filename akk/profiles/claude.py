@@ -25,6 +25,13 @@ What the pinned versions draw (fixtures/claude/<version>/, 120x40 and 80x24):
     under ``Ready to submit your answers?``, the answered questions, the tab row
     and the rule.
 - First-run screens (onboarding, API key, trust) are recognised by their anchors.
+- Themes (`dark`, `dark-daltonized`, `light`, `light-ansi`) draw the same screens in
+  other colours: each row lists its `Theme`s, each mapping the `dark` colours it
+  changes to exactly one colour of its own, and a screen is read in each of them.
+- A Bash permission may draw a long command under a dim ``│`` gutter (its rows wrapped
+  at spaces), add rows under it that say what Claude cannot check about it (2.1.328),
+  and offer a directory-scoped grant (``Yes, allow reading from /tmp from this
+  project``) as its persistent row (tools/lab/NOTES.md, "Claude in real users' setups").
 
 Every row of a prompt region must be of a known kind, option numbers must run
 1, 2, 3… and exactly one row carries the cursor in the highlight colour. A prompt
@@ -160,12 +167,25 @@ class PermissionShape:
     question_prefix: str = "Do you want to "
     approve_once: str = "Yes"
     persistent_prefix: str = "Yes, and "
+    # Other persistent grants, by their whole (unwrapped) label: the directory-scoped
+    # family ("Yes, allow reading from /tmp from this project"). Never offered.
+    persistent_grants: tuple[re.Pattern[str], ...] = (
+        re.compile(r"Yes, allow reading from \S.* from this project"),
+    )
     reject: str = "No"
     tip_prefix: str = "Tip: "
     command_indent: int = 3  # the command and its description (a muted row)
     # 2.1.328 draws the command between two full-width rows of this glyph, its
     # description above; earlier versions put the description below the command.
     command_fence: str | None = None
+    # A long command (one that may wrap) is drawn under a dim gutter, one row per
+    # wrapped row, broken at spaces: its rows join with a space.
+    command_gutter: str = "│ "
+    # Rows a version adds under the command when it cannot check it (2.1.328: "Quoted
+    # text in this command can't be checked before it runs"), at the body indent in
+    # the default colour; each (wrapped) advisory must match one of these whole.
+    advisories: tuple[re.Pattern[str], ...] = ()
+    advisory_fg: str = "default"
 
 
 @attrs.frozen
@@ -174,6 +194,22 @@ class Blocker:
 
     name: str
     anchors: tuple[str, ...]
+
+
+@attrs.frozen
+class Theme:
+    """A Claude `theme` setting: the colour it draws in place of each `dark` colour read here.
+
+    Every colour of the shapes is the `dark` theme's; a theme maps the ones it
+    changes (exactly, one colour for one colour) and keeps the others.
+    """
+
+    name: str
+    colours: tuple[tuple[str, str], ...] = ()  # (dark colour, this theme's colour)
+
+    def colour(self, dark: str) -> str:
+        """This theme's colour for the `dark` theme's colour `dark`."""
+        return dict(self.colours).get(dark, dark)
 
 
 @attrs.frozen
@@ -189,6 +225,8 @@ class ClaudeProfile:
     typing: Typing
     editor: Typing  # how the questionnaire's "Type something." editor takes typed text
     banner: str = "Claude Code v"  # the start-up banner; a different version there is refused
+    # The themes this version is read in: its shapes' colours are the first's (`dark`).
+    themes: tuple[Theme, ...] = (Theme("dark"),)
 
     @property
     def id(self) -> str:
@@ -206,7 +244,54 @@ class ClaudeProfile:
 
     def classify(self, grid: Grid) -> Observation:
         """The one Observation this screen shows under this version's data."""
-        return _Classifier(self, grid).observe()
+        return self._read(grid).observe()
+
+    def themed(self, theme: Theme) -> ClaudeProfile:
+        """This row with every colour its shapes read drawn as `theme` draws it."""
+        c = theme.colour
+
+        def menu(shape: MenuShape) -> MenuShape:
+            return attrs.evolve(
+                shape, highlight_fg=c(shape.highlight_fg), muted_fg=c(shape.muted_fg)
+            )
+
+        composer, questionnaire, permission = self.composer, self.questionnaire, self.permission
+        return attrs.evolve(
+            self,
+            composer=attrs.evolve(
+                composer, rule_fg=c(composer.rule_fg), idle_fg=c(composer.idle_fg)
+            ),
+            questionnaire=attrs.evolve(
+                questionnaire,
+                menu=menu(questionnaire.menu),
+                rule_fg=c(questionnaire.rule_fg),
+                tab_bg=c(questionnaire.tab_bg),
+                question_fg=c(questionnaire.question_fg),
+            ),
+            permission=attrs.evolve(
+                permission,
+                menu=menu(permission.menu),
+                rule_fg=c(permission.rule_fg),
+                advisory_fg=c(permission.advisory_fg),
+            ),
+            themes=(theme,),
+        )
+
+    def _read(self, grid: Grid) -> _Classifier:
+        """The classifier of the one theme under which the screen shows a known shape.
+
+        Each theme is tried with its exact colours. None: the first theme's reading
+        (its reason). Several that disagree: refused, as a screen AKK cannot place.
+        """
+        readers = [_Classifier(variant, grid) for variant in _variants(self)]
+        observations = [reader.observe() for reader in readers]
+        known = [i for i, o in enumerate(observations) if o.state is not State.UNKNOWN]
+        if not known:
+            return readers[0]
+        if any(observations[i] != observations[known[0]] for i in known[1:]):
+            themes = ", ".join(readers[i].p.themes[0].name for i in known)
+            return _Fixed(self, grid, f"the screen reads differently in the themes {themes}")
+        return readers[known[0]]
 
     def draft_matches(self, draft: DraftView, text: str, how: TypingMethod) -> bool:
         """Whether `draft` shows exactly `text`, typed `how`, as this version renders it."""
@@ -238,7 +323,7 @@ class ClaudeProfile:
         text the editor would wrap differently, or more than
         `free_text_max_chars` characters.
         """
-        classifier = _Classifier(self, grid)
+        classifier = self._read(grid)
         observation = classifier.observe()
         editor = classifier.editor
         if observation.prompt != prompt or not observation.actionable or editor is None:
@@ -558,7 +643,7 @@ class _Classifier:
         rows = self.menu_rows(question_row + 1, footer - 1, menu, boxes=False, description=None)
         self.prove_numbers(rows)
         self.prove_cursor(rows, exempt=None)
-        command = self.permission_body(top + 2, question_row)
+        command, advisories = self.permission_body(top + 2, question_row)
         if not command:
             raise _Refused("Bash permission shows no command")
         options = []
@@ -567,7 +652,9 @@ class _Classifier:
                 role = OptionRole.APPROVE_ONCE
             elif row.label == shape.reject:
                 role = OptionRole.REJECT
-            elif row.label.startswith(shape.persistent_prefix):
+            elif row.label.startswith(shape.persistent_prefix) or any(
+                grant.fullmatch(row.label) for grant in shape.persistent_grants
+            ):
                 role = OptionRole.APPROVE_PERSISTENT
             else:
                 raise _Refused(f"unknown permission option {row.number}")
@@ -580,7 +667,8 @@ class _Classifier:
             response_kind=ResponseKind.CONFIRM,
             options=tuple(options),
             header=title,
-            detail=command,
+            # The command, then what the client says it could not check about it.
+            detail="\n\n".join([command, *advisories]),
         )
         prompt = PromptView(
             kind=InteractionKind.PERMISSION,
@@ -595,11 +683,16 @@ class _Classifier:
             )
         return self.result(State.PERMISSION, prompt)
 
-    def permission_body(self, first: int, last: int) -> str:
-        """The command shown between the title and the question (rows first..last-1)."""
+    def permission_body(self, first: int, last: int) -> tuple[str, list[str]]:
+        """The command shown between the title and the question (rows first..last-1).
+
+        Also the advisory rows under it, each whole (wrapped rows joined).
+        """
         shape = self.p.permission
         fence = shape.command_fence
         command: list[str] = []
+        wrapped: list[str] = []  # the rows of a command drawn under the gutter
+        advisory: list[str] = []
         fences = 0
         in_tip = False
         for y in range(first, last):
@@ -619,16 +712,50 @@ class _Classifier:
                 continue
             if in_tip and cell.bold:
                 continue
+            if shape.advisories and (command or wrapped) and (fence is None or fences == 2):
+                if start != shape.command_indent or cell.fg != shape.advisory_fg or cell.bold:
+                    raise _Refused(f"unexpected row {y} under the command")
+                advisory.append(text.strip())
+                continue
             if start != shape.command_indent:
                 raise _Refused(f"unexpected row {y} in the permission body")
             if cell.fg == shape.menu.muted_fg:
                 continue  # the tool's description of the command
             if fence is not None and fences != 1:
                 raise _Refused(f"unexpected row {y} outside the command fence")
+            if text[start:].startswith(shape.command_gutter) and cell.dim:
+                if command:
+                    raise _Refused(f"gutter row {y} after an unguttered command row")
+                wrapped.append(text[start + len(shape.command_gutter) :].strip())
+                continue
+            if wrapped:
+                raise _Refused(f"row {y} after a guttered command is not guttered")
             command.append(text.strip())
         if fence is not None and fences != 2:
             raise _Refused("the command fence is not closed")
-        return "\n".join(command)
+        if wrapped:
+            return " ".join(wrapped), self.advisory_rows(advisory)
+        return "\n".join(command), self.advisory_rows(advisory)
+
+    def advisory_rows(self, rows: Sequence[str]) -> list[str]:
+        """`rows` cut into whole advisories (the longest known one first); refused otherwise."""
+        patterns = self.p.permission.advisories
+        found: list[str] = []
+        start = 0
+        while start < len(rows):
+            end = next(
+                (
+                    end
+                    for end in range(len(rows), start, -1)
+                    if any(p.fullmatch(" ".join(rows[start:end])) for p in patterns)
+                ),
+                None,
+            )
+            if end is None:
+                raise _Refused("unknown advisory row under the command")
+            found.append(" ".join(rows[start:end]))
+            start = end
+        return found
 
     def menu_rows(
         self, first: int, last: int, menu: MenuShape, *, boxes: bool, description: int | None
@@ -932,6 +1059,27 @@ class _Classifier:
                 raise _Refused(f"unexpected row {y} in the review")
 
 
+@functools.cache
+def _variants(profile: ClaudeProfile) -> tuple[ClaudeProfile, ...]:
+    """`profile` once per theme, themes drawing the same colours read once."""
+    variants: dict[ClaudeProfile, ClaudeProfile] = {}
+    for theme in profile.themes:
+        variant = profile.themed(theme)
+        variants.setdefault(attrs.evolve(variant, themes=()), variant)
+    return tuple(variants.values())
+
+
+class _Fixed(_Classifier):
+    """A reading refused before any shape is read (the themes disagree)."""
+
+    def __init__(self, profile: ClaudeProfile, grid: Grid, reason: str) -> None:
+        super().__init__(profile, grid)
+        self.reason = reason
+
+    def observe(self) -> Observation:
+        return self.unknown(self.reason)
+
+
 def _view(row: _Row, role: OptionRole) -> OptionView:
     return OptionView(
         label=row.label,
@@ -1075,6 +1223,36 @@ _EDITOR = attrs.evolve(
     ),
 )
 _COMPOSER = ComposerShape()
+# Themes, from the theme_<name>_* fixtures against the dark ones, cell by cell (every
+# colour maps to exactly one; dark-daltonized changes only a success green, unread).
+_DARK = Theme("dark")
+_DARK_DALTONIZED = Theme("dark-daltonized", (("87d787", "5fafff"),))
+_LIGHT_ANSI = Theme(
+    "light-ansi",
+    (("808080", "white"), ("949494", "brightblack"), ("ffffff", "black"), ("afd7ff", "blue")),
+)
+
+
+def _light(composer_rule: str) -> Theme:
+    return Theme(
+        "light",
+        (
+            ("808080", composer_rule),
+            ("949494", "626262"),
+            ("ffffff", "000000"),
+            ("afd7ff", "8787ff"),
+        ),
+    )
+
+
+_THEMES_2_1_263 = (_DARK, _DARK_DALTONIZED, _light("949494"), _LIGHT_ANSI)
+_THEMES_2_1_328 = (_DARK, _DARK_DALTONIZED, _light("8a8a8a"), _LIGHT_ANSI)
+_ADVISORIES = (
+    # The family of the 2.1.328 binary's bash-parser reasons (some end in a clause
+    # or a second sentence: "... before it runs: your shell may ...").
+    re.compile(r"\S.* can't be checked before it runs(?:[.:] \S.*)?"),
+    re.compile(r"Redirect has multiple targets — post-redirect args swallowed"),
+)
 _QUESTIONNAIRE_2_1_263 = QuestionnaireShape()
 _PERMISSION_2_1_263 = PermissionShape()
 
@@ -1090,6 +1268,7 @@ def _row(version: str) -> ClaudeProfile:
         key_plans=_KEY_PLANS,
         typing=_TYPING,
         editor=_EDITOR,
+        themes=_THEMES_2_1_263,
     )
 
 
@@ -1104,7 +1283,10 @@ V2_1_328 = ClaudeProfile(
         _QUESTIONNAIRE_2_1_263, multi_description_indent=9, review_prompt=None
     ),
     # The command is fenced by dashed rules, its description above it.
-    permission=attrs.evolve(_PERMISSION_2_1_263, command_indent=1, command_fence="╌"),
+    # It says what it could not check about a command under the fence.
+    permission=attrs.evolve(
+        _PERMISSION_2_1_263, command_indent=1, command_fence="╌", advisories=_ADVISORIES
+    ),
     blockers=_BLOCKERS,
     key_plans=_KEY_PLANS,
     # A collapsed paste is sent wrapped in a tag (tests/lab/test_typing.py).
@@ -1115,6 +1297,7 @@ V2_1_328 = ClaudeProfile(
         ),
     ),
     editor=_EDITOR,
+    themes=_THEMES_2_1_328,
 )
 
 PROFILES: tuple[ClaudeProfile, ...] = (V2_1_263, V2_1_266, V2_1_267, V2_1_328)

@@ -12,6 +12,11 @@ What the pinned versions draw (fixtures/codex/<version>/, 120x40 and 80x24):
   to cycle)``, right-aligned, ``Plan mode`` in magenta; on 0.169.0 the hint row
   keeps only that indicator while a draft is typed, and drops ``(shift+tab to
   cycle)`` while a turn runs.
+- The status row is the user's (``[tui] status_line``): up to 0.155.1 one row, cut
+  with ``…``; 0.169.0 wraps a long one onto a second row of coloured items, and may
+  end its hint row with ``⚠ N warning · f2 to view``. With no status line the row
+  under the composer is the bare hint (``? for shortcuts``; 0.169.0 ``← for agents
+  · ? for shortcuts``) with ``N% context left`` right-aligned (100x30, 132x43 too).
 - Working: the same composer plus a status line ``• Working (0s • esc to
   interrupt)``; a running command shows ``• Running <cmd>`` (verb bold). While a
   reply streams, 0.169.0 hides that line; from 0.155.1 each finished turn ends
@@ -28,12 +33,13 @@ What the pinned versions draw (fixtures/codex/<version>/, 120x40 and 80x24):
 - Prompts replace the composer and end with their own footer. They have no box
   frame: a prompt is proven from its footer up to its top anchor, every row in
   between of a known kind, separated from history by blank rows:
-  exec approval (``Would you like to run the following command?``), a
+  exec approval (``Would you like to run the following command?``; a long command
+  wraps at spaces onto rows indented by two, syntax-highlighted), a
   request_user_input question (``Question i/n (k unanswered)``, prompt in the
   version's prompt colour, or one plain row once answered and visited again,
-  numbered options, an automatic ``None of the above`` row, optionally the notes
-  editor) and the unanswered-question confirmation (``Submit with unanswered
-  questions?``).
+  numbered options whose descriptions wrap under their own column, an automatic
+  ``None of the above`` row, optionally the notes editor) and the
+  unanswered-question confirmation (``Submit with unanswered questions?``).
 - The notes editor (Tab on a question row) is a small composer: ``  › `` then
   rows indented by four, wrapped by textwrap at the pane width less seven, an
   empty row after a row the text fills exactly, a dim ``Add notes`` when empty.
@@ -155,6 +161,14 @@ class AsyncShape:
 
 
 @attrs.frozen
+class Notice:
+    """A notice drawn right-aligned at the end of a composer footer row (``100% context left``)."""
+
+    text: re.Pattern[str]
+    right_pad: int  # blank columns between the notice and the pane's right edge
+
+
+@attrs.frozen
 class ModeIndicator:
     """The collaboration mode a version draws at the right end of its hint row (0.169.0)."""
 
@@ -198,14 +212,20 @@ class CodexProfile:
     composer_margin: int  # the draft wraps at the pane width less this (indent and right pad)
     placeholder_fg: str  # a paste placeholder is an element drawn in this colour
     status_fg: str
+    status_max_rows: int  # a status line too long for the pane wraps over this many rows at most
     status_hints: tuple[str, ...]  # a hint row under the status row starts with one of these
+    hint_notices: tuple[Notice, ...]  # drawn at the right end of the hint row (warnings)
     mode_indicator: ModeIndicator | None  # drawn on the hint row (None: on the status row)
+    bare_footer: tuple[str, ...]  # with no status line (`[tui] status_line = []`): the one
+    # row under the composer is one of these, then `context_left`
+    context_left: Notice
     working_marker: str
     in_progress_verbs: tuple[str, ...]
     # Exec approval.
     permission_anchor: str
     permission_paragraphs: tuple[str, ...]
     command_prefix: str
+    command_margin: int  # a wrapped command's rows end at least this many columns from the edge
     permission_menu: MenuShape
     permission_menu_gap: int  # blank rows between the command and the options
     permission_roles: tuple[tuple[str, OptionRole], ...]
@@ -213,6 +233,7 @@ class CodexProfile:
     # request_user_input.
     question_header: re.Pattern[str]
     question_prompt_fg: str
+    prompt_fill_blank: bool  # an empty row follows a prompt row the text fills exactly
     answered_prompt_fg: str  # the prompt of a question answered earlier (visited again)
     question_menu: MenuShape
     question_footers: tuple[Footer, ...]
@@ -404,6 +425,7 @@ class _Classifier:
         cursor, hl, grid = self.p.cursor, self.p.highlight, self.grid
         rows: list[_MenuRow] = []
         gap = " " * (shape.number_col - shape.cursor_col - 1)
+        description_col: int | None = None  # where the last row's description starts
         for y in range(top, bottom):
             line = self.lines[y]
             glyph = line[shape.cursor_col : shape.cursor_col + 1]
@@ -418,11 +440,18 @@ class _Classifier:
                 if current != styled or (current and not hl.marks(grid.cell(shape.cursor_col, y))):
                     raise _Refused(f"menu row {y}: cursor glyph and highlight style disagree")
                 text = numbered.group(2)
-                label, description = text, ""
+                label, description, description_col = text, "", None
                 if shape.descriptions:
-                    label, _, description = _partition_text(text)
+                    label, between, description = _partition_text(text)
+                    if description:
+                        description_col = numbered.start(2) + len(label) + len(between)
                 rows.append(_MenuRow(int(numbered.group(1)), label, description, current))
+            elif description_col is not None and self._indented(y, description_col):
+                # A wrapped description: its further rows start under its first.
+                prev = rows[-1]
+                rows[-1] = attrs.evolve(prev, description=f"{prev.description} {line.strip()}")
             elif rows and self._indented(y, shape.number_col + 3):
+                description_col = None
                 # A wrapped label or description: it continues the row above.
                 prev, more = rows[-1], line.strip()
                 if prev.description:
@@ -467,14 +496,10 @@ class _Classifier:
                 raise _Refused(f"approval paragraph {prefix!r} shown twice")
             if not self._indented(top, 2) or prefix is None:
                 raise _Refused(f"unexpected row {top} inside the approval prompt")
-            if not all(self._indented(r, 4) for r in range(top + 1, y + 1)):
-                raise _Refused(f"unexpected row inside the approval paragraph at row {top}")
             if prefix == p.command_prefix:
-                parts = [
-                    first[2 + len(prefix) :],
-                    *(self.lines[r].strip() for r in range(top + 1, y + 1)),
-                ]
-                command = " ".join(parts)
+                command = self._command(top, y)
+            elif not all(self._indented(r, 4) for r in range(top + 1, y + 1)):
+                raise _Refused(f"unexpected row inside the approval paragraph at row {top}")
             seen.add(prefix)
             self._blank(top - 1, "between approval paragraphs")
             y = top - 2
@@ -508,6 +533,27 @@ class _Classifier:
                 reason="the cursor is on a persistent-approval row; only a person may press Enter",
             )
         return Observation(State.PERMISSION, p.id, prompt)
+
+    def _command(self, top: int, bottom: int) -> str:
+        """The command in rows top..bottom (``$ `` and indent dropped), unwrapped.
+
+        A long command wraps at spaces onto rows indented by two, every character
+        in the syntax highlighter's colours (never the default colour, unlike any
+        other row of the prompt). A row that may end inside a word (ending in
+        ``-``, or one word filling the row) cannot be unwrapped exactly.
+        """
+        p, grid = self.p, self.grid
+        parts = [self.lines[top][2 + len(p.command_prefix) :]]
+        for r in range(top + 1, bottom + 1):
+            drawn = [cell for cell in grid.row(r)[2:] if cell.char.strip()]
+            if not self._indented(r, 2) or any(cell.fg == "default" for cell in drawn):
+                raise _Refused(f"unexpected row {r} inside the approval command")
+            parts.append(self.lines[r][2:])
+        for r, part in zip(range(top, bottom), parts, strict=False):
+            filled = len(self.lines[r]) >= grid.cols - p.command_margin
+            if part.endswith("-") or (filled and " " not in part):
+                raise _Refused(f"the command's row {r} may end inside a word: cannot unwrap it")
+        return " ".join(parts)
 
     def _unanswered(self, footer: Footer, footer_top: int, last: int) -> Observation:
         p = self.p
@@ -562,11 +608,19 @@ class _Classifier:
         menu_top = self._run_above(y, "question options")
         rows = self._menu(menu_top, y + 1, p.question_menu)
         self._blank(menu_top - 1, "above the question options")
-        top = self._run_above(menu_top - 2, "the question header")
+        end = menu_top - 2  # the prompt's last row
+        if (
+            p.prompt_fill_blank
+            and end > 0
+            and not self.lines[end]
+            and len(self.lines[end - 1]) == self.grid.cols - 2
+        ):
+            end -= 1  # the empty row after a prompt row the text fills exactly
+        top = self._run_above(end, "the question header")
         header = p.question_header.fullmatch(self.lines[top].strip())
         if header is None or not self._indented(top, 2) or not self.grid.cell(2, top).dim:
             raise _Refused(f"row {top} is not this version's question header")
-        prompt_rows = range(top + 1, menu_top - 1)
+        prompt_rows = range(top + 1, end + 1)
         colours = {self.grid.cell(2, r).fg for r in prompt_rows}
         # A plain row proves nothing by its style: an answered prompt is one row only.
         answered = colours == {p.answered_prompt_fg} and len(prompt_rows) == 1
@@ -669,9 +723,7 @@ class _Classifier:
 
     def _composer(self, last: int) -> Observation:
         p, grid = self.p, self.grid
-        y = last - 1 if self._hint_row(last) else last
-        if y < 0 or not self._indented(y, 2) or grid.cell(2, y).fg != p.status_fg:
-            raise _Refused("no prompt and no composer status row at the bottom of the screen")
+        y = self._composer_footer(last)
         self._blank(y - 1, "between the composer and its status row")
         top = self._composer_top(y - 2)
         draft = self._draft(top, y - 1)
@@ -692,14 +744,63 @@ class _Classifier:
             return Observation(State.WORKING, p.id, draft=draft)
         return Observation(State.IDLE if draft.empty else State.IDLE_DRAFT, p.id, draft=draft)
 
+    def _composer_footer(self, last: int) -> int:
+        """The first row of the composer's footer, which ends at row `last`.
+
+        Either the status rows (the first in the status colour; a long status line
+        wraps), then the version's hint row if any, or, with no status line, one
+        bare footer row ending with the context left.
+        """
+        p = self.p
+        bare = self._left_of(last, p.context_left)
+        if bare is not None and bare[:2] == "  " and bare[2:] in p.bare_footer:
+            return last
+        y = last - 1 if self._hint_row(last) else last
+        if y < 0 or not self.lines[y]:
+            raise _Refused("no prompt and no composer status row at the bottom of the screen")
+        top = self._run_above(y, "the composer status row")
+        if (
+            y - top >= p.status_max_rows
+            or not all(self._indented(r, 2) for r in range(top, y + 1))
+            or self.grid.cell(2, top).fg != p.status_fg
+            or not all(self._status_items(r) for r in range(top + 1, y + 1))
+        ):
+            raise _Refused("no prompt and no composer status row at the bottom of the screen")
+        return top
+
+    def _status_items(self, y: int) -> bool:
+        """Whether row `y` continues a wrapped status line: items in their colours, `·` between."""
+        return all(
+            cell.fg != "default" or cell.char in (" ", "·", "") for cell in self.grid.row(y)[2:]
+        )
+
+    def _left_of(self, y: int, notice: Notice) -> str | None:
+        """Row `y`'s text left of `notice` if the row ends with it, right-aligned; else None."""
+        row, cols = self.grid.row(y), self.grid.cols
+        match = re.search(rf"(?<=  )(?:{notice.text.pattern})$", self.lines[y])
+        if match is None:
+            return None
+        text = match.group()
+        start = cols - notice.right_pad - len(text)
+        if start < 1 or "".join(cell.char for cell in row[start : start + len(text)]) != text:
+            return None
+        if any(cell.char != " " for cell in row[start + len(text) :]) or row[start - 1].char != " ":
+            return None
+        return self.lines[y][: match.start()].rstrip()
+
     def _hint_row(self, y: int) -> bool:
         """Whether row `y` is the hint row under the status row (0.169.0).
 
         It starts with one of the version's hints, or ends with its collaboration
-        mode indicator, or both (Plan mode with a draft shows the indicator alone).
+        mode indicator, or both (Plan mode with a draft shows the indicator alone);
+        a notice (warnings) may end it after the hints instead of the indicator.
         """
         p, row, cols = self.p, self.grid.row(y), self.grid.cols
         left = self.lines[y]
+        for notice in p.hint_notices:
+            rest = self._left_of(y, notice)
+            if rest is not None:
+                return any(rest[2:].startswith(hint) for hint in p.status_hints)
         mode = p.mode_indicator
         if mode is not None:
             for label in mode.labels:
@@ -941,6 +1042,8 @@ _TYPING = Typing(
     ),
 )
 
+_CONTEXT_LEFT = Notice(re.compile(r"\d{1,3}% context left"), right_pad=2)
+
 _V0_153_4 = CodexProfile(
     version="0.153.4",
     cursor="›",
@@ -949,13 +1052,18 @@ _V0_153_4 = CodexProfile(
     composer_margin=3,
     placeholder_fg="cyan",
     status_fg="f6e2b7",
+    status_max_rows=1,  # a long status line is cut with "…"
     status_hints=(),
+    hint_notices=(),
     mode_indicator=None,
+    bare_footer=("? for shortcuts",),
+    context_left=_CONTEXT_LEFT,
     working_marker="esc to interrupt",
     in_progress_verbs=("Running",),
     permission_anchor="Would you like to run the following command?",
     permission_paragraphs=("Environment: ", "Reason: ", "$ "),
     command_prefix="$ ",
+    command_margin=2,
     permission_menu=MenuShape(cursor_col=0, number_col=2, descriptions=False, shortcuts=True),
     permission_menu_gap=1,
     permission_roles=(
@@ -966,6 +1074,7 @@ _V0_153_4 = CodexProfile(
     permission_footer=Footer(("Press enter to confirm or esc to cancel",)),
     question_header=re.compile(r"Question (\d+)/(\d+) \((\d+) unanswered\)"),
     question_prompt_fg="cyan",
+    prompt_fill_blank=True,
     answered_prompt_fg="default",
     question_menu=MenuShape(cursor_col=2, number_col=4, descriptions=True, shortcuts=False),
     question_footers=(
@@ -1041,12 +1150,16 @@ _V0_169_0 = attrs.evolve(
     version="0.169.0",
     highlight=Highlight(bold=True, reverse=True),
     status_fg="ffd7af",
+    status_max_rows=2,  # observed: five items at 80 and 100 columns wrap onto a second row
     status_hints=("← for agents",),
+    hint_notices=(Notice(re.compile(r"⚠ \d+ warnings? · f2 to view"), right_pad=1),),
+    bare_footer=("← for agents · ? for shortcuts",),
     mode_indicator=ModeIndicator(
         labels=("Plan mode (shift+tab to cycle)", "Plan mode"), fg="magenta", right_pad=1
     ),
     permission_menu_gap=2,
     question_prompt_fg="5fafff",
+    prompt_fill_blank=False,
     full_pane_top=1,
     banner=">_ OpenAI Codex (v0.169.0)",
     turn_end=re.compile(r"Worked for .+ • \d{1,2}:\d{2}(?: [AP]M)?"),

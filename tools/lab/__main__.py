@@ -40,7 +40,7 @@ def _capture(args: argparse.Namespace) -> int:
     if args.all:
         # Every plan; on every pinned client, or on those --agent/--version name.
         selected = list(clients.PINNED) if args.agent is None else _selected(args)
-        jobs = capture.all_jobs(selected)
+        jobs = capture.corpus_jobs(selected)
         for client in selected:
             # From scratch: no stale screen of a renamed plan survives.
             shutil.rmtree(out / client.agent / client.version, ignore_errors=True)

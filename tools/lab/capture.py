@@ -1051,3 +1051,170 @@ async def run_jobs(jobs: Sequence[Job], out: Path, *, parallel: int = 2) -> list
         for job in jobs:
             nursery.start_soon(one, job)
     return failures
+
+
+# ---------------------------------------------------------------- Claude variants (issue 12)
+
+CLAUDE_THEMES: tuple[str, ...] = ("light", "dark-daltonized", "light-ansi")
+"""Claude `theme` settings besides the lab's `dark`, captured at 120x40 (`theme_<slug>_<plan>`)."""
+
+CLAUDE_THEMED_PLANS: tuple[str, ...] = (
+    "echo",
+    "draft",
+    "slow",
+    "claude_bash",
+    "questionnaire_single3",
+    "questionnaire_multi",
+)
+"""The plans each extra theme repeats: every screen shape AKK reads."""
+
+CLAUDE_VARIANT_SIZES: tuple[tuple[int, int], ...] = ((100, 30), (132, 43))
+"""Pane sizes besides `SIZES` that the Claude corpus also holds (`<cols>x<rows>/` folders)."""
+
+CLAUDE_SIZED_PLANS: tuple[str, ...] = (
+    "echo",
+    "draft",
+    "slow",
+    "claude_bash",
+    "claude_bash_expansion",
+    "claude_bash_warning",
+    "claude_bash_read_outside",
+    "questionnaire_single3",
+    "questionnaire_multi",
+)
+"""The plans captured at `CLAUDE_VARIANT_SIZES` too (`claude_variant_jobs`)."""
+
+
+def _claude_themed(plan: Plan, theme: str) -> Plan:
+    return attrs.evolve(
+        plan,
+        name=f"theme_{theme.replace('-', '_')}_{plan.name}",
+        agents=_CLAUDE,
+        preseed=attrs.evolve(plan.preseed, theme=theme),
+        sizes=(DEFAULT_SIZE,),
+    )
+
+
+def _claude_variant_plans() -> dict[str, Plan]:
+    plans = [
+        # Claude adds advisory lines to the permission body for such a command.
+        _permission("claude_bash_expansion", _CLAUDE, "Bash", manual=False),
+        # Read-only but for the expansion: 2.1.328 asks, with a "can't be checked" row;
+        # 2.1.263-2.1.267 run it without asking (no prompt to capture).
+        attrs.evolve(
+            _permission("claude_bash_warning", _CLAUDE, "Bash", manual=False),
+            versions=frozenset({"2.1.328"}),
+        ),
+        # Its middle row is a directory-scoped grant ("Yes, allow reading from ...").
+        _permission("claude_bash_read_outside", _CLAUDE, "Bash", manual=False),
+        *(
+            _claude_themed(PLANS[name], theme)
+            for theme in CLAUDE_THEMES
+            for name in CLAUDE_THEMED_PLANS
+        ),
+    ]
+    return {plan.name: plan for plan in plans}
+
+
+PLANS = {**PLANS, **_claude_variant_plans()}
+
+
+def claude_variant_jobs(clients_: Iterable[Client] = clients.PINNED) -> list[Job]:
+    """The Claude plans of `CLAUDE_SIZED_PLANS` at `CLAUDE_VARIANT_SIZES` (beside `all_jobs`)."""
+    return [
+        Job(PLANS[name], client, cols, rows)
+        for client in clients_
+        for name in CLAUDE_SIZED_PLANS
+        if PLANS[name].applies_to(client)
+        for cols, rows in CLAUDE_VARIANT_SIZES
+    ]
+
+
+# ---------------------------------------------------------------- Codex variants (issue 12)
+
+CODEX_FOOTERS: Mapping[str, Preseed] = {
+    # `[tui] status_line = []`: no status row; the footer is the shortcut hint
+    # and the context left.
+    "codex_status_none": Preseed(codex_status_line=()),
+    # More items than the default, so the row is cut at narrow widths.
+    "codex_status_custom": Preseed(
+        codex_status_line=(
+            "model-with-reasoning",
+            "context-remaining",
+            "current-dir",
+            "git-branch",
+            "thread-title",
+        )
+    ),
+    # A model name the catalog does not know: its name in the status row and
+    # a "Model metadata ... not found" warning once a turn ran.
+    "codex_model_unknown": Preseed(codex_model="gpt-lab-unknown"),
+}
+"""Codex configurations whose composer footer differs from the lab's default status row."""
+
+CODEX_VARIANT_SIZES: tuple[tuple[int, int], ...] = ((100, 30), (132, 43))
+"""Pane sizes besides `SIZES` that the Codex corpus also holds (`<cols>x<rows>/` folders)."""
+
+CODEX_SIZED_PLANS: tuple[str, ...] = (
+    "echo",
+    "slow",
+    "codex_exec",
+    "codex_exec_long",
+    "codex_rui_one",
+    "codex_rui_long",
+    *CODEX_FOOTERS,
+)
+"""The plans captured at `CODEX_VARIANT_SIZES` too (`codex_variant_jobs`)."""
+
+
+def _codex_footer_plan(name: str, preseed: Preseed) -> Plan:
+    """Idle, working and finished under a footer other than the default status row."""
+    text = getattr(SCENARIOS["slow"].steps[0].reply, "text", None)
+    assert isinstance(text, str)
+    return Plan(
+        name,
+        "slow",
+        _CODEX,
+        (
+            Shot("idle", Expected("idle")),
+            Submit(),
+            _wait("esc to interrupt", "• Working"),
+            Shot("working", Expected("working"), settle=False),
+            Release(SLOW_SIGNAL),
+            _wait(text),
+            WaitIdle(),
+            Shot("finished", Expected("idle", reply=text)),
+        ),
+        preseed=preseed,
+    )
+
+
+def _codex_variant_plans() -> dict[str, Plan]:
+    plans = [
+        *(_codex_footer_plan(name, preseed) for name, preseed in CODEX_FOOTERS.items()),
+        # The command wraps over several rows of the approval prompt.
+        _permission("codex_exec_long", _CODEX, "exec_command", manual=False),
+        # The option descriptions wrap under their rows.
+        _codex_questions("codex_rui_long"),
+    ]
+    return {plan.name: plan for plan in plans}
+
+
+PLANS = {**PLANS, **_codex_variant_plans()}
+
+
+def codex_variant_jobs(clients_: Iterable[Client] = clients.PINNED) -> list[Job]:
+    """The Codex plans of `CODEX_SIZED_PLANS` at `CODEX_VARIANT_SIZES` (beside `all_jobs`)."""
+    return [
+        Job(PLANS[name], client, cols, rows)
+        for client in clients_
+        if client.agent == "codex"
+        for name in CODEX_SIZED_PLANS
+        for cols, rows in CODEX_VARIANT_SIZES
+    ]
+
+
+def corpus_jobs(clients_: Iterable[Client] = clients.PINNED) -> list[Job]:
+    """The whole corpus: every plan at the corpus sizes, and the variants at theirs."""
+    clients_ = list(clients_)
+    return [*all_jobs(clients_), *claude_variant_jobs(clients_), *codex_variant_jobs(clients_)]

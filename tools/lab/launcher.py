@@ -99,6 +99,12 @@ class Preseed:
     onboarded: bool = True
     api_key_approved: bool = True
     trusted: bool = True
+    theme: str = "dark"
+    """Claude's `theme` setting (dark, light, dark-daltonized, light-ansi, ...)."""
+    codex_model: str = CODEX_MODEL
+    """Codex's `model`; another name is not in the lab's model catalog (a warning shows)."""
+    codex_status_line: tuple[str, ...] | None = None
+    """Codex's `[tui] status_line` items (None: the client's default; (): no status line)."""
 
     @property
     def ready(self) -> bool:
@@ -118,13 +124,18 @@ def _codex_idle(screen: str) -> bool:
     # "loading" mark a configured session.
     lines = screen.splitlines()
     composer = any(line.startswith(f"{CODEX_PROMPT} ") for line in lines)
-    configured = any(line.lstrip().startswith(f"{CODEX_MODEL} ") for line in lines)
+    configured = any(_CODEX_CONFIGURED.match(line) for line in lines)
     loading = _CODEX_LOADING.search(screen) is not None
     working = "esc to interrupt" in screen
     return composer and configured and not loading and not working
 
 
 _CODEX_LOADING = re.compile(r"^(│ model:\s+|\s+)loading\b", re.MULTILINE)
+_CODEX_CONFIGURED = re.compile(
+    rf"\s+({re.escape(CODEX_MODEL)} |\S+ default · |.*\d+% context left$)"
+)
+"""A footer that only a configured session draws: the status row naming the model (the lab's,
+or another in `Preseed.codex_model`), or, with `[tui] status_line = []`, the context left."""
 
 IDLE: Mapping[Agent, Callable[[str], bool]] = {"claude": _claude_idle, "codex": _codex_idle}
 """The lab's own test for "idle, empty composer" per agent (plain-text screen)."""
@@ -365,7 +376,7 @@ def _git_init(workdir: Path) -> None:
 
 
 def _claude_config(workdir: Path, preseed: Preseed) -> dict[str, object]:
-    config: dict[str, object] = {"theme": "dark", "autoUpdates": False}
+    config: dict[str, object] = {"theme": preseed.theme, "autoUpdates": False}
     if preseed.onboarded:
         config["hasCompletedOnboarding"] = True
     if preseed.api_key_approved:
@@ -377,7 +388,7 @@ def _claude_config(workdir: Path, preseed: Preseed) -> dict[str, object]:
 
 def _codex_config(workdir: Path, port: int, preseed: Preseed, catalog: Path) -> str:
     lines = [
-        f'model = "{CODEX_MODEL}"',
+        f"model = {json.dumps(preseed.codex_model)}",
         f"model_catalog_json = {json.dumps(str(catalog))}",
         'model_provider = "lab"',
         'approval_policy = "on-request"',
@@ -394,6 +405,8 @@ def _codex_config(workdir: Path, port: int, preseed: Preseed, catalog: Path) -> 
         "[features]",
         "daemon_auto_start = false",
     ]
+    if preseed.codex_status_line is not None:
+        lines += ["", "[tui]", f"status_line = {json.dumps(list(preseed.codex_status_line))}"]
     if preseed.trusted:
         lines += ["", f"[projects.{json.dumps(str(workdir))}]", 'trust_level = "trusted"']
     return "\n".join(lines) + "\n"

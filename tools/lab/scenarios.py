@@ -398,3 +398,117 @@ def _build() -> dict[str, Scenario]:
 
 
 SCENARIOS: Mapping[str, Scenario] = _build()
+
+
+# ---------------------------------------------------------------- Claude variants (issue 12)
+
+EXPANSION_MARKER = "lab-expansion-ran"
+EXPANSION_COMMAND = (
+    f'echo "{EXPANSION_MARKER} $(whoami) $HOME" > lab-expansion.txt '
+    "&& cat lab-expansion.txt | head -n 1"
+)
+"""Shell expansion (`$(…)`, `$VAR`), a redirect, `&&` and a pipe.
+
+Claude draws it under a dim gutter; no advisory row (it writes a file, so Claude asks anyway).
+"""
+
+WARNING_COMMAND = 'echo "$(whoami)" | cat'
+"""Read-only but for quoted expansion: 2.1.328 asks, saying it "can't be checked".
+
+(`echo "lab-warning-ran $(whoami)" | cat` ran unasked there; 2.1.263-2.1.267 run both.)
+"""
+
+READ_OUTSIDE_COMMAND = "ls /tmp | head -n 3"
+"""A read-only command on a directory outside the project: a directory-scoped grant row."""
+
+
+def _claude_variant_scenarios() -> dict[str, Scenario]:
+    claude = frozenset[Agent]({"claude"})
+    scenarios = [
+        Scenario(
+            "claude_bash_expansion",
+            task=RUN_TASK,
+            agents=claude,
+            steps=(
+                Step(RUN_TASK, Bash(EXPANSION_COMMAND, "Write and read the lab expansion file")),
+                Step(EXPANSION_MARKER, Text("The command ran.")),
+            ),
+        ),
+        Scenario(
+            "claude_bash_warning",
+            task=RUN_TASK,
+            agents=claude,
+            steps=(
+                # The default reply ("ok") ends the turn after the command's output.
+                Step(RUN_TASK, Bash(WARNING_COMMAND, "Print the user name")),
+            ),
+        ),
+        Scenario(
+            "claude_bash_read_outside",
+            task=RUN_TASK,
+            agents=claude,
+            steps=(
+                # Its output varies with /tmp: the default reply ("ok") ends the turn.
+                Step(RUN_TASK, Bash(READ_OUTSIDE_COMMAND, "List a few entries of /tmp")),
+            ),
+        ),
+    ]
+    return {scenario.name: scenario for scenario in scenarios}
+
+
+SCENARIOS = {**SCENARIOS, **_claude_variant_scenarios()}
+
+
+# ---------------------------------------------------------------- Codex variants (issue 12)
+
+EXEC_LONG_COMMAND = (
+    f"touch ../{EXEC_MARKER}-long.txt && echo {EXEC_MARKER} && printf '%s\\n' alpha beta gamma "
+    "delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma tau upsilon "
+    "phi chi psi omega | sort -r | uniq -c | head -n 20 | tail -n 5 > /dev/null && ls -la .. "
+    "| wc -l && echo the long lab command wrapped over several rows of the approval prompt"
+)
+"""An escalated exec command long enough to wrap over 3+ rows of the approval prompt at 120
+columns (short words only, so each row breaks at a single space)."""
+
+_LONG_QUESTION = Question(
+    question="Which deployment strategy should the lab use for the widget service rollout?",
+    header="Deploy",
+    options=(
+        Option(
+            "Rolling",
+            "Replace the running instances one at a time, keeping the service available the "
+            "whole time, at the cost of a slower rollout and two versions live side by side",
+        ),
+        Option(
+            "Blue-green",
+            "Start a complete second environment with the new version, switch all traffic at "
+            "once when it is healthy, and keep the old one around for a quick rollback",
+        ),
+        Option(
+            "Canary",
+            "Send a small share of the traffic to the new version first, watch its error rates "
+            "and latency for a while, then widen the share step by step until it takes all",
+        ),
+    ),
+)
+"""A request_user_input question whose option descriptions wrap over several rows."""
+
+
+def _codex_variant_scenarios() -> dict[str, Scenario]:
+    codex = frozenset[Agent]({"codex"})
+    scenarios = [
+        Scenario(
+            "codex_exec_long",
+            task=RUN_TASK,
+            agents=codex,
+            steps=(
+                Step(RUN_TASK, ExecCommand(EXEC_LONG_COMMAND)),
+                Step(EXEC_MARKER, Text("The command ran.")),
+            ),
+        ),
+        _codex_questionnaire("codex_rui_long", _LONG_QUESTION),
+    ]
+    return {scenario.name: scenario for scenario in scenarios}
+
+
+SCENARIOS = {**SCENARIOS, **_codex_variant_scenarios()}
