@@ -167,9 +167,20 @@ def _parser() -> argparse.ArgumentParser:
         _state_dir_option(sub)
         sub.add_argument("--json", action="store_true", help="print one JSON object")
 
-    check = command("doctor", _doctor, "check tmux, the state directory, the store and the port")
+    check = command(
+        "doctor", _doctor, "check tmux, the state directory, the store, the port and Codex"
+    )
     _state_dir_option(check)
     check.add_argument("--port", type=int, default=7878)
+    check.add_argument(
+        "--codex-bin", metavar="PATH", help="the Codex binary (default: codex on PATH)"
+    )
+    check.add_argument(
+        "--codex-home",
+        metavar="DIR",
+        type=Path,
+        help="CODEX_HOME for its app-server (default: $CODEX_HOME, else ~/.codex)",
+    )
 
     listing = command("list", _list, "list the terminals the running server sees")
     _state_dir_option(listing)
@@ -388,7 +399,8 @@ def _when(stamp: float | None) -> str:
 
 def _doctor(args: argparse.Namespace) -> int:
     state = StateDir.resolve(args.state_dir)
-    checks = doctor.run_checks(state, args.port)
+    codex = doctor.CodexOptions(binary=args.codex_bin, home=args.codex_home)
+    checks = doctor.run_checks(state, args.port, codex)
     if server_running(state):
         checks.extend(doctor.server_checks(_operator_call(state, "doctor", {})))
     table = Table("check", "", "detail", "what to do", box=None)

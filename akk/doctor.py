@@ -7,12 +7,17 @@ import shutil
 import socket
 import stat
 import subprocess
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import attrs
+import trio
 
+from akk.appserver import rpc, schema
+from akk.discovery.process import VersionCache
 from akk.instance import pid_alive, read_endpoint
+from akk.profiles.registry import bind
 from akk.store.database import StoreError, store_version
 from akk.store.location import StateDir, StateDirError
 from akk.store.schema import SCHEMA_VERSION
@@ -26,9 +31,93 @@ class Check:
     next_step: str = ""
 
 
-def run_checks(state: StateDir, port: int) -> list[Check]:
+CODEX_INITIALIZE_TIMEOUT = 15.0
+"""How long `codex app-server` may take to answer `initialize` before doctor reports it."""
+
+
+@attrs.frozen
+class CodexOptions:
+    """Which Codex the app-server backend would run: `--codex-bin` and `--codex-home`."""
+
+    binary: str | None = None
+    """None: `codex` on PATH."""
+    home: Path | None = None
+    """None: `$CODEX_HOME`, else ~/.codex."""
+
+    def resolved_home(self) -> Path:
+        """The CODEX_HOME the app-server runs with."""
+        if self.home is not None:
+            return self.home
+        env = os.environ.get("CODEX_HOME")
+        return Path(env) if env else Path.home() / ".codex"
+
+
+def run_checks(state: StateDir, port: int, codex: CodexOptions = CodexOptions()) -> list[Check]:
     """Every check, in the order a person would fix them."""
-    return [_tmux(), _state_dir(state), _store(state), _port(state, port), *_lab_clients()]
+    return [
+        _tmux(),
+        _state_dir(state),
+        _store(state),
+        _port(state, port),
+        *codex_checks(codex),
+        *_lab_clients(),
+    ]
+
+
+def codex_checks(options: CodexOptions) -> list[Check]:
+    """The Codex binary, its version and whether it is pinned, and for a pinned one
+    whether its `codex app-server` answers `initialize` (and how fast).
+
+    A missing, unidentifiable or unpinned Codex is reported, not failed: only the
+    app-server backend needs it. A pinned one that does not initialize fails.
+    """
+    if options.binary is None:
+        found = shutil.which("codex")
+        if found is None:
+            detail = "not found on PATH (only the app-server backend needs it)"
+            return [Check("codex", True, detail, "install a pinned Codex, or pass --codex-bin")]
+        binary = found
+    else:
+        binary = options.binary
+        if not (os.path.isfile(binary) and os.access(binary, os.X_OK)):
+            detail = f"--codex-bin {binary} is not an executable file"
+            return [Check("codex", True, detail, "pass the path of the codex binary")]
+    return trio.run(_codex, os.path.realpath(binary), options.resolved_home())
+
+
+async def _codex(program: str, home: Path) -> list[Check]:
+    version = await VersionCache().version_of_program("codex", [program])
+    if version is None:
+        detail = f"{program}: `--version` printed no codex-cli version"
+        return [Check("codex", True, detail, "check that --codex-bin names Codex's own binary")]
+    if bind("codex", version).profile is None or version not in schema.versions():
+        detail = (
+            f"codex-cli {version} at {program}: not pinned ({', '.join(schema.versions())} are)"
+        )
+        return [Check("codex", True, detail, "AKK will not drive it; install a pinned version")]
+    checks = [Check("codex", True, f"codex-cli {version} at {program} (pinned)")]
+    return [*checks, await _app_server(program, home)]
+
+
+async def _app_server(binary: str, home: Path) -> Check:
+    """Start `binary app-server` with CODEX_HOME `home`, initialize it, close it."""
+    name = "codex app-server"
+    cwd = await trio.to_thread.run_sync(tempfile.mkdtemp, None, "akk-doctor-")
+    try:
+        async with rpc.open_app_server(
+            binary, codex_home=home, cwd=cwd, initialize_timeout=CODEX_INITIALIZE_TIMEOUT
+        ) as server:
+            seconds = server.initialize_seconds or 0.0
+            pid = server.pid
+        ended = await server.aclose()
+    except rpc.StartError as exc:
+        return Check(name, False, str(exc), f"run `CODEX_HOME={home} {binary} app-server` by hand")
+    finally:
+        await trio.to_thread.run_sync(shutil.rmtree, cwd, True)
+    if not ended.reaped:
+        return Check(name, False, f"pid {pid} survived SIGKILL", f"inspect it: ps -fp {pid}")
+    detail = f"answers initialize in {seconds * 1000:.0f} ms (CODEX_HOME {home}; pid {pid} "
+    return Check(name, True, detail + f"{ended.how} after close)")
 
 
 def server_checks(report: dict[str, Any]) -> list[Check]:

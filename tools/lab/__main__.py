@@ -1,4 +1,4 @@
-"""Command line of the lab: ``python -m tools.lab install|capture``."""
+"""Command line of the lab: ``python -m tools.lab install|capture|schemas``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import trio
 
-from tools.lab import capture, clients
+from tools.lab import capture, clients, schemas
 from tools.lab.installer import InstallError, install_many
 
 
@@ -69,6 +69,28 @@ def _capture(args: argparse.Namespace) -> int:
     return 0
 
 
+def _schemas(args: argparse.Namespace) -> int:
+    selected = [
+        c for c in clients.PINNED if c.agent == "codex" and args.version in (None, c.version)
+    ]
+    if not selected:
+        raise SystemExit(f"codex {args.version} is not pinned (tools/lab/clients.py)")
+    stale = []
+    for client in selected:
+        try:
+            if args.check:
+                if schemas.differs(client):
+                    stale.append(client.name)
+            else:
+                print(schemas.write(client))
+        except schemas.SchemaError as exc:
+            raise SystemExit(str(exc)) from exc
+    if stale:
+        print(f"stale: {', '.join(stale)}; run `python -m tools.lab schemas`", file=sys.stderr)
+        return 1
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m tools.lab", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -96,6 +118,15 @@ def _parser() -> argparse.ArgumentParser:
     shots.add_argument("--rows", type=int, default=capture.DEFAULT_SIZE[1])
     shots.add_argument("--out", type=Path, default=capture.FIXTURES)
     shots.set_defaults(run=_capture)
+
+    protocol = commands.add_parser(
+        "schemas", help="regenerate akk/appserver/schemas/ from the pinned Codex app-servers"
+    )
+    protocol.add_argument("--version", help="one pinned Codex version (default: all)")
+    protocol.add_argument(
+        "--check", action="store_true", help="only compare; exit 1 if a committed one is stale"
+    )
+    protocol.set_defaults(run=_schemas)
     return parser
 
 

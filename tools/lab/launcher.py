@@ -516,17 +516,25 @@ def _child_running(pid: int, binary: Path) -> int | None:
     return None
 
 
-async def _start(
-    client: Client,
-    scenario: Scenario,
-    server: ModelServer,
-    root: Path,
-    *,
-    cols: int,
-    rows: int,
-    preseed: Preseed,
-    binary: Path,
-) -> LabSession:
+@attrs.frozen
+class RunFiles:
+    """What `prepare` wrote for one run, and the environment the client runs in."""
+
+    home: Path
+    codex_home: Path | None
+    """None for Claude."""
+    workdir: Path
+    env: dict[str, str]
+
+
+def prepare(client: Client, root: Path, port: int, preseed: Preseed = Preseed()) -> RunFiles:
+    """Write a run's HOME (and CODEX_HOME), its git working directory and its environment.
+
+    Everything goes under `root` and talks to the model server on `port`. The
+    environment carries the run's marker, so `run_processes(root)` finds what
+    the client starts. Used by `launch`, and by tests that run a client without
+    a pane (`codex app-server`).
+    """
     home = root / "home"
     home.mkdir()
     (root / "tmp").mkdir()
@@ -541,10 +549,26 @@ async def _start(
         codex_home.mkdir()
         catalog = codex_home / "lab-model-catalog.json"
         catalog.write_text(json.dumps(openai_api.model_catalog(CODEX_MODEL), indent=2))
-        toml = _codex_config(workdir, server.port, preseed, catalog)
+        toml = _codex_config(workdir, port, preseed, catalog)
         (codex_home / "config.toml").write_text(toml)
+    env = _environment(client, root, home, codex_home, port)
+    return RunFiles(home, codex_home, workdir, env)
+
+
+async def _start(
+    client: Client,
+    scenario: Scenario,
+    server: ModelServer,
+    root: Path,
+    *,
+    cols: int,
+    rows: int,
+    preseed: Preseed,
+    binary: Path,
+) -> LabSession:
+    files = prepare(client, root, server.port, preseed)
+    home, codex_home, workdir, env = files.home, files.codex_home, files.workdir, files.env
     socket = root / "tmux.sock"
-    env = _environment(client, root, home, codex_home, server.port)
     # The pane runs a shell with job control, so the client gets its own
     # foreground process group (pane_current_command shows it, as for a person).
     shell = [

@@ -1,0 +1,608 @@
+"""A JSON-RPC client of one `codex app-server` process that AKK starts and owns.
+
+The wire is newline-delimited JSON on the process's stdin and stdout. `open_app_server`
+starts the process, performs `initialize` and the `initialized` notification, and
+yields an `AppServer`; leaving the block closes it (see `AppServer.aclose`).
+
+Everything the peer can make us hold is bounded: one line (`Limits.max_line_bytes`),
+buffered notifications and undelivered server requests, unanswered server requests,
+late answers to abandoned requests, and the stderr kept (a tail). Past a bound the
+connection is closed with a reason, never silently trimmed. A request is sent once:
+on timeout or a closed connection it raises, and whether the server acted on it is
+unknown to this module (the caller reconciles; it never retries).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import subprocess
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager, suppress
+from typing import Any, Literal
+
+import attrs
+import trio
+
+import akk
+from akk.appserver.schema import Kind, Message
+from akk.discovery.process import PROC, start_ticks
+
+RequestId = int | str
+Tap = Callable[[Message], None]
+"""Sees every message both ways, sent before it is written, received before it is delivered.
+
+It must not raise (an exception from it ends the connection's tasks); tests use it to
+check each message against the version's schema."""
+
+
+@attrs.frozen
+class Limits:
+    """Bounds on what one app-server connection holds, and how long closing may take."""
+
+    max_line_bytes: int = 16 << 20
+    notifications: int = 4096
+    """Notifications received and not yet taken from `AppServer.notifications`."""
+    server_requests: int = 64
+    """Server requests received and not yet answered."""
+    abandoned: int = 256
+    """Timed-out or cancelled requests whose late answer is recognised (then dropped)."""
+    stderr_tail_bytes: int = 64 << 10
+    write_seconds: float = 10.0
+    """How long one line may take to go into the pipe before the connection counts as stuck."""
+    close_seconds: float = 5.0
+    """After stdin closes (the app-server's cue to exit), before SIGTERM."""
+    term_seconds: float = 2.0
+    """After SIGTERM, before SIGKILL."""
+    kill_seconds: float = 5.0
+    """After SIGKILL, before giving up on the reap (reported, never hidden)."""
+
+
+@attrs.frozen
+class ClientInfo:
+    """What `initialize` tells the app-server about its client."""
+
+    name: str = "akk"
+    version: str = akk.__version__
+    title: str | None = "AKK"
+
+
+@attrs.frozen
+class Notification:
+    """A server notification (no reply)."""
+
+    method: str
+    params: Any
+
+
+@attrs.frozen
+class ServerRequest:
+    """A server request; answer it once with `AppServer.respond` or `respond_error`."""
+
+    id: RequestId
+    method: str
+    params: Any
+
+
+@attrs.frozen
+class Exit:
+    """How an app-server process ended, as `AppServer.aclose` saw it."""
+
+    how: Literal["exited", "terminated", "killed", "unreaped"]
+    """exited: by itself once stdin closed (or before); terminated: after SIGTERM;
+    killed: after SIGKILL; unreaped: still there after SIGKILL (needs a person)."""
+    returncode: int | None
+    reaped: bool
+    """The process was waited for and its pid no longer names it."""
+    seconds: float
+    """From the start of `aclose` to the end."""
+    reason: str
+    """Why the connection ended (`closed by akk`, or the failure that closed it first)."""
+    stragglers: tuple[int, ...]
+    """Processes left in the app-server's process group after it ended (killed)."""
+    stderr_tail: str
+
+
+class AppServerError(Exception):
+    """Base of everything this module raises about an app-server."""
+
+
+class StartError(AppServerError):
+    """The process could not be started or did not finish `initialize`."""
+
+
+class ConnectionClosed(AppServerError):
+    """The connection is closed (by us, by a bound, or because the process went away)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"app-server connection closed: {reason}")
+        self.reason = reason
+
+
+class RequestTimeout(AppServerError):
+    """No answer in time. The server may still act on the request: it is never retried."""
+
+    def __init__(self, method: str, request_id: RequestId, timeout: float) -> None:
+        super().__init__(
+            f"app-server gave no answer to {method} (id {request_id}) within {timeout} s; "
+            "it may still act on it: reconcile before sending anything like it again"
+        )
+        self.method = method
+        self.request_id = request_id
+
+
+class RpcError(AppServerError):
+    """The app-server answered a request with a JSON-RPC error."""
+
+    def __init__(self, method: str, code: int, message: str, data: Any = None) -> None:
+        super().__init__(f"app-server refused {method}: {message} (code {code})")
+        self.method = method
+        self.code = code
+        self.message = message
+        self.data = data
+
+
+@attrs.define
+class _Pending:
+    method: str
+    done: trio.Event = attrs.field(factory=trio.Event)
+    result: Any = None
+    error: AppServerError | None = None
+
+
+@attrs.define(eq=False)
+class AppServer:
+    """One running `codex app-server` and its JSON-RPC connection.
+
+    Take notifications from `notifications` and server requests from
+    `server_requests` promptly: past their bounds the connection closes. Both
+    channels end (EndOfChannel) when the connection closes.
+    """
+
+    process: trio.Process
+    limits: Limits
+    notifications: trio.MemoryReceiveChannel[Notification]
+    server_requests: trio.MemoryReceiveChannel[ServerRequest]
+    tap: Tap | None
+    started_at: float
+    """`trio.current_time()` just before the process was started."""
+    initialize_seconds: float | None = None
+    """From start to the `initialize` result."""
+    initialize_result: Any = None
+    _start_ticks: int | None = None
+    _notify_send: trio.MemorySendChannel[Notification] | None = None
+    _request_send: trio.MemorySendChannel[ServerRequest] | None = None
+    _ids: itertools.count[int] = attrs.field(factory=lambda: itertools.count(1))
+    _pending: dict[RequestId, _Pending] = attrs.field(factory=dict)
+    _abandoned: OrderedDict[RequestId, str] = attrs.field(factory=OrderedDict)
+    _unanswered: dict[RequestId, str] = attrs.field(factory=dict)
+    _closed_reason: str | None = None
+    _send_lock: trio.Lock = attrs.field(factory=trio.Lock)
+    _stderr: bytearray = attrs.field(factory=bytearray)
+    _stderr_done: trio.Event = attrs.field(factory=trio.Event)
+    _exit: Exit | None = None
+
+    @property
+    def pid(self) -> int:
+        """The app-server's pid (also its process group id)."""
+        return self.process.pid
+
+    @property
+    def closed_reason(self) -> str | None:
+        """None while the connection is open, else why it closed."""
+        return self._closed_reason
+
+    def rss_bytes(self) -> int | None:
+        """The process's resident set size now (None once it is gone)."""
+        try:
+            status = (PROC / str(self.pid) / "status").read_text()
+        except OSError:
+            return None
+        for line in status.splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        return None
+
+    async def request(self, method: str, params: Any = None, *, timeout: float) -> Any:
+        """Send one request and return its result.
+
+        Raises RpcError (the server's error), RequestTimeout, or ConnectionClosed.
+        Cancelled or timed out, the request stays sent: a late answer is dropped.
+        """
+        request_id = next(self._ids)
+        pending = _Pending(method)
+        self._pending[request_id] = pending
+        body: dict[str, Any] = {"id": request_id, "method": method}
+        if params is not None:
+            body["params"] = params
+        try:
+            with trio.move_on_after(timeout):
+                await self._send(Message("client", "request", method, body))
+                await pending.done.wait()
+        finally:
+            if not pending.done.is_set():
+                self._abandon(request_id, method)
+        if not pending.done.is_set():
+            raise RequestTimeout(method, request_id, timeout)
+        if pending.error is not None:
+            raise pending.error
+        return pending.result
+
+    async def notify(self, method: str, params: Any = None) -> None:
+        """Send a client notification (no answer)."""
+        body: dict[str, Any] = {"method": method}
+        if params is not None:
+            body["params"] = params
+        await self._send(Message("client", "notification", method, body))
+
+    async def respond(self, request: ServerRequest, result: Any) -> None:
+        """Answer a server request with a result (each request once)."""
+        method = self._answering(request)
+        body = {"id": request.id, "result": result}
+        await self._send(Message("client", "result", method, body))
+
+    async def respond_error(self, request: ServerRequest, code: int, message: str) -> None:
+        """Answer a server request with a JSON-RPC error (each request once)."""
+        self._answering(request)
+        body = {"id": request.id, "error": {"code": code, "message": message}}
+        await self._send(Message("client", "error", request.method, body))
+
+    async def aclose(self) -> Exit:
+        """Close the connection and end the process; always reap it. Returns how it ended.
+
+        Closes stdin, waits `Limits.close_seconds` for the process to exit, then
+        SIGTERMs and SIGKILLs its process group, each after a bounded wait, and
+        kills what is left in the group. Idempotent (returns the same Exit);
+        shielded from cancellation, bounded by the sum of the Limits' seconds.
+        """
+        if self._exit is not None:
+            return self._exit
+        with trio.CancelScope(shield=True):
+            began = trio.current_time()
+            self._fail("closed by akk")
+            await self._hang_up()
+            how: Literal["exited", "terminated", "killed", "unreaped"] = "exited"
+            steps = (
+                (None, self.limits.close_seconds),
+                (signal.SIGTERM, self.limits.term_seconds),
+                (signal.SIGKILL, self.limits.kill_seconds),
+            )
+            for sig, seconds in steps:
+                if self.process.returncode is not None:
+                    break
+                if sig is not None:
+                    how = "terminated" if sig == signal.SIGTERM else "killed"
+                    # Unreaped, the pid (and so the group id) cannot be reused yet.
+                    _signal_group(self.pid, sig)
+                with trio.move_on_after(seconds):
+                    await self.process.wait()
+            reaped = self.process.returncode is not None and self._pid_gone()
+            if not reaped:
+                how = "unreaped"
+            stragglers = await _kill_group(self.pid) if reaped else ()
+            with trio.move_on_after(1.0):
+                await self._stderr_done.wait()
+            assert self._closed_reason is not None
+            ended = self._exit = Exit(
+                how=how,
+                returncode=self.process.returncode,
+                reaped=reaped,
+                seconds=trio.current_time() - began,
+                reason=self._closed_reason,
+                stragglers=stragglers,
+                stderr_tail=self.stderr_tail(),
+            )
+        return ended
+
+    def _pid_gone(self) -> bool:
+        """The pid names no process, or another one (reused: a different start time)."""
+        now = start_ticks(self.pid)
+        return now is None or (self._start_ticks is not None and now != self._start_ticks)
+
+    def stderr_tail(self) -> str:
+        """The last `Limits.stderr_tail_bytes` the process wrote to stderr."""
+        return self._stderr.decode("utf-8", "replace")
+
+    def _answering(self, request: ServerRequest) -> str:
+        method = self._unanswered.pop(request.id, None)
+        if method is None:
+            raise AppServerError(
+                f"server request {request.id!r} ({request.method}) is not awaiting an answer "
+                "(answered already, or not from this connection)"
+            )
+        return method
+
+    def _abandon(self, request_id: RequestId, method: str) -> None:
+        del self._pending[request_id]
+        self._abandoned[request_id] = method
+        while len(self._abandoned) > self.limits.abandoned:
+            self._abandoned.popitem(last=False)
+
+    async def _send(self, message: Message) -> None:
+        stdin = self.process.stdin
+        assert stdin is not None
+        if self._closed_reason is not None:
+            raise ConnectionClosed(self._closed_reason)
+        self._tapped(message)
+        line = json.dumps(message.body, separators=(",", ":"), ensure_ascii=False)
+        async with self._send_lock:
+            if self._closed_reason is not None:
+                raise ConnectionClosed(self._closed_reason)
+            # Shielded: a line is written whole or the connection fails; a
+            # half-written line would corrupt every later message.
+            with trio.CancelScope(shield=True):
+                with trio.move_on_after(self.limits.write_seconds) as scope:
+                    try:
+                        await stdin.send_all(line.encode() + b"\n")
+                    except (trio.BrokenResourceError, trio.ClosedResourceError):
+                        self._fail("the app-server stopped reading its input")
+                if scope.cancelled_caught:
+                    self._fail(f"a line took over {self.limits.write_seconds} s to write")
+        if self._closed_reason is not None:
+            raise ConnectionClosed(self._closed_reason)
+
+    def _fail(self, reason: str) -> None:
+        """Close the connection (first reason wins): fail pending requests, end the channels."""
+        if self._closed_reason is not None:
+            return
+        self._closed_reason = reason
+        for pending in self._pending.values():
+            pending.error = ConnectionClosed(reason)
+            pending.done.set()
+        self._pending.clear()
+        for channel in (self._notify_send, self._request_send):
+            if channel is not None:
+                channel.close()
+
+    async def _hang_up(self) -> None:
+        stdin = self.process.stdin
+        assert stdin is not None
+        with trio.CancelScope(shield=True):
+            await stdin.aclose()
+
+    async def _read(self) -> None:
+        """Frame stdout into lines and dispatch each; returns when the connection closes."""
+        stdout = self.process.stdout
+        assert stdout is not None
+        buffer = bytearray()
+        scanned = 0  # bytes of `buffer` known to hold no newline
+        limit = self.limits.max_line_bytes
+        while self._closed_reason is None:
+            try:
+                chunk = await stdout.receive_some(1 << 16)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                chunk = b""
+            if not chunk:
+                self._fail("the app-server closed its output (it exited or crashed)")
+                break
+            buffer += chunk
+            while self._closed_reason is None:
+                newline = buffer.find(b"\n", scanned)
+                if newline < 0:
+                    scanned = len(buffer)
+                    if scanned > limit:
+                        self._fail(f"a line longer than {limit} bytes (refused)")
+                    break
+                line = bytes(buffer[:newline])
+                del buffer[: newline + 1]
+                scanned = 0
+                if len(line) > limit:
+                    self._fail(f"a line longer than {limit} bytes (refused)")
+                elif line.strip():
+                    self._dispatch(line)
+        await self._hang_up()
+
+    def _dispatch(self, line: bytes) -> None:
+        try:
+            body = json.loads(line)
+        except ValueError:
+            self._fail("a line that is not JSON")
+            return
+        if not isinstance(body, dict):
+            self._fail("a JSON line that is not an object")
+            return
+        method = body.get("method")
+        if "id" in body and method is None and ("result" in body or "error" in body):
+            self._answer(body)
+        elif isinstance(method, str) and "id" in body:
+            self._server_request(body, method)
+        elif isinstance(method, str):
+            self._tapped(Message("server", "notification", method, body))
+            if self._notify_send is not None:
+                self._deliver(self._notify_send, Notification(method, body.get("params")))
+        else:
+            self._fail("a JSON object that is no JSON-RPC message")
+
+    def _answer(self, body: dict[str, Any]) -> None:
+        request_id = body["id"]
+        kind: Kind = "error" if "error" in body else "result"
+        if not isinstance(request_id, int | str):
+            self._fail("an answer with an invalid id")
+            return
+        pending = self._pending.pop(request_id, None)
+        late = self._abandoned.pop(request_id, None) if pending is None else None
+        if pending is None and late is None:
+            self._fail(f"an answer to id {request_id!r}, which no request of ours had")
+            return
+        method = pending.method if pending is not None else late
+        self._tapped(Message("server", kind, method, body))
+        if pending is None:
+            return  # the caller gave up on it already
+        if kind == "error":
+            error = body["error"] if isinstance(body["error"], dict) else {}
+            code = error.get("code")
+            pending.error = RpcError(
+                pending.method,
+                code if isinstance(code, int) else 0,
+                str(error.get("message", "")),
+                error.get("data"),
+            )
+        else:
+            pending.result = body["result"]
+        pending.done.set()
+
+    def _server_request(self, body: dict[str, Any], method: str) -> None:
+        request_id = body["id"]
+        if not isinstance(request_id, int | str) or request_id in self._unanswered:
+            self._fail(f"a server request with an invalid or repeated id {request_id!r}")
+            return
+        if len(self._unanswered) >= self.limits.server_requests:
+            self._fail(f"over {self.limits.server_requests} server requests unanswered")
+            return
+        self._tapped(Message("server", "request", method, body))
+        self._unanswered[request_id] = method
+        if self._request_send is not None:
+            self._deliver(self._request_send, ServerRequest(request_id, method, body.get("params")))
+
+    def _tapped(self, message: Message) -> None:
+        if self.tap is not None:
+            self.tap(message)
+
+    def _deliver(self, channel: trio.MemorySendChannel[Any], item: object) -> None:
+        try:
+            channel.send_nowait(item)
+        except trio.WouldBlock:
+            self._fail(f"{type(item).__name__}s not taken fast enough (buffer full)")
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            if isinstance(item, ServerRequest):
+                self._fail("a server request arrived and nobody takes them")
+
+    async def _drain_stderr(self) -> None:
+        stderr = self.process.stderr
+        assert stderr is not None
+        keep = self.limits.stderr_tail_bytes
+        try:
+            while chunk := await stderr.receive_some(1 << 16):
+                self._stderr += chunk
+                if len(self._stderr) > keep:
+                    del self._stderr[: len(self._stderr) - keep]
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+        finally:
+            self._stderr_done.set()
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    with suppress(ProcessLookupError):
+        os.killpg(pgid, sig)
+
+
+def _group_members(pgid: int) -> list[int]:
+    """Live processes (zombies left out: they are dead already) in process group `pgid`."""
+    members = []
+    for entry in PROC.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_bytes()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(b")") + 2 :].split()
+        if fields[0] != b"Z" and int(fields[2]) == pgid:
+            members.append(int(entry.name))
+    return members
+
+
+async def _kill_group(pgid: int) -> tuple[int, ...]:
+    """SIGKILL what is left in the (leaderless) group; return who was left."""
+    left = tuple(await trio.to_thread.run_sync(_group_members, pgid))
+    if left:
+        # A member still holds the group id, so it cannot name another group.
+        _signal_group(pgid, signal.SIGKILL)
+        # Not our children: init reaps them, so there is nothing to wait on but /proc.
+        for _ in range(100):
+            if not await trio.to_thread.run_sync(_group_members, pgid):
+                break
+            await trio.sleep(0.02)
+    return left
+
+
+@asynccontextmanager
+async def open_app_server(
+    binary: str | os.PathLike[str],
+    *,
+    codex_home: str | os.PathLike[str],
+    cwd: str | os.PathLike[str],
+    env: Mapping[str, str] | None = None,
+    client_info: ClientInfo = ClientInfo(),
+    limits: Limits = Limits(),
+    initialize_timeout: float = 30.0,
+    tap: Tap | None = None,
+) -> AsyncIterator[AppServer]:
+    """Start `binary app-server`, initialize it, and yield the connection.
+
+    `env` defaults to this process's environment; CODEX_HOME is set to `codex_home`
+    either way. The process runs in its own session (process group). Raises
+    StartError if it cannot start or does not answer `initialize`. However the
+    block ends, the process is closed and reaped (`AppServer.aclose`).
+    """
+    environment = dict(os.environ if env is None else env)
+    environment["CODEX_HOME"] = str(codex_home)
+    started_at = trio.current_time()
+    try:
+        process = await trio.lowlevel.open_process(
+            [os.fspath(binary), "app-server"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=os.fspath(cwd),
+            env=environment,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        raise StartError(
+            f"cannot start {os.fspath(binary)} app-server: {exc}; check --codex-bin"
+        ) from exc
+    notify_send, notify_receive = trio.open_memory_channel[Notification](limits.notifications)
+    # Never full: at most `server_requests` are unanswered, and so undelivered.
+    request_send, request_receive = trio.open_memory_channel[ServerRequest](limits.server_requests)
+    server = AppServer(
+        process=process,
+        limits=limits,
+        notifications=notify_receive,
+        server_requests=request_receive,
+        tap=tap,
+        started_at=started_at,
+        start_ticks=start_ticks(process.pid),
+        notify_send=notify_send,
+        request_send=request_send,
+    )
+    own_error: BaseException | None = None
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(server._read)
+            nursery.start_soon(server._drain_stderr)
+            try:
+                await _initialize(server, client_info, initialize_timeout)
+                yield server
+            except BaseException as exc:
+                own_error = exc
+                raise
+            finally:
+                await server.aclose()
+                nursery.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        # The nursery wraps the block's own error: raise that error itself.
+        if own_error is not None and group.exceptions == (own_error,):
+            raise own_error from None
+        raise
+    finally:
+        await server.aclose()
+
+
+async def _initialize(server: AppServer, client_info: ClientInfo, timeout: float) -> None:
+    info = {k: v for k, v in attrs.asdict(client_info).items() if v is not None}
+    try:
+        result = await server.request("initialize", {"clientInfo": info}, timeout=timeout)
+        await server.notify("initialized")
+    except AppServerError as exc:
+        await server.aclose()
+        raise StartError(
+            f"app-server (pid {server.pid}) did not initialize: {exc}; "
+            f"its stderr ends: {server.stderr_tail()[-500:]!r}"
+        ) from exc
+    server.initialize_seconds = trio.current_time() - server.started_at
+    server.initialize_result = result
