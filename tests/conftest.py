@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import threading
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -87,7 +89,44 @@ def state_dir(tmp_path: Path) -> StateDir:
     return StateDir(tmp_path / "akk")
 
 
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+CORPUS_TEST = "tests/test_fixtures.py::test_fixture_classifies_to_its_label["
+"""The regression gate: every captured screen classifies to its label."""
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    _corpus_summary(terminalreporter)
+    _lab_summary(terminalreporter)
+
+
+def _corpus_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Screens per pinned version and per labelled state, as this run's gate checked them."""
+    screens: dict[str, Counter[str]] = {}
+    failed: Counter[str] = Counter()
+    for outcome in ("passed", "failed", "error"):
+        for report in terminalreporter.stats.get(outcome, []):
+            nodeid = getattr(report, "nodeid", "")
+            if not nodeid.startswith(CORPUS_TEST) or report.when != "call":
+                continue
+            label = json.loads((FIXTURES / nodeid[len(CORPUS_TEST) : -1]).read_text())
+            expected = label["expected"]
+            state = "blocked" if expected["manual_only"] else expected["state"]
+            version = f"{label['agent']} {label['version']}"
+            screens.setdefault(version, Counter())[state] += 1
+            if outcome != "passed":
+                failed[version] += 1
+    if not screens:
+        return
+    terminalreporter.section("screen corpus (tests/test_fixtures.py)")
+    for version in sorted(screens):
+        counts = screens[version]
+        states = " · ".join(f"{state} {n}" for state, n in sorted(counts.items()))
+        terminalreporter.write_line(
+            f"{version:16} {sum(counts.values()):4} screens, {failed[version]} failed: {states}"
+        )
+
+
+def _lab_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """Print per-client start-up times of this run's lab tests."""
     starts: dict[str, list[float]] = {}
     durations: list[float] = []
