@@ -580,3 +580,47 @@ async def test_an_async_question_left_when_the_turn_ended_is_answered_as_its_nex
     (blue,) = [r for r in lab.server.main_requests() if "Blue" in r.newest_input]
     assert blue.newest_input == "> Which color do you prefer?\n\nBlue"
     assert blue.codex_turn_id != asked.codex_turn_id  # a new turn: the Turn's next round
+
+
+# ------------------------------------------------------------------ resize
+
+RESIZES = ((100, 30), (132, 43), (80, 24))
+
+
+@pytest.mark.parametrize(
+    "lab",
+    [
+        *lab_params("questionnaire_single3", agents=("claude",))[-1:],
+        *lab_params("codex_rui_one", agents=("codex",), plan_mode=True)[-1:],
+    ],
+    indirect=True,
+)
+@pytest.mark.parametrize("size", RESIZES, ids=lambda s: f"to-{s[0]}x{s[1]}")
+async def test_a_pane_resized_mid_prompt_refuses_the_old_offer_and_answers_the_new_one(
+    lab: LabSession, tmp_path: Path, size: tuple[int, int]
+) -> None:
+    """The prompt re-renders at the new size: a new appearance with new ids; what status
+    showed before the resize never authorises keys after it."""
+    answered_mark = sc.ANSWERED_CLAUDE if lab.agent == "claude" else sc.ANSWERED_CODEX
+    async with two_controllers(lab, tmp_path) as (_, ctl, _other):
+        turn_id = await send_task(ctl, sc.ASK_TASK)
+        before = await prompt(ctl, turn_id)
+        cols, rows = size
+        await lab.tmux("resize-window", "-t", "lab", "-x", str(cols), "-y", str(rows))
+        after = await offered(
+            ctl, turn_id, lambda shown: shown["interaction_id"] != before["interaction_id"]
+        )
+        with pytest.raises(AkkError) as stale:
+            await ctl.call("respond_interaction", choose(before, "Blue"))
+        assert stale.value.reason == "prompt_changed"
+        assert lab.server.count_inputs_containing(answered_mark) == 0  # zero keys
+        assert [q["prompt"] for q in after["questions"]] == [
+            q["prompt"] for q in before["questions"]
+        ]
+        assert (await ctl.call("respond_interaction", choose(after, "Blue")))["outcome"] == (
+            "dispatched"
+        )
+        answered = await reached(lab, lambda r: answered_mark in r.newest_input)
+        await settled(ctl, turn_id)
+    assert "Blue" in answered.newest_input
+    assert lab.server.count_inputs_containing(answered_mark) == 1
