@@ -513,11 +513,16 @@ ASYNC_PICKER = ("0.154.0", "0.155.1")
 """The versions that queue an async question and open a picker for it (NOTES.md)."""
 
 
-@pytest.mark.parametrize(
-    "lab",
-    [p for p in lab_params("codex_rui_async_held") if p.values[0].client.version in ASYNC_PICKER],  # type: ignore[attr-defined]
-    indirect=True,
-)
+def picker_params(scenario: str) -> list[object]:
+    """`lab_params` of ``scenario`` on the versions with an async picker."""
+    return [
+        p
+        for p in lab_params(scenario)
+        if p.values[0].client.version in ASYNC_PICKER  # type: ignore[attr-defined]
+    ]
+
+
+@pytest.mark.parametrize("lab", picker_params("codex_rui_async_held"), indirect=True)
 async def test_an_async_question_answered_while_the_turn_runs_steers_that_turn(
     lab: LabSession, tmp_path: Path
 ) -> None:
@@ -575,11 +580,7 @@ async def offered(
             await trio.sleep(0.05)
 
 
-@pytest.mark.parametrize(
-    "lab",
-    [p for p in lab_params("codex_rui_async") if p.values[0].client.version in ASYNC_PICKER],  # type: ignore[attr-defined]
-    indirect=True,
-)
+@pytest.mark.parametrize("lab", picker_params("codex_rui_async"), indirect=True)
 async def test_an_async_question_left_when_the_turn_ended_is_answered_as_its_next_round(
     lab: LabSession, tmp_path: Path
 ) -> None:
