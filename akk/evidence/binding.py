@@ -85,19 +85,9 @@ def bind(snapshot: Snapshot, request_sha256: str) -> Binding | None:
     `request_sha256` is not a digest.
     """
     check_digest(request_sha256)
-    known = {(c.file.device, c.file.inode): c for c in snapshot.candidates}
-    paths = {c.file.path for c in snapshot.candidates}
-    if locate.alive(snapshot.pid, snapshot.start_ticks):
-        # If it exits meanwhile, its candidates still count.
-        with contextlib.suppress(EvidenceUnavailable):
-            paths.update(locate.owned_files(snapshot.agent, snapshot.pid).paths)
     bindings = []
-    for path in sorted(paths):
-        found = files.identify(path)
-        if found is None:
-            continue
-        file, _ = found
-        binding = _bind_file(snapshot, file, known.get((file.device, file.inode)), request_sha256)
+    for file, candidate in _files_now(snapshot):
+        binding = _bind_file(snapshot, file, candidate, request_sha256)
         if binding is not None:
             bindings.append(binding)
     if len(bindings) > 1:
@@ -118,18 +108,8 @@ def bind_task(snapshot: Snapshot) -> tuple[Binding, str] | None:
     no file shows a request yet. Raises EvidenceAmbiguous if more than one file
     shows one, EvidenceLost if a candidate shrank.
     """
-    known = {(c.file.device, c.file.inode): c for c in snapshot.candidates}
-    paths = {c.file.path for c in snapshot.candidates}
-    if locate.alive(snapshot.pid, snapshot.start_ticks):
-        with contextlib.suppress(EvidenceUnavailable):
-            paths.update(locate.owned_files(snapshot.agent, snapshot.pid).paths)
     found = []
-    for path in sorted(paths):
-        identified = files.identify(path)
-        if identified is None:
-            continue
-        file, _ = identified
-        candidate = known.get((file.device, file.inode))
+    for file, candidate in _files_now(snapshot):
         task = _running_task(snapshot.agent, file, candidate) if candidate else None
         if task is None:
             task = _new_task(snapshot, file, candidate)
@@ -142,6 +122,24 @@ def bind_task(snapshot: Snapshot) -> tuple[Binding, str] | None:
             "this watch's evidence is unknown",
         )
     return found[0] if found else None
+
+
+def _files_now(snapshot: Snapshot) -> list[tuple[EvidenceFile, Candidate | None]]:
+    """The snapshot's candidates and, while the process still runs, the files it owns now,
+    each with its candidate (None for a file that was not one)."""
+    known = {(c.file.device, c.file.inode): c for c in snapshot.candidates}
+    paths = {c.file.path for c in snapshot.candidates}
+    if locate.alive(snapshot.pid, snapshot.start_ticks):
+        # If it exits meanwhile, its candidates still count.
+        with contextlib.suppress(EvidenceUnavailable):
+            paths.update(locate.owned_files(snapshot.agent, snapshot.pid).paths)
+    found = []
+    for path in sorted(paths):
+        identified = files.identify(path)
+        if identified is not None:
+            file, _ = identified
+            found.append((file, known.get((file.device, file.inode))))
+    return found
 
 
 def _running_task(
