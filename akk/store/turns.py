@@ -156,21 +156,15 @@ def insert(
     lifetime_seconds: float,
     now: float,
 ) -> Turn:
-    turn_id = new_turn_id()
-    conn.execute(
-        "INSERT INTO turns (turn_id, controller_id, client_request_id, terminal_id, backend, "
-        "request_sha256, request_chars, state, evidence_status, evidence, evidence_limit, "
-        "inactivity_seconds, hard_deadline_at, last_activity_at, created_at, updated_at) "
-        "VALUES (?, ?, ?, ?, 'terminal', ?, ?, 'dispatching', ?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            turn_id, controller_id, client_request_id, terminal_id, request_sha256,
-            request_chars, evidence_status, evidence, evidence_limit, inactivity_seconds,
-            now + lifetime_seconds, now, now, now,
-        ),
+    return _insert(
+        conn, turn_id=new_turn_id(), controller_id=controller_id,
+        client_request_id=client_request_id, terminal_id=terminal_id,
+        request_sha256=request_sha256, request_chars=request_chars,
+        state=TurnState.DISPATCHING.value, evidence_status=evidence_status, evidence=evidence,
+        evidence_limit=evidence_limit, inactivity_seconds=inactivity_seconds,
+        hard_deadline_at=now + lifetime_seconds, last_activity_at=now, created_at=now,
+        updated_at=now,
     )  # fmt: skip
-    turn = get(conn, turn_id)
-    assert turn is not None
-    return turn
 
 
 def insert_watch(
@@ -191,20 +185,27 @@ def insert_watch(
     agent's file shows the person's message (then that message's).
     """
     watch_id = "watch_" + secrets.token_hex(12)
-    conn.execute(
-        "INSERT INTO turns (turn_id, controller_id, client_request_id, terminal_id, backend, "
-        "task_kind, request_sha256, request_chars, state, evidence_status, evidence, "
-        "evidence_limit, inactivity_seconds, hard_deadline_at, last_activity_at, created_at, "
-        "updated_at) VALUES (?, ?, ?, ?, 'terminal', 'watch', ?, 0, 'running', ?, ?, ?, ?, ?, ?, "
-        "?, ?)",
-        (
-            watch_id, controller_id, watch_id, terminal_id, request_digest(""), evidence_status,
-            evidence, evidence_limit, inactivity_seconds, now + lifetime_seconds, now, now, now,
-        ),
+    return _insert(
+        conn, turn_id=watch_id, controller_id=controller_id, client_request_id=watch_id,
+        terminal_id=terminal_id, task_kind="watch", request_sha256=request_digest(""),
+        request_chars=0, state=TurnState.RUNNING.value, evidence_status=evidence_status,
+        evidence=evidence, evidence_limit=evidence_limit, inactivity_seconds=inactivity_seconds,
+        hard_deadline_at=now + lifetime_seconds, last_activity_at=now, created_at=now,
+        updated_at=now,
     )  # fmt: skip
-    watch = get(conn, watch_id)
-    assert watch is not None
-    return watch
+
+
+def _insert(conn: apsw.Connection, **columns: object) -> Turn:
+    """Write one new terminal-backed row of ``turns`` with these columns; the row as stored."""
+    names = ["backend", *columns]
+    marks = ", ".join("?" * len(names))
+    conn.execute(
+        f"INSERT INTO turns ({', '.join(names)}) VALUES ({marks})",
+        ("terminal", *columns.values()),
+    )
+    turn = get(conn, str(columns["turn_id"]))
+    assert turn is not None
+    return turn
 
 
 def held(holder: Turn) -> str:
