@@ -35,6 +35,7 @@ TABLES = {
     "terminals",
     "controllers",
     "sessions",
+    "invocations",
     "turns",
     "watches",
     "interactions",

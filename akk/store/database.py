@@ -306,12 +306,24 @@ def _migrate(conn: apsw.Connection) -> None:
             f"the store has schema version {version}, newer than this akk knows "
             f"({SCHEMA_VERSION}); upgrade akk, or pass another --state-dir"
         )
-    while version < SCHEMA_VERSION:
-        with conn:
-            conn.execute(MIGRATIONS[version])
-            version += 1
-            conn.execute(f"PRAGMA user_version = {version}")
-            conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+    # A migration may rebuild a table others refer to (SQLite's documented way:
+    # foreign keys off, rebuild, then check them all before the commit).
+    conn.execute("PRAGMA foreign_keys = OFF")
+    try:
+        while version < SCHEMA_VERSION:
+            with conn:
+                conn.execute(MIGRATIONS[version])
+                broken = conn.execute("PRAGMA foreign_key_check").fetchall()
+                if broken:
+                    raise StoreError(
+                        f"migration to schema version {version + 1} would break "
+                        f"{len(broken)} references (first: {broken[0]}); the store is unchanged"
+                    )
+                version += 1
+                conn.execute(f"PRAGMA user_version = {version}")
+                conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+    finally:
+        conn.execute("PRAGMA foreign_keys = ON")
 
 
 def _has_column(conn: apsw.Connection, table: str, column: str) -> bool:

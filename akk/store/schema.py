@@ -382,6 +382,117 @@ ALTER TABLE turns ADD COLUMN unwatched_at REAL;      -- observation stopped by `
 ALTER TABLE notifications ADD COLUMN retries INTEGER NOT NULL DEFAULT 0;
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4)
+# v5: Codex app-server sessions and their invocations. A session is owned by
+# (controller, task, unit, role, workspace): two owners never share a thread,
+# and each owner has at most one current (unretired) session; a rebuild retires
+# it and starts the next generation. The v1 `sessions` table has no writer: the
+# guard makes the migration fail, and roll back whole, if it holds a row.
+_V5 = """
+CREATE TEMP TABLE v5_guard (rows INTEGER CHECK (rows = 0));
+INSERT INTO v5_guard SELECT count(*) FROM sessions;
+DROP TABLE v5_guard;
+DROP TABLE sessions;
+
+CREATE TABLE sessions (
+    session_id       TEXT PRIMARY KEY,            -- 'sess_' + 24 hex digits
+    controller_id    TEXT NOT NULL REFERENCES controllers (controller_id),
+    task             TEXT NOT NULL,
+    unit             TEXT,
+    role             TEXT NOT NULL,
+    workspace        TEXT NOT NULL,               -- the canonical working directory (realpath)
+    generation       INTEGER NOT NULL,            -- 1 for an owner's first, +1 per rebuild
+    policy_version   INTEGER NOT NULL,
+    backend          TEXT NOT NULL CHECK (backend IN ('codex_app_server')),
+    codex_home       TEXT NOT NULL,
+    agent_version    TEXT NOT NULL,
+    protocol_version TEXT NOT NULL,
+    model            TEXT,
+    effort           TEXT,
+    approval_policy  TEXT,
+    sandbox          TEXT,
+    thread_id        TEXT,                        -- opaque; NULL until thread/start's result is in
+    persistence      TEXT NOT NULL DEFAULT 'persistent'
+                         CHECK (persistence IN ('persistent', 'ephemeral')),
+    history          TEXT NOT NULL
+                         CHECK (history IN ('unknown', 'persisted', 'missing', 'rejected')),
+    checkpoint       TEXT,                        -- native id of the latest turn known completed
+    context_tokens   INTEGER,
+    context_window   INTEGER,
+    replaces         TEXT REFERENCES sessions (session_id),  -- the one this one rebuilt
+    retired_at       REAL,
+    retire_reason    TEXT,
+    decision_action  TEXT NOT NULL CHECK (decision_action IN ('create', 'resume', 'rebuild')),
+    decision_reason  TEXT NOT NULL,               -- of the latest decision that used this session
+    created_at       REAL NOT NULL,
+    updated_at       REAL NOT NULL,
+    revision         INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX sessions_by_owner ON sessions (controller_id, task, role);
+CREATE INDEX sessions_by_workspace ON sessions (workspace);
+CREATE UNIQUE INDEX sessions_one_current_per_owner
+    ON sessions (controller_id, task, coalesce(unit, ''), role, workspace)
+    WHERE retired_at IS NULL;
+
+-- One row per Turn round sent through a session, reserved before turn/start is written.
+CREATE TABLE invocations (
+    turn_id          TEXT NOT NULL REFERENCES turns (turn_id),
+    round            INTEGER NOT NULL,
+    session_id       TEXT NOT NULL REFERENCES sessions (session_id),
+    attempt          INTEGER NOT NULL,            -- 1 + the owner's earlier ones (all generations)
+    thread_intent    TEXT NOT NULL CHECK (thread_intent IN ('start', 'resume', 'loaded')),
+    reserved_at      REAL NOT NULL,
+    sent_at          REAL,                        -- turn/start about to be written
+    native_turn_id   TEXT,
+    receipt_sha256   TEXT,                        -- digest of the stored turn/start result
+    dispatch         TEXT NOT NULL CHECK (dispatch IN ('not_sent', 'maybe_sent', 'accepted')),
+    outcome          TEXT NOT NULL DEFAULT 'pending' CHECK (outcome IN (
+                         'pending', 'done', 'failed', 'cancelled', 'stalled', 'timed_out',
+                         'uncertain')),
+    outcome_at       REAL,
+    cleanup          TEXT NOT NULL DEFAULT 'unconfirmed'
+                         CHECK (cleanup IN ('unconfirmed', 'confirmed')),
+    cleanup_at       REAL,
+    updated_at       REAL NOT NULL,
+    revision         INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (turn_id, round)
+);
+CREATE INDEX invocations_by_session ON invocations (session_id, reserved_at);
+-- One active turn per thread: at most one invocation of a session awaits its outcome.
+CREATE UNIQUE INDEX invocations_one_pending_per_session ON invocations (session_id)
+    WHERE outcome = 'pending';
+"""
+
+# v5 (continued): an interaction of a Turn on the app-server has no terminal: its
+# prompt is a server request. SQLite cannot drop a NOT NULL, so the table is
+# rebuilt (foreign keys are checked once the migration is done, see _migrate).
+_V5_INTERACTIONS = """
+CREATE TABLE interactions_v5 (
+    interaction_id TEXT PRIMARY KEY,
+    terminal_id    TEXT REFERENCES terminals (terminal_id),   -- NULL: an app-server request
+    turn_id        TEXT REFERENCES turns (turn_id),
+    watch_id       TEXT REFERENCES watches (watch_id),
+    kind           TEXT NOT NULL CHECK (kind IN (
+                       'questionnaire', 'permission', 'async_question', 'confirmation')),
+    fingerprint    BLOB NOT NULL,
+    appearance     INTEGER NOT NULL DEFAULT 1,
+    profile        TEXT NOT NULL,
+    step_index     INTEGER NOT NULL DEFAULT 1,
+    step_total     INTEGER NOT NULL DEFAULT 1,
+    projection     TEXT NOT NULL,
+    state          TEXT NOT NULL CHECK (state IN ('pending', 'consumed', 'gone')),
+    created_at     REAL NOT NULL,
+    updated_at     REAL NOT NULL,
+    revision       INTEGER NOT NULL DEFAULT 0,
+    CHECK (terminal_id IS NOT NULL OR turn_id IS NOT NULL)
+);
+INSERT INTO interactions_v5 SELECT interaction_id, terminal_id, turn_id, watch_id, kind,
+    fingerprint, appearance, profile, step_index, step_total, projection, state, created_at,
+    updated_at, revision FROM interactions;
+DROP TABLE interactions;
+ALTER TABLE interactions_v5 RENAME TO interactions;
+CREATE INDEX interactions_by_turn ON interactions (turn_id, state);
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5 + _V5_INTERACTIONS)
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,0 +1,1 @@
+"""Sessions owned by task, scope and role: their facts and the pure policy over them."""
