@@ -121,7 +121,7 @@ class CallbackCalls:
             row = await self._reader.run(lambda conn: interactions.get(conn, interaction_id))
         if row is None or row.state is not InteractionState.PENDING:
             raise _answered(notification)
-        snapshot = self._board.get(row.terminal_id)
+        snapshot = self._board.get(row.terminal_id or "")
         if snapshot is not None and snapshot.busy:
             raise RpcError(
                 Reason.CONFLICT,

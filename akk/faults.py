@@ -56,6 +56,15 @@ class Point(enum.StrEnum):
     # Cancel.
     INTERRUPT_RESERVED = "interrupt_reserved"  # after the cancel's reservation, before the key
     INTERRUPT_SENT = "interrupt_sent"  # after the interrupt key, before its stage
+    # A Turn on the Codex app-server backend, under the BackendActor and the TurnActor.
+    BACKEND_THREAD_START = "backend_thread_start"  # before thread/start is written
+    BACKEND_THREAD_STARTED = "backend_thread_started"  # after its result, before it is stored
+    BACKEND_THREAD_PERSISTED = "backend_thread_persisted"  # after the thread id committed
+    BACKEND_TURN_SENDING = "backend_turn_sending"  # after `maybe_sent` committed, before turn/start
+    BACKEND_TURN_WRITTEN = "backend_turn_written"  # after turn/start's result, before it is stored
+    BACKEND_TURN_ACCEPTED = "backend_turn_accepted"  # after the native turn id committed
+    BACKEND_TURN_RUNNING = "backend_turn_running"  # during the turn (a TurnActor's look)
+    BACKEND_COMPLETED = "backend_completed"  # after turn/completed, before the outcome commits
     # The outbox.
     LEASED = "leased"  # after a notification's lease committed, before it is sent
     DELIVERED = "delivered"  # after the event frame was written, before the ack
@@ -84,6 +93,18 @@ SEND_POINTS = (
 )
 """Every point a managed send passes, in order (the fault tests and bench visit each)."""
 
+
+BACKEND_POINTS = (
+    Point.BACKEND_THREAD_START,
+    Point.BACKEND_THREAD_STARTED,
+    Point.BACKEND_THREAD_PERSISTED,
+    Point.BACKEND_TURN_SENDING,
+    Point.BACKEND_TURN_WRITTEN,
+    Point.BACKEND_TURN_ACCEPTED,
+    Point.BACKEND_TURN_RUNNING,
+    Point.BACKEND_COMPLETED,
+)
+"""Every point a backend send passes, in order (the backend fault tests visit each)."""
 
 ANSWER_POINTS = (
     Point.ANSWER_RESERVED,

@@ -27,6 +27,7 @@ from akk.protocol.excerpt import excerpt
 from akk.protocol.projection import project_snapshot
 from akk.protocol.schema import OPERATOR_METHODS, PROTOCOL_VERSION
 from akk.screen.fingerprint import IdMinter
+from akk.session_calls import SessionCalls
 from akk.store import credentials
 from akk.store.reader import StoreReader
 from akk.terminals import TerminalBoard, terminal_row
@@ -72,7 +73,9 @@ class Methods:
         interactions: InteractionCalls,
         callbacks: CallbackCalls,
         watches: WatchCalls,
+        sessions: SessionCalls,
     ) -> None:
+        self._sessions = sessions
         self._watches = watches
         self._callbacks = callbacks
         self._interactions = interactions
@@ -177,7 +180,9 @@ class Methods:
         return await self._turns.listing(owner, self._board.rows())
 
     async def _send(self, peer: Peer, params: dict[str, Any]) -> dict[str, Any]:
-        return await self._turns.send(peer.controller_id, params)
+        if "terminal_id" in params:
+            return await self._turns.send(peer.controller_id, params)
+        return await self._sessions.send(peer.controller_id, params)
 
     async def _respond(self, peer: Peer, params: dict[str, Any]) -> dict[str, Any]:
         return await self._turns.respond(

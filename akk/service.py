@@ -17,11 +17,13 @@ from typing import Any
 import attrs
 import trio
 
+from akk.actors.backend import BackendDesk, CodexSetup, find_codex
 from akk.actors.destination import DestinationDesk, OutboxPolicy
 from akk.actors.store import StoreActor
 from akk.actors.supervisor import ChildSpec, Supervisor
-from akk.actors.turn import TurnDesk
+from akk.actors.turn_desk import TurnDesk
 from akk.actors.watcher import TmuxWatcher, default_socket
+from akk.appserver import rpc
 from akk.auth import CredentialBook
 from akk.callback_calls import CallbackCalls
 from akk.connections import ConnectionRegistry
@@ -38,6 +40,8 @@ from akk.interaction_calls import InteractionCalls
 from akk.methods import Methods
 from akk.screen.fingerprint import IdMinter
 from akk.server import ControllerServer, Limits, ServerSettings
+from akk.session_calls import SessionCalls
+from akk.sessions import policy
 from akk.store import credentials
 from akk.store.database import open_store
 from akk.store.location import StateDir
@@ -66,6 +70,15 @@ class ServiceConfig:
     poll_interval: float = DEFAULT_INTERVAL
     turns: TurnSettings = attrs.field(factory=TurnSettings)
     outbox: OutboxPolicy = attrs.field(factory=OutboxPolicy)
+    codex_bin: str | None = None
+    """The Codex for the app-server backend (None: `codex` on PATH)."""
+    codex_home: str | None = None
+    """Its CODEX_HOME (None: $CODEX_HOME, else ~/.codex)."""
+    codex_env: tuple[tuple[str, str], ...] | None = None
+    """The app-server's environment (None: AKK's own)."""
+    codex_tap: rpc.Tap | None = attrs.field(default=None, eq=False, repr=False)
+    """Sees every app-server message (tests check them against the version's schema)."""
+    sessions: policy.Limits = attrs.field(factory=policy.Limits)
 
 
 @attrs.frozen
@@ -138,10 +151,23 @@ async def run_service(
                 policy=config.outbox,
             )
             turn_supervisor = Supervisor("turns", max_restarts=50, period=10.0)
+            backend_supervisor = Supervisor("backends", max_restarts=5, period=30.0)
+            setup = await find_codex(config.codex_bin, _codex_home(config), versions)
+            if isinstance(setup, CodexSetup):
+                setup = attrs.evolve(setup, env=config.codex_env, tap=config.codex_tap)
+                log.info("app-server backend: codex-cli %s at %s", setup.version, setup.binary)
+            else:
+                log.info("app-server backend unavailable: %s", setup)
+            backends = BackendDesk(
+                backend_supervisor, setup=setup, store=store, reader=reader.run,
+                cwd=str(config.state.path),
+            )  # fmt: skip
+            await root.start_child(ChildSpec("backends", backend_supervisor.run))
             ids = IdMinter(config.state.id_secret())
             desk = TurnDesk(
                 turn_supervisor, store=store, reader=reader.run, board=board,
                 notify=destinations.wake, ids=ids, accept_seconds=config.turns.accept_seconds,
+                backends=backends,
             )  # fmt: skip
             await root.start_child(ChildSpec("destinations", destination_supervisor.run))
             await root.start_child(ChildSpec("outbox", destinations.run))
@@ -159,7 +185,7 @@ async def run_service(
             await root.start_child(ChildSpec("turn clock", desk.clock))
             interaction_calls = InteractionCalls(
                 store=store, reader=reader, board=board, ids=ids, destinations=destinations,
-                desk=desk, offer_minutes=config.turns.offer_minutes,
+                desk=desk, backends=backends, offer_minutes=config.turns.offer_minutes,
             )  # fmt: skip
             turn_calls = TurnCalls(
                 store=store, reader=reader, board=board, desk=desk, destinations=destinations,
@@ -168,6 +194,10 @@ async def run_service(
             callback_calls = CallbackCalls(
                 store=store, reader=reader, board=board, destinations=destinations
             )
+            session_calls = SessionCalls(
+                store=store, reader=reader, desk=desk, backends=backends,
+                destinations=destinations, settings=config.turns, limits=config.sessions,
+            )  # fmt: skip
             watch_calls = WatchCalls(
                 store=store, reader=reader, board=board, desk=desk, destinations=destinations,
                 settings=config.turns,
@@ -201,6 +231,7 @@ async def run_service(
                 interactions=interaction_calls,
                 callbacks=callback_calls,
                 watches=watch_calls,
+                sessions=session_calls,
             )
             server_settings = ServerSettings(
                 host=config.host, port=config.port, limits=config.limits.fit_descriptors()
@@ -222,6 +253,12 @@ async def run_service(
         if endpoint is not None:
             remove_endpoint(config.state, endpoint)
         prepared.lock.release()
+
+
+def _codex_home(config: ServiceConfig) -> str:
+    if config.codex_home is not None:
+        return config.codex_home
+    return os.environ.get("CODEX_HOME") or os.path.expanduser("~/.codex")
 
 
 async def serve_until_signal(config: ServiceConfig, on_ready: Callable[[Endpoint], None]) -> None:

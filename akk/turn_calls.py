@@ -24,14 +24,15 @@ from akk.actors.terminal import (
     TaskReceipt,
     dispatch_task,
 )
-from akk.actors.turn import Cancel, CancelResult, Close, TurnDesk
+from akk.actors.turn import Cancel, CancelResult, Close
+from akk.actors.turn_desk import TurnDesk
 from akk.evidence import request_digest
 from akk.faults import Point
 from akk.interaction_calls import InteractionCalls
 from akk.profiles.composer import unprovable
 from akk.protocol.errors import Reason, RpcError
 from akk.protocol.excerpt import excerpt
-from akk.store import audit, dispatches, outbox, turns
+from akk.store import audit, dispatches, outbox, sessions, turns
 from akk.store.reader import StoreReader
 from akk.store.turns import Turn, TurnState
 from akk.terminals import TerminalBoard, terminal_row
@@ -75,12 +76,7 @@ class TurnCalls:
         self._settings = settings
 
     async def send(self, controller_id: str, params: dict[str, Any]) -> dict[str, Any]:
-        terminal_id = params.get("terminal_id")
-        if terminal_id is None:
-            raise RpcError(
-                Reason.INVALID_PARAMS,
-                "this server sends into terminals only for now: pass terminal_id (from list)",
-            )
+        terminal_id: str = params["terminal_id"]
         text: str = params["request"]
         _check_request(text)
         client_request_id: str = params["client_request_id"]
@@ -190,11 +186,12 @@ class TurnCalls:
 
     async def listing(self, owner: str | None, terminals: list[dict[str, Any]]) -> dict[str, Any]:
         """`list`: terminals with their Turn and actions, the caller's Turns and Watches."""
-        mine, held, retryable = await self._reader.run(
+        mine, held, retryable, owned_sessions = await self._reader.run(
             lambda conn: (
                 turns.of_controller(conn, owner),
                 {t.terminal_id: t for t in turns.unresolved(conn)},
                 outbox.retryable_records(conn, owner),
+                sessions.listing(conn, owner),
             )
         )
         for row in terminals:
@@ -222,6 +219,7 @@ class TurnCalls:
             "terminals": terminals,
             "turns": [shown(t) for t in mine if not t.is_watch],
             "watches": [shown(t) for t in mine if t.is_watch],
+            "sessions": owned_sessions,
         }
 
     async def status(self, controller_id: str, operator: bool, turn_id: str) -> dict[str, Any]:

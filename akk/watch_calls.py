@@ -32,7 +32,8 @@ from akk.actors.destination import DestinationDesk
 from akk.actors.runtime import ActorError, ActorStopped, AskTimeout, MailboxFull
 from akk.actors.store import transact
 from akk.actors.terminal import Reconcile
-from akk.actors.turn import GONE_GRACE, Close, Outcome, Reload, TurnDesk, file_outcome
+from akk.actors.turn import GONE_GRACE, Close, Outcome, Reload, file_outcome
+from akk.actors.turn_desk import TurnDesk
 from akk.profiles.observation import State
 from akk.protocol.errors import Reason, RpcError
 from akk.store import audit, outbox, terminals, turns

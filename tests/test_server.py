@@ -40,7 +40,12 @@ async def test_hello_and_empty_list(live_server: LiveServer) -> None:
         async with connect(live_server.url, live_server.controllers["c1"]) as ctl:
             assert ctl.server["protocol"] == 1
             assert {"hello", "list"} <= set(ctl.server["capabilities"]["methods"])
-            assert await ctl.call("list") == {"terminals": [], "turns": [], "watches": []}
+            assert await ctl.call("list") == {
+                "terminals": [],
+                "turns": [],
+                "watches": [],
+                "sessions": [],
+            }
 
 
 @pytest.mark.parametrize("value", [None, "Bearer wrong-token", "Basic {token}", "{token}"])

@@ -28,7 +28,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from contextlib import suppress
 from typing import Any
 
 import apsw
@@ -36,9 +35,8 @@ import attrs
 import trio
 
 from akk import evidence, faults
-from akk.actors.runtime import Actor, ActorRef, ActorStopped, MailboxFull, Rank, StopActor
+from akk.actors.runtime import Actor, ActorRef, Rank, StopActor
 from akk.actors.store import transact
-from akk.actors.supervisor import ChildSpec, Restart, Supervisor, UnknownChild
 from akk.actors.terminal import Interrupt, InterruptReceipt, interrupt
 from akk.faults import Point
 from akk.profiles.observation import State
@@ -532,90 +530,3 @@ def _summary(final: str | None) -> str:
         return "the agent finished the Turn"
     first = redact(final.strip().splitlines()[0] if final.strip() else "")
     return first[:200]
-
-
-class TurnDesk:
-    """Starts a TurnActor per unresolved Turn under the turns supervisor, and ticks them."""
-
-    def __init__(
-        self,
-        supervisor: Supervisor,
-        *,
-        store: ActorRef,
-        reader: Callable[[Callable[[apsw.Connection], Any]], Any],
-        board: TerminalBoard,
-        notify: Notify,
-        ids: IdMinter,
-        accept_seconds: float,
-    ) -> None:
-        self._supervisor = supervisor
-        self._ids = ids
-        self._prompts: dict[str, Appearance | None] = {}
-        board.listen(self._published)
-        self._accept_seconds = accept_seconds
-        self._store = store
-        self._reader = reader
-        self._board = board
-        self._notify = notify
-
-    async def follow(self, turn_id: str, *, enter_at: float | None = None) -> None:
-        """Start following ``turn_id`` (idempotent)."""
-        if turn_id in self._supervisor.child_keys():
-            return
-        await self._supervisor.start_child(
-            ChildSpec(
-                key=turn_id,
-                start=lambda: TurnActor(
-                    turn_id, store=self._store, reader=self._reader, board=self._board,
-                    notify=self._notify, ids=self._ids, enter_at=enter_at,
-                    accept_seconds=self._accept_seconds,
-                ),
-                restart=Restart.TRANSIENT,
-            )
-        )  # fmt: skip
-
-    def _published(self, snapshot: TerminalSnapshot) -> None:
-        """A terminal shows a different prompt (or none): look at once, not at the next tick."""
-        terminal_id = snapshot.identity.terminal_id
-        if snapshot.busy or self._prompts.get(terminal_id, False) == snapshot.seen:
-            return
-        self._prompts[terminal_id] = snapshot.seen
-        self._tick_all()
-
-    def _tick_all(self) -> None:
-        for key in self._supervisor.child_keys():
-            with suppress(MailboxFull, ActorStopped, UnknownChild):
-                self._supervisor.ref(key).tell(Tick())
-
-    def ref(self, turn_id: str) -> ActorRef | None:
-        if turn_id not in self._supervisor.child_keys():
-            return None
-        return self._supervisor.ref(turn_id)
-
-    async def resume(self) -> int:
-        """After a start: every unresolved Turn is followed again.
-
-        A dispatch left reserved or half-typed by the previous run may have typed
-        anything: it becomes ``uncertain`` and its Turn too. An answer left open
-        (its postcondition unproven) becomes ``uncertain`` with a
-        ``response_uncertain`` event; its Turn runs on. Nothing is typed or
-        submitted again; the Turn's own evidence may still prove acceptance,
-        otherwise it fails as ``uncertain`` after the acceptance bound.
-        """
-
-        def recover(conn: apsw.Connection) -> list[str]:
-            now = time.time()
-            for dispatch in dispatches.all_open(conn):
-                turns.orphaned(conn, dispatch, "interrupted_by_restart", now)
-            return [t.turn_id for t in turns.unresolved(conn)]
-
-        open_turns = await transact(self._store, recover)
-        for turn_id in open_turns:
-            await self.follow(turn_id)
-        return len(open_turns)
-
-    async def clock(self) -> None:
-        """Tick every followed Turn every TICK seconds (runs until cancelled)."""
-        while True:
-            await trio.sleep(TICK)
-            self._tick_all()

@@ -190,6 +190,10 @@ class AppServer:
         """The app-server's pid (also its process group id)."""
         return self.process.pid
 
+    def start_ticks(self) -> int | None:
+        """The process's start time (clock ticks since boot): with the pid, its identity."""
+        return self._start_ticks
+
     @property
     def closed_reason(self) -> str | None:
         """None while the connection is open, else why it closed."""
@@ -518,6 +522,24 @@ async def _kill_group(pgid: int) -> tuple[int, ...]:
                 break
             await trio.sleep(0.02)
     return left
+
+
+async def end_orphan(pid: int, ticks: int) -> bool:
+    """End an app-server an earlier AKK process started (its pipes died with that process).
+
+    ``ticks`` is its recorded start time: a pid now naming another process is left
+    alone. SIGTERM, then SIGKILL, to its process group, each with a bounded wait on
+    /proc (it is not our child: init reaps it). Returns whether it is gone.
+    """
+    for sig, seconds in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 5.0)):
+        if start_ticks(pid) != ticks:
+            return True
+        _signal_group(pid, sig)
+        for _ in range(int(seconds / 0.05)):
+            if start_ticks(pid) != ticks:
+                break
+            await trio.sleep(0.05)
+    return start_ticks(pid) != ticks
 
 
 @asynccontextmanager

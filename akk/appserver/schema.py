@@ -72,6 +72,11 @@ class Message:
     body: Mapping[str, Any]
 
 
+RESUME_VERIFIED = frozenset({"0.153.4", "0.154.0", "0.155.1", "0.169.0"})
+"""Codex versions whose `thread/resume` in a new app-server process is proven to continue
+the thread (tests/lab/test_backend.py: the model's next request holds the earlier turns)."""
+
+
 def versions() -> tuple[str, ...]:
     """The Codex versions with a committed schema, oldest first."""
     names = (p.name for p in resources.files("akk.appserver").joinpath("schemas").iterdir())

@@ -51,15 +51,18 @@ class RpcError(Exception):
         *,
         code: Code = Code.APPLICATION,
         detail: str | None = None,
+        data: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(message)
         self.reason = reason
         self.message = message
         self.code = code
         self.detail = detail
+        self.data = data or {}
+        """More facts for the controller under ``data`` (e.g. ``session_decision``)."""
 
     def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"reason": self.reason.value}
+        data: dict[str, Any] = self.data | {"reason": self.reason.value}
         if self.detail is not None:
             data["detail"] = self.detail
         return {"code": int(self.code), "message": self.message, "data": data}

@@ -205,11 +205,14 @@ METHODS: dict[str, dict[str, Any]] = {
     },
     "send": {
         "params": _one_of_ids(
-            ("terminal_id", "session_id"),
+            ("terminal_id", "session_id", "scope"),
             {
                 "request": _TEXT,
                 "client_request_id": _ID,
-                "scope": _params({}, {"task": _ID, "role": _ID}),
+                "scope": _params({"task": _ID, "role": _ID}, {"unit": _ID}),
+                "backend": {"enum": ["codex_app_server"]},
+                "cwd": {"type": "string", "minLength": 1, "maxLength": 4096},
+                "handoff": _TEXT,
             },
         )
         | {"required": ["request", "client_request_id"]},

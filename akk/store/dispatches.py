@@ -79,10 +79,10 @@ def reserve(
     *,
     controller_id: str,
     turn_id: str,
-    terminal_id: str,
+    terminal_id: str | None,
     kind: Kind,
     typing: str | None,
-    screen_seq: int,
+    screen_seq: int | None,
     now: float,
     interaction_id: str | None = None,
     offer_id: str | None = None,
@@ -90,6 +90,8 @@ def reserve(
     plan_sha256: str | None = None,
 ) -> Dispatch:
     """Reserve one input-bearing step; raises apsw.ConstraintError if the terminal has one open.
+
+    ``terminal_id`` None: an answer to an app-server request (no screen, no keys).
 
     An answer's reservation names the interaction and the offer it consumes and
     the digest of its key plan: the audit receipt (who, which interaction,

@@ -42,7 +42,8 @@ class OfferState(enum.StrEnum):
 @attrs.frozen
 class Interaction:
     interaction_id: str
-    terminal_id: str
+    terminal_id: str | None
+    """None: a server request of the Codex app-server (a backend Turn's prompt)."""
     turn_id: str | None
     kind: str
     fingerprint: bytes
@@ -90,7 +91,7 @@ def record(
     conn: apsw.Connection,
     *,
     interaction_id: str,
-    terminal_id: str,
+    terminal_id: str | None,
     turn_id: str | None,
     kind: str,
     seen: Appearance,

@@ -20,6 +20,10 @@ from akk.store import dispatches, outbox
 from akk.store.database import cas_update
 from akk.store.dispatches import Dispatch, Kind, Stage
 
+TERMINAL = "terminal"
+BACKEND = "app_server"
+"""``turns.backend``: a Turn typed into a terminal, or run on the Codex app-server."""
+
 
 class TurnState(enum.StrEnum):
     DISPATCHING = "dispatching"  # reserved; keys may be on their way
@@ -75,6 +79,8 @@ class Turn:
     revision: int
     task_kind: str = "managed_send"  # or "watch": a task a person started, observed only
     unwatched_at: float | None = None
+    session_id: str | None = None
+    """The AKK session (task, scope, role) a backend Turn runs in."""
 
     @property
     def unresolved(self) -> bool:
@@ -116,8 +122,8 @@ class Turn:
             "controller_id": self.controller_id,
             "client_request_id": None if self.is_watch else self.client_request_id,
             "terminal_id": self.terminal_id,
-            "backend": self.backend,
-            "session_id": self.native_session,
+            "backend": "codex_app_server" if self.backend == BACKEND else self.backend,
+            "session_id": self.session_id or self.native_session,
             "state": self.state.value,
             "round": self.round,
             "reason": self.reason,
@@ -195,13 +201,41 @@ def insert_watch(
     )  # fmt: skip
 
 
+def insert_backend(
+    conn: apsw.Connection,
+    *,
+    controller_id: str,
+    client_request_id: str,
+    session_id: str,
+    request_sha256: str,
+    request_chars: int,
+    inactivity_seconds: float,
+    lifetime_seconds: float,
+    now: float,
+) -> Turn:
+    """A Turn to run on the Codex app-server in ``session_id``: reserved, nothing sent yet.
+
+    Its evidence is the app-server's own answer (pending until turn/start's result
+    is stored).
+    """
+    return _insert(
+        conn, turn_id=new_turn_id(), controller_id=controller_id,
+        client_request_id=client_request_id, backend=BACKEND, session_id=session_id,
+        request_sha256=request_sha256, request_chars=request_chars,
+        state=TurnState.DISPATCHING.value, evidence_status="pending", evidence=None,
+        evidence_limit=None, inactivity_seconds=inactivity_seconds,
+        hard_deadline_at=now + lifetime_seconds, last_activity_at=now, created_at=now,
+        updated_at=now,
+    )  # fmt: skip
+
+
 def _insert(conn: apsw.Connection, **columns: object) -> Turn:
-    """Write one new terminal-backed row of ``turns`` with these columns; the row as stored."""
-    names = ["backend", *columns]
+    """Write one new row of ``turns`` with these columns (a terminal's unless ``backend``)."""
+    columns.setdefault("backend", TERMINAL)
+    names = list(columns)
     marks = ", ".join("?" * len(names))
     conn.execute(
-        f"INSERT INTO turns ({', '.join(names)}) VALUES ({marks})",
-        ("terminal", *columns.values()),
+        f"INSERT INTO turns ({', '.join(names)}) VALUES ({marks})", tuple(columns.values())
     )
     turn = get(conn, str(columns["turn_id"]))
     assert turn is not None

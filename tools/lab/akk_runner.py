@@ -8,11 +8,12 @@ operator would. The lab tests and the benches (`tools/bench_*.py`) share it.
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import subprocess
 import sys
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import aclosing, asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from typing import Any
 import attrs
 import trio
 
+from akk.appserver.rpc import Tap
 from akk.client import Controller, connect
 from akk.instance import Endpoint
 from akk.service import ServiceConfig, run_service
@@ -27,7 +29,9 @@ from akk.store import credentials
 from akk.store.database import open_store
 from akk.store.location import StateDir
 from akk.turn_calls import TurnSettings
-from tools.lab.launcher import LabSession
+from tools.lab.clients import Client
+from tools.lab.launcher import LabSession, Preseed, RunFiles, prepare
+from tools.lab.model_server import ModelServer
 
 OUTCOMES = frozenset({"done", "failed", "cancelled", "stalled", "timed_out"})
 
@@ -74,6 +78,48 @@ async def serving(
 
 
 @asynccontextmanager
+async def serving_backend(
+    client: Client,
+    tmp_path: Path,
+    model: ModelServer,
+    *names: str,
+    turns: TurnSettings | None = None,
+    preseed: Preseed | None = None,
+    tap: Tap | None = None,
+) -> AsyncIterator[tuple[Served, RunFiles]]:
+    """`akk serve` in this process with the app-server backend on ``client`` (no tmux pane).
+
+    CODEX_HOME and the working directory are the lab's, talking to ``model`` (which
+    the caller serves), under ``files.workdir.parent``. The watcher looks at a tmux
+    socket no server uses.
+    """
+    # The run's marker is its root's name: unique, so parallel runs never see each other.
+    root = tmp_path / f"lab-{secrets.token_hex(6)}"
+    root.mkdir()
+    files = prepare(client, root, model.port, preseed or Preseed())
+    assert files.codex_home is not None
+    state = StateDir(tmp_path / "akk")
+    tokens = mint_offline(state, *(names or ("ctl",)))
+    config = ServiceConfig(
+        state=state,
+        port=0,
+        tmux_sockets=(str(tmp_path / "no-tmux-server"),),
+        poll_interval=0.1,
+        turns=turns or TurnSettings(),
+        codex_bin=str(client.binary()),
+        codex_home=str(files.codex_home),
+        codex_env=tuple(files.env.items()),
+        codex_tap=tap,
+    )
+    async with trio.open_nursery() as nursery:
+        endpoint = await nursery.start(
+            lambda task_status: run_service(config, task_status=task_status)
+        )
+        yield Served(endpoint, state, tokens), files
+        nursery.cancel_scope.cancel()
+
+
+@asynccontextmanager
 async def two_controllers(
     lab: LabSession, tmp_path: Path, turns: TurnSettings | None = None
 ) -> AsyncIterator[tuple[Served, Controller, Controller]]:
@@ -114,10 +160,18 @@ async def outcome(ctl: Controller, record_id: str, timeout: float = 60) -> dict[
 class AkkProcess:
     """`akk serve` as a child process that a test can SIGKILL and start again."""
 
-    def __init__(self, lab: LabSession, tmp_path: Path, *names: str) -> None:
+    def __init__(
+        self,
+        lab: LabSession | None,
+        tmp_path: Path,
+        *names: str,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        """``lab`` None: no pane (the app-server backend); ``env``: more environment."""
         self.state = StateDir(tmp_path / "akk")
         self.tokens = mint_offline(self.state, *(names or ("ctl",)))
-        self._socket = str(lab.socket)
+        self._socket = str(lab.socket if lab is not None else tmp_path / "no-tmux-server")
+        self._env = dict(env or {})
         self._tmp = tmp_path
         self.proc: subprocess.Popen[str] | None = None
         self.url = ""
@@ -125,6 +179,7 @@ class AkkProcess:
     def start(self, fault: str | None = None, *options: str) -> str:
         env = {
             **os.environ,
+            **self._env,
             "AKK_STATE_DIR": str(self.state.path),
             "TMUX_TMPDIR": str(self._tmp),
         }

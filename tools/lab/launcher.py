@@ -105,6 +105,9 @@ class Preseed:
     """Codex's `model`; another name is not in the lab's model catalog (a warning shows)."""
     codex_status_line: tuple[str, ...] | None = None
     """Codex's `[tui] status_line` items (None: the client's default; (): no status line)."""
+    codex_features: tuple[str, ...] = ()
+    """Codex `[features]` turned on, e.g. default_mode_request_user_input (questions outside
+    Plan mode, which is how the app-server gets them)."""
 
     @property
     def ready(self) -> bool:
@@ -404,6 +407,7 @@ def _codex_config(workdir: Path, port: int, preseed: Preseed, catalog: Path) -> 
         # 0.169.0 otherwise starts an app-server daemon that outlives the TUI.
         "[features]",
         "daemon_auto_start = false",
+        *(f"{feature} = true" for feature in preseed.codex_features),
     ]
     if preseed.codex_status_line is not None:
         lines += ["", "[tui]", f"status_line = {json.dumps(list(preseed.codex_status_line))}"]

@@ -1,0 +1,307 @@
+"""What an app-server server request asks, projected for controllers, and the answer to send.
+
+Pure. A server request is the backend's prompt. It is fingerprinted over its
+canonical content and ids (method, request id, params, and the process
+generation that sent it), so the ids minted from it change whenever any of
+those do, exactly as a screen prompt's ids change with its cells. The
+projection has the same schema as a terminal's (PROTOCOL.md); ids are opaque,
+labels presentation only, and raw wire values never appear.
+
+Decisions: only what the request's `availableDecisions` lists is ever sent (a
+request without the list: the version's one-time decisions), and never a
+persistent one (`acceptForSession`, execpolicy or network amendments).
+`approve_once` is `accept`; `reject` is `decline`, else `cancel`. A question
+marked `isSecret` is `manual_required`: AKK never relays secret input.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from akk.appserver.rpc import ServerRequest
+from akk.profiles.observation import InteractionKind, OptionRole, ResponseKind
+from akk.protocol.errors import Reason, RpcError
+from akk.protocol.projection import SCHEMA
+from akk.protocol.redaction import redact
+from akk.screen.fingerprint import Appearance, IdMinter
+
+PERMISSIONS: Mapping[str, str] = {
+    "item/commandExecution/requestApproval": "Run this command?",
+    "item/fileChange/requestApproval": "Apply these file changes?",
+}
+QUESTIONS = "item/tool/requestUserInput"
+
+_ONE_TIME = ("accept", "decline", "cancel")
+"""Wire decisions that decide this request only; everything else persists."""
+
+
+@attrs.frozen
+class BackendPrompt:
+    """One server request as an interaction: its appearance, projection and wire facts."""
+
+    request_id: int | str
+    method: str
+    kind: InteractionKind
+    thread_id: str | None
+    native_turn_id: str | None
+    seen: Appearance
+    projection: dict[str, Any]
+    decisions: Mapping[str, str] = attrs.field(factory=dict)
+    """Public decision -> the wire decision sent for it (available, one-time ones only)."""
+    questions: tuple[Mapping[str, Any], ...] = ()
+
+    @property
+    def interaction_id(self) -> str:
+        return str(self.projection["interaction_id"])
+
+    @property
+    def actionable(self) -> bool:
+        return "manual_reason" not in self.projection
+
+
+def fingerprint(request: ServerRequest, generation: int) -> bytes:
+    """SHA-256 of the request's canonical content and ids, and the process that sent it."""
+    canonical = json.dumps(
+        {"generation": generation, "id": request.id, "method": request.method,
+         "params": request.params},
+        sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+    )  # fmt: skip
+    return hashlib.sha256(canonical.encode()).digest()
+
+
+def prompt_of(
+    request: ServerRequest, *, generation: int, ids: IdMinter, turn_id: str | None
+) -> BackendPrompt:
+    """The interaction ``request`` is (any method: an unknown one is projected manual_required)."""
+    params = request.params if isinstance(request.params, dict) else {}
+    seen = Appearance(fingerprint(request, generation), generation)
+    make = functools.partial(
+        BackendPrompt,
+        request_id=request.id,
+        method=request.method,
+        thread_id=_text(params.get("threadId")),
+        native_turn_id=_text(params.get("turnId")),
+        seen=seen,
+    )
+    if request.method in PERMISSIONS:
+        decisions = _decisions(params)
+        projection = _permission(request.method, params, decisions, seen, ids, turn_id)
+        return make(kind=InteractionKind.PERMISSION, projection=projection, decisions=decisions)
+    if request.method == QUESTIONS:
+        questions = tuple(q for q in params.get("questions") or [] if isinstance(q, dict))
+        projection = _questionnaire(questions, seen, ids, turn_id)
+        return make(kind=InteractionKind.QUESTIONNAIRE, projection=projection, questions=questions)
+    projection = _base(InteractionKind.CONFIRMATION, seen, ids, turn_id, [])
+    projection |= {
+        "state": "manual_required",
+        "manual_reason": f"unsupported_request: {request.method[:80]}",
+    }
+    return make(kind=InteractionKind.CONFIRMATION, projection=projection)
+
+
+def decision_result(prompt: BackendPrompt, value: str) -> dict[str, Any]:
+    """`approve {decision}`: the result to send, or RpcError (nothing sent)."""
+    if prompt.kind is not InteractionKind.PERMISSION:
+        raise RpcError(
+            Reason.INVALID_PARAMS,
+            f"the pending interaction is a {prompt.kind.value}, not a permission; answer it "
+            "with respond_interaction",
+        )
+    wire = prompt.decisions.get(value)
+    if wire is None:
+        raise RpcError(
+            Reason.MANUAL_REQUIRED,
+            f"the app-server does not offer a one-time {value} for this request (it lists "
+            f"{sorted(prompt.decisions) or 'no one-time decision'}); AKK sends nothing else",
+        )
+    return {"decision": wire}
+
+
+def answers_result(
+    prompt: BackendPrompt, answers: Sequence[Mapping[str, Any]], ids: IdMinter
+) -> dict[str, Any]:
+    """`respond_interaction {answers}` on a question request: one answer per question."""
+    if prompt.kind is not InteractionKind.QUESTIONNAIRE:
+        raise RpcError(
+            Reason.INVALID_PARAMS,
+            f"this interaction is a {prompt.kind.value}; answer a permission with approve "
+            "{turn_id, decision}",
+        )
+    if not prompt.actionable:
+        raise RpcError(
+            Reason.MANUAL_REQUIRED,
+            f"AKK does not answer this request ({prompt.projection['manual_reason']}); a person "
+            "must",
+        )
+    by_id = {ids.question_id(prompt.seen, i): i for i in range(len(prompt.questions))}
+    given: dict[int, list[str]] = {}
+    for answer in answers:
+        index = by_id.get(str(answer.get("question_id")))
+        if index is None or index in given:
+            raise RpcError(
+                Reason.INVALID_PARAMS,
+                "each answer must name one question_id of this interaction, once (ids change "
+                "whenever the request does); call status and use its ids",
+            )
+        given[index] = _one(prompt, index, answer, ids)
+    if len(given) != len(prompt.questions):
+        raise RpcError(
+            Reason.INVALID_PARAMS,
+            f"this request asks {len(prompt.questions)} questions and takes them together: "
+            "send one answer for each (batch_response)",
+        )
+    wire = {str(prompt.questions[i].get("id")): {"answers": values} for i, values in given.items()}
+    return {"answers": wire}
+
+
+def _one(prompt: BackendPrompt, index: int, answer: Mapping[str, Any], ids: IdMinter) -> list[str]:
+    question = prompt.questions[index]
+    options = _options(question)
+    if answer.get("response_kind") == ResponseKind.FREE_TEXT.value:
+        text = answer.get("text")
+        if not (question.get("isOther") or not options) or not isinstance(text, str):
+            raise RpcError(
+                Reason.INVALID_PARAMS,
+                "this question takes no free text; answer with selected_option_ids from status",
+            )
+        if not text.strip():
+            raise RpcError(Reason.INVALID_PARAMS, "the free text is empty; send the answer")
+        return [text]
+    chosen = answer.get("selected_option_ids") or []
+    by_id = {ids.option_id(prompt.seen, index, row): row for row in range(len(options))}
+    rows = [by_id.get(str(option_id)) for option_id in chosen]
+    if len(rows) != 1 or rows[0] is None:
+        raise RpcError(
+            Reason.INVALID_PARAMS,
+            "choose exactly one option_id of this question (single_select); ids change "
+            "whenever the request does: call status and use its ids",
+        )
+    if answer.get("response_kind") != ResponseKind.SINGLE_SELECT.value:
+        raise RpcError(Reason.INVALID_PARAMS, "this question's response_kind is single_select")
+    return [str(options[rows[0]].get("label"))]
+
+
+def _decisions(params: Mapping[str, Any]) -> dict[str, str]:
+    listed = params.get("availableDecisions")
+    available = (
+        {d for d in listed if isinstance(d, str) and d in _ONE_TIME}
+        if isinstance(listed, list)
+        else set(_ONE_TIME)
+    )
+    decisions = {}
+    if "accept" in available:
+        decisions["approve_once"] = "accept"
+    reject = next((d for d in ("decline", "cancel") if d in available), None)
+    if reject is not None:
+        decisions["reject"] = reject
+    return decisions
+
+
+def _permission(
+    method: str,
+    params: Mapping[str, Any],
+    decisions: Mapping[str, str],
+    seen: Appearance,
+    ids: IdMinter,
+    turn_id: str | None,
+) -> dict[str, Any]:
+    labels = {"approve_once": ("Yes", OptionRole.APPROVE_ONCE), "reject": ("No", OptionRole.REJECT)}
+    options = [
+        {"option_id": ids.option_id(seen, 0, row), "label": label, "role": role.value}
+        for row, (decision, (label, role)) in enumerate(labels.items())
+        if decision in decisions
+    ]
+    question: dict[str, Any] = {
+        "question_id": ids.question_id(seen, 0),
+        "header": "Permission",
+        "prompt": redact(_text(params.get("reason")) or PERMISSIONS[method]),
+        "required": True,
+        "response_kind": ResponseKind.CONFIRM.value,
+        "options": options,
+    }
+    detail = _text(params.get("command")) or _text(params.get("grantRoot"))
+    if detail:
+        question["detail"] = redact(detail)
+    if _text(params.get("cwd")):
+        question["cwd"] = redact(str(params["cwd"]))
+    projection = _base(InteractionKind.PERMISSION, seen, ids, turn_id, [question])
+    projection["decisions"] = [d for d in ("approve_once", "reject") if d in decisions]
+    if not decisions:
+        projection |= {"state": "manual_required", "manual_reason": "no_one_time_decision"}
+    return projection
+
+
+def _questionnaire(
+    questions: Sequence[Mapping[str, Any]], seen: Appearance, ids: IdMinter, turn_id: str | None
+) -> dict[str, Any]:
+    shown = []
+    for index, question in enumerate(questions):
+        options = _options(question)
+        shown.append(
+            {
+                "question_id": ids.question_id(seen, index),
+                "header": redact(_text(question.get("header")) or ""),
+                "prompt": redact(_text(question.get("question")) or ""),
+                "required": True,
+                "response_kind": (
+                    ResponseKind.SINGLE_SELECT if options else ResponseKind.FREE_TEXT
+                ).value,
+                "options": [
+                    _option(ids.option_id(seen, index, row), option)
+                    for row, option in enumerate(options)
+                ],
+                "free_text": bool(question.get("isOther")) or not options,
+            }
+        )
+    projection = _base(InteractionKind.QUESTIONNAIRE, seen, ids, turn_id, shown)
+    projection["capabilities"] = {
+        "batch_response": True,
+        "free_text": any(q["free_text"] for q in shown),
+        "multi_select": False,
+    }
+    if any(q.get("isSecret") for q in questions):
+        projection |= {"state": "manual_required", "manual_reason": "secret_input"}
+    return projection
+
+
+def _base(
+    kind: InteractionKind,
+    seen: Appearance,
+    ids: IdMinter,
+    turn_id: str | None,
+    questions: list[dict[str, Any]],
+) -> dict[str, Any]:
+    return {
+        "schema": SCHEMA,
+        "version": 1,
+        "interaction_id": ids.interaction_id(seen),
+        "turn_id": turn_id,
+        "agent": "codex",
+        "kind": kind.value,
+        "state": "pending",
+        "step": {"index": 1, "total": 1},
+        "questions": questions,
+        "capabilities": {"batch_response": False, "free_text": False, "multi_select": False},
+    }
+
+
+def _option(option_id: str, option: Mapping[str, Any]) -> dict[str, Any]:
+    shown = {"option_id": option_id, "label": redact(_text(option.get("label")) or "")}
+    if _text(option.get("description")):
+        shown["description"] = redact(str(option["description"]))
+    return shown
+
+
+def _options(question: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    options = question.get("options")
+    return [o for o in options if isinstance(o, dict)] if isinstance(options, list) else []
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None

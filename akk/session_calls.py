@@ -1,0 +1,298 @@
+"""`send` on the Codex app-server backend: sessions owned by task, scope and role.
+
+`send {scope: {task, role, unit?}, backend: "codex_app_server", cwd, request,
+client_request_id}` (or `send {session_id, …}`) runs one Turn on the
+app-server. The policy (`akk.sessions.policy`) decides from stored facts
+whether it continues the owner's thread (resume), starts one (create),
+replaces it (rebuild, with the controller's optional `handoff` first in the
+new thread) or must wait (`reconcile_required`, nothing started). The
+decision is taken again inside the reservation's transaction, so two sends
+racing for one thread cannot both pass; then the BackendActor dispatches it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import apsw
+import attrs
+import trio
+
+from akk.actors.backend import BackendDesk, BackendHost, ReadBinding, StartReceipt, StartTurn
+from akk.actors.destination import DestinationDesk
+from akk.actors.runtime import ActorError, AskTimeout
+from akk.actors.store import transact
+from akk.actors.turn_desk import TurnDesk
+from akk.appserver import rpc
+from akk.appserver.schema import RESUME_VERIFIED
+from akk.evidence import request_digest
+from akk.protocol.errors import Reason, RpcError
+from akk.sessions import policy
+from akk.store import sessions, turns
+from akk.store.reader import StoreReader
+from akk.store.sessions import SessionRow, ThreadIntent
+from akk.store.turns import Turn
+from akk.turn_calls import MAX_REQUEST_CHARS, TurnSettings
+
+BACKEND_NAME = "codex_app_server"
+
+START_TIMEOUT = 60.0
+"""How long `send` waits for the BackendActor's receipt (thread and turn/start)."""
+
+MAX_HANDOFF_CHARS = 50_000
+
+
+@attrs.frozen
+class _Reserved:
+    turn: Turn
+    decision: policy.Decision
+    text: str
+
+
+class SessionCalls:
+    def __init__(
+        self,
+        *,
+        store: Any,
+        reader: StoreReader,
+        desk: TurnDesk,
+        backends: BackendDesk,
+        destinations: DestinationDesk,
+        settings: TurnSettings,
+        limits: policy.Limits,
+    ) -> None:
+        self._store = store
+        self._reader = reader
+        self._desk = desk
+        self._backends = backends
+        self._destinations = destinations
+        self._settings = settings
+        self._limits = limits
+
+    async def send(self, controller_id: str, params: dict[str, Any]) -> dict[str, Any]:
+        text: str = params["request"]
+        handoff: str | None = params.get("handoff")
+        _check_text(text, "request")
+        if handoff is not None:
+            _check_text(handoff, "handoff")
+        client_request_id: str = params["client_request_id"]
+        existing = await self._reader.run(
+            lambda conn: _with_session(
+                conn, turns.by_request(conn, controller_id, client_request_id)
+            )
+        )
+        if existing is not None:
+            return _repeat(*existing, _sent(text, handoff))
+        owner = await self._owner(controller_id, params)
+        host = await self._host()
+        binding = await self._binding(host, owner.workspace)
+        request = policy.Request(owner, binding, fresh_context=handoff is not None)
+        decision = await self._reader.run(lambda conn: self._decide(conn, request))
+        if decision.action is policy.Action.WAIT:
+            raise _wait(decision)
+        setup = host.setup
+        now = time.time()
+
+        def reserve(conn: apsw.Connection) -> _Reserved:
+            # Decided again here: the StoreActor runs one transaction at a time.
+            decision = self._decide(conn, request)
+            if decision.action is policy.Action.WAIT:
+                raise _wait(decision)
+            current = sessions.current(conn, owner)
+            if decision.action is policy.Action.RESUME:
+                assert current is not None
+                session = sessions.update(
+                    conn, current, decision_action=decision.action.value,
+                    decision_reason=decision.reason, updated_at=now,
+                )  # fmt: skip
+            else:
+                replaced = current if decision.action is policy.Action.REBUILD else None
+                session = sessions.create(
+                    conn, owner=owner, binding=binding, codex_home=setup.home,
+                    decision=decision, now=now, replaces=replaced,
+                )  # fmt: skip
+            sent = _sent(text, handoff)
+            turn = turns.insert_backend(
+                conn, controller_id=controller_id, client_request_id=client_request_id,
+                session_id=session.session_id, request_sha256=request_digest(sent),
+                request_chars=len(text), inactivity_seconds=self._settings.inactivity_minutes * 60,
+                lifetime_seconds=self._settings.lifetime_minutes * 60, now=now,
+            )  # fmt: skip
+            intent = ThreadIntent.START if session.thread_id is None else ThreadIntent.RESUME
+            if session.thread_id in host.board.loaded:
+                intent = ThreadIntent.LOADED
+            sessions.reserve(conn, session, turn_id=turn.turn_id, round=1, thread_intent=intent,
+                             now=now)  # fmt: skip
+            return _Reserved(turn, decision, sent)
+
+        reserved = await transact(self._store, reserve)
+        turn = reserved.turn
+        try:
+            receipt = await host.ref.ask(
+                StartTurn(turn.turn_id, 1, reserved.text), timeout=START_TIMEOUT
+            )
+        except (AskTimeout, ActorError) as exc:
+            await self._desk.follow_backend(turn.turn_id, generation=None)
+            raise RpcError(
+                Reason.RESPONSE_UNCERTAIN,
+                f"the app-server did not confirm the turn ({exc.reason}); it may have started "
+                f"and will not be sent again. Turn {turn.turn_id} reconciles from the thread: "
+                "call status {turn_id}",
+                data={"turn_id": turn.turn_id, "session_decision": reserved.decision.public()},
+            ) from None
+        assert isinstance(receipt, StartReceipt)
+        turn = receipt.turn
+        if turn.unresolved:
+            await self._desk.follow_backend(turn.turn_id, generation=receipt.generation)
+        else:
+            self._destinations.wake(controller_id)
+        return _send_result(turn, reserved.decision)
+
+    def _decide(self, conn: apsw.Connection, request: policy.Request) -> policy.Decision:
+        def active(invocation: sessions.InvocationRow) -> bool:
+            turn = turns.get(conn, invocation.turn_id)
+            return turn is not None and turn.unresolved
+
+        verified = request.binding.agent_version in RESUME_VERIFIED
+        facts = sessions.facts(conn, request, resume_verified=verified, active_turn=active)
+        return policy.decide(facts, self._limits)
+
+    async def _owner(self, controller_id: str, params: dict[str, Any]) -> policy.Owner:
+        session_id = params.get("session_id")
+        if session_id is not None:
+            row: SessionRow | None = await self._reader.run(
+                lambda conn: sessions.get(conn, session_id)
+            )
+            if row is None or row.controller_id != controller_id:
+                raise RpcError(
+                    Reason.NOT_FOUND,
+                    f"this controller has no session {session_id[:80]!r}; list shows its "
+                    "sessions, or send with scope to start one",
+                )
+            if row.retired_at is not None:
+                raise RpcError(
+                    Reason.CLOSED,
+                    f"session {session_id} was replaced ({row.retire_reason}); send with its "
+                    "scope to continue the current one",
+                )
+            return row.owner
+        if params.get("backend") != BACKEND_NAME:
+            raise RpcError(
+                Reason.INVALID_PARAMS,
+                f'send with scope needs backend: "{BACKEND_NAME}" (the only backend); to type '
+                "into a terminal, pass terminal_id instead",
+            )
+        scope = params["scope"]
+        cwd = params.get("cwd")
+        if not isinstance(cwd, str) or not os.path.isabs(cwd):
+            raise RpcError(
+                Reason.INVALID_PARAMS, "send with scope needs cwd: an absolute directory path"
+            )
+        workspace = await trio.to_thread.run_sync(os.path.realpath, cwd)
+        if not await trio.to_thread.run_sync(os.path.isdir, workspace):
+            raise RpcError(
+                Reason.INVALID_PARAMS, f"cwd {cwd[:200]!r} is not a directory; pass an existing one"
+            )
+        return policy.Owner(
+            controller_id=controller_id, task=scope["task"], unit=scope.get("unit"),
+            role=scope["role"], workspace=workspace,
+        )  # fmt: skip
+
+    async def _host(self) -> BackendHost:
+        setup = self._backends.setup
+        if isinstance(setup, str):
+            raise RpcError(
+                Reason.UNSUPPORTED_VERSION,
+                f"this server has no pinned Codex for the app-server backend: {setup}. Start "
+                "akk serve with --codex-bin and --codex-home (`akk doctor` checks them)",
+            )
+        host = await self._backends.host()
+        await host.board.settled(START_TIMEOUT)
+        if not host.board.alive:
+            why = host.board.start_error or "it did not start in time"
+            raise RpcError(
+                Reason.INTERNAL,
+                f"the app-server is not running ({why}); nothing was sent. Check it with "
+                "`akk doctor --codex-bin … --codex-home …`, then send again",
+            )
+        return host
+
+    async def _binding(self, host: BackendHost, workspace: str) -> policy.Binding:
+        try:
+            binding = await host.ref.ask(ReadBinding(workspace), timeout=START_TIMEOUT)
+        except (ActorError, rpc.AppServerError) as exc:
+            raise RpcError(
+                Reason.INTERNAL,
+                f"the app-server did not answer config/read ({exc}); nothing was started. "
+                "Try again; `akk doctor` checks the app-server",
+            ) from None
+        assert isinstance(binding, policy.Binding)
+        return binding
+
+
+def _wait(decision: policy.Decision) -> RpcError:
+    target = decision.turn_id or decision.session_id
+    if decision.reason in ("thread_busy", "workspace_busy"):
+        step = f"wait for turn {target}'s outcome (or cancel it), then send again"
+    else:
+        step = f"call recover {{turn_id: {target!r}}} to reconcile it, then send again"
+    return RpcError(
+        Reason.RECONCILE_REQUIRED,
+        f"nothing was started: {decision.reason.replace('_', ' ')}; {step}",
+        data={"session_decision": decision.public() | {"turn_id": decision.turn_id}},
+    )
+
+
+def _check_text(text: str, field: str) -> None:
+    if not text.strip():
+        raise RpcError(Reason.INVALID_PARAMS, f"{field} is empty; send the task's text")
+    limit = MAX_HANDOFF_CHARS if field == "handoff" else MAX_REQUEST_CHARS
+    if len(text) > limit:
+        raise RpcError(
+            Reason.INVALID_PARAMS,
+            f"{field} has {len(text)} characters, more than the {limit} a send accepts; "
+            "shorten it or put the details in a file the agent can read",
+        )
+
+
+def _with_session(
+    conn: apsw.Connection, turn: Turn | None
+) -> tuple[Turn, SessionRow | None] | None:
+    if turn is None:
+        return None
+    return turn, sessions.get(conn, turn.session_id) if turn.session_id else None
+
+
+def _sent(text: str, handoff: str | None) -> str:
+    """What the app-server receives: a rebuild's handoff (from the controller) first."""
+    return text if handoff is None else f"{handoff}\n\n{text}"
+
+
+def _repeat(turn: Turn, session: SessionRow | None, sent: str) -> dict[str, Any]:
+    """The same client_request_id again: the original record, never a second Turn."""
+    if session is None:
+        raise RpcError(
+            Reason.CONFLICT,
+            f"client_request_id {turn.client_request_id!r} was used for a terminal send; use a "
+            "new client_request_id for a new task",
+        )
+    if turn.request_sha256 != request_digest(sent):
+        raise RpcError(
+            Reason.CONFLICT,
+            f"client_request_id {turn.client_request_id!r} was already used with another "
+            "text; use a new client_request_id for a new task",
+        )
+    decision = policy.Decision(policy.Action(session.decision_action), session.decision_reason)
+    return _send_result(turn, decision)
+
+
+def _send_result(turn: Turn, decision: policy.Decision) -> dict[str, Any]:
+    return {
+        "turn_id": turn.turn_id,
+        "session_id": turn.session_id,
+        "watch_id": turn.turn_id,
+        "state": turn.state.value,
+        "session_decision": decision.public(),
+    }

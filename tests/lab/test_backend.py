@@ -1,0 +1,240 @@
+"""Lab: Turns on the real `codex app-server`, driven through `akk serve` (no tmux pane).
+
+Every pinned Codex. The model server is the oracle: each task reaches it exactly
+once, in the thread the session decision names; an answer reaches it once; the
+usage AKK reports is the usage the server sent for that turn's requests. Every
+app-server message both ways must match that version's committed schema.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+import trio
+
+from akk.appserver import schema
+from akk.client import AkkError, Controller, connect
+from tests.lab.conftest import ensure_installed
+from tests.lab.test_interactions import choose, prompt
+from tools.lab import clients
+from tools.lab import scenarios as sc
+from tools.lab.akk_runner import outcome, serving_backend
+from tools.lab.clients import Client
+from tools.lab.launcher import Preseed, RunFiles, run_processes
+from tools.lab.model_server import ModelServer, RecordedRequest
+from tools.lab.scenarios import ECHO_REPLY, ECHO_TASK, SCENARIOS
+
+CODEX = [client for client in clients.PINNED if client.agent == "codex"]
+QUESTIONS = Preseed(codex_features=("default_mode_request_user_input",))
+
+
+@attrs.define
+class Backend:
+    """One `akk serve` with the app-server backend, its model server and two controllers."""
+
+    ctl: Controller
+    other: Controller
+    files: RunFiles
+    model: ModelServer
+    invalid: list[str]
+
+    def send(self, text: str, role: str = "executor", request_id: str | None = None,
+             **more: Any) -> dict[str, Any]:  # fmt: skip
+        return {
+            "scope": {"task": "task-1", "role": role},
+            "backend": "codex_app_server",
+            "cwd": str(self.files.workdir),
+            "request": text,
+            "client_request_id": request_id or text,
+            **more,
+        }
+
+
+@asynccontextmanager
+async def backend(
+    client: Client, tmp_path: Path, scenario: str, preseed: Preseed | None = None
+) -> AsyncIterator[Backend]:
+    await ensure_installed(client)
+    protocol = schema.load(client.version)
+    invalid: list[str] = []
+
+    def check(message: schema.Message) -> None:
+        try:
+            protocol.check(message)
+        except schema.MessageInvalid as exc:
+            invalid.append(str(exc))
+
+    model = ModelServer(SCENARIOS[scenario])
+    with trio.fail_after(150):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(model.serve)
+            async with (
+                serving_backend(
+                    client, tmp_path, model, "ctl", "other", preseed=preseed, tap=check
+                ) as (served, files),  # fmt: skip
+                connect(served.endpoint.url, served.tokens["ctl"]) as ctl,
+                connect(served.endpoint.url, served.tokens["other"]) as other,
+            ):
+                yield Backend(ctl, other, files, model, invalid)
+                root = files.workdir.parent
+            nursery.cancel_scope.cancel()
+    assert invalid == []
+    assert run_processes(root) == []
+
+
+def _requests_of(model: ModelServer, text: str) -> list[RecordedRequest]:
+    return [r for r in model.main_requests() if text in r.newest_input]
+
+
+def _usage_sent(model: ModelServer, first: RecordedRequest) -> dict[str, int]:
+    """What the model server reported for every request of ``first``'s Codex turn."""
+    mine = [r for r in model.main_requests() if r.codex_turn_id == first.codex_turn_id]
+    return {
+        "input_tokens": sum(r.usage.input_tokens for r in mine),
+        "output_tokens": sum(r.usage.output_tokens for r in mine),
+        "cache_read_tokens": sum(r.usage.cache_read_input_tokens for r in mine),
+    }
+
+
+async def _done(ctl: Controller, sent: dict[str, Any], kind: str = "done") -> dict[str, Any]:
+    event = await outcome(ctl, sent["turn_id"], timeout=60)
+    assert event["kind"] == kind, event
+    status = await ctl.call("status", {"turn_id": sent["turn_id"]})
+    turn: dict[str, Any] = status["turn"]
+    return turn
+
+
+async def _reached(model: ModelServer, text: str) -> RecordedRequest:
+    return await model.wait_for_request(lambda r: not r.auxiliary and text in r.newest_input,
+                                        timeout=30)  # fmt: skip
+
+
+@pytest.mark.lab
+@pytest.mark.parametrize("client", CODEX, ids=lambda client: client.name)
+async def test_create_resume_and_another_role(client: Client, tmp_path: Path) -> None:
+    async with backend(client, tmp_path, "echo") as lab:
+        ctl, model = lab.ctl, lab.model
+        first = await ctl.call("send", lab.send(ECHO_TASK, request_id="r1"))
+        assert first["session_decision"] == {"action": "create", "reason": "new_scope_or_role"}
+        turn = await _done(ctl, first)
+        assert turn["final_message"] == ECHO_REPLY
+        assert turn["backend"] == "codex_app_server"
+        assert turn["session_id"] == first["session_id"]
+        (asked,) = _requests_of(model, ECHO_TASK)
+        sent_usage = _usage_sent(model, asked)
+        usage = turn["usage"]
+        assert usage["usage_status"] == "complete"
+        assert {k: usage[k] for k in sent_usage} == sent_usage
+
+        second = await ctl.call("send", lab.send("lab: second task", request_id="r2"))
+        assert second["session_decision"] == {"action": "resume", "reason": "same_scope_and_role"}
+        assert second["session_id"] == first["session_id"]
+        turn2 = await _done(ctl, second)
+        (asked2,) = _requests_of(model, "lab: second task")
+        history = json.dumps(asked2.body)
+        assert ECHO_TASK in history and ECHO_REPLY in history, "not the same thread"
+        # Only this turn's tokens, never the thread's running totals.
+        assert {k: turn2["usage"][k] for k in sent_usage} == _usage_sent(model, asked2)
+
+        third = await ctl.call("send", lab.send("lab: review it", "reviewer", request_id="r3"))
+        assert third["session_decision"]["action"] == "create"
+        assert third["session_id"] != first["session_id"]
+        await _done(ctl, third)
+        (asked3,) = _requests_of(model, "lab: review it")
+        assert ECHO_TASK not in json.dumps(asked3.body), "a reviewer saw the executor's thread"
+
+        again = await ctl.call("send", lab.send("lab: second task", request_id="r2"))
+        assert again["turn_id"] == second["turn_id"]
+        listed = await ctl.call("list")
+        roles = {s["scope"]["role"]: s for s in listed["sessions"]}
+        assert set(roles) == {"executor", "reviewer"}
+        assert roles["executor"]["thread_id"] != roles["reviewer"]["thread_id"]
+    for text in (ECHO_TASK, "lab: second task", "lab: review it"):
+        assert model.count_inputs_containing(text) == 1, model.summary()
+
+
+@pytest.mark.lab
+@pytest.mark.parametrize("client", CODEX, ids=lambda client: client.name)
+@pytest.mark.parametrize("decision", ["approve_once", "reject"])
+async def test_exec_approval_approve_runs_once_reject_never_runs(
+    client: Client, tmp_path: Path, decision: str
+) -> None:
+    async with backend(client, tmp_path, "codex_exec") as lab:
+        marker = lab.files.workdir.parent / f"{sc.EXEC_MARKER}.txt"
+        sent = await lab.ctl.call("send", lab.send(sc.RUN_TASK))
+        with pytest.raises(AkkError) as no_status:
+            # Nothing was shown to this controller yet: nothing may be answered.
+            await lab.ctl.call("approve", {"turn_id": sent["turn_id"], "decision": decision})
+        assert no_status.value.reason == "status_required"
+        shown = await prompt(lab.ctl, sent["turn_id"])
+        assert shown["kind"] == "permission" and shown["agent"] == "codex"
+        assert shown["decisions"] == ["approve_once", "reject"]
+        (question,) = shown["questions"]
+        assert sc.EXEC_MARKER in question["detail"]
+        assert [o["role"] for o in question["options"]] == ["approve_once", "reject"]
+        with pytest.raises(AkkError) as foreign:
+            await lab.other.call("approve", {"turn_id": sent["turn_id"], "decision": decision})
+        assert foreign.value.reason == "not_owner"
+        reply = await lab.ctl.call("approve", {"turn_id": sent["turn_id"], "decision": decision})
+        assert reply["outcome"] == "dispatched"
+        with pytest.raises(AkkError) as replay:
+            await lab.ctl.call("approve", {"turn_id": sent["turn_id"], "decision": decision})
+        assert replay.value.reason in ("conflict", "closed", "prompt_changed")
+        if decision == "approve_once":
+            ran = await _reached(lab.model, sc.EXEC_MARKER)
+            assert "Process exited with code 0" in ran.newest_input
+            await _done(lab.ctl, sent)
+        else:
+            turn = await _done(lab.ctl, sent, "cancelled")
+            assert turn["reason"] == "rejected"
+        status = await lab.ctl.call("status", {"turn_id": sent["turn_id"]})
+        assert [d["kind"] for d in status["dispatches"]] == ["approval"]
+        assert [d["stage"] for d in status["dispatches"]] == ["accepted"]
+    assert marker.exists() is (decision == "approve_once")
+    assert lab.model.count_inputs_containing(sc.EXEC_MARKER) == (decision == "approve_once")
+    assert lab.model.count_inputs_containing(sc.RUN_TASK) == 1
+    # The persistent decision (an execpolicy amendment) was never sent: no rule was written.
+    assert not list((lab.files.codex_home or Path()).glob("rules/*")), "a rule was persisted"
+
+
+@pytest.mark.lab
+@pytest.mark.parametrize("client", CODEX, ids=lambda client: client.name)
+async def test_questions_are_answered_together_and_reach_the_model_once(
+    client: Client, tmp_path: Path
+) -> None:
+    async with backend(client, tmp_path, "codex_rui_three", QUESTIONS) as lab:
+        sent = await lab.ctl.call("send", lab.send(sc.ASK_TASK))
+        shown = await prompt(lab.ctl, sent["turn_id"])
+        assert shown["kind"] == "questionnaire"
+        assert shown["capabilities"]["batch_response"] is True
+        assert [q["header"] for q in shown["questions"]] == ["Color", "Size", "Shape"]
+        by_header = {q["header"]: q for q in shown["questions"]}
+        one = choose({**shown, "questions": [by_header["Color"]]}, "Blue")
+        with pytest.raises(AkkError) as partial:
+            await lab.ctl.call("respond_interaction", one)
+        assert partial.value.reason == "invalid_params"
+        size = by_header["Size"]
+        answers = [
+            *one["answers"],
+            {"question_id": size["question_id"], "response_kind": "free_text",
+             "text": "Medium, please"},
+            choose({**shown, "questions": [by_header["Shape"]]}, "Hexagon")["answers"][0],
+        ]  # fmt: skip
+        reply = await lab.ctl.call("respond_interaction", {**one, "answers": answers})
+        assert reply["outcome"] == "dispatched"
+        answered = await _reached(lab.model, sc.ANSWERED_CODEX)
+        turn = await _done(lab.ctl, sent)
+        assert turn["final_message"] == "Thanks, I noted your answers."
+    wire = json.loads(answered.newest_input)["answers"]
+    assert wire == {
+        "q1": {"answers": ["Blue"]},
+        "q2": {"answers": ["Medium, please"]},
+        "q3": {"answers": ["Hexagon"]},
+    }
+    assert lab.model.count_inputs_containing(sc.ANSWERED_CODEX) == 1
