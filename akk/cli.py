@@ -1,4 +1,4 @@
-"""The operator CLI: serve, token, doctor, list, send, status, events, schema, screen,
+"""The operator CLI: serve, token, doctor, list, sessions, send, status, events, schema, screen,
 and the record commands (watch, unwatch, close, renew, recover, retry-callback).
 
 Every failure prints what went wrong and what to do, and exits non-zero.
@@ -46,6 +46,9 @@ T = TypeVar("T")
 
 _out = Console(highlight=False)
 _err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+APP_SERVER_BACKEND = "codex_app_server"
+"""The one backend a --scope send goes through."""
 
 
 class CliError(Exception):
@@ -146,6 +149,7 @@ def _parser() -> argparse.ArgumentParser:
         default=turn_defaults.offer_minutes,
         help="how long a prompt shown by status may be answered before status is needed again",
     )
+    _codex_options(serve)
     serve.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING"])
 
     token = command(
@@ -172,26 +176,48 @@ def _parser() -> argparse.ArgumentParser:
     )
     _state_dir_option(check)
     check.add_argument("--port", type=int, default=7878)
-    check.add_argument(
-        "--codex-bin", metavar="PATH", help="the Codex binary (default: codex on PATH)"
-    )
-    check.add_argument(
-        "--codex-home",
-        metavar="DIR",
-        type=Path,
-        help="CODEX_HOME for its app-server (default: $CODEX_HOME, else ~/.codex)",
-    )
+    _codex_options(check)
 
     listing = command("list", _list, "list the terminals the running server sees")
     _state_dir_option(listing)
     listing.add_argument("--json", action="store_true", help="print the raw result as JSON")
 
-    send = command("send", _send, "send a task into an idle terminal's composer, as akk-cli")
+    send = command(
+        "send",
+        _send,
+        "send a task, as akk-cli, into an idle terminal's composer, or with --scope through "
+        "the Codex app-server session that task and role own",
+    )
     _state_dir_option(send)
     send.add_argument(
-        "terminal", help="the terminal_id (from `akk list --json`) or its pane, e.g. %%3"
+        "terminal",
+        nargs="?",
+        metavar="TERMINAL",
+        help="the terminal_id (from `akk list --json`) or its pane, e.g. %%3 (not with --scope)",
     )
     send.add_argument("text", help="the task; `-` reads it from standard input")
+    send.add_argument(
+        "--scope",
+        type=_scope,
+        metavar="TASK/ROLE[/UNIT]",
+        help="send through this task and role's own session (app-server backend), no terminal",
+    )
+    send.add_argument(
+        "--backend",
+        choices=[APP_SERVER_BACKEND],
+        help=f"the backend of a --scope send (default and only one: {APP_SERVER_BACKEND})",
+    )
+    send.add_argument(
+        "--cwd",
+        metavar="DIR",
+        help="the workspace of a --scope send (default: the current directory)",
+    )
+    send.add_argument(
+        "--fresh-context",
+        dest="handoff",
+        metavar="HANDOFF",
+        help="with --scope: start a new thread, HANDOFF (your summary so far) before the task",
+    )
     send.add_argument("--id", dest="client_request_id", help="client_request_id (default: random)")
     send.add_argument("--wait", action="store_true", help="follow the Turn to its outcome")
     send.add_argument("--json", action="store_true", help="print JSON")
@@ -200,6 +226,12 @@ def _parser() -> argparse.ArgumentParser:
     _state_dir_option(status)
     status.add_argument("record", metavar="ID", help="a turn_id or watch_id")
     status.add_argument("--json", action="store_true", help="print the raw result as JSON")
+
+    listed = command(
+        "sessions", _sessions, "list the app-server sessions: owner, scope, thread, decision"
+    )
+    _state_dir_option(listed)
+    listed.add_argument("--json", action="store_true", help="print the sessions as JSON")
 
     events = command("events", _events, "follow akk-cli's events live, acking each")
     _state_dir_option(events)
@@ -233,6 +265,19 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _codex_options(parser: argparse.ArgumentParser) -> None:
+    """--codex-bin and --codex-home: the Codex whose app-server is the backend."""
+    parser.add_argument(
+        "--codex-bin", metavar="PATH", help="the Codex binary (default: codex on PATH)"
+    )
+    parser.add_argument(
+        "--codex-home",
+        metavar="DIR",
+        type=Path,
+        help="CODEX_HOME for its app-server (default: $CODEX_HOME, else ~/.codex)",
+    )
+
+
 def _state_dir_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--state-dir",
@@ -263,6 +308,8 @@ def _serve(args: argparse.Namespace) -> int:
             accept_seconds=args.accept_seconds,
             offer_minutes=args.offer_minutes,
         ),
+        codex_bin=args.codex_bin,
+        codex_home=None if args.codex_home is None else str(args.codex_home),
     )
 
     def ready(endpoint: Endpoint) -> None:
@@ -455,7 +502,89 @@ def _records_table(title: str, records: list[dict[str, Any]]) -> Table:
     return table
 
 
+def _sessions(args: argparse.Namespace) -> int:
+    result: dict[str, Any] = _operator_call(StateDir.resolve(args.state_dir), "list", {})
+    rows: list[dict[str, Any]] = result.get("sessions", [])
+    if args.json:
+        print(json.dumps({"sessions": rows}))
+    elif rows:
+        _out.print(_sessions_table(rows))
+    else:
+        _out.print("no sessions; `akk send --scope TASK/ROLE TEXT` starts one", markup=False)
+    return 0
+
+
+def _sessions_table(rows: list[dict[str, Any]]) -> Table:
+    table = Table(
+        "owner", "task", "unit", "role", "thread", "decision", "reason", "state", "gen",
+        title="sessions",
+    )  # fmt: skip
+    for row in rows:
+        thread = row["thread_id"]
+        latest = row.get("latest_invocation")
+        state = row["history"]
+        if latest is not None:
+            state += f", {latest['dispatch']} {latest['outcome']}"
+        if row["retired_at"] is not None:
+            state += f" (retired: {row['retire_reason'] or '-'})"
+        table.add_row(
+            row["controller_id"],
+            row["scope"]["task"],
+            row["scope"]["unit"] or "-",
+            row["scope"]["role"],
+            "-" if thread is None else (thread if len(thread) <= 13 else thread[:12] + "…"),
+            row["decision"]["action"],
+            row["decision"]["reason"],
+            state,
+            str(row["generation"]),
+        )
+    return table
+
+
+def _scope(value: str) -> dict[str, str]:
+    """`--scope TASK/ROLE[/UNIT]` as the protocol's scope."""
+    parts = value.split("/")
+    if len(parts) not in (2, 3) or not all(part.strip() for part in parts):
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not TASK/ROLE or TASK/ROLE/UNIT (e.g. fix-login/coder)"
+        )
+    return dict(zip(("task", "role", "unit"), parts, strict=False))
+
+
+def _send_target(args: argparse.Namespace) -> dict[str, Any]:
+    """The `send` params that say where the task goes, for a --scope send; {} for a terminal.
+
+    Raises CliError for a terminal and --scope together, neither, or a session
+    option without --scope.
+    """
+    if args.scope is None:
+        options = {"--backend": args.backend, "--cwd": args.cwd, "--fresh-context": args.handoff}
+        given = [flag for flag, value in options.items() if value is not None]
+        if given:
+            raise CliError(f"{', '.join(given)} only go with --scope TASK/ROLE[/UNIT]")
+        if args.terminal is None:
+            raise CliError(
+                "say where the task goes: `akk send TERMINAL TEXT` (a pane, e.g. %3), or "
+                "`akk send --scope TASK/ROLE[/UNIT] TEXT` (an app-server session)"
+            )
+        return {}
+    if args.terminal is not None:
+        raise CliError(
+            f"--scope sends through a session, not into terminal {args.terminal!r}; leave "
+            "TERMINAL out (quote the task if it has spaces)"
+        )
+    target: dict[str, Any] = {
+        "scope": args.scope,
+        "backend": args.backend or APP_SERVER_BACKEND,
+        "cwd": os.path.abspath(args.cwd or os.getcwd()),
+    }
+    if args.handoff is not None:
+        target["handoff"] = args.handoff
+    return target
+
+
 def _send(args: argparse.Namespace) -> int:
+    target = _send_target(args)
     state = StateDir.resolve(args.state_dir)
     text = sys.stdin.read() if args.text == "-" else args.text
     request_id = args.client_request_id or "cli-" + secrets.token_hex(8)
@@ -466,12 +595,10 @@ def _send(args: argparse.Namespace) -> int:
             endpoint = await proven_endpoint(state)
         async with connect(endpoint.url, token) as ctl:
             with trio.fail_after(90):
-                terminal_id = await _terminal_id(ctl, args.terminal)
+                where = target or {"terminal_id": await _terminal_id(ctl, args.terminal)}
                 sent = await ctl.call(
-                    "send",
-                    {"terminal_id": terminal_id, "request": text,
-                     "client_request_id": request_id},
-                )  # fmt: skip
+                    "send", where | {"request": text, "client_request_id": request_id}
+                )
             if not args.wait:
                 _print_sent(sent, args.json)
                 return 0

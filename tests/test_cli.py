@@ -94,7 +94,12 @@ def test_serve_starts_and_list_prints_an_empty_table(served: tuple[Path, str, fl
     assert listed.returncode == 0, listed.stderr
     assert "terminals" in listed.stdout and "agent" in listed.stdout
     as_json = akk(state, "list", "--json")
-    assert json.loads(as_json.stdout) == {"terminals": [], "turns": [], "watches": []}
+    assert json.loads(as_json.stdout) == {
+        "terminals": [],
+        "turns": [],
+        "watches": [],
+        "sessions": [],
+    }
     endpoint = json.loads((state / "endpoint.json").read_text())
     assert url == f"ws://127.0.0.1:{endpoint['port']}/v1"
 
@@ -420,3 +425,132 @@ def test_record_commands_without_a_server_say_how_to_start_one(tmp_path: Path) -
         assert result.returncode == 2, argv
         assert result.stderr.startswith("akk: ") and "akk serve" in result.stderr
         assert "Traceback" not in result.stderr
+
+
+def _send_target(*argv: str) -> dict[str, object]:
+    """Where `akk send ARGS...` sends, parsed as the CLI parses it (no server)."""
+    from akk import cli
+
+    args = cli._parser().parse_args(["send", *argv])
+    return cli._send_target(args)
+
+
+def test_send_into_a_terminal_is_parsed_as_before() -> None:
+    from akk import cli
+
+    args = cli._parser().parse_args(["send", "%3", "fix it", "--wait", "--id", "r1"])
+    assert (args.terminal, args.text, args.wait, args.client_request_id) == (
+        "%3", "fix it", True, "r1",
+    )  # fmt: skip
+    assert _send_target("%3", "fix it") == {}
+
+
+def test_send_with_scope_goes_through_a_session(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert _send_target("--scope", "fix-login/coder", "fix it") == {
+        "scope": {"task": "fix-login", "role": "coder"},
+        "backend": "codex_app_server",
+        "cwd": str(tmp_path),
+    }
+    assert _send_target(
+        "fix it", "--scope", "t1/reviewer/api", "--backend", "codex_app_server",
+        "--cwd", "sub", "--fresh-context", "So far: the login test fails.",
+    ) == {
+        "scope": {"task": "t1", "role": "reviewer", "unit": "api"},
+        "backend": "codex_app_server",
+        "cwd": str(tmp_path / "sub"),
+        "handoff": "So far: the login test fails.",
+    }  # fmt: skip
+
+
+def test_send_refuses_a_terminal_and_a_scope_together_or_neither() -> None:
+    from akk import cli
+
+    refusals = {
+        ("%3", "fix it", "--scope", "t1/coder"): "leave TERMINAL out",
+        ("fix it",): "say where the task goes",
+        ("%3", "fix it", "--cwd", "/tmp"): "--cwd only go with --scope",
+        ("%3", "fix it", "--fresh-context", "h"): "--fresh-context only go with --scope",
+        ("%3", "x", "--backend", "codex_app_server"): "--backend only go with --scope",
+    }
+    for argv, message in refusals.items():
+        with pytest.raises(cli.CliError, match=message):
+            _send_target(*argv)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("--scope", "t1", "x"),
+        ("--scope", "t1/coder/u/extra", "x"),
+        ("--scope", "t1//u", "x"),
+        ("--scope", "t1/coder", "--backend", "terminal", "x"),
+    ],
+)
+def test_send_refuses_a_malformed_scope_or_backend(argv: tuple[str, ...]) -> None:
+    result = subprocess.run(
+        [*AKK, "send", *argv], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "--scope" in result.stderr or "--backend" in result.stderr
+
+
+def test_send_without_a_target_says_how_to_name_one(tmp_path: Path) -> None:
+    result = akk(tmp_path / "akk", "send", "fix it")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.startswith("akk: say where the task goes")
+
+
+def test_sessions_lists_owner_scope_thread_decision_and_state() -> None:
+    from rich.console import Console
+
+    from akk import cli
+
+    current = {
+        "session_id": "sess_1", "controller_id": "ctl",
+        "scope": {"task": "fix-login", "role": "coder", "unit": None}, "workspace": "/w",
+        "generation": 2, "thread_id": "0199a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b",
+        "history": "persisted", "checkpoint": None,
+        "decision": {"action": "rebuild", "reason": "context_limit"},
+        "replaces": "sess_0", "retired_at": None, "retire_reason": None, "created_at": 1.0,
+        "latest_invocation": {"dispatch": "accepted", "outcome": "pending"},
+    }  # fmt: skip
+    retired = current | {
+        "session_id": "sess_0", "generation": 1, "thread_id": None, "history": "unknown",
+        "decision": {"action": "create", "reason": "new_scope_or_role"}, "replaces": None,
+        "retired_at": 2.0, "retire_reason": "context_limit", "latest_invocation": None,
+    }  # fmt: skip
+    console = Console(record=True, width=250)
+    console.print(cli._sessions_table([current, retired]))
+    text = console.export_text()
+    rows = [
+        [cell.strip() for cell in line.split("│")[1:-1]]
+        for line in text.splitlines()
+        if "fix-login" in line
+    ]
+    assert rows == [
+        ["ctl", "fix-login", "-", "coder", "0199a1b2-c3d…", "rebuild", "context_limit",
+         "persisted, accepted pending", "2"],
+        ["ctl", "fix-login", "-", "coder", "-", "create", "new_scope_or_role",
+         "unknown (retired: context_limit)", "1"],
+    ]  # fmt: skip
+    helped = subprocess.run([*AKK, "--help"], capture_output=True, text=True, check=True)
+    assert "sessions" in helped.stdout
+
+
+def test_sessions_and_a_scope_send_against_a_real_server(
+    served: tuple[Path, str, float],
+) -> None:
+    state, _, _ = served
+    listed = akk(state, "sessions")
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.startswith("no sessions")
+    assert json.loads(akk(state, "sessions", "--json").stdout) == {"sessions": []}
+    # The server takes the params' shape and checks the workspace (before any Codex starts).
+    missing = state.parent / "missing"
+    sent = akk(state, "send", "--scope", "t1/coder", "--cwd", str(missing), "fix it")
+    assert sent.returncode == 2 and "Traceback" not in sent.stderr, sent.stderr
+    assert sent.stderr.startswith("akk: the server said invalid_params: cwd "), sent.stderr
+    assert "not a directory" in sent.stderr
