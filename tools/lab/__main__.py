@@ -1,4 +1,4 @@
-"""Command line of the lab: ``python -m tools.lab install|capture|schemas``."""
+"""Command line of the lab: ``python -m tools.lab install|capture|schemas|new-version``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import trio
 
-from tools.lab import capture, clients, schemas
+from tools.lab import capture, clients, new_version, schemas
 from tools.lab.installer import InstallError, install_many
 
 
@@ -91,6 +91,18 @@ def _schemas(args: argparse.Namespace) -> int:
     return 0
 
 
+def _new_version(args: argparse.Namespace) -> int:
+    plans = None if args.scenarios is None else [p for p in args.scenarios.split(",") if p]
+    return new_version.main(
+        args.agent,
+        args.version,
+        out=args.out,
+        plans=plans,
+        parallel=args.parallel,
+        max_rows=args.max_rows,
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m tools.lab", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -127,6 +139,32 @@ def _parser() -> argparse.ArgumentParser:
         "--check", action="store_true", help="only compare; exit 1 if a committed one is stale"
     )
     protocol.set_defaults(run=_schemas)
+
+    trial = commands.add_parser(
+        "new-version",
+        help="install an unpinned client version, capture the corpus with it and report "
+        "how it classifies against the nearest pinned version's fixtures",
+    )
+    trial.add_argument("agent", choices=clients.AGENTS)
+    trial.add_argument("version", help="any published version, e.g. 2.1.332 (not added to PINNED)")
+    trial.add_argument(
+        "--out",
+        type=Path,
+        help="keep the captures (and the report) here; default: a temp dir, removed afterwards",
+    )
+    trial.add_argument(
+        "--scenarios",
+        metavar="PLAN,PLAN",
+        help="only these capture plans (names as in `capture --scenario`), at every size",
+    )
+    trial.add_argument("--parallel", type=int, default=2, help="capture jobs at a time")
+    trial.add_argument(
+        "--max-rows",
+        type=int,
+        default=new_version.DEFAULT_MAX_ROWS,
+        help="report lines of differing rows per screen",
+    )
+    trial.set_defaults(run=_new_version)
     return parser
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import platform
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal
 
@@ -84,9 +86,27 @@ PINNED: tuple[Client, ...] = (
 )
 
 
+_TRIALS: list[Client] = []
+"""Unpinned clients `get` accepts while a `trial` block runs (`python -m tools.lab new-version`)."""
+
+
+@contextmanager
+def trial(client: Client) -> Iterator[Client]:
+    """Let `get` (and so the launcher) accept an unpinned `client` inside the block.
+
+    PINNED stays as it is: the supported set, the smoke tests and `install --all`
+    never see the trial version.
+    """
+    _TRIALS.append(client)
+    try:
+        yield client
+    finally:
+        _TRIALS.remove(client)
+
+
 def get(agent: str, version: str) -> Client:
     """Return the pinned client, or raise UnsupportedClient naming the supported set."""
-    for client in PINNED:
+    for client in (*PINNED, *_TRIALS):
         if client.agent == agent and client.version == version:
             return client
     supported = ", ".join(c.name for c in PINNED)
