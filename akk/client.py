@@ -32,12 +32,21 @@ EVENT_BUFFER = 1024
 class AkkError(Exception):
     """The server answered a call with an error; ``reason`` is its data.reason code."""
 
-    def __init__(self, code: int, reason: str, message: str, detail: str | None = None) -> None:
+    def __init__(
+        self,
+        code: int,
+        reason: str,
+        message: str,
+        detail: str | None = None,
+        data: dict[str, Any] | None = None,
+    ) -> None:
         super().__init__(f"{reason}: {message}")
         self.code = code
         self.reason = reason
         self.message = message
         self.detail = detail
+        self.data = data or {}
+        """The error's whole ``data`` (e.g. ``session_decision`` of reconcile_required)."""
 
 
 class ConnectError(Exception):
@@ -77,6 +86,7 @@ class Controller:
                 str(data.get("reason", "internal")),
                 str(error.get("message", "")),
                 data.get("detail"),
+                data,
             )
         return reply.get("result")
 

@@ -28,8 +28,9 @@ from akk.protocol.projection import project_snapshot
 from akk.protocol.schema import OPERATOR_METHODS, PROTOCOL_VERSION
 from akk.screen.fingerprint import IdMinter
 from akk.session_calls import SessionCalls
-from akk.store import credentials
+from akk.store import credentials, turns
 from akk.store.reader import StoreReader
+from akk.store.turns import BACKEND
 from akk.terminals import TerminalBoard, terminal_row
 from akk.turn_calls import TurnCalls
 from akk.watch_calls import WatchCalls
@@ -221,6 +222,9 @@ class Methods:
 
     async def _recover(self, peer: Peer, params: dict[str, Any]) -> dict[str, Any]:
         record_id = params.get("watch_id") or params["turn_id"]
+        record = await self._reader.run(lambda conn: turns.get(conn, record_id))
+        if record is not None and record.backend == BACKEND:
+            return await self._sessions.recover(peer.controller_id, peer.operator, record_id)
         return await self._watches.recover(peer.controller_id, peer.operator, record_id)
 
     async def _token_create(self, peer: Peer, params: dict[str, Any]) -> dict[str, Any]:

@@ -14,16 +14,26 @@ from __future__ import annotations
 
 import os
 import time
+from contextlib import suppress
 from typing import Any
 
 import apsw
 import attrs
 import trio
 
-from akk.actors.backend import BackendDesk, BackendHost, ReadBinding, StartReceipt, StartTurn
+from akk.actors.backend import (
+    BackendDesk,
+    BackendHost,
+    ReadBinding,
+    ReadThread,
+    StartReceipt,
+    StartTurn,
+    ThreadFacts,
+)
 from akk.actors.destination import DestinationDesk
 from akk.actors.runtime import ActorError, AskTimeout
 from akk.actors.store import transact
+from akk.actors.turn import Reload
 from akk.actors.turn_desk import TurnDesk
 from akk.appserver import rpc
 from akk.appserver.schema import RESUME_VERIFIED
@@ -34,7 +44,7 @@ from akk.store import sessions, turns
 from akk.store.reader import StoreReader
 from akk.store.sessions import SessionRow, ThreadIntent
 from akk.store.turns import Turn
-from akk.turn_calls import MAX_REQUEST_CHARS, TurnSettings
+from akk.turn_calls import MAX_REQUEST_CHARS, TurnSettings, available_actions, owned
 
 BACKEND_NAME = "codex_app_server"
 
@@ -149,6 +159,76 @@ class SessionCalls:
         else:
             self._destinations.wake(controller_id)
         return _send_result(turn, reserved.decision)
+
+    async def recover(self, controller_id: str, operator: bool, turn_id: str) -> dict[str, Any]:
+        """`recover` of a backend Turn: reconcile it from its thread, read-only.
+
+        An open Turn is followed again and reconciles at its next look (thread/read),
+        however its process ended. A settled one whose native turn was not proven
+        ended (a timeout or stall interrupts it best effort) gets its cleanup confirmed
+        once the thread shows that turn is not running. Nothing is ever sent again.
+        """
+        turn = owned(
+            await self._reader.run(lambda conn: turns.get(conn, turn_id)),
+            turn_id, controller_id, operator,
+        )  # fmt: skip
+        if turn.closed_at is not None:
+            raise RpcError(Reason.CLOSED, f"{turn_id} was closed; recover does not resume it")
+        invocation = await self._reader.run(
+            lambda conn: sessions.invocation(conn, turn_id, turn.round)
+        )
+        assert invocation is not None, turn_id
+        thread = "unchecked"
+        if turn.unresolved:
+            await self._desk.follow_backend(turn_id, generation=None)
+            actor = self._desk.ref(turn_id)
+            if actor is not None:
+                with suppress(ActorError):
+                    actor.tell(Reload(reconcile=True))
+        elif invocation.cleanup != "confirmed" and self._backends.available:
+            thread = await self._confirm_cleanup(turn, invocation)
+        round_ = turn.round
+        fresh, invocation = await self._reader.run(
+            lambda conn: (turns.get(conn, turn_id), sessions.invocation(conn, turn_id, round_))
+        )
+        assert fresh is not None and invocation is not None
+        turn = fresh
+        return turn.public() | {
+            "available_actions": available_actions(turn),
+            "supervised": turn.unresolved,
+            "verification": {
+                "backend": BACKEND_NAME,
+                "thread": thread,
+                "invocation": invocation.public(),
+            },
+        }
+
+    async def _confirm_cleanup(self, turn: Turn, invocation: sessions.InvocationRow) -> str:
+        """The thread no longer runs the invocation's native turn: its cleanup is confirmed."""
+        host = await self._host()
+        thread_id = turn.native_session
+        if thread_id is None:
+            return "unknown"
+        try:
+            facts = await host.ref.ask(ReadThread(thread_id), timeout=START_TIMEOUT)
+        except ActorError:
+            return "unreachable"
+        assert isinstance(facts, ThreadFacts)
+        if not facts.found:
+            return "missing"
+        record = next((r for r in facts.turns if r.turn_id == invocation.native_turn_id), None)
+        live = host.board.turn(invocation.native_turn_id)
+        if (record is not None and record.status == "inProgress") or (live and not live.settled):
+            return "running"
+        now = time.time()
+
+        def confirm(conn: apsw.Connection) -> None:
+            fresh = sessions.invocation(conn, invocation.turn_id, invocation.round)
+            if fresh is not None and fresh.cleanup != "confirmed":
+                sessions.update_invocation(conn, fresh, cleanup="confirmed", cleanup_at=now)
+
+        await transact(self._store, confirm)
+        return "settled"
 
     def _decide(self, conn: apsw.Connection, request: policy.Request) -> policy.Decision:
         def active(invocation: sessions.InvocationRow) -> bool:

@@ -34,7 +34,7 @@ from akk.protocol.errors import Reason, RpcError
 from akk.protocol.excerpt import excerpt
 from akk.store import audit, dispatches, outbox, sessions, turns
 from akk.store.reader import StoreReader
-from akk.store.turns import Turn, TurnState
+from akk.store.turns import BACKEND, Turn, TurnState
 from akk.terminals import TerminalBoard, terminal_row
 
 MAX_REQUEST_CHARS = 50_000
@@ -127,6 +127,12 @@ class TurnCalls:
             turn_id, controller_id, operator,
         )  # fmt: skip
         _managed(turn, "respond")
+        if turn.backend == BACKEND:
+            raise RpcError(
+                Reason.INVALID_PARAMS,
+                f"{turn_id} runs on the app-server: its thread continues with the next send of "
+                "the same scope and role (session_decision resume), not with respond",
+            )
         if turn.closed_at is not None:
             raise RpcError(Reason.CLOSED, f"turn {turn_id} is closed; send a new task instead")
         if not turn.state.settled:
@@ -233,6 +239,19 @@ class TurnCalls:
         )
         turn = owned(turn, turn_id, controller_id, operator)
         retry = any(n.state == "retryable_failure" for n in notes)
+        backend: dict[str, Any] = {}
+        if turn.session_id is not None:
+            session_id, round_ = turn.session_id, turn.round
+            session, invocation = await self._reader.run(
+                lambda conn: (
+                    sessions.get(conn, session_id),
+                    sessions.invocation(conn, turn_id, round_),
+                )
+            )
+            backend = {
+                "session": None if session is None else session.public(),
+                "invocation": None if invocation is None else invocation.public(),
+            }
         result: dict[str, Any] = {
             "watch" if turn.is_watch else "turn": turn.public()
             | {"available_actions": available_actions(turn, retryable=retry)},
@@ -241,6 +260,7 @@ class TurnCalls:
             "interaction": await self._interactions.shown(turn, controller_id),
             "terminal": None,
             "screen_excerpt": None,
+            **backend,
         }
         snapshot = self._board.get(turn.terminal_id or "")
         if snapshot is not None:

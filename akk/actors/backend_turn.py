@@ -116,6 +116,8 @@ class BackendTurnActor(Actor):
             raise StopActor()
         if isinstance(message, Reload):
             await self._load()
+            if message.reconcile:
+                self._generation = None  # the next look reads the thread
         return None
 
     async def _load(self) -> None:

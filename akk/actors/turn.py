@@ -83,7 +83,11 @@ class Close:
 
 @attrs.frozen
 class Reload:
-    """The record changed outside this actor (a renew): read it again before the next look."""
+    """The record changed outside this actor (a renew): read it again before the next look.
+
+    ``reconcile``: also prove again what the record's process did (`recover`)."""
+
+    reconcile: bool = False
 
 
 @attrs.frozen

@@ -441,7 +441,13 @@ def listing(
     shown = []
     for row in rows:
         last = latest(conn, row.session_id)
-        shown.append(row.public() | {"latest_invocation": None if last is None else last.public()})
+        invocation = None
+        if last is not None:
+            usage = conn.execute(
+                "SELECT usage_status FROM turns WHERE turn_id = ?", (last.turn_id,)
+            ).fetchone()
+            invocation = last.public() | {"usage_status": usage[0] if usage else "unknown"}
+        shown.append(row.public() | {"latest_invocation": invocation})
     return shown
 
 

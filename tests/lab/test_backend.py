@@ -20,6 +20,7 @@ import trio
 
 from akk.appserver import schema
 from akk.client import AkkError, Controller, connect
+from akk.turn_calls import TurnSettings
 from tests.lab.conftest import ensure_installed
 from tests.lab.test_interactions import choose, prompt
 from tools.lab import clients
@@ -58,7 +59,11 @@ class Backend:
 
 @asynccontextmanager
 async def backend(
-    client: Client, tmp_path: Path, scenario: str, preseed: Preseed | None = None
+    client: Client,
+    tmp_path: Path,
+    scenario: str,
+    preseed: Preseed | None = None,
+    turns: TurnSettings | None = None,
 ) -> AsyncIterator[Backend]:
     await ensure_installed(client)
     protocol = schema.load(client.version)
@@ -76,7 +81,7 @@ async def backend(
             await nursery.start(model.serve)
             async with (
                 serving_backend(
-                    client, tmp_path, model, "ctl", "other", preseed=preseed, tap=check
+                    client, tmp_path, model, "ctl", "other", preseed=preseed, tap=check, turns=turns
                 ) as (served, files),  # fmt: skip
                 connect(served.endpoint.url, served.tokens["ctl"]) as ctl,
                 connect(served.endpoint.url, served.tokens["other"]) as other,
@@ -238,3 +243,109 @@ async def test_questions_are_answered_together_and_reach_the_model_once(
         "q3": {"answers": ["Hexagon"]},
     }
     assert lab.model.count_inputs_containing(sc.ANSWERED_CODEX) == 1
+
+
+@pytest.mark.lab
+@pytest.mark.parametrize("client", CODEX, ids=lambda client: client.name)
+async def test_a_busy_thread_waits_cancel_interrupts_and_the_thread_goes_on(
+    client: Client, tmp_path: Path
+) -> None:
+    async with backend(client, tmp_path, "slow") as lab:
+        ctl, model = lab.ctl, lab.model
+        slow = await ctl.call("send", lab.send(sc.SLOW_TASK))
+        await _reached(model, sc.SLOW_TASK)
+        for role, reason in (("executor", "thread_busy"), ("reviewer", "workspace_busy")):
+            with pytest.raises(AkkError) as wait:
+                await ctl.call("send", lab.send(ECHO_TASK, role, request_id=f"busy-{role}"))
+            assert wait.value.reason == "reconcile_required"
+            decision = wait.value.data["session_decision"]
+            assert (decision["action"], decision["reason"]) == ("wait", reason)
+            assert decision["turn_id"] == slow["turn_id"]
+            assert slow["turn_id"] in wait.value.message
+        recovered = await ctl.call("recover", {"turn_id": slow["turn_id"]})
+        assert recovered["supervised"] is True
+        assert recovered["verification"]["invocation"]["dispatch"] == "accepted"
+        assert (await ctl.call("cancel", {"turn_id": slow["turn_id"]}))["state"] == "cancelling"
+        turn = await _done(ctl, slow, "cancelled")
+        assert turn["reason"] is None
+        status = await ctl.call("status", {"turn_id": slow["turn_id"]})
+        assert status["invocation"]["outcome"] == "cancelled"
+        assert status["invocation"]["cleanup"] == "confirmed"
+        after = await ctl.call("send", lab.send(ECHO_TASK, request_id="after"))
+        assert after["session_decision"] == {"action": "resume", "reason": "same_scope_and_role"}
+        assert after["session_id"] == slow["session_id"]
+        await _done(ctl, after)
+        with pytest.raises(AkkError) as respond:
+            await ctl.call("respond", {"turn_id": after["turn_id"], "request": "more"})
+        assert respond.value.reason == "invalid_params"
+    assert model.count_inputs_containing(ECHO_TASK) == 1, model.summary()
+    assert model.count_inputs_containing(sc.SLOW_TASK) == 1, model.summary()
+
+
+@pytest.mark.lab
+@pytest.mark.parametrize("client", CODEX, ids=lambda client: client.name)
+async def test_rebuild_on_fresh_context_and_on_a_binding_change(
+    client: Client, tmp_path: Path
+) -> None:
+    async with backend(client, tmp_path, "echo") as lab:
+        ctl, model = lab.ctl, lab.model
+        first = await ctl.call("send", lab.send(ECHO_TASK, request_id="one"))
+        await _done(ctl, first)
+        handoff = "lab: handoff - the greeting was already said"
+        fresh = await ctl.call("send", lab.send("lab: go on", request_id="two", handoff=handoff))
+        assert fresh["session_decision"] == {
+            "action": "rebuild",
+            "reason": "fresh_context_requested",
+        }
+        assert fresh["session_id"] != first["session_id"]
+        await _done(ctl, fresh)
+        (asked,) = _requests_of(model, "lab: go on")
+        assert handoff in asked.newest_input
+        assert ECHO_REPLY not in json.dumps(asked.body), "the new thread saw the old one"
+        status = await ctl.call("status", {"turn_id": fresh["turn_id"]})
+        assert status["session"]["replaces"] == first["session_id"]
+        assert status["session"]["generation"] == 2
+        assert status["invocation"]["attempt"] == 2  # the task's counter goes on
+        # The person changes the model's effort in CODEX_HOME: the thread's binding changed.
+        config = (lab.files.codex_home or Path()) / "config.toml"
+        config.write_text('model_reasoning_effort = "high"\n' + config.read_text())
+        changed = await ctl.call("send", lab.send("lab: third", request_id="three"))
+        assert changed["session_decision"] == {"action": "rebuild", "reason": "binding_changed"}
+        await _done(ctl, changed)
+        listed = await ctl.call("list")
+        retired = [s for s in listed["sessions"] if s["retired_at"] is not None]
+        assert {s["retire_reason"] for s in retired} == {
+            "fresh_context_requested",
+            "binding_changed",
+        }
+    for text in (ECHO_TASK, "lab: go on", "lab: third"):
+        assert model.count_inputs_containing(text) == 1, model.summary()
+
+
+@pytest.mark.lab
+@pytest.mark.parametrize("client", CODEX[-1:], ids=lambda client: client.name)
+async def test_a_stalled_turn_blocks_its_thread_until_recover_confirms_its_cleanup(
+    client: Client, tmp_path: Path
+) -> None:
+    quick = TurnSettings(inactivity_minutes=0.05)  # 3 s without a word from the app-server
+    async with backend(client, tmp_path, "slow", turns=quick) as lab:
+        ctl = lab.ctl
+        slow = await ctl.call("send", lab.send(sc.SLOW_TASK))
+        stalled = await _done(ctl, slow, "stalled")
+        assert stalled["reason"] == "stalled"
+        status = await ctl.call("status", {"turn_id": slow["turn_id"]})
+        if status["invocation"]["cleanup"] != "confirmed":
+            with pytest.raises(AkkError) as wait:
+                await ctl.call("send", lab.send(ECHO_TASK, request_id="blocked"))
+            assert wait.value.data["session_decision"]["reason"] == ("previous_cleanup_unconfirmed")
+        with trio.fail_after(30):
+            while True:
+                recovered = await ctl.call("recover", {"turn_id": slow["turn_id"]})
+                if recovered["verification"]["invocation"]["cleanup"] == "confirmed":
+                    break
+                assert recovered["verification"]["thread"] == "running", recovered
+                await trio.sleep(0.2)
+        after = await ctl.call("send", lab.send(ECHO_TASK, request_id="after"))
+        assert after["session_decision"]["action"] == "resume"
+        await _done(ctl, after)
+    assert lab.model.count_inputs_containing(sc.SLOW_TASK) == 1

@@ -1,0 +1,178 @@
+"""App-server requests as interactions (akk.appserver.prompts): projection, decisions, answers.
+
+The request shapes are the ones the real app-server sent in the lab (0.154.0 and
+0.169.0): `item/commandExecution/requestApproval` with `availableDecisions`, and
+`item/tool/requestUserInput` with three questions.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from akk.appserver.prompts import answers_result, decision_result, fingerprint, prompt_of
+from akk.appserver.rpc import ServerRequest
+from akk.protocol.errors import RpcError
+from akk.screen.fingerprint import IdMinter
+
+IDS = IdMinter(b"k" * 32)
+
+EXEC: dict[str, Any] = {
+    "kind": "command",
+    "threadId": "thr",
+    "turnId": "trn",
+    "itemId": "call_lab_0",
+    "startedAtMs": 1796051729208,
+    "reason": "The lab scenario needs to run this command outside the sandbox.",
+    "command": "/bin/bash -lc 'touch ../lab-exec-ran.txt && echo lab-exec-ran'",
+    "cwd": "/tmp/work",
+    "proposedExecpolicyAmendment": ["touch", "../lab-exec-ran.txt"],
+    "availableDecisions": [
+        "accept",
+        {"acceptWithExecpolicyAmendment": {"execpolicy_amendment": ["touch", "x"]}},
+        "cancel",
+    ],
+}
+
+
+def _question(qid: str, header: str, labels: list[str], **more: Any) -> dict[str, Any]:
+    options = [{"label": label, "description": f"about {label}"} for label in labels]
+    return {"id": qid, "header": header, "question": f"{header}?", "isOther": True,
+            "isSecret": False, "options": options, **more}  # fmt: skip
+
+
+QUESTIONS: dict[str, Any] = {
+    "threadId": "thr",
+    "turnId": "trn",
+    "itemId": "call_lab_0",
+    "isBlocking": False,
+    "questions": [
+        _question("q1", "Color", ["Red", "Blue", "Green"]),
+        _question("q2", "Size", ["Small", "Large"]),
+    ],
+}
+
+
+def _prompt(method: str, params: dict[str, Any], request_id: int = 7, generation: int = 1) -> Any:
+    request = ServerRequest(request_id, method, params)
+    return prompt_of(request, generation=generation, ids=IDS, turn_id="turn_x")
+
+
+def test_an_exec_request_offers_only_its_listed_one_time_decisions() -> None:
+    prompt = _prompt("item/commandExecution/requestApproval", EXEC)
+    shown = prompt.projection
+    assert shown["kind"] == "permission" and shown["agent"] == "codex"
+    assert shown["decisions"] == ["approve_once", "reject"]
+    (question,) = shown["questions"]
+    assert question["detail"] == EXEC["command"]
+    assert [o["role"] for o in question["options"]] == ["approve_once", "reject"]
+    assert decision_result(prompt, "approve_once") == {"decision": "accept"}
+    # `decline` is not listed: reject is the listed `cancel`, never the amendment.
+    assert decision_result(prompt, "reject") == {"decision": "cancel"}
+    text = repr(shown)
+    assert "Amendment" not in text and "availableDecisions" not in text
+
+
+def test_decline_is_preferred_and_a_request_with_no_one_time_decision_is_manual() -> None:
+    declinable = _prompt(
+        "item/commandExecution/requestApproval", EXEC | {"availableDecisions": ["decline"]}
+    )
+    assert declinable.projection["decisions"] == ["reject"]
+    assert decision_result(declinable, "reject") == {"decision": "decline"}
+    with pytest.raises(RpcError) as refused:
+        decision_result(declinable, "approve_once")
+    assert refused.value.reason.value == "manual_required"
+    persistent = _prompt(
+        "item/commandExecution/requestApproval",
+        EXEC | {"availableDecisions": ["acceptForSession", {"applyNetworkPolicyAmendment": {}}]},
+    )
+    assert persistent.projection["state"] == "manual_required"
+    assert persistent.projection["decisions"] == []
+    assert not persistent.actionable
+
+
+def test_a_file_change_request_without_the_list_gets_the_one_time_decisions() -> None:
+    params = {"threadId": "thr", "turnId": "trn", "itemId": "i", "startedAtMs": 1,
+              "reason": "write the file"}  # fmt: skip
+    prompt = _prompt("item/fileChange/requestApproval", params)
+    assert decision_result(prompt, "approve_once") == {"decision": "accept"}
+    assert decision_result(prompt, "reject") == {"decision": "decline"}
+
+
+def test_questions_are_answered_together_by_their_ids() -> None:
+    prompt = _prompt("item/tool/requestUserInput", QUESTIONS)
+    shown = prompt.projection
+    assert shown["capabilities"]["batch_response"] is True
+    color, size = shown["questions"]
+    blue = next(o for o in color["options"] if o["label"] == "Blue")
+    answers = [
+        {"question_id": color["question_id"], "response_kind": "single_select",
+         "selected_option_ids": [blue["option_id"]]},
+        {"question_id": size["question_id"], "response_kind": "free_text", "text": "Medium"},
+    ]  # fmt: skip
+    assert answers_result(prompt, answers, IDS) == {
+        "answers": {"q1": {"answers": ["Blue"]}, "q2": {"answers": ["Medium"]}}
+    }
+    for wrong in (answers[:1], [*answers, answers[0]], [answers[0] | {"question_id": "q_x"}]):
+        with pytest.raises(RpcError) as refused:
+            answers_result(prompt, wrong, IDS)
+        assert refused.value.reason.value == "invalid_params"
+
+
+def test_a_secret_question_is_never_answered() -> None:
+    params = QUESTIONS | {"questions": [_question("q1", "Token", [], isSecret=True)]}
+    prompt = _prompt("item/tool/requestUserInput", params)
+    assert prompt.projection["state"] == "manual_required"
+    assert prompt.projection["manual_reason"] == "secret_input"
+    (question,) = prompt.projection["questions"]
+    answer = {"question_id": question["question_id"], "response_kind": "free_text", "text": "s"}
+    with pytest.raises(RpcError) as refused:
+        answers_result(prompt, [answer], IDS)
+    assert refused.value.reason.value == "manual_required"
+
+
+def test_an_unknown_request_is_projected_manual_required() -> None:
+    prompt = _prompt("mcpServer/elicitation/request", {"threadId": "thr", "turnId": "trn"})
+    assert prompt.projection["state"] == "manual_required"
+    assert prompt.projection["manual_reason"].startswith("unsupported_request")
+    with pytest.raises(RpcError):
+        decision_result(prompt, "approve_once")
+
+
+def _paths(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    if isinstance(value, dict):
+        return [p for k, v in value.items() for p in _paths(v, (*path, k))]
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in _paths(v, (*path, i))]
+    return [path]
+
+
+LEAVES = _paths(EXEC)
+
+
+@given(st.sampled_from(LEAVES), st.text(min_size=1, max_size=5))
+def test_any_change_to_a_request_changes_its_fingerprint_and_ids(
+    path: tuple[Any, ...], suffix: str
+) -> None:
+    changed = copy.deepcopy(EXEC)
+    node: Any = changed
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = f"{node[path[-1]]}{suffix}"
+    method = "item/commandExecution/requestApproval"
+    before, after = _prompt(method, EXEC), _prompt(method, changed)
+    assert before.seen.fingerprint != after.seen.fingerprint
+    assert before.interaction_id != after.interaction_id
+
+
+def test_the_same_request_in_another_process_or_with_another_id_is_another_interaction() -> None:
+    method = "item/commandExecution/requestApproval"
+    base = _prompt(method, EXEC)
+    assert _prompt(method, EXEC).interaction_id == base.interaction_id
+    assert _prompt(method, EXEC, request_id=8).interaction_id != base.interaction_id
+    assert _prompt(method, EXEC, generation=2).interaction_id != base.interaction_id
+    assert fingerprint(ServerRequest(7, method, EXEC), 1) == base.seen.fingerprint
