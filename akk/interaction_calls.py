@@ -11,30 +11,26 @@ and reserves; a refusal there sends zero keys too.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import trio
 
-from akk.actors.backend import AnswerReceipt as BackendAnswerReceipt
-from akk.actors.backend import AnswerRequest, BackendDesk, Refused
 from akk.actors.destination import DestinationDesk
 from akk.actors.runtime import ActorError, AskTimeout
 from akk.actors.store import transact
 from akk.actors.terminal import AnswerReceipt, DispatchAnswer, Refusal, dispatch_answer
 from akk.actors.turn import remember
 from akk.actors.turn_desk import TurnDesk
-from akk.answers import Answer, decision, resolve
-from akk.appserver.prompts import BackendPrompt, answers_result, decision_result, prompt_of
+from akk.answers import Answer, check_offer, decision, resolve
+from akk.backend_answers import BackendAnswers
 from akk.profiles.observation import InteractionKind, State
 from akk.protocol.errors import Reason, RpcError
 from akk.protocol.projection import Shown, project_snapshot
 from akk.screen.fingerprint import IdMinter
 from akk.store import audit, interactions, turns
-from akk.store.dispatches import Kind
-from akk.store.interactions import Interaction, InteractionState, Offer, OfferState
+from akk.store.interactions import Interaction, InteractionState
 from akk.store.reader import StoreReader
 from akk.store.turns import BACKEND, Turn
 from akk.terminals import TerminalBoard, TerminalSnapshot
@@ -52,10 +48,10 @@ class InteractionCalls:
         ids: IdMinter,
         destinations: DestinationDesk,
         desk: TurnDesk,
-        backends: BackendDesk,
+        backend: BackendAnswers,
         offer_minutes: float,
     ) -> None:
-        self._backends = backends
+        self._backend = backend
         self._desk = desk
         self._store = store
         self._reader = reader
@@ -72,7 +68,7 @@ class InteractionCalls:
         controller's offer: what it saw may be answered for the next minutes.
         """
         if turn.backend == BACKEND:
-            return await self._shown_backend(turn, controller_id)
+            return await self._backend.shown(turn, controller_id)
         snapshot = self._board.get(turn.terminal_id or "")
         if snapshot is None or snapshot.busy or turn.closed_at is not None:
             return None
@@ -100,43 +96,6 @@ class InteractionCalls:
         if new:  # this call saw the appearance before the Turn did: its wake-up goes out now
             self._destinations.wake(turn.controller_id)
         return row.public()
-
-    async def _shown_backend(self, turn: Turn, controller_id: str) -> dict[str, Any] | None:
-        """The app-server's pending request of this Turn, recorded and offered like a screen's."""
-        prompts = self._backend_prompts(turn)
-        if not prompts or not turn.unresolved:
-            return None
-        prompt = prompts[0]
-        offer, now = controller_id == turn.controller_id and prompt.actionable, time.time()
-        profile = f"codex-app-server-{self._backends.version}"
-
-        def record(conn: Any) -> tuple[Interaction, bool]:
-            row, new = interactions.record(
-                conn, interaction_id=prompt.interaction_id, terminal_id=None,
-                turn_id=turn.turn_id, kind=prompt.kind.value, seen=prompt.seen, profile=profile,
-                step_index=1, step_total=1, projection=prompt.projection, now=now,
-                announce=turns.get(conn, turn.turn_id),
-            )  # fmt: skip
-            if offer and row.state is InteractionState.PENDING:
-                interactions.offer(conn, row, controller_id, now=now, lifetime=self._offer_seconds)
-            return row, new
-
-        row, new = await transact(self._store, record)
-        if new:
-            self._destinations.wake(turn.controller_id)
-        return row.public()
-
-    def _backend_prompts(self, turn: Turn) -> list[BackendPrompt]:
-        """The server requests the app-server asks now for ``turn``'s native turn, oldest first."""
-        host = self._backends.running
-        native = backend_native_turn(turn)
-        if host is None or not host.board.alive or native is None:
-            return []
-        made = (
-            prompt_of(r, generation=host.board.generation, ids=self._ids, turn_id=turn.turn_id)
-            for r in host.board.requests.values()
-        )
-        return [p for p in made if p.native_turn_id == native]
 
     async def approve(self, controller_id: str, params: dict[str, Any]) -> dict[str, Any]:
         detail = {"decision": params["decision"]}
@@ -197,9 +156,7 @@ class InteractionCalls:
             )
         value: str = params["decision"]
         if turn.backend == BACKEND:
-            return await self._answer_backend(
-                turn, row, controller_id, lambda p: decision_result(p, value), Kind.APPROVAL
-            )
+            return await self._backend.approve(turn, row, controller_id, value)
         return await self._answer(
             turn, row, controller_id, lambda shown: decision(shown.prompt, value)
         )
@@ -219,16 +176,7 @@ class InteractionCalls:
             )
 
         if turn.backend == BACKEND:
-            if params.get("delivery_mode") is not None:
-                raise RpcError(
-                    Reason.INVALID_PARAMS,
-                    "this app-server request blocks its turn until it is answered: send the "
-                    "answers without delivery_mode",
-                )
-            return await self._answer_backend(
-                turn, row, controller_id,
-                lambda p: answers_result(p, params["answers"], self._ids), Kind.ANSWER,
-            )  # fmt: skip
+            return await self._backend.respond(turn, row, controller_id, params)
 
         def answer(shown: Shown) -> Answer:
             return resolve(
@@ -292,7 +240,7 @@ class InteractionCalls:
         )
         shown = self._on_screen(turn)
         still_there = shown is not None and shown.seen == row.seen
-        self._check_offer(row, offer, still_there)
+        check_offer(row, offer, still_there)
         if row.state is InteractionState.GONE or not still_there or shown is None:
             raise RpcError(
                 Reason.PROMPT_CHANGED,
@@ -331,98 +279,9 @@ class InteractionCalls:
             "dispatch_id": receipt.dispatch.dispatch_id,
         }
 
-    async def _answer_backend(
-        self,
-        turn: Turn,
-        row: Interaction,
-        controller_id: str,
-        make: Callable[[BackendPrompt], dict[str, Any]],
-        kind: Kind,
-    ) -> dict[str, Any]:
-        """One answer to an app-server request: the same fences as a screen's, then the
-        BackendActor proves the request is still pending, reserves and sends it once."""
-        if row.state is InteractionState.CONSUMED:
-            raise RpcError(
-                Reason.CONFLICT,
-                f"interaction {row.interaction_id} was already answered; an answered prompt "
-                "never takes input again. Call status for the current interaction",
-            )
-        offer = await self._reader.run(
-            lambda conn: interactions.offer_of(conn, row.interaction_id, controller_id)
-        )
-        prompt = next(
-            (p for p in self._backend_prompts(turn) if p.interaction_id == row.interaction_id),
-            None,
-        )
-        self._check_offer(row, offer, prompt is not None)
-        if row.state is InteractionState.GONE or prompt is None:
-            raise RpcError(
-                Reason.PROMPT_CHANGED,
-                "the app-server no longer asks what this answer was for; nothing was sent. "
-                "Call status for the current interaction",
-            )
-        assert offer is not None
-        host = self._backends.running
-        assert host is not None
-        message = AnswerRequest(
-            turn_id=turn.turn_id, controller_id=controller_id,
-            interaction_id=row.interaction_id, offer_id=offer.offer_id,
-            request_id=prompt.request_id, fingerprint=prompt.seen.fingerprint, kind=kind,
-            result=make(prompt),
-        )  # fmt: skip
-        try:
-            reply = await host.ref.ask(message, timeout=ANSWER_TIMEOUT)
-        except AskTimeout as exc:
-            if not exc.delivered:
-                raise RpcError(
-                    Reason.INTERNAL,
-                    "the app-server's actor was too busy to take the answer; nothing was sent; "
-                    "try again",
-                ) from None
-            raise _uncertain("the answer did not finish in time") from None
-        except ActorError as exc:
-            raise _uncertain(f"the app-server failed during the answer ({exc.reason})") from None
-        if isinstance(reply, Refused):
-            raise RpcError(reply.reason, reply.message)
-        assert isinstance(reply, BackendAnswerReceipt)
-        if not reply.proven:
-            self._destinations.wake(turn.controller_id)
-            raise _uncertain(reply.why)
-        return {
-            "outcome": "dispatched",
-            "interaction_id": row.interaction_id,
-            "dispatch_id": reply.dispatch.dispatch_id,
-        }
-
     def _on_screen(self, turn: Turn) -> Shown | None:
         snapshot = self._board.get(turn.terminal_id or "")
         return None if snapshot is None else project_snapshot(snapshot, self._ids, turn.turn_id)
-
-    def _check_offer(self, row: Interaction, offer: Offer | None, still_there: bool) -> None:
-        if offer is None:
-            raise RpcError(
-                Reason.STATUS_REQUIRED,
-                f"this controller has no offer of interaction {row.interaction_id}; call "
-                "status for the Turn, then answer what it shows",
-            )
-        if offer.state is OfferState.CONSUMED:
-            raise RpcError(
-                Reason.CONFLICT,
-                f"this controller already answered interaction {row.interaction_id}; it never "
-                "takes input again. Call status for the current interaction",
-            )
-        if offer.expires_at <= time.time():
-            # Expiry alone does not prove the prompt died: look at the screen first.
-            if still_there:
-                raise RpcError(
-                    Reason.OFFER_EXPIRED,
-                    "what status showed is too old to answer; the prompt is still there: call "
-                    "status again, then answer",
-                )
-            raise RpcError(
-                Reason.PROMPT_CHANGED,
-                "the offer expired and the prompt it was for is no longer on screen; call status",
-            )
 
     async def _dispatch(self, terminal: Any, message: DispatchAnswer) -> AnswerReceipt | Refusal:
         try:
@@ -444,21 +303,6 @@ class InteractionCalls:
                 f"the terminal failed during the answer ({exc.reason}); it may have been sent "
                 "and will not be sent again. Call status",
             ) from None
-
-
-def _uncertain(why: str) -> RpcError:
-    return RpcError(
-        Reason.RESPONSE_UNCERTAIN,
-        f"{why}; it may have reached the app-server and will not be sent again. Call status",
-    )
-
-
-def backend_native_turn(turn: Turn) -> str | None:
-    """The app-server's own id of a backend Turn's native turn (None before its receipt)."""
-    if turn.evidence_status != "bound" or not turn.evidence:
-        return None
-    native = json.loads(turn.evidence).get("native_turn_id")
-    return native if isinstance(native, str) else None
 
 
 def _next_turn_question(turn: Turn, snapshot: TerminalSnapshot) -> bool:

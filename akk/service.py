@@ -25,6 +25,7 @@ from akk.actors.turn_desk import TurnDesk
 from akk.actors.watcher import TmuxWatcher, default_socket
 from akk.appserver import rpc
 from akk.auth import CredentialBook
+from akk.backend_answers import BackendAnswers
 from akk.callback_calls import CallbackCalls
 from akk.connections import ConnectionRegistry
 from akk.discovery.process import VersionCache
@@ -183,9 +184,13 @@ async def run_service(
             if resumed:
                 log.info("resumed %d open turns from the store", resumed)
             await root.start_child(ChildSpec("turn clock", desk.clock))
+            backend_answers = BackendAnswers(
+                store=store, reader=reader, ids=ids, backends=backends, desk=desk,
+                destinations=destinations, offer_minutes=config.turns.offer_minutes,
+            )  # fmt: skip
             interaction_calls = InteractionCalls(
                 store=store, reader=reader, board=board, ids=ids, destinations=destinations,
-                desk=desk, backends=backends, offer_minutes=config.turns.offer_minutes,
+                desk=desk, backend=backend_answers, offer_minutes=config.turns.offer_minutes,
             )  # fmt: skip
             turn_calls = TurnCalls(
                 store=store, reader=reader, board=board, desk=desk, destinations=destinations,

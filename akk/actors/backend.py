@@ -38,12 +38,20 @@ from akk.actors.runtime import Actor, ActorRef, Incarnation, Rank
 from akk.actors.store import transact
 from akk.actors.supervisor import ChildSpec, Restart, Supervisor
 from akk.appserver import rpc, schema
-from akk.appserver.prompts import fingerprint
+from akk.appserver.prompts import (
+    AsyncQuestion,
+    BackendPrompt,
+    async_fingerprint,
+    async_prompt_of,
+    fingerprint,
+    prompt_of,
+)
 from akk.discovery.process import VersionCache
 from akk.evidence import request_digest
 from akk.faults import Point
 from akk.protocol.errors import Reason
 from akk.protocol.redaction import redact
+from akk.screen.fingerprint import IdMinter
 from akk.sessions import policy
 from akk.store import audit, dispatches, interactions, sessions, turns
 from akk.store.dispatches import Dispatch, Kind, Stage
@@ -121,6 +129,9 @@ class NativeTurn:
 
 _USAGE_KEYS = ("inputTokens", "cachedInputTokens", "cacheWriteInputTokens", "outputTokens")
 
+KEPT_QUESTIONS = 64
+"""Unanswered async questions the board remembers (oldest forgotten first)."""
+
 
 @attrs.define
 class BackendBoard:
@@ -138,6 +149,8 @@ class BackendBoard:
     """Server requests (approvals, questions) not answered yet."""
     rejected: set[str] = attrs.field(factory=set)
     """Native turns a controller's reject interrupts (the app-server's `cancel` decision)."""
+    questions: OrderedDict[str, AsyncQuestion] = attrs.field(factory=OrderedDict)
+    """Async questions not answered yet, by item id."""
     start_error: str | None = None
     """Why the latest start failed (None once a process runs)."""
     _changed: trio.Event = attrs.field(factory=trio.Event)
@@ -156,6 +169,27 @@ class BackendBoard:
 
     def turn(self, native_turn_id: str | None) -> NativeTurn | None:
         return None if native_turn_id is None else self.turns.get(native_turn_id)
+
+    def prompts(self, native_turn_id: str, turn: Turn, ids: IdMinter) -> list[BackendPrompt]:
+        """What this process asks now of ``turn`` (its native turn), oldest first: the
+        server requests while the Turn is open, then the async questions the turn left."""
+        native = self.turn(native_turn_id)
+        running = turn.unresolved and native is not None and not native.settled
+        found: list[BackendPrompt] = []
+        if turn.unresolved:
+            made = (
+                prompt_of(r, generation=self.generation, ids=ids, turn_id=turn.turn_id)
+                for r in self.requests.values()
+            )
+            found += [p for p in made if p.native_turn_id == native_turn_id]
+        found += [
+            async_prompt_of(
+                q, generation=self.generation, ids=ids, turn_id=turn.turn_id, running=running
+            )
+            for q in self.questions.values()
+            if q.native_turn_id == native_turn_id
+        ]
+        return found
 
     def forget(self, native_turn_id: str) -> None:
         self.turns.pop(native_turn_id, None)
@@ -182,6 +216,9 @@ class BackendBoard:
             error = turn.get("error")
             if isinstance(error, dict) and error.get("message"):
                 native.error = redact(str(error["message"]))[:300]
+        elif note.method == "item/completed":
+            self._async_question(thread_id, params)
+            return
         elif note.method == "thread/tokenUsage/updated":
             turn_id = params.get("turnId")
             usage = params.get("tokenUsage") or {}
@@ -202,6 +239,24 @@ class BackendBoard:
             return
         self.seq += 1
         native.seq = self.seq
+
+    def _async_question(self, thread_id: str, params: dict[str, Any]) -> None:
+        item, turn_id = params.get("item"), params.get("turnId")
+        if not (isinstance(item, dict) and isinstance(turn_id, str)):
+            return
+        asked = item.get("questions")
+        if item.get("delivery") != "async" or not isinstance(asked, list) or not asked:
+            return
+        questions = tuple(
+            (str(q.get("title", "")), tuple(str(o) for o in q.get("options") or []))
+            for q in asked
+            if isinstance(q, dict)
+        )
+        item_id = str(item.get("id"))
+        self.questions[item_id] = AsyncQuestion(thread_id, turn_id, item_id, questions)
+        while len(self.questions) > KEPT_QUESTIONS:
+            self.questions.popitem(last=False)
+        self.seq += 1
 
 
 def _final_message(items: object) -> str | None:
@@ -262,6 +317,18 @@ class AnswerRequest:
     fingerprint: bytes
     kind: Kind
     result: dict[str, Any] = attrs.field(repr=False)  # an answer's text: never logged
+    steer: Steer | None = None
+    """Set for an async question answered into its running turn (turn/steer)."""
+
+
+@attrs.frozen
+class Steer:
+    """`turn/steer` of ``text`` into the native turn (which must still be the active one)."""
+
+    thread_id: str
+    native_turn_id: str
+    item_id: str
+    text: str = attrs.field(repr=False)
 
 
 @attrs.frozen
@@ -510,7 +577,11 @@ class BackendActor(Actor):
     async def _answer(self, message: AnswerRequest) -> AnswerReceipt | Refused:
         """One answer: fence (the request is still pending, same fingerprint), reserve, send."""
         request = self._board.requests.get(message.request_id)
-        if request is None or fingerprint(request, self._board.generation) != message.fingerprint:
+        if message.steer is not None:
+            refused = self._steer_fence(message.steer, message.fingerprint)
+            if refused is not None:
+                return refused
+        elif request is None or fingerprint(request, self._board.generation) != message.fingerprint:
             return Refused(
                 Reason.PROMPT_CHANGED,
                 "the app-server no longer asks what this answer was for; nothing was sent. "
@@ -542,14 +613,36 @@ class BackendActor(Actor):
             return reserved
         await faults.reached(Point.ANSWER_RESERVED)
         try:
-            await self._app.respond(request, message.result)
+            if message.steer is not None:
+                await self._steer(message.steer)
+            else:
+                assert request is not None
+                await self._app.respond(request, message.result)
+        except rpc.RpcError as exc:
+            # The app-server's own refusal (its turn is no longer the active one): nothing
+            # reached the agent.
+            why = f"the turn ended before the answer could join it ({redact(exc.message)[:120]})"
+            await transact(
+                self._store,
+                lambda conn: dispatches.advance(
+                    conn, _fresh(conn, reserved), Stage.NOT_ACCEPTED, why
+                ),
+            )
+            return Refused(
+                Reason.CLOSED,
+                f"{why}; nothing was delivered. Call status: a question its turn left is "
+                "answered with delivery_mode queue_next_turn",
+            )
         except rpc.AppServerError as exc:
             why = f"the answer may not have reached the app-server ({type(exc).__name__})"
             return AnswerReceipt(await self._answer_uncertain(reserved, why), False, why)
-        self._board.requests.pop(message.request_id, None)
-        if message.result.get("decision") == "cancel":
+        if message.steer is not None:
+            self._board.questions.pop(message.steer.item_id, None)
+        elif request is not None:
+            self._board.requests.pop(message.request_id, None)
             params = request.params if isinstance(request.params, dict) else {}
-            self._board.rejected.add(str(params.get("turnId")))
+            if message.result.get("decision") == "cancel":
+                self._board.rejected.add(str(params.get("turnId")))
         await faults.reached(Point.ANSWER_SENT)
         sent = await transact(
             self._store,
@@ -557,6 +650,32 @@ class BackendActor(Actor):
         )
         await faults.reached(Point.ANSWER_RECORDED)
         return AnswerReceipt(sent, True)
+
+    def _steer_fence(self, steer: Steer, expected: bytes) -> Refused | None:
+        """The async question is still unanswered, unchanged, and its turn still runs here."""
+        question = self._board.questions.get(steer.item_id)
+        native = self._board.turn(steer.native_turn_id)
+        if question is None or async_fingerprint(question, self._board.generation) != expected:
+            return Refused(
+                Reason.PROMPT_CHANGED,
+                "the agent no longer asks what this answer was for; nothing was sent. Call "
+                "status for the current interaction",
+            )
+        if native is None or native.settled:
+            return Refused(
+                Reason.CLOSED,
+                "the turn that asked has ended, so the answer cannot join it; nothing was sent. "
+                "Call status and answer with delivery_mode queue_next_turn",
+            )
+        return None
+
+    async def _steer(self, steer: Steer) -> None:
+        await self._app.request(
+            "turn/steer",
+            {"threadId": steer.thread_id, "expectedTurnId": steer.native_turn_id,
+             "input": [{"type": "text", "text": steer.text}]},
+            timeout=REQUEST_TIMEOUT,
+        )  # fmt: skip
 
     async def _answer_uncertain(self, reserved: Dispatch, why: str) -> Dispatch:
         now = time.time()
@@ -696,6 +815,7 @@ class BackendHost:
         # What the previous process said is its own: its turns are reconciled from the thread.
         board.loaded.clear()
         board.requests.clear()
+        board.questions.clear()
         board.turns.clear()
         board.rejected.clear()
         board._state_changed()

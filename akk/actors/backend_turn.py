@@ -45,7 +45,6 @@ from akk.actors.runtime import Actor, ActorError, ActorRef, Rank, StopActor
 from akk.actors.store import transact
 from akk.actors.turn import FINAL_MESSAGE_LIMIT, Cancel, CancelResult, Close, Notify, Reload, Tick
 from akk.appserver import rpc
-from akk.appserver.prompts import prompt_of
 from akk.discovery.process import start_ticks
 from akk.faults import Point
 from akk.protocol.errors import Reason
@@ -191,13 +190,7 @@ class BackendTurnActor(Actor):
         ones no longer asked become ``gone``."""
         turn = self._turn
         assert turn is not None
-        prompts = [
-            prompt_of(
-                request, generation=host.board.generation, ids=self._ids, turn_id=turn.turn_id
-            )
-            for request in host.board.requests.values()
-        ]
-        mine = [p for p in prompts if p.native_turn_id == native.turn_id]
+        mine = host.board.prompts(native.turn_id, turn, self._ids)
         asked = frozenset(p.interaction_id for p in mine)
         if asked == self._announced:
             return

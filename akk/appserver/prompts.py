@@ -42,6 +42,22 @@ _ONE_TIME = ("accept", "decline", "cancel")
 
 
 @attrs.frozen
+class AsyncQuestion:
+    """A question the agent left for later: an agentMessage item delivered `async`.
+
+    It blocks nothing. While its turn runs, an answer joins that turn
+    (`steer_current_turn`: turn/steer, fenced by the turn's id); once the turn
+    ended, the answer starts the Turn's next round (`queue_next_turn`).
+    """
+
+    thread_id: str
+    native_turn_id: str
+    item_id: str
+    questions: tuple[tuple[str, tuple[str, ...]], ...]
+    """(title, option labels) of each question the item asks."""
+
+
+@attrs.frozen
 class BackendPrompt:
     """One server request as an interaction: its appearance, projection and wire facts."""
 
@@ -55,6 +71,8 @@ class BackendPrompt:
     decisions: Mapping[str, str] = attrs.field(factory=dict)
     """Public decision -> the wire decision sent for it (available, one-time ones only)."""
     questions: tuple[Mapping[str, Any], ...] = ()
+    running: bool = True
+    """An async question's turn still runs (its answer can join it)."""
 
     @property
     def interaction_id(self) -> str:
@@ -103,6 +121,79 @@ def prompt_of(
         "manual_reason": f"unsupported_request: {request.method[:80]}",
     }
     return make(kind=InteractionKind.CONFIRMATION, projection=projection)
+
+
+def async_fingerprint(question: AsyncQuestion, generation: int) -> bytes:
+    """SHA-256 of the async question's content and ids, and the process that reported it."""
+    canonical = json.dumps(
+        {"generation": generation, "item": question.item_id, "thread": question.thread_id,
+         "turn": question.native_turn_id, "questions": question.questions},
+        sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+    )  # fmt: skip
+    return hashlib.sha256(canonical.encode()).digest()
+
+
+def async_prompt_of(
+    question: AsyncQuestion,
+    *,
+    generation: int,
+    ids: IdMinter,
+    turn_id: str | None,
+    running: bool,
+) -> BackendPrompt:
+    """The interaction an async question is: while its turn runs, and (another appearance,
+    so other ids) once it ended."""
+    seen = Appearance(async_fingerprint(question, generation), generation * 2 + (not running))
+    asked = tuple(
+        {"id": question.item_id, "header": "", "question": title,
+         "options": [{"label": label} for label in labels]}
+        for title, labels in question.questions
+    )  # fmt: skip
+    projection = _questionnaire(asked, seen, ids, turn_id)
+    projection |= {
+        "kind": InteractionKind.ASYNC_QUESTION.value,
+        "delivery_modes": ["steer_current_turn", "queue_next_turn"],
+        "capabilities": {"batch_response": False, "free_text": False, "multi_select": False},
+    }
+    for shown in projection["questions"]:
+        shown["free_text"] = False
+    if len(asked) != 1 or not asked[0]["options"]:
+        projection |= {"state": "manual_required", "manual_reason": "unsupported_async_question"}
+    return BackendPrompt(
+        request_id=question.item_id,
+        method="async_question",
+        kind=InteractionKind.ASYNC_QUESTION,
+        thread_id=question.thread_id,
+        native_turn_id=question.native_turn_id,
+        seen=seen,
+        projection=projection,
+        questions=asked,
+        running=running,
+    )
+
+
+def async_message(
+    prompt: BackendPrompt, answers: Sequence[Mapping[str, Any]], ids: IdMinter
+) -> str:
+    """The user message an async answer is (as Codex's own picker sends it): the question
+    quoted, a blank line, the chosen option."""
+    if not prompt.actionable or len(prompt.questions) != 1:
+        raise RpcError(
+            Reason.MANUAL_REQUIRED,
+            "AKK answers an async question with one single-select question only; answer this "
+            "one in Codex",
+        )
+    question_id = ids.question_id(prompt.seen, 0)
+    if len(answers) != 1 or answers[0].get("question_id") != question_id:
+        raise RpcError(
+            Reason.INVALID_PARAMS,
+            "answers must hold exactly one answer, for the question_id status shows",
+        )
+    if answers[0].get("response_kind") != ResponseKind.SINGLE_SELECT.value:
+        raise RpcError(Reason.INVALID_PARAMS, "an async question takes one option (single_select)")
+    (label,) = _one(prompt, 0, answers[0], ids)
+    title = str(prompt.questions[0].get("question"))
+    return "> " + title.replace("\n", "\n> ") + "\n\n" + label
 
 
 def decision_result(prompt: BackendPrompt, value: str) -> dict[str, Any]:

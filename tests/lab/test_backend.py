@@ -349,3 +349,66 @@ async def test_a_stalled_turn_blocks_its_thread_until_recover_confirms_its_clean
         assert after["session_decision"]["action"] == "resume"
         await _done(ctl, after)
     assert lab.model.count_inputs_containing(sc.SLOW_TASK) == 1
+
+
+def _choose_async(shown: dict[str, Any], label: str, mode: str | None) -> dict[str, Any]:
+    params = choose(shown, label)
+    return params if mode is None else params | {"delivery_mode": mode}
+
+
+@pytest.mark.lab
+@pytest.mark.parametrize("client", CODEX, ids=lambda client: client.name)
+async def test_an_async_question_left_by_a_finished_turn_starts_its_next_round(
+    client: Client, tmp_path: Path
+) -> None:
+    async with backend(client, tmp_path, "codex_rui_async", QUESTIONS) as lab:
+        ctl, model = lab.ctl, lab.model
+        sent = await ctl.call("send", lab.send(sc.ASK_TASK))
+        await _done(ctl, sent)
+        shown = (await ctl.call("status", {"turn_id": sent["turn_id"]}))["interaction"]
+        assert shown["kind"] == "async_question" and shown["state"] == "pending"
+        assert shown["delivery_modes"] == ["steer_current_turn", "queue_next_turn"]
+        (question,) = shown["questions"]
+        assert question["prompt"] == "Which color do you prefer?"
+        with pytest.raises(AkkError) as steer:
+            await ctl.call("respond_interaction", _choose_async(shown, "Blue", None))
+        assert steer.value.reason == "closed" and "queue_next_turn" in steer.value.message
+        queued = _choose_async(shown, "Blue", "queue_next_turn")
+        reply = await ctl.call("respond_interaction", queued)
+        assert (reply["outcome"], reply["round"]) == ("dispatched", 2)
+        event = await outcome(ctl, sent["turn_id"], timeout=60)
+        assert (event["kind"], event["round"]) == ("done", 2), event
+        turn = (await ctl.call("status", {"turn_id": sent["turn_id"]}))["turn"]
+        assert turn["final_message"] == "Blue it is."
+        with pytest.raises(AkkError) as again:
+            await ctl.call("respond_interaction", queued)
+        assert again.value.reason in ("conflict", "closed", "prompt_changed", "not_found")
+    answered = [r for r in model.main_requests() if "Blue" in r.newest_input]
+    assert [r.newest_input for r in answered] == ["> Which color do you prefer?\n\nBlue"]
+    (asked,) = _requests_of(model, sc.ASK_TASK)
+    assert answered[0].codex_turn_id != asked.codex_turn_id  # a turn of its own
+
+
+@pytest.mark.lab
+@pytest.mark.parametrize("client", CODEX, ids=lambda client: client.name)
+async def test_an_async_question_answered_while_its_turn_runs_joins_that_turn(
+    client: Client, tmp_path: Path
+) -> None:
+    async with backend(client, tmp_path, "codex_rui_async_held", QUESTIONS) as lab:
+        ctl, model = lab.ctl, lab.model
+        sent = await ctl.call("send", lab.send(sc.ASK_TASK))
+        shown = await prompt(ctl, sent["turn_id"])
+        assert shown["kind"] == "async_question"
+        with pytest.raises(AkkError) as queue:
+            await ctl.call("respond_interaction", _choose_async(shown, "Blue", "queue_next_turn"))
+        assert queue.value.reason == "not_idle"
+        shown = (await ctl.call("status", {"turn_id": sent["turn_id"]}))["interaction"]
+        reply = await ctl.call("respond_interaction", _choose_async(shown, "Blue", None))
+        assert reply["outcome"] == "dispatched"
+        model.signal(sc.SLOW_SIGNAL)
+        answered = await _reached(model, "Blue")
+        event = await outcome(ctl, sent["turn_id"], timeout=60)
+        assert (event["kind"], event["round"]) == ("done", 1), event
+    (asked,) = _requests_of(model, sc.ASK_TASK)
+    assert answered.codex_turn_id == asked.codex_turn_id  # the same, running turn
+    assert model.count_inputs_containing("Blue") == 1, model.summary()

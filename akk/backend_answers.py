@@ -1,0 +1,352 @@
+"""Interactions of Turns on the Codex app-server: offers in `status`, and their answers.
+
+The same contract as a screen's (akk.interaction_calls): an interaction is
+recorded with its wake-up, offered to its owner by `status`, and answered only
+through that fresh offer, by opaque ids. Its prompts are the app-server's
+server requests (approvals, questions; akk.appserver.prompts) and the async
+questions an agent leaves. The BackendActor proves, before anything is sent,
+that the app-server still asks exactly what the controller saw; a refusal here
+or there sends nothing.
+
+An async question is answered like the terminal's: `steer_current_turn` (the
+default) joins its running turn (turn/steer, fenced by that turn's id);
+`queue_next_turn`, once the turn ended and the Turn is settled but not closed,
+starts the Turn's next round in the same session with the answer as its
+message.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import apsw
+import attrs
+
+from akk.actors.backend import (
+    AnswerReceipt,
+    AnswerRequest,
+    BackendDesk,
+    BackendHost,
+    Refused,
+    StartReceipt,
+    StartTurn,
+    Steer,
+)
+from akk.actors.destination import DestinationDesk
+from akk.actors.runtime import ActorError, AskTimeout
+from akk.actors.store import transact
+from akk.actors.turn_desk import TurnDesk
+from akk.answers import check_offer
+from akk.appserver.prompts import BackendPrompt, answers_result, async_message, decision_result
+from akk.evidence import request_digest
+from akk.profiles.observation import InteractionKind
+from akk.protocol.errors import Reason, RpcError
+from akk.screen.fingerprint import IdMinter
+from akk.store import dispatches, interactions, sessions, turns
+from akk.store.dispatches import Dispatch, Kind, Stage
+from akk.store.interactions import Interaction, InteractionState, Offer, OfferState
+from akk.store.reader import StoreReader
+from akk.store.sessions import ThreadIntent
+from akk.store.turns import Turn, TurnState
+
+ANSWER_TIMEOUT = 60.0
+
+
+@attrs.frozen
+class _NextRound:
+    turn: Turn
+    dispatch: Dispatch
+
+
+class BackendAnswers:
+    def __init__(
+        self,
+        *,
+        store: Any,
+        reader: StoreReader,
+        ids: IdMinter,
+        backends: BackendDesk,
+        desk: TurnDesk,
+        destinations: DestinationDesk,
+        offer_minutes: float,
+    ) -> None:
+        self._store = store
+        self._reader = reader
+        self._ids = ids
+        self._backends = backends
+        self._desk = desk
+        self._destinations = destinations
+        self._offer_seconds = offer_minutes * 60
+
+    def prompts(self, turn: Turn) -> list[BackendPrompt]:
+        """What the app-server asks now for ``turn`` (see BackendBoard.prompts)."""
+        host = self._backends.running
+        native_id = backend_native_turn(turn)
+        if host is None or not host.board.alive or native_id is None:
+            return []
+        return host.board.prompts(native_id, turn, self._ids)
+
+    async def shown(self, turn: Turn, controller_id: str) -> dict[str, Any] | None:
+        """The first thing the app-server asks of this Turn, recorded and offered like a
+        screen's prompt (a settled, unclosed Turn: only a question its turn left)."""
+        if turn.closed_at is not None:
+            return None
+        prompts = self.prompts(turn)
+        if not prompts:
+            return None
+        prompt = prompts[0]
+        offer, now = controller_id == turn.controller_id and prompt.actionable, time.time()
+        profile = f"codex-app-server-{self._backends.version}"
+
+        def record(conn: apsw.Connection) -> tuple[Interaction, bool]:
+            row, new = interactions.record(
+                conn, interaction_id=prompt.interaction_id, terminal_id=None,
+                turn_id=turn.turn_id, kind=prompt.kind.value, seen=prompt.seen, profile=profile,
+                step_index=1, step_total=1, projection=prompt.projection, now=now,
+                announce=turns.get(conn, turn.turn_id),
+            )  # fmt: skip
+            if offer and row.state is InteractionState.PENDING:
+                interactions.offer(conn, row, controller_id, now=now, lifetime=self._offer_seconds)
+            return row, new
+
+        row, new = await transact(self._store, record)
+        if new:
+            self._destinations.wake(turn.controller_id)
+        return row.public()
+
+    async def approve(
+        self, turn: Turn, row: Interaction, controller_id: str, value: str
+    ) -> dict[str, Any]:
+        prompt, offer = await self._fenced(turn, row, controller_id)
+        result = decision_result(prompt, value)
+        return await self._send(turn, row, offer, prompt, Kind.APPROVAL, result, None)
+
+    async def respond(
+        self, turn: Turn, row: Interaction, controller_id: str, params: dict[str, Any]
+    ) -> dict[str, Any]:
+        prompt, offer = await self._fenced(turn, row, controller_id)
+        mode = params.get("delivery_mode")
+        if prompt.kind is not InteractionKind.ASYNC_QUESTION:
+            if mode is not None:
+                raise RpcError(
+                    Reason.INVALID_PARAMS,
+                    "this app-server request blocks its turn until it is answered: send the "
+                    "answers without delivery_mode",
+                )
+            result = answers_result(prompt, params["answers"], self._ids)
+            return await self._send(turn, row, offer, prompt, Kind.ANSWER, result, None)
+        text = async_message(prompt, params["answers"], self._ids)
+        if mode == "queue_next_turn":
+            if prompt.running:
+                raise RpcError(
+                    Reason.NOT_IDLE,
+                    "the turn that asked still runs: its answer joins it with delivery_mode "
+                    "steer_current_turn; queue_next_turn only once the turn has ended",
+                )
+            return await self._next_round(turn, row, offer, prompt, text)
+        if not prompt.running:
+            raise RpcError(
+                Reason.INVALID_PARAMS,
+                "the turn that asked has ended; answer with delivery_mode queue_next_turn, "
+                "which starts the Turn's next round with this answer",
+            )
+        assert prompt.thread_id is not None and prompt.native_turn_id is not None
+        steer = Steer(prompt.thread_id, prompt.native_turn_id, str(prompt.request_id), text)
+        return await self._send(turn, row, offer, prompt, Kind.ANSWER, {}, steer)
+
+    # -- the shared path
+
+    async def _fenced(
+        self, turn: Turn, row: Interaction, controller_id: str
+    ) -> tuple[BackendPrompt, Offer]:
+        """The prompt ``row`` is, still asked, with this controller's fresh offer of it."""
+        if row.state is InteractionState.CONSUMED:
+            raise RpcError(
+                Reason.CONFLICT,
+                f"interaction {row.interaction_id} was already answered; an answered prompt "
+                "never takes input again. Call status for the current interaction",
+            )
+        offer = await self._reader.run(
+            lambda conn: interactions.offer_of(conn, row.interaction_id, controller_id)
+        )
+        prompt = next(
+            (p for p in self.prompts(turn) if p.interaction_id == row.interaction_id), None
+        )
+        check_offer(row, offer, prompt is not None)
+        if row.state is InteractionState.GONE or prompt is None:
+            raise RpcError(
+                Reason.PROMPT_CHANGED,
+                "the app-server no longer asks what this answer was for; nothing was sent. "
+                "Call status for the current interaction",
+            )
+        assert offer is not None
+        return prompt, offer
+
+    async def _send(
+        self,
+        turn: Turn,
+        row: Interaction,
+        offer: Offer,
+        prompt: BackendPrompt,
+        kind: Kind,
+        result: dict[str, Any],
+        steer: Steer | None,
+    ) -> dict[str, Any]:
+        message = AnswerRequest(
+            turn_id=turn.turn_id, controller_id=offer.controller_id,
+            interaction_id=row.interaction_id, offer_id=offer.offer_id,
+            request_id=prompt.request_id, fingerprint=prompt.seen.fingerprint, kind=kind,
+            result=result, steer=steer,
+        )  # fmt: skip
+        reply = await self._ask(self._host(), message)
+        if isinstance(reply, Refused):
+            raise RpcError(reply.reason, reply.message)
+        assert isinstance(reply, AnswerReceipt)
+        if not reply.proven:
+            self._destinations.wake(turn.controller_id)
+            raise _uncertain(reply.why)
+        return {
+            "outcome": "dispatched",
+            "interaction_id": row.interaction_id,
+            "dispatch_id": reply.dispatch.dispatch_id,
+        }
+
+    async def _next_round(
+        self, turn: Turn, row: Interaction, offer: Offer, prompt: BackendPrompt, text: str
+    ) -> dict[str, Any]:
+        """queue_next_turn: the settled Turn's next round, in its session, with the answer."""
+        host = self._host()
+        loaded = prompt.thread_id in host.board.loaded
+        now, turn_id = time.time(), turn.turn_id
+
+        def reserve(conn: apsw.Connection) -> _NextRound:
+            fresh = turns.get(conn, turn_id)
+            assert fresh is not None
+            if fresh.closed_at is not None or not fresh.state.settled:
+                raise RpcError(
+                    Reason.CLOSED if fresh.closed_at else Reason.NOT_IDLE,
+                    f"turn {turn_id} is {fresh.state.value}; queue_next_turn needs it settled "
+                    "and not closed",
+                )
+            done = sessions.invocation(conn, turn_id, fresh.round)
+            assert done is not None
+            session = sessions.get(conn, done.session_id)
+            latest = None if session is None else sessions.latest(conn, session.session_id)
+            if session is None or session.retired_at is not None:
+                raise RpcError(
+                    Reason.CLOSED,
+                    f"turn {turn_id}'s session was replaced; send the answer as a new task",
+                )
+            if latest is None or latest.turn_id != turn_id or latest.round != fresh.round:
+                raise RpcError(
+                    Reason.CONFLICT,
+                    f"turn {turn_id}'s thread has gone on since; send the answer as a new task",
+                )
+            if latest.outcome == "pending" or latest.cleanup != "confirmed":
+                raise RpcError(
+                    Reason.RECONCILE_REQUIRED,
+                    f"turn {turn_id}'s last round is not proven ended in its thread; call "
+                    f"recover {{turn_id: {turn_id!r}}} first",
+                )
+            consumed = _consume(conn, row, offer, now)
+            step = dispatches.reserve(
+                conn, controller_id=offer.controller_id, turn_id=turn_id, terminal_id=None,
+                kind=Kind.ANSWER, typing=None, screen_seq=None, now=now,
+                interaction_id=consumed.interaction_id, offer_id=offer.offer_id,
+                fingerprint=prompt.seen.fingerprint,
+            )  # fmt: skip
+            reopened = turns.reopen(
+                conn, fresh, request_sha256=request_digest(text), request_chars=len(text),
+                evidence_status="pending", evidence=None, evidence_limit=None, now=now,
+            )  # fmt: skip
+            sessions.reserve(
+                conn, session, turn_id=turn_id, round=reopened.round, now=now,
+                thread_intent=ThreadIntent.LOADED if loaded else ThreadIntent.RESUME,
+            )  # fmt: skip
+            return _NextRound(reopened, step)
+
+        reserved = await transact(self._store, reserve)
+        host.board.questions.pop(str(prompt.request_id), None)
+        start = StartTurn(turn_id, reserved.turn.round, text)
+        try:
+            receipt = await self._ask(host, start)
+        except RpcError:
+            await self._desk.follow_backend(turn_id, generation=None)
+            raise
+        assert isinstance(receipt, StartReceipt)
+        started = receipt.turn.state in (TurnState.RUNNING, *_SETTLED_AFTER_START)
+        stage = Stage.ACCEPTED if started else Stage.NOT_ACCEPTED
+        await transact(
+            self._store,
+            lambda conn: dispatches.advance(
+                conn,
+                dispatches.get(conn, reserved.dispatch.dispatch_id) or reserved.dispatch,
+                stage,
+                None if started else receipt.turn.reason,
+            ),
+        )
+        if receipt.turn.unresolved:
+            await self._desk.follow_backend(turn_id, generation=receipt.generation)
+        else:
+            self._destinations.wake(turn.controller_id)
+        return {
+            "outcome": "dispatched",
+            "interaction_id": row.interaction_id,
+            "dispatch_id": reserved.dispatch.dispatch_id,
+            "round": reserved.turn.round,
+        }
+
+    def _host(self) -> BackendHost:
+        host = self._backends.running
+        if host is None:
+            raise RpcError(Reason.PROMPT_CHANGED, "the app-server is not running; call status")
+        return host
+
+    async def _ask(self, host: BackendHost, message: object) -> object:
+        try:
+            return await host.ref.ask(message, timeout=ANSWER_TIMEOUT)
+        except AskTimeout as exc:
+            if not exc.delivered:
+                raise RpcError(
+                    Reason.INTERNAL,
+                    "the app-server's actor was too busy to take the answer; nothing was sent; "
+                    "try again",
+                ) from None
+            raise _uncertain("the answer did not finish in time") from None
+        except ActorError as exc:
+            raise _uncertain(f"the app-server failed during the answer ({exc.reason})") from None
+
+
+_SETTLED_AFTER_START = (TurnState.DONE, TurnState.FAILED, TurnState.CANCELLED)
+
+
+def _consume(conn: apsw.Connection, row: Interaction, offer: Offer, now: float) -> Interaction:
+    """Use up the offer and fence the interaction, as they are now (else nothing happens)."""
+    fresh = interactions.get(conn, row.interaction_id)
+    current = interactions.offer_of(conn, row.interaction_id, offer.controller_id)
+    if fresh is None or current is None or current.offer_id != offer.offer_id:
+        raise RpcError(Reason.STATUS_REQUIRED, "no offer of it: call status first")
+    if fresh.state is not InteractionState.PENDING or current.state is not OfferState.OPEN:
+        raise RpcError(
+            Reason.CONFLICT,
+            f"interaction {row.interaction_id} was already answered; call status",
+        )
+    interactions.consume(conn, fresh, current, now)
+    return fresh
+
+
+def _uncertain(why: str) -> RpcError:
+    return RpcError(
+        Reason.RESPONSE_UNCERTAIN,
+        f"{why}; it may have reached the app-server and will not be sent again. Call status",
+    )
+
+
+def backend_native_turn(turn: Turn) -> str | None:
+    """The app-server's own id of a backend Turn's native turn (None before its receipt)."""
+    if turn.evidence_status != "bound" or not turn.evidence:
+        return None
+    native = json.loads(turn.evidence).get("native_turn_id")
+    return native if isinstance(native, str) else None
