@@ -1,0 +1,108 @@
+"""The operator CLI on the Codex app-server backend, as real `akk` processes.
+
+`akk serve --codex-bin --codex-home` runs as a child process (the newest pinned
+Codex, the lab's CODEX_HOME and model server); a person then runs `akk send
+--scope task-1/executor --wait`, `akk sessions` and a second `akk send --scope`.
+The model server is the oracle: the task reaches it exactly once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from tests.lab.conftest import ensure_installed
+from tools.lab import clients
+from tools.lab.akk_runner import AkkProcess
+from tools.lab.clients import Client
+from tools.lab.launcher import prepare, run_processes
+from tools.lab.model_server import ModelServer
+from tools.lab.scenarios import ECHO_REPLY, ECHO_TASK, SCENARIOS
+
+NEWEST_CODEX = clients.newest("codex")
+SECOND_TASK = "lab: one more thing"
+
+
+async def _akk(
+    akk: AkkProcess, *args: str, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """Run `python -m akk ARGS` against ``akk``'s state directory (off the event loop)."""
+    env = {**os.environ, "AKK_STATE_DIR": str(akk.state.path), "COLUMNS": "200"}
+    argv = [sys.executable, "-m", "akk", *args]
+    return await trio.to_thread.run_sync(
+        lambda: subprocess.run(
+            argv, env=env, capture_output=True, text=True, timeout=timeout, check=False
+        )
+    )
+
+
+def _row_of(table: str, *cells: str) -> str | None:
+    """The table line that has every one of ``cells`` as a whole cell."""
+    for line in table.splitlines():
+        found = {cell.strip() for cell in line.replace("┃", "│").split("│")}
+        if all(cell in found for cell in cells):
+            return line
+    return None
+
+
+@pytest.mark.lab
+@pytest.mark.parametrize("client", [NEWEST_CODEX], ids=lambda client: client.name)
+async def test_send_scope_wait_then_sessions_then_a_resumed_send(
+    client: Client, tmp_path: Path
+) -> None:
+    await ensure_installed(client)
+    model = ModelServer(SCENARIOS["echo"])
+    root = tmp_path / f"lab-{secrets.token_hex(6)}"
+    root.mkdir()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(model.serve)
+        files = prepare(client, root, model.port)
+        akk = AkkProcess(None, tmp_path, env=files.env)
+        codex = ("--codex-bin", str(client.binary()), "--codex-home", str(files.codex_home))
+        scope = ("--scope", "task-1/executor", "--backend", "codex_app_server")
+        workdir = ("--cwd", str(files.workdir))
+        try:
+            with trio.fail_after(60):
+                await trio.to_thread.run_sync(akk.start, None, *codex)
+                sent = await _akk(akk, "send", *scope, *workdir, "--wait", ECHO_TASK)
+                sessions = await _akk(akk, "sessions")
+                listed = await _akk(akk, "sessions", "--json")
+                again = await _akk(akk, "send", *scope, *workdir, "--json", SECOND_TASK)
+                assert again.returncode == 0, again.stderr
+                resumed: dict[str, Any] = json.loads(again.stdout)
+                shown = await _akk(akk, "status", resumed["turn_id"], "--json")
+                # The second Turn runs to its end before the server stops.
+                await model.wait_for_request(lambda r: SECOND_TASK in r.newest_input, timeout=30)
+                while json.loads(shown.stdout)["turn"]["state"] not in ("done", "failed"):
+                    shown = await _akk(akk, "status", resumed["turn_id"], "--json")
+        finally:
+            await trio.to_thread.run_sync(akk.stop)
+            nursery.cancel_scope.cancel()
+
+    assert sent.returncode == 0, (sent.stdout, sent.stderr)
+    assert "state:    done" in sent.stdout, sent.stdout
+    assert f"message:  {ECHO_REPLY}" in sent.stdout, sent.stdout
+    assert model.count_inputs_containing(ECHO_TASK) == 1, model.summary()
+
+    assert sessions.returncode == 0, sessions.stderr
+    assert _row_of(sessions.stdout, "task-1", "executor", "create") is not None, sessions.stdout
+    rows = json.loads(listed.stdout)["sessions"]
+    assert [(r["scope"]["task"], r["scope"]["role"]) for r in rows] == [("task-1", "executor")]
+    assert rows[0]["decision"]["action"] == "create", rows
+
+    assert resumed["session_decision"]["action"] == "resume", resumed
+    assert resumed["session_id"] == rows[0]["session_id"], (resumed, rows)
+    status = json.loads(shown.stdout)
+    assert status["turn"]["state"] == "done", status
+    assert status["session"]["thread_id"] == rows[0]["thread_id"], (status, rows)
+    assert model.count_inputs_containing(SECOND_TASK) == 1, model.summary()
+    assert model.count_inputs_containing(ECHO_TASK) == 1, model.summary()
+    assert run_processes(root) == []
