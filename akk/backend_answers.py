@@ -33,6 +33,7 @@ from akk.actors.backend import (
     StartReceipt,
     StartTurn,
     Steer,
+    offer_refusal,
 )
 from akk.actors.destination import DestinationDesk
 from akk.actors.runtime import ActorError, AskTimeout
@@ -46,7 +47,7 @@ from akk.protocol.errors import Reason, RpcError
 from akk.screen.fingerprint import IdMinter
 from akk.store import dispatches, interactions, sessions, turns
 from akk.store.dispatches import Dispatch, Kind, Stage
-from akk.store.interactions import Interaction, InteractionState, Offer, OfferState
+from akk.store.interactions import Interaction, InteractionState, Offer
 from akk.store.reader import StoreReader
 from akk.store.sessions import ThreadIntent
 from akk.store.turns import Turn, TurnState
@@ -250,7 +251,12 @@ class BackendAnswers:
                     f"turn {turn_id}'s last round is not proven ended in its thread; call "
                     f"recover {{turn_id: {turn_id!r}}} first",
                 )
-            consumed = _consume(conn, row, offer, now)
+            try:
+                consumed = interactions.take_offer(
+                    conn, row.interaction_id, offer.controller_id, offer.offer_id, now
+                )
+            except interactions.OfferUnusable as exc:
+                raise RpcError(*offer_refusal(exc)) from None
             step = dispatches.reserve(
                 conn, controller_id=offer.controller_id, turn_id=turn_id, terminal_id=None,
                 kind=Kind.ANSWER, typing=None, screen_seq=None, now=now,
@@ -320,21 +326,6 @@ class BackendAnswers:
 
 
 _SETTLED_AFTER_START = (TurnState.DONE, TurnState.FAILED, TurnState.CANCELLED)
-
-
-def _consume(conn: apsw.Connection, row: Interaction, offer: Offer, now: float) -> Interaction:
-    """Use up the offer and fence the interaction, as they are now (else nothing happens)."""
-    fresh = interactions.get(conn, row.interaction_id)
-    current = interactions.offer_of(conn, row.interaction_id, offer.controller_id)
-    if fresh is None or current is None or current.offer_id != offer.offer_id:
-        raise RpcError(Reason.STATUS_REQUIRED, "no offer of it: call status first")
-    if fresh.state is not InteractionState.PENDING or current.state is not OfferState.OPEN:
-        raise RpcError(
-            Reason.CONFLICT,
-            f"interaction {row.interaction_id} was already answered; call status",
-        )
-    interactions.consume(conn, fresh, current, now)
-    return fresh
 
 
 def _uncertain(why: str) -> RpcError:

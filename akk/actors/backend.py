@@ -55,7 +55,6 @@ from akk.screen.fingerprint import IdMinter
 from akk.sessions import policy
 from akk.store import audit, dispatches, interactions, sessions, turns
 from akk.store.dispatches import Dispatch, Kind, Stage
-from akk.store.interactions import InteractionState, OfferState
 from akk.store.sessions import InvocationRow, SessionRow
 from akk.store.turns import Turn, TurnState
 
@@ -590,17 +589,12 @@ class BackendActor(Actor):
         now = time.time()
 
         def reserve(conn: apsw.Connection) -> Dispatch | Refused:
-            row = interactions.get(conn, message.interaction_id)
-            offer = interactions.offer_of(conn, message.interaction_id, message.controller_id)
-            if row is None or offer is None or offer.offer_id != message.offer_id:
-                return Refused(Reason.STATUS_REQUIRED, "no offer of it: call status first")
-            if row.state is not InteractionState.PENDING or offer.state is not OfferState.OPEN:
-                return Refused(
-                    Reason.CONFLICT,
-                    f"interaction {row.interaction_id} was already answered; it never takes "
-                    "input again. Call status for the current interaction",
+            try:
+                interactions.take_offer(
+                    conn, message.interaction_id, message.controller_id, message.offer_id, now
                 )
-            interactions.consume(conn, row, offer, now)
+            except interactions.OfferUnusable as exc:
+                return Refused(*offer_refusal(exc))
             return dispatches.reserve(
                 conn, controller_id=message.controller_id, turn_id=message.turn_id,
                 terminal_id=None, kind=message.kind, typing=None, screen_seq=None, now=now,
@@ -742,6 +736,16 @@ def _evidence(app: rpc.AppServer, thread_id: str, native_turn_id: str) -> str:
         "start_ticks": app.start_ticks(),
     }
     return json.dumps(facts)
+
+
+def offer_refusal(exc: interactions.OfferUnusable) -> tuple[Reason, str]:
+    """The protocol reason and next step for an offer that cannot be used."""
+    if exc.answered:
+        return Reason.CONFLICT, (
+            f"{exc}; an answered prompt never takes input again. Call status for the current "
+            "interaction"
+        )
+    return Reason.STATUS_REQUIRED, f"{exc}: call status first, then answer what it shows"
 
 
 def thread_persisted(conn: apsw.Connection, session_id: str) -> None:

@@ -43,7 +43,16 @@ from akk.actors.backend import (
 )
 from akk.actors.runtime import Actor, ActorError, ActorRef, Rank, StopActor
 from akk.actors.store import transact
-from akk.actors.turn import FINAL_MESSAGE_LIMIT, Cancel, CancelResult, Close, Notify, Reload, Tick
+from akk.actors.turn import (
+    FINAL_MESSAGE_LIMIT,
+    Cancel,
+    CancelResult,
+    Close,
+    Notify,
+    Reload,
+    Tick,
+    update_turn,
+)
 from akk.appserver import rpc
 from akk.discovery.process import start_ticks
 from akk.faults import Point
@@ -370,14 +379,7 @@ class BackendTurnActor(Actor):
     # -- store
 
     async def _update(self, **changes: object) -> Turn:
-        turn_id = self._turn_id
-
-        def apply(conn: apsw.Connection) -> Turn:
-            fresh = turns.get(conn, turn_id)
-            assert fresh is not None
-            return turns.update(conn, fresh, **changes)
-
-        self._turn = await transact(self._store, apply)
+        self._turn = await update_turn(self._store, self._turn_id, **changes)
         return self._turn
 
     async def _settle_native(

@@ -422,14 +422,7 @@ class TurnActor(Actor):
         return turn
 
     async def _update(self, **changes: object) -> Turn:
-        turn_id = self._turn_id
-
-        def apply(conn: apsw.Connection) -> Turn:
-            fresh = turns.get(conn, turn_id)
-            assert fresh is not None
-            return turns.update(conn, fresh, **changes)
-
-        self._turn = await transact(self._store, apply)
+        self._turn = await update_turn(self._store, self._turn_id, **changes)
         return self._turn
 
     async def _settle(
@@ -454,6 +447,18 @@ class TurnActor(Actor):
         self._notify(self._turn.controller_id)
         log.info("turn %s settled %s (%s)", turn_id, state, reason or "-")
         raise StopActor()
+
+
+async def update_turn(store: ActorRef, turn_id: str, **changes: object) -> Turn:
+    """Compare-and-swap ``changes`` onto the Turn as it is now; the Turn as stored."""
+
+    def apply(conn: apsw.Connection) -> Turn:
+        fresh = turns.get(conn, turn_id)
+        assert fresh is not None
+        return turns.update(conn, fresh, **changes)
+
+    updated: Turn = await transact(store, apply)
+    return updated
 
 
 def _composer_steps(conn: apsw.Connection, turn_id: str) -> list[dispatches.Dispatch]:

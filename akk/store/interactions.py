@@ -234,6 +234,33 @@ def offer_of(conn: apsw.Connection, interaction_id: str, controller_id: str) -> 
     return None
 
 
+class OfferUnusable(Exception):
+    """The offer named is not this controller's open offer of a pending interaction."""
+
+    def __init__(self, interaction_id: str, *, answered: bool) -> None:
+        super().__init__(
+            f"interaction {interaction_id} was already answered"
+            if answered
+            else f"no open offer of interaction {interaction_id}"
+        )
+        self.answered = answered
+
+
+def take_offer(
+    conn: apsw.Connection, interaction_id: str, controller_id: str, offer_id: str, now: float
+) -> Interaction:
+    """Consume ``controller_id``'s offer ``offer_id`` and fence its interaction, as they are
+    now in this transaction; raises OfferUnusable (nothing changed) otherwise."""
+    row = get(conn, interaction_id)
+    found = offer_of(conn, interaction_id, controller_id)
+    if row is None or found is None or found.offer_id != offer_id:
+        raise OfferUnusable(interaction_id, answered=False)
+    if row.state is not InteractionState.PENDING or found.state is not OfferState.OPEN:
+        raise OfferUnusable(interaction_id, answered=True)
+    consume(conn, row, found, now)
+    return row
+
+
 def consume(conn: apsw.Connection, row: Interaction, found: Offer, now: float) -> None:
     """Fence ``row`` and use up ``found`` (compare-and-swap both; CasConflict if either moved)."""
     cas_update(
