@@ -156,11 +156,21 @@ async def test_create_resume_and_another_role(client: Client, tmp_path: Path) ->
 
         again = await ctl.call("send", lab.send("lab: second task", request_id="r2"))
         assert again["turn_id"] == second["turn_id"]
+        # An explicit session continues too (its eligibility checked the same way).
+        explicit = {"session_id": first["session_id"], "request": "lab: by id",
+                    "client_request_id": "r4"}  # fmt: skip
+        by_id = await ctl.call("send", explicit)
+        assert by_id["session_decision"] == {"action": "resume", "reason": "same_scope_and_role"}
+        assert by_id["session_id"] == first["session_id"]
+        await _done(ctl, by_id)
+        with pytest.raises(AkkError) as foreign:
+            await lab.other.call("send", explicit | {"client_request_id": "r5"})
+        assert foreign.value.reason == "not_found"
         listed = await ctl.call("list")
         roles = {s["scope"]["role"]: s for s in listed["sessions"]}
         assert set(roles) == {"executor", "reviewer"}
         assert roles["executor"]["thread_id"] != roles["reviewer"]["thread_id"]
-    for text in (ECHO_TASK, "lab: second task", "lab: review it"):
+    for text in (ECHO_TASK, "lab: second task", "lab: review it", "lab: by id"):
         assert model.count_inputs_containing(text) == 1, model.summary()
 
 

@@ -64,7 +64,7 @@ async def _send(ctl: Controller, params: dict[str, Any]) -> dict[str, Any] | Non
 
 @pytest.mark.lab
 @pytest.mark.parametrize("point", BACKEND_POINTS, ids=str)
-@pytest.mark.parametrize("client", CODEX[-1:], ids=lambda client: client.name)
+@pytest.mark.parametrize("client", [CODEX[0], CODEX[-1]], ids=lambda client: client.name)
 async def test_sigkill_at_each_backend_point_then_restart(
     client: Client, tmp_path: Path, point: Point
 ) -> None:
