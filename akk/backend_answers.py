@@ -17,7 +17,6 @@ message.
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any
 
@@ -84,7 +83,7 @@ class BackendAnswers:
     def prompts(self, turn: Turn) -> list[BackendPrompt]:
         """What the app-server asks now for ``turn`` (see BackendBoard.prompts)."""
         host = self._backends.running
-        native_id = backend_native_turn(turn)
+        native_id = turn.native_turn_id
         if host is None or not host.board.alive or native_id is None:
             return []
         return host.board.prompts(native_id, turn, self._ids)
@@ -333,11 +332,3 @@ def _uncertain(why: str) -> RpcError:
         Reason.RESPONSE_UNCERTAIN,
         f"{why}; it may have reached the app-server and will not be sent again. Call status",
     )
-
-
-def backend_native_turn(turn: Turn) -> str | None:
-    """The app-server's own id of a backend Turn's native turn (None before its receipt)."""
-    if turn.evidence_status != "bound" or not turn.evidence:
-        return None
-    native = json.loads(turn.evidence).get("native_turn_id")
-    return native if isinstance(native, str) else None

@@ -391,6 +391,7 @@ class BackendTurnActor(Actor):
         if state is TurnState.CANCELLED and self._rejected and not self._cancelled:
             reason = "rejected"
         elif state is TurnState.CANCELLED and not self._cancelled:
+            # Not the owner's cancel: the app-server running it ended, or something else did.
             state, reason = TurnState.FAILED, "interrupted"
         changes: dict[str, Any] = {"usage_status": "unknown"}
         if native is not None:

@@ -9,6 +9,7 @@ on outcome notifications makes a second outcome impossible.
 from __future__ import annotations
 
 import enum
+import json
 import secrets
 from typing import Any
 
@@ -95,6 +96,14 @@ class Turn:
     def ids(self) -> dict[str, str | None]:
         """The record's ids as events and results carry them: a Watch has no turn_id."""
         return {"turn_id": None if self.is_watch else self.turn_id, "watch_id": self.turn_id}
+
+    @property
+    def native_turn_id(self) -> str | None:
+        """An app-server record's own turn id, from its evidence (None before its receipt)."""
+        if self.backend != BACKEND or self.evidence_status != "bound" or not self.evidence:
+            return None
+        native = json.loads(self.evidence).get("native_turn_id")
+        return native if isinstance(native, str) else None
 
     @property
     def observation_state(self) -> str:
