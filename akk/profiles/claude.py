@@ -698,6 +698,8 @@ class _Classifier:
         for y in range(first, last):
             text = self.texts[y]
             if self.blank(y):
+                if fence is not None and fences == 1 and (command or wrapped):
+                    raise _Refused(f"blank row {y} inside the command fence: a row is missing")
                 in_tip = False
                 continue
             start = self.indent(y)

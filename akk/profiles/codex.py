@@ -60,7 +60,7 @@ cursor sits on a persistent-approval row is BLOCKED, with its prompt for display
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import attrs
 
@@ -175,6 +175,28 @@ class ModeIndicator:
     labels: tuple[str, ...]  # as drawn, e.g. "Plan mode (shift+tab to cycle)"
     fg: str  # the colour of the label's first word
     right_pad: int  # blank columns between the label and the pane's right edge
+
+
+_NAMED_PREFIX = re.compile(r"`(.+)`", re.DOTALL)
+
+
+def _check_named_prefix(command: str, options: Sequence[OptionView]) -> None:
+    """The command shown must begin with the prefix the persistent row quotes.
+
+    That row repeats the command (or its execpolicy prefix) in backticks; a
+    command shorter than it was cut off (a row missing from the screen), so it
+    is refused. Whitespace is ignored: the two wrap differently.
+    """
+    for option in options:
+        named = _NAMED_PREFIX.search(option.label)
+        if option.role is not OptionRole.APPROVE_PERSISTENT or named is None:
+            continue
+        if not _squeezed(command).startswith(_squeezed(named[1])):
+            raise _Refused("the command shown is shorter than the one its approval names: cut off")
+
+
+def _squeezed(text: str) -> str:
+    return "".join(text.split())
 
 
 class _Refused(Exception):
@@ -515,6 +537,7 @@ class _Classifier:
         roles = [option.role for option in options]
         if roles.count(OptionRole.APPROVE_ONCE) != 1 or roles.count(OptionRole.REJECT) != 1:
             raise _Refused("approval prompt lacks exactly one approve-once and one reject row")
+        _check_named_prefix(command, options)
         question = QuestionView(
             p.permission_anchor, ResponseKind.CONFIRM, tuple(options), detail=command
         )

@@ -1,0 +1,302 @@
+"""Wrapped and advised permission commands: every cell is bound, a cut command is refused.
+
+Properties over the captured permission screens whose command wraps over
+several rows (Claude's ``claude_bash_expansion`` under its ``│`` gutter, Codex's
+``codex_exec_long``) or carries an advisory row (Claude's ``claude_bash_warning``:
+``Quoted text in this command can't be checked before it runs``):
+
+1. One changed cell (its character or any style) in a row of the command or of
+   an advisory either leaves no actionable permission (fail closed) or changes
+   the prompt's fingerprint, and so its interaction id.
+2. A command missing its last wrapped row(s) (the rows below shifted up, or the
+   rows blanked) is never an actionable permission projecting a prefix of the
+   real command: a controller approving it would approve a command it was not
+   shown whole. Where a classifier accepts such a cut today, the case is a strict
+   xfail (``ACCEPTS_TRUNCATION``); ``pytest --runxfail`` shows what it projected.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
+
+from akk.profiles.observation import InteractionKind, Observation
+from akk.profiles.registry import PROFILES, Profile
+from akk.protocol.projection import project
+from akk.screen import BLANK, Grid, IdMinter, fingerprint, render
+from akk.screen.fingerprint import Appearance
+from tests.test_fingerprint import _FIELDS, SECRET, TERMINAL, _mutate, _with_cell
+
+ROOT = Path(__file__).resolve().parent.parent / "fixtures"
+# The plans drawn to wrap or warn; any other permission screen whose command wraps
+# or shows an advisory is picked up from the screens themselves.
+PLANS = ("claude_bash_expansion", "claude_bash_warning", "codex_exec_long")
+IDS = IdMinter(SECRET)
+
+
+@attrs.frozen(repr=False)
+class Case:
+    """One permission fixture, classified, with the rows its command and advisories fill."""
+
+    name: str
+    profile: Profile
+    grid: Grid
+    command: str  # from the label: the scenario's own command, never read off the screen
+    observation: Observation
+    command_rows: tuple[int, ...]
+    advisory_rows: tuple[int, ...]
+
+    def __repr__(self) -> str:
+        return f"Case({self.name!r})"
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        # Hypothesis prints the case with every example; its grid runs to a megabyte.
+        printer.text(repr(self))
+
+    @property
+    def text_rows(self) -> tuple[int, ...]:
+        return self.command_rows + self.advisory_rows
+
+
+def _words(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _body(text: str) -> str:
+    """A row's text without its indent and the command's ``$ `` or gutter prefix."""
+    text = text.strip()
+    for prefix in ("$ ", "│ "):
+        text = text.removeprefix(prefix)
+    return text.strip()
+
+
+def _command_rows(grid: Grid, top: int, bottom: int, command: str) -> tuple[int, ...]:
+    """The first run of rows in top..bottom-1 that spells `command`, joined at spaces."""
+    whole = _words(command)
+    for first in range(top, bottom):
+        parts: list[str] = []
+        for y in range(first, bottom):
+            parts.append(_body(grid.row_text(y)))
+            joined = _words(" ".join(parts))
+            if not parts[-1] or not whole.startswith(joined):
+                break
+            if joined == whole:
+                return tuple(range(first, y + 1))
+    return ()
+
+
+def _advisory_rows(grid: Grid, after: int, bottom: int, advisories: list[str]) -> tuple[int, ...]:
+    """The rows under the command (blank rows and rules skipped) that spell its advisories."""
+    rows = []
+    for y in range(after, bottom):
+        text = grid.row_text(y).strip()
+        if not text or len(set(text)) == 1:
+            continue
+        if not any(text in advisory for advisory in advisories):
+            break
+        rows.append(y)
+    return tuple(rows)
+
+
+def _load(label_path: Path) -> Case | None:
+    label = json.loads(label_path.read_text())
+    expected = label["expected"]
+    if expected["kind"] != "permission" or expected["manual_only"]:
+        return None
+    grid = render(label_path.with_suffix(".ansi").read_text(), label["cols"], label["rows"])
+    profile = PROFILES[(label["agent"], label["version"])]
+    observation = profile.classify(grid)
+    command_rows: tuple[int, ...] = ()
+    advisory_rows: tuple[int, ...] = ()
+    if observation.actionable and observation.prompt is not None:
+        region = observation.prompt.region
+        command_rows = _command_rows(grid, region.top, region.bottom, expected["command"])
+        _, *advisories = observation.prompt.questions[0].detail.split("\n\n")
+        if command_rows:
+            after = command_rows[-1] + 1
+            advisory_rows = _advisory_rows(grid, after, region.bottom, advisories)
+    if label["plan"] not in PLANS and len(command_rows) < 2 and not advisory_rows:
+        return None
+    return Case(
+        name=str(label_path.relative_to(ROOT)),
+        profile=profile,
+        grid=grid,
+        command=expected["command"],
+        observation=observation,
+        command_rows=command_rows,
+        advisory_rows=advisory_rows,
+    )
+
+
+CASES = [
+    case
+    for agent in ("claude", "codex")
+    for label_path in sorted((ROOT / agent).glob("*/**/*.json"))
+    if (case := _load(label_path)) is not None
+]
+WRAPPED = [case for case in CASES if len(case.command_rows) >= 2]
+
+
+def _name(case: Case) -> str:
+    return case.name
+
+
+def _actionable_permission(observation: Observation) -> bool:
+    prompt = observation.prompt
+    return (
+        observation.actionable and prompt is not None and prompt.kind is InteractionKind.PERMISSION
+    )
+
+
+def _fingerprint(case: Case, grid: Grid, observation: Observation) -> bytes:
+    assert observation.prompt is not None
+    region = observation.prompt.region
+    return fingerprint(grid, region, profile_id=case.profile.id, terminal_identity=TERMINAL)
+
+
+def _interaction_id(fp: bytes) -> str:
+    return IDS.interaction_id(Appearance(fp, 0))
+
+
+def _projection(case: Case, observation: Observation, grid: Grid) -> dict[str, Any]:
+    assert observation.prompt is not None
+    seen = Appearance(_fingerprint(case, grid, observation), 0)
+    return project(
+        observation.prompt,
+        seen=seen,
+        ids=IDS,
+        agent=case.profile.agent,
+        turn_id=None,
+        manual_reason=observation.reason,
+    )
+
+
+def test_the_wrapped_and_advised_commands_of_every_pinned_version_are_covered() -> None:
+    for case in CASES:
+        assert _actionable_permission(case.observation), (case.name, case.observation.reason)
+        assert case.command_rows, f"{case.name}: its command is not drawn inside its region"
+    assert {(case.profile.agent, case.profile.version) for case in WRAPPED} == set(PROFILES)
+    advised = {case.profile.version for case in CASES if case.advisory_rows}
+    assert advised >= {
+        profile.version
+        for profile in PROFILES.values()
+        if getattr(getattr(profile, "permission", None), "advisories", ())
+    }
+    assert advised
+
+
+# -- 1. every cell of the command and its advisories is bound
+
+
+@pytest.mark.parametrize("case", CASES, ids=_name)
+@settings(max_examples=30, deadline=None)
+@given(data=st.data(), field=st.sampled_from(_FIELDS))
+def test_a_changed_cell_in_the_command_or_an_advisory_changes_the_interaction(
+    case: Case, data: st.DataObject, field: str
+) -> None:
+    grid = case.grid
+    assert case.text_rows, f"{case.name}: no command rows found in its region"
+    y = data.draw(st.sampled_from(case.text_rows), label="row")
+    drawn = [x for x, cell in enumerate(grid.row(y)) if cell.char.strip()]
+    # Within the drawn text, or anywhere on the row (its blank cells are in the region too).
+    x = data.draw(st.integers(drawn[0], drawn[-1]) | st.integers(0, grid.cols - 1), label="column")
+    changed = _with_cell(grid, x, y, _mutate(grid.cell(x, y), field))
+    observation = case.profile.classify(changed)
+    if not _actionable_permission(observation):
+        event("refused")
+        return
+    event("still actionable")
+    fp = _fingerprint(case, changed, observation)
+    original = _fingerprint(case, grid, case.observation)
+    assert fp != original, f"cell ({x}, {y}) {field} is not bound by region {observation.prompt}"
+    assert _interaction_id(fp) != _interaction_id(original)
+
+
+# -- 2. a command cut short of its last wrapped rows is never actionable
+
+
+def _shift_up(grid: Grid, gone: tuple[int, ...]) -> Grid:
+    """`grid` without rows `gone`, the rows below moved up and blank rows added at the bottom."""
+    kept = [grid.row(y) for y in range(grid.rows) if y not in gone]
+    blank = (BLANK,) * grid.cols
+    return Grid(cols=grid.cols, rows=grid.rows, cells=(*kept, *[blank] * len(gone)))
+
+
+def _blank_out(grid: Grid, gone: tuple[int, ...]) -> Grid:
+    """`grid` with rows `gone` blank."""
+    blank = (BLANK,) * grid.cols
+    cells = tuple(blank if y in gone else grid.row(y) for y in range(grid.rows))
+    return Grid(cols=grid.cols, rows=grid.rows, cells=cells)
+
+
+CUTS = {"shift": _shift_up, "blank": _blank_out}
+
+# What the classifiers accept today (found by this test; the profiles are not changed
+# here): (agent, how) -> the cut each still takes for a whole command.
+ACCEPTS_TRUNCATION = {
+    # The screen left is exactly how Claude draws the shorter command: a guttered command
+    # may be one row (the gutter marks shell expansion, not wrapping), and nothing else on
+    # its prompt repeats the command. No screen rule can tell them apart.
+    ("claude", "shift"): "its last gutter row removed and the rows below moved up",
+    # Before the dashed command fence (2.1.328) a blank row may follow the command.
+    ("claude", "blank"): "its last gutter row blanked (a blank row may follow the command)",
+}
+"""Cuts a profile cannot see, by (agent, cut); Codex's are all refused (its persistent row
+quotes the command), as are Claude's blanks inside the command fence."""
+
+
+def _accepted(case: Case, how: str) -> str | None:
+    accepted = ACCEPTS_TRUNCATION.get((case.profile.agent, how))
+    permission = getattr(case.profile, "permission", None)
+    fenced = getattr(permission, "command_fence", None) is not None
+    return None if accepted is None or (how == "blank" and fenced) else accepted
+
+
+def _truncations() -> list[Any]:
+    params = []
+    for case in WRAPPED:
+        for how in CUTS:
+            marks = []
+            accepted = _accepted(case, how)
+            if accepted is not None:
+                reason = (
+                    f"{case.name} (command rows {case.command_rows}), {accepted}: still an "
+                    "actionable permission whose projected command is a prefix of the real one"
+                )
+                marks.append(pytest.mark.xfail(strict=True, reason=reason))
+            params.append(pytest.param(case, how, marks=marks, id=f"{case.name}-{how}"))
+    return params
+
+
+def _silently_truncated(shown: str, real: str) -> bool:
+    shown, real = _words(shown), _words(real)
+    return shown != real and real.startswith(shown)
+
+
+@pytest.mark.parametrize(("case", "how"), _truncations())
+@settings(max_examples=10, deadline=None)
+@given(data=st.data())
+def test_a_command_missing_its_last_wrapped_rows_is_never_actionable(
+    case: Case, how: str, data: st.DataObject
+) -> None:
+    rows = case.command_rows
+    dropped = data.draw(st.integers(1, len(rows) - 1), label="rows dropped")
+    gone = rows[-dropped:]
+    cut = CUTS[how](case.grid, gone)
+    observation = case.profile.classify(cut)
+    if not _actionable_permission(observation):
+        return
+    projection = _projection(case, observation, cut)
+    (question,) = projection["questions"]
+    shown = question["detail"].split("\n\n")[0]
+    assert not _silently_truncated(shown, case.command), (
+        f"{case.name}: with rows {gone} {how}, the screen is a {projection['state']} "
+        f"{projection['kind']} offering {projection['decisions']} for the command {shown!r}; "
+        f"the real command is {case.command!r}"
+    )
