@@ -40,15 +40,15 @@ def point(label: dict[str, Any]) -> nv.Point:
 @pytest.mark.parametrize(
     ("agent", "version", "nearest"),
     [
-        ("claude", "2.1.332", "2.1.328"),
+        ("claude", "2.1.333", "2.1.332"),
         ("claude", "2.1.328", "2.1.328"),
         ("claude", "2.1.300", "2.1.267"),
         ("claude", "2.1.265", "2.1.263"),
         ("claude", "2.0.9", "2.1.263"),  # below every pinned one: the lowest above
-        ("codex", "0.171.0", "0.169.0"),
+        ("codex", "0.170.0", "0.169.0"),
         ("codex", "0.154.9", "0.154.0"),
         ("codex", "0.16.0", "0.153.4"),  # numeric, not string, order
-        ("codex", "1.0.0", "0.169.0"),
+        ("codex", "1.0.0", "0.171.0"),
     ],
 )
 def test_nearest_pinned(agent: str, version: str, nearest: str) -> None:
@@ -80,15 +80,15 @@ def test_pretend_reads_the_new_version_banner_as_the_pinned_one(
 
 
 def test_a_trial_client_is_launchable_only_inside_its_block() -> None:
-    trial = Client("codex", "0.171.0")
+    trial = Client("codex", "0.172.0")
     pinned = clients.PINNED
     with pytest.raises(clients.UnsupportedClient):
-        clients.get("codex", "0.171.0")
+        clients.get("codex", "0.172.0")
     with clients.trial(trial):
-        assert clients.get("codex", "0.171.0") == trial
+        assert clients.get("codex", "0.172.0") == trial
         assert trial not in clients.PINNED
     with pytest.raises(clients.UnsupportedClient):
-        clients.get("codex", "0.171.0")
+        clients.get("codex", "0.172.0")
     assert pinned == clients.PINNED
 
 
@@ -101,7 +101,10 @@ def test_jobs_are_the_nearest_versions_corpus_run_once_each_on_the_new_client() 
     assert {job.client for job in jobs} == {new}
     keys = [(job.plan.name, job.cols, job.rows) for job in jobs]
     assert len(keys) == len(set(keys))
-    nearest = {(j.plan.name, j.cols, j.rows) for j in capture.corpus_jobs([clients.PINNED[7]])}
+    nearest = {
+        (j.plan.name, j.cols, j.rows)
+        for j in capture.corpus_jobs([clients.get("codex", "0.169.0")])
+    }
     assert set(keys) == nearest
     names = {job.plan.name for job in jobs}
     # Version-kept plans follow the nearest version: 0.169.0 prints async questions.

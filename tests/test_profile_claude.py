@@ -425,7 +425,8 @@ CROSS_VERSION = [
     for path in ACTIONABLE
     if _differs_between_versions(path)
     for other in PROFILES
-    if (other == "2.1.328") != (json.loads(path.read_text())["version"] == "2.1.328")
+    if (other in ("2.1.328", "2.1.332"))
+    != (json.loads(path.read_text())["version"] in ("2.1.328", "2.1.332"))
 ]
 
 

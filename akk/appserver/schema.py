@@ -72,7 +72,7 @@ class Message:
     body: Mapping[str, Any]
 
 
-RESUME_VERIFIED = frozenset({"0.153.4", "0.154.0", "0.155.1", "0.169.0"})
+RESUME_VERIFIED = frozenset({"0.153.4", "0.154.0", "0.155.1", "0.169.0", "0.171.0"})
 """Codex versions whose `thread/resume` in a new app-server process is proven to continue
 the thread (tests/lab/test_backend.py: the model's next request holds the earlier turns)."""
 

@@ -1302,5 +1302,9 @@ V2_1_328 = ClaudeProfile(
     themes=_THEMES_2_1_328,
 )
 
-PROFILES: tuple[ClaudeProfile, ...] = (V2_1_263, V2_1_266, V2_1_267, V2_1_328)
+# 2.1.332 draws what 2.1.328 draws (`python -m tools.lab new-version claude 2.1.332`:
+# every corpus screen classified the same under the 2.1.328 data).
+V2_1_332 = attrs.evolve(V2_1_328, version="2.1.332")
+
+PROFILES: tuple[ClaudeProfile, ...] = (V2_1_263, V2_1_266, V2_1_267, V2_1_328, V2_1_332)
 """Every pinned Claude Code version."""

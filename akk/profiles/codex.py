@@ -1190,5 +1190,9 @@ _V0_169_0 = attrs.evolve(
     blockers=(Blocker("trust", "Trust this folder?", "enter continue · esc back", _TRUST_REASON),),
 )
 
-PROFILES: tuple[CodexProfile, ...] = (_V0_153_4, _V0_154_0, _V0_155_1, _V0_169_0)
+# 0.171.0 draws what 0.169.0 draws (`python -m tools.lab new-version codex 0.171.0`:
+# every corpus screen classified the same under the 0.169.0 data).
+_V0_171_0 = attrs.evolve(_V0_169_0, version="0.171.0", banner=">_ OpenAI Codex (v0.171.0)")
+
+PROFILES: tuple[CodexProfile, ...] = (_V0_153_4, _V0_154_0, _V0_155_1, _V0_169_0, _V0_171_0)
 """Every pinned Codex version, one data row each."""

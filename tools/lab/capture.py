@@ -76,7 +76,7 @@ CODEX_UNANSWERED = ("Proceed", "Go back")
 CODEX_ASYNC_EXTRA = ("Other",)
 CODEX_ASYNC_PICKER = frozenset({"0.154.0", "0.155.1"})
 """Codex versions that show async questions as a queued question with a picker."""
-CODEX_ASYNC_TEXT_ONLY = frozenset({"0.153.4", "0.169.0"})
+CODEX_ASYNC_TEXT_ONLY = frozenset({"0.153.4", "0.169.0", "0.171.0"})
 """Codex versions that only print an async question into the transcript."""
 
 
@@ -654,7 +654,7 @@ def _codex_async() -> list[Plan]:
             ),
             versions=CODEX_ASYNC_PICKER,
         ),
-        # 0.153.4 and 0.169.0 only print the question in the transcript: the
+        # 0.153.4, 0.169.0 and 0.171.0 only print the question in the transcript: the
         # client is idle and there is no prompt to answer.
         Plan(
             f"{scenario}_text",
@@ -1099,11 +1099,11 @@ def _claude_variant_plans() -> dict[str, Plan]:
     plans = [
         # Claude adds advisory lines to the permission body for such a command.
         _permission("claude_bash_expansion", _CLAUDE, "Bash", manual=False),
-        # Read-only but for the expansion: 2.1.328 asks, with a "can't be checked" row;
+        # Read-only but for the expansion: 2.1.328 and 2.1.332 ask ("can't be checked" row);
         # 2.1.263-2.1.267 run it without asking (no prompt to capture).
         attrs.evolve(
             _permission("claude_bash_warning", _CLAUDE, "Bash", manual=False),
-            versions=frozenset({"2.1.328"}),
+            versions=frozenset({"2.1.328", "2.1.332"}),
         ),
         # Its middle row is a directory-scoped grant ("Yes, allow reading from ...").
         _permission("claude_bash_read_outside", _CLAUDE, "Bash", manual=False),
@@ -1124,6 +1124,7 @@ def claude_variant_jobs(clients_: Iterable[Client] = clients.PINNED) -> list[Job
     return [
         Job(PLANS[name], client, cols, rows)
         for client in clients_
+        if client.agent == "claude"
         for name in CLAUDE_SIZED_PLANS
         if PLANS[name].applies_to(client)
         for cols, rows in CLAUDE_VARIANT_SIZES

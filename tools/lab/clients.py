@@ -79,10 +79,12 @@ PINNED: tuple[Client, ...] = (
     Client("claude", "2.1.266"),
     Client("claude", "2.1.267"),
     Client("claude", "2.1.328"),
+    Client("claude", "2.1.332"),
     Client("codex", "0.153.4"),
     Client("codex", "0.154.0"),
     Client("codex", "0.155.1"),
     Client("codex", "0.169.0"),
+    Client("codex", "0.171.0"),
 )
 
 
