@@ -202,6 +202,7 @@ async def run_service(
             session_calls = SessionCalls(
                 store=store, reader=reader, desk=desk, backends=backends,
                 destinations=destinations, settings=config.turns, limits=config.sessions,
+                board=board,
             )  # fmt: skip
             watch_calls = WatchCalls(
                 store=store, reader=reader, board=board, desk=desk, destinations=destinations,

@@ -44,6 +44,7 @@ from akk.store import sessions, turns
 from akk.store.reader import StoreReader
 from akk.store.sessions import SessionRow, ThreadIntent
 from akk.store.turns import Turn
+from akk.terminals import TerminalBoard
 from akk.turn_calls import MAX_REQUEST_CHARS, TurnSettings, available_actions, owned
 
 BACKEND_NAME = "codex_app_server"
@@ -72,7 +73,9 @@ class SessionCalls:
         destinations: DestinationDesk,
         settings: TurnSettings,
         limits: policy.Limits,
+        board: TerminalBoard,
     ) -> None:
+        self._board = board
         self._store = store
         self._reader = reader
         self._desk = desk
@@ -99,7 +102,8 @@ class SessionCalls:
         host = await self._host()
         binding = await self._binding(host, owner.workspace)
         request = policy.Request(owner, binding, fresh_context=handoff is not None)
-        decision = await self._reader.run(lambda conn: self._decide(conn, request))
+        writers = await self._terminal_writers(owner.workspace)
+        decision = await self._reader.run(lambda conn: self._decide(conn, request, writers))
         if decision.action is policy.Action.WAIT:
             raise _wait(decision)
         setup = host.setup
@@ -107,7 +111,7 @@ class SessionCalls:
 
         def reserve(conn: apsw.Connection) -> _Reserved:
             # Decided again here: the StoreActor runs one transaction at a time.
-            decision = self._decide(conn, request)
+            decision = self._decide(conn, request, writers)
             if decision.action is policy.Action.WAIT:
                 raise _wait(decision)
             current = sessions.current(conn, owner)
@@ -230,14 +234,29 @@ class SessionCalls:
         await transact(self._store, confirm)
         return "settled"
 
-    def _decide(self, conn: apsw.Connection, request: policy.Request) -> policy.Decision:
+    def _decide(
+        self, conn: apsw.Connection, request: policy.Request, writers: tuple[str, ...]
+    ) -> policy.Decision:
         def active(invocation: sessions.InvocationRow) -> bool:
             turn = turns.get(conn, invocation.turn_id)
             return turn is not None and turn.unresolved
 
         verified = request.binding.agent_version in RESUME_VERIFIED
         facts = sessions.facts(conn, request, resume_verified=verified, active_turn=active)
-        return policy.decide(facts, self._limits)
+        return policy.decide(attrs.evolve(facts, writers=writers), self._limits)
+
+    async def _terminal_writers(self, workspace: str) -> tuple[str, ...]:
+        """Open terminal Turns whose agent's working directory is ``workspace``."""
+        open_turns = await self._reader.run(turns.unresolved)
+        found = []
+        for turn in open_turns:
+            snapshot = self._board.get(turn.terminal_id or "")
+            cwd = None if snapshot is None else snapshot.identity.cwd
+            if cwd is not None and await trio.to_thread.run_sync(os.path.realpath, cwd) == (
+                workspace
+            ):
+                found.append(turn.turn_id)
+        return tuple(found)
 
     async def _owner(self, controller_id: str, params: dict[str, Any]) -> policy.Owner:
         session_id = params.get("session_id")

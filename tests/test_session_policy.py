@@ -320,3 +320,16 @@ def test_the_limits_rebuild_from_their_boundary_on(
         assert decision == policy.Decision(Action.REBUILD, "attempt_limit", "sess_c")
     else:
         assert decision == policy.Decision(Action.RESUME, "same_scope_and_role", "sess_c")
+
+
+def test_an_open_terminal_turn_in_the_workspace_makes_every_send_wait() -> None:
+    """One writer per workspace: a terminal Turn there holds the backend too."""
+    mine = _session(CODER, "sess_c")
+    for session in (None, mine):
+        facts = policy.Facts(policy.Request(CODER, BINDING), session, (), writers=("turn_t",))
+        assert policy.decide(facts) == policy.Decision(
+            Action.WAIT, "workspace_busy", None, "turn_t"
+        )
+    assert policy.decide(policy.Facts(policy.Request(CODER, BINDING), mine)).action is (
+        Action.RESUME
+    )

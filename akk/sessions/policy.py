@@ -3,8 +3,9 @@
 One pure function, `decide`, of facts the store holds (never of guesses), under
 a versioned policy. The order of the rules is the policy:
 
-1. **wait** while the thread has an active turn, or another session has one in
-   the same workspace: one turn per thread, one writer per workspace.
+1. **wait** while the thread has an active turn, or another session (or a
+   terminal Turn) has one in the same workspace: one turn per thread, one
+   writer per workspace.
 2. **wait** while anything about the previous invocation of this session, or
    of any session writing the same workspace, is unconfirmed: its dispatch
    (`maybe_sent` with no outcome recorded yet), its outcome, or its cleanup. A
@@ -135,6 +136,8 @@ class Facts:
     """The owner's current (unretired) session, if any."""
     workspace: tuple[Session, ...] = ()
     """Other owners' current sessions on the same workspace."""
+    writers: tuple[str, ...] = ()
+    """Open terminal Turns whose agent works in the same workspace (their turn ids)."""
 
 
 @attrs.frozen
@@ -143,7 +146,7 @@ class Decision:
     reason: str
     session_id: str | None = None
     """resume: the session continued; rebuild: the session replaced; wait: the one to
-    reconcile or wait for; create: None."""
+    reconcile or wait for (None for a terminal Turn's); create: None."""
     turn_id: str | None = None
     """wait: the invocation to reconcile (`recover {turn_id}`) or wait for."""
 
@@ -175,6 +178,8 @@ def decide(facts: Facts, limits: Limits = Limits()) -> Decision:
     for other in facts.workspace:
         if other.active_turn:
             return _wait("workspace_busy", other)
+    if facts.writers:
+        return Decision(Action.WAIT, "workspace_busy", None, facts.writers[0])
     for held in (*(() if session is None else (session,)), *facts.workspace):
         why = unconfirmed(held)
         if why is not None:
