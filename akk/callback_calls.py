@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import apsw
@@ -48,7 +49,10 @@ class CallbackCalls:
         reader: StoreReader,
         board: TerminalBoard,
         destinations: DestinationDesk,
+        asked: Callable[[Turn], list[str]],
     ) -> None:
+        self._asked = asked
+        """The interaction ids the app-server asks now of a backend Turn."""
         self._store = store
         self._reader = reader
         self._board = board
@@ -121,7 +125,18 @@ class CallbackCalls:
             row = await self._reader.run(lambda conn: interactions.get(conn, interaction_id))
         if row is None or row.state is not InteractionState.PENDING:
             raise _answered(notification)
-        snapshot = self._board.get(row.terminal_id or "")
+        if row.terminal_id is None:
+            turn_id = row.turn_id or ""
+            turn = await self._reader.run(lambda conn: turns.get(conn, turn_id))
+            if turn is None or row.interaction_id not in self._asked(turn):
+                raise RpcError(
+                    Reason.PROMPT_CHANGED,
+                    f"notification {notification.notification_id} is about a request the "
+                    "app-server no longer asks (it was answered, or its turn ended); it is "
+                    "obsolete and will not be sent again. Call status",
+                )
+            return row
+        snapshot = self._board.get(row.terminal_id)
         if snapshot is not None and snapshot.busy:
             raise RpcError(
                 Reason.CONFLICT,

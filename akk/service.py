@@ -197,8 +197,9 @@ async def run_service(
                 settings=config.turns, interactions=interaction_calls,
             )  # fmt: skip
             callback_calls = CallbackCalls(
-                store=store, reader=reader, board=board, destinations=destinations
-            )
+                store=store, reader=reader, board=board, destinations=destinations,
+                asked=lambda turn: [p.interaction_id for p in backend_answers.prompts(turn)],
+            )  # fmt: skip
             session_calls = SessionCalls(
                 store=store, reader=reader, desk=desk, backends=backends,
                 destinations=destinations, settings=config.turns, limits=config.sessions,

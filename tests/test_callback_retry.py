@@ -31,7 +31,8 @@ from akk.profiles.observation import Observation, State
 from akk.protocol.errors import Reason, RpcError
 from akk.screen.fingerprint import Appearance
 from akk.service import ServiceConfig, run_service
-from akk.store import interactions, outbox, turns
+from akk.sessions import policy
+from akk.store import interactions, outbox, sessions, turns
 from akk.store.database import CasConflict, open_reader, open_store
 from akk.store.interactions import Interaction, InteractionState
 from akk.store.location import StateDir
@@ -420,7 +421,10 @@ async def test_an_interaction_wake_up_is_retried_only_while_its_prompt_is_shown(
                     Supervisor("destinations"), store=store, reader=reader.run,
                     sink=lambda controller_id: None, policy=OutboxPolicy(),
                 )  # fmt: skip
-                calls = CallbackCalls(store=store, reader=reader, board=board, destinations=desk)
+                calls = CallbackCalls(
+                    store=store, reader=reader, board=board, destinations=desk,
+                    asked=lambda turn: [],
+                )  # fmt: skip
                 params = {"turn_id": turn.turn_id}
                 for shown, reason in (
                     (None, Reason.PROMPT_CHANGED),  # the screen shows no prompt
@@ -442,6 +446,63 @@ async def test_an_interaction_wake_up_is_retried_only_while_its_prompt_is_shown(
                     ).fetchall()
                 )
                 assert audit == [(row.interaction_id, "ok")]
+                nursery.cancel_scope.cancel()
+    finally:
+        reader.close()
+
+
+async def test_an_app_server_request_s_wake_up_is_retried_only_while_it_is_asked(
+    tmp_path: Path,
+) -> None:
+    """A backend Turn's interaction has no terminal: what the app-server asks decides."""
+    path = tmp_path / "akk.sqlite3"
+    conn = open_store(path)
+    with conn:
+        _controllers(conn, "a")
+        owner = policy.Owner("a", "task", None, "executor", str(tmp_path))
+        binding = policy.Binding("0.169.0", "0.169.0", None, None, None, None)
+        decision = policy.Decision(policy.Action.CREATE, "new_scope_or_role")
+        session = sessions.create(
+            conn, owner=owner, binding=binding, codex_home=str(tmp_path), decision=decision,
+            now=1.0,
+        )  # fmt: skip
+        turn = turns.insert_backend(
+            conn, controller_id="a", client_request_id="b1", session_id=session.session_id,
+            request_sha256="0" * 64, request_chars=5, inactivity_seconds=60,
+            lifetime_seconds=600, now=1.0,
+        )  # fmt: skip
+        projection = {"interaction_id": "int_b", "kind": "permission", "questions": []}
+        interactions.record(
+            conn, interaction_id="int_b", terminal_id=None, turn_id=turn.turn_id,
+            kind="permission", seen=SEEN, profile="codex-app-server-0.169.0", step_index=1,
+            step_total=1, projection=projection, now=1.0, announce=turn,
+        )  # fmt: skip
+        (note,) = [n for n in outbox.of_turn(conn, turn.turn_id) if n.kind == "approval_required"]
+        wake_up = _force(conn, note, "retryable_failure", attempts=8)
+    conn.close()
+    asked: list[str] = []
+    root = Supervisor("root", children=[ChildSpec("store", lambda: StoreActor(path))])
+    reader = StoreReader(path)
+    try:
+        with trio.fail_after(10):
+            async with trio.open_nursery() as nursery:
+                await nursery.start(root.run)
+                store = root.ref("store")
+                desk = DestinationDesk(
+                    Supervisor("destinations"), store=store, reader=reader.run,
+                    sink=lambda controller_id: None, policy=OutboxPolicy(),
+                )  # fmt: skip
+                calls = CallbackCalls(
+                    store=store, reader=reader, board=TerminalBoard(), destinations=desk,
+                    asked=lambda record: list(asked) if record.turn_id == turn.turn_id else [],
+                )  # fmt: skip
+                params = {"turn_id": turn.turn_id}
+                with pytest.raises(RpcError) as refused:
+                    await calls.retry("a", False, params)
+                assert refused.value.reason == Reason.PROMPT_CHANGED
+                asked.append("int_b")
+                result = await calls.retry("a", False, params)
+                assert (result["event_id"], result["retries"]) == (wake_up.event_id, 1)
                 nursery.cancel_scope.cancel()
     finally:
         reader.close()
