@@ -1,9 +1,10 @@
-"""Benchmark render + classify over the captured corpus at 120x40 and 250x60.
+"""Benchmark render + classify over the captured corpus, per size, and at 250x60.
 
 Run: `.venv/bin/python -m tools.bench_classify [--agent claude] [--runs N]`.
-For every 120x40 fixture of the agent it times `akk.screen.render` and the exact
-version's `classify` (CPU time of this thread, robust when the machine is busy)
-and prints the median and p99 per size over all screens and runs.
+For every fixture of the agent at each captured size (80x24, 100x30, 120x40,
+132x43) it times `akk.screen.render` and the exact version's `classify` (CPU
+time of this thread, robust when the machine is busy) and prints the median and
+p99 per size over all screens and runs.
 
 There is no 250x60 corpus, so each 120x40 capture is widened: rows that are one
 full-width run of a box-drawing glyph (the clients' rules) are stretched to the
@@ -72,6 +73,19 @@ def corpus(agent: str, size: tuple[int, int]) -> list[Screen]:
     return screens
 
 
+def captured(agent: str) -> dict[tuple[int, int], list[Screen]]:
+    """Every corpus fixture of `agent` (all versions), by the size it was captured at."""
+    sizes: dict[tuple[int, int], list[Screen]] = {}
+    for label_path in sorted(FIXTURES.glob(f"{agent}/[0-9]*/**/*.json")):
+        label = json.loads(label_path.read_text())
+        size = (label["cols"], label["rows"])
+        profile = PROFILES[(label["agent"], label["version"])]
+        capture = label_path.with_suffix(".ansi").read_text()
+        name = str(label_path.relative_to(FIXTURES))
+        sizes.setdefault(size, []).append(Screen(name, capture, size[0], size[1], profile))
+    return dict(sorted(sizes.items()))
+
+
 def _median_p99(samples: list[float]) -> str:
     ordered = sorted(samples)
     p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
@@ -111,17 +125,20 @@ def main() -> None:
     parser.add_argument("--agent", default="claude", choices=("claude", "codex"))
     parser.add_argument("--runs", type=int, default=50)
     args = parser.parse_args()
-    base = corpus(args.agent, (120, 40))
-    for size in ((120, 40), (250, 60)):
-        screens = base if size == (120, 40) else corpus(args.agent, size)
+    for size, screens in captured(args.agent).items():
         render_ms, classify_ms = bench(screens, args.runs)
-        line = (
-            f"{args.agent} {size[0]}x{size[1]} ({len(screens)} screens x {args.runs}): "
+        print(
+            f"{args.agent} {size[0]}x{size[1]} captured ({len(screens)} screens x {args.runs}): "
             f"render {_median_p99(render_ms)}; classify {_median_p99(classify_ms)}"
         )
-        if size != (120, 40):
-            line += f"; same state as 120x40: {same_states(base, screens)}/{len(screens)}"
-        print(line)
+    base = corpus(args.agent, (120, 40))
+    wide = corpus(args.agent, (250, 60))
+    render_ms, classify_ms = bench(wide, args.runs)
+    print(
+        f"{args.agent} 250x60 widened from 120x40 ({len(wide)} screens x {args.runs}): "
+        f"render {_median_p99(render_ms)}; classify {_median_p99(classify_ms)}; "
+        f"same state as 120x40: {same_states(base, wide)}/{len(wide)}"
+    )
 
 
 if __name__ == "__main__":
