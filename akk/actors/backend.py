@@ -25,7 +25,7 @@ import logging
 import os
 import shutil
 import time
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -66,7 +66,6 @@ REQUEST_TIMEOUT = 30.0
 KEPT_TURNS = 1024
 """Native turns the board remembers (oldest forgotten first)."""
 
-KEPT_EXITS = 16
 
 START_RETRY_SECONDS = 30.0
 """After an app-server failed to start, how long before the next try (a slow retry never
@@ -143,7 +142,6 @@ class BackendBoard:
     turns: OrderedDict[str, NativeTurn] = attrs.field(factory=OrderedDict)
     loaded: set[str] = attrs.field(factory=set)
     """Threads started or resumed in the current process."""
-    exits: deque[rpc.Exit] = attrs.field(factory=lambda: deque(maxlen=KEPT_EXITS))
     requests: dict[rpc.RequestId, rpc.ServerRequest] = attrs.field(factory=dict)
     """Server requests (approvals, questions) not answered yet."""
     rejected: set[str] = attrs.field(factory=set)
@@ -836,7 +834,6 @@ class BackendHost:
             board.alive = False
             board._state_changed()
             ended = await app.aclose()
-            board.exits.append(ended)
             await self._record_exit(ended)
 
     async def _pump(self, app: rpc.AppServer) -> None:
