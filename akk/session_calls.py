@@ -102,16 +102,17 @@ class SessionCalls:
         host = await self._host()
         binding = await self._binding(host, owner.workspace)
         request = policy.Request(owner, binding, fresh_context=handoff is not None)
-        writers = await self._terminal_writers(owner.workspace)
-        decision = await self._reader.run(lambda conn: self._decide(conn, request, writers))
+        terminals = await self._workspace_terminals(owner.workspace)
+        decision = await self._reader.run(lambda conn: self._decide(conn, request, terminals))
         if decision.action is policy.Action.WAIT:
             raise _wait(decision)
         setup = host.setup
         now = time.time()
 
         def reserve(conn: apsw.Connection) -> _Reserved:
-            # Decided again here: the StoreActor runs one transaction at a time.
-            decision = self._decide(conn, request, writers)
+            # Decided again here: the StoreActor runs one transaction at a time, so a terminal
+            # Turn reserved meanwhile in the same directory is seen.
+            decision = self._decide(conn, request, terminals)
             if decision.action is policy.Action.WAIT:
                 raise _wait(decision)
             current = sessions.current(conn, owner)
@@ -235,28 +236,30 @@ class SessionCalls:
         return "settled"
 
     def _decide(
-        self, conn: apsw.Connection, request: policy.Request, writers: tuple[str, ...]
+        self, conn: apsw.Connection, request: policy.Request, terminals: frozenset[str]
     ) -> policy.Decision:
+        """The session decision on this transaction's facts; ``terminals`` work in its directory."""
+
         def active(invocation: sessions.InvocationRow) -> bool:
             turn = turns.get(conn, invocation.turn_id)
             return turn is not None and turn.unresolved
 
         verified = request.binding.agent_version in RESUME_VERIFIED
-        facts = sessions.facts(conn, request, resume_verified=verified, active_turn=active)
-        return policy.decide(attrs.evolve(facts, writers=writers), self._limits)
+        facts = sessions.facts(
+            conn, request, resume_verified=verified, active_turn=active, terminals=terminals
+        )
+        return policy.decide(facts, self._limits)
 
-    async def _terminal_writers(self, workspace: str) -> tuple[str, ...]:
-        """Open terminal Turns whose agent's working directory is ``workspace``."""
-        open_turns = await self._reader.run(turns.unresolved)
-        found = []
-        for turn in open_turns:
-            snapshot = self._board.get(turn.terminal_id or "")
-            cwd = None if snapshot is None else snapshot.identity.cwd
+    async def _workspace_terminals(self, workspace: str) -> frozenset[str]:
+        """The terminals on the board whose agent's working directory is ``workspace``."""
+        found = set()
+        for snapshot in self._board:
+            cwd = snapshot.identity.cwd
             if cwd is not None and await trio.to_thread.run_sync(os.path.realpath, cwd) == (
                 workspace
             ):
-                found.append(turn.turn_id)
-        return tuple(found)
+                found.add(snapshot.identity.terminal_id)
+        return frozenset(found)
 
     async def _owner(self, controller_id: str, params: dict[str, Any]) -> policy.Owner:
         session_id = params.get("session_id")

@@ -406,3 +406,41 @@ def test_unsettled_and_listing(conn: apsw.Connection) -> None:
     assert every[0]["session_id"] == stranger.session_id
     assert stranger.public() | {"latest_invocation": None} in every
     assert len(sessions.listing(conn, None, limit=2)) == 2
+
+
+def test_open_terminal_turns_in_the_workspace_are_writers(conn: apsw.Connection) -> None:
+    with conn:
+        for terminal in ("term_here", "term_elsewhere"):
+            conn.execute(
+                "INSERT INTO terminals (terminal_id, tmux_socket, pane_id, pane_pid, agent, "
+                "agent_pid, process_start, executable, first_seen_at, last_seen_at) "
+                "VALUES (?, '/s', '%1', 1, 'claude', 2, 3, 'claude', 0, 0)",
+                (terminal,),
+            )
+        for turn_id, terminal, settled in (
+            ("turn_1", "term_here", None),
+            ("turn_2", "term_here", T0),
+            ("turn_3", "term_elsewhere", None),
+        ):
+            conn.execute(
+                "UPDATE turns SET terminal_id = ?, backend = 'terminal', settled_at = ? "
+                "WHERE turn_id = ?",
+                (terminal, settled, turn_id),
+            )
+    request = policy.Request(owner=CODER, binding=BINDING)
+
+    def decide(terminals: frozenset[str]) -> policy.Decision:
+        facts = sessions.facts(
+            conn, request, resume_verified=True, active_turn=lambda _: False, terminals=terminals
+        )
+        return policy.decide(facts)
+
+    # Only the open Turn of a pane working in this directory holds it; a settled one does not.
+    assert decide(frozenset({"term_here"})) == policy.Decision(
+        policy.Action.WAIT, "workspace_busy", None, "turn_1"
+    )
+    assert decide(frozenset()) == CREATE
+    with conn:
+        conn.execute("UPDATE turns SET settled_at = ? WHERE turn_id = 'turn_1'", (T0,))
+    assert decide(frozenset({"term_here", "term_elsewhere"})).reason == "workspace_busy"
+    assert decide(frozenset({"term_here"})) == CREATE

@@ -24,6 +24,7 @@ import apsw
 import attrs
 
 from akk.sessions import policy
+from akk.store import turns
 from akk.store.database import CasConflict, StoreError, cas_update
 
 BACKEND = "codex_app_server"
@@ -391,11 +392,14 @@ def facts(
     *,
     resume_verified: bool,
     active_turn: Callable[[InvocationRow], bool],
+    terminals: frozenset[str] = frozenset(),
 ) -> policy.Facts:
     """The facts `policy.decide` needs for ``request``, as the store holds them.
 
     ``active_turn`` says whether a latest invocation's turn is still active in
-    its thread (a session without invocations has none).
+    its thread (a session without invocations has none). ``terminals`` are the
+    panes whose agent works in the request's directory: their open Turns are
+    writers there.
     """
 
     def fact(row: SessionRow) -> policy.Session:
@@ -423,6 +427,7 @@ def facts(
         request=request,
         session=None if mine is None else fact(mine),
         workspace=tuple(fact(other) for other in others),
+        writers=tuple(t.turn_id for t in turns.unresolved(conn) if t.terminal_id in terminals),
     )
 
 
