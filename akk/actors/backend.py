@@ -156,6 +156,23 @@ class BackendBoard:
         self._changed.set()
         self._changed = trio.Event()
 
+    def started(self, pid: int) -> None:
+        """A new process runs: what the previous one said is its own (its turns are
+        reconciled from their threads)."""
+        self.generation += 1
+        self.pid, self.alive, self.start_error = pid, True, None
+        for kept in (self.loaded, self.requests, self.questions, self.turns, self.rejected):
+            kept.clear()
+        self._state_changed()
+
+    def start_failed(self, why: str) -> None:
+        self.start_error = why[:500]
+        self._state_changed()
+
+    def stopped(self) -> None:
+        self.alive = False
+        self._state_changed()
+
     async def settled(self, timeout: float) -> None:
         """Wait (at most ``timeout`` s) until a process runs or its start failed."""
         with trio.move_on_after(timeout):
@@ -191,7 +208,8 @@ class BackendBoard:
     def forget(self, native_turn_id: str) -> None:
         self.turns.pop(native_turn_id, None)
 
-    def _native(self, thread_id: str, turn_id: str) -> NativeTurn:
+    def track(self, thread_id: str, turn_id: str) -> NativeTurn:
+        """The native turn ``turn_id`` of ``thread_id``, followed from now on."""
         found = self.turns.get(turn_id)
         if found is None:
             found = self.turns[turn_id] = NativeTurn(thread_id, turn_id)
@@ -207,7 +225,7 @@ class BackendBoard:
             return
         if note.method in ("turn/started", "turn/completed"):
             turn = params.get("turn") or {}
-            native = self._native(thread_id, str(turn.get("id")))
+            native = self.track(thread_id, str(turn.get("id")))
             native.status = str(turn.get("status", native.status))
             native.final_message = _final_message(turn.get("items")) or native.final_message
             error = turn.get("error")
@@ -222,7 +240,7 @@ class BackendBoard:
             total, last = usage.get("total"), usage.get("last")
             if not (isinstance(turn_id, str) and isinstance(total, dict)):
                 return
-            native = self._native(thread_id, turn_id)
+            native = self.track(thread_id, turn_id)
             if native.settled:
                 return  # a replay of a finished turn's totals (thread/resume sends one)
             if native.usage_start is None and isinstance(last, dict):
@@ -456,7 +474,7 @@ class BackendActor(Actor):
         await faults.reached(Point.BACKEND_TURN_WRITTEN)
         native = str(result["turn"]["id"])
         receipt = hashlib.sha256(json.dumps(result, sort_keys=True).encode()).hexdigest()
-        self._board._native(thread_id, native)
+        self._board.track(thread_id, native)
 
         def accept(conn: apsw.Connection) -> Turn:
             inv = sessions.invocation(conn, turn_id, message.round)
@@ -804,23 +822,14 @@ class BackendHost:
             ) as app:  # fmt: skip
                 await self._serve(app)
         except rpc.StartError as exc:
-            board.start_error = str(exc)[:500]
-            board._state_changed()
+            board.start_failed(str(exc))
             log.error("app-server did not start: %s", exc)
             await trio.sleep(START_RETRY_SECONDS)
             raise
 
     async def _serve(self, app: rpc.AppServer) -> None:
         board = self.board
-        board.generation += 1
-        board.pid, board.alive, board.start_error = app.pid, True, None
-        # What the previous process said is its own: its turns are reconciled from the thread.
-        board.loaded.clear()
-        board.requests.clear()
-        board.questions.clear()
-        board.turns.clear()
-        board.rejected.clear()
-        board._state_changed()
+        board.started(app.pid)
         log.info("app-server pid %d started (generation %d)", app.pid, board.generation)
         actor = BackendActor(
             app, setup=self.setup, board=board, store=self._store, reader=self._reader
@@ -831,8 +840,7 @@ class BackendHost:
                 await Incarnation(self.ref, actor).run()
                 nursery.cancel_scope.cancel()
         finally:
-            board.alive = False
-            board._state_changed()
+            board.stopped()
             ended = await app.aclose()
             await self._record_exit(ended)
 
