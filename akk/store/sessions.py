@@ -376,16 +376,6 @@ def update_invocation(
     return fresh
 
 
-def unsettled(conn: apsw.Connection) -> list[InvocationRow]:
-    """What a restart reconciles: outcome pending, dispatch unproven or cleanup unconfirmed."""
-    return _invocations(
-        conn,
-        "WHERE outcome = 'pending' OR dispatch = 'maybe_sent' OR cleanup = 'unconfirmed' "
-        "ORDER BY reserved_at, rowid",
-        (),
-    )
-
-
 def facts(
     conn: apsw.Connection,
     request: policy.Request,
