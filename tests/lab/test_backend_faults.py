@@ -14,9 +14,12 @@ from __future__ import annotations
 import os
 import secrets
 import signal
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 import trio
 
@@ -28,7 +31,7 @@ from tests.lab.test_faults import _events_until_outcome
 from tools.lab import clients
 from tools.lab.akk_runner import OUTCOMES, AkkProcess, outcome
 from tools.lab.clients import Client
-from tools.lab.launcher import prepare, run_processes
+from tools.lab.launcher import RunFiles, prepare, run_processes
 from tools.lab.model_server import ModelServer
 from tools.lab.scenarios import ECHO_TASK, SCENARIOS, SLOW_SIGNAL, SLOW_TASK
 
@@ -64,6 +67,37 @@ def _params(cwd: Path, text: str, request_id: str) -> dict[str, Any]:
     }
 
 
+@attrs.frozen
+class _Served:
+    root: Path
+    model: ModelServer
+    files: RunFiles
+    akk: AkkProcess
+    codex: tuple[str, ...]
+    """`akk serve`'s arguments naming the client's binary and its CODEX_HOME."""
+
+
+@asynccontextmanager
+async def _served(client: Client, tmp_path: Path, scenario: str) -> AsyncIterator[_Served]:
+    """A model server and the client's prepared files; `akk serve` is started by the test
+    (it may be killed and started again) and stopped on the way out, leaving nothing."""
+    await ensure_installed(client)
+    model = ModelServer(SCENARIOS[scenario])
+    root = tmp_path / f"lab-{secrets.token_hex(6)}"
+    root.mkdir()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(model.serve)
+        files = prepare(client, root, model.port)
+        akk = AkkProcess(None, tmp_path, env=files.env)
+        codex = ("--codex-bin", str(client.binary()), "--codex-home", str(files.codex_home))
+        try:
+            yield _Served(root, model, files, akk, codex)
+        finally:
+            await trio.to_thread.run_sync(akk.stop)
+            nursery.cancel_scope.cancel()
+    assert run_processes(root) == []
+
+
 async def _send(ctl: Controller, params: dict[str, Any]) -> dict[str, Any] | None:
     """Send; None if the server died before it answered."""
     try:
@@ -79,41 +113,30 @@ async def _send(ctl: Controller, params: dict[str, Any]) -> dict[str, Any] | Non
 async def test_sigkill_at_each_backend_point_then_restart(
     client: Client, tmp_path: Path, point: Point
 ) -> None:
-    await ensure_installed(client)
-    model = ModelServer(SCENARIOS["echo"])
-    root = tmp_path / f"lab-{secrets.token_hex(6)}"
-    root.mkdir()
     seen: list[dict[str, Any]] = []
-    async with trio.open_nursery() as nursery:
-        await nursery.start(model.serve)
-        files = prepare(client, root, model.port)
-        akk = AkkProcess(None, tmp_path, env=files.env)
-        codex = ("--codex-bin", str(client.binary()), "--codex-home", str(files.codex_home))
-        params = _params(files.workdir, ECHO_TASK, "f1")
-        try:
-            url = await trio.to_thread.run_sync(akk.start, f"{point}:crash", *codex)
-            with trio.fail_after(60):
-                async with connect(url, akk.tokens["ctl"]) as ctl:
-                    await _send(ctl, params)
-                    await _events_until_outcome(ctl, seen, timeout=40)
-            assert await trio.to_thread.run_sync(akk.wait_killed) != 0, "the fault never fired"
-            url = await trio.to_thread.run_sync(akk.start, None, *codex)
-            with trio.fail_after(90):
-                async with connect(url, akk.tokens["ctl"]) as ctl:
-                    # The same client_request_id names the original record: never a second Turn.
-                    again = await ctl.call("send", params)
-                    already = any(e["kind"] in OUTCOMES for e in seen)
-                    if not already:
-                        assert await _events_until_outcome(ctl, seen, timeout=60), (point, seen)
-                    status = await ctl.call("status", {"turn_id": again["turn_id"]})
-                    await _events_until_outcome(ctl, seen, timeout=1.5)  # nothing more comes
-                    # The role's next task is not blocked by what the crash left.
-                    after = await ctl.call("send", _params(files.workdir, "lab: after", "f2"))
-                    assert after["session_decision"]["action"] in ("resume", "rebuild"), after
-                    assert (await outcome(ctl, after["turn_id"], timeout=60))["kind"] == "done"
-        finally:
-            await trio.to_thread.run_sync(akk.stop)
-            nursery.cancel_scope.cancel()
+    async with _served(client, tmp_path, "echo") as lab:
+        model, akk, codex = lab.model, lab.akk, lab.codex
+        params = _params(lab.files.workdir, ECHO_TASK, "f1")
+        url = await trio.to_thread.run_sync(akk.start, f"{point}:crash", *codex)
+        with trio.fail_after(60):
+            async with connect(url, akk.tokens["ctl"]) as ctl:
+                await _send(ctl, params)
+                await _events_until_outcome(ctl, seen, timeout=40)
+        assert await trio.to_thread.run_sync(akk.wait_killed) != 0, "the fault never fired"
+        url = await trio.to_thread.run_sync(akk.start, None, *codex)
+        with trio.fail_after(90):
+            async with connect(url, akk.tokens["ctl"]) as ctl:
+                # The same client_request_id names the original record: never a second Turn.
+                again = await ctl.call("send", params)
+                already = any(e["kind"] in OUTCOMES for e in seen)
+                if not already:
+                    assert await _events_until_outcome(ctl, seen, timeout=60), (point, seen)
+                status = await ctl.call("status", {"turn_id": again["turn_id"]})
+                await _events_until_outcome(ctl, seen, timeout=1.5)  # nothing more comes
+                # The role's next task is not blocked by what the crash left.
+                after = await ctl.call("send", _params(lab.files.workdir, "lab: after", "f2"))
+                assert after["session_decision"]["action"] in ("resume", "rebuild"), after
+                assert (await outcome(ctl, after["turn_id"], timeout=60))["kind"] == "done"
     outcomes = [e for e in seen if e["kind"] in OUTCOMES and e["turn_id"] == again["turn_id"]]
     assert len({e["event_id"] for e in outcomes}) == 1, outcomes
     model_got = model.count_inputs_containing(ECHO_TASK)
@@ -131,7 +154,6 @@ async def test_sigkill_at_each_backend_point_then_restart(
         else:
             assert turn["reason"] in _CUT_OFF.get(point, _INTERRUPTED), turn
     assert model.count_inputs_containing("lab: after") == 1
-    assert run_processes(root) == []
 
 
 @pytest.mark.lab
@@ -139,41 +161,29 @@ async def test_sigkill_at_each_backend_point_then_restart(
 async def test_a_killed_app_server_fails_its_turn_once_and_a_new_process_serves_the_next(
     client: Client, tmp_path: Path
 ) -> None:
-    await ensure_installed(client)
-    model = ModelServer(SCENARIOS["slow"])
-    root = tmp_path / f"lab-{secrets.token_hex(6)}"
-    root.mkdir()
     seen: list[dict[str, Any]] = []
-    async with trio.open_nursery() as nursery:
-        await nursery.start(model.serve)
-        files = prepare(client, root, model.port)
-        akk = AkkProcess(None, tmp_path, env=files.env)
-        codex = ("--codex-bin", str(client.binary()), "--codex-home", str(files.codex_home))
-        try:
-            url = await trio.to_thread.run_sync(akk.start, None, *codex)
-            with trio.fail_after(90):
-                async with connect(url, akk.tokens["ctl"]) as ctl:
-                    sent = await ctl.call("send", _params(files.workdir, SLOW_TASK, "s1"))
-                    await model.wait_for_request(lambda r: SLOW_TASK in r.newest_input, timeout=30)
-                    victims = [p for p in run_processes(root) if _is_app_server(p)]
-                    assert len(victims) == 1, victims
-                    os.kill(victims[0], signal.SIGKILL)
-                    ended = await outcome(ctl, sent["turn_id"], timeout=60)
-                    status = await ctl.call("status", {"turn_id": sent["turn_id"]})
-                    await _events_until_outcome(ctl, seen, timeout=1.5)
-                    model.signal(SLOW_SIGNAL)
-                    after = await ctl.call("send", _params(files.workdir, ECHO_TASK, "s2"))
-                    assert (await outcome(ctl, after["turn_id"], timeout=60))["kind"] == "done"
-                    assert start_ticks(victims[0]) is None
-        finally:
-            await trio.to_thread.run_sync(akk.stop)
-            nursery.cancel_scope.cancel()
+    async with _served(client, tmp_path, "slow") as lab:
+        model, akk = lab.model, lab.akk
+        url = await trio.to_thread.run_sync(akk.start, None, *lab.codex)
+        with trio.fail_after(90):
+            async with connect(url, akk.tokens["ctl"]) as ctl:
+                sent = await ctl.call("send", _params(lab.files.workdir, SLOW_TASK, "s1"))
+                await model.wait_for_request(lambda r: SLOW_TASK in r.newest_input, timeout=30)
+                victims = [p for p in run_processes(lab.root) if _is_app_server(p)]
+                assert len(victims) == 1, victims
+                os.kill(victims[0], signal.SIGKILL)
+                ended = await outcome(ctl, sent["turn_id"], timeout=60)
+                status = await ctl.call("status", {"turn_id": sent["turn_id"]})
+                await _events_until_outcome(ctl, seen, timeout=1.5)
+                model.signal(SLOW_SIGNAL)
+                after = await ctl.call("send", _params(lab.files.workdir, ECHO_TASK, "s2"))
+                assert (await outcome(ctl, after["turn_id"], timeout=60))["kind"] == "done"
+                assert start_ticks(victims[0]) is None
     assert ended["kind"] == "failed", ended
     assert status["turn"]["reason"] in ("interrupted", "interrupted_by_restart"), status
     assert [e for e in seen if e["kind"] in OUTCOMES] == []
     assert model.count_inputs_containing(SLOW_TASK) == 1, model.summary()
     assert model.count_inputs_containing(ECHO_TASK) == 1, model.summary()
-    assert run_processes(root) == []
 
 
 def _is_app_server(pid: int) -> bool:
