@@ -1079,6 +1079,7 @@ CLAUDE_SIZED_PLANS: tuple[str, ...] = (
     "claude_bash_expansion",
     "claude_bash_warning",
     "claude_bash_read_outside",
+    "claude_bash_long",
     "questionnaire_single3",
     "questionnaire_multi",
 )
@@ -1107,6 +1108,8 @@ def _claude_variant_plans() -> dict[str, Plan]:
         ),
         # Its middle row is a directory-scoped grant ("Yes, allow reading from ...").
         _permission("claude_bash_read_outside", _CLAUDE, "Bash", manual=False),
+        # A command that wraps over 3+ rows even at 120 columns (5+ at 80).
+        _permission("claude_bash_long", _CLAUDE, "Bash", manual=False),
         *(
             _claude_themed(PLANS[name], theme)
             for theme in CLAUDE_THEMES

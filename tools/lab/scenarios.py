@@ -421,6 +421,15 @@ WARNING_COMMAND = 'echo "$(whoami)" | cat'
 READ_OUTSIDE_COMMAND = "ls /tmp | head -n 3"
 """A read-only command on a directory outside the project: a directory-scoped grant row."""
 
+LONG_MARKER = "lab-long-ran"
+LONG_COMMAND = (
+    f'echo "{LONG_MARKER} $(whoami)" > lab-long.txt && printf "%s\\n" alpha beta gamma delta '
+    "epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma tau upsilon phi chi "
+    "psi omega | sort -r | uniq -c | head -n 20 | tail -n 5 >> lab-long.txt && wc -l < "
+    "lab-long.txt && head -n 1 lab-long.txt && echo the long lab command wrapped over rows"
+)
+"""Expansion, redirects, `&&` and pipes, long enough to wrap over 3+ rows at 120 columns."""
+
 
 def _claude_variant_scenarios() -> dict[str, Scenario]:
     claude = frozenset[Agent]({"claude"})
@@ -450,6 +459,15 @@ def _claude_variant_scenarios() -> dict[str, Scenario]:
             steps=(
                 # Its output varies with /tmp: the default reply ("ok") ends the turn.
                 Step(RUN_TASK, Bash(READ_OUTSIDE_COMMAND, "List a few entries of /tmp")),
+            ),
+        ),
+        Scenario(
+            "claude_bash_long",
+            task=RUN_TASK,
+            agents=claude,
+            steps=(
+                Step(RUN_TASK, Bash(LONG_COMMAND, "Write, sort and count the lab word list")),
+                Step(LONG_MARKER, Text("The command ran.")),
             ),
         ),
     ]
