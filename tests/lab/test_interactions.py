@@ -224,32 +224,41 @@ async def test_claude_bash_permission_approve_runs_it_reject_does_not(
     assert lab.server.count_inputs_containing(sc.RUN_TASK) == 1
 
 
+_EXPANDING = {
+    "claude_bash_expansion": (sc.EXPANSION_COMMAND, sc.EXPANSION_MARKER, "lab-expansion.txt"),
+    "claude_bash_long": (sc.LONG_COMMAND, sc.LONG_MARKER, "lab-long.txt"),
+}
+"""Scenario: its command, the marker its output carries, and the file whose first line it
+writes with `$(whoami)` expanded."""
+
+
 @pytest.mark.parametrize(
     "lab",
-    [*lab_params("claude_bash_expansion"), *lab_params("claude_bash_expansion", cols=80, rows=24)],
+    [*lab_params("claude_bash_expansion"), *lab_params("claude_bash_long", cols=80, rows=24)],
     indirect=True,
 )
 async def test_a_wrapped_expansion_command_is_projected_whole_and_approved_once_runs_exactly_it(
     lab: LabSession, tmp_path: Path
 ) -> None:
-    """`$(…)`, `$HOME`, a redirect, `&&` and a pipe, under Claude's gutter (wrapped at 80)."""
-    written = lab.workdir / "lab-expansion.txt"
+    """`$(…)`, `$HOME`, redirects, `&&` and pipes, under Claude's gutter: one row at 120
+    columns, and a 343-character command wrapped over five rows at 80."""
+    command, marker, name = _EXPANDING[lab.scenario.name]
     async with two_controllers(lab, tmp_path) as (_, ctl, _other):
         turn_id = await send_task(ctl, sc.RUN_TASK)
         await next_event(ctl, WAKE_UPS)
         shown = (await ctl.call("status", {"turn_id": turn_id}))["interaction"]
         (question,) = shown["questions"]
-        assert question["detail"].split("\n\n")[0] == sc.EXPANSION_COMMAND
+        assert question["detail"].split("\n\n")[0] == command
         assert shown["decisions"] == ["approve_once", "reject"]
         reply = await ctl.call("approve", {"turn_id": turn_id, "decision": "approve_once"})
         assert reply["outcome"] == "dispatched"
-        ran = await reached(lab, lambda r: sc.EXPANSION_MARKER in r.newest_input)
+        ran = await reached(lab, lambda r: marker in r.newest_input)
         await settled(ctl, turn_id)
-    # The shell expanded it as written: the user name and the home directory, once.
-    line = written.read_text().strip()
-    assert line.startswith(f"{sc.EXPANSION_MARKER} ") and "$(" not in line and "$HOME" not in line
+    # The shell ran it as written, `$(whoami)` expanded, once.
+    line = (lab.workdir / name).read_text().splitlines()[0]
+    assert line.startswith(f"{marker} ") and "$(" not in line and "$HOME" not in line
     assert line in ran.newest_input
-    assert lab.server.count_inputs_containing(sc.EXPANSION_MARKER) == 1
+    assert lab.server.count_inputs_containing(marker) == 1
 
 
 # ------------------------------------------------------------------ Codex
