@@ -1,9 +1,9 @@
 """Wrapped and advised permission commands: every cell is bound, a cut command is refused.
 
 Properties over the captured permission screens whose command wraps over
-several rows (Claude's ``claude_bash_expansion`` under its ``│`` gutter, Codex's
-``codex_exec_long``) or carries an advisory row (Claude's ``claude_bash_warning``:
-``Quoted text in this command can't be checked before it runs``):
+several rows (Claude's ``claude_bash_expansion`` and ``claude_bash_long`` under its
+``│`` gutter, Codex's ``codex_exec_long``) or carries an advisory row (Claude's
+``claude_bash_warning``: ``Quoted text in this command can't be checked before it runs``):
 
 1. One changed cell (its character or any style) in a row of the command or of
    an advisory either leaves no actionable permission (fail closed) or changes
@@ -36,7 +36,7 @@ from tests.test_fingerprint import _FIELDS, SECRET, TERMINAL, _mutate, _with_cel
 ROOT = Path(__file__).resolve().parent.parent / "fixtures"
 # The plans drawn to wrap or warn; any other permission screen whose command wraps
 # or shows an advisory is picked up from the screens themselves.
-PLANS = ("claude_bash_expansion", "claude_bash_warning", "codex_exec_long")
+PLANS = ("claude_bash_expansion", "claude_bash_long", "claude_bash_warning", "codex_exec_long")
 IDS = IdMinter(SECRET)
 
 
@@ -244,18 +244,10 @@ ACCEPTS_TRUNCATION = {
     # may be one row (the gutter marks shell expansion, not wrapping), and nothing else on
     # its prompt repeats the command. No screen rule can tell them apart.
     ("claude", "shift"): "its last gutter row removed and the rows below moved up",
-    # Before the dashed command fence (2.1.328) a blank row may follow the command.
-    ("claude", "blank"): "its last gutter row blanked (a blank row may follow the command)",
 }
-"""Cuts a profile cannot see, by (agent, cut); Codex's are all refused (its persistent row
-quotes the command), as are Claude's blanks inside the command fence."""
-
-
-def _accepted(case: Case, how: str) -> str | None:
-    accepted = ACCEPTS_TRUNCATION.get((case.profile.agent, how))
-    permission = getattr(case.profile, "permission", None)
-    fenced = getattr(permission, "command_fence", None) is not None
-    return None if accepted is None or (how == "blank" and fenced) else accepted
+"""Cuts a profile cannot see, by (agent, cut). Codex's are all refused (its persistent row
+quotes the command), as are Claude's blanks: inside the command fence (2.1.328 and later), or
+before the description that follows the command directly (earlier versions)."""
 
 
 def _truncations() -> list[Any]:
@@ -263,7 +255,7 @@ def _truncations() -> list[Any]:
     for case in WRAPPED:
         for how in CUTS:
             marks = []
-            accepted = _accepted(case, how)
+            accepted = ACCEPTS_TRUNCATION.get((case.profile.agent, how))
             if accepted is not None:
                 reason = (
                     f"{case.name} (command rows {case.command_rows}), {accepted}: still an "

@@ -695,13 +695,18 @@ class _Classifier:
         advisory: list[str] = []
         fences = 0
         in_tip = False
+        gap = False  # a blank row after the command (unfenced: only trailing ones are drawn)
         for y in range(first, last):
             text = self.texts[y]
             if self.blank(y):
                 if fence is not None and fences == 1 and (command or wrapped):
                     raise _Refused(f"blank row {y} inside the command fence: a row is missing")
+                gap = gap or bool(command or wrapped)
                 in_tip = False
                 continue
+            if gap and fence is None:
+                # The command's description follows it directly: a row is missing.
+                raise _Refused(f"row {y} after a blank row under the command")
             start = self.indent(y)
             cell = self.cells[y][start]
             if is_box_drawing(text[0]) and text == text[0] * self.grid.cols:
