@@ -26,7 +26,7 @@ from akk.screen import Cell, Grid, fingerprint, render
 
 ROOT = Path(__file__).resolve().parent.parent / "fixtures"
 SIZE_FOLDER = re.compile(r"\d+x\d+")
-"""A size folder (`80x24`, `100x30`, `132x43`): every size the corpus holds besides 120x40."""
+"""A size folder (`80x24`, `100x30`, `132x43`, `200x50`): every size besides 120x40."""
 CODEX_LABELS = sorted(ROOT.glob("codex/*/*.json")) + sorted(
     path for path in ROOT.glob("codex/*/*/*.json") if SIZE_FOLDER.fullmatch(path.parent.name)
 )
@@ -500,7 +500,7 @@ SIZED = sorted(
     for path in ROOT.glob("codex/*/*/*.json")
     if SIZE_FOLDER.fullmatch(path.parent.name) and path.parent.name != "80x24"
 )
-"""Screens at the sizes beyond the two `tests/test_fixtures.py` reads (100x30, 132x43)."""
+"""Screens at the sizes beyond the two `tests/test_fixtures.py` reads (100x30, 132x43, 200x50)."""
 
 
 def test_every_version_has_the_variant_sizes_and_footers() -> None:
@@ -533,7 +533,7 @@ def _variant(version: str, name: str, size: str = "") -> Fixture:
     return _load(ROOT / "codex" / version / size / f"{name}.json")
 
 
-@pytest.mark.parametrize("size", ["", "80x24", "100x30", "132x43"])
+@pytest.mark.parametrize("size", ["", "80x24", "100x30", "132x43", "200x50"])
 @pytest.mark.parametrize("version", sorted(BY_VERSION))
 def test_a_long_command_is_projected_whole(version: str, size: str) -> None:
     fixture = _variant(version, "codex_exec_long-permission", size)
@@ -542,7 +542,7 @@ def test_a_long_command_is_projected_whole(version: str, size: str) -> None:
     assert prompt.questions[0].detail == fixture.label["expected"]["command"]  # type: ignore[index]
 
 
-@pytest.mark.parametrize("size", ["", "80x24", "100x30", "132x43"])
+@pytest.mark.parametrize("size", ["", "80x24", "100x30", "132x43", "200x50"])
 @pytest.mark.parametrize("version", sorted(BY_VERSION))
 def test_wrapped_option_descriptions_are_read_whole(version: str, size: str) -> None:
     from tools.lab.scenarios import SCENARIOS
@@ -652,7 +652,7 @@ def test_a_wrapped_status_line_is_read_exactly() -> None:
 @pytest.mark.parametrize("version", sorted(BY_VERSION))
 def test_a_model_outside_the_catalog_keeps_the_composer_readable(version: str) -> None:
     for step, state in (("idle", State.IDLE), ("working", State.WORKING), ("finished", State.IDLE)):
-        for size in ("", "80x24", "100x30", "132x43"):
+        for size in ("", "80x24", "100x30", "132x43", "200x50"):
             fixture = _variant(version, f"codex_model_unknown-{step}", size)
             observation = _observe(fixture)
             assert observation.state is state, (step, size, observation.reason)

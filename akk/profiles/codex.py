@@ -1,7 +1,18 @@
 """Codex CLI version profiles: each pinned version is one row of data, read by one classifier.
 
-What the pinned versions draw (fixtures/codex/<version>/, 120x40 and 80x24):
+What the pinned versions draw (fixtures/codex/<version>/, 120x40 and 80x24; also 100x30,
+132x43 and 200x50, and inline with ``--no-alt-screen``):
 
+- A fresh session: 0.153.4-0.155.1 draw a boxed header (``>_ OpenAI Codex (vX)``) and a
+  ``Tip:`` line at every size, and no logo (none up to 250x80). 0.169.0 and 0.171.0 draw
+  an unboxed header, no tip, and under it a static dim braille logo (17 rows at 80-200
+  columns) when the pane has at least 32 rows (120x31: none, 120x32: shown; 40x40: none);
+  a turn scrolls it away. Nothing reads it: it sits above the composer, where no anchor
+  matches (fixtures at 120x40, 132x43 and 200x50 hold it; 80x24 and 100x30 do not).
+- Inline (``--no-alt-screen``, offered by every pinned version; the ``codex_inline_*``
+  fixtures): the same rows drawn from the top of the normal screen, blank rows under the
+  footer until the history fills the pane, then the history scrolls into the pane's
+  scrollback. 0.169.0 and 0.171.0 show a ``Tip:`` line there and never the logo.
 - Idle: the composer row ``› <text>`` (glyph bold, not dim; an empty composer shows
   a dim placeholder) and the draft's further rows, indented by two (an empty row
   follows a line that fills its row exactly; paste placeholders are cyan

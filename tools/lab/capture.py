@@ -1156,8 +1156,13 @@ CODEX_FOOTERS: Mapping[str, Preseed] = {
 }
 """Codex configurations whose composer footer differs from the lab's default status row."""
 
-CODEX_VARIANT_SIZES: tuple[tuple[int, int], ...] = ((100, 30), (132, 43))
-"""Pane sizes besides `SIZES` that the Codex corpus also holds (`<cols>x<rows>/` folders)."""
+CODEX_VARIANT_SIZES: tuple[tuple[int, int], ...] = ((100, 30), (132, 43), (200, 50))
+"""Pane sizes besides `SIZES` that the Codex corpus also holds (`<cols>x<rows>/` folders).
+
+0.169.0 and 0.171.0 draw their logo under the session header from 32 rows up (120x31:
+none, 120x32: shown), so 120x40, 132x43 and 200x50 hold it and 80x24 and 100x30 do not;
+0.153.4-0.155.1 draw none at any size tried (up to 250x80).
+"""
 
 CODEX_SIZED_PLANS: tuple[str, ...] = (
     "echo",
@@ -1193,6 +1198,24 @@ def _codex_footer_plan(name: str, preseed: Preseed) -> Plan:
     )
 
 
+CODEX_INLINE_PLANS: tuple[str, ...] = ("echo", "slow", "codex_exec", "codex_rui_one")
+"""The plans repeated with `--no-alt-screen` (`codex_inline_<plan>`, at `SIZES`)."""
+
+
+def _codex_inline(plan: Plan) -> Plan:
+    """`plan` with the TUI drawn inline: the normal screen, its history in the pane's scrollback.
+
+    Every pinned version offers `--no-alt-screen` (`codex --help`: "Disable alternate
+    screen mode"), so no version is left out.
+    """
+    return attrs.evolve(
+        plan,
+        name=f"codex_inline_{plan.name.removeprefix('codex_')}",
+        agents=_CODEX,
+        preseed=attrs.evolve(plan.preseed, codex_alt_screen=False),
+    )
+
+
 def _codex_variant_plans() -> dict[str, Plan]:
     plans = [
         *(_codex_footer_plan(name, preseed) for name, preseed in CODEX_FOOTERS.items()),
@@ -1200,6 +1223,7 @@ def _codex_variant_plans() -> dict[str, Plan]:
         _permission("codex_exec_long", _CODEX, "exec_command", manual=False),
         # The option descriptions wrap under their rows.
         _codex_questions("codex_rui_long"),
+        *(_codex_inline(PLANS[name]) for name in CODEX_INLINE_PLANS),
     ]
     return {plan.name: plan for plan in plans}
 

@@ -108,6 +108,9 @@ class Preseed:
     codex_features: tuple[str, ...] = ()
     """Codex `[features]` turned on, e.g. default_mode_request_user_input (questions outside
     Plan mode, which is how the app-server gets them)."""
+    codex_alt_screen: bool = True
+    """False starts Codex with `--no-alt-screen`: its TUI draws inline, in the normal screen,
+    and what scrolls off goes to the pane's scrollback (every pinned version offers the flag)."""
 
     @property
     def ready(self) -> bool:
@@ -442,11 +445,11 @@ def _environment(
     return env
 
 
-def _client_argv(client: Client, binary: Path) -> list[str]:
+def _client_argv(client: Client, binary: Path, preseed: Preseed) -> list[str]:
     if client.agent == "claude":
         # 2.1.328 otherwise starts in "auto mode", which hides permission prompts.
         return [str(binary), "--permission-mode", "default"]
-    return [str(binary)]
+    return [str(binary), *(() if preseed.codex_alt_screen else ("--no-alt-screen",))]
 
 
 def run_processes(root: Path) -> list[int]:
@@ -589,7 +592,7 @@ async def _start(
         [
             *tmux,
             *("new-session", "-d", "-s", "lab", "-x", str(cols), "-y", str(rows)),
-            *("-c", str(workdir), *shell, *_client_argv(client, binary)),
+            *("-c", str(workdir), *shell, *_client_argv(client, binary, preseed)),
         ],
         env=env,
         capture_stderr=True,
@@ -618,7 +621,7 @@ async def _start(
         pane_pid=int(pane_pid),
         agent_pid=agent_pid,
         launched_at=launched_at,
-        argv=tuple(_client_argv(client, binary)),
+        argv=tuple(_client_argv(client, binary, preseed)),
     )
 
 
