@@ -24,7 +24,7 @@ from akk.screen.render import render
 
 ROOT = Path(__file__).resolve().parent.parent / "fixtures"
 # Screens only: fixtures/<agent>/<version>/[<size>/] (other corpora live beside them).
-SIZE_FOLDERS = ("80x24", "100x30", "132x43")
+SIZE_FOLDERS = ("80x24", "100x30", "132x43", "200x50")
 LABELS = sorted(
     label
     for agent in ("claude", "codex")
