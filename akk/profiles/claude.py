@@ -503,12 +503,13 @@ class _Classifier:
         """Claude's own hint row under the composer's bottom rule ("" when there is none).
 
         Rows lower+1..bottom-1 are the user's status line, bounded here and never
-        read; row `bottom` is the hint row. All of them start at the footer column,
-        so none can be a rule, a prompt anchor or a menu row.
+        read (a blank row where its command printed nothing); row `bottom` is the
+        hint row. All of them start at the footer column, so none can be a rule, a
+        prompt anchor or a menu row.
         """
         shape = self.p.composer
         for y in range(lower + 1, bottom + 1):
-            if self.blank(y) or self.indent(y) < shape.footer_indent:
+            if not self.blank(y) and self.indent(y) < shape.footer_indent:
                 raise _Refused(f"unexpected row {y} under the composer")
         return self.texts[bottom] if bottom > lower else ""
 
