@@ -548,7 +548,7 @@ def test_a_screen_mixing_two_themes_is_refused() -> None:
     assert not mixed.actionable and mixed.state is State.UNKNOWN
 
 
-@pytest.mark.parametrize("size", ["100x30", "132x43"])
+@pytest.mark.parametrize("size", ["100x30", "132x43", "200x50"])
 def test_every_version_has_its_screens_at_the_other_sizes(size: str) -> None:
     for version in PROFILES:
         states = {
@@ -556,3 +556,66 @@ def test_every_version_has_its_screens_at_the_other_sizes(size: str) -> None:
             for path in (ROOT / "claude" / version / size).glob("*.json")
         }
         assert states >= {"idle", "idle_draft", "working", "permission", "questionnaire"}
+
+
+# ---------------------------------------------------------------- a user status line, vim mode
+
+
+def _status_line_screen(version: str) -> tuple[Path, Grid, int]:
+    """A status_line_echo idle screen and the row of the user's status line."""
+    path = ROOT / "claude" / version / "status_line_echo-idle.json"
+    _, grid = load(path)
+    row = next(y for y in range(grid.rows) if grid.row_text(y).strip() == "lab-status ▸ main")
+    return path, grid, row
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["  esc to interrupt", "  Esc to cancel · Tab to amend", "  ❯ 1. Yes", "  " + "─" * 60, ""],
+)
+def test_a_status_line_is_the_users_text_and_never_read(text: str) -> None:
+    """Whatever the status line prints under the composer, the screen stays the idle composer.
+
+    A command that prints nothing leaves its row blank (seen on 2.1.263 and 2.1.332).
+    """
+    for version in PROFILES:
+        path, grid, row = _status_line_screen(version)
+        rows = all_rows(grid)
+        rows[row] = text_row(grid, text)
+        _, observation = classify(path, with_rows(grid, rows))
+        assert observation.state is State.IDLE and observation.prompt is None
+
+
+@pytest.mark.parametrize("text", ["❯ 1. Yes", " Esc to cancel · Tab to amend", "─" * 80])
+def test_a_row_under_the_composer_outside_the_footer_column_is_refused(text: str) -> None:
+    for version in PROFILES:
+        path, grid, row = _status_line_screen(version)
+        rows = all_rows(grid)
+        rows[row] = text_row(grid, text)
+        _, observation = classify(path, with_rows(grid, rows))
+        assert observation.state is State.UNKNOWN and observation.reason
+
+
+def test_a_status_line_of_more_rows_than_the_bound_is_refused() -> None:
+    for version in PROFILES:
+        path, grid, row = _status_line_screen(version)
+        rows = all_rows(grid)
+        taller = [*rows[1 : row + 1], rows[row], *rows[row + 1 :]]
+        _, observation = classify(path, with_rows(grid, taller))
+        assert observation.state is State.UNKNOWN and observation.reason
+
+
+@pytest.mark.parametrize("setup", ["status_line", "vim"])
+def test_a_working_screen_without_esc_to_interrupt_is_proven_by_its_spinner(setup: str) -> None:
+    """2.1.263-2.1.267 under a status line and every version in vim mode hide the marker."""
+    for version in PROFILES:
+        path = ROOT / "claude" / version / f"{setup}_slow-working.json"
+        _, grid = load(path)
+        hidden = "esc to interrupt" not in grid.row_text(grid.rows - 1)
+        assert hidden == (setup == "vim" or version in ("2.1.263", "2.1.266", "2.1.267"))
+        spinner = next(y for y in range(grid.rows) if re.match(r"[·✢*✶✻✽✳] \w", grid.row_text(y)))
+        rows = all_rows(grid)
+        rows[spinner] = text_row(grid, "")
+        _, observation = classify(path, with_rows(grid, rows))
+        # Without the spinner only the grey glyph is left: never idle.
+        assert observation.state is (State.UNKNOWN if hidden else State.WORKING)

@@ -2,7 +2,7 @@
 
 Run: `.venv/bin/python -m tools.bench_classify [--agent claude] [--runs N]`.
 For every fixture of the agent at each captured size (80x24, 100x30, 120x40,
-132x43) it times `akk.screen.render` and the exact version's `classify` (CPU
+132x43, and Claude's 200x50) it times `akk.screen.render` and the exact version's `classify` (CPU
 time of this thread, robust when the machine is busy) and prints the median and
 p99 per size over all screens and runs.
 

@@ -1,13 +1,19 @@
 """Claude Code version profiles: each pinned version is one row of data, read by one classifier.
 
-What the pinned versions draw (fixtures/claude/<version>/, 120x40 and 80x24):
+What the pinned versions draw (fixtures/claude/<version>/, 120x40, 80x24 and more sizes):
 
 - Idle / draft / working: a composer between two full-width ``─`` rules, its first
-  row ``❯\\u00a0<text>``, one status row under it. While a turn runs the status row
-  says ``esc to interrupt``, a spinner line (``✽ Transmuting…``) stands above the
-  composer and the composer glyph turns grey. The rows between the rules are the
-  draft (`akk.profiles.composer.DraftView`); a scrolled draft shows its last rows
-  only, 2.1.328 writing ``↑ N more`` into the upper rule.
+  row ``❯\\u00a0<text>``, one hint row under it (``⏸ manual mode on · ? for
+  shortcuts``). While a turn runs the hint row says ``esc to interrupt``, a spinner
+  line (``✽ Transmuting…``) stands above the composer and the composer glyph turns
+  grey. A user ``statusLine`` draws its output between the rule and the hint row,
+  takes the place of ``? for shortcuts`` and, on 2.1.263-2.1.267, of ``esc to
+  interrupt`` too; ``editorMode: vim`` starts the hint row with ``-- INSERT --`` and
+  hides ``esc to interrupt`` on every version. There the spinner line is the sign of
+  a turn. Vim's NORMAL mode shows no mark at all: an empty NORMAL composer is drawn
+  exactly as the default idle one (tools/lab/NOTES.md). The rows between the rules
+  are the draft (`akk.profiles.composer.DraftView`); a scrolled draft shows its last
+  rows only, 2.1.328 writing ``↑ N more`` into the upper rule.
 - Prompts replace the composer. Each is isolated bottom-up from the last
   non-blank row of the screen:
   * permission: footer ``Esc to cancel · Tab to amend``, numbered rows with the
@@ -103,8 +109,12 @@ class ComposerShape:
     # A composer rule that counts the rows scrolled away ("─── ↑ 4 more ───"); None
     # where the version scrolls without a mark (its rule stays plain).
     scroll_mark: re.Pattern[str] | None = None
-    max_status_rows: int = 2  # rows under the bottom rule (mode, hints)
-    working_marker: str = "esc to interrupt"  # in the status row while a turn runs
+    # Under the bottom rule: the rows of the user's `statusLine` command (its own text,
+    # never read), then the one hint row Claude draws itself (mode, hints), each from
+    # this column; a status line of more rows is a screen this profile cannot place.
+    footer_indent: int = 2
+    status_line_rows: int = 1
+    working_marker: str = "esc to interrupt"  # in the hint row while a turn runs
     spinner_glyphs: str = "·✢*✶✻✽✳"  # the animated glyph that starts a working line
     # A line such as "✽ Transmuting…" or "✻ Calculating… (0s · ↓ 2 tokens)": glyph,
     # one word, an ellipsis. A finished turn says "✻ Crunched for 0s" (no ellipsis).
@@ -454,7 +464,7 @@ class _Classifier:
         lower = next(
             (
                 y
-                for y in range(bottom, max(-1, bottom - shape.max_status_rows - 1), -1)
+                for y in range(bottom, max(-1, bottom - shape.status_line_rows - 2), -1)
                 if self.composer_rule(y) is not None
             ),
             None,
@@ -474,13 +484,13 @@ class _Classifier:
         for y in range(upper + 1 if scrolled else upper + 2, lower):
             if self.indent(y) < shape.continuation_indent and not self.blank(y):
                 raise _Refused(f"unexpected row {y} inside the composer")
+        hint = self.composer_footer(lower, bottom)
         self.single_prompt(upper, self.all_anchors())
         draft = self.draft(upper + 1, lower)
         if scrolled:
             draft = attrs.evolve(draft, complete=False)
-        status = " ".join(self.texts[y] for y in range(lower + 1, bottom + 1))
         working_line = any(self.spinner.match(self.texts[y]) for y in range(upper))
-        if shape.working_marker in status or working_line:
+        if shape.working_marker in hint or working_line:
             return self.result(State.WORKING, draft=draft)
         glyph = self.cells[upper + 1][0]
         if glyph.fg != shape.idle_fg:
@@ -488,6 +498,20 @@ class _Classifier:
                 "composer glyph is not in its idle colour but no working line shows"
             )
         return self.result(State.IDLE if draft.empty else State.IDLE_DRAFT, draft=draft)
+
+    def composer_footer(self, lower: int, bottom: int) -> str:
+        """Claude's own hint row under the composer's bottom rule ("" when there is none).
+
+        Rows lower+1..bottom-1 are the user's status line, bounded here and never
+        read (a blank row where its command printed nothing); row `bottom` is the
+        hint row. All of them start at the footer column, so none can be a rule, a
+        prompt anchor or a menu row.
+        """
+        shape = self.p.composer
+        for y in range(lower + 1, bottom + 1):
+            if not self.blank(y) and self.indent(y) < shape.footer_indent:
+                raise _Refused(f"unexpected row {y} under the composer")
+        return self.texts[bottom] if bottom > lower else ""
 
     def composer_rule(self, y: int) -> str | None:
         """The scroll mark of the composer rule at row `y` ("" when unmarked); None: no rule."""

@@ -22,7 +22,7 @@ import trio
 from tools.lab import clients
 from tools.lab.clients import Client
 from tools.lab.installer import InstallError, install
-from tools.lab.launcher import LabSession, launch
+from tools.lab.launcher import LabSession, Preseed, launch
 from tools.lab.scenarios import SCENARIOS
 
 START_PROPERTY = "lab_start_seconds"
@@ -38,6 +38,7 @@ class LabSpec:
     cols: int = 120
     rows: int = 40
     plan_mode: bool = False
+    preseed: Preseed = attrs.field(factory=Preseed)
 
     @property
     def id(self) -> str:
@@ -90,6 +91,7 @@ async def lab(request: pytest.FixtureRequest) -> AsyncIterator[LabSession]:
         cols=spec.cols,
         rows=spec.rows,
         plan_mode=spec.plan_mode,
+        preseed=spec.preseed,
     ) as session:
         request.node.user_properties.append((CLIENT_PROPERTY, spec.client.name))
         request.node.user_properties.append((START_PROPERTY, session.ready_after))

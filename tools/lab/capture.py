@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -32,7 +33,7 @@ import trio
 from akk.profiles.composer import TypingMethod
 from tools.lab import clients
 from tools.lab.clients import Agent, Client
-from tools.lab.launcher import LabSession, Preseed, ScreenTimeout, launch
+from tools.lab.launcher import CLAUDE_SPINNER, LabSession, Preseed, ScreenTimeout, launch
 from tools.lab.scenarios import (
     SCENARIOS,
     SLOW_SIGNAL,
@@ -178,6 +179,14 @@ class WaitText:
 
 
 @attrs.frozen
+class WaitLine:
+    """Wait until `pattern` (anchored per line with ``^``) matches the plain screen."""
+
+    pattern: re.Pattern[str]
+    timeout: float = 20.0
+
+
+@attrs.frozen
 class WaitIdle:
     """Wait for the idle, empty composer."""
 
@@ -209,7 +218,7 @@ class Shot:
     settle: bool = True
 
 
-Action = Submit | Type | Paste | Press | WaitText | WaitIdle | Settle | Release | Shot
+Action = Submit | Type | Paste | Press | WaitText | WaitLine | WaitIdle | Settle | Release | Shot
 
 
 @attrs.frozen
@@ -925,6 +934,12 @@ async def _act(lab: LabSession, action: Action) -> None:
                 timeout,
                 what=" or ".join(repr(text) for text in texts),
             )
+        case WaitLine(pattern=pattern, timeout=timeout):
+            await lab.wait_for_screen(
+                lambda screen: pattern.search(screen) is not None,
+                timeout,
+                what=f"a line matching {pattern.pattern!r}",
+            )
         case WaitIdle():
             await lab.wait_idle()
         case Settle(seconds=seconds):
@@ -1068,7 +1083,22 @@ CLAUDE_THEMED_PLANS: tuple[str, ...] = (
 )
 """The plans each extra theme repeats: every screen shape AKK reads."""
 
-CLAUDE_VARIANT_SIZES: tuple[tuple[int, int], ...] = ((100, 30), (132, 43))
+CLAUDE_STATUS_LINE = "echo 'lab-status ▸ main'"
+"""The user `statusLine` command of the `status_line_*` plans: one fixed row, like a branch name."""
+
+CLAUDE_STATUS_LINE_PLANS: tuple[str, ...] = (
+    "echo",
+    "draft",
+    "slow",
+    "claude_bash",
+    "questionnaire_single3",
+)
+"""The plans repeated under a user status line (`status_line_<plan>`, at `SIZES`)."""
+
+CLAUDE_VIM_PLANS: tuple[str, ...] = ("echo", "draft", "slow")
+"""The plans repeated with `editorMode: vim`, in INSERT mode (`vim_<plan>`, at `SIZES`)."""
+
+CLAUDE_VARIANT_SIZES: tuple[tuple[int, int], ...] = ((100, 30), (132, 43), (200, 50))
 """Pane sizes besides `SIZES` that the Claude corpus also holds (`<cols>x<rows>/` folders)."""
 
 CLAUDE_SIZED_PLANS: tuple[str, ...] = (
@@ -1096,6 +1126,27 @@ def _claude_themed(plan: Plan, theme: str) -> Plan:
     )
 
 
+_CLAUDE_SPINNER = WaitLine(CLAUDE_SPINNER)
+"""Claude's working row (``✽ Burrowing…``): the only sign of a turn where the footer
+hides ``esc to interrupt`` (a status line on 2.1.263-2.1.267, vim mode on every version)."""
+
+
+def _claude_setup(plan: Plan, prefix: str, preseed: Preseed) -> Plan:
+    """`plan` under another Claude configuration, its working screen awaited by the spinner."""
+    actions = tuple(
+        _CLAUDE_SPINNER if action == _wait("esc to interrupt", "• Working") else action
+        for action in plan.actions
+    )
+    return attrs.evolve(
+        plan,
+        name=f"{prefix}_{plan.name}",
+        agents=_CLAUDE,
+        actions=actions,
+        preseed=preseed,
+        sizes=SIZES,
+    )
+
+
 def _claude_variant_plans() -> dict[str, Plan]:
     plans = [
         # Claude adds advisory lines to the permission body for such a command.
@@ -1114,6 +1165,16 @@ def _claude_variant_plans() -> dict[str, Plan]:
             _claude_themed(PLANS[name], theme)
             for theme in CLAUDE_THEMES
             for name in CLAUDE_THEMED_PLANS
+        ),
+        *(
+            _claude_setup(
+                PLANS[name], "status_line", Preseed(claude_status_line=CLAUDE_STATUS_LINE)
+            )
+            for name in CLAUDE_STATUS_LINE_PLANS
+        ),
+        *(
+            _claude_setup(PLANS[name], "vim", Preseed(claude_editor_mode="vim"))
+            for name in CLAUDE_VIM_PLANS
         ),
     ]
     return {plan.name: plan for plan in plans}

@@ -50,6 +50,9 @@ characters as a newline (LAB.md); both clients get the same guard.
 CLAUDE_PROMPT = "\u276f"
 """Claude's composer prompt character (heavy right angle quote)."""
 
+CLAUDE_SPINNER = re.compile(r"^[·✢*✶✻✽✳] [A-Za-z][\w'-]*…", re.MULTILINE)
+"""Claude's working row (``✽ Burrowing…``), on a plain-text screen."""
+
 CODEX_PROMPT = "\u203a"
 """Codex's composer prompt character (single right angle quote)."""
 
@@ -101,6 +104,10 @@ class Preseed:
     trusted: bool = True
     theme: str = "dark"
     """Claude's `theme` setting (dark, light, dark-daltonized, light-ansi, ...)."""
+    claude_status_line: str | None = None
+    """Claude's user `statusLine` command (`~/.claude/settings.json`); None: no status line."""
+    claude_editor_mode: str | None = None
+    """Claude's `editorMode` (`vim`); None: the client's default (normal)."""
     codex_model: str = CODEX_MODEL
     """Codex's `model`; another name is not in the lab's model catalog (a warning shows)."""
     codex_status_line: tuple[str, ...] | None = None
@@ -120,8 +127,17 @@ class Preseed:
 
 def _claude_idle(screen: str) -> bool:
     # The empty composer line sits between two rules; the footer offers shortcuts.
+    # A user status line or vim's `-- INSERT --` takes that hint's place, and on
+    # some versions hides `esc to interrupt` too: then the last row offers agents
+    # and no working row (`✽ Burrowing…`) shows.
     lines = [line.rstrip() for line in screen.splitlines()]
-    return CLAUDE_PROMPT in lines and any("? for shortcuts" in line for line in lines)
+    if CLAUDE_PROMPT not in lines:
+        return False
+    if any("? for shortcuts" in line for line in lines):
+        return True
+    footer = next((line for line in reversed(lines) if line), "")
+    working = "esc to interrupt" in footer or CLAUDE_SPINNER.search(screen) is not None
+    return footer.endswith("← for agents") and not working
 
 
 def _codex_idle(screen: str) -> bool:
@@ -383,6 +399,8 @@ def _git_init(workdir: Path) -> None:
 
 def _claude_config(workdir: Path, preseed: Preseed) -> dict[str, object]:
     config: dict[str, object] = {"theme": preseed.theme, "autoUpdates": False}
+    if preseed.claude_editor_mode is not None:
+        config["editorMode"] = preseed.claude_editor_mode
     if preseed.onboarded:
         config["hasCompletedOnboarding"] = True
     if preseed.api_key_approved:
@@ -390,6 +408,13 @@ def _claude_config(workdir: Path, preseed: Preseed) -> dict[str, object]:
     if preseed.trusted:
         config["projects"] = {str(workdir): {"hasTrustDialogAccepted": True, "allowedTools": []}}
     return config
+
+
+def _claude_settings(preseed: Preseed) -> dict[str, object]:
+    """The user settings file (`~/.claude/settings.json`); empty: none is written."""
+    if preseed.claude_status_line is None:
+        return {}
+    return {"statusLine": {"type": "command", "command": preseed.claude_status_line}}
 
 
 def _codex_config(workdir: Path, port: int, preseed: Preseed, catalog: Path) -> str:
@@ -551,6 +576,10 @@ def prepare(client: Client, root: Path, port: int, preseed: Preseed = Preseed())
     if client.agent == "claude":
         config = _claude_config(workdir, preseed)
         (home / ".claude.json").write_text(json.dumps(config, indent=2))
+        settings = _claude_settings(preseed)
+        if settings:
+            (home / ".claude").mkdir()
+            (home / ".claude" / "settings.json").write_text(json.dumps(settings, indent=2))
     else:
         codex_home = root / "codex-home"
         codex_home.mkdir()
