@@ -23,6 +23,7 @@ from akk import evidence, faults
 from akk.actors.runtime import Actor, ActorRef, Rank
 from akk.actors.store import transact
 from akk.answers import PLAN_REFUSALS, Answer
+from akk.discovery import claude_editor
 from akk.faults import Point
 from akk.profiles.composer import TypingMethod
 from akk.profiles.keyplan import (
@@ -430,6 +431,18 @@ class TerminalActor(Actor):
                 f"the pane is {what}, not idle with an empty composer; nothing was sent. Wait "
                 "for the agent (status shows its state) and send again",
             )
+        if observation.composer_mode is None and self._identity.agent == "claude":
+            identity = self._identity
+            mode = await trio.to_thread.run_sync(
+                claude_editor.editor_mode, identity.agent_pid, identity.cwd
+            )
+            if mode == claude_editor.VIM:
+                return Refusal(
+                    Reason.NOT_IDLE,
+                    "Claude's editorMode is vim and its composer shows no -- INSERT --: it is "
+                    "in NORMAL mode, where typed text would be vim commands; nothing was sent. "
+                    "A person presses i at the pane (INSERT), then send again",
+                )
         proof = await self._evidence_start()
         return _Ready(snapshot.seq, profile.typing.method_for(text), proof)
 

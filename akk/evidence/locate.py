@@ -67,7 +67,7 @@ def owned_files(agent: Agent, pid: int, proc: Path = PROC) -> Owned:
         raise EvidenceUnavailable(
             EvidenceReason.PROCESS_GONE, f"process {pid} is gone; find the pane's agent again"
         )
-    environ = _environ(pid, proc)
+    environ = environ_of(pid, proc)
     if agent == "claude":
         return Owned(ticks, _claude_paths(pid, ticks, environ, proc))
     return Owned(ticks, _codex_paths(pid, environ, proc))
@@ -79,7 +79,7 @@ def alive(pid: int, ticks: int, proc: Path = PROC) -> bool:
 
 
 def _claude_paths(pid: int, ticks: int, environ: dict[str, str], proc: Path) -> tuple[str, ...]:
-    config = _directory(pid, environ, proc, "CLAUDE_CONFIG_DIR", ".claude")
+    config = config_directory(pid, environ, proc, "CLAUDE_CONFIG_DIR", ".claude")
     record_path = config / "sessions" / f"{pid}.json"
     try:
         record = json.loads(record_path.read_text())
@@ -106,7 +106,7 @@ def _claude_paths(pid: int, ticks: int, environ: dict[str, str], proc: Path) -> 
 
 
 def _codex_paths(pid: int, environ: dict[str, str], proc: Path) -> tuple[str, ...]:
-    home = Path(os.path.realpath(_directory(pid, environ, proc, "CODEX_HOME", ".codex")))
+    home = Path(os.path.realpath(config_directory(pid, environ, proc, "CODEX_HOME", ".codex")))
     targets = _open_files(pid, proc)
     owners = [targets]
     if not any(Path(t).parent == home / "thread-writer-locks" for t in targets):
@@ -140,7 +140,7 @@ def _codex_daemon(home: Path, proc: Path) -> int | None:
     return pid
 
 
-def _environ(pid: int, proc: Path) -> dict[str, str]:
+def environ_of(pid: int, proc: Path) -> dict[str, str]:
     try:
         raw = (proc / str(pid) / "environ").read_bytes()
     except OSError as exc:
@@ -153,7 +153,9 @@ def _environ(pid: int, proc: Path) -> dict[str, str]:
     return {pair[0]: pair[1] for pair in pairs if len(pair) == 2}
 
 
-def _directory(pid: int, environ: dict[str, str], proc: Path, variable: str, below: str) -> Path:
+def config_directory(
+    pid: int, environ: dict[str, str], proc: Path, variable: str, below: str
+) -> Path:
     """`$variable`, else `$HOME/below`; a relative path is taken from the process's cwd."""
     if environ.get(variable):
         chosen, source = Path(environ[variable]), variable

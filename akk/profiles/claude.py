@@ -115,6 +115,8 @@ class ComposerShape:
     footer_indent: int = 2
     status_line_rows: int = 1
     working_marker: str = "esc to interrupt"  # in the hint row while a turn runs
+    # `editorMode: vim` starts the hint row with this in INSERT mode; NORMAL shows nothing.
+    insert_mark: str = "-- INSERT --"
     spinner_glyphs: str = "·✢*✶✻✽✳"  # the animated glyph that starts a working line
     # A line such as "✽ Transmuting…" or "✻ Calculating… (0s · ↓ 2 tokens)": glyph,
     # one word, an ellipsis. A finished turn says "✻ Crunched for 0s" (no ellipsis).
@@ -406,8 +408,9 @@ class _Classifier:
         prompt: PromptView | None = None,
         reason: str | None = None,
         draft: DraftView | None = None,
+        composer_mode: str | None = None,
     ) -> Observation:
-        return Observation(state, self.p.id, prompt, reason, draft)
+        return Observation(state, self.p.id, prompt, reason, draft, composer_mode)
 
     def unknown(self, reason: str) -> Observation:
         return self.result(State.UNKNOWN, reason=reason)
@@ -497,7 +500,12 @@ class _Classifier:
             return self.unknown(
                 "composer glyph is not in its idle colour but no working line shows"
             )
-        return self.result(State.IDLE if draft.empty else State.IDLE_DRAFT, draft=draft)
+        marked = hint[shape.footer_indent :].startswith(shape.insert_mark)
+        return self.result(
+            State.IDLE if draft.empty else State.IDLE_DRAFT,
+            draft=draft,
+            composer_mode="insert" if marked else None,
+        )
 
     def composer_footer(self, lower: int, bottom: int) -> str:
         """Claude's own hint row under the composer's bottom rule ("" when there is none).

@@ -133,6 +133,9 @@ class Observation:
     typed meanwhile for WORKING (both clients keep their composer while a turn
     runs); None when no composer shows. It is private: it never leaves the
     server and is never projected (the sender proves its own text with it).
+
+    ``composer_mode`` is the editing mode the composer shows: ``insert`` where
+    Claude's vim mode marks it (``-- INSERT --``), None where no mode shows.
     """
 
     state: State
@@ -140,6 +143,7 @@ class Observation:
     prompt: PromptView | None = None
     reason: str | None = None
     draft: DraftView | None = None
+    composer_mode: str | None = None
 
     @property
     def actionable(self) -> bool:

@@ -1,9 +1,10 @@
-"""Claude Code with `editorMode: vim`: a send in INSERT mode, and one into NORMAL mode.
+"""Claude Code with `editorMode: vim`: a send in INSERT mode, and one refused in NORMAL mode.
 
 INSERT mode starts the hint row with ``-- INSERT --``; NORMAL mode draws no mark,
-so an empty NORMAL composer is the default idle composer cell for cell and AKK
-reads it as idle. There the typed text becomes vim commands: the composer never
-shows the task, so AKK presses no Enter and the model server sees nothing.
+so an empty NORMAL composer is the default idle composer cell for cell. Typed text
+would be vim commands there (``l`` moves, ``a`` opens INSERT), so AKK reads the
+agent's own editorMode setting and, where it is vim, sends only under the mark:
+in NORMAL mode the send is refused with zero keys.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from akk.client import connect
+from akk.client import AkkError, connect
 from tests.lab.conftest import LabSpec
 from tools.lab import clients
 from tools.lab.akk_runner import idle_terminal, outcome, serving
@@ -47,13 +48,16 @@ async def test_send_in_insert_mode_reaches_the_model_once_and_normal_mode_gets_n
 
         await lab.send_keys("Escape")
         await lab.wait_for_screen(lambda s: "-- INSERT --" not in s, 10, what="NORMAL mode")
-        sent = await ctl.call(
-            "send", {"terminal_id": terminal_id, "request": NORMAL_TEXT, "client_request_id": "n"}
-        )
-        assert sent["state"] == "failed"
-        status = await ctl.call("status", {"turn_id": sent["turn_id"]})
-    assert status["turn"]["reason"] == "composer_mismatch"
-    assert [d["stage"] for d in status["dispatches"]] == ["aborted"]
-    # 'l' moved, 'a' opened INSERT mode and took the rest as text; no Enter followed.
-    assert f"\u276f\u00a0{NORMAL_TEXT[2:]}" in await lab.text()
-    assert lab.server.count_inputs_containing(NORMAL_TEXT[2:]) == 0
+        before = await lab.capture()
+        with pytest.raises(AkkError) as refused:
+            await ctl.call(
+                "send",
+                {"terminal_id": terminal_id, "request": NORMAL_TEXT, "client_request_id": "n"},
+            )
+        listed = await ctl.call("list", {})
+    assert refused.value.reason == "not_idle", refused.value
+    assert "NORMAL mode" in str(refused.value)
+    # Zero keys: the pane is as it was, no record was made, and the model got nothing.
+    assert await lab.capture() == before
+    assert [t["turn_id"] for t in listed["turns"]] == [sent["turn_id"]]
+    assert lab.server.count_inputs_containing(NORMAL_TEXT) == 0

@@ -1,0 +1,96 @@
+"""Claude's vim editor mode: read from the agent's own settings, and marked on its screen."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from akk.discovery.claude_editor import editor_mode
+from akk.profiles.observation import State
+from akk.profiles.registry import PROFILES
+from akk.screen import render
+
+ROOT = Path(__file__).resolve().parent.parent / "fixtures"
+PID = 4242
+
+
+def _process(tmp_path: Path, env: dict[str, str], argv: tuple[str, ...] = ("claude",)) -> Path:
+    """A /proc holding one process with this environment and command line."""
+    proc = tmp_path / "proc"
+    (proc / str(PID)).mkdir(parents=True)
+    (proc / str(PID) / "environ").write_bytes(
+        b"\0".join(f"{k}={v}".encode() for k, v in env.items()) + b"\0"
+    )
+    (proc / str(PID) / "cmdline").write_bytes(b"\0".join(a.encode() for a in argv) + b"\0")
+    os.symlink(tmp_path, proc / str(PID) / "cwd")
+    return proc
+
+
+def _write(path: Path, data: object) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data))
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    (tmp_path / "home").mkdir()
+    return tmp_path / "home"
+
+
+def test_the_global_config_sets_it_and_the_default_is_normal(tmp_path: Path, home: Path) -> None:
+    proc = _process(tmp_path, {"HOME": str(home)})
+    managed = tmp_path / "managed.json"
+    assert editor_mode(PID, None, proc, managed) == "normal"
+    _write(home / ".claude.json", {"theme": "dark", "editorMode": "vim"})
+    assert editor_mode(PID, None, proc, managed) == "vim"
+    # With CLAUDE_CONFIG_DIR the global config is inside it, and $HOME's is not read.
+    config = tmp_path / "config"
+    proc = _process(tmp_path / "other", {"HOME": str(home), "CLAUDE_CONFIG_DIR": str(config)})
+    assert editor_mode(PID, None, proc, managed) == "normal"
+    _write(config / ".claude.json", {"editorMode": "vim"})
+    assert editor_mode(PID, None, proc, managed) == "vim"
+
+
+def test_settings_come_before_the_global_config_in_claude_s_order(
+    tmp_path: Path, home: Path
+) -> None:
+    proc = _process(tmp_path, {"HOME": str(home)})
+    managed = tmp_path / "managed.json"
+    work = tmp_path / "work"
+    _write(home / ".claude.json", {"editorMode": "vim"})
+    _write(home / ".claude" / "settings.json", {"editorMode": "normal"})
+    assert editor_mode(PID, str(work), proc, managed) == "normal"
+    _write(work / ".claude" / "settings.json", {"editorMode": "vim"})
+    assert editor_mode(PID, str(work), proc, managed) == "vim"
+    _write(work / ".claude" / "settings.local.json", {"editorMode": "normal"})
+    assert editor_mode(PID, str(work), proc, managed) == "normal"
+    _write(managed, {"editorMode": "vim"})
+    assert editor_mode(PID, str(work), proc, managed) == "vim"
+    # A broken file or a value that is not a string sets nothing.
+    managed.write_text("{not json")
+    _write(work / ".claude" / "settings.local.json", {"editorMode": 1})
+    assert editor_mode(PID, str(work), proc, managed) == "vim"
+
+
+def test_an_unreadable_process_or_command_line_settings_are_unknown(
+    tmp_path: Path, home: Path
+) -> None:
+    managed = tmp_path / "managed.json"
+    assert editor_mode(PID, None, tmp_path / "no-proc", managed) is None
+    proc = _process(tmp_path, {"HOME": str(home)}, ("claude", "--settings", "vim.json"))
+    assert editor_mode(PID, None, proc, managed) is None
+
+
+@pytest.mark.parametrize(
+    "label", sorted(ROOT.glob("claude/*/*idle.json")), ids=lambda p: str(p.relative_to(ROOT))
+)
+def test_only_vim_s_insert_mode_marks_the_composer(label: Path) -> None:
+    fixture = json.loads(label.read_text())
+    grid = render(label.with_suffix(".ansi").read_text(), fixture["cols"], fixture["rows"])
+    observation = PROFILES[("claude", fixture["version"])].classify(grid)
+    assert observation.state is State.IDLE
+    vim = fixture["plan"].startswith("vim_")
+    assert observation.composer_mode == ("insert" if vim else None)
