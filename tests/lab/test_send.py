@@ -16,9 +16,10 @@ import trio
 from akk import faults
 from akk.client import AkkError, connect
 from akk.profiles.registry import bind
-from tests.lab.conftest import lab_params
+from tests.lab.conftest import LabSpec, lab_params
+from tools.lab import capture, clients
 from tools.lab.akk_runner import idle_terminal, outcome, serving
-from tools.lab.launcher import LabSession
+from tools.lab.launcher import LabSession, Preseed
 from tools.lab.model_server import RecordedRequest
 from tools.lab.scenarios import ECHO_REPLY, ECHO_TASK, SLOW_SIGNAL, SLOW_TASK
 
@@ -54,7 +55,27 @@ def _usage_reported(lab: LabSession) -> tuple[int, int, int, int]:
     )
 
 
-@pytest.mark.parametrize("lab", lab_params("echo"), indirect=True)
+_SETUPS = [
+    # Codex drawn inline (`--no-alt-screen`), and a Claude whose user statusLine hides
+    # "esc to interrupt" while it works (2.1.263): one version each.
+    LabSpec(clients.get("codex", "0.171.0"), "echo", preseed=Preseed(codex_alt_screen=False)),
+    LabSpec(
+        clients.get("claude", "2.1.263"),
+        "echo",
+        preseed=Preseed(claude_status_line=capture.CLAUDE_STATUS_LINE),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "lab",
+    [
+        *lab_params("echo"),
+        *(pytest.param(spec, id=f"{spec.id}-{name}", marks=pytest.mark.lab)
+          for spec, name in zip(_SETUPS, ("inline", "status_line"), strict=True)),
+    ],
+    indirect=True,
+)  # fmt: skip
 async def test_send_reaches_the_model_once_and_done_carries_reply_and_usage(
     lab: LabSession, tmp_path: Path
 ) -> None:
