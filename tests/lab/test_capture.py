@@ -22,6 +22,7 @@ from tools.lab.clients import Client
 from tools.lab.launcher import CLAUDE_PROMPT, CODEX_PROMPT
 
 _SGR = re.compile(r"\x1b\[[0-9;:]*m")
+_GUTTER = re.compile(r"^ *│ ", re.MULTILINE)  # Claude's gutter before a long question's rows
 _STATES = {
     "idle",
     "idle_draft",
@@ -57,7 +58,7 @@ def label_problems(label: dict[str, object], screen: str) -> list[str]:
     expected = label["expected"]
     assert isinstance(expected, dict)
     plain = _plain(screen)
-    flat = _flat(plain)
+    flat = _flat(_GUTTER.sub("", plain))
     cursor = CLAUDE_PROMPT if agent == "claude" else CODEX_PROMPT
     problems = []
     if expected["state"] not in _STATES:

@@ -541,7 +541,11 @@ WRAPPED_QUESTION = Question(
 size; the whole question still fits an 80x24 pane."""
 
 TALL_QUESTION = Question(
-    question="Which rollout plan should the lab follow for the billing database?",
+    question=(
+        "Which rollout plan should the lab follow for the billing database, given that the "
+        "nightly reports must keep running, the audit team needs the full history of every "
+        "change, and the budget allows one extra cluster for a month at most?"
+    ),
     header="Rollout",
     options=(
         Option(
@@ -566,8 +570,8 @@ TALL_QUESTION = Question(
         ),
     ),
 )
-"""A first label of 124 characters (wraps up to 100 columns), descriptions of 177-247: taller
-than an 80x24 pane, where its top is cut off."""
+"""A question of 232 characters, a first label of 124 (wraps up to 100 columns), descriptions
+of 177-247: taller than an 80x24 pane, where its top is cut off."""
 
 UNICODE_QUESTION = Question(
     question="Quelle couleur préférez-vous ? 你喜欢哪种颜色？",
