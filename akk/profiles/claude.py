@@ -16,12 +16,13 @@ What the pinned versions draw (fixtures/claude/<version>/, 120x40 and 80x24):
   * questionnaire (AskUserQuestion): footer ``Enter to select · …``, a
     ``Chat about this`` row under a rule, numbered options (``[ ]`` boxes for
     multi-select) with descriptions, the automatic ``Type something.`` row, the
-    question, a tab row and a full-width rule on top. With the cursor on ``Type
+    question (a longer one under a dim ``│`` gutter), a tab row and a full-width
+    rule on top. With the cursor on ``Type
     something.`` that row is an open editor: the typed text in place of the label,
     soft-wrapped rows under its first character (`ClaudeProfile.editor_matches`).
     A multi-select question stays a multi-select step there (Enter would only
-    tick or untick the typed text). A label or description longer than the row
-    wraps between words at the pane's edge, its further rows at its first column
+    tick or untick the typed text). A question, label or description longer than
+    the row wraps between words at the pane's edge, its further rows at its first column
     (a description's in the muted colour); each such row must be a wrap Claude
     could have made there (`_Classifier.prove_wrap`: a break that may fall inside
     a word, as CJK text's does, cannot be read back). Claude draws no variation
@@ -161,6 +162,9 @@ class QuestionnaireShape:
     tab_arrows: tuple[str, str] = ("←", "→")
     submit_tab: str = "Submit"
     question_fg: str = "ffffff"  # bold
+    # A longer question is drawn under this gutter (dim) in every row, whatever the
+    # width (69 characters were drawn without it, 95 with it): its text starts after it.
+    question_gutter: str = "│ "
     single_description_indent: int = 5
     multi_description_indent: int = 2
     free_text_single: str = "Type something."
@@ -838,7 +842,8 @@ class _Classifier:
     def prove_wrap(self, above: int, above_start: int, y: int, start: int) -> None:
         """Row `y`'s text (from column `start`) is row `above`'s, soft-wrapped at one space.
 
-        Claude wraps a label or description at the pane's edge (`cols - start` columns),
+        Claude wraps a question, label or description at the pane's edge (`cols - start`
+        columns),
         between words; a word longer than that is cut at the edge. Rows join with a space,
         so the break must be one the wrap made at a space: the next word did not fit on
         the row above, and the two rows' edge words are not one word cut at the edge (CJK
@@ -920,12 +925,18 @@ class _Classifier:
             raise _Refused("the Submit tab is current but the review is not shown")
         self.single_prompt(top, self.all_anchors())
         y = top + 3
+        # A longer question is drawn under a dim gutter, every row of it.
+        start = len(shape.question_gutter) if self.question_gutter(y) else 0
         question: list[str] = []
         while y < lower and not self.blank(y):
-            cell = self.cells[y][0]
+            cell = self.cells[y][start]
             if not (cell.bold and cell.fg == shape.question_fg):
                 raise _Refused(f"unexpected row {y} in the question")
-            question.append(self.texts[y].strip())
+            if bool(start) != self.question_gutter(y):
+                raise _Refused(f"row {y} of the question is drawn apart from its gutter")
+            if question:
+                self.prove_wrap(y - 1, start, y, start)
+            question.append(self.texts[y][start:].strip())
             y += 1
         if not question:
             raise _Refused("questionnaire shows no question")
@@ -942,6 +953,11 @@ class _Classifier:
         return self.questionnaire_observation(
             top, footer, tabs, tab, " ".join(question), rows, submit, chat
         )
+
+    def question_gutter(self, y: int) -> bool:
+        """Whether row `y` starts with the question's dim gutter."""
+        gutter = self.p.questionnaire.question_gutter
+        return self.texts[y].startswith(gutter) and self.cells[y][0].dim
 
     def multi_submit_row(self, y: int) -> _Row:
         shape = self.p.questionnaire
