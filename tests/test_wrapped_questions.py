@@ -7,9 +7,10 @@ Arabic and Hebrew):
 
 1. Every actionable screen projects exactly the scenario's labels and
    descriptions (wrapped rows joined, each wide character once).
-2. One changed cell (its character or any style) in an option's rows (labels,
-   their continuation rows, descriptions) either leaves no actionable question
-   (fail closed) or changes the prompt's fingerprint, and so its interaction id.
+2. One changed cell (its character or any style) in the question's rows or an
+   option's (labels, their continuation rows, descriptions) either leaves no
+   actionable question (fail closed) or changes the prompt's fingerprint, and so
+   its interaction id.
 3. A row that cannot be Claude's own wrap of the row above (its first word would
    have fit there, or it may go on with a word cut at the pane's edge, as CJK text
    is) is refused, as is a question with an emoji whose variation selector Claude
@@ -53,6 +54,7 @@ class Case:
     grid: Grid
     observation: Observation
     option_rows: tuple[int, ...]  # the choices' label, continuation and description rows
+    question_rows: tuple[int, ...]
 
     def __repr__(self) -> str:
         return f"Case({self.name!r})"
@@ -71,6 +73,14 @@ def _option_rows(grid: Grid, observation: Observation) -> tuple[int, ...]:
     first = next(i for i, text in enumerate(texts) if _OPTION.match(text))
     last = next(i for i, text in enumerate(texts) if re.match(rf"[❯ ] {free.number}\. ", text))
     return tuple(range(region.top + first, region.top + last))
+
+
+def _question_rows(grid: Grid, observation: Observation) -> tuple[int, ...]:
+    """The question's rows: under the tab row and its blank row, up to a blank row."""
+    assert observation.prompt is not None
+    first = observation.prompt.region.top + 3
+    end = next(y for y in range(first, grid.rows) if not grid.row_text(y).strip())
+    return tuple(range(first, end))
 
 
 def _load(label_path: Path) -> tuple[dict[str, Any], Grid]:
@@ -96,6 +106,7 @@ def _cases() -> list[Case]:
                 grid=grid,
                 observation=observation,
                 option_rows=_option_rows(grid, observation),
+                question_rows=_question_rows(grid, observation),
             )
         )
     return cases
@@ -156,6 +167,8 @@ def test_options_project_the_scenarios_labels_and_descriptions(case: Case) -> No
     question = _question(case.plan)
     choices = [o for o in shown.options if o.role is OptionRole.CHOICE]
     assert shown.prompt == question.question
+    if case.plan == "questionnaire_tall":
+        assert len(case.question_rows) > 1  # the question wraps too
     assert [o.label for o in choices] == [o.label for o in question.options]
     assert [o.description for o in choices] == [o.description for o in question.options]
 
@@ -179,7 +192,7 @@ def test_a_changed_cell_in_an_option_changes_the_interaction(
     case: Case, data: st.DataObject, field: str
 ) -> None:
     grid = case.grid
-    y = data.draw(st.sampled_from(case.option_rows), label="row")
+    y = data.draw(st.sampled_from(case.question_rows + case.option_rows), label="row")
     drawn = [x for x, cell in enumerate(grid.row(y)) if cell.char.strip()]
     x = data.draw(st.integers(drawn[0], drawn[-1]) | st.integers(0, grid.cols - 1), label="column")
     changed = _with_cell(grid, x, y, _mutate(grid.cell(x, y), field))
