@@ -1225,6 +1225,16 @@ CLAUDE_QUESTION_SIZES: tuple[tuple[int, int], ...] = ((100, 30), (132, 43))
 """Pane sizes besides `SIZES` that the Claude question plans are also captured at."""
 
 
+def _claude_unreadable(scenario: str) -> Plan:
+    """A question whose text the screen cannot show as sent: never answerable."""
+    return Plan(
+        scenario,
+        scenario,
+        _CLAUDE,
+        (Submit(), _QUESTION_SHOWN, Shot("q1", Expected("unknown"))),
+    )
+
+
 def _claude_question_plans() -> dict[str, Plan]:
     plans = [
         # Option labels that wrap at 80 columns, descriptions that wrap at every size.
@@ -1233,16 +1243,13 @@ def _claude_question_plans() -> dict[str, Plan]:
         attrs.evolve(_claude_single("questionnaire_tall"), unreadable_sizes=((80, 24),)),
         # CJK, a ZWJ emoji, right-to-left scripts and plain text, in labels and the prompt.
         _claude_single("questionnaire_unicode"),
-        # The same scripts in a multi-select question, with a variation-selector emoji.
+        # The same scripts in a multi-select question (CJK, a ZWJ family, Hebrew).
         _claude_multi_select("questionnaire_unicode_multi"),
-        # Every version draws "❤️ Heart" as "❤ Heart" (the selector U+FE0F dropped): the
+        # Every version draws "❤️ Heart" as "❤ Heart" and "⌚︎" as "⌚" (selectors dropped): the
         # label cannot be read back, so the question must not be answerable.
-        Plan(
-            "questionnaire_selector",
-            "questionnaire_selector",
-            _CLAUDE,
-            (Submit(), _QUESTION_SHOWN, Shot("q1", Expected("unknown"))),
-        ),
+        _claude_unreadable("questionnaire_selector"),
+        # Claude draws a zero-width space and a soft hyphen as U+FFFD (tmux keeps both).
+        _claude_unreadable("questionnaire_invisible"),
     ]
     return {plan.name: plan for plan in plans}
 

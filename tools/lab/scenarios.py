@@ -611,6 +611,17 @@ SELECTOR_QUESTION = Question(
 )
 """Labels with variation selectors (emoji and text style), which Claude draws without them."""
 
+INVISIBLE_QUESTION = Question(
+    question="Which spelling should the card use?",
+    header="Spelling",
+    options=(
+        Option("Zero\u200bwidth", "A zero-width space (U+200B) between the words"),
+        Option("Soft\u00adhyphen", "A soft hyphen (U+00AD) between the words"),
+        Option("Plain", "ASCII only"),
+    ),
+)
+"""Labels with invisible format characters, which Claude draws as U+FFFD."""
+
 
 def _claude_question_scenarios() -> dict[str, Scenario]:
     scenarios = [
@@ -619,6 +630,7 @@ def _claude_question_scenarios() -> dict[str, Scenario]:
         _claude_questionnaire("questionnaire_unicode", UNICODE_QUESTION),
         _claude_questionnaire("questionnaire_unicode_multi", UNICODE_MULTI_QUESTION),
         _claude_questionnaire("questionnaire_selector", SELECTOR_QUESTION),
+        _claude_questionnaire("questionnaire_invisible", INVISIBLE_QUESTION),
     ]
     return {scenario.name: scenario for scenario in scenarios}
 
