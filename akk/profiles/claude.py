@@ -27,7 +27,7 @@ What the pinned versions draw (fixtures/claude/<version>/, 120x40 and 80x24):
     could have made there (`_Classifier.prove_wrap`: a break that may fall inside
     a word, as CJK text's does, cannot be read back). Claude draws no variation
     selector (``❤️`` shows ``❤``), so a question holding a character that takes
-    one is refused;
+    one (or the U+FFFD Claude draws for a zero-width space) is refused;
   * review (the ``Submit`` tab): no footer at all; ``Submit answers`` / ``Cancel``
     under ``Ready to submit your answers?``, the answered questions, the tab row
     and the rule.
@@ -97,12 +97,14 @@ AGENT = "claude"
 # ---------------------------------------------------------------- the data
 
 
-def _selector_bases() -> re.Pattern[str]:
-    """Any character outside ASCII that a variation selector draws as emoji or as text.
+def _unreadable() -> re.Pattern[str]:
+    """Characters on screen that do not say what the question's text held there.
 
-    Unicode's emoji variation sequences, as wcwidth lists them (U+FE0F widens the
-    first set, U+FE0E narrows the second), and the keycap mark U+20E3 that follows
-    an ASCII digit, ``#`` or ``*`` and its selector ("1️⃣").
+    Any character outside ASCII that a variation selector draws as emoji or as text
+    (Unicode's emoji variation sequences, as wcwidth lists them: U+FE0F widens the
+    first set, U+FE0E narrows the second), the keycap mark U+20E3 that follows an
+    ASCII digit, ``#`` or ``*`` and its selector ("1️⃣"), and U+FFFD, which Claude
+    shows for a zero-width space or a soft hyphen.
     """
     ranges = (*VS16_NARROW_TO_WIDE["9.0.0"], *VS15_WIDE_TO_NARROW["9.0.0"])
     spans = "".join(
@@ -110,10 +112,10 @@ def _selector_bases() -> re.Pattern[str]:
         for low, high in ranges
         if high >= 0x80
     )
-    return re.compile(f"[{spans}\u20e3]")
+    return re.compile(f"[{spans}\u20e3\ufffd]")
 
 
-_SELECTOR_BASES = _selector_bases()
+_UNREADABLE = _unreadable()
 
 
 @attrs.frozen
@@ -184,9 +186,10 @@ class QuestionnaireShape:
     review_question_mark: str = "●"
     review_answer_mark: str = "→"
     # Every pinned version draws a question without its variation selectors ("❤️ Heart"
-    # shows as "❤ Heart", "⌚︎" as "⌚"): text holding a character that may have carried
-    # one cannot be read back exactly, so such a question is refused.
-    selector_bases: re.Pattern[str] = _SELECTOR_BASES
+    # shows as "❤ Heart", "⌚︎" as "⌚") and U+FFFD for a zero-width space or a soft
+    # hyphen: text holding a character that may stand for another cannot be read back
+    # exactly, so such a question is refused.
+    unreadable: re.Pattern[str] = _UNREADABLE
 
 
 @attrs.frozen
@@ -1047,11 +1050,11 @@ class _Classifier:
         return self.result(State.QUESTIONNAIRE, prompt)
 
     def prove_readable(self, texts: Sequence[str]) -> None:
-        """None of `texts` holds a character whose variation selector the screen may hide."""
-        if any(self.p.questionnaire.selector_bases.search(text) for text in texts):
+        """None of `texts` holds a character that may stand for another (`unreadable`)."""
+        if any(self.p.questionnaire.unreadable.search(text) for text in texts):
             raise _Refused(
-                "the question holds an emoji that Claude draws without its variation "
-                "selector: its text cannot be read back exactly"
+                "the question holds a character the screen may not show as sent (an emoji's "
+                "variation selector, a replaced character): its text cannot be read back"
             )
 
     def open_editor(self, free: _Row, end: int) -> DraftView:
