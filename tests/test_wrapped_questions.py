@@ -14,7 +14,8 @@ Arabic and Hebrew):
 3. A row that cannot be Claude's own wrap of the row above (its first word would
    have fit there, or it may go on with a word cut at the pane's edge, as CJK text
    is) is refused, as is a question with an emoji whose variation selector Claude
-   does not draw (``questionnaire_selector``, every version, every size).
+   does not draw (``questionnaire_selector``) or with a zero-width space or soft
+   hyphen Claude draws as U+FFFD (``questionnaire_invisible``), at every size.
 """
 
 from __future__ import annotations
@@ -266,20 +267,26 @@ def test_a_cjk_label_cut_at_the_edge_is_refused(case: Case) -> None:
     assert observation.reason is not None and "cut at the edge" in observation.reason
 
 
-SELECTOR = sorted(ROOT.glob("*/**/questionnaire_selector-q1.json"))
+UNREADABLE = sorted(
+    path
+    for plan in ("questionnaire_selector", "questionnaire_invisible")
+    for path in ROOT.glob(f"*/**/{plan}-q1.json")
+)
 
 
-def test_every_version_and_size_has_the_selector_question() -> None:
-    assert len(SELECTOR) == 4 * len(PROFILES)
+def test_every_version_and_size_has_the_unreadable_questions() -> None:
+    assert len(UNREADABLE) == 2 * 4 * len(PROFILES)
 
 
-@pytest.mark.parametrize("label_path", SELECTOR, ids=lambda p: str(p.relative_to(ROOT)))
-def test_an_emoji_drawn_without_its_selector_is_refused(label_path: Path) -> None:
+@pytest.mark.parametrize("label_path", UNREADABLE, ids=lambda p: str(p.relative_to(ROOT)))
+def test_a_question_the_screen_does_not_show_as_sent_is_refused(label_path: Path) -> None:
     label, grid = _load(label_path)
     observation = PROFILES[label["version"]].classify(grid)
     assert not observation.actionable
-    assert observation.reason is not None and "variation selector" in observation.reason
-    # The screen shows the label without its selector: nothing on it could tell.
-    heart = _question("questionnaire_selector").options[0].label
+    assert observation.reason is not None and "cannot be read back" in observation.reason
+    # The labels show without their selectors, a format character as U+FFFD.
     shown = "\n".join(grid.lines())
-    assert "\ufe0f" in heart and heart not in shown and heart.replace("\ufe0f", "") in shown
+    for option in _question(label["plan"]).options:
+        drawn = re.sub("[\u200b\u00ad]", "\ufffd", re.sub("[\ufe0e\ufe0f]", "", option.label))
+        assert drawn in shown
+        assert drawn == option.label or option.label not in shown
