@@ -22,11 +22,18 @@ What the pinned versions draw (fixtures/claude/<version>/, 120x40, 80x24 and mor
   * questionnaire (AskUserQuestion): footer ``Enter to select · …``, a
     ``Chat about this`` row under a rule, numbered options (``[ ]`` boxes for
     multi-select) with descriptions, the automatic ``Type something.`` row, the
-    question, a tab row and a full-width rule on top. With the cursor on ``Type
+    question (a longer one under a dim ``│`` gutter), a tab row and a full-width
+    rule on top. With the cursor on ``Type
     something.`` that row is an open editor: the typed text in place of the label,
     soft-wrapped rows under its first character (`ClaudeProfile.editor_matches`).
     A multi-select question stays a multi-select step there (Enter would only
-    tick or untick the typed text);
+    tick or untick the typed text). A question, label or description longer than
+    the row wraps between words at the pane's edge, its further rows at its first column
+    (a description's in the muted colour); each such row must be a wrap Claude
+    could have made there (`_Classifier.prove_wrap`: a break that may fall inside
+    a word, as CJK text's does, cannot be read back). Claude draws no variation
+    selector (``❤️`` shows ``❤``), so a question holding a character that takes
+    one (or the U+FFFD Claude draws for a zero-width space) is refused;
   * review (the ``Submit`` tab): no footer at all; ``Submit answers`` / ``Cancel``
     under ``Ready to submit your answers?``, the answered questions, the tab row
     and the rule.
@@ -53,6 +60,8 @@ import re
 from collections.abc import Sequence
 
 import attrs
+from wcwidth.table_vs15 import VS15_WIDE_TO_NARROW
+from wcwidth.table_vs16 import VS16_NARROW_TO_WIDE
 
 from akk.profiles.composer import (
     DraftView,
@@ -92,6 +101,27 @@ from akk.screen.region import Region, is_box_drawing
 AGENT = "claude"
 
 # ---------------------------------------------------------------- the data
+
+
+def _unreadable() -> re.Pattern[str]:
+    """Characters on screen that do not say what the question's text held there.
+
+    Any character outside ASCII that a variation selector draws as emoji or as text
+    (Unicode's emoji variation sequences, as wcwidth lists them: U+FE0F widens the
+    first set, U+FE0E narrows the second), the keycap mark U+20E3 that follows an
+    ASCII digit, ``#`` or ``*`` and its selector ("1️⃣"), and U+FFFD, which Claude
+    shows for a zero-width space or a soft hyphen.
+    """
+    ranges = (*VS16_NARROW_TO_WIDE["9.0.0"], *VS15_WIDE_TO_NARROW["9.0.0"])
+    spans = "".join(
+        f"{re.escape(chr(max(low, 0x80)))}-{re.escape(chr(high))}"
+        for low, high in ranges
+        if high >= 0x80
+    )
+    return re.compile(f"[{spans}\u20e3\ufffd]")
+
+
+_UNREADABLE = _unreadable()
 
 
 @attrs.frozen
@@ -146,6 +176,9 @@ class QuestionnaireShape:
     tab_arrows: tuple[str, str] = ("←", "→")
     submit_tab: str = "Submit"
     question_fg: str = "ffffff"  # bold
+    # A longer question is drawn under this gutter (dim) in every row, whatever the
+    # width (69 characters were drawn without it, 95 with it): its text starts after it.
+    question_gutter: str = "│ "
     single_description_indent: int = 5
     multi_description_indent: int = 2
     free_text_single: str = "Type something."
@@ -164,6 +197,11 @@ class QuestionnaireShape:
     review_cancel: str = "Cancel"
     review_question_mark: str = "●"
     review_answer_mark: str = "→"
+    # Every pinned version draws a question without its variation selectors ("❤️ Heart"
+    # shows as "❤ Heart", "⌚︎" as "⌚") and U+FFFD for a zero-width space or a soft
+    # hyphen: text holding a character that may stand for another cannot be read back
+    # exactly, so such a question is refused.
+    unreadable: re.Pattern[str] = _UNREADABLE
 
 
 @attrs.frozen
@@ -362,6 +400,9 @@ class _Row:
     highlighted: bool  # the label's first cell is in the highlight colour
     checked: bool | None = None
     description: str = ""
+    # Each row joined to this one as a wrapped row: (row above, its text's first
+    # column, the row, its first column), for `_Classifier.prove_wraps`.
+    joins: tuple[tuple[int, int, int, int], ...] = ()
 
 
 _NUMBER = re.compile(r"(\d+)\. ")
@@ -673,6 +714,7 @@ class _Classifier:
                 State.BLOCKED, reason=f"blocked: non-Bash permission ({title}) is left to a person"
             )
         rows = self.menu_rows(question_row + 1, footer - 1, menu, boxes=False, description=None)
+        self.prove_wraps(rows)
         self.prove_numbers(rows)
         self.prove_cursor(rows, exempt=None)
         command, advisories = self.permission_body(top + 2, question_row)
@@ -801,10 +843,12 @@ class _Classifier:
     ) -> list[_Row]:
         """Rows first..last-1 as numbered menu rows with wrapped labels and descriptions."""
         rows: list[_Row] = []
+        above = (first, 0)  # the row and start column of the text a wrapped row would continue
         for y in range(first, last):
             row = self.menu_row(y, menu, boxes=boxes)
             if row is not None:
                 rows.append(row)
+                above = (y, row.label_col)
                 continue
             if not rows or self.blank(y):
                 raise _Refused(f"unexpected row {y} in a menu")
@@ -812,18 +856,57 @@ class _Classifier:
             start = self.indent(y)
             cell = self.cells[y][start]
             text = self.texts[y].strip()
+            join = (*above, y, start)
             if description is not None and start == description and cell.fg == menu.muted_fg:
                 joined = f"{previous.description} {text}" if previous.description else text
-                rows[-1] = attrs.evolve(previous, description=joined)
+                joins = (*previous.joins, join) if previous.description else previous.joins
+                rows[-1] = attrs.evolve(previous, description=joined, joins=joins)
             elif (
                 start == previous.label_col
                 and not previous.description
                 and cell.fg != menu.muted_fg
             ):
-                rows[-1] = attrs.evolve(previous, label=f"{previous.label} {text}")
+                label = f"{previous.label} {text}"
+                rows[-1] = attrs.evolve(previous, label=label, joins=(*previous.joins, join))
             else:
                 raise _Refused(f"unexpected row {y} in a menu")
+            above = (y, start)
         return rows
+
+    def prove_wraps(self, rows: Sequence[_Row]) -> None:
+        """Every row joined to a label or description of `rows` is Claude's wrap of it."""
+        for row in rows:
+            for join in row.joins:
+                self.prove_wrap(*join)
+
+    def prove_wrap(self, above: int, above_start: int, y: int, start: int) -> None:
+        """Row `y`'s text (from column `start`) is row `above`'s, soft-wrapped at one space.
+
+        Claude wraps a question, label or description at the pane's edge (`cols - start`
+        columns),
+        between words; a word longer than that is cut at the edge. Rows join with a space,
+        so the break must be one the wrap made at a space: the next word did not fit on
+        the row above, and the two rows' edge words are not one word cut at the edge (CJK
+        text, a long path): where both readings are possible the text cannot be read back.
+        """
+        width = self.grid.cols - start
+        upper, lower = self.texts[above].rstrip(" "), self.texts[y].rstrip(" ")
+        used = self.columns(above, above_start, len(upper))
+        word_end = lower.find(" ", start)
+        first_word = self.columns(y, start, len(lower) if word_end < 0 else word_end)
+        if used + 1 + first_word <= width:
+            raise _Refused(f"row {y} does not wrap row {above}: its first word fits there")
+        last_word = self.columns(above, max(above_start, upper.rfind(" ") + 1), len(upper))
+        cut = used + self.columns(y, start, start + 1) > width
+        if cut and last_word + first_word > width:
+            raise _Refused(f"row {y} may go on with a word cut at the edge of row {above}")
+
+    def columns(self, y: int, start: int, stop: int) -> int:
+        """How many columns the characters start..stop-1 of row `y`'s text take."""
+        if stop <= start:
+            return 0
+        at = self.grid.row_columns(y)
+        return at[stop - 1] + self.cells[y][at[stop - 1]].width - at[start]
 
     # -- questionnaire
 
@@ -882,12 +965,18 @@ class _Classifier:
             raise _Refused("the Submit tab is current but the review is not shown")
         self.single_prompt(top, self.all_anchors())
         y = top + 3
+        # A longer question is drawn under a dim gutter, every row of it.
+        start = len(shape.question_gutter) if self.question_gutter(y) else 0
         question: list[str] = []
         while y < lower and not self.blank(y):
-            cell = self.cells[y][0]
+            cell = self.cells[y][start]
             if not (cell.bold and cell.fg == shape.question_fg):
                 raise _Refused(f"unexpected row {y} in the question")
-            question.append(self.texts[y].strip())
+            if bool(start) != self.question_gutter(y):
+                raise _Refused(f"row {y} of the question is drawn apart from its gutter")
+            if question:
+                self.prove_wrap(y - 1, start, y, start)
+            question.append(self.texts[y][start:].strip())
             y += 1
         if not question:
             raise _Refused("questionnaire shows no question")
@@ -904,6 +993,11 @@ class _Classifier:
         return self.questionnaire_observation(
             top, footer, tabs, tab, " ".join(question), rows, submit, chat
         )
+
+    def question_gutter(self, y: int) -> bool:
+        """Whether row `y` starts with the question's dim gutter."""
+        gutter = self.p.questionnaire.question_gutter
+        return self.texts[y].startswith(gutter) and self.cells[y][0].dim
 
     def multi_submit_row(self, y: int) -> _Row:
         shape = self.p.questionnaire
@@ -949,6 +1043,11 @@ class _Classifier:
         self.prove_numbers([*rows, chat])
         free_label = shape.free_text_multi if multi else shape.free_text_single
         self.prove_free_text_row(free, free_label)
+        # An open editor's rows wrap its own way: `editor_matches` proves them.
+        self.prove_wraps(choices)
+        self.prove_readable(
+            [question, *tabs, *(text for row in choices for text in (row.label, row.description))]
+        )
         options = [_view(row, OptionRole.CHOICE) for row in choices]
         options.append(
             OptionView(
@@ -986,6 +1085,14 @@ class _Classifier:
             tabs=tabs,
         )
         return self.result(State.QUESTIONNAIRE, prompt)
+
+    def prove_readable(self, texts: Sequence[str]) -> None:
+        """None of `texts` holds a character that may stand for another (`unreadable`)."""
+        if any(self.p.questionnaire.unreadable.search(text) for text in texts):
+            raise _Refused(
+                "the question holds a character the screen may not show as sent (an emoji's "
+                "variation selector, a replaced character): its text cannot be read back"
+            )
 
     def open_editor(self, free: _Row, end: int) -> DraftView:
         """The open editor's text: rows free.y..end-1 from the row's label column on.
@@ -1051,6 +1158,7 @@ class _Classifier:
         rows = self.menu_rows(y + 1, bottom + 1, menu, boxes=False, description=None)
         if [row.label for row in rows] != [shape.review_submit, shape.review_cancel]:
             return None
+        self.prove_wraps(rows)
         answers_end = y
         if shape.review_prompt is not None:
             if self.texts[y - 1].rstrip() != shape.review_prompt:

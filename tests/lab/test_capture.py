@@ -22,6 +22,7 @@ from tools.lab.clients import Client
 from tools.lab.launcher import CLAUDE_PROMPT, CODEX_PROMPT
 
 _SGR = re.compile(r"\x1b\[[0-9;:]*m")
+_GUTTER = re.compile(r"^ *│ ", re.MULTILINE)  # Claude's gutter before a long question's rows
 _STATES = {
     "idle",
     "idle_draft",
@@ -44,13 +45,20 @@ def _flat(text: str) -> str:
     return " ".join(text.split())
 
 
+def _shows(line: str, label: object) -> bool:
+    """Whether a menu row shows `label`, or its first row where the label wraps."""
+    text = str(label)
+    shown = line.rstrip().split(". ", 1)[-1]
+    return text in line or (bool(shown) and text.startswith(shown) and shown != line.rstrip())
+
+
 def label_problems(label: dict[str, object], screen: str) -> list[str]:
     """What the classification names that the screen does not show."""
     agent = label["agent"]
     expected = label["expected"]
     assert isinstance(expected, dict)
     plain = _plain(screen)
-    flat = _flat(plain)
+    flat = _flat(_GUTTER.sub("", plain))
     cursor = CLAUDE_PROMPT if agent == "claude" else CODEX_PROMPT
     problems = []
     if expected["state"] not in _STATES:
@@ -69,7 +77,7 @@ def label_problems(label: dict[str, object], screen: str) -> list[str]:
         if typed:
             wanted.append(typed)
         current = typed if hidden else question["current_row"]
-        lines = [line for line in plain.splitlines() if cursor in line and str(current) in line]
+        lines = [line for line in plain.splitlines() if cursor in line and _shows(line, current)]
         if current is not None and not lines:
             problems.append(f"no {cursor} cursor row showing {current!r}")
     problems += [f"missing {text!r}" for text in wanted if _flat(text) not in flat]

@@ -237,6 +237,9 @@ class Plan:
     """Only these pane sizes, the ones its texts are measured for (None: every size)."""
     folder: str | None = None
     """A folder of its own under the version's, outside the screens the profile tests glob."""
+    unreadable_sizes: tuple[tuple[int, int], ...] = ()
+    """Pane sizes where the client draws the prompt cut off (taller than the pane): every
+    shot there is expected `unknown`, a screen AKK must not act on."""
 
     def fits(self, cols: int, rows: int) -> bool:
         """Whether the plan's labels hold at this pane size."""
@@ -358,8 +361,7 @@ def _claude_single(scenario: str) -> Plan:
     )
 
 
-def _claude_multi_select() -> Plan:
-    scenario = "questionnaire_multi"
+def _claude_multi_select(scenario: str = "questionnaire_multi") -> Plan:
     (question,) = _questions(scenario)
     n = len(question.options)
     review = ExpectedQuestion(
@@ -984,6 +986,8 @@ async def run_plan(
             if only_step is not None and action.step != only_step:
                 continue
             screen = await _settled(lab, action.settle)
+            if (cols, rows) in plan.unreadable_sizes:
+                action = attrs.evolve(action, expected=Expected("unknown"))
             stem = fixture_stem(out, client, plan.name, action.step, cols, rows)
             written.append(_write(stem, screen, plan, action, client, cols, rows))
             if only_step is not None:
@@ -1303,7 +1307,62 @@ def codex_variant_jobs(clients_: Iterable[Client] = clients.PINNED) -> list[Job]
     ]
 
 
+# ---------------------------------------------------------------- Claude questions (issue 12)
+
+CLAUDE_QUESTION_SIZES: tuple[tuple[int, int], ...] = ((100, 30), (132, 43))
+"""Pane sizes besides `SIZES` that the Claude question plans are also captured at."""
+
+
+def _claude_unreadable(scenario: str) -> Plan:
+    """A question whose text the screen cannot show as sent: never answerable."""
+    return Plan(
+        scenario,
+        scenario,
+        _CLAUDE,
+        (Submit(), _QUESTION_SHOWN, Shot("q1", Expected("unknown"))),
+    )
+
+
+def _claude_question_plans() -> dict[str, Plan]:
+    plans = [
+        # Option labels that wrap at 80 columns, descriptions that wrap at every size.
+        _claude_single("questionnaire_wrapped"),
+        # Taller than an 80x24 pane: there its frame and tab row are cut off at the top.
+        attrs.evolve(_claude_single("questionnaire_tall"), unreadable_sizes=((80, 24),)),
+        # CJK, a ZWJ emoji, right-to-left scripts and plain text, in labels and the prompt.
+        _claude_single("questionnaire_unicode"),
+        # The same scripts in a multi-select question (CJK, a ZWJ family, Hebrew).
+        _claude_multi_select("questionnaire_unicode_multi"),
+        # Every version draws "❤️ Heart" as "❤ Heart" and "⌚︎" as "⌚" (selectors dropped): the
+        # label cannot be read back, so the question must not be answerable.
+        _claude_unreadable("questionnaire_selector"),
+        # Claude draws a zero-width space and a soft hyphen as U+FFFD (tmux keeps both).
+        _claude_unreadable("questionnaire_invisible"),
+    ]
+    return {plan.name: plan for plan in plans}
+
+
+PLANS = {**PLANS, **_claude_question_plans()}
+
+
+def claude_question_jobs(clients_: Iterable[Client] = clients.PINNED) -> list[Job]:
+    """The plans of `_claude_question_plans` at `CLAUDE_QUESTION_SIZES` (beside `all_jobs`)."""
+    return [
+        Job(PLANS[name], client, cols, rows)
+        for client in clients_
+        if client.agent == "claude"
+        for name in _claude_question_plans()
+        if PLANS[name].applies_to(client)
+        for cols, rows in CLAUDE_QUESTION_SIZES
+    ]
+
+
 def corpus_jobs(clients_: Iterable[Client] = clients.PINNED) -> list[Job]:
     """The whole corpus: every plan at the corpus sizes, and the variants at theirs."""
     clients_ = list(clients_)
-    return [*all_jobs(clients_), *claude_variant_jobs(clients_), *codex_variant_jobs(clients_)]
+    return [
+        *all_jobs(clients_),
+        *claude_variant_jobs(clients_),
+        *claude_question_jobs(clients_),
+        *codex_variant_jobs(clients_),
+    ]

@@ -530,3 +530,127 @@ def _codex_variant_scenarios() -> dict[str, Scenario]:
 
 
 SCENARIOS = {**SCENARIOS, **_codex_variant_scenarios()}
+
+
+# ---------------------------------------------------------------- Claude questions (issue 12)
+
+WRAPPED_QUESTION = Question(
+    question="Which migration plan should the lab follow for the billing database?",
+    header="Migration",
+    options=(
+        Option(
+            "Copy every table into a fresh cluster, check the row counts, then switch over at once",
+            "The old cluster stays untouched until the switch, so going back is one configuration "
+            "change; the copy needs twice the disk space for a day or two",
+        ),
+        Option(
+            "Migrate the tables one by one while both clusters serve reads and writes in parallel",
+            "No downtime at all, but every table needs its own cut-over and a failure halfway "
+            "leaves a split state that has to be reconciled by hand",
+        ),
+        Option(
+            "Leave the data where it is and only upgrade the database engine in place, tonight",
+            "The quickest plan: one maintenance window and nothing to copy, but there is no way "
+            "back once the engine has rewritten its files on disk",
+        ),
+    ),
+)
+"""Option labels (81-85 characters) that wrap at 80 columns, descriptions (135-145) at every
+size; the whole question still fits an 80x24 pane."""
+
+TALL_QUESTION = Question(
+    question=(
+        "Which rollout plan should the lab follow for the billing database, given that the "
+        "nightly reports must keep running, the audit team needs the full history of every "
+        "change, and the budget allows one extra cluster for a month at most?"
+    ),
+    header="Rollout",
+    options=(
+        Option(
+            "Copy every table into a fresh cluster first, verify the row counts and checksums, "
+            "then move the application over in one step",
+            "The old cluster stays untouched until the switch, so going back is a single "
+            "configuration change; the copy needs twice the disk space and a short write "
+            "freeze while the last changes are replayed",
+        ),
+        Option(
+            "Migrate the tables one by one while both clusters serve reads and writes in parallel",
+            "No downtime at all, but every table needs its own cut-over, the application has "
+            "to know which cluster holds which table for a few weeks, and a failure halfway "
+            "leaves a split state that someone has to reconcile by hand before anything else "
+            "can move",
+        ),
+        Option(
+            "Leave the data where it is and only upgrade the database engine in place",
+            "The quickest plan: one maintenance window and nothing to copy. There is no way "
+            "back once the engine has rewritten its files, so a full backup must be taken "
+            "and tested beforehand",
+        ),
+    ),
+)
+"""A question of 232 characters, a first label of 124 (wraps up to 100 columns), descriptions
+of 177-247: taller than an 80x24 pane, where its top is cut off."""
+
+UNICODE_QUESTION = Question(
+    question="Quelle couleur préférez-vous ? 你喜欢哪种颜色？",
+    header="颜色",
+    options=(
+        Option("蓝色 — 天空", "天空和大海的颜色"),
+        Option(
+            "🚀 Rocket 👨‍👩‍👧 launch", "Emoji: a rocket, then a family (a ZWJ sequence of three)"
+        ),
+        Option("أزرق כחול", "Arabic and Hebrew, right to left"),
+        Option("Plain blue", "ASCII only"),
+    ),
+)
+"""Single-select labels in CJK, emoji (a ZWJ sequence), right-to-left scripts and plain text."""
+
+UNICODE_MULTI_QUESTION = Question(
+    question="Which symbols should the card carry? 卡片上要哪些符号？",
+    header="Symbols",
+    options=(
+        Option("漢字 — Kanji", "Two CJK characters"),
+        Option("👨‍👩‍👧 Family", "A ZWJ sequence first"),
+        Option("שלום Shalom", "Hebrew, right to left"),
+        Option("Plain star", "ASCII only"),
+    ),
+    multi_select=True,
+)
+"""A multi-select question with CJK, a ZWJ emoji and Hebrew in its labels."""
+
+SELECTOR_QUESTION = Question(
+    question="Which symbol should the card carry?",
+    header="Symbol",
+    options=(
+        Option("❤️ Heart", "A red heart: U+2764 and the emoji variation selector U+FE0F"),
+        Option("⌚︎ Watch", "A watch in text style: U+231A and the text variation selector U+FE0E"),
+        Option("Circle", "ASCII only"),
+    ),
+)
+"""Labels with variation selectors (emoji and text style), which Claude draws without them."""
+
+INVISIBLE_QUESTION = Question(
+    question="Which spelling should the card use?",
+    header="Spelling",
+    options=(
+        Option("Zero\u200bwidth", "A zero-width space (U+200B) between the words"),
+        Option("Soft\u00adhyphen", "A soft hyphen (U+00AD) between the words"),
+        Option("Plain", "ASCII only"),
+    ),
+)
+"""Labels with invisible format characters, which Claude draws as U+FFFD."""
+
+
+def _claude_question_scenarios() -> dict[str, Scenario]:
+    scenarios = [
+        _claude_questionnaire("questionnaire_wrapped", WRAPPED_QUESTION),
+        _claude_questionnaire("questionnaire_tall", TALL_QUESTION),
+        _claude_questionnaire("questionnaire_unicode", UNICODE_QUESTION),
+        _claude_questionnaire("questionnaire_unicode_multi", UNICODE_MULTI_QUESTION),
+        _claude_questionnaire("questionnaire_selector", SELECTOR_QUESTION),
+        _claude_questionnaire("questionnaire_invisible", INVISIBLE_QUESTION),
+    ]
+    return {scenario.name: scenario for scenario in scenarios}
+
+
+SCENARIOS = {**SCENARIOS, **_claude_question_scenarios()}

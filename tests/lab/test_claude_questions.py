@@ -1,0 +1,45 @@
+"""A question in other scripts, answered through `akk serve`: the exact label, once.
+
+One client start (the newest pinned Claude Code, 120x40): the 4-option question
+of CJK, emoji (a ZWJ sequence), right-to-left and plain labels is offered with
+exactly the scenario's labels, answered by option id, and the model server (the
+oracle) receives that label exactly once in the tool result.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from akk.client import connect
+from tests.lab.conftest import lab_params
+from tests.lab.test_interactions import choose, prompt, reached, send_task, settled
+from tools.lab import scenarios as sc
+from tools.lab.akk_runner import serving
+from tools.lab.launcher import LabSession
+
+
+@pytest.mark.parametrize(
+    "lab", lab_params("questionnaire_unicode", agents=("claude",))[-1:], indirect=True
+)
+async def test_a_unicode_label_reaches_the_model_once(lab: LabSession, tmp_path: Path) -> None:
+    question = sc.UNICODE_QUESTION
+    labels = [option.label for option in question.options]
+    label = labels[1]  # a rocket, text, then a ZWJ family of three and more text
+    async with (
+        serving(lab, tmp_path) as served,
+        connect(served.endpoint.url, served.tokens["ctl"]) as ctl,
+    ):
+        turn_id = await send_task(ctl, sc.ASK_TASK)
+        shown = await prompt(ctl, turn_id)
+        (offered,) = shown["questions"]
+        assert offered["prompt"] == question.question
+        assert [option["label"] for option in offered["options"]][: len(labels)] == labels
+        reply = await ctl.call("respond_interaction", choose(shown, label))
+        assert reply["outcome"] == "dispatched"
+        answered = await reached(lab, lambda r: sc.ANSWERED_CLAUDE in r.newest_input)
+        assert f'"{question.question}"="{label}"' in answered.newest_input
+        assert answered.newest_input.count(label) == 1
+        assert lab.server.count_inputs_containing(label) == 1
+        assert (await settled(ctl, turn_id))["kind"] == "done"
