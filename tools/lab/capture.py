@@ -1309,9 +1309,6 @@ def codex_variant_jobs(clients_: Iterable[Client] = clients.PINNED) -> list[Job]
 
 # ---------------------------------------------------------------- Claude questions (issue 12)
 
-CLAUDE_QUESTION_SIZES: tuple[tuple[int, int], ...] = ((100, 30), (132, 43))
-"""Pane sizes besides `SIZES` that the Claude question plans are also captured at."""
-
 
 def _claude_unreadable(scenario: str) -> Plan:
     """A question whose text the screen cannot show as sent: never answerable."""
@@ -1346,14 +1343,14 @@ PLANS = {**PLANS, **_claude_question_plans()}
 
 
 def claude_question_jobs(clients_: Iterable[Client] = clients.PINNED) -> list[Job]:
-    """The plans of `_claude_question_plans` at `CLAUDE_QUESTION_SIZES` (beside `all_jobs`)."""
+    """The plans of `_claude_question_plans` at `CLAUDE_VARIANT_SIZES` (beside `all_jobs`)."""
     return [
         Job(PLANS[name], client, cols, rows)
         for client in clients_
         if client.agent == "claude"
         for name in _claude_question_plans()
         if PLANS[name].applies_to(client)
-        for cols, rows in CLAUDE_QUESTION_SIZES
+        for cols, rows in CLAUDE_VARIANT_SIZES
     ]
 
 
