@@ -12,14 +12,10 @@ in the thread is `uncertain`, and the next send of the same role is not blocked.
 from __future__ import annotations
 
 import os
-import secrets
 import signal
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import attrs
 import pytest
 import trio
 
@@ -29,9 +25,9 @@ from akk.faults import BACKEND_POINTS, Point
 from tests.lab.conftest import ensure_installed
 from tests.lab.test_faults import _events_until_outcome
 from tools.lab import clients
-from tools.lab.akk_runner import OUTCOMES, AkkProcess, outcome
+from tools.lab.akk_runner import OUTCOMES, backend_child, outcome
 from tools.lab.clients import Client
-from tools.lab.launcher import RunFiles, prepare, run_processes
+from tools.lab.launcher import run_processes
 from tools.lab.model_server import ModelServer
 from tools.lab.scenarios import ECHO_TASK, SCENARIOS, SLOW_SIGNAL, SLOW_TASK
 
@@ -67,37 +63,6 @@ def _params(cwd: Path, text: str, request_id: str) -> dict[str, Any]:
     }
 
 
-@attrs.frozen
-class _Served:
-    root: Path
-    model: ModelServer
-    files: RunFiles
-    akk: AkkProcess
-    codex: tuple[str, ...]
-    """`akk serve`'s arguments naming the client's binary and its CODEX_HOME."""
-
-
-@asynccontextmanager
-async def _served(client: Client, tmp_path: Path, scenario: str) -> AsyncIterator[_Served]:
-    """A model server and the client's prepared files; `akk serve` is started by the test
-    (it may be killed and started again) and stopped on the way out, leaving nothing."""
-    await ensure_installed(client)
-    model = ModelServer(SCENARIOS[scenario])
-    root = tmp_path / f"lab-{secrets.token_hex(6)}"
-    root.mkdir()
-    async with trio.open_nursery() as nursery:
-        await nursery.start(model.serve)
-        files = prepare(client, root, model.port)
-        akk = AkkProcess(None, tmp_path, env=files.env)
-        codex = ("--codex-bin", str(client.binary()), "--codex-home", str(files.codex_home))
-        try:
-            yield _Served(root, model, files, akk, codex)
-        finally:
-            await trio.to_thread.run_sync(akk.stop)
-            nursery.cancel_scope.cancel()
-    assert run_processes(root) == []
-
-
 async def _send(ctl: Controller, params: dict[str, Any]) -> dict[str, Any] | None:
     """Send; None if the server died before it answered."""
     try:
@@ -114,8 +79,10 @@ async def test_sigkill_at_each_backend_point_then_restart(
     client: Client, tmp_path: Path, point: Point
 ) -> None:
     seen: list[dict[str, Any]] = []
-    async with _served(client, tmp_path, "echo") as lab:
-        model, akk, codex = lab.model, lab.akk, lab.codex
+    await ensure_installed(client)
+    model = ModelServer(SCENARIOS["echo"])
+    async with backend_child(client, tmp_path, model) as lab:
+        akk, codex = lab.akk, lab.codex
         params = _params(lab.files.workdir, ECHO_TASK, "f1")
         url = await trio.to_thread.run_sync(akk.start, f"{point}:crash", *codex)
         with trio.fail_after(60):
@@ -162,8 +129,10 @@ async def test_a_killed_app_server_fails_its_turn_once_and_a_new_process_serves_
     client: Client, tmp_path: Path
 ) -> None:
     seen: list[dict[str, Any]] = []
-    async with _served(client, tmp_path, "slow") as lab:
-        model, akk = lab.model, lab.akk
+    await ensure_installed(client)
+    model = ModelServer(SCENARIOS["slow"])
+    async with backend_child(client, tmp_path, model) as lab:
+        akk = lab.akk
         url = await trio.to_thread.run_sync(akk.start, None, *lab.codex)
         with trio.fail_after(90):
             async with connect(url, akk.tokens["ctl"]) as ctl:

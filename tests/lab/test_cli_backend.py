@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import subprocess
 import sys
 from pathlib import Path
@@ -21,9 +20,8 @@ import trio
 
 from tests.lab.conftest import ensure_installed
 from tools.lab import clients
-from tools.lab.akk_runner import AkkProcess
+from tools.lab.akk_runner import AkkProcess, backend_child
 from tools.lab.clients import Client
-from tools.lab.launcher import prepare, run_processes
 from tools.lab.model_server import ModelServer
 from tools.lab.scenarios import ECHO_REPLY, ECHO_TASK, SCENARIOS
 
@@ -60,32 +58,23 @@ async def test_send_scope_wait_then_sessions_then_a_resumed_send(
 ) -> None:
     await ensure_installed(client)
     model = ModelServer(SCENARIOS["echo"])
-    root = tmp_path / f"lab-{secrets.token_hex(6)}"
-    root.mkdir()
-    async with trio.open_nursery() as nursery:
-        await nursery.start(model.serve)
-        files = prepare(client, root, model.port)
-        akk = AkkProcess(None, tmp_path, env=files.env)
-        codex = ("--codex-bin", str(client.binary()), "--codex-home", str(files.codex_home))
+    async with backend_child(client, tmp_path, model) as lab:
+        akk, codex, files = lab.akk, lab.codex, lab.files
         scope = ("--scope", "task-1/executor", "--backend", "codex_app_server")
         workdir = ("--cwd", str(files.workdir))
-        try:
-            with trio.fail_after(60):
-                await trio.to_thread.run_sync(akk.start, None, *codex)
-                sent = await _akk(akk, "send", *scope, *workdir, "--wait", ECHO_TASK)
-                sessions = await _akk(akk, "sessions")
-                listed = await _akk(akk, "sessions", "--json")
-                again = await _akk(akk, "send", *scope, *workdir, "--json", SECOND_TASK)
-                assert again.returncode == 0, again.stderr
-                resumed: dict[str, Any] = json.loads(again.stdout)
+        with trio.fail_after(60):
+            await trio.to_thread.run_sync(akk.start, None, *codex)
+            sent = await _akk(akk, "send", *scope, *workdir, "--wait", ECHO_TASK)
+            sessions = await _akk(akk, "sessions")
+            listed = await _akk(akk, "sessions", "--json")
+            again = await _akk(akk, "send", *scope, *workdir, "--json", SECOND_TASK)
+            assert again.returncode == 0, again.stderr
+            resumed: dict[str, Any] = json.loads(again.stdout)
+            shown = await _akk(akk, "status", resumed["turn_id"], "--json")
+            # The second Turn runs to its end before the server stops.
+            await model.wait_for_request(lambda r: SECOND_TASK in r.newest_input, timeout=30)
+            while json.loads(shown.stdout)["turn"]["state"] not in ("done", "failed"):
                 shown = await _akk(akk, "status", resumed["turn_id"], "--json")
-                # The second Turn runs to its end before the server stops.
-                await model.wait_for_request(lambda r: SECOND_TASK in r.newest_input, timeout=30)
-                while json.loads(shown.stdout)["turn"]["state"] not in ("done", "failed"):
-                    shown = await _akk(akk, "status", resumed["turn_id"], "--json")
-        finally:
-            await trio.to_thread.run_sync(akk.stop)
-            nursery.cancel_scope.cancel()
 
     assert sent.returncode == 0, (sent.stdout, sent.stderr)
     assert "state:    done" in sent.stdout, sent.stdout
@@ -105,4 +94,3 @@ async def test_send_scope_wait_then_sessions_then_a_resumed_send(
     assert status["session"]["thread_id"] == rows[0]["thread_id"], (status, rows)
     assert model.count_inputs_containing(SECOND_TASK) == 1, model.summary()
     assert model.count_inputs_containing(ECHO_TASK) == 1, model.summary()
-    assert run_processes(root) == []

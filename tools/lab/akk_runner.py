@@ -30,7 +30,7 @@ from akk.store.database import open_store
 from akk.store.location import StateDir
 from akk.turn_calls import TurnSettings
 from tools.lab.clients import Client
-from tools.lab.launcher import LabSession, Preseed, RunFiles, prepare
+from tools.lab.launcher import LabError, LabSession, Preseed, RunFiles, prepare, run_processes
 from tools.lab.model_server import ModelServer
 
 OUTCOMES = frozenset({"done", "failed", "cancelled", "stalled", "timed_out"})
@@ -75,6 +75,44 @@ async def serving(
         )
         yield Served(endpoint, state, tokens)
         nursery.cancel_scope.cancel()
+
+
+@attrs.frozen
+class BackendChild:
+    """A prepared CODEX_HOME beside an `akk serve` child for it (`backend_child`)."""
+
+    root: Path
+    """The run's root: its name marks every process of the run (`run_processes`)."""
+    files: RunFiles
+    akk: AkkProcess
+    codex: tuple[str, ...]
+    """`akk serve`'s arguments naming the client's binary and that CODEX_HOME."""
+
+
+@asynccontextmanager
+async def backend_child(
+    client: Client, run: Path, model: ModelServer
+) -> AsyncIterator[BackendChild]:
+    """``model`` served, ``client``'s CODEX_HOME prepared to talk to it, and an `akk serve`
+    child the caller starts (and may kill and start again); stopped on the way out.
+
+    Raises LabError if a process of the run outlives it.
+    """
+    root = run / f"lab-{secrets.token_hex(6)}"
+    root.mkdir()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(model.serve)
+        files = prepare(client, root, model.port)
+        akk = AkkProcess(None, run, env=files.env)
+        codex = ("--codex-bin", str(client.binary()), "--codex-home", str(files.codex_home))
+        try:
+            yield BackendChild(root, files, akk, codex)
+        finally:
+            await trio.to_thread.run_sync(akk.stop)
+            nursery.cancel_scope.cancel()
+    left = run_processes(root)
+    if left:
+        raise LabError(f"processes of the run outlived it: {left}")
 
 
 @asynccontextmanager
