@@ -24,6 +24,14 @@ _VIM = LabSpec(clients.get("claude", "2.1.332"), "echo", preseed=Preseed(claude_
 NORMAL_TEXT = "lab: typed into normal mode"
 
 
+def _composer(screen: str) -> list[str]:
+    """The pane's rows from the composer's upper rule down (Claude animates its logo above,
+    on its own): the composer is the last row holding its prompt glyph."""
+    rows = screen.splitlines()
+    last = max(i for i, row in enumerate(rows) if "\u276f" in row)
+    return rows[last - 1 :]
+
+
 @pytest.mark.parametrize(
     "lab", [pytest.param(_VIM, id=f"{_VIM.id}-vim", marks=pytest.mark.lab)], indirect=True
 )
@@ -48,7 +56,7 @@ async def test_send_in_insert_mode_reaches_the_model_once_and_normal_mode_gets_n
 
         await lab.send_keys("Escape")
         await lab.wait_for_screen(lambda s: "-- INSERT --" not in s, 10, what="NORMAL mode")
-        before = await lab.capture()
+        before = _composer(await lab.capture())
         with pytest.raises(AkkError) as refused:
             await ctl.call(
                 "send",
@@ -58,6 +66,6 @@ async def test_send_in_insert_mode_reaches_the_model_once_and_normal_mode_gets_n
     assert refused.value.reason == "not_idle", refused.value
     assert "NORMAL mode" in str(refused.value)
     # Zero keys: the pane is as it was, no record was made, and the model got nothing.
-    assert await lab.capture() == before
+    assert _composer(await lab.capture()) == before
     assert [t["turn_id"] for t in listed["turns"]] == [sent["turn_id"]]
     assert lab.server.count_inputs_containing(NORMAL_TEXT) == 0
