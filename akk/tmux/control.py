@@ -69,6 +69,7 @@ _DATA_HEAD = 64  # bytes of a data line worth keeping: its name and pane id
 _START_TIMEOUT = 10.0
 _CLOSE_TIMEOUT = 5.0
 _FLAG_FROM_CONTROL = 1  # %begin flag bit: the command came from our stdin
+_WHY_GONE_SECONDS = 1.0  # a failed write waits this long for the output to say why (%exit)
 
 # How many leading space-separated fields a notification has before a free-text tail
 # (a name or a value that may itself contain spaces). Unlisted ones split fully.
@@ -277,6 +278,7 @@ class ControlClient:
     _closed: ControlClientClosed | None = None
     _exit_reason: str | None = None
     _attach: _Waiter | None = None
+    _read_ended: trio.Event = attrs.field(factory=trio.Event)
 
     @property
     def closed(self) -> ControlClientClosed | None:
@@ -303,6 +305,9 @@ class ControlClient:
                     # A half-written line would desynchronise every later answer.
                     await stdin.send_all((line + "\n").encode("utf-8", "surrogateescape"))
             except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+                # The client process is going: its output says why (%exit, EOF) if it ends soon.
+                with trio.move_on_after(_WHY_GONE_SECONDS):
+                    await self._read_ended.wait()
                 self._close(f"writing to tmux failed ({exc!r})")
         await waiter.done.wait()
         if waiter.error is not None:
@@ -378,6 +383,8 @@ class ControlClient:
                     buffer = buffer[:_DATA_HEAD]
         except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             self._close(f"reading from tmux failed ({exc!r})")
+        finally:
+            self._read_ended.set()
         self._close(self._exit_reason or "tmux closed the control channel")
 
     def _finish_block(self, lines: list[str], failed: bool, flags: int) -> None:
