@@ -66,6 +66,15 @@ STEP_TIMEOUT = 5.0
 """How long a prompt may take to show the effect of an answer's keys (a toggled box, the
 typed text, the next step or the prompt gone) before the step is ``uncertain``."""
 
+RENDER_CHARS_PER_SECOND = 300.0
+"""The slowest rate a client was seen drawing typed text (Claude's editor, 3,000 characters
+on a loaded machine): a proof of typed text waits this much longer per character."""
+
+
+def text_timeout(base: float, text: str) -> float:
+    """How long the screen may take to show ``text`` typed: ``base``, longer for long text."""
+    return base + len(text) / RENDER_CHARS_PER_SECOND
+
 
 # ------------------------------------------------------------------ messages
 
@@ -611,7 +620,7 @@ class TerminalActor(Actor):
         profile = self._profile
         assert profile is not None
         await trio.sleep_until(typed_at + profile.typing.enter_guard_seconds)
-        with trio.move_on_after(PROOF_TIMEOUT):
+        with trio.move_on_after(text_timeout(PROOF_TIMEOUT, text)):
             while True:
                 snapshot = await self._observe(force=True)
                 if snapshot is not None:
@@ -805,7 +814,7 @@ class TerminalActor(Actor):
         """The screen once the prompt's editor shows exactly ``text``; None if it never does."""
         profile = self._profile
         assert profile is not None
-        with trio.move_on_after(STEP_TIMEOUT):
+        with trio.move_on_after(text_timeout(STEP_TIMEOUT, text)):
             while True:
                 snapshot = await self._observe(force=True)
                 prompt = None if snapshot is None else snapshot.observation.prompt

@@ -32,6 +32,7 @@ import attrs
 import pytest
 import trio
 
+from akk.actors.terminal import text_timeout
 from akk.profiles.composer import TypingMethod
 from akk.profiles.keyplan import Intent, KeyPlan, TextCheck, ToggleCheck, expand_checked
 from akk.profiles.observation import (
@@ -215,7 +216,7 @@ async def editor_showing(lab: LabSession, text: str) -> Screen:
             and profile.editor_matches(s.grid, s.observation.prompt, text)
         ),
         "the editor showing exactly the text",
-        timeout=10,
+        timeout=text_timeout(10, text),
     )
 
 
