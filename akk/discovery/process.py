@@ -100,6 +100,10 @@ def read_process(pid: int, proc: Path = PROC) -> ProcessInfo | None:
         argv = (base / "cmdline").read_bytes().decode("utf-8", "surrogateescape")
     except OSError:
         return None
+    if not argv:
+        # A zombie, or a process caught inside execve (its new image named by `exe`
+        # before its arguments are in place): nothing to identify until it runs.
+        return None
     # comm sits in parentheses and may itself contain spaces and parentheses.
     comm = stat[stat.index("(") + 1 : stat.rindex(")")]
     fields = stat[stat.rindex(")") + 2 :].split()
@@ -111,7 +115,7 @@ def read_process(pid: int, proc: Path = PROC) -> ProcessInfo | None:
         start_ticks=int(fields[19]),
         comm=comm,
         exe=_readlink(base / "exe"),
-        argv=tuple(argv.split("\0")[:-1]) if argv else (),
+        argv=tuple(argv.split("\0")[:-1]),
         cwd=_readlink(base / "cwd"),
     )
 
