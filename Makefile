@@ -18,7 +18,5 @@ check: bootstrap
 	.venv/bin/ruff check akk tools tests
 	.venv/bin/mypy akk tools
 
-# --dist worksteal: the lab tests sort first, and plain `load` scheduling handed them all to
-# one worker up front; stealing spreads them over both workers.
 test: check lab-clients
-	.venv/bin/pytest -n 2 --dist worksteal tests
+	.venv/bin/pytest -n 2 tests
