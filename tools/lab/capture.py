@@ -1188,12 +1188,13 @@ PLANS = {**PLANS, **_claude_variant_plans()}
 
 
 def claude_variant_jobs(clients_: Iterable[Client] = clients.PINNED) -> list[Job]:
-    """The Claude plans of `CLAUDE_SIZED_PLANS` at `CLAUDE_VARIANT_SIZES` (beside `all_jobs`)."""
+    """The Claude plans of `CLAUDE_SIZED_PLANS` and `CLAUDE_QUESTION_PLANS` at
+    `CLAUDE_VARIANT_SIZES` (beside `all_jobs`)."""
     return [
         Job(PLANS[name], client, cols, rows)
         for client in clients_
         if client.agent == "claude"
-        for name in CLAUDE_SIZED_PLANS
+        for name in (*CLAUDE_SIZED_PLANS, *CLAUDE_QUESTION_PLANS)
         if PLANS[name].applies_to(client)
         for cols, rows in CLAUDE_VARIANT_SIZES
     ]
@@ -1339,19 +1340,10 @@ def _claude_question_plans() -> dict[str, Plan]:
     return {plan.name: plan for plan in plans}
 
 
-PLANS = {**PLANS, **_claude_question_plans()}
-
-
-def claude_question_jobs(clients_: Iterable[Client] = clients.PINNED) -> list[Job]:
-    """The plans of `_claude_question_plans` at `CLAUDE_VARIANT_SIZES` (beside `all_jobs`)."""
-    return [
-        Job(PLANS[name], client, cols, rows)
-        for client in clients_
-        if client.agent == "claude"
-        for name in _claude_question_plans()
-        if PLANS[name].applies_to(client)
-        for cols, rows in CLAUDE_VARIANT_SIZES
-    ]
+_QUESTION_PLANS = _claude_question_plans()
+PLANS = {**PLANS, **_QUESTION_PLANS}
+CLAUDE_QUESTION_PLANS: tuple[str, ...] = tuple(_QUESTION_PLANS)
+"""The Claude question plans, captured at `CLAUDE_VARIANT_SIZES` too (`claude_variant_jobs`)."""
 
 
 def corpus_jobs(clients_: Iterable[Client] = clients.PINNED) -> list[Job]:
@@ -1360,6 +1352,5 @@ def corpus_jobs(clients_: Iterable[Client] = clients.PINNED) -> list[Job]:
     return [
         *all_jobs(clients_),
         *claude_variant_jobs(clients_),
-        *claude_question_jobs(clients_),
         *codex_variant_jobs(clients_),
     ]
