@@ -25,6 +25,8 @@ def _process(tmp_path: Path, env: dict[str, str], argv: tuple[str, ...] = ("clau
         b"\0".join(f"{k}={v}".encode() for k, v in env.items()) + b"\0"
     )
     (proc / str(PID) / "cmdline").write_bytes(b"\0".join(a.encode() for a in argv) + b"\0")
+    fields = ["S", "1", str(PID), *["0"] * 16, "12345", *["0"] * 30]  # field 22: start ticks
+    (proc / str(PID) / "stat").write_text(f"{PID} (claude) {' '.join(fields)}\n")
     os.symlink(tmp_path, proc / str(PID) / "cwd")
     return proc
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from akk.discovery.process import PROC
+from akk.discovery.process import PROC, read_process
 from akk.evidence.locate import config_directory, environ_of
 from akk.evidence.model import EvidenceUnavailable
 
@@ -32,14 +32,16 @@ def editor_mode(
 ) -> str | None:
     """``vim``, ``normal`` (or another value Claude keeps), or None when the process's
     environment cannot be read or it was started with ``--settings`` (unknown)."""
+    info = read_process(pid, proc)
+    if info is None:
+        return None
+    if "--settings" in info.argv:
+        return None  # settings given on the command line: not read here
     try:
         environ = environ_of(pid, proc)
         config = config_directory(pid, environ, proc, "CLAUDE_CONFIG_DIR", ".claude")
-        argv = (proc / str(pid) / "cmdline").read_bytes().split(b"\0")
-    except (EvidenceUnavailable, OSError):
+    except EvidenceUnavailable:
         return None
-    if b"--settings" in argv:
-        return None  # settings given on the command line: not read here
     project = [] if cwd is None else [Path(cwd) / ".claude" / name for name in _PROJECT]
     for path in (managed, *project, config / "settings.json"):
         mode = _setting(path)
