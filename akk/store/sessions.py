@@ -417,7 +417,13 @@ def facts(
         request=request,
         session=None if mine is None else fact(mine),
         workspace=tuple(fact(other) for other in others),
-        writers=tuple(t.turn_id for t in turns.unresolved(conn) if t.terminal_id in terminals),
+        writers=tuple(
+            turn.turn_id
+            for turn in sorted(
+                filter(None, (turns.unresolved_on(conn, t) for t in terminals)),
+                key=lambda turn: turn.created_at,
+            )
+        ),
     )
 
 
