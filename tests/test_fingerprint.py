@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
@@ -69,6 +70,17 @@ def _with_cell(grid: Grid, x: int, y: int, cell: Cell) -> Grid:
     rows = [list(grid.row(row)) for row in range(grid.rows)]
     rows[y][x] = cell
     return Grid(cols=grid.cols, rows=grid.rows, cells=tuple(map(tuple, rows)))
+
+
+def _changed_cell_in_row(
+    grid: Grid, rows: Sequence[int], data: st.DataObject, field: str
+) -> tuple[int, int, Grid]:
+    """A drawn cell of one of `rows` (within the row's text, or anywhere on it: its blank
+    cells count too) with `field` changed: its column, its row and the grid holding it."""
+    y = data.draw(st.sampled_from(rows), label="row")
+    drawn = [x for x, cell in enumerate(grid.row(y)) if cell.char.strip()]
+    x = data.draw(st.integers(drawn[0], drawn[-1]) | st.integers(0, grid.cols - 1), label="column")
+    return x, y, _with_cell(grid, x, y, _mutate(grid.cell(x, y), field))
 
 
 def _fp(grid: Grid, region: Region, profile: str = PROFILE, terminal: str = TERMINAL) -> bytes:

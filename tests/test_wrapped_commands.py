@@ -31,7 +31,7 @@ from akk.profiles.registry import PROFILES, Profile
 from akk.protocol.projection import project
 from akk.screen import BLANK, Grid, IdMinter, fingerprint, render
 from akk.screen.fingerprint import Appearance
-from tests.test_fingerprint import _FIELDS, SECRET, TERMINAL, _mutate, _with_cell
+from tests.test_fingerprint import _FIELDS, SECRET, TERMINAL, _changed_cell_in_row
 
 ROOT = Path(__file__).resolve().parent.parent / "fixtures"
 # The plans drawn to wrap or warn; any other permission screen whose command wraps
@@ -202,11 +202,7 @@ def test_a_changed_cell_in_the_command_or_an_advisory_changes_the_interaction(
 ) -> None:
     grid = case.grid
     assert case.text_rows, f"{case.name}: no command rows found in its region"
-    y = data.draw(st.sampled_from(case.text_rows), label="row")
-    drawn = [x for x, cell in enumerate(grid.row(y)) if cell.char.strip()]
-    # Within the drawn text, or anywhere on the row (its blank cells are in the region too).
-    x = data.draw(st.integers(drawn[0], drawn[-1]) | st.integers(0, grid.cols - 1), label="column")
-    changed = _with_cell(grid, x, y, _mutate(grid.cell(x, y), field))
+    x, y, changed = _changed_cell_in_row(grid, case.text_rows, data, field)
     observation = case.profile.classify(changed)
     if not _actionable_permission(observation):
         event("refused")

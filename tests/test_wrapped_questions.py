@@ -34,7 +34,7 @@ from akk.profiles import claude
 from akk.profiles.observation import InteractionKind, Observation, OptionRole
 from akk.screen import Cell, Grid, IdMinter, fingerprint, render
 from akk.screen.fingerprint import Appearance
-from tests.test_fingerprint import _FIELDS, SECRET, TERMINAL, _mutate, _with_cell
+from tests.test_fingerprint import _FIELDS, SECRET, TERMINAL, _changed_cell_in_row
 from tools.lab.scenarios import SCENARIOS, AskUserQuestion
 
 ROOT = Path(__file__).resolve().parent.parent / "fixtures" / "claude"
@@ -194,10 +194,8 @@ def test_a_changed_cell_in_an_option_changes_the_interaction(
     case: Case, data: st.DataObject, field: str
 ) -> None:
     grid = case.grid
-    y = data.draw(st.sampled_from(case.question_rows + case.option_rows), label="row")
-    drawn = [x for x, cell in enumerate(grid.row(y)) if cell.char.strip()]
-    x = data.draw(st.integers(drawn[0], drawn[-1]) | st.integers(0, grid.cols - 1), label="column")
-    changed = _with_cell(grid, x, y, _mutate(grid.cell(x, y), field))
+    rows = case.question_rows + case.option_rows
+    x, y, changed = _changed_cell_in_row(grid, rows, data, field)
     observation = case.profile.classify(changed)
     if not _actionable_question(observation):
         event("refused")
