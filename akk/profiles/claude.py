@@ -883,8 +883,7 @@ class _Classifier:
         """Row `y`'s text (from column `start`) is row `above`'s, soft-wrapped at one space.
 
         Claude wraps a question, label or description at the pane's edge (`cols - start`
-        columns),
-        between words; a word longer than that is cut at the edge. Rows join with a space,
+        columns), between words; a word longer than that is cut at the edge. Rows join with a space,
         so the break must be one the wrap made at a space: the next word did not fit on
         the row above, and the two rows' edge words are not one word cut at the edge (CJK
         text, a long path): where both readings are possible the text cannot be read back.
