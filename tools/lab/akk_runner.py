@@ -197,7 +197,10 @@ async def outcome(ctl: Controller, record_id: str, timeout: float = 60) -> dict[
 
 
 class AkkProcess:
-    """`akk serve` as a child process that a test can SIGKILL and start again."""
+    """`akk serve` as a child process that a test can SIGKILL and start again.
+
+    Each life's stderr goes to its own file (`log_path`), read by `died_at`.
+    """
 
     def __init__(
         self,
