@@ -17,25 +17,26 @@ import attrs
 import jsonschema
 
 from akk.protocol.errors import Code, Reason, RpcError
-from akk.protocol.schema import LABEL_FORMAT, METHODS, OPERATOR_METHODS, PATH_FORMAT
+from akk.protocol.schema import (
+    LABEL_FORMAT,
+    MAX_ID_CHARS,
+    METHODS,
+    OPERATOR_METHODS,
+    PATH_FORMAT,
+)
 
-MAX_ID_LENGTH = 128
-"""Longest string id a call may carry (every reply echoes it)."""
 MAX_DEPTH = 64
 """Deepest nesting of arrays and objects a frame may have; the request object is depth 1."""
 _MAX_INT_ID = 2**53  # the integers a JSON peer can represent exactly
 RequestId = str | int | None  # None only in replies to frames whose id could not be read
 
-_LABEL_REFUSED = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
 _FORMATS = jsonschema.FormatChecker(formats=())
 
 
 @_FORMATS.checks(LABEL_FORMAT)
 def _is_label(value: object) -> bool:
     """Printable text only (what a person reads in `akk sessions` or an audit row)."""
-    return not isinstance(value, str) or not any(
-        unicodedata.category(c) in _LABEL_REFUSED for c in value
-    )
+    return not isinstance(value, str) or value.isprintable()
 
 
 @_FORMATS.checks(PATH_FORMAT)
@@ -93,13 +94,13 @@ def parse_request(frame: str | bytes) -> Request:
         raise _error(
             None, Code.INVALID_REQUEST, "every call needs an 'id' that is a string or an integer"
         )
-    if (isinstance(request_id, str) and len(request_id) > MAX_ID_LENGTH) or (
+    if (isinstance(request_id, str) and len(request_id) > MAX_ID_CHARS) or (
         isinstance(request_id, int) and abs(request_id) > _MAX_INT_ID
     ):
         raise _error(
             None,
             Code.INVALID_REQUEST,
-            f"a call's 'id' may be at most {MAX_ID_LENGTH} characters or an integer within "
+            f"a call's 'id' may be at most {MAX_ID_CHARS} characters or an integer within "
             "±2^53; use a shorter id",
         )
     _check_structure(request_id, message)

@@ -11,11 +11,12 @@ from typing import Any
 PROTOCOL_VERSION = 1
 
 MAX_ID_CHARS = 128
-"""Longest id a call may name; AKK mints ids of at most 40 characters."""
+"""Longest id a call may name or carry as its JSON-RPC id; AKK mints ids of at most 40."""
 ID_PATTERN = f"^[A-Za-z0-9_.:-]{{1,{MAX_ID_CHARS}}}$"
 LABEL_FORMAT = "akk-label"
-"""Printable text: no control (Cc), format (Cf), surrogate, private-use or unassigned
-characters, and no line or paragraph separators. Checked by the server."""
+"""Printable text (Python's str.isprintable): no control (Cc), format (Cf), surrogate,
+private-use or unassigned characters, and no separator but the ASCII space. Checked by
+the server."""
 PATH_FORMAT = "akk-path"
 """A path: no control characters (NUL included). Checked by the server."""
 _NO_CONTROLS = "^[^\\u0000-\\u001F\\u007F-\\u009F]*$"

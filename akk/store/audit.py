@@ -9,14 +9,13 @@ cannot grow it without bound.
 A record's trail (``of_turn``) holds what its owner did, and what others did
 to it with the right to (the operator, AKK itself): a call refused to another
 controller is that caller's own row, never the record's. Every string a row
-keeps is bounded (``MAX_STORED_CHARS``) and printable: control and format
-characters are stored as ``\\uXXXX`` escapes.
+keeps is bounded (``MAX_STORED_CHARS``) and printable: control, format and
+other unprintable characters are stored as ``\\uXXXX`` escapes.
 """
 
 from __future__ import annotations
 
 import json
-import unicodedata
 from typing import Any
 
 import apsw
@@ -25,7 +24,6 @@ KEEP = 100_000
 """Rows kept; older ones are deleted as new ones arrive."""
 MAX_STORED_CHARS = 96
 """Longest string a row keeps; a longer one is cut and ends in "…"."""
-_ESCAPED = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
 
 
 def record(
@@ -52,11 +50,9 @@ def record(
 
 
 def stored(text: str) -> str:
-    """``text`` as a row keeps it: control and format characters escaped, then bounded."""
+    """``text`` as a row keeps it: what is not printable escaped as ``\\uXXXX``, then bounded."""
     if not text.isprintable():
-        text = "".join(
-            f"\\u{ord(c):04x}" if unicodedata.category(c) in _ESCAPED else c for c in text
-        )
+        text = "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in text)
     return text if len(text) <= MAX_STORED_CHARS else text[: MAX_STORED_CHARS - 1] + "…"
 
 
