@@ -20,6 +20,7 @@ the server."""
 PATH_FORMAT = "akk-path"
 """A path: no control characters (NUL included). Checked by the server."""
 _NO_CONTROLS = "^[^\\u0000-\\u001F\\u007F-\\u009F]*$"
+"""The part of both formats any JSON Schema validator checks too: no C0, DEL or C1."""
 
 _ID = {
     "type": "string",
@@ -42,7 +43,7 @@ _PATH = {
     "maxLength": 4096,
     "pattern": _NO_CONTROLS,
     "format": PATH_FORMAT,
-    "description": "an absolute directory path: at most 4096 characters, no control characters "
+    "description": "a directory path: 1 to 4096 characters, no control characters "
     "(NUL included) and no lone surrogates",
 }
 _TEXT = {"type": "string", "minLength": 1, "maxLength": 100_000}
