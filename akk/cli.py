@@ -346,10 +346,8 @@ def _serve(args: argparse.Namespace) -> int:
 
     def ready(endpoint: Endpoint) -> None:
         bound = "" if endpoint.host in endpoint.url else f", bound to {endpoint.host or '*'}"
-        _out.print(
-            f"akk serve: listening on {endpoint.url} (state {config.state.path}{bound})",
-            markup=False,
-        )
+        # One unwrapped line: scripts read the URL from it.
+        print(f"akk serve: listening on {endpoint.url} (state {config.state.path}{bound})")
         sys.stdout.flush()
 
     try:

@@ -19,6 +19,7 @@ import itertools
 import json
 import os
 import ssl
+import urllib.parse
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
@@ -33,6 +34,7 @@ from trio_websocket import (
 )
 
 EVENT_BUFFER = 1024
+HANDSHAKE_TIMEOUT = 10.0
 TLS_CA_ENV = "AKK_TLS_CA"
 """A CA file (PEM) to check wss:// servers against instead of the system's authorities."""
 
@@ -137,6 +139,25 @@ class Controller:
             self._events_in.close()
 
 
+async def tls_handshake(url: str, ssl_context: ssl.SSLContext) -> None:
+    """Complete one TLS handshake with ``url``'s server and hang up, sending nothing else.
+
+    trio-websocket waits for ever when the TLS handshake under a wss:// upgrade
+    fails, so a certificate is proven here first. Raises trio.BrokenResourceError
+    (the ssl.SSLError as its cause) for a certificate that fails the check,
+    OSError when nothing listens.
+    """
+    parts = urllib.parse.urlsplit(url)
+    with trio.fail_after(HANDSHAKE_TIMEOUT):
+        stream = await trio.open_ssl_over_tcp_stream(
+            parts.hostname or "", parts.port or 443, ssl_context=ssl_context
+        )
+        try:
+            await stream.do_handshake()
+        finally:
+            await trio.aclose_forcefully(stream)
+
+
 @asynccontextmanager
 async def connect(
     url: str,
@@ -159,6 +180,18 @@ async def connect(
         ssl_context = tls_context()
     elif not url.startswith("wss://"):
         ssl_context = None
+    if ssl_context is not None:
+        try:
+            await tls_handshake(url, ssl_context)
+        except trio.BrokenResourceError as exc:
+            raise ConnectError(
+                f"the TLS handshake with {url} failed ({exc.__cause__ or exc}); nothing was "
+                f"sent. Check the server's certificate, or name its CA file with ${TLS_CA_ENV}"
+            ) from exc
+        except OSError as exc:
+            raise ConnectError(
+                f"cannot connect to {url}: {exc}; is `akk serve` running? `akk doctor` checks"
+            ) from exc
     # Errors are raised after the reader's nursery closed, so callers see them
     # unwrapped (not inside an ExceptionGroup).
     failure: Exception | None = None
@@ -180,12 +213,7 @@ async def connect(
             raise ConnectError(
                 f"the server refused the connection (HTTP {exc.status_code})"
             ) from exc
-        except trio.BrokenResourceError as exc:
-            raise ConnectError(
-                f"the TLS handshake with {url} failed ({exc.__cause__ or exc}); check the "
-                f"server's certificate, or name its CA file with ${TLS_CA_ENV}"
-            ) from exc
-        except (OSError, HandshakeError) as exc:
+        except (OSError, HandshakeError, trio.BrokenResourceError) as exc:
             raise ConnectError(
                 f"cannot connect to {url}: {exc}; is `akk serve` running? `akk doctor` checks"
             ) from exc

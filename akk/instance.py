@@ -35,6 +35,7 @@ import attrs
 import trio
 from trio_websocket import ConnectionRejected, HandshakeError, open_websocket_url
 
+from akk.client import tls_handshake
 from akk.store.location import ENDPOINT_TMP_FILE, StateDir
 
 PROOF_PATH = "/v1/proof"
@@ -227,12 +228,15 @@ async def proven_endpoint(state: StateDir, *, timeout: float = 5.0) -> Endpoint:
 
 async def _ask_proof(endpoint: Endpoint, challenge: str, timeout: float) -> str | None:
     url = endpoint.url.removesuffix("/v1") + PROOF_PATH
+    context = endpoint.tls_context()
     with trio.move_on_after(timeout):
         try:
+            if context is not None:
+                await tls_handshake(url, context)
             async with open_websocket_url(
                 url,
                 extra_headers=[(CHALLENGE_HEADER, challenge.encode())],
-                ssl_context=endpoint.tls_context(),
+                ssl_context=context,
             ):
                 return None  # a server that accepts this path is not ours
         except ConnectionRejected as rejected:
@@ -242,7 +246,7 @@ async def _ask_proof(endpoint: Endpoint, challenge: str, timeout: float) -> str 
                 if name.lower() == PROOF_HEADER:
                     return value.decode(errors="replace")
             return None
-        except (OSError, HandshakeError, trio.BrokenResourceError):
+        except (OSError, HandshakeError, trio.BrokenResourceError, trio.TooSlowError):
             return None
     return None
 
