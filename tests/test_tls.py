@@ -56,6 +56,7 @@ async def test_a_wss_round_trip_checks_the_certificate(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     tls = _certificate(tmp_path)
+    pem = Path(tls.cert).read_text()
     state = StateDir(tmp_path / "akk")
     tokens = mint_offline(state, "ctl")
     monkeypatch.delenv("AKK_TLS_CA", raising=False)
@@ -80,7 +81,7 @@ async def test_a_wss_round_trip_checks_the_certificate(
             # The endpoint record pins the server's own certificate for the CLI.
             recorded = read_endpoint(state)
             assert recorded is not None and recorded.scheme == "wss"
-            assert recorded.certificate == Path(tls.cert).read_text()
+            assert recorded.certificate == pem
             assert (await proven_endpoint(state)) == recorded
             listed = await trio.run_process(
                 [*AKK, "token", "list", "--json", "--state-dir", str(state.path)],
