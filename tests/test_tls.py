@@ -41,6 +41,10 @@ def _certificate(where: Path, name: str = "server") -> TlsFiles:
     return TlsFiles(str(cert), str(key))
 
 
+def _read(path: str) -> str:
+    return Path(path).read_text()
+
+
 @asynccontextmanager
 async def _serving(state: StateDir, tls: TlsFiles) -> AsyncIterator[Endpoint]:
     config = ServiceConfig(state=state, port=0, tmux_sockets=(), tls=tls)
@@ -56,7 +60,7 @@ async def test_a_wss_round_trip_checks_the_certificate(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     tls = _certificate(tmp_path)
-    pem = Path(tls.cert).read_text()
+    pem = _read(tls.cert)
     state = StateDir(tmp_path / "akk")
     tokens = mint_offline(state, "ctl")
     monkeypatch.delenv("AKK_TLS_CA", raising=False)
