@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import apsw
@@ -185,3 +188,59 @@ def test_a_v5_store_migrates_to_v6_keeping_its_credentials_unnarrowed(tmp_path: 
     with pytest.raises(apsw.ConstraintError), conn:
         conn.execute("UPDATE credentials SET workspace_roots = '\"/w\"'")
     conn.close()
+
+
+# The operator CLI: serve, token and doctor
+
+
+def _akk(state: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "AKK_STATE_DIR": str(state), "COLUMNS": "1000",
+           "TMUX_TMPDIR": str(state.parent)}  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "akk", *args], env=env, capture_output=True, text=True,
+        timeout=timeout, check=False,
+    )  # fmt: skip
+
+
+def test_the_cli_sets_shows_and_refuses_roots(tmp_path: Path) -> None:
+    state = tmp_path / "akk"
+    project, other = tmp_path / "project", tmp_path / "other"
+    project.mkdir()
+    other.mkdir()
+    created = _akk(state, "token", "create", "offline", "--workspace-root", f"{project}/", "--json")
+    assert created.returncode == 0, created.stderr
+    assert json.loads(created.stdout)["workspace_roots"] == [str(project)]
+    for bad, why in (("/etc", "/etc is a system directory"), (str(tmp_path / "no"), "not a dir")):
+        refused = _akk(state, "token", "create", "wide", "--workspace-root", bad)
+        assert (
+            refused.returncode == 2 and why in refused.stderr and "Traceback" not in refused.stderr
+        )
+    started = _akk(state, "serve", "--port", "0", "--workspace-root", "/usr/share", timeout=30)
+    assert started.returncode == 2, started.stderr
+    assert started.stderr.startswith("akk: workspace root /usr/share is refused: /usr is a")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "akk", "serve", "--port", "0", "--state-dir", str(state),
+         "--tmux-socket", str(tmp_path / "no-tmux"), "--workspace-root", str(project),
+         "--workspace-root", str(other)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None and "listening on" in proc.stdout.readline()
+        online = _akk(state, "token", "create", "online", "--workspace-root", str(other), "--json")
+        assert online.returncode == 0, online.stderr
+        assert json.loads(online.stdout)["workspace_roots"] == [str(other)]
+        refused = _akk(state, "token", "create", "root", "--workspace-root", "/")
+        assert refused.returncode == 2 and "/ is the whole machine" in refused.stderr
+        listed = _akk(state, "token", "list")
+        assert listed.returncode == 0, listed.stderr
+        rows = {line.split("│")[1].strip(): line for line in listed.stdout.splitlines()
+                if line.count("│") > 2}  # fmt: skip
+        assert str(project) in rows["offline"] and str(other) in rows["online"]
+        doctor = _akk(state, "doctor", "--port", "0")
+        (line,) = [line for line in doctor.stdout.splitlines() if "workspace roots" in line]
+        assert f"{project}, {other}" in line
+        assert "ws:// (plaintext)" in doctor.stdout
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=30)
+    assert proc.returncode == 0
