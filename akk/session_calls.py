@@ -347,12 +347,14 @@ def _check_workspace(workspace: str, roots: tuple[str, ...], cwd: object) -> Non
     """
     if covered(workspace, roots):
         return
-    given = f"cwd {cwd[:200]!r}" if isinstance(cwd, str) else "the session's workspace"
-    really = "" if cwd == workspace else f" (really {workspace})"
+    if isinstance(cwd, str):
+        given = f"cwd {cwd[:200]!r}" + ("" if cwd == workspace else f" (really {workspace})")
+    else:
+        given = f"the session's workspace {workspace}"
     where = ", ".join(roots) or "none"
     raise RpcError(
         Reason.INVALID_PARAMS,
-        f"{given}{really} is outside the workspace roots this credential may use ({where}); "
+        f"{given} is outside the workspace roots this credential may use ({where}); "
         "nothing was started. Pass a cwd under one of them, or ask the operator to add the "
         "directory (`akk serve --workspace-root DIR`, or a credential minted with "
         "`akk token create NAME --workspace-root DIR`)",

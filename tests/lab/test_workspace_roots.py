@@ -96,6 +96,22 @@ async def test_a_backend_cwd_outside_the_roots_starts_nothing(tmp_path: Path) ->
                     assert event["kind"] == "done", event
                     status = await narrow.call("status", {"turn_id": sent["turn_id"]})
                     assert status["turn"]["final_message"] == ECHO_REPLY
+                    session_id = sent["session_id"]
+                # The same controller, its credential now narrowed elsewhere: its session's
+                # stored workspace is checked too, and the thread is not resumed.
+                async with connect(served.endpoint.url, served.state.token()) as operator:
+                    await operator.call("token_revoke", {"controller_id": "narrow"})
+                    moved = await operator.call(
+                        "token_create", {"controller_id": "narrow",
+                                         "workspace_roots": [str(neighbour)]},
+                    )  # fmt: skip
+                async with connect(served.endpoint.url, moved["token"]) as narrow:
+                    resume = {"session_id": session_id, "request": "lab: resumed elsewhere",
+                              "client_request_id": "moved"}  # fmt: skip
+                    message = await _refused(narrow, "send", resume, "invalid_params")
+                    assert f"the session's workspace {files.workdir} is outside" in message
+                    assert str(neighbour) in message
+                    probes.append((narrow, str(files.workdir), "lab: resumed elsewhere"))
             nursery.cancel_scope.cancel()
     assert model.count_inputs_containing(ECHO_TASK) == 1, model.summary()
     for _, _, text in probes:
