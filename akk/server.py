@@ -312,7 +312,7 @@ class ControllerServer:
 
     async def _serve_stream(self, plain: trio.SocketStream, pending: _Pending) -> None:
         hard_limit = self._limits.max_frame_bytes * HARD_LIMIT_FACTOR
-        stream: trio.abc.Stream = plain
+        stream: trio.SocketStream | trio.SSLStream[trio.SocketStream] = plain
         if self._settings.tls is not None:
             # The TLS handshake runs inside the upgrade's time (pending.scope): a peer that
             # stalls it, or speaks plaintext, is dropped like a stalled upgrade.

@@ -104,7 +104,7 @@ class SessionCalls:
         if existing is not None:
             return _repeat(*existing, _sent(text, handoff))
         owner = await self._owner(controller_id, params)
-        _check_workspace(owner.workspace, roots, params.get("cwd"))
+        _check_workspace(owner.workspace, roots, params.get("cwd") if "scope" in params else None)
         host = await self._host()
         binding = await self._binding(host, owner.workspace)
         request = policy.Request(owner, binding, fresh_context=handoff is not None)
