@@ -327,8 +327,20 @@ _CONTROLLER_NAME = {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,6
 # Methods only the operator CLI's credential may call (not part of the controller contract).
 OPERATOR_METHODS: dict[str, dict[str, Any]] = {
     "token_create": {
-        "params": _params({"controller_id": _CONTROLLER_NAME}),
-        "result": _params({"controller_id": _ID, "token": {"type": "string"}}),
+        "params": _params(
+            {"controller_id": _CONTROLLER_NAME},
+            {
+                "workspace_roots": {
+                    "type": "array",
+                    "items": {"type": "string", "minLength": 1, "maxLength": 4096},
+                    "maxItems": 32,
+                }
+            },
+        ),
+        "result": _params(
+            {"controller_id": _ID, "token": {"type": "string"}},
+            {"workspace_roots": {"type": "array", "items": {"type": "string"}}},
+        ),
     },
     "token_list": {
         "params": _params({}),

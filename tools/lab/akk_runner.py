@@ -129,8 +129,8 @@ async def serving_backend(
     """`akk serve` in this process with the app-server backend on ``client`` (no tmux pane).
 
     CODEX_HOME and the working directory are the lab's, talking to ``model`` (which
-    the caller serves), under ``files.workdir.parent``. The watcher looks at a tmux
-    socket no server uses.
+    the caller serves), under ``files.workdir.parent``; ``tmp_path`` is the one workspace
+    root. The watcher looks at a tmux socket no server uses.
     """
     # The run's marker is its root's name: unique, so parallel runs never see each other.
     root = tmp_path / f"lab-{secrets.token_hex(6)}"
@@ -149,6 +149,7 @@ async def serving_backend(
         codex_home=str(files.codex_home),
         codex_env=tuple(files.env.items()),
         codex_tap=tap,
+        workspace_roots=(str(tmp_path),),
     )
     async with trio.open_nursery() as nursery:
         endpoint = await nursery.start(
@@ -239,7 +240,8 @@ class AkkProcess:
         with self.log_path.open("w") as stderr:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "akk", "serve", "--port", "0", "--tmux-socket",
-                 self._socket, "--poll-interval", "0.1", "--log-level", "WARNING", *options],
+                 self._socket, "--poll-interval", "0.1", "--log-level", "WARNING",
+                 "--workspace-root", str(self._tmp), *options],
                 env=env, stdout=subprocess.PIPE, stderr=stderr, text=True,
             )  # fmt: skip
         line: list[str] = []
