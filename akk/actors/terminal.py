@@ -74,8 +74,8 @@ on a loaded machine): a proof of typed text waits this much longer per character
 
 PENDING_WAIT = 2.0
 """How long a permission prompt may wait for its tool call to show in the agent's file
-before it is published ``manual_required`` (Claude 2.1.263-2.1.267 write the call up to
-~120 ms after drawing its prompt; tools/lab/NOTES.md)."""
+before it is published ``manual_required`` (Claude writes the call up to ~220 ms after
+drawing its prompt; tools/lab/NOTES.md)."""
 
 PENDING_POLL = 0.02
 """Seconds between reads of the agent's file while a permission waits for its call."""

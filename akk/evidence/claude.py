@@ -33,9 +33,9 @@ fixtures/evidence/claude/):
 - A tool call: an assistant record's ``tool_use`` block (``id``, ``name``,
   ``input``; Bash's ``input.command`` is the command as the model wrote it).
   Its answer is a user record's ``tool_result`` block with that
-  ``tool_use_id``, also when a person rejects it (Esc). The call is written
-  around the moment its permission prompt is drawn: up to ~120 ms after it on
-  2.1.263-2.1.267, ~250 ms before it on 2.1.328 and 2.1.332 (tools/lab/NOTES.md).
+  ``tool_use_id``, also when a person rejects it (Esc). Every pinned version
+  writes the call around the moment its permission prompt is drawn, from
+  ~270 ms before to ~220 ms after it (tools/lab/NOTES.md).
 """
 
 from __future__ import annotations
