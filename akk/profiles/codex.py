@@ -551,9 +551,12 @@ class _Classifier:
             raise _Refused("approval prompt lacks exactly one approve-once and one reject row")
         _check_named_prefix(command, options)
         question = QuestionView(
-            p.permission_anchor, ResponseKind.CONFIRM, tuple(options), detail=command,
+            p.permission_anchor,
+            ResponseKind.CONFIRM,
+            tuple(options),
+            detail=command,
             command=command,
-        )  # fmt: skip
+        )
         prompt = PromptView(
             InteractionKind.PERMISSION,
             StepKind.PERMISSION,
