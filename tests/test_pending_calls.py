@@ -24,6 +24,7 @@ from akk.profiles.observation import InteractionKind, Observation
 from akk.profiles.permission import (
     PENDING_CALL_MISMATCH,
     PENDING_CALL_UNKNOWN,
+    awaits_call,
     bind_pending,
     drawn,
 )
@@ -129,6 +130,9 @@ def test_a_permission_is_actionable_only_for_its_one_pending_call(agent: str, ve
         bound, matched = bind_pending(observation, tool, calls)
         assert matched is None and not bound.actionable, why
         assert bound.reason == reason and bound.prompt == observation.prompt, why
+    # Only a readable file without a call of the tool is read again (the call may come next).
+    waits = {why for why, (calls, _) in refused.items() if awaits_call(calls, tool)}
+    assert waits == {"no pending call", "another tool only"}
 
 
 def test_only_actionable_permissions_are_checked() -> None:

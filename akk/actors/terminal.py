@@ -40,7 +40,7 @@ from akk.profiles.keyplan import (
     expand_checked,
 )
 from akk.profiles.observation import InteractionKind, Observation, PromptView, State, StepKind
-from akk.profiles.permission import asks_permission, bind_pending
+from akk.profiles.permission import asks_permission, awaits_call, bind_pending
 from akk.profiles.registry import Profile
 from akk.protocol.errors import Reason
 from akk.screen.fingerprint import Appearance, fingerprint
@@ -423,12 +423,9 @@ class TerminalActor(Actor):
         deadline = trio.current_time() + PENDING_WAIT
         while True:
             calls = await self._open_calls()
-            bound = bind_pending(observation, profile.permission_tool, calls)
-            waiting = calls is not None and not any(
-                call.tool == profile.permission_tool for call in calls
-            )
+            waiting = awaits_call(calls, profile.permission_tool)
             if not waiting or self._busy or trio.current_time() >= deadline:
-                return bound
+                return bind_pending(observation, profile.permission_tool, calls)
             await trio.sleep(PENDING_POLL)
 
     async def _open_calls(self) -> list[evidence.PendingCall] | None:

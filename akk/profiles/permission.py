@@ -44,6 +44,14 @@ def drawn(command: str) -> str:
     return " ".join(command.split())
 
 
+def awaits_call(calls: Sequence[PendingCall] | None, tool: str) -> bool:
+    """Whether the file was read and shows no pending call of `tool` yet: it may come next.
+
+    Claude writes a call up to ~220 ms after drawing its prompt (tools/lab/NOTES.md).
+    """
+    return calls is not None and not any(call.tool == tool for call in calls)
+
+
 def bind_pending(
     observation: Observation, tool: str, calls: Sequence[PendingCall] | None
 ) -> tuple[Observation, PendingCall | None]:
