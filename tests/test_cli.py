@@ -554,3 +554,54 @@ def test_sessions_and_a_scope_send_against_a_real_server(
     assert sent.returncode == 2 and "Traceback" not in sent.stderr, sent.stderr
     assert sent.stderr.startswith("akk: the server said invalid_params: cwd "), sent.stderr
     assert "not a directory" in sent.stderr
+
+
+HOSTILE_NAME = "[/]\x1b]52;c;aGk=\x07[bold]\x9b31m\u202e"
+"""Markup, an OSC 52 clipboard write, a C1 CSI and a bidi override."""
+
+HOSTILE_SHOWN = r"[/]\x1b]52;c;aGk=\x07[bold]\x9b31m\u202e"
+
+
+def _printed_safely(done: subprocess.CompletedProcess[str]) -> str:
+    """stdout, once it is checked for ESC, other controls but newline, C1 and bidi controls."""
+    for stream in (done.stdout, done.stderr):
+        bad = [c for c in stream if (ord(c) < 0x20 and c != "\n") or 0x7F <= ord(c) < 0xA0]
+        assert not bad and not set(stream) & set("\u202a\u202b\u202c\u202d\u202e"), stream
+    return done.stdout
+
+
+def test_token_list_and_doctor_show_hostile_names_escaped(tmp_path: Path) -> None:
+    """A credential's name and a watched socket's path, shown on the operator's terminal."""
+    from akk.store.database import open_store
+    from akk.store.location import StateDir
+
+    state = tmp_path / "akk"
+    akk(state, "token", "create", "plain")  # makes the store
+    # A name `token create` refuses (a store written by hand, or by an older akk).
+    conn = open_store(StateDir(state).store_path)
+    with conn:
+        conn.execute(
+            "INSERT INTO credentials (controller_id, token_sha256, created_at) VALUES (?, ?, 0)",
+            (HOSTILE_NAME, "0" * 64),
+        )
+    conn.close()
+    offline = akk(state, "token", "list")
+    assert offline.returncode == 0, offline.stderr
+    assert HOSTILE_SHOWN in _printed_safely(offline)
+    proc = _start_serve(state, "--tmux-socket", str(tmp_path / HOSTILE_NAME))
+    try:
+        _listening_line(proc)
+        online = akk(state, "token", "list")
+        assert online.returncode == 0, online.stderr
+        assert HOSTILE_SHOWN in _printed_safely(online)
+        # doctor's table wraps the long path in its cell: its pieces are there, escaped.
+        doctor = akk(state, "doctor", "--port", "0")
+        assert doctor.returncode == 0, (doctor.stdout, doctor.stderr)
+        assert "watcher" in _printed_safely(doctor) and "[/]" in doctor.stdout
+        assert r"\x1b]52;c;aGk=\x07" in doctor.stdout, doctor.stdout
+        listed = akk(state, "token", "list", "--json")
+        names = [c["controller_id"] for c in json.loads(_printed_safely(listed))["credentials"]]
+        assert HOSTILE_NAME in names
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(10)
