@@ -562,11 +562,22 @@ HOSTILE_NAME = "[/]\x1b]52;c;aGk=\x07[bold]\x9b31m\u202e"
 HOSTILE_SHOWN = r"[/]\x1b]52;c;aGk=\x07[bold]\x9b31m\u202e"
 
 
+BIDI = set("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+"""Unicode's Bidi_Control characters (written out here, independent of akk.cli_text)."""
+
+
+def acted_on(printed: str) -> list[str]:
+    """What in ``printed`` a terminal would act on or a reader see reordered: ESC and the other
+    C0 controls but newline, DEL, C1 and bidi controls, as U+XXXX (empty when there is none)."""
+    bad = {
+        c for c in printed if c in BIDI or (ord(c) < 0x20 and c != "\n") or 0x7F <= ord(c) < 0xA0
+    }
+    return [f"U+{ord(c):04X}" for c in sorted(bad)]
+
+
 def _printed_safely(done: subprocess.CompletedProcess[str]) -> str:
-    """stdout, once it is checked for ESC, other controls but newline, C1 and bidi controls."""
-    for stream in (done.stdout, done.stderr):
-        bad = [c for c in stream if (ord(c) < 0x20 and c != "\n") or 0x7F <= ord(c) < 0xA0]
-        assert not bad and not set(stream) & set("\u202a\u202b\u202c\u202d\u202e"), stream
+    """stdout, once stdout and stderr are checked to carry nothing a terminal acts on."""
+    assert not acted_on(done.stdout) and not acted_on(done.stderr), done
     return done.stdout
 
 

@@ -25,6 +25,7 @@ import trio
 
 from akk.client import connect
 from tests.lab.conftest import ensure_installed, lab_params
+from tests.test_cli import acted_on
 from tools.lab import clients
 from tools.lab.akk_runner import AkkProcess, backend_child, outcome
 from tools.lab.clients import Client
@@ -33,8 +34,6 @@ from tools.lab.model_server import ModelServer
 from tools.lab.scenarios import HOSTILE_ASK_TASK, HOSTILE_TASK, HOSTILE_TEXT, SCENARIOS
 
 NEWEST_CODEX = clients.newest("codex")
-
-BIDI = set("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
 MESSAGE_SHOWN = (
     r"[/] [bold]bold [link=https://example.test]link \x1b]52;c;aGk=\x07 \x1b[2J \x9b31m "
@@ -90,9 +89,12 @@ class Probes:
                 env=self._env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             )  # fmt: skip
             lines: queue.Queue[bytes] = queue.Queue()
-            threading.Thread(
-                target=lambda: [*map(lines.put, proc.stdout or ())], daemon=True
-            ).start()
+
+            def read() -> None:
+                for line in proc.stdout or ():
+                    lines.put(line)
+
+            threading.Thread(target=read, daemon=True).start()
             seen: list[bytes] = []
             deadline = time.monotonic() + timeout
             try:
@@ -108,17 +110,15 @@ class Probes:
         return self.check(probe, await trio.to_thread.run_sync(follow))
 
     def check(self, probe: str, raw: bytes) -> str:
-        """``raw`` decoded; a failure kept for each ESC, C1, other C0 or bidi control in it."""
+        """``raw`` decoded; a failure kept if it is not UTF-8 or carries what a terminal acts on."""
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             self.failures.append(f"{probe}: not UTF-8 ({exc})")
             text = raw.decode("utf-8", errors="replace")
-        bad = sorted(
-            {c for c in text if c in BIDI or (ord(c) < 0x20 and c != "\n") or 0x7F <= ord(c) < 0xA0}
-        )
+        bad = acted_on(text)
         if bad:
-            self.failures.append(f"{probe}: printed {', '.join(f'U+{ord(c):04X}' for c in bad)}")
+            self.failures.append(f"{probe}: printed {', '.join(bad)}")
         return text
 
     def expect(self, probe: str, shown: str, *wanted: str) -> None:
