@@ -58,10 +58,9 @@ def shown(value: object, *, lines: bool = False) -> Text:
 
 def json_text(value: object, *, indent: int | None = None) -> str:
     """``value`` as JSON whose every character is printable ASCII (newlines aside, with
-    ``indent``): non-ASCII, C1, bidi controls and lone surrogates as `\\uXXXX`, and DEL,
-    which `json.dumps` leaves raw, as `\\u007f`. `json.loads` gives ``value`` back."""
-    # DEL occurs only inside JSON strings, where \u007f means the same character.
-    return json.dumps(value, ensure_ascii=True, indent=indent).replace("\x7f", "\\u007f")
+    ``indent``): DEL, C1, bidi controls, lone surrogates and all other non-ASCII as `\\uXXXX`
+    (`ensure_ascii`, which rich's `print_json` turns off). `json.loads` gives ``value`` back."""
+    return json.dumps(value, ensure_ascii=True, indent=indent)
 
 
 def _unsafe(char: str) -> bool:

@@ -12,8 +12,17 @@ from rich.console import Console
 
 from akk.cli_text import json_text, printable, shown
 
-ANY_TEXT = st.text(st.characters(codec=None, exclude_categories=()))
-"""Every code point, lone surrogates included."""
+ANY_TEXT = st.text(
+    st.characters(codec=None, exclude_categories=())
+    | st.sampled_from("\x1b\x07\x7f\x9b\x85\u202e\u2066\u200b\xad\u2028\ud800\udcc2\n\t\r")
+)
+"""Every code point, lone surrogates included, with the ones that matter drawn often."""
+
+PRINTABLE_TEXT = st.lists(
+    st.text(st.characters(codec=None, exclude_categories=())).filter(str.isprintable)
+    | st.sampled_from(["[/]", "[bold]", "[/bold]", "[link=https://example.test]", ":smile:", "\\["])
+).map("".join)
+"""Text Python calls printable, with rich markup and emoji codes drawn often."""
 
 BIDI = set("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 """Unicode's Bidi_Control characters (written out here, independent of the module)."""
@@ -43,7 +52,7 @@ def test_output_has_no_control_bidi_or_surrogate(text: str, lines: bool) -> None
     out.encode("utf-8")  # strict: nothing left that cannot be written to a terminal
 
 
-@given(st.text(st.characters(codec=None, exclude_categories=())).filter(str.isprintable))
+@given(PRINTABLE_TEXT)
 def test_printable_text_comes_back_unchanged_and_is_shown_literally(text: str) -> None:
     assert printable(text) == text
     console = Console(record=True, width=10_000, color_system=None, file=io.StringIO())
@@ -56,6 +65,10 @@ def test_json_text_is_printable_ascii_and_loads_back(text: str) -> None:
     out = json_text({"text": text, "list": [text]})
     assert all(0x20 <= ord(char) < 0x7F for char in out), out
     assert json.loads(out) == {"text": text, "list": [text]}
+
+
+def test_json_text_escapes_del_c1_bidi_and_surrogates() -> None:
+    assert json_text("\x7f\x9b\u202e\ud800") == '"\\u007f\\u009b\\u202e\\ud800"'
 
 
 def test_hostile_text_is_shown_escaped_whole() -> None:
