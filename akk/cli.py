@@ -31,7 +31,7 @@ from akk import classify, cli_records, doctor
 from akk.actors.watcher import default_socket
 from akk.auth import CredentialError
 from akk.cli_records import RecordCommand
-from akk.cli_text import json_text, shown
+from akk.cli_text import LogFormatter, json_text, shown
 from akk.client import AkkError, ConnectError, Controller, connect
 from akk.instance import Endpoint, InstanceError, acquire, proven_endpoint, server_running
 from akk.protocol.redaction import redact
@@ -289,9 +289,9 @@ def _state_dir_option(parser: argparse.ArgumentParser) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    logging.basicConfig(
-        level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    handler = logging.StreamHandler()
+    handler.setFormatter(LogFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=args.log_level, handlers=[handler])
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         _err.print(shown(f"akk: warning: serving on {args.host}, beyond loopback"))
     config = ServiceConfig(

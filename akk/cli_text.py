@@ -9,12 +9,14 @@ So every such text goes through `printable`: what it cannot show literally it
 shows as a Python escape, whole (`\\x1b]52;c;aGk=\\x07`, `\\u202e`), never
 dropped and never acted on. `shown` hands the result to rich as a `Text`, which
 rich never parses for markup or emoji codes; `json_text` is the same rule for
-`--json` output. docs/cli.md says what the operator sees.
+`--json` output, and `LogFormatter` for `akk serve`'s log lines. docs/cli.md says
+what the operator sees.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import unicodedata
 
 from rich.text import Text
@@ -61,6 +63,14 @@ def json_text(value: object, *, indent: int | None = None) -> str:
     ``indent``): DEL, C1, bidi controls, lone surrogates and all other non-ASCII as `\\uXXXX`
     (`ensure_ascii`, which rich's `print_json` turns off). `json.loads` gives ``value`` back."""
     return json.dumps(value, ensure_ascii=True, indent=indent)
+
+
+class LogFormatter(logging.Formatter):
+    """A log line as `printable` shows it: its arguments may carry outside text (a socket
+    path, an app-server's error), and `akk serve` logs to the operator's terminal."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return printable(super().format(record), lines=True)
 
 
 def _unsafe(char: str) -> bool:

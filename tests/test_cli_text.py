@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import io
 import json
+import logging
+import sys
 import unicodedata
 
 from hypothesis import given
 from hypothesis import strategies as st
 from rich.console import Console
 
-from akk.cli_text import json_text, printable, shown
+from akk.cli_text import LogFormatter, json_text, printable, shown
 
 ANY_TEXT = st.text(
     st.characters(codec=None, exclude_categories=())
@@ -83,3 +85,15 @@ def test_hostile_text_is_shown_escaped_whole() -> None:
     console = Console(record=True, width=200, color_system=None, file=io.StringIO())
     console.print(shown(HOSTILE))
     assert console.export_text().rstrip("\n") == printable(HOSTILE)
+
+
+def test_log_lines_are_shown_escaped_with_their_tracebacks_on_lines() -> None:
+    record = logging.LogRecord("akk", logging.ERROR, __file__, 1, "watching %s", (HOSTILE,), None)
+    assert LogFormatter("%(message)s").format(record) == "watching " + printable(HOSTILE)
+    try:
+        raise ValueError("\x1b[2J")
+    except ValueError:
+        record.exc_info = sys.exc_info()
+    logged = LogFormatter("%(message)s").format(record)
+    assert "\nTraceback (most recent call last):\n" in logged
+    assert logged.endswith("ValueError: \\x1b[2J"), logged
