@@ -41,16 +41,13 @@ MESSAGE_SHOWN = (
 )
 """HOSTILE_TEXT's first line as the operator must see it: markup literal, sequences escaped."""
 
-CONTROLLER_SCOPE = {
-    "task": "[/]",
-    "role": "\x1b]52;c;aGk=\x07[bold]",
-    "unit": "\x9b31m\x1b[2J\u202e[link=https://example.test]u",
-}
-"""A scope a controller names: markup, an OSC 52 write, a C1 CSI, a clear and a bidi override."""
+CONTROLLER_SCOPE = {"task": "[/]", "role": "[bold]r", "unit": "[link=https://example.test]u"}
+"""A scope a controller names: markup (the server refuses control and format characters in
+names, so a scope carries no control sequence)."""
 
-CONTROLLER_SHOWN = ("[/]", r"\x1b]52;c;aGk=\x07[bold]", r"\x9b31m\x1b[2J\u202e[link=")
+CONTROLLER_SHOWN = ("[/]", "[bold]r", "[link=https://example.test]u")
 
-OPERATOR_SCOPE = "\x1b]52;c;aGk=\x07[bold]t/\u202er[/b]"
+OPERATOR_SCOPE = "[bold]t:smile:/[red]r[dim]"
 """A scope the operator's own `akk send --scope` names (no `/` inside a part)."""
 
 
@@ -158,7 +155,7 @@ async def test_backend_scopes_and_final_messages_are_shown_escaped(
             assert raw["turn"]["final_message"] == HOSTILE_TEXT, raw["turn"]
 
             sessions = await probes.run("sessions", "sessions")
-            probes.expect("sessions", sessions, *CONTROLLER_SHOWN, r"\x1b]52;c;aGk=\x07[bold]t")
+            probes.expect("sessions", sessions, *CONTROLLER_SHOWN, "[bold]t:smile:", "[red]r[dim]")
             listed = json.loads(await probes.run("sessions --json", "sessions", "--json"))
             scopes = [row["scope"] for row in listed["sessions"]]
             assert CONTROLLER_SCOPE in scopes, scopes
