@@ -24,9 +24,14 @@ stay.
 
 from __future__ import annotations
 
+import bisect
+import functools
 import itertools
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
+
+import attrs
+from wcwidth import wcwidth
 
 MASK = "[redacted]"
 
@@ -117,36 +122,108 @@ _PEM = re.compile(
 )
 _PEM_ROW = re.compile(r"\S(?:[^\n]*\S)?", re.ASCII)
 
-_ROW_END = re.compile(r"\S+\Z", re.ASCII)
-_ROW_START = re.compile(r"[ \t]*(\S+)", re.ASCII)
+# A row's drawing around its text: indentation, a gutter or bullet (``│ ``,
+# ``⎿  $ ``, ``❯ ``) before it, padding and a right border after it. A secret a
+# region wraps continues after the next row's drawing, so rows are joined at
+# their text, never at their cells.
+_LEAD = re.compile(r"[ \t]*(?:[│┃║|▌⎿❯›>•⏺●→$#*+-][ \t]+)*")
+_TRAIL = re.compile(r"(?:[ \t]+[│┃║|])?[ \t]*\Z")
+_TOKEN = re.compile(r"[^ \t]+")
+_LAST_WORD = re.compile(r"[^ \t]+\Z")
+
+# The widest right margin a pinned client's wrapper leaves (Claude's composer
+# wraps at the pane width less 4, Codex's notes leave 3 after their indent): a
+# row whose text ends this near the pane's right edge may go on in the next row.
+WRAP_MARGIN = 8
+
+# A text a profile copied off the screen shorter than this is not masked where
+# it appears again: it cannot hold an 8-character piece of a secret.
+_KNOWN_MIN = 4
 
 
-def redact(text: str) -> str:
-    """`text` with every secret masked; `text` may hold several lines, which stay as they are."""
-    spans = [*_pem_spans(text), *_spans(text), *_wrapped_spans(text)]
-    if not spans:
-        return text
-    spans.sort()
+@attrs.frozen
+class RedactedScreen:
+    """A screen's rows with every secret masked, and the raw stretches that were masked."""
+
+    lines: tuple[str, ...]
+    # Each masked stretch as it stood in its row (a wrapped key's pieces), so a
+    # text a profile joined from those rows is masked whole (`text`).
+    secrets: frozenset[str]
+
+    def text(self, text: str) -> str:
+        """`text`, read off this screen, with every secret masked, also a piece the screen wrapped."""
+        return redact(text, self.secrets)
+
+
+def redact(text: str, known: Collection[str] = ()) -> str:
+    """`text` with every secret masked; `text` may hold several lines, which stay as they are.
+
+    ``known`` are stretches already found to be secret (`RedactedScreen.secrets`):
+    each is masked wherever it appears, so a wrapped key a profile joined with a
+    space between its pieces leaves none of them.
+    """
+    spans = [*_pem_spans(text), *_spans(text), *_split_spans(text, None)]
+    spans += _known_spans(text, known)
+    return _masked(text, _merged(spans))
+
+
+def redact_screen(lines: Sequence[str]) -> RedactedScreen:
+    """`lines` (screen rows, top to bottom, none holding a newline) with every secret masked.
+
+    The rows are read as the logical text they show: a private key block is
+    masked on every row it spans; a secret a row boundary cuts is masked on
+    every row it spans, whether a name or prefix announces it (at any row
+    boundary) or it is an anonymous key (where a row's text reaches within
+    `WRAP_MARGIN` columns of the pane's right edge, as a soft wrap does).
+    Each row keeps its place; only the masked stretches change.
+    """
+    return _redact_screen(tuple(lines))
+
+
+@functools.lru_cache(maxsize=32)
+def _redact_screen(lines: tuple[str, ...]) -> RedactedScreen:
+    # `status` reads one snapshot three ways (excerpt, projection, list row).
+    text = "\n".join(lines)
+    width = max((_columns(line) for line in lines), default=0)
+    spans = _merged([*_pem_spans(text), *_spans(text), *_split_spans(text, width)])
+    masked = _masked(text, spans).split("\n") if lines else []
+    return RedactedScreen(tuple(masked), frozenset(text[start:end] for start, end in spans))
+
+
+def _merged(spans: list[_Span]) -> list[_Span]:
+    """`spans` sorted, overlapping ones joined."""
+    merged: list[_Span] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def _masked(text: str, spans: Sequence[_Span]) -> str:
     out: list[str] = []
     kept = 0
-    start, end = spans[0]
-    for next_start, next_end in spans[1:]:
-        if next_start <= end:
-            end = max(end, next_end)
-            continue
+    for start, end in spans:
         out += (text[kept:start], MASK)
-        kept, (start, end) = end, (next_start, next_end)
-    out += (text[kept:start], MASK, text[end:])
+        kept = end
+    out.append(text[kept:])
     return "".join(out)
 
 
-def redact_lines(lines: Sequence[str]) -> list[str]:
-    """`lines` (screen rows, top to bottom) with every secret masked, one output per input.
+def _known_spans(text: str, known: Collection[str]) -> list[_Span]:
+    pieces = sorted((piece for piece in known if len(piece) >= _KNOWN_MIN), key=len, reverse=True)
+    if not pieces:
+        return []
+    pattern = re.compile("|".join(map(re.escape, pieces)))
+    return [match.span() for match in pattern.finditer(text)]
 
-    A private key block or a key wrapped across rows is masked on every row it spans.
-    """
-    rows = iter(redact("\n".join(lines)).split("\n"))
-    return ["\n".join(itertools.islice(rows, line.count("\n") + 1)) for line in lines]
+
+def _columns(text: str) -> int:
+    """The cells `text` fills on a screen (a wide character fills two)."""
+    if text.isascii():
+        return len(text)
+    return sum(max(wcwidth(char), 0) for char in text)
 
 
 def _spans(text: str) -> Iterator[_Span]:
@@ -199,25 +276,95 @@ def _pem_spans(text: str) -> Iterator[_Span]:
             yield block.start("body") + row.start(), block.start("body") + row.end()
 
 
-def _wrapped_spans(text: str) -> Iterator[_Span]:
-    """Announced secrets a line break cuts: a row ends with one part, the next starts with the rest.
+def _split_spans(text: str, width: int | None) -> Iterator[_Span]:
+    """Secrets that row boundaries cut, as one span per row piece, in `text`'s coordinates.
 
-    Anonymous runs are not joined across rows: a row ending in a UUID and the
+    At any boundary: an announced secret (a name glued to it, or a key prefix)
+    that ends one row and goes on at the start of the next, through any rows
+    it fills whole. Given the pane's ``width``, also any secret, anonymous ones
+    too, across rows whose text reaches the right edge (a soft wrap). Anonymous
+    runs are not joined at other boundaries: a row ending in a UUID and the
     next starting with a word would make one.
     """
+    rows = _rows(text, width)
+    for y, row in enumerate(rows):
+        if row is None or y + 1 == len(rows) or rows[y + 1] is None:
+            continue
+        yield from _cut(text, _announced_chain(text, rows, y), _named_spans)
+        if width is None or (y > 0 and _wraps(rows[y - 1], row)):
+            continue  # not the first row of a soft-wrapped stretch
+        chain = [row]
+        while y + len(chain) < len(rows) and chain[-1].full:
+            below = rows[y + len(chain)]
+            if below is None:
+                break
+            chain.append(below)
+        yield from _cut(text, [(r.start, r.end) for r in chain], _spans)
+
+
+@attrs.frozen
+class _Row:
+    """Where one row's text lies in the whole text (its drawing left out)."""
+
+    start: int
+    end: int
+    full: bool  # the text reaches within WRAP_MARGIN columns of the right edge
+
+
+def _rows(text: str, width: int | None) -> list[_Row | None]:
+    """Each row of `text` as a `_Row`, None for a row with no text."""
+    rows: list[_Row | None] = []
     offset = 0
-    for upper, lower in itertools.pairwise(text.split("\n")):
-        below = offset + len(upper) + 1
-        # A screen row that ends in padding did not wrap.
-        tail = _ROW_END.search(upper) if upper[-1:].strip() else None
-        head = _ROW_START.match(lower)
-        if tail is not None and head is not None:
-            cut = len(tail.group())
-            for start, end in _named_spans(tail.group() + head.group(1)):
-                if start < cut < end:
-                    yield offset + tail.start() + start, offset + len(upper)
-                    yield below + head.start(1), below + head.start(1) + end - cut
-        offset = below
+    for line in text.split("\n"):
+        lead = _LEAD.match(line)
+        trail = _TRAIL.search(line)
+        assert lead is not None and trail is not None
+        start, end = lead.end(), max(lead.end(), trail.start())
+        full = width is not None and _columns(line[:end]) >= width - WRAP_MARGIN
+        rows.append(_Row(offset + start, offset + end, full) if start < end else None)
+        offset += len(line) + 1
+    return rows
+
+
+def _wraps(upper: _Row | None, lower: _Row | None) -> bool:
+    return upper is not None and lower is not None and upper.full
+
+
+def _announced_chain(text: str, rows: Sequence[_Row | None], y: int) -> list[_Span]:
+    """The last word of row `y`, the first word of the next, and on while a row is one word."""
+    upper = rows[y]
+    assert upper is not None
+    last = _LAST_WORD.search(text, upper.start, upper.end)
+    assert last is not None
+    chain = [last.span()]
+    for row in rows[y + 1 :]:
+        if row is None:
+            break
+        first = _TOKEN.match(text, row.start, row.end)
+        assert first is not None
+        chain.append(first.span())
+        if first.end() < row.end:
+            break  # the row goes on after its first word: the secret ends there
+    return chain
+
+
+def _cut(
+    text: str, pieces: Sequence[_Span], find: Callable[[str], Iterator[_Span]]
+) -> Iterator[_Span]:
+    """The secrets `find` sees in `pieces` joined that cross a join, cut back into the pieces."""
+    if len(pieces) < 2:
+        return
+    joined = "".join(text[start:end] for start, end in pieces)
+    edges = list(itertools.accumulate((end - start for start, end in pieces), initial=0))
+    for start, end in find(joined):
+        first = bisect.bisect_right(edges, start) - 1
+        if end <= edges[first + 1]:
+            continue  # inside one piece: the row's own text shows it
+        for index in range(first, len(pieces)):
+            if edges[index] >= end:
+                break
+            offset = pieces[index][0] - edges[index]
+            yield max(start, edges[index]) + offset, min(end, edges[index + 1]) + offset
 
 
 # A prompt for secret input on one row: a label naming a secret, then at most
