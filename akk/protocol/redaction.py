@@ -24,7 +24,6 @@ stay.
 
 from __future__ import annotations
 
-import bisect
 import functools
 import itertools
 import re
@@ -130,6 +129,7 @@ _LEAD = re.compile(r"[ \t]*(?:[│┃║|▌⎿❯›>•⏺●→$#*+-][ \t]+)*
 _TRAIL = re.compile(r"(?:[ \t]+[│┃║|])?[ \t]*\Z")
 _TOKEN = re.compile(r"[^ \t]+")
 _LAST_WORD = re.compile(r"[^ \t]+\Z")
+_KEY_CHARS = re.compile(r"[A-Za-z0-9+/=_.~-]+", re.ASCII)
 
 # The widest right margin a pinned client's wrapper leaves (Claude's composer
 # wraps at the pane width less 4, Codex's notes leave 3 after their indent): a
@@ -162,7 +162,7 @@ def redact(text: str, known: Collection[str] = ()) -> str:
     each is masked wherever it appears, so a wrapped key a profile joined with a
     space between its pieces leaves none of them.
     """
-    spans = [*_pem_spans(text), *_spans(text), *_split_spans(text, None)]
+    spans = [*_pem_spans(text), *_spans(text), *_split_spans(text, _rows(text, None))]
     spans += _known_spans(text, known)
     return _masked(text, _merged(spans))
 
@@ -185,7 +185,9 @@ def _redact_screen(lines: tuple[str, ...]) -> RedactedScreen:
     # `status` reads one snapshot three ways (excerpt, projection, list row).
     text = "\n".join(lines)
     width = max((_columns(line) for line in lines), default=0)
-    spans = _merged([*_pem_spans(text), *_spans(text), *_split_spans(text, width)])
+    rows = _rows(text, width)
+    spans = _merged([*_pem_spans(text), *_spans(text), *_split_spans(text, rows)])
+    spans = _continued(text, spans, rows)
     masked = _masked(text, spans).split("\n") if lines else []
     return RedactedScreen(tuple(masked), frozenset(text[start:end] for start, end in spans))
 
@@ -276,22 +278,25 @@ def _pem_spans(text: str) -> Iterator[_Span]:
             yield block.start("body") + row.start(), block.start("body") + row.end()
 
 
-def _split_spans(text: str, width: int | None) -> Iterator[_Span]:
+def _split_spans(text: str, rows: Sequence[_Piece | None]) -> Iterator[_Span]:
     """Secrets that row boundaries cut, as one span per row piece, in `text`'s coordinates.
 
     At any boundary: an announced secret (a name glued to it, or a key prefix)
     that ends one row and goes on at the start of the next, through any rows
-    it fills whole. Given the pane's ``width``, also any secret, anonymous ones
-    too, across rows whose text reaches the right edge (a soft wrap). Anonymous
+    it fills whole. Also any secret, anonymous ones too, across rows whose
+    text reaches the right edge (`_Piece.full`: a soft wrap). Anonymous
     runs are not joined at other boundaries: a row ending in a UUID and the
     next starting with a word would make one.
     """
-    rows = _rows(text, width)
     for y, row in enumerate(rows):
         if row is None or y + 1 == len(rows) or rows[y + 1] is None:
             continue
-        yield from _cut(text, _announced_chain(text, rows, y), _named_spans)
-        if width is None or (y > 0 and _wraps(rows[y - 1], row)):
+        # The row's last word glued to the next rows' first words, or its whole
+        # text before theirs with a space (a quoted secret may hold spaces).
+        last = _last_word(text, row)
+        yield from _cut(text, [last, *_below(text, rows, y + 1, whole=False)], _named_spans, "")
+        yield from _cut(text, [row, *_below(text, rows, y + 1, whole=True)], _named_spans, " ")
+        if not row.full or (y > 0 and _wraps(rows[y - 1], row)):
             continue  # not the first row of a soft-wrapped stretch
         chain = [row]
         while y + len(chain) < len(rows) and chain[-1].full:
@@ -299,21 +304,22 @@ def _split_spans(text: str, width: int | None) -> Iterator[_Span]:
             if below is None:
                 break
             chain.append(below)
-        yield from _cut(text, [(r.start, r.end) for r in chain], _spans)
+        yield from _cut(text, chain, _spans, "")
+        yield from _cut(text, chain, _spans, " ")
 
 
 @attrs.frozen
-class _Row:
-    """Where one row's text lies in the whole text (its drawing left out)."""
+class _Piece:
+    """Where a row's text, or a word of it, lies in the whole text (its drawing left out)."""
 
     start: int
     end: int
     full: bool  # the text reaches within WRAP_MARGIN columns of the right edge
 
 
-def _rows(text: str, width: int | None) -> list[_Row | None]:
-    """Each row of `text` as a `_Row`, None for a row with no text."""
-    rows: list[_Row | None] = []
+def _rows(text: str, width: int | None) -> list[_Piece | None]:
+    """Each row of `text` as a `_Piece`, None for a row with no text."""
+    rows: list[_Piece | None] = []
     offset = 0
     for line in text.split("\n"):
         lead = _LEAD.match(line)
@@ -321,50 +327,76 @@ def _rows(text: str, width: int | None) -> list[_Row | None]:
         assert lead is not None and trail is not None
         start, end = lead.end(), max(lead.end(), trail.start())
         full = width is not None and _columns(line[:end]) >= width - WRAP_MARGIN
-        rows.append(_Row(offset + start, offset + end, full) if start < end else None)
+        rows.append(_Piece(offset + start, offset + end, full) if start < end else None)
         offset += len(line) + 1
     return rows
 
 
-def _wraps(upper: _Row | None, lower: _Row | None) -> bool:
+def _wraps(upper: _Piece | None, lower: _Piece | None) -> bool:
     return upper is not None and lower is not None and upper.full
 
 
-def _announced_chain(text: str, rows: Sequence[_Row | None], y: int) -> list[_Span]:
-    """The last word of row `y`, the first word of the next, and on while a row is one word."""
-    upper = rows[y]
-    assert upper is not None
-    last = _LAST_WORD.search(text, upper.start, upper.end)
+def _last_word(text: str, row: _Piece) -> _Piece:
+    last = _LAST_WORD.search(text, row.start, row.end)
     assert last is not None
-    chain = [last.span()]
-    for row in rows[y + 1 :]:
+    return _Piece(last.start(), last.end(), row.full)
+
+
+def _below(text: str, rows: Sequence[_Piece | None], y: int, *, whole: bool) -> list[_Piece]:
+    """The first word (or the ``whole`` text) of row `y`, and of each next row while
+    the one above it is one word."""
+    found: list[_Piece] = []
+    for row in rows[y:]:
         if row is None:
             break
         first = _TOKEN.match(text, row.start, row.end)
         assert first is not None
-        chain.append(first.span())
+        found.append(row if whole else _Piece(first.start(), first.end(), row.full))
         if first.end() < row.end:
             break  # the row goes on after its first word: the secret ends there
-    return chain
+    return found
 
 
 def _cut(
-    text: str, pieces: Sequence[_Span], find: Callable[[str], Iterator[_Span]]
+    text: str, pieces: Sequence[_Piece], find: Callable[[str], Iterator[_Span]], sep: str
 ) -> Iterator[_Span]:
-    """The secrets `find` sees in `pieces` joined that cross a join, cut back into the pieces."""
+    """The secrets `find` sees in `pieces` joined by `sep`, cut back into the pieces.
+
+    ``sep`` is what the wrap dropped at each break: nothing inside a word, a
+    space between words.
+    """
     if len(pieces) < 2:
         return
-    joined = "".join(text[start:end] for start, end in pieces)
-    edges = list(itertools.accumulate((end - start for start, end in pieces), initial=0))
-    for start, end in find(joined):
-        first = bisect.bisect_right(edges, start) - 1
-        if end <= edges[first + 1]:
-            continue  # inside one piece: the row's own text shows it
-        for index in range(first, len(pieces)):
-            if edges[index] >= end:
+    joined = sep.join(text[piece.start : piece.end] for piece in pieces)
+    found = list(find(joined))
+    at = 0
+    for piece in pieces:
+        size = piece.end - piece.start
+        for start, end in found:
+            low, high = max(start, at), min(end, at + size)
+            if low < high:
+                yield low - at + piece.start, high - at + piece.start
+        at += size + len(sep)
+
+
+def _continued(text: str, spans: list[_Span], rows: Sequence[_Piece | None]) -> list[_Span]:
+    """`spans`, each one that ends a full row's text carried on into the rows below.
+
+    A row that reaches the right edge may break a secret anywhere: what the
+    next row starts with, up to the first character no key holds, is its tail.
+    """
+    ends = {row.end: (y, row) for y, row in enumerate(rows) if row is not None and row.full}
+    more: list[_Span] = []
+    for _, end in spans:
+        while end in ends:
+            y, _row = ends[end]
+            below = rows[y + 1] if y + 1 < len(rows) else None
+            tail = None if below is None else _KEY_CHARS.match(text, below.start, below.end)
+            if tail is None:
                 break
-            offset = pieces[index][0] - edges[index]
-            yield max(start, edges[index]) + offset, min(end, edges[index + 1]) + offset
+            more.append(tail.span())
+            end = tail.end()
+    return _merged([*spans, *more])
 
 
 # A prompt for secret input on one row: a label naming a secret, then at most
