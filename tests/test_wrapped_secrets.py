@@ -148,8 +148,9 @@ def test_the_margin_covers_every_profile_s_wrap() -> None:
 
 # -- a Bash permission whose command wraps under Claude's gutter
 
-_GUTTER = re.compile(r"^ \x1b\[2m│\x1b\[0m\x1b\[39m\x1b\[49m ")
-_HISTORY = re.compile(r"^\x1b\[38;5;246m  ⎿  \$ ")
+_GUTTER = "\x1b[2m│\x1b[0m\x1b[39m\x1b[49m "
+_HISTORY = "⎿  $ "
+_SGR = re.compile(r"\x1b\[[0-9;]*m")
 BASH_LONG = sorted(
     p
     for version in ("2.1.263", "2.1.332")
@@ -158,26 +159,29 @@ BASH_LONG = sorted(
 
 
 def spliced(label_path: Path, command: str, width: int, *, fill: bool) -> tuple[Any, Any]:
-    """The captured Bash permission with `command` in its gutter and its history rows."""
+    """The captured Bash permission with `command` under its gutter and in its history rows.
+
+    The gutter rows are wrapped at `width` (at most the gutter's room), the
+    history rows (when the capture still shows them) as Claude cuts them: three
+    rows and an ellipsis.
+    """
     label = json.loads(label_path.read_text())
     cols = label["cols"]
     lines = label_path.with_suffix(".ansi").read_text().split("\n")
-    gutter = [y for y, line in enumerate(lines) if _GUTTER.match(line)]
-    (history,) = [y for y, line in enumerate(lines) if _HISTORY.match(line)]
-    below = next(y for y in range(history + 1, len(lines)) if not lines[y].startswith("\x1b[39m "))
-    rows = wrap(command, min(width, cols - 3), fill=fill)
-    told = wrap(command, cols - 8, fill=True)
-    told = [*told[:2], told[2][: cols - 10] + " …"] if len(told) > 3 else told
-    new = [
-        *lines[:history],
-        *(
-            ("\x1b[38;5;246m  ⎿  $ " if y == 0 else "\x1b[39m     \x1b[38;5;246m") + row
-            for y, row in enumerate(told)
-        ),
-        *lines[below : gutter[0]],
-        *(" \x1b[2m│\x1b[0m\x1b[39m\x1b[49m " + row for row in rows),
-        *lines[gutter[-1] + 1 :],
-    ]
+    gutter = [y for y, line in enumerate(lines) if _GUTTER in line]
+    lead = [line[: line.index(_GUTTER) + len(_GUTTER)] for line in (lines[gutter[0]], lines[gutter[-1]])]
+    room = cols - len(_SGR.sub("", lead[1]))
+    rows = wrap(command, min(width, room), fill=fill)
+    new = [*lines[: gutter[0]], *(lead[y > 0] + row for y, row in enumerate(rows))]
+    new += lines[gutter[-1] + 1 :]
+    history = [y for y, line in enumerate(new) if _HISTORY in line]
+    if history:
+        (top,) = history
+        end = next(y for y in range(top + 1, len(new)) if not _SGR.sub("", new[y]).strip())
+        told = wrap(command, cols - 8, fill=True)
+        told = [*told[:2], told[2][: cols - 10] + " …"] if len(told) > 3 else told
+        shown = [("  ⎿  $ " if y == 0 else "     ") + row for y, row in enumerate(told)]
+        new[top:end] = ["\x1b[38;5;246m" + row + "\x1b[39m" for row in shown]
     grid = render("\n".join(new), cols, label["rows"] - len(lines) + len(new))
     profile = PROFILES[(label["agent"], label["version"])]
     return profile, grid
@@ -198,9 +202,9 @@ def permission_texts(shape: Shape, label_path: Path, width: int, offset: int, *,
     profile, grid = spliced(label_path, command, width, fill=fill)
     observation = profile.classify(grid)
     assert observation.actionable and observation.prompt is not None, observation.reason
-    assert observation.prompt.questions[0].detail.split("\n\n")[0].split() == command.split() or (
-        shape.secret not in observation.prompt.questions[0].detail  # broken inside it
-    )
+    # The profile read the command raw (its rows joined at spaces, breaks inside words too).
+    read = observation.prompt.questions[0].detail.split("\n\n")[0]
+    assert "".join(read.split()) == "".join(command.split())
     shown = snapshot(profile, grid, observation)
     projected = project_snapshot(shown, IDS, "turn_1")
     assert projected is not None

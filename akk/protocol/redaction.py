@@ -127,14 +127,21 @@ _PEM_ROW = re.compile(r"\S(?:[^\n]*\S)?", re.ASCII)
 # their text, never at their cells.
 _LEAD = re.compile(r"[ \t]*(?:[│┃║|▌⎿❯›>•⏺●→$#*+-][ \t]+)*")
 _TRAIL = re.compile(r"(?:[ \t]+[│┃║|])?[ \t]*\Z")
-_TOKEN = re.compile(r"[^ \t]+")
-_LAST_WORD = re.compile(r"[^ \t]+\Z")
 _KEY_CHARS = re.compile(r"[A-Za-z0-9+/=_.~-]+", re.ASCII)
+# A row that ends in a key-like word and a next row that starts with one are
+# read as a key a narrow wrap cut, however short the rows (a UUID and a word
+# are not: the word is shorter).
+_KEY_PIECE = re.compile(r"[A-Za-z0-9+/_-]{12,}", re.ASCII)
+_KEY_END = re.compile(r"(?<![^ \t])[A-Za-z0-9+/_-]{12,}\Z", re.ASCII)
 
 # The widest right margin a pinned client's wrapper leaves (Claude's composer
 # wraps at the pane width less 4, Codex's notes leave 3 after their indent): a
 # row whose text ends this near the pane's right edge may go on in the next row.
 WRAP_MARGIN = 8
+
+# The most rows one secret is followed over (a 200-character key under a
+# gutter in a 20-column pane).
+_CHAIN_ROWS = 16
 
 # A text a profile copied off the screen shorter than this is not masked where
 # it appears again: it cannot hold an 8-character piece of a secret.
@@ -151,7 +158,7 @@ class RedactedScreen:
     secrets: frozenset[str]
 
     def text(self, text: str) -> str:
-        """`text`, read off this screen, with every secret masked, also a piece the screen wrapped."""
+        """`text`, read off this screen, with every secret masked (a wrapped one's pieces too)."""
         return redact(text, self.secrets)
 
 
@@ -281,31 +288,40 @@ def _pem_spans(text: str) -> Iterator[_Span]:
 def _split_spans(text: str, rows: Sequence[_Piece | None]) -> Iterator[_Span]:
     """Secrets that row boundaries cut, as one span per row piece, in `text`'s coordinates.
 
-    At any boundary: an announced secret (a name glued to it, or a key prefix)
-    that ends one row and goes on at the start of the next, through any rows
-    it fills whole. Also any secret, anonymous ones too, across rows whose
-    text reaches the right edge (`_Piece.full`: a soft wrap). Anonymous
-    runs are not joined at other boundaries: a row ending in a UUID and the
-    next starting with a word would make one.
+    From each row, the rows below are joined to it one by one, as long as the
+    last one reaches the right edge (`_Piece.full`: a soft wrap), is one word,
+    or ends in a secret found in the joined text. Each break is read three ways:
+    inside a word (joined as is), at a space the wrap dropped, and as drawn (a
+    full row broke inside a word, any other row at a space). Anonymous keys
+    count only across soft wraps and breaks between two key-like words
+    (`_key_break`): a row ending in a UUID and the next starting with a word
+    would make one.
     """
-    for y, row in enumerate(rows):
-        if row is None or y + 1 == len(rows) or rows[y + 1] is None:
-            continue
-        # The row's last word glued to the next rows' first words, or its whole
-        # text before theirs with a space (a quoted secret may hold spaces).
-        last = _last_word(text, row)
-        yield from _cut(text, [last, *_below(text, rows, y + 1, whole=False)], _named_spans, "")
-        yield from _cut(text, [row, *_below(text, rows, y + 1, whole=True)], _named_spans, " ")
-        if not row.full or (y > 0 and _wraps(rows[y - 1], row)):
-            continue  # not the first row of a soft-wrapped stretch
-        chain = [row]
-        while y + len(chain) < len(rows) and chain[-1].full:
-            below = rows[y + len(chain)]
-            if below is None:
-                break
-            chain.append(below)
-        yield from _cut(text, chain, _spans, "")
-        yield from _cut(text, chain, _spans, " ")
+    for y in range(len(rows) - 1):
+        if rows[y] is not None and rows[y + 1] is not None:
+            for way in ("word", "space", "drawn"):
+                yield from _joined_from(text, rows, y, way)
+
+
+def _joined_from(text: str, rows: Sequence[_Piece | None], y: int, way: str) -> Iterator[_Span]:
+    upper = rows[y]
+    assert upper is not None
+    pieces = [upper]
+    seps: list[str] = []
+    soft = True  # every break so far is a soft wrap
+    for row in rows[y + 1 : y + _CHAIN_ROWS]:
+        if row is None:
+            return
+        above = pieces[-1]
+        soft = soft and (above.full or _key_break(text, above, row))
+        seps.append("" if way == "word" or (way == "drawn" and above.full) else " ")
+        pieces.append(row)
+        found = list(_cut(text, pieces, seps, _spans if soft else _named_spans))
+        yield from found
+        if not row.full and " " not in text[row.start : row.end]:
+            continue  # one word alone in its row: the middle of a secret, maybe
+        if not row.full and all(end < row.end for _, end in found):
+            return  # the row neither wraps nor ends in a secret: nothing goes on below
 
 
 @attrs.frozen
@@ -332,45 +348,30 @@ def _rows(text: str, width: int | None) -> list[_Piece | None]:
     return rows
 
 
-def _wraps(upper: _Piece | None, lower: _Piece | None) -> bool:
-    return upper is not None and lower is not None and upper.full
+def _key_break(text: str, above: _Piece, below: _Piece) -> bool:
+    """Whether a key-like word ends `above` and goes on in `below` (a narrow wrap's cut).
 
-
-def _last_word(text: str, row: _Piece) -> _Piece:
-    last = _LAST_WORD.search(text, row.start, row.end)
-    assert last is not None
-    return _Piece(last.start(), last.end(), row.full)
-
-
-def _below(text: str, rows: Sequence[_Piece | None], y: int, *, whole: bool) -> list[_Piece]:
-    """The first word (or the ``whole`` text) of row `y`, and of each next row while
-    the one above it is one word."""
-    found: list[_Piece] = []
-    for row in rows[y:]:
-        if row is None:
-            break
-        first = _TOKEN.match(text, row.start, row.end)
-        assert first is not None
-        found.append(row if whole else _Piece(first.start(), first.end(), row.full))
-        if first.end() < row.end:
-            break  # the row goes on after its first word: the secret ends there
-    return found
+    It does when `above` holds it alone, or `below` starts with another.
+    """
+    last = _KEY_END.search(text, above.start, above.end)
+    if last is None:
+        return False
+    return last.start() == above.start or _KEY_PIECE.match(text, below.start, below.end) is not None
 
 
 def _cut(
-    text: str, pieces: Sequence[_Piece], find: Callable[[str], Iterator[_Span]], sep: str
+    text: str,
+    pieces: Sequence[_Piece],
+    seps: Sequence[str],
+    find: Callable[[str], Iterator[_Span]],
 ) -> Iterator[_Span]:
-    """The secrets `find` sees in `pieces` joined by `sep`, cut back into the pieces.
-
-    ``sep`` is what the wrap dropped at each break: nothing inside a word, a
-    space between words.
-    """
-    if len(pieces) < 2:
-        return
-    joined = sep.join(text[piece.start : piece.end] for piece in pieces)
+    """The secrets `find` sees in `pieces` joined (``seps[i]`` after piece i), cut into them."""
+    joined = "".join(
+        text[p.start : p.end] + sep for p, sep in zip(pieces, [*seps, ""], strict=True)
+    )
     found = list(find(joined))
     at = 0
-    for piece in pieces:
+    for piece, sep in zip(pieces, [*seps, ""], strict=True):
         size = piece.end - piece.start
         for start, end in found:
             low, high = max(start, at), min(end, at + size)
