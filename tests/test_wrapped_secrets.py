@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from akk.profiles.observation import Observation
 from akk.profiles.registry import PROFILES
 from akk.protocol.excerpt import excerpt
-from akk.protocol.projection import project_snapshot
+from akk.protocol.projection import Shown, project_snapshot
 from akk.protocol.redaction import MASK, WRAP_MARGIN, redact_screen
 from akk.screen.fingerprint import Appearance, IdMinter
 from akk.screen.render import render
@@ -36,7 +36,16 @@ from tests.test_redaction import SHAPES, Shape, leaks
 
 ROOT = Path(__file__).resolve().parent.parent / "fixtures"
 IDS = IdMinter(bytes(range(32)))
-ONE_ROW = [shape for shape in SHAPES if "\n" not in shape.line]
+# Real keys run longer than most rows: an Anthropic key has 108 characters.
+_BODY = "Xq7Lm2Pz9Rt4Vb8Nc1Zd6Fh3Jk5Wy0Qa2Ub7Ie4Os9Gx1Tv6" * 4
+LONG = [
+    Shape("anthropic_108", f"ANTHROPIC_API_KEY=sk-ant-api03-{_BODY[:95]} claude",
+          f"sk-ant-api03-{_BODY[:95]}", ("ANTHROPIC_API_KEY=", " claude")),
+    Shape("bearer_160", f'curl -H "Authorization: Bearer {_BODY[3:163]}" https://x.io',
+          _BODY[3:163], ("Authorization: Bearer ",)),
+    Shape("base64_180", f"blob {_BODY[5:185]}== end", _BODY[5:185], ("blob ", " end")),
+]  # fmt: skip
+ONE_ROW = [shape for shape in SHAPES if "\n" not in shape.line] + LONG
 
 # (first row's drawing, further rows' drawing, right margin) of each way a pinned
 # client draws text it wraps.
@@ -158,10 +167,10 @@ BASH_LONG = sorted(
 )
 
 
-def spliced(label_path: Path, command: str, width: int, *, fill: bool) -> tuple[Any, Any]:
+def spliced(label_path: Path, command: str, margin: int, *, fill: bool) -> tuple[Any, Any]:
     """The captured Bash permission with `command` under its gutter and in its history rows.
 
-    The gutter rows are wrapped at `width` (at most the gutter's room), the
+    The gutter rows are wrapped `margin` columns short of the pane's edge, the
     history rows (when the capture still shows them) as Claude cuts them: three
     rows and an ellipsis.
     """
@@ -171,7 +180,7 @@ def spliced(label_path: Path, command: str, width: int, *, fill: bool) -> tuple[
     gutter = [y for y, line in enumerate(lines) if _GUTTER in line]
     lead = [line[: line.index(_GUTTER) + len(_GUTTER)] for line in (lines[gutter[0]], lines[gutter[-1]])]
     room = cols - len(_SGR.sub("", lead[1]))
-    rows = wrap(command, min(width, room), fill=fill)
+    rows = wrap(command, room - margin, fill=fill)
     new = [*lines[: gutter[0]], *(lead[y > 0] + row for y, row in enumerate(rows))]
     new += lines[gutter[-1] + 1 :]
     history = [y for y, line in enumerate(new) if _HISTORY in line]
@@ -197,9 +206,11 @@ def snapshot(profile: Any, grid: Any, observation: Observation) -> TerminalSnaps
     return TerminalSnapshot(identity, observation, seen, grid.lines(), 0.0)
 
 
-def permission_texts(shape: Shape, label_path: Path, width: int, offset: int, *, fill: bool):
+def permission_texts(
+    shape: Shape, label_path: Path, margin: int, offset: int, *, fill: bool
+) -> tuple[TerminalSnapshot, Shown]:
     command = f"{before(offset)}{shape.line} && make"
-    profile, grid = spliced(label_path, command, width, fill=fill)
+    profile, grid = spliced(label_path, command, margin, fill=fill)
     observation = profile.classify(grid)
     assert observation.actionable and observation.prompt is not None, observation.reason
     # The profile read the command raw (its rows joined at spaces, breaks inside words too).
@@ -213,16 +224,16 @@ def permission_texts(shape: Shape, label_path: Path, width: int, offset: int, *,
 
 @settings(max_examples=300, deadline=None)
 @given(
-    st.sampled_from(ONE_ROW),
+    st.one_of(st.sampled_from(LONG), st.sampled_from(ONE_ROW)),
     st.sampled_from(BASH_LONG),
-    st.integers(min_value=10, max_value=200),
+    st.integers(min_value=0, max_value=WRAP_MARGIN - 1),
     st.integers(min_value=0, max_value=120),
     st.booleans(),
 )
 def test_a_wrapped_secret_in_a_bash_command_leaves_no_piece(
-    shape: Shape, label_path: Path, width: int, offset: int, fill: bool
+    shape: Shape, label_path: Path, margin: int, offset: int, fill: bool
 ) -> None:
-    shown, projected = permission_texts(shape, label_path, width, offset, fill=fill)
+    shown, projected = permission_texts(shape, label_path, margin, offset, fill=fill)
     detail = projected.prompt.questions[0].detail
     event(f"secret broken inside: {shape.secret not in detail}")
     public = json.dumps(projected.projection, ensure_ascii=False)
@@ -236,7 +247,7 @@ def test_a_wrapped_secret_in_a_bash_command_leaves_no_piece(
 def test_the_stored_interaction_and_its_event_leave_no_piece(shape: Shape, tmp_path: Path) -> None:
     """What `status`, `events` and the store hold of a prompt is its projection: checked as stored."""
     label_path = next(p for p in BASH_LONG if "80x24" in str(p))
-    shown, projected = permission_texts(shape, label_path, 20, 7, fill=True)
+    shown, projected = permission_texts(shape, label_path, 2, 37, fill=True)
     conn = open_store(tmp_path / "akk.sqlite3")
     with conn:
         conn.execute(
