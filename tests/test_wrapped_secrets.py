@@ -178,7 +178,7 @@ def spliced(label_path: Path, command: str, margin: int, *, fill: bool) -> tuple
     cols = label["cols"]
     lines = label_path.with_suffix(".ansi").read_text().split("\n")
     gutter = [y for y, line in enumerate(lines) if _GUTTER in line]
-    lead = [line[: line.index(_GUTTER) + len(_GUTTER)] for line in (lines[gutter[0]], lines[gutter[-1]])]
+    lead = [lines[y][: lines[y].index(_GUTTER) + len(_GUTTER)] for y in (gutter[0], gutter[-1])]
     room = cols - len(_SGR.sub("", lead[1]))
     rows = wrap(command, room - margin, fill=fill)
     new = [*lines[: gutter[0]], *(lead[y > 0] + row for y, row in enumerate(rows))]
@@ -245,7 +245,7 @@ def test_a_wrapped_secret_in_a_bash_command_leaves_no_piece(
 
 @pytest.mark.parametrize("shape", ONE_ROW, ids=lambda s: s.name)
 def test_the_stored_interaction_and_its_event_leave_no_piece(shape: Shape, tmp_path: Path) -> None:
-    """What `status`, `events` and the store hold of a prompt is its projection: checked as stored."""
+    """What `status`, `events` and the store hold of a prompt is its projection, as stored."""
     label_path = next(p for p in BASH_LONG if "80x24" in str(p))
     shown, projected = permission_texts(shape, label_path, 2, 37, fill=True)
     conn = open_store(tmp_path / "akk.sqlite3")
