@@ -18,6 +18,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Callable
 from contextlib import aclosing
 from pathlib import Path
 from typing import Any
@@ -112,31 +113,46 @@ async def collect_until(
     raise AssertionError("the connection closed first")
 
 
-async def shows_command(ctl: Controller, terminal_id: str) -> dict[str, Any]:
-    """`status` of the pane once its screen shows the command's prompt."""
-    with trio.fail_after(60):
-        while True:
-            shown = await ctl.call("status", {"terminal_id": terminal_id})
-            if "GH_TOKEN" in "\n".join(shown["screen_excerpt"] or []):
-                return dict(shown)
+def excerpt_of(status: dict[str, Any]) -> str:
+    return "\n".join(status["screen_excerpt"] or [])
+
+
+def asks(status: dict[str, Any], answerable: bool) -> bool:
+    """Whether the pane shows the command's prompt, projected when ``answerable``."""
+    drawn = excerpt_of(status)
+    prompted = any(ask in drawn for ask in ("Do you want to proceed?", "Would you like"))
+    projected = status["interaction"] is not None
+    return sc.SECRET_MARKER in drawn and prompted and projected is answerable
+
+
+async def shows(
+    ctl: Controller, terminal_id: str, wanted: Callable[[dict[str, Any]], bool]
+) -> dict[str, Any]:
+    """`status` of the pane once it is ``wanted``."""
+    last: dict[str, Any] = {}
+    with trio.move_on_after(60):
+        while not wanted(last := await ctl.call("status", {"terminal_id": terminal_id})):
             await trio.sleep(0.1)
+        return last
+    raise AssertionError(json.dumps(last, indent=1))
 
 
 def lab_param(scenario: str, agent: str) -> list[object]:
+    """The pinned version's lab, 80 columns wide and as tall as the excerpt (24 rows)."""
     return [
         param
-        for param in lab_params(scenario, cols=80, rows=40)
+        for param in lab_params(scenario, cols=80, rows=24)
         if f"{agent}-{PINNED[agent]}-" in str(param.id)  # type: ignore[attr-defined]
     ]
 
 
 async def probe(
-    lab: LabSession, tmp_path: Path, logs: pytest.LogCaptureFixture
-) -> tuple[dict[str, int], dict[str, int], dict[str, Any]]:
-    """Send the task, probe every place at the prompt and after the Turn.
+    lab: LabSession, tmp_path: Path, logs: pytest.LogCaptureFixture, *, answerable: bool
+) -> tuple[dict[str, dict[str, int]], dict[str, Any]]:
+    """Send the task, probe every place while it works, at the prompt and after the Turn.
 
-    Returns the characters leaked by place at the prompt and after, and the
-    pane's `status` while it showed the prompt.
+    Returns the characters leaked by moment and place, and the pane's `status`
+    while it showed the prompt.
     """
     logs.set_level(logging.DEBUG)
     events: list[dict[str, Any]] = []
@@ -151,46 +167,52 @@ async def probe(
         await lab.server.wait_for_request(
             lambda r: not r.auxiliary and sc.SECRET_TASK in r.newest_input, timeout=30
         )
-        shown = await shows_command(ctl, terminal_id)
-        if shown["interaction"] is not None:
+        # The agent works on the task: the history shows it, wrapped.
+        working = await shows(ctl, terminal_id, lambda status: "lab: keep" in excerpt_of(status))
+        assert MASK in excerpt_of(working), excerpt_of(working)
+        places = await everywhere(ctl, served, turn_id, terminal_id, events, logs)
+        leaks = {"working": leaked(places)}
+        lab.server.signal(sc.SECRET_SIGNAL)
+        shown = await shows(ctl, terminal_id, lambda status: asks(status, answerable))
+        if answerable:
             await collect_until(ctl, events, frozenset({"approval_required"}), 30)
-        at_prompt = leaked(await everywhere(ctl, served, turn_id, terminal_id, events, logs))
-        if shown["interaction"] is not None:
+        leaks["prompt"] = leaked(await everywhere(ctl, served, turn_id, terminal_id, events, logs))
+        if answerable:
             reply = await ctl.call("approve", {"turn_id": turn_id, "decision": "reject"})
             assert reply["outcome"] == "dispatched"
         else:  # a prompt the profile cannot read whole is left to a person: end the Turn
             await ctl.call("cancel", {"turn_id": turn_id})
         await collect_until(ctl, events, OUTCOMES, 60)
-        after = leaked(await everywhere(ctl, served, turn_id, terminal_id, events, logs))
+        leaks["after"] = leaked(await everywhere(ctl, served, turn_id, terminal_id, events, logs))
     assert lab.server.count_inputs_containing(sc.SECRET_TASK) == 1
     assert not (lab.workdir / f"{sc.SECRET_MARKER}.txt").exists()
-    return at_prompt, after, shown
+    return leaks, shown
 
 
 def assert_masked_excerpt(shown: dict[str, Any]) -> None:
-    """Not vacuous: the excerpt shows the wrapped rows, masked."""
+    """Not vacuous: the excerpt at the prompt shows the command's wrapped rows, masked."""
     excerpt = "\n".join(shown["screen_excerpt"])
-    assert "lab: keep" in excerpt and "GH_TOKEN" in excerpt and MASK in excerpt, excerpt
+    assert sc.SECRET_MARKER in excerpt and MASK in excerpt, excerpt
 
 
 @pytest.mark.parametrize("lab", lab_param("claude_bash_secret", "claude"), indirect=True)
 async def test_claude_wrapped_secrets_leave_no_piece_anywhere(
     lab: LabSession, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    at_prompt, after, shown = await probe(lab, tmp_path, caplog)
+    leaks, shown = await probe(lab, tmp_path, caplog, answerable=True)
     assert_masked_excerpt(shown)
     interaction = shown["interaction"]
     assert interaction is not None and interaction["kind"] == "permission"
     assert MASK in interaction["questions"][0]["detail"]
-    assert at_prompt == dict.fromkeys(at_prompt, 0), at_prompt
-    assert after == dict.fromkeys(after, 0), after
+    assert all(not any(by_place.values()) for by_place in leaks.values()), leaks
 
 
 @pytest.mark.parametrize("lab", lab_param("codex_exec_secret", "codex"), indirect=True)
 async def test_codex_wrapped_secrets_leave_no_piece_anywhere(
     lab: LabSession, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    at_prompt, after, shown = await probe(lab, tmp_path, caplog)
+    # Codex draws the command cut inside the token: the profile cannot unwrap it exactly,
+    # so the prompt is left to a person and the Turn is cancelled.
+    leaks, shown = await probe(lab, tmp_path, caplog, answerable=False)
     assert_masked_excerpt(shown)
-    assert at_prompt == dict.fromkeys(at_prompt, 0), at_prompt
-    assert after == dict.fromkeys(after, 0), after
+    assert all(not any(by_place.values()) for by_place in leaks.values()), leaks

@@ -667,10 +667,10 @@ COMMAND_SECRET = f"github_pat_{_FAKE_BODY[7:89]}"
 
 SECRET_TASK = f"lab: keep {TASK_SECRET} safe"
 SECRET_MARKER = "lab-secret-ran"
-SECRET_COMMAND = (
-    f"export GH_TOKEN={COMMAND_SECRET} && touch {SECRET_MARKER}.txt && echo {SECRET_MARKER}"
-)
-"""It writes a file, so each client asks before running it."""
+SECRET_SIGNAL = "ask"
+"""The model holds its reply until this signal, so the pane shows the task while it works."""
+SECRET_COMMAND = f"touch {SECRET_MARKER}.txt && echo {COMMAND_SECRET} {SECRET_MARKER}"
+"""It writes a file, so each client asks before running it (and nothing else: no advisory)."""
 
 
 def _secret_scenarios() -> dict[str, Scenario]:
@@ -680,7 +680,7 @@ def _secret_scenarios() -> dict[str, Scenario]:
             task=SECRET_TASK,
             agents=frozenset({"claude"}),
             steps=(
-                Step(SECRET_TASK, Bash(SECRET_COMMAND, "Use the token")),
+                Step(SECRET_TASK, Bash(SECRET_COMMAND, "Use the token"), wait_for=SECRET_SIGNAL),
                 Step(SECRET_MARKER, Text("The command ran.")),
             ),
         ),
@@ -689,7 +689,7 @@ def _secret_scenarios() -> dict[str, Scenario]:
             task=SECRET_TASK,
             agents=frozenset({"codex"}),
             steps=(
-                Step(SECRET_TASK, ExecCommand(SECRET_COMMAND)),
+                Step(SECRET_TASK, ExecCommand(SECRET_COMMAND), wait_for=SECRET_SIGNAL),
                 Step(SECRET_MARKER, Text("The command ran.")),
             ),
         ),
