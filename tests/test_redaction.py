@@ -99,6 +99,8 @@ SHAPES = [
           f"sk-ant-api03-{'Qw3Er5Ty7Ui9' * 3}", ("echo ",)),
     Shape("anthropic_shown_cut", "  ANTHROPIC_API_KEY: sk-ant-...abcdefghij0123456789",
           "sk-ant-...abcdefghij0123456789", ("ANTHROPIC_API_KEY: ",)),
+    Shape("github_shown_cut", "• Exited (status 1) echo github_pat_z9Rt4Vb8Nc1Zd6F… done",
+          "github_pat_z9Rt4Vb8Nc1Zd6F", ("• Exited (status 1) echo ", "… done")),
     Shape("postgres_url", "psql postgres://app:pA55w0rdXYZ9@db.example.com/app", "pA55w0rdXYZ9",
           ("psql postgres://app:", "@db.example.com/app")),
     Shape("https_url", "git clone https://alice:gh0stPassw0rd7@github.com/acme/repo.git",

@@ -103,6 +103,9 @@ _KEY = re.compile(
     | shp(?:at|ca|pa|ss)_[a-fA-F0-9]{20,}                    # Shopify
     | akkc_[A-Za-z0-9_-]{20,}                                # AKK's own controller credentials
     | eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}  # JWT
+    | (?:gh[pousr]_|github_pat_|glpat-|xox[abprs]-|sk-(?:proj|svcacct|admin)-  # any of those,
+      |[spr]k_(?:live|test)_|hf_|npm_|pypi-AgE|AIza|akkc_|eyJ)                # cut short to
+      [A-Za-z0-9_-]{4,}(?=…|\.\.\.)                                         # fit a row
     )
     """,
     re.VERBOSE | re.ASCII,

@@ -180,8 +180,8 @@ async def probe(
         if answerable:
             reply = await ctl.call("approve", {"turn_id": turn_id, "decision": "reject"})
             assert reply["outcome"] == "dispatched"
-        else:  # a prompt the profile cannot read whole is left to a person: end the Turn
-            await ctl.call("cancel", {"turn_id": turn_id})
+        else:  # a prompt the profile cannot read whole is left to a person: who declines it
+            await lab.send_keys("Escape")
         await collect_until(ctl, events, OUTCOMES, 60)
         leaks["after"] = leaked(await everywhere(ctl, served, turn_id, terminal_id, events, logs))
     assert lab.server.count_inputs_containing(sc.SECRET_TASK) == 1
@@ -212,7 +212,7 @@ async def test_codex_wrapped_secrets_leave_no_piece_anywhere(
     lab: LabSession, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     # Codex draws the command cut inside the token: the profile cannot unwrap it exactly,
-    # so the prompt is left to a person and the Turn is cancelled.
+    # so the prompt is left to a person, who declines it.
     leaks, shown = await probe(lab, tmp_path, caplog, answerable=False)
     assert_masked_excerpt(shown)
     assert all(not any(by_place.values()) for by_place in leaks.values()), leaks
