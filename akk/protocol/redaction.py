@@ -10,8 +10,9 @@ Masking keeps the context readable: only the secret part becomes ``[redacted]``
 ``Authorization: Bearer [redacted]``); a self-identifying key (``sk-ant-…``,
 ``ghp_…``, ``AKIA…``) is replaced whole, even when glued to the word before it.
 Every rule reads the original text and the masks are applied once, so rules
-never see each other's output. A key wrapped onto the next screen row is
-masked on both rows when a name or a prefix announces it.
+never see each other's output. A screen is read as the logical text it shows
+(`redact_screen`): a key its rows wrap is masked on every row, and a text a
+profile joined from those rows masks the same pieces (`RedactedScreen.text`).
 
 Kept on purpose (not secrets, and too common to mask): UUIDs, git short SHAs
 (7-12 hex), paths, URLs without credentials, version strings, snake_case and
@@ -28,6 +29,7 @@ import functools
 import itertools
 import re
 from collections.abc import Callable, Collection, Iterator, Sequence
+from typing import Literal
 
 import attrs
 from wcwidth import wcwidth
@@ -142,8 +144,8 @@ _KEY_END = re.compile(r"(?<![^ \t])[A-Za-z0-9+/_-]{12,}\Z", re.ASCII)
 # row whose text ends this near the pane's right edge may go on in the next row.
 WRAP_MARGIN = 8
 
-# The most rows one secret is followed over (a 200-character key under a
-# gutter in a 20-column pane).
+# The most rows one secret is followed over past a soft-wrapped stretch (a
+# 200-character key under a gutter in a 20-column pane).
 _CHAIN_ROWS = 16
 
 # A text a profile copied off the screen shorter than this is not masked where
@@ -180,12 +182,12 @@ def redact(text: str, known: Collection[str] = ()) -> str:
 def redact_screen(lines: Sequence[str]) -> RedactedScreen:
     """`lines` (screen rows, top to bottom, none holding a newline) with every secret masked.
 
-    The rows are read as the logical text they show: a private key block is
-    masked on every row it spans; a secret a row boundary cuts is masked on
-    every row it spans, whether a name or prefix announces it (at any row
-    boundary) or it is an anonymous key (where a row's text reaches within
-    `WRAP_MARGIN` columns of the pane's right edge, as a soft wrap does).
-    Each row keeps its place; only the masked stretches change.
+    The rows are read as the logical text they show (docs/redaction.md): a
+    private key block, and a secret a row boundary cuts, are masked on every
+    row they span, whether a name or prefix announces the secret (at any row
+    boundary) or it is an anonymous key (across soft wraps: rows whose text
+    reaches within `WRAP_MARGIN` columns of the pane's right edge). Each row
+    keeps its place and its drawing; only the masked stretches change.
     """
     return _redact_screen(tuple(lines))
 
@@ -306,30 +308,50 @@ def _split_spans(text: str, rows: Sequence[_Piece | None]) -> Iterator[_Span]:
                 yield from _joined_from(text, rows, y, way)
 
 
-def _joined_from(text: str, rows: Sequence[_Piece | None], y: int, way: str) -> Iterator[_Span]:
+def _joined_from(
+    text: str, rows: Sequence[_Piece | None], y: int, way: Literal["word", "space", "drawn"]
+) -> Iterator[_Span]:
+    """The secrets in row `y` joined to the rows below it, each break read `way`.
+
+    The rules run once where the chain may end (a row that neither wraps nor
+    is one word) and once where it stops being a soft wrap, not at every row.
+    """
     upper = rows[y]
     assert upper is not None
     pieces = [upper]
     seps: list[str] = []
-    soft = True  # every break so far is a soft wrap
-    for row in rows[y + 1 : y + _CHAIN_ROWS]:
-        if row is None:
-            return
+    # Every break so far is a soft wrap. Inside a soft-wrapped stretch, its
+    # first row's chain already read the anonymous keys: here only named ones.
+    above_y = rows[y - 1] if y > 0 else None
+    soft = above_y is None or not above_y.full
+    pending = False  # rows joined since the rules last ran
+    limit = _CHAIN_ROWS  # a soft-wrapped stretch is followed whole, other rows this far
+    for row in rows[y + 1 :]:
+        if row is None or (len(pieces) >= limit and not soft):
+            break
         above = pieces[-1]
-        soft = soft and (above.full or _key_break(text, above, row))
+        if soft and not (above.full or _key_break(text, above, row)):
+            if pending:  # what is joined so far, anonymous keys too
+                yield from _cut(text, pieces, seps, _spans)
+            soft = False
+            limit = len(pieces) + _CHAIN_ROWS
         seps.append("" if way == "word" or (way == "drawn" and above.full) else " ")
         pieces.append(row)
+        pending = True
+        if row.full or " " not in text[row.start : row.end]:
+            continue  # it wraps, or is one word alone (the middle of a secret, maybe)
         found = list(_cut(text, pieces, seps, _spans if soft else _named_spans))
         yield from found
-        if not row.full and " " not in text[row.start : row.end]:
-            continue  # one word alone in its row: the middle of a secret, maybe
-        if not row.full and all(end < row.end for _, end in found):
-            return  # the row neither wraps nor ends in a secret: nothing goes on below
+        pending = False
+        if all(end < row.end for _, end in found):
+            return  # no secret goes on to the row's end: nothing goes on below
+    if pending:
+        yield from _cut(text, pieces, seps, _spans if soft else _named_spans)
 
 
 @attrs.frozen
 class _Piece:
-    """Where a row's text, or a word of it, lies in the whole text (its drawing left out)."""
+    """Where a row's text lies in the whole text (its drawing left out)."""
 
     start: int
     end: int
@@ -389,11 +411,11 @@ def _continued(text: str, spans: list[_Span], rows: Sequence[_Piece | None]) -> 
     A row that reaches the right edge may break a secret anywhere: what the
     next row starts with, up to the first character no key holds, is its tail.
     """
-    ends = {row.end: (y, row) for y, row in enumerate(rows) if row is not None and row.full}
+    ends = {row.end: y for y, row in enumerate(rows) if row is not None and row.full}
     more: list[_Span] = []
     for _, end in spans:
         while end in ends:
-            y, _row = ends[end]
+            y = ends[end]
             below = rows[y + 1] if y + 1 < len(rows) else None
             tail = None if below is None else _KEY_CHARS.match(text, below.start, below.end)
             if tail is None:
