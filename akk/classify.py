@@ -20,6 +20,7 @@ from akk.discovery.process import VersionCache, find_agent
 from akk.profiles.observation import Observation, State
 from akk.profiles.registry import bind
 from akk.protocol.projection import project
+from akk.protocol.redaction import redact_screen
 from akk.screen.fingerprint import Appearance, IdMinter, fingerprint
 from akk.screen.grid import Grid
 from akk.screen.render import render
@@ -86,7 +87,14 @@ def _result(
         ids = IdMinter(secrets.token_bytes(32))
         # One look is one appearance: number 0.
         seen = Appearance(fp, 0)
-        result["projection"] = project(prompt, seen=seen, ids=ids, agent=agent, turn_id=None)
+        result["projection"] = project(
+            prompt,
+            seen=seen,
+            ids=ids,
+            agent=agent,
+            turn_id=None,
+            screen=redact_screen(grid.lines()),
+        )
     if private:
         result["private"] = {"region": attrs.asdict(prompt.region), "fingerprint": fp.hex()}
     return result

@@ -14,7 +14,7 @@ import attrs
 
 from akk.actors.runtime import ActorRef
 from akk.profiles.observation import Observation, State
-from akk.protocol.redaction import redact
+from akk.protocol.redaction import redact_screen
 from akk.screen.fingerprint import Appearance
 
 
@@ -139,17 +139,17 @@ def terminal_row(snapshot: TerminalSnapshot) -> dict[str, Any]:
             "reason": observation.reason,
             "actionable": observation.actionable and identity.profile is not None,
         },
-        "asks": None if prompt is None else _asks(observation),
+        "asks": None if prompt is None else _asks(snapshot),
         "session_id": None,
         "turn_id": None,
         "available_actions": [],
     }
 
 
-def _asks(observation: Observation) -> str:
-    prompt = observation.prompt
+def _asks(snapshot: TerminalSnapshot) -> str:
+    prompt = snapshot.observation.prompt
     assert prompt is not None
     first = prompt.questions[0] if prompt.questions else None
     text = first.prompt if first is not None else f"{prompt.step.value}, not yet opened"
     more = f" (+{len(prompt.questions) - 1} more)" if len(prompt.questions) > 1 else ""
-    return f"{prompt.kind.value}: {redact(text)}{more}"
+    return f"{prompt.kind.value}: {redact_screen(snapshot.lines).text(text)}{more}"

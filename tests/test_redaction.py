@@ -31,7 +31,13 @@ from akk.profiles.observation import (
 from akk.profiles.registry import PROFILES
 from akk.protocol.excerpt import MAX_WIDTH, excerpt
 from akk.protocol.projection import project
-from akk.protocol.redaction import MASK, asks_for_secret, redact, redact_lines
+from akk.protocol.redaction import (
+    MASK,
+    WRAP_MARGIN,
+    asks_for_secret,
+    redact,
+    redact_screen,
+)
 from akk.screen.fingerprint import Appearance, IdMinter, fingerprint
 from akk.screen.region import Region
 from akk.screen.render import render
@@ -93,6 +99,8 @@ SHAPES = [
           f"sk-ant-api03-{'Qw3Er5Ty7Ui9' * 3}", ("echo ",)),
     Shape("anthropic_shown_cut", "  ANTHROPIC_API_KEY: sk-ant-...abcdefghij0123456789",
           "sk-ant-...abcdefghij0123456789", ("ANTHROPIC_API_KEY: ",)),
+    Shape("github_shown_cut", "• Exited (status 1) echo github_pat_z9Rt4Vb8Nc1Zd6F… done",
+          "github_pat_z9Rt4Vb8Nc1Zd6F", ("• Exited (status 1) echo ", "… done")),
     Shape("postgres_url", "psql postgres://app:pA55w0rdXYZ9@db.example.com/app", "pA55w0rdXYZ9",
           ("psql postgres://app:", "@db.example.com/app")),
     Shape("https_url", "git clone https://alice:gh0stPassw0rd7@github.com/acme/repo.git",
@@ -192,6 +200,10 @@ HARMLESS = [
 ]
 
 
+def redact_lines(lines: list[str] | tuple[str, ...]) -> list[str]:
+    return list(redact_screen(lines).lines)
+
+
 def leaks(secret: str, text: str) -> bool:
     """Whether `text` shows the secret or any 8-character piece of it."""
     return any(secret[start : start + 8] in text for start in range(len(secret) - 7))
@@ -285,7 +297,10 @@ def test_projection_masks(shape: Shape) -> None:
 @pytest.mark.parametrize("text", HARMLESS)
 def test_harmless_text_is_left_exactly_as_it_is(text: str) -> None:
     assert redact(text) == text
-    assert redact_lines([text, text]) == [text, text]
+    # As a pane shows them: padded to its width, which they do not fill (a row
+    # that fills it may go on in the next, and is read so).
+    rows = [text.ljust(len(text) + WRAP_MARGIN + 1)] * 2
+    assert redact_lines(rows) == rows
 
 
 def test_masked_output_keeps_its_context_readable() -> None:
@@ -320,9 +335,9 @@ def test_a_key_straddling_the_excerpt_width_is_masked_before_the_cut() -> None:
     assert excerpt([before + key]) == [before + MASK[:8]]
 
 
-def test_redact_lines_keeps_one_output_per_input() -> None:
-    lines = ["a\nb", "", "token=abc123xyz\n", "c"]
-    assert redact_lines(lines) == ["a\nb", "", f"token={MASK}\n", "c"]
+def test_a_redacted_screen_keeps_one_row_per_row() -> None:
+    lines = ["a", "", "token=abc123xyz", "", "c"]
+    assert redact_lines(lines) == ["a", "", f"token={MASK}", "", "c"]
     assert redact_lines([]) == []
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from akk.protocol.redaction import asks_for_secret, redact_lines
+from akk.protocol.redaction import asks_for_secret, redact_screen
 
 MAX_LINES = 24
 MAX_WIDTH = 240
@@ -25,9 +25,9 @@ def excerpt(lines: Sequence[str]) -> list[str] | None:
         return None
     # The whole screen is redacted, padding and all, before the stretch is
     # chosen: a key block that starts above the stretch is still masked inside
-    # it, and only a full row can wrap a key onto the next. Lines are cut to
-    # width only after, so a secret straddling the cut is masked whole.
-    kept = [line.rstrip() for line in redact_lines(lines)]
+    # it, and a row's padding tells whether it wrapped onto the next. Lines are
+    # cut to width only after, so a secret straddling the cut is masked whole.
+    kept = [line.rstrip() for line in redact_screen(lines).lines]
     while kept and not kept[-1]:
         kept.pop()
     kept = kept[-MAX_LINES:]

@@ -5,12 +5,14 @@ number) with the server's secret, so they change whenever the prompt changes,
 differ each time the same prompt is asked again, and cannot be guessed. Rows a controller may
 never choose (persistent approvals, "Chat about this") are not projected; keys,
 menu numbers, regions and fingerprints never are. Every text field is redacted
-(a permission's command may carry a key); the fingerprint, and so every id, is
-of the unredacted cells.
+(a permission's command may carry a key), together with every stretch masked on
+the screen it was read off, so a key the screen wrapped and the profile joined
+leaves no piece; the fingerprint, and so every id, is of the unredacted cells.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -22,7 +24,7 @@ from akk.profiles.observation import (
     ResponseKind,
     StepKind,
 )
-from akk.protocol.redaction import redact
+from akk.protocol.redaction import RedactedScreen, redact, redact_screen
 from akk.screen.fingerprint import Appearance, IdMinter
 from akk.terminals import TerminalSnapshot
 
@@ -54,13 +56,16 @@ def project(
     agent: str,
     turn_id: str | None,
     manual_reason: str | None = None,
+    screen: RedactedScreen | None = None,
 ) -> dict[str, Any]:
     """The JSON object `status` returns for a prompt on screen.
 
     A prompt AKK will not answer (``manual_reason``: secret input, a shape the
     profile refuses) is still projected, with ``state: manual_required`` and
-    the reason, so a controller knows a person must answer it.
+    the reason, so a controller knows a person must answer it. ``screen`` is
+    the redacted screen the prompt was read off: pass it whenever there is one.
     """
+    text = redact if screen is None else screen.text
     roles = shown_roles(prompt.step)
     questions = []
     for q_index, question in enumerate(prompt.questions):
@@ -70,20 +75,21 @@ def project(
                 option.role,
                 option.description,
                 ids.option_id(seen, q_index, o_index),
+                text,
             )
             for o_index, option in enumerate(question.options)
             if option.role in roles
         ]
         entry: dict[str, Any] = {
             "question_id": ids.question_id(seen, q_index),
-            "header": redact(question.header or ""),
-            "prompt": redact(question.prompt),
+            "header": text(question.header or ""),
+            "prompt": text(question.prompt),
             "required": question.required,
             "response_kind": question.response_kind.value,
             "options": options,
         }
         if question.detail:
-            entry["detail"] = redact(question.detail)
+            entry["detail"] = text(question.detail)
         questions.append(entry)
     kinds = {q.response_kind for q in prompt.questions}
     free_text = (
@@ -132,10 +138,12 @@ def project(
     return projection
 
 
-def _option(label: str, role: OptionRole, description: str, option_id: str) -> dict[str, Any]:
-    option: dict[str, Any] = {"option_id": option_id, "label": redact(label)}
+def _option(
+    label: str, role: OptionRole, description: str, option_id: str, text: Callable[[str], str]
+) -> dict[str, Any]:
+    option: dict[str, Any] = {"option_id": option_id, "label": text(label)}
     if description:
-        option["description"] = redact(description)
+        option["description"] = text(description)
     if role is not OptionRole.CHOICE:
         option["role"] = role.value
     return option
@@ -155,6 +163,7 @@ def project_snapshot(
         agent=snapshot.identity.agent,
         turn_id=turn_id,
         manual_reason=snapshot.observation.reason,
+        screen=redact_screen(snapshot.lines),
     )
     return Shown(seen, prompt, projection)
 

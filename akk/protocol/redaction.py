@@ -10,8 +10,9 @@ Masking keeps the context readable: only the secret part becomes ``[redacted]``
 ``Authorization: Bearer [redacted]``); a self-identifying key (``sk-ant-…``,
 ``ghp_…``, ``AKIA…``) is replaced whole, even when glued to the word before it.
 Every rule reads the original text and the masks are applied once, so rules
-never see each other's output. A key wrapped onto the next screen row is
-masked on both rows when a name or a prefix announces it.
+never see each other's output. A screen is read as the logical text it shows
+(`redact_screen`): a key its rows wrap is masked on every row, and a text a
+profile joined from those rows masks the same pieces (`RedactedScreen.text`).
 
 Kept on purpose (not secrets, and too common to mask): UUIDs, git short SHAs
 (7-12 hex), paths, URLs without credentials, version strings, snake_case and
@@ -24,9 +25,14 @@ stay.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
+from typing import Literal
+
+import attrs
+from wcwidth import wcwidth
 
 MASK = "[redacted]"
 
@@ -99,6 +105,9 @@ _KEY = re.compile(
     | shp(?:at|ca|pa|ss)_[a-fA-F0-9]{20,}                    # Shopify
     | akkc_[A-Za-z0-9_-]{20,}                                # AKK's own controller credentials
     | eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}  # JWT
+    | (?:gh[pousr]_|github_pat_|glpat-|xox[abprs]-|sk-(?:proj|svcacct|admin)-  # any of those,
+      |[spr]k_(?:live|test)_|hf_|npm_|pypi-AgE|AIza|akkc_|eyJ)                # cut short to
+      [A-Za-z0-9_-]{4,}(?=…|\.\.\.)                                         # fit a row
     )
     """,
     re.VERBOSE | re.ASCII,
@@ -117,36 +126,118 @@ _PEM = re.compile(
 )
 _PEM_ROW = re.compile(r"\S(?:[^\n]*\S)?", re.ASCII)
 
-_ROW_END = re.compile(r"\S+\Z", re.ASCII)
-_ROW_START = re.compile(r"[ \t]*(\S+)", re.ASCII)
+# A row's drawing around its text: indentation, a gutter or bullet (``│ ``,
+# ``⎿  $ ``, ``❯ ``) before it, padding and a right border after it. A secret a
+# region wraps continues after the next row's drawing, so rows are joined at
+# their text, never at their cells.
+_LEAD = re.compile(r"[ \t]*(?:[│┃║|▌⎿❯›>•⏺●→$#*+-][ \t]+)*")
+_TRAIL = re.compile(r"(?:[ \t]+[│┃║|])?[ \t]*\Z")
+_KEY_CHARS = re.compile(r"[A-Za-z0-9+/=_.~-]+", re.ASCII)
+# A row that ends in a key-like word and a next row that starts with one are
+# read as a key a narrow wrap cut, however short the rows (a UUID and a word
+# are not: the word is shorter).
+_KEY_PIECE = re.compile(r"[A-Za-z0-9+/_-]{12,}", re.ASCII)
+_KEY_END = re.compile(r"(?<![^ \t])[A-Za-z0-9+/_-]{12,}\Z", re.ASCII)
+
+# The widest right margin a pinned client's wrapper leaves (Claude's composer
+# wraps at the pane width less 4, Codex's notes leave 3 after their indent): a
+# row whose text ends this near the pane's right edge may go on in the next row.
+WRAP_MARGIN = 8
+
+# The most rows one secret is followed over past a soft-wrapped stretch (a
+# 200-character key under a gutter in a 20-column pane).
+_CHAIN_ROWS = 16
+
+# A text a profile copied off the screen shorter than this is not masked where
+# it appears again: it cannot hold an 8-character piece of a secret.
+_KNOWN_MIN = 4
 
 
-def redact(text: str) -> str:
-    """`text` with every secret masked; `text` may hold several lines, which stay as they are."""
-    spans = [*_pem_spans(text), *_spans(text), *_wrapped_spans(text)]
-    if not spans:
-        return text
-    spans.sort()
+@attrs.frozen
+class RedactedScreen:
+    """A screen's rows with every secret masked, and the raw stretches that were masked."""
+
+    lines: tuple[str, ...]
+    # Each masked stretch as it stood in its row (a wrapped key's pieces), so a
+    # text a profile joined from those rows is masked whole (`text`).
+    secrets: frozenset[str]
+
+    def text(self, text: str) -> str:
+        """`text`, read off this screen, with every secret masked (a wrapped one's pieces too)."""
+        return redact(text, self.secrets)
+
+
+def redact(text: str, known: Collection[str] = ()) -> str:
+    """`text` with every secret masked; `text` may hold several lines, which stay as they are.
+
+    ``known`` are stretches already found to be secret (`RedactedScreen.secrets`):
+    each is masked wherever it appears, so a wrapped key a profile joined with a
+    space between its pieces leaves none of them.
+    """
+    spans = [*_pem_spans(text), *_spans(text), *_split_spans(text, _rows(text, None))]
+    spans += _known_spans(text, known)
+    return _masked(text, _merged(spans))
+
+
+def redact_screen(lines: Sequence[str]) -> RedactedScreen:
+    """`lines` (screen rows, top to bottom, none holding a newline) with every secret masked.
+
+    The rows are read as the logical text they show (docs/redaction.md): a
+    private key block, and a secret a row boundary cuts, are masked on every
+    row they span, whether a name or prefix announces the secret (at any row
+    boundary) or it is an anonymous key (across soft wraps: rows whose text
+    reaches within `WRAP_MARGIN` columns of the pane's right edge). Each row
+    keeps its place and its drawing; only the masked stretches change.
+    """
+    return _redact_screen(tuple(lines))
+
+
+@functools.lru_cache(maxsize=32)
+def _redact_screen(lines: tuple[str, ...]) -> RedactedScreen:
+    # `status` reads one snapshot three ways (excerpt, projection, list row).
+    text = "\n".join(lines)
+    width = max((_columns(line) for line in lines), default=0)
+    rows = _rows(text, width)
+    spans = _merged([*_pem_spans(text), *_spans(text), *_split_spans(text, rows)])
+    spans = _continued(text, spans, rows)
+    masked = _masked(text, spans).split("\n") if lines else []
+    return RedactedScreen(tuple(masked), frozenset(text[start:end] for start, end in spans))
+
+
+def _merged(spans: list[_Span]) -> list[_Span]:
+    """`spans` sorted, overlapping ones joined."""
+    merged: list[_Span] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def _masked(text: str, spans: Sequence[_Span]) -> str:
     out: list[str] = []
     kept = 0
-    start, end = spans[0]
-    for next_start, next_end in spans[1:]:
-        if next_start <= end:
-            end = max(end, next_end)
-            continue
+    for start, end in spans:
         out += (text[kept:start], MASK)
-        kept, (start, end) = end, (next_start, next_end)
-    out += (text[kept:start], MASK, text[end:])
+        kept = end
+    out.append(text[kept:])
     return "".join(out)
 
 
-def redact_lines(lines: Sequence[str]) -> list[str]:
-    """`lines` (screen rows, top to bottom) with every secret masked, one output per input.
+def _known_spans(text: str, known: Collection[str]) -> list[_Span]:
+    pieces = sorted((piece for piece in known if len(piece) >= _KNOWN_MIN), key=len, reverse=True)
+    if not pieces:
+        return []
+    pattern = re.compile("|".join(map(re.escape, pieces)))
+    return [match.span() for match in pattern.finditer(text)]
 
-    A private key block or a key wrapped across rows is masked on every row it spans.
-    """
-    rows = iter(redact("\n".join(lines)).split("\n"))
-    return ["\n".join(itertools.islice(rows, line.count("\n") + 1)) for line in lines]
+
+def _columns(text: str) -> int:
+    """The cells `text` fills on a screen (a wide character fills two)."""
+    if text.isascii():
+        return len(text)
+    return sum(max(wcwidth(char), 0) for char in text)
 
 
 def _spans(text: str) -> Iterator[_Span]:
@@ -199,25 +290,139 @@ def _pem_spans(text: str) -> Iterator[_Span]:
             yield block.start("body") + row.start(), block.start("body") + row.end()
 
 
-def _wrapped_spans(text: str) -> Iterator[_Span]:
-    """Announced secrets a line break cuts: a row ends with one part, the next starts with the rest.
+def _split_spans(text: str, rows: Sequence[_Piece | None]) -> Iterator[_Span]:
+    """Secrets that row boundaries cut, as one span per row piece, in `text`'s coordinates.
 
-    Anonymous runs are not joined across rows: a row ending in a UUID and the
-    next starting with a word would make one.
+    From each row, the rows below are joined to it one by one, as long as the
+    last one reaches the right edge (`_Piece.full`: a soft wrap), is one word,
+    or ends in a secret found in the joined text. Each break is read three ways:
+    inside a word (joined as is), at a space the wrap dropped, and as drawn (a
+    full row broke inside a word, any other row at a space). Anonymous keys
+    count only across soft wraps and breaks between two key-like words
+    (`_key_break`): a row ending in a UUID and the next starting with a word
+    would make one.
     """
+    for y in range(len(rows) - 1):
+        if rows[y] is not None and rows[y + 1] is not None:
+            for way in ("word", "space", "drawn"):
+                yield from _joined_from(text, rows, y, way)
+
+
+def _joined_from(
+    text: str, rows: Sequence[_Piece | None], y: int, way: Literal["word", "space", "drawn"]
+) -> Iterator[_Span]:
+    """The secrets in row `y` joined to the rows below it, each break read `way`.
+
+    The rules run once where the chain may end (a row that neither wraps nor
+    is one word) and once where it stops being a soft wrap, not at every row.
+    """
+    upper = rows[y]
+    assert upper is not None
+    pieces = [upper]
+    seps: list[str] = []
+    # Every break so far is a soft wrap. Inside a soft-wrapped stretch, its
+    # first row's chain already read the anonymous keys: here only named ones.
+    above_y = rows[y - 1] if y > 0 else None
+    soft = above_y is None or not above_y.full
+    pending = False  # rows joined since the rules last ran
+    limit = _CHAIN_ROWS  # a soft-wrapped stretch is followed whole, other rows this far
+    for row in rows[y + 1 :]:
+        if row is None or (len(pieces) >= limit and not soft):
+            break
+        above = pieces[-1]
+        if soft and not (above.full or _key_break(text, above, row)):
+            if pending:  # what is joined so far, anonymous keys too
+                yield from _cut(text, pieces, seps, _spans)
+            soft = False
+            limit = len(pieces) + _CHAIN_ROWS
+        seps.append("" if way == "word" or (way == "drawn" and above.full) else " ")
+        pieces.append(row)
+        pending = True
+        if row.full or " " not in text[row.start : row.end]:
+            continue  # it wraps, or is one word alone (the middle of a secret, maybe)
+        found = list(_cut(text, pieces, seps, _spans if soft else _named_spans))
+        yield from found
+        pending = False
+        if all(end < row.end for _, end in found):
+            return  # no secret goes on to the row's end: nothing goes on below
+    if pending:
+        yield from _cut(text, pieces, seps, _spans if soft else _named_spans)
+
+
+@attrs.frozen
+class _Piece:
+    """Where a row's text lies in the whole text (its drawing left out)."""
+
+    start: int
+    end: int
+    full: bool  # the text reaches within WRAP_MARGIN columns of the right edge
+
+
+def _rows(text: str, width: int | None) -> list[_Piece | None]:
+    """Each row of `text` as a `_Piece`, None for a row with no text."""
+    rows: list[_Piece | None] = []
     offset = 0
-    for upper, lower in itertools.pairwise(text.split("\n")):
-        below = offset + len(upper) + 1
-        # A screen row that ends in padding did not wrap.
-        tail = _ROW_END.search(upper) if upper[-1:].strip() else None
-        head = _ROW_START.match(lower)
-        if tail is not None and head is not None:
-            cut = len(tail.group())
-            for start, end in _named_spans(tail.group() + head.group(1)):
-                if start < cut < end:
-                    yield offset + tail.start() + start, offset + len(upper)
-                    yield below + head.start(1), below + head.start(1) + end - cut
-        offset = below
+    for line in text.split("\n"):
+        lead = _LEAD.match(line)
+        trail = _TRAIL.search(line)
+        assert lead is not None and trail is not None
+        start, end = lead.end(), max(lead.end(), trail.start())
+        full = width is not None and _columns(line[:end]) >= width - WRAP_MARGIN
+        rows.append(_Piece(offset + start, offset + end, full) if start < end else None)
+        offset += len(line) + 1
+    return rows
+
+
+def _key_break(text: str, above: _Piece, below: _Piece) -> bool:
+    """Whether a key-like word ends `above` and goes on in `below` (a narrow wrap's cut).
+
+    It does when `above` holds it alone, or `below` starts with another.
+    """
+    last = _KEY_END.search(text, above.start, above.end)
+    if last is None:
+        return False
+    return last.start() == above.start or _KEY_PIECE.match(text, below.start, below.end) is not None
+
+
+def _cut(
+    text: str,
+    pieces: Sequence[_Piece],
+    seps: Sequence[str],
+    find: Callable[[str], Iterator[_Span]],
+) -> Iterator[_Span]:
+    """The secrets `find` sees in `pieces` joined (``seps[i]`` after piece i), cut into them."""
+    joined = "".join(
+        text[p.start : p.end] + sep for p, sep in zip(pieces, [*seps, ""], strict=True)
+    )
+    found = list(find(joined))
+    at = 0
+    for piece, sep in zip(pieces, [*seps, ""], strict=True):
+        size = piece.end - piece.start
+        for start, end in found:
+            low, high = max(start, at), min(end, at + size)
+            if low < high:
+                yield low - at + piece.start, high - at + piece.start
+        at += size + len(sep)
+
+
+def _continued(text: str, spans: list[_Span], rows: Sequence[_Piece | None]) -> list[_Span]:
+    """`spans`, each one that ends a full row's text carried on into the rows below.
+
+    A row that reaches the right edge may break a secret anywhere: what the
+    next row starts with, up to the first character no key holds, is its tail.
+    """
+    ends = {row.end: y for y, row in enumerate(rows) if row is not None and row.full}
+    more: list[_Span] = []
+    for _, end in spans:
+        while end in ends:
+            y = ends[end]
+            below = rows[y + 1] if y + 1 < len(rows) else None
+            tail = None if below is None else _KEY_CHARS.match(text, below.start, below.end)
+            if tail is None:
+                break
+            more.append(tail.span())
+            end = tail.end()
+    return _merged([*spans, *more])
 
 
 # A prompt for secret input on one row: a label naming a secret, then at most

@@ -693,3 +693,47 @@ SCENARIOS = {
         ),
     ),
 }
+
+
+# ---------------------------------------------------------------- wrapped secrets (issue 26)
+
+_FAKE_BODY = "Xq7Lm2Pz9Rt4Vb8Nc1Zd6Fh3Jk5Wy0Qa2Ub7Ie4Os9Gx1Tv6" * 3
+TASK_SECRET = f"sk-ant-api03-{_FAKE_BODY[:77]}"
+"""A fake Anthropic key of 90 characters, typed in a task: the composer and the history wrap it."""
+
+COMMAND_SECRET = f"github_pat_{_FAKE_BODY[::-1][:82]}"
+"""A fake GitHub token of 93 characters in the command the model asks to run."""
+
+SECRET_TASK = f"lab: keep {TASK_SECRET} safe"
+SECRET_MARKER = "lab-secret-ran"
+SECRET_SIGNAL = "ask"
+"""The model holds its reply until this signal, so the pane shows the task while it works."""
+SECRET_COMMAND = f"touch {SECRET_MARKER}.txt && echo {COMMAND_SECRET} {SECRET_MARKER}"
+"""It writes a file, so each client asks before running it (and nothing else: no advisory)."""
+
+
+def _secret_scenarios() -> dict[str, Scenario]:
+    scenarios = [
+        Scenario(
+            "claude_bash_secret",
+            task=SECRET_TASK,
+            agents=frozenset({"claude"}),
+            steps=(
+                Step(SECRET_TASK, Bash(SECRET_COMMAND, "Use the token"), wait_for=SECRET_SIGNAL),
+                Step(SECRET_MARKER, Text("The command ran.")),
+            ),
+        ),
+        Scenario(
+            "codex_exec_secret",
+            task=SECRET_TASK,
+            agents=frozenset({"codex"}),
+            steps=(
+                Step(SECRET_TASK, ExecCommand(SECRET_COMMAND), wait_for=SECRET_SIGNAL),
+                Step(SECRET_MARKER, Text("The command ran.")),
+            ),
+        ),
+    ]
+    return {scenario.name: scenario for scenario in scenarios}
+
+
+SCENARIOS = {**SCENARIOS, **_secret_scenarios()}
