@@ -29,7 +29,7 @@ from akk.profiles.observation import InteractionKind, State
 from akk.protocol.errors import Reason, RpcError
 from akk.protocol.projection import Shown, project_snapshot
 from akk.screen.fingerprint import IdMinter
-from akk.store import audit, interactions, turns
+from akk.store import audit, dispatches, interactions, turns
 from akk.store.interactions import Interaction, InteractionState
 from akk.store.reader import StoreReader
 from akk.store.turns import BACKEND, Turn
@@ -298,6 +298,15 @@ class InteractionCalls:
                 "again. Call status",
             ) from None
         except ActorError as exc:
+            turn_id, interaction_id = message.turn_id, message.interaction_id
+            steps = await self._reader.run(lambda conn: dispatches.of_turn(conn, turn_id))
+            if not any(step.interaction_id == interaction_id for step in steps):
+                # Keys come only after the reservation: none was recorded, so none went out.
+                raise RpcError(
+                    Reason.INTERNAL,
+                    f"the terminal failed before it reserved the answer ({exc.reason}); "
+                    "nothing was sent. Call status, then answer again",
+                ) from None
             raise RpcError(
                 Reason.RESPONSE_UNCERTAIN,
                 f"the terminal failed during the answer ({exc.reason}); it may have been sent "

@@ -95,6 +95,7 @@ from akk.profiles.observation import (
     State,
     StepKind,
 )
+from akk.protocol.text_rule import Special
 from akk.screen.grid import Cell, Grid
 from akk.screen.region import Region, is_box_drawing
 
@@ -1327,6 +1328,16 @@ _BLOCKERS = (
     Blocker("trust", ("Accessing workspace:", "Yes, I trust this folder")),
 )
 
+# What the composer of every pinned version (2.1.263 to 2.1.332) does with text instead of
+# typing it (tests/lab/test_hostile_input.py; docs/input.md). A leading '#' is plain text
+# on every one of them (no memory mode), so it is typed.
+_SPECIALS = (
+    Special(r"^!", "shell mode (the rest would run as a shell command)"),
+    Special(r"^/", "the command menu (Enter would run the highlighted command)"),
+    Special(r"(?:^|\s)@", "a file and agent mention popup over the composer"),
+    Special(r"^\?", "the shortcuts help (a '?' alone in an empty composer is eaten)"),
+    Special(r"\\$", "a line break: backslash then Enter is a newline, not a submit"),
+)
 _TYPING = Typing(
     wrapping=Wrapping.WRAP_ANSI,
     literal_max_length=800,
@@ -1336,7 +1347,7 @@ _TYPING = Typing(
     paste_newline_reserve=10,
     placeholder_single=r"\[Pasted text #[1-9]\d*\]",
     placeholder_multi=r"\[Pasted text #[1-9]\d* \+{newlines} lines\]",
-    command_prefixes=("/", "!"),
+    specials=_SPECIALS,
     viewport=(3, 5),
     enter_guard_seconds=0.0,
     settle_seconds=0.2,
@@ -1357,7 +1368,7 @@ _EDITOR = attrs.evolve(
     _TYPING,
     literal_max_length=3000,
     length_unit=LengthUnit.CODEPOINTS,
-    command_prefixes=(),
+    specials=(),
     viewport=None,
     evidence=(
         "tests/lab/test_claude_plans.py (all four versions): send-keys -l of 799, 800 and "

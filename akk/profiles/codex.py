@@ -107,6 +107,7 @@ from akk.profiles.observation import (
     State,
     StepKind,
 )
+from akk.protocol.text_rule import Special
 from akk.screen.grid import Cell, Grid
 from akk.screen.region import Region
 
@@ -354,7 +355,12 @@ class CodexProfile:
         current = [option.role for option in prompt.questions[0].options if option.current]
         if current != [OptionRole.NONE_OF_THE_ABOVE] or prompt.region.top <= self.full_pane_top:
             return False
-        return draft_matches(self.typing, notes, text, TypingMethod.LITERAL)
+        return draft_matches(self.notes_typing, notes, text, TypingMethod.LITERAL)
+
+    @property
+    def notes_typing(self) -> Typing:
+        """The notes editor's typing: the composer's, less the skills popup (`_NOTES_SPECIALS`)."""
+        return attrs.evolve(self.typing, specials=_NOTES_SPECIALS)
 
 
 _Parser = Callable[[Footer, int, int], Observation]
@@ -1053,6 +1059,19 @@ _ASYNC_KEY_PLANS = (
     ),
 )
 
+# What the composer of every pinned version (0.153.4 to 0.171.0) does with text instead of
+# typing it (tests/lab/test_hostile_input.py; docs/input.md).
+_SPECIALS = (
+    Special(r"^!", "shell mode (the rest would run as a shell command)"),
+    Special(r"^/", "a slash command"),
+    Special(r"^\?", "the shortcuts overlay (a leading '?' in an empty composer is eaten)"),
+    Special(r"(?:^|\s)@", "a file, skill and agent mention popup over the composer"),
+    Special(r"(?:^|\s)\$", "the skills popup ('Press enter to insert')"),
+)
+# The notes under a question draw and deliver '$HOME' as typed (tests/lab/test_codex_plans.py
+# and test_interactions.py, SPECIAL, every version); a skill name after '$' is not probed
+# there, and the composer's other specials stay refused.
+_NOTES_SPECIALS = tuple(s for s in _SPECIALS if "$" not in s.pattern)
 _TYPING = Typing(
     wrapping=Wrapping.TEXTWRAP,
     literal_max_length=1000,
@@ -1061,7 +1080,7 @@ _TYPING = Typing(
     paste_max_newlines=None,
     placeholder_single=r"\[Pasted Content {chars} chars\]",
     placeholder_multi=r"\[Pasted Content {chars} chars\]",
-    command_prefixes=("/", "!", "?"),
+    specials=_SPECIALS,
     viewport=None,
     enter_guard_seconds=_ENTER_GUARD.seconds,
     settle_seconds=0.5,
