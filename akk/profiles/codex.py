@@ -1090,8 +1090,11 @@ _TYPING = Typing(
         "cyan element '[Pasted Content N chars]' (a second one of the same size ' #2'); a "
         "burst of more than 1000 characters typed with send-keys -l is taken for a paste; an "
         "Enter within ~120 ms of a typed burst is a newline (0 ms: newline, 50 ms: sent), "
-        "never after a bracketed paste; '!' opens shell mode, '/' a command, '?' in an empty "
-        "composer is eaten; a scrolled composer marks its right margin and drops the status row"
+        "never after a bracketed paste; the specials (docs/input.md, lab probe of 0.153.4 and "
+        "0.171.0, tests/lab/test_hostile_input.py on every version): '!' opens shell mode, '/' "
+        "a command, '?' in an empty composer is eaten, '@' and '$' after a space or at the "
+        "start open the mention and skills popups ('$sk' shows 'enter insert'); a scrolled "
+        "composer marks its right margin and drops the status row"
     ),
 )
 
