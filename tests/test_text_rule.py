@@ -93,6 +93,7 @@ def test_the_screen_rule_adds_what_no_screen_shows() -> None:
 CLAUDE_SPECIALS = ["!ls", "/help", "@README", "see @README", "?", "?x", "ends with \\"]
 CODEX_SPECIALS = ["!ls", "/help", "@README", "see @README", "?", "?x", "$skill", "use $skill"]
 PLAIN = ["# heading", "&bg", "%x", "*x", ">x", "\\x", "a/b", "mail a@b.c", "costs 5$", "~x"]
+PLAIN += ["echo ${HOME} $(id) $5"]
 
 
 @pytest.mark.parametrize("profile", claude.PROFILES, ids=lambda p: p.id)
@@ -113,8 +114,8 @@ def test_codex_specials_per_version(profile: codex.CodexProfile) -> None:
     for text in [*PLAIN, "ends with \\"]:
         assert screen_refusal(text, profile.typing.specials) is None, text
     # The notes take '$HOME' (lab SPECIAL texts); the composer's other specials hold there.
-    assert screen_refusal("$HOME", profile.notes_typing.specials) is None
-    assert screen_refusal("!ls", profile.notes_typing.specials) is not None
+    assert screen_refusal("$HOME", profile.editor_typing.specials) is None
+    assert screen_refusal("!ls", profile.editor_typing.specials) is not None
 
 
 def test_every_pinned_version_refuses_shell_mode_and_commands_with_evidence() -> None:

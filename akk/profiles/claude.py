@@ -349,6 +349,11 @@ class ClaudeProfile:
         return draft_matches(self.typing, draft, text, how)
 
     @property
+    def editor_typing(self) -> Typing:
+        """How the questionnaire's "Type something." editor takes typed text."""
+        return self.editor
+
+    @property
     def free_text_max_chars(self) -> int:
         """Longest free-text answer `editor_matches` can prove (characters).
 

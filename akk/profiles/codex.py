@@ -355,10 +355,10 @@ class CodexProfile:
         current = [option.role for option in prompt.questions[0].options if option.current]
         if current != [OptionRole.NONE_OF_THE_ABOVE] or prompt.region.top <= self.full_pane_top:
             return False
-        return draft_matches(self.notes_typing, notes, text, TypingMethod.LITERAL)
+        return draft_matches(self.editor_typing, notes, text, TypingMethod.LITERAL)
 
     @property
-    def notes_typing(self) -> Typing:
+    def editor_typing(self) -> Typing:
         """The notes editor's typing: the composer's, less the skills popup (`_NOTES_SPECIALS`)."""
         return attrs.evolve(self.typing, specials=_NOTES_SPECIALS)
 
@@ -1066,7 +1066,9 @@ _SPECIALS = (
     Special(r"^/", "a slash command"),
     Special(r"^\?", "the shortcuts overlay (a leading '?' in an empty composer is eaten)"),
     Special(r"(?:^|\s)@", "a file, skill and agent mention popup over the composer"),
-    Special(r"(?:^|\s)\$", "the skills popup ('Press enter to insert')"),
+    # '$' then a name: a popup when the name matches an installed skill, which AKK cannot
+    # know ('$sk' opened it, '$HOME' and '$(' did not); refused whatever the name.
+    Special(r"(?:^|\s)\$[A-Za-z_]", "the skills popup (its Enter inserts a skill)"),
 )
 # The notes under a question draw and deliver '$HOME' as typed (tests/lab/test_codex_plans.py
 # and test_interactions.py, SPECIAL, every version); a skill name after '$' is not probed
@@ -1093,7 +1095,8 @@ _TYPING = Typing(
         "never after a bracketed paste; the specials (docs/input.md, lab probe of 0.153.4 and "
         "0.171.0, tests/lab/test_hostile_input.py on every version): '!' opens shell mode, '/' "
         "a command, '?' in an empty composer is eaten, '@' and '$' after a space or at the "
-        "start open the mention and skills popups ('$sk' shows 'enter insert'); a scrolled "
+        "start open the mention popup, '$' and a name there the skills popup ('$sk' shows "
+        "'enter insert'); a scrolled "
         "composer marks its right margin and drops the status row"
     ),
 )

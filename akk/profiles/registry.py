@@ -39,6 +39,11 @@ class Profile(Protocol):
         ...
 
     @property
+    def editor_typing(self) -> Typing:
+        """How the prompts' free-text editor takes typed text (its specials, its limits)."""
+        ...
+
+    @property
     def free_text_max_chars(self) -> int:
         """Longest free-text answer whose arrival in the editor this version can prove."""
         ...

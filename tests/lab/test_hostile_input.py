@@ -11,13 +11,16 @@ within a second, and afterwards the model server must have seen none of it.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
 
+from akk import faults
 from akk.client import AkkError, Controller
+from akk.faults import Point
 from tests.lab.conftest import lab_params
 from tests.lab.test_interactions import free_text, prompt, reached, send_task, settled
 from tools.lab import scenarios as sc
@@ -54,6 +57,11 @@ FREE_TEXT_PROBES = {
     "soft hyphen": "Te\u00adal zq34zq",
     "line break": "Teal\nzq35zq",
 }
+EDITOR_PROBES: dict[str, dict[str, str]] = {
+    "claude": {},
+    "codex": {"shell mode": "!zq36zq", "mention popup": "@zq37zq"},
+}
+"""The editor's own specials: Claude's takes a leading '!' as text, Codex's notes do not."""
 USABLE = "lab: the pane is still usable"
 HEADING = "# lab: a leading hash is plain text"
 """Typed, not refused: no pinned version has a '#' (memory) mode (docs/input.md)."""
@@ -67,7 +75,7 @@ async def _refused(keys: KeyLog, call: Any, reason: str = "invalid_params") -> s
     assert raised.value.reason == reason, raised.value
     assert keys.keys()[before:] == []
     message = str(raised.value)
-    assert "Nothing was sent" in message or "nothing was sent" in message, message
+    assert re.search(r"[Nn]othing was (sent|typed)", message), message
     return message
 
 
@@ -102,6 +110,15 @@ async def test_hostile_text_is_refused_with_zero_keys_and_the_pane_stays_usable(
             message = await _refused(keys, ctl.call("send", params))
             if name in ("lone surrogate", "C1 CSI", "soft hyphen", "zero-width joiner"):
                 assert "U+" in message, message  # the character is named
+        # A TerminalActor that crashes before its reservation typed nothing and says so;
+        # restarted, it observes its quiet pane at once.
+        faults.arm(f"{Point.EVIDENCE_SNAPSHOT}:raise")
+        try:
+            crash = {"terminal_id": terminal_id, "request": "lab: zq38zq", "client_request_id": "c"}
+            message = await _refused(keys, ctl.call("send", crash), "internal")
+            assert "nothing was typed" in message, message
+        finally:
+            faults.disarm()
         # Another controller finds the pane idle at once and its send goes through, once.
         assert await _idle_within(other, terminal_id, 1.0) < 1.0
         for request_id, text in (("usable", USABLE), ("heading", HEADING)):
@@ -116,11 +133,14 @@ async def test_hostile_text_is_refused_with_zero_keys_and_the_pane_stays_usable(
         # Free text into the question's editor: the same rule, one line.
         turn_id = await send_task(ctl, sc.ASK_TASK)
         shown = await prompt(ctl, turn_id)
-        for text in FREE_TEXT_PROBES.values():
+        for text in (FREE_TEXT_PROBES | EDITOR_PROBES[lab.agent]).values():
             await _refused(keys, ctl.call("respond_interaction", free_text(shown, text)))
         reply = await ctl.call("respond_interaction", free_text(shown, "Teal"))
         assert reply["outcome"] == "dispatched"
-        answered = sc.ANSWERED_CLAUDE if lab.agent == "claude" else sc.ANSWERED_CODEX
+        # Claude words a typed answer its own way; Codex sends it as the notes.
+        answered = (
+            '"Which color do you prefer?"="Teal"' if lab.agent == "claude" else "user_note: Teal"
+        )
         await reached(lab, lambda r: answered in r.newest_input)
         await settled(ctl, turn_id)
         await lab.wait_idle(20)

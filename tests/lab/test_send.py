@@ -115,7 +115,7 @@ async def test_send_reaches_the_model_once_and_done_carries_reply_and_usage(
 
 TEXTS = {
     "multiline": "lab: first line\nsecond line with 'quotes' and \"double\"\nthird; line",
-    "metachars": "lab: echo $HOME && ls | grep x > /dev/null; `date` $(id) *?[] ~ \\ ;",
+    "metachars": "lab: echo ${HOME} && ls | grep x > /dev/null; `date` $(id) *?[] ~ \\ ;",
     "unicode": "lab: 漢字 かな 한국어 emoji 🎉 café — naïve",
     "long799": "lab: " + "x" * 794,
     "long800": "lab: " + "y" * 795,
