@@ -136,12 +136,15 @@ async def test_hostile_text_is_refused_with_zero_keys_and_the_pane_stays_usable(
         shown = await prompt(ctl, turn_id)
         for text in (FREE_TEXT_PROBES | EDITOR_PROBES[lab.agent]).values():
             await _refused(keys, ctl.call("respond_interaction", free_text(shown, text)))
-        reply = await ctl.call("respond_interaction", free_text(shown, "Teal"))
+        # Claude's editor takes a leading '/' as text (docs/input.md); Codex's notes do not.
+        answer = "/Teal" if lab.agent == "claude" else "Teal"
+        reply = await ctl.call("respond_interaction", free_text(shown, answer))
         assert reply["outcome"] == "dispatched"
         # Claude words a typed answer its own way; Codex sends it as the notes.
-        answered = (
-            '"Which color do you prefer?"="Teal"' if lab.agent == "claude" else "user_note: Teal"
-        )
+        answered = {
+            "claude": f'"Which color do you prefer?"="{answer}"',
+            "codex": f"user_note: {answer}",
+        }[lab.agent]
         await reached(lab, lambda r: answered in r.newest_input)
         await settled(ctl, turn_id)
         await lab.wait_idle(20)
