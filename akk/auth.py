@@ -50,6 +50,8 @@ class Credential:
 
     controller_id: str
     scope: Scope
+    roots: tuple[str, ...] = ()
+    """The workspace roots it was narrowed to (canonical); empty: the server's roots only."""
 
 
 def check_name(controller_id: str) -> str:
@@ -85,8 +87,8 @@ def looks_like_token(token: str) -> bool:
 class CredentialBook:
     """Verifies bearer tokens against the live credentials (in memory)."""
 
-    def __init__(self, operator_token: str, controllers: dict[str, str]) -> None:
-        """``controllers`` maps each live credential's digest to its controller_id."""
+    def __init__(self, operator_token: str, controllers: dict[str, Credential]) -> None:
+        """``controllers`` maps each live credential's digest to what it proves."""
         self._operator_digest = token_digest(operator_token)
         self._by_digest = dict(controllers)
 
@@ -97,15 +99,14 @@ class CredentialBook:
         digest = token_digest(token)
         if hmac.compare_digest(digest, self._operator_digest):
             return Credential(OPERATOR_ID, Scope.OPERATOR)
-        controller_id = self._by_digest.get(digest)
-        return None if controller_id is None else Credential(controller_id, Scope.CONTROLLER)
+        return self._by_digest.get(digest)
 
-    def add(self, controller_id: str, digest: str) -> None:
-        self.remove(controller_id)
-        self._by_digest[digest] = controller_id
+    def add(self, credential: Credential, digest: str) -> None:
+        self.remove(credential.controller_id)
+        self._by_digest[digest] = credential
 
     def remove(self, controller_id: str) -> None:
-        for digest in [d for d, c in self._by_digest.items() if c == controller_id]:
+        for digest in [d for d, c in self._by_digest.items() if c.controller_id == controller_id]:
             del self._by_digest[digest]
 
     def __len__(self) -> int:

@@ -33,13 +33,14 @@ from akk.client import AkkError, ConnectError, Controller, connect
 from akk.instance import Endpoint, InstanceError, acquire, proven_endpoint, server_running
 from akk.protocol.redaction import redact
 from akk.protocol.schema import protocol_schema
-from akk.server import Limits, ListenError
+from akk.server import Limits, ListenError, TlsFiles
 from akk.service import ServiceConfig, serve_until_signal
 from akk.store import credentials
 from akk.store.database import StoreError, open_store
 from akk.store.location import StateDir, StateDirError
 from akk.tmux.activity import DEFAULT_INTERVAL
 from akk.turn_calls import TurnSettings
+from akk.workspace_roots import RootError, check_roots
 
 E = TypeVar("E", bound=BaseException)
 T = TypeVar("T")
@@ -67,6 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ConnectError,
         InstanceError,
         CredentialError,
+        RootError,
         classify.ClassifyError,
     ) as exc:
         _err.print(f"akk: {exc}", markup=False)
@@ -90,8 +92,27 @@ def _parser() -> argparse.ArgumentParser:
 
     serve = command("serve", _serve, "run the supervisor and its WebSocket endpoint")
     _state_dir_option(serve)
-    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
+    serve.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to bind (default loopback; beyond it needs --tls-cert and --tls-key)",
+    )
     serve.add_argument("--port", type=int, default=7878, help="port (0 picks a free one)")
+    serve.add_argument("--tls-cert", metavar="FILE", help="serve wss:// with this PEM chain")
+    serve.add_argument("--tls-key", metavar="FILE", help="the private key of --tls-cert (PEM)")
+    serve.add_argument(
+        "--insecure-listen-anywhere",
+        action="store_true",
+        help="allow plaintext ws:// beyond loopback (credentials readable on the network)",
+    )
+    serve.add_argument(
+        "--workspace-root",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="a directory backend workspaces may lie under (repeatable; default your home; "
+        "/ and system directories are refused, see docs/security.md)",
+    )
     defaults = Limits()
     serve.add_argument(
         "--max-frame-bytes",
@@ -162,6 +183,13 @@ def _parser() -> argparse.ArgumentParser:
     create = tokens.add_parser("create", help="mint a credential for controller NAME (shown once)")
     create.set_defaults(run=_token_create)
     create.add_argument("name", help="the controller_id the credential is bound to")
+    create.add_argument(
+        "--workspace-root",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="narrow the credential to panes and backend workspaces under DIR (repeatable)",
+    )
     list_tokens = tokens.add_parser("list", help="the controllers that hold a credential")
     list_tokens.set_defaults(run=_token_list)
     revoke = tokens.add_parser("revoke", help="revoke NAME's credential and close its connections")
@@ -289,12 +317,16 @@ def _serve(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    if args.host not in ("127.0.0.1", "localhost", "::1"):
-        _err.print(f"akk: warning: serving on {args.host}, beyond loopback", markup=False)
+    if (args.tls_cert is None) != (args.tls_key is None):
+        raise CliError("--tls-cert and --tls-key go together: pass both PEM files")
+    tls = None if args.tls_cert is None else TlsFiles(args.tls_cert, args.tls_key)
     config = ServiceConfig(
         state=StateDir.resolve(args.state_dir),
         host=args.host,
         port=args.port,
+        tls=tls,
+        insecure_listen_anywhere=args.insecure_listen_anywhere,
+        workspace_roots=tuple(args.workspace_root) or None,
         limits=Limits(
             max_frame_bytes=args.max_frame_bytes,
             max_connections=args.max_connections,
@@ -313,12 +345,14 @@ def _serve(args: argparse.Namespace) -> int:
     )
 
     def ready(endpoint: Endpoint) -> None:
-        _out.print(f"akk serve: listening on {endpoint.url} (state {config.state.path})")
+        bound = "" if endpoint.host in endpoint.url else f", bound to {endpoint.host or '*'}"
+        # One unwrapped line: scripts read the URL from it.
+        print(f"akk serve: listening on {endpoint.url} (state {config.state.path}{bound})")
         sys.stdout.flush()
 
     try:
         trio.run(serve_until_signal, config, ready)
-    except* (ListenError, InstanceError, StateDirError, StoreError) as group:
+    except* (ListenError, InstanceError, StateDirError, StoreError, RootError) as group:
         raise CliError(str(_leaves(group)[0])) from None
     return 0
 
@@ -339,12 +373,23 @@ def _token(args: argparse.Namespace) -> int:
 def _token_create(args: argparse.Namespace) -> int:
     state = StateDir.resolve(args.state_dir)
     if server_running(state):
-        result = _operator_call(state, "token_create", {"controller_id": args.name})
+        params: dict[str, Any] = {"controller_id": args.name}
+        if args.workspace_root:
+            params["workspace_roots"] = [os.path.abspath(p) for p in args.workspace_root]
+        result = _operator_call(state, "token_create", params)
     else:
+        roots = check_roots(os.path.abspath(p) for p in args.workspace_root)
         minted = _offline_write(
-            state, lambda conn, now: credentials.create(conn, args.name, now, actor="akk-cli")
+            state,
+            lambda conn, now: credentials.create(
+                conn, args.name, now, actor="akk-cli", roots=roots
+            ),
         )
-        result = {"controller_id": minted.controller_id, "token": minted.token}
+        result = {
+            "controller_id": minted.controller_id,
+            "token": minted.token,
+            "workspace_roots": list(roots),
+        }
     if args.json:
         print(json.dumps(result))
     else:
@@ -366,13 +411,16 @@ def _token_list(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"credentials": rows}))
         return 0
-    table = Table("controller", "created", "last used", "connected", title="credentials")
+    table = Table(
+        "controller", "created", "last used", "connected", "workspace roots", title="credentials"
+    )
     for row in rows:
         table.add_row(
             row["controller_id"],
             _when(row["created_at"]),
             _when(row["last_used_at"]),
             {True: "yes", False: "no", None: "-"}[row.get("connected")],
+            ", ".join(row["workspace_roots"]) or "(the server's)",
         )
     _out.print(table)
     return 0
@@ -432,7 +480,7 @@ def _operator_session(state: StateDir, work: Callable[[Controller], Awaitable[T]
     async def run() -> T:
         with trio.fail_after(10):
             endpoint = await proven_endpoint(state)
-            async with connect(endpoint.url, token) as ctl:
+            async with connect(endpoint.url, token, ssl_context=endpoint.tls_context()) as ctl:
                 return await work(ctl)
 
     return trio.run(run)
@@ -593,7 +641,7 @@ def _send(args: argparse.Namespace) -> int:
     async def run() -> int:
         with trio.fail_after(30):
             endpoint = await proven_endpoint(state)
-        async with connect(endpoint.url, token) as ctl:
+        async with connect(endpoint.url, token, ssl_context=endpoint.tls_context()) as ctl:
             with trio.fail_after(90):
                 where = target or {"terminal_id": await _terminal_id(ctl, args.terminal)}
                 sent = await ctl.call(
@@ -727,7 +775,10 @@ def _events(args: argparse.Namespace) -> int:
     async def run() -> None:
         with trio.fail_after(30):
             endpoint = await proven_endpoint(state)
-        async with connect(endpoint.url, token) as ctl, aclosing(ctl.events()) as events:
+        async with (
+            connect(endpoint.url, token, ssl_context=endpoint.tls_context()) as ctl,
+            aclosing(ctl.events()) as events,
+        ):
             async for event in events:
                 if args.json:
                     print(json.dumps(event), flush=True)

@@ -7,12 +7,19 @@
             await ctl.ack(event["event_id"])
 
 Calls raise ``AkkError`` carrying the server's ``reason`` and its next step.
+
+A ``wss://`` URL is checked against the system's certificate authorities and
+the URL's host name; ``AKK_TLS_CA`` (or ``tls_context(cafile)`` passed as
+``ssl_context``) names a CA file instead, for a self-signed certificate.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import os
+import ssl
+import urllib.parse
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
@@ -27,6 +34,15 @@ from trio_websocket import (
 )
 
 EVENT_BUFFER = 1024
+HANDSHAKE_TIMEOUT = 10.0
+TLS_CA_ENV = "AKK_TLS_CA"
+"""A CA file (PEM) to check wss:// servers against instead of the system's authorities."""
+
+
+def tls_context(cafile: str | None = None) -> ssl.SSLContext:
+    """A client context for wss://: certificates and host names checked, against ``cafile``
+    (PEM) if given, else ``$AKK_TLS_CA`` if set, else the system's authorities."""
+    return ssl.create_default_context(cafile=cafile or os.environ.get(TLS_CA_ENV) or None)
 
 
 class AkkError(Exception):
@@ -123,23 +139,67 @@ class Controller:
             self._events_in.close()
 
 
+async def tls_handshake(url: str, ssl_context: ssl.SSLContext) -> None:
+    """Complete one TLS handshake with ``url``'s server and hang up, sending nothing else.
+
+    trio-websocket waits for ever when the TLS handshake under a wss:// upgrade
+    fails, so a certificate is proven here first. Raises trio.BrokenResourceError
+    (the ssl.SSLError as its cause) for a certificate that fails the check,
+    OSError when nothing listens.
+    """
+    parts = urllib.parse.urlsplit(url)
+    with trio.fail_after(HANDSHAKE_TIMEOUT):
+        stream = await trio.open_ssl_over_tcp_stream(
+            parts.hostname or "", parts.port or 443, ssl_context=ssl_context
+        )
+        try:
+            await stream.do_handshake()
+        finally:
+            await trio.aclose_forcefully(stream)
+
+
 @asynccontextmanager
 async def connect(
-    url: str, token: str, *, controller_id: str | None = None, name: str | None = None
+    url: str,
+    token: str,
+    *,
+    controller_id: str | None = None,
+    name: str | None = None,
+    ssl_context: ssl.SSLContext | None = None,
 ) -> AsyncIterator[Controller]:
     """Connect, authenticate and say hello; yield the ready Controller.
 
     The credential names the controller; ``controller_id``, if given, is
-    checked against it (a mismatch raises AkkError ``unauthorized``). Raises
-    ConnectError when the server cannot be reached or refuses the credential.
+    checked against it (a mismatch raises AkkError ``unauthorized``). A
+    ``wss://`` URL uses ``ssl_context``, else ``tls_context()``. Raises
+    ConnectError when the server cannot be reached, fails the certificate
+    check (the credential is then never sent) or refuses the credential.
     """
     headers = [(b"Authorization", f"Bearer {token}".encode())]
+    if url.startswith("wss://") and ssl_context is None:
+        ssl_context = tls_context()
+    elif not url.startswith("wss://"):
+        ssl_context = None
+    if ssl_context is not None:
+        try:
+            await tls_handshake(url, ssl_context)
+        except trio.BrokenResourceError as exc:
+            raise ConnectError(
+                f"the TLS handshake with {url} failed ({exc.__cause__ or exc}); nothing was "
+                f"sent. Check the server's certificate, or name its CA file with ${TLS_CA_ENV}"
+            ) from exc
+        except OSError as exc:
+            raise ConnectError(
+                f"cannot connect to {url}: {exc}; is `akk serve` running? `akk doctor` checks"
+            ) from exc
     # Errors are raised after the reader's nursery closed, so callers see them
     # unwrapped (not inside an ExceptionGroup).
     failure: Exception | None = None
     async with AsyncExitStack() as stack:
         try:
-            ws = await stack.enter_async_context(open_websocket_url(url, extra_headers=headers))
+            ws = await stack.enter_async_context(
+                open_websocket_url(url, extra_headers=headers, ssl_context=ssl_context)
+            )
         except ConnectionRejected as exc:
             if exc.status_code == 401:
                 raise ConnectError(
@@ -153,7 +213,7 @@ async def connect(
             raise ConnectError(
                 f"the server refused the connection (HTTP {exc.status_code})"
             ) from exc
-        except (OSError, HandshakeError) as exc:
+        except (OSError, HandshakeError, trio.BrokenResourceError) as exc:
             raise ConnectError(
                 f"cannot connect to {url}: {exc}; is `akk serve` running? `akk doctor` checks"
             ) from exc

@@ -133,6 +133,21 @@ def server_checks(report: dict[str, Any]) -> list[Check]:
             f"{report['credentials']} credentials",
         )
     ]
+    checks.append(
+        Check(
+            "workspace roots",
+            True,
+            ", ".join(report["workspace_roots"]),
+            "backend workspaces lie under these; `akk serve --workspace-root DIR` sets them",
+        )
+    )
+    checks.append(
+        Check(
+            "transport",
+            True,
+            "wss:// (TLS)" if report["tls"] else "ws:// (plaintext)",
+        )
+    )
     refused = server["refused_full"] + server["handshakes_evicted"] + server["accept_errors"]
     if refused:
         checks.append(

@@ -15,6 +15,11 @@ Actions:
 A point fires once per process unless its action is ``delay``. The armed set
 is read once, at import, so tests arm it for a subprocess (`akk serve`) through
 the environment, or call ``arm`` in their own process.
+
+A point that fires logs one structured WARNING line first (`FIRED`: the point,
+the action and the pid, nothing from the Turn), flushed before a ``crash``
+kills the process, so a test can tell which point a dead server died at
+(`fired_in`).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from __future__ import annotations
 import enum
 import logging
 import os
+import re
 import signal
 
 import attrs
@@ -161,13 +167,46 @@ def disarm() -> None:
     _ARMED.clear()
 
 
+FIRED = re.compile(
+    r"fault point fired: point=(?P<point>\w+) action=(?P<action>\w+) pid=(?P<pid>\d+)"
+)
+"""The line a point logs as it fires (`fired_in` reads it back)."""
+
+
+@attrs.frozen
+class Fired:
+    """One point that fired, as its log line records it."""
+
+    point: Point
+    action: Action
+    pid: int
+
+
+def fired_in(log_text: str) -> list[Fired]:
+    """Every point that fired according to a process's log, in order."""
+    return [
+        Fired(Point(m["point"]), Action(m["action"]), int(m["pid"]))
+        for m in FIRED.finditer(log_text)
+    ]
+
+
+def _fired(point: Point, action: Action) -> None:
+    """Log `point` firing (`FIRED`) and flush it out before the process may die."""
+    log.warning("fault point fired: point=%s action=%s pid=%d", point, action, os.getpid())
+    logger: logging.Logger | None = log
+    while logger is not None:
+        for handler in logger.handlers:
+            handler.flush()
+        logger = logger.parent if logger.propagate else None
+
+
 def drops(point: Point) -> bool:
     """Whether the key guarded by ``point`` is to be lost (armed ``drop``; fires once)."""
     arm = _ARMED.get(point)
     if arm is None or arm.action is not Action.DROP:
         return False
     del _ARMED[point]
-    log.warning("fault point %s: dropping the key", point)
+    _fired(point, arm.action)
     return True
 
 
@@ -177,11 +216,11 @@ async def reached(point: Point) -> None:
     if arm is None or arm.action is Action.DROP:
         return
     if arm.action is Action.DELAY:
-        log.warning("fault point %s: delaying %.1f s", point, arm.seconds)
+        _fired(point, arm.action)
         await trio.sleep(arm.seconds)
         return
     del _ARMED[point]
-    log.warning("fault point %s: %s", point, arm.action)
+    _fired(point, arm.action)
     if arm.action is Action.CRASH:
         os.kill(os.getpid(), signal.SIGKILL)
     raise InjectedFault(f"fault injected at {point}")

@@ -10,6 +10,12 @@ lifetime, and writes ``endpoint.json`` (host, port, PID and a random nonce,
    HMAC-SHA256(nonce, challenge), which only the process that wrote the 0600
    file can compute. The challenge goes to ``/v1/proof`` without any
    credential; an impostor on a reused port learns nothing.
+
+A server that serves wss:// also records its leaf certificate (PEM). The CLI
+then trusts that one certificate and nothing else (``Endpoint.tls_context``):
+the record, not the host name, says which server it expects, so a
+certificate issued for a name (or a self-signed one) works on any address
+the server binds, and every proof and call goes over TLS.
 """
 
 from __future__ import annotations
@@ -20,13 +26,16 @@ import hashlib
 import hmac
 import json
 import os
+import re
 import secrets
+import ssl
 import time
 
 import attrs
 import trio
 from trio_websocket import ConnectionRejected, HandshakeError, open_websocket_url
 
+from akk.client import tls_handshake
 from akk.store.location import ENDPOINT_TMP_FILE, StateDir
 
 PROOF_PATH = "/v1/proof"
@@ -40,6 +49,20 @@ class InstanceError(Exception):
     """Another server holds the state directory, or the recorded one cannot be proven."""
 
 
+_CERTIFICATE = re.compile(
+    r"-----BEGIN CERTIFICATE-----\r?\n[A-Za-z0-9+/=\r\n]+-----END CERTIFICATE-----"
+)
+_WILDCARDS = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}
+
+
+def leaf_certificate(chain_pem: str) -> str:
+    """The first certificate of a PEM chain (the server's own); raise ValueError if none."""
+    found = _CERTIFICATE.search(chain_pem)
+    if found is None:
+        raise ValueError("no PEM certificate in the file")
+    return found.group(0) + "\n"
+
+
 @attrs.frozen
 class Endpoint:
     """Where a running `akk serve` listens (``endpoint.json`` in the state directory)."""
@@ -48,10 +71,31 @@ class Endpoint:
     port: int
     pid: int
     nonce: str = attrs.field(repr=False)
+    scheme: str = "ws"
+    """"wss" when the server serves TLS."""
+    certificate: str | None = attrs.field(default=None, repr=False)
+    """The server's leaf certificate (PEM) when it serves TLS."""
 
     @property
     def url(self) -> str:
-        return f"ws://{self.host}:{self.port}/v1"
+        """Where a client on this host reaches the server (a wildcard bind via loopback)."""
+        host = _WILDCARDS.get(self.host, self.host)
+        shown = f"[{host}]" if ":" in host else host
+        return f"{self.scheme}://{shown}:{self.port}/v1"
+
+    def tls_context(self) -> ssl.SSLContext | None:
+        """A client context that trusts exactly this server's certificate (None for ws://).
+
+        Verification stays on: the peer must present the recorded certificate
+        and prove its key. The host name is not checked because the pinned
+        certificate already names the one server meant.
+        """
+        if self.certificate is None:
+            return None
+        context = ssl.create_default_context(cadata=self.certificate)
+        context.check_hostname = False
+        context.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN
+        return context
 
     def proof(self, challenge: str) -> str:
         """What this endpoint's server answers to ``challenge``."""
@@ -128,11 +172,14 @@ def read_endpoint(state: StateDir) -> Endpoint | None:
     """The endpoint recorded in the state directory, or None (absent or unreadable)."""
     try:
         data = json.loads(state.endpoint_path.read_text())
+        certificate = data.get("certificate")
         return Endpoint(
             host=str(data["host"]),
             port=int(data["port"]),
             pid=int(data["pid"]),
             nonce=str(data["nonce"]),
+            scheme="wss" if data.get("scheme") == "wss" else "ws",
+            certificate=None if certificate is None else str(certificate),
         )
     except (FileNotFoundError, ValueError, KeyError, TypeError):
         return None
@@ -180,11 +227,16 @@ async def proven_endpoint(state: StateDir, *, timeout: float = 5.0) -> Endpoint:
 
 
 async def _ask_proof(endpoint: Endpoint, challenge: str, timeout: float) -> str | None:
-    url = f"ws://{endpoint.host}:{endpoint.port}{PROOF_PATH}"
+    url = endpoint.url.removesuffix("/v1") + PROOF_PATH
+    context = endpoint.tls_context()
     with trio.move_on_after(timeout):
         try:
+            if context is not None:
+                await tls_handshake(url, context)
             async with open_websocket_url(
-                url, extra_headers=[(CHALLENGE_HEADER, challenge.encode())]
+                url,
+                extra_headers=[(CHALLENGE_HEADER, challenge.encode())],
+                ssl_context=context,
             ):
                 return None  # a server that accepts this path is not ours
         except ConnectionRejected as rejected:
@@ -194,7 +246,7 @@ async def _ask_proof(endpoint: Endpoint, challenge: str, timeout: float) -> str 
                 if name.lower() == PROOF_HEADER:
                     return value.decode(errors="replace")
             return None
-        except (OSError, HandshakeError):
+        except (OSError, HandshakeError, trio.BrokenResourceError, trio.TooSlowError):
             return None
     return None
 

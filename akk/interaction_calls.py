@@ -123,7 +123,12 @@ class InteractionCalls:
         detail: dict[str, Any],
         call: Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]],
     ) -> dict[str, Any]:
-        """Run one answer call and leave its audit receipt (who, which interaction, outcome)."""
+        """Run one answer call and leave its audit receipt (who, which interaction, outcome).
+
+        The receipt joins the Turn's trail only when the caller owns the Turn; a
+        call on a Turn that is not the caller's (or does not exist) is the
+        caller's own row, the ids it named kept in its detail.
+        """
         outcome, interaction_id = "internal", params.get("interaction_id")
         try:
             result = await call(controller_id, params)
@@ -133,17 +138,21 @@ class InteractionCalls:
             outcome = exc.reason.value
             raise
         finally:
-            receipt = detail | {"outcome": outcome}
-            with trio.CancelScope(shield=True):
-                await transact(
-                    self._store,
-                    lambda conn: audit.record(
-                        conn, at=time.time(), actor=controller_id, action=action,
-                        outcome=outcome, controller_id=controller_id,
-                        turn_id=params.get("turn_id"), interaction_id=interaction_id,
-                        detail=receipt,
-                    ),
+            turn_id: str = params["turn_id"]
+
+            def record(conn: Any) -> None:
+                turn = turns.get(conn, turn_id)
+                mine = turn is not None and turn.controller_id == controller_id
+                named = {"turn_id": turn_id, "interaction_id": interaction_id}
+                audit.record(
+                    conn, at=time.time(), actor=controller_id, action=action, outcome=outcome,
+                    controller_id=controller_id, turn_id=turn_id if mine else None,
+                    interaction_id=interaction_id if mine else None,
+                    detail=detail | {"outcome": outcome} | ({} if mine else {"named": named}),
                 )  # fmt: skip
+
+            with trio.CancelScope(shield=True):
+                await transact(self._store, record)
 
     async def _approve(self, controller_id: str, params: dict[str, Any]) -> dict[str, Any]:
         turn = await self._open_turn(controller_id, params["turn_id"])

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import attrs
+import trio
 
 import akk
 from akk.actors.runtime import ActorRef
@@ -28,12 +29,13 @@ from akk.protocol.projection import project_snapshot
 from akk.protocol.schema import OPERATOR_METHODS, PROTOCOL_VERSION
 from akk.screen.fingerprint import IdMinter
 from akk.session_calls import SessionCalls
-from akk.store import credentials, turns
+from akk.store import credentials, terminals, turns
 from akk.store.reader import StoreReader
 from akk.store.turns import BACKEND
 from akk.terminals import TerminalBoard, terminal_row
 from akk.turn_calls import TurnCalls
 from akk.watch_calls import WatchCalls
+from akk.workspace_roots import RootError, check_roots, covered, pane_allowed
 
 
 @attrs.define(eq=False)
@@ -75,7 +77,10 @@ class Methods:
         callbacks: CallbackCalls,
         watches: WatchCalls,
         sessions: SessionCalls,
+        workspace_roots: tuple[str, ...],
     ) -> None:
+        """``workspace_roots``: the server's canonical roots (`akk serve --workspace-root`)."""
+        self._roots = workspace_roots
         self._sessions = sessions
         self._watches = watches
         self._callbacks = callbacks
@@ -172,31 +177,86 @@ class Methods:
             "server_version": akk.__version__,
             "controller_id": peer.controller_id,
             "scope": peer.credential.scope.value,
-            "capabilities": {"methods": self.offered(peer)},
+            "capabilities": {
+                "methods": self.offered(peer),
+                "workspace_roots": list(self._backend_roots(peer)),
+                "pane_roots": list(peer.credential.roots) or None,
+            },
         }
+
+    def _backend_roots(self, peer: Peer) -> tuple[str, ...]:
+        """Where ``peer`` may put a backend cwd: the server's roots within its credential's."""
+        narrowed = peer.credential.roots
+        if not narrowed:
+            return self._roots
+        inner = [r for r in narrowed if covered(r, self._roots)]
+        inner += [r for r in self._roots if covered(r, narrowed)]
+        return tuple(dict.fromkeys(inner))
+
+    async def _pane(self, peer: Peer, terminal_id: str | None) -> None:
+        """Refuse (not_owner) a credential narrowed to roots acting on a pane outside them.
+
+        A pane's cwd was chosen by the person who started its agent, so the
+        server's own roots do not bound it; only a credential's roots do. An
+        unknown terminal passes here and gets its not_found from the call itself.
+        """
+        narrowed = peer.credential.roots
+        if not narrowed or terminal_id is None:
+            return
+        snapshot = self._board.get(terminal_id)
+        if snapshot is not None:
+            cwd = snapshot.identity.cwd
+        else:
+            cwd = await self._reader.run(lambda conn: terminals.cwd_of(conn, terminal_id))
+            if cwd is None and self._board.ref(terminal_id) is None:
+                return
+        if not pane_allowed(cwd, narrowed):
+            raise RpcError(
+                Reason.NOT_OWNER,
+                f"terminal {terminal_id[:80]!r} runs outside this credential's workspace roots "
+                f"({', '.join(narrowed)}); nothing was sent. Act only on panes under them (list "
+                "shows those), or ask the operator for a credential with that root",
+            )
+
+    async def _turn_pane(self, peer: Peer, turn_id: str) -> None:
+        """``_pane`` for the terminal of Turn ``turn_id`` (a backend Turn has none)."""
+        if peer.credential.roots:
+            turn = await self._reader.run(lambda conn: turns.get(conn, turn_id))
+            if turn is not None:
+                await self._pane(peer, turn.terminal_id)
 
     async def _list(self, peer: Peer, params: dict[str, Any]) -> dict[str, Any]:
         # The operator sees every controller's records; a controller only its own.
         owner = None if peer.operator else peer.controller_id
-        return await self._turns.listing(owner, self._board.rows())
+        # A credential narrowed to roots is not shown the panes it may not act on.
+        narrowed = peer.credential.roots
+        rows = [r for r in self._board.rows() if pane_allowed(r["cwd"], narrowed)]
+        return await self._turns.listing(owner, rows)
 
     async def _send(self, peer: Peer, params: dict[str, Any]) -> dict[str, Any]:
         if "terminal_id" in params:
+            await self._pane(peer, params["terminal_id"])
             return await self._turns.send(peer.controller_id, params)
-        return await self._sessions.send(peer.controller_id, params)
+        return await self._sessions.send(
+            peer.controller_id, params, roots=self._backend_roots(peer)
+        )
 
     async def _respond(self, peer: Peer, params: dict[str, Any]) -> dict[str, Any]:
+        await self._turn_pane(peer, params["turn_id"])
         return await self._turns.respond(
             peer.controller_id, peer.operator, params["turn_id"], params["request"]
         )
 
     async def _approve(self, peer: Peer, params: dict[str, Any]) -> dict[str, Any]:
+        await self._turn_pane(peer, params["turn_id"])
         return await self._interactions.approve(peer.controller_id, params)
 
     async def _respond_interaction(self, peer: Peer, params: dict[str, Any]) -> dict[str, Any]:
+        await self._turn_pane(peer, params["turn_id"])
         return await self._interactions.respond_interaction(peer.controller_id, params)
 
     async def _cancel(self, peer: Peer, params: dict[str, Any]) -> dict[str, Any]:
+        await self._turn_pane(peer, params["turn_id"])
         return await self._turns.cancel(peer.controller_id, peer.operator, params["turn_id"])
 
     async def _close(self, peer: Peer, params: dict[str, Any]) -> dict[str, Any]:
@@ -209,6 +269,7 @@ class Methods:
         return await self._callbacks.retry(peer.controller_id, peer.operator, params)
 
     async def _watch(self, peer: Peer, params: dict[str, Any]) -> dict[str, Any]:
+        await self._pane(peer, params["terminal_id"])
         return await self._watches.watch(peer.controller_id, params["terminal_id"])
 
     async def _unwatch(self, peer: Peer, params: dict[str, Any]) -> dict[str, Any]:
@@ -229,16 +290,27 @@ class Methods:
 
     async def _token_create(self, peer: Peer, params: dict[str, Any]) -> dict[str, Any]:
         controller_id: str = params["controller_id"]
+        try:
+            roots = await trio.to_thread.run_sync(check_roots, params.get("workspace_roots", ()))
+        except RootError as exc:
+            raise RpcError(Reason.INVALID_PARAMS, str(exc)) from None
         now = time.time()
         try:
             minted = await transact(
                 self._store,
-                lambda conn: credentials.create(conn, controller_id, now, actor=peer.controller_id),
+                lambda conn: credentials.create(
+                    conn, controller_id, now, actor=peer.controller_id, roots=roots
+                ),
             )
         except CredentialError as exc:
             raise RpcError(Reason.CONFLICT, str(exc)) from None
-        self._book.add(minted.controller_id, token_digest(minted.token))
-        return {"controller_id": minted.controller_id, "token": minted.token}
+        credential = Credential(minted.controller_id, Scope.CONTROLLER, roots)
+        self._book.add(credential, token_digest(minted.token))
+        return {
+            "controller_id": minted.controller_id,
+            "token": minted.token,
+            "workspace_roots": list(roots),
+        }
 
     async def _token_list(self, peer: Peer, params: dict[str, Any]) -> dict[str, Any]:
         rows = await self._reader.run(credentials.listing)
@@ -270,8 +342,10 @@ class Methods:
         # A managed Send's turn_id is also its watch_id.
         record_id = params.get("turn_id") or params.get("watch_id")
         if record_id is not None:
+            await self._turn_pane(peer, record_id)
             return await self._turns.status(peer.controller_id, peer.operator, record_id)
         terminal_id: str = params["terminal_id"]
+        await self._pane(peer, terminal_id)
         snapshot = self._board.get(terminal_id)
         if snapshot is None:
             raise RpcError(

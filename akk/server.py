@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import ipaddress
 import json
 import logging
 import re
 import resource
+import socket
+import ssl
 from typing import Any
 
 import attrs
@@ -114,6 +117,73 @@ class ServerSettings:
     host: str = "127.0.0.1"
     port: int = DEFAULT_PORT
     limits: Limits = Limits()
+    tls: ssl.SSLContext | None = attrs.field(default=None, eq=False)
+    """Serve wss:// with this server-side context (None: plain ws://)."""
+
+
+@attrs.frozen
+class TlsFiles:
+    """`akk serve --tls-cert FILE --tls-key FILE`: the certificate chain and its private key."""
+
+    cert: str
+    key: str
+
+
+def is_loopback(host: str) -> bool:
+    """Whether every address ``host`` binds to is a loopback one (127.0.0.0/8, ::1).
+
+    A name is resolved as the listener would resolve it; one that does not
+    resolve counts as beyond loopback.
+    """
+    try:
+        infos = socket.getaddrinfo(
+            host or None, 0, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
+    except (OSError, UnicodeError):
+        return False
+    addresses = {info[4][0] for info in infos}
+    return bool(addresses) and all(
+        ipaddress.ip_address(str(a).split("%")[0]).is_loopback for a in addresses
+    )
+
+
+def listen_check(host: str, *, tls: bool, insecure: bool) -> str | None:
+    """Whether ``host`` may be served as configured: None, or the warning to log at this start.
+
+    Beyond loopback a bearer token must not cross the network in the clear:
+    it needs TLS, or the operator's explicit ``--insecure-listen-anywhere``
+    (then the warning returned here is logged at every start). Raises
+    ListenError, before anything binds, for a plaintext non-loopback host.
+    """
+    if tls or is_loopback(host):
+        return None
+    if insecure:
+        return (
+            f"serving plaintext ws:// on {host}, beyond loopback (--insecure-listen-anywhere): "
+            "every credential crosses the network readable by anyone on the path; give "
+            "--tls-cert and --tls-key instead"
+        )
+    raise ListenError(
+        f"--host {host} is beyond loopback, where credentials would cross the network in the "
+        "clear; give --tls-cert FILE and --tls-key FILE to serve wss://, or bind 127.0.0.1 "
+        "(or pass --insecure-listen-anywhere to accept the risk)"
+    )
+
+
+def tls_context(files: TlsFiles) -> ssl.SSLContext:
+    """The server-side context for ``files``; raises ListenError saying what is wrong with them."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        context.load_cert_chain(files.cert, files.key)
+    except FileNotFoundError as exc:
+        raise ListenError(f"TLS file {exc.filename} does not exist; pass the PEM file") from None
+    except (OSError, ssl.SSLError) as exc:
+        raise ListenError(
+            f"cannot use --tls-cert {files.cert} with --tls-key {files.key}: {exc}; pass a PEM "
+            "certificate chain and the private key that matches it"
+        ) from None
+    return context
 
 
 class _ByteLimitedWebSocket(WebSocketConnection):
@@ -240,8 +310,14 @@ class ControllerServer:
                 await self._slot_freed.wait()
             self._slot_freed = trio.Event()
 
-    async def _serve_stream(self, stream: trio.SocketStream, pending: _Pending) -> None:
+    async def _serve_stream(self, plain: trio.SocketStream, pending: _Pending) -> None:
         hard_limit = self._limits.max_frame_bytes * HARD_LIMIT_FACTOR
+        stream: trio.SocketStream | trio.SSLStream[trio.SocketStream] = plain
+        if self._settings.tls is not None:
+            # The TLS handshake runs inside the upgrade's time (pending.scope): a peer that
+            # stalls it, or speaks plaintext, is dropped like a stalled upgrade.
+            stream = trio.SSLStream(plain, self._settings.tls, server_side=True,
+                                    https_compatible=True)  # fmt: skip
         try:
             async with trio.open_nursery() as nursery:
                 ws = _ByteLimitedWebSocket(

@@ -24,7 +24,7 @@ from akk.actors.supervisor import ChildSpec, Supervisor
 from akk.actors.turn_desk import TurnDesk
 from akk.actors.watcher import TmuxWatcher, default_socket
 from akk.appserver import rpc
-from akk.auth import CredentialBook
+from akk.auth import Credential, CredentialBook
 from akk.backend_answers import BackendAnswers
 from akk.callback_calls import CallbackCalls
 from akk.connections import ConnectionRegistry
@@ -33,6 +33,7 @@ from akk.instance import (
     Endpoint,
     InstanceLock,
     acquire,
+    leaf_certificate,
     new_nonce,
     remove_endpoint,
     write_endpoint,
@@ -40,7 +41,15 @@ from akk.instance import (
 from akk.interaction_calls import InteractionCalls
 from akk.methods import Methods
 from akk.screen.fingerprint import IdMinter
-from akk.server import ControllerServer, Limits, ServerSettings
+from akk.server import (
+    ControllerServer,
+    Limits,
+    ListenError,
+    ServerSettings,
+    TlsFiles,
+    listen_check,
+    tls_context,
+)
 from akk.session_calls import SessionCalls
 from akk.sessions import policy
 from akk.store import credentials
@@ -51,6 +60,7 @@ from akk.terminals import TerminalBoard
 from akk.tmux.activity import DEFAULT_INTERVAL
 from akk.turn_calls import TurnCalls, TurnSettings
 from akk.watch_calls import WatchCalls
+from akk.workspace_roots import check_roots, default_roots
 
 log = logging.getLogger("akk.service")
 
@@ -80,13 +90,19 @@ class ServiceConfig:
     codex_tap: rpc.Tap | None = attrs.field(default=None, eq=False, repr=False)
     """Sees every app-server message (tests check them against the version's schema)."""
     sessions: policy.Limits = attrs.field(factory=policy.Limits)
+    workspace_roots: tuple[str, ...] | None = None
+    """Where backend workspaces may lie (None: the serving user's home); checked at start."""
+    tls: TlsFiles | None = None
+    """Serve wss:// with this certificate and key (needed beyond loopback)."""
+    insecure_listen_anywhere: bool = False
+    """Allow plaintext ws:// beyond loopback (a warning is logged at every start)."""
 
 
 @attrs.frozen
 class _Prepared:
     lock: InstanceLock
     operator_token: str
-    credentials: dict[str, str]
+    credentials: dict[str, Credential]
 
 
 def _prepare(config: ServiceConfig) -> _Prepared:
@@ -126,9 +142,22 @@ async def run_service(
 
     ``task_status.started`` (and ``on_ready``) get the endpoint.
 
-    Raises InstanceError when another server holds the state directory.
+    Raises InstanceError when another server holds the state directory,
+    ListenError for a host or TLS files it may not serve with, and RootError
+    for a workspace root that may never be one; each before anything binds.
     """
+    warning = listen_check(
+        config.host, tls=config.tls is not None, insecure=config.insecure_listen_anywhere
+    )
+    if warning is not None:
+        log.warning(warning)
+    tls = None if config.tls is None else tls_context(config.tls)
+    certificate = None if config.tls is None else _certificate(config.tls)
+    roots = (
+        default_roots() if config.workspace_roots is None else check_roots(config.workspace_roots)
+    )
     prepared = _prepare(config)
+    log.info("workspace roots: %s", ", ".join(roots))
     board = TerminalBoard()
     versions = VersionCache()
     book = CredentialBook(prepared.operator_token, prepared.credentials)
@@ -219,6 +248,8 @@ async def run_service(
                     "limits": attrs.asdict(server_settings.limits),
                     "connected_controllers": connections.live,
                     "credentials": len(book),
+                    "workspace_roots": list(roots),
+                    "tls": tls is not None,
                     "watchers": [watcher.health.report() for watcher in watchers],
                     "supervisor": {
                         "restarts": dict(root.stats.restarts),
@@ -239,15 +270,20 @@ async def run_service(
                 callbacks=callback_calls,
                 watches=watch_calls,
                 sessions=session_calls,
+                workspace_roots=roots,
             )
             server_settings = ServerSettings(
-                host=config.host, port=config.port, limits=config.limits.fit_descriptors()
-            )
+                host=config.host, port=config.port, limits=config.limits.fit_descriptors(),
+                tls=tls,
+            )  # fmt: skip
             server = ControllerServer(
                 server_settings, methods, book=book, connections=connections, nonce=nonce
             )
             port = await nursery.start(server.serve)
-            endpoint = Endpoint(config.host, port, os.getpid(), nonce)
+            endpoint = Endpoint(
+                config.host, port, os.getpid(), nonce,
+                scheme="ws" if tls is None else "wss", certificate=certificate,
+            )  # fmt: skip
             write_endpoint(config.state, endpoint)
             on_ready(endpoint)
             task_status.started(endpoint)
@@ -260,6 +296,15 @@ async def run_service(
         if endpoint is not None:
             remove_endpoint(config.state, endpoint)
         prepared.lock.release()
+
+
+def _certificate(files: TlsFiles) -> str:
+    """The leaf certificate of ``files.cert`` (what the CLI pins); raise ListenError."""
+    try:
+        with open(files.cert) as f:
+            return leaf_certificate(f.read())
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise ListenError(f"cannot read a PEM certificate from {files.cert}: {exc}") from None
 
 
 def _codex_home(config: ServiceConfig) -> str:

@@ -47,6 +47,7 @@ from akk.store.sessions import SessionRow, ThreadIntent
 from akk.store.turns import Turn
 from akk.terminals import TerminalBoard
 from akk.turn_calls import MAX_REQUEST_CHARS, TurnSettings, available_actions, owned
+from akk.workspace_roots import RootError, canonical, covered
 
 BACKEND_NAME = "codex_app_server"
 
@@ -85,7 +86,11 @@ class SessionCalls:
         self._settings = settings
         self._limits = limits
 
-    async def send(self, controller_id: str, params: dict[str, Any]) -> dict[str, Any]:
+    async def send(
+        self, controller_id: str, params: dict[str, Any], *, roots: tuple[str, ...]
+    ) -> dict[str, Any]:
+        """Run one backend Turn; its workspace must lie under ``roots`` (the caller's
+        effective workspace roots), else invalid_params and nothing starts."""
         text: str = params["request"]
         handoff: str | None = params.get("handoff")
         _check_text(text, "request")
@@ -100,6 +105,7 @@ class SessionCalls:
         if existing is not None:
             return _repeat(*existing, _sent(text, handoff))
         owner = await self._owner(controller_id, params)
+        _check_workspace(owner.workspace, roots, params.get("cwd") if "scope" in params else None)
         host = await self._host()
         binding = await self._binding(host, owner.workspace)
         request = policy.Request(owner, binding, fresh_context=handoff is not None)
@@ -293,11 +299,10 @@ class SessionCalls:
             raise RpcError(
                 Reason.INVALID_PARAMS, "send with scope needs cwd: an absolute directory path"
             )
-        workspace = await trio.to_thread.run_sync(os.path.realpath, cwd)
-        if not await trio.to_thread.run_sync(os.path.isdir, workspace):
-            raise RpcError(
-                Reason.INVALID_PARAMS, f"cwd {cwd[:200]!r} is not a directory; pass an existing one"
-            )
+        try:
+            workspace = await trio.to_thread.run_sync(lambda: canonical(cwd, what="cwd"))
+        except RootError as exc:
+            raise RpcError(Reason.INVALID_PARAMS, str(exc)) from None
         return policy.Owner(
             controller_id=controller_id, task=scope["task"], unit=scope.get("unit"),
             role=scope["role"], workspace=workspace,
@@ -333,6 +338,28 @@ class SessionCalls:
             ) from None
         assert isinstance(binding, policy.Binding)
         return binding
+
+
+def _check_workspace(workspace: str, roots: tuple[str, ...], cwd: object) -> None:
+    """Refuse (invalid_params) a canonical ``workspace`` outside ``roots``; nothing is started.
+
+    A resumed session's stored workspace is checked too: roots may have
+    narrowed since it was created.
+    """
+    if covered(workspace, roots):
+        return
+    if isinstance(cwd, str):
+        given = f"cwd {cwd[:200]!r}" + ("" if cwd == workspace else f" (really {workspace})")
+    else:
+        given = f"the session's workspace {workspace}"
+    where = ", ".join(roots) or "none"
+    raise RpcError(
+        Reason.INVALID_PARAMS,
+        f"{given} is outside the workspace roots this credential may use ({where}); "
+        "nothing was started. Pass a cwd under one of them, or ask the operator to add the "
+        "directory (`akk serve --workspace-root DIR`, or a credential minted with "
+        "`akk token create NAME --workspace-root DIR`)",
+    )
 
 
 def _wait(decision: policy.Decision) -> RpcError:

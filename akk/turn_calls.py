@@ -92,7 +92,7 @@ class TurnCalls:
             return self._repeat(existing, text)
         if holder is not None:
             # Checked again inside the reservation; this answers before any capture.
-            raise RpcError(Reason.CONFLICT, turns.held(holder))
+            raise RpcError(Reason.CONFLICT, turns.held(holder, controller_id))
         terminal, snapshot = self._board.ref(terminal_id), self._board.get(terminal_id)
         if terminal is None or snapshot is None:
             raise RpcError(
@@ -255,14 +255,17 @@ class TurnCalls:
         }
 
     async def status(self, controller_id: str, operator: bool, turn_id: str) -> dict[str, Any]:
-        turn, steps, receipts, notes = await self._reader.run(
-            lambda conn: (
-                turns.get(conn, turn_id),
+        def read(conn: Any) -> tuple[Turn | None, list[Any], list[Any], list[Any]]:
+            found = turns.get(conn, turn_id)
+            owner = "" if found is None else found.controller_id
+            return (
+                found,
                 dispatches.of_turn(conn, turn_id),
-                audit.of_turn(conn, turn_id),
+                audit.of_turn(conn, turn_id, owner),
                 outbox.of_turn(conn, turn_id),
             )
-        )
+
+        turn, steps, receipts, notes = await self._reader.run(read)
         turn = owned(turn, turn_id, controller_id, operator)
         retry = any(n.state == "retryable_failure" for n in notes)
         backend: dict[str, Any] = {}

@@ -26,7 +26,7 @@ from akk.profiles.observation import InteractionKind, Observation, OptionRole, S
 from akk.profiles.registry import PROFILES, Profile
 from akk.protocol.errors import Reason, RpcError
 from akk.protocol.projection import Shown, project
-from akk.protocol.schema import ANSWER
+from akk.protocol.schema import ANSWER, ID_PATTERN
 from akk.screen import Grid, fingerprint, render
 from akk.screen.fingerprint import Appearance, IdMinter
 
@@ -603,7 +603,7 @@ PROPERTY_PATHS = sorted(
 )
 KINDS = ["single_select", "multi_select", "confirm"]
 MODES = [None, *PROTOCOL_MODES]
-IDISH = st.text(min_size=1, max_size=200)
+IDISH = st.from_regex(ID_PATTERN, fullmatch=True)
 
 
 @st.composite

@@ -166,7 +166,11 @@ def test_a_running_or_settled_watch_is_not_revived(conn: apsw.Connection) -> Non
 
 def test_the_terminal_is_held_by_the_watch_with_a_next_step(conn: apsw.Connection) -> None:
     watch = _watch(conn)
-    assert "unwatch" in turns.held(watch) and watch.turn_id in turns.held(watch)
+    mine = turns.held(watch, watch.controller_id)
+    assert "unwatch" in mine and watch.turn_id in mine
+    # Another controller learns the terminal is taken, never the watch's id.
+    theirs = turns.held(watch, "someone-else")
+    assert watch.turn_id not in theirs and "another idle terminal" in theirs
 
 
 def _record(**changes: object) -> Turn:

@@ -33,7 +33,6 @@ import math
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -304,7 +303,8 @@ class Trial:
     client: Client
     point: Point
     number: int
-    fired: bool = False
+    misfire: str | None = "the trial ended before its death was checked"
+    """Why the armed crash did not end the first life (`AkkProcess.died_at`); None if it did."""
     turn_id: str | None = None
     model_got: int = 0
     outcome_ids: set[str] = attrs.Factory(set)
@@ -344,8 +344,8 @@ class Trial:
         found = []
         if self.error is not None:
             found.append(f"error: {self.error}")
-        if not self.fired:
-            found.append("the armed point never fired")
+        if self.misfire is not None:
+            found.append(f"the armed point did not kill the server: {self.misfire}")
         if self.model_got > 1:
             found.append(f"the model server received the task {self.model_got}x")
         if len(self.outcome_ids) > 1:
@@ -400,14 +400,14 @@ def _take(trial: Trial, inbox: Inbox) -> None:
     trial.outcome_ids |= {e["event_id"] for _, e in outcomes}
 
 
-async def _died(akk: AkkProcess) -> bool:
-    """Whether the armed server died by itself (it is killed if it still runs)."""
+async def _misfire(akk: AkkProcess, point: Point) -> str | None:
+    """Why the armed server did not die of SIGKILL at `point`, or None (it is killed if it runs)."""
     try:
-        await trio.to_thread.run_sync(lambda: akk.wait_killed(10))
-    except subprocess.TimeoutExpired:
+        await trio.to_thread.run_sync(lambda: akk.died_at(point, 10))
+    except AssertionError as exc:
         await kill_akk(akk)
-        return False
-    return True
+        return str(exc)
+    return None
 
 
 async def run_trial(
@@ -435,7 +435,7 @@ async def run_trial(
                     await inbox.outcome(None, FIRST_LIFE_TIMEOUT)
                     await inbox.acks_answered(FIRST_LIFE_TIMEOUT)
                     _take(trial, inbox)
-            trial.fired = await _died(akk)
+            trial.misfire = await _misfire(akk, point)
             url = await start_akk(akk, None, *options)
             async with controller(url, akk.tokens["ctl"]) as (ctl, inbox):
                 listed = (await ctl.call("list"))["turns"]
@@ -543,7 +543,9 @@ def report_matrix(
         "  dup = task received >1 at the model server; lost = Turn record but no outcome event;"
         "\n  uncertain = failed/uncertain; failed = failed for another reason; 2+ids = outcome"
         "\n  events with distinct event_ids; redeliv = trials whose outcome was delivered again"
-        "\n  under its id; draft = task text left un-submitted in the composer (informational)"
+        "\n  under its id; draft = task text left un-submitted in the composer (informational);"
+        "\n  not fired = the first life did not die of SIGKILL at the armed point (its exit"
+        "\n  status and its fault log line, AkkProcess.died_at)"
     )
     header = [
         "point", "trials", "no record", "dup", "lost", "2+ids", "uncertain", "done", "failed",
@@ -560,7 +562,7 @@ def report_matrix(
                 sum(t.duplicate for t in got), sum(t.lost for t in got),
                 sum(len(t.outcome_ids) > 1 for t in got), verdicts.count("uncertain"),
                 verdicts.count("done"), verdicts.count("failed"), verdicts.count("other"),
-                verdicts.count("error"), sum(not t.fired for t in got),
+                verdicts.count("error"), sum(t.misfire is not None for t in got),
                 sum(t.deliveries > len(t.outcome_ids) for t in got),
                 sum(t.draft_left for t in got) if cell.point in BEFORE_ENTER else "-",
                 f"{sum(t.took for t in got) / len(got):.1f}" if got else "-",

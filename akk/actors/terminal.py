@@ -495,7 +495,7 @@ class TerminalActor(Actor):
                 )
             holder = turns.unresolved_on(conn, terminal_id)
             if holder is not None:
-                return Refusal(Reason.CONFLICT, turns.held(holder))
+                return Refusal(Reason.CONFLICT, turns.held(holder, task.controller_id))
             turn = turns.insert(
                 conn,
                 controller_id=task.controller_id,
@@ -536,7 +536,7 @@ class TerminalActor(Actor):
                 )
             holder = turns.unresolved_on(conn, terminal_id)
             if holder is not None:
-                return Refusal(Reason.CONFLICT, turns.held(holder))
+                return Refusal(Reason.CONFLICT, turns.held(holder, turn.controller_id))
             reopened = turns.reopen(
                 conn,
                 turn,
@@ -983,7 +983,7 @@ def _fence_check(conn: apsw.Connection, message: DispatchAnswer, now: float) -> 
             )
         holder = turns.unresolved_on(conn, turn.terminal_id or "")
         if holder is not None:
-            return Refusal(Reason.CONFLICT, turns.held(holder))
+            return Refusal(Reason.CONFLICT, turns.held(holder, message.controller_id))
     elif turn is None or not turn.unresolved:
         return Refusal(Reason.CLOSED, f"turn {message.turn_id} is no longer open; nothing sent")
     row = interactions.get(conn, message.interaction_id)

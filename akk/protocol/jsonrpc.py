@@ -1,23 +1,54 @@
-"""JSON-RPC 2.0 framing: one text frame in, one validated Request or an RpcError out."""
+"""JSON-RPC 2.0 framing: one text frame in, one validated Request or an RpcError out.
+
+Before any schema check a frame must nest at most ``MAX_DEPTH`` arrays and
+objects and hold no lone surrogate in any string (no store, digest or key can
+take one); both are refused as ``invalid_params`` with a next step, like every
+other fault of a frame, so no input reaches a method that the schema has not
+passed.
+"""
 
 from __future__ import annotations
 
 import json
+import unicodedata
 from typing import Any
 
 import attrs
 import jsonschema
 
 from akk.protocol.errors import Code, Reason, RpcError
-from akk.protocol.schema import METHODS, OPERATOR_METHODS
+from akk.protocol.schema import (
+    LABEL_FORMAT,
+    MAX_ID_CHARS,
+    METHODS,
+    OPERATOR_METHODS,
+    PATH_FORMAT,
+)
 
-MAX_ID_LENGTH = 128
-"""Longest string id a call may carry (every reply echoes it)."""
+MAX_DEPTH = 64
+"""Deepest nesting of arrays and objects a frame may have; the request object is depth 1."""
 _MAX_INT_ID = 2**53  # the integers a JSON peer can represent exactly
 RequestId = str | int | None  # None only in replies to frames whose id could not be read
 
+_FORMATS = jsonschema.FormatChecker(formats=())
+
+
+@_FORMATS.checks(LABEL_FORMAT)
+def _is_label(value: object) -> bool:
+    """Printable text only (what a person reads in `akk sessions` or an audit row)."""
+    return not isinstance(value, str) or value.isprintable()
+
+
+@_FORMATS.checks(PATH_FORMAT)
+def _is_path(value: object) -> bool:
+    """No control character: the OS refuses NUL, and the rest are never a real workspace."""
+    return not isinstance(value, str) or not any(
+        unicodedata.category(c) in ("Cc", "Cs") for c in value
+    )
+
+
 _VALIDATORS = {
-    name: jsonschema.Draft202012Validator(spec["params"])
+    name: jsonschema.Draft202012Validator(spec["params"], format_checker=_FORMATS)
     for name, spec in (METHODS | OPERATOR_METHODS).items()
 }
 
@@ -49,7 +80,10 @@ def parse_request(frame: str | bytes) -> Request:
         raise _error(None, Code.INVALID_REQUEST, "binary frames are not accepted; send JSON text")
     try:
         message = json.loads(frame)
-    except (ValueError, RecursionError):
+    except RecursionError:
+        # Deeper than the parser's own recursion limit, far past MAX_DEPTH.
+        raise _too_deep(None) from None
+    except ValueError:
         raise _error(
             None, Code.PARSE_ERROR, "the frame is not valid JSON; send one JSON object"
         ) from None
@@ -60,15 +94,16 @@ def parse_request(frame: str | bytes) -> Request:
         raise _error(
             None, Code.INVALID_REQUEST, "every call needs an 'id' that is a string or an integer"
         )
-    if (isinstance(request_id, str) and len(request_id) > MAX_ID_LENGTH) or (
+    if (isinstance(request_id, str) and len(request_id) > MAX_ID_CHARS) or (
         isinstance(request_id, int) and abs(request_id) > _MAX_INT_ID
     ):
         raise _error(
             None,
             Code.INVALID_REQUEST,
-            f"a call's 'id' may be at most {MAX_ID_LENGTH} characters or an integer within "
+            f"a call's 'id' may be at most {MAX_ID_CHARS} characters or an integer within "
             "±2^53; use a shorter id",
         )
+    _check_structure(request_id, message)
     if message.get("jsonrpc") != "2.0":
         raise _error(request_id, Code.INVALID_REQUEST, 'set "jsonrpc": "2.0" in every request')
     method = message.get("method")
@@ -90,7 +125,7 @@ def parse_request(frame: str | bytes) -> Request:
         raise _error(
             request_id,
             Code.INVALID_PARAMS,
-            f"{method}: {where}: {_shorten(error.message)}; "
+            f"{method}: {where}: {_shorten(_explain(error))}; "
             f"`akk schema` shows the params of {method}",
         )
     return Request(id=request_id, method=method, params=params)
@@ -104,10 +139,73 @@ def error_frame(request_id: RequestId, error: RpcError) -> str:
     return json.dumps({"jsonrpc": "2.0", "id": request_id, "error": error.to_json()})
 
 
+def _check_structure(request_id: RequestId, message: dict[str, Any]) -> None:
+    """Refuse nesting deeper than MAX_DEPTH and lone surrogates, walking without recursion."""
+    stack: list[tuple[Any, int, str]] = [(message, 1, "")]
+    while stack:
+        value, depth, where = stack.pop()
+        if isinstance(value, str):
+            if not value.isascii() and _has_lone_surrogate(value):
+                raise _error(
+                    request_id,
+                    Code.INVALID_PARAMS,
+                    f"{where or 'the frame'} holds a lone surrogate (an unpaired \\ud800-"
+                    "\\udfff escape), which is no character; send valid UTF-16 pairs or the "
+                    "characters themselves",
+                    detail="lone_surrogate",
+                )
+            continue
+        if not isinstance(value, dict | list):
+            continue
+        if depth > MAX_DEPTH:
+            raise _too_deep(request_id)
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, item in items:
+            path = f"{where}/{key}" if where else str(key)
+            stack.append((item, depth + 1, _shorten(path, 80)))
+            if isinstance(key, str):  # popped first: a bad name is reported as such
+                stack.append((key, depth, f"the name {_shorten(path, 80)!r}"))
+
+
+def _has_lone_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _too_deep(request_id: RequestId) -> FramingError:
+    return FramingError(
+        request_id,
+        Reason.INVALID_PARAMS,
+        f"the frame nests arrays and objects more than {MAX_DEPTH} deep; no call needs that "
+        "many, so send flatter params (`akk schema` shows each method's)",
+        code=Code.INVALID_REQUEST,
+        detail="too_deep",
+    )
+
+
+def _explain(error: jsonschema.ValidationError) -> str:
+    """The schema's own description of a string field that failed its shape, else the message."""
+    if error.validator in ("pattern", "format", "maxLength", "minLength") and isinstance(
+        error.schema, dict
+    ):
+        description = error.schema.get("description")
+        if isinstance(description, str):
+            return f"must be {description}"
+    return error.message
+
+
 def _error(
-    request_id: RequestId, code: Code, message: str, *, reason: Reason = Reason.INVALID_PARAMS
+    request_id: RequestId,
+    code: Code,
+    message: str,
+    *,
+    reason: Reason = Reason.INVALID_PARAMS,
+    detail: str | None = None,
 ) -> FramingError:
-    return FramingError(request_id, reason, message, code=code)
+    return FramingError(request_id, reason, message, code=code, detail=detail)
 
 
 def _shorten(text: str, limit: int = 200) -> str:

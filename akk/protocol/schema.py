@@ -10,7 +10,42 @@ from typing import Any
 
 PROTOCOL_VERSION = 1
 
-_ID = {"type": "string", "minLength": 1, "maxLength": 200}
+MAX_ID_CHARS = 128
+"""Longest id a call may name or carry as its JSON-RPC id; AKK mints ids of at most 40."""
+ID_PATTERN = f"^[A-Za-z0-9_.:-]{{1,{MAX_ID_CHARS}}}$"
+LABEL_FORMAT = "akk-label"
+"""Printable text (Python's str.isprintable): no control (Cc), format (Cf), surrogate,
+private-use or unassigned characters, and no separator but the ASCII space. Checked by
+the server."""
+PATH_FORMAT = "akk-path"
+"""A path: no control characters (NUL included). Checked by the server."""
+_NO_CONTROLS = "^[^\\u0000-\\u001F\\u007F-\\u009F]*$"
+"""The part of both formats any JSON Schema validator checks too: no C0, DEL or C1."""
+
+_ID = {
+    "type": "string",
+    "pattern": ID_PATTERN,
+    "description": "an opaque id as AKK gave it: ASCII letters, digits and _ . : -, "
+    f"1 to {MAX_ID_CHARS} characters",
+}
+_LABEL = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": 200,
+    "pattern": _NO_CONTROLS,
+    "format": LABEL_FORMAT,
+    "description": "a name the controller chooses: 1 to 200 printable characters, no control "
+    "or format characters (bidi controls, zero-width characters) and no lone surrogates",
+}
+_PATH = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": 4096,
+    "pattern": _NO_CONTROLS,
+    "format": PATH_FORMAT,
+    "description": "a directory path: 1 to 4096 characters, no control characters "
+    "(NUL included) and no lone surrogates",
+}
 _TEXT = {"type": "string", "minLength": 1, "maxLength": 100_000}
 _NULLABLE_ID = {"type": ["string", "null"]}
 
@@ -178,7 +213,7 @@ _RECORD = {"type": "object"}
 METHODS: dict[str, dict[str, Any]] = {
     "hello": {
         # The credential names the controller; controller_id, if given, must match it.
-        "params": _params({}, {"controller_id": _ID, "name": {"type": "string", "maxLength": 200}}),
+        "params": _params({}, {"controller_id": _ID, "name": _LABEL}),
         "result": {
             "type": "object",
             "required": ["protocol", "server_version", "controller_id", "scope", "capabilities"],
@@ -208,10 +243,10 @@ METHODS: dict[str, dict[str, Any]] = {
             ("terminal_id", "session_id", "scope"),
             {
                 "request": _TEXT,
-                "client_request_id": _ID,
-                "scope": _params({"task": _ID, "role": _ID}, {"unit": _ID}),
+                "client_request_id": _LABEL,
+                "scope": _params({"task": _LABEL, "role": _LABEL}, {"unit": _LABEL}),
                 "backend": {"enum": ["codex_app_server"]},
-                "cwd": {"type": "string", "minLength": 1, "maxLength": 4096},
+                "cwd": _PATH,
                 "handoff": _TEXT,
             },
         )
@@ -292,8 +327,20 @@ _CONTROLLER_NAME = {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,6
 # Methods only the operator CLI's credential may call (not part of the controller contract).
 OPERATOR_METHODS: dict[str, dict[str, Any]] = {
     "token_create": {
-        "params": _params({"controller_id": _CONTROLLER_NAME}),
-        "result": _params({"controller_id": _ID, "token": {"type": "string"}}),
+        "params": _params(
+            {"controller_id": _CONTROLLER_NAME},
+            {
+                "workspace_roots": {
+                    "type": "array",
+                    "items": {"type": "string", "minLength": 1, "maxLength": 4096},
+                    "maxItems": 32,
+                }
+            },
+        ),
+        "result": _params(
+            {"controller_id": _ID, "token": {"type": "string"}},
+            {"workspace_roots": {"type": "array", "items": {"type": "string"}}},
+        ),
     },
     "token_list": {
         "params": _params({}),

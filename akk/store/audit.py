@@ -5,6 +5,12 @@ protocol reason code) and the ids it touched; ``detail`` holds small facts
 (a decision, how many answers), never an answer's text, a token or a screen.
 The table keeps the newest ``KEEP`` rows, so a peer that calls without end
 cannot grow it without bound.
+
+A record's trail (``of_turn``) holds what its owner did, and what others did
+to it with the right to (the operator, AKK itself): a call refused to another
+controller is that caller's own row, never the record's. Every string a row
+keeps is bounded (``MAX_STORED_CHARS``) and printable: control, format and
+other unprintable characters are stored as ``\\uXXXX`` escapes.
 """
 
 from __future__ import annotations
@@ -16,6 +22,8 @@ import apsw
 
 KEEP = 100_000
 """Rows kept; older ones are deleted as new ones arrive."""
+MAX_STORED_CHARS = 96
+"""Longest string a row keeps; a longer one is cut and ends in "…"."""
 
 
 def record(
@@ -30,21 +38,46 @@ def record(
     interaction_id: str | None = None,
     detail: dict[str, Any] | None = None,
 ) -> None:
-    facts = json.dumps(detail or {})
+    """Append one row; every string in it is made safe to keep first (``stored``)."""
+    facts = json.dumps(_stored_facts(detail or {}))
+    row = (actor, action, outcome, controller_id, turn_id, interaction_id)
     conn.execute(
         "INSERT INTO audit (at, actor, action, outcome, controller_id, turn_id, interaction_id, "
         "detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        (at, actor, action, outcome, controller_id, turn_id, interaction_id, facts),
+        (at, *(None if value is None else stored(value) for value in row), facts),
     )
     conn.execute("DELETE FROM audit WHERE audit_id <= last_insert_rowid() - ?", (KEEP,))
 
 
-def of_turn(conn: apsw.Connection, turn_id: str, limit: int = 50) -> list[dict[str, Any]]:
-    """The Turn's newest audit rows, oldest first."""
+def stored(text: str) -> str:
+    """``text`` as a row keeps it: what is not printable escaped as ``\\uXXXX``, then bounded."""
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in text)
+    return text if len(text) <= MAX_STORED_CHARS else text[: MAX_STORED_CHARS - 1] + "…"
+
+
+def _stored_facts(value: Any) -> Any:
+    if isinstance(value, str):
+        return stored(value)
+    if isinstance(value, dict):
+        return {stored(str(k)): _stored_facts(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_stored_facts(v) for v in value]
+    return value
+
+
+def of_turn(
+    conn: apsw.Connection, turn_id: str, owner: str, limit: int = 50
+) -> list[dict[str, Any]]:
+    """The newest rows of ``owner``'s Turn, oldest first: its owner's and those done for it.
+
+    A row another controller left naming this Turn (before refusals were kept
+    as the caller's own) is not the Turn's and is never shown.
+    """
     rows = conn.execute(
         "SELECT at, actor, action, outcome, interaction_id, detail FROM audit "
-        "WHERE turn_id = ? ORDER BY audit_id DESC LIMIT ?",
-        (turn_id, limit),
+        "WHERE turn_id = ? AND (actor = ? OR controller_id = ?) ORDER BY audit_id DESC LIMIT ?",
+        (turn_id, owner, owner, limit),
     )
     return [
         {

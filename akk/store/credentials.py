@@ -6,6 +6,7 @@ without any secret.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import apsw
@@ -13,7 +14,9 @@ import attrs
 
 from akk.auth import (
     MAX_CREDENTIALS,
+    Credential,
     CredentialError,
+    Scope,
     check_name,
     mint_controller_token,
     token_digest,
@@ -29,9 +32,17 @@ class Minted:
     token: str
 
 
-def create(conn: apsw.Connection, controller_id: str, now: float, *, actor: str) -> Minted:
-    """Mint a credential for ``controller_id``.
+def create(
+    conn: apsw.Connection,
+    controller_id: str,
+    now: float,
+    *,
+    actor: str,
+    roots: tuple[str, ...] = (),
+) -> Minted:
+    """Mint a credential for ``controller_id``, narrowed to ``roots`` if any.
 
+    ``roots`` are canonical directories already checked (``akk.workspace_roots.check_roots``).
     Raises CredentialError if it already has one, or the store is at the cap.
     """
     check_name(controller_id)
@@ -48,8 +59,9 @@ def create(conn: apsw.Connection, controller_id: str, now: float, *, actor: str)
         )
     token = mint_controller_token()
     conn.execute(
-        "INSERT INTO credentials (controller_id, token_sha256, created_at) VALUES (?, ?, ?)",
-        (controller_id, token_digest(token), now),
+        "INSERT INTO credentials (controller_id, token_sha256, created_at, workspace_roots) "
+        "VALUES (?, ?, ?, ?)",
+        (controller_id, token_digest(token), now, json.dumps(list(roots))),
     )
     _audit(conn, now, actor, "credential_create", controller_id)
     return Minted(controller_id, token)
@@ -65,21 +77,34 @@ def revoke(conn: apsw.Connection, controller_id: str, now: float, *, actor: str)
     return True
 
 
-def live_digests(conn: apsw.Connection) -> dict[str, str]:
-    """Digest → controller_id for every live credential (what the server verifies against)."""
-    rows = conn.execute("SELECT token_sha256, controller_id FROM credentials")
-    return {str(digest): str(controller_id) for digest, controller_id in rows}
+def live_digests(conn: apsw.Connection) -> dict[str, Credential]:
+    """Digest → the credential it proves, for every live one (what the server verifies against)."""
+    rows = conn.execute("SELECT token_sha256, controller_id, workspace_roots FROM credentials")
+    return {
+        str(digest): Credential(str(controller_id), Scope.CONTROLLER, _roots(roots))
+        for digest, controller_id, roots in rows
+    }
 
 
 def listing(conn: apsw.Connection) -> list[dict[str, Any]]:
-    """Every live credential, without secrets, oldest first."""
+    """Every live credential, without secrets, oldest first (``workspace_roots`` [] if none)."""
     rows = conn.execute(
-        "SELECT controller_id, created_at, last_used_at FROM credentials ORDER BY created_at"
+        "SELECT controller_id, created_at, last_used_at, workspace_roots FROM credentials "
+        "ORDER BY created_at"
     )
     return [
-        {"controller_id": controller_id, "created_at": created, "last_used_at": used}
-        for controller_id, created, used in rows
+        {
+            "controller_id": controller_id,
+            "created_at": created,
+            "last_used_at": used,
+            "workspace_roots": list(_roots(roots)),
+        }
+        for controller_id, created, used, roots in rows
     ]
+
+
+def _roots(stored: object) -> tuple[str, ...]:
+    return tuple(str(root) for root in json.loads(str(stored)))
 
 
 def record_use(conn: apsw.Connection, controller_id: str, name: str, now: float) -> None:

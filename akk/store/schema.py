@@ -493,6 +493,14 @@ ALTER TABLE interactions_v5 RENAME TO interactions;
 CREATE INDEX interactions_by_turn ON interactions (turn_id, state);
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5 + _V5_INTERACTIONS)
+# v6: a credential may be narrowed to workspace roots (`akk token create NAME
+# --workspace-root DIR`): a JSON array of canonical directories, empty for a
+# credential bounded by the server's roots alone (every credential before v6).
+_V6 = """
+ALTER TABLE credentials ADD COLUMN workspace_roots TEXT NOT NULL DEFAULT '[]'
+    CHECK (json_valid(workspace_roots) AND json_type(workspace_roots) = 'array');
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5 + _V5_INTERACTIONS, _V6)
 
 SCHEMA_VERSION = len(MIGRATIONS)

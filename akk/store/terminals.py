@@ -51,6 +51,12 @@ def pane_of(conn: apsw.Connection, terminal_id: str) -> tuple[str, str] | None:
     return None if row is None else (str(row[0]), str(row[1]))
 
 
+def cwd_of(conn: apsw.Connection, terminal_id: str) -> str | None:
+    """The agent's working directory when ``terminal_id`` was seen (None: unread or unseen)."""
+    row = conn.execute("SELECT cwd FROM terminals WHERE terminal_id = ?", (terminal_id,)).fetchone()
+    return None if row is None or row[0] is None else str(row[0])
+
+
 def _revision(conn: apsw.Connection, terminal_id: str) -> int | None:
     row = conn.execute(
         "SELECT revision FROM terminals WHERE terminal_id = ?", (terminal_id,)

@@ -251,8 +251,18 @@ def _insert(conn: apsw.Connection, **columns: object) -> Turn:
     return turn
 
 
-def held(holder: Turn) -> str:
-    """Why a terminal takes no task while ``holder`` follows it, and what to do instead."""
+def held(holder: Turn, caller: str) -> str:
+    """Why a terminal takes no task while ``holder`` follows it, and what ``caller`` can do.
+
+    Names the holder's id only to its own controller: another controller's
+    record is never named to a caller (its ids are not theirs to act on).
+    """
+    if holder.controller_id != caller:
+        return (
+            "another controller's record follows the task on this terminal, so it takes no "
+            "task now; send to another idle terminal (list shows each one's activity_state), "
+            "or try this one again once list shows it idle with a send action"
+        )
     if holder.is_watch:
         return (
             f"watch {holder.turn_id} observes the task running on this terminal; wait for "

@@ -22,9 +22,10 @@ import trio
 from akk import faults
 from akk.client import AkkError, Controller
 from akk.faults import Point
+from akk.store.database import open_reader
 from tests.lab.conftest import lab_params
 from tools.lab import scenarios as sc
-from tools.lab.akk_runner import OUTCOMES, idle_terminal, two_controllers
+from tools.lab.akk_runner import OUTCOMES, Served, idle_terminal, two_controllers
 from tools.lab.launcher import LabSession
 from tools.lab.model_server import RecordedRequest
 
@@ -88,6 +89,21 @@ def choose(interaction: dict[str, Any], *labels: str) -> dict[str, Any]:
     }
 
 
+def audit_rows(served: Served, actor: str) -> list[tuple[Any, ...]]:
+    """``actor``'s audit rows: action, outcome and the Turn and interaction they are filed under."""
+    conn = open_reader(served.state.store_path)
+    try:
+        return list(
+            conn.execute(
+                "SELECT action, outcome, turn_id, interaction_id FROM audit WHERE actor = ? "
+                "ORDER BY audit_id",
+                (actor,),
+            )
+        )
+    finally:
+        conn.close()
+
+
 async def reached(lab: LabSession, predicate: Callable[[RecordedRequest], bool]) -> RecordedRequest:
     return await lab.server.wait_for_request(lambda r: not r.auxiliary and predicate(r), timeout=30)
 
@@ -117,6 +133,9 @@ async def test_claude_single_select_answer_reaches_the_model_once(
         with pytest.raises(AkkError) as foreign:
             await other.call("respond_interaction", call)
         assert foreign.value.reason == "not_owner"
+        with pytest.raises(AkkError) as hostile:
+            await other.call("respond_interaction", call | {"interaction_id": "\x1b[2J<b>[/]"})
+        assert hostile.value.reason == "invalid_params"
         forged = call | {"interaction_id": "int_" + "A" * 22}
         with pytest.raises(AkkError) as unknown:
             await ctl.call("respond_interaction", forged)
@@ -140,16 +159,17 @@ async def test_claude_single_select_answer_reaches_the_model_once(
         (receipt,) = [d for d in status["dispatches"] if d["kind"] == "answer"]
         assert receipt["stage"] == "accepted" and receipt["controller_id"] == "ctl"
         assert receipt["interaction_id"] == shown["interaction_id"]
-        # Every call left an audit receipt (who, which interaction, outcome), no answer text.
+        # Every call of the owner left a receipt (who, which interaction, outcome), no
+        # answer text; the intruder's refusal is its own row, never in the Turn's trail.
         audited = [(r["controller_id"], r["action"], r["outcome"]) for r in status["receipts"]]
         assert audited == [
-            ("other", "respond_interaction", "not_owner"),
             ("ctl", "respond_interaction", "not_found"),
             ("ctl", "approve", "status_required"),
             ("ctl", "respond_interaction", "dispatched"),
             ("ctl", "respond_interaction", replay.value.reason),
         ]
         assert "Green" not in json.dumps(status["receipts"])
+        assert audit_rows(served, "other") == [("respond_interaction", "not_owner", None, None)]
     assert lab.server.count_inputs_containing(sc.ANSWERED_CLAUDE) == 1
     assert lab.server.count_inputs_containing(sc.ASK_TASK) == 1
 

@@ -21,6 +21,7 @@ from typing import Any
 import attrs
 import trio
 
+from akk import faults
 from akk.appserver.rpc import Tap
 from akk.client import Controller, connect
 from akk.instance import Endpoint
@@ -174,8 +175,8 @@ async def serving_backend(
     """`akk serve` in this process with the app-server backend on ``client`` (no tmux pane).
 
     CODEX_HOME and the working directory are the lab's, talking to ``model`` (which
-    the caller serves), under ``files.workdir.parent``. The watcher looks at a tmux
-    socket no server uses.
+    the caller serves), under ``files.workdir.parent``; ``tmp_path`` is the one workspace
+    root. The watcher looks at a tmux socket no server uses.
     """
     # The run's marker is its root's name: unique, so parallel runs never see each other.
     root = tmp_path / f"lab-{secrets.token_hex(6)}"
@@ -194,6 +195,7 @@ async def serving_backend(
         codex_home=str(files.codex_home),
         codex_env=tuple(files.env.items()),
         codex_tap=tap,
+        workspace_roots=(str(tmp_path),),
     )
     async with trio.open_nursery() as nursery:
         endpoint = await nursery.start(
@@ -242,7 +244,10 @@ async def outcome(ctl: Controller, record_id: str, timeout: float = 60) -> dict[
 
 
 class AkkProcess:
-    """`akk serve` as a child process that a test can SIGKILL and start again."""
+    """`akk serve` as a child process that a test can SIGKILL and start again.
+
+    Each life's stderr goes to its own file (`log_path`), read by `died_at`.
+    """
 
     def __init__(
         self,
@@ -259,6 +264,13 @@ class AkkProcess:
         self._tmp = tmp_path
         self.proc: subprocess.Popen[str] | None = None
         self.url = ""
+        self.lives = 0
+        """How many times `start` ran; life N logs to ``akk-serve-N.log`` (`log_path`)."""
+
+    @property
+    def log_path(self) -> Path:
+        """The current life's stderr: its log, `faults.FIRED` lines included."""
+        return self._tmp / f"akk-serve-{self.lives}.log"
 
     def start(self, fault: str | None = None, *options: str) -> str:
         env = {
@@ -270,11 +282,14 @@ class AkkProcess:
         env.pop("AKK_FAULT", None)
         if fault:
             env["AKK_FAULT"] = fault
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "akk", "serve", "--port", "0", "--tmux-socket", self._socket,
-             "--poll-interval", "0.1", "--log-level", "WARNING", *options],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
+        self.lives += 1
+        with self.log_path.open("w") as stderr:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "akk", "serve", "--port", "0", "--tmux-socket",
+                 self._socket, "--poll-interval", "0.1", "--log-level", "WARNING",
+                 "--workspace-root", str(self._tmp), *options],
+                env=env, stdout=subprocess.PIPE, stderr=stderr, text=True,
+            )  # fmt: skip
         line: list[str] = []
         stdout = self.proc.stdout
         assert stdout is not None
@@ -283,14 +298,38 @@ class AkkProcess:
         reader.join(30)
         if not line or "listening on" not in line[0]:
             self.kill()
-            raise AssertionError(f"akk serve did not start: {line}")
+            raise AssertionError(f"akk serve did not start: {line} {self.log_path.read_text()}")
         self.url = line[0].split()[4]
         return self.url
 
-    def wait_killed(self, timeout: float = 60) -> int:
-        """Wait for the process to end (an armed crash point SIGKILLs it)."""
+    def died_at(self, point: faults.Point, timeout: float = 60) -> None:
+        """Wait for the process to end; AssertionError unless the crash armed at `point` ended it.
+
+        It must have died of SIGKILL, and its log (`log_path`) must name `point` as the
+        crash that fired in this very process (`faults.FIRED`), not merely exit non-zero.
+        """
         assert self.proc is not None
-        return self.proc.wait(timeout)
+        try:
+            code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(
+                f"akk serve still runs after {timeout:.0f} s: {point} never fired"
+            ) from None
+        why = self.death_mismatch(point, code, self.proc.pid, self.log_path.read_text())
+        assert why is None, why
+
+    @staticmethod
+    def death_mismatch(point: faults.Point, returncode: int, pid: int, log_text: str) -> str | None:
+        """Why a process that ended with `returncode` did not die at `point`'s crash, or None."""
+        fired = [f for f in faults.fired_in(log_text) if f.pid == pid]
+        if returncode != -signal.SIGKILL:
+            return f"it exited with status {returncode}, not by SIGKILL at {point} (fired: {fired})"
+        crashes = [f.point for f in fired if f.action is faults.Action.CRASH]
+        if not crashes:
+            return f"it died of SIGKILL, but no crash point fired (fired: {fired})"
+        if crashes != [point]:
+            return f"it died at {', '.join(crashes)}, not at {point}"
+        return None
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
