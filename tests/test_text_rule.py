@@ -113,9 +113,11 @@ def test_codex_specials_per_version(profile: codex.CodexProfile) -> None:
         assert screen_refusal(text, profile.typing.specials) is not None, text
     for text in [*PLAIN, "ends with \\"]:
         assert screen_refusal(text, profile.typing.specials) is None, text
-    # The notes take '$HOME' (lab SPECIAL texts); the composer's other specials hold there.
-    assert screen_refusal("$HOME", profile.editor_typing.specials) is None
-    assert screen_refusal("!ls", profile.editor_typing.specials) is not None
+    # The notes open no popup and take a leading '/'; a leading '!' or '?' is refused there.
+    for text in ("$HOME", "$skill", "see @README", "/x"):
+        assert screen_refusal(text, profile.editor_typing.specials) is None, text
+    for text in ("!ls", "?x"):
+        assert screen_refusal(text, profile.editor_typing.specials) is not None, text
 
 
 def test_every_pinned_version_refuses_shell_mode_and_commands_with_evidence() -> None:

@@ -359,7 +359,7 @@ class CodexProfile:
 
     @property
     def editor_typing(self) -> Typing:
-        """The notes editor's typing: the composer's, less the skills popup (`_NOTES_SPECIALS`)."""
+        """The notes editor's typing: the composer's, with the notes' own specials."""
         return attrs.evolve(self.typing, specials=_NOTES_SPECIALS)
 
 
@@ -1070,10 +1070,10 @@ _SPECIALS = (
     # know ('$sk' opened it, '$HOME' and '$(' did not); refused whatever the name.
     Special(r"(?:^|\s)\$[A-Za-z_]", "the skills popup (its Enter inserts a skill)"),
 )
-# The notes under a question draw and deliver '$HOME' as typed (tests/lab/test_codex_plans.py
-# and test_interactions.py, SPECIAL, every version); a skill name after '$' is not probed
-# there, and the composer's other specials stay refused.
-_NOTES_SPECIALS = tuple(s for s in _SPECIALS if "$" not in s.pattern)
+# The notes under a question (probed on 0.153.4 and 0.171.0, docs/input.md): '@' and '$'
+# open no popup there and a leading '/' is text, but 0.153.4 still reads a leading '!' as
+# shell mode ('! x') and eats a leading '?'; 0.171.0 types both. Refused on every version.
+_NOTES_SPECIALS = tuple(s for s in _SPECIALS if s.pattern in (r"^!", r"^\?"))
 _TYPING = Typing(
     wrapping=Wrapping.TEXTWRAP,
     literal_max_length=1000,

@@ -66,9 +66,10 @@ FREE_TEXT_PROBES = {
 }
 EDITOR_PROBES: dict[str, dict[str, str]] = {
     "claude": {},
-    "codex": {"shell mode": "!zq36zq", "mention popup": "@zq37zq"},
+    "codex": {"shell mode": "!zq36zq", "help": "?zq37zq"},
 }
-"""The editor's own specials: Claude's takes a leading '!' as text, Codex's notes do not."""
+"""The editor's own specials: Claude's takes a leading '!' as text, Codex's notes do not
+(0.153.4 reads it as shell mode there)."""
 USABLE = "lab: the pane is still usable"
 HEADING = "# lab: a leading hash is plain text"
 """Typed, not refused: no pinned version has a '#' (memory) mode (docs/input.md)."""
