@@ -23,12 +23,15 @@ from typing import Any, TypeVar
 import apsw
 import trio
 from rich.console import Console
+from rich.control import Control
+from rich.segment import ControlType
 from rich.table import Table
 
 from akk import classify, cli_records, doctor
 from akk.actors.watcher import default_socket
 from akk.auth import CredentialError
 from akk.cli_records import RecordCommand
+from akk.cli_text import LogFormatter, json_text, printable, shown
 from akk.client import AkkError, ConnectError, Controller, connect
 from akk.instance import Endpoint, InstanceError, acquire, proven_endpoint, server_running
 from akk.protocol.redaction import redact
@@ -71,10 +74,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         RootError,
         classify.ClassifyError,
     ) as exc:
-        _err.print(f"akk: {exc}", markup=False)
+        _err.print(shown(f"akk: {exc}"))
         return 2
     except AkkError as exc:
-        _err.print(f"akk: the server said {exc.reason}: {exc.message}", markup=False)
+        _err.print(shown(f"akk: the server said {exc.reason}: {exc.message}"))
         return 2
     except KeyboardInterrupt:
         return 130
@@ -314,9 +317,9 @@ def _state_dir_option(parser: argparse.ArgumentParser) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    logging.basicConfig(
-        level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    handler = logging.StreamHandler()
+    handler.setFormatter(LogFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=args.log_level, handlers=[handler])
     if (args.tls_cert is None) != (args.tls_key is None):
         raise CliError("--tls-cert and --tls-key go together: pass both PEM files")
     tls = None if args.tls_cert is None else TlsFiles(args.tls_cert, args.tls_key)
@@ -347,7 +350,8 @@ def _serve(args: argparse.Namespace) -> int:
     def ready(endpoint: Endpoint) -> None:
         bound = "" if endpoint.host in endpoint.url else f", bound to {endpoint.host or '*'}"
         # One unwrapped line: scripts read the URL from it.
-        print(f"akk serve: listening on {endpoint.url} (state {config.state.path}{bound})")
+        line = f"akk serve: listening on {endpoint.url} (state {config.state.path}{bound})"
+        print(printable(line))
         sys.stdout.flush()
 
     try:
@@ -366,7 +370,7 @@ def _leaves(group: BaseExceptionGroup[E]) -> list[E]:
 
 
 def _token(args: argparse.Namespace) -> int:
-    _out.print(StateDir.resolve(args.state_dir).token(), markup=False)
+    _out.print(shown(StateDir.resolve(args.state_dir).token()))
     return 0
 
 
@@ -391,13 +395,12 @@ def _token_create(args: argparse.Namespace) -> int:
             "workspace_roots": list(roots),
         }
     if args.json:
-        print(json.dumps(result))
+        print(json_text(result))
     else:
         # The token alone on stdout, so `TOKEN=$(akk token create NAME)` works.
         print(result["token"])
         _err.print(
-            f"credential for controller {result['controller_id']!r}; it is shown only now",
-            markup=False,
+            shown(f"credential for controller {result['controller_id']!r}; it is shown only now")
         )
     return 0
 
@@ -409,19 +412,20 @@ def _token_list(args: argparse.Namespace) -> int:
     else:
         rows = _offline_write(state, lambda conn, now: credentials.listing(conn))
     if args.json:
-        print(json.dumps({"credentials": rows}))
+        print(json_text({"credentials": rows}))
         return 0
     table = Table(
         "controller", "created", "last used", "connected", "workspace roots", title="credentials"
     )
     for row in rows:
-        table.add_row(
+        cells = (
             row["controller_id"],
             _when(row["created_at"]),
             _when(row["last_used_at"]),
             {True: "yes", False: "no", None: "-"}[row.get("connected")],
             ", ".join(row["workspace_roots"]) or "(the server's)",
         )
+        table.add_row(*map(shown, cells))
     _out.print(table)
     return 0
 
@@ -439,12 +443,13 @@ def _token_revoke(args: argparse.Namespace) -> int:
             )
         result = {"controller_id": args.name, "revoked": True, "connections_closed": 0}
     if args.json:
-        print(json.dumps(result))
+        print(json_text(result))
     else:
         _out.print(
-            f"revoked {result['controller_id']}'s credential; "
-            f"closed {result['connections_closed']} connection(s)",
-            markup=False,
+            shown(
+                f"revoked {result['controller_id']}'s credential; "
+                f"closed {result['connections_closed']} connection(s)"
+            )
         )
     return 0
 
@@ -500,7 +505,8 @@ def _doctor(args: argparse.Namespace) -> int:
         checks.extend(doctor.server_checks(_operator_call(state, "doctor", {})))
     table = Table("check", "", "detail", "what to do", box=None)
     for check in checks:
-        table.add_row(check.name, "ok" if check.ok else "FAIL", check.detail, check.next_step)
+        verdict = "ok" if check.ok else "FAIL"
+        table.add_row(*map(shown, (check.name, verdict, check.detail, check.next_step)))
     _out.print(table)
     return 0 if all(check.ok for check in checks) else 1
 
@@ -508,13 +514,13 @@ def _doctor(args: argparse.Namespace) -> int:
 def _list(args: argparse.Namespace) -> int:
     result: dict[str, Any] = _operator_call(StateDir.resolve(args.state_dir), "list", {})
     if args.json:
-        _out.print_json(json.dumps(result))
+        print(json_text(result, indent=2))
         return 0
     table = Table("pane", "agent", "version", "profile", "state", "asks", title="terminals")
     # Pane ids repeat across tmux servers: name the server when there is more than one.
     several = len({row["tmux_socket"] for row in result["terminals"]}) > 1
     for row in result["terminals"]:
-        table.add_row(
+        cells = (
             f"{row['tmux_socket']}:{row['pane']}" if several else row["pane"],
             row["agent"],
             row["version"] or "?",
@@ -523,6 +529,7 @@ def _list(args: argparse.Namespace) -> int:
             # The server redacts already; the table is one more place text leaves it.
             redact(str(row.get("asks") or "")),
         )
+        table.add_row(*map(shown, cells))
     _out.print(table)
     for title, records in (("turns", result["turns"]), ("watches", result["watches"])):
         if records:
@@ -539,14 +546,15 @@ def _records_table(title: str, records: list[dict[str, Any]]) -> Table:
             stopped = " (unwatched)"
         else:
             stopped = ""
-        table.add_row(
+        cells = (
             record["turn_id"] or record["watch_id"],
             record["controller_id"],
             record["terminal_id"] or "-",
             record["state"] + stopped,
-            str(record["round"]),
+            record["round"],
             record["reason"] or "",
         )
+        table.add_row(*map(shown, cells))
     return table
 
 
@@ -554,11 +562,11 @@ def _sessions(args: argparse.Namespace) -> int:
     result: dict[str, Any] = _operator_call(StateDir.resolve(args.state_dir), "list", {})
     rows: list[dict[str, Any]] = result.get("sessions", [])
     if args.json:
-        print(json.dumps({"sessions": rows}))
+        print(json_text({"sessions": rows}))
     elif rows:
         _out.print(_sessions_table(rows))
     else:
-        _out.print("no sessions; `akk send --scope TASK/ROLE TEXT` starts one", markup=False)
+        _out.print(shown("no sessions; `akk send --scope TASK/ROLE TEXT` starts one"))
     return 0
 
 
@@ -575,7 +583,7 @@ def _sessions_table(rows: list[dict[str, Any]]) -> Table:
             state += f", {latest['dispatch']} {latest['outcome']}"
         if row["retired_at"] is not None:
             state += f" (retired: {row['retire_reason'] or '-'})"
-        table.add_row(
+        cells = (
             row["controller_id"],
             row["scope"]["task"],
             row["scope"]["unit"] or "-",
@@ -584,8 +592,9 @@ def _sessions_table(rows: list[dict[str, Any]]) -> Table:
             row["decision"]["action"],
             row["decision"]["reason"],
             state,
-            str(row["generation"]),
+            row["generation"],
         )
+        table.add_row(*map(shown, cells))
     return table
 
 
@@ -651,10 +660,10 @@ def _send(args: argparse.Namespace) -> int:
                 _print_sent(sent, args.json)
                 return 0
             if not args.json:
-                _err.print(f"turn {sent['turn_id']}: {sent['state']}", markup=False)
+                _err.print(shown(f"turn {sent['turn_id']}: {sent['state']}"))
             final = await _follow(ctl, sent["turn_id"], quiet=args.json)
         if args.json:
-            print(json.dumps(final))
+            print(json_text(final))
         else:
             _print_record(final["turn"])
         return 0 if final["turn"]["state"] == "done" else 1
@@ -682,9 +691,11 @@ async def _follow(ctl: Controller, turn_id: str, *, quiet: bool) -> dict[str, An
                 if not quiet:
                     turn = status["turn"]
                     stages = ",".join(d["stage"] for d in status["dispatches"]) or "-"
-                    _err.print(
-                        f"\r{turn_id}: {turn['state']} (dispatch {stages})", end="", markup=False
-                    )
+                    # On a terminal the line redraws in place (rich strips a "\r" from text).
+                    if _err.is_terminal:
+                        _err.control(Control(ControlType.CARRIAGE_RETURN))
+                    line = shown(f"{turn_id}: {turn['state']} (dispatch {stages})")
+                    _err.print(line, end="" if _err.is_terminal else "\n")
                 with trio.move_on_after(1):
                     await done.wait()
 
@@ -695,8 +706,8 @@ async def _follow(ctl: Controller, turn_id: str, *, quiet: bool) -> dict[str, An
                 if event.get("turn_id") == turn_id and event["kind"] in _OUTCOMES:
                     break
         done.set()
-    if not quiet:
-        _err.print("", markup=False)
+    if not quiet and _err.is_terminal:
+        _err.print()
     result: dict[str, Any] = await ctl.call("status", {"turn_id": turn_id})
     return result
 
@@ -706,10 +717,10 @@ _OUTCOMES = {"done", "failed", "cancelled", "stalled", "timed_out"}
 
 def _print_sent(sent: dict[str, Any], as_json: bool) -> None:
     if as_json:
-        print(json.dumps(sent))
+        print(json_text(sent))
     else:
         print(sent["turn_id"])
-        _err.print(f"state {sent['state']}; `akk status {sent['turn_id']}`", markup=False)
+        _err.print(shown(f"state {sent['state']}; `akk status {sent['turn_id']}`"))
 
 
 def _status(args: argparse.Namespace) -> int:
@@ -717,13 +728,14 @@ def _status(args: argparse.Namespace) -> int:
         StateDir.resolve(args.state_dir), "status", cli_records.record_ids(args.record)
     )
     if args.json:
-        print(json.dumps(result))
+        print(json_text(result))
         return 0
     _print_record(result["turn"] if "turn" in result else result["watch"])
     if result["dispatches"]:
         table = Table("dispatch", "kind", "stage", "reason", title="dispatches")
         for step in result["dispatches"]:
-            table.add_row(step["dispatch_id"], step["kind"], step["stage"], step["reason"] or "")
+            cells = (step["dispatch_id"], step["kind"], step["stage"], step["reason"] or "")
+            table.add_row(*map(shown, cells))
         _out.print(table)
     return 0
 
@@ -744,10 +756,12 @@ def _print_record(record: dict[str, Any]) -> None:
         f"cache read {usage['cache_read_tokens']} write {usage['cache_write_tokens']} "
         f"({usage['usage_status']})",
     ]
-    if record["final_message"]:
-        lines.append(f"message:  {record['final_message']}")
     for line in lines:
-        _out.print(line, markup=False)
+        _out.print(shown(line))
+    if record["final_message"]:
+        # Its own lines are indented: none can pass for one of the record's lines above.
+        message = record["final_message"].replace("\n", "\n" + " " * len("message:  "))
+        _out.print(shown(f"message:  {message}", lines=True))
 
 
 def _record(command: RecordCommand, args: argparse.Namespace) -> int:
@@ -761,10 +775,10 @@ def _record(command: RecordCommand, args: argparse.Namespace) -> int:
 
     result = _operator_session(StateDir.resolve(args.state_dir), call)
     if args.json:
-        print(json.dumps(result))
+        print(json_text(result))
         return 0
     for line in cli_records.summary(command, result):
-        _out.print(line, markup=False)
+        _out.print(shown(line))
     return 0
 
 
@@ -781,13 +795,12 @@ def _events(args: argparse.Namespace) -> int:
         ):
             async for event in events:
                 if args.json:
-                    print(json.dumps(event), flush=True)
+                    print(json_text(event), flush=True)
                 else:
-                    _out.print(
-                        f"{event['created_at']} {event['kind']:<20} {event.get('turn_id') or '-'} "
-                        f"{redact(str(event.get('summary') or ''))}",
-                        markup=False,
-                    )
+                    summary = redact(str(event.get("summary") or ""))
+                    turn = event.get("turn_id") or "-"
+                    line = f"{event['created_at']} {event['kind']:<20} {turn} {summary}"
+                    _out.print(shown(line))
                 await ctl.ack(event["event_id"])
 
     trio.run(run)
@@ -813,19 +826,19 @@ def _screen_capture(args: argparse.Namespace) -> int:
 
 def _print_classification(result: dict[str, Any], as_json: bool) -> int:
     if as_json:
-        print(json.dumps(result, indent=2))
+        print(json_text(result, indent=2))
         return 0
-    _out.print(f"state:   {result['state']}", markup=False)
-    _out.print(f"profile: {result['profile'] or 'none'}", markup=False)
+    _out.print(shown(f"state:   {result['state']}"))
+    _out.print(shown(f"profile: {result['profile'] or 'none'}"))
     if result["reason"]:
-        _out.print(f"reason:  {result['reason']}", markup=False)
+        _out.print(shown(f"reason:  {result['reason']}"))
     projection = result["projection"]
     if projection is not None:
-        _out.print(f"asks:    {projection['kind']} step {projection['step']}", markup=False)
+        _out.print(shown(f"asks:    {projection['kind']} step {projection['step']}"))
         for question in projection["questions"]:
-            _out.print(f"  {question['header'] or '-'}: {question['prompt']}", markup=False)
+            _out.print(shown(f"  {question['header'] or '-'}: {question['prompt']}"))
             for option in question["options"]:
-                _out.print(f"    - {option['label']}", markup=False)
+                _out.print(shown(f"    - {option['label']}"))
     return 0
 
 

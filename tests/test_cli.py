@@ -554,3 +554,69 @@ def test_sessions_and_a_scope_send_against_a_real_server(
     assert sent.returncode == 2 and "Traceback" not in sent.stderr, sent.stderr
     assert sent.stderr.startswith("akk: the server said invalid_params: cwd "), sent.stderr
     assert "not a directory" in sent.stderr
+
+
+HOSTILE_NAME = "[/]\x1b]52;c;aGk=\x07[bold]\x9b31m\u202e"
+"""Markup, an OSC 52 clipboard write, a C1 CSI and a bidi override."""
+
+HOSTILE_SHOWN = r"[/]\x1b]52;c;aGk=\x07[bold]\x9b31m\u202e"
+
+
+BIDI = set("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+"""Unicode's Bidi_Control characters (written out here, independent of akk.cli_text)."""
+
+
+def acted_on(printed: str) -> list[str]:
+    """What in ``printed`` a terminal would act on or a reader see reordered: ESC and the other
+    C0 controls but newline, DEL, C1 and bidi controls, as U+XXXX (empty when there is none)."""
+    bad = {
+        c for c in printed if c in BIDI or (ord(c) < 0x20 and c != "\n") or 0x7F <= ord(c) < 0xA0
+    }
+    return [f"U+{ord(c):04X}" for c in sorted(bad)]
+
+
+def _printed_safely(done: subprocess.CompletedProcess[str]) -> str:
+    """stdout, once stdout and stderr are checked to carry nothing a terminal acts on."""
+    assert not acted_on(done.stdout) and not acted_on(done.stderr), done
+    return done.stdout
+
+
+def test_token_list_and_doctor_show_hostile_names_escaped(tmp_path: Path) -> None:
+    """A credential's name and a watched socket's path, shown on the operator's terminal."""
+    from akk.store.database import open_store
+    from akk.store.location import StateDir
+
+    state = tmp_path / "akk"
+    akk(state, "token", "create", "plain")  # makes the store
+    # A name `token create` refuses (a store written by hand, or by an older akk).
+    conn = open_store(StateDir(state).store_path)
+    with conn:
+        conn.execute(
+            "INSERT INTO credentials (controller_id, token_sha256, created_at) VALUES (?, ?, 0)",
+            (HOSTILE_NAME, "0" * 64),
+        )
+    conn.close()
+    offline = akk(state, "token", "list")
+    assert offline.returncode == 0, offline.stderr
+    assert HOSTILE_SHOWN in _printed_safely(offline)
+    proc = _start_serve(
+        state, "--tmux-socket", str(tmp_path / HOSTILE_NAME), "--log-level", "DEBUG"
+    )
+    try:
+        _listening_line(proc)
+        online = akk(state, "token", "list")
+        assert online.returncode == 0, online.stderr
+        assert HOSTILE_SHOWN in _printed_safely(online)
+        # doctor's table wraps the long path in its cell, and may cut its end: its start is there.
+        doctor = akk(state, "doctor", "--port", "0")
+        assert doctor.returncode == 0, (doctor.stdout, doctor.stderr)
+        assert "watcher" in _printed_safely(doctor)
+        assert r"[/]\x1b]52;c;aGk=" in doctor.stdout, doctor.stdout
+        listed = akk(state, "token", "list", "--json")
+        names = [c["controller_id"] for c in json.loads(_printed_safely(listed))["credentials"]]
+        assert HOSTILE_NAME in names
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, logged = proc.communicate(timeout=10)
+    # The server's log names the socket it cannot reach (DEBUG), escaped like the rest.
+    assert HOSTILE_SHOWN in logged and not acted_on(logged), logged

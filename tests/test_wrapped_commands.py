@@ -11,8 +11,11 @@ several rows (Claude's ``claude_bash_expansion`` and ``claude_bash_long`` under 
 2. A command missing its last wrapped row(s) (the rows below shifted up, or the
    rows blanked) is never an actionable permission projecting a prefix of the
    real command: a controller approving it would approve a command it was not
-   shown whole. Where a classifier accepts such a cut today, the case is a strict
-   xfail (``ACCEPTS_TRUNCATION``); ``pytest --runxfail`` shows what it projected.
+   shown whole. No screen rule can see every such cut (``SCREEN_ACCEPTS``: a
+   Claude prompt without its last gutter row reads exactly like one for a shorter
+   command), so the screen is checked as the TerminalActor checks it, against the
+   pending call the agent's own file records (`akk.profiles.permission`), here the
+   scenario's real command from tools/lab/scenarios.py.
 """
 
 from __future__ import annotations
@@ -26,12 +29,16 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
+from akk.evidence import PendingCall
+from akk.evidence.model import input_digest
 from akk.profiles.observation import InteractionKind, Observation
+from akk.profiles.permission import PENDING_CALL_MISMATCH, bind_pending
 from akk.profiles.registry import PROFILES, Profile
 from akk.protocol.projection import project
 from akk.screen import BLANK, Grid, IdMinter, fingerprint, render
 from akk.screen.fingerprint import Appearance
 from tests.test_fingerprint import _FIELDS, SECRET, TERMINAL, _changed_cell_in_row
+from tools.lab.scenarios import SCENARIOS, Bash, ExecCommand
 
 ROOT = Path(__file__).resolve().parent.parent / "fixtures"
 # The plans drawn to wrap or warn; any other permission screen whose command wraps
@@ -47,7 +54,7 @@ class Case:
     name: str
     profile: Profile
     grid: Grid
-    command: str  # from the label: the scenario's own command, never read off the screen
+    command: str  # the scenario's own command (tools/lab/scenarios.py), never read off the screen
     observation: Observation
     command_rows: tuple[int, ...]
     advisory_rows: tuple[int, ...]
@@ -62,6 +69,13 @@ class Case:
     @property
     def text_rows(self) -> tuple[int, ...]:
         return self.command_rows + self.advisory_rows
+
+    @property
+    def pending(self) -> PendingCall:
+        """The call the agent's file records for this prompt: the scenario's command."""
+        tool = self.profile.permission_tool
+        given = {"command": self.command} if tool == "Bash" else {"cmd": self.command}
+        return PendingCall("call_lab", tool, self.command, input_digest(given))
 
 
 def _words(text: str) -> str:
@@ -104,6 +118,17 @@ def _advisory_rows(grid: Grid, after: int, bottom: int, advisories: list[str]) -
     return tuple(rows)
 
 
+def _scenario_command(scenario: str, labelled: str) -> str:
+    """The command the scenario's model reply runs that the label names (asserted one)."""
+    commands = [
+        step.reply.command if isinstance(step.reply, Bash) else step.reply.cmd
+        for step in SCENARIOS[scenario].steps
+        if isinstance(step.reply, Bash | ExecCommand)
+    ]
+    assert labelled in commands, (scenario, labelled, commands)
+    return labelled
+
+
 def _load(label_path: Path) -> Case | None:
     label = json.loads(label_path.read_text())
     expected = label["expected"]
@@ -127,7 +152,7 @@ def _load(label_path: Path) -> Case | None:
         name=str(label_path.relative_to(ROOT)),
         profile=profile,
         grid=grid,
-        command=expected["command"],
+        command=_scenario_command(label["scenario"], expected["command"]),
         observation=observation,
         command_rows=command_rows,
         advisory_rows=advisory_rows,
@@ -181,6 +206,9 @@ def test_the_wrapped_and_advised_commands_of_every_pinned_version_are_covered() 
     for case in CASES:
         assert _actionable_permission(case.observation), (case.name, case.observation.reason)
         assert case.command_rows, f"{case.name}: its command is not drawn inside its region"
+        # The whole screen is the prompt for exactly its pending call: still actionable.
+        bound, call = bind_pending(case.observation, case.profile.permission_tool, [case.pending])
+        assert _actionable_permission(bound) and call == case.pending, (case.name, bound.reason)
     assert {(case.profile.agent, case.profile.version) for case in WRAPPED} == set(PROFILES)
     advised = {case.profile.version for case in CASES if case.advisory_rows}
     assert advised >= {
@@ -233,33 +261,20 @@ def _blank_out(grid: Grid, gone: tuple[int, ...]) -> Grid:
 
 CUTS = {"shift": _shift_up, "blank": _blank_out}
 
-# What the classifiers accept today (found by this test; the profiles are not changed
-# here): (agent, how) -> the cut each still takes for a whole command.
-ACCEPTS_TRUNCATION = {
+SCREEN_ACCEPTS = {
     # The screen left is exactly how Claude draws the shorter command: a guttered command
     # may be one row (the gutter marks shell expansion, not wrapping), and nothing else on
     # its prompt repeats the command. No screen rule can tell them apart.
     ("claude", "shift"): "its last gutter row removed and the rows below moved up",
 }
-"""Cuts a profile cannot see, by (agent, cut). Codex's are all refused (its persistent row
-quotes the command), as are Claude's blanks: inside the command fence (2.1.328 and later), or
-before the description that follows the command directly (earlier versions)."""
+"""Cuts a classifier alone cannot see, by (agent, cut); only the pending call refuses them.
+Codex's are all refused on screen (its persistent row quotes the command), as are Claude's
+blanks: inside the command fence (2.1.328 and later), or before the description that follows
+the command directly (earlier versions)."""
 
 
 def _truncations() -> list[Any]:
-    params = []
-    for case in WRAPPED:
-        for how in CUTS:
-            marks = []
-            accepted = ACCEPTS_TRUNCATION.get((case.profile.agent, how))
-            if accepted is not None:
-                reason = (
-                    f"{case.name} (command rows {case.command_rows}), {accepted}: still an "
-                    "actionable permission whose projected command is a prefix of the real one"
-                )
-                marks.append(pytest.mark.xfail(strict=True, reason=reason))
-            params.append(pytest.param(case, how, marks=marks, id=f"{case.name}-{how}"))
-    return params
+    return [pytest.param(case, how, id=f"{case.name}-{how}") for case in WRAPPED for how in CUTS]
 
 
 def _silently_truncated(shown: str, real: str) -> bool:
@@ -277,7 +292,13 @@ def test_a_command_missing_its_last_wrapped_rows_is_never_actionable(
     dropped = data.draw(st.integers(1, len(rows) - 1), label="rows dropped")
     gone = rows[-dropped:]
     cut = CUTS[how](case.grid, gone)
-    observation = case.profile.classify(cut)
+    classified = case.profile.classify(cut)
+    observation, call = bind_pending(classified, case.profile.permission_tool, [case.pending])
+    if _actionable_permission(classified):
+        event("accepted on screen")
+        assert (case.profile.agent, how) in SCREEN_ACCEPTS, f"{case.name}: a new screen hole"
+        # Refused only because the agent's file records the whole command.
+        assert observation.reason == PENDING_CALL_MISMATCH and call is None
     if not _actionable_permission(observation):
         return
     projection = _projection(case, observation, cut)

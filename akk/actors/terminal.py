@@ -40,6 +40,7 @@ from akk.profiles.keyplan import (
     expand_checked,
 )
 from akk.profiles.observation import InteractionKind, Observation, PromptView, State, StepKind
+from akk.profiles.permission import asks_permission, awaits_call, bind_pending
 from akk.profiles.registry import Profile
 from akk.protocol.errors import Reason
 from akk.screen.fingerprint import Appearance, fingerprint
@@ -69,6 +70,15 @@ typed text, the next step or the prompt gone) before the step is ``uncertain``."
 RENDER_CHARS_PER_SECOND = 300.0
 """The slowest rate a client was seen drawing typed text (Claude's editor, 3,000 characters
 on a loaded machine): a proof of typed text waits this much longer per character."""
+
+
+PENDING_WAIT = 2.0
+"""How long a permission prompt may wait for its tool call to show in the agent's file
+before it is published ``manual_required`` (Claude writes the call up to ~220 ms after
+drawing its prompt; tools/lab/NOTES.md)."""
+
+PENDING_POLL = 0.02
+"""Seconds between reads of the agent's file while a permission waits for its call."""
 
 
 def text_timeout(base: float, text: str) -> float:
@@ -352,7 +362,7 @@ class TerminalActor(Actor):
         except CaptureMismatch:
             # Resized between listing and capture: the next listing brings the new size.
             return None
-        observation = self._classify(grid)
+        observation, pending = await self._pending_call(self._classify(grid))
         if observation.state is State.IDLE:
             if self._idle_since is None:
                 self._idle_since = trio.current_time()
@@ -366,6 +376,7 @@ class TerminalActor(Actor):
                     observation.prompt.region,
                     profile_id=self._profile.id,
                     terminal_identity=self._identity.fingerprint_identity,
+                    pending=pending.identity if pending is not None else "",
                 )
             )
         if seen is None:
@@ -403,6 +414,49 @@ class TerminalActor(Actor):
         self._last_number = max(time.time_ns(), self._last_number + 1)
         self._seen_since = trio.current_time()
         return Appearance(fp, self._last_number)
+
+    async def _pending_call(
+        self, observation: Observation
+    ) -> tuple[Observation, evidence.PendingCall | None]:
+        """An actionable permission with the pending call it asks about, else not actionable.
+
+        See `akk.profiles.permission`. While the agent's file shows no pending
+        call of the profile's tool yet, it is read again for up to PENDING_WAIT
+        (not within a step's keys: that screen is passing).
+        """
+        profile = self._profile
+        if profile is None or not asks_permission(observation):
+            return observation, None
+        deadline = trio.current_time() + PENDING_WAIT
+        while True:
+            calls = await self._open_calls()
+            waiting = awaits_call(calls, profile.permission_tool)
+            if not waiting or self._busy or trio.current_time() >= deadline:
+                return bind_pending(observation, profile.permission_tool, calls)
+            await trio.sleep(PENDING_POLL)
+
+    async def _open_calls(self) -> list[evidence.PendingCall] | None:
+        """The pending calls in the agent's file; None if it cannot be read.
+
+        The file is the one the terminal's Turn bound before its send (read from
+        its binding offset); without a bound Turn (a Watch before its task is
+        found, evidence unknown) the one file the agent process owns now.
+        """
+        terminal_id, agent = self._identity.terminal_id, self._identity.agent
+        turn = await transact(self._store, lambda conn: turns.unresolved_on(conn, terminal_id))
+        try:
+            if turn is not None and turn.evidence_status == "bound" and turn.evidence:
+                binding = evidence.Binding.from_json(turn.evidence)
+                return await trio.to_thread.run_sync(
+                    evidence.open_calls, binding.agent, binding.file, binding.offset
+                )
+            file = await trio.to_thread.run_sync(
+                evidence.owned_file, agent, self._identity.agent_pid
+            )
+            return await trio.to_thread.run_sync(evidence.open_calls, agent, file)
+        except (evidence.EvidenceError, ValueError, OSError) as exc:
+            log.info("pending call on %s unknown: %s", terminal_id, exc)
+            return None
 
     def _classify(self, grid: Grid) -> Observation:
         if self._profile is None:

@@ -6,6 +6,8 @@ and `read` (until the Turn settles) tie one Turn to the exact file its agent
 process writes and report acceptance, outcome, final message, failure, usage
 and the agent's native session id. A request is named by its SHA-256
 (`request_digest`), so a Turn resumed after a restart needs no stored text.
+`pending` reads the tool calls the file records without a result yet: what a
+permission prompt on screen may ask about.
 """
 
 from akk.evidence.binding import bind, bind_task, read, snapshot
@@ -21,14 +23,17 @@ from akk.evidence.model import (
     EvidenceReason,
     EvidenceTooLarge,
     EvidenceUnavailable,
+    PendingCall,
     Progress,
     Snapshot,
     Usage,
     UsageStatus,
     request_digest,
 )
+from akk.evidence.pending import PENDING_WINDOW, open_calls, owned_file
 
 __all__ = [
+    "PENDING_WINDOW",
     "READ_LIMIT",
     "Anchor",
     "Binding",
@@ -40,12 +45,15 @@ __all__ = [
     "EvidenceReason",
     "EvidenceTooLarge",
     "EvidenceUnavailable",
+    "PendingCall",
     "Progress",
     "Snapshot",
     "Usage",
     "UsageStatus",
     "bind",
     "bind_task",
+    "open_calls",
+    "owned_file",
     "read",
     "request_digest",
     "snapshot",

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
@@ -28,7 +27,6 @@ import attrs
 from akk.evidence import claude, codex, files, locate
 from akk.evidence.files import READ_LIMIT, Lines
 from akk.evidence.model import (
-    AGENTS,
     Agent,
     Anchor,
     Binding,
@@ -44,6 +42,7 @@ from akk.evidence.model import (
     Snapshot,
     Usage,
     UsageStatus,
+    agent_family,
     check_digest,
     request_digest,
 )
@@ -60,7 +59,7 @@ def snapshot(agent: str, pid: int) -> Snapshot:
     Raises EvidenceUnavailable if the agent is not supported or the process's
     files cannot be determined (see `locate.owned_files`).
     """
-    family = _agent(agent)
+    family = agent_family(agent)
     taken_at_ms = time.time_ns() // 1_000_000
     owned = locate.owned_files(family, pid)
     candidates = []
@@ -152,7 +151,7 @@ def _running_task(
     """
     window = max(0, candidate.size - READ_LIMIT)
     lines = files.read_lines(file, window, stop=candidate.size)
-    records = _parse(lines)
+    records = files.records(lines)
     index = next(
         (i for i in range(len(records) - 1, -1, -1) if _prompt(agent, records[i]) is not None),
         None,
@@ -186,7 +185,7 @@ def _new_task(
     """
     start = candidate.size if candidate is not None else 0
     lines = files.read_lines(file, start)
-    records = _parse(lines)
+    records = files.records(lines)
     requests = [i for i, record in enumerate(records) if _prompt(snapshot.agent, record)]
     if candidate is None:
         earlier = [i for i in requests if _stamped_ms(records[i]) < snapshot.taken_at_ms]
@@ -255,7 +254,7 @@ def read(binding: Binding, request_sha256: str, *, limit: int = READ_LIMIT) -> P
             f"{binding.file.path} no longer holds the accepted record at offset "
             f"{binding.anchor.offset}; this Turn's evidence is lost, check the pane",
         )
-    records = _parse(lines)
+    records = files.records(lines)
     anchor = next(i for i, r in enumerate(records) if r.offset == binding.anchor.offset)
     if not _is_request(binding.agent, records[anchor], request_sha256):
         return Progress(
@@ -282,7 +281,7 @@ def _bind_file(
 ) -> Binding | None:
     start = candidate.size if candidate is not None else 0
     lines = files.read_lines(file, start)
-    records = _parse(lines)
+    records = files.records(lines)
     hits = [
         index
         for index, record in enumerate(records)
@@ -320,7 +319,7 @@ def _bind_file(
 def _running_total(file: EvidenceFile, size: int) -> Usage | None:
     """Codex's running total at `size`: zero before the first count, None beyond the limit."""
     window = max(0, size - READ_LIMIT)
-    records = _parse(files.read_lines(file, window, stop=size))
+    records = files.records(files.read_lines(file, window, stop=size))
     total = codex.last_total(records)
     if total is None and window == 0:
         return Usage.zero()
@@ -334,7 +333,7 @@ def _total_before(records: Sequence[Record], index: int) -> Usage:
 
 def _thread_id(file: EvidenceFile, records: Sequence[Record]) -> str | None:
     if not records:
-        records = _parse(files.read_lines(file, 0, limit=SESSION_META_LIMIT))
+        records = files.records(files.read_lines(file, 0, limit=SESSION_META_LIMIT))
     return codex.session_id(records[0].data) if records else None
 
 
@@ -347,19 +346,6 @@ def _is_request(agent: Agent, record: Record, request_sha256: str) -> bool:
     if agent == "claude":
         return claude.is_request(record.data, request_sha256)
     return codex.is_request(record.data, request_sha256)
-
-
-def _parse(lines: Lines) -> list[Record]:
-    """The lines that are JSON objects; anything else (garbage, a line's tail) is skipped."""
-    records = []
-    for line in lines.lines:
-        try:
-            data = json.loads(line.raw)
-        except ValueError:
-            continue
-        if isinstance(data, dict):
-            records.append(Record(line.offset, data))
-    return records
 
 
 def _stamped_ms(record: Record) -> int:
@@ -378,16 +364,6 @@ def _stamped_ms(record: Record) -> int:
 
 def _digest(raw: bytes) -> str:
     return hashlib.sha256(raw).hexdigest()
-
-
-def _agent(agent: str) -> Agent:
-    for known in AGENTS:
-        if agent == known:
-            return known
-    raise EvidenceUnavailable(
-        EvidenceReason.UNSUPPORTED_AGENT,
-        f"no evidence reader for agent {agent!r}; supported: {', '.join(AGENTS)}",
-    )
 
 
 def _too_large(file: EvidenceFile, limit: int) -> EvidenceTooLarge:

@@ -30,6 +30,12 @@ fixtures/evidence/claude/):
 - Interrupt (Esc): a user record whose content is a text block
   ``[Request interrupted by user]`` (``... for tool use]`` when Esc rejects a
   permission prompt); a reply cut mid-stream stays with ``stop_reason: null``.
+- A tool call: an assistant record's ``tool_use`` block (``id``, ``name``,
+  ``input``; Bash's ``input.command`` is the command as the model wrote it).
+  Its answer is a user record's ``tool_result`` block with that
+  ``tool_use_id``, also when a person rejects it (Esc). Every pinned version
+  writes the call around the moment its permission prompt is drawn, from
+  ~270 ms before to ~220 ms after it (tools/lab/NOTES.md).
 """
 
 from __future__ import annotations
@@ -39,7 +45,16 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from akk.evidence.model import Outcome, Progress, Record, Usage, UsageStatus, request_digest
+from akk.evidence.model import (
+    Outcome,
+    PendingCall,
+    Progress,
+    Record,
+    Usage,
+    UsageStatus,
+    input_digest,
+    request_digest,
+)
 
 FAILURE_CHARS = 200
 """Longest `Progress.failure` text."""
@@ -85,6 +100,41 @@ def session_id(data: Mapping[str, Any]) -> str | None:
     """The record's ``sessionId`` (the transcript file's stem)."""
     value = data.get("sessionId")
     return value if isinstance(value, str) else None
+
+
+def open_calls(records: Sequence[Record]) -> list[PendingCall]:
+    """The tool calls among `records` that no ``tool_result`` among them answers, in file order."""
+    calls: dict[str, PendingCall] = {}
+    answered: set[str] = set()
+    for record in records:
+        kind = record.data.get("type")
+        for block in _blocks(record.data):
+            if kind == "assistant" and block.get("type") == "tool_use":
+                call_id, name, given = block.get("id"), block.get("name"), block.get("input")
+                if isinstance(call_id, str) and isinstance(name, str):
+                    command = given.get("command") if isinstance(given, dict) else None
+                    calls.setdefault(
+                        call_id,
+                        PendingCall(
+                            call_id,
+                            name,
+                            command if isinstance(command, str) else None,
+                            input_digest(given),
+                        ),
+                    )
+            elif kind == "user" and block.get("type") == "tool_result":
+                answered_id = block.get("tool_use_id")
+                if isinstance(answered_id, str):
+                    answered.add(answered_id)
+    return [call for call_id, call in calls.items() if call_id not in answered]
+
+
+def _blocks(data: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    message = data.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    if not isinstance(content, list):
+        return []
+    return [block for block in content if isinstance(block, dict)]
 
 
 def progress(records: Sequence[Record], anchor: int) -> Progress:

@@ -21,6 +21,12 @@ and one writer appends them in order.
   (the error body as text) and ``last_agent_message: null``.
 - Interrupt (Esc, also Esc on an approval prompt): ``event_msg``
   ``turn_aborted`` with the ``turn_id`` and ``reason: "interrupted"``.
+- A tool call: ``response_item`` ``function_call`` (``call_id``, ``name``,
+  ``arguments`` a JSON text; ``exec_command``'s ``cmd`` is the command string).
+  Its answer is a ``function_call_output`` with that ``call_id``, also when the
+  approval is refused (``aborted by user``). The call is in the rollout
+  ~0.8-0.9 s before its approval prompt is drawn on every pinned version
+  (tools/lab/NOTES.md).
 """
 
 from __future__ import annotations
@@ -29,7 +35,16 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from akk.evidence.model import Outcome, Progress, Record, Usage, UsageStatus, request_digest
+from akk.evidence.model import (
+    Outcome,
+    PendingCall,
+    Progress,
+    Record,
+    Usage,
+    UsageStatus,
+    input_digest,
+    request_digest,
+)
 
 FAILURE_CHARS = 200
 """Longest `Progress.failure` text."""
@@ -74,6 +89,48 @@ def last_total(records: Sequence[Record]) -> Usage | None:
         if total is not None:
             return total
     return None
+
+
+def open_calls(records: Sequence[Record]) -> list[PendingCall]:
+    """The function calls among `records` that no output among them answers, in file order."""
+    calls: dict[str, PendingCall] = {}
+    answered: set[str] = set()
+    for record in records:
+        payload = record.data.get("payload")
+        if record.data.get("type") != "response_item" or not isinstance(payload, dict):
+            continue
+        call_id = payload.get("call_id")
+        if not isinstance(call_id, str):
+            continue
+        if payload.get("type") == "function_call_output":
+            answered.add(call_id)
+        elif payload.get("type") == "function_call" and isinstance(payload.get("name"), str):
+            given = _arguments(payload.get("arguments"))
+            calls.setdefault(
+                call_id,
+                PendingCall(call_id, payload["name"], _command(given), input_digest(given)),
+            )
+    return [call for call_id, call in calls.items() if call_id not in answered]
+
+
+def _arguments(raw: object) -> object:
+    """A call's arguments: the JSON object its text holds, else the text itself."""
+    if not isinstance(raw, str):
+        return raw
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw
+
+
+def _command(given: object) -> str | None:
+    """The command string of an ``exec_command`` call (``cmd``); None for any other shape.
+
+    Only ``cmd`` is verified on the pinned versions: a call whose command comes
+    in another shape (an argv list) is never matched to a screen.
+    """
+    cmd = given.get("cmd") if isinstance(given, dict) else None
+    return cmd if isinstance(cmd, str) else None
 
 
 def progress(records: Sequence[Record], anchor: int, baseline: Usage | None) -> Progress:

@@ -9,12 +9,13 @@ read per call; `Lines.more` says that bytes were left unread.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 
 import attrs
 
-from akk.evidence.model import EvidenceFile, EvidenceLost, EvidenceReason
+from akk.evidence.model import EvidenceFile, EvidenceLost, EvidenceReason, Record
 
 READ_LIMIT = 8 * 1024 * 1024
 """Bytes read per call at most (8 MiB)."""
@@ -88,6 +89,19 @@ def read_lines(
         end=start + len(complete),
         more=start + len(data) < end,
     )
+
+
+def records(lines: Lines) -> list[Record]:
+    """The lines that are JSON objects; anything else (garbage, a line's tail) is skipped."""
+    found = []
+    for line in lines.lines:
+        try:
+            data = json.loads(line.raw)
+        except ValueError:
+            continue
+        if isinstance(data, dict):
+            found.append(Record(line.offset, data))
+    return found
 
 
 def _split(offset: int, data: bytes) -> Iterator[Line]:

@@ -27,6 +27,17 @@ _FORMAT = 1
 _DIGEST = re.compile(r"[0-9a-f]{64}")
 
 
+def agent_family(agent: str) -> Agent:
+    """`agent` as an evidence family; EvidenceUnavailable for an agent without a reader."""
+    for known in AGENTS:
+        if agent == known:
+            return known
+    raise EvidenceUnavailable(
+        EvidenceReason.UNSUPPORTED_AGENT,
+        f"no evidence reader for agent {agent!r}; supported: {', '.join(AGENTS)}",
+    )
+
+
 def request_digest(text: str) -> str:
     """The SHA-256 hex digest of a request's UTF-8 text: how `bind` and `read` name a request.
 
@@ -249,6 +260,35 @@ class Progress:
     usage: Usage | None
     usage_status: UsageStatus
     end_offset: int = 0
+
+
+@attrs.frozen
+class PendingCall:
+    """A tool call the agent's own file records and no result answers yet.
+
+    `call_id` is the file's own id for it (Claude's ``tool_use`` id, Codex's
+    ``call_id``), `tool` its name, `command` the shell command it runs (None for
+    a tool that runs none) and `input_sha256` the SHA-256 of its whole input as
+    canonical JSON. `identity` (ASCII hex, whatever the file held) is what a
+    permission's fingerprint binds.
+    """
+
+    call_id: str
+    tool: str
+    command: str | None
+    input_sha256: str
+
+    @property
+    def identity(self) -> str:
+        """The SHA-256 of the call's id, tool and input digest: one call, exactly."""
+        return input_digest([self.call_id, self.tool, self.input_sha256])
+
+
+def input_digest(value: object) -> str:
+    """The SHA-256 hex digest of a tool call's input as canonical JSON."""
+    # ASCII-escaped, so a lone surrogate the JSON held digests too.
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 class EvidenceReason(enum.StrEnum):

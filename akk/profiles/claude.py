@@ -215,6 +215,7 @@ class PermissionShape:
     footer_col: int = 1
     title_col: int = 1
     bash_title: str = "Bash command"
+    tool: str = "Bash"  # the tool call a Bash prompt asks about, in the transcript
     question_prefix: str = "Do you want to "
     approve_once: str = "Yes"
     persistent_prefix: str = "Yes, and "
@@ -292,6 +293,11 @@ class ClaudeProfile:
     def enter_guard_seconds(self) -> float:
         """Quiet time after the last typed or pasted key before the one Enter."""
         return self.typing.enter_guard_seconds
+
+    @property
+    def permission_tool(self) -> str:
+        """The tool whose pending call an actionable permission asks about."""
+        return self.permission.tool
 
     def classify(self, grid: Grid) -> Observation:
         """The one Observation this screen shows under this version's data."""
@@ -749,6 +755,7 @@ class _Classifier:
             header=title,
             # The command, then what the client says it could not check about it.
             detail="\n\n".join([command, *advisories]),
+            command=command,
         )
         prompt = PromptView(
             kind=InteractionKind.PERMISSION,

@@ -291,6 +291,7 @@ class CodexProfile:
     blockers: tuple[Blocker, ...]
     key_plans: KeyPlans
     typing: Typing
+    permission_tool: str = "exec_command"  # the call an exec approval asks about (rollout)
 
     @property
     def id(self) -> str:
@@ -556,7 +557,11 @@ class _Classifier:
             raise _Refused("approval prompt lacks exactly one approve-once and one reject row")
         _check_named_prefix(command, options)
         question = QuestionView(
-            p.permission_anchor, ResponseKind.CONFIRM, tuple(options), detail=command
+            p.permission_anchor,
+            ResponseKind.CONFIRM,
+            tuple(options),
+            detail=command,
+            command=command,
         )
         prompt = PromptView(
             InteractionKind.PERMISSION,

@@ -106,6 +106,7 @@ class QuestionView:
     header: str | None = None
     required: bool = True
     detail: str = ""  # what a permission is for, e.g. the command line; shown to controllers
+    command: str | None = None  # a permission's command as drawn (rows unwrapped), else None
 
 
 @attrs.frozen

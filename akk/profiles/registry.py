@@ -44,6 +44,11 @@ class Profile(Protocol):
         ...
 
     @property
+    def permission_tool(self) -> str:
+        """The tool (by its name in the agent's file) whose pending call a permission asks about."""
+        ...
+
+    @property
     def free_text_max_chars(self) -> int:
         """Longest free-text answer whose arrival in the editor this version can prove."""
         ...

@@ -1,10 +1,13 @@
 """Prompt fingerprints and the opaque ids derived from them.
 
 A fingerprint binds a prompt region's exact cells (characters, widths and every
-style attribute, unredacted) to the profile that read it and the terminal
-process it was seen on. The encoding is unambiguous: every variable field is
-length-prefixed and every count is explicit, so two different inputs can never
-serialise to the same bytes. Where the region sits on the screen is deliberately
+style attribute, unredacted) to the profile that read it, the terminal
+process it was seen on and, for a permission, the pending tool call the agent's
+own file records for it (its id and input digest): an approval offered for
+one call can never land on a prompt for another that looks the same. The
+encoding is unambiguous: every variable field is length-prefixed and every
+count is explicit, so two different inputs can never serialise to the same
+bytes. Where the region sits on the screen is deliberately
 not hashed: the same prompt redrawn one row lower is the same prompt, while its
 size (rows, and cells per row) is.
 
@@ -29,6 +32,7 @@ from akk.screen.grid import Cell, Grid
 from akk.screen.region import Region
 
 _FINGERPRINT_DOMAIN = b"akk.fingerprint.v1"
+_PENDING_DOMAIN = b"akk.fingerprint.pending.v1"  # a prompt bound to a pending tool call
 _MIN_SECRET_BYTES = 32
 _ID_BYTES = 16
 
@@ -60,16 +64,23 @@ def _encode_cell(cell: Cell) -> bytes:
     )
 
 
-def fingerprint(grid: Grid, region: Region, *, profile_id: str, terminal_identity: str) -> bytes:
-    """SHA-256 over `region`'s exact cells, `profile_id` and `terminal_identity` (32 bytes).
+def fingerprint(
+    grid: Grid, region: Region, *, profile_id: str, terminal_identity: str, pending: str = ""
+) -> bytes:
+    """SHA-256 over `region`'s exact cells, `profile_id`, `terminal_identity` and `pending`.
 
-    Cells outside `region` never affect it; any change to a cell inside it (its
-    character or any style attribute) does, as does a different profile id or
-    terminal identity. Raises ValueError if `region` leaves the grid.
+    `pending` is the identity of the tool call a permission asks about
+    (`PendingCall.identity`; empty for other prompts). Cells outside `region`
+    never affect it; any change to a cell inside it (its character or any
+    style attribute) does, as does a different profile id, terminal identity
+    or pending call. Raises ValueError if `region` leaves the grid.
     """
     cells = grid.region_cells(region)
     digest = hashlib.sha256()
-    digest.update(_field(_FINGERPRINT_DOMAIN))
+    # Without a pending call the encoding is the one stored fingerprints were made with.
+    digest.update(_field(_PENDING_DOMAIN if pending else _FINGERPRINT_DOMAIN))
+    if pending:
+        digest.update(_field(pending.encode()))
     digest.update(_field(profile_id.encode()))
     digest.update(_field(terminal_identity.encode()))
     digest.update(struct.pack(">II", region.height, region.width))

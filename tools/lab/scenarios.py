@@ -654,3 +654,42 @@ def _claude_question_scenarios() -> dict[str, Scenario]:
 
 
 SCENARIOS = {**SCENARIOS, **_claude_question_scenarios()}
+
+
+# ---------------------------------------------------------------- hostile text (issue 26)
+
+HOSTILE_TASK = "lab: answer with hostile text"
+HOSTILE_ASK_TASK = "lab: ask a hostile question"
+
+HOSTILE_MARKUP = "[/] [bold]bold [link=https://example.test]link"
+"""Rich markup: `[/]` closes no tag (MarkupError), the others would style and link."""
+
+HOSTILE_SEQUENCES = "\x1b]52;c;aGk=\x07 \x1b[2J \x9b31m \u202eevil\u202c"
+"""An OSC 52 clipboard write ("hi"), a screen clear, a C1 CSI and a right-to-left override."""
+
+HOSTILE_TEXT = f"{HOSTILE_MARKUP} {HOSTILE_SEQUENCES}\nstate:    done"
+"""A final message: markup and control sequences on its first line (the event summary), then
+a line that would pass for one of `akk status`'s own."""
+
+HOSTILE_QUESTION = Question(
+    question=f"Which {HOSTILE_MARKUP} color?",
+    header="[/]Color",
+    options=(Option("[bold]Red", "[/] warm"), Option("Blue", "cool")),
+)
+"""A question with markup: what the pane draws of it reaches `akk list` and the events.
+
+Markup only: Claude draws control and bidi characters as U+FFFD, and AKK reads no question
+it cannot read back.
+"""
+
+SCENARIOS = {
+    **SCENARIOS,
+    "hostile_text": Scenario(
+        "hostile_text",
+        task=HOSTILE_TASK,
+        steps=(
+            Step(HOSTILE_TASK, Text(HOSTILE_TEXT), repeat=True),
+            Step(HOSTILE_ASK_TASK, AskUserQuestion((HOSTILE_QUESTION,))),
+        ),
+    ),
+}

@@ -1,0 +1,65 @@
+"""The tool calls an agent's own file records as pending: what a permission prompt may ask about.
+
+A permission prompt on screen can hide the end of its command (a Claude Bash
+prompt without its last gutter row reads exactly like one for a shorter
+command). The agent's transcript or rollout records every tool call with its
+whole input, and its result once it has one: a call without a result is
+pending. Which file: the one a Turn bound before its send (`Binding`), from its
+binding offset; without one (a Watch not yet bound, evidence unknown) the one
+file the process owns now, proven from the process as `locate` does. Only the
+last `PENDING_WINDOW` bytes are read.
+"""
+
+from __future__ import annotations
+
+from akk.evidence import claude, codex, files, locate
+from akk.evidence.model import (
+    EvidenceAmbiguous,
+    EvidenceFile,
+    EvidenceLost,
+    EvidenceReason,
+    EvidenceUnavailable,
+    PendingCall,
+    agent_family,
+)
+
+PENDING_WINDOW = 1024 * 1024
+"""Bytes read at most, back from the end of the file (1 MiB)."""
+
+
+def open_calls(agent: str, file: EvidenceFile, start: int = 0) -> list[PendingCall]:
+    """The calls recorded in `file` from `start` on that no result answers yet, in file order.
+
+    Reads at most the last `PENDING_WINDOW` bytes (a call older than that is
+    not seen). Raises EvidenceLost if the file is gone, replaced or shorter
+    than `start`; EvidenceUnavailable for an agent without a reader.
+    """
+    family = agent_family(agent)
+    identified = files.identify(file.path)
+    if identified is None:
+        raise EvidenceLost(EvidenceReason.FILE_MISSING, f"{file.path} is gone")
+    _, size = identified
+    lines = files.read_lines(file, max(start, size - PENDING_WINDOW))
+    records = files.records(lines)
+    return claude.open_calls(records) if family == "claude" else codex.open_calls(records)
+
+
+def owned_file(agent: str, pid: int) -> EvidenceFile:
+    """The one transcript or rollout file process `pid` owns now.
+
+    Raises EvidenceUnavailable if its files cannot be determined or it owns
+    none yet or is no supported agent, EvidenceAmbiguous if it owns several (e.g. Codex's managed
+    daemon, which holds every thread it serves).
+    """
+    paths = locate.owned_files(agent_family(agent), pid).paths
+    found = [identified[0] for path in paths if (identified := files.identify(path))]
+    if not found:
+        raise EvidenceUnavailable(
+            EvidenceReason.NO_SESSION_RECORD, f"process {pid} owns no transcript or rollout yet"
+        )
+    if len(found) > 1:
+        raise EvidenceAmbiguous(
+            EvidenceReason.SEVERAL_FILES,
+            f"process {pid} owns {len(found)} files; its pending call is unknown",
+        )
+    return found[0]

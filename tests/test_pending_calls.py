@@ -1,0 +1,193 @@
+"""The pending tool call in the agents' own files, and the permission rule built on it.
+
+Replays the real transcripts and rollouts of fixtures/evidence (every pinned
+version's `permission` and `permission_esc` cases): written up to the tool
+call, the file shows exactly that call pending, with the scenario's command;
+once its result (approval, or Esc) is written, none. Then the rule of
+`akk.profiles.permission` on a captured permission screen of every pinned
+version, and the fingerprint's binding of the call.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import attrs
+import pytest
+
+from akk.evidence import PendingCall, open_calls, owned_file
+from akk.evidence import locate as evidence_locate
+from akk.evidence.files import identify
+from akk.evidence.model import EvidenceAmbiguous, EvidenceUnavailable, input_digest
+from akk.profiles.observation import InteractionKind, Observation
+from akk.profiles.permission import (
+    PENDING_CALL_MISMATCH,
+    PENDING_CALL_UNKNOWN,
+    awaits_call,
+    bind_pending,
+    drawn,
+)
+from akk.profiles.registry import PROFILES
+from akk.screen import fingerprint, render
+from tools.lab.scenarios import SCENARIOS, Bash, ExecCommand
+
+ROOT = Path(__file__).resolve().parent.parent / "fixtures"
+EVIDENCE = ROOT / "evidence"
+CASES = sorted(
+    path for agent in ("claude", "codex") for path in (EVIDENCE / agent).glob("*/permission*.jsonl")
+)
+TOOL = {"claude": "Bash", "codex": "exec_command"}
+
+
+def _command(scenario: str) -> str:
+    (reply,) = [
+        step.reply
+        for step in SCENARIOS[scenario].steps
+        if isinstance(step.reply, Bash | ExecCommand)
+    ]
+    return reply.command if isinstance(reply, Bash) else reply.cmd
+
+
+def _is_call(agent: str, data: dict[str, object]) -> bool:
+    if agent == "claude":
+        message = data.get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        return isinstance(content, list) and any(
+            isinstance(block, dict) and block.get("type") == "tool_use" for block in content
+        )
+    payload = data.get("payload")
+    return isinstance(payload, dict) and payload.get("type") == "function_call"
+
+
+def test_every_pinned_version_has_both_permission_cases() -> None:
+    versions = {(p.parent.parent.name, p.parent.name) for p in CASES}
+    assert versions == set(PROFILES)
+    assert len(CASES) == 2 * len(PROFILES)
+
+
+@pytest.mark.parametrize("path", CASES, ids=lambda p: str(p.relative_to(EVIDENCE)))
+def test_the_file_shows_the_call_pending_until_its_result_is_written(
+    path: Path, tmp_path: Path
+) -> None:
+    label = json.loads(path.with_suffix(".json").read_text())
+    agent, command = label["agent"], _command(label["scenario"])
+    lines = path.read_bytes().splitlines(keepends=True)
+    call_at = next(i for i, line in enumerate(lines) if _is_call(agent, json.loads(line)))
+    written = tmp_path / "file.jsonl"
+    for upto, expected in ((call_at, 0), (call_at + 1, 1), (len(lines), 0)):
+        written.write_bytes(b"".join(lines[:upto]))
+        found = identify(str(written))
+        assert found is not None
+        calls = open_calls(agent, found[0])
+        assert len(calls) == expected, (upto, calls)
+        if expected:
+            (call,) = calls
+            assert (call.tool, call.command) == (TOOL[agent], command)
+            assert len(call.input_sha256) == 64 and call.call_id
+    # From an offset past the call (a later Turn's binding), it is not this Turn's.
+    written.write_bytes(b"".join(lines[: call_at + 1]))
+    found = identify(str(written))
+    assert found is not None
+    assert open_calls(agent, found[0], found[1]) == []
+
+
+def _screen(agent: str, version: str) -> tuple[Observation, str]:
+    """A captured Bash / exec permission of this version, classified, and its command."""
+    scenario = "claude_bash" if agent == "claude" else "codex_exec"
+    label_path = next((ROOT / agent / version).glob(f"**/{scenario}-permission.json"))
+    label = json.loads(label_path.read_text())
+    grid = render(label_path.with_suffix(".ansi").read_text(), label["cols"], label["rows"])
+    observation = PROFILES[(agent, version)].classify(grid)
+    assert observation.actionable, (label_path, observation.reason)
+    return observation, _command(scenario)
+
+
+def _call(tool: str, command: str | None, call_id: str = "call_1") -> PendingCall:
+    given = {"command": command} if tool == "Bash" else {"cmd": command}
+    return PendingCall(call_id, tool, command, input_digest(given))
+
+
+@pytest.mark.parametrize(("agent", "version"), sorted(PROFILES), ids="-".join)
+def test_a_permission_is_actionable_only_for_its_one_pending_call(agent: str, version: str) -> None:
+    observation, command = _screen(agent, version)
+    tool = PROFILES[(agent, version)].permission_tool
+    assert tool == TOOL[agent]
+    call = _call(tool, command)
+    assert bind_pending(observation, tool, [call]) == (observation, call)
+    # Another pending call of another tool does not count.
+    assert bind_pending(observation, tool, [call, _call("Read", None, "r")])[1] == call
+    refused = {
+        "the file unreadable": (None, PENDING_CALL_UNKNOWN),
+        "no pending call": ([], PENDING_CALL_UNKNOWN),
+        "two pending calls": ([call, _call(tool, command, "call_2")], PENDING_CALL_UNKNOWN),
+        "a longer command": ([_call(tool, command + " && rm -rf ~")], PENDING_CALL_MISMATCH),
+        "a shorter command": ([_call(tool, command[:-1])], PENDING_CALL_MISMATCH),
+        "no command": ([_call(tool, None)], PENDING_CALL_MISMATCH),
+        "another tool only": ([_call("Write", command)], PENDING_CALL_UNKNOWN),
+    }
+    for why, (calls, reason) in refused.items():
+        bound, matched = bind_pending(observation, tool, calls)
+        assert matched is None and not bound.actionable, why
+        assert bound.reason == reason and bound.prompt == observation.prompt, why
+    # Only a readable file without a call of the tool is read again (the call may come next).
+    waits = {why for why, (calls, _) in refused.items() if awaits_call(calls, tool)}
+    assert waits == {"no pending call", "another tool only"}
+
+
+def test_only_actionable_permissions_are_checked() -> None:
+    observation, _ = _screen("claude", "2.1.332")
+    assert observation.prompt is not None
+    question = attrs.evolve(observation.prompt, kind=InteractionKind.QUESTIONNAIRE)
+    for other in (
+        attrs.evolve(observation, prompt=question),
+        attrs.evolve(observation, reason="x"),
+    ):
+        assert bind_pending(other, "Bash", None) == (other, None)
+
+
+def test_the_drawn_form_keeps_every_character_but_whitespace_runs() -> None:
+    assert drawn("  echo a \n\t b  ") == "echo a b"
+    assert drawn("echo ab") != drawn("echo a b")
+
+
+def test_the_fingerprint_binds_the_pending_call() -> None:
+    observation, command = _screen("codex", "0.171.0")
+    label_path = next((ROOT / "codex" / "0.171.0").glob("**/codex_exec-permission.json"))
+    label = json.loads(label_path.read_text())
+    grid = render(label_path.with_suffix(".ansi").read_text(), label["cols"], label["rows"])
+    assert observation.prompt is not None
+    region = observation.prompt.region
+
+    def fp(pending: str) -> bytes:
+        return fingerprint(grid, region, profile_id="p", terminal_identity="t", pending=pending)
+
+    one, other = _call("exec_command", command), _call("exec_command", command, "call_2")
+    changed = _call("exec_command", command + " ")
+    prints = {fp(""), fp(one.identity), fp(other.identity), fp(changed.identity)}
+    assert len(prints) == 4
+    assert one.identity == _call("exec_command", command).identity
+    assert one.identity.isascii() and len(one.identity) == 64
+    # A lone surrogate in the file's JSON still gives an ASCII identity, never an error.
+    odd = PendingCall("\ud800", "Bash", "x", input_digest({"command": "\udfff"}))
+    assert odd.identity.isascii()
+
+
+def test_the_one_owned_file_is_read_and_several_are_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    paths: list[str] = []
+    monkeypatch.setattr(
+        evidence_locate, "owned_files", lambda agent, pid: evidence_locate.Owned(1, tuple(paths))
+    )
+    with pytest.raises(EvidenceUnavailable):
+        owned_file("claude", 1)
+    for name in ("a.jsonl", "b.jsonl"):
+        (tmp_path / name).write_text("")
+        paths.append(str(tmp_path / name))
+    with pytest.raises(EvidenceAmbiguous):
+        owned_file("codex", 1)
+    paths.pop()
+    assert owned_file("claude", 1).path == paths[0]
+    with pytest.raises(EvidenceUnavailable):
+        owned_file("gemini", 1)
