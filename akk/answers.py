@@ -27,6 +27,7 @@ from akk.profiles.observation import (
 )
 from akk.protocol.errors import Reason, RpcError
 from akk.protocol.projection import shown_roles
+from akk.protocol.text_rule import check_text
 from akk.screen.fingerprint import Appearance, IdMinter
 from akk.store.interactions import Interaction, Offer, OfferState
 
@@ -149,7 +150,10 @@ def _one(
                 Reason.INVALID_PARAMS,
                 "this question takes no free text; answer with selected_option_ids from status",
             )
-        return Answer(Intent.FREE_TEXT, text=answer["text"])
+        text: str = answer["text"]
+        # One line typed into the prompt's editor; its version's specials are proven there.
+        check_text(text, "the free text", specials=(), lines=False)
+        return Answer(Intent.FREE_TEXT, text=text)
     ids_by_row = {
         ids.option_id(seen, 0, row): row
         for row, option in enumerate(question.options)

@@ -26,10 +26,12 @@ from akk.actors.turn_desk import TurnDesk
 from akk.answers import Answer, check_offer, decision, resolve
 from akk.backend_answers import BackendAnswers
 from akk.profiles.observation import InteractionKind, State
+from akk.profiles.registry import bind
 from akk.protocol.errors import Reason, RpcError
 from akk.protocol.projection import Shown, project_snapshot
+from akk.protocol.text_rule import check_text
 from akk.screen.fingerprint import IdMinter
-from akk.store import audit, interactions, turns
+from akk.store import audit, dispatches, interactions, turns
 from akk.store.interactions import Interaction, InteractionState
 from akk.store.reader import StoreReader
 from akk.store.turns import BACKEND, Turn
@@ -259,8 +261,15 @@ class InteractionCalls:
         assert offer is not None
         answer = make(shown)
         terminal = self._board.ref(turn.terminal_id or "")
-        if terminal is None:
+        snapshot = self._board.get(turn.terminal_id or "")
+        if terminal is None or snapshot is None:
             raise RpcError(Reason.NOT_FOUND, "the Turn's terminal is gone; nothing was sent")
+        profile = bind(snapshot.identity.agent, snapshot.identity.version).profile
+        if answer.text is not None and profile is not None:
+            # The editor's own specials, before the actor is asked (its proof checks them too).
+            check_text(
+                answer.text, "the free text", specials=profile.editor_typing.specials, lines=False
+            )
         message = DispatchAnswer(
             turn_id=turn.turn_id,
             controller_id=controller_id,
@@ -307,6 +316,15 @@ class InteractionCalls:
                 "again. Call status",
             ) from None
         except ActorError as exc:
+            turn_id, interaction_id = message.turn_id, message.interaction_id
+            steps = await self._reader.run(lambda conn: dispatches.of_turn(conn, turn_id))
+            if not any(step.interaction_id == interaction_id for step in steps):
+                # Keys come only after the reservation: none was recorded, so none went out.
+                raise RpcError(
+                    Reason.INTERNAL,
+                    f"the terminal failed before it reserved the answer ({exc.reason}); "
+                    "nothing was sent. Call status, then answer again",
+                ) from None
             raise RpcError(
                 Reason.RESPONSE_UNCERTAIN,
                 f"the terminal failed during the answer ({exc.reason}); it may have been sent "

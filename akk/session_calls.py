@@ -39,6 +39,7 @@ from akk.appserver import rpc
 from akk.appserver.schema import RESUME_VERIFIED
 from akk.evidence import request_digest
 from akk.protocol.errors import Reason, RpcError
+from akk.protocol.text_rule import check_text
 from akk.sessions import policy
 from akk.store import sessions, turns
 from akk.store.reader import StoreReader
@@ -375,8 +376,7 @@ def _wait(decision: policy.Decision) -> RpcError:
 
 
 def _check_text(text: str, field: str) -> None:
-    if not text.strip():
-        raise RpcError(Reason.INVALID_PARAMS, f"{field} is empty; send the task's text")
+    """The text rule for a backend request (no screen: the character rule), and its length."""
     limit = MAX_HANDOFF_CHARS if field == "handoff" else MAX_REQUEST_CHARS
     if len(text) > limit:
         raise RpcError(
@@ -384,6 +384,7 @@ def _check_text(text: str, field: str) -> None:
             f"{field} has {len(text)} characters, more than the {limit} a send accepts; "
             "shorten it or put the details in a file the agent can read",
         )
+    check_text(text, field)
 
 
 def _with_session(

@@ -9,6 +9,7 @@ a refused send or cancel sent zero keys.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -29,13 +30,14 @@ from akk.actors.turn_desk import TurnDesk
 from akk.evidence import request_digest
 from akk.faults import Point
 from akk.interaction_calls import InteractionCalls
-from akk.profiles.composer import unprovable
+from akk.profiles.registry import bind
 from akk.protocol.errors import Reason, RpcError
 from akk.protocol.excerpt import excerpt
+from akk.protocol.text_rule import check_text
 from akk.store import audit, dispatches, outbox, sessions, turns
 from akk.store.reader import StoreReader
 from akk.store.turns import BACKEND, Turn, TurnState
-from akk.terminals import TerminalBoard, terminal_row
+from akk.terminals import TerminalBoard, TerminalSnapshot, terminal_row
 
 MAX_REQUEST_CHARS = 50_000
 """Longest task text `send` accepts (characters); longer ones are refused before any key."""
@@ -91,13 +93,14 @@ class TurnCalls:
         if holder is not None:
             # Checked again inside the reservation; this answers before any capture.
             raise RpcError(Reason.CONFLICT, turns.held(holder, controller_id))
-        terminal = self._board.ref(terminal_id)
-        if terminal is None or self._board.get(terminal_id) is None:
+        terminal, snapshot = self._board.ref(terminal_id), self._board.get(terminal_id)
+        if terminal is None or snapshot is None:
             raise RpcError(
                 Reason.NOT_FOUND,
                 f"no terminal {terminal_id!r} (its pane closed or its agent restarted); "
                 "call list for the current terminal ids",
             )
+        _check_typeable(snapshot, text)
         task = DispatchTask(
             controller_id=controller_id,
             client_request_id=client_request_id,
@@ -105,7 +108,11 @@ class TurnCalls:
             inactivity_seconds=self._settings.inactivity_minutes * 60,
             lifetime_seconds=self._settings.lifetime_minutes * 60,
         )
-        receipt = await self._dispatch(terminal, task)
+        receipt = await self._dispatch(
+            terminal,
+            task,
+            lambda conn: turns.by_request(conn, controller_id, client_request_id) is not None,
+        )
         if isinstance(receipt, Refusal):
             if receipt.turn is not None:
                 return self._repeat(receipt.turn, text)
@@ -142,13 +149,20 @@ class TurnCalls:
                 "the agent is idle again",
             )
         terminal = self._board.ref(turn.terminal_id or "")
-        if terminal is None:
+        snapshot = self._board.get(turn.terminal_id or "")
+        if terminal is None or snapshot is None:
             raise RpcError(
                 Reason.NOT_FOUND,
                 f"turn {turn_id}'s terminal is gone (its pane closed or its agent restarted); "
                 "send a new task to another terminal",
             )
-        receipt = await self._dispatch(terminal, DispatchRespond(turn_id, text))
+        _check_typeable(snapshot, text)
+        before = len(await self._reader.run(lambda conn: dispatches.of_turn(conn, turn_id)))
+        receipt = await self._dispatch(
+            terminal,
+            DispatchRespond(turn_id, text),
+            lambda conn: len(dispatches.of_turn(conn, turn_id)) > before,
+        )
         if isinstance(receipt, Refusal):
             raise RpcError(receipt.reason, receipt.message)
         reopened = receipt.turn
@@ -159,8 +173,13 @@ class TurnCalls:
         return _send_result(reopened) | {"round": reopened.round}
 
     async def _dispatch(
-        self, terminal: Any, message: DispatchTask | DispatchRespond
+        self,
+        terminal: Any,
+        message: DispatchTask | DispatchRespond,
+        reserved: Callable[[Any], bool],
     ) -> TaskReceipt | Refusal:
+        """Ask the terminal to type ``message``; ``reserved`` tells (in the store) whether it
+        reserved the dispatch, before which no key can have been sent."""
         try:
             return await dispatch_task(terminal, message, timeout=DISPATCH_TIMEOUT)
         except AskTimeout as exc:
@@ -175,6 +194,13 @@ class TurnCalls:
                 "type it again. Call list or status to see the Turn",
             ) from None
         except ActorError as exc:
+            if not await self._reader.run(reserved):
+                # Keys come only after the reservation: none was recorded, so none went out.
+                raise RpcError(
+                    Reason.INTERNAL,
+                    f"the terminal failed before it reserved the dispatch ({exc.reason}); "
+                    "nothing was typed. Call list, then send again",
+                ) from None
             raise RpcError(
                 Reason.RESPONSE_UNCERTAIN,
                 f"the terminal failed during the dispatch ({exc.reason}); the task may have been "
@@ -345,21 +371,25 @@ class TurnCalls:
 
 
 def _check_request(text: str) -> None:
-    if not text.strip():
-        raise RpcError(Reason.INVALID_PARAMS, "request is empty; send the task's text")
+    """The text rule for a typed request (any profile), before any record is read."""
     if len(text) > MAX_REQUEST_CHARS:
         raise RpcError(
             Reason.INVALID_PARAMS,
             f"request has {len(text)} characters, more than the {MAX_REQUEST_CHARS} a send "
             "accepts; shorten it or put the details in a file the agent can read",
         )
-    why = unprovable(text)
-    if why is not None:
-        raise RpcError(
-            Reason.INVALID_PARAMS,
-            f"AKK could not prove this request reached the composer exactly: {why}. Nothing "
-            "was sent",
-        )
+    check_text(text, "request", specials=())
+
+
+def _check_typeable(snapshot: TerminalSnapshot, text: str) -> None:
+    """The text rule with the specials of the pane's own version, before the actor is asked.
+
+    A pane without an exact profile is refused by the TerminalActor (unsupported_version).
+    """
+    identity = snapshot.identity
+    profile = bind(identity.agent, identity.version).profile
+    if profile is not None:
+        check_text(text, "request", specials=profile.typing.specials)
 
 
 def owned(turn: Turn | None, record_id: str, controller_id: str, operator: bool) -> Turn:

@@ -562,11 +562,16 @@ def test_a_resolved_answer_the_plan_refuses_is_the_controllers_mistake(path: Pat
         (choose(s), Refusal.NO_OPTION_CHOSEN),
     ]
     if path in EDITOR and s.prompt.kind is not InteractionKind.ASYNC_QUESTION:
-        mistakes += [
-            (typed(s, ""), Refusal.NO_TEXT),
-            (typed(s, "two\nlines"), Refusal.UNSAFE_TEXT),
-            (typed(s, "\x1b[200~"), Refusal.UNSAFE_TEXT),
-        ]
+        texts = [("", Refusal.NO_TEXT), ("two\nlines", Refusal.UNSAFE_TEXT)]
+        texts += [("\x1b[200~", Refusal.UNSAFE_TEXT), ("hi\ud800there", Refusal.UNSAFE_TEXT)]
+        for text, why in texts:
+            # The text rule refuses it while resolving, before any actor; the plan does too.
+            with pytest.raises(RpcError) as refused:
+                answer(s, [typed(s, text)])
+            assert refused.value.reason is Reason.INVALID_PARAMS
+            with pytest.raises(KeyPlanError) as raised:
+                _expand(path, Answer(Intent.FREE_TEXT, text=text))
+            assert raised.value.reason is why
     for sent, why in mistakes:
         resolved = answer(s, [sent])
         with pytest.raises(KeyPlanError) as raised:

@@ -23,8 +23,8 @@ from akk.profiles.composer import (
     Wrapping,
     draft_matches,
     render,
-    unprovable,
 )
+from akk.protocol.text_rule import screen_refusal
 
 CLAUDE = claude.V2_1_263.typing
 CODEX = codex.PROFILES[0].typing
@@ -285,7 +285,7 @@ def test_equal_rows_never_hide_a_different_character() -> None:
     ambiguity, which a draft may prove either way), a visible character dropped,
     changed or added there (which must never share its rows), and lookalikes a
     terminal draws the same cells for (which `draft_matches` must refuse, and
-    `unprovable` name). The counts at the end prove the collisions happen: about
+    the screen rule name). The counts at the end prove the collisions happen: about
     six thousand distinct pairs with the same rows per thousand examples.
     """
     same_rows: set[tuple[Wrapping, int, str, str]] = set()
@@ -327,7 +327,7 @@ def test_equal_rows_never_hide_a_different_character() -> None:
                 assert _visible(other) == _visible(text), (text, other, rows)
         for other in _lookalikes(text):
             lookalikes.add((wrapping, width, text, other))
-            assert unprovable(other) is not None, other
+            assert screen_refusal(other) is not None, other
             assert not shown_as(other), (text, other)
 
     check()

@@ -20,6 +20,7 @@ from akk.profiles.codex import CodexProfile
 from akk.profiles.composer import TypingMethod
 from akk.profiles.observation import Observation, OptionRole, ResponseKind, StepKind
 from akk.profiles.registry import PROFILES
+from akk.protocol.text_rule import screen_refusal
 from akk.screen.render import render
 
 ROOT = Path(__file__).resolve().parent.parent / "fixtures"
@@ -150,6 +151,12 @@ def test_draft_fixture_matches_exactly_its_text(label_path: Path) -> None:
         # Claude's fullscreen composer shows its last rows only (2.1.328 says how
         # many are hidden, earlier versions do not): never provable.
         assert label["agent"] == "claude" and label["rows"] == 24
+        assert not profile.draft_matches(draft, text, how)
+        return
+    if screen_refusal(text, profile.typing.specials) is not None:
+        # Drawn as typed here, but a '$name' opens Codex's skills popup whenever the name
+        # matches an installed skill: AKK refuses such text, so no screen proves it.
+        assert label["agent"] == "codex" and "$" in text
         assert not profile.draft_matches(draft, text, how)
         return
     assert profile.draft_matches(draft, text, how)

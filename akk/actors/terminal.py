@@ -53,7 +53,7 @@ from akk.store.turns import Turn, TurnState
 from akk.terminals import TerminalBoard, TerminalIdentity, TerminalSnapshot
 from akk.tmux import keys
 from akk.tmux.control import ClientLink, ControlClientClosed, TmuxCommandError
-from akk.tmux.panes import capture
+from akk.tmux.panes import capture, pane_size
 
 log = logging.getLogger("akk.terminal")
 
@@ -291,6 +291,13 @@ class TerminalActor(Actor):
             self._last_number = latest.appearance
         # A step open from before this actor (re)started was cut off by a crash.
         await self._reconcile()
+        # Observe now, not at the pane's next change: a restarted actor on a quiet pane
+        # would otherwise show unknown (and refuse every send) until someone typed there.
+        try:
+            self._size = await pane_size(self._link.client(), self._identity.pane_id)
+        except (TmuxCommandError, ControlClientClosed):
+            return  # gone or reattaching: the watcher's next listing brings a Refresh
+        await self._observe()
 
     async def stopped(self) -> None:
         self._board.retire(self._identity.terminal_id)

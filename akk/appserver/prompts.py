@@ -29,6 +29,7 @@ from akk.profiles.observation import InteractionKind, OptionRole, ResponseKind
 from akk.protocol.errors import Reason, RpcError
 from akk.protocol.projection import SCHEMA
 from akk.protocol.redaction import redact
+from akk.protocol.text_rule import check_text
 from akk.screen.fingerprint import Appearance, IdMinter
 
 PERMISSIONS: Mapping[str, str] = {
@@ -193,7 +194,9 @@ def async_message(
         raise RpcError(Reason.INVALID_PARAMS, "an async question takes one option (single_select)")
     (label,) = _one(prompt, 0, answers[0], ids)
     title = str(prompt.questions[0].get("question"))
-    return "> " + title.replace("\n", "\n> ") + "\n\n" + label
+    message = "> " + title.replace("\n", "\n> ") + "\n\n" + label
+    check_text(message, "the async answer (the question quoted, then the option)")
+    return message
 
 
 def decision_result(prompt: BackendPrompt, value: str) -> dict[str, Any]:
@@ -261,8 +264,7 @@ def _one(prompt: BackendPrompt, index: int, answer: Mapping[str, Any], ids: IdMi
                 Reason.INVALID_PARAMS,
                 "this question takes no free text; answer with selected_option_ids from status",
             )
-        if not text.strip():
-            raise RpcError(Reason.INVALID_PARAMS, "the free text is empty; send the answer")
+        check_text(text, "the free text")  # no screen: the character rule
         return [text]
     chosen = answer.get("selected_option_ids") or []
     by_id = {ids.option_id(prompt.seen, index, row): row for row in range(len(options))}

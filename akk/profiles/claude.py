@@ -95,6 +95,7 @@ from akk.profiles.observation import (
     State,
     StepKind,
 )
+from akk.protocol.text_rule import Special
 from akk.screen.grid import Cell, Grid
 from akk.screen.region import Region, is_box_drawing
 
@@ -352,6 +353,11 @@ class ClaudeProfile:
     def draft_matches(self, draft: DraftView, text: str, how: TypingMethod) -> bool:
         """Whether `draft` shows exactly `text`, typed `how`, as this version renders it."""
         return draft_matches(self.typing, draft, text, how)
+
+    @property
+    def editor_typing(self) -> Typing:
+        """How the questionnaire's "Type something." editor takes typed text."""
+        return self.editor
 
     @property
     def free_text_max_chars(self) -> int:
@@ -1334,6 +1340,16 @@ _BLOCKERS = (
     Blocker("trust", ("Accessing workspace:", "Yes, I trust this folder")),
 )
 
+# What the composer of every pinned version (2.1.263 to 2.1.332) does with text instead of
+# typing it (tests/lab/test_hostile_input.py; docs/input.md). A leading '#' is plain text
+# on every one of them (no memory mode), so it is typed.
+_SPECIALS = (
+    Special(r"^!", "shell mode (the rest would run as a shell command)"),
+    Special(r"^/", "the command menu (Enter would run the highlighted command)"),
+    Special(r"(?:^|\s)@", "a file and agent mention popup over the composer"),
+    Special(r"^\?", "the shortcuts help (a '?' alone in an empty composer is eaten)"),
+    Special(r"\\$", "a line break: backslash then Enter is a newline, not a submit"),
+)
 _TYPING = Typing(
     wrapping=Wrapping.WRAP_ANSI,
     literal_max_length=800,
@@ -1343,7 +1359,7 @@ _TYPING = Typing(
     paste_newline_reserve=10,
     placeholder_single=r"\[Pasted text #[1-9]\d*\]",
     placeholder_multi=r"\[Pasted text #[1-9]\d* \+{newlines} lines\]",
-    command_prefixes=("/", "!"),
+    specials=_SPECIALS,
     viewport=(3, 5),
     enter_guard_seconds=0.0,
     settle_seconds=0.2,
@@ -1352,7 +1368,10 @@ _TYPING = Typing(
         "of each binary and lab runs): a paste of more than 800 UTF-16 units or more than "
         "min(rows - 10, 2) line breaks shows '[Pasted text #N]' / '[Pasted text #N +K lines]' "
         "(K = line breaks, N = the session's paste counter); send-keys -l of more than 800 "
-        "characters is taken for a paste; '!' opens shell mode, '/' a command; the "
+        "characters is taken for a paste; the specials (docs/input.md, lab probe of 2.1.263 and "
+        "2.1.332, tests/lab/test_hostile_input.py on every version): '!' opens shell mode, '/' "
+        "the command menu, '@' after a space or at the start a mention popup, '?' alone the "
+        "shortcuts help, a trailing '\\' makes Enter a newline, '#' is plain text; the "
         "fullscreen composer shows max(3, rows // 2 - 5) rows and scrolls unmarked; Enter "
         "0 ms after typed or pasted text submitted (16 of 16); keys within ~200 ms of a "
         "widget's first paint are dropped"
@@ -1364,7 +1383,7 @@ _EDITOR = attrs.evolve(
     _TYPING,
     literal_max_length=3000,
     length_unit=LengthUnit.CODEPOINTS,
-    command_prefixes=(),
+    specials=(),
     viewport=None,
     evidence=(
         "tests/lab/test_claude_plans.py (all four versions): send-keys -l of 799, 800 and "

@@ -107,6 +107,7 @@ from akk.profiles.observation import (
     State,
     StepKind,
 )
+from akk.protocol.text_rule import Special
 from akk.screen.grid import Cell, Grid
 from akk.screen.region import Region
 
@@ -355,7 +356,12 @@ class CodexProfile:
         current = [option.role for option in prompt.questions[0].options if option.current]
         if current != [OptionRole.NONE_OF_THE_ABOVE] or prompt.region.top <= self.full_pane_top:
             return False
-        return draft_matches(self.typing, notes, text, TypingMethod.LITERAL)
+        return draft_matches(self.editor_typing, notes, text, TypingMethod.LITERAL)
+
+    @property
+    def editor_typing(self) -> Typing:
+        """The notes editor's typing: the composer's, with the notes' own specials."""
+        return attrs.evolve(self.typing, specials=_NOTES_SPECIALS)
 
 
 _Parser = Callable[[Footer, int, int], Observation]
@@ -1058,6 +1064,21 @@ _ASYNC_KEY_PLANS = (
     ),
 )
 
+# What the composer of every pinned version (0.153.4 to 0.171.0) does with text instead of
+# typing it (tests/lab/test_hostile_input.py; docs/input.md).
+_SPECIALS = (
+    Special(r"^!", "shell mode (the rest would run as a shell command)"),
+    Special(r"^/", "a slash command"),
+    Special(r"^\?", "the shortcuts overlay (a leading '?' in an empty composer is eaten)"),
+    Special(r"(?:^|\s)@", "a file, skill and agent mention popup over the composer"),
+    # '$' then a name: a popup when the name matches an installed skill, which AKK cannot
+    # know ('$sk' opened it, '$HOME' and '$(' did not); refused whatever the name.
+    Special(r"(?:^|\s)\$[A-Za-z_]", "the skills popup (its Enter inserts a skill)"),
+)
+# The notes under a question (probed on 0.153.4 and 0.171.0, docs/input.md): '@' and '$'
+# open no popup there and a leading '/' is text, but 0.153.4 still reads a leading '!' as
+# shell mode ('! x') and eats a leading '?'; 0.171.0 types both. Refused on every version.
+_NOTES_SPECIALS = tuple(s for s in _SPECIALS if s.pattern in (r"^!", r"^\?"))
 _TYPING = Typing(
     wrapping=Wrapping.TEXTWRAP,
     literal_max_length=1000,
@@ -1066,7 +1087,7 @@ _TYPING = Typing(
     paste_max_newlines=None,
     placeholder_single=r"\[Pasted Content {chars} chars\]",
     placeholder_multi=r"\[Pasted Content {chars} chars\]",
-    command_prefixes=("/", "!", "?"),
+    specials=_SPECIALS,
     viewport=None,
     enter_guard_seconds=_ENTER_GUARD.seconds,
     settle_seconds=0.5,
@@ -1076,8 +1097,12 @@ _TYPING = Typing(
         "cyan element '[Pasted Content N chars]' (a second one of the same size ' #2'); a "
         "burst of more than 1000 characters typed with send-keys -l is taken for a paste; an "
         "Enter within ~120 ms of a typed burst is a newline (0 ms: newline, 50 ms: sent), "
-        "never after a bracketed paste; '!' opens shell mode, '/' a command, '?' in an empty "
-        "composer is eaten; a scrolled composer marks its right margin and drops the status row"
+        "never after a bracketed paste; the specials (docs/input.md, lab probe of 0.153.4 and "
+        "0.171.0, tests/lab/test_hostile_input.py on every version): '!' opens shell mode, '/' "
+        "a command, '?' in an empty composer is eaten, '@' and '$' after a space or at the "
+        "start open the mention popup, '$' and a name there the skills popup ('$sk' shows "
+        "'enter insert'); a scrolled "
+        "composer marks its right margin and drops the status row"
     ),
 )
 

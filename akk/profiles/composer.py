@@ -7,18 +7,18 @@ cursor where the capture shows one. The draft is private to the server.
 
 Each version row carries a `Typing` row, pure data: how that client wraps a
 draft, when a paste collapses into one placeholder and what it reads, which
-first characters turn the composer into something else (a slash command, a
-shell), and the timing a sender must respect. `draft_matches` renders the
+texts turn the composer into something else (a slash command, a shell, a
+mention popup), and the timing a sender must respect. `draft_matches` renders the
 expected text the way that client does and compares the rows, so a soft wrap is
 never read as a line break, nor the other way round.
 
 What a screen cannot show, and so is never taken as proven:
 
-- text with leading or trailing whitespace, spaces before a line break,
-  control characters, combining marks or other zero-width characters,
-  unnormalised (non-NFC) text, or whitespace other than the space and the line
-  break: the clients trim, drop, normalise or hide them, so the rows would be
-  the same for a different text;
+- text the screen rule of `akk.protocol.text_rule` refuses (whitespace the
+  clients trim, control, format, combining or zero-width characters, non-NFC
+  text, and the version's `Special` texts such as a shell-mode `!`): the
+  clients trim, drop, normalise, hide or act on them, so the rows would be the
+  same for a different text;
 - a draft whose top or bottom may be scrolled out of the composer;
 - what lies behind a paste placeholder: only that one paste of exactly the
   expected size (characters, or line breaks) landed and nothing else.
@@ -33,11 +33,12 @@ from __future__ import annotations
 
 import enum
 import re
-import unicodedata
 from collections.abc import Sequence
 
 import attrs
 from wcwidth import wcwidth
+
+from akk.protocol.text_rule import Special, screen_refusal
 
 
 class TypingMethod(enum.StrEnum):
@@ -121,7 +122,7 @@ class Typing:
     paste_newline_reserve: int = 0
     placeholder_single: str
     placeholder_multi: str
-    command_prefixes: tuple[str, ...]  # a draft starting so is a client command, not a task
+    specials: tuple[Special, ...]  # texts the client acts on instead of typing them
     viewport: tuple[int, int] | None
     # How a collapsed paste reaches the model: a regular expression template,
     # {text} the pasted text; None where it arrives as it is.
@@ -186,12 +187,12 @@ def draft_matches(typing: Typing, draft: DraftView, text: str, how: TypingMethod
     """Whether `draft` shows exactly `text` as this client renders it after typing it `how`.
 
     Pure and deterministic. False whenever the screen cannot prove it: the text
-    is not provable on any screen (see the module notes), it starts as a client
-    command, LITERAL text holds a line break or is long enough to be read as a
+    is not provable on any screen (see the module notes) or holds one of the
+    client's specials, LITERAL text holds a line break or is long enough to be read as a
     paste, the draft may be partly hidden, or its rows, placeholders or cursor
     differ from the client's own rendering of `text` by one cell.
     """
-    if not draft.complete or unprovable(text) or text.startswith(typing.command_prefixes):
+    if not draft.complete or screen_refusal(text, typing.specials) is not None:
         return False
     if typing.any_placeholder().search(text):
         return False  # the client would swap a placeholder-like token for a paste
@@ -219,28 +220,6 @@ def _shows_placeholder(typing: Typing, draft: DraftView, text: str) -> bool:
     if typing.placeholder(text).fullmatch(token) is None:
         return False
     return draft.cursor in (None, (0, _width(token)))
-
-
-def unprovable(text: str) -> str | None:
-    """Why no screen could show `text` exactly (see the module notes), or None if one can.
-
-    A sender refuses such text up front instead of failing its composer proof.
-    """
-    if not text:
-        return "it is empty"
-    if text != text.strip():
-        return "it starts or ends with whitespace (the clients trim it)"
-    if not unicodedata.is_normalized("NFC", text):
-        return "it is not NFC-normalised Unicode (normalise it first)"
-    if any(line != line.rstrip(" ") for line in text.split("\n")):
-        return "a line ends with spaces (the clients drop them)"
-    for ch in text:
-        if ch not in (" ", "\n") and (ch.isspace() or wcwidth(ch) not in (1, 2)):
-            return (
-                f"it holds U+{ord(ch):04X}, which a terminal does not draw as itself (tabs, "
-                "control and zero-width characters); replace it"
-            )
-    return None
 
 
 def _width(text: str) -> int:

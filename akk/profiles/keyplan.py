@@ -21,12 +21,12 @@ Plans never leave the server (PROTOCOL.md: keys and menu indexes are private).
 from __future__ import annotations
 
 import enum
-import unicodedata
 from collections.abc import Sequence
 
 import attrs
 
 from akk.profiles.observation import InteractionKind, OptionRole, OptionView, StepKind
+from akk.protocol.text_rule import screen_refusal
 
 
 class Intent(enum.StrEnum):
@@ -266,7 +266,7 @@ class Refusal(enum.StrEnum):
     DUPLICATE_OPTION = "duplicate_option"
     TEXT_NOT_ACCEPTED = "text_not_accepted"  # the plan opens no editor
     NO_TEXT = "no_text"
-    UNSAFE_TEXT = "unsafe_text"  # control characters (ESC, newline...) in the text
+    UNSAFE_TEXT = "unsafe_text"  # text the text rule refuses (akk.protocol.text_rule)
 
 
 class KeyPlanError(Exception):
@@ -452,13 +452,10 @@ class _Expansion:
     def _check_text(self) -> None:
         if not self.text:
             raise KeyPlanError(Refusal.NO_TEXT, "this answer needs non-empty text")
-        unsafe = sorted({f"U+{ord(c):04X}" for c in self.text if unicodedata.category(c) == "Cc"})
-        if unsafe:
-            # ESC would cancel Claude's widget and start a paste; a newline would submit early.
-            raise KeyPlanError(
-                Refusal.UNSAFE_TEXT,
-                f"the text holds control characters ({', '.join(unsafe)}); send plain text",
-            )
+        # One line: a line break would submit early, ESC would cancel Claude's widget.
+        refused = screen_refusal(self.text, lines=False)
+        if refused is not None:
+            raise KeyPlanError(Refusal.UNSAFE_TEXT, f"the text {refused.reason}; {refused.step}")
 
     def _row_with(self, role: OptionRole) -> int:
         if role is OptionRole.APPROVE_PERSISTENT:

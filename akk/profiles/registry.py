@@ -39,6 +39,11 @@ class Profile(Protocol):
         ...
 
     @property
+    def editor_typing(self) -> Typing:
+        """How the prompts' free-text editor takes typed text (its specials, its limits)."""
+        ...
+
+    @property
     def permission_tool(self) -> str:
         """The tool (by its name in the agent's file) whose pending call a permission asks about."""
         ...

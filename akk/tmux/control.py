@@ -110,6 +110,25 @@ class TmuxCommandError(Exception):
         self.lines = lines
 
 
+class UnencodableCommand(TmuxCommandError):
+    """A command argument holds a code point UTF-8 cannot encode (a lone surrogate).
+
+    Nothing of the command was written: the key layer writes only the exact
+    UTF-8 of its text, so a text that slipped past the text rule is an error
+    here, never a byte it does not spell.
+    """
+
+    def __init__(self, argv: tuple[str, ...], error: UnicodeEncodeError) -> None:
+        bad = error.object[error.start : error.end]
+        super().__init__(
+            argv[:1],
+            [
+                f"not written: an argument holds U+{ord(bad[0]):04X}, which UTF-8 cannot "
+                "encode (a lone surrogate); the text rule should have refused it"
+            ],
+        )
+
+
 class ControlClientClosed(Exception):
     """The control client is gone: the server exited, the session closed, or it was closed.
 
@@ -201,6 +220,18 @@ def command_line(argv: Iterable[str]) -> str:
     return " ".join(words)
 
 
+def encode_command(argv: tuple[str, ...]) -> bytes:
+    """The exact bytes written for `argv`: its command line and a newline, strict UTF-8.
+
+    Raises `UnencodableCommand` (nothing to write) for an argument UTF-8 cannot
+    encode, so no text ever reaches tmux as bytes it does not spell.
+    """
+    try:
+        return (command_line(argv) + "\n").encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise UnencodableCommand(argv, exc) from None
+
+
 @attrs.define(eq=False)
 class _Waiter:
     """One command awaiting its block."""
@@ -288,12 +319,13 @@ class ControlClient:
     async def command(self, *argv: str) -> list[str]:
         """Run one tmux command and return its output lines.
 
-        Raises `TmuxCommandError` on `%error` and `ControlClientClosed` if the
-        client is or becomes closed. If the caller is cancelled after the line
-        was written, the answer is read and dropped, so later commands stay
-        in step.
+        Raises `TmuxCommandError` on `%error` (`UnencodableCommand`, before
+        anything is written, for an argument strict UTF-8 cannot encode) and
+        `ControlClientClosed` if the client is or becomes closed. If the
+        caller is cancelled after the line was written, the answer is read and
+        dropped, so later commands stay in step.
         """
-        line = command_line(argv)
+        data = encode_command(argv)  # before the waiter: a refused line leaves no answer owed
         waiter = _Waiter(argv)
         async with self._send_lock:
             self._raise_if_closed()
@@ -303,7 +335,7 @@ class ControlClient:
             try:
                 with trio.CancelScope(shield=True):
                     # A half-written line would desynchronise every later answer.
-                    await stdin.send_all((line + "\n").encode("utf-8", "surrogateescape"))
+                    await stdin.send_all(data)
             except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
                 # The client process is going: its output says why (%exit, EOF) if it ends soon.
                 with trio.move_on_after(_WHY_GONE_SECONDS):

@@ -4,6 +4,10 @@ Only the TerminalActor calls these, each time after it proved the screen and
 reserved the step. Each function is one or two tmux commands; a failure raises
 ``TmuxCommandError`` or ``ControlClientClosed`` and the caller decides what the
 partial step means (never a retry).
+
+They add nothing to the text: the bytes that reach the pane are exactly its
+UTF-8 (tests/test_key_bytes.py reads them back from a raw pty). A text UTF-8
+cannot encode raises ``UnencodableCommand`` before any byte is written.
 """
 
 from __future__ import annotations

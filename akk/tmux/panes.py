@@ -127,3 +127,17 @@ async def capture(client: ControlClient, pane_id: str) -> str:
     """
     lines = await client.command("capture-pane", "-p", "-e", "-t", pane_id)
     return "".join(line + "\n" for line in lines)
+
+
+async def pane_size(client: ControlClient, pane_id: str) -> tuple[int, int] | None:
+    """The pane's (columns, rows) now, or None if tmux names no such size.
+
+    Raises `TmuxCommandError` if the pane is gone.
+    """
+    lines = await client.command(
+        "display-message", "-p", "-t", pane_id, "#{pane_width} #{pane_height}"
+    )
+    cols, _, rows = (lines[0] if lines else "").partition(" ")
+    if not (cols.isdigit() and rows.isdigit()):
+        return None
+    return int(cols), int(rows)

@@ -122,10 +122,13 @@ async def test_claude_single_select_answer_reaches_the_model_once(
     lab: LabSession, tmp_path: Path
 ) -> None:
     async with two_controllers(lab, tmp_path) as (served, ctl, other):
+        assert served.keys is not None
+        keys = served.keys.keys
         turn_id = await send_task(ctl, sc.ASK_TASK)
         shown = await prompt(ctl, turn_id)
         assert shown["kind"] == "questionnaire"
         call = choose(shown, "Green")
+        typed = len(keys())
         # Misuse first: each is refused and sends nothing.
         with pytest.raises(AkkError) as foreign:
             await other.call("respond_interaction", call)
@@ -140,6 +143,7 @@ async def test_claude_single_select_answer_reaches_the_model_once(
         with pytest.raises(AkkError) as as_permission:
             await ctl.call("approve", {"turn_id": turn_id, "decision": "approve_once"})
         assert as_permission.value.reason == "status_required"
+        assert len(keys()) == typed  # the key layer's own record: the refusals wrote nothing
         reply = await ctl.call("respond_interaction", call)
         assert reply["outcome"] == "dispatched"
         answered = await reached(lab, lambda r: sc.ANSWERED_CLAUDE in r.newest_input)
@@ -147,8 +151,10 @@ async def test_claude_single_select_answer_reaches_the_model_once(
         with pytest.raises(AkkError) as replay:
             await ctl.call("respond_interaction", call)
         assert replay.value.reason in ("conflict", "closed")
+        answer_keys = len(keys())
         outcome = await settled(ctl, turn_id)
         assert outcome["kind"] == "done"
+        assert len(keys()) == answer_keys  # after the Turn ended: the replay wrote nothing
         status = await ctl.call("status", {"turn_id": turn_id})
         (receipt,) = [d for d in status["dispatches"] if d["kind"] == "answer"]
         assert receipt["stage"] == "accepted" and receipt["controller_id"] == "ctl"

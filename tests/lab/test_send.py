@@ -115,7 +115,7 @@ async def test_send_reaches_the_model_once_and_done_carries_reply_and_usage(
 
 TEXTS = {
     "multiline": "lab: first line\nsecond line with 'quotes' and \"double\"\nthird; line",
-    "metachars": "lab: echo $HOME && ls | grep x > /dev/null; `date` $(id) *?[] ~ \\ ;",
+    "metachars": "lab: echo ${HOME} && ls | grep x > /dev/null; `date` $(id) *?[] ~ \\ ;",
     "unicode": "lab: 漢字 かな 한국어 emoji 🎉 café — naïve",
     "long799": "lab: " + "x" * 794,
     "long800": "lab: " + "y" * 795,
@@ -151,21 +151,31 @@ async def test_texts_arrive_byte_exact(lab: LabSession, tmp_path: Path, text_nam
 
 @pytest.mark.parametrize("lab", lab_params("slow"), indirect=True)
 async def test_refusals_send_zero_keys(lab: LabSession, tmp_path: Path) -> None:
+    """Each refusal writes no key at all (the key layer's own record says so), and after the
+    Turn ended the pane and the model still show none of the refused texts."""
     async with (
         serving(lab, tmp_path) as served,
         connect(served.endpoint.url, served.tokens["ctl"]) as ctl,
     ):
+        assert served.keys is not None
+        keys = served.keys.keys
+
+        async def refused(params: dict[str, str], reason: str) -> None:
+            before = len(keys())
+            with pytest.raises(AkkError) as raised:
+                await ctl.call("send", params)
+            assert raised.value.reason == reason, (params, raised.value)
+            assert keys()[before:] == [], params
+
         row = await idle_terminal(ctl)
         terminal_id = row["terminal_id"]
         # A person's draft in the composer: not idle, and the draft stays as it is.
         await lab.type_text("a draft by the person")
         await lab.wait_for_screen(lambda s: "a draft by the person" in s, 10)
         before = _below_banner(await lab.text())
-        with pytest.raises(AkkError) as refused:
-            await ctl.call(
-                "send", {"terminal_id": terminal_id, "request": "lab: x", "client_request_id": "d"}
-            )
-        assert refused.value.reason == "not_idle"
+        await refused(
+            {"terminal_id": terminal_id, "request": "lab: x", "client_request_id": "d"}, "not_idle"
+        )
         assert _below_banner(await lab.text()) == before
         await lab.send_keys("C-u")
         await lab.wait_idle(10)
@@ -179,44 +189,45 @@ async def test_refusals_send_zero_keys(lab: LabSession, tmp_path: Path) -> None:
         await lab.server.wait_for_request(
             lambda r: not r.auxiliary and SLOW_TASK in r.newest_input, timeout=20
         )
-        for request_id, reason in (("w1", "conflict"), ("w2", "conflict")):
-            with pytest.raises(AkkError) as refused:
-                await ctl.call(
-                    "send",
-                    {
-                        "terminal_id": terminal_id,
-                        "request": "lab: more",
-                        "client_request_id": request_id,
-                    },
-                )
-            assert refused.value.reason == reason
+        typed = len(keys())
+        assert typed >= 2  # the task's text and its Enter
+        for request_id in ("w1", "w2"):
+            await refused(
+                {
+                    "terminal_id": terminal_id,
+                    "request": "lab: more",
+                    "client_request_id": request_id,
+                },
+                "conflict",
+            )
         # The same client_request_id returns the original record, typing nothing.
         again = await ctl.call(
             "send", {"terminal_id": terminal_id, "request": SLOW_TASK, "client_request_id": "s"}
         )
         assert again["turn_id"] == sent["turn_id"]
-        with pytest.raises(AkkError) as other_text:
-            await ctl.call(
-                "send",
-                {"terminal_id": terminal_id, "request": "lab: other", "client_request_id": "s"},
+        assert len(keys()) == typed
+        await refused(
+            {"terminal_id": terminal_id, "request": "lab: other", "client_request_id": "s"},
+            "conflict",
+        )
+        await refused(
+            {"terminal_id": "nope", "request": "lab: x", "client_request_id": "n"}, "not_found"
+        )
+        for bad in ("", "   ", "lab: \x1b[2J", "lab: x\ud800y", "lab: \udcc2\udc9b"):
+            await refused(
+                {"terminal_id": terminal_id, "request": bad, "client_request_id": "b"},
+                "invalid_params",
             )
-        assert other_text.value.reason == "conflict"
-        with pytest.raises(AkkError) as unknown:
-            await ctl.call(
-                "send", {"terminal_id": "nope", "request": "lab: x", "client_request_id": "n"}
-            )
-        assert unknown.value.reason == "not_found"
-        for bad in ("", "   ", "lab: \x1b[2J"):
-            with pytest.raises(AkkError) as invalid:
-                await ctl.call(
-                    "send", {"terminal_id": terminal_id, "request": bad, "client_request_id": "b"}
-                )
-            assert invalid.value.reason == "invalid_params"
-        assert lab.server.count_inputs_containing(SLOW_TASK) == 1
-        for never in ("lab: more", "lab: other", "lab: x"):
-            assert lab.server.count_inputs_containing(never) == 0, lab.server.summary()
         lab.server.signal(SLOW_SIGNAL)
         assert (await outcome(ctl, sent["turn_id"]))["kind"] == "done"
+        # After the Turn ended: still only the task's keys, once at the model, none of the rest.
+        await lab.wait_idle(20)
+        assert len(keys()) == typed
+        screen = await lab.text()
+        assert lab.server.count_inputs_containing(SLOW_TASK) == 1
+        for never in ("lab: more", "lab: other", "lab: x"):
+            assert never not in screen
+            assert lab.server.count_inputs_containing(never) == 0, lab.server.summary()
 
 
 @pytest.mark.parametrize("lab", lab_params("slow"), indirect=True)

@@ -13,8 +13,8 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import AsyncIterator, Mapping
-from contextlib import aclosing, asynccontextmanager
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import aclosing, asynccontextmanager, contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from akk.service import ServiceConfig, run_service
 from akk.store import credentials
 from akk.store.database import open_store
 from akk.store.location import StateDir
+from akk.tmux.control import ControlClient, UnencodableCommand, encode_command
 from akk.turn_calls import TurnSettings
 from tools.lab.clients import Client
 from tools.lab.launcher import LabError, LabSession, Preseed, RunFiles, prepare, run_processes
@@ -49,11 +50,55 @@ def mint_offline(state: StateDir, *names: str) -> dict[str, str]:
     return {m.controller_id: m.token for m in minted}
 
 
+KEY_COMMANDS = frozenset({"send-keys", "set-buffer", "paste-buffer"})
+"""The tmux commands that put input into a pane (akk.tmux.keys writes only these)."""
+
+
+@attrs.define
+class KeyLog:
+    """Every command this process's control clients wrote to one tmux server, in order."""
+
+    socket: str
+    commands: list[tuple[str, ...]] = attrs.field(factory=list)
+
+    def keys(self) -> list[tuple[str, ...]]:
+        """The commands that put input into a pane."""
+        return [argv for argv in self.commands if argv[0] in KEY_COMMANDS]
+
+
+@contextmanager
+def recording_keys(socket: str) -> Iterator[KeyLog]:
+    """Record every command AKK writes to the tmux server at ``socket`` while the block runs.
+
+    The recording sits in `ControlClient.command` itself and keeps each line
+    that encodes (what is written to tmux): a test asserts zero keys
+    at the key layer rather than inferring them from the model server. The lab's
+    own helpers run tmux as a process and are never recorded.
+    """
+    log = KeyLog(socket)
+    original = ControlClient.command
+
+    async def command(self: ControlClient, *argv: str) -> list[str]:
+        if self.socket_path == socket:
+            with suppress(UnencodableCommand):  # refused before a byte was written
+                encode_command(argv)
+                log.commands.append(argv)
+        return await original(self, *argv)
+
+    ControlClient.command = command  # type: ignore[method-assign]
+    try:
+        yield log
+    finally:
+        ControlClient.command = original  # type: ignore[method-assign]
+
+
 @attrs.frozen
 class Served:
     endpoint: Endpoint
     state: StateDir
     tokens: dict[str, str]
+    keys: KeyLog | None = None
+    """Every command AKK wrote to the lab's tmux server (`serving`; None without a pane)."""
 
 
 @asynccontextmanager
@@ -70,12 +115,13 @@ async def serving(
         poll_interval=0.1,
         turns=turns or TurnSettings(),
     )
-    async with trio.open_nursery() as nursery:
-        endpoint = await nursery.start(
-            lambda task_status: run_service(config, task_status=task_status)
-        )
-        yield Served(endpoint, state, tokens)
-        nursery.cancel_scope.cancel()
+    with recording_keys(str(lab.socket)) as keys:
+        async with trio.open_nursery() as nursery:
+            endpoint = await nursery.start(
+                lambda task_status: run_service(config, task_status=task_status)
+            )
+            yield Served(endpoint, state, tokens, keys)
+            nursery.cancel_scope.cancel()
 
 
 @attrs.frozen
