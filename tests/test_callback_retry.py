@@ -11,6 +11,7 @@ about a prompt is retried only while the terminal still shows that prompt.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing, asynccontextmanager
 from pathlib import Path
@@ -61,7 +62,11 @@ def _controllers(conn: apsw.Connection, *names: str) -> None:
 def _record(
     conn: apsw.Connection, controller: str, request_id: str, *, watch: bool = False
 ) -> Turn:
-    """A settled-free record of ``controller`` on TERMINAL (a managed Send, or a Watch)."""
+    """A settled-free record of ``controller`` on TERMINAL (a managed Send, or a Watch).
+
+    Its deadlines lie ahead: a served store follows every unresolved record, and one past
+    its lifetime would time out (a second outcome in its round) while the test runs.
+    """
     conn.execute(
         "INSERT INTO terminals (terminal_id, tmux_socket, pane_id, pane_pid, agent, agent_pid, "
         "process_start, executable, first_seen_at, last_seen_at) "
@@ -71,7 +76,7 @@ def _record(
     turn = turns.insert(
         conn, controller_id=controller, client_request_id=request_id, terminal_id=TERMINAL,
         request_sha256="0" * 64, request_chars=5, evidence_status="unknown", evidence=None,
-        evidence_limit="test", inactivity_seconds=60, lifetime_seconds=600, now=1.0,
+        evidence_limit="test", inactivity_seconds=600, lifetime_seconds=600, now=time.time(),
     )  # fmt: skip
     if watch:
         conn.execute("UPDATE turns SET task_kind = 'watch' WHERE turn_id = ?", (turn.turn_id,))
