@@ -656,3 +656,49 @@ def test_a_model_outside_the_catalog_keeps_the_composer_readable(version: str) -
             fixture = _variant(version, f"codex_model_unknown-{step}", size)
             observation = _observe(fixture)
             assert observation.state is state, (step, size, observation.reason)
+
+
+WARNING = "⚠ 1 warning · f2 to view"
+
+
+def _notice_row(cols: int, left: str, notice: str, *, pad: int = 1) -> tuple[Cell, ...]:
+    """A hint row with `notice` right-aligned `pad` columns from the edge."""
+    cells = list(_text_row(cols, f"  {left}" if left else ""))
+    for i, ch in enumerate(notice):
+        cells[cols - pad - len(notice) + i] = Cell(char=ch)
+    return tuple(cells)
+
+
+@pytest.mark.parametrize("size", ["", "80x24", "100x30", "132x43", "200x50"])
+@pytest.mark.parametrize("version", sorted(BY_VERSION))
+def test_a_draft_after_a_turn_under_an_unknown_model_is_read_exactly(
+    version: str, size: str
+) -> None:
+    """After a turn the footer holds the thread title and, from 0.169.0, the warning notice;
+    a draft hides the hints, leaving the notice alone on the hint row: still the composer."""
+    finished = _variant(version, "codex_after_warning-finished", size)
+    assert _observe(finished).state is State.IDLE
+    fixture = _variant(version, "codex_after_warning-draft", size)
+    grid = fixture.grid
+    text = fixture.label["expected"]["typed"]["text"]  # type: ignore[index]
+    observation = _observe(fixture)
+    assert observation.state is State.IDLE_DRAFT, observation.reason
+    assert fixture.profile is not None and observation.draft is not None
+    assert fixture.profile.draft_matches(observation.draft, text, TypingMethod.LITERAL)
+    assert not fixture.profile.draft_matches(observation.draft, text + "x", TypingMethod.LITERAL)
+    last = grid.row_text(grid.rows - 1).rstrip()
+    if version in ("0.169.0", "0.171.0"):
+        assert last.strip() == WARNING and last.endswith(WARNING)
+        refused = {
+            "one column off": _notice_row(grid.cols, "", WARNING, pad=2),
+            "at the edge": _notice_row(grid.cols, "", WARNING, pad=0),
+            "another notice": _notice_row(grid.cols, "", "⚠ 1 warning · f3 to view"),
+            "after an unknown hint": _notice_row(grid.cols, "tab to queue message", WARNING),
+            "text, no notice": _text_row(grid.cols, " " * 40 + "lab"),
+        }
+        for what, row in refused.items():
+            assert _observe(fixture, _with_last_row(grid, row)).state is State.UNKNOWN, what
+        hinted = _notice_row(grid.cols, "← for agents · ? for shortcuts", WARNING)
+        assert _observe(fixture, _with_last_row(grid, hinted)).state is State.IDLE_DRAFT
+    else:  # up to 0.155.1 the warning is a history row; the footer is the status row alone
+        assert not any("f2 to view" in grid.row_text(y) for y in range(grid.rows))

@@ -59,6 +59,11 @@ before the Turn fails as ``terminal_gone``."""
 CANCEL_BOUND = 10.0
 """Seconds after the interrupt key within which the interruption must show."""
 
+SCREEN_CATCH_UP = 2.0
+"""Seconds a file-proven outcome waits for the Turn's pane to stop reading ``working``: the
+file can be ahead of the last screen read by a repaint, and a controller sends its next task
+on ``done`` (tests/lab/test_back_to_back.py). After it the file decides alone."""
+
 TICK = 0.1
 """Seconds between a TurnActor's looks at its evidence and screen."""
 
@@ -132,6 +137,7 @@ class TurnActor(Actor):
         self._last_seq = -1
         self._last_size = -1
         self._saw_working = False
+        self._outcome_at: float | None = None  # when the file first proved the outcome
         self._missing_since: float | None = None
         self._pane: tuple[str, str] | None = None  # (tmux socket, pane id) once seen
         self._idle_unbound_since: float | None = None
@@ -351,7 +357,14 @@ class TurnActor(Actor):
     ) -> None:
         if progress is not None:
             outcome = file_outcome(progress[0])
-            if outcome is not None:
+            if outcome is None:
+                self._outcome_at = None
+            else:
+                clock = trio.current_time()
+                if self._outcome_at is None:
+                    self._outcome_at = clock
+                if state is State.WORKING and clock - self._outcome_at < SCREEN_CATCH_UP:
+                    return  # the pane has not caught up with the file yet
                 await self._settle(
                     outcome.state, outcome.reason, outcome.summary, **outcome.changes
                 )

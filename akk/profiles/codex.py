@@ -25,9 +25,11 @@ What the pinned versions draw (fixtures/codex/<version>/, 120x40 and 80x24; also
   cycle)`` while a turn runs.
 - The status row is the user's (``[tui] status_line``): up to 0.155.1 one row, cut
   with ``…``; 0.169.0 wraps a long one onto a second row of coloured items, and may
-  end its hint row with ``⚠ N warning · f2 to view``. With no status line the row
-  under the composer is the bare hint (``? for shortcuts``; 0.169.0 ``← for agents
-  · ? for shortcuts``) with ``N% context left`` right-aligned (100x30, 132x43 too).
+  end its hint row with ``⚠ N warning · f2 to view`` (a model outside the catalog, once
+  a turn ran); a draft hides the hints, leaving that notice alone on the row. With no
+  status line the row under the composer is the bare hint (``? for shortcuts``; 0.169.0
+  ``← for agents · ? for shortcuts``) with ``N% context left`` right-aligned (100x30,
+  132x43 too).
 - Working: the same composer plus a status line ``• Working (0s • esc to
   interrupt)``; a running command shows ``• Running <cmd>`` (verb bold). While a
   reply streams, 0.169.0 hides that line; from 0.155.1 each finished turn ends
@@ -838,14 +840,15 @@ class _Classifier:
 
         It starts with one of the version's hints, or ends with its collaboration
         mode indicator, or both (Plan mode with a draft shows the indicator alone);
-        a notice (warnings) may end it after the hints instead of the indicator.
+        a notice (warnings) may end it after the hints instead of the indicator, and
+        stands alone while a draft hides the hints (codex_after_warning-draft).
         """
         p, row, cols = self.p, self.grid.row(y), self.grid.cols
         left = self.lines[y]
         for notice in p.hint_notices:
             rest = self._left_of(y, notice)
             if rest is not None:
-                return any(rest[2:].startswith(hint) for hint in p.status_hints)
+                return not rest or any(rest[2:].startswith(hint) for hint in p.status_hints)
         mode = p.mode_indicator
         if mode is not None:
             for label in mode.labels:

@@ -1238,6 +1238,7 @@ CODEX_SIZED_PLANS: tuple[str, ...] = (
     "codex_rui_one",
     "codex_rui_long",
     *CODEX_FOOTERS,
+    "codex_after_warning",
 )
 """The plans captured at `CODEX_VARIANT_SIZES` too (`codex_variant_jobs`)."""
 
@@ -1264,6 +1265,31 @@ def _codex_footer_plan(name: str, preseed: Preseed) -> Plan:
     )
 
 
+def _codex_after_warning() -> Plan:
+    """A draft typed after a finished turn under a model outside the catalog.
+
+    The turn leaves the thread title in the status row and ``⚠ 1 warning · f2 to view``
+    at the end of the hint row; a draft hides the hints (0.169.0, 0.171.0), so the hint
+    row then holds the warning alone. The draft is the next task, typed as AKK types it.
+    """
+    echo_reply = "Hello from the lab model."
+    return Plan(
+        "codex_after_warning",
+        "echo",
+        _CODEX,
+        (
+            Submit(),
+            _wait(echo_reply),
+            WaitIdle(),
+            Shot("finished", Expected("idle", reply=echo_reply)),
+            Type(DRAFT_TEXT),
+            _wait(DRAFT_TEXT),
+            Shot("draft", Expected("idle_draft", typed=Typed(DRAFT_TEXT, TypingMethod.LITERAL))),
+        ),
+        preseed=CODEX_FOOTERS["codex_model_unknown"],
+    )
+
+
 CODEX_INLINE_PLANS: tuple[str, ...] = ("echo", "slow", "codex_exec", "codex_rui_one")
 """The plans repeated with `--no-alt-screen` (`codex_inline_<plan>`, at `SIZES`)."""
 
@@ -1285,6 +1311,7 @@ def _codex_inline(plan: Plan) -> Plan:
 def _codex_variant_plans() -> dict[str, Plan]:
     plans = [
         *(_codex_footer_plan(name, preseed) for name, preseed in CODEX_FOOTERS.items()),
+        _codex_after_warning(),
         # The command wraps over several rows of the approval prompt.
         _permission("codex_exec_long", _CODEX, "exec_command", manual=False),
         # The option descriptions wrap under their rows.

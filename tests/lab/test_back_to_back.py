@@ -1,0 +1,67 @@
+"""Back-to-back Turns into one pane, each sent right after the previous `done`.
+
+The model server is the oracle: every task reaches the agent exactly once (agent
+turns counted, title requests left out) and every Turn ends `done`. Codex 0.169.0 and
+0.171.0 run under a model outside the client's catalog, whose warning notice joins the
+footer after the first turn (the `codex_after_warning` fixtures); they run 20 Turns,
+the others 5 to keep suite time.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from akk.client import connect
+from tests.lab.conftest import LabSpec
+from tools.lab import clients
+from tools.lab.akk_runner import idle_terminal, outcome, serving
+from tools.lab.capture import CODEX_FOOTERS
+from tools.lab.launcher import LabSession
+
+TURN_SECONDS = "lab_turn_seconds"
+
+_UNKNOWN_MODEL = CODEX_FOOTERS["codex_model_unknown"]
+_RUNS = [
+    (LabSpec(clients.get("codex", "0.169.0"), "echo", preseed=_UNKNOWN_MODEL), 20),
+    (LabSpec(clients.get("codex", "0.171.0"), "echo", preseed=_UNKNOWN_MODEL), 20),
+    (LabSpec(clients.get("codex", "0.153.4"), "echo", preseed=_UNKNOWN_MODEL), 5),
+    (LabSpec(clients.get("claude", "2.1.332"), "echo"), 5),
+]
+
+
+@pytest.mark.parametrize(
+    ("lab", "turns"),
+    [
+        pytest.param(spec, n, id=f"{spec.client.name}-x{n}", marks=pytest.mark.lab)
+        for spec, n in _RUNS
+    ],
+    indirect=["lab"],
+)
+async def test_back_to_back_turns_each_reach_the_model_once_and_end_done(
+    lab: LabSession, tmp_path: Path, turns: int, request: pytest.FixtureRequest
+) -> None:
+    tasks = [f"lab: back-to-back turn {n}" for n in range(turns)]
+    seconds: list[float] = []
+    async with (
+        serving(lab, tmp_path) as served,
+        connect(served.endpoint.url, served.tokens["ctl"]) as ctl,
+    ):
+        terminal_id = (await idle_terminal(ctl))["terminal_id"]
+        for n, task in enumerate(tasks):
+            started = time.monotonic()
+            sent = await ctl.call(
+                "send", {"terminal_id": terminal_id, "request": task, "client_request_id": f"b{n}"}
+            )
+            event = await outcome(ctl, sent["turn_id"])
+            assert event["kind"] == "done", (n, event)
+            seconds.append(time.monotonic() - started)
+    request.node.user_properties.append((TURN_SECONDS, seconds))
+    print(
+        f"{lab.agent} {lab.version}: {turns} turns, seconds each {[round(s, 2) for s in seconds]}"
+    )
+    # The far end: one agent turn per task, byte-exact, and no other agent turn.
+    agent_turns = [r.newest_input.strip() for r in lab.server.main_requests()]
+    assert agent_turns == tasks, lab.server.summary()
