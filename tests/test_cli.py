@@ -619,11 +619,12 @@ def test_token_list_and_doctor_show_hostile_names_escaped(tmp_path: Path) -> Non
         online = akk(state, "token", "list")
         assert online.returncode == 0, online.stderr
         assert HOSTILE_SHOWN in _printed_safely(online)
-        # doctor's table wraps the long path in its cell, and may cut its end: its start is there.
+        # doctor's table cuts a long path in its cell; how much of it shows depends on how long
+        # the test's directory is, so only the escaped start of the name is looked for.
         doctor = akk(state, "doctor", "--port", "0")
         assert doctor.returncode == 0, (doctor.stdout, doctor.stderr)
         assert "watcher" in _printed_safely(doctor)
-        assert r"[/]\x1b]52;c;aGk=" in doctor.stdout, doctor.stdout
+        assert r"[/]\x1b" in doctor.stdout, doctor.stdout
         listed = akk(state, "token", "list", "--json")
         names = [c["controller_id"] for c in json.loads(_printed_safely(listed))["credentials"]]
         assert HOSTILE_NAME in names
