@@ -26,7 +26,7 @@ from akk.profiles.permission import (
     PENDING_CALL_UNKNOWN,
     awaits_call,
     bind_pending,
-    drawn,
+    shows_command,
 )
 from akk.profiles.registry import PROFILES
 from akk.screen import fingerprint, render
@@ -146,9 +146,14 @@ def test_only_actionable_permissions_are_checked() -> None:
         assert bind_pending(other, "Bash", None) == (other, None)
 
 
-def test_the_drawn_form_keeps_every_character_but_whitespace_runs() -> None:
-    assert drawn("  echo a \n\t b  ") == "echo a b"
-    assert drawn("echo ab") != drawn("echo a b")
+def test_a_drawn_command_keeps_every_character_and_every_space() -> None:
+    assert shows_command("echo a b", "  echo a \n\t b  ")
+    # Claude broke a word longer than its row: the rows are joined with a space.
+    assert shows_command("echo github_pat_0123 456789 done", "echo github_pat_0123456789 done")
+    assert not shows_command("echo ab", "echo a b")  # a space of the command is not shown
+    assert not shows_command("echo a b", "echo a bc")  # cut short
+    assert not shows_command("rm -rf /tmp/x", "rm -rf /tmp/y")
+    assert not shows_command("rm -rf /tmp", "rm -rf / tmp")
 
 
 def test_the_fingerprint_binds_the_pending_call() -> None:

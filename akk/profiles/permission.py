@@ -5,12 +5,13 @@ shorter command (Claude draws both alike), but the agent's transcript or
 rollout records the pending call with its whole input. So an actionable
 permission prompt stays actionable only when its drawn command equals the one
 pending call of the profile's tool, compared as every pinned version draws a
-command (`drawn`); otherwise it becomes not actionable with a reason, which
+command (`shows_command`); otherwise it becomes not actionable with a reason, which
 the projection shows as ``manual_required`` and which gets no keys.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 import attrs
@@ -33,15 +34,28 @@ def asks_permission(observation: Observation) -> bool:
     )
 
 
-def drawn(command: str) -> str:
-    """`command` as the screen can show it: each run of whitespace one space, ends trimmed.
+def shows_command(shown: str, command: str) -> bool:
+    """Whether a screen that reads `shown` can be drawing `command`.
 
-    Every pinned version breaks a long command at spaces onto rows that are
-    read back trimmed and joined with one space (Claude's gutter rows, Codex's
-    indented rows), and Claude draws each line of a multi-line command as a
-    row: whitespace runs are all a screen can be trusted to show.
+    Every pinned version breaks a long command onto rows, at spaces or (Claude,
+    for a word longer than the room left) inside a word, and the profiles read
+    the rows back trimmed and joined with one space; Claude draws each line of a
+    multi-line command as a row. So the two must hold the same characters but
+    whitespace, and every whitespace run of `command` must show as a space: a
+    command cut short, or with any character changed, added or removed, never
+    matches. The one freedom is a space in `shown` where `command` has none, which
+    is where a row broke inside a word.
     """
-    return " ".join(command.split())
+    chars, gaps = _spaced(command)
+    shown_chars, shown_gaps = _spaced(shown)
+    return chars == shown_chars and gaps <= shown_gaps
+
+
+def _spaced(text: str) -> tuple[str, frozenset[int]]:
+    """`text` without whitespace, and the offsets in it that whitespace stood before."""
+    words = text.split()
+    offsets = itertools.accumulate(len(word) for word in words[:-1])
+    return "".join(words), frozenset(offsets)
 
 
 def awaits_call(calls: Sequence[PendingCall] | None, tool: str) -> bool:
@@ -69,6 +83,6 @@ def bind_pending(
     if shown is None or len(mine) != 1:
         return attrs.evolve(observation, reason=PENDING_CALL_UNKNOWN), None
     (call,) = mine
-    if call.command is None or drawn(call.command) != drawn(shown):
+    if call.command is None or not shows_command(shown, call.command):
         return attrs.evolve(observation, reason=PENDING_CALL_MISMATCH), None
     return observation, call
