@@ -34,7 +34,6 @@ from tools.lab.akk_runner import OUTCOMES, Served, idle_terminal, two_controller
 from tools.lab.launcher import LabSession
 
 SECRETS = (sc.TASK_SECRET, sc.COMMAND_SECRET)
-PINNED = {"claude": "2.1.332", "codex": "0.171.0"}
 
 
 def pieces(secret: str) -> set[str]:
@@ -137,15 +136,6 @@ async def shows(
     raise AssertionError(json.dumps(last, indent=1))
 
 
-def lab_param(scenario: str, agent: str) -> list[object]:
-    """The pinned version's lab, 80 columns wide and as tall as the excerpt (24 rows)."""
-    return [
-        param
-        for param in lab_params(scenario, cols=80, rows=24)
-        if f"{agent}-{PINNED[agent]}-" in str(param.id)  # type: ignore[attr-defined]
-    ]
-
-
 async def probe(
     lab: LabSession, tmp_path: Path, logs: pytest.LogCaptureFixture, *, answerable: bool
 ) -> tuple[dict[str, dict[str, int]], dict[str, Any]]:
@@ -195,7 +185,7 @@ def assert_masked_excerpt(shown: dict[str, Any]) -> None:
     assert sc.SECRET_MARKER in excerpt and MASK in excerpt, excerpt
 
 
-@pytest.mark.parametrize("lab", lab_param("claude_bash_secret", "claude"), indirect=True)
+@pytest.mark.parametrize("lab", lab_params("claude_bash_secret", cols=80, rows=24), indirect=True)
 async def test_claude_wrapped_secrets_leave_no_piece_anywhere(
     lab: LabSession, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -207,7 +197,7 @@ async def test_claude_wrapped_secrets_leave_no_piece_anywhere(
     assert all(not any(by_place.values()) for by_place in leaks.values()), leaks
 
 
-@pytest.mark.parametrize("lab", lab_param("codex_exec_secret", "codex"), indirect=True)
+@pytest.mark.parametrize("lab", lab_params("codex_exec_secret", cols=80, rows=24), indirect=True)
 async def test_codex_wrapped_secrets_leave_no_piece_anywhere(
     lab: LabSession, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
