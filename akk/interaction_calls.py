@@ -25,12 +25,12 @@ from akk.actors.turn import remember
 from akk.actors.turn_desk import TurnDesk
 from akk.answers import Answer, check_offer, decision, resolve
 from akk.backend_answers import BackendAnswers
-from akk.profiles.observation import InteractionKind, State
+from akk.profiles.observation import InteractionKind, PromptView, State
 from akk.profiles.registry import bind
 from akk.protocol.errors import Reason, RpcError
 from akk.protocol.projection import Shown, project_snapshot
 from akk.protocol.text_rule import check_text
-from akk.screen.fingerprint import IdMinter
+from akk.screen.fingerprint import Appearance, IdMinter
 from akk.store import audit, dispatches, interactions, turns
 from akk.store.interactions import Interaction, InteractionState
 from akk.store.reader import StoreReader
@@ -169,7 +169,7 @@ class InteractionCalls:
         if turn.backend == BACKEND:
             return await self._backend.approve(turn, row, controller_id, value)
         return await self._answer(
-            turn, row, controller_id, lambda shown: decision(shown.prompt, value)
+            turn, row, controller_id, lambda prompt, _seen: decision(prompt, value)
         )
 
     async def _respond_interaction(
@@ -189,11 +189,11 @@ class InteractionCalls:
         if turn.backend == BACKEND:
             return await self._backend.respond(turn, row, controller_id, params)
 
-        def answer(shown: Shown) -> Answer:
+        def answer(prompt: PromptView, seen: Appearance) -> Answer:
             return resolve(
-                shown.prompt,
+                prompt,
                 params["answers"],
-                seen=shown.seen,
+                seen=seen,
                 ids=self._ids,
                 delivery_mode=params.get("delivery_mode"),
             )
@@ -238,7 +238,7 @@ class InteractionCalls:
         turn: Turn,
         row: Interaction,
         controller_id: str,
-        make: Callable[[Shown], Answer],
+        make: Callable[[PromptView, Appearance], Answer],
     ) -> dict[str, Any]:
         if row.state is InteractionState.CONSUMED:
             raise RpcError(
@@ -259,7 +259,13 @@ class InteractionCalls:
                 "sent. Call status for the current interaction",
             )
         assert offer is not None
-        answer = make(shown)
+        if shown.prompt is None:
+            raise RpcError(
+                Reason.MANUAL_REQUIRED,
+                "a person must handle this screen at the terminal (status shows why); "
+                "nothing was sent",
+            )
+        answer = make(shown.prompt, shown.seen)
         terminal = self._board.ref(turn.terminal_id or "")
         snapshot = self._board.get(turn.terminal_id or "")
         if terminal is None or snapshot is None:
