@@ -25,6 +25,7 @@ fingerprinted appearance and is projected ``manual_required`` as it is.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -49,6 +50,9 @@ _NOT_A_PROMPT = ("blank screen", "not_observed_yet")
 _CUT_OFF = ("truncated", "cut off", "no top rule", "a row is missing")
 """Words the profiles use when a prompt's frame or rows are missing from the pane."""
 
+_CLIPPED = re.compile(r"[↑↓] \d+ more lines?\b")
+"""A menu the pane is too short for (Claude draws "↑ 3 more lines" in its place)."""
+
 _OTHER_VERSION = ("version_mismatch",)
 """The profiles' reason for a banner of another version than theirs."""
 
@@ -60,11 +64,14 @@ PERMISSION_ANCHORS = {
 question is cut off), per agent, on every pinned version."""
 
 
-def manual_reason(observation: Observation, *, profiled: bool) -> str | None:
+def manual_reason(
+    observation: Observation, *, profiled: bool, lines: Sequence[str] = ()
+) -> str | None:
     """The reason code of a manual screen, or None when the screen is not one.
 
     ``profiled``: the pane has an exact profile (without one, every screen it
-    shows is unreadable for ``unsupported_version``).
+    shows is unreadable for ``unsupported_version``). ``lines``: the screen's
+    text, where a clipped menu shows it is cut off.
     """
     if observation.prompt is not None or observation.state not in (State.UNKNOWN, State.BLOCKED):
         return None
@@ -75,7 +82,7 @@ def manual_reason(observation: Observation, *, profiled: bool) -> str | None:
         return UNSUPPORTED_VERSION
     if observation.state is State.BLOCKED:
         return UNSUPPORTED_SHAPE if "permission" in why else USER_VERIFICATION
-    if any(words in why for words in _CUT_OFF):
+    if any(words in why for words in _CUT_OFF) or any(_CLIPPED.search(line) for line in lines):
         return PROMPT_CUT_OFF
     return UNREADABLE_PROMPT
 
@@ -128,7 +135,7 @@ def follow(
     restarted when the drawing changed) or, with no ``current``, begins a new
     appearance named by ``mint(digest)``.
     """
-    reason = manual_reason(observation, profiled=profiled)
+    reason = manual_reason(observation, profiled=profiled, lines=lines)
     if reason is None:
         return None
     drawn = digest(lines)

@@ -1,0 +1,106 @@
+"""The manual-required wake-ups: a person is needed, and the owner is told so, once.
+
+A real client shows its Bash / exec approval for the scenario's command; the
+pane is then shrunk until the prompt is cut off. AKK can no longer read it, so
+it sends nothing, and the owner gets one ``approval_required`` wake-up whose
+interaction is ``manual_required`` (reason ``prompt_cut_off``, the terminal and
+pane, nothing to answer) within 2 s of the resize. Growing the pane back makes
+the prompt readable again: a new interaction id, its own wake-up, and
+``approve_once`` then runs the command exactly once (the model server is the
+oracle).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from akk.client import AkkError, Controller
+from akk.store.database import open_reader
+from tests.lab.conftest import lab_params
+from tests.lab.test_interactions import WAKE_UPS, next_event, send_task, settled
+from tools.lab import scenarios as sc
+from tools.lab.akk_runner import Served, two_controllers
+from tools.lab.launcher import LabSession
+
+WAKE_UP_BOUND = 2.0
+"""Seconds from the resize to the wake-up (the settle time included)."""
+
+CUT_OFF_ROWS = {"claude": 8, "codex": 6}
+"""Pane heights at which the scenario's approval no longer fits (found in the lab)."""
+
+
+def _dispatch_kinds(served: Served, turn_id: str) -> list[str]:
+    conn = open_reader(served.state.store_path)
+    try:
+        return [
+            str(kind)
+            for (kind,) in conn.execute(
+                "SELECT kind FROM dispatches WHERE turn_id = ? ORDER BY created_at", (turn_id,)
+            )
+        ]
+    finally:
+        conn.close()
+
+
+async def _status(ctl: Controller, turn_id: str) -> dict[str, Any]:
+    shown: dict[str, Any] = (await ctl.call("status", {"turn_id": turn_id}))["interaction"]
+    return shown
+
+
+@pytest.mark.parametrize(
+    "lab",
+    [*lab_params("claude_bash")[-1:], *lab_params("codex_exec")[-1:]],
+    indirect=True,
+)
+async def test_a_cut_off_permission_wakes_the_owner_once_and_reads_again_when_it_fits(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    marker = sc.BASH_MARKER if lab.agent == "claude" else sc.EXEC_MARKER
+    async with two_controllers(lab, tmp_path) as (served, ctl, _other):
+        turn_id = await send_task(ctl, sc.RUN_TASK)
+        (terminal,) = (await ctl.call("list"))["terminals"]
+        first = await next_event(ctl, WAKE_UPS)
+        assert first["interaction"]["state"] == "pending"
+        readable = await _status(ctl, turn_id)
+        requests = len(lab.server.main_requests())
+
+        started = time.monotonic()
+        await lab.tmux("resize-window", "-t", "lab", "-x", str(lab.cols), "-y",
+                       str(CUT_OFF_ROWS[lab.agent]))  # fmt: skip
+        woken = await next_event(ctl, WAKE_UPS, timeout=10)
+        latency = time.monotonic() - started
+        manual = woken["interaction"]
+        print(f"{lab.client.name}: manual wake-up {latency:.3f} s after the resize")
+        assert woken["kind"] == "approval_required", woken
+        assert manual["state"] == "manual_required", manual
+        assert manual["reason"] == "prompt_cut_off", (manual["detail"], await lab.text())
+        assert manual["terminal_id"] == terminal["terminal_id"]
+        assert manual["pane"] == lab.pane
+        assert manual["questions"] == [] and "decisions" not in manual
+        assert manual["interaction_id"] != readable["interaction_id"]
+        assert latency < WAKE_UP_BOUND
+        assert await _status(ctl, turn_id) == manual  # status shows the same
+        with pytest.raises(AkkError) as refused:
+            await ctl.call("approve", {"turn_id": turn_id, "decision": "approve_once"})
+        assert refused.value.reason == "prompt_changed"
+        # Zero keys: nothing new reached the model, and no answer was dispatched.
+        assert len(lab.server.main_requests()) == requests
+        assert _dispatch_kinds(served, turn_id) == ["task"]
+
+        await lab.tmux("resize-window", "-t", "lab", "-x", str(lab.cols), "-y", str(lab.rows))
+        again = await next_event(ctl, WAKE_UPS, timeout=10)
+        back = await _status(ctl, turn_id)
+        assert again["interaction"]["interaction_id"] == back["interaction_id"]
+        assert back["state"] == "pending", back
+        assert back["interaction_id"] not in (readable["interaction_id"], manual["interaction_id"])
+        assert (await ctl.call("approve", {"turn_id": turn_id, "decision": "approve_once"}))[
+            "outcome"
+        ] == "dispatched"
+        await settled(ctl, turn_id)
+        assert _dispatch_kinds(served, turn_id) == ["task", "approval"]
+    assert lab.server.count_inputs_containing(marker) == 1
+    assert lab.server.count_inputs_containing(sc.RUN_TASK) == 1
