@@ -13,9 +13,10 @@ module decides when its owner is woken about it (docs/wakeups.md):
   begins at the first, keeps its id through every redraw, and ends at the
   first observation that is not manual (a readable prompt, idle or working);
 - it is *settled* once its screen digest has been unchanged for
-  SETTLE_SECONDS (`Manual.settled`): only a settled appearance is projected
-  and woken about, so an animation's passing frame wakes nobody, and one
-  appearance wakes its owner at most once however often it is redrawn.
+  SETTLE_SECONDS (`Manual.settled`), and stays settled until its run ends:
+  only a settled appearance is projected and woken about, so an animation's
+  passing frame wakes nobody, and one appearance wakes its owner at most once
+  however often it is redrawn.
 
 A prompt the profile read but refuses to answer (a reason on a PromptView,
 e.g. ``pending_call_mismatch``) is not handled here: it has its own
@@ -113,10 +114,13 @@ class Manual:
     permission: bool
     screen: bytes
     stable_since: float
+    held: bool = False
+    """An earlier drawing of it settled: it stays settled for the rest of its run."""
 
     def settled(self, now: float) -> bool:
-        """Whether its screen has been unchanged for SETTLE_SECONDS at trio time ``now``."""
-        return now - self.stable_since >= SETTLE_SECONDS
+        """Whether it settled by trio time ``now``: one of its drawings stayed unchanged for
+        SETTLE_SECONDS (once settled, a redraw does not take it off the screen)."""
+        return self.held or now - self.stable_since >= SETTLE_SECONDS
 
 
 def follow(
@@ -152,6 +156,7 @@ def follow(
         permission=current.permission or permission,
         screen=drawn,
         stable_since=now,
+        held=current.settled(now),
     )
 
 
