@@ -7,7 +7,9 @@ interaction is ``manual_required`` (reason ``prompt_cut_off``, the terminal and
 pane, nothing to answer) within 2 s of the resize. Growing the pane back makes
 the prompt readable again: a new interaction id, its own wake-up, and
 ``approve_once`` then runs the command exactly once (the model server is the
-oracle).
+oracle). A pane whose version has no profile (the real binary, bound as if its
+registry row were missing) shows every screen ``manual_required`` for
+``unsupported_version`` and gets nothing.
 """
 
 from __future__ import annotations
@@ -17,8 +19,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
 
+from akk.actors import watcher
 from akk.client import AkkError, Controller
+from akk.profiles.registry import Binding
 from akk.store.database import open_reader
 from tests.lab.conftest import lab_params
 from tests.lab.test_interactions import WAKE_UPS, next_event, send_task, settled
@@ -104,3 +109,38 @@ async def test_a_cut_off_permission_wakes_the_owner_once_and_reads_again_when_it
         assert _dispatch_kinds(served, turn_id) == ["task", "approval"]
     assert lab.server.count_inputs_containing(marker) == 1
     assert lab.server.count_inputs_containing(sc.RUN_TASK) == 1
+
+
+@pytest.mark.parametrize("lab", lab_params("claude_bash")[-1:], indirect=True)
+async def test_an_unprofiled_pane_shows_its_prompt_manual_required_and_gets_nothing(
+    lab: LabSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No Turn or Watch can hold such a pane (both are refused), so nobody is woken:
+    `status` of the terminal says why a person must answer, and nothing is sent."""
+    unpinned = Binding(None, f"unpinned_version: claude {lab.version} has no profile")
+    monkeypatch.setattr(watcher, "bind", lambda agent, version: unpinned)
+    async with two_controllers(lab, tmp_path) as (_, ctl, _other):
+        await lab.submit(sc.RUN_TASK)  # the person starts the task at the pane
+        await lab.wait_for_screen(lambda screen: "Do you want to proceed?" in screen, 30)
+        with trio.fail_after(10):
+            while True:
+                (row,) = (await ctl.call("list"))["terminals"]
+                shown = (await ctl.call("status", {"terminal_id": row["terminal_id"]}))[
+                    "interaction"
+                ]
+                if shown is not None and shown["kind"] == "permission":
+                    break
+                await trio.sleep(0.05)
+        assert row["profile"] is None
+        assert (shown["state"], shown["reason"]) == ("manual_required", "unsupported_version")
+        assert (shown["terminal_id"], shown["pane"]) == (row["terminal_id"], lab.pane)
+        assert shown["questions"] == [] and "decisions" not in shown
+        with pytest.raises(AkkError) as refused:
+            await ctl.call(
+                "send",
+                {"terminal_id": row["terminal_id"], "request": "x", "client_request_id": "x"},
+            )
+        assert refused.value.reason == "unsupported_version"
+        assert "Do you want to proceed?" in await lab.text()  # zero keys: still asking
+        assert lab.server.count_inputs_containing(sc.BASH_MARKER) == 0
+        await lab.send_keys("Escape")  # the person rejects it
