@@ -251,6 +251,12 @@ class InteractionCalls:
         )
         shown = self._on_screen(turn)
         still_there = shown is not None and shown.seen == row.seen
+        if still_there and shown is not None and shown.prompt is None:
+            raise RpcError(
+                Reason.MANUAL_REQUIRED,
+                "a person must handle this screen at the terminal (status shows why); "
+                "nothing was sent",
+            )
         check_offer(row, offer, still_there)
         if row.state is InteractionState.GONE or not still_there or shown is None:
             raise RpcError(
@@ -258,13 +264,7 @@ class InteractionCalls:
                 "the prompt on screen is no longer the one this answer was for; nothing was "
                 "sent. Call status for the current interaction",
             )
-        assert offer is not None
-        if shown.prompt is None:
-            raise RpcError(
-                Reason.MANUAL_REQUIRED,
-                "a person must handle this screen at the terminal (status shows why); "
-                "nothing was sent",
-            )
+        assert offer is not None and shown.prompt is not None
         answer = make(shown.prompt, shown.seen)
         terminal = self._board.ref(turn.terminal_id or "")
         snapshot = self._board.get(turn.terminal_id or "")
