@@ -27,8 +27,9 @@ from akk.profiles.registry import Binding
 from akk.store.database import open_reader
 from tests.lab.conftest import lab_params
 from tests.lab.test_interactions import WAKE_UPS, next_event, send_task, settled
+from tests.lab.test_watch import wake_up
 from tools.lab import scenarios as sc
-from tools.lab.akk_runner import Served, two_controllers
+from tools.lab.akk_runner import Served, idle_terminal, outcome, two_controllers
 from tools.lab.launcher import LabSession
 
 WAKE_UP_BOUND = 2.0
@@ -144,3 +145,43 @@ async def test_an_unprofiled_pane_shows_its_prompt_manual_required_and_gets_noth
         assert "Do you want to proceed?" in await lab.text()  # zero keys: still asking
         assert lab.server.count_inputs_containing(sc.BASH_MARKER) == 0
         await lab.send_keys("Escape")  # the person rejects it
+
+
+@pytest.mark.parametrize(
+    "lab",
+    [*lab_params("claude_bash")[-1:], *lab_params("codex_exec")[-1:]],
+    indirect=True,
+)
+async def test_a_watch_is_woken_the_same_way_for_a_cut_off_permission(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    async with two_controllers(lab, tmp_path) as (_, ctl, _other):
+        row = await idle_terminal(ctl, timeout=30)
+        await lab.submit(sc.RUN_TASK)  # the person's own task
+        with trio.fail_after(20):
+            while (await ctl.call("list"))["terminals"][0]["activity_state"] != (
+                "awaiting_approval"
+            ):
+                await trio.sleep(0.05)
+        watch_id = (await ctl.call("watch", {"terminal_id": row["terminal_id"]}))["watch_id"]
+        first = await wake_up(ctl, watch_id)
+        started = time.monotonic()
+        await lab.tmux("resize-window", "-t", "lab", "-x", str(lab.cols), "-y",
+                       str(CUT_OFF_ROWS[lab.agent]))  # fmt: skip
+        woken = await wake_up(ctl, watch_id, timeout=10)
+        latency = time.monotonic() - started
+        print(f"{lab.client.name}: watch's manual wake-up {latency:.3f} s after the resize")
+        manual = woken["interaction"]
+        assert woken["kind"] == "approval_required"
+        assert (manual["state"], manual["reason"]) == ("manual_required", "prompt_cut_off")
+        assert (manual["terminal_id"], manual["pane"]) == (row["terminal_id"], lab.pane)
+        assert latency < WAKE_UP_BOUND
+        await lab.tmux("resize-window", "-t", "lab", "-x", str(lab.cols), "-y", str(lab.rows))
+        again = await wake_up(ctl, watch_id, timeout=10)
+        ids = {first["interaction"]["interaction_id"], manual["interaction_id"]}
+        assert again["interaction"]["interaction_id"] not in ids
+        assert again["interaction"].get("reason") != "prompt_cut_off"  # readable again
+        await lab.wait_stable()
+        await lab.send_keys("1" if lab.agent == "claude" else "y")  # the person answers
+        assert (await outcome(ctl, watch_id))["kind"] == "done"
+    assert lab.server.count_inputs_containing(sc.RUN_TASK) == 1
