@@ -33,13 +33,14 @@ from typing import Any
 import attrs
 
 from akk.profiles.observation import Observation, State
-from akk.protocol.redaction import redact
+from akk.protocol.redaction import asks_for_secret, redact
 from akk.screen.fingerprint import Appearance
 
 SETTLE_SECONDS = 0.5
 """How long a manual screen must stay unchanged before its owner is woken."""
 
 PROMPT_CUT_OFF = "prompt_cut_off"
+SECRET_INPUT = "secret_input"
 UNREADABLE_PROMPT = "unreadable_prompt"
 USER_VERIFICATION = "user_verification"
 UNSUPPORTED_SHAPE = "unsupported_shape"
@@ -79,6 +80,8 @@ def manual_reason(
     why = (observation.reason or "").lower()
     if why in _NOT_A_PROMPT:
         return None
+    if asks_for_secret(lines):
+        return SECRET_INPUT
     if not profiled or any(words in why for words in _OTHER_VERSION):
         return UNSUPPORTED_VERSION
     if observation.state is State.BLOCKED:

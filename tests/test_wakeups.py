@@ -59,6 +59,10 @@ CUT = Observation(State.UNKNOWN, "p", reason="permission prompt truncated: no qu
         (Observation(State.BLOCKED, "p", reason="blocked: non-Bash permission (Edit) is left to a "
          "person"), True, (), "unsupported_shape"),
         (CUT, True, (), "prompt_cut_off"),
+        (Observation(State.BLOCKED, "p", reason="blocked: api_key screen needs a person"), True,
+         ("Detected a custom API key", "Do you want to use this API key?"), "secret_input"),
+        (Observation(State.UNKNOWN, None, reason="unpinned_version: x"), False,
+         ("Paste code here if prompted",), "secret_input"),
         (Observation(State.UNKNOWN, "p", reason="unexpected row 6"), True, ("  ↑ 3 more lines",),
          "prompt_cut_off"),
         (Observation(State.UNKNOWN, "p", reason="unexpected row 6"), True, ("❯ 1. Yes",),
