@@ -25,12 +25,12 @@ from akk.actors.turn import remember
 from akk.actors.turn_desk import TurnDesk
 from akk.answers import Answer, check_offer, decision, resolve
 from akk.backend_answers import BackendAnswers
-from akk.profiles.observation import InteractionKind, State
+from akk.profiles.observation import InteractionKind, PromptView, State
 from akk.profiles.registry import bind
 from akk.protocol.errors import Reason, RpcError
 from akk.protocol.projection import Shown, project_snapshot
 from akk.protocol.text_rule import check_text
-from akk.screen.fingerprint import IdMinter
+from akk.screen.fingerprint import Appearance, IdMinter
 from akk.store import audit, dispatches, interactions, turns
 from akk.store.interactions import Interaction, InteractionState
 from akk.store.reader import StoreReader
@@ -169,7 +169,7 @@ class InteractionCalls:
         if turn.backend == BACKEND:
             return await self._backend.approve(turn, row, controller_id, value)
         return await self._answer(
-            turn, row, controller_id, lambda shown: decision(shown.prompt, value)
+            turn, row, controller_id, lambda prompt, _seen: decision(prompt, value)
         )
 
     async def _respond_interaction(
@@ -189,11 +189,11 @@ class InteractionCalls:
         if turn.backend == BACKEND:
             return await self._backend.respond(turn, row, controller_id, params)
 
-        def answer(shown: Shown) -> Answer:
+        def answer(prompt: PromptView, seen: Appearance) -> Answer:
             return resolve(
-                shown.prompt,
+                prompt,
                 params["answers"],
-                seen=shown.seen,
+                seen=seen,
                 ids=self._ids,
                 delivery_mode=params.get("delivery_mode"),
             )
@@ -238,7 +238,7 @@ class InteractionCalls:
         turn: Turn,
         row: Interaction,
         controller_id: str,
-        make: Callable[[Shown], Answer],
+        make: Callable[[PromptView, Appearance], Answer],
     ) -> dict[str, Any]:
         if row.state is InteractionState.CONSUMED:
             raise RpcError(
@@ -251,6 +251,12 @@ class InteractionCalls:
         )
         shown = self._on_screen(turn)
         still_there = shown is not None and shown.seen == row.seen
+        if still_there and shown is not None and shown.prompt is None:
+            raise RpcError(
+                Reason.MANUAL_REQUIRED,
+                "a person must handle this screen at the terminal (status shows why); "
+                "nothing was sent",
+            )
         check_offer(row, offer, still_there)
         if row.state is InteractionState.GONE or not still_there or shown is None:
             raise RpcError(
@@ -258,8 +264,8 @@ class InteractionCalls:
                 "the prompt on screen is no longer the one this answer was for; nothing was "
                 "sent. Call status for the current interaction",
             )
-        assert offer is not None
-        answer = make(shown)
+        assert offer is not None and shown.prompt is not None
+        answer = make(shown.prompt, shown.seen)
         terminal = self._board.ref(turn.terminal_id or "")
         snapshot = self._board.get(turn.terminal_id or "")
         if terminal is None or snapshot is None:

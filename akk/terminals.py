@@ -16,6 +16,7 @@ from akk.actors.runtime import ActorRef
 from akk.profiles.observation import Observation, State
 from akk.protocol.redaction import redact_screen
 from akk.screen.fingerprint import Appearance
+from akk.wakeups import Manual
 
 
 @attrs.frozen
@@ -52,7 +53,9 @@ class TerminalSnapshot:
     ``seen`` is the appearance of the prompt on screen (its fingerprint and
     appearance number), None when no prompt is. A ``busy`` snapshot was taken
     between the keys of one step (a toggled box, half-typed text): nobody
-    announces or answers what it shows.
+    announces or answers what it shows. ``manual`` is the appearance of a
+    screen a person must handle (`akk.wakeups`), None while the screen is
+    readable; only a prompt-less screen has one.
     """
 
     identity: TerminalIdentity
@@ -62,6 +65,15 @@ class TerminalSnapshot:
     observed_at: float  # trio clock
     seq: int = 0
     busy: bool = False  # captured while an input-bearing step was sending: a passing screen
+    manual: Manual | None = None
+
+    def showing(self, now: float) -> Appearance | None:
+        """The appearance a controller is shown at trio time ``now``: the prompt's, or a
+        manual screen's once it settled (`Manual.settled`); None when neither."""
+        if self.seen is not None:
+            return self.seen
+        manual = self.manual
+        return manual.seen if manual is not None and manual.settled(now) else None
 
 
 _PENDING = Observation(State.UNKNOWN, None, reason="not_observed_yet")

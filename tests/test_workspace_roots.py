@@ -173,8 +173,7 @@ def test_a_v5_store_migrates_to_v6_keeping_its_credentials_unnarrowed(tmp_path: 
         )
     old.close()
     conn = open_store(path)
-    assert SCHEMA_VERSION == 6
-    assert conn.execute("PRAGMA user_version").fetchone() == (6,)
+    assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
     assert credentials.live_digests(conn) == {"a" * 64: Credential("ctl", Scope.CONTROLLER, ())}
     assert [row["workspace_roots"] for row in credentials.listing(conn)] == [[]]
     # Roots minted on the migrated store come back as given; a malformed value is refused.

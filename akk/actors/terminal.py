@@ -19,7 +19,7 @@ import apsw
 import attrs
 import trio
 
-from akk import evidence, faults
+from akk import evidence, faults, wakeups
 from akk.actors.runtime import Actor, ActorRef, Rank
 from akk.actors.store import transact
 from akk.answers import PLAN_REFUSALS, Answer
@@ -281,6 +281,7 @@ class TerminalActor(Actor):
         self._resumed: Appearance | None = None  # the store's last appearance, until first look
         self._last_number = 0
         self._busy = False  # an input-bearing step is between its first key and its receipt
+        self._manual: wakeups.Manual | None = None  # the manual screen on show (akk.wakeups)
 
     async def started(self) -> None:
         self._board.announce(self._identity, trio.current_time())
@@ -383,6 +384,11 @@ class TerminalActor(Actor):
             self._resumed = None
         self._seen = seen
         self._grid = grid
+        self._manual = wakeups.follow(
+            self._manual, observation, profiled=self._profile is not None,
+            agent=self._identity.agent, lines=grid.lines(), now=trio.current_time(),
+            mint=self._manual_appearance,
+        )  # fmt: skip
         self._seq += 1
         snapshot = TerminalSnapshot(
             identity=self._identity,
@@ -392,9 +398,17 @@ class TerminalActor(Actor):
             lines=grid.lines(),
             observed_at=trio.current_time(),
             seq=self._seq,
+            manual=self._manual,
         )
         self._board.publish(snapshot)
         return snapshot
+
+    def _manual_appearance(self, screen: bytes) -> Appearance:
+        """A new appearance of a manual screen first drawn as ``screen`` (akk.wakeups)."""
+        identity = self._identity.fingerprint_identity.encode("utf-8", "surrogatepass")
+        self._last_number = max(time.time_ns(), self._last_number + 1)
+        fp = hashlib.sha256(b"akk-manual\x1f" + identity + b"\x1f" + screen).digest()
+        return Appearance(fp, self._last_number)
 
     def _appearance(self, fp: bytes) -> Appearance:
         """The appearance this prompt belongs to: the current one while it stays on screen.

@@ -209,8 +209,11 @@ class TurnActor(Actor):
         # A prompt is announced once the task is accepted: before that its dispatch
         # is still open and no answer could be reserved.
         accepted = turn.state is TurnState.RUNNING
-        if turn.unresolved and accepted and snapshot.seen != self._announced and not snapshot.busy:
-            await self._announce(snapshot)
+        # A manual screen counts once it settled (akk.wakeups): its wake-up waits for that.
+        clock = trio.current_time()
+        shows = snapshot.showing(clock)
+        if turn.unresolved and accepted and shows != self._announced and not snapshot.busy:
+            await self._announce(snapshot, shows, clock)
         if turn.unresolved and now - turn.last_activity_at >= turn.inactivity_seconds:
             await self._settle(
                 TurnState.STALLED, "stalled", "no activity for the Turn's inactivity window"
@@ -384,12 +387,15 @@ class TurnActor(Actor):
                 self._cancel = None
                 self._turn = await self._update(reason="cancel_uncertain")
 
-    async def _announce(self, snapshot: TerminalSnapshot) -> None:
-        """Record the prompt now on screen (and its event, once); earlier ones left unanswered."""
+    async def _announce(
+        self, snapshot: TerminalSnapshot, seen: Appearance | None, clock: float
+    ) -> None:
+        """Record the prompt (or settled manual screen) ``seen`` now shows, and its event once;
+        earlier ones left unanswered. ``clock``: the trio time ``seen`` was decided at."""
         turn = self._turn
         assert turn is not None
-        seen, now = snapshot.seen, time.time()
-        shown = project_snapshot(snapshot, self._ids, turn.ids["turn_id"])
+        now = time.time()
+        shown = project_snapshot(snapshot, self._ids, turn.ids["turn_id"], clock)
 
         def record(conn: apsw.Connection) -> bool:
             for row in interactions.pending_of_turn(conn, turn.turn_id):
@@ -498,11 +504,11 @@ def remember(
         interaction_id=shown.interaction_id,
         terminal_id=snapshot.identity.terminal_id,
         turn_id=turn.turn_id,
-        kind=prompt.kind.value,
+        kind=shown.kind,
         seen=shown.seen,
         profile=snapshot.identity.profile or "",
-        step_index=prompt.step_index,
-        step_total=prompt.step_total,
+        step_index=1 if prompt is None else prompt.step_index,
+        step_total=1 if prompt is None else prompt.step_total,
         projection=shown.projection,
         now=now,
         announce=turn,

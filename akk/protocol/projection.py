@@ -16,7 +16,9 @@ from collections.abc import Callable
 from typing import Any
 
 import attrs
+import trio
 
+from akk import wakeups
 from akk.profiles.observation import (
     InteractionKind,
     OptionRole,
@@ -150,30 +152,58 @@ def _option(
 
 
 def project_snapshot(
-    snapshot: TerminalSnapshot, ids: IdMinter, turn_id: str | None
+    snapshot: TerminalSnapshot, ids: IdMinter, turn_id: str | None, now: float | None = None
 ) -> Shown | None:
-    """The projection of the prompt on ``snapshot`` (None when no prompt is on screen)."""
+    """The projection of the prompt on ``snapshot`` (None when no prompt is on screen).
+
+    A settled manual screen (`akk.wakeups`; ``now`` is the trio clock, the
+    current time by default) is projected too: ``manual_required``, with its
+    reason, terminal and pane, and nothing to answer.
+    """
     prompt, seen = snapshot.observation.prompt, snapshot.seen
+    identity = snapshot.identity
     if prompt is None or seen is None:
-        return None
+        manual = snapshot.manual
+        shows = snapshot.showing(trio.current_time() if now is None else now)
+        if manual is None or shows is None:
+            return None
+        projection = wakeups.project(
+            manual,
+            interaction_id=ids.interaction_id(manual.seen),
+            agent=identity.agent,
+            turn_id=turn_id,
+            terminal_id=identity.terminal_id,
+            pane=identity.pane_id,
+        )
+        return Shown(manual.seen, None, projection)
     projection = project(
         prompt,
         seen=seen,
         ids=ids,
-        agent=snapshot.identity.agent,
+        agent=identity.agent,
         turn_id=turn_id,
         manual_reason=snapshot.observation.reason,
         screen=redact_screen(snapshot.lines),
     )
+    if snapshot.observation.reason is not None:
+        # Who must look where, as for a prompt-less manual screen (PROTOCOL.md).
+        projection |= {
+            "reason": snapshot.observation.reason,
+            "terminal_id": identity.terminal_id,
+            "pane": identity.pane_id,
+        }
     return Shown(seen, prompt, projection)
 
 
 @attrs.frozen
 class Shown:
-    """One prompt appearance and the projection a controller sees of it."""
+    """One prompt appearance and the projection a controller sees of it.
+
+    ``prompt`` is None for a manual screen no profile read (nothing to answer).
+    """
 
     seen: Appearance
-    prompt: PromptView
+    prompt: PromptView | None
     projection: dict[str, Any]
 
     @property
@@ -181,5 +211,9 @@ class Shown:
         return str(self.projection["interaction_id"])
 
     @property
+    def kind(self) -> str:
+        return str(self.projection["kind"])
+
+    @property
     def actionable(self) -> bool:
-        return "manual_reason" not in self.projection
+        return self.prompt is not None and "manual_reason" not in self.projection

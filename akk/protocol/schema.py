@@ -105,7 +105,10 @@ INTERACTION = {
         "interaction_id": _ID,
         "turn_id": _NULLABLE_ID,
         "agent": {"enum": ["claude", "codex"]},
-        "kind": {"enum": ["questionnaire", "permission", "async_question", "confirmation"]},
+        "kind": {
+            # unknown: a screen a person must handle that no profile read (docs/wakeups.md)
+            "enum": ["questionnaire", "permission", "async_question", "confirmation", "unknown"]
+        },
         "state": {"type": "string"},
         "step": {
             "type": ["object", "null"],  # null: a queued async question, not yet opened

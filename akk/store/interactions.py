@@ -108,7 +108,9 @@ def record(
     controller, in this transaction: ``approval_required`` for
     a permission, ``interaction_required`` otherwise, carrying only the
     public projection. Whoever records an appearance first (the Turn's monitor,
-    or a `status` call) writes the one event.
+    or a `status` call) writes the one event. A ``manual_required`` one (a
+    screen a person must handle, docs/wakeups.md) is announced the same way,
+    with a summary naming the pane.
     """
     existing = get(conn, interaction_id)
     if existing is not None:
@@ -133,6 +135,12 @@ def record(
 
 
 def _summary(projection: dict[str, Any]) -> str:
+    if projection.get("state") == "manual_required":
+        where = projection.get("pane") or "the terminal"
+        return (
+            f"{projection.get('kind')}: a person must handle {where} "
+            f"({projection.get('manual_reason')}); AKK sends it nothing"
+        )[:200]
     questions = projection.get("questions") or []
     if not questions:  # a queued async question: opening it shows its question
         return f"{projection.get('kind')}: queued; call status, then open it with answers []"

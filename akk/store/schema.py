@@ -501,6 +501,38 @@ ALTER TABLE credentials ADD COLUMN workspace_roots TEXT NOT NULL DEFAULT '[]'
     CHECK (json_valid(workspace_roots) AND json_type(workspace_roots) = 'array');
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5 + _V5_INTERACTIONS, _V6)
+# v7: a screen a person must handle that no profile read (docs/wakeups.md) is an
+# interaction of kind ``unknown``. SQLite cannot change a CHECK, so the table is
+# rebuilt as in v5.
+_V7 = """
+CREATE TABLE interactions_v7 (
+    interaction_id TEXT PRIMARY KEY,
+    terminal_id    TEXT REFERENCES terminals (terminal_id),   -- NULL: an app-server request
+    turn_id        TEXT REFERENCES turns (turn_id),
+    watch_id       TEXT REFERENCES watches (watch_id),
+    kind           TEXT NOT NULL CHECK (kind IN (
+                       'questionnaire', 'permission', 'async_question', 'confirmation',
+                       'unknown')),
+    fingerprint    BLOB NOT NULL,
+    appearance     INTEGER NOT NULL DEFAULT 1,
+    profile        TEXT NOT NULL,
+    step_index     INTEGER NOT NULL DEFAULT 1,
+    step_total     INTEGER NOT NULL DEFAULT 1,
+    projection     TEXT NOT NULL,
+    state          TEXT NOT NULL CHECK (state IN ('pending', 'consumed', 'gone')),
+    created_at     REAL NOT NULL,
+    updated_at     REAL NOT NULL,
+    revision       INTEGER NOT NULL DEFAULT 0,
+    CHECK (terminal_id IS NOT NULL OR turn_id IS NOT NULL)
+);
+INSERT INTO interactions_v7 SELECT interaction_id, terminal_id, turn_id, watch_id, kind,
+    fingerprint, appearance, profile, step_index, step_total, projection, state, created_at,
+    updated_at, revision FROM interactions;
+DROP TABLE interactions;
+ALTER TABLE interactions_v7 RENAME TO interactions;
+CREATE INDEX interactions_by_turn ON interactions (turn_id, state);
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5 + _V5_INTERACTIONS, _V6, _V7)
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,0 +1,196 @@
+"""Screens a person must handle: when one has appeared, and what its wake-up says.
+
+A pane may show a screen that looks like a prompt but that AKK cannot act on: a
+prompt cut off by the pane size, one no rule reads, a screen the profile marks
+blocked (a trust or API-key question, a non-Bash permission), or any screen of
+a version without an exact profile. AKK sends such a screen no keys; this
+module decides when its owner is woken about it (docs/wakeups.md):
+
+- a screen is *manual* when its Observation has no prompt and is ``blocked``,
+  or ``unknown`` with a reason other than a blank or not yet observed screen
+  (`manual_reason`);
+- an *appearance* (`Manual`) is one run of consecutive manual observations: it
+  begins at the first, keeps its id through every redraw, and ends at the
+  first observation that is not manual (a readable prompt, idle or working);
+- it is *settled* once its screen digest has been unchanged for
+  SETTLE_SECONDS (`Manual.settled`), and stays settled until its run ends:
+  only a settled appearance is projected and woken about, so an animation's
+  passing frame wakes nobody, and one appearance wakes its owner at most once
+  however often it is redrawn.
+
+A prompt the profile read but refuses to answer (a reason on a PromptView,
+e.g. ``pending_call_mismatch``) is not handled here: it has its own
+fingerprinted appearance and is projected ``manual_required`` as it is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import attrs
+
+from akk.profiles.observation import Observation, State
+from akk.protocol.redaction import asks_for_secret, redact
+from akk.screen.fingerprint import Appearance
+
+SETTLE_SECONDS = 0.5
+"""How long a manual screen must stay unchanged before its owner is woken."""
+
+PROMPT_CUT_OFF = "prompt_cut_off"
+SECRET_INPUT = "secret_input"
+UNREADABLE_PROMPT = "unreadable_prompt"
+USER_VERIFICATION = "user_verification"
+UNSUPPORTED_SHAPE = "unsupported_shape"
+UNSUPPORTED_VERSION = "unsupported_version"
+
+_NOT_A_PROMPT = ("blank screen", "not_observed_yet")
+"""Unknown screens that are no prompt at all (an empty pane, one not captured yet)."""
+
+_CUT_OFF = ("truncated", "cut off", "no top rule", "a row is missing")
+"""Words the profiles use when a prompt's frame or rows are missing from the pane."""
+
+_CLIPPED = re.compile(r"[↑↓] \d+ more lines?\b")
+"""A menu the pane is too short for (Claude draws "↑ 3 more lines" in its place)."""
+
+_OTHER_VERSION = ("version_mismatch",)
+"""The profiles' reason for a banner of another version than theirs."""
+
+PERMISSION_ANCHORS = {
+    "claude": ("Do you want to proceed?",),
+    "codex": ("Would you like to run the following command?", "Yes, proceed (y)"),
+}
+"""Rows only a permission prompt shows (its question, or its approve row when the
+question is cut off), per agent, on every pinned version."""
+
+
+def manual_reason(
+    observation: Observation, *, profiled: bool, lines: Sequence[str] = ()
+) -> str | None:
+    """The reason code of a manual screen, or None when the screen is not one.
+
+    ``profiled``: the pane has an exact profile (without one, every screen it
+    shows is unreadable for ``unsupported_version``). ``lines``: the screen's
+    text, where a clipped menu shows it is cut off.
+    """
+    if observation.prompt is not None or observation.state not in (State.UNKNOWN, State.BLOCKED):
+        return None
+    why = (observation.reason or "").lower()
+    if why in _NOT_A_PROMPT:
+        return None
+    if asks_for_secret(lines):
+        return SECRET_INPUT
+    if not profiled or any(words in why for words in _OTHER_VERSION):
+        return UNSUPPORTED_VERSION
+    if observation.state is State.BLOCKED:
+        return UNSUPPORTED_SHAPE if "permission" in why else USER_VERIFICATION
+    if any(words in why for words in _CUT_OFF) or any(_CLIPPED.search(line) for line in lines):
+        return PROMPT_CUT_OFF
+    return UNREADABLE_PROMPT
+
+
+def asks_permission(agent: str, lines: Sequence[str]) -> bool:
+    """Whether the screen shows a row only a permission prompt of ``agent`` shows."""
+    anchors = PERMISSION_ANCHORS.get(agent, ())
+    return any(anchor in line for line in lines for anchor in anchors)
+
+
+def digest(lines: Sequence[str]) -> bytes:
+    """What tells one drawing of a screen from another (its text, row by row)."""
+    return hashlib.sha256("\n".join(lines).encode("utf-8", "surrogatepass")).digest()
+
+
+@attrs.frozen
+class Manual:
+    """One appearance of a manual screen on one terminal.
+
+    ``seen`` names it (its interaction id is minted from it); ``screen`` is the
+    digest of its latest drawing and ``stable_since`` (trio clock) when that
+    drawing began; ``detail`` is the profile's own words for it.
+    """
+
+    seen: Appearance
+    reason: str
+    detail: str
+    permission: bool
+    screen: bytes
+    stable_since: float
+    held: bool = False
+    """An earlier drawing of it settled: it stays settled for the rest of its run."""
+
+    def settled(self, now: float) -> bool:
+        """Whether it settled by trio time ``now``: one of its drawings stayed unchanged for
+        SETTLE_SECONDS (once settled, a redraw does not take it off the screen)."""
+        return self.held or now - self.stable_since >= SETTLE_SECONDS
+
+
+def follow(
+    current: Manual | None,
+    observation: Observation,
+    *,
+    profiled: bool,
+    agent: str,
+    lines: Sequence[str],
+    now: float,
+    mint: Callable[[bytes], Appearance],
+) -> Manual | None:
+    """The manual appearance after one more observation (None: the screen is not manual).
+
+    A manual screen continues ``current`` (its id kept; its settle clock
+    restarted when the drawing changed) or, with no ``current``, begins a new
+    appearance named by ``mint(digest)``.
+    """
+    reason = manual_reason(observation, profiled=profiled, lines=lines)
+    if reason is None:
+        return None
+    drawn = digest(lines)
+    detail = redact(observation.reason or "")[:300]
+    permission = asks_permission(agent, lines)
+    if current is None:
+        return Manual(mint(drawn), reason, detail, permission, drawn, now)
+    if current.screen == drawn:
+        return attrs.evolve(current, reason=reason, detail=detail)
+    return attrs.evolve(
+        current,
+        reason=reason,
+        detail=detail,
+        permission=current.permission or permission,
+        screen=drawn,
+        stable_since=now,
+        held=current.settled(now),
+    )
+
+
+def project(
+    manual: Manual,
+    *,
+    interaction_id: str,
+    agent: str,
+    turn_id: str | None,
+    terminal_id: str,
+    pane: str,
+) -> dict[str, Any]:
+    """The projection of a manual appearance: who must look where, and why; nothing to answer.
+
+    It carries no question, option or decision: there is nothing a controller
+    could answer (PROTOCOL.md "The interaction projection").
+    """
+    return {
+        "schema": "agent-knock-knock/terminal-interaction",
+        "version": 1,
+        "interaction_id": interaction_id,
+        "turn_id": turn_id,
+        "agent": agent,
+        "kind": "permission" if manual.permission else "unknown",
+        "state": "manual_required",
+        "reason": manual.reason,
+        "manual_reason": manual.reason,
+        "detail": manual.detail,
+        "terminal_id": terminal_id,
+        "pane": pane,
+        "step": None,
+        "questions": [],
+        "capabilities": {"batch_response": False, "free_text": False, "multi_select": False},
+    }

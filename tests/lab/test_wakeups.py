@@ -1,0 +1,187 @@
+"""The manual-required wake-ups: a person is needed, and the owner is told so, once.
+
+A real client shows its Bash / exec approval for the scenario's command; the
+pane is then shrunk until the prompt is cut off. AKK can no longer read it, so
+it sends nothing, and the owner gets one ``approval_required`` wake-up whose
+interaction is ``manual_required`` (reason ``prompt_cut_off``, the terminal and
+pane, nothing to answer) within 2 s of the resize. Growing the pane back makes
+the prompt readable again: a new interaction id, its own wake-up, and
+``approve_once`` then runs the command exactly once (the model server is the
+oracle). A pane whose version has no profile (the real binary, bound as if its
+registry row were missing) shows every screen ``manual_required`` for
+``unsupported_version`` and gets nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from akk.actors import watcher
+from akk.client import AkkError, Controller
+from akk.profiles.registry import Binding
+from akk.store.database import open_reader
+from tests.lab.conftest import lab_params
+from tests.lab.test_interactions import WAKE_UPS, next_event, send_task, settled
+from tests.lab.test_watch import wake_up
+from tools.lab import scenarios as sc
+from tools.lab.akk_runner import Served, idle_terminal, outcome, two_controllers
+from tools.lab.launcher import LabSession
+
+WAKE_UP_BOUND = 2.0
+"""Seconds from the resize to the wake-up (the settle time included)."""
+
+CUT_OFF_ROWS = {"claude": 8, "codex": 6}
+"""Pane heights at which the scenario's approval no longer fits (found in the lab)."""
+
+
+def _dispatch_kinds(served: Served, turn_id: str) -> list[str]:
+    conn = open_reader(served.state.store_path)
+    try:
+        return [
+            str(kind)
+            for (kind,) in conn.execute(
+                "SELECT kind FROM dispatches WHERE turn_id = ? ORDER BY created_at", (turn_id,)
+            )
+        ]
+    finally:
+        conn.close()
+
+
+async def _status(ctl: Controller, turn_id: str) -> dict[str, Any]:
+    shown: dict[str, Any] = (await ctl.call("status", {"turn_id": turn_id}))["interaction"]
+    return shown
+
+
+@pytest.mark.parametrize(
+    "lab",
+    [*lab_params("claude_bash")[-1:], *lab_params("codex_exec")[-1:]],
+    indirect=True,
+)
+async def test_a_cut_off_permission_wakes_the_owner_once_and_reads_again_when_it_fits(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    marker = sc.BASH_MARKER if lab.agent == "claude" else sc.EXEC_MARKER
+    async with two_controllers(lab, tmp_path) as (served, ctl, _other):
+        turn_id = await send_task(ctl, sc.RUN_TASK)
+        (terminal,) = (await ctl.call("list"))["terminals"]
+        first = await next_event(ctl, WAKE_UPS)
+        assert first["interaction"]["state"] == "pending"
+        readable = await _status(ctl, turn_id)
+        requests = len(lab.server.main_requests())
+
+        started = time.monotonic()
+        await lab.tmux("resize-window", "-t", "lab", "-x", str(lab.cols), "-y",
+                       str(CUT_OFF_ROWS[lab.agent]))  # fmt: skip
+        woken = await next_event(ctl, WAKE_UPS, timeout=10)
+        latency = time.monotonic() - started
+        manual = woken["interaction"]
+        print(f"{lab.client.name}: manual wake-up {latency:.3f} s after the resize")
+        assert woken["kind"] == "approval_required", woken
+        assert manual["state"] == "manual_required", manual
+        assert manual["reason"] == "prompt_cut_off", (manual["detail"], await lab.text())
+        assert manual["terminal_id"] == terminal["terminal_id"]
+        assert manual["pane"] == lab.pane
+        assert manual["questions"] == [] and "decisions" not in manual
+        assert manual["interaction_id"] != readable["interaction_id"]
+        assert latency < WAKE_UP_BOUND
+        assert await _status(ctl, turn_id) == manual  # status shows the same
+        with pytest.raises(AkkError) as refused:
+            await ctl.call("approve", {"turn_id": turn_id, "decision": "approve_once"})
+        assert refused.value.reason == "prompt_changed"
+        # Zero keys: nothing new reached the model, and no answer was dispatched.
+        assert len(lab.server.main_requests()) == requests
+        assert _dispatch_kinds(served, turn_id) == ["task"]
+
+        await lab.tmux("resize-window", "-t", "lab", "-x", str(lab.cols), "-y", str(lab.rows))
+        again = await next_event(ctl, WAKE_UPS, timeout=10)
+        back = await _status(ctl, turn_id)
+        assert again["interaction"]["interaction_id"] == back["interaction_id"]
+        assert back["state"] == "pending", back
+        assert back["interaction_id"] not in (readable["interaction_id"], manual["interaction_id"])
+        assert (await ctl.call("approve", {"turn_id": turn_id, "decision": "approve_once"}))[
+            "outcome"
+        ] == "dispatched"
+        await settled(ctl, turn_id)
+        assert _dispatch_kinds(served, turn_id) == ["task", "approval"]
+    assert lab.server.count_inputs_containing(marker) == 1
+    assert lab.server.count_inputs_containing(sc.RUN_TASK) == 1
+
+
+@pytest.mark.parametrize("lab", lab_params("claude_bash")[-1:], indirect=True)
+async def test_an_unprofiled_pane_shows_its_prompt_manual_required_and_gets_nothing(
+    lab: LabSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No Turn or Watch can hold such a pane (both are refused), so nobody is woken:
+    `status` of the terminal says why a person must answer, and nothing is sent."""
+    unpinned = Binding(None, f"unpinned_version: claude {lab.version} has no profile")
+    monkeypatch.setattr(watcher, "bind", lambda agent, version: unpinned)
+    async with two_controllers(lab, tmp_path) as (_, ctl, _other):
+        await lab.submit(sc.RUN_TASK)  # the person starts the task at the pane
+        await lab.wait_for_screen(lambda screen: "Do you want to proceed?" in screen, 30)
+        with trio.fail_after(10):
+            while True:
+                (row,) = (await ctl.call("list"))["terminals"]
+                shown = (await ctl.call("status", {"terminal_id": row["terminal_id"]}))[
+                    "interaction"
+                ]
+                if shown is not None and shown["kind"] == "permission":
+                    break
+                await trio.sleep(0.05)
+        assert row["profile"] is None
+        assert (shown["state"], shown["reason"]) == ("manual_required", "unsupported_version")
+        assert (shown["terminal_id"], shown["pane"]) == (row["terminal_id"], lab.pane)
+        assert shown["questions"] == [] and "decisions" not in shown
+        with pytest.raises(AkkError) as refused:
+            await ctl.call(
+                "send",
+                {"terminal_id": row["terminal_id"], "request": "x", "client_request_id": "x"},
+            )
+        assert refused.value.reason == "unsupported_version"
+        assert "Do you want to proceed?" in await lab.text()  # zero keys: still asking
+        assert lab.server.count_inputs_containing(sc.BASH_MARKER) == 0
+        await lab.send_keys("Escape")  # the person rejects it
+
+
+@pytest.mark.parametrize(
+    "lab",
+    [*lab_params("claude_bash")[-1:], *lab_params("codex_exec")[-1:]],
+    indirect=True,
+)
+async def test_a_watch_is_woken_the_same_way_for_a_cut_off_permission(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    async with two_controllers(lab, tmp_path) as (_, ctl, _other):
+        row = await idle_terminal(ctl, timeout=30)
+        await lab.submit(sc.RUN_TASK)  # the person's own task
+        with trio.fail_after(20):
+            while (await ctl.call("list"))["terminals"][0]["activity_state"] != (
+                "awaiting_approval"
+            ):
+                await trio.sleep(0.05)
+        watch_id = (await ctl.call("watch", {"terminal_id": row["terminal_id"]}))["watch_id"]
+        first = await wake_up(ctl, watch_id)
+        started = time.monotonic()
+        await lab.tmux("resize-window", "-t", "lab", "-x", str(lab.cols), "-y",
+                       str(CUT_OFF_ROWS[lab.agent]))  # fmt: skip
+        woken = await wake_up(ctl, watch_id, timeout=10)
+        latency = time.monotonic() - started
+        print(f"{lab.client.name}: watch's manual wake-up {latency:.3f} s after the resize")
+        manual = woken["interaction"]
+        assert woken["kind"] == "approval_required"
+        assert (manual["state"], manual["reason"]) == ("manual_required", "prompt_cut_off")
+        assert (manual["terminal_id"], manual["pane"]) == (row["terminal_id"], lab.pane)
+        assert latency < WAKE_UP_BOUND
+        await lab.tmux("resize-window", "-t", "lab", "-x", str(lab.cols), "-y", str(lab.rows))
+        again = await wake_up(ctl, watch_id, timeout=10)
+        ids = {first["interaction"]["interaction_id"], manual["interaction_id"]}
+        assert again["interaction"]["interaction_id"] not in ids
+        assert again["interaction"].get("reason") != "prompt_cut_off"  # readable again
+        await lab.wait_stable()
+        await lab.send_keys("1" if lab.agent == "claude" else "y")  # the person answers
+        assert (await outcome(ctl, watch_id))["kind"] == "done"
+    assert lab.server.count_inputs_containing(sc.RUN_TASK) == 1
