@@ -19,6 +19,7 @@ from akk.profiles import claude, codex
 from akk.profiles.claude import ClaudeProfile
 from akk.profiles.codex import CodexProfile
 from akk.profiles.composer import DraftView, TypingMethod
+from akk.protocol.text_rule import screen_refusal
 from akk.screen.render import render
 from akk.tmux import keys
 from akk.tmux.control import ControlClient, open_control_client
@@ -52,6 +53,12 @@ class Case:
             return words.rstrip(" ").ljust(limit, "x"), TypingMethod.LITERAL
         if self.name == "full_row":  # a first line that fills its row exactly
             return "lab " + "f" * (width - 4) + "\nthe next line", TypingMethod.PASTE
+        if screen_refusal(self.text, profile.typing.specials) is not None:
+            # `$HOME` is a special on Codex (a skill of that name would open its popup), which
+            # AKK refuses before any key; the braced form keeps every other metacharacter.
+            text = self.text.replace("$HOME", "${HOME}")
+            assert screen_refusal(text, profile.typing.specials) is None, text
+            return text, self.method
         return self.text, self.method
 
 
