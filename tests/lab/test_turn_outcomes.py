@@ -130,6 +130,14 @@ async def test_the_agent_process_ending_fails_the_turn(lab: LabSession, tmp_path
     assert status["turn"]["reason"] == "terminal_gone"
 
 
+def _prompt_rows(screen: str) -> list[str]:
+    """The pane's rows from the permission prompt's header down (Claude animates its logo
+    above, on its own)."""
+    rows = screen.splitlines()
+    top = min(i for i, row in enumerate(rows) if "Bash command" in row or "Would you like" in row)
+    return rows[top:]
+
+
 @pytest.mark.parametrize(
     "lab",
     [
@@ -142,7 +150,10 @@ async def test_a_send_to_a_pane_showing_a_prompt_is_refused(
     lab: LabSession, tmp_path: Path
 ) -> None:
     """A person's task asks for permission: AKK types nothing into the prompt."""
-    async with controller(lab, tmp_path) as ctl:
+    async with (
+        serving(lab, tmp_path, "ctl") as served,
+        connect(served.endpoint.url, served.tokens["ctl"]) as ctl,
+    ):
         row = await idle_terminal(ctl)
         await lab.submit(RUN_TASK)
         with trio.fail_after(20):
@@ -150,7 +161,7 @@ async def test_a_send_to_a_pane_showing_a_prompt_is_refused(
                 "awaiting_approval"
             ):
                 await trio.sleep(0.05)
-        before = await lab.text()
+        before = _prompt_rows(await lab.text())
         with pytest.raises(AkkError) as refused:
             await ctl.call(
                 "send",
@@ -162,6 +173,7 @@ async def test_a_send_to_a_pane_showing_a_prompt_is_refused(
             )
         assert refused.value.reason == "not_idle"
         assert "permission" in refused.value.message
-        assert await lab.text() == before
+        assert served.keys is not None and served.keys.keys() == []  # zero keys, at the key layer
+        assert _prompt_rows(await lab.text()) == before
         assert (await ctl.call("list"))["turns"] == []
     assert lab.server.count_inputs_containing("lab: now") == 0
