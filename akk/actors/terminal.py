@@ -384,9 +384,10 @@ class TerminalActor(Actor):
             self._resumed = None
         self._seen = seen
         self._grid = grid
+        lines = grid.lines()
         self._manual = wakeups.follow(
             self._manual, observation, profiled=self._profile is not None,
-            agent=self._identity.agent, lines=grid.lines(), now=trio.current_time(),
+            agent=self._identity.agent, lines=lines, now=trio.current_time(),
             mint=self._manual_appearance,
         )  # fmt: skip
         self._seq += 1
@@ -395,7 +396,7 @@ class TerminalActor(Actor):
             observation=observation,
             seen=seen,
             busy=self._busy,
-            lines=grid.lines(),
+            lines=lines,
             observed_at=trio.current_time(),
             seq=self._seq,
             manual=self._manual,
