@@ -11,7 +11,8 @@ import json
 import re
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import apsw
@@ -431,20 +432,29 @@ def _audit_rows(state: StateDir, actor: str) -> list[tuple[Any, ...]]:
         conn.close()
 
 
+@asynccontextmanager
+async def _owner_and_other(
+    live_server: LiveServer,
+) -> AsyncIterator[tuple[WebSocketConnection, WebSocketConnection]]:
+    """c1 (the owner of the seeded Turn) and c2, each connected and past its hello."""
+    async with (
+        open_websocket_url(
+            live_server.url, extra_headers=_headers(live_server.controllers["c2"])
+        ) as other,
+        open_websocket_url(
+            live_server.url, extra_headers=_headers(live_server.controllers["c1"])
+        ) as owner,
+    ):
+        await _hello(other)
+        await _hello(owner)
+        yield owner, other
+
+
 async def test_a_conflict_names_only_the_callers_own_record(live_server: LiveServer) -> None:
     turn_id = _seed_turn(live_server.state, "c1")
     send = {"terminal_id": TERMINAL, "request": "hi"}
     with trio.fail_after(10):
-        async with (
-            open_websocket_url(
-                live_server.url, extra_headers=_headers(live_server.controllers["c2"])
-            ) as other,
-            open_websocket_url(
-                live_server.url, extra_headers=_headers(live_server.controllers["c1"])
-            ) as owner,
-        ):
-            await _hello(other)
-            await _hello(owner)
+        async with _owner_and_other(live_server) as (owner, other):
             theirs = assert_error_reply(
                 json.dumps(await _call(other, 1, "send", send | {"client_request_id": "b1"}))
             )
@@ -465,16 +475,7 @@ async def test_refusals_on_another_controllers_turn_are_the_callers_own_audit_ro
     forged = "int_" + "A" * 22
     answer = {"interaction_id": forged, "turn_id": turn_id, "answers": []}
     with trio.fail_after(10):
-        async with (
-            open_websocket_url(
-                live_server.url, extra_headers=_headers(live_server.controllers["c2"])
-            ) as other,
-            open_websocket_url(
-                live_server.url, extra_headers=_headers(live_server.controllers["c1"])
-            ) as owner,
-        ):
-            await _hello(other)
-            await _hello(owner)
+        async with _owner_and_other(live_server) as (owner, other):
             refused = [
                 await _call(other, 1, "respond_interaction", answer),
                 await _call(other, 2, "approve", {"turn_id": turn_id, "decision": "reject"}),
