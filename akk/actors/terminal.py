@@ -407,9 +407,8 @@ class TerminalActor(Actor):
     def _manual_appearance(self, screen: bytes) -> Appearance:
         """A new appearance of a manual screen first drawn as ``screen`` (akk.wakeups)."""
         identity = self._identity.fingerprint_identity.encode("utf-8", "surrogatepass")
-        self._last_number = max(time.time_ns(), self._last_number + 1)
         fp = hashlib.sha256(b"akk-manual\x1f" + identity + b"\x1f" + screen).digest()
-        return Appearance(fp, self._last_number)
+        return Appearance(fp, self._next_number())
 
     def _appearance(self, fp: bytes) -> Appearance:
         """The appearance this prompt belongs to: the current one while it stays on screen.
@@ -426,9 +425,13 @@ class TerminalActor(Actor):
         if resumed is not None and resumed.fingerprint == fp:
             self._seen_since = trio.current_time()
             return resumed
-        self._last_number = max(time.time_ns(), self._last_number + 1)
         self._seen_since = trio.current_time()
-        return Appearance(fp, self._last_number)
+        return Appearance(fp, self._next_number())
+
+    def _next_number(self) -> int:
+        """A new appearance number: the clock's, and always above the last one."""
+        self._last_number = max(time.time_ns(), self._last_number + 1)
+        return self._last_number
 
     async def _pending_call(
         self, observation: Observation
