@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from akk.client import connect
+from akk.qualify.capture import CODEX_FOOTERS
+from akk.qualify.launcher import LabSession
 from tests.lab.conftest import LabSpec
 from tools.lab import clients
 from tools.lab.akk_runner import idle_terminal, outcome, serving
-from tools.lab.capture import CODEX_FOOTERS
-from tools.lab.launcher import LabSession
 
 TURN_SECONDS = "lab_turn_seconds"
 

@@ -24,13 +24,13 @@ import trio
 from akk.actors import watcher
 from akk.client import AkkError, Controller
 from akk.profiles.registry import Binding
+from akk.qualify import scenarios as sc
+from akk.qualify.launcher import LabSession
 from akk.store.database import open_reader
 from tests.lab.conftest import lab_params
 from tests.lab.test_interactions import WAKE_UPS, next_event, send_task, settled
 from tests.lab.test_watch import wake_up
-from tools.lab import scenarios as sc
 from tools.lab.akk_runner import Served, idle_terminal, outcome, two_controllers
-from tools.lab.launcher import LabSession
 
 WAKE_UP_BOUND = 2.0
 """Seconds from the resize to the wake-up (the settle time included)."""
