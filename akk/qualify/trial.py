@@ -124,17 +124,18 @@ def classify_all(
             if fixtures is not None:
                 old_stem = capture.fixture_stem(fixtures, pinned, point.plan, shot.step, *size)
                 old_screen = _read(old_stem)
-            comparisons.append(
-                compare(
-                    point,
-                    shot.expected.to_json(),
-                    old_screen,
-                    _read(new_stem),
-                    profile,
-                    new_profile,
-                    failure=failures.get(job),
-                )
+            compared = compare(
+                point,
+                shot.expected.to_json(),
+                old_screen,
+                _read(new_stem),
+                profile,
+                new_profile,
+                failure=failures.get(job),
             )
+            if fixtures is None and compared.status != "not_producible":
+                compared = attrs.evolve(compared, note=None)  # no fixture was looked for
+            comparisons.append(compared)
     return comparisons
 
 

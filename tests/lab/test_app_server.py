@@ -116,7 +116,7 @@ def _mib(size: int | None) -> str:
 @pytest.mark.parametrize("client", CODEX, ids=lambda client: client.name)
 async def test_the_committed_schema_is_what_the_binary_generates(client: Client) -> None:
     await ensure_installed(client)
-    generated = await trio.to_thread.run_sync(schemas.generate, client)
+    generated = await trio.to_thread.run_sync(schemas.generated, client)
     assert schemas.committed(client).read_bytes() == generated, (
         f"akk/appserver/schemas/ is stale for {client.name}: run `python -m tools.lab schemas`"
     )

@@ -10,6 +10,7 @@ from pathlib import Path
 import trio
 
 from akk.qualify import capture, compare
+from akk.qualify.appserver import SchemaError
 from akk.qualify.client import AGENTS
 from tools.lab import clients, new_version, schemas
 from tools.lab.installer import InstallError, install_many
@@ -85,7 +86,7 @@ def _schemas(args: argparse.Namespace) -> int:
                     stale.append(client.name)
             else:
                 print(schemas.write(client))
-        except schemas.SchemaError as exc:
+        except SchemaError as exc:
             raise SystemExit(str(exc)) from exc
     if stale:
         print(f"stale: {', '.join(stale)}; run `python -m tools.lab schemas`", file=sys.stderr)
