@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from akk.profiles.observation import State
+from akk.profiles.qualified import as_version
 from akk.profiles.registry import PROFILES
 from akk.screen.render import render
 from tools.lab import capture, clients
@@ -59,24 +59,6 @@ def test_nearest_pinned(agent: str, version: str, nearest: str) -> None:
 def test_a_version_is_dotted_numbers(version: str) -> None:
     with pytest.raises(ValueError):
         nv.version_key(version)
-
-
-@pytest.mark.parametrize(
-    ("agent", "pinned", "new", "name"),
-    [("claude", "2.1.328", "2.1.332", "echo-idle"), ("codex", "0.169.0", "0.171.0", "echo-idle")],
-)
-def test_pretend_reads_the_new_version_banner_as_the_pinned_one(
-    agent: str, pinned: str, new: str, name: str
-) -> None:
-    screen, label = fixture(agent, pinned, name)
-    renamed = render(screen.replace(pinned, new), label["cols"], label["rows"])
-    profile = PROFILES[(agent, pinned)]
-    # The pinned profile refuses another version's banner (Claude) or cannot prove
-    # the idle session without its own banner (Codex).
-    assert profile.classify(renamed).state is State.UNKNOWN
-    as_new = nv.pretend(profile, new)
-    assert as_new.version == new and as_new.classify(renamed).state is State.IDLE
-    assert profile.version == pinned  # the pinned row itself is untouched
 
 
 def test_a_trial_client_is_launchable_only_inside_its_block() -> None:
@@ -182,7 +164,7 @@ def test_a_changed_permission_layout_differs_with_the_rows_that_moved() -> None:
     new_screen, _ = fixture("claude", "2.1.328", "claude_bash-permission")
     old = PROFILES[("claude", "2.1.263")]
     compared = nv.compare(
-        point(label), label["expected"], old_screen, new_screen, old, nv.pretend(old, "2.1.328")
+        point(label), label["expected"], old_screen, new_screen, old, as_version(old, "2.1.328")
     )
     assert compared.status == "differs"
     assert compared.old is not None and compared.old.state == "permission"

@@ -42,7 +42,7 @@ from akk.profiles.observation import (
     State,
     StepKind,
 )
-from akk.profiles.registry import Profile, bind
+from akk.profiles.registry import PINNED, Profile
 from akk.screen.grid import Grid
 from akk.screen.render import render
 from tests.lab.conftest import ensure_installed, lab_params
@@ -108,7 +108,7 @@ class Screen:
 
 
 def _profile(lab: LabSession) -> Profile:
-    binding = bind(lab.agent, lab.version)
+    binding = PINNED.bind(lab.agent, lab.version)
     assert binding.profile is not None, binding.reason
     return binding.profile
 

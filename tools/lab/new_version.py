@@ -39,10 +39,9 @@ from typing import Any, Literal
 import attrs
 import trio
 
-from akk.profiles.claude import ClaudeProfile
-from akk.profiles.codex import CodexProfile
 from akk.profiles.composer import TypingMethod
 from akk.profiles.observation import Observation, OptionRole, ResponseKind, StepKind
+from akk.profiles.qualified import as_version
 from akk.profiles.registry import PROFILES, Profile
 from akk.screen.grid import Cell, Grid, Style
 from akk.screen.render import CaptureMismatch, render
@@ -88,20 +87,6 @@ def nearest_pinned(agent: str, version: str, pinned: Iterable[Client] = clients.
     wanted = version_key(version)
     below = [c for c in own if version_key(c.version) <= wanted]
     return below[-1] if below else own[0]
-
-
-def pretend(profile: Profile, version: str) -> Profile:
-    """`profile` read as `version`: the same data with its version strings set to `version`.
-
-    Claude refuses a banner of another version and Codex reads its banner as
-    "no turn yet"; both would only say the version is new.
-    """
-    if isinstance(profile, ClaudeProfile):
-        return attrs.evolve(profile, version=version)
-    if isinstance(profile, CodexProfile):
-        banner = profile.banner.replace(f"(v{profile.version})", f"(v{version})")
-        return attrs.evolve(profile, version=version, banner=banner)
-    raise TypeError(f"no way to read {type(profile).__name__} as another version")
 
 
 # ---------------------------------------------------------------- outcomes
@@ -857,7 +842,7 @@ def classify_all(
     old_profile = PROFILES[(nearest.agent, nearest.version)]
     comparisons = []
     for job in jobs:
-        new_profile = pretend(old_profile, job.client.version)
+        new_profile = as_version(old_profile, job.client.version)
         for shot in _shots(job.plan):
             point = Point(job.plan.name, shot.step, job.cols, job.rows)
             new_stem = capture.fixture_stem(out, job.client, point.plan, shot.step, *_size(point))
