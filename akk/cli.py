@@ -486,7 +486,10 @@ def _qualify(args: argparse.Namespace) -> int:
     if args.list:
         return _qualify_list(state, args.json)
     if args.revoke:
-        return _qualify_revoke(state, *args.revoke, as_json=args.json)
+        agent, version = args.revoke
+        if agent not in qualifications.AGENTS:
+            raise CliError(f"--revoke takes claude or codex, then the version; not {agent!r}")
+        return _qualify_revoke(state, agent, version, as_json=args.json)
     if args.agent is None:
         raise CliError("name the client to qualify (`akk qualify claude`), or pass --list")
     # ---- `akk qualify AGENT [--binary PATH]`: the qualification run itself (the pipeline in
@@ -517,9 +520,8 @@ def record_qualification(state: StateDir, row: qualifications.Qualification) -> 
 
 def _qualify_list(state: StateDir, as_json: bool) -> int:
     if server_running(state):
-        rows: list[dict[str, Any]] = _operator_call(state, "qualification_list", {})[
-            "qualifications"
-        ]
+        listed: dict[str, Any] = _operator_call(state, "qualification_list", {})
+        rows: list[dict[str, Any]] = listed["qualifications"]
     else:
         rows = _offline_write(
             state,
