@@ -21,7 +21,7 @@ import attrs
 import pytest
 import trio
 
-from akk.discovery.process import AgentProcess, DigestCache, find_agent
+from akk.discovery.process import AgentProcess, DigestCache, binary_of, find_agent
 from akk.profiles.observation import State
 from akk.profiles.qualified import as_version
 from akk.profiles.registry import PINNED, PROFILES
@@ -321,3 +321,22 @@ def test_a_binary_replaced_after_qualification_is_unsupported_and_the_old_proces
     # The process that still runs the qualified image is hashed from it, not from the path.
     assert trio.run(digests.digest_of, old) == first and bind(old).profile is not None
     assert digests.hashes == 3
+
+
+def test_a_pure_js_claude_is_hashed_by_its_script(
+    tmp_path: Path, running: list[subprocess.Popen[bytes]]
+) -> None:
+    node = shutil.which("node")
+    assert node is not None, "node is a bootstrap dependency (the lab's clients need it)"
+    script = tmp_path / "node_modules" / "@anthropic-ai" / "claude-code" / "cli.js"
+    script.parent.mkdir(parents=True)
+    script.write_text("setTimeout(() => {}, 1e9);\n")
+    proc = subprocess.Popen([node, str(script)])
+    running.append(proc)
+    deadline = time.monotonic() + 10
+    while (agent := find_agent(proc.pid)) is None:
+        assert time.monotonic() < deadline, "node never showed as a pure-JS Claude"
+        time.sleep(0.01)
+    assert binary_of(agent) == str(script)
+    expected = hashlib.sha256(script.read_bytes()).hexdigest()
+    assert trio.run(DigestCache().digest_of, agent) == expected
