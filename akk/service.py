@@ -261,7 +261,7 @@ async def run_service(
                     "tls": tls is not None,
                     "watchers": [watcher.health.report() for watcher in watchers],
                     "unbound_terminals": [
-                        unbound(snapshot.identity)
+                        _unbound(snapshot.identity)
                         for snapshot in board
                         if snapshot.identity.profile is None
                     ],
@@ -313,7 +313,7 @@ async def run_service(
         prepared.lock.release()
 
 
-def unbound(identity: TerminalIdentity) -> dict[str, Any]:
+def _unbound(identity: TerminalIdentity) -> dict[str, Any]:
     """A terminal without a profile as `akk doctor` shows it: why, and the step to take."""
     return {
         "pane": identity.pane_id,
