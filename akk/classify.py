@@ -18,7 +18,7 @@ import trio
 
 from akk.discovery.process import VersionCache, find_agent
 from akk.profiles.observation import Observation, State
-from akk.profiles.registry import bind
+from akk.profiles.registry import PINNED
 from akk.protocol.projection import project
 from akk.protocol.redaction import redact_screen
 from akk.screen.fingerprint import Appearance, IdMinter, fingerprint
@@ -41,7 +41,7 @@ def classify_capture(
         grid = render(capture, cols, rows)
     except ValueError as exc:
         raise ClassifyError(f"{exc}; pass the pane's exact --cols and --rows") from exc
-    binding = bind(agent, version)
+    binding = PINNED.bind(agent, version)
     if binding.profile is None:
         observation = Observation(State.UNKNOWN, None, reason=binding.reason)
         return _result(observation, grid, agent, None, private)

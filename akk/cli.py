@@ -1,5 +1,5 @@
-"""The operator CLI: serve, token, doctor, list, sessions, send, status, events, schema, screen,
-and the record commands (watch, unwatch, close, renew, recover, retry-callback).
+"""The operator CLI: serve, token, qualify, doctor, list, sessions, send, status, events, schema,
+screen, and the record commands (watch, unwatch, close, renew, recover, retry-callback).
 
 Every failure prints what went wrong and what to do, and exits non-zero.
 """
@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import apsw
+import attrs
 import trio
 from rich.console import Console
 from rich.control import Control
@@ -34,11 +35,12 @@ from akk.cli_records import RecordCommand
 from akk.cli_text import LogFormatter, json_text, printable, shown
 from akk.client import AkkError, ConnectError, Controller, connect
 from akk.instance import Endpoint, InstanceError, acquire, proven_endpoint, server_running
+from akk.profiles.registry import PINNED
 from akk.protocol.redaction import redact
 from akk.protocol.schema import protocol_schema
 from akk.server import Limits, ListenError, TlsFiles
 from akk.service import ServiceConfig, serve_until_signal
-from akk.store import credentials
+from akk.store import credentials, qualifications
 from akk.store.database import StoreError, open_store
 from akk.store.location import StateDir, StateDirError
 from akk.tmux.activity import DEFAULT_INTERVAL
@@ -201,6 +203,27 @@ def _parser() -> argparse.ArgumentParser:
     for sub in (create, list_tokens, revoke):
         _state_dir_option(sub)
         sub.add_argument("--json", action="store_true", help="print one JSON object")
+
+    qualify = command(
+        "qualify",
+        _qualify,
+        "qualify an unpinned client version on this machine; --list and --revoke the qualified",
+    )
+    qualify.add_argument(
+        "agent", nargs="?", choices=["claude", "codex"], help="the client to qualify"
+    )
+    qualify.add_argument(
+        "--binary", metavar="PATH", help="the exact binary to qualify (default: what panes run)"
+    )
+    _state_dir_option(qualify)
+    qualify.add_argument("--json", action="store_true", help="print JSON")
+    qualify.add_argument("--list", action="store_true", help="the qualified versions, and why not")
+    qualify.add_argument(
+        "--revoke",
+        nargs=2,
+        metavar=("AGENT", "VERSION"),
+        help="revoke AGENT VERSION's qualification (its panes are unsupported again)",
+    )
 
     check = command(
         "doctor", _doctor, "check tmux, the state directory, the store, the port and Codex"
@@ -451,6 +474,95 @@ def _token_revoke(args: argparse.Namespace) -> int:
                 f"closed {result['connections_closed']} connection(s)"
             )
         )
+    return 0
+
+
+def _qualify(args: argparse.Namespace) -> int:
+    state = StateDir.resolve(args.state_dir)
+    if (args.list or args.revoke) and (args.agent or args.binary):
+        raise CliError("--list and --revoke take no AGENT or --binary; run them on their own")
+    if args.list and args.revoke:
+        raise CliError("pass --list or --revoke, not both")
+    if args.list:
+        return _qualify_list(state, args.json)
+    if args.revoke:
+        agent, version = args.revoke
+        if agent not in qualifications.AGENTS:
+            raise CliError(f"--revoke takes claude or codex, then the version; not {agent!r}")
+        return _qualify_revoke(state, agent, version, as_json=args.json)
+    if args.agent is None:
+        raise CliError("name the client to qualify (`akk qualify claude`), or pass --list")
+    # ---- `akk qualify AGENT [--binary PATH]`: the qualification run itself (the pipeline in
+    # akk/qualify/) goes here; it ends by storing its result with record_qualification.
+    raise CliError("not built yet")
+
+
+def record_qualification(state: StateDir, row: qualifications.Qualification) -> dict[str, Any]:
+    """Store a finished qualification: through the running server, else written offline.
+
+    The server re-binds the version's panes at once; offline, a server started
+    later binds by it. Raises CliError (nothing stored) for a row the store
+    refuses (`akk.store.qualifications.record`).
+    """
+    if server_running(state):
+        params = {**attrs.asdict(row), "report": dict(row.report)}
+        result: dict[str, Any] = _operator_call(state, "qualification_record", params)
+        return result
+    try:
+        _offline_write(
+            state,
+            lambda conn, now: qualifications.record(conn, row, PINNED.base_agents, actor="akk-cli"),
+        )
+    except qualifications.QualificationError as exc:
+        raise CliError(f"{exc}; nothing was recorded") from None
+    return row.to_json()
+
+
+def _qualify_list(state: StateDir, as_json: bool) -> int:
+    if server_running(state):
+        listed: dict[str, Any] = _operator_call(state, "qualification_list", {})
+        rows: list[dict[str, Any]] = listed["qualifications"]
+    else:
+        rows = _offline_write(
+            state,
+            lambda conn, now: [e.to_json() for e in qualifications.load(conn, PINNED.base_agents)],
+        )
+    if as_json:
+        print(json_text({"qualifications": rows}))
+        return 0
+    table = Table(
+        "agent", "version", "state", "reads as", "binary SHA-256", "qualified", title="qualified"
+    )
+    for row in rows:
+        if row["state"] == "qualified":
+            cells = (
+                row["agent"], row["version"], "qualified", row["base_profile"],
+                row["binary_sha256"][:16] + "…", _when(row["qualified_at"]),
+            )  # fmt: skip
+        else:
+            cells = (row["agent"], row["version"], "MALFORMED", row["reason"], "-", "-")
+        table.add_row(*map(shown, cells))
+    _out.print(table)
+    return 0
+
+
+def _qualify_revoke(state: StateDir, agent: str, version: str, *, as_json: bool) -> int:
+    if server_running(state):
+        result = _operator_call(state, "qualification_revoke", {"agent": agent, "version": version})
+    else:
+        if not _offline_write(
+            state,
+            lambda conn, now: qualifications.revoke(conn, agent, version, now, actor="akk-cli"),
+        ):
+            raise CliError(
+                f"{agent} {version} has no qualification; `akk qualify --list` shows them"
+            )
+        result = {"agent": agent, "version": version, "revoked": True}
+    if as_json:
+        print(json_text(result))
+    else:
+        _out.print(shown(f"revoked the qualification of {agent} {version}; its panes are "
+                         "unsupported again"))  # fmt: skip
     return 0
 
 

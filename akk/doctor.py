@@ -17,7 +17,7 @@ import trio
 from akk.appserver import rpc, schema
 from akk.discovery.process import VersionCache
 from akk.instance import pid_alive, read_endpoint
-from akk.profiles.registry import bind
+from akk.profiles.registry import PINNED, qualify_command
 from akk.store.database import StoreError, store_version
 from akk.store.location import StateDir, StateDirError
 from akk.store.schema import SCHEMA_VERSION
@@ -90,11 +90,12 @@ async def _codex(program: str, home: Path) -> list[Check]:
     if version is None:
         detail = f"{program}: `--version` printed no codex-cli version"
         return [Check("codex", True, detail, "check that --codex-bin names Codex's own binary")]
-    if bind("codex", version).profile is None or version not in schema.versions():
+    if ("codex", version) not in PINNED.pinned or version not in schema.versions():
         detail = (
             f"codex-cli {version} at {program}: not pinned ({', '.join(schema.versions())} are)"
         )
-        return [Check("codex", True, detail, "AKK will not drive it; install a pinned version")]
+        step = f"AKK drives panes of it once `{qualify_command('codex', program)}` qualifies it"
+        return [Check("codex", True, detail, step)]
     checks = [Check("codex", True, f"codex-cli {version} at {program} (pinned)")]
     return [*checks, await _app_server(program, home)]
 
@@ -174,6 +175,16 @@ def server_checks(report: dict[str, Any]) -> list[Check]:
         else:
             state = "attached" if watcher["attached"] else "waiting for the tmux server"
             checks.append(Check(f"watcher {watcher['socket']}", True, state))
+    for pane in report["unbound_terminals"]:
+        checks.append(
+            Check(
+                f"terminal {pane['pane']}",
+                True,
+                f"{pane['agent']} {pane['version'] or '(version unknown)'}: no profile "
+                f"({pane['reason']}); AKK sends it nothing",
+                pane["next_step"] or "see the server log for why its version is unknown",
+            )
+        )
     return checks
 
 

@@ -26,7 +26,6 @@ from akk.actors.turn_desk import TurnDesk
 from akk.answers import Answer, check_offer, decision, resolve
 from akk.backend_answers import BackendAnswers
 from akk.profiles.observation import InteractionKind, PromptView, State
-from akk.profiles.registry import bind
 from akk.protocol.errors import Reason, RpcError
 from akk.protocol.projection import Shown, project_snapshot
 from akk.protocol.text_rule import check_text
@@ -270,7 +269,7 @@ class InteractionCalls:
         snapshot = self._board.get(turn.terminal_id or "")
         if terminal is None or snapshot is None:
             raise RpcError(Reason.NOT_FOUND, "the Turn's terminal is gone; nothing was sent")
-        profile = bind(snapshot.identity.agent, snapshot.identity.version).profile
+        profile = snapshot.profile
         if answer.text is not None and profile is not None:
             # The editor's own specials, before the actor is asked (its proof checks them too).
             check_text(

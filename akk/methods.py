@@ -27,9 +27,10 @@ from akk.protocol.errors import Code, Reason, RpcError
 from akk.protocol.excerpt import excerpt
 from akk.protocol.projection import project_snapshot
 from akk.protocol.schema import OPERATOR_METHODS, PROTOCOL_VERSION
+from akk.qualifications import QualifiedVersions
 from akk.screen.fingerprint import IdMinter
 from akk.session_calls import SessionCalls
-from akk.store import credentials, terminals, turns
+from akk.store import credentials, qualifications, terminals, turns
 from akk.store.reader import StoreReader
 from akk.store.turns import BACKEND
 from akk.terminals import TerminalBoard, terminal_row
@@ -78,9 +79,11 @@ class Methods:
         watches: WatchCalls,
         sessions: SessionCalls,
         workspace_roots: tuple[str, ...],
+        qualified: QualifiedVersions,
     ) -> None:
         """``workspace_roots``: the server's canonical roots (`akk serve --workspace-root`)."""
         self._roots = workspace_roots
+        self._qualified = qualified
         self._sessions = sessions
         self._watches = watches
         self._callbacks = callbacks
@@ -114,6 +117,9 @@ class Methods:
             "token_create": self._token_create,
             "token_list": self._token_list,
             "token_revoke": self._token_revoke,
+            "qualification_record": self._qualification_record,
+            "qualification_list": self._qualification_list,
+            "qualification_revoke": self._qualification_revoke,
             "doctor": self._doctor,
         }
         assert set(self._operator_handlers) == set(OPERATOR_METHODS)
@@ -334,6 +340,40 @@ class Methods:
         self._book.remove(controller_id)
         closed = self._connections.revoke(controller_id)
         return {"controller_id": controller_id, "revoked": True, "connections_closed": closed}
+
+    async def _qualification_record(self, peer: Peer, params: dict[str, Any]) -> dict[str, Any]:
+        row = qualifications.Qualification(**params)
+        pinned = self._qualified.registry.base_agents
+        try:
+            await transact(
+                self._store,
+                lambda conn: qualifications.record(conn, row, pinned, actor=peer.controller_id),
+            )
+        except qualifications.QualificationError as exc:
+            raise RpcError(Reason.INVALID_PARAMS, f"{exc}; nothing was recorded") from None
+        await self._qualified.refresh()  # the watchers re-bind its panes now, not at the poll
+        return row.to_json()
+
+    async def _qualification_list(self, peer: Peer, params: dict[str, Any]) -> dict[str, Any]:
+        pinned = self._qualified.registry.base_agents
+        entries = await self._reader.run(lambda conn: qualifications.load(conn, pinned))
+        return {"qualifications": [entry.to_json() for entry in entries]}
+
+    async def _qualification_revoke(self, peer: Peer, params: dict[str, Any]) -> dict[str, Any]:
+        agent: str = params["agent"]
+        version: str = params["version"]
+        now = time.time()
+        revoked = await transact(
+            self._store,
+            lambda conn: qualifications.revoke(conn, agent, version, now, actor=peer.controller_id),
+        )
+        if not revoked:
+            raise RpcError(
+                Reason.NOT_FOUND,
+                f"{agent} {version[:40]!r} has no qualification; `akk qualify --list` shows them",
+            )
+        await self._qualified.refresh()
+        return {"agent": agent, "version": version, "revoked": True}
 
     async def _doctor(self, peer: Peer, params: dict[str, Any]) -> dict[str, Any]:
         return self._health()

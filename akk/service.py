@@ -28,7 +28,7 @@ from akk.auth import Credential, CredentialBook
 from akk.backend_answers import BackendAnswers
 from akk.callback_calls import CallbackCalls
 from akk.connections import ConnectionRegistry
-from akk.discovery.process import VersionCache
+from akk.discovery.process import DigestCache, VersionCache
 from akk.instance import (
     Endpoint,
     InstanceLock,
@@ -40,6 +40,8 @@ from akk.instance import (
 )
 from akk.interaction_calls import InteractionCalls
 from akk.methods import Methods
+from akk.profiles.registry import PINNED, Registry, qualify_command
+from akk.qualifications import QualifiedVersions
 from akk.screen.fingerprint import IdMinter
 from akk.server import (
     ControllerServer,
@@ -56,7 +58,7 @@ from akk.store import credentials
 from akk.store.database import open_store
 from akk.store.location import StateDir
 from akk.store.reader import StoreReader
-from akk.terminals import TerminalBoard
+from akk.terminals import TerminalBoard, TerminalIdentity
 from akk.tmux.activity import DEFAULT_INTERVAL
 from akk.turn_calls import TurnCalls, TurnSettings
 from akk.watch_calls import WatchCalls
@@ -96,6 +98,9 @@ class ServiceConfig:
     """Serve wss:// with this certificate and key (needed beyond loopback)."""
     insecure_listen_anywhere: bool = False
     """Allow plaintext ws:// beyond loopback (a warning is logged at every start)."""
+    registry: Registry = PINNED
+    """The pinned profiles panes bind to (tests pass ``PINNED.without(agent, version)`` to
+    take a pinned version as new, bound only through a qualification)."""
 
 
 @attrs.frozen
@@ -166,6 +171,8 @@ async def run_service(
         "root", children=[ChildSpec("store", lambda: StoreActor(config.state.store_path))]
     )
     reader = StoreReader(config.state.store_path)
+    qualified = QualifiedVersions(config.registry, reader)
+    digests = DigestCache()
     watchers: list[TmuxWatcher] = []
     endpoint: Endpoint | None = None
     try:
@@ -201,10 +208,12 @@ async def run_service(
             )  # fmt: skip
             await root.start_child(ChildSpec("destinations", destination_supervisor.run))
             await root.start_child(ChildSpec("outbox", destinations.run))
+            await qualified.refresh()  # the first panes bind by the stored rows already
+            await root.start_child(ChildSpec("qualifications", qualified.run))
             for socket in dict.fromkeys(config.tmux_sockets):
                 watcher = TmuxWatcher(
-                    socket, board, store, versions, interval=config.poll_interval,
-                    notify=destinations.wake,
+                    socket, board, store, versions, digests=digests, qualified=qualified,
+                    interval=config.poll_interval, notify=destinations.wake,
                 )  # fmt: skip
                 watchers.append(watcher)
                 await root.start_child(ChildSpec(f"watcher {socket}", watcher.run))
@@ -251,6 +260,11 @@ async def run_service(
                     "workspace_roots": list(roots),
                     "tls": tls is not None,
                     "watchers": [watcher.health.report() for watcher in watchers],
+                    "unbound_terminals": [
+                        _unbound(snapshot.identity)
+                        for snapshot in board
+                        if snapshot.identity.profile is None
+                    ],
                     "supervisor": {
                         "restarts": dict(root.stats.restarts),
                         "escalations": root.stats.escalations,
@@ -271,6 +285,7 @@ async def run_service(
                 watches=watch_calls,
                 sessions=session_calls,
                 workspace_roots=roots,
+                qualified=qualified,
             )
             server_settings = ServerSettings(
                 host=config.host, port=config.port, limits=config.limits.fit_descriptors(),
@@ -296,6 +311,20 @@ async def run_service(
         if endpoint is not None:
             remove_endpoint(config.state, endpoint)
         prepared.lock.release()
+
+
+def _unbound(identity: TerminalIdentity) -> dict[str, Any]:
+    """A terminal without a profile as `akk doctor` shows it: why, and the step to take."""
+    return {
+        "pane": identity.pane_id,
+        "tmux_socket": identity.tmux_socket,
+        "agent": identity.agent,
+        "version": identity.version,
+        "reason": identity.profile_reason,
+        "next_step": None
+        if identity.version is None
+        else qualify_command(identity.agent, identity.binary),
+    }
 
 
 def _certificate(files: TlsFiles) -> str:

@@ -8,7 +8,7 @@ so a snapshot is replaced whole and readers never see half an update.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -17,6 +17,9 @@ from akk.profiles.observation import Observation, State
 from akk.protocol.redaction import redact_screen
 from akk.screen.fingerprint import Appearance
 from akk.wakeups import Manual
+
+if TYPE_CHECKING:
+    from akk.profiles.registry import Profile
 
 
 @attrs.frozen
@@ -35,6 +38,11 @@ class TerminalIdentity:
     cwd: str | None
     profile: str | None
     profile_reason: str | None
+    binary: str | None = None
+    """The file a qualification names: the executable, or a pure-JS Claude's script."""
+    binary_sha256: str | None = None
+    """What ``binary`` hashes to as the process runs it (`akk.discovery.process.DigestCache`);
+    None for a pinned version (nothing binds by it) or a binary AKK could not read."""
 
     @property
     def fingerprint_identity(self) -> str:
@@ -66,6 +74,9 @@ class TerminalSnapshot:
     seq: int = 0
     busy: bool = False  # captured while an input-bearing step was sending: a passing screen
     manual: Manual | None = None
+    profile: Profile | None = None
+    """The profile the terminal reads its pane with (its id is ``identity.profile``): every
+    check made for this pane outside the actor uses this one, never a lookup of its own."""
 
     def showing(self, now: float) -> Appearance | None:
         """The appearance a controller is shown at trio time ``now``: the prompt's, or a
@@ -95,9 +106,11 @@ class TerminalBoard:
         """Call ``listener`` with every published snapshot (it must not block: tell, never ask)."""
         self._listeners.append(listener)
 
-    def announce(self, identity: TerminalIdentity, now: float) -> None:
-        """A terminal was discovered; it shows as unknown until first observed."""
-        self._snapshots[identity.terminal_id] = TerminalSnapshot(identity, _PENDING, None, (), now)
+    def announce(self, identity: TerminalIdentity, profile: Profile | None, now: float) -> None:
+        """A terminal was discovered (or bound anew); it shows as unknown until observed."""
+        self._snapshots[identity.terminal_id] = TerminalSnapshot(
+            identity, _PENDING, None, (), now, profile=profile
+        )
 
     def publish(self, snapshot: TerminalSnapshot) -> None:
         if snapshot.identity.terminal_id in self._snapshots:

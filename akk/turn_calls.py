@@ -30,7 +30,6 @@ from akk.actors.turn_desk import TurnDesk
 from akk.evidence import request_digest
 from akk.faults import Point
 from akk.interaction_calls import InteractionCalls
-from akk.profiles.registry import bind
 from akk.protocol.errors import Reason, RpcError
 from akk.protocol.excerpt import excerpt
 from akk.protocol.text_rule import check_text
@@ -386,8 +385,7 @@ def _check_typeable(snapshot: TerminalSnapshot, text: str) -> None:
 
     A pane without an exact profile is refused by the TerminalActor (unsupported_version).
     """
-    identity = snapshot.identity
-    profile = bind(identity.agent, identity.version).profile
+    profile = snapshot.profile
     if profile is not None:
         check_text(text, "request", specials=profile.typing.specials)
 

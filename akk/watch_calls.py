@@ -311,8 +311,9 @@ def _check_task_runs(snapshot: TerminalSnapshot) -> None:
     if identity.profile is None:
         raise RpcError(
             Reason.UNSUPPORTED_VERSION,
-            f"{identity.agent} {identity.version or '(unknown version)'} has no exact profile, "
-            "so AKK cannot tell whether a task runs there; watch a pinned version",
+            f"{identity.agent} {identity.version or '(unknown version)'} has no exact profile "
+            f"({identity.profile_reason}), so AKK cannot tell whether a task runs there; take "
+            "the step the reason names, or watch a pinned version",
         )
     if observation.state in _NO_TASK:
         raise RpcError(

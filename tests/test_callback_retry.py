@@ -414,7 +414,7 @@ async def test_an_interaction_wake_up_is_retried_only_while_its_prompt_is_shown(
         wake_up = _force(conn, _wake_up_of(conn, turn), "retryable_failure", attempts=8)
     conn.close()
     board = TerminalBoard()
-    board.announce(_snapshot(None).identity, 0.0)
+    board.announce(_snapshot(None).identity, None, 0.0)
     root = Supervisor("root", children=[ChildSpec("store", lambda: StoreActor(path))])
     reader = StoreReader(path)
     try:

@@ -17,11 +17,16 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import attrs
 import pytest
 import trio
 
 from akk import cli_records
+from akk.cli import CliError, record_qualification
 from akk.client import ConnectError, connect
+from akk.store.database import open_store
+from akk.store.location import StateDir
+from akk.store.qualifications import Qualification
 from akk.store.schema import SCHEMA_VERSION
 
 AKK = [sys.executable, "-m", "akk"]
@@ -636,3 +641,38 @@ def test_token_list_and_doctor_show_hostile_names_escaped(tmp_path: Path) -> Non
         proc.wait(timeout=10)
     log_reader.join(10)
     assert not acted_on("".join(logged)), logged
+
+
+def test_qualify_lists_and_revokes_offline_before_any_server_ran(tmp_path: Path) -> None:
+    state = tmp_path / "fresh" / "akk"
+    listed = akk(state, "qualify", "--list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert json.loads(listed.stdout) == {"qualifications": []}
+    assert state.stat().st_mode & 0o777 == 0o700  # set up as `akk serve` would
+    sha = "ab" * 32
+    row = Qualification(
+        agent="codex", version="0.172.0", binary_sha256=sha, base_profile="codex@0.171.0",
+        plan_digest="cd" * 32, qualified_at=time.time(), report={"verdict": "qualified"},
+    )  # fmt: skip
+    assert record_qualification(StateDir(state), row)["state"] == "qualified"
+    with pytest.raises(CliError, match="not a pinned profile"):
+        record_qualification(StateDir(state), attrs.evolve(row, base_profile="codex@9.9.9"))
+    table = akk(state, "qualify", "--list")
+    assert "codex" in table.stdout and "0.172.0" in table.stdout
+    assert "codex@0.171.0" in table.stdout and sha[:16] in table.stdout
+    # A row left malformed in the store is listed as such, with what is wrong.
+    conn = open_store(StateDir(state).store_path)
+    with conn:
+        conn.execute("UPDATE qualifications SET report = '[]'")
+    conn.close()
+    malformed = akk(state, "qualify", "--list")
+    assert "MALFORMED" in malformed.stdout and "report is not a JSON object" in malformed.stdout
+    assert akk(state, "qualify", "--revoke", "codex", "0.172.0").returncode == 0
+    again = akk(state, "qualify", "--revoke", "codex", "0.172.0", "--json")
+    assert again.returncode == 2 and "has no qualification" in again.stderr
+    assert json.loads(akk(state, "qualify", "--list", "--json").stdout)["qualifications"] == []
+    # The qualification run itself is not built yet; the parser shape is.
+    run = akk(state, "qualify", "claude", "--binary", "/opt/claude")
+    assert run.returncode == 2 and "not built yet" in run.stderr
+    both = akk(state, "qualify", "claude", "--list")
+    assert both.returncode == 2 and "on their own" in both.stderr

@@ -76,6 +76,18 @@ BASELINES: dict[str, list[dict[str, Any]]] = {
     "ack": [{"event_id": "evt_0"}],
     "token_revoke": [{"controller_id": "nobody"}],
     "token_create": [{"controller_id": "nobody"}],
+    "qualification_record": [
+        {
+            "agent": "claude",
+            "version": "0.0.1",
+            "binary_sha256": "0" * 64,
+            "base_profile": "claude-code@0.0.0",  # pinned by no profile: never recorded
+            "plan_digest": "0" * 64,
+            "qualified_at": 1.0,
+            "report": {},
+        }
+    ],
+    "qualification_revoke": [{"agent": "claude", "version": "0.0.1"}],
 }
 """Params of each method that name nothing that exists (hello is probed on its own)."""
 

@@ -31,6 +31,7 @@ from tests.test_state_dir import immutable
 
 TABLES = {
     "meta",
+    "qualifications",
     "credentials",
     "terminals",
     "controllers",

@@ -98,6 +98,19 @@ class Refresh:
 
 
 @attrs.frozen
+class Rebind:
+    """Read the pane with ``profile`` from now on (a qualification was recorded or revoked).
+
+    ``identity`` is the same terminal with its new ``profile`` and ``profile_reason``.
+    Handled between steps, never inside one: a step in flight ends under the
+    profile it began with.
+    """
+
+    identity: TerminalIdentity
+    profile: Profile | None
+
+
+@attrs.frozen
 class DispatchTask:
     """Type ``text`` into the idle composer and press Enter once, as a new Turn."""
 
@@ -284,7 +297,7 @@ class TerminalActor(Actor):
         self._manual: wakeups.Manual | None = None  # the manual screen on show (akk.wakeups)
 
     async def started(self) -> None:
-        self._board.announce(self._identity, trio.current_time())
+        self._board.announce(self._identity, self._profile, trio.current_time())
         terminal_id = self._identity.terminal_id
         latest = await transact(self._store, lambda conn: interactions.latest_on(conn, terminal_id))
         if latest is not None:
@@ -307,6 +320,11 @@ class TerminalActor(Actor):
         if isinstance(message, Refresh):
             self._size = (message.cols, message.rows)
             await self._observe()
+            return None
+        if isinstance(message, Rebind):
+            self._identity, self._profile = message.identity, message.profile
+            self._board.announce(self._identity, self._profile, trio.current_time())
+            await self._observe(force=True)
             return None
         if isinstance(message, DispatchTask):
             return await self._dispatch_task(message)
@@ -400,6 +418,7 @@ class TerminalActor(Actor):
             observed_at=trio.current_time(),
             seq=self._seq,
             manual=self._manual,
+            profile=self._profile,
         )
         self._board.publish(snapshot)
         return snapshot
@@ -494,8 +513,8 @@ class TerminalActor(Actor):
             return Refusal(
                 Reason.UNSUPPORTED_VERSION,
                 f"{self._identity.agent} {self._identity.version or '(unknown version)'} has no "
-                f"exact profile ({self._identity.profile_reason}); AKK sends it nothing. Type "
-                "the task at the pane, or pin that version",
+                f"exact profile ({self._identity.profile_reason}); AKK sent it nothing. Type "
+                "the task at the pane, or take the step the reason names",
             )
         snapshot = await self._observe(force=True)
         if snapshot is not None and self._idle_since is not None:
@@ -727,7 +746,10 @@ class TerminalActor(Actor):
         """One answer step: prove the appearance, plan, reserve, send with checks, prove it took."""
         profile = self._profile
         if profile is None:
-            return Refusal(Reason.UNSUPPORTED_VERSION, "no exact profile; nothing was sent")
+            return Refusal(
+                Reason.UNSUPPORTED_VERSION,
+                f"no exact profile ({self._identity.profile_reason}); nothing was sent",
+            )
         snapshot = await self._observe(force=True)
         if snapshot is None or snapshot.seen != message.seen:
             return Refusal(
@@ -964,7 +986,10 @@ class TerminalActor(Actor):
     async def _interrupt(self, message: Interrupt) -> InterruptReceipt | Refusal:
         profile = self._profile
         if profile is None:
-            return Refusal(Reason.UNSUPPORTED_VERSION, "no exact profile; nothing sent")
+            return Refusal(
+                Reason.UNSUPPORTED_VERSION,
+                f"no exact profile ({self._identity.profile_reason}); nothing was sent",
+            )
         snapshot = await self._observe(force=True)
         if snapshot is None or snapshot.observation.state is not State.WORKING:
             state = "unknown" if snapshot is None else snapshot.observation.state.value

@@ -28,6 +28,7 @@ from collections.abc import Awaitable, Callable
 from contextlib import aclosing, suppress
 from pathlib import Path
 
+import apsw
 import attrs
 import trio
 
@@ -41,15 +42,18 @@ from akk.actors.supervisor import (
     SupervisorNotRunning,
     UnknownChild,
 )
-from akk.actors.terminal import Refresh, TerminalActor
+from akk.actors.terminal import Rebind, Refresh, TerminalActor
 from akk.discovery.process import (
     AgentProcess,
+    DigestCache,
     VersionCache,
+    binary_of,
     find_agent,
     start_ticks,
     terminal_id,
 )
-from akk.profiles.registry import bind
+from akk.profiles.registry import Profile
+from akk.qualifications import QualifiedVersions
 from akk.store import terminals as terminal_records
 from akk.terminals import TerminalBoard, TerminalIdentity
 from akk.tmux import output as tmux_output
@@ -181,6 +185,9 @@ class _Tracked:
     agent: AgentProcess | None = None
     terminal: ActorRef | None = None
     terminal_id: str | None = None
+    identity: TerminalIdentity | None = None
+    """The terminal's identity as last bound (what its actor starts, or restarts, with)."""
+    profile: Profile | None = None
 
 
 class TmuxWatcher:
@@ -201,6 +208,8 @@ class TmuxWatcher:
         store: ActorRef,
         versions: VersionCache,
         *,
+        digests: DigestCache,
+        qualified: QualifiedVersions,
         interval: float,
         notify: Callable[[str], None],
         output_clients: int | None = None,
@@ -210,6 +219,8 @@ class TmuxWatcher:
         self.store = store
         self.notify = notify  # wakes a controller's Destination (events a terminal wrote)
         self.versions = versions
+        self.digests = digests
+        self.qualified = qualified  # binds versions no profile pins; re-binds when rows change
         self._interval = interval
         self.output_clients = (
             tmux_output.MAX_OUTPUT_CLIENTS if output_clients is None else output_clients
@@ -317,6 +328,7 @@ class _Tracking:
                 await nursery.start(output.run)
                 self._pacer, self._output = pacer, output
                 nursery.start_soon(self.sweep)
+                nursery.start_soon(self.rebind)
                 first = True
                 monitor = ActivityMonitor(client, interval=interval)
                 async with aclosing(monitor.updates()) as updates:
@@ -365,6 +377,46 @@ class _Tracking:
                     await self._identify(entry)
                     self._mark(entry)
             self._watch_output()
+
+    async def rebind(self) -> None:
+        """Whenever the qualified versions change, bind every terminal again.
+
+        A terminal whose binding differs (an unpinned version just qualified
+        for its binary, or a revoked one) is recorded and told to read its
+        pane with the new profile (`Rebind`, handled between its steps). The
+        first pass runs at once: rows may have changed while no attachment was.
+        """
+        qualified = self._watcher.qualified
+        while True:
+            seen = qualified.generation
+            async with self.lock:
+                changes = [c for e in self._tracked.values() if (c := self._bound_anew(e))]
+                if changes:
+                    await transact(self._watcher.store, _recorder([r.identity for _, r in changes]))
+            async with trio.open_nursery() as nursery:
+                for terminal, rebind in changes:
+                    nursery.start_soon(_tell_rebind, terminal, rebind)
+            await qualified.changed(seen)
+
+    def _bound_anew(self, entry: _Tracked) -> tuple[ActorRef, Rebind] | None:
+        """Bind ``entry``'s terminal again; the Rebind to send if its binding changed."""
+        identity, terminal = entry.identity, entry.terminal
+        if identity is None or terminal is None:
+            return None
+        binding = self._watcher.qualified.bind(
+            identity.agent, identity.version, binary=identity.binary,
+            binary_sha256=identity.binary_sha256,
+        )  # fmt: skip
+        profile_id = None if binding.profile is None else binding.profile.id
+        if (profile_id, binding.reason) == (identity.profile, identity.profile_reason):
+            return None
+        entry.identity = attrs.evolve(identity, profile=profile_id, profile_reason=binding.reason)
+        entry.profile = binding.profile
+        log.info(
+            "terminal %s: %s %s bound anew (profile %s)",
+            identity.terminal_id, identity.agent, identity.version, profile_id or binding.reason,
+        )  # fmt: skip
+        return terminal, Rebind(entry.identity, binding.profile)
 
     def _mark(self, entry: _Tracked) -> None:
         if entry.terminal is not None and self._pacer is not None:
@@ -416,7 +468,11 @@ class _Tracking:
         if agent is None:
             return
         version = await watcher.versions.version_of(agent)
-        binding = bind(agent.agent, version)
+        # Only a version no profile pins binds by its binary's hash (a qualification).
+        pinned = version is None or (agent.agent, version) in watcher.qualified.registry.pinned
+        sha = None if pinned else await watcher.digests.digest_of(agent)
+        binary = binary_of(agent)
+        binding = watcher.qualified.bind(agent.agent, version, binary=binary, binary_sha256=sha)
         identity = TerminalIdentity(
             terminal_id=terminal_id(
                 watcher.socket, entry.pane.pane_id, agent.pid, agent.start_ticks
@@ -432,20 +488,24 @@ class _Tracking:
             cwd=agent.cwd,
             profile=None if binding.profile is None else binding.profile.id,
             profile_reason=binding.reason,
+            binary=binary,
+            binary_sha256=sha,
         )
         now = time.time()
         await transact(
             watcher.store, lambda conn: terminal_records.record_seen(conn, identity, now)
         )
-        profile, link, board, store = binding.profile, self.link, watcher.board, watcher.store
-        notify = watcher.notify
+        link, board, store, notify = self.link, watcher.board, watcher.store, watcher.notify
         entry.terminal_id = identity.terminal_id
+        entry.identity, entry.profile = identity, binding.profile
+
+        def start() -> TerminalActor:
+            # A restart reads the pane with the binding of the moment (`rebind`).
+            assert entry.identity is not None
+            return TerminalActor(entry.identity, entry.profile, link, board, store, notify)
+
         entry.terminal = await self._terminals.start_child(
-            ChildSpec(
-                key=identity.terminal_id,
-                start=lambda: TerminalActor(identity, profile, link, board, store, notify),
-                restart=Restart.TRANSIENT,
-            )
+            ChildSpec(key=identity.terminal_id, start=start, restart=Restart.TRANSIENT)
         )
         if entry.terminal is not None:
             board.bind_ref(identity.terminal_id, entry.terminal)
@@ -459,11 +519,30 @@ class _Tracking:
         if entry.terminal_id is None:
             return
         terminal, entry.terminal, entry.terminal_id = entry.terminal_id, None, None
-        entry.agent = None
+        entry.agent = entry.identity = entry.profile = None
         # Already stopped if its supervisor is shutting down with the watcher.
         with trio.move_on_after(_CLEANUP_SECONDS), suppress(UnknownChild, SupervisorNotRunning):
             await self._terminals.stop_child(terminal)
         await self._watcher.gone(terminal, time.time())
+
+
+def _recorder(identities: list[TerminalIdentity]) -> Callable[[apsw.Connection], None]:
+    """One transaction recording each of ``identities`` with its new binding."""
+    now = time.time()
+
+    def record(conn: apsw.Connection) -> None:
+        for identity in identities:
+            terminal_records.record_seen(conn, identity, now)
+
+    return record
+
+
+async def _tell_rebind(terminal: ActorRef, rebind: Rebind) -> None:
+    try:
+        await terminal.ask(rebind, timeout=REFRESH_TIMEOUT)
+    except ActorError as exc:
+        # Restarting or gone: a restart reads the new binding from its _Tracked entry.
+        log.debug("rebind of %s not done: %s", rebind.identity.terminal_id, exc)
 
 
 def _agent_alive(agent: AgentProcess | None) -> bool:

@@ -3,7 +3,9 @@
 from akk.discovery.process import (
     Agent,
     AgentProcess,
+    DigestCache,
     VersionCache,
+    binary_of,
     find_agent,
     parse_version,
     terminal_id,
@@ -12,7 +14,9 @@ from akk.discovery.process import (
 __all__ = [
     "Agent",
     "AgentProcess",
+    "DigestCache",
     "VersionCache",
+    "binary_of",
     "find_agent",
     "parse_version",
     "terminal_id",

@@ -51,9 +51,11 @@ _WRAPPERS: tuple[tuple[re.Pattern[str], Agent], ...] = (
     (re.compile(r".*/@anthropic-ai/claude-code/(cli-wrapper\.cjs|bin/claude[^/]*)"), "claude"),
     (re.compile(r".*/@openai/codex/bin/codex\.js"), "codex"),
 )
+VERSION = r"\d+\.\d+\.\d+[0-9A-Za-z.+-]*"
+"""What a client version looks like (`2.1.332`, `0.171.0`, `1.0.0-beta.1`)."""
 _VERSION_LINE: dict[Agent, re.Pattern[str]] = {
-    "claude": re.compile(r"(\d+\.\d+\.\d+[0-9A-Za-z.+-]*) \(Claude Code\)"),
-    "codex": re.compile(r"codex-cli (\d+\.\d+\.\d+[0-9A-Za-z.+-]*)"),
+    "claude": re.compile(f"({VERSION}) \\(Claude Code\\)"),
+    "codex": re.compile(f"codex-cli ({VERSION})"),
 }
 
 
@@ -282,6 +284,72 @@ def _file_key(path: str) -> FileKey:
     return (path, st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
 
 
+def _running(process: AgentProcess, proc: Path) -> tuple[list[str], tuple[FileKey, ...]] | None:
+    """The files ``process`` runs, and their identity; None if it is gone.
+
+    If the file at `process.executable` is no longer the one the process runs
+    (replaced by an upgrade), the running image is named by /proc/PID/exe and
+    keyed by the process incarnation.
+    """
+    running = proc / str(process.pid) / "exe"
+    try:
+        image = os.stat(running)
+        program = list(process.program)
+        keys = [_file_key(p) for p in program]
+    except OSError:
+        return None
+    if (keys[0][1], keys[0][2]) != (image.st_dev, image.st_ino):
+        program[0] = str(running)
+        keys[0] = (f"pid:{process.pid}:{process.start_ticks}", image.st_dev, image.st_ino,
+                   image.st_mtime_ns, image.st_size)  # fmt: skip
+    return program, tuple(keys)
+
+
+@attrs.define
+class DigestCache:
+    """Hashes the binary a process runs once per file identity, in a worker thread.
+
+    The binary is the native executable, or for a pure-JS Claude its script
+    (what `akk qualify --binary` takes, and what a qualification names by
+    SHA-256). Keyed like `VersionCache`: a binary replaced in place is hashed
+    again, and a process still running a replaced image is hashed from
+    /proc/PID/exe. ``hashes`` counts the files read, for tests.
+    """
+
+    hashes: int = 0
+    _known: dict[FileKey, str] = attrs.field(factory=dict)
+
+    async def digest_of(self, process: AgentProcess, proc: Path = PROC) -> str | None:
+        """The SHA-256 (64 lowercase hex digits) of what ``process`` runs; None if unreadable."""
+        running = _running(process, proc)
+        if running is None:
+            return None
+        program, keys = running
+        path, key = program[-1], keys[-1]
+        if key in self._known:
+            return self._known[key]
+        try:
+            digest = await trio.to_thread.run_sync(_sha256, path)
+        except OSError:
+            return None
+        self.hashes += 1
+        self._known[key] = digest
+        return digest
+
+
+def binary_of(process: AgentProcess) -> str:
+    """The file a qualification of ``process`` names: its executable, or its pure-JS script."""
+    return process.program[-1]
+
+
+def _sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
 @attrs.define
 class VersionCache:
     """Asks binaries for their version once per file identity.
@@ -302,23 +370,15 @@ class VersionCache:
     async def version_of(self, process: AgentProcess, proc: Path = PROC) -> str | None:
         """The exact version of the binary `process` runs, or None if it cannot be proven.
 
-        If the file at `process.executable` is no longer the one the process
-        runs (replaced by an upgrade), the running image itself is asked via
-        /proc/PID/exe. None if the process is gone, the binary fails, times
-        out, or prints no recognisable version.
+        A replaced binary is asked through /proc/PID/exe (`_running`). None if
+        the process is gone, the binary fails, times out, or prints no
+        recognisable version.
         """
-        running = proc / str(process.pid) / "exe"
-        try:
-            image = os.stat(running)
-            program = list(process.program)
-            keys = [_file_key(p) for p in program]
-        except OSError:
+        running = _running(process, proc)
+        if running is None:
             return None
-        if (keys[0][1], keys[0][2]) != (image.st_dev, image.st_ino):
-            program[0] = str(running)
-            keys[0] = (f"pid:{process.pid}:{process.start_ticks}", image.st_dev, image.st_ino,
-                       image.st_mtime_ns, image.st_size)  # fmt: skip
-        return await self.version_of_program(process.agent, program, tuple(keys))
+        program, keys = running
+        return await self.version_of_program(process.agent, program, keys)
 
     async def version_of_program(
         self, agent: Agent, program: Sequence[str], key: tuple[FileKey, ...] | None = None

@@ -279,11 +279,14 @@ class ClaudeProfile:
     banner: str = "Claude Code v"  # the start-up banner; a different version there is refused
     # The themes this version is read in: its shapes' colours are the first's (`dark`).
     themes: tuple[Theme, ...] = (Theme("dark"),)
+    # What the id says after the version: empty for a pinned row, " (qualified from
+    # 2.1.332)" for a pinned row read as a qualified version (akk.profiles.qualified).
+    id_note: str = ""
 
     @property
     def id(self) -> str:
         """Stable id, part of every fingerprint."""
-        return f"claude-code@{self.version}"
+        return f"claude-code@{self.version}{self.id_note}"
 
     @property
     def agent(self) -> str:

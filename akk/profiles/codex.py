@@ -294,11 +294,14 @@ class CodexProfile:
     key_plans: KeyPlans
     typing: Typing
     permission_tool: str = "exec_command"  # the call an exec approval asks about (rollout)
+    # What the id says after the version: empty for a pinned row, " (qualified from
+    # 0.171.0)" for a pinned row read as a qualified version (akk.profiles.qualified).
+    id_note: str = ""
 
     @property
     def id(self) -> str:
         """Stable profile id, part of every fingerprint."""
-        return f"codex@{self.version}"
+        return f"codex@{self.version}{self.id_note}"
 
     @property
     def enter_guard_seconds(self) -> float:

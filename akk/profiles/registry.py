@@ -1,7 +1,12 @@
-"""Binding an exact agent version to its profile — never to the closest one."""
+"""Binding an exact agent version to its profile — never to the closest one.
+
+A version no profile pins binds only when `akk qualify` proved that exact binary
+(docs/qualify.md).
+"""
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping
 from typing import Protocol
 
@@ -11,7 +16,9 @@ from akk.profiles import claude, codex
 from akk.profiles.composer import DraftView, Typing, TypingMethod
 from akk.profiles.keyplan import KeyPlans
 from akk.profiles.observation import Observation, PromptView
+from akk.profiles.qualified import as_version
 from akk.screen.grid import Grid
+from akk.store.qualifications import Entry, Malformed
 
 
 class Profile(Protocol):
@@ -85,14 +92,80 @@ class Binding:
     reason: str | None
 
 
-def bind(agent: str, version: str | None) -> Binding:
-    """Look up the exact (agent, version); anything else is unsupported, with a reason."""
-    if version is None:
-        return Binding(None, "version_unknown")
-    profile = PROFILES.get((agent, version))
-    if profile is None:
-        return Binding(None, f"unpinned_version: {agent} {version} has no profile")
-    return Binding(profile, None)
+def qualify_command(agent: str, binary: str | None) -> str:
+    """The command that qualifies ``agent``'s version, naming ``binary`` when it is known."""
+    named = "" if binary is None else f" --binary {shlex.quote(binary)}"
+    return f"akk qualify {agent}{named}"
+
+
+@attrs.frozen
+class Registry:
+    """The pinned profiles a server binds, and the rule that binds what they lack.
+
+    A pinned exact version binds its profile. Any other version binds only
+    through a valid qualification row of that (agent, version) whose binary
+    SHA-256 is the pane's: it reads as the row's base profile
+    (`akk.profiles.qualified.as_version`). Everything else is unsupported,
+    with a reason naming the next step. Tests bind with a registry that lacks
+    a pinned row (``without``) to treat a pinned version as new.
+    """
+
+    pinned: Mapping[tuple[str, str], Profile]
+
+    def without(self, agent: str, version: str) -> Registry:
+        """This registry less the pinned row of (agent, version) (KeyError if it has none)."""
+        rows = dict(self.pinned)
+        del rows[(agent, version)]
+        return Registry(rows)
+
+    @property
+    def base_agents(self) -> dict[str, str]:
+        """Each pinned profile id with its agent: the bases a qualification may name."""
+        return {profile.id: profile.agent for profile in self.pinned.values()}
+
+    def bind(
+        self,
+        agent: str,
+        version: str | None,
+        *,
+        binary: str | None = None,
+        binary_sha256: str | None = None,
+        qualified: Mapping[tuple[str, str], Entry] = {},
+    ) -> Binding:
+        """The profile of (agent, version) for a pane running ``binary`` (with that SHA-256).
+
+        ``qualified``: the store's judged rows by (agent, version)
+        (`akk.store.qualifications.load`). ``binary`` only goes into the
+        next step a reason names.
+        """
+        if version is None:
+            return Binding(None, "version_unknown")
+        profile = self.pinned.get((agent, version))
+        if profile is not None:
+            return Binding(profile, None)
+        command = qualify_command(agent, binary)
+        entry = qualified.get((agent, version))
+        if entry is None:
+            return Binding(
+                None,
+                f"unpinned_version: {agent} {version} has no profile; qualify it with `{command}`",
+            )
+        if isinstance(entry, Malformed):
+            return Binding(
+                None,
+                f"{entry.reason}; revoke it with `akk qualify --revoke {agent} {version}` "
+                f"and qualify again with `{command}`",
+            )
+        if binary_sha256 != entry.binary_sha256:
+            runs = "a binary AKK could not read" if binary_sha256 is None else binary_sha256[:16]
+            return Binding(
+                None,
+                f"qualified_binary_differs: {agent} {version} is qualified for the binary with "
+                f"SHA-256 {entry.binary_sha256[:16]}…, this pane runs {runs}; qualify this "
+                f"binary with `{command}`",
+            )
+        base = next(p for p in self.pinned.values() if p.id == entry.base_profile)
+        return Binding(as_version(base, version), None)
 
 
 _ALL: tuple[Profile, ...] = (*claude.PROFILES, *codex.PROFILES)
@@ -101,3 +174,6 @@ PROFILES: Mapping[tuple[str, str], Profile] = {
     (profile.agent, profile.version): profile for profile in _ALL
 }
 """Every pinned version's profile, by (agent, version)."""
+
+PINNED = Registry(PROFILES)
+"""The registry of the pinned versions: what `akk serve` binds by default."""

@@ -326,6 +326,8 @@ METHODS: dict[str, dict[str, Any]] = {
 
 
 _CONTROLLER_NAME = {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"}
+_VERSION = {"type": "string", "pattern": "^[0-9]+\\.[0-9]+\\.[0-9]+[0-9A-Za-z.+-]{0,40}$"}
+_SHA256 = {"type": "string", "pattern": "^[0-9a-f]{64}$"}
 
 # Methods only the operator CLI's credential may call (not part of the controller contract).
 OPERATOR_METHODS: dict[str, dict[str, Any]] = {
@@ -357,6 +359,30 @@ OPERATOR_METHODS: dict[str, dict[str, Any]] = {
                 "revoked": {"const": True},
                 "connections_closed": {"type": "integer"},
             }
+        ),
+    },
+    "qualification_record": {
+        "params": _params(
+            {
+                "agent": {"enum": ["claude", "codex"]},
+                "version": _VERSION,
+                "binary_sha256": _SHA256,
+                "base_profile": {"type": "string", "minLength": 1, "maxLength": 200},
+                "plan_digest": _SHA256,
+                "qualified_at": {"type": "number", "exclusiveMinimum": 0},
+                "report": {"type": "object"},
+            }
+        ),
+        "result": _RECORD,
+    },
+    "qualification_list": {
+        "params": _params({}),
+        "result": _params({"qualifications": {"type": "array", "items": _RECORD}}),
+    },
+    "qualification_revoke": {
+        "params": _params({"agent": {"enum": ["claude", "codex"]}, "version": _VERSION}),
+        "result": _params(
+            {"agent": {"type": "string"}, "version": {"type": "string"}, "revoked": {"const": True}}
         ),
     },
     "doctor": {"params": _params({}), "result": _RECORD},

@@ -4,8 +4,8 @@ Pure: screens, labels and profiles in; outcomes, row differences and a report
 out. `akk qualify` and `python -m tools.lab new-version` both read a new
 version's captures with the profile of the NEAREST pinned version (the highest
 pinned one <= the new version, else the lowest above), its version strings set
-to the new version (`pretend`), and compare each screen with its label and,
-where one is at hand, with the pinned version's own screen of the same capture
+to the new version (`akk.profiles.qualified.as_version`), and compare each
+screen with its label and, where one is at hand, with the pinned version's own screen of the same capture
 point: state, kind, step, whether it holds its label, and the rows that differ
 (text, place, or style where the text is equal).
 """
@@ -21,8 +21,6 @@ from typing import Any, Literal
 
 import attrs
 
-from akk.profiles.claude import ClaudeProfile
-from akk.profiles.codex import CodexProfile
 from akk.profiles.composer import TypingMethod
 from akk.profiles.observation import Observation, OptionRole, ResponseKind, StepKind
 from akk.profiles.registry import Profile
@@ -63,20 +61,6 @@ def nearest(version: str, pinned: Iterable[str]) -> str:
     wanted = version_key(version)
     below = [v for v in own if version_key(v) <= wanted]
     return below[-1] if below else own[0]
-
-
-def pretend(profile: Profile, version: str) -> Profile:
-    """`profile` read as `version`: the same data with its version strings set to `version`.
-
-    Claude refuses a banner of another version and Codex reads its banner as
-    "no turn yet"; both would only say the version is new.
-    """
-    if isinstance(profile, ClaudeProfile):
-        return attrs.evolve(profile, version=version)
-    if isinstance(profile, CodexProfile):
-        banner = profile.banner.replace(f"(v{profile.version})", f"(v{version})")
-        return attrs.evolve(profile, version=version, banner=banner)
-    raise TypeError(f"no way to read {type(profile).__name__} as another version")
 
 
 # ---------------------------------------------------------------- outcomes

@@ -14,11 +14,12 @@ from pathlib import Path
 import attrs
 import trio
 
+from akk.profiles.qualified import as_version
 from akk.profiles.registry import Profile
 from akk.qualify import capture
 from akk.qualify.capture import CaptureError, Job, Plan
 from akk.qualify.client import Binary, Client
-from akk.qualify.compare import Comparison, Point, compare, pretend
+from akk.qualify.compare import Comparison, Point, compare
 from akk.qualify.launcher import LabError
 
 JOB_TIMEOUT_S = 120.0
@@ -114,7 +115,7 @@ def classify_all(
     """
     comparisons = []
     for job in jobs:
-        new_profile = pretend(profile, job.client.version)
+        new_profile = as_version(profile, job.client.version)
         pinned = Binary(job.client.agent, profile.version, job.client.binary())
         for shot in _shots(job.plan):
             point = Point(job.plan.name, shot.step, job.cols, job.rows)

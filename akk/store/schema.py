@@ -533,6 +533,24 @@ ALTER TABLE interactions_v7 RENAME TO interactions;
 CREATE INDEX interactions_by_turn ON interactions (turn_id, state);
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5 + _V5_INTERACTIONS, _V6, _V7)
+# v8: versions `akk qualify` proved read exactly as a pinned profile (docs/qualify.md),
+# one row per (agent, version), and the SHA-256 of the binary each terminal runs. The
+# columns are only NOT NULL: akk.store.qualifications.load is the one judge of a row,
+# so a row an older writer or a hand left malformed is listed as such, never bound.
+_V8 = """
+CREATE TABLE qualifications (
+    agent          TEXT NOT NULL,
+    version        TEXT NOT NULL,
+    binary_sha256  TEXT NOT NULL,
+    base_profile   TEXT NOT NULL,             -- the pinned profile id it reads as
+    plan_digest    TEXT NOT NULL,
+    qualified_at   REAL NOT NULL,
+    report         TEXT NOT NULL,             -- a JSON object
+    PRIMARY KEY (agent, version)
+);
+ALTER TABLE terminals ADD COLUMN binary_sha256 TEXT;
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5 + _V5_INTERACTIONS, _V6, _V7, _V8)
 
 SCHEMA_VERSION = len(MIGRATIONS)

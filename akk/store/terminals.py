@@ -9,25 +9,28 @@ from akk.terminals import TerminalIdentity
 
 
 def record_seen(conn: apsw.Connection, identity: TerminalIdentity, now: float) -> None:
-    """Insert the terminal on first sight; a rediscovery (e.g. after a restart) refreshes it."""
+    """Insert the terminal on first sight; a rediscovery (e.g. after a restart) or a new
+    binding (a qualification recorded or revoked) refreshes it."""
     revision = _revision(conn, identity.terminal_id)
     if revision is None:
         conn.execute(
             "INSERT INTO terminals (terminal_id, tmux_socket, pane_id, pane_pid, agent, "
             "agent_pid, process_start, executable, version, profile, profile_reason, cwd, "
-            "first_seen_at, last_seen_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "binary_sha256, first_seen_at, last_seen_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 identity.terminal_id, identity.tmux_socket, identity.pane_id, identity.pane_pid,
                 identity.agent, identity.agent_pid, identity.process_start, identity.executable,
-                identity.version, identity.profile, identity.profile_reason, identity.cwd, now,
-                now,
+                identity.version, identity.profile, identity.profile_reason, identity.cwd,
+                identity.binary_sha256, now, now,
             ),
         )  # fmt: skip
         return
     cas_update(
         conn, "terminals", "terminal_id", identity.terminal_id, revision,
         {"last_seen_at": now, "profile": identity.profile,
-         "profile_reason": identity.profile_reason, "gone_at": None},
+         "profile_reason": identity.profile_reason, "binary_sha256": identity.binary_sha256,
+         "gone_at": None},
     )  # fmt: skip
 
 

@@ -42,7 +42,7 @@ from akk.profiles.observation import (
     State,
     StepKind,
 )
-from akk.profiles.registry import Profile, bind
+from akk.profiles.registry import PINNED, Profile
 from akk.qualify.capture import (
     CLAUDE_MULTI_EXTRA,
     CLAUDE_SINGLE_EXTRA,
@@ -108,7 +108,7 @@ class Screen:
 
 
 def _profile(lab: LabSession) -> Profile:
-    binding = bind(lab.agent, lab.version)
+    binding = PINNED.bind(lab.agent, lab.version)
     assert binding.profile is not None, binding.reason
     return binding.profile
 

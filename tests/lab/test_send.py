@@ -15,7 +15,7 @@ import trio
 
 from akk import faults
 from akk.client import AkkError, connect
-from akk.profiles.registry import bind
+from akk.profiles.registry import PINNED
 from akk.qualify import capture
 from akk.qualify.launcher import LabSession, Preseed
 from akk.qualify.model_server import RecordedRequest
@@ -143,7 +143,7 @@ async def test_texts_arrive_byte_exact(lab: LabSession, tmp_path: Path, text_nam
         event = await outcome(ctl, sent["turn_id"])
     assert event["kind"] == "done", event
     # Byte-exact as the client delivers it (2.1.328 wraps a collapsed paste in a tag).
-    profile = bind(lab.agent, lab.version).profile
+    profile = PINNED.bind(lab.agent, lab.version).profile
     assert profile is not None
     delivered = profile.typing.delivered(text, profile.typing.method_for(text), lab.rows)
     matching = [r for r in lab.server.main_requests() if delivered.fullmatch(r.newest_input)]
