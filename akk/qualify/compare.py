@@ -6,8 +6,8 @@ version's captures with the profile of the NEAREST pinned version (the highest
 pinned one <= the new version, else the lowest above), its version strings set
 to the new version (`akk.profiles.qualified.as_version`), and compare each
 screen with its label and, where one is at hand, with the pinned version's own
-screen of the same capture point: state, kind, step, whether it holds its label, and the rows that differ
-(text, place, or style where the text is equal).
+screen of the same capture point: state, kind, step, whether it holds its
+label, and the rows that differ (text, place, or style where the text is equal).
 """
 
 from __future__ import annotations
