@@ -35,9 +35,10 @@ from akk.cli_records import RecordCommand
 from akk.cli_text import LogFormatter, json_text, printable, shown
 from akk.client import AkkError, ConnectError, Controller, connect
 from akk.instance import Endpoint, InstanceError, acquire, proven_endpoint, server_running
-from akk.profiles.registry import PINNED
+from akk.profiles.registry import PINNED, Registry
 from akk.protocol.redaction import redact
 from akk.protocol.schema import protocol_schema
+from akk.qualify import command, qualification
 from akk.server import Limits, ListenError, TlsFiles
 from akk.service import ServiceConfig, serve_until_signal
 from akk.store import credentials, qualifications
@@ -61,9 +62,14 @@ class CliError(Exception):
     """A failure to report as `akk: <what>` and exit 2."""
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the `akk` console script."""
+def main(argv: Sequence[str] | None = None, *, registry: Registry = PINNED) -> int:
+    """Entry point of the `akk` console script.
+
+    `registry` is the pinned set `akk qualify` reads new versions with (tests take
+    a pinned version as new with ``PINNED.without(agent, version)``).
+    """
     args = _parser().parse_args(argv)
+    args.registry = registry
     try:
         result: int = args.run(args)
     except (
@@ -223,6 +229,12 @@ def _parser() -> argparse.ArgumentParser:
         nargs=2,
         metavar=("AGENT", "VERSION"),
         help="revoke AGENT VERSION's qualification (its panes are unsupported again)",
+    )
+    qualify.add_argument(
+        "--parallel",
+        type=int,
+        default=qualification.PARALLEL,
+        help=f"plan runs at a time (default {qualification.PARALLEL})",
     )
 
     check = command(
@@ -492,12 +504,54 @@ def _qualify(args: argparse.Namespace) -> int:
         return _qualify_revoke(state, agent, version, as_json=args.json)
     if args.agent is None:
         raise CliError("name the client to qualify (`akk qualify claude`), or pass --list")
-    # ---- `akk qualify AGENT [--binary PATH]`: the qualification run itself (the pipeline in
-    # akk/qualify/) goes here; it ends by storing its result with record_qualification.
-    raise CliError("not built yet")
+    paths = [Path(args.binary)] if args.binary else command.candidates(args.agent, state)
+    if not paths:
+        raise CliError(
+            f"no {args.agent} binary to qualify: no unbound pane of the server runs one and "
+            f"`{args.agent}` is not on PATH; pass --binary PATH"
+        )
+    registry: Registry = args.registry
+    attempts = command.run(
+        args.agent,
+        paths,
+        registry,
+        parallel=args.parallel,
+        progress=lambda line: _err.print(shown(line)),
+    )
+    status = 0
+    shown_results: list[dict[str, Any]] = []
+    for attempt in attempts:
+        judged = attempt.judgement
+        if attempt.error is not None:
+            status = 2
+            shown_results.append({"binary": str(attempt.path), "state": "error",
+                                  "error": attempt.error})  # fmt: skip
+            _err.print(shown(f"akk: {attempt.path}: {attempt.error}"))
+        elif attempt.pinned is not None:
+            found = attempt.pinned
+            shown_results.append({"binary": str(found.path), "state": "pinned",
+                                  "version": found.version})  # fmt: skip
+            if not args.json:
+                _out.print(shown(f"{found.agent} {found.version} at {found.path} is pinned: "
+                                 "AKK supports it as it is; nothing to qualify"))  # fmt: skip
+        elif judged is not None:
+            if judged.qualified:
+                record_qualification(state, command.row(judged, time.time()), registry)
+            else:
+                status = max(status, 1)
+            shown_results.append({"binary": str(judged.probe.path),
+                                  "state": "qualified" if judged.qualified else "refused",
+                                  "report": judged.report()})  # fmt: skip
+            if not args.json:
+                _out.print(shown(judged.text()), end="")
+    if args.json:
+        print(json_text({"results": shown_results}))
+    return status
 
 
-def record_qualification(state: StateDir, row: qualifications.Qualification) -> dict[str, Any]:
+def record_qualification(
+    state: StateDir, row: qualifications.Qualification, registry: Registry = PINNED
+) -> dict[str, Any]:
     """Store a finished qualification: through the running server, else written offline.
 
     The server re-binds the version's panes at once; offline, a server started
@@ -511,7 +565,9 @@ def record_qualification(state: StateDir, row: qualifications.Qualification) -> 
     try:
         _offline_write(
             state,
-            lambda conn, now: qualifications.record(conn, row, PINNED.base_agents, actor="akk-cli"),
+            lambda conn, now: qualifications.record(
+                conn, row, registry.base_agents, actor="akk-cli"
+            ),
         )
     except qualifications.QualificationError as exc:
         raise CliError(f"{exc}; nothing was recorded") from None

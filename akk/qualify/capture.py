@@ -243,6 +243,10 @@ class Plan:
         """Whether the plan's labels hold at this pane size."""
         return self.sizes is None or (cols, rows) in self.sizes
 
+    def expected_at(self, shot: Shot, cols: int, rows: int) -> Expected:
+        """`shot`'s label at this pane size: ``unknown`` where the prompt is cut off."""
+        return Expected("unknown") if (cols, rows) in self.unreadable_sizes else shot.expected
+
     def applies_to(self, client: Client) -> bool:
         """Whether the plan runs on this pinned client."""
         if client.agent not in self.agents:
@@ -988,8 +992,7 @@ async def run_plan(
             if only_step is not None and action.step != only_step:
                 continue
             screen = await _settled(lab, action.settle)
-            if (cols, rows) in plan.unreadable_sizes:
-                action = attrs.evolve(action, expected=Expected("unknown"))
+            action = attrs.evolve(action, expected=plan.expected_at(action, cols, rows))
             stem = fixture_stem(out, client, plan.name, action.step, cols, rows)
             written.append(_write(stem, screen, plan, action, client, cols, rows))
             if only_step is not None:

@@ -127,7 +127,7 @@ def classify_all(
                 old_screen = _read(old_stem)
             compared = compare(
                 point,
-                shot.expected.to_json(),
+                job.plan.expected_at(shot, job.cols, job.rows).to_json(),
                 old_screen,
                 _read(new_stem),
                 profile,
