@@ -480,6 +480,8 @@ class Comparison:
     """The rows that differ between the fixture and the capture (also where both read the same)."""
     note: str | None = None
     """Why it is not producible, or that no committed fixture exists to compare with."""
+    drawn: tuple[str, ...] = ()
+    """A differing capture's rows as drawn, where no fixture's rows can be set against them."""
 
 
 def compare(
@@ -508,8 +510,15 @@ def compare(
         )
     new = outcome(new_profile, new_screen, point.cols, point.rows, expected)
     if old is None:
-        status: Status = "same" if not new.problems else "differs"
-        return Comparison(point, status, expected, None, new, note="no committed fixture")
+        if not new.problems:
+            return Comparison(point, "same", expected, None, new, note="no committed fixture")
+        drawn: tuple[str, ...] = ()
+        with contextlib.suppress(CaptureMismatch):
+            grid = render(new_screen, point.cols, point.rows)
+            drawn = tuple(grid.row_text(y).rstrip() for y in range(grid.rows))
+        return Comparison(
+            point, "differs", expected, None, new, note="no committed fixture", drawn=drawn
+        )
     rows: tuple[RowDiff, ...] = ()
     assert old_screen is not None
     # Unrenderable: the outcome already says the screen does not fit this size.
@@ -521,7 +530,7 @@ def compare(
                 same=run_neutral(old_profile.version, new_profile.version),
             )
         )
-    status = "same" if old.key == new.key else "differs"
+    status: Status = "same" if old.key == new.key else "differs"
     return Comparison(point, status, expected, old, new, rows)
 
 
@@ -602,6 +611,9 @@ def report(
             ]
         elif c.old is not None:
             lines.append("    the two screens render identically")
+        elif c.drawn:
+            lines.append(f"    the {version} capture as drawn (row │ text):")
+            lines += [f"      {y:>3} │ {text}" for y, text in enumerate(c.drawn) if text]
     lines.append("")
     differing = [c for c in comparisons if c.status == "differs" and c.new is not None]
     if differing:

@@ -102,9 +102,12 @@ async def probe(agent: Agent, binary: Path) -> Probe:
     return Probe(agent, version, path, sha256, time.monotonic() - start)
 
 
-def plan(client: Binary, nearest: str) -> list[Job]:
-    """The jobs a qualification runs: `nearest`'s whole corpus at `QUALIFY_SIZES`."""
-    return trial.jobs_for(client, nearest, select=lambda job: (job.cols, job.rows) in QUALIFY_SIZES)
+def plan(client: Binary, nearest: str, plans: Iterable[str] | None = None) -> list[Job]:
+    """The jobs a qualification runs: `nearest`'s whole corpus (or only `plans`) at
+    `QUALIFY_SIZES`."""
+    return trial.jobs_for(
+        client, nearest, plans, select=lambda job: (job.cols, job.rows) in QUALIFY_SIZES
+    )
 
 
 def plan_digest(jobs: Iterable[Job]) -> str:
@@ -150,6 +153,8 @@ class Judgement:
     schema_note: str | None
     sandboxed: bool
     phases: tuple[compare.Phase, ...]
+    partial: tuple[str, ...] = ()
+    """The only plans that ran, for a partial check (empty: the whole plan ran)."""
 
     @property
     def qualified(self) -> bool:
@@ -166,6 +171,8 @@ class Judgement:
         if counts["not_producible"]:
             found.append(f"{counts['not_producible']} screens could not be produced")
         found += [f"evidence: {problem}" for problem in self.evidence.problems]
+        if self.partial:
+            found.append(f"only {', '.join(self.partial)} ran: a partial check qualifies nothing")
         return found
 
     def text(self, *, max_rows: int = compare.DEFAULT_MAX_ROWS) -> str:
@@ -211,6 +218,7 @@ class Judgement:
             "qualified": self.qualified,
             "problems": self.problems,
             "sandboxed": self.sandboxed,
+            "partial": list(self.partial),
             "phases": [attrs.asdict(phase) for phase in self.phases],
             "screens": {status: counts[status] for status in ("same", "differs", "not_producible")},
             "differing": [_differing(c) for c in self.comparisons if c.status != "same"],
@@ -225,9 +233,11 @@ def _differing(c: compare.Comparison) -> dict[str, Any]:
         "screen": c.point.name,
         "status": c.status,
         "expected": compare.describe_expected(c.expected),
+        "pinned_read_as": None if c.old is None else c.old.describe(),
         "read_as": None if c.new is None else c.new.describe(),
         "note": c.note,
         "rows": [attrs.asdict(row) for row in c.rows],
+        "drawn": list(c.drawn),
     }
 
 
@@ -242,6 +252,17 @@ def nearest_profile(agent: str, version: str, pinned: Mapping[tuple[str, str], P
         raise QualifyError(f"no pinned {agent} version to read {version} with") from None
 
 
+def corpus() -> Path | None:
+    """The pinned versions' committed screens, when AKK runs from its source checkout.
+
+    With them the report sets each differing capture's rows against the pinned
+    version's own screen, row by row and cell by cell; without them it shows
+    the capture's rows as drawn.
+    """
+    found = Path(__file__).resolve().parents[2] / "fixtures"
+    return found if found.is_dir() else None
+
+
 def sandbox_available() -> bool:
     """Whether bubblewrap is here (it is a bootstrap dependency, but a user may lack it)."""
     return shutil.which("bwrap") is not None
@@ -253,16 +274,20 @@ async def qualify(
     *,
     parallel: int = PARALLEL,
     sandbox: bool | None = None,
+    plans: Iterable[str] | None = None,
     progress: Callable[[str], None] = lambda line: None,
 ) -> Judgement:
     """Run the plan on `found`'s binary and judge it against the nearest pinned profile.
 
-    `sandbox` None: bubblewrap when present. Raises QualifyError when there is
-    nothing to qualify against (`nearest_profile`).
+    `sandbox` None: bubblewrap when present. `plans` runs only those capture
+    plans: a check that can refuse, never a whole qualification (`command`
+    runs the whole plan). Raises QualifyError when there is nothing to qualify
+    against (`nearest_profile`).
     """
     base = nearest_profile(found.agent, found.version, pinned)
     client = Binary(found.agent, found.version, found.path)
-    jobs = plan(client, base.version)
+    chosen = None if plans is None else tuple(plans)
+    jobs = plan(client, base.version, chosen)
     sandboxed = sandbox_available() if sandbox is None else sandbox
     phases = [compare.Phase("probe", found.seconds, "--version and SHA-256")]
     out = Path(tempfile.mkdtemp(prefix="akk-qualify-"))
@@ -284,7 +309,7 @@ async def qualify(
             )
         )
         start = time.monotonic()
-        comparisons = trial.classify_all(jobs, failures, base, out)
+        comparisons = trial.classify_all(jobs, failures, base, out, fixtures=corpus())
         phases.append(compare.Phase("classify", time.monotonic() - start))
     finally:
         await trio.to_thread.run_sync(lambda: shutil.rmtree(out, ignore_errors=True))
@@ -309,4 +334,5 @@ async def qualify(
         note,
         sandboxed,
         tuple(phases),
+        chosen or (),
     )

@@ -25,6 +25,7 @@ from akk import faults
 from akk.appserver.rpc import Tap
 from akk.client import Controller, connect
 from akk.instance import Endpoint
+from akk.profiles.registry import PINNED, Registry
 from akk.qualify.launcher import LabError, LabSession, Preseed, RunFiles, prepare, run_processes
 from akk.qualify.model_server import ModelServer
 from akk.service import ServiceConfig, run_service
@@ -103,9 +104,17 @@ class Served:
 
 @asynccontextmanager
 async def serving(
-    lab: LabSession, tmp_path: Path, *names: str, turns: TurnSettings | None = None
+    lab: LabSession,
+    tmp_path: Path,
+    *names: str,
+    turns: TurnSettings | None = None,
+    registry: Registry = PINNED,
 ) -> AsyncIterator[Served]:
-    """`akk serve` in this process, watching the lab's tmux server (with these Turn settings)."""
+    """`akk serve` in this process, watching the lab's tmux server (with these Turn settings).
+
+    `registry`: the pinned set panes bind to (``PINNED.without(...)`` takes a pinned
+    version as new, so only a qualification binds it).
+    """
     state = StateDir(tmp_path / "akk")
     tokens = mint_offline(state, *(names or ("ctl",)))
     config = ServiceConfig(
@@ -114,6 +123,7 @@ async def serving(
         tmux_sockets=(str(lab.socket),),
         poll_interval=0.1,
         turns=turns or TurnSettings(),
+        registry=registry,
     )
     with recording_keys(str(lab.socket)) as keys:
         async with trio.open_nursery() as nursery:
@@ -207,11 +217,14 @@ async def serving_backend(
 
 @asynccontextmanager
 async def two_controllers(
-    lab: LabSession, tmp_path: Path, turns: TurnSettings | None = None
+    lab: LabSession,
+    tmp_path: Path,
+    turns: TurnSettings | None = None,
+    registry: Registry = PINNED,
 ) -> AsyncIterator[tuple[Served, Controller, Controller]]:
     """`serving`, with controllers "ctl" and "other" connected (the owner and an intruder)."""
     async with (
-        serving(lab, tmp_path, "ctl", "other", turns=turns) as served,
+        serving(lab, tmp_path, "ctl", "other", turns=turns, registry=registry) as served,
         connect(served.endpoint.url, served.tokens["ctl"]) as ctl,
         connect(served.endpoint.url, served.tokens["other"]) as other,
     ):

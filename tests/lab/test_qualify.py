@@ -1,0 +1,114 @@
+"""`akk qualify` end to end: a pinned version taken as new, and a real mismatch refused.
+
+The registry is the test's: `PINNED.without(agent, version)` lacks the version's
+own row, so only a qualification binds it, exactly as for a version AKK has
+never seen. The binary is the real pinned one. The model server is the oracle
+for what the qualified pane then does.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import trio
+
+from akk import cli
+from akk.profiles.registry import PINNED
+from akk.qualify import command, qualification
+from akk.qualify import scenarios as sc
+from akk.qualify.launcher import LabSession
+from akk.store.location import StateDir
+from tests.lab.conftest import LabSpec
+from tests.lab.test_interactions import choose, prompt, reached, send_task, settled
+from tools.lab import clients
+from tools.lab.akk_runner import idle_terminal, two_controllers
+
+NEW = clients.get("codex", "0.171.0")
+"""Taken as new; its nearest pinned version is then 0.169.0."""
+OLD = clients.get("claude", "2.1.263")
+"""Read with 2.1.328's profile (the lowest pinned above it once 2.1.263-267 are gone), which
+draws its questions and permissions differently."""
+MISMATCH_PLANS = ("questionnaire_single3", "claude_bash")
+
+
+def _qualify(state: StateDir, binary: Path) -> int:
+    """`akk qualify codex --binary BINARY --json` in this process, with the test's registry."""
+    argv = ["qualify", "codex", "--binary", str(binary), "--state-dir", str(state.path), "--json"]
+    return cli.main(argv, registry=PINNED.without(NEW.agent, NEW.version))
+
+
+@pytest.mark.lab
+@pytest.mark.parametrize(
+    "lab",
+    [LabSpec(NEW, "codex_rui_one", plan_mode=True)],
+    indirect=True,
+    ids=lambda spec: spec.id,
+)
+async def test_a_pinned_codex_taken_as_new_is_qualified_then_served(
+    lab: LabSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state = StateDir(tmp_path / "akk")
+    status = await trio.to_thread.run_sync(_qualify, state, NEW.binary())
+    printed = json.loads(capsys.readouterr().out)
+
+    (result,) = printed["results"]
+    report = result["report"]
+    assert (status, result["state"]) == (0, "qualified"), report["problems"]
+    assert report["base_profile"] == "codex@0.169.0"
+    assert report["screens"]["differs"] == report["screens"]["not_producible"] == 0
+    assert report["screens"]["same"] > 100 and report["sandboxed"] is True
+    assert report["evidence"]["outcome"] == "done" and not report["evidence"]["problems"]
+    assert report["binary_sha256"] == qualification.sha256_file(NEW.binary())
+    phases = {phase["name"]: phase["seconds"] for phase in report["phases"]}
+    assert list(phases) == ["probe", "evidence", "capture", "classify", "schema"]
+    print(f"qualify {NEW.name} as new: " + ", ".join(f"{k} {v:.1f} s" for k, v in phases.items()))
+
+    # Served with the same registry, the pane binds through the stored row alone...
+    registry = PINNED.without(NEW.agent, NEW.version)
+    async with two_controllers(lab, tmp_path, registry=registry) as (_, ctl, _other):
+        terminal = await idle_terminal(ctl)
+        assert terminal["profile"] == "codex@0.171.0 (qualified from 0.169.0)", terminal
+        # ...and a task goes in, its question is answered, and the Turn ends done.
+        turn_id = await send_task(ctl, sc.ASK_TASK)
+        shown = await prompt(ctl, turn_id)
+        answer = await ctl.call("respond_interaction", choose(shown, "Blue"))
+        assert answer["outcome"] == "dispatched"
+        answered = await reached(lab, lambda r: sc.ANSWERED_CODEX in r.newest_input)
+        assert (await settled(ctl, turn_id))["kind"] == "done"
+    assert "Blue" in answered.newest_input and "Red" not in answered.newest_input
+    assert lab.server.count_inputs_containing(sc.ANSWERED_CODEX) == 1
+    asked = [r for r in lab.server.main_requests() if r.newest_input.strip() == sc.ASK_TASK]
+    assert len(asked) == 1, lab.server.summary()  # the task reached the agent once
+
+
+@pytest.mark.lab
+@pytest.mark.parametrize("lab", [LabSpec(OLD, "echo")], indirect=True, ids=lambda spec: spec.id)
+async def test_an_old_claude_read_with_a_newer_profile_is_refused_and_binds_nothing(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    registry = PINNED
+    for version in ("2.1.263", "2.1.266", "2.1.267"):
+        registry = registry.without("claude", version)
+    found = await qualification.probe("claude", OLD.binary())
+    judged = await qualification.qualify(found, registry.pinned, plans=MISMATCH_PLANS)
+
+    text = judged.text()
+    assert judged.base.id == "claude-code@2.1.328" and not judged.qualified, text
+    differing = [c for c in judged.comparisons if c.status == "differs"]
+    assert differing, text
+    for compared in differing:
+        assert f"DIFFERS         {compared.point.name}" in text
+    assert any(c.rows for c in differing), text  # the rows that differ are named
+    assert text.rstrip().splitlines()[-1].startswith("REFUSED: claude 2.1.263: ")
+    with pytest.raises(ValueError, match="only a qualified binary"):
+        command.row(judged, 0.0)
+    # A pane of that binary stays unsupported, and its reason names the command to run.
+    async with two_controllers(lab, tmp_path, registry=registry) as (_, ctl, _other):
+        with trio.fail_after(20):
+            while not (rows := (await ctl.call("list"))["terminals"]):
+                await trio.sleep(0.05)
+    (row,) = rows
+    assert row["profile"] is None, row
+    assert "akk qualify claude" in row["profile_reason"], row
