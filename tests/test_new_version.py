@@ -1,4 +1,5 @@
-"""The pure part of `python -m tools.lab new-version`: nearest version, comparison, report.
+"""The comparison `akk qualify` and `python -m tools.lab new-version` share: nearest version,
+jobs, outcomes, row differences, report.
 
 Fed with committed fixtures: a fixture against itself is "same"; Claude 2.1.328's
 screens read with the 2.1.263 profile differ where 2.1.328 draws differently; a
@@ -15,8 +16,9 @@ import pytest
 
 from akk.profiles.qualified import as_version
 from akk.profiles.registry import PROFILES
+from akk.qualify import capture, compare, trial
 from akk.screen.render import render
-from tools.lab import capture, clients
+from tools.lab import clients
 from tools.lab import new_version as nv
 from tools.lab.__main__ import _parser
 from tools.lab.clients import Client
@@ -30,8 +32,8 @@ def fixture(agent: str, version: str, name: str, size: str = "") -> tuple[str, d
     return (folder / f"{name}.ansi").read_text(), json.loads((folder / f"{name}.json").read_text())
 
 
-def point(label: dict[str, Any]) -> nv.Point:
-    return nv.Point(label["plan"], label["step"], label["cols"], label["rows"])
+def point(label: dict[str, Any]) -> compare.Point:
+    return compare.Point(label["plan"], label["step"], label["cols"], label["rows"])
 
 
 # ---------------------------------------------------------------- versions
@@ -58,20 +60,7 @@ def test_nearest_pinned(agent: str, version: str, nearest: str) -> None:
 @pytest.mark.parametrize("version", ["latest", "2", "2.1.x", "v2.1.332", "2.1.332-beta", ""])
 def test_a_version_is_dotted_numbers(version: str) -> None:
     with pytest.raises(ValueError):
-        nv.version_key(version)
-
-
-def test_a_trial_client_is_launchable_only_inside_its_block() -> None:
-    trial = Client("codex", "0.172.0")
-    pinned = clients.PINNED
-    with pytest.raises(clients.UnsupportedClient):
-        clients.get("codex", "0.172.0")
-    with clients.trial(trial):
-        assert clients.get("codex", "0.172.0") == trial
-        assert trial not in clients.PINNED
-    with pytest.raises(clients.UnsupportedClient):
-        clients.get("codex", "0.172.0")
-    assert pinned == clients.PINNED
+        compare.version_key(version)
 
 
 # ---------------------------------------------------------------- jobs
@@ -79,7 +68,7 @@ def test_a_trial_client_is_launchable_only_inside_its_block() -> None:
 
 def test_jobs_are_the_nearest_versions_corpus_run_once_each_on_the_new_client() -> None:
     new = Client("codex", "0.171.0")
-    jobs = nv.jobs_for(new, Client("codex", "0.169.0"))
+    jobs = trial.jobs_for(new, "0.169.0")
     assert {job.client for job in jobs} == {new}
     keys = [(job.plan.name, job.cols, job.rows) for job in jobs]
     assert len(keys) == len(set(keys))
@@ -96,7 +85,7 @@ def test_jobs_are_the_nearest_versions_corpus_run_once_each_on_the_new_client() 
 
 def test_jobs_limited_to_named_plans_at_every_size() -> None:
     new = Client("claude", "2.1.332")
-    jobs = nv.jobs_for(new, Client("claude", "2.1.328"), ["echo", "claude_bash_warning"])
+    jobs = trial.jobs_for(new, "2.1.328", ["echo", "claude_bash_warning"])
     sizes = {(job.plan.name, job.cols, job.rows) for job in jobs}
     assert sizes == {
         (plan, cols, rows)
@@ -104,18 +93,18 @@ def test_jobs_limited_to_named_plans_at_every_size() -> None:
         for cols, rows in (*capture.SIZES, *capture.CLAUDE_VARIANT_SIZES)
     }
     with pytest.raises(ValueError, match="no capture plan nope"):
-        nv.jobs_for(new, Client("claude", "2.1.328"), ["echo", "nope"])
+        trial.jobs_for(new, "2.1.328", ["echo", "nope"])
     with pytest.raises(ValueError, match="none of the plans"):
-        nv.jobs_for(new, Client("claude", "2.1.328"), ["codex_exec"])
+        trial.jobs_for(new, "2.1.328", ["codex_exec"])
     with pytest.raises(ValueError, match="none of the plans"):
-        nv.jobs_for(new, Client("claude", "2.1.328"), [])
+        trial.jobs_for(new, "2.1.328", [])
 
 
 def test_the_captures_never_go_into_fixtures() -> None:
-    for out in (capture.FIXTURES, capture.FIXTURES / "claude", capture.FIXTURES.parent):
+    for out in (clients.FIXTURES, clients.FIXTURES / "claude", clients.FIXTURES.parent):
         with pytest.raises(ValueError, match="never writes there"):
-            nv._check_out(out)
-    nv._check_out(Path("/tmp/somewhere"))
+            nv.check_out(out)
+    nv.check_out(Path("/tmp/somewhere"))
 
 
 def test_the_command_line() -> None:
@@ -128,7 +117,7 @@ def test_the_command_line() -> None:
         "echo,codex_exec",
         Path("/tmp/x"),
     )
-    assert args.parallel == 2 and args.max_rows == nv.DEFAULT_MAX_ROWS
+    assert args.parallel == 2 and args.max_rows == compare.DEFAULT_MAX_ROWS
 
 
 # ---------------------------------------------------------------- comparisons
@@ -150,11 +139,11 @@ def test_a_fixture_against_itself_is_the_same(
 ) -> None:
     screen, label = fixture(agent, version, name, size)
     profile = PROFILES[(agent, version)]
-    compared = nv.compare(point(label), label["expected"], screen, screen, profile, profile)
+    compared = compare.compare(point(label), label["expected"], screen, screen, profile, profile)
     assert compared.status == "same" and compared.rows == ()
     assert compared.old == compared.new and compared.new is not None
     assert compared.new.problems == ()
-    text = nv.report(agent, version, version, [compared])
+    text = compare.report(agent, version, version, [compared])
     assert "summary: 1 same, 0 differ, 0 not producible (of 1 screens)" in text
     assert "DIFFERS" not in text
 
@@ -163,8 +152,13 @@ def test_a_changed_permission_layout_differs_with_the_rows_that_moved() -> None:
     old_screen, label = fixture("claude", "2.1.263", "claude_bash-permission")
     new_screen, _ = fixture("claude", "2.1.328", "claude_bash-permission")
     old = PROFILES[("claude", "2.1.263")]
-    compared = nv.compare(
-        point(label), label["expected"], old_screen, new_screen, old, as_version(old, "2.1.328")
+    compared = compare.compare(
+        point(label),
+        label["expected"],
+        old_screen,
+        new_screen,
+        old,
+        as_version(old, "2.1.328"),
     )
     assert compared.status == "differs"
     assert compared.old is not None and compared.old.state == "permission"
@@ -174,13 +168,13 @@ def test_a_changed_permission_layout_differs_with_the_rows_that_moved() -> None:
     fence = [d for d in compared.rows if d.new_text is not None and d.new_text.startswith("╌╌╌")]
     assert fence and all("╌" not in (d.old_text or "") for d in fence)
     # The banner's version and the run's temp dir are no difference (the logo beside is).
-    same = nv.run_neutral("2.1.263", "2.1.328")
+    same = compare.run_neutral("2.1.263", "2.1.328")
     for d in compared.rows:
         assert d.styles or same(d.old_text or "") != same(d.new_text or "")
     logo = next(d for d in compared.rows if d.new_text and "/tmp/akk-lab-" in d.new_text)
     assert logo.old_text is not None and logo.old_text.startswith("  ▝▝ ▝▝    /tmp")
 
-    text = nv.report("claude", "2.1.328", "2.1.263", [compared])
+    text = compare.report("claude", "2.1.328", "2.1.263", [compared])
     assert "DIFFERS         claude_bash-permission 120x40" in text
     assert "expected:         permission, kind permission, command 'touch lab-bash-ran" in text
     assert "2.1.263 fixture:  permission/permission permission" in text
@@ -194,10 +188,10 @@ def test_an_equal_text_in_another_colour_shows_as_a_style_difference() -> None:
     # The light theme draws 2.1.328's composer rules in 8a8a8a instead of 808080.
     dark, _ = fixture("claude", "2.1.328", "echo-idle")
     light, _ = fixture("claude", "2.1.328", "theme_light_echo-idle")
-    rows = nv.diff_rows(
-        render(dark, 120, 40), render(light, 120, 40), same=nv.run_neutral("2.1.328")
+    rows = compare.diff_rows(
+        render(dark, 120, 40), render(light, 120, 40), same=compare.run_neutral("2.1.328")
     )
-    same = nv.run_neutral("2.1.328")
+    same = compare.run_neutral("2.1.328")
     assert rows and all(d.styles and same(d.old_text or "") == same(d.new_text or "") for d in rows)
     rules = [d for d in rows if d.new_text == "─" * 120]
     assert [d.styles for d in rules] == [
@@ -207,7 +201,7 @@ def test_an_equal_text_in_another_colour_shows_as_a_style_difference() -> None:
     status = next(d for d in rows if d.new_text and "manual mode on" in d.new_text)
     assert len(status.styles) == 1 and status.styles[0].endswith("fg 949494→626262")
 
-    lines = nv.format_row_diffs(rows, "2.1.328", "light")
+    lines = compare.format_row_diffs(rows, "2.1.328", "light")
     assert " 36 style   │ " + "─" * 120 in lines
     assert "            │   cols 0-119 '───────────────────────…': fg 808080→8a8a8a" in lines
 
@@ -219,18 +213,18 @@ def test_a_prompt_drawn_lower_down_is_one_moved_run_and_reads_the_same() -> None
     lines = screen.split("\n")
     lower = "\n".join([*lines[:7], *[""] * 19, *lines[7:21]]) + "\n"
     profile = PROFILES[("claude", "2.1.328")]
-    compared = nv.compare(point(label), label["expected"], screen, lower, profile, profile)
+    compared = compare.compare(point(label), label["expected"], screen, lower, profile, profile)
     assert compared.status == "same"
-    rows = nv.diff_rows(render(screen, 120, 40), render(lower, 120, 40))
+    rows = compare.diff_rows(render(screen, 120, 40), render(lower, 120, 40))
     assert len(rows) == 11 and all(d.moved and not d.styles for d in rows)
     assert {(d.new_y or 0) - (d.old_y or 0) for d in rows} == {19}
-    assert nv.format_row_diffs(rows, "2.1.328", "lower") == [
+    assert compare.format_row_diffs(rows, "2.1.328", "lower") == [
         "  7 moved   │ rows 7-20 (11 with text) are now at 26-39 (19 rows down): "
         "'───────────────────────────────────────…' … "
         "'Enter to select · ↑/↓ to navigate · Esc…'"
     ]
     # The report names the screen as drawn differently, and the kind of difference.
-    text = nv.report("claude", "2.1.328", "2.1.328", [compared])
+    text = compare.report("claude", "2.1.328", "2.1.328", [compared])
     assert "(drawn differently: rows 11 moved)" in text
     assert "of the 1 same, 1 are drawn differently (1 only by rows moved)" in text
     assert (
@@ -242,25 +236,29 @@ def test_a_prompt_drawn_lower_down_is_one_moved_run_and_reads_the_same() -> None
 def test_the_row_listing_is_bounded() -> None:
     old, _ = fixture("claude", "2.1.263", "questionnaire_multi-q1")
     new, _ = fixture("claude", "2.1.328", "questionnaire_multi-q1")
-    rows = nv.diff_rows(render(old, 120, 40), render(new, 120, 40))
+    rows = compare.diff_rows(render(old, 120, 40), render(new, 120, 40))
     assert len(rows) > 4
-    lines = nv.format_row_diffs(rows, "2.1.263", "2.1.328", max_lines=6)
+    lines = compare.format_row_diffs(rows, "2.1.263", "2.1.328", max_lines=6)
     assert len(lines) <= 7 and lines[-1].startswith("… ") and lines[-1].endswith("differing rows")
     assert 0 < int(lines[-1].split()[1]) < len(rows)
-    assert nv.format_row_diffs(rows, "2.1.263", "2.1.328", max_lines=1000)[-1].startswith(" ")
+    assert compare.format_row_diffs(rows, "2.1.263", "2.1.328", max_lines=1000)[-1].startswith(" ")
 
 
 def test_a_screen_not_captured_is_not_producible() -> None:
     screen, label = fixture("codex", "0.169.0", "codex_exec-permission", "80x24")
     profile = PROFILES[("codex", "0.169.0")]
     failure = "ScreenTimeout: codex-0.171.0: no 'Would you like to run' within 20.0 s"
-    missing = nv.compare(
+    missing = compare.compare(
         point(label), label["expected"], screen, None, profile, profile, failure=failure
     )
-    same = nv.compare(point(label), label["expected"], screen, screen, profile, profile)
+    same = compare.compare(point(label), label["expected"], screen, screen, profile, profile)
     assert (missing.status, missing.note, missing.new) == ("not_producible", failure, None)
-    timings = nv.Timings(1.25, 300.0, 2.5, "already installed", "2 plan runs")
-    text = nv.report("codex", "0.171.0", "0.169.0", [same, missing], timings)
+    phases = (
+        compare.Phase("install", 1.25, "already installed"),
+        compare.Phase("capture", 300.0, "2 plan runs"),
+        compare.Phase("classify", 2.5),
+    )
+    text = compare.report("codex", "0.171.0", "0.169.0", [same, missing], phases)
     assert f"NOT PRODUCIBLE  codex_exec-permission 80x24  {failure}" in text
     assert "summary: 1 same, 0 differ, 1 not producible (of 2 screens)" in text
     assert (
@@ -272,13 +270,13 @@ def test_a_screen_not_captured_is_not_producible() -> None:
 def test_without_a_committed_fixture_the_label_decides() -> None:
     screen, label = fixture("codex", "0.169.0", "codex_rui_one-q1")
     profile = PROFILES[("codex", "0.169.0")]
-    held = nv.compare(point(label), label["expected"], None, screen, profile, profile)
+    held = compare.compare(point(label), label["expected"], None, screen, profile, profile)
     assert (held.status, held.note) == ("same", "no committed fixture")
     wrong = dict(label["expected"], state="permission")
-    broken = nv.compare(point(label), wrong, None, screen, profile, profile)
+    broken = compare.compare(point(label), wrong, None, screen, profile, profile)
     assert broken.status == "differs" and broken.new is not None
     assert broken.new.problems == ("state questionnaire, not permission",)
-    assert "(none committed)" in nv.report("codex", "0.169.0", "0.169.0", [broken])
+    assert "(none committed)" in compare.report("codex", "0.169.0", "0.169.0", [broken])
 
 
 def test_a_label_mismatch_is_named() -> None:
@@ -286,8 +284,8 @@ def test_a_label_mismatch_is_named() -> None:
     profile = PROFILES[("codex", "0.169.0")]
     expected = json.loads(json.dumps(label["expected"]))
     expected["questions"][0]["current_row"] = "Nope"
-    got = nv.outcome(profile, screen, label["cols"], label["rows"], expected)
+    got = compare.outcome(profile, screen, label["cols"], label["rows"], expected)
     assert got.problems == (
         f"q1 current_row {[label['expected']['questions'][0]['current_row']]!r}, not ['Nope']",
     )
-    assert got.key != nv.outcome(profile, screen, 120, 40, label["expected"]).key
+    assert got.key != compare.outcome(profile, screen, 120, 40, label["expected"]).key

@@ -29,8 +29,8 @@ from akk.profiles.permission import (
     shows_command,
 )
 from akk.profiles.registry import PROFILES
+from akk.qualify.scenarios import SCENARIOS, Bash, ExecCommand
 from akk.screen import fingerprint, render
-from tools.lab.scenarios import SCENARIOS, Bash, ExecCommand
 
 ROOT = Path(__file__).resolve().parent.parent / "fixtures"
 EVIDENCE = ROOT / "evidence"

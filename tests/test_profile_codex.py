@@ -504,7 +504,7 @@ SIZED = sorted(
 
 
 def test_every_version_has_the_variant_sizes_and_footers() -> None:
-    from tools.lab.capture import CODEX_FOOTERS, CODEX_SIZED_PLANS, CODEX_VARIANT_SIZES, PLANS
+    from akk.qualify.capture import CODEX_FOOTERS, CODEX_SIZED_PLANS, CODEX_VARIANT_SIZES, PLANS
 
     for version in BY_VERSION:
         base = ROOT / "codex" / version
@@ -545,7 +545,7 @@ def test_a_long_command_is_projected_whole(version: str, size: str) -> None:
 @pytest.mark.parametrize("size", ["", "80x24", "100x30", "132x43", "200x50"])
 @pytest.mark.parametrize("version", sorted(BY_VERSION))
 def test_wrapped_option_descriptions_are_read_whole(version: str, size: str) -> None:
-    from tools.lab.scenarios import SCENARIOS
+    from akk.qualify.scenarios import SCENARIOS
 
     fixture = _variant(version, "codex_rui_long-q1", size)
     prompt = _observe(fixture).prompt

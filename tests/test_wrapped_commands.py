@@ -15,7 +15,7 @@ several rows (Claude's ``claude_bash_expansion`` and ``claude_bash_long`` under 
    Claude prompt without its last gutter row reads exactly like one for a shorter
    command), so the screen is checked as the TerminalActor checks it, against the
    pending call the agent's own file records (`akk.profiles.permission`), here the
-   scenario's real command from tools/lab/scenarios.py.
+   scenario's real command from akk/qualify/scenarios.py.
 """
 
 from __future__ import annotations
@@ -35,10 +35,10 @@ from akk.profiles.observation import InteractionKind, Observation
 from akk.profiles.permission import PENDING_CALL_MISMATCH, bind_pending
 from akk.profiles.registry import PROFILES, Profile
 from akk.protocol.projection import project
+from akk.qualify.scenarios import SCENARIOS, Bash, ExecCommand
 from akk.screen import BLANK, Grid, IdMinter, fingerprint, render
 from akk.screen.fingerprint import Appearance
 from tests.test_fingerprint import _FIELDS, SECRET, TERMINAL, _changed_cell_in_row
-from tools.lab.scenarios import SCENARIOS, Bash, ExecCommand
 
 ROOT = Path(__file__).resolve().parent.parent / "fixtures"
 # The plans drawn to wrap or warn; any other permission screen whose command wraps
@@ -54,7 +54,7 @@ class Case:
     name: str
     profile: Profile
     grid: Grid
-    command: str  # the scenario's own command (tools/lab/scenarios.py), never read off the screen
+    command: str  # the scenario's own command (akk/qualify/scenarios.py), never read off the screen
     observation: Observation
     command_rows: tuple[int, ...]
     advisory_rows: tuple[int, ...]

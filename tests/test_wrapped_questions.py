@@ -32,10 +32,10 @@ from hypothesis import strategies as st
 
 from akk.profiles import claude
 from akk.profiles.observation import InteractionKind, Observation, OptionRole
+from akk.qualify.scenarios import SCENARIOS, AskUserQuestion
 from akk.screen import Cell, Grid, IdMinter, fingerprint, render
 from akk.screen.fingerprint import Appearance
 from tests.test_fingerprint import _FIELDS, SECRET, TERMINAL, _changed_cell_in_row
-from tools.lab.scenarios import SCENARIOS, AskUserQuestion
 
 ROOT = Path(__file__).resolve().parent.parent / "fixtures" / "claude"
 PLANS = ("questionnaire_wrapped", "questionnaire_tall", "questionnaire_unicode")

@@ -18,7 +18,7 @@ the clock of `RecordedRequest.at` and `ModelServer.finished_at`) times both ends
                     app-server: the backend starts it on first use), the others
                     resume.
   starts   N times `akk.appserver.rpc.open_app_server` directly on the lab's
-           CODEX_HOME (`tools.lab.launcher.prepare`): `initialize_seconds`
+           CODEX_HOME (`akk.qualify.launcher.prepare`): `initialize_seconds`
            (process start -> `initialize` result), RSS after initialize and after
            one echo turn (thread/start, turn/start, turn/completed).
 
@@ -45,14 +45,14 @@ import attrs
 import trio
 
 from akk.appserver.rpc import AppServer, open_app_server
+from akk.qualify.launcher import RunFiles, prepare, run_processes
+from akk.qualify.model_server import ModelServer, RecordedRequest
+from akk.qualify.scenarios import ECHO_TASK, SCENARIOS
 from tools.bench_turns import controller, load, parse_client, spread, start_akk, table
 from tools.lab import clients
 from tools.lab.akk_runner import AkkProcess
 from tools.lab.clients import Client
 from tools.lab.installer import install
-from tools.lab.launcher import RunFiles, prepare, run_processes
-from tools.lab.model_server import ModelServer, RecordedRequest
-from tools.lab.scenarios import ECHO_TASK, SCENARIOS
 
 CODEX = tuple(client for client in clients.PINNED if client.agent == "codex")
 OUTCOME_TIMEOUT = 60.0

@@ -28,12 +28,8 @@ from pathlib import Path
 import trio
 
 from akk.client import Controller, connect
-from akk.service import ServiceConfig, run_service
-from akk.store.location import StateDir
-from akk.tmux import output
-from tools.lab.akk_runner import mint_offline
-from tools.lab.launcher import LabSession, launch
-from tools.lab.scenarios import (
+from akk.qualify.launcher import LabSession, launch
+from akk.qualify.scenarios import (
     ASK_TASK,
     AskUserQuestion,
     ExecCommand,
@@ -42,6 +38,11 @@ from tools.lab.scenarios import (
     Scenario,
     Step,
 )
+from akk.service import ServiceConfig, run_service
+from akk.store.location import StateDir
+from akk.tmux import output
+from tools.lab import clients
+from tools.lab.akk_runner import mint_offline
 
 PROBE = 0.01
 ANCHORS = {"claude": "Enter to select", "codex": "Would you like to run"}
@@ -110,7 +111,10 @@ async def _measure(
 ) -> list[float]:
     lags: list[float] = []
     token = mint_offline(state, "bench")["bench"]
-    async with launch(agent, version, scenario(agent)) as lab, trio.open_nursery() as nursery:
+    async with (
+        launch(clients.get(agent, version), scenario(agent)) as lab,
+        trio.open_nursery() as nursery,
+    ):
         config = ServiceConfig(
             state=state, port=0, tmux_sockets=(str(lab.socket),), poll_interval=interval
         )

@@ -1,6 +1,6 @@
 """Interactions against the real pinned clients: how fast a prompt is announced and answered.
 
-Each client runs in a lab pane (`tools.lab.launcher.launch`) watched by `akk
+Each client runs in a lab pane (`akk.qualify.launcher.launch`) watched by `akk
 serve` in this process (`tools.lab.akk_runner.serving`, its listing poll
 interval unchanged), and the lab's model server runs in this process too, so
 one clock (`time.monotonic`) times every end. A round is one fresh Turn: a
@@ -60,16 +60,17 @@ import attrs
 import trio
 
 from akk.client import Controller, connect
+from akk.qualify import scenarios as sc
+from akk.qualify.client import AGENTS, Agent
+from akk.qualify.launcher import LabSession, launch
+from akk.qualify.model_server import ModelServer, RecordedRequest
+from akk.qualify.scenarios import Scenario
 from akk.tmux.activity import DEFAULT_INTERVAL
 from akk.tmux.control import ControlClient, open_control_client
 from tools.bench_turns import load, ready_terminal, spread, table
 from tools.lab import clients
-from tools.lab import scenarios as sc
 from tools.lab.akk_runner import OUTCOMES, serving
-from tools.lab.clients import Agent, Client
-from tools.lab.launcher import LabSession, launch
-from tools.lab.model_server import ModelServer, RecordedRequest
-from tools.lab.scenarios import Scenario
+from tools.lab.clients import Client
 
 Event = dict[str, Any]
 Kind = Literal["questionnaire", "permission"]
@@ -436,7 +437,7 @@ async def measure(
         here = root / f"{client.name}-{shape.kind}-{samples.launches}"
         try:
             async with (
-                launch(client.agent, client.version, scenario, plan_mode=shape.plan_mode) as lab,
+                launch(client, scenario, plan_mode=shape.plan_mode) as lab,
                 serving(lab, here) as served,
                 controller(served.endpoint.url, served.tokens["ctl"]) as (ctl, inbox),
                 probing(lab, probe_period) as probe,
@@ -552,7 +553,7 @@ class Settings:
 def _parse() -> Settings:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=20, help="Turns per client and prompt kind")
-    parser.add_argument("--agent", choices=clients.AGENTS)
+    parser.add_argument("--agent", choices=AGENTS)
     parser.add_argument("--version", help="a pinned version of --agent (default: the bench's)")
     parser.add_argument("--kind", choices=KINDS, help="one kind of prompt (default: DEFAULT_KINDS)")
     parser.add_argument("--probe-period", type=float, default=PROBE_PERIOD)

@@ -1,7 +1,7 @@
 """Managed Turns against the real pinned clients: send and done latency, and a SIGKILL matrix.
 
 Every part runs `akk serve` as a child process (`tools.lab.akk_runner.AkkProcess`)
-beside a lab pane (`tools.lab.launcher.launch`, scenario `echo`), whose model
+beside a lab pane (`akk.qualify.launcher.launch`, scenario `echo`), whose model
 server runs in this process, so one monotonic clock times both ends:
 
   latency  N sends per pinned client (default 20; every pinned client unless
@@ -46,11 +46,12 @@ import trio
 
 from akk.client import Controller, connect
 from akk.faults import BEFORE_ENTER, SEND_POINTS, Point
+from akk.qualify import client as qualify_client
+from akk.qualify.launcher import CLAUDE_PROMPT, CODEX_PROMPT, LabError, LabSession, launch
+from akk.qualify.scenarios import SCENARIOS
 from tools.lab import clients
 from tools.lab.akk_runner import OUTCOMES, AkkProcess
 from tools.lab.clients import Client
-from tools.lab.launcher import CLAUDE_PROMPT, CODEX_PROMPT, LabError, LabSession, launch
-from tools.lab.scenarios import SCENARIOS
 
 Event = dict[str, Any]
 
@@ -244,7 +245,7 @@ async def measure_latency(client: Client, sends: int, root: Path) -> Latencies:
     started = time.monotonic()
     samples = Latencies(client)
     try:
-        async with launch(client.agent, client.version, SCENARIOS["echo"]) as lab:
+        async with launch(client, SCENARIOS["echo"]) as lab:
             akk = AkkProcess(lab, root / f"latency-{client.name}")
             try:
                 url = await start_akk(akk, None)
@@ -300,7 +301,7 @@ def report_latency(results: Sequence[Latencies]) -> None:
 class Trial:
     """What one SIGKILL trial left behind."""
 
-    client: Client
+    client: qualify_client.Client
     point: Point
     number: int
     misfire: str | None = "the trial ended before its death was checked"
@@ -479,7 +480,7 @@ async def run_cell(
     done = 0
     for _ in range(MAX_RELAUNCHES + 1):
         try:
-            async with launch(cell.client.agent, cell.client.version, SCENARIOS["echo"]) as lab:
+            async with launch(cell.client, SCENARIOS["echo"]) as lab:
                 while done < trials:
                     await settle_pane(lab)
                     record(await run_trial(lab, cell.point, done, root, options))

@@ -25,12 +25,12 @@ from pathlib import Path
 import trio
 
 from akk.client import connect
+from akk.qualify.launcher import launch
+from akk.qualify.scenarios import SCENARIOS, SLOW_SIGNAL, SLOW_TASK
 from tools.bench_turns import parse_client, spread, table
 from tools.lab.akk_runner import idle_terminal, outcome, serving
 from tools.lab.clients import Client
 from tools.lab.installer import install
-from tools.lab.launcher import launch
-from tools.lab.scenarios import SCENARIOS, SLOW_SIGNAL, SLOW_TASK
 
 NEWEST = ("claude-2.1.328", "codex-0.169.0")
 
@@ -39,7 +39,7 @@ async def trial(client: Client) -> tuple[float, float]:
     """One watched task: (watch call seconds, reply end -> done seconds)."""
     with tempfile.TemporaryDirectory() as tmp:
         async with (
-            launch(client.agent, client.version, SCENARIOS["slow"]) as lab,
+            launch(client, SCENARIOS["slow"]) as lab,
             serving(lab, Path(tmp), "ctl") as served,
             connect(served.endpoint.url, served.tokens["ctl"]) as ctl,
         ):

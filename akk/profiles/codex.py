@@ -977,7 +977,7 @@ _TRUST_REASON = (
 
 _QUESTIONNAIRE = InteractionKind.QUESTIONNAIRE
 _ENTER = Press("Enter")
-# LAB.md measured ~120 ms; the lab's own guard (tools/lab/launcher.py) is 0.3 s.
+# LAB.md measured ~120 ms; the lab's own guard (akk/qualify/launcher.py) is 0.3 s.
 _ENTER_GUARD = EnterGuard(0.3)
 _LAB = "tests/lab/test_codex_plans.py"
 _ALL = "(0.153.4, 0.154.0, 0.155.1, 0.169.0)"

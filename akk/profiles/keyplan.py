@@ -163,7 +163,7 @@ PlanStep = (
 class KeyPlan:
     """The steps that answer `key`, and where that knowledge comes from.
 
-    `lab_verified` is True only when a lab run (tools/lab/capture.py or
+    `lab_verified` is True only when a lab run (akk/qualify/capture.py or
     tests/lab/) sent a real client exactly this plan's keys for some answer and
     saw the result; other plans still need that before they are trusted.
     """

@@ -19,11 +19,12 @@ import attrs
 import pytest
 import trio
 
+from akk.qualify.client import AGENTS
+from akk.qualify.launcher import LabSession, Preseed, launch
+from akk.qualify.scenarios import SCENARIOS
 from tools.lab import clients
 from tools.lab.clients import Client
 from tools.lab.installer import InstallError, install
-from tools.lab.launcher import LabSession, Preseed, launch
-from tools.lab.scenarios import SCENARIOS
 
 START_PROPERTY = "lab_start_seconds"
 CLIENT_PROPERTY = "lab_client"
@@ -46,9 +47,7 @@ class LabSpec:
         return f"{self.client.name}-{self.scenario}-{self.cols}x{self.rows}"
 
 
-def lab_params(
-    scenario: str, *, agents: Iterable[str] = clients.AGENTS, **options: object
-) -> list[object]:
+def lab_params(scenario: str, *, agents: Iterable[str] = AGENTS, **options: object) -> list[object]:
     """One `lab` fixture parameter per pinned client of `agents`, marked `lab`."""
     wanted = set(agents) & SCENARIOS[scenario].agents
     return [
@@ -85,8 +84,7 @@ async def lab(request: pytest.FixtureRequest) -> AsyncIterator[LabSession]:
     assert isinstance(spec, LabSpec), "parametrize `lab` indirectly with lab_params(...)"
     await ensure_installed(spec.client)
     async with launch(
-        spec.client.agent,
-        spec.client.version,
+        spec.client,
         SCENARIOS[spec.scenario],
         cols=spec.cols,
         rows=spec.rows,

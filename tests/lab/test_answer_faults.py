@@ -16,10 +16,10 @@ import trio
 
 from akk.client import AkkError, Controller, connect
 from akk.faults import ANSWER_POINTS, Point
+from akk.qualify import scenarios as sc
+from akk.qualify.launcher import LabSession
 from tests.lab.conftest import lab_params
-from tools.lab import scenarios as sc
 from tools.lab.akk_runner import AkkProcess, idle_terminal
-from tools.lab.launcher import LabSession
 
 WAKE_UPS = ("interaction_required", "approval_required")
 CASES = [

@@ -20,12 +20,12 @@ from akk import doctor
 from akk.appserver import schema
 from akk.appserver.rpc import AppServer, open_app_server
 from akk.discovery.process import start_ticks
+from akk.qualify.launcher import prepare, run_processes
+from akk.qualify.model_server import ModelServer
+from akk.qualify.scenarios import ECHO_REPLY, ECHO_TASK, SCENARIOS
 from tests.lab.conftest import ensure_installed
 from tools.lab import clients, schemas
 from tools.lab.clients import Client
-from tools.lab.launcher import prepare, run_processes
-from tools.lab.model_server import ModelServer
-from tools.lab.scenarios import ECHO_REPLY, ECHO_TASK, SCENARIOS
 
 CODEX = [client for client in clients.PINNED if client.agent == "codex"]
 
@@ -116,7 +116,7 @@ def _mib(size: int | None) -> str:
 @pytest.mark.parametrize("client", CODEX, ids=lambda client: client.name)
 async def test_the_committed_schema_is_what_the_binary_generates(client: Client) -> None:
     await ensure_installed(client)
-    generated = await trio.to_thread.run_sync(schemas.generate, client)
+    generated = await trio.to_thread.run_sync(schemas.generated, client)
     assert schemas.committed(client).read_bytes() == generated, (
         f"akk/appserver/schemas/ is stale for {client.name}: run `python -m tools.lab schemas`"
     )

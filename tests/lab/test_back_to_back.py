@@ -1,10 +1,10 @@
 """Back-to-back Turns into one pane, each sent right after the previous `done`.
 
 The model server is the oracle: every task reaches the agent exactly once (agent
-turns counted, title requests left out) and every Turn ends `done`. Codex 0.169.0 and
-0.171.0 run under a model outside the client's catalog, whose warning notice joins the
-footer after the first turn (the `codex_after_warning` fixtures); they run 20 Turns,
-the others 5 to keep suite time.
+turns counted, title requests left out) and every Turn ends `done`. Every pinned
+client runs 20; every Codex under a model outside the client's catalog, whose warning
+notice joins the footer after the first turn on 0.169.0 and 0.171.0 (the
+`codex_after_warning` fixtures).
 """
 
 from __future__ import annotations
@@ -15,35 +15,31 @@ from pathlib import Path
 import pytest
 
 from akk.client import connect
+from akk.qualify.capture import CODEX_FOOTERS
+from akk.qualify.launcher import LabSession, Preseed
 from tests.lab.conftest import LabSpec
 from tools.lab import clients
 from tools.lab.akk_runner import idle_terminal, outcome, serving
-from tools.lab.capture import CODEX_FOOTERS
-from tools.lab.launcher import LabSession
 
 TURN_SECONDS = "lab_turn_seconds"
 
 _UNKNOWN_MODEL = CODEX_FOOTERS["codex_model_unknown"]
-_RUNS = [
-    (LabSpec(clients.get("codex", "0.169.0"), "echo", preseed=_UNKNOWN_MODEL), 20),
-    (LabSpec(clients.get("codex", "0.171.0"), "echo", preseed=_UNKNOWN_MODEL), 20),
-    (LabSpec(clients.get("codex", "0.153.4"), "echo", preseed=_UNKNOWN_MODEL), 5),
-    (LabSpec(clients.get("claude", "2.1.332"), "echo"), 5),
+TURNS = 20
+_SPECS = [
+    LabSpec(client, "echo", preseed=_UNKNOWN_MODEL if client.agent == "codex" else Preseed())
+    for client in clients.PINNED
 ]
 
 
 @pytest.mark.parametrize(
-    ("lab", "turns"),
-    [
-        pytest.param(spec, n, id=f"{spec.client.name}-x{n}", marks=pytest.mark.lab)
-        for spec, n in _RUNS
-    ],
-    indirect=["lab"],
+    "lab",
+    [pytest.param(spec, id=spec.client.name, marks=pytest.mark.lab) for spec in _SPECS],
+    indirect=True,
 )
 async def test_back_to_back_turns_each_reach_the_model_once_and_end_done(
-    lab: LabSession, tmp_path: Path, turns: int, request: pytest.FixtureRequest
+    lab: LabSession, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    tasks = [f"lab: back-to-back turn {n}" for n in range(turns)]
+    tasks = [f"lab: back-to-back turn {n}" for n in range(TURNS)]
     seconds: list[float] = []
     async with (
         serving(lab, tmp_path) as served,
@@ -60,7 +56,7 @@ async def test_back_to_back_turns_each_reach_the_model_once_and_end_done(
             seconds.append(time.monotonic() - started)
     request.node.user_properties.append((TURN_SECONDS, seconds))
     print(
-        f"{lab.agent} {lab.version}: {turns} turns, seconds each {[round(s, 2) for s in seconds]}"
+        f"{lab.agent} {lab.version}: {TURNS} turns, seconds each {[round(s, 2) for s in seconds]}"
     )
     # The far end: one agent turn per task, byte-exact, and no other agent turn.
     agent_turns = [r.newest_input.strip() for r in lab.server.main_requests()]

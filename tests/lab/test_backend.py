@@ -20,16 +20,16 @@ import trio
 
 from akk.appserver import schema
 from akk.client import AkkError, Controller, connect
+from akk.qualify import scenarios as sc
+from akk.qualify.launcher import Preseed, RunFiles, run_processes
+from akk.qualify.model_server import ModelServer, RecordedRequest
+from akk.qualify.scenarios import ECHO_REPLY, ECHO_TASK, SCENARIOS
 from akk.turn_calls import TurnSettings
 from tests.lab.conftest import ensure_installed
 from tests.lab.test_interactions import choose, prompt
 from tools.lab import clients
-from tools.lab import scenarios as sc
 from tools.lab.akk_runner import outcome, serving_backend
 from tools.lab.clients import Client
-from tools.lab.launcher import Preseed, RunFiles, run_processes
-from tools.lab.model_server import ModelServer, RecordedRequest
-from tools.lab.scenarios import ECHO_REPLY, ECHO_TASK, SCENARIOS
 
 CODEX = [client for client in clients.PINNED if client.agent == "codex"]
 QUESTIONS = Preseed(codex_features=("default_mode_request_user_input",))

@@ -22,14 +22,14 @@ import trio
 from akk.client import Controller, connect
 from akk.discovery.process import start_ticks
 from akk.faults import BACKEND_POINTS, Point
+from akk.qualify.launcher import run_processes
+from akk.qualify.model_server import ModelServer
+from akk.qualify.scenarios import ECHO_TASK, SCENARIOS, SLOW_SIGNAL, SLOW_TASK
 from tests.lab.conftest import ensure_installed
 from tests.lab.test_faults import _events_until_outcome
 from tools.lab import clients
 from tools.lab.akk_runner import OUTCOMES, backend_child, outcome
 from tools.lab.clients import Client
-from tools.lab.launcher import run_processes
-from tools.lab.model_server import ModelServer
-from tools.lab.scenarios import ECHO_TASK, SCENARIOS, SLOW_SIGNAL, SLOW_TASK
 
 CODEX = [client for client in clients.PINNED if client.agent == "codex"]
 

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 import trio
 
+from akk.qualify.capture import PLANS, SIZES, fixture_stem, run_plan
+from akk.qualify.launcher import CLAUDE_PROMPT, CODEX_PROMPT
 from tools.lab import clients
-from tools.lab.capture import FIXTURES, PLANS, SIZES, fixture_stem, run_plan
-from tools.lab.clients import Client
-from tools.lab.launcher import CLAUDE_PROMPT, CODEX_PROMPT
+from tools.lab.clients import FIXTURES, Client
 
 _SGR = re.compile(r"\x1b\[[0-9;:]*m")
 _GUTTER = re.compile(r"^ *│ ", re.MULTILINE)  # Claude's gutter before a long question's rows

@@ -43,11 +43,7 @@ from akk.profiles.observation import (
     StepKind,
 )
 from akk.profiles.registry import PINNED, Profile
-from akk.screen.grid import Grid
-from akk.screen.render import render
-from tests.lab.conftest import ensure_installed, lab_params
-from tools.lab import clients
-from tools.lab.capture import (
+from akk.qualify.capture import (
     CLAUDE_MULTI_EXTRA,
     CLAUDE_SINGLE_EXTRA,
     PRESS_QUIET_SECONDS,
@@ -55,10 +51,14 @@ from tools.lab.capture import (
     ExpectedQuestion,
     Typed,
 )
+from akk.qualify.launcher import POLL_SECONDS, LabSession, ScreenTimeout, launch
+from akk.qualify.model_server import RecordedRequest
+from akk.qualify.scenarios import BASH_MARKER, SCENARIOS, WRITE_FILE, AskUserQuestion
+from akk.screen.grid import Grid
+from akk.screen.render import render
+from tests.lab.conftest import ensure_installed, lab_params
+from tools.lab import clients
 from tools.lab.keystrokes import send_keystrokes
-from tools.lab.launcher import POLL_SECONDS, LabSession, ScreenTimeout, launch
-from tools.lab.model_server import RecordedRequest
-from tools.lab.scenarios import BASH_MARKER, SCENARIOS, WRITE_FILE, AskUserQuestion
 
 THIS = "tests/lab/test_claude_plans.py"
 STEP_TIMEOUT = 20.0
@@ -566,9 +566,7 @@ async def capture_shot(client: clients.Client, shot: EditorShot) -> None:
     """Drive `shot` on `client` and write its screen and label."""
     await ensure_installed(client)
     scenario = SCENARIOS[shot.scenario]
-    async with launch(
-        client.agent, client.version, scenario, cols=shot.cols, rows=shot.rows
-    ) as lab:
+    async with launch(client, scenario, cols=shot.cols, rows=shot.rows) as lab:
         if scenario.name == "questionnaire_multi":
             screen = await ask(lab, StepKind.MULTI_SELECT, COLORS)
             for _ in range(_index(screen.prompt, "Type something")):

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from akk.client import connect
+from akk.qualify import scenarios as sc
+from akk.qualify.launcher import LabSession
 from tests.lab.conftest import lab_params
 from tests.lab.test_interactions import choose, prompt, reached, send_task, settled
-from tools.lab import scenarios as sc
 from tools.lab.akk_runner import serving
-from tools.lab.launcher import LabSession
 
 
 @pytest.mark.parametrize(

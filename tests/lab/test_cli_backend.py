@@ -18,12 +18,12 @@ from typing import Any
 import pytest
 import trio
 
+from akk.qualify.model_server import ModelServer
+from akk.qualify.scenarios import ECHO_REPLY, ECHO_TASK, SCENARIOS
 from tests.lab.conftest import ensure_installed
 from tools.lab import clients
 from tools.lab.akk_runner import AkkProcess, backend_child
 from tools.lab.clients import Client
-from tools.lab.model_server import ModelServer
-from tools.lab.scenarios import ECHO_REPLY, ECHO_TASK, SCENARIOS
 
 NEWEST_CODEX = clients.newest("codex")
 SECOND_TASK = "lab: one more thing"

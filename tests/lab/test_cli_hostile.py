@@ -24,14 +24,14 @@ import pytest
 import trio
 
 from akk.client import connect
+from akk.qualify.launcher import LabSession
+from akk.qualify.model_server import ModelServer
+from akk.qualify.scenarios import HOSTILE_ASK_TASK, HOSTILE_TASK, HOSTILE_TEXT, SCENARIOS
 from tests.lab.conftest import ensure_installed, lab_params
 from tests.test_cli import acted_on
 from tools.lab import clients
 from tools.lab.akk_runner import AkkProcess, backend_child, outcome
 from tools.lab.clients import Client
-from tools.lab.launcher import LabSession
-from tools.lab.model_server import ModelServer
-from tools.lab.scenarios import HOSTILE_ASK_TASK, HOSTILE_TASK, HOSTILE_TEXT, SCENARIOS
 
 NEWEST_CODEX = clients.newest("codex")
 

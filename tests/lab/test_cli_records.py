@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 import trio
 
+from akk.qualify.launcher import LabSession
+from akk.qualify.scenarios import SLOW_SIGNAL, SLOW_TASK
 from tests.lab.conftest import lab_params
 from tools.lab.akk_runner import AkkProcess
-from tools.lab.launcher import LabSession
-from tools.lab.scenarios import SLOW_SIGNAL, SLOW_TASK
 
 
 async def _akk(akk: AkkProcess, *args: str) -> subprocess.CompletedProcess[str]:

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 import trio
 
+from akk.qualify.launcher import LabSession
+from akk.qualify.scenarios import ECHO_REPLY, ECHO_TASK
 from tests.lab.conftest import lab_params
 from tools.lab.akk_runner import AkkProcess
-from tools.lab.launcher import LabSession
-from tools.lab.scenarios import ECHO_REPLY, ECHO_TASK
 
 
 def _akk(akk: AkkProcess, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:

@@ -33,13 +33,13 @@ from akk.profiles.observation import (
     StepKind,
 )
 from akk.profiles.registry import PROFILES, Profile
+from akk.qualify.launcher import POLL_SECONDS, LabSession, ScreenTimeout
+from akk.qualify.model_server import RecordedRequest
+from akk.qualify.scenarios import ANSWERED_CODEX, EXEC_MARKER, RUN_TASK, SLOW_SIGNAL
 from akk.screen.grid import Grid
 from akk.screen.render import render
 from tests.lab.conftest import lab_params
 from tools.lab.keystrokes import send_keystrokes
-from tools.lab.launcher import POLL_SECONDS, LabSession, ScreenTimeout
-from tools.lab.model_server import RecordedRequest
-from tools.lab.scenarios import ANSWERED_CODEX, EXEC_MARKER, RUN_TASK, SLOW_SIGNAL
 
 THANKS = "Thanks, I noted your answers."
 SPECIAL = "lab: he said \"don't\" & 'left' $HOME `x` ; ls | cat > out * ünïcödé 漢字 😀 done"

@@ -26,11 +26,11 @@ import pytest
 import trio
 
 from akk.client import connect
+from akk.qualify import scenarios as sc
+from akk.qualify.launcher import LabSession, run_processes
 from tests.lab.conftest import lab_params
 from tools.demo import controller
-from tools.lab import scenarios as sc
 from tools.lab.akk_runner import AkkProcess, idle_terminal
-from tools.lab.launcher import LabSession, run_processes
 
 pytestmark = pytest.mark.lab
 

@@ -27,11 +27,11 @@ from _pytest.mark import ParameterSet
 
 from akk import evidence
 from akk.evidence import Binding, Progress, Snapshot, Usage, UsageStatus
-from tests.lab.conftest import LabSpec, ensure_installed
-from tools.lab import clients, launcher
-from tools.lab.launcher import LabSession, launch
-from tools.lab.model_server import RecordedRequest, RequestTimeout
-from tools.lab.scenarios import (
+from akk.qualify import launcher
+from akk.qualify.client import AGENTS
+from akk.qualify.launcher import LabSession, launch
+from akk.qualify.model_server import RecordedRequest, RequestTimeout
+from akk.qualify.scenarios import (
     BASH_MARKER,
     DEFAULT_REPLY,
     ECHO_REPLY,
@@ -43,6 +43,8 @@ from tools.lab.scenarios import (
     SLOW_TASK,
     ApiError,
 )
+from tests.lab.conftest import LabSpec, ensure_installed
+from tools.lab import clients
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "evidence"
 
@@ -340,7 +342,7 @@ async def test_codex_daemon_threads_bind_by_request_text(monkeypatch: pytest.Mon
 
     monkeypatch.setattr(launcher, "_codex_config", with_daemon)
     with trio.fail_after(120):
-        async with launch(client.agent, client.version, SCENARIOS["echo"]) as lab:
+        async with launch(client, SCENARIOS["echo"]) as lab:
             runs = await run_case(lab, "echo")
             daemon = json.loads(
                 (lab.root / "codex-home" / "app-server-daemon" / "daemon.pid").read_text()
@@ -416,7 +418,7 @@ async def capture(client: clients.Client, case: str) -> None:
     """Run `case` on `client` and write fixtures/evidence/<agent>/<version>/<case>.jsonl/.json."""
     await ensure_installed(client)
     scenario = SCENARIOS[CASES[case].scenarios[client.agent]]
-    async with launch(client.agent, client.version, scenario) as lab:
+    async with launch(client, scenario) as lab:
         runs = await run_case(lab, case)
         for run in runs:
             check_turn(lab, run)
@@ -467,7 +469,7 @@ def _turn_label(agent: str, run: TurnRun, offsets: Mapping[int, int]) -> dict[st
 def main(argv: list[str] | None = None) -> None:
     """Capture fixtures for the chosen clients and cases (default: all)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--agent", choices=clients.AGENTS)
+    parser.add_argument("--agent", choices=AGENTS)
     parser.add_argument("--version")
     parser.add_argument("--case", choices=sorted(CASES))
     args = parser.parse_args(argv)

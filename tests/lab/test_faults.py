@@ -17,10 +17,10 @@ from trio_websocket import ConnectionClosed
 
 from akk.client import Controller, connect
 from akk.faults import BEFORE_ENTER, SEND_POINTS, Point
+from akk.qualify.launcher import LabSession
+from akk.qualify.scenarios import ECHO_TASK, SLOW_SIGNAL, SLOW_TASK
 from tests.lab.conftest import lab_params
 from tools.lab.akk_runner import OUTCOMES, AkkProcess, idle_terminal
-from tools.lab.launcher import LabSession
-from tools.lab.scenarios import ECHO_TASK, SLOW_SIGNAL, SLOW_TASK
 
 FAST = ("--accept-seconds", "5")  # a cut-off task is declared uncertain sooner
 CLIENTS = [

@@ -20,11 +20,11 @@ import trio
 from akk import faults
 from akk.client import AkkError, Controller
 from akk.faults import Point
+from akk.qualify import scenarios as sc
+from akk.qualify.launcher import LabSession
 from tests.lab.conftest import lab_params
 from tests.lab.test_interactions import free_text, prompt, reached, send_task, settled
-from tools.lab import scenarios as sc
 from tools.lab.akk_runner import KeyLog, idle_terminal, outcome, two_controllers
-from tools.lab.launcher import LabSession
 
 # Every probe carries a marker (zq<n>zq) the model server must never see.
 _COMMON = {

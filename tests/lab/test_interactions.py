@@ -22,12 +22,12 @@ import trio
 from akk import faults
 from akk.client import AkkError, Controller
 from akk.faults import Point
+from akk.qualify import scenarios as sc
+from akk.qualify.launcher import LabSession
+from akk.qualify.model_server import RecordedRequest
 from akk.store.database import open_reader
 from tests.lab.conftest import lab_params
-from tools.lab import scenarios as sc
 from tools.lab.akk_runner import OUTCOMES, Served, idle_terminal, two_controllers
-from tools.lab.launcher import LabSession
-from tools.lab.model_server import RecordedRequest
 
 WAKE_UPS = ("interaction_required", "approval_required")
 

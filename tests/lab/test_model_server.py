@@ -13,9 +13,9 @@ import pytest
 import trio
 import trio.testing
 
-from tools.lab import scenarios as sc
-from tools.lab.model_server import ModelServer, RecordedRequest, RequestTimeout
-from tools.lab.wire import Usage
+from akk.qualify import scenarios as sc
+from akk.qualify.model_server import ModelServer, RecordedRequest, RequestTimeout
+from akk.qualify.wire import Usage
 
 # ---------------------------------------------------------------- HTTP client
 

@@ -20,11 +20,11 @@ import pytest
 import trio
 
 from akk.client import AkkError, Controller
+from akk.qualify import scenarios as sc
+from akk.qualify.launcher import LabSession
 from tests.lab.conftest import lab_params
 from tests.lab.test_interactions import WAKE_UPS, next_event, send_task, settled
-from tools.lab import scenarios as sc
 from tools.lab.akk_runner import two_controllers
-from tools.lab.launcher import LabSession
 
 PROMPT = {
     "claude": "Do you want to proceed?",

@@ -16,12 +16,13 @@ import trio
 from akk import faults
 from akk.client import AkkError, connect
 from akk.profiles.registry import PINNED
+from akk.qualify import capture
+from akk.qualify.launcher import LabSession, Preseed
+from akk.qualify.model_server import RecordedRequest
+from akk.qualify.scenarios import ECHO_REPLY, ECHO_TASK, SLOW_SIGNAL, SLOW_TASK
 from tests.lab.conftest import LabSpec, lab_params
-from tools.lab import capture, clients
+from tools.lab import clients
 from tools.lab.akk_runner import idle_terminal, outcome, serving
-from tools.lab.launcher import LabSession, Preseed
-from tools.lab.model_server import RecordedRequest
-from tools.lab.scenarios import ECHO_REPLY, ECHO_TASK, SLOW_SIGNAL, SLOW_TASK
 
 
 def _below_banner(screen: str) -> list[str]:

@@ -11,12 +11,12 @@ from __future__ import annotations
 import pytest
 import trio
 
+from akk.qualify.launcher import LabSession, launch, run_processes
+from akk.qualify.model_server import RecordedRequest
+from akk.qualify.scenarios import ECHO_REPLY, ECHO_TASK, SCENARIOS
 from tests.lab.conftest import lab_params
 from tools.lab import clients, installer
 from tools.lab.clients import Client
-from tools.lab.launcher import LabSession, launch, run_processes
-from tools.lab.model_server import RecordedRequest
-from tools.lab.scenarios import ECHO_REPLY, ECHO_TASK, SCENARIOS
 
 
 def _is_task(request: RecordedRequest) -> bool:
@@ -85,7 +85,7 @@ async def test_launch_leaves_nothing_behind_even_when_the_body_fails(
 ) -> None:
     with trio.fail_after(60):
         with pytest.raises(_Boom):
-            async with launch(agent, version, SCENARIOS["echo"]) as lab:
+            async with launch(clients.get(agent, version), SCENARIOS["echo"]) as lab:
                 root, socket = lab.root, lab.socket
                 pids = {lab.pane_pid, lab.agent_pid}
                 assert socket.exists()

@@ -19,13 +19,8 @@ import pytest
 import trio
 
 from akk.client import AkkError, Controller, connect
-from akk.service import ServiceConfig, run_service
-from akk.store.location import StateDir
-from tests.lab.conftest import ensure_installed
-from tools.lab import clients
-from tools.lab.clients import Client
-from tools.lab.launcher import LabSession, launch
-from tools.lab.scenarios import (
+from akk.qualify.launcher import LabSession, launch
+from akk.qualify.scenarios import (
     BASH_MARKER,
     EXEC_MARKER,
     RUN_TASK,
@@ -37,6 +32,11 @@ from tools.lab.scenarios import (
     SlowText,
     Step,
 )
+from akk.service import ServiceConfig, run_service
+from akk.store.location import StateDir
+from tests.lab.conftest import ensure_installed
+from tools.lab import clients
+from tools.lab.clients import Client
 
 POLL = 0.05
 
@@ -107,7 +107,7 @@ def _state(wanted: str) -> Callable[[dict[str, Any]], bool]:
 async def test_serve_follows_a_real_client(client: Client, tmp_path: Path) -> None:
     await ensure_installed(client)
     with trio.fail_after(180):
-        async with launch(client.agent, client.version, _scenario(client.agent)) as lab:
+        async with launch(client, _scenario(client.agent)) as lab:
             await _supervise(lab, tmp_path)
 
 

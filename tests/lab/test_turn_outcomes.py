@@ -12,12 +12,12 @@ import pytest
 import trio
 
 from akk.client import AkkError, Controller, connect
+from akk.qualify.launcher import LabSession
+from akk.qualify.model_server import RecordedRequest
+from akk.qualify.scenarios import ECHO_TASK, ERROR_TASK, RUN_TASK, SLOW_TASK
 from akk.turn_calls import TurnSettings
 from tests.lab.conftest import lab_params
 from tools.lab.akk_runner import idle_terminal, outcome, serving
-from tools.lab.launcher import LabSession
-from tools.lab.model_server import RecordedRequest
-from tools.lab.scenarios import ECHO_TASK, ERROR_TASK, RUN_TASK, SLOW_TASK
 
 LAST_OF_EACH = [
     *lab_params("echo", agents=("claude",))[-1:],

@@ -20,12 +20,12 @@ from akk.profiles.claude import ClaudeProfile
 from akk.profiles.codex import CodexProfile
 from akk.profiles.composer import DraftView, TypingMethod
 from akk.protocol.text_rule import screen_refusal
+from akk.qualify.capture import TYPED_DRAFTS
+from akk.qualify.launcher import LabSession
 from akk.screen.render import render
 from akk.tmux import keys
 from akk.tmux.control import ControlClient, open_control_client
 from tests.lab.conftest import lab_params
-from tools.lab.capture import TYPED_DRAFTS
-from tools.lab.launcher import LabSession
 
 PROOF_TIMEOUT = 10.0
 POLL_SECONDS = 0.05

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from akk.client import AkkError, connect
+from akk.qualify.launcher import LabSession, Preseed
+from akk.qualify.scenarios import ECHO_REPLY, ECHO_TASK
 from tests.lab.conftest import LabSpec
 from tools.lab import clients
 from tools.lab.akk_runner import idle_terminal, outcome, serving
-from tools.lab.launcher import LabSession, Preseed
-from tools.lab.scenarios import ECHO_REPLY, ECHO_TASK
 
 _VIM = LabSpec(clients.get("claude", "2.1.332"), "echo", preseed=Preseed(claude_editor_mode="vim"))
 NORMAL_TEXT = "lab: typed into normal mode"

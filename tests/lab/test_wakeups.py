@@ -25,15 +25,15 @@ from akk.cli import record_qualification
 from akk.client import AkkError, Controller
 from akk.profiles.registry import PINNED, Registry
 from akk.qualifications import QualifiedVersions
+from akk.qualify import scenarios as sc
+from akk.qualify.compare import version_key
+from akk.qualify.launcher import LabSession
 from akk.store.database import open_reader
 from akk.store.qualifications import Qualification
 from tests.lab.conftest import lab_params
 from tests.lab.test_interactions import WAKE_UPS, next_event, send_task, settled
 from tests.lab.test_watch import wake_up
-from tools.lab import new_version as nv
-from tools.lab import scenarios as sc
 from tools.lab.akk_runner import Served, idle_terminal, outcome, two_controllers
-from tools.lab.launcher import LabSession
 
 WAKE_UP_BOUND = 2.0
 """Seconds from the resize to the wake-up (the settle time included)."""
@@ -158,9 +158,9 @@ async def test_an_unprofiled_pane_shows_its_prompt_manual_required_and_reads_onc
         older = [
             v
             for a, v in PINNED.pinned
-            if a == "claude" and nv.version_key(v) < nv.version_key(lab.version)
+            if a == "claude" and version_key(v) < version_key(lab.version)
         ]
-        base = max(older, key=nv.version_key)  # the nearest pinned version below it
+        base = max(older, key=version_key)  # the nearest pinned version below it
         qualification = Qualification(
             agent="claude", version=lab.version, binary_sha256=sha,
             base_profile=f"claude-code@{base}", plan_digest="0" * 64, qualified_at=time.time(),

@@ -20,11 +20,11 @@ import pytest
 import trio
 
 from akk.client import AkkError, Controller, connect
+from akk.qualify.launcher import LabSession
+from akk.qualify.scenarios import RUN_TASK, SLOW_SIGNAL, SLOW_TASK
 from akk.turn_calls import TurnSettings
 from tests.lab.conftest import lab_params
 from tools.lab.akk_runner import AkkProcess, idle_terminal, outcome, serving, two_controllers
-from tools.lab.launcher import LabSession
-from tools.lab.scenarios import RUN_TASK, SLOW_SIGNAL, SLOW_TASK
 
 SLOW_REPLY = "Working on it slowly... done."
 NEWEST_OF_EACH = [

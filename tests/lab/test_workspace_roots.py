@@ -16,12 +16,12 @@ import pytest
 import trio
 
 from akk.client import AkkError, Controller, connect
+from akk.qualify.launcher import LabSession, run_processes
+from akk.qualify.model_server import ModelServer
+from akk.qualify.scenarios import ECHO_REPLY, ECHO_TASK, SCENARIOS
 from tests.lab.conftest import LabSpec, ensure_installed
 from tools.lab import clients
 from tools.lab.akk_runner import idle_terminal, outcome, serving, serving_backend
-from tools.lab.launcher import LabSession, run_processes
-from tools.lab.model_server import ModelServer
-from tools.lab.scenarios import ECHO_REPLY, ECHO_TASK, SCENARIOS
 
 CODEX = clients.get("codex", "0.171.0")
 

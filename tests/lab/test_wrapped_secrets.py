@@ -28,10 +28,10 @@ import trio
 
 from akk.client import Controller
 from akk.protocol.redaction import MASK
+from akk.qualify import scenarios as sc
+from akk.qualify.launcher import LabSession
 from tests.lab.conftest import lab_params
-from tools.lab import scenarios as sc
 from tools.lab.akk_runner import OUTCOMES, Served, idle_terminal, two_controllers
-from tools.lab.launcher import LabSession
 
 SECRETS = (sc.TASK_SECRET, sc.COMMAND_SECRET)
 

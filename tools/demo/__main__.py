@@ -14,17 +14,17 @@ import sys
 
 import trio
 
+from akk.qualify.client import AGENTS
 from tools.demo.run import Settings, demo
-from tools.lab import clients
 from tools.lab.installer import InstallError
 
 
 def main() -> int:
     """Run the demo as the environment says; return the exit status."""
     wanted = os.environ.get("AGENT") or "claude"
-    agent = next((agent for agent in clients.AGENTS if agent == wanted), None)
+    agent = next((agent for agent in AGENTS if agent == wanted), None)
     if agent is None:
-        print(f"AGENT must be one of {', '.join(clients.AGENTS)}, not {wanted!r}", file=sys.stderr)
+        print(f"AGENT must be one of {', '.join(AGENTS)}, not {wanted!r}", file=sys.stderr)
         return 2
     attach = os.environ.get("DEMO_ATTACH", "1") != "0"
     deadline = float(os.environ.get("DEMO_DEADLINE") or 180)

@@ -2,7 +2,7 @@
 
 It installs the newest pinned client of one agent (the lab installer), starts
 the lab's scripted model server with the demo scenario and the client in a
-private tmux server (`tools.lab.launcher.launch`), and `akk serve` on a
+private tmux server (`akk.qualify.launcher.launch`), and `akk serve` on a
 throwaway state directory (`tools.lab.akk_runner.AkkProcess`). Then the
 reference controller (`tools.demo.controller`) sends the task and answers
 every prompt by its policy, while this module prints each step: the event and
@@ -27,14 +27,14 @@ import attrs
 import trio
 
 from akk.client import connect
+from akk.qualify import scenarios as sc
+from akk.qualify.client import Agent
+from akk.qualify.launcher import LabSession, launch
+from akk.qualify.model_server import ModelServer, RecordedRequest
 from tools.demo import controller
 from tools.lab import clients
-from tools.lab import scenarios as sc
 from tools.lab.akk_runner import AkkProcess, idle_terminal
-from tools.lab.clients import Agent
 from tools.lab.installer import install_many
-from tools.lab.launcher import LabSession, launch
-from tools.lab.model_server import ModelServer, RecordedRequest
 
 Json = dict[str, Any]
 
@@ -279,7 +279,7 @@ async def demo(settings: Settings) -> int:
     try:
         with trio.fail_after(settings.deadline):
             plan_mode = settings.agent == "codex"
-            async with launch(client.agent, client.version, scenario, plan_mode=plan_mode) as lab:
+            async with launch(client, scenario, plan_mode=plan_mode) as lab:
                 out.line(
                     "client",
                     f"{client.name} idle after {lab.ready_after or 0:.1f} s, talking to the "

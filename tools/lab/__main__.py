@@ -9,7 +9,10 @@ from pathlib import Path
 
 import trio
 
-from tools.lab import capture, clients, new_version, schemas
+from akk.qualify import capture, compare
+from akk.qualify.appserver import SchemaError
+from akk.qualify.client import AGENTS
+from tools.lab import clients, new_version, schemas
 from tools.lab.installer import InstallError, install_many
 
 
@@ -83,7 +86,7 @@ def _schemas(args: argparse.Namespace) -> int:
                     stale.append(client.name)
             else:
                 print(schemas.write(client))
-        except schemas.SchemaError as exc:
+        except SchemaError as exc:
             raise SystemExit(str(exc)) from exc
     if stale:
         print(f"stale: {', '.join(stale)}; run `python -m tools.lab schemas`", file=sys.stderr)
@@ -110,7 +113,7 @@ def _parser() -> argparse.ArgumentParser:
         "install", help="install pinned clients into the cache (AKK_LAB_CACHE)"
     )
     install.add_argument("--all", action="store_true", help="every pinned version")
-    install.add_argument("--agent", choices=clients.AGENTS)
+    install.add_argument("--agent", choices=AGENTS)
     install.add_argument("--version")
     install.set_defaults(run=_install)
 
@@ -122,13 +125,13 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="every plan and size, from scratch (on --agent/--version only, if given)",
     )
-    shots.add_argument("--agent", choices=clients.AGENTS)
+    shots.add_argument("--agent", choices=AGENTS)
     shots.add_argument("--version")
     shots.add_argument("--scenario", help=f"capture plan: {', '.join(capture.PLANS)}")
     shots.add_argument("--step", help="capture only this point of the plan")
     shots.add_argument("--cols", type=int, default=capture.DEFAULT_SIZE[0])
     shots.add_argument("--rows", type=int, default=capture.DEFAULT_SIZE[1])
-    shots.add_argument("--out", type=Path, default=capture.FIXTURES)
+    shots.add_argument("--out", type=Path, default=clients.FIXTURES)
     shots.set_defaults(run=_capture)
 
     protocol = commands.add_parser(
@@ -145,7 +148,7 @@ def _parser() -> argparse.ArgumentParser:
         help="install an unpinned client version, capture the corpus with it and report "
         "how it classifies against the nearest pinned version's fixtures",
     )
-    trial.add_argument("agent", choices=clients.AGENTS)
+    trial.add_argument("agent", choices=AGENTS)
     trial.add_argument("version", help="any published version, e.g. 2.1.332 (not added to PINNED)")
     trial.add_argument(
         "--out",
@@ -161,7 +164,7 @@ def _parser() -> argparse.ArgumentParser:
     trial.add_argument(
         "--max-rows",
         type=int,
-        default=new_version.DEFAULT_MAX_ROWS,
+        default=compare.DEFAULT_MAX_ROWS,
         help="report lines of differing rows per screen",
     )
     trial.set_defaults(run=_new_version)

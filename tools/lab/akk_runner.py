@@ -25,6 +25,8 @@ from akk import faults
 from akk.appserver.rpc import Tap
 from akk.client import Controller, connect
 from akk.instance import Endpoint
+from akk.qualify.launcher import LabError, LabSession, Preseed, RunFiles, prepare, run_processes
+from akk.qualify.model_server import ModelServer
 from akk.service import ServiceConfig, run_service
 from akk.store import credentials
 from akk.store.database import open_store
@@ -32,8 +34,6 @@ from akk.store.location import StateDir
 from akk.tmux.control import ControlClient, UnencodableCommand, encode_command
 from akk.turn_calls import TurnSettings
 from tools.lab.clients import Client
-from tools.lab.launcher import LabError, LabSession, Preseed, RunFiles, prepare, run_processes
-from tools.lab.model_server import ModelServer
 
 OUTCOMES = frozenset({"done", "failed", "cancelled", "stalled", "timed_out"})
 

@@ -8,15 +8,11 @@ from __future__ import annotations
 
 import os
 import platform
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Literal
 
 import attrs
 
-Agent = Literal["claude", "codex"]
-AGENTS: tuple[Agent, ...] = ("claude", "codex")
+from akk.qualify.client import Agent
 
 _NPM_PACKAGE: dict[Agent, str] = {
     "claude": "@anthropic-ai/claude-code",
@@ -28,6 +24,10 @@ _VERSION_LINE: dict[Agent, str] = {
     "claude": "{version} (Claude Code)",
     "codex": "codex-cli {version}",
 }
+
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+"""The committed screen corpus of the pinned versions (`fixtures/<agent>/<version>/`)."""
 
 
 class UnsupportedClient(LookupError):
@@ -88,27 +88,9 @@ PINNED: tuple[Client, ...] = (
 )
 
 
-_TRIALS: list[Client] = []
-"""Unpinned clients `get` accepts while a `trial` block runs (`python -m tools.lab new-version`)."""
-
-
-@contextmanager
-def trial(client: Client) -> Iterator[Client]:
-    """Let `get` (and so the launcher) accept an unpinned `client` inside the block.
-
-    PINNED stays as it is: the supported set, the smoke tests and `install --all`
-    never see the trial version.
-    """
-    _TRIALS.append(client)
-    try:
-        yield client
-    finally:
-        _TRIALS.remove(client)
-
-
 def get(agent: str, version: str) -> Client:
     """Return the pinned client, or raise UnsupportedClient naming the supported set."""
-    for client in (*PINNED, *_TRIALS):
+    for client in PINNED:
         if client.agent == agent and client.version == version:
             return client
     supported = ", ".join(c.name for c in PINNED)

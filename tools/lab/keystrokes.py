@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import trio
 
 from akk.profiles.keyplan import Keystroke, LiteralText, TmuxKey, Wait
-from tools.lab.launcher import LabSession
+from akk.qualify.launcher import LabSession
 
 
 async def send_keystrokes(lab: LabSession, keystrokes: Sequence[Keystroke]) -> None:

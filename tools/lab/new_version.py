@@ -6,748 +6,47 @@ The pipeline, one phase after the other, each timed:
    ``--version`` line verified), without joining `clients.PINNED`;
 2. capture: every capture plan of the corpus (`capture.corpus_jobs`), at every
    size and variant, exactly as `capture --all` would for the NEAREST pinned
-   version of the agent (the highest pinned one <= VERSION, else the lowest
-   above), written into a scratch directory, never into fixtures/;
-3. classify: every capture under the nearest version's profile with its version
-   strings set to VERSION (so its banner is not refused: the new version is
-   read as if it were the pinned one), and the nearest version's committed
-   fixture of the same capture point under its own profile.
+   version of the agent (`compare.nearest`), written into a scratch directory,
+   never into fixtures/ (`trial.capture_jobs`);
+3. classify: every capture under the nearest version's profile read as VERSION,
+   and the nearest version's committed fixture of the same capture point under
+   its own profile (`trial.classify_all`).
 
-The report then says, per plan, step and size, whether the capture classifies
-the way the committed fixture does (state, kind, step and whether it holds its
-label), and for each that differs: the label, both outcomes, and the rows that
-differ between the two screens (text, place, or style where the text is equal).
-With it, adding the version is a data row (profile, PINNED) plus its fixtures.
-
-Everything above `jobs_for` is pure (screens and profiles in, text out).
+The report (`compare.report`) then says, per plan, step and size, whether the
+capture classifies the way the committed fixture does, and for each that
+differs the label, both outcomes, and the rows that differ. With it, adding the
+version is a data row (profile, PINNED) plus its fixtures. `akk qualify` is the
+same comparison, run by a user on their own binary, without fixtures.
 """
 
 from __future__ import annotations
 
 import collections
-import contextlib
-import difflib
-import re
 import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Literal
 
 import attrs
 import trio
 
-from akk.profiles.composer import TypingMethod
-from akk.profiles.observation import Observation, OptionRole, ResponseKind, StepKind
-from akk.profiles.qualified import as_version
-from akk.profiles.registry import PROFILES, Profile
-from akk.screen.grid import Cell, Grid, Style
-from akk.screen.render import CaptureMismatch, render
-from tools.lab import capture, clients
-from tools.lab.capture import FIXTURES, CaptureError, Job, Plan
-from tools.lab.clients import Agent, Client
+from akk.profiles.registry import PROFILES
+from akk.qualify import compare, trial
+from akk.qualify.client import Agent
+from tools.lab import clients
+from tools.lab.clients import FIXTURES, Client
 from tools.lab.installer import InstallError, install
-from tools.lab.launcher import LabError
-
-JOB_TIMEOUT_S = 120.0
-"""A capture job that takes longer is not producible (as in `capture.run_jobs`)."""
-DEFAULT_MAX_ROWS = 24
-"""Report lines of row differences per screen before the rest is only counted."""
-_VERSION = re.compile(r"\d+(?:\.\d+)+")
-_NUMBER = re.compile(r"\d+")
-_RUN_DIR = re.compile(r"/tmp/akk-lab-[A-Za-z0-9_]+")
-"""Each lab run's own temp dir, shown in the clients' headers."""
-_RUN_ID = re.compile(r"\b[0-9a-f]{4,}(?:-[0-9a-f]{4,})+\b")
-"""A session id (or the part of one a narrow pane wraps onto a row)."""
-_CLOCK = re.compile(r"\b\d{1,2}:\d{2}(?::\d{2})?\b")
-"""A time of day (Codex: ``Worked for <1s • 15:13``)."""
-_QUIET_STATES = {"idle", "idle_draft", "working"}
-_CONFIRM_ROLES = (OptionRole.SUBMIT, OptionRole.CANCEL, OptionRole.PROCEED, OptionRole.GO_BACK)
-
-Status = Literal["same", "differs", "not_producible"]
-
-
-# ---------------------------------------------------------------- versions
-
-
-def version_key(version: str) -> tuple[int, ...]:
-    """``"2.1.263"`` -> ``(2, 1, 263)``; raises ValueError for anything but dotted numbers."""
-    if not _VERSION.fullmatch(version):
-        raise ValueError(f"{version!r} is not a dotted version such as 2.1.263")
-    return tuple(int(part) for part in version.split("."))
 
 
 def nearest_pinned(agent: str, version: str, pinned: Iterable[Client] = clients.PINNED) -> Client:
-    """The highest pinned version of `agent` <= `version`, else the lowest one above it."""
-    own = sorted((c for c in pinned if c.agent == agent), key=lambda c: version_key(c.version))
+    """The pinned client `compare.nearest` picks for `version` (LookupError: none pinned)."""
+    own = [c for c in pinned if c.agent == agent]
     if not own:
         raise LookupError(f"no pinned {agent} version")
-    wanted = version_key(version)
-    below = [c for c in own if version_key(c.version) <= wanted]
-    return below[-1] if below else own[0]
-
-
-# ---------------------------------------------------------------- outcomes
-
-
-@attrs.frozen
-class Outcome:
-    """What a profile made of one screen, as far as the report compares it."""
-
-    state: str
-    kind: str | None = None
-    step: str | None = None
-    index: int | None = None
-    total: int | None = None
-    reason: str | None = None
-    problems: tuple[str, ...] = ()
-    """Where the classification departs from the screen's label (empty: it holds)."""
-    draft_proven: bool | None = None
-    """For a draft screen: whether the profile proves the composer shows the typed text."""
-
-    @property
-    def key(self) -> tuple[object, ...]:
-        """What must be equal for two screens to classify "the same way"."""
-        return (
-            self.state,
-            self.kind,
-            self.step,
-            self.index,
-            self.total,
-            not self.problems,
-            self.draft_proven,
-        )
-
-    def describe(self) -> str:
-        """One line: ``questionnaire/questionnaire single_select 1/2``, ``unknown: <reason>``."""
-        text = self.state
-        if self.kind is not None:
-            text += f"/{self.kind}"
-        if self.step is not None:
-            text += f" {self.step}"
-        if self.index is not None and self.total is not None and self.total > 1:
-            text += f" {self.index}/{self.total}"
-        if self.reason is not None:
-            text += f": {self.reason}"
-        if self.draft_proven is False:
-            text += " (draft not proven)"
-        if self.problems:
-            text += " [label: " + "; ".join(self.problems) + "]"
-        return text
-
-
-def outcome(
-    profile: Profile, screen: str, cols: int, rows: int, expected: Mapping[str, Any]
-) -> Outcome:
-    """Classify one captured screen with `profile` and check it against its label."""
-    try:
-        grid = render(screen, cols, rows)
-    except CaptureMismatch as exc:
-        return Outcome("unknown", reason=f"not renderable at {cols}x{rows}: {exc}")
-    observation = profile.classify(grid)
-    prompt = observation.prompt
-    draft_proven: bool | None = None
-    if expected["state"] == "idle_draft" and observation.draft is not None:
-        text, how = _typed(expected)
-        draft_proven = profile.draft_matches(observation.draft, text, how)
-    return Outcome(
-        state=observation.state.value,
-        kind=None if prompt is None else prompt.kind.value,
-        step=None if prompt is None else prompt.step.value,
-        index=None if prompt is None else prompt.step_index,
-        total=None if prompt is None else prompt.step_total,
-        reason=observation.reason,
-        problems=tuple(label_problems(expected, observation)),
-        draft_proven=draft_proven,
-    )
-
-
-def _typed(expected: Mapping[str, Any]) -> tuple[str, TypingMethod]:
-    typed = expected.get("typed")
-    if typed is None:
-        return str(expected["draft"]), TypingMethod.LITERAL
-    return str(typed["text"]), TypingMethod(typed["method"])
-
-
-def label_problems(expected: Mapping[str, Any], observation: Observation) -> list[str]:
-    """Where `observation` departs from the label (tests/test_fixtures.py's checks, as text)."""
-    state = "blocked" if expected["manual_only"] else expected["state"]
-    if observation.state.value != state:
-        return [f"state {observation.state.value}, not {state}"]
-    if state in _QUIET_STATES:
-        if observation.prompt is not None or observation.reason is not None:
-            return ["a quiet screen with a prompt or a reason"]
-        return []
-    if state in ("blocked", "unknown"):
-        return [] if not observation.actionable and observation.reason else ["not refused"]
-    prompt = observation.prompt
-    if prompt is None or not observation.actionable:
-        return [f"not actionable: {observation.reason}"]
-    if prompt.kind.value != expected["kind"]:
-        return [f"kind {prompt.kind.value}, not {expected['kind']}"]
-    problems: list[str] = []
-    if not expected["questions"] and not expected["decisions"]:
-        if (prompt.step, prompt.questions) != (StepKind.QUEUED, ()):
-            problems.append("not a queued question")
-        return problems
-    step = expected["step"]
-    if step is not None and (prompt.step_index, prompt.step_total) != (
-        step["index"],
-        step["total"],
-    ):
-        problems.append(
-            f"step {prompt.step_index}/{prompt.step_total}, not {step['index']}/{step['total']}"
-        )
-    if expected["decisions"]:
-        return problems + _permission_problems(expected, observation)
-    if len(prompt.questions) != len(expected["questions"]):
-        return [*problems, f"{len(prompt.questions)} questions, not {len(expected['questions'])}"]
-    confirming = prompt.step in (StepKind.REVIEW, StepKind.CONFIRM)
-    for number, (question, wanted) in enumerate(
-        zip(prompt.questions, expected["questions"], strict=True), start=1
-    ):
-        choices = [
-            o.label
-            for o in question.options
-            if o.role is OptionRole.CHOICE or (confirming and o.role in _CONFIRM_ROLES)
-        ]
-        found = {
-            "prompt": question.prompt,
-            "header": question.header,
-            "response_kind": question.response_kind.value,
-            "options": choices,
-            "extra_rows": [o.label for o in question.options if o.label not in choices],
-            "current_row": [o.label for o in question.options if o.current],
-            "checked": [o.label for o in question.options if o.checked],
-        }
-        wants = {
-            **{key: wanted[key] for key in ("prompt", "header", "response_kind")},
-            **{key: list(wanted[key]) for key in ("options", "extra_rows", "checked")},
-            "current_row": [wanted["current_row"]],
-        }
-        problems += [
-            f"q{number} {key} {found[key]!r}, not {wants[key]!r}"
-            for key in wants
-            if found[key] != wants[key]
-        ]
-    return problems
-
-
-def _permission_problems(expected: Mapping[str, Any], observation: Observation) -> list[str]:
-    prompt = observation.prompt
-    assert prompt is not None
-    if prompt.kind.value != "permission" or len(prompt.questions) != 1:
-        return ["not a one-question permission"]
-    (question,) = prompt.questions
-    problems = []
-    if question.response_kind is not ResponseKind.CONFIRM:
-        problems.append(f"response kind {question.response_kind.value}")
-    if expected["command"] not in question.detail:
-        problems.append(f"command {question.detail!r}, not {expected['command']!r}")
-    roles = [o.role for o in question.options]
-    if roles.count(OptionRole.APPROVE_ONCE) != 1 or roles.count(OptionRole.REJECT) != 1:
-        problems.append("not one approve_once and one reject row")
-    return problems
-
-
-def describe_expected(expected: Mapping[str, Any]) -> str:
-    """The label in one line: state, kind, step and what the questions or command are."""
-    state = "blocked (manual only)" if expected["manual_only"] else expected["state"]
-    parts = [state]
-    if expected["kind"]:
-        parts.append(f"kind {expected['kind']}")
-    if expected["step"]:
-        parts.append(f"step {expected['step']['index']}/{expected['step']['total']}")
-    for question in expected["questions"]:
-        parts.append(
-            f"{question['response_kind']} {question['prompt']!r} "
-            f"({len(question['options'])} options, cursor on {question['current_row']!r})"
-        )
-    if expected["command"]:
-        parts.append(f"command {expected['command']!r}")
-    if expected["blocker"]:
-        parts.append(f"blocker {expected['blocker']}")
-    if expected.get("typed"):
-        parts.append(
-            f"typed {len(expected['typed']['text'])} chars ({expected['typed']['method']})"
-        )
-    elif expected["draft"]:
-        parts.append(f"draft {expected['draft']!r}")
-    if expected["reply"]:
-        parts.append(f"reply {expected['reply']!r}")
-    return ", ".join(parts)
-
-
-# ---------------------------------------------------------------- row differences
-
-
-@attrs.frozen
-class RowDiff:
-    """One row that differs: its text, its place (`moved`) or, text equal, its style."""
-
-    old_y: int | None
-    new_y: int | None
-    old_text: str | None
-    new_text: str | None
-    styles: tuple[str, ...] = ()
-    """Text equal, style not: ``cols 0-119 '────': fg 808080→8a8a8a``, one per span."""
-    moved: bool = False
-    """The same text at another row (`old_y` in the fixture, `new_y` in the capture)."""
-
-
-_STYLE_FIELDS = tuple(field.name for field in attrs.fields(Style))
-_BLANK_VISIBLE = ("bg", "reverse", "underline", "strikethrough")
-"""What shows on a space cell (its foreground colour or boldness does not)."""
-
-
-def _cell_style(cell: Cell) -> tuple[object, ...]:
-    if cell.char == " ":
-        return tuple(getattr(cell, name) for name in _BLANK_VISIBLE)
-    return tuple(getattr(cell, name) for name in _STYLE_FIELDS)
-
-
-def _style_change(old: Cell, new: Cell) -> str:
-    names = _BLANK_VISIBLE if old.char == " " else _STYLE_FIELDS
-    changes = []
-    for name in names:
-        before, after = getattr(old, name), getattr(new, name)
-        if before == after:
-            continue
-        if isinstance(before, bool):
-            changes.append(f"{'+' if after else '-'}{name}")
-        else:
-            changes.append(f"{name} {before}→{after}")
-    return ", ".join(changes)
-
-
-def style_spans(old: Sequence[Cell], new: Sequence[Cell], *, limit: int = 4) -> tuple[str, ...]:
-    """The column spans of two rows of equal text whose style differs, one line each."""
-    spans: list[tuple[int, int, str]] = []
-    for x, (a, b) in enumerate(zip(old, new, strict=False)):
-        if _cell_style(a) == _cell_style(b):
-            continue
-        change = _style_change(a, b)
-        # Spaces between two cells of one change belong to its span (words of one colour).
-        if (
-            spans
-            and spans[-1][2] == change
-            and all(cell.char == " " for cell in new[spans[-1][1] : x])
-        ):
-            spans[-1] = (spans[-1][0], x + 1, change)
-        else:
-            spans.append((x, x + 1, change))
-    lines = []
-    for left, right, change in spans[:limit]:
-        text = "".join(cell.char for cell in new[left:right])
-        shown = text if len(text) <= 24 else text[:23] + "…"
-        where = f"col {left}" if right - left == 1 else f"cols {left}-{right - 1}"
-        lines.append(f"{where} {shown!r}: {change}")
-    if len(spans) > limit:
-        lines.append(f"… {len(spans) - limit} more spans")
-    return tuple(lines)
-
-
-def diff_rows(
-    old: Grid, new: Grid, *, same: Callable[[str], str] = lambda text: text
-) -> list[RowDiff]:
-    """The rows that differ between two screens, aligned on their text, top to bottom.
-
-    Rows whose texts are equal once `same` has rewritten both (e.g. the run's
-    temp dir) count as equal and are compared cell by cell for style; at another
-    row they are `moved` (a prompt drawn lower down). Of the rest, a row whose
-    text shows at another row of the other screen is `moved` too; the others are
-    paired in order within each changed stretch, the rest shown on one side.
-    Blank rows are never listed: gained or lost, they only move the others.
-    """
-    a = [old.row_text(y).rstrip() for y in range(old.rows)]
-    b = [new.row_text(y).rstrip() for y in range(new.rows)]
-    na, nb = [same(t) for t in a], [same(t) for t in b]
-    diffs: list[RowDiff] = []
-    stretches: list[tuple[list[int], list[int]]] = []
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, na, nb, autojunk=False).get_opcodes():
-        if tag == "equal":
-            for i, j in zip(range(i1, i2), range(j1, j2), strict=True):
-                styles = style_spans(old.row(i), new.row(j))
-                shifted = i != j and bool(a[i])
-                if styles or shifted:
-                    diffs.append(RowDiff(i, j, a[i], b[j], styles, moved=shifted))
-        else:
-            stretches.append(
-                ([i for i in range(i1, i2) if a[i]], [j for j in range(j1, j2) if b[j]])
-            )
-    arrived: dict[str, collections.deque[int]] = collections.defaultdict(collections.deque)
-    for _, news in stretches:
-        for j in news:
-            arrived[nb[j]].append(j)
-    moved: dict[int, int] = {}
-    for olds, _ in stretches:
-        for i in olds:
-            if arrived[na[i]]:
-                moved[i] = arrived[na[i]].popleft()
-    taken = set(moved.values())
-    for i, j in moved.items():
-        diffs.append(RowDiff(i, j, a[i], b[j], style_spans(old.row(i), new.row(j)), moved=True))
-    for olds, news in stretches:
-        left = [i for i in olds if i not in moved]
-        right = [j for j in news if j not in taken]
-        for k in range(max(len(left), len(right))):
-            i_, j_ = (left[k] if k < len(left) else None), (right[k] if k < len(right) else None)
-            diffs.append(
-                RowDiff(i_, j_, None if i_ is None else a[i_], None if j_ is None else b[j_])
-            )
-    return sorted(diffs, key=lambda d: d.old_y if d.old_y is not None else d.new_y or 0)
-
-
-def format_row_diffs(
-    diffs: Sequence[RowDiff], old_name: str, new_name: str, *, max_lines: int = DEFAULT_MAX_ROWS
-) -> list[str]:
-    """The differing rows, at most `max_lines` lines; the rest only counted.
-
-    A changed row shows the fixture's row above the capture's; a run of rows
-    moved by one offset is one line; a style difference lists its column spans.
-    """
-    width = max(len(old_name), len(new_name), len("style"), len("moved"))
-    lines: list[str] = []
-    shown = 0
-    while shown < len(diffs):
-        diff = diffs[shown]
-        run = 1
-        if diff.moved and not diff.styles:
-            offset = _offset(diff)
-            while (
-                shown + run < len(diffs)
-                and diffs[shown + run].moved
-                and not diffs[shown + run].styles
-                and _offset(diffs[shown + run]) == offset
-            ):
-                run += 1
-            block = _moved(diffs[shown : shown + run], width)
-        elif diff.styles:
-            where = f"{diff.old_y}→{diff.new_y}" if diff.moved else f"{diff.new_y}"
-            label = "moved" if diff.moved else "style"
-            block = [
-                f"{where:>3} {label:<{width}} │ {diff.new_text}",
-                *(f"{'':>3} {'':<{width}} │   {span}" for span in diff.styles),
-            ]
-        else:
-            block = [
-                _side(diff.old_y, old_name, diff.old_text, width),
-                _side(diff.new_y, new_name, diff.new_text, width),
-            ]
-        if len(lines) + len(block) > max_lines:
-            break
-        lines += block
-        shown += run
-    if shown < len(diffs):
-        lines.append(f"… {len(diffs) - shown} more differing rows")
-    return lines
-
-
-def _offset(diff: RowDiff) -> int:
-    assert diff.old_y is not None and diff.new_y is not None
-    return diff.new_y - diff.old_y
-
-
-def _moved(run: Sequence[RowDiff], width: int) -> list[str]:
-    first, last = run[0], run[-1]
-    offset = _offset(first)
-    way = f"{abs(offset)} row{'s' if abs(offset) > 1 else ''} {'down' if offset > 0 else 'up'}"
-    span = f"rows {first.old_y}-{last.old_y}" if len(run) > 1 else f"row {first.old_y}"
-    now = f"{first.new_y}-{last.new_y}" if len(run) > 1 else f"{first.new_y}"
-    texts = [_clip(first.new_text)] + ([_clip(last.new_text)] if len(run) > 1 else [])
-    return [
-        f"{first.old_y:>3} {'moved':<{width}} │ {span} ({len(run)} with text) are now at "
-        f"{now} ({way}): {' … '.join(texts)}"
-    ]
-
-
-def _clip(text: str | None, limit: int = 40) -> str:
-    text = (text or "").strip()
-    return repr(text if len(text) <= limit else text[: limit - 1] + "…")
-
-
-def _side(y: int | None, name: str, text: str | None, width: int) -> str:
-    if y is None:
-        return f"{'-':>3} {name:<{width}} │ (no such row)"
-    return f"{y:>3} {name:<{width}} │ {text}"
-
-
-# ---------------------------------------------------------------- comparisons
-
-
-@attrs.frozen(order=True)
-class Point:
-    """One capture point: a plan's shot at one pane size."""
-
-    plan: str
-    step: str | None
-    cols: int
-    rows: int
-
-    @property
-    def name(self) -> str:
-        """``echo-idle 120x40`` (the fixture's file name and the pane size)."""
-        shot = self.plan if self.step is None else f"{self.plan}-{self.step}"
-        return f"{shot} {self.cols}x{self.rows}"
-
-
-@attrs.frozen
-class Comparison:
-    """One capture point of the new version against the nearest pinned version's fixture."""
-
-    point: Point
-    status: Status
-    expected: Mapping[str, Any]
-    old: Outcome | None
-    new: Outcome | None
-    rows: tuple[RowDiff, ...] = ()
-    """The rows that differ between the fixture and the capture (also where both read the same)."""
-    note: str | None = None
-    """Why it is not producible, or that no committed fixture exists to compare with."""
-
-
-def compare(
-    point: Point,
-    expected: Mapping[str, Any],
-    old_screen: str | None,
-    new_screen: str | None,
-    old_profile: Profile,
-    new_profile: Profile,
-    *,
-    failure: str | None = None,
-) -> Comparison:
-    """Classify the committed fixture (`old_screen`) and the new capture, and compare them.
-
-    No new screen: not producible (`failure` says why). No committed fixture:
-    the capture is the same only if it holds its label.
-    """
-    old = (
-        None
-        if old_screen is None
-        else outcome(old_profile, old_screen, point.cols, point.rows, expected)
-    )
-    if new_screen is None:
-        return Comparison(
-            point, "not_producible", expected, old, None, note=failure or "no screen captured"
-        )
-    new = outcome(new_profile, new_screen, point.cols, point.rows, expected)
-    if old is None:
-        status: Status = "same" if not new.problems else "differs"
-        return Comparison(point, status, expected, None, new, note="no committed fixture")
-    rows: tuple[RowDiff, ...] = ()
-    assert old_screen is not None
-    # Unrenderable: the outcome already says the screen does not fit this size.
-    with contextlib.suppress(CaptureMismatch):
-        rows = tuple(
-            diff_rows(
-                render(old_screen, point.cols, point.rows),
-                render(new_screen, point.cols, point.rows),
-                same=run_neutral(old_profile.version, new_profile.version),
-            )
-        )
-    status = "same" if old.key == new.key else "differs"
-    return Comparison(point, status, expected, old, new, rows)
-
-
-def run_neutral(*versions: str) -> Callable[[str], str]:
-    """A row's text without what differs on every run: temp dir, ids, clock, version numbers."""
-    numbers = re.compile("|".join(re.escape(v) for v in sorted(versions, key=len, reverse=True)))
-
-    def same(text: str) -> str:
-        text = _RUN_DIR.sub("/tmp/akk-lab-<run>", text)
-        text = _CLOCK.sub("<hh:mm>", _RUN_ID.sub("<id>", text))
-        return numbers.sub("<version>", text)
-
-    return same
-
-
-@attrs.frozen
-class Timings:
-    """Wall-clock seconds of each phase."""
-
-    install: float
-    capture: float
-    classify: float
-    install_note: str = ""
-    capture_note: str = ""
-
-
-def report(
-    agent: str,
-    version: str,
-    nearest: str,
-    comparisons: Sequence[Comparison],
-    timings: Timings | None = None,
-    *,
-    where: str | None = None,
-    max_rows: int = DEFAULT_MAX_ROWS,
-) -> str:
-    """The readable report: a line per capture point, details for each that differs, a summary."""
-    lines = [
-        f"new version {agent} {version}, read with the profile of {agent} {nearest} "
-        f"(its version strings set to {version}); compared with fixtures/{agent}/{nearest}/",
-        "rows differing only in the run's temp dir, session id, clock or version are not shown",
-    ]
-    if where is not None:
-        lines.append(f"captures: {where}")
-    lines.append("")
-    counts = collections.Counter(c.status for c in comparisons)
-    width = max((len(c.point.name) for c in comparisons), default=0)
-    for c in comparisons:
-        if c.status == "same":
-            assert c.new is not None
-            note = f" ({c.note})" if c.note else _drawn(c.rows)
-            lines.append(f"same            {c.point.name:<{width}}  {c.new.describe()}{note}")
-            continue
-        if c.status == "not_producible":
-            lines.append(f"NOT PRODUCIBLE  {c.point.name:<{width}}  {c.note}")
-            continue
-        assert c.new is not None
-        lines.append(f"DIFFERS         {c.point.name}")
-        lines.append(f"    expected:         {describe_expected(c.expected)}")
-        if c.old is None:
-            lines.append(f"    {nearest + ' fixture:':<18}(none committed)")
-        else:
-            lines.append(f"    {nearest + ' fixture:':<18}{c.old.describe()}")
-        lines.append(f"    {version + ' capture:':<18}{c.new.describe()}")
-        if c.rows:
-            lines.append(f"    rows that differ (row, side │ text; fixture {nearest} first):")
-            lines += [
-                "      " + line
-                for line in format_row_diffs(c.rows, nearest, version, max_lines=max_rows)
-            ]
-        elif c.old is not None:
-            lines.append("    the two screens render identically")
-    lines.append("")
-    differing = [c for c in comparisons if c.status == "differs" and c.new is not None]
-    if differing:
-        lines.append("differences by what the new capture classifies to:")
-        families = collections.Counter(_family(c.new) for c in differing if c.new is not None)
-        lines += [f"  {n:>4}  {family}" for family, n in families.most_common()]
-        lines.append("")
-    drawn = [c for c in comparisons if c.status == "same" and c.rows]
-    if drawn:
-        lines.append(
-            f"of the {counts['same']} same, {len(drawn)} are drawn differently "
-            f"({sum(1 for c in drawn if _moved_only(c.rows))} only by rows moved); "
-            "the row differences most screens share:"
-        )
-        same = run_neutral(nearest, version)
-        lines += [f"  {line}" for line in row_families(drawn, same=same)]
-        lines.append("")
-    lines.append(
-        f"summary: {counts['same']} same, {counts['differs']} differ, "
-        f"{counts['not_producible']} not producible (of {len(comparisons)} screens)"
-    )
-    if timings is not None:
-        lines.append(
-            f"time: install {timings.install:.1f} s{_paren(timings.install_note)}, "
-            f"capture {timings.capture:.1f} s{_paren(timings.capture_note)}, "
-            f"classify {timings.classify:.1f} s"
-        )
-    return "\n".join(lines) + "\n"
-
-
-def row_families(
-    comparisons: Sequence[Comparison],
-    *,
-    same: Callable[[str], str] = lambda text: text,
-    limit: int = 12,
-) -> list[str]:
-    """The kinds of row difference the most screens show, each with its first example.
-
-    A kind leaves out row numbers, other numbers and what `same` rewrites.
-    """
-    screens: dict[str, set[Point]] = collections.defaultdict(set)
-    example: dict[str, str] = {}
-    for c in comparisons:
-        for diff in c.rows:
-            family, detail = _row_family(diff, same)
-            screens[family].add(c.point)
-            example.setdefault(family, f"{c.point.name}: {detail}")
-    ranked = sorted(screens, key=lambda family: (-len(screens[family]), family))
-    lines = []
-    for family in ranked[:limit]:
-        count = len(screens[family])
-        plural = "s" if count > 1 else " "
-        lines.append(f"{count:>4} screen{plural}  {family}  (e.g. {example[family]})")
-    if len(ranked) > limit:
-        lines.append(f"… {len(ranked) - limit} more kinds")
-    return lines
-
-
-def _row_family(diff: RowDiff, same: Callable[[str], str]) -> tuple[str, str]:
-    """A row difference without its row numbers and run-specific values; and the row itself."""
-    if diff.moved:
-        offset = _offset(diff)
-        return (
-            f"rows moved {'down' if offset > 0 else 'up'}",
-            f"row {diff.old_y} is now row {diff.new_y}: {_clip(diff.new_text)}",
-        )
-    if diff.styles:
-        changed = sorted({part.split(" ")[0] for span in diff.styles for part in _changes(span)})
-        return f"restyled ({', '.join(changed)})", f"row {diff.new_y} {diff.styles[0]}"
-    before, after = (
-        None if text is None else _NUMBER.sub("N", same(text)).strip()
-        for text in (diff.old_text, diff.new_text)
-    )
-    if before is not None and after is not None:
-        # Only where they part: a long status line differs at its end.
-        common = next(
-            (i for i, (x, y) in enumerate(zip(before, after, strict=False)) if x != y),
-            min(len(before), len(after)),
-        )
-        if common > 16:
-            before, after = "…" + before[common - 8 :], "…" + after[common - 8 :]
-    where = diff.new_y if diff.new_y is not None else diff.old_y
-    return (
-        f"changed {'(none)' if before is None else _clip(before, 50)} → "
-        f"{'(none)' if after is None else _clip(after, 50)}",
-        f"row {where}",
-    )
-
-
-def _changes(span: str) -> list[str]:
-    """``cols 0-3 'text': fg a→b, +bold`` -> ``["fg a→b", "+bold"]``."""
-    return span.rsplit(": ", 1)[-1].split(", ")
-
-
-def _drawn(rows: Sequence[RowDiff]) -> str:
-    """``  (drawn differently: rows 2 changed, 11 moved, 1 restyled)`` for a same screen."""
-    if not rows:
-        return ""
-    moved = sum(1 for d in rows if d.moved)
-    restyled = sum(1 for d in rows if d.styles and not d.moved)
-    changed = len(rows) - moved - restyled
-    parts = [
-        f"{n} {what}"
-        for n, what in ((changed, "changed"), (moved, "moved"), (restyled, "restyled"))
-        if n
-    ]
-    return f"  (drawn differently: rows {', '.join(parts)})"
-
-
-def _moved_only(rows: Sequence[RowDiff]) -> bool:
-    return all(d.moved and not d.styles for d in rows)
-
-
-def _paren(note: str) -> str:
-    return f" ({note})" if note else ""
-
-
-def _family(new: Outcome) -> str:
-    """A differing outcome without its screen-specific numbers (row indexes, counts)."""
-    head = attrs.evolve(new, reason=None, problems=()).describe()
-    if new.reason is not None:
-        return f"{head}: {_NUMBER.sub('N', new.reason)}"
-    if new.problems:
-        return f"{head} [label: {_NUMBER.sub('N', new.problems[0])}]"
-    return head
-
-
-# ---------------------------------------------------------------- the pipeline (IO)
+    chosen = compare.nearest(version, (c.version for c in own))
+    return next(c for c in own if c.version == chosen)
 
 
 @attrs.frozen
@@ -756,121 +55,26 @@ class Result:
 
     client: Client
     nearest: Client
-    comparisons: tuple[Comparison, ...]
-    timings: Timings
+    comparisons: tuple[compare.Comparison, ...]
+    phases: tuple[compare.Phase, ...]
     out: Path
 
-    def text(self, *, where: str | None = None, max_rows: int = DEFAULT_MAX_ROWS) -> str:
+    def text(self, *, where: str | None = None, max_rows: int = compare.DEFAULT_MAX_ROWS) -> str:
         """The report."""
-        return report(
+        return compare.report(
             self.client.agent,
             self.client.version,
             self.nearest.version,
             self.comparisons,
-            self.timings,
+            self.phases,
+            baseline=f"fixtures/{self.client.agent}/{self.nearest.version}/",
             where=where,
             max_rows=max_rows,
         )
 
 
-def jobs_for(client: Client, nearest: Client, plans: Iterable[str] | None = None) -> list[Job]:
-    """The corpus jobs of `nearest`, to run on `client` (every plan, or only `plans`)."""
-    wanted = None if plans is None else set(plans)
-    if wanted is not None and (unknown := wanted - set(capture.PLANS)):
-        raise ValueError(f"no capture plan {', '.join(sorted(unknown))}")
-    jobs: dict[Job, None] = {}
-    for job in capture.corpus_jobs([nearest]):
-        if wanted is not None and job.plan.name not in wanted:
-            continue
-        # A plan kept to some versions (`Plan.versions`) runs on the new one as on `nearest`.
-        trial = attrs.evolve(job, client=client, plan=attrs.evolve(job.plan, versions=None))
-        # Once each: `claude_variant_jobs` also lists the shared plans (echo, draft, slow)
-        # for Codex, and `codex_variant_jobs` lists echo and slow at the same sizes.
-        jobs.setdefault(trial, None)
-    if not jobs:
-        raise ValueError(f"none of the plans {sorted(wanted or ())} runs on {nearest.agent}")
-    return list(jobs)
-
-
-async def capture_jobs(jobs: Sequence[Job], out: Path, *, parallel: int = 2) -> dict[Job, str]:
-    """Run capture jobs as `capture.run_jobs` does; return why each failed job failed.
-
-    Unlike `run_jobs`, any lab failure of one job (a client that never reaches
-    its composer, a tmux error) only fails that job: a new version may well
-    not start the way a pinned one does.
-    """
-    limiter = trio.CapacityLimiter(parallel)
-    failures: dict[Job, str] = {}
-
-    async def one(job: Job) -> None:
-        async with limiter:
-            start = trio.current_time()
-            try:
-                with trio.fail_after(JOB_TIMEOUT_S):
-                    written = await capture.run_plan(
-                        job.plan, job.client, cols=job.cols, rows=job.rows, out=out
-                    )
-            except (CaptureError, LabError, trio.TooSlowError) as exc:
-                text = str(exc).strip()
-                failures[job] = f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
-                print(f"FAILED {job.name}: {failures[job]}", file=sys.stderr, flush=True)
-                return
-            took = trio.current_time() - start
-            print(
-                f"ok {job.name}: {len(written)} screens ({took:.1f} s)", file=sys.stderr, flush=True
-            )
-
-    async with trio.open_nursery() as nursery:
-        for job in jobs:
-            nursery.start_soon(one, job)
-    return failures
-
-
-def _shots(plan: Plan) -> list[capture.Shot]:
-    return [action for action in plan.actions if isinstance(action, capture.Shot)]
-
-
-def classify_all(
-    jobs: Sequence[Job],
-    failures: Mapping[Job, str],
-    nearest: Client,
-    out: Path,
-    *,
-    fixtures: Path = FIXTURES,
-) -> list[Comparison]:
-    """Every capture point of `jobs`: the capture under `out` against `nearest`'s fixture."""
-    old_profile = PROFILES[(nearest.agent, nearest.version)]
-    comparisons = []
-    for job in jobs:
-        new_profile = as_version(old_profile, job.client.version)
-        for shot in _shots(job.plan):
-            point = Point(job.plan.name, shot.step, job.cols, job.rows)
-            new_stem = capture.fixture_stem(out, job.client, point.plan, shot.step, *_size(point))
-            old_stem = capture.fixture_stem(fixtures, nearest, point.plan, shot.step, *_size(point))
-            comparisons.append(
-                compare(
-                    point,
-                    shot.expected.to_json(),
-                    _read(old_stem),
-                    _read(new_stem),
-                    old_profile,
-                    new_profile,
-                    failure=failures.get(job),
-                )
-            )
-    return comparisons
-
-
-def _size(point: Point) -> tuple[int, int]:
-    return point.cols, point.rows
-
-
-def _read(stem: Path) -> str | None:
-    screen = stem.with_name(stem.name + ".ansi")
-    return screen.read_text() if screen.is_file() else None
-
-
-def _check_out(out: Path) -> None:
+def check_out(out: Path) -> None:
+    """Refuse an output directory that holds or is inside the committed corpus."""
     where = out.absolute()
     if where.is_relative_to(FIXTURES) or FIXTURES.is_relative_to(where):
         raise ValueError(f"{out} holds or is inside {FIXTURES}: new-version never writes there")
@@ -890,11 +94,11 @@ async def run(
     Raises InstallError if the version cannot be installed and verified, and
     ValueError for a malformed version or an unknown plan name.
     """
-    version_key(version)
+    compare.version_key(version)
     nearest = nearest_pinned(agent, version)
     client = Client(agent, version)
-    jobs = jobs_for(client, nearest, plans)
-    _check_out(out)
+    jobs = trial.jobs_for(client, nearest.version, plans)
+    check_out(out)
 
     start = time.monotonic()
     installed = await trio.to_thread.run_sync(install, client, cache)
@@ -904,21 +108,25 @@ async def run(
     target = out / client.agent / client.version
     shutil.rmtree(target, ignore_errors=True)  # from scratch, as `capture --all`
     start = time.monotonic()
-    with clients.trial(client):
-        failures = await capture_jobs(jobs, out, parallel=parallel)
+    failures = await trial.capture_jobs(
+        jobs, out, parallel=parallel, progress=lambda line: print(line, file=sys.stderr)
+    )
     capture_s = time.monotonic() - start
 
     start = time.monotonic()
-    comparisons = classify_all(jobs, failures, nearest, out)
+    profile = PROFILES[(nearest.agent, nearest.version)]
+    comparisons = trial.classify_all(jobs, failures, profile, out, fixtures=FIXTURES)
     classify_s = time.monotonic() - start
-    timings = Timings(
-        install_s,
-        capture_s,
-        classify_s,
-        install_note,
-        f"{len(jobs)} plan runs, {parallel} at a time, {len(failures)} failed",
+    phases = (
+        compare.Phase("install", install_s, install_note),
+        compare.Phase(
+            "capture",
+            capture_s,
+            f"{len(jobs)} plan runs, {parallel} at a time, {len(failures)} failed",
+        ),
+        compare.Phase("classify", classify_s),
     )
-    return Result(client, nearest, tuple(comparisons), timings, out)
+    return Result(client, nearest, tuple(comparisons), phases, out)
 
 
 def main(

@@ -1,4 +1,4 @@
-"""Run one pinned client in a private tmux server against the scripted model server.
+"""Run one client in a private tmux server against the scripted model server.
 
 `launch` is an async context manager. It starts a `ModelServer` for the
 scenario, an isolated HOME (and CODEX_HOME), a git working directory, and a
@@ -22,17 +22,17 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 import attrs
 import trio
 
-from tools.lab import clients, openai_api
-from tools.lab.clients import Agent, Client
-from tools.lab.model_server import ModelServer
-from tools.lab.scenarios import Scenario
+from akk.qualify import openai_api
+from akk.qualify.client import Agent, Client
+from akk.qualify.model_server import ModelServer
+from akk.qualify.scenarios import Scenario
 
 POLL_SECONDS = 0.05
 """How often screen conditions re-capture the pane."""
@@ -524,7 +524,7 @@ async def _teardown(root: Path, socket: Path) -> None:
 
 
 async def _agent_pid(socket: Path, pane_pid: int, binary: Path) -> int:
-    """The client's pid: the pane shell's child running the binary."""
+    """The client's pid: the pane shell's child running the binary (or bubblewrap's child)."""
     with trio.move_on_after(START_TIMEOUT):
         while (pid := _child_running(pane_pid, binary)) is None:
             await trio.sleep(POLL_SECONDS)
@@ -532,20 +532,50 @@ async def _agent_pid(socket: Path, pane_pid: int, binary: Path) -> int:
     raise LabError(f"no {binary.name} process under the pane shell {pane_pid} ({socket})")
 
 
-def _child_running(pid: int, binary: Path) -> int | None:
+def _child_running(pid: int, binary: Path, depth: int = 2) -> int | None:
     wanted = binary.resolve()
-    for task in Path(f"/proc/{pid}/task").glob("*"):
+    for child in _children(pid):
         try:
-            children = [int(c) for c in (task / "children").read_text().split()]
+            if Path(f"/proc/{child}/exe").resolve() == wanted:
+                return child
         except OSError:
             continue
-        for child in children:
-            try:
-                if Path(f"/proc/{child}/exe").resolve() == wanted:
-                    return child
-            except OSError:
-                continue
+        if depth > 1 and (found := _child_running(child, binary, depth - 1)) is not None:
+            return found
     return None
+
+
+def _children(pid: int) -> list[int]:
+    children = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            children += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return children
+
+
+def sandbox_argv(argv: Sequence[str], root: Path) -> list[str]:
+    """`argv` under bubblewrap: the system as it is, the person's HOME an empty tmpfs.
+
+    Only the run's own directory (`root`, which holds the run's HOME and
+    CODEX_HOME) and the binary's directory (read-only) are visible inside the
+    hidden HOME, so a client that ignores $HOME still cannot read or write the
+    person's config, sessions or credentials. The network is shared: the model
+    server listens on the host's loopback.
+    """
+    binary_dir = str(Path(argv[0]).resolve().parent)
+    home = str(Path.home())
+    return [
+        "bwrap",
+        *("--dev-bind", "/", "/"),
+        *("--tmpfs", home),
+        *("--bind", str(root), str(root)),
+        *("--ro-bind", binary_dir, binary_dir),
+        "--die-with-parent",
+        "--",
+        *argv,
+    ]
 
 
 @attrs.frozen
@@ -601,6 +631,7 @@ async def _start(
     rows: int,
     preseed: Preseed,
     binary: Path,
+    sandbox: bool,
 ) -> LabSession:
     files = prepare(client, root, server.port, preseed)
     home, codex_home, workdir, env = files.home, files.codex_home, files.workdir, files.env
@@ -615,13 +646,15 @@ async def _start(
         f'set -m; "$@"; echo "{_EXIT_BANNER} $?"; exec /bin/bash --noprofile --norc -i',
         "lab-shell",
     ]
+    argv = _client_argv(client, binary, preseed)
+    command = sandbox_argv(argv, root) if sandbox else argv
     launched_at = time.monotonic()
     tmux = ["tmux", "-S", str(socket), "-f", os.devnull]
     await trio.run_process(
         [
             *tmux,
             *("new-session", "-d", "-s", "lab", "-x", str(cols), "-y", str(rows)),
-            *("-c", str(workdir), *shell, *_client_argv(client, binary, preseed)),
+            *("-c", str(workdir), *shell, *command),
         ],
         env=env,
         capture_stderr=True,
@@ -650,36 +683,33 @@ async def _start(
         pane_pid=int(pane_pid),
         agent_pid=agent_pid,
         launched_at=launched_at,
-        argv=tuple(_client_argv(client, binary, preseed)),
+        argv=tuple(argv),
     )
 
 
 @asynccontextmanager
 async def launch(
-    agent: str,
-    version: str,
+    client: Client,
     scenario: Scenario,
     *,
     cols: int = 120,
     rows: int = 40,
     plan_mode: bool = False,
     preseed: Preseed = Preseed(),
-    cache: Path | None = None,
+    sandbox: bool = False,
 ) -> AsyncIterator[LabSession]:
-    """Start a pinned client against `scenario`; yield it idle (or blocked, per `preseed`).
+    """Start `client` against `scenario`; yield it idle (or blocked, per `preseed`).
 
     With a full `preseed` the session is yielded at the idle composer (and in
-    Plan mode if asked); otherwise as soon as the client process runs. Raises
-    LabError if the client is not installed or never reaches the composer.
-    Everything started here is gone when the block exits, however it exits.
+    Plan mode if asked); otherwise as soon as the client process runs. With
+    `sandbox` the client runs under bubblewrap with the person's HOME hidden
+    (`sandbox_argv`). Raises LabError if the binary is missing or never reaches
+    the composer. Everything started here is gone when the block exits,
+    however it exits.
     """
-    client = clients.get(agent, version)
-    binary = client.binary(cache)
+    binary = client.binary()
     if not binary.is_file():
-        raise LabError(
-            f"{client.name} is not installed at {binary}; run "
-            f"`python -m tools.lab install --agent {agent} --version {version}`"
-        )
+        raise LabError(f"{client.name}: no executable at {binary}")
     server = ModelServer(scenario)
     root = Path(tempfile.mkdtemp(prefix="akk-lab-"))
     own_error: BaseException | None = None
@@ -696,6 +726,7 @@ async def launch(
                     rows=rows,
                     preseed=preseed,
                     binary=binary,
+                    sandbox=sandbox,
                 )
                 if preseed.ready:
                     await session.wait_idle()

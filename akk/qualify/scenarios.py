@@ -2,7 +2,7 @@
 
 A scenario says, for the newest input the agent sends (the last user message
 text, or the newest tool result / function_call_output text), what the scripted
-model replies. The model server (`tools.lab.model_server`) plays it against the
+model replies. The model server (`akk.qualify.model_server`) plays it against the
 real Claude Code and Codex clients; the capture tool and the tests read the same
 data to know what the screen must show and what the agent must send back.
 

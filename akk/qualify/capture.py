@@ -31,10 +31,9 @@ import attrs
 import trio
 
 from akk.profiles.composer import TypingMethod
-from tools.lab import clients
-from tools.lab.clients import Agent, Client
-from tools.lab.launcher import CLAUDE_SPINNER, LabSession, Preseed, ScreenTimeout, launch
-from tools.lab.scenarios import (
+from akk.qualify.client import Agent, Client
+from akk.qualify.launcher import CLAUDE_SPINNER, LabSession, Preseed, ScreenTimeout, launch
+from akk.qualify.scenarios import (
     SCENARIOS,
     SLOW_SIGNAL,
     Question,
@@ -59,7 +58,6 @@ SIZES: tuple[tuple[int, int], ...] = ((120, 40), (80, 24))
 
 DEFAULT_SIZE = (120, 40)
 PRESS_QUIET_SECONDS = 0.3
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 DRAFT_TEXT = "lab: a draft that is never sent"
 FREE_TEXT = "Teal, please"
 NOTE_TEXT = "Something in between"
@@ -961,8 +959,12 @@ async def run_plan(
     rows: int,
     out: Path,
     only_step: str | None = None,
+    sandbox: bool = False,
 ) -> list[Captured]:
-    """Drive `plan` on `client` and write its shots (or just `only_step`) under `out`."""
+    """Drive `plan` on `client` and write its shots (or just `only_step`) under `out`.
+
+    `sandbox` runs the client under bubblewrap (`launcher.sandbox_argv`).
+    """
     if not plan.applies_to(client):
         raise CaptureError(f"plan {plan.name} is not for {client.name}")
     if not plan.fits(cols, rows):
@@ -971,13 +973,13 @@ async def run_plan(
         raise CaptureError(f"plan {plan.name} has no step {only_step!r}; steps: {plan.steps}")
     written: list[Captured] = []
     async with launch(
-        client.agent,
-        client.version,
+        client,
         SCENARIOS[plan.scenario],
         cols=cols,
         rows=rows,
         plan_mode=plan.plan_mode,
         preseed=plan.preseed,
+        sandbox=sandbox,
     ) as lab:
         for action in plan.actions:
             if not isinstance(action, Shot):
@@ -1031,9 +1033,7 @@ class Job:
         return f"{self.client.name} {self.plan.name} {self.cols}x{self.rows}"
 
 
-def all_jobs(
-    clients_: Iterable[Client] = clients.PINNED, sizes: Iterable[tuple[int, int]] = SIZES
-) -> list[Job]:
+def all_jobs(clients_: Iterable[Client], sizes: Iterable[tuple[int, int]] = SIZES) -> list[Job]:
     """Every plan on every pinned client it applies to, at every corpus size it fits."""
     return [
         Job(plan, client, cols, rows)
@@ -1187,7 +1187,7 @@ def _claude_variant_plans() -> dict[str, Plan]:
 PLANS = {**PLANS, **_claude_variant_plans()}
 
 
-def claude_variant_jobs(clients_: Iterable[Client] = clients.PINNED) -> list[Job]:
+def claude_variant_jobs(clients_: Iterable[Client]) -> list[Job]:
     """The Claude plans of `CLAUDE_SIZED_PLANS` and `CLAUDE_QUESTION_PLANS` at
     `CLAUDE_VARIANT_SIZES` (beside `all_jobs`)."""
     return [
@@ -1324,7 +1324,7 @@ def _codex_variant_plans() -> dict[str, Plan]:
 PLANS = {**PLANS, **_codex_variant_plans()}
 
 
-def codex_variant_jobs(clients_: Iterable[Client] = clients.PINNED) -> list[Job]:
+def codex_variant_jobs(clients_: Iterable[Client]) -> list[Job]:
     """The Codex plans of `CODEX_SIZED_PLANS` at `CODEX_VARIANT_SIZES` (beside `all_jobs`)."""
     return [
         Job(PLANS[name], client, cols, rows)
@@ -1373,7 +1373,7 @@ CLAUDE_QUESTION_PLANS: tuple[str, ...] = tuple(_QUESTION_PLANS)
 """The Claude question plans, captured at `CLAUDE_VARIANT_SIZES` too (`claude_variant_jobs`)."""
 
 
-def corpus_jobs(clients_: Iterable[Client] = clients.PINNED) -> list[Job]:
+def corpus_jobs(clients_: Iterable[Client]) -> list[Job]:
     """The whole corpus: every plan at the corpus sizes, and the variants at theirs."""
     clients_ = list(clients_)
     return [

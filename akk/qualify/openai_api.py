@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 
-from tools.lab.scenarios import (
+from akk.qualify.scenarios import (
     ApiError,
     AskUserQuestion,
     Bash,
@@ -21,7 +21,7 @@ from tools.lab.scenarios import (
     SlowText,
     Text,
 )
-from tools.lab.wire import TITLE, Hold, Usage, WireReply, json_reply, split_first_word, sse_event
+from akk.qualify.wire import TITLE, Hold, Usage, WireReply, json_reply, split_first_word, sse_event
 
 _ERROR_TYPES = {400: "invalid_request_error", 401: "invalid_api_key", 429: "rate_limit_exceeded"}
 

@@ -11,7 +11,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 
-from tools.lab.scenarios import (
+from akk.qualify.scenarios import (
     ApiError,
     AskUserQuestion,
     Bash,
@@ -23,7 +23,7 @@ from tools.lab.scenarios import (
     SlowText,
     Text,
 )
-from tools.lab.wire import TITLE, Hold, Usage, WireReply, json_reply, split_first_word, sse_event
+from akk.qualify.wire import TITLE, Hold, Usage, WireReply, json_reply, split_first_word, sse_event
 
 _ERROR_TYPES = {
     400: "invalid_request_error",

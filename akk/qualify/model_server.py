@@ -5,7 +5,7 @@ It serves the Anthropic Messages API (`/v1/messages[?beta=true]`,
 on 127.0.0.1, plays a `Scenario` and records every request, so a test can check
 the far end: what did the agent send after the answer, and how many times.
 
-Run by hand: `python -m tools.lab.model_server --scenario echo` prints the port;
+Run by hand: `python -m akk.qualify.model_server --scenario echo` prints the port;
 each line typed on stdin is sent as a signal name (releases `wait_for` / holds).
 """
 
@@ -25,9 +25,9 @@ import attrs
 import h11
 import trio
 
-from tools.lab import anthropic_api, openai_api
-from tools.lab.scenarios import DEFAULT_REPLY, SCENARIOS, Reply, Scenario, Step
-from tools.lab.wire import AUXILIARY_USAGE, Hold, Usage, WireReply, json_reply
+from akk.qualify import anthropic_api, openai_api
+from akk.qualify.scenarios import DEFAULT_REPLY, SCENARIOS, Reply, Scenario, Step
+from akk.qualify.wire import AUXILIARY_USAGE, Hold, Usage, WireReply, json_reply
 
 Api = Literal["anthropic", "openai"]
 Outcome = Literal["completed", "disconnected"]
@@ -415,7 +415,7 @@ async def _run(scenario: Scenario, dump_dir: Path | None, verbose: bool) -> None
 
 def main(argv: list[str] | None = None) -> None:
     """Command line: serve one scenario on 127.0.0.1, print the port, log requests to stderr."""
-    parser = argparse.ArgumentParser(prog="python -m tools.lab.model_server", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m akk.qualify.model_server", description=__doc__)
     parser.add_argument("--scenario", required=True, choices=sorted(SCENARIOS))
     parser.add_argument("--dump", type=Path, help="write every request as JSON into this folder")
     parser.add_argument("--quiet", action="store_true", help="do not log requests to stderr")

@@ -1,0 +1,308 @@
+"""One qualification: a user's own client binary, run offline through the plan, then judged.
+
+The phases, each timed:
+
+1. probe: the binary's version (what it prints for ``--version``, in a
+   throwaway HOME) and its SHA-256;
+2. evidence: one echo Turn, and what the client's own file says about it
+   (`evidence.check`);
+3. capture: the nearest pinned version's capture plans (`trial.jobs_for`) at
+   the sizes users have (`QUALIFY_SIZES`), each in a private tmux server
+   against the scripted model server, the client under bubblewrap with the
+   person's HOME hidden where bubblewrap is present;
+4. classify: every screen read with the nearest version's profile as this
+   version (`trial.classify_all`), held to its label;
+5. schema (Codex): the binary's app-server bundle against the nearest pinned
+   one (reported; it does not decide).
+
+The binary is qualified only when every screen reads exactly as its label and
+the evidence checks hold. Nothing here reads or writes the person's HOME,
+sessions or account: every run has its own HOME (and CODEX_HOME) in a temp
+directory, and talks only to the model server on loopback.
+"""
+
+from __future__ import annotations
+
+import collections
+import enum
+import hashlib
+import json
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+
+from akk.discovery.process import VersionCache
+from akk.profiles.registry import Profile
+from akk.qualify import appserver, compare, evidence, trial
+from akk.qualify.appserver import SchemaCheck, SchemaError
+from akk.qualify.capture import Job
+from akk.qualify.client import Agent, Binary
+
+QUALIFY_SIZES: tuple[tuple[int, int], ...] = ((120, 40), (80, 24), (100, 30))
+"""The pane sizes the plan runs at: the default, the narrow 80x24, and a laptop split.
+
+The corpus also holds 132x43 and 200x50; wider panes wrap less, and running
+them too takes Claude past the 5-minute target on 2 cores.
+"""
+
+_CHUNK = 1 << 20
+
+
+class QualifyError(RuntimeError):
+    """The binary cannot be qualified at all (not found, no version, already pinned...)."""
+
+
+@attrs.frozen
+class Probe:
+    """The binary as found: what it says it is, and the digest a pane's binary must match."""
+
+    agent: Agent
+    version: str
+    path: Path
+    sha256: str
+    seconds: float = 0.0
+    """How long the probe took (the report's first phase)."""
+
+
+def sha256_file(path: Path) -> str:
+    """The SHA-256 of a file's bytes, as lowercase hex."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+async def probe(agent: Agent, binary: Path) -> Probe:
+    """The binary's version (from ``--version``) and SHA-256; QualifyError if it has none."""
+    start = time.monotonic()
+    path = await trio.to_thread.run_sync(lambda: binary.expanduser().resolve())
+    if not await trio.Path(path).is_file():
+        raise QualifyError(f"no file at {binary}")
+    version = await VersionCache().version_of_program(agent, [str(path)])
+    if version is None:
+        raise QualifyError(f"{path} printed no {agent} version for --version")
+    try:
+        compare.version_key(version)
+    except ValueError as exc:
+        raise QualifyError(f"{path}: {exc}") from None
+    sha256 = await trio.to_thread.run_sync(sha256_file, path)
+    return Probe(agent, version, path, sha256, time.monotonic() - start)
+
+
+def plan(client: Binary, nearest: str) -> list[Job]:
+    """The jobs a qualification runs: `nearest`'s whole corpus at `QUALIFY_SIZES`."""
+    return trial.jobs_for(client, nearest, select=lambda job: (job.cols, job.rows) in QUALIFY_SIZES)
+
+
+def plan_digest(jobs: Iterable[Job]) -> str:
+    """SHA-256 of the plan's canonical JSON: every plan's actions and labels, and each size."""
+    described = sorted(
+        json.dumps(
+            {
+                "plan": attrs.asdict(job.plan, value_serializer=_canonical),
+                "size": [job.cols, job.rows],
+            },
+            sort_keys=True,
+            ensure_ascii=False,
+        )
+        for job in jobs
+    )
+    return hashlib.sha256("\n".join(described).encode()).hexdigest()
+
+
+def _canonical(_: object, __: object, value: Any) -> Any:
+    if isinstance(value, frozenset | set):
+        return sorted(value)
+    if isinstance(value, re.Pattern):
+        return {"pattern": value.pattern, "flags": value.flags}
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+@attrs.frozen
+class Qualification:
+    """A finished qualification: the verdict and everything that led to it."""
+
+    probe: Probe
+    base: Profile
+    """The nearest pinned version's profile, which a qualified binary is read with."""
+    plan_digest: str
+    comparisons: tuple[compare.Comparison, ...]
+    evidence: evidence.EvidenceCheck
+    schema: SchemaCheck | None
+    """Codex only; None for Claude, or when the binary printed no bundle (see `schema_note`)."""
+    schema_note: str | None
+    sandboxed: bool
+    phases: tuple[compare.Phase, ...]
+
+    @property
+    def qualified(self) -> bool:
+        """Every screen reads exactly as its label and the evidence checks hold."""
+        return bool(self.comparisons) and not self.problems
+
+    @property
+    def problems(self) -> list[str]:
+        """Why it is refused, one line per failing check (empty: qualified)."""
+        counts = collections.Counter(c.status for c in self.comparisons)
+        found = []
+        if counts["differs"]:
+            found.append(f"{counts['differs']} screens read differently from their labels")
+        if counts["not_producible"]:
+            found.append(f"{counts['not_producible']} screens could not be produced")
+        found += [f"evidence: {problem}" for problem in self.evidence.problems]
+        return found
+
+    def text(self, *, max_rows: int = compare.DEFAULT_MAX_ROWS) -> str:
+        """The readable report: the comparison's, then evidence, schema and the verdict."""
+        probe = self.probe
+        body = compare.report(
+            probe.agent,
+            probe.version,
+            self.base.version,
+            self.comparisons,
+            self.phases,
+            max_rows=max_rows,
+        )
+        lines = [
+            f"binary: {probe.path} (sha256 {probe.sha256})",
+            "isolation: bubblewrap, the person's HOME hidden"
+            if self.sandboxed
+            else "isolation: a private HOME by environment only (bubblewrap not found)",
+            f"plan: {len(self.comparisons)} screens, digest {self.plan_digest}",
+            body.rstrip("\n"),
+            self.evidence.describe(),
+        ]
+        if probe.agent == "codex":
+            lines.append(
+                self.schema.describe() if self.schema else f"app-server schema: {self.schema_note}"
+            )
+        if self.qualified:
+            lines.append(f"QUALIFIED: {probe.agent} {probe.version}, read as {self.base.id}")
+        else:
+            lines.append(f"REFUSED: {probe.agent} {probe.version}: " + "; ".join(self.problems))
+        return "\n".join(lines) + "\n"
+
+    def report(self) -> dict[str, Any]:
+        """The report as JSON data (`--json`, and the stored row's report)."""
+        counts = collections.Counter(c.status for c in self.comparisons)
+        return {
+            "agent": self.probe.agent,
+            "version": self.probe.version,
+            "binary": str(self.probe.path),
+            "binary_sha256": self.probe.sha256,
+            "base_profile": self.base.id,
+            "plan_digest": self.plan_digest,
+            "qualified": self.qualified,
+            "problems": self.problems,
+            "sandboxed": self.sandboxed,
+            "phases": [attrs.asdict(phase) for phase in self.phases],
+            "screens": {status: counts[status] for status in ("same", "differs", "not_producible")},
+            "differing": [_differing(c) for c in self.comparisons if c.status != "same"],
+            "evidence": attrs.asdict(self.evidence),
+            "schema": None if self.schema is None else attrs.asdict(self.schema),
+            "schema_note": self.schema_note,
+        }
+
+
+def _differing(c: compare.Comparison) -> dict[str, Any]:
+    return {
+        "screen": c.point.name,
+        "status": c.status,
+        "expected": compare.describe_expected(c.expected),
+        "read_as": None if c.new is None else c.new.describe(),
+        "note": c.note,
+        "rows": [attrs.asdict(row) for row in c.rows],
+    }
+
+
+def nearest_profile(agent: str, version: str, pinned: Mapping[tuple[str, str], Profile]) -> Profile:
+    """The profile of the nearest pinned version; QualifyError if `version` is itself pinned."""
+    if (agent, version) in pinned:
+        raise QualifyError(f"{agent} {version} is pinned: AKK supports it as it is")
+    versions = [v for a, v in pinned if a == agent]
+    try:
+        return pinned[(agent, compare.nearest(version, versions))]
+    except LookupError:
+        raise QualifyError(f"no pinned {agent} version to read {version} with") from None
+
+
+def sandbox_available() -> bool:
+    """Whether bubblewrap is here (it is a bootstrap dependency, but a user may lack it)."""
+    return shutil.which("bwrap") is not None
+
+
+async def qualify(
+    found: Probe,
+    pinned: Mapping[tuple[str, str], Profile],
+    *,
+    parallel: int = 2,
+    sandbox: bool | None = None,
+    progress: Callable[[str], None] = lambda line: None,
+) -> Qualification:
+    """Run the plan on `found`'s binary and judge it against the nearest pinned profile.
+
+    `sandbox` None: bubblewrap when present. Raises QualifyError when there is
+    nothing to qualify against (`nearest_profile`).
+    """
+    base = nearest_profile(found.agent, found.version, pinned)
+    client = Binary(found.agent, found.version, found.path)
+    jobs = plan(client, base.version)
+    sandboxed = sandbox_available() if sandbox is None else sandbox
+    phases = [compare.Phase("probe", found.seconds, "--version and SHA-256")]
+    out = Path(tempfile.mkdtemp(prefix="akk-qualify-"))
+    try:
+        start = time.monotonic()
+        checked = await evidence.check(client, sandbox=sandboxed)
+        phases.append(compare.Phase("evidence", time.monotonic() - start, "one echo Turn"))
+        progress(checked.describe())
+
+        start = time.monotonic()
+        failures = await trial.capture_jobs(
+            jobs, out, parallel=parallel, sandbox=sandboxed, progress=progress
+        )
+        phases.append(
+            compare.Phase(
+                "capture",
+                time.monotonic() - start,
+                f"{len(jobs)} plan runs, {parallel} at a time, {len(failures)} failed",
+            )
+        )
+        start = time.monotonic()
+        comparisons = trial.classify_all(jobs, failures, base, out)
+        phases.append(compare.Phase("classify", time.monotonic() - start))
+    finally:
+        await trio.to_thread.run_sync(lambda: shutil.rmtree(out, ignore_errors=True))
+
+    schema: SchemaCheck | None = None
+    note: str | None = None
+    if found.agent == "codex":
+        start = time.monotonic()
+        try:
+            bundle = await trio.to_thread.run_sync(appserver.generate, found.path)
+            schema = appserver.check(bundle, base.version)
+        except (SchemaError, OSError, subprocess.SubprocessError) as exc:
+            note = f"not generated: {exc}"
+        phases.append(compare.Phase("schema", time.monotonic() - start))
+    return Qualification(
+        found,
+        base,
+        plan_digest(jobs),
+        tuple(comparisons),
+        checked,
+        schema,
+        note,
+        sandboxed,
+        tuple(phases),
+    )

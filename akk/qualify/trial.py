@@ -1,0 +1,145 @@
+"""Run a pinned version's capture plans on another binary, and read every screen it drew.
+
+A trial is the IO half of a comparison (`compare` is the pure half): the jobs
+of the nearest pinned version's corpus, run on the new binary in private tmux
+servers against the scripted model server, then every capture classified
+with the nearest version's profile read as the new version.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+
+import attrs
+import trio
+
+from akk.profiles.qualified import as_version
+from akk.profiles.registry import Profile
+from akk.qualify import capture
+from akk.qualify.capture import CaptureError, Job, Plan
+from akk.qualify.client import Binary, Client
+from akk.qualify.compare import Comparison, Point, compare
+from akk.qualify.launcher import LabError
+
+JOB_TIMEOUT_S = 120.0
+"""A capture job that takes longer is not producible (as in `capture.run_jobs`)."""
+
+
+def jobs_for(
+    client: Client,
+    nearest: str,
+    plans: Iterable[str] | None = None,
+    *,
+    select: Callable[[Job], bool] = lambda job: True,
+) -> list[Job]:
+    """The corpus jobs of version `nearest`, to run on `client` (every plan, or only `plans`).
+
+    `select` keeps a subset (`akk qualify`'s plan); ValueError names an unknown
+    plan, or says that none of them runs on the agent.
+    """
+    wanted = None if plans is None else set(plans)
+    if wanted is not None and (unknown := wanted - set(capture.PLANS)):
+        raise ValueError(f"no capture plan {', '.join(sorted(unknown))}")
+    stand_in = Binary(client.agent, nearest, client.binary())
+    jobs: dict[Job, None] = {}
+    for job in capture.corpus_jobs([stand_in]):
+        if wanted is not None and job.plan.name not in wanted:
+            continue
+        # A plan kept to some versions (`Plan.versions`) runs on the new one as on `nearest`.
+        trial = attrs.evolve(job, client=client, plan=attrs.evolve(job.plan, versions=None))
+        # Once each: `claude_variant_jobs` also lists the shared plans (echo, draft, slow)
+        # for Codex, and `codex_variant_jobs` lists echo and slow at the same sizes.
+        if select(trial):
+            jobs.setdefault(trial, None)
+    if not jobs:
+        raise ValueError(f"none of the plans {sorted(wanted or ())} runs on {client.agent}")
+    return list(jobs)
+
+
+async def capture_jobs(
+    jobs: Sequence[Job],
+    out: Path,
+    *,
+    parallel: int = 2,
+    sandbox: bool = False,
+    progress: Callable[[str], None] = lambda line: None,
+) -> dict[Job, str]:
+    """Run capture jobs as `capture.run_jobs` does; return why each failed job failed.
+
+    Unlike `run_jobs`, any lab failure of one job (a client that never reaches
+    its composer, a tmux error) only fails that job: a new version may well
+    not start the way a pinned one does. `progress` gets one line per job.
+    """
+    limiter = trio.CapacityLimiter(parallel)
+    failures: dict[Job, str] = {}
+
+    async def one(job: Job) -> None:
+        async with limiter:
+            start = trio.current_time()
+            try:
+                with trio.fail_after(JOB_TIMEOUT_S):
+                    written = await capture.run_plan(
+                        job.plan, job.client, cols=job.cols, rows=job.rows, out=out, sandbox=sandbox
+                    )
+            except (CaptureError, LabError, trio.TooSlowError) as exc:
+                text = str(exc).strip()
+                failures[job] = f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
+                progress(f"FAILED {job.name}: {failures[job]}")
+                return
+            took = trio.current_time() - start
+            progress(f"ok {job.name}: {len(written)} screens ({took:.1f} s)")
+
+    async with trio.open_nursery() as nursery:
+        for job in jobs:
+            nursery.start_soon(one, job)
+    return failures
+
+
+def _shots(plan: Plan) -> list[capture.Shot]:
+    return [action for action in plan.actions if isinstance(action, capture.Shot)]
+
+
+def classify_all(
+    jobs: Sequence[Job],
+    failures: Mapping[Job, str],
+    profile: Profile,
+    out: Path,
+    *,
+    fixtures: Path | None = None,
+) -> list[Comparison]:
+    """Every capture point of `jobs` under `out`, read with `profile` as the new version.
+
+    With `fixtures` (a source checkout's corpus), each is also compared with
+    `profile`'s own version's committed screen of the same point.
+    """
+    comparisons = []
+    for job in jobs:
+        new_profile = as_version(profile, job.client.version)
+        pinned = Binary(job.client.agent, profile.version, job.client.binary())
+        for shot in _shots(job.plan):
+            point = Point(job.plan.name, shot.step, job.cols, job.rows)
+            size = point.cols, point.rows
+            new_stem = capture.fixture_stem(out, job.client, point.plan, shot.step, *size)
+            old_screen = None
+            if fixtures is not None:
+                old_stem = capture.fixture_stem(fixtures, pinned, point.plan, shot.step, *size)
+                old_screen = _read(old_stem)
+            compared = compare(
+                point,
+                shot.expected.to_json(),
+                old_screen,
+                _read(new_stem),
+                profile,
+                new_profile,
+                failure=failures.get(job),
+            )
+            if fixtures is None and compared.status != "not_producible":
+                compared = attrs.evolve(compared, note=None)  # no fixture was looked for
+            comparisons.append(compared)
+    return comparisons
+
+
+def _read(stem: Path) -> str | None:
+    screen = stem.with_name(stem.name + ".ansi")
+    return screen.read_text() if screen.is_file() else None
