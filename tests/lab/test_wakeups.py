@@ -21,12 +21,15 @@ from typing import Any
 import pytest
 import trio
 
-from akk.actors import watcher
+from akk.cli import record_qualification
 from akk.client import AkkError, Controller
-from akk.profiles.registry import Binding
+from akk.profiles.registry import PINNED, Registry
+from akk.qualifications import QualifiedVersions
 from akk.qualify import scenarios as sc
+from akk.qualify.compare import version_key
 from akk.qualify.launcher import LabSession
 from akk.store.database import open_reader
+from akk.store.qualifications import Qualification
 from tests.lab.conftest import lab_params
 from tests.lab.test_interactions import WAKE_UPS, next_event, send_task, settled
 from tests.lab.test_watch import wake_up
@@ -113,26 +116,25 @@ async def test_a_cut_off_permission_wakes_the_owner_once_and_reads_again_when_it
 
 
 @pytest.mark.parametrize("lab", lab_params("claude_bash")[-1:], indirect=True)
-async def test_an_unprofiled_pane_shows_its_prompt_manual_required_and_gets_nothing(
+async def test_an_unprofiled_pane_shows_its_prompt_manual_required_and_reads_once_qualified(
     lab: LabSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """No Turn or Watch can hold such a pane (both are refused), so nobody is woken:
-    `status` of the terminal says why a person must answer, and nothing is sent."""
-    unpinned = Binding(None, f"unpinned_version: claude {lab.version} has no profile")
-    monkeypatch.setattr(watcher, "bind", lambda agent, version: unpinned)
-    async with two_controllers(lab, tmp_path) as (_, ctl, _other):
+    `status` of the terminal says why a person must answer, and nothing is sent. The
+    server binds with a registry that lacks this pinned version (as if it were new); a
+    qualification of the pane's exact binary then binds it without a restart."""
+    real_init = QualifiedVersions.__init__
+
+    def without_this_version(self: QualifiedVersions, registry: Registry, reader: Any) -> None:
+        real_init(self, registry.without(lab.agent, lab.version), reader)
+
+    monkeypatch.setattr(QualifiedVersions, "__init__", without_this_version)
+    async with two_controllers(lab, tmp_path) as (served, ctl, _other):
         await lab.submit(sc.RUN_TASK)  # the person starts the task at the pane
         await lab.wait_for_screen(lambda screen: "Do you want to proceed?" in screen, 30)
-        with trio.fail_after(10):
-            while True:
-                (row,) = (await ctl.call("list"))["terminals"]
-                shown = (await ctl.call("status", {"terminal_id": row["terminal_id"]}))[
-                    "interaction"
-                ]
-                if shown is not None and shown["kind"] == "permission":
-                    break
-                await trio.sleep(0.05)
+        row, shown = await _shown(ctl, "manual_required")
         assert row["profile"] is None
+        assert row["profile_reason"].startswith(f"unpinned_version: claude {lab.version} ")
         assert (shown["state"], shown["reason"]) == ("manual_required", "unsupported_version")
         assert (shown["terminal_id"], shown["pane"]) == (row["terminal_id"], lab.pane)
         assert shown["questions"] == [] and "decisions" not in shown
@@ -142,9 +144,47 @@ async def test_an_unprofiled_pane_shows_its_prompt_manual_required_and_gets_noth
                 {"terminal_id": row["terminal_id"], "request": "x", "client_request_id": "x"},
             )
         assert refused.value.reason == "unsupported_version"
+        assert "akk qualify claude --binary " in refused.value.message
         assert "Do you want to proceed?" in await lab.text()  # zero keys: still asking
+
+        # Qualified (as `akk qualify` ends: record_qualification) for the binary the pane
+        # runs, read as the nearest pinned version: the same prompt reads, as a new
+        # appearance, with no restart and still no key.
+        reader = open_reader(served.state.store_path)
+        ((sha,),) = reader.execute(
+            "SELECT binary_sha256 FROM terminals WHERE terminal_id = ?", (row["terminal_id"],)
+        )
+        reader.close()
+        older = [
+            v
+            for a, v in PINNED.pinned
+            if a == "claude" and version_key(v) < version_key(lab.version)
+        ]
+        base = max(older, key=version_key)  # the nearest pinned version below it
+        qualification = Qualification(
+            agent="claude", version=lab.version, binary_sha256=sha,
+            base_profile=f"claude-code@{base}", plan_digest="0" * 64, qualified_at=time.time(),
+            report={"test": "qualified by hand"},
+        )  # fmt: skip
+        await trio.to_thread.run_sync(record_qualification, served.state, qualification)
+        bound, readable = await _shown(ctl, "pending")
+        assert bound["profile"] == f"claude-code@{lab.version} (qualified from {base})"
+        assert readable["kind"] == "permission"
+        assert readable["interaction_id"] != shown["interaction_id"]
+        assert served.keys is not None and served.keys.keys() == []
         assert lab.server.count_inputs_containing(sc.BASH_MARKER) == 0
         await lab.send_keys("Escape")  # the person rejects it
+
+
+async def _shown(ctl: Controller, state: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The one terminal's row and its permission once shown in ``state`` (10 s at most)."""
+    with trio.fail_after(10):
+        while True:
+            (row,) = (await ctl.call("list"))["terminals"]
+            shown = (await ctl.call("status", {"terminal_id": row["terminal_id"]}))["interaction"]
+            if shown is not None and shown["kind"] == "permission" and shown["state"] == state:
+                return row, shown
+            await trio.sleep(0.05)
 
 
 @pytest.mark.parametrize(
