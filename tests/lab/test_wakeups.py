@@ -23,8 +23,7 @@ import trio
 
 from akk.cli import record_qualification
 from akk.client import AkkError, Controller
-from akk.profiles.registry import PINNED, Registry
-from akk.qualifications import QualifiedVersions
+from akk.profiles.registry import PINNED
 from akk.qualify import scenarios as sc
 from akk.qualify.compare import version_key
 from akk.qualify.launcher import LabSession
@@ -117,19 +116,14 @@ async def test_a_cut_off_permission_wakes_the_owner_once_and_reads_again_when_it
 
 @pytest.mark.parametrize("lab", lab_params("claude_bash")[-1:], indirect=True)
 async def test_an_unprofiled_pane_shows_its_prompt_manual_required_and_reads_once_qualified(
-    lab: LabSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    lab: LabSession, tmp_path: Path
 ) -> None:
     """No Turn or Watch can hold such a pane (both are refused), so nobody is woken:
     `status` of the terminal says why a person must answer, and nothing is sent. The
     server binds with a registry that lacks this pinned version (as if it were new); a
     qualification of the pane's exact binary then binds it without a restart."""
-    real_init = QualifiedVersions.__init__
-
-    def without_this_version(self: QualifiedVersions, registry: Registry, reader: Any) -> None:
-        real_init(self, registry.without(lab.agent, lab.version), reader)
-
-    monkeypatch.setattr(QualifiedVersions, "__init__", without_this_version)
-    async with two_controllers(lab, tmp_path) as (served, ctl, _other):
+    registry = PINNED.without(lab.agent, lab.version)
+    async with two_controllers(lab, tmp_path, registry=registry) as (served, ctl, _other):
         await lab.submit(sc.RUN_TASK)  # the person starts the task at the pane
         await lab.wait_for_screen(lambda screen: "Do you want to proceed?" in screen, 30)
         row, shown = await _shown(ctl, "manual_required")
