@@ -51,7 +51,7 @@ async def test_a_pinned_codex_taken_as_new_is_qualified_then_served(
 ) -> None:
     state = StateDir(tmp_path / "akk")
     status = await trio.to_thread.run_sync(_qualify, state, NEW.binary())
-    printed = json.loads(capsys.readouterr().out)
+    printed = json.loads(capsys.readouterr().out.splitlines()[-1])  # after the fixture's line
 
     (result,) = printed["results"]
     report = result["report"]
