@@ -124,6 +124,12 @@ def _parser() -> argparse.ArgumentParser:
         help="a directory backend workspaces may lie under (repeatable; default your home; "
         "/ and system directories are refused, see docs/security.md)",
     )
+    serve.add_argument(
+        "--auto-qualify",
+        action="store_true",
+        help="qualify each newly seen unpinned client binary in the background, one at a time "
+        "at the lowest priority, and bind it only once qualified (docs/qualify.md)",
+    )
     defaults = Limits()
     serve.add_argument(
         "--max-frame-bytes",
@@ -365,6 +371,7 @@ def _serve(args: argparse.Namespace) -> int:
         tls=tls,
         insecure_listen_anywhere=args.insecure_listen_anywhere,
         workspace_roots=tuple(args.workspace_root) or None,
+        auto_qualify=args.auto_qualify,
         limits=Limits(
             max_frame_bytes=args.max_frame_bytes,
             max_connections=args.max_connections,

@@ -42,6 +42,7 @@ from akk.interaction_calls import InteractionCalls
 from akk.methods import Methods
 from akk.profiles.registry import PINNED, Registry, qualify_command
 from akk.qualifications import QualifiedVersions
+from akk.qualify.auto import AutoQualifier
 from akk.screen.fingerprint import IdMinter
 from akk.server import (
     ControllerServer,
@@ -98,6 +99,8 @@ class ServiceConfig:
     """Serve wss:// with this certificate and key (needed beyond loopback)."""
     insecure_listen_anywhere: bool = False
     """Allow plaintext ws:// beyond loopback (a warning is logged at every start)."""
+    auto_qualify: bool = False
+    """Qualify each newly seen unpinned binary in the background (`akk.qualify.auto`)."""
     registry: Registry = PINNED
     """The pinned profiles panes bind to (tests pass ``PINNED.without(agent, version)`` to
     take a pinned version as new, bound only through a qualification)."""
@@ -217,6 +220,9 @@ async def run_service(
                 )  # fmt: skip
                 watchers.append(watcher)
                 await root.start_child(ChildSpec(f"watcher {socket}", watcher.run))
+            if config.auto_qualify:
+                qualifier = AutoQualifier(board, store, qualified)
+                await root.start_child(ChildSpec("auto-qualify", qualifier.run))
             await root.start_child(ChildSpec("turns", turn_supervisor.run))
             resumed = await desk.resume()
             if resumed:

@@ -32,7 +32,15 @@ import trio
 
 from akk.profiles.composer import TypingMethod
 from akk.qualify.client import Agent, Client
-from akk.qualify.launcher import CLAUDE_SPINNER, LabSession, Preseed, ScreenTimeout, launch
+from akk.qualify.launcher import (
+    CLAUDE_SPINNER,
+    UNCONFINED,
+    Confinement,
+    LabSession,
+    Preseed,
+    ScreenTimeout,
+    launch,
+)
 from akk.qualify.scenarios import (
     SCENARIOS,
     SLOW_SIGNAL,
@@ -963,11 +971,11 @@ async def run_plan(
     rows: int,
     out: Path,
     only_step: str | None = None,
-    sandbox: bool = False,
+    confine: Confinement = UNCONFINED,
 ) -> list[Captured]:
     """Drive `plan` on `client` and write its shots (or just `only_step`) under `out`.
 
-    `sandbox` runs the client under bubblewrap (`launcher.sandbox_argv`).
+    `confine` may run the client under bubblewrap and at a low priority.
     """
     if not plan.applies_to(client):
         raise CaptureError(f"plan {plan.name} is not for {client.name}")
@@ -983,7 +991,7 @@ async def run_plan(
         rows=rows,
         plan_mode=plan.plan_mode,
         preseed=plan.preseed,
-        sandbox=sandbox,
+        confine=confine,
     ) as lab:
         for action in plan.actions:
             if not isinstance(action, Shot):

@@ -19,7 +19,7 @@ from akk.evidence import claude, codex
 from akk.evidence.files import identify, read_lines, records
 from akk.evidence.model import EvidenceLost, Progress, Record, Usage, request_digest
 from akk.qualify.client import Client
-from akk.qualify.launcher import POLL_SECONDS, launch
+from akk.qualify.launcher import POLL_SECONDS, Confinement, launch
 from akk.qualify.scenarios import ECHO_REPLY, ECHO_TASK, SCENARIOS
 
 TURN_TIMEOUT_S = 60.0
@@ -86,9 +86,9 @@ def judge(file: str | None, progress: Progress | None) -> EvidenceCheck:
     )
 
 
-async def check(client: Client, *, sandbox: bool) -> EvidenceCheck:
+async def check(client: Client, *, confine: Confinement) -> EvidenceCheck:
     """Run one echo Turn on `client` and judge what its own file says about it."""
-    async with launch(client, SCENARIOS["echo"], sandbox=sandbox) as lab:
+    async with launch(client, SCENARIOS["echo"], confine=confine) as lab:
         await lab.submit(ECHO_TASK)
         file: str | None = None
         progress: Progress | None = None

@@ -555,6 +555,20 @@ def _children(pid: int) -> list[int]:
     return children
 
 
+@attrs.frozen
+class Confinement:
+    """How a run is kept from the person's machine: bubblewrap, and its CPU priority."""
+
+    sandbox: bool = False
+    """Run the client under bubblewrap with the person's HOME hidden (`sandbox_argv`)."""
+    niceness: int = 0
+    """`nice` for the run's tmux server and so for everything it starts (19: the lowest)."""
+
+
+UNCONFINED = Confinement()
+"""A lab run as the tests make it: no bubblewrap, the ordinary priority."""
+
+
 def sandbox_argv(argv: Sequence[str], root: Path) -> list[str]:
     """`argv` under bubblewrap: the system as it is, the person's HOME an empty tmpfs.
 
@@ -631,7 +645,7 @@ async def _start(
     rows: int,
     preseed: Preseed,
     binary: Path,
-    sandbox: bool,
+    confine: Confinement,
 ) -> LabSession:
     files = prepare(client, root, server.port, preseed)
     home, codex_home, workdir, env = files.home, files.codex_home, files.workdir, files.env
@@ -647,11 +661,13 @@ async def _start(
         "lab-shell",
     ]
     argv = _client_argv(client, binary, preseed)
-    command = sandbox_argv(argv, root) if sandbox else argv
+    command = sandbox_argv(argv, root) if confine.sandbox else argv
     launched_at = time.monotonic()
     tmux = ["tmux", "-S", str(socket), "-f", os.devnull]
+    niced = ["nice", "-n", str(confine.niceness)] if confine.niceness else []
     await trio.run_process(
         [
+            *niced,
             *tmux,
             *("new-session", "-d", "-s", "lab", "-x", str(cols), "-y", str(rows)),
             *("-c", str(workdir), *shell, *command),
@@ -696,16 +712,15 @@ async def launch(
     rows: int = 40,
     plan_mode: bool = False,
     preseed: Preseed = Preseed(),
-    sandbox: bool = False,
+    confine: Confinement = UNCONFINED,
 ) -> AsyncIterator[LabSession]:
     """Start `client` against `scenario`; yield it idle (or blocked, per `preseed`).
 
     With a full `preseed` the session is yielded at the idle composer (and in
-    Plan mode if asked); otherwise as soon as the client process runs. With
-    `sandbox` the client runs under bubblewrap with the person's HOME hidden
-    (`sandbox_argv`). Raises LabError if the binary is missing or never reaches
-    the composer. Everything started here is gone when the block exits,
-    however it exits.
+    Plan mode if asked); otherwise as soon as the client process runs.
+    `confine` may run it under bubblewrap and at a low priority. Raises
+    LabError if the binary is missing or never reaches the composer.
+    Everything started here is gone when the block exits, however it exits.
     """
     binary = client.binary()
     if not binary.is_file():
@@ -726,7 +741,7 @@ async def launch(
                     rows=rows,
                     preseed=preseed,
                     binary=binary,
-                    sandbox=sandbox,
+                    confine=confine,
                 )
                 if preseed.ready:
                     await session.wait_idle()

@@ -45,6 +45,7 @@ from akk.qualify import appserver, compare, evidence, trial
 from akk.qualify.appserver import SchemaCheck, SchemaError
 from akk.qualify.capture import Job
 from akk.qualify.client import Agent, Binary
+from akk.qualify.launcher import Confinement
 
 QUALIFY_SIZES: tuple[tuple[int, int], ...] = ((120, 40), (80, 24), (100, 30))
 """The pane sizes the plan runs at: the default, the narrow 80x24, and a laptop split.
@@ -274,13 +275,15 @@ async def qualify(
     *,
     parallel: int = PARALLEL,
     sandbox: bool | None = None,
+    niceness: int = 0,
     plans: Iterable[str] | None = None,
     progress: Callable[[str], None] = lambda line: None,
 ) -> Judgement:
     """Run the plan on `found`'s binary and judge it against the nearest pinned profile.
 
-    `sandbox` None: bubblewrap when present. `plans` runs only those capture
-    plans: a check that can refuse, never a whole qualification (`command`
+    `sandbox` None: bubblewrap when present. `niceness` lowers the priority of
+    every process a run starts (`akk serve --auto-qualify` passes 19). `plans`
+    runs only those capture plans: a check that can refuse, never a whole qualification (`command`
     runs the whole plan). Raises QualifyError when there is nothing to qualify
     against (`nearest_profile`).
     """
@@ -289,17 +292,18 @@ async def qualify(
     chosen = None if plans is None else tuple(plans)
     jobs = plan(client, base.version, chosen)
     sandboxed = sandbox_available() if sandbox is None else sandbox
+    confine = Confinement(sandbox=sandboxed, niceness=niceness)
     phases = [compare.Phase("probe", found.seconds, "--version and SHA-256")]
     out = Path(tempfile.mkdtemp(prefix="akk-qualify-"))
     try:
         start = time.monotonic()
-        checked = await evidence.check(client, sandbox=sandboxed)
+        checked = await evidence.check(client, confine=confine)
         phases.append(compare.Phase("evidence", time.monotonic() - start, "one echo Turn"))
         progress(checked.describe())
 
         start = time.monotonic()
         failures = await trial.capture_jobs(
-            jobs, out, parallel=parallel, sandbox=sandboxed, progress=progress
+            jobs, out, parallel=parallel, confine=confine, progress=progress
         )
         phases.append(
             compare.Phase(

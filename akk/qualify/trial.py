@@ -20,7 +20,7 @@ from akk.qualify import capture
 from akk.qualify.capture import CaptureError, Job, Plan
 from akk.qualify.client import Binary, Client
 from akk.qualify.compare import Comparison, Point, compare
-from akk.qualify.launcher import LabError
+from akk.qualify.launcher import UNCONFINED, Confinement, LabError
 
 JOB_TIMEOUT_S = 120.0
 """A capture job that takes longer is not producible (as in `capture.run_jobs`)."""
@@ -62,7 +62,7 @@ async def capture_jobs(
     out: Path,
     *,
     parallel: int = 2,
-    sandbox: bool = False,
+    confine: Confinement = UNCONFINED,
     progress: Callable[[str], None] = lambda line: None,
 ) -> dict[Job, str]:
     """Run capture jobs as `capture.run_jobs` does; return why each failed job failed.
@@ -80,7 +80,7 @@ async def capture_jobs(
             try:
                 with trio.fail_after(JOB_TIMEOUT_S):
                     written = await capture.run_plan(
-                        job.plan, job.client, cols=job.cols, rows=job.rows, out=out, sandbox=sandbox
+                        job.plan, job.client, cols=job.cols, rows=job.rows, out=out, confine=confine
                     )
             except (CaptureError, LabError, trio.TooSlowError) as exc:
                 text = str(exc).strip()

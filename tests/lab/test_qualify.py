@@ -15,15 +15,18 @@ import pytest
 import trio
 
 from akk import cli
+from akk.client import connect
 from akk.profiles.registry import PINNED
 from akk.qualify import command, qualification
 from akk.qualify import scenarios as sc
+from akk.qualify.auto import ACTOR
 from akk.qualify.launcher import LabSession
+from akk.store.database import open_reader
 from akk.store.location import StateDir
 from tests.lab.conftest import LabSpec
 from tests.lab.test_interactions import choose, prompt, reached, send_task, settled
 from tools.lab import clients
-from tools.lab.akk_runner import idle_terminal, two_controllers
+from tools.lab.akk_runner import idle_terminal, outcome, serving, two_controllers
 
 NEW = clients.get("codex", "0.171.0")
 """Taken as new; its nearest pinned version is then 0.169.0."""
@@ -31,6 +34,8 @@ OLD = clients.get("claude", "2.1.263")
 """Read with 2.1.328's profile (the lowest pinned above it once 2.1.263-267 are gone), which
 draws its questions and permissions differently."""
 MISMATCH_PLANS = ("questionnaire_single3", "claude_bash")
+AUTO_QUALIFY_TIMEOUT = 300.0
+"""A whole Codex qualification at the lowest priority, on 2 shared cores."""
 
 
 def _qualify(state: StateDir, binary: Path) -> int:
@@ -112,3 +117,40 @@ async def test_an_old_claude_read_with_a_newer_profile_is_refused_and_binds_noth
     (row,) = rows
     assert row["profile"] is None, row
     assert "akk qualify claude" in row["profile_reason"], row
+
+
+@pytest.mark.lab
+@pytest.mark.parametrize("lab", [LabSpec(NEW, "echo")], indirect=True, ids=lambda spec: spec.id)
+async def test_auto_qualify_binds_a_new_binary_only_once_qualified(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    registry = PINNED.without(NEW.agent, NEW.version)
+    async with (
+        serving(lab, tmp_path, registry=registry, auto_qualify=True) as served,
+        connect(served.endpoint.url, served.tokens["ctl"]) as ctl,
+    ):
+        with trio.fail_after(20):
+            while not (rows := (await ctl.call("list"))["terminals"]):
+                await trio.sleep(0.05)
+        assert rows[0]["profile"] is None  # unsupported until the qualification ends
+        started = trio.current_time()
+        terminal = await idle_terminal(ctl, timeout=AUTO_QUALIFY_TIMEOUT)
+        took = trio.current_time() - started
+        assert terminal["profile"] == "codex@0.171.0 (qualified from 0.169.0)", terminal
+        print(f"auto-qualify bound {NEW.name} after {took:.1f} s")
+        sent = await ctl.call(
+            "send",
+            {"terminal_id": terminal["terminal_id"], "request": sc.ECHO_TASK,
+             "client_request_id": "auto-1"},
+        )  # fmt: skip
+        assert (await outcome(ctl, sent["turn_id"]))["kind"] == "done"
+    conn = open_reader(served.state.store_path)
+    try:
+        actors = [row[0] for row in conn.execute(
+            "SELECT actor FROM audit WHERE action LIKE 'qualification%'"
+        )]  # fmt: skip
+    finally:
+        conn.close()
+    assert actors == [ACTOR], actors
+    turns = [r.newest_input.strip() for r in lab.server.main_requests()]
+    assert turns == [sc.ECHO_TASK], lab.server.summary()

@@ -109,11 +109,13 @@ async def serving(
     *names: str,
     turns: TurnSettings | None = None,
     registry: Registry = PINNED,
+    auto_qualify: bool = False,
 ) -> AsyncIterator[Served]:
     """`akk serve` in this process, watching the lab's tmux server (with these Turn settings).
 
     `registry`: the pinned set panes bind to (``PINNED.without(...)`` takes a pinned
-    version as new, so only a qualification binds it).
+    version as new, so only a qualification binds it); `auto_qualify` as
+    `akk serve --auto-qualify`.
     """
     state = StateDir(tmp_path / "akk")
     tokens = mint_offline(state, *(names or ("ctl",)))
@@ -124,6 +126,7 @@ async def serving(
         poll_interval=0.1,
         turns=turns or TurnSettings(),
         registry=registry,
+        auto_qualify=auto_qualify,
     )
     with recording_keys(str(lab.socket)) as keys:
         async with trio.open_nursery() as nursery:
