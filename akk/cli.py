@@ -540,7 +540,8 @@ def _qualify(args: argparse.Namespace) -> int:
                                   "version": found.version})  # fmt: skip
             if not args.json:
                 _out.print(shown(f"{found.agent} {found.version} at {found.path} is pinned: "
-                                 "AKK supports it as it is; nothing to qualify"))  # fmt: skip
+                                 "AKK supports it as it is; nothing to qualify"),
+                           soft_wrap=True)  # fmt: skip
         elif judged is not None:
             if judged.qualified:
                 record_qualification(state, command.row(judged, time.time()), registry)
@@ -550,7 +551,7 @@ def _qualify(args: argparse.Namespace) -> int:
                                   "state": "qualified" if judged.qualified else "refused",
                                   "report": judged.report()})  # fmt: skip
             if not args.json:
-                _out.print(shown(judged.text()), end="")
+                _out.print(shown(judged.text()), end="", soft_wrap=True)
     if args.json:
         print(json_text({"results": shown_results}))
     return status
