@@ -671,8 +671,7 @@ def test_qualify_lists_and_revokes_offline_before_any_server_ran(tmp_path: Path)
     again = akk(state, "qualify", "--revoke", "codex", "0.172.0", "--json")
     assert again.returncode == 2 and "has no qualification" in again.stderr
     assert json.loads(akk(state, "qualify", "--list", "--json").stdout)["qualifications"] == []
-    # The qualification run itself is not built yet; the parser shape is.
     run = akk(state, "qualify", "claude", "--binary", "/opt/claude")
-    assert run.returncode == 2 and "not built yet" in run.stderr
+    assert run.returncode == 2 and "/opt/claude: no file at /opt/claude" in run.stderr
     both = akk(state, "qualify", "claude", "--list")
     assert both.returncode == 2 and "on their own" in both.stderr
