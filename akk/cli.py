@@ -597,6 +597,7 @@ def _qualify_list(state: StateDir, as_json: bool) -> int:
     table = Table(
         "agent", "version", "state", "reads as", "binary SHA-256", "qualified", title="qualified"
     )
+    table.columns[3].overflow = "fold"  # a profile id is read whole, never cut to "…"
     for row in rows:
         if row["state"] == "qualified":
             cells = (
