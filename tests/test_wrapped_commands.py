@@ -3,7 +3,8 @@
 Properties over the captured permission screens whose command wraps over
 several rows (Claude's ``claude_bash_expansion`` and ``claude_bash_long`` under its
 ``│`` gutter, Codex's ``codex_exec_long``) or carries an advisory row (Claude's
-``claude_bash_warning``: ``Quoted text in this command can't be checked before it runs``):
+``claude_bash_warning``: ``Quoted text in this command can't be checked before it runs``;
+``claude_bash_variable``: ``Contains simple_expansion`` on 2.1.263-2.1.267):
 
 1. One changed cell (its character or any style) in a row of the command or of
    an advisory either leaves no actionable permission (fail closed) or changes
@@ -43,7 +44,13 @@ from tests.test_fingerprint import _FIELDS, SECRET, TERMINAL, _changed_cell_in_r
 ROOT = Path(__file__).resolve().parent.parent / "fixtures"
 # The plans drawn to wrap or warn; any other permission screen whose command wraps
 # or shows an advisory is picked up from the screens themselves.
-PLANS = ("claude_bash_expansion", "claude_bash_long", "claude_bash_warning", "codex_exec_long")
+PLANS = (
+    "claude_bash_expansion",
+    "claude_bash_long",
+    "claude_bash_warning",
+    "claude_bash_variable",
+    "codex_exec_long",
+)
 IDS = IdMinter(SECRET)
 
 
@@ -106,14 +113,19 @@ def _command_rows(grid: Grid, top: int, bottom: int, command: str) -> tuple[int,
 
 
 def _advisory_rows(grid: Grid, after: int, bottom: int, advisories: list[str]) -> tuple[int, ...]:
-    """The rows under the command (blank rows and rules skipped) that spell its advisories."""
-    rows = []
+    """The rows under the command (blank rows and rules skipped) that spell its advisories.
+
+    On 2.1.263-2.1.267 the command's description stands between them (skipped).
+    """
+    rows: list[int] = []
     for y in range(after, bottom):
         text = grid.row_text(y).strip()
         if not text or len(set(text)) == 1:
             continue
         if not any(text in advisory for advisory in advisories):
-            break
+            if rows or not advisories:
+                break
+            continue
         rows.append(y)
     return tuple(rows)
 

@@ -233,11 +233,14 @@ class PermissionShape:
     # A long command (one that may wrap) is drawn under a dim gutter, one row per
     # wrapped row, broken at spaces: its rows join with a space.
     command_gutter: str = "│ "
-    # Rows a version adds under the command when it cannot check it (2.1.328: "Quoted
-    # text in this command can't be checked before it runs"), at the body indent in
-    # the default colour; each (wrapped) advisory must match one of these whole.
+    # Rows a version adds when it cannot check the command, at `advisory_col` in the
+    # default colour; each (wrapped) advisory must match one of these whole. 2.1.328
+    # says so under the fence ("Quoted text in this command can't be checked before it
+    # runs"); 2.1.263-2.1.267 print the bash parser's reason ("Contains simple_expansion")
+    # between blank rows under the command's description.
     advisories: tuple[re.Pattern[str], ...] = ()
     advisory_fg: str = "default"
+    advisory_col: int = 1
 
 
 @attrs.frozen
@@ -794,11 +797,15 @@ class _Classifier:
                 gap = gap or bool(command or wrapped)
                 in_tip = False
                 continue
-            if gap and fence is None:
-                # The command's description follows it directly: a row is missing.
-                raise _Refused(f"row {y} after a blank row under the command")
             start = self.indent(y)
             cell = self.cells[y][start]
+            if gap and fence is None:
+                # The command's description follows it directly; after a blank row only
+                # an advisory may stand (else a row is missing).
+                if not (shape.advisories and self.advisory_cell(start, cell)):
+                    raise _Refused(f"row {y} after a blank row under the command")
+                advisory.append(text.strip())
+                continue
             if is_box_drawing(text[0]) and text == text[0] * self.grid.cols:
                 if text[0] != fence:
                     raise _Refused(f"unexpected rule at row {y} in the permission body")
@@ -809,8 +816,8 @@ class _Classifier:
                 continue
             if in_tip and cell.bold:
                 continue
-            if shape.advisories and (command or wrapped) and (fence is None or fences == 2):
-                if start != shape.command_indent or cell.fg != shape.advisory_fg or cell.bold:
+            if shape.advisories and (command or wrapped) and fences == 2:
+                if not self.advisory_cell(start, cell):
                     raise _Refused(f"unexpected row {y} under the command")
                 advisory.append(text.strip())
                 continue
@@ -833,6 +840,11 @@ class _Classifier:
         if wrapped:
             return " ".join(wrapped), self.advisory_rows(advisory)
         return "\n".join(command), self.advisory_rows(advisory)
+
+    def advisory_cell(self, start: int, cell: Cell) -> bool:
+        """True when a row starting with `cell` at column `start` is drawn as an advisory."""
+        shape = self.p.permission
+        return start == shape.advisory_col and cell.fg == shape.advisory_fg and not cell.bold
 
     def advisory_rows(self, rows: Sequence[str]) -> list[str]:
         """`rows` cut into whole advisories (the longest known one first); refused otherwise."""
@@ -1428,8 +1440,22 @@ _ADVISORIES = (
     re.compile(r"\S.* can't be checked before it runs(?:[.:] \S.*)?"),
     re.compile(r"Redirect has multiple targets — post-redirect args swallowed"),
 )
+# The bash parser's reasons 2.1.263-2.1.267 print as they are: `Contains <node type>` for
+# the node types it lists as too complex (the same 18 in each binary), `Contains shell
+# syntax (<type>) ...` for any other, `Parse error`.
+_TOO_COMPLEX_NODES = (
+    "command_substitution|process_substitution|expansion|simple_expansion|brace_expression|"
+    "subshell|compound_statement|for_statement|while_statement|until_statement|if_statement|"
+    "case_statement|function_definition|test_command|ansi_c_string|translated_string|"
+    "herestring_redirect|heredoc_redirect"
+)
+_PARSER_REASONS = (
+    re.compile(rf"Contains (?:{_TOO_COMPLEX_NODES})"),
+    re.compile(r"Contains shell syntax \([a-z_]+\) that cannot be statically analyzed"),
+    re.compile(r"Parse error"),
+)
 _QUESTIONNAIRE_2_1_263 = QuestionnaireShape()
-_PERMISSION_2_1_263 = PermissionShape()
+_PERMISSION_2_1_263 = PermissionShape(advisories=_PARSER_REASONS)
 
 
 def _row(version: str) -> ClaudeProfile:

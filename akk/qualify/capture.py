@@ -1085,8 +1085,17 @@ async def run_jobs(jobs: Sequence[Job], out: Path, *, parallel: int = 2) -> list
 
 # ---------------------------------------------------------------- Claude variants (issue 12)
 
-CLAUDE_THEMES: tuple[str, ...] = ("light", "dark-daltonized", "light-ansi")
-"""Claude `theme` settings besides the lab's `dark`, captured at 120x40 (`theme_<slug>_<plan>`)."""
+CLAUDE_THEMES: tuple[str, ...] = (
+    "light",
+    "dark-daltonized",
+    "light-daltonized",
+    "light-ansi",
+    "dark-ansi",
+)
+"""Claude `theme` settings besides the lab's `dark`, captured at 120x40 (`theme_<slug>_<plan>`).
+
+Every theme `/theme` offers on every pinned version (the binaries' theme list: dark, light,
+light-daltonized, dark-daltonized, light-ansi, dark-ansi; `auto` picks dark or light)."""
 
 CLAUDE_THEMED_PLANS: tuple[str, ...] = (
     "echo",
@@ -1097,6 +1106,11 @@ CLAUDE_THEMED_PLANS: tuple[str, ...] = (
     "questionnaire_multi",
 )
 """The plans each extra theme repeats: every screen shape AKK reads."""
+
+CLAUDE_NO_AUTO_MODEL = "claude-sonnet-4-5"
+"""A user `model` for which no pinned version offers auto mode (each binary's model check
+refuses claude-3-*, opus-4-0/4-1/4-5, sonnet-4-0/4-5 and haiku-4-5): the Bash prompt then
+has no auto-mode tip and no "Yes, and switch to auto mode" row, as for such accounts."""
 
 CLAUDE_STATUS_LINE = "echo 'lab-status ▸ main'"
 """The user `statusLine` command of the `status_line_*` plans: one fixed row, like a branch name."""
@@ -1171,6 +1185,14 @@ def _claude_variant_plans() -> dict[str, Plan]:
         attrs.evolve(
             _permission("claude_bash_warning", _CLAUDE, "Bash", manual=False),
             versions=frozenset({"2.1.328", "2.1.332"}),
+        ),
+        # An unquoted variable: an advisory row (its wording differs by version).
+        _permission("claude_bash_variable", _CLAUDE, "Bash", manual=False),
+        # A model without auto mode: no auto-mode tip and no "switch to auto mode" row.
+        attrs.evolve(
+            _permission("claude_bash", _CLAUDE, "Bash", manual=False),
+            name="claude_bash_no_auto",
+            preseed=Preseed(claude_model=CLAUDE_NO_AUTO_MODEL),
         ),
         # Its middle row is a directory-scoped grant ("Yes, allow reading from ...").
         _permission("claude_bash_read_outside", _CLAUDE, "Bash", manual=False),

@@ -108,6 +108,9 @@ class Preseed:
     """Claude's user `statusLine` command (`~/.claude/settings.json`); None: no status line."""
     claude_editor_mode: str | None = None
     """Claude's `editorMode` (`vim`); None: the client's default (normal)."""
+    claude_model: str | None = None
+    """Claude's user `model` setting; None: the account's default (Opus, which offers auto
+    mode). A model without auto mode (claude-sonnet-4-5) draws no auto-mode tip or row."""
     codex_model: str = CODEX_MODEL
     """Codex's `model`; another name is not in the lab's model catalog (a warning shows)."""
     codex_status_line: tuple[str, ...] | None = None
@@ -412,9 +415,12 @@ def _claude_config(workdir: Path, preseed: Preseed) -> dict[str, object]:
 
 def _claude_settings(preseed: Preseed) -> dict[str, object]:
     """The user settings file (`~/.claude/settings.json`); empty: none is written."""
-    if preseed.claude_status_line is None:
-        return {}
-    return {"statusLine": {"type": "command", "command": preseed.claude_status_line}}
+    settings: dict[str, object] = {}
+    if preseed.claude_status_line is not None:
+        settings["statusLine"] = {"type": "command", "command": preseed.claude_status_line}
+    if preseed.claude_model is not None:
+        settings["model"] = preseed.claude_model
+    return settings
 
 
 def _codex_config(workdir: Path, port: int, preseed: Preseed, catalog: Path) -> str:

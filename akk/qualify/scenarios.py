@@ -418,6 +418,14 @@ WARNING_COMMAND = 'echo "$(whoami)" | cat'
 (`echo "lab-warning-ran $(whoami)" | cat` ran unasked there; 2.1.263-2.1.267 run both.)
 """
 
+VARIABLE_COMMAND = "echo $USER > lab-variable.txt"
+"""An unquoted variable (a `simple_expansion` Claude's bash parser cannot resolve).
+
+2.1.263-2.1.267 show the parser's reason as it is (`Contains simple_expansion`) at the
+title's column between blank rows; 2.1.328 and 2.1.332 say "A variable in this command
+can't be checked before it runs" under the fence. Either way no persistent grant row.
+"""
+
 READ_OUTSIDE_COMMAND = "ls /tmp | head -n 3"
 """A read-only command on a directory outside the project: a directory-scoped grant row."""
 
@@ -450,6 +458,15 @@ def _claude_variant_scenarios() -> dict[str, Scenario]:
             steps=(
                 # The default reply ("ok") ends the turn after the command's output.
                 Step(RUN_TASK, Bash(WARNING_COMMAND, "Print the user name")),
+            ),
+        ),
+        Scenario(
+            "claude_bash_variable",
+            task=RUN_TASK,
+            agents=claude,
+            steps=(
+                # The default reply ("ok") ends the turn after the command's output.
+                Step(RUN_TASK, Bash(VARIABLE_COMMAND, "Write the user name to a file")),
             ),
         ),
         Scenario(
