@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from akk.profiles import claude
 from akk.profiles.observation import Observation, OptionRole, State
+from akk.qualify.capture import CLAUDE_THEMED_PLANS, CLAUDE_THEMES
 from akk.screen import Cell, Grid, fingerprint, render
 
 ROOT = Path(__file__).resolve().parent.parent / "fixtures"
@@ -523,18 +524,39 @@ THEMED = sorted(ROOT.glob("claude/*/theme_*.json"))
 
 @pytest.mark.parametrize("label_path", THEMED, ids=_name)
 def test_a_themed_screen_is_read_in_its_theme_only(label_path: Path) -> None:
-    """Each theme's colours are exact: under the dark row alone a light screen is unknown."""
+    """Each theme's colours are exact: under the dark row alone another theme's screen is unknown.
+
+    Only dark-daltonized draws every colour AKK reads as dark does (it changes a success
+    green alone), so it reads the same under the dark row.
+    """
     label, grid = load(label_path)
     profile = profile_of(label_path)
     observation = profile.classify(grid)
     wanted = "blocked" if label["expected"]["manual_only"] else label["expected"]["state"]
     assert observation.state.value == wanted, observation.reason
-    theme = label_path.name.split("_")[1]  # light, dark (daltonized) or light (ansi)
+    # The longest prefix: theme_light_ansi_* is not a light screen.
+    theme = max((t for t in CLAUDE_THEMES if label["plan"].startswith(_theme_prefix(t))), key=len)
     dark_only = attrs.evolve(profile, themes=profile.themes[:1])
-    if theme == "light":
-        assert dark_only.classify(grid).state is State.UNKNOWN
-    else:
+    if theme == "dark-daltonized":
         assert dark_only.classify(grid) == observation
+    else:
+        assert dark_only.classify(grid).state is State.UNKNOWN
+
+
+def _theme_prefix(theme: str) -> str:
+    return f"theme_{theme.replace('-', '_')}_"
+
+
+def test_every_theme_claude_offers_is_read_on_every_version() -> None:
+    """The corpus holds every theme of `/theme` on every pinned version, each one a row."""
+    for version, profile in PROFILES.items():
+        plans = {
+            json.loads(path.read_text())["plan"]
+            for path in (ROOT / "claude" / version).glob("theme_*.json")
+        }
+        for theme in CLAUDE_THEMES:
+            assert {_theme_prefix(theme) + name for name in CLAUDE_THEMED_PLANS} <= plans
+        assert {t.name for t in profile.themes} == {"dark", *CLAUDE_THEMES}
 
 
 def test_a_screen_mixing_two_themes_is_refused() -> None:

@@ -1418,22 +1418,40 @@ _LIGHT_ANSI = Theme(
     "light-ansi",
     (("808080", "white"), ("949494", "brightblack"), ("ffffff", "black"), ("afd7ff", "blue")),
 )
+# The ANSI-palette dark theme draws the composer rules and the muted text in one colour.
+_DARK_ANSI = Theme(
+    "dark-ansi",
+    (("808080", "white"), ("949494", "white"), ("ffffff", "brightwhite"), ("afd7ff", "brightblue")),
+)
 
 
-def _light(composer_rule: str) -> Theme:
+def _light(name: str, composer_rule: str, highlight: str) -> Theme:
+    """`light` and `light-daltonized`: the same greys, another highlight colour."""
     return Theme(
-        "light",
+        name,
         (
             ("808080", composer_rule),
             ("949494", "626262"),
             ("ffffff", "000000"),
-            ("afd7ff", "8787ff"),
+            ("afd7ff", highlight),
         ),
     )
 
 
-_THEMES_2_1_263 = (_DARK, _DARK_DALTONIZED, _light("949494"), _LIGHT_ANSI)
-_THEMES_2_1_328 = (_DARK, _DARK_DALTONIZED, _light("8a8a8a"), _LIGHT_ANSI)
+def _themes(composer_rule: str) -> tuple[Theme, ...]:
+    """Every theme `/theme` offers (`auto` draws as dark or light), light's rule colour given."""
+    return (
+        _DARK,
+        _DARK_DALTONIZED,
+        _light("light", composer_rule, "8787ff"),
+        _light("light-daltonized", composer_rule, "5f87ff"),
+        _LIGHT_ANSI,
+        _DARK_ANSI,
+    )
+
+
+_THEMES_2_1_263 = _themes("949494")
+_THEMES_2_1_328 = _themes("8a8a8a")
 _ADVISORIES = (
     # The family of the 2.1.328 binary's bash-parser reasons (some end in a clause
     # or a second sentence: "... before it runs: your shell may ...").
