@@ -39,14 +39,16 @@ What the pinned versions draw (fixtures/claude/<version>/, 120x40, 80x24 and mor
     and the rule.
 - First-run screens (onboarding, API key, trust) are recognised by their anchors.
 - Themes (every one `/theme` offers: `dark`, `dark-daltonized`, `light`,
-  `light-daltonized`, `light-ansi`, `dark-ansi`) draw the same screens in other colours: each row lists its `Theme`s, each mapping the `dark` colours it
-  changes to exactly one colour of its own, and a screen is read in each of them.
+  `light-daltonized`, `light-ansi`, `dark-ansi`) draw the same screens in other
+  colours: each row lists its `Theme`s, each mapping the `dark` colours it changes to
+  exactly one colour of its own, and a screen is read in each of them.
 - A Bash permission may draw a long command under a dim ``│`` gutter (its rows wrapped
   at spaces), add rows that say what Claude cannot check about it (2.1.328: under the
   fence; 2.1.263-2.1.267: the parser's ``Contains simple_expansion`` between blank
   rows), carry the auto-mode tip and ``Yes, and switch to auto mode`` row (a model with
-  auto mode; docs/permissions.md), and offer a directory-scoped grant (``Yes, allow reading from /tmp from this
-  project``) as its persistent row (tools/lab/NOTES.md, "Claude in real users' setups").
+  auto mode; docs/permissions.md), and offer a directory-scoped grant (``Yes, allow
+  reading from /tmp from this project``) as its persistent row (tools/lab/NOTES.md,
+  "Claude in real users' setups").
 
 Every row of a prompt region must be of a known kind, option numbers must run
 1, 2, 3… and exactly one row carries the cursor in the highlight colour. A prompt
