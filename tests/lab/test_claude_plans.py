@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -53,7 +54,13 @@ from akk.qualify.capture import (
 )
 from akk.qualify.launcher import POLL_SECONDS, LabSession, ScreenTimeout, launch
 from akk.qualify.model_server import RecordedRequest
-from akk.qualify.scenarios import BASH_MARKER, SCENARIOS, WRITE_FILE, AskUserQuestion
+from akk.qualify.scenarios import (
+    BASH_MARKER,
+    SCENARIOS,
+    VARIABLE_COMMAND,
+    WRITE_FILE,
+    AskUserQuestion,
+)
 from akk.screen.grid import Grid
 from akk.screen.render import render
 from tests.lab.conftest import ensure_installed, lab_params
@@ -407,10 +414,15 @@ async def test_free_text_into_the_open_editor(lab: LabSession) -> None:
 
 
 def _settings_untouched(lab: LabSession) -> None:
-    """No persistent grant: the mode, the project's allowed tools and its settings as they were."""
+    """No persistent grant: the mode, the project's allowed tools and its settings as they were.
+
+    The user settings gained no permission rule and no default mode (auto mode) either.
+    """
     config = json.loads((lab.home / ".claude.json").read_text())
     assert config["projects"][str(lab.workdir)].get("allowedTools", []) == []
     assert not (lab.workdir / ".claude").exists()
+    user = lab.home / ".claude" / "settings.json"
+    assert not user.exists() or "permissions" not in json.loads(user.read_text())
 
 
 @pytest.mark.parametrize("lab", _claude("claude_bash"), indirect=True)
@@ -427,6 +439,35 @@ async def test_bash_approve_once_runs_it(lab: LabSession) -> None:
     assert lab.server.count_inputs_containing(BASH_MARKER) == 1
     assert (lab.workdir / f"{BASH_MARKER}.txt").exists()
     assert "auto mode on" not in idle, "approve once must not switch to auto mode"
+    _settings_untouched(lab)
+
+
+@pytest.mark.parametrize("lab", _claude("claude_bash_variable"), indirect=True)
+async def test_bash_approve_once_on_an_advised_prompt_runs_it(lab: LabSession) -> None:
+    """An advised Bash prompt is read with its advisory, and `Yes` runs the command once.
+
+    The advisory is `Contains simple_expansion` on 2.1.263-2.1.267 (unknown before) and
+    `A variable in this command can't be checked before it runs` on 2.1.328 and 2.1.332.
+    """
+    with trio.fail_after(30):
+        await lab.submit(lab.scenario.task)
+        screen = await settled(
+            lab, step_is(InteractionKind.PERMISSION, StepKind.PERMISSION), "the Bash permission"
+        )
+        assert screen.prompt is not None
+        command, advisory = screen.prompt.questions[0].detail.split("\n\n")
+        assert command == VARIABLE_COMMAND
+        assert advisory in (
+            "Contains simple_expansion",  # 2.1.263-2.1.267
+            "A variable in this command can't be checked before it runs",  # 2.1.328+
+        )
+        answered = await answer(lab, screen, Intent.APPROVE_ONCE)
+        request = await the_answer(lab, answered)
+        idle = await lab.text()
+    assert [result["is_error"] for result in tool_results(request)] == [False]
+    written = (lab.workdir / "lab-variable.txt").read_text()
+    assert written == os.environ.get("USER", "lab") + "\n"
+    assert "auto mode on" not in idle
     _settings_untouched(lab)
 
 
