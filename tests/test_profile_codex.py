@@ -632,7 +632,10 @@ def test_a_pane_without_a_status_line_is_read_exactly(version: str, step: str) -
 
 
 def test_a_wrapped_status_line_is_read_exactly() -> None:
-    """0.169.0 wraps a long status line onto a second row of status items, at most."""
+    """0.169.0 wraps a long status line onto further rows of status items, three at most.
+
+    (Three rows: the default items with the thread title at 30 columns, codex_narrow.)
+    """
     fixture = _variant("0.169.0", "codex_status_custom-idle", "80x24")
     grid = fixture.grid
     assert _observe(fixture).state is State.IDLE
@@ -643,7 +646,7 @@ def test_a_wrapped_status_line_is_read_exactly() -> None:
     plain = tuple(attrs.evolve(cell, fg="default") for cell in rows[second])
     refused = {
         "a plain row": [*rows[:second], plain, *rows[second + 1 :]],
-        "three status rows": [*rows[1:second], rows[second], rows[second], rows[hint]],
+        "four status rows": [*rows[2:second], *(rows[second],) * 3, rows[hint]],
     }
     for what, kept in refused.items():
         assert _observe(fixture, _with_rows(grid, kept)).state is State.UNKNOWN, what

@@ -1220,7 +1220,9 @@ _V0_169_0 = attrs.evolve(
     version="0.169.0",
     highlight=Highlight(bold=True, reverse=True),
     status_fg="ffd7af",
-    status_max_rows=2,  # observed: five items at 80 and 100 columns wrap onto a second row
+    # Observed: five items at 80 and 100 columns wrap onto a second row; the default
+    # items with the thread title onto a third at 30 columns (codex_narrow).
+    status_max_rows=3,
     status_hints=("← for agents",),
     hint_notices=(Notice(re.compile(r"⚠ \d+ warnings? · f2 to view"), right_pad=1),),
     bare_footer=("← for agents · ? for shortcuts",),

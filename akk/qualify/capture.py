@@ -34,6 +34,8 @@ from akk.profiles.composer import TypingMethod
 from akk.qualify.client import Agent, Client
 from akk.qualify.launcher import (
     CLAUDE_SPINNER,
+    CODEX_SETTLE_SECONDS,
+    CODEX_STATUS_MIN_ROWS,
     UNCONFINED,
     Confinement,
     LabSession,
@@ -1341,10 +1343,36 @@ def _codex_inline(plan: Plan) -> Plan:
     )
 
 
+CODEX_SHORT_SIZES: tuple[tuple[int, int], ...] = ((80, CODEX_STATUS_MIN_ROWS - 1),)
+"""A pane too short for the composer's status row (`codex_short`)."""
+
+CODEX_NARROW_SIZES: tuple[tuple[int, int], ...] = ((30, 24),)
+"""A pane so narrow that 0.169.0+ wrap the default status line over three rows once a turn
+named the thread (`codex_narrow`: the steps of echo)."""
+
+
+def _codex_short() -> Plan:
+    """A fresh idle composer in a pane too short for its status row: AKK cannot prove idle.
+
+    Codex draws the composer alone (0.169.0+: and the hint row); whether a turn runs or
+    the session is configured is not on screen, so the label is ``unknown``. The session
+    gets a moment to configure itself before the shot (nothing shows when it has).
+    """
+    return Plan(
+        "codex_short",
+        "echo",
+        _CODEX,
+        (Settle(CODEX_SETTLE_SECONDS * 4), Shot("idle", Expected("unknown"))),
+        sizes=CODEX_SHORT_SIZES,
+    )
+
+
 def _codex_variant_plans() -> dict[str, Plan]:
     plans = [
         *(_codex_footer_plan(name, preseed) for name, preseed in CODEX_FOOTERS.items()),
         _codex_after_warning(),
+        _codex_short(),
+        attrs.evolve(PLANS["echo"], name="codex_narrow", agents=_CODEX, sizes=CODEX_NARROW_SIZES),
         # The command wraps over several rows of the approval prompt.
         _permission("codex_exec_long", _CODEX, "exec_command", manual=False),
         # The option descriptions wrap under their rows.
@@ -1358,13 +1386,25 @@ PLANS = {**PLANS, **_codex_variant_plans()}
 
 
 def codex_variant_jobs(clients_: Iterable[Client]) -> list[Job]:
-    """The Codex plans of `CODEX_SIZED_PLANS` at `CODEX_VARIANT_SIZES` (beside `all_jobs`)."""
+    """The Codex plans of `CODEX_SIZED_PLANS` at `CODEX_VARIANT_SIZES`, `codex_short` at
+    `CODEX_SHORT_SIZES` and `codex_narrow` at `CODEX_NARROW_SIZES` (beside `all_jobs`)."""
+    codex = [client for client in clients_ if client.agent == "codex"]
     return [
-        Job(PLANS[name], client, cols, rows)
-        for client in clients_
-        if client.agent == "codex"
-        for name in CODEX_SIZED_PLANS
-        for cols, rows in CODEX_VARIANT_SIZES
+        *(
+            Job(PLANS[name], client, cols, rows)
+            for client in codex
+            for name in CODEX_SIZED_PLANS
+            for cols, rows in CODEX_VARIANT_SIZES
+        ),
+        *(
+            Job(PLANS[name], client, *size)
+            for client in codex
+            for name, sizes in (
+                ("codex_short", CODEX_SHORT_SIZES),
+                ("codex_narrow", CODEX_NARROW_SIZES),
+            )
+            for size in sizes
+        ),
     ]
 
 

@@ -68,6 +68,12 @@ makes 0.169.0 open a model-upgrade dialog before the composer.)
 CODEX_SETTLE_SECONDS = 0.5
 """Quiet time after Codex's idle composer before the session counts as started."""
 
+CODEX_STATUS_MIN_ROWS = 5
+"""The fewest pane rows at which Codex draws its composer's status row.
+
+In a 4-row pane every pinned version drops it (0.169.0+ keep the hint row), so nothing
+on screen says the session is configured: there the composer alone counts as idle."""
+
 DROPPED_KEY_SECONDS = 1.5
 """How long a key press may take to show before it counts as dropped (see press_until)."""
 
@@ -153,6 +159,12 @@ def _codex_idle(screen: str) -> bool:
     loading = _CODEX_LOADING.search(screen) is not None
     working = "esc to interrupt" in screen
     return composer and configured and not loading and not working
+
+
+def _codex_composer_up(screen: str) -> bool:
+    """The composer is drawn and nothing loads or works (a pane too short for the status row)."""
+    composer = any(line.startswith(f"{CODEX_PROMPT} ") for line in screen.splitlines())
+    return composer and _CODEX_LOADING.search(screen) is None and "esc to interrupt" not in screen
 
 
 _CODEX_LOADING = re.compile(r"^(│ model:\s+|\s+)loading\b", re.MULTILINE)
@@ -281,7 +293,10 @@ class LabSession:
 
     async def wait_idle(self, timeout: float = START_TIMEOUT) -> str:
         """Wait for the idle, empty composer."""
-        return await self.wait_for_screen(IDLE[self.agent], timeout, what="idle composer")
+        idle = IDLE[self.agent]
+        if self.agent == "codex" and self.rows < CODEX_STATUS_MIN_ROWS:
+            idle = _codex_composer_up
+        return await self.wait_for_screen(idle, timeout, what="idle composer")
 
     async def wait_stable(
         self,
