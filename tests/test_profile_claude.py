@@ -641,3 +641,64 @@ def test_a_working_screen_without_esc_to_interrupt_is_proven_by_its_spinner(setu
         _, observation = classify(path, with_rows(grid, rows))
         # Without the spinner only the grey glyph is left: never idle.
         assert observation.state is (State.UNKNOWN if hidden else State.WORKING)
+
+
+# ---------------------------------------------------------------- variants users have (issue 25)
+
+AUTO_MODE_ROW = "Yes, and switch to auto mode · auto mode handles these prompts for you"
+
+
+def test_the_auto_mode_row_is_persistent_and_resting_on_it_is_blocked() -> None:
+    """`approve_once` is the `Yes` row; `switch to auto mode` is never offered nor rested on."""
+    paths = sorted(ROOT.glob("claude/*/**/claude_bash_variable-permission.json"))
+    assert len(paths) == 2 * len(PROFILES)
+    for path in paths:
+        _, grid, observation, _ = proven(path)
+        assert observation.prompt is not None
+        options = observation.prompt.questions[0].options
+        assert [(o.label, o.role) for o in options] == [
+            ("Yes", OptionRole.APPROVE_ONCE),
+            (AUTO_MODE_ROW, OptionRole.APPROVE_PERSISTENT),
+            ("No", OptionRole.REJECT),
+        ], path
+        first, second = _menu_rows(grid, observation)[:2]
+        cursor = grid.cell(1, first)
+        changes = {(1, first): Cell(), (1, second): cursor}
+        for x in range(6, grid.cols):  # move the highlight with the cursor
+            changes[(x, first)] = attrs.evolve(grid.cell(x, first), fg="default")
+            changes[(x, second)] = attrs.evolve(grid.cell(x, second), fg=cursor.fg)
+        _, moved = classify(path, with_cells(grid, changes))
+        assert moved.state is State.BLOCKED and not moved.actionable, path
+
+
+def test_a_model_without_auto_mode_draws_no_tip_and_no_auto_mode_row() -> None:
+    for path in sorted(ROOT.glob("claude/*/**/claude_bash_no_auto-permission.json")):
+        label, grid = load(path)
+        _, _, observation, _ = proven(path)
+        assert observation.prompt is not None
+        (question,) = observation.prompt.questions
+        assert question.detail == label["expected"]["command"]
+        assert [o.role for o in question.options] == [
+            OptionRole.APPROVE_ONCE,
+            OptionRole.APPROVE_PERSISTENT,
+            OptionRole.REJECT,
+        ]
+        assert not any("auto mode" in grid.row_text(y) for y in range(grid.rows)), path
+
+
+@pytest.mark.parametrize("version", ["2.1.263", "2.1.266", "2.1.267"])
+def test_the_parser_reason_between_blank_rows_is_an_advisory(version: str) -> None:
+    """2.1.263-2.1.267 print `Contains simple_expansion`; only the binary's own reasons read."""
+    for size in ("", "80x24/"):
+        path = ROOT / f"claude/{version}/{size}claude_bash_variable-permission.json"
+        label, grid = load(path)
+        _, _, observation, _ = proven(path)
+        assert observation.prompt is not None
+        assert observation.prompt.questions[0].detail == (
+            label["expected"]["command"] + "\n\nContains simple_expansion"
+        )
+        y = next(y for y in range(grid.rows) if "Contains" in grid.row_text(y))
+        for other in (" Contains simple_expansions", " Contains a variable", " Looks fine"):
+            rows = all_rows(grid)
+            rows[y] = text_row(grid, other)
+            assert not profile_of(path).classify(with_rows(grid, rows)).actionable, other
