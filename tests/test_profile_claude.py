@@ -702,3 +702,27 @@ def test_the_parser_reason_between_blank_rows_is_an_advisory(version: str) -> No
             rows = all_rows(grid)
             rows[y] = text_row(grid, other)
             assert not profile_of(path).classify(with_rows(grid, rows)).actionable, other
+
+
+def test_an_ask_rule_is_named_as_an_advisory_with_its_hint() -> None:
+    """A user's `permissions.ask` rule: the rule's row and the muted hint, each read whole."""
+    paths = sorted(ROOT.glob("claude/*/**/claude_bash_ask_rule-permission.json"))
+    assert len(paths) == 2 * len(PROFILES)
+    for path in paths:
+        label, grid = load(path)
+        _, _, observation, _ = proven(path)
+        assert observation.prompt is not None
+        (question,) = observation.prompt.questions
+        reason = (
+            "Permission rule Bash(touch:*) requires confirmation for this command."
+            if label["version"] in ("2.1.263", "2.1.266", "2.1.267")
+            else "Rule Bash(touch:*) from user settings says to ask."
+        )
+        assert question.detail == "\n\n".join(
+            [label["expected"]["command"], reason, "/permissions to update rules"]
+        )
+        assert [o.role for o in question.options] == [OptionRole.APPROVE_ONCE, OptionRole.REJECT]
+        y = next(y for y in range(grid.rows) if grid.row_text(y).startswith(" /permissions"))
+        rows = all_rows(grid)
+        rows[y] = text_row(grid, " /permissions to update rules")  # the hint, not muted
+        assert not profile_of(path).classify(with_rows(grid, rows)).actionable, path

@@ -245,6 +245,9 @@ class PermissionShape:
     advisories: tuple[re.Pattern[str], ...] = ()
     advisory_fg: str = "default"
     advisory_col: int = 1
+    # Muted rows under an advisory, each matching one of these whole: the hint under a
+    # user's `permissions.ask` rule ("/permissions to update rules").
+    advisory_hints: tuple[re.Pattern[str], ...] = ()
 
 
 @attrs.frozen
@@ -789,7 +792,7 @@ class _Classifier:
         fence = shape.command_fence
         command: list[str] = []
         wrapped: list[str] = []  # the rows of a command drawn under the gutter
-        advisory: list[str] = []
+        advisory: list[tuple[str, bool]] = []  # each row's text, and whether it is a hint
         fences = 0
         in_tip = False
         gap = False  # a blank row after the command (unfenced: only trailing ones are drawn)
@@ -806,9 +809,9 @@ class _Classifier:
             if gap and fence is None:
                 # The command's description follows it directly; after a blank row only
                 # an advisory may stand (else a row is missing).
-                if not (shape.advisories and self.advisory_cell(start, cell)):
+                if not (shape.advisories and self.advisory_cell(y, start)):
                     raise _Refused(f"row {y} after a blank row under the command")
-                advisory.append(text.strip())
+                advisory.append((text.strip(), cell.fg == shape.menu.muted_fg))
                 continue
             if is_box_drawing(text[0]) and text == text[0] * self.grid.cols:
                 if text[0] != fence:
@@ -821,9 +824,9 @@ class _Classifier:
             if in_tip and cell.bold:
                 continue
             if shape.advisories and (command or wrapped) and fences == 2:
-                if not self.advisory_cell(start, cell):
+                if not self.advisory_cell(y, start):
                     raise _Refused(f"unexpected row {y} under the command")
-                advisory.append(text.strip())
+                advisory.append((text.strip(), cell.fg == shape.menu.muted_fg))
                 continue
             if start != shape.command_indent:
                 raise _Refused(f"unexpected row {y} in the permission body")
@@ -845,28 +848,43 @@ class _Classifier:
             return " ".join(wrapped), self.advisory_rows(advisory)
         return "\n".join(command), self.advisory_rows(advisory)
 
-    def advisory_cell(self, start: int, cell: Cell) -> bool:
-        """True when a row starting with `cell` at column `start` is drawn as an advisory."""
-        shape = self.p.permission
-        return start == shape.advisory_col and cell.fg == shape.advisory_fg and not cell.bold
+    def advisory_cell(self, y: int, start: int) -> bool:
+        """True when row `y`, its text starting at column `start`, is drawn as an advisory.
 
-    def advisory_rows(self, rows: Sequence[str]) -> list[str]:
-        """`rows` cut into whole advisories (the longest known one first); refused otherwise."""
-        patterns = self.p.permission.advisories
+        In the advisory colour, or muted for a whole hint row (`advisory_hints`).
+        """
+        shape = self.p.permission
+        cell = self.cells[y][start]
+        if start != shape.advisory_col or cell.bold:
+            return False
+        if cell.fg == shape.menu.muted_fg:
+            text = self.texts[y].strip()
+            return any(hint.fullmatch(text) for hint in shape.advisory_hints)
+        return cell.fg == shape.advisory_fg
+
+    def advisory_rows(self, rows: Sequence[tuple[str, bool]]) -> list[str]:
+        """`rows` cut into whole advisories (the longest known one first); refused otherwise.
+
+        A hint row (muted) is read by the hint patterns only, any other by the advisories.
+        """
+        shape = self.p.permission
         found: list[str] = []
         start = 0
         while start < len(rows):
+            hint = rows[start][1]
+            patterns = shape.advisory_hints if hint else shape.advisories
             end = next(
                 (
                     end
                     for end in range(len(rows), start, -1)
-                    if any(p.fullmatch(" ".join(rows[start:end])) for p in patterns)
+                    if all(row[1] == hint for row in rows[start:end])
+                    and any(p.fullmatch(" ".join(t for t, _ in rows[start:end])) for p in patterns)
                 ),
                 None,
             )
             if end is None:
                 raise _Refused("unknown advisory row under the command")
-            found.append(" ".join(rows[start:end]))
+            found.append(" ".join(text for text, _ in rows[start:end]))
             start = end
         return found
 
@@ -1476,8 +1494,14 @@ _PARSER_REASONS = (
     re.compile(r"Contains shell syntax \([a-z_]+\) that cannot be statically analyzed"),
     re.compile(r"Parse error"),
 )
+# A user's `permissions.ask` rule that matched the command, and the dim hint under it.
+_RULE_HINT = re.compile(r"/permissions to update rules")
+_ASK_RULE_2_1_263 = re.compile(r"Permission rule \S.* requires confirmation for this command\.")
+_ASK_RULE_2_1_328 = re.compile(r"Rule \S.* from \S.* settings says to ask\.")
 _QUESTIONNAIRE_2_1_263 = QuestionnaireShape()
-_PERMISSION_2_1_263 = PermissionShape(advisories=_PARSER_REASONS)
+_PERMISSION_2_1_263 = PermissionShape(
+    advisories=(*_PARSER_REASONS, _ASK_RULE_2_1_263), advisory_hints=(_RULE_HINT,)
+)
 
 
 def _row(version: str) -> ClaudeProfile:
@@ -1508,7 +1532,10 @@ V2_1_328 = ClaudeProfile(
     # The command is fenced by dashed rules, its description above it.
     # It says what it could not check about a command under the fence.
     permission=attrs.evolve(
-        _PERMISSION_2_1_263, command_indent=1, command_fence="╌", advisories=_ADVISORIES
+        _PERMISSION_2_1_263,
+        command_indent=1,
+        command_fence="╌",
+        advisories=(*_ADVISORIES, _ASK_RULE_2_1_328),
     ),
     blockers=_BLOCKERS,
     key_plans=_KEY_PLANS,

@@ -44,6 +44,7 @@ from akk.qualify.launcher import (
     launch,
 )
 from akk.qualify.scenarios import (
+    ASK_RULE,
     SCENARIOS,
     SLOW_SIGNAL,
     Question,
@@ -1195,6 +1196,11 @@ def _claude_variant_plans() -> dict[str, Plan]:
             _permission("claude_bash", _CLAUDE, "Bash", manual=False),
             name="claude_bash_no_auto",
             preseed=Preseed(claude_model=CLAUDE_NO_AUTO_MODEL),
+        ),
+        # A user's ask rule matched: the prompt names it (and offers Yes / No only).
+        attrs.evolve(
+            _permission("claude_bash_ask_rule", _CLAUDE, "Bash", manual=False),
+            preseed=Preseed(claude_ask_rules=(ASK_RULE,)),
         ),
         # Its middle row is a directory-scoped grant ("Yes, allow reading from ...").
         _permission("claude_bash_read_outside", _CLAUDE, "Bash", manual=False),

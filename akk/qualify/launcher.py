@@ -114,6 +114,9 @@ class Preseed:
     """Claude's user `statusLine` command (`~/.claude/settings.json`); None: no status line."""
     claude_editor_mode: str | None = None
     """Claude's `editorMode` (`vim`); None: the client's default (normal)."""
+    claude_ask_rules: tuple[str, ...] = ()
+    """Claude's user `permissions.ask` rules (`Bash(touch:*)`): a matching call always asks,
+    and its prompt says which rule asked."""
     claude_model: str | None = None
     """Claude's user `model` setting; None: the account's default (Opus, which offers auto
     mode). A model without auto mode (claude-sonnet-4-5) draws no auto-mode tip or row."""
@@ -435,6 +438,8 @@ def _claude_settings(preseed: Preseed) -> dict[str, object]:
         settings["statusLine"] = {"type": "command", "command": preseed.claude_status_line}
     if preseed.claude_model is not None:
         settings["model"] = preseed.claude_model
+    if preseed.claude_ask_rules:
+        settings["permissions"] = {"ask": list(preseed.claude_ask_rules)}
     return settings
 
 

@@ -426,6 +426,13 @@ title's column between blank rows; 2.1.328 and 2.1.332 say "A variable in this c
 can't be checked before it runs" under the fence. Either way no persistent grant row.
 """
 
+ASK_RULE = "Bash(touch:*)"
+ASK_RULE_COMMAND = "touch lab-ask-rule.txt"
+"""A command a user's `permissions.ask` rule (`ASK_RULE`) matches: the prompt names the rule
+(2.1.263-2.1.267: `Permission rule Bash(touch:*) requires confirmation for this command.`;
+2.1.328+: `Rule Bash(touch:*) from user settings says to ask.`), a muted `/permissions to
+update rules` under it, and offers no grant and no auto mode."""
+
 READ_OUTSIDE_COMMAND = "ls /tmp | head -n 3"
 """A read-only command on a directory outside the project: a directory-scoped grant row."""
 
@@ -468,6 +475,12 @@ def _claude_variant_scenarios() -> dict[str, Scenario]:
                 # The default reply ("ok") ends the turn after the command's output.
                 Step(RUN_TASK, Bash(VARIABLE_COMMAND, "Write the user name to a file")),
             ),
+        ),
+        Scenario(
+            "claude_bash_ask_rule",
+            task=RUN_TASK,
+            agents=claude,
+            steps=(Step(RUN_TASK, Bash(ASK_RULE_COMMAND, "Create the ask-rule file")),),
         ),
         Scenario(
             "claude_bash_read_outside",
