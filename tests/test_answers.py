@@ -89,6 +89,13 @@ def _has_role(*roles: OptionRole) -> Callable[[Shown], bool]:
 
 
 PERMISSION = _where(lambda s: s.prompt.kind is InteractionKind.PERMISSION)
+# Prompts with a persistent row: all but those a user's ask rule caused (Yes / No only).
+PERSISTENT = _where(
+    lambda s: (
+        s.prompt.kind is InteractionKind.PERMISSION
+        and any(o.role is OptionRole.APPROVE_PERSISTENT for o in s.prompt.questions[0].options)
+    )
+)
 QUEUED = _where(_step(StepKind.QUEUED))
 ANSWERABLE = _where(
     lambda s: (
@@ -459,7 +466,12 @@ def test_the_corpus_has_unprojected_chat_and_free_text_rows() -> None:
     assert {OptionRole.CHAT, OptionRole.FREE_TEXT} <= roles
 
 
-@pytest.mark.parametrize("path", PERMISSION, ids=_name)
+def test_every_permission_without_a_persistent_row_is_an_ask_rule_prompt() -> None:
+    without = sorted(set(PERMISSION) - set(PERSISTENT))
+    assert without and all("claude_bash_ask_rule" in p.name for p in without), without
+
+
+@pytest.mark.parametrize("path", PERSISTENT, ids=_name)
 def test_a_persistent_approval_row_is_never_chosen(path: Path) -> None:
     """Even on a prompt that takes answers, the persistent row's id resolves to nothing."""
     s = shown(path)
