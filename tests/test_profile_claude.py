@@ -200,15 +200,20 @@ def test_cursor_on_a_persistent_approval_row_is_blocked() -> None:
     for version in PROFILES:
         path = ROOT / "claude" / version / "claude_bash-permission.json"
         _, grid, observation, _ = proven(path)
-        first, second = _menu_rows(grid, observation)[:2]
-        cursor = grid.cell(1, first)
-        changes = {(1, first): Cell(), (1, second): cursor}
-        for x in range(6, grid.cols):  # move the highlight with the cursor
-            changes[(x, first)] = attrs.evolve(grid.cell(x, first), fg="default")
-            changes[(x, second)] = attrs.evolve(grid.cell(x, second), fg=cursor.fg)
-        _, moved = classify(path, with_cells(grid, changes))
+        moved = _cursor_on_second_row(path, grid, observation)
         assert moved.state is State.BLOCKED and not moved.actionable
         assert moved.reason is not None and "persistent" in moved.reason
+
+
+def _cursor_on_second_row(path: Path, grid: Grid, observation: Observation) -> Observation:
+    """`path`'s prompt read again with its cursor (and highlight) moved to the second row."""
+    first, second = _menu_rows(grid, observation)[:2]
+    cursor = grid.cell(1, first)
+    changes = {(1, first): Cell(), (1, second): cursor}
+    for x in range(6, grid.cols):  # move the highlight with the cursor
+        changes[(x, first)] = attrs.evolve(grid.cell(x, first), fg="default")
+        changes[(x, second)] = attrs.evolve(grid.cell(x, second), fg=cursor.fg)
+    return classify(path, with_cells(grid, changes))[1]
 
 
 def test_a_working_line_above_an_idle_composer_is_working() -> None:
@@ -661,13 +666,7 @@ def test_the_auto_mode_row_is_persistent_and_resting_on_it_is_blocked() -> None:
             (AUTO_MODE_ROW, OptionRole.APPROVE_PERSISTENT),
             ("No", OptionRole.REJECT),
         ], path
-        first, second = _menu_rows(grid, observation)[:2]
-        cursor = grid.cell(1, first)
-        changes = {(1, first): Cell(), (1, second): cursor}
-        for x in range(6, grid.cols):  # move the highlight with the cursor
-            changes[(x, first)] = attrs.evolve(grid.cell(x, first), fg="default")
-            changes[(x, second)] = attrs.evolve(grid.cell(x, second), fg=cursor.fg)
-        _, moved = classify(path, with_cells(grid, changes))
+        moved = _cursor_on_second_row(path, grid, observation)
         assert moved.state is State.BLOCKED and not moved.actionable, path
 
 
