@@ -16,6 +16,7 @@ import attrs
 import pytest
 
 from akk import cli
+from akk.discovery.process import sha256_file
 from akk.evidence.files import identify, read_lines, records
 from akk.profiles.registry import PINNED, PROFILES
 from akk.qualify import command, compare, evidence, qualification
@@ -39,7 +40,7 @@ async def test_the_probe_reads_the_version_and_the_sha256_of_the_file(tmp_path: 
     path = stand_in(tmp_path, "2.1.999 (Claude Code)")
     found = await qualification.probe("claude", path)
     assert (found.version, found.path) == ("2.1.999", path.resolve())
-    assert found.sha256 == qualification.sha256_file(path) and len(found.sha256) == 64
+    assert found.sha256 == sha256_file(path) and len(found.sha256) == 64
     path.write_text(path.read_text() + "# another build\n")
     assert (await qualification.probe("claude", path)).sha256 != found.sha256
 

@@ -329,7 +329,7 @@ class DigestCache:
         if key in self._known:
             return self._known[key]
         try:
-            digest = await trio.to_thread.run_sync(_sha256, path)
+            digest = await trio.to_thread.run_sync(sha256_file, path)
         except OSError:
             return None
         self.hashes += 1
@@ -342,7 +342,8 @@ def binary_of(process: AgentProcess) -> str:
     return process.program[-1]
 
 
-def _sha256(path: str) -> str:
+def sha256_file(path: str | os.PathLike[str]) -> str:
+    """The SHA-256 of a file's bytes, as lowercase hex: what a qualification row holds."""
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         while chunk := f.read(1 << 20):

@@ -39,7 +39,7 @@ from typing import Any
 import attrs
 import trio
 
-from akk.discovery.process import VersionCache
+from akk.discovery.process import VersionCache, sha256_file
 from akk.profiles.registry import Profile
 from akk.qualify import appserver, compare, evidence, trial
 from akk.qualify.appserver import SchemaCheck, SchemaError
@@ -58,8 +58,6 @@ PARALLEL = 3
 """Plan runs at a time. A run mostly waits on its client's screen, so three share two
 cores: Claude 2.1.332's 136 runs take 190 s at three, with none failed."""
 
-_CHUNK = 1 << 20
-
 
 class QualifyError(RuntimeError):
     """The binary cannot be qualified at all (not found, no version, already pinned...)."""
@@ -75,15 +73,6 @@ class Probe:
     sha256: str
     seconds: float = 0.0
     """How long the probe took (the report's first phase)."""
-
-
-def sha256_file(path: Path) -> str:
-    """The SHA-256 of a file's bytes, as lowercase hex."""
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 async def probe(agent: Agent, binary: Path) -> Probe:

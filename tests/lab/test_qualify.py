@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
 
 from akk import cli
-from akk.client import connect
+from akk.client import Controller, connect
+from akk.discovery.process import sha256_file
 from akk.profiles.registry import PINNED
 from akk.qualify import command, qualification
 from akk.qualify import scenarios as sc
@@ -44,6 +46,16 @@ def _qualify(state: StateDir, binary: Path) -> int:
     return cli.main(argv, registry=PINNED.without(NEW.agent, NEW.version))
 
 
+async def _seen(ctl: Controller) -> dict[str, Any]:
+    """The lab pane's one `list` row, once the server sees it (bound or not)."""
+    with trio.fail_after(20):
+        while not (rows := (await ctl.call("list"))["terminals"]):
+            await trio.sleep(0.05)
+    (row,) = rows
+    found: dict[str, Any] = row
+    return found
+
+
 @pytest.mark.lab
 @pytest.mark.parametrize(
     "lab",
@@ -65,7 +77,7 @@ async def test_a_pinned_codex_taken_as_new_is_qualified_then_served(
     assert report["screens"]["differs"] == report["screens"]["not_producible"] == 0
     assert report["screens"]["same"] > 100 and report["sandboxed"] is True
     assert report["evidence"]["outcome"] == "done" and not report["evidence"]["problems"]
-    assert report["binary_sha256"] == qualification.sha256_file(NEW.binary())
+    assert report["binary_sha256"] == sha256_file(NEW.binary())
     phases = {phase["name"]: phase["seconds"] for phase in report["phases"]}
     assert list(phases) == ["probe", "evidence", "capture", "classify", "schema"]
     print(f"qualify {NEW.name} as new: " + ", ".join(f"{k} {v:.1f} s" for k, v in phases.items()))
@@ -111,10 +123,7 @@ async def test_an_old_claude_read_with_a_newer_profile_is_refused_and_binds_noth
         command.row(judged, 0.0)
     # A pane of that binary stays unsupported, and its reason names the command to run.
     async with two_controllers(lab, tmp_path, registry=registry) as (_, ctl, _other):
-        with trio.fail_after(20):
-            while not (rows := (await ctl.call("list"))["terminals"]):
-                await trio.sleep(0.05)
-    (row,) = rows
+        row = await _seen(ctl)
     assert row["profile"] is None, row
     assert "akk qualify claude" in row["profile_reason"], row
 
@@ -129,10 +138,7 @@ async def test_auto_qualify_binds_a_new_binary_only_once_qualified(
         serving(lab, tmp_path, registry=registry, auto_qualify=True) as served,
         connect(served.endpoint.url, served.tokens["ctl"]) as ctl,
     ):
-        with trio.fail_after(20):
-            while not (rows := (await ctl.call("list"))["terminals"]):
-                await trio.sleep(0.05)
-        assert rows[0]["profile"] is None  # unsupported until the qualification ends
+        assert (await _seen(ctl))["profile"] is None  # unsupported until it is qualified
         started = trio.current_time()
         terminal = await idle_terminal(ctl, timeout=AUTO_QUALIFY_TIMEOUT)
         took = trio.current_time() - started
