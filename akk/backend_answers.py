@@ -18,24 +18,21 @@ message.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, TypeVar
 
 import apsw
 import attrs
 
 from akk.actors.backend import (
-    AnswerReceipt,
     AnswerRequest,
     BackendDesk,
     BackendHost,
     Refused,
-    StartReceipt,
     StartTurn,
     Steer,
     offer_refusal,
 )
 from akk.actors.destination import DestinationDesk
-from akk.actors.runtime import ActorError, AskTimeout
 from akk.actors.store import transact
 from akk.actors.turn_desk import TurnDesk
 from akk.answers import check_offer
@@ -43,6 +40,7 @@ from akk.appserver.prompts import BackendPrompt, answers_result, async_message, 
 from akk.evidence import request_digest
 from akk.profiles.observation import InteractionKind
 from akk.protocol.errors import Reason, RpcError
+from akk.runtime.actor import ActorError, Ask, AskTimeout
 from akk.screen.fingerprint import IdMinter
 from akk.store import dispatches, interactions, sessions, turns
 from akk.store.dispatches import Dispatch, Kind, Stage
@@ -52,6 +50,8 @@ from akk.store.sessions import ThreadIntent
 from akk.store.turns import Turn, TurnState
 
 ANSWER_TIMEOUT = 60.0
+
+R = TypeVar("R")
 
 
 @attrs.frozen
@@ -203,7 +203,6 @@ class BackendAnswers:
         reply = await self._ask(self._host(), message)
         if isinstance(reply, Refused):
             raise RpcError(reply.reason, reply.message)
-        assert isinstance(reply, AnswerReceipt)
         if not reply.proven:
             self._destinations.wake(turn.controller_id)
             raise _uncertain(reply.why)
@@ -280,7 +279,6 @@ class BackendAnswers:
         except RpcError:
             await self._desk.follow_backend(turn_id, generation=None)
             raise
-        assert isinstance(receipt, StartReceipt)
         started = receipt.turn.state in (TurnState.RUNNING, *_SETTLED_AFTER_START)
         stage = Stage.ACCEPTED if started else Stage.NOT_ACCEPTED
         await transact(
@@ -309,7 +307,7 @@ class BackendAnswers:
             raise RpcError(Reason.PROMPT_CHANGED, "the app-server is not running; call status")
         return host
 
-    async def _ask(self, host: BackendHost, message: object) -> object:
+    async def _ask(self, host: BackendHost, message: Ask[R]) -> R:
         try:
             return await host.ref.ask(message, timeout=ANSWER_TIMEOUT)
         except AskTimeout as exc:

@@ -19,9 +19,9 @@ from typing import Any
 import apsw
 
 from akk.actors.destination import DestinationDesk
-from akk.actors.runtime import ActorRef
 from akk.actors.store import transact
 from akk.protocol.errors import Reason, RpcError
+from akk.runtime.actor import ActorRef
 from akk.store import audit, interactions, outbox, turns
 from akk.store.interactions import Interaction, InteractionState
 from akk.store.outbox import Notification

@@ -18,9 +18,8 @@ from typing import Any
 import trio
 
 from akk.actors.destination import DestinationDesk
-from akk.actors.runtime import ActorError, AskTimeout
 from akk.actors.store import transact
-from akk.actors.terminal import AnswerReceipt, DispatchAnswer, Refusal, dispatch_answer
+from akk.actors.terminal import AnswerReceipt, DispatchAnswer, Refusal
 from akk.actors.turn import remember
 from akk.actors.turn_desk import TurnDesk
 from akk.answers import Answer, check_offer, decision, resolve
@@ -29,6 +28,7 @@ from akk.profiles.observation import InteractionKind, PromptView, State
 from akk.protocol.errors import Reason, RpcError
 from akk.protocol.projection import Shown, project_snapshot
 from akk.protocol.text_rule import check_text
+from akk.runtime.actor import ActorError, ActorRef, AskTimeout
 from akk.screen.fingerprint import Appearance, IdMinter
 from akk.store import audit, dispatches, interactions, turns
 from akk.store.interactions import Interaction, InteractionState
@@ -306,9 +306,11 @@ class InteractionCalls:
         snapshot = self._board.get(turn.terminal_id or "")
         return None if snapshot is None else project_snapshot(snapshot, self._ids, turn.turn_id)
 
-    async def _dispatch(self, terminal: Any, message: DispatchAnswer) -> AnswerReceipt | Refusal:
+    async def _dispatch(
+        self, terminal: ActorRef, message: DispatchAnswer
+    ) -> AnswerReceipt | Refusal:
         try:
-            return await dispatch_answer(terminal, message, timeout=ANSWER_TIMEOUT)
+            return await terminal.ask(message, timeout=ANSWER_TIMEOUT)
         except AskTimeout as exc:
             if not exc.delivered:
                 raise RpcError(

@@ -17,7 +17,6 @@ import attrs
 import trio
 
 import akk
-from akk.actors.runtime import ActorRef
 from akk.actors.store import transact
 from akk.auth import Credential, CredentialBook, CredentialError, Scope, token_digest
 from akk.callback_calls import CallbackCalls
@@ -28,6 +27,7 @@ from akk.protocol.excerpt import excerpt
 from akk.protocol.projection import project_snapshot
 from akk.protocol.schema import OPERATOR_METHODS, PROTOCOL_VERSION
 from akk.qualifications import QualifiedVersions
+from akk.runtime.actor import ActorRef
 from akk.screen.fingerprint import IdMinter
 from akk.session_calls import SessionCalls
 from akk.store import credentials, qualifications, terminals, turns

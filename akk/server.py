@@ -35,13 +35,13 @@ from trio_websocket import (
 from wsproto import ConnectionType, WSConnection
 from wsproto.events import BytesMessage, TextMessage
 
-from akk.actors.runtime import Rank, act_as
 from akk.auth import CredentialBook
 from akk.connections import NOT_READING, ConnectionRegistry
 from akk.instance import CHALLENGE_HEADER, PROOF_HEADER, PROOF_PATH, PROOF_STATUS, proof_for
 from akk.methods import Methods, Peer
 from akk.protocol.errors import Code, Reason, RpcError
 from akk.protocol.jsonrpc import FramingError, Request, error_frame, parse_request, result_frame
+from akk.runtime.actor import Rank, act_as
 
 log = logging.getLogger("akk.server")
 

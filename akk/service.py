@@ -20,7 +20,6 @@ import trio
 from akk.actors.backend import BackendDesk, CodexSetup, find_codex
 from akk.actors.destination import DestinationDesk, OutboxPolicy
 from akk.actors.store import StoreActor
-from akk.actors.supervisor import ChildSpec, Supervisor
 from akk.actors.turn_desk import TurnDesk
 from akk.actors.watcher import TmuxWatcher, default_socket
 from akk.appserver import rpc
@@ -43,6 +42,7 @@ from akk.methods import Methods
 from akk.profiles.registry import PINNED, Registry, qualify_command
 from akk.qualifications import QualifiedVersions
 from akk.qualify.auto import AutoQualifier
+from akk.runtime.supervisor import ChildSpec, Supervisor
 from akk.screen.fingerprint import IdMinter
 from akk.server import (
     ControllerServer,

@@ -26,12 +26,9 @@ from akk.actors.backend import (
     BackendHost,
     ReadBinding,
     ReadThread,
-    StartReceipt,
     StartTurn,
-    ThreadFacts,
 )
 from akk.actors.destination import DestinationDesk
-from akk.actors.runtime import ActorError, AskTimeout
 from akk.actors.store import transact
 from akk.actors.turn import Reload
 from akk.actors.turn_desk import TurnDesk
@@ -40,6 +37,7 @@ from akk.appserver.schema import RESUME_VERIFIED
 from akk.evidence import request_digest
 from akk.protocol.errors import Reason, RpcError
 from akk.protocol.text_rule import check_text
+from akk.runtime.actor import ActorError, AskTimeout
 from akk.sessions import policy
 from akk.store import sessions, turns
 from akk.store.reader import StoreReader
@@ -164,7 +162,6 @@ class SessionCalls:
                 "call status {turn_id}",
                 data={"turn_id": turn.turn_id, "session_decision": reserved.decision.public()},
             ) from None
-        assert isinstance(receipt, StartReceipt)
         turn = receipt.turn
         if turn.unresolved:
             await self._desk.follow_backend(turn.turn_id, generation=receipt.generation)
@@ -225,7 +222,6 @@ class SessionCalls:
             facts = await host.ref.ask(ReadThread(thread_id), timeout=START_TIMEOUT)
         except ActorError:
             return "unreachable"
-        assert isinstance(facts, ThreadFacts)
         if not facts.found:
             return "missing"
         record = next((r for r in facts.turns if r.turn_id == invocation.native_turn_id), None)
@@ -336,7 +332,6 @@ class SessionCalls:
                 f"the app-server did not answer config/read ({exc}); nothing was started. "
                 "Try again; `akk doctor` checks the app-server",
             ) from None
-        assert isinstance(binding, policy.Binding)
         return binding
 
 

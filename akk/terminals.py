@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from akk.actors.runtime import ActorRef
 from akk.profiles.observation import Observation, State
 from akk.protocol.redaction import redact_screen
+from akk.runtime.actor import ActorRef
 from akk.screen.fingerprint import Appearance
 from akk.wakeups import Manual
 

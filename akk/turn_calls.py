@@ -16,16 +16,14 @@ import attrs
 
 from akk import faults
 from akk.actors.destination import DestinationDesk
-from akk.actors.runtime import ActorError, AskTimeout
 from akk.actors.store import transact
 from akk.actors.terminal import (
     DispatchRespond,
     DispatchTask,
     Refusal,
     TaskReceipt,
-    dispatch_task,
 )
-from akk.actors.turn import Cancel, CancelResult, Close
+from akk.actors.turn import Cancel, Close
 from akk.actors.turn_desk import TurnDesk
 from akk.evidence import request_digest
 from akk.faults import Point
@@ -33,6 +31,7 @@ from akk.interaction_calls import InteractionCalls
 from akk.protocol.errors import Reason, RpcError
 from akk.protocol.excerpt import excerpt
 from akk.protocol.text_rule import check_text
+from akk.runtime.actor import ActorError, ActorRef, AskTimeout
 from akk.store import audit, dispatches, outbox, sessions, turns
 from akk.store.reader import StoreReader
 from akk.store.turns import BACKEND, Turn, TurnState
@@ -173,14 +172,14 @@ class TurnCalls:
 
     async def _dispatch(
         self,
-        terminal: Any,
+        terminal: ActorRef,
         message: DispatchTask | DispatchRespond,
         reserved: Callable[[Any], bool],
     ) -> TaskReceipt | Refusal:
         """Ask the terminal to type ``message``; ``reserved`` tells (in the store) whether it
         reserved the dispatch, before which no key can have been sent."""
         try:
-            return await dispatch_task(terminal, message, timeout=DISPATCH_TIMEOUT)
+            return await terminal.ask(message, timeout=DISPATCH_TIMEOUT)
         except AskTimeout as exc:
             if not exc.delivered:
                 raise RpcError(
@@ -316,7 +315,6 @@ class TurnCalls:
         if actor is None:
             raise RpcError(Reason.INTERNAL, "the Turn is not followed right now; try again")
         reply = await actor.ask(Cancel(), timeout=DISPATCH_TIMEOUT)
-        assert isinstance(reply, CancelResult)
         if not reply.ok:
             raise RpcError(reply.reason or Reason.INTERNAL, reply.message)
         return {"turn_id": turn_id, "state": "cancelling"}

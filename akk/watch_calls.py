@@ -29,13 +29,13 @@ import trio
 
 from akk import evidence
 from akk.actors.destination import DestinationDesk
-from akk.actors.runtime import ActorError, ActorStopped, AskTimeout, MailboxFull
 from akk.actors.store import transact
 from akk.actors.terminal import Reconcile
 from akk.actors.turn import GONE_GRACE, Close, Outcome, Reload, file_outcome
 from akk.actors.turn_desk import TurnDesk
 from akk.profiles.observation import State
 from akk.protocol.errors import Reason, RpcError
+from akk.runtime.actor import ActorError, ActorStopped, AskTimeout, MailboxFull
 from akk.store import audit, outbox, terminals, turns
 from akk.store.reader import StoreReader
 from akk.store.turns import Turn, TurnState
@@ -226,7 +226,6 @@ class WatchCalls:
             except (AskTimeout, ActorError):
                 reconciled = None  # busy or restarting: its restart settles them
             else:
-                assert isinstance(reply, int)
                 reconciled = reply
         if record.unresolved:
             await self._desk.follow(record_id)

@@ -9,7 +9,7 @@ import pytest
 import trio
 import trio.testing
 
-from akk.actors import (
+from akk.runtime import (
     Actor,
     ActorCrashed,
     ActorRef,

@@ -24,12 +24,12 @@ import trio
 
 from akk.actors.destination import DestinationDesk, OutboxPolicy
 from akk.actors.store import StoreActor
-from akk.actors.supervisor import ChildSpec, Supervisor
 from akk.callback_calls import CallbackCalls
 from akk.client import AkkError, Controller, connect
 from akk.instance import Endpoint
 from akk.profiles.observation import Observation, State
 from akk.protocol.errors import Reason, RpcError
+from akk.runtime.supervisor import ChildSpec, Supervisor
 from akk.screen.fingerprint import Appearance
 from akk.service import ServiceConfig, run_service
 from akk.sessions import policy

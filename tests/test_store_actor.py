@@ -8,9 +8,9 @@ import apsw
 import pytest
 import trio
 
-from akk.actors.runtime import ActorCrashed
 from akk.actors.store import StoreActor, transact
-from akk.actors.supervisor import ChildSpec, Supervisor
+from akk.runtime.actor import ActorCrashed
+from akk.runtime.supervisor import ChildSpec, Supervisor
 from akk.store.database import CasConflict, cas_update, open_reader
 
 

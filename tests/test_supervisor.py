@@ -13,7 +13,7 @@ import trio.testing
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from akk.actors import (
+from akk.runtime import (
     Actor,
     ActorCrashed,
     ActorRef,

@@ -1,59 +1,6 @@
-"""Actor runtime and OTP-style supervision on Trio.
+"""The domain actors, each owning one thing and its state (ARCHITECTURE.md's rooms).
 
-`runtime` holds actors, refs, ranks and their errors; `supervisor` holds
-child specs, restart policy and supervisors.
+`store` (the one writer), `terminal` (one pane's keys), `watcher` (tmux's panes), `turn` and
+`turn_desk` (one Turn from receipt to outcome), `destination` (one controller's outbox), and the
+Codex app-server's `backend` and `backend_turn`. The runtime they run on is `akk.runtime`.
 """
-
-from akk.actors.runtime import (
-    Actor,
-    ActorCrashed,
-    ActorError,
-    ActorRef,
-    ActorStopped,
-    AskTimeout,
-    Incarnation,
-    MailboxFull,
-    Rank,
-    RankViolation,
-    StopActor,
-    current_actor,
-    detach_from_actor,
-)
-from akk.actors.supervisor import (
-    ChildSpec,
-    DuplicateChild,
-    Restart,
-    Strategy,
-    Supervisor,
-    SupervisorError,
-    SupervisorEscalation,
-    SupervisorNotRunning,
-    SupervisorStats,
-    UnknownChild,
-)
-
-__all__ = [
-    "Actor",
-    "ActorCrashed",
-    "ActorError",
-    "ActorRef",
-    "ActorStopped",
-    "AskTimeout",
-    "ChildSpec",
-    "DuplicateChild",
-    "Incarnation",
-    "MailboxFull",
-    "Rank",
-    "RankViolation",
-    "Restart",
-    "StopActor",
-    "Strategy",
-    "Supervisor",
-    "SupervisorError",
-    "SupervisorEscalation",
-    "SupervisorNotRunning",
-    "SupervisorStats",
-    "UnknownChild",
-    "current_actor",
-    "detach_from_actor",
-]

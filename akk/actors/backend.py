@@ -34,9 +34,7 @@ import attrs
 import trio
 
 from akk import faults
-from akk.actors.runtime import Actor, ActorRef, Incarnation, Rank
 from akk.actors.store import transact
-from akk.actors.supervisor import ChildSpec, Restart, Supervisor
 from akk.appserver import rpc, schema
 from akk.appserver.prompts import (
     AsyncQuestion,
@@ -51,6 +49,8 @@ from akk.evidence import request_digest
 from akk.faults import Point
 from akk.protocol.errors import Reason
 from akk.protocol.redaction import redact
+from akk.runtime.actor import Actor, ActorRef, Ask, Incarnation, Rank
+from akk.runtime.supervisor import ChildSpec, Restart, Supervisor
 from akk.screen.fingerprint import IdMinter
 from akk.sessions import policy
 from akk.store import audit, dispatches, interactions, sessions, turns
@@ -289,15 +289,15 @@ def _final_message(items: object) -> str | None:
 
 
 @attrs.frozen
-class ReadBinding:
-    """The binding a thread started now in ``cwd`` would get (config/read). Reply: Binding."""
+class ReadBinding(Ask[policy.Binding]):
+    """The binding a thread started now in ``cwd`` would get (config/read)."""
 
     cwd: str
 
 
 @attrs.frozen
-class StartTurn:
-    """Run the reserved invocation (turn_id, round). Reply: StartReceipt."""
+class StartTurn(Ask["StartReceipt"]):
+    """Run the reserved invocation (turn_id, round)."""
 
     turn_id: str
     round: int
@@ -312,7 +312,7 @@ class StartReceipt:
 
 
 @attrs.frozen
-class InterruptTurn:
+class InterruptTurn(Ask["str | None"]):
     """turn/interrupt. Reply: None, or the refusal's text."""
 
     thread_id: str
@@ -320,9 +320,9 @@ class InterruptTurn:
 
 
 @attrs.frozen
-class AnswerRequest:
+class AnswerRequest(Ask["AnswerReceipt | Refused"]):
     """Send ``result`` as the answer to server request ``request_id``, once, if it is still
-    the very request the controller saw (``fingerprint``). Reply: AnswerReceipt or Refused."""
+    the very request the controller saw (``fingerprint``)."""
 
     turn_id: str
     controller_id: str
@@ -360,8 +360,8 @@ class Refused:
 
 
 @attrs.frozen
-class ReadThread:
-    """thread/read with turns. Reply: ThreadFacts."""
+class ReadThread(Ask["ThreadFacts"]):
+    """thread/read with turns."""
 
     thread_id: str
 
@@ -391,7 +391,11 @@ class BackendLost(Exception):
     """The app-server's connection closed under the host (its process exited or misbehaved)."""
 
 
-class BackendActor(Actor):
+BackendMessage = ReadBinding | StartTurn | InterruptTurn | ReadThread | AnswerRequest
+"""Everything a BackendActor takes; each is asked, and names its reply."""
+
+
+class BackendActor(Actor[BackendMessage]):
     """Writes to one app-server connection, one step at a time (rank BACKEND)."""
 
     rank = Rank.BACKEND
@@ -412,18 +416,18 @@ class BackendActor(Actor):
         self._store = store
         self._read_store = reader
 
-    async def receive(self, message: object) -> object:
-        if isinstance(message, ReadBinding):
-            return await self._binding(message.cwd)
-        if isinstance(message, StartTurn):
-            return await self._start(message)
-        if isinstance(message, InterruptTurn):
-            return await self._interrupt(message)
-        if isinstance(message, ReadThread):
-            return await self._read_thread(message.thread_id)
-        if isinstance(message, AnswerRequest):
-            return await self._answer(message)
-        raise TypeError(f"BackendActor got {type(message).__name__}")
+    async def receive(self, message: BackendMessage) -> object:
+        match message:
+            case ReadBinding(cwd):
+                return await self._binding(cwd)
+            case StartTurn():
+                return await self._start(message)
+            case InterruptTurn():
+                return await self._interrupt(message)
+            case ReadThread(thread_id):
+                return await self._read_thread(thread_id)
+            case AnswerRequest():
+                return await self._answer(message)
 
     async def _binding(self, cwd: str) -> policy.Binding:
         result = await self._app.request("config/read", {"cwd": cwd}, timeout=REQUEST_TIMEOUT)
@@ -806,7 +810,9 @@ class BackendHost:
     ) -> None:
         self.setup = setup
         self.board = BackendBoard()
-        self.ref = ActorRef(setup.key, Rank.BACKEND, mailbox_size=BackendActor.mailbox_size)
+        self.ref = ActorRef[BackendMessage](
+            setup.key, Rank.BACKEND, mailbox_size=BackendActor.mailbox_size
+        )
         self._store = store
         self._reader = reader
         self._cwd = cwd

@@ -41,7 +41,6 @@ from akk.actors.backend import (
     ThreadFacts,
     thread_persisted,
 )
-from akk.actors.runtime import Actor, ActorError, ActorRef, Rank, StopActor
 from akk.actors.store import transact
 from akk.actors.turn import (
     FINAL_MESSAGE_LIMIT,
@@ -51,6 +50,7 @@ from akk.actors.turn import (
     Notify,
     Reload,
     Tick,
+    TurnMessage,
     update_turn,
 )
 from akk.appserver import rpc
@@ -58,6 +58,7 @@ from akk.discovery.process import start_ticks
 from akk.faults import Point
 from akk.protocol.errors import Reason
 from akk.protocol.redaction import redact
+from akk.runtime.actor import Actor, ActorError, ActorRef, Rank, StopActor
 from akk.screen.fingerprint import IdMinter
 from akk.sessions.policy import Dispatch, History
 from akk.store import interactions, sessions, turns
@@ -77,7 +78,7 @@ _OUTCOMES = {
 }
 
 
-class BackendTurnActor(Actor):
+class BackendTurnActor(Actor[TurnMessage]):
     rank = Rank.TURN
     mailbox_size = 16
 
@@ -114,18 +115,18 @@ class BackendTurnActor(Actor):
     async def started(self) -> None:
         await self._load()
 
-    async def receive(self, message: object) -> object:
-        if isinstance(message, Tick):
-            await self._follow()
-            return None
-        if isinstance(message, Cancel):
-            return await self._start_cancel()
-        if isinstance(message, Close):
-            raise StopActor()
-        if isinstance(message, Reload):
-            await self._load()
-            if message.reconcile:
-                self._generation = None  # the next look reads the thread
+    async def receive(self, message: TurnMessage) -> object:
+        match message:
+            case Tick():
+                await self._follow()
+            case Cancel():
+                return await self._start_cancel()
+            case Close():
+                raise StopActor()
+            case Reload(reconcile):
+                await self._load()
+                if reconcile:
+                    self._generation = None  # the next look reads the thread
         return None
 
     async def _load(self) -> None:
@@ -245,7 +246,6 @@ class BackendTurnActor(Actor):
             facts = await host.ref.ask(ReadThread(thread_id), timeout=ASK_TIMEOUT)
         except ActorError:
             return  # the process went away again: the next look retries the read
-        assert isinstance(facts, ThreadFacts)
         generation = host.board.generation
         if not facts.found:
             await self._forget_thread(invocation.session_id, History.MISSING)

@@ -25,11 +25,11 @@ import attrs
 import trio
 
 from akk import faults
-from akk.actors.runtime import Actor, ActorRef, ActorStopped, MailboxFull, Rank
 from akk.actors.store import transact
-from akk.actors.supervisor import ChildSpec, Restart, Supervisor
 from akk.connections import EventSink
 from akk.faults import Point
+from akk.runtime.actor import Actor, ActorRef, ActorStopped, MailboxFull, Rank
+from akk.runtime.supervisor import ChildSpec, Restart, Supervisor
 from akk.store import outbox
 from akk.store.outbox import Notification
 

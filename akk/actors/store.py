@@ -16,17 +16,10 @@ import apsw
 import attrs
 import trio
 
-from akk.actors.runtime import Actor, ActorRef, Rank
+from akk.runtime.actor import Actor, ActorRef, Ask, Rank
 from akk.store.database import open_store
 
 T = TypeVar("T")
-
-
-@attrs.frozen
-class Transact(Generic[T]):
-    """Run ``work`` in one write transaction and reply with its result."""
-
-    work: Callable[[apsw.Connection], T]
 
 
 @attrs.frozen
@@ -40,7 +33,14 @@ class _Failed:
     error: Exception
 
 
-class StoreActor(Actor):
+@attrs.frozen
+class Transact(Ask["T | _Failed"], Generic[T]):
+    """Run ``work`` in one write transaction and reply with its result (or its failure)."""
+
+    work: Callable[[apsw.Connection], T]
+
+
+class StoreActor(Actor[Transact[Any]]):
     """Owns the write connection; rebuilds it on restart."""
 
     rank = Rank.STORE
@@ -57,9 +57,7 @@ class StoreActor(Actor):
             conn, self._conn = self._conn, None
             await trio.to_thread.run_sync(conn.close)
 
-    async def receive(self, message: object) -> object:
-        if not isinstance(message, Transact):
-            raise TypeError(f"StoreActor cannot handle {type(message).__name__}")
+    async def receive(self, message: Transact[Any]) -> object:
         conn = self._conn
         assert conn is not None, "started() opens the connection before any message"
         return await trio.to_thread.run_sync(_in_transaction, conn, message.work)
@@ -75,13 +73,13 @@ def _in_transaction(conn: apsw.Connection, work: Callable[[apsw.Connection], T])
 
 
 async def transact(
-    store: ActorRef, work: Callable[[apsw.Connection], T], *, timeout: float = 10.0
+    store: ActorRef[Any], work: Callable[[apsw.Connection], T], *, timeout: float = 10.0
 ) -> T:
     """Ask the StoreActor to run ``work`` in one transaction; return its result.
 
     Whatever ``work`` raises is raised here, after the transaction rolled back.
     """
-    result: Any = await store.ask(Transact(work), timeout=timeout)
+    result = await store.ask(Transact(work), timeout=timeout)
     if isinstance(result, _Failed):
         raise result.error
-    return result  # type: ignore[no-any-return]
+    return result

@@ -20,7 +20,6 @@ import attrs
 import trio
 
 from akk import evidence, faults, wakeups
-from akk.actors.runtime import Actor, ActorRef, Rank
 from akk.actors.store import transact
 from akk.answers import PLAN_REFUSALS, Answer
 from akk.discovery import claude_editor
@@ -43,6 +42,7 @@ from akk.profiles.observation import InteractionKind, Observation, PromptView, S
 from akk.profiles.permission import asks_permission, awaits_call, bind_pending
 from akk.profiles.registry import Profile
 from akk.protocol.errors import Reason
+from akk.runtime.actor import Actor, ActorRef, Ask, Rank
 from akk.screen.fingerprint import Appearance, fingerprint
 from akk.screen.grid import Grid
 from akk.screen.render import CaptureMismatch, render
@@ -90,7 +90,7 @@ def text_timeout(base: float, text: str) -> float:
 
 
 @attrs.frozen
-class Refresh:
+class Refresh(Ask[None]):
     """The pane may have changed; ``cols`` x ``rows`` is its size as last listed."""
 
     cols: int
@@ -98,7 +98,7 @@ class Refresh:
 
 
 @attrs.frozen
-class Rebind:
+class Rebind(Ask[None]):
     """Read the pane with ``profile`` from now on (a qualification was recorded or revoked).
 
     ``identity`` is the same terminal with its new ``profile`` and ``profile_reason``.
@@ -111,7 +111,7 @@ class Rebind:
 
 
 @attrs.frozen
-class DispatchTask:
+class DispatchTask(Ask["TaskReceipt | Refusal"]):
     """Type ``text`` into the idle composer and press Enter once, as a new Turn."""
 
     controller_id: str
@@ -122,7 +122,7 @@ class DispatchTask:
 
 
 @attrs.frozen
-class DispatchRespond:
+class DispatchRespond(Ask["TaskReceipt | Refusal"]):
     """Type ``text`` into the idle composer as the next round of the settled ``turn_id``."""
 
     turn_id: str
@@ -130,7 +130,7 @@ class DispatchRespond:
 
 
 @attrs.frozen
-class DispatchAnswer:
+class DispatchAnswer(Ask["AnswerReceipt | Refusal"]):
     """Answer the prompt appearance ``seen`` for ``turn_id``, consuming ``offer_id``.
 
     ``answer`` was resolved from the controller's ids against that appearance;
@@ -146,14 +146,14 @@ class DispatchAnswer:
 
 
 @attrs.frozen
-class Interrupt:
+class Interrupt(Ask["InterruptReceipt | Refusal"]):
     """Press the agent's interrupt key for ``turn_id``, proven to be running on screen."""
 
     turn: Turn
 
 
 @attrs.frozen
-class Reconcile:
+class Reconcile(Ask[int]):
     """Settle this terminal's steps left open by a crash; reply how many (an int).
 
     This actor runs one message at a time, so while it reads this one no step
@@ -236,34 +236,18 @@ class _Ready:
         return TaskReceipt(turn, dispatch, self.seq, None)
 
 
-async def dispatch_task(
-    terminal: ActorRef, message: DispatchTask | DispatchRespond, *, timeout: float
-) -> TaskReceipt | Refusal:
-    reply = await terminal.ask(message, timeout=timeout)
-    assert isinstance(reply, TaskReceipt | Refusal), reply
-    return reply
+TerminalMessage = (
+    Refresh | Rebind | DispatchTask | DispatchRespond | DispatchAnswer | Interrupt | Reconcile
+)
+"""Everything a TerminalActor takes; each is asked, and names its reply."""
 
-
-async def dispatch_answer(
-    terminal: ActorRef, message: DispatchAnswer, *, timeout: float
-) -> AnswerReceipt | Refusal:
-    reply = await terminal.ask(message, timeout=timeout)
-    assert isinstance(reply, AnswerReceipt | Refusal), reply
-    return reply
-
-
-async def interrupt(
-    terminal: ActorRef, message: Interrupt, *, timeout: float
-) -> InterruptReceipt | Refusal:
-    reply = await terminal.ask(message, timeout=timeout)
-    assert isinstance(reply, InterruptReceipt | Refusal), reply
-    return reply
+TerminalRef = ActorRef[TerminalMessage]
 
 
 # ------------------------------------------------------------------ the actor
 
 
-class TerminalActor(Actor):
+class TerminalActor(Actor[TerminalMessage]):
     """Keeps one pane's current Observation up to date; dispatches its input."""
 
     rank = Rank.TERMINAL
@@ -316,29 +300,27 @@ class TerminalActor(Actor):
     async def stopped(self) -> None:
         self._board.retire(self._identity.terminal_id)
 
-    async def receive(self, message: object) -> object:
-        if isinstance(message, Refresh):
-            self._size = (message.cols, message.rows)
-            await self._observe()
-            return None
-        if isinstance(message, Rebind):
-            self._identity, self._profile = message.identity, message.profile
-            self._board.announce(self._identity, self._profile, trio.current_time())
-            await self._observe(force=True)
-            return None
-        if isinstance(message, DispatchTask):
-            return await self._dispatch_task(message)
-        if isinstance(message, DispatchRespond):
-            return await self._dispatch_respond(message)
-        if isinstance(message, DispatchAnswer):
-            return await self._dispatch_answer(message)
-        if isinstance(message, Interrupt):
-            return await self._interrupt(message)
-        if isinstance(message, Reconcile):
-            return await self._reconcile()
-        return Refusal(
-            Reason.INTERNAL, f"the terminal cannot handle {type(message).__name__}; nothing sent"
-        )
+    async def receive(self, message: TerminalMessage) -> object:
+        match message:
+            case Refresh(cols, rows):
+                self._size = (cols, rows)
+                await self._observe()
+                return None
+            case Rebind(identity, profile):
+                self._identity, self._profile = identity, profile
+                self._board.announce(self._identity, self._profile, trio.current_time())
+                await self._observe(force=True)
+                return None
+            case DispatchTask():
+                return await self._dispatch_task(message)
+            case DispatchRespond():
+                return await self._dispatch_respond(message)
+            case DispatchAnswer():
+                return await self._dispatch_answer(message)
+            case Interrupt():
+                return await self._interrupt(message)
+            case Reconcile():
+                return await self._reconcile()
 
     async def _reconcile(self) -> int:
         terminal_id, now = self._identity.terminal_id, time.time()

@@ -35,14 +35,14 @@ import attrs
 import trio
 
 from akk import evidence, faults
-from akk.actors.runtime import Actor, ActorRef, Rank, StopActor
 from akk.actors.store import transact
-from akk.actors.terminal import Interrupt, InterruptReceipt, interrupt
+from akk.actors.terminal import Interrupt, InterruptReceipt
 from akk.faults import Point
 from akk.profiles.observation import State
 from akk.protocol.errors import Reason
 from akk.protocol.projection import Shown, project_snapshot
 from akk.protocol.redaction import redact
+from akk.runtime.actor import Actor, ActorRef, Ask, Rank, StopActor
 from akk.screen.fingerprint import Appearance, IdMinter
 from akk.store import dispatches, interactions, terminals, turns
 from akk.store.dispatches import Kind, Stage
@@ -72,22 +72,22 @@ FINAL_MESSAGE_LIMIT = 4000
 
 
 @attrs.frozen
-class Tick:
+class Tick(Ask[None]):
     """Look again (sent by the TurnDesk's clock)."""
 
 
 @attrs.frozen
-class Cancel:
-    """The owner asked to cancel; reply CancelResult or a Refusal-like error text."""
+class Cancel(Ask["CancelResult"]):
+    """The owner asked to cancel."""
 
 
 @attrs.frozen
-class Close:
+class Close(Ask[None]):
     """Management released (already recorded): stop following."""
 
 
 @attrs.frozen
-class Reload:
+class Reload(Ask[None]):
     """The record changed outside this actor (a renew): read it again before the next look.
 
     ``reconcile``: also prove again what the record's process did (`recover`)."""
@@ -102,11 +102,14 @@ class CancelResult:
     message: str = ""
 
 
+TurnMessage = Tick | Cancel | Close | Reload
+"""Everything a Turn's actor takes (whichever way the Turn runs)."""
+
 Notify = Callable[[str], None]
 """Wake the Destination of a controller (a tell; never blocks)."""
 
 
-class TurnActor(Actor):
+class TurnActor(Actor[TurnMessage]):
     rank = Rank.TURN
     mailbox_size = 16
 
@@ -149,16 +152,16 @@ class TurnActor(Actor):
         base = self._enter_at if self._enter_at is not None else trio.current_time()
         self._accept_deadline = base + self._accept_seconds
 
-    async def receive(self, message: object) -> object:
-        if isinstance(message, Tick):
-            await self._follow()
-            return None
-        if isinstance(message, Cancel):
-            return await self._start_cancel()
-        if isinstance(message, Close):
-            raise StopActor()
-        if isinstance(message, Reload):
-            self._turn = await self._load()
+    async def receive(self, message: TurnMessage) -> object:
+        match message:
+            case Tick():
+                await self._follow()
+            case Cancel():
+                return await self._start_cancel()
+            case Close():
+                raise StopActor()
+            case Reload():
+                self._turn = await self._load()
         return None
 
     # -- following
@@ -426,7 +429,7 @@ class TurnActor(Actor):
         terminal = self._board.ref(turn.terminal_id or "")
         if terminal is None:
             return CancelResult(False, Reason.NOT_FOUND, "the terminal is gone; nothing was sent")
-        reply = await interrupt(terminal, Interrupt(turn), timeout=10)
+        reply = await terminal.ask(Interrupt(turn), timeout=10)
         if not isinstance(reply, InterruptReceipt):
             return CancelResult(False, reply.reason, reply.message)
         self._cancel = (trio.current_time() + CANCEL_BOUND, reply.seq)

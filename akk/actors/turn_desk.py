@@ -17,10 +17,10 @@ import trio
 
 from akk.actors.backend import BackendDesk
 from akk.actors.backend_turn import BackendTurnActor
-from akk.actors.runtime import Actor, ActorRef, ActorStopped, MailboxFull
 from akk.actors.store import transact
-from akk.actors.supervisor import ChildSpec, Restart, Supervisor, UnknownChild
-from akk.actors.turn import TICK, Notify, Tick, TurnActor
+from akk.actors.turn import TICK, Notify, Tick, TurnActor, TurnMessage
+from akk.runtime.actor import Actor, ActorRef, ActorStopped, MailboxFull
+from akk.runtime.supervisor import ChildSpec, Restart, Supervisor, UnknownChild
 from akk.screen.fingerprint import Appearance, IdMinter
 from akk.store import dispatches, turns
 from akk.store.turns import BACKEND, Turn
@@ -83,7 +83,7 @@ class TurnDesk:
             ),
         )  # fmt: skip
 
-    async def _start(self, turn_id: str, make: Callable[[], Actor]) -> None:
+    async def _start(self, turn_id: str, make: Callable[[], Actor[TurnMessage]]) -> None:
         if turn_id in self._supervisor.child_keys():
             return
         await self._supervisor.start_child(ChildSpec(turn_id, make, restart=Restart.TRANSIENT))

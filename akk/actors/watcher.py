@@ -32,16 +32,7 @@ import apsw
 import attrs
 import trio
 
-from akk.actors.runtime import ActorError, ActorRef
 from akk.actors.store import transact
-from akk.actors.supervisor import (
-    ChildSpec,
-    Restart,
-    Supervisor,
-    SupervisorEscalation,
-    SupervisorNotRunning,
-    UnknownChild,
-)
 from akk.actors.terminal import Rebind, Refresh, TerminalActor
 from akk.discovery.process import (
     AgentProcess,
@@ -54,6 +45,15 @@ from akk.discovery.process import (
 )
 from akk.profiles.registry import Profile
 from akk.qualifications import QualifiedVersions
+from akk.runtime.actor import ActorError, ActorRef
+from akk.runtime.supervisor import (
+    ChildSpec,
+    Restart,
+    Supervisor,
+    SupervisorEscalation,
+    SupervisorNotRunning,
+    UnknownChild,
+)
 from akk.store import terminals as terminal_records
 from akk.terminals import TerminalBoard, TerminalIdentity
 from akk.tmux import output as tmux_output

@@ -19,12 +19,12 @@ from pathlib import Path
 
 import trio
 
-from akk.actors.runtime import ActorRef
 from akk.actors.store import transact
 from akk.qualifications import QualifiedVersions
 from akk.qualify import command, qualification
 from akk.qualify.client import Agent
 from akk.qualify.qualification import QualifyError
+from akk.runtime.actor import ActorRef
 from akk.store import qualifications
 from akk.terminals import TerminalBoard, TerminalIdentity
 

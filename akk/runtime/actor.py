@@ -5,6 +5,11 @@ through an `ActorRef`: `tell` (no reply, never blocks) or `ask` (await the
 reply, with a deadline). The mailbox belongs to the ref, not to one run of the
 actor, so messages and refs survive restarts.
 
+Typed: an actor is an `Actor[M]` over its message union `M`, and its ref an
+`ActorRef[M]`, so `tell` takes only those messages. A message that is asked
+subclasses `Ask[R]`, naming its reply type: `ask` returns an `R`, checked by
+mypy at every call, and the actor's handler must return one.
+
 Every actor class has a `Rank`. An actor may `ask` only actors of strictly
 lower rank; `ask` checks this before enqueueing anything, so no cycle of
 waiting actors can form. Upward news travels by `tell`.
@@ -17,10 +22,11 @@ import contextvars
 import enum
 import logging
 import math
-from typing import ClassVar
+from typing import Any, ClassVar, Generic, cast
 
 import attrs
 import trio
+from typing_extensions import TypeVar
 
 __all__ = [
     "Actor",
@@ -28,6 +34,7 @@ __all__ = [
     "ActorError",
     "ActorRef",
     "ActorStopped",
+    "Ask",
     "AskTimeout",
     "Incarnation",
     "MailboxFull",
@@ -40,6 +47,22 @@ __all__ = [
 ]
 
 logger = logging.getLogger("akk.actors")
+
+Message = TypeVar("Message", default=object)
+"""The union of messages one actor takes (``object`` where a ref is not narrowed)."""
+
+Reply = TypeVar("Reply")
+
+
+class Ask(Generic[Reply]):
+    """Base of every message that is asked: its type argument is the type of its reply.
+
+    ``@attrs.frozen class ReadThread(Ask[ThreadFacts])`` makes
+    ``await ref.ask(ReadThread(...))`` a ``ThreadFacts`` to mypy; the actor's
+    handler for it returns one.
+    """
+
+    __slots__ = ()
 
 
 class Rank(enum.IntEnum):
@@ -112,12 +135,12 @@ class StopActor(Exception):
         self.reply = reply
 
 
-_CURRENT: contextvars.ContextVar[ActorRef | None] = contextvars.ContextVar(
+_CURRENT: contextvars.ContextVar[ActorRef[Any] | None] = contextvars.ContextVar(
     "akk_current_actor", default=None
 )
 
 
-def current_actor() -> ActorRef | None:
+def current_actor() -> ActorRef[Any] | None:
     """Return the ref of the actor whose code is running, or None outside actors."""
     return _CURRENT.get()
 
@@ -141,8 +164,8 @@ def detach_from_actor() -> None:
     _CURRENT.set(None)
 
 
-class Actor(abc.ABC):
-    """One actor's behaviour and private state.
+class Actor(abc.ABC, Generic[Message]):
+    """One actor's behaviour and private state, over its message union ``Message``.
 
     Subclasses set `rank` and implement `receive`. State that must outlive a
     crash belongs in the store; rebuild it in `started`.
@@ -151,18 +174,18 @@ class Actor(abc.ABC):
     rank: ClassVar[Rank]
     mailbox_size: ClassVar[int] = 64
 
-    async def started(self) -> None:  # noqa: B027 - optional hook, empty on purpose
+    async def started(self) -> None:
         """Run before the first message of each incarnation (rebuild state here)."""
 
-    async def stopped(self) -> None:  # noqa: B027 - optional hook, empty on purpose
+    async def stopped(self) -> None:
         """Run when an incarnation ends for any reason (release resources here).
 
         Runs shielded from cancellation, bounded by the shutdown timeout.
         """
 
     @abc.abstractmethod
-    async def receive(self, message: object) -> object:
-        """Handle one message; the return value is the reply to `ask`."""
+    async def receive(self, message: Message) -> object:
+        """Handle one message; the return value is the reply to `ask` (an `Ask[R]`'s ``R``)."""
 
 
 @attrs.define(eq=False)
@@ -184,11 +207,11 @@ class _Reply:
 
 @attrs.frozen
 class _Envelope:
-    message: object
+    message: Any  # one of its ref's Message union: `tell` and `ask` admitted only those
     reply: _Reply | None
 
 
-class ActorRef:
+class ActorRef(Generic[Message]):
     """Stable handle to an actor: survives restarts of the actor behind it.
 
     The bounded mailbox lives here. Messages pending when an incarnation crashes
@@ -218,7 +241,7 @@ class ActorRef:
         """True once the actor is gone for good."""
         return self._closed
 
-    def tell(self, message: object) -> None:
+    def tell(self, message: Message) -> None:
         """Enqueue `message` without waiting for a reply; never blocks.
 
         Raises `MailboxFull` when the mailbox is full and `ActorStopped` when
@@ -234,8 +257,8 @@ class ActorRef:
         except trio.ClosedResourceError:
             raise self._stopped_error() from None
 
-    async def ask(self, message: object, *, timeout: float) -> object:
-        """Send `message` and return the actor's reply.
+    async def ask(self, message: Ask[Reply], *, timeout: float) -> Reply:
+        """Send `message` and return the actor's reply, of the type its `Ask` names.
 
         Raises `RankViolation` at once (nothing enqueued) when called from an
         actor whose rank is not strictly higher than this one's. Waits for
@@ -268,7 +291,8 @@ class ActorRef:
             )
         if reply.error is not None:
             raise reply.error
-        return reply.value
+        # The one place a reply's type is taken on trust: the handler of an Ask[R] returns an R.
+        return cast(Reply, reply.value)
 
     def close(self) -> None:
         """Mark the actor gone for good; pending and future askers get `ActorStopped`.
@@ -311,7 +335,7 @@ class ActorRef:
             return None
 
 
-class Incarnation:
+class Incarnation(Generic[Message]):
     """One run of an actor behind a ref: started, messages, stopped.
 
     `run` returns when the actor stops normally (`StopActor`, `stop`, or a
@@ -319,7 +343,9 @@ class Incarnation:
     crash fails only the message in flight; the rest stay in the mailbox.
     """
 
-    def __init__(self, ref: ActorRef, actor: Actor, *, shutdown_timeout: float = 5.0) -> None:
+    def __init__(
+        self, ref: ActorRef[Message], actor: Actor[Message], *, shutdown_timeout: float = 5.0
+    ) -> None:
         self.ref = ref
         self.actor = actor
         self.shutdown_timeout = shutdown_timeout

@@ -19,11 +19,12 @@ import logging
 import math
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
 
 import attrs
 import trio
 
-from akk.actors.runtime import (
+from akk.runtime.actor import (
     Actor,
     ActorError,
     ActorRef,
@@ -81,7 +82,7 @@ class ChildSpec:
     """
 
     key: str
-    start: Callable[[], Actor] | Callable[[], Awaitable[None]]
+    start: Callable[[], Actor[Any]] | Callable[[], Awaitable[None]]
     restart: Restart = Restart.PERMANENT
     shutdown_timeout: float = 5.0
 
@@ -145,7 +146,7 @@ class _Child:
     """A running child: its spec, stable ref, and current incarnation."""
 
     spec: ChildSpec
-    ref: ActorRef | None
+    ref: ActorRef[Any] | None
     generation: int = 0
     scope: trio.CancelScope = attrs.Factory(trio.CancelScope)
     done: trio.Event = attrs.Factory(trio.Event)
@@ -153,7 +154,7 @@ class _Child:
     stop_requested: bool = False
 
 
-def _discard(made: Actor | Awaitable[None]) -> None:
+def _discard(made: Actor[Any] | Awaitable[None]) -> None:
     """Close a coroutine that will never run, so it does not warn."""
     if inspect.iscoroutine(made):
         made.close()
@@ -213,7 +214,7 @@ class Supervisor:
         """Keys of the children currently supervised, in start order."""
         return list(self._children)
 
-    def ref(self, key: str) -> ActorRef:
+    def ref(self, key: str) -> ActorRef[Any]:
         """Return the stable ref of the child actor `key`.
 
         Raises `UnknownChild` if no such child runs or it is a plain task.
@@ -241,7 +242,7 @@ class Supervisor:
         """
         if self._running:
             raise SupervisorError(f"supervisor {self.name!r} is already running")
-        made: list[Actor | Awaitable[None]] = []
+        made: list[Actor[Any] | Awaitable[None]] = []
         try:
             for spec in self._specs:
                 made.append(spec.start())
@@ -272,7 +273,7 @@ class Supervisor:
         if escalation is not None:
             raise escalation
 
-    async def start_child(self, spec: ChildSpec) -> ActorRef | None:
+    async def start_child(self, spec: ChildSpec) -> ActorRef[Any] | None:
         """Start a dynamic child; return its ref (None for a plain task).
 
         Raises `DuplicateChild` if `spec.key` runs already,
@@ -313,7 +314,7 @@ class Supervisor:
                 extra={"supervisor": self.name, "child": key, "event": "stopped"},
             )
 
-    def _add(self, spec: ChildSpec, made: Actor | Awaitable[None]) -> _Child:
+    def _add(self, spec: ChildSpec, made: Actor[Any] | Awaitable[None]) -> _Child:
         ref = None
         if isinstance(made, Actor):
             rank = type(made).rank
@@ -323,7 +324,7 @@ class Supervisor:
         self._launch(child, made)
         return child
 
-    def _launch(self, child: _Child, made: Actor | Awaitable[None] | None) -> None:
+    def _launch(self, child: _Child, made: Actor[Any] | Awaitable[None] | None) -> None:
         assert self._nursery is not None, "launch only while running"
         child.generation += 1
         child.scope = trio.CancelScope(shield=True)
@@ -335,7 +336,7 @@ class Supervisor:
         )
 
     async def _run_child(
-        self, child: _Child, generation: int, made: Actor | Awaitable[None] | None
+        self, child: _Child, generation: int, made: Actor[Any] | Awaitable[None] | None
     ) -> None:
         detach_from_actor()
         error: Exception | None = None
