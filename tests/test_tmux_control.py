@@ -176,7 +176,12 @@ async def test_list_panes(server: TmuxServer) -> None:
     pane = server.new_session("we\tird name", size="100x30")
     with trio.fail_after(10):
         async with open_control_client(server.socket) as client:
-            panes = {p.pane_id: p for p in await list_panes(client)}
+            # The pane's shell execs its command: under load tmux can list the shell first.
+            while True:
+                panes = {p.pane_id: p for p in await list_panes(client)}
+                if panes[pane].current_command != "bash":
+                    break
+                await trio.sleep(0.05)
     info = panes[pane]
     assert isinstance(info, PaneInfo)
     assert (info.width, info.height, info.current_command) == (100, 30, "sleep")
