@@ -16,7 +16,10 @@ import pytest
 
 from akk.profiles.qualified import as_version
 from akk.profiles.registry import PROFILES
-from akk.qualify import capture, compare, trial
+from akk.qualify import compare, trial
+from akk.qualify.plans import corpus
+from akk.qualify.plans.claude import CLAUDE_VARIANT_SIZES
+from akk.qualify.plans.plan import SIZES
 from akk.screen.render import render
 from tools.lab import clients
 from tools.lab import new_version as nv
@@ -73,8 +76,7 @@ def test_jobs_are_the_nearest_versions_corpus_run_once_each_on_the_new_client() 
     keys = [(job.plan.name, job.cols, job.rows) for job in jobs]
     assert len(keys) == len(set(keys))
     nearest = {
-        (j.plan.name, j.cols, j.rows)
-        for j in capture.corpus_jobs([clients.get("codex", "0.169.0")])
+        (j.plan.name, j.cols, j.rows) for j in corpus.corpus_jobs([clients.get("codex", "0.169.0")])
     }
     assert set(keys) == nearest
     names = {job.plan.name for job in jobs}
@@ -90,7 +92,7 @@ def test_jobs_limited_to_named_plans_at_every_size() -> None:
     assert sizes == {
         (plan, cols, rows)
         for plan in ("echo", "claude_bash_warning")
-        for cols, rows in (*capture.SIZES, *capture.CLAUDE_VARIANT_SIZES)
+        for cols, rows in (*SIZES, *CLAUDE_VARIANT_SIZES)
     }
     with pytest.raises(ValueError, match="no capture plan nope"):
         trial.jobs_for(new, "2.1.328", ["echo", "nope"])

@@ -43,9 +43,9 @@ from akk.discovery.process import VersionCache, sha256_file
 from akk.profiles.registry import Profile
 from akk.qualify import appserver, compare, evidence, trial
 from akk.qualify.appserver import SchemaCheck, SchemaError
-from akk.qualify.capture import Job
 from akk.qualify.client import Agent, Binary
 from akk.qualify.launcher import Confinement
+from akk.qualify.plans.plan import Job
 
 QUALIFY_SIZES: tuple[tuple[int, int], ...] = ((120, 40), (80, 24), (100, 30))
 """The pane sizes the plan runs at: the default, the narrow 80x24, and a laptop split.

@@ -4,7 +4,7 @@ The pipeline, one phase after the other, each timed:
 
 1. install: the version goes into the lab cache like a pinned one (npm, then its
    ``--version`` line verified), without joining `clients.PINNED`;
-2. capture: every capture plan of the corpus (`capture.corpus_jobs`), at every
+2. capture: every capture plan of the corpus (`plans.corpus.corpus_jobs`), at every
    size and variant, exactly as `capture --all` would for the NEAREST pinned
    version of the agent (`compare.nearest`), written into a scratch directory,
    never into fixtures/ (`trial.capture_jobs`);
