@@ -26,7 +26,7 @@ from akk.qualify.plans.plan import (
     Type,
     WaitLine,
 )
-from akk.qualify.plans.shared import CLAUDE, WORKING_SHOWN, permission, questions, wait
+from akk.qualify.plans.shared import CLAUDE, WORKING_SHOWN, asking, permission, questions, wait
 from akk.qualify.scenarios import ASK_RULE, Question
 
 FREE_TEXT = "Teal, please"
@@ -80,31 +80,14 @@ def single(scenario: str) -> Plan:
         (
             Submit(),
             QUESTION_SHOWN,
-            Shot("q1", Expected("questionnaire", "questionnaire", (_question(question),))),
+            Shot("q1", asking(_question(question))),
             Press(("Down",)),
-            Shot(
-                "q1_second",
-                Expected("questionnaire", "questionnaire", (_question(question, current=1),)),
-            ),
+            Shot("q1_second", asking(_question(question, current=1))),
             Press(("Down",) * (n - 1)),
-            Shot(
-                "free_text_empty",
-                Expected(
-                    "questionnaire",
-                    "questionnaire",
-                    (_question(question, current=n, typed=""),),
-                ),
-            ),
+            Shot("free_text_empty", asking(_question(question, current=n, typed=""))),
             Type(FREE_TEXT),
             wait(FREE_TEXT),
-            Shot(
-                "free_text_typed",
-                Expected(
-                    "questionnaire",
-                    "questionnaire",
-                    (_question(question, current=n, typed=FREE_TEXT),),
-                ),
-            ),
+            Shot("free_text_typed", asking(_question(question, current=n, typed=FREE_TEXT))),
         ),
     )
 
@@ -120,21 +103,10 @@ def multi_select(scenario: str = "questionnaire_multi") -> Plan:
         (
             Submit(),
             QUESTION_SHOWN,
-            Shot(
-                "q1",
-                Expected("questionnaire", "questionnaire", (_question(question),), step=(1, 2)),
-            ),
+            Shot("q1", asking(_question(question), step=(1, 2))),
             Press(("Enter",)),
             wait("[✔]"),
-            Shot(
-                "q1_checked",
-                Expected(
-                    "questionnaire",
-                    "questionnaire",
-                    (_question(question, checked=(0,)),),
-                    step=(1, 2),
-                ),
-            ),
+            Shot("q1_checked", asking(_question(question, checked=(0,)), step=(1, 2))),
             # Down past the options and the free-text row to the Submit row.
             Press(("Down",) * (n + 1) + ("Enter",)),
             wait("Review your answers"),
@@ -155,12 +127,7 @@ def multi_question() -> Plan:
         actions.append(
             Shot(
                 f"q{index}",
-                Expected(
-                    "questionnaire",
-                    "questionnaire",
-                    (_question(question),),
-                    step=(index, total),
-                ),
+                asking(_question(question), step=(index, total)),
             )
         )
     actions += [

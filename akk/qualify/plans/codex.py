@@ -32,6 +32,7 @@ from akk.qualify.plans.shared import (
     CODEX,
     DRAFT_TEXT,
     WORKING_SHOWN,
+    asking,
     filler,
     permission,
     questions,
@@ -83,12 +84,7 @@ def questionnaire(scenario: str) -> Plan:
         actions.append(
             Shot(
                 f"q{index}",
-                Expected(
-                    "questionnaire",
-                    "questionnaire",
-                    (_question(question),),
-                    step=(index, total),
-                ),
+                asking(_question(question), step=(index, total)),
             )
         )
     return Plan(scenario, scenario, CODEX, tuple(actions), plan_mode=True)
@@ -115,36 +111,14 @@ def notes_and_unanswered() -> Plan:
             Submit(),
             wait(f"Question 1/{total}"),
             Press(("Down",) * n),
-            Shot(
-                "none_of_the_above",
-                Expected(
-                    "questionnaire",
-                    "questionnaire",
-                    (_question(first, current=n),),
-                    step=(1, total),
-                ),
-            ),
+            Shot("none_of_the_above", asking(_question(first, current=n), step=(1, total))),
             Press(("Tab",)),
             wait("tab or esc to clear notes"),
-            Shot(
-                "notes_empty",
-                Expected(
-                    "questionnaire",
-                    "questionnaire",
-                    (_question(first, current=n, typed=""),),
-                    step=(1, total),
-                ),
-            ),
+            Shot("notes_empty", asking(_question(first, current=n, typed=""), step=(1, total))),
             Type(NOTE_TEXT),
             wait(NOTE_TEXT),
             Shot(
-                "notes_typed",
-                Expected(
-                    "questionnaire",
-                    "questionnaire",
-                    (_question(first, current=n, typed=NOTE_TEXT),),
-                    step=(1, total),
-                ),
+                "notes_typed", asking(_question(first, current=n, typed=NOTE_TEXT), step=(1, total))
             ),
             # Clear the notes (Tab; Esc risks interrupting the turn), skip to the
             # last question and submit it with two questions unanswered.
@@ -175,15 +149,7 @@ def revisit() -> Plan:
             wait(f"Question 2/{total}"),
             Press(("Left",)),
             wait(f"Question 1/{total} ({total - 1} unanswered)"),
-            Shot(
-                "q1_answered",
-                Expected(
-                    "questionnaire",
-                    "questionnaire",
-                    (_question(asked[0], current=1),),
-                    step=(1, total),
-                ),
-            ),
+            Shot("q1_answered", asking(_question(asked[0], current=1), step=(1, total))),
         ),
         plan_mode=True,
     )
@@ -202,12 +168,8 @@ def _noted(
 ) -> Expected:
     """A question whose row `current` has `typed` in its notes (all of it on screen if `whole`)."""
     asked = _question(question, current=current, typed=typed.text)
-    return Expected(
-        "questionnaire",
-        "questionnaire",
-        (asked if whole else attrs.evolve(asked, typed_text=None),),
-        step=(1, total),
-        typed=typed,
+    return asking(
+        asked if whole else attrs.evolve(asked, typed_text=None), step=(1, total), typed=typed
     )
 
 

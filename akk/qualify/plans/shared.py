@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from akk.profiles.composer import TypingMethod
 from akk.qualify.client import Agent
 from akk.qualify.launcher import Preseed
-from akk.qualify.plans.labels import Expected, Typed
+from akk.qualify.plans.labels import Expected, ExpectedQuestion, Typed
 from akk.qualify.plans.plan import (
     Action,
     Paste,
@@ -44,6 +44,13 @@ def wait(*texts: str) -> WaitText:
 
 WORKING_SHOWN = wait("esc to interrupt", "• Working")
 """Claude's status line, or Codex 0.169.0's first streamed word: a turn is running."""
+
+
+def asking(
+    question: ExpectedQuestion, step: tuple[int, int] | None = None, typed: Typed | None = None
+) -> Expected:
+    """The label of a questionnaire showing `question` (at `step` of a multi-step prompt)."""
+    return Expected("questionnaire", "questionnaire", (question,), step=step, typed=typed)
 
 
 def questions(scenario: str) -> tuple[Question, ...]:
