@@ -9,11 +9,12 @@ from pathlib import Path
 
 import trio
 
-from akk.qualify import capture, compare
+from akk.qualify import capture
 from akk.qualify.appserver import SchemaError
 from akk.qualify.client import AGENTS
 from akk.qualify.plans import corpus
 from akk.qualify.plans.plan import DEFAULT_SIZE
+from akk.qualify.row_diff import DEFAULT_MAX_ROWS
 from tools.lab import clients, new_version, schemas
 from tools.lab.installer import InstallError, install_many
 
@@ -166,7 +167,7 @@ def _parser() -> argparse.ArgumentParser:
     trial.add_argument(
         "--max-rows",
         type=int,
-        default=compare.DEFAULT_MAX_ROWS,
+        default=DEFAULT_MAX_ROWS,
         help="report lines of differing rows per screen",
     )
     trial.set_defaults(run=_new_version)

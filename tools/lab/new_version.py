@@ -35,6 +35,7 @@ import trio
 from akk.profiles.registry import PROFILES
 from akk.qualify import compare, trial
 from akk.qualify.client import Agent
+from akk.qualify.row_diff import DEFAULT_MAX_ROWS
 from tools.lab import clients
 from tools.lab.clients import FIXTURES, Client
 from tools.lab.installer import InstallError, install
@@ -59,7 +60,7 @@ class Result:
     phases: tuple[compare.Phase, ...]
     out: Path
 
-    def text(self, *, where: str | None = None, max_rows: int = compare.DEFAULT_MAX_ROWS) -> str:
+    def text(self, *, where: str | None = None, max_rows: int = DEFAULT_MAX_ROWS) -> str:
         """The report."""
         return compare.report(
             self.client.agent,
