@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 
 import attrs
 
-from akk.qualify.launcher import CLAUDE_SPINNER, Preseed
+from akk.qualify.launcher import CLAUDE_SPINNER
 from akk.qualify.plans.labels import Expected, ExpectedQuestion
 from akk.qualify.plans.plan import (
     DEFAULT_SIZE,
@@ -27,6 +27,7 @@ from akk.qualify.plans.plan import (
     WaitLine,
 )
 from akk.qualify.plans.shared import CLAUDE, WORKING_SHOWN, asking, permission, questions, wait
+from akk.qualify.run_files import Preseed
 from akk.qualify.scenarios import ASK_RULE, Question
 
 FREE_TEXT = "Teal, please"

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 import attrs
 
 from akk.profiles.composer import TypingMethod
-from akk.qualify.launcher import CODEX_SETTLE_SECONDS, CODEX_STATUS_MIN_ROWS, Preseed
+from akk.qualify.launcher import CODEX_SETTLE_SECONDS, CODEX_STATUS_MIN_ROWS
 from akk.qualify.plans.labels import Expected, ExpectedQuestion, Typed
 from akk.qualify.plans.plan import (
     DEFAULT_SIZE,
@@ -38,6 +38,7 @@ from akk.qualify.plans.shared import (
     questions,
     wait,
 )
+from akk.qualify.run_files import Preseed
 from akk.qualify.scenarios import ECHO_REPLY, SCENARIOS, SLOW_SIGNAL, Question, Text
 
 NOTE_TEXT = "Something in between"

@@ -13,8 +13,8 @@ import re
 import attrs
 
 from akk.qualify.client import Agent, Client
-from akk.qualify.launcher import Preseed
 from akk.qualify.plans.labels import Expected
+from akk.qualify.run_files import Preseed
 
 SIZES: tuple[tuple[int, int], ...] = ((120, 40), (80, 24))
 """The sizes the corpus is captured at: the default and the narrow one."""

@@ -12,7 +12,6 @@ from collections.abc import Mapping
 
 from akk.profiles.composer import TypingMethod
 from akk.qualify.client import Agent
-from akk.qualify.launcher import Preseed
 from akk.qualify.plans.labels import Expected, ExpectedQuestion, Typed
 from akk.qualify.plans.plan import (
     Action,
@@ -26,6 +25,7 @@ from akk.qualify.plans.plan import (
     WaitIdle,
     WaitText,
 )
+from akk.qualify.run_files import Preseed
 from akk.qualify.scenarios import ECHO_REPLY, SCENARIOS, SLOW_SIGNAL, Question
 
 BOTH: frozenset[Agent] = frozenset({"claude", "codex"})
