@@ -11,6 +11,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 
+from akk.qualify import wire
 from akk.qualify.scenarios import (
     ApiError,
     AskUserQuestion,
@@ -23,17 +24,7 @@ from akk.qualify.scenarios import (
     SlowText,
     Text,
 )
-from akk.qualify.wire import (
-    Hold,
-    Usage,
-    WireReply,
-    asks_json_schema,
-    is_side_request,
-    json_reply,
-    side_reply,
-    sse_event,
-    streamed,
-)
+from akk.qualify.wire import Hold, Usage, WireReply, json_reply, sse_event
 
 _ERROR_TYPES = {
     400: "invalid_request_error",
@@ -52,7 +43,7 @@ _SYSTEM_REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>\s*", re.D
 
 def _wants_json(body: Mapping[str, object] | None) -> bool:
     """True when the request asks for JSON-schema output (`output_config.format`)."""
-    return asks_json_schema(body.get("output_config") if body else None)
+    return wire.asks_json_schema(body.get("output_config") if body else None)
 
 
 def is_auxiliary(method: str, path: str, body: Mapping[str, object] | None) -> bool:
@@ -60,7 +51,7 @@ def is_auxiliary(method: str, path: str, body: Mapping[str, object] | None) -> b
 
     Title generation and probes are posts to /v1/messages too, but without tools.
     """
-    return is_side_request(method, path, body, "/v1/messages", _wants_json(body))
+    return wire.is_side_request(method, path, body, "/v1/messages", _wants_json(body))
 
 
 def _text_of(content: object) -> str:
@@ -110,7 +101,7 @@ def auxiliary_reply(body: Mapping[str, object] | None) -> Text:
     Claude Code names sessions with a tool-less request whose
     `output_config.format` is a JSON schema with a `title` property.
     """
-    return side_reply(_wants_json(body))
+    return wire.side_reply(_wants_json(body))
 
 
 def _usage_json(usage: Usage) -> dict[str, object]:
@@ -213,7 +204,7 @@ def render(
                 }
             )
         )
-        parts += streamed(
+        parts += wire.streamed(
             reply,
             lambda chunk: sse_event(
                 {

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 
+from akk.qualify import wire
 from akk.qualify.scenarios import (
     ApiError,
     AskUserQuestion,
@@ -21,17 +22,7 @@ from akk.qualify.scenarios import (
     SlowText,
     Text,
 )
-from akk.qualify.wire import (
-    Hold,
-    Usage,
-    WireReply,
-    asks_json_schema,
-    is_side_request,
-    json_reply,
-    side_reply,
-    sse_event,
-    streamed,
-)
+from akk.qualify.wire import Hold, Usage, WireReply, json_reply, sse_event
 
 _ERROR_TYPES = {400: "invalid_request_error", 401: "invalid_api_key", 429: "rate_limit_exceeded"}
 
@@ -40,12 +31,12 @@ _OUTPUT_ITEM_TYPES = ("function_call_output", "custom_tool_call_output")
 
 def _wants_json(body: Mapping[str, object] | None) -> bool:
     """True when the request asks for JSON-schema output (`text.format`)."""
-    return asks_json_schema(body.get("text") if body else None)
+    return wire.asks_json_schema(body.get("text") if body else None)
 
 
 def is_auxiliary(method: str, path: str, body: Mapping[str, object] | None) -> bool:
     """True unless this is a conversation turn: a POST to /v1/responses that offers tools."""
-    return is_side_request(method, path, body, "/v1/responses", _wants_json(body))
+    return wire.is_side_request(method, path, body, "/v1/responses", _wants_json(body))
 
 
 def _text_of(content: object) -> str:
@@ -83,7 +74,7 @@ def auxiliary_reply(body: Mapping[str, object] | None) -> Text:
     Codex names threads with a tool-less request whose `text.format` is a
     JSON schema with a `title` property.
     """
-    return side_reply(_wants_json(body))
+    return wire.side_reply(_wants_json(body))
 
 
 def usage_json(usage: Usage) -> dict[str, object]:
@@ -194,7 +185,7 @@ def render(
                 }
             )
         )
-        parts += streamed(
+        parts += wire.streamed(
             reply,
             lambda chunk: sse_event(
                 {
