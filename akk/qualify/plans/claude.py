@@ -70,26 +70,33 @@ _REVIEW = ExpectedQuestion(
 """The review screen after the last question of a questionnaire."""
 
 
+def _asked(scenario: str, *actions: Action) -> Plan:
+    """Submit `scenario`'s task, wait for its question, then play `actions`."""
+    return Plan(scenario, scenario, CLAUDE, (Submit(), QUESTION_SHOWN, *actions))
+
+
+def _review(total: int) -> tuple[Action, ...]:
+    """Wait for the review screen, the last of `total` steps, and capture it."""
+    return (
+        wait("Review your answers"),
+        Shot("review", Expected("questionnaire", "confirmation", (_REVIEW,), step=(total, total))),
+    )
+
+
 def single(scenario: str) -> Plan:
     """A single-select question: its first row, its second, the free-text row empty and typed."""
     (question,) = questions(scenario)
     n = len(question.options)
-    return Plan(
+    return _asked(
         scenario,
-        scenario,
-        CLAUDE,
-        (
-            Submit(),
-            QUESTION_SHOWN,
-            Shot("q1", asking(_question(question))),
-            Press(("Down",)),
-            Shot("q1_second", asking(_question(question, current=1))),
-            Press(("Down",) * (n - 1)),
-            Shot("free_text_empty", asking(_question(question, current=n, typed=""))),
-            Type(FREE_TEXT),
-            wait(FREE_TEXT),
-            Shot("free_text_typed", asking(_question(question, current=n, typed=FREE_TEXT))),
-        ),
+        Shot("q1", asking(_question(question))),
+        Press(("Down",)),
+        Shot("q1_second", asking(_question(question, current=1))),
+        Press(("Down",) * (n - 1)),
+        Shot("free_text_empty", asking(_question(question, current=n, typed=""))),
+        Type(FREE_TEXT),
+        wait(FREE_TEXT),
+        Shot("free_text_typed", asking(_question(question, current=n, typed=FREE_TEXT))),
     )
 
 
@@ -97,22 +104,15 @@ def multi_select(scenario: str = "questionnaire_multi") -> Plan:
     """A multi-select question: unticked, one option ticked, then the review screen."""
     (question,) = questions(scenario)
     n = len(question.options)
-    return Plan(
+    return _asked(
         scenario,
-        scenario,
-        CLAUDE,
-        (
-            Submit(),
-            QUESTION_SHOWN,
-            Shot("q1", asking(_question(question), step=(1, 2))),
-            Press(("Enter",)),
-            wait("[✔]"),
-            Shot("q1_checked", asking(_question(question, checked=(0,)), step=(1, 2))),
-            # Down past the options and the free-text row to the Submit row.
-            Press(("Down",) * (n + 1) + ("Enter",)),
-            wait("Review your answers"),
-            Shot("review", Expected("questionnaire", "confirmation", (_REVIEW,), step=(2, 2))),
-        ),
+        Shot("q1", asking(_question(question), step=(1, 2))),
+        Press(("Enter",)),
+        wait("[✔]"),
+        Shot("q1_checked", asking(_question(question, checked=(0,)), step=(1, 2))),
+        # Down past the options and the free-text row to the Submit row.
+        Press(("Down",) * (n + 1) + ("Enter",)),
+        *_review(2),
     )
 
 
@@ -121,22 +121,12 @@ def multi_question() -> Plan:
     scenario = "questionnaire_multi_question"
     asked = questions(scenario)
     total = len(asked) + 1
-    actions: list[Action] = [Submit(), QUESTION_SHOWN]
+    actions: list[Action] = []
     for index, question in enumerate(asked, start=1):
         if index > 1:
             actions += [Press(("Enter",)), wait(question.question)]
-        actions.append(
-            Shot(
-                f"q{index}",
-                asking(_question(question), step=(index, total)),
-            )
-        )
-    actions += [
-        Press(("Enter",)),
-        wait("Review your answers"),
-        Shot("review", Expected("questionnaire", "confirmation", (_REVIEW,), step=(total, total))),
-    ]
-    return Plan(scenario, scenario, CLAUDE, tuple(actions))
+        actions.append(Shot(f"q{index}", asking(_question(question), step=(index, total))))
+    return _asked(scenario, *actions, Press(("Enter",)), *_review(total))
 
 
 CLAUDE_THEMES: tuple[str, ...] = (
@@ -269,12 +259,7 @@ def variant_plans(base: Mapping[str, Plan]) -> list[Plan]:
 
 def _unreadable(scenario: str) -> Plan:
     """A question whose text the screen cannot show as sent: never answerable."""
-    return Plan(
-        scenario,
-        scenario,
-        CLAUDE,
-        (Submit(), QUESTION_SHOWN, Shot("q1", Expected("unknown"))),
-    )
+    return _asked(scenario, Shot("q1", Expected("unknown")))
 
 
 def question_plans() -> list[Plan]:
