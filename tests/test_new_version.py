@@ -16,7 +16,10 @@ import pytest
 
 from akk.profiles.qualified import as_version
 from akk.profiles.registry import PROFILES
-from akk.qualify import capture, compare, trial
+from akk.qualify import compare, row_diff, trial
+from akk.qualify.plans import corpus
+from akk.qualify.plans.claude import CLAUDE_VARIANT_SIZES
+from akk.qualify.plans.plan import SIZES
 from akk.screen.render import render
 from tools.lab import clients
 from tools.lab import new_version as nv
@@ -73,8 +76,7 @@ def test_jobs_are_the_nearest_versions_corpus_run_once_each_on_the_new_client() 
     keys = [(job.plan.name, job.cols, job.rows) for job in jobs]
     assert len(keys) == len(set(keys))
     nearest = {
-        (j.plan.name, j.cols, j.rows)
-        for j in capture.corpus_jobs([clients.get("codex", "0.169.0")])
+        (j.plan.name, j.cols, j.rows) for j in corpus.corpus_jobs([clients.get("codex", "0.169.0")])
     }
     assert set(keys) == nearest
     names = {job.plan.name for job in jobs}
@@ -90,7 +92,7 @@ def test_jobs_limited_to_named_plans_at_every_size() -> None:
     assert sizes == {
         (plan, cols, rows)
         for plan in ("echo", "claude_bash_warning")
-        for cols, rows in (*capture.SIZES, *capture.CLAUDE_VARIANT_SIZES)
+        for cols, rows in (*SIZES, *CLAUDE_VARIANT_SIZES)
     }
     with pytest.raises(ValueError, match="no capture plan nope"):
         trial.jobs_for(new, "2.1.328", ["echo", "nope"])
@@ -117,7 +119,7 @@ def test_the_command_line() -> None:
         "echo,codex_exec",
         Path("/tmp/x"),
     )
-    assert args.parallel == 2 and args.max_rows == compare.DEFAULT_MAX_ROWS
+    assert args.parallel == 2 and args.max_rows == row_diff.DEFAULT_MAX_ROWS
 
 
 # ---------------------------------------------------------------- comparisons
@@ -188,7 +190,7 @@ def test_an_equal_text_in_another_colour_shows_as_a_style_difference() -> None:
     # The light theme draws 2.1.328's composer rules in 8a8a8a instead of 808080.
     dark, _ = fixture("claude", "2.1.328", "echo-idle")
     light, _ = fixture("claude", "2.1.328", "theme_light_echo-idle")
-    rows = compare.diff_rows(
+    rows = row_diff.diff_rows(
         render(dark, 120, 40), render(light, 120, 40), same=compare.run_neutral("2.1.328")
     )
     same = compare.run_neutral("2.1.328")
@@ -201,7 +203,7 @@ def test_an_equal_text_in_another_colour_shows_as_a_style_difference() -> None:
     status = next(d for d in rows if d.new_text and "manual mode on" in d.new_text)
     assert len(status.styles) == 1 and status.styles[0].endswith("fg 949494→626262")
 
-    lines = compare.format_row_diffs(rows, "2.1.328", "light")
+    lines = row_diff.format_row_diffs(rows, "2.1.328", "light")
     assert " 36 style   │ " + "─" * 120 in lines
     assert "            │   cols 0-119 '───────────────────────…': fg 808080→8a8a8a" in lines
 
@@ -215,10 +217,10 @@ def test_a_prompt_drawn_lower_down_is_one_moved_run_and_reads_the_same() -> None
     profile = PROFILES[("claude", "2.1.328")]
     compared = compare.compare(point(label), label["expected"], screen, lower, profile, profile)
     assert compared.status == "same"
-    rows = compare.diff_rows(render(screen, 120, 40), render(lower, 120, 40))
+    rows = row_diff.diff_rows(render(screen, 120, 40), render(lower, 120, 40))
     assert len(rows) == 11 and all(d.moved and not d.styles for d in rows)
     assert {(d.new_y or 0) - (d.old_y or 0) for d in rows} == {19}
-    assert compare.format_row_diffs(rows, "2.1.328", "lower") == [
+    assert row_diff.format_row_diffs(rows, "2.1.328", "lower") == [
         "  7 moved   │ rows 7-20 (11 with text) are now at 26-39 (19 rows down): "
         "'───────────────────────────────────────…' … "
         "'Enter to select · ↑/↓ to navigate · Esc…'"
@@ -236,12 +238,12 @@ def test_a_prompt_drawn_lower_down_is_one_moved_run_and_reads_the_same() -> None
 def test_the_row_listing_is_bounded() -> None:
     old, _ = fixture("claude", "2.1.263", "questionnaire_multi-q1")
     new, _ = fixture("claude", "2.1.328", "questionnaire_multi-q1")
-    rows = compare.diff_rows(render(old, 120, 40), render(new, 120, 40))
+    rows = row_diff.diff_rows(render(old, 120, 40), render(new, 120, 40))
     assert len(rows) > 4
-    lines = compare.format_row_diffs(rows, "2.1.263", "2.1.328", max_lines=6)
+    lines = row_diff.format_row_diffs(rows, "2.1.263", "2.1.328", max_lines=6)
     assert len(lines) <= 7 and lines[-1].startswith("… ") and lines[-1].endswith("differing rows")
     assert 0 < int(lines[-1].split()[1]) < len(rows)
-    assert compare.format_row_diffs(rows, "2.1.263", "2.1.328", max_lines=1000)[-1].startswith(" ")
+    assert row_diff.format_row_diffs(rows, "2.1.263", "2.1.328", max_lines=1000)[-1].startswith(" ")
 
 
 def test_a_screen_not_captured_is_not_producible() -> None:

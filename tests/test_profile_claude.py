@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from akk.profiles import claude
 from akk.profiles.observation import Observation, OptionRole, State
-from akk.qualify.capture import CLAUDE_THEMED_PLANS, CLAUDE_THEMES
+from akk.qualify.plans.claude import CLAUDE_THEMED_PLANS, CLAUDE_THEMES
 from akk.screen import Cell, Grid, fingerprint, render
 
 ROOT = Path(__file__).resolve().parent.parent / "fixtures"

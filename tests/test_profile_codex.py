@@ -504,7 +504,8 @@ SIZED = sorted(
 
 
 def test_every_version_has_the_variant_sizes_and_footers() -> None:
-    from akk.qualify.capture import CODEX_FOOTERS, CODEX_SIZED_PLANS, CODEX_VARIANT_SIZES, PLANS
+    from akk.qualify.plans.codex import CODEX_FOOTERS, CODEX_SIZED_PLANS, CODEX_VARIANT_SIZES
+    from akk.qualify.plans.corpus import PLANS
 
     for version in BY_VERSION:
         base = ROOT / "codex" / version

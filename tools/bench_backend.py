@@ -18,7 +18,7 @@ the clock of `RecordedRequest.at` and `ModelServer.finished_at`) times both ends
                     app-server: the backend starts it on first use), the others
                     resume.
   starts   N times `akk.appserver.rpc.open_app_server` directly on the lab's
-           CODEX_HOME (`akk.qualify.launcher.prepare`): `initialize_seconds`
+           CODEX_HOME (`akk.qualify.run_files.prepare`): `initialize_seconds`
            (process start -> `initialize` result), RSS after initialize and after
            one echo turn (thread/start, turn/start, turn/completed).
 
@@ -45,8 +45,9 @@ import attrs
 import trio
 
 from akk.appserver.rpc import AppServer, open_app_server
-from akk.qualify.launcher import RunFiles, prepare, run_processes
+from akk.qualify.launcher import run_processes
 from akk.qualify.model_server import ModelServer, RecordedRequest
+from akk.qualify.run_files import RunFiles, prepare
 from akk.qualify.scenarios import ECHO_TASK, SCENARIOS
 from tools.bench_turns import controller, load, parse_client, spread, start_akk, table
 from tools.lab import clients

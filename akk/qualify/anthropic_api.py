@@ -11,6 +11,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 
+from akk.qualify import wire
 from akk.qualify.scenarios import (
     ApiError,
     AskUserQuestion,
@@ -23,7 +24,7 @@ from akk.qualify.scenarios import (
     SlowText,
     Text,
 )
-from akk.qualify.wire import TITLE, Hold, Usage, WireReply, json_reply, split_first_word, sse_event
+from akk.qualify.wire import Hold, Usage, WireReply, json_reply, sse_event
 
 _ERROR_TYPES = {
     400: "invalid_request_error",
@@ -42,9 +43,7 @@ _SYSTEM_REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>\s*", re.D
 
 def _wants_json(body: Mapping[str, object] | None) -> bool:
     """True when the request asks for JSON-schema output (`output_config.format`)."""
-    config = body.get("output_config") if body else None
-    output_format = config.get("format") if isinstance(config, Mapping) else None
-    return isinstance(output_format, Mapping) and output_format.get("type") == "json_schema"
+    return wire.asks_json_schema(body.get("output_config") if body else None)
 
 
 def is_auxiliary(method: str, path: str, body: Mapping[str, object] | None) -> bool:
@@ -52,11 +51,7 @@ def is_auxiliary(method: str, path: str, body: Mapping[str, object] | None) -> b
 
     Title generation and probes are posts to /v1/messages too, but without tools.
     """
-    if method != "POST" or path.split("?")[0] != "/v1/messages" or body is None:
-        return True
-    # Side requests ask for structured output (a JSON title); some carry tools too
-    # (Codex with a model catalog entry offers request_user_input_async on titles).
-    return not body.get("tools") or _wants_json(body)
+    return wire.is_side_request(method, path, body, "/v1/messages", _wants_json(body))
 
 
 def _text_of(content: object) -> str:
@@ -106,9 +101,7 @@ def auxiliary_reply(body: Mapping[str, object] | None) -> Text:
     Claude Code names sessions with a tool-less request whose
     `output_config.format` is a JSON schema with a `title` property.
     """
-    if _wants_json(body):
-        return Text(json.dumps({"title": TITLE}))
-    return Text("ok")
+    return wire.side_reply(_wants_json(body))
 
 
 def _usage_json(usage: Usage) -> dict[str, object]:
@@ -201,7 +194,7 @@ def render(
             }
         )
     ]
-    if block["type"] == "text":
+    if isinstance(reply, Text | SlowText):
         parts.append(
             sse_event(
                 {
@@ -211,25 +204,16 @@ def render(
                 }
             )
         )
-        chunks: tuple[str | Hold, ...]
-        if isinstance(reply, SlowText):
-            head, tail = split_first_word(reply.text)
-            chunks = (head, Hold(reply.hold), tail)
-        else:
-            chunks = (str(block["text"]),)
-        for chunk in chunks:
-            if isinstance(chunk, Hold):
-                parts.append(chunk)
-            elif chunk:
-                parts.append(
-                    sse_event(
-                        {
-                            "type": "content_block_delta",
-                            "index": 0,
-                            "delta": {"type": "text_delta", "text": chunk},
-                        }
-                    )
-                )
+        parts += wire.streamed(
+            reply,
+            lambda chunk: sse_event(
+                {
+                    "type": "content_block_delta",
+                    "index": 0,
+                    "delta": {"type": "text_delta", "text": chunk},
+                }
+            ),
+        )
     else:
         parts.append(
             sse_event(

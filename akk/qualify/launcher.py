@@ -1,14 +1,14 @@
 """Run one client in a private tmux server against the scripted model server.
 
 `launch` is an async context manager. It starts a `ModelServer` for the
-scenario, an isolated HOME (and CODEX_HOME), a git working directory, and a
-tmux server on a private socket whose only pane runs the client under a shell
-with job control (so the client owns the pane's foreground process group, as
-when a person starts it). It waits for the idle composer and yields a
-`LabSession`. On exit, also on failure or cancellation, it kills the tmux
-server and every process of the run (found by a per-run environment marker, so
-daemons that left the session are caught too), stops the model server and
-removes the temporary directory.
+scenario, writes an isolated HOME (and CODEX_HOME) and a git working directory
+(`run_files.prepare`), and starts a tmux server on a private socket whose only
+pane runs the client under a shell with job control (so the client owns the
+pane's foreground process group, as when a person starts it). It waits for
+the idle composer and yields a `LabSession`. On exit, also on failure or
+cancellation, it kills the tmux server and every process of the run (found by
+a per-run environment marker, so daemons that left the session are caught
+too), stops the model server and removes the temporary directory.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import re
 import shlex
 import shutil
 import signal
-import subprocess
 import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -29,9 +28,9 @@ from pathlib import Path
 import attrs
 import trio
 
-from akk.qualify import openai_api
 from akk.qualify.client import Agent, Client
 from akk.qualify.model_server import ModelServer
+from akk.qualify.run_files import CODEX_MODEL, MARKER_VAR, READY, Preseed, prepare
 from akk.qualify.scenarios import Scenario
 
 POLL_SECONDS = 0.05
@@ -56,15 +55,6 @@ CLAUDE_SPINNER = re.compile(r"^[·✢*✶✻✽✳] [A-Za-z][\w'-]*…", re.MULT
 CODEX_PROMPT = "\u203a"
 """Codex's composer prompt character (single right angle quote)."""
 
-CODEX_MODEL = "lab-model"
-"""The model name in the Codex config.
-
-A model catalog (`openai_api.model_catalog`) describes it to Codex: without it
-the first turn shows a "Model metadata ... not found" warning, and with it Codex
-also offers `request_user_input_async`. (A known name such as gpt-5.5 instead
-makes 0.169.0 open a model-upgrade dialog before the composer.)
-"""
-
 CODEX_SETTLE_SECONDS = 0.5
 """Quiet time after Codex's idle composer before the session counts as started."""
 
@@ -77,8 +67,6 @@ on screen says the session is configured: there the composer alone counts as idl
 DROPPED_KEY_SECONDS = 1.5
 """How long a key press may take to show before it counts as dropped (see press_until)."""
 
-LAB_API_KEY = "sk-ant-lab-0000-offline-key-abcdefghij0123456789"
-_MARKER_VAR = "AKK_LAB_RUN"
 _EXIT_BANNER = "[lab] client exited with status"
 _TEARDOWN_GRACE_SECONDS = 1.5
 _TEARDOWN_KILL_SECONDS = 5.0
@@ -94,47 +82,6 @@ class ScreenTimeout(LabError):
     def __init__(self, message: str, screen: str) -> None:
         super().__init__(f"{message}\n--- last screen ---\n{screen}\n--- end of screen ---")
         self.screen = screen
-
-
-@attrs.frozen
-class Preseed:
-    """Which first-run answers the launcher writes into the client's config.
-
-    All True gives an idle composer. Turning one off leaves the matching
-    first-run screen up (Claude: onboarding, custom API key, folder trust;
-    Codex: folder trust), for capturing blocked screens.
-    """
-
-    onboarded: bool = True
-    api_key_approved: bool = True
-    trusted: bool = True
-    theme: str = "dark"
-    """Claude's `theme` setting (dark, light, dark-daltonized, light-ansi, ...)."""
-    claude_status_line: str | None = None
-    """Claude's user `statusLine` command (`~/.claude/settings.json`); None: no status line."""
-    claude_editor_mode: str | None = None
-    """Claude's `editorMode` (`vim`); None: the client's default (normal)."""
-    claude_ask_rules: tuple[str, ...] = ()
-    """Claude's user `permissions.ask` rules (`Bash(touch:*)`): a matching call always asks,
-    and its prompt says which rule asked."""
-    claude_model: str | None = None
-    """Claude's user `model` setting; None: the account's default (Opus, which offers auto
-    mode). A model without auto mode (claude-sonnet-4-5) draws no auto-mode tip or row."""
-    codex_model: str = CODEX_MODEL
-    """Codex's `model`; another name is not in the lab's model catalog (a warning shows)."""
-    codex_status_line: tuple[str, ...] | None = None
-    """Codex's `[tui] status_line` items (None: the client's default; (): no status line)."""
-    codex_features: tuple[str, ...] = ()
-    """Codex `[features]` turned on, e.g. default_mode_request_user_input (questions outside
-    Plan mode, which is how the app-server gets them)."""
-    codex_alt_screen: bool = True
-    """False starts Codex with `--no-alt-screen`: its TUI draws inline, in the normal screen,
-    and what scrolls off goes to the pane's scrollback (every pinned version offers the flag)."""
-
-    @property
-    def ready(self) -> bool:
-        """True when the client should start straight into its idle composer."""
-        return self.onboarded and self.api_key_approved and self.trusted
 
 
 def _claude_idle(screen: str) -> bool:
@@ -408,94 +355,6 @@ class LabSession:
         )
 
 
-def _git_init(workdir: Path) -> None:
-    workdir.mkdir()
-    subprocess.run(
-        ["git", "init", "-q", "-b", "main", str(workdir)],
-        check=True,
-        capture_output=True,
-        env={**os.environ, "GIT_CONFIG_GLOBAL": os.devnull},
-    )
-
-
-def _claude_config(workdir: Path, preseed: Preseed) -> dict[str, object]:
-    config: dict[str, object] = {"theme": preseed.theme, "autoUpdates": False}
-    if preseed.claude_editor_mode is not None:
-        config["editorMode"] = preseed.claude_editor_mode
-    if preseed.onboarded:
-        config["hasCompletedOnboarding"] = True
-    if preseed.api_key_approved:
-        config["customApiKeyResponses"] = {"approved": [LAB_API_KEY[-20:]], "rejected": []}
-    if preseed.trusted:
-        config["projects"] = {str(workdir): {"hasTrustDialogAccepted": True, "allowedTools": []}}
-    return config
-
-
-def _claude_settings(preseed: Preseed) -> dict[str, object]:
-    """The user settings file (`~/.claude/settings.json`); empty: none is written."""
-    settings: dict[str, object] = {}
-    if preseed.claude_status_line is not None:
-        settings["statusLine"] = {"type": "command", "command": preseed.claude_status_line}
-    if preseed.claude_model is not None:
-        settings["model"] = preseed.claude_model
-    if preseed.claude_ask_rules:
-        settings["permissions"] = {"ask": list(preseed.claude_ask_rules)}
-    return settings
-
-
-def _codex_config(workdir: Path, port: int, preseed: Preseed, catalog: Path) -> str:
-    lines = [
-        f"model = {json.dumps(preseed.codex_model)}",
-        f"model_catalog_json = {json.dumps(str(catalog))}",
-        'model_provider = "lab"',
-        'approval_policy = "on-request"',
-        'sandbox_mode = "workspace-write"',
-        "check_for_update_on_startup = false",
-        "",
-        "[model_providers.lab]",
-        'name = "lab"',
-        f'base_url = "http://127.0.0.1:{port}/v1"',
-        'wire_api = "responses"',
-        'env_key = "LAB_KEY"',
-        "",
-        # 0.169.0 otherwise starts an app-server daemon that outlives the TUI.
-        "[features]",
-        "daemon_auto_start = false",
-        *(f"{feature} = true" for feature in preseed.codex_features),
-    ]
-    if preseed.codex_status_line is not None:
-        lines += ["", "[tui]", f"status_line = {json.dumps(list(preseed.codex_status_line))}"]
-    if preseed.trusted:
-        lines += ["", f"[projects.{json.dumps(str(workdir))}]", 'trust_level = "trusted"']
-    return "\n".join(lines) + "\n"
-
-
-def _environment(
-    client: Client, root: Path, home: Path, codex_home: Path | None, port: int
-) -> dict[str, str]:
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": str(home),
-        # Codex refuses to put helper binaries under the system temp dir.
-        "TMPDIR": str(root / "tmp"),
-        "LANG": "C.UTF-8",
-        "SHELL": "/bin/bash",
-        "USER": os.environ.get("USER", "lab"),
-        _MARKER_VAR: root.name,
-    }
-    if client.agent == "claude":
-        env |= {
-            "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{port}",
-            "ANTHROPIC_API_KEY": LAB_API_KEY,
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-            "DISABLE_AUTOUPDATER": "1",
-        }
-    else:
-        assert codex_home is not None
-        env |= {"CODEX_HOME": str(codex_home), "LAB_KEY": "lab-offline-key"}
-    return env
-
-
 def _client_argv(client: Client, binary: Path, preseed: Preseed) -> list[str]:
     if client.agent == "claude":
         # 2.1.328 otherwise starts in "auto mode", which hides permission prompts.
@@ -508,7 +367,7 @@ def run_processes(root: Path) -> list[int]:
 
     Tests use it to prove that a finished run left nothing behind.
     """
-    marker = f"{_MARKER_VAR}={root.name}".encode()
+    marker = f"{MARKER_VAR}={root.name}".encode()
     needle = str(root).encode()
     found = []
     for entry in Path("/proc").iterdir():
@@ -618,49 +477,6 @@ def sandbox_argv(argv: Sequence[str], root: Path) -> list[str]:
     ]
 
 
-@attrs.frozen
-class RunFiles:
-    """What `prepare` wrote for one run, and the environment the client runs in."""
-
-    home: Path
-    codex_home: Path | None
-    """None for Claude."""
-    workdir: Path
-    env: dict[str, str]
-
-
-def prepare(client: Client, root: Path, port: int, preseed: Preseed = Preseed()) -> RunFiles:
-    """Write a run's HOME (and CODEX_HOME), its git working directory and its environment.
-
-    Everything goes under `root` and talks to the model server on `port`. The
-    environment carries the run's marker, so `run_processes(root)` finds what
-    the client starts. Used by `launch`, and by tests that run a client without
-    a pane (`codex app-server`).
-    """
-    home = root / "home"
-    home.mkdir()
-    (root / "tmp").mkdir()
-    workdir = root / "work"
-    _git_init(workdir)
-    codex_home: Path | None = None
-    if client.agent == "claude":
-        config = _claude_config(workdir, preseed)
-        (home / ".claude.json").write_text(json.dumps(config, indent=2))
-        settings = _claude_settings(preseed)
-        if settings:
-            (home / ".claude").mkdir()
-            (home / ".claude" / "settings.json").write_text(json.dumps(settings, indent=2))
-    else:
-        codex_home = root / "codex-home"
-        codex_home.mkdir()
-        catalog = codex_home / "lab-model-catalog.json"
-        catalog.write_text(json.dumps(openai_api.model_catalog(CODEX_MODEL), indent=2))
-        toml = _codex_config(workdir, port, preseed, catalog)
-        (codex_home / "config.toml").write_text(toml)
-    env = _environment(client, root, home, codex_home, port)
-    return RunFiles(home, codex_home, workdir, env)
-
-
 async def _start(
     client: Client,
     scenario: Scenario,
@@ -737,7 +553,7 @@ async def launch(
     cols: int = 120,
     rows: int = 40,
     plan_mode: bool = False,
-    preseed: Preseed = Preseed(),
+    preseed: Preseed = READY,
     confine: Confinement = UNCONFINED,
 ) -> AsyncIterator[LabSession]:
     """Start `client` against `scenario`; yield it idle (or blocked, per `preseed`).

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 
+from akk.qualify import wire
 from akk.qualify.scenarios import (
     ApiError,
     AskUserQuestion,
@@ -21,7 +22,7 @@ from akk.qualify.scenarios import (
     SlowText,
     Text,
 )
-from akk.qualify.wire import TITLE, Hold, Usage, WireReply, json_reply, split_first_word, sse_event
+from akk.qualify.wire import Hold, Usage, WireReply, json_reply, sse_event
 
 _ERROR_TYPES = {400: "invalid_request_error", 401: "invalid_api_key", 429: "rate_limit_exceeded"}
 
@@ -30,18 +31,12 @@ _OUTPUT_ITEM_TYPES = ("function_call_output", "custom_tool_call_output")
 
 def _wants_json(body: Mapping[str, object] | None) -> bool:
     """True when the request asks for JSON-schema output (`text.format`)."""
-    config = body.get("text") if body else None
-    output_format = config.get("format") if isinstance(config, Mapping) else None
-    return isinstance(output_format, Mapping) and output_format.get("type") == "json_schema"
+    return wire.asks_json_schema(body.get("text") if body else None)
 
 
 def is_auxiliary(method: str, path: str, body: Mapping[str, object] | None) -> bool:
     """True unless this is a conversation turn: a POST to /v1/responses that offers tools."""
-    if method != "POST" or path.split("?")[0] != "/v1/responses" or body is None:
-        return True
-    # Side requests ask for structured output (a JSON title); some carry tools too
-    # (Codex with a model catalog entry offers request_user_input_async on titles).
-    return not body.get("tools") or _wants_json(body)
+    return wire.is_side_request(method, path, body, "/v1/responses", _wants_json(body))
 
 
 def _text_of(content: object) -> str:
@@ -79,9 +74,7 @@ def auxiliary_reply(body: Mapping[str, object] | None) -> Text:
     Codex names threads with a tool-less request whose `text.format` is a
     JSON schema with a `title` property.
     """
-    if _wants_json(body):
-        return Text(json.dumps({"title": TITLE}))
-    return Text("ok")
+    return wire.side_reply(_wants_json(body))
 
 
 def usage_json(usage: Usage) -> dict[str, object]:
@@ -192,22 +185,18 @@ def render(
                 }
             )
         )
-        head, tail = split_first_word(reply.text)
-        for chunk in (head, Hold(reply.hold), tail):
-            if isinstance(chunk, Hold):
-                parts.append(chunk)
-            elif chunk:
-                parts.append(
-                    sse_event(
-                        {
-                            "type": "response.output_text.delta",
-                            "item_id": item["id"],
-                            "output_index": 0,
-                            "content_index": 0,
-                            "delta": chunk,
-                        }
-                    )
-                )
+        parts += wire.streamed(
+            reply,
+            lambda chunk: sse_event(
+                {
+                    "type": "response.output_text.delta",
+                    "item_id": item["id"],
+                    "output_index": 0,
+                    "content_index": 0,
+                    "delta": chunk,
+                }
+            ),
+        )
     else:
         parts.append(
             sse_event({"type": "response.output_item.added", "output_index": 0, "item": item})

@@ -43,9 +43,10 @@ from akk.discovery.process import VersionCache, sha256_file
 from akk.profiles.registry import Profile
 from akk.qualify import appserver, compare, evidence, trial
 from akk.qualify.appserver import SchemaCheck, SchemaError
-from akk.qualify.capture import Job
 from akk.qualify.client import Agent, Binary
 from akk.qualify.launcher import Confinement
+from akk.qualify.plans.plan import Job
+from akk.qualify.row_diff import DEFAULT_MAX_ROWS
 
 QUALIFY_SIZES: tuple[tuple[int, int], ...] = ((120, 40), (80, 24), (100, 30))
 """The pane sizes the plan runs at: the default, the narrow 80x24, and a laptop split.
@@ -165,7 +166,7 @@ class Judgement:
             found.append(f"only {', '.join(self.partial)} ran: a partial check qualifies nothing")
         return found
 
-    def text(self, *, max_rows: int = compare.DEFAULT_MAX_ROWS) -> str:
+    def text(self, *, max_rows: int = DEFAULT_MAX_ROWS) -> str:
         """The readable report: the comparison's, then evidence, schema and the verdict."""
         probe = self.probe
         body = compare.report(

@@ -15,11 +15,10 @@ counting, probes) never consume steps.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Literal
 
 import attrs
 
-Agent = Literal["claude", "codex"]
+from akk.qualify.client import Agent
 
 
 @attrs.frozen
@@ -268,6 +267,30 @@ def _codex_questionnaire(name: str, *questions: Question) -> Scenario:
     )
 
 
+def _command(
+    name: str,
+    call: Bash | ExecCommand,
+    *,
+    marker: str | None = None,
+    task: str = RUN_TASK,
+    wait_for: str | None = None,
+) -> Scenario:
+    """The model asks to run `call` for `task`; once the output carrying `marker` comes back,
+    it says the command ran.
+
+    A Bash call is Claude's, an ExecCommand Codex's. Without a marker the default
+    reply ("ok") ends the turn after the command's output.
+    """
+    agent: Agent = "claude" if isinstance(call, Bash) else "codex"
+    ran = () if marker is None else (Step(marker, Text("The command ran.")),)
+    return Scenario(
+        name,
+        task=task,
+        agents=frozenset({agent}),
+        steps=(Step(task, call, wait_for=wait_for), *ran),
+    )
+
+
 def _build() -> dict[str, Scenario]:
     scenarios = [
         Scenario("echo", task=ECHO_TASK, steps=(Step(ECHO_TASK, Text(ECHO_REPLY)),)),
@@ -290,20 +313,10 @@ def _build() -> dict[str, Scenario]:
             # shown at once ("Please run /login · API Error: 403 ...") and sent once.
             steps=(Step(ERROR_TASK, ApiError(403, "lab: simulated forbidden"), repeat=True),),
         ),
-        Scenario(
+        _command(
             "claude_bash",
-            task=RUN_TASK,
-            agents=frozenset({"claude"}),
-            steps=(
-                Step(
-                    RUN_TASK,
-                    Bash(
-                        f"touch {BASH_MARKER}.txt && echo {BASH_MARKER}",
-                        "Create the lab marker file",
-                    ),
-                ),
-                Step(BASH_MARKER, Text("The command ran.")),
-            ),
+            Bash(f"touch {BASH_MARKER}.txt && echo {BASH_MARKER}", "Create the lab marker file"),
+            marker=BASH_MARKER,
         ),
         Scenario(
             "claude_write",
@@ -324,14 +337,10 @@ def _build() -> dict[str, Scenario]:
         _claude_questionnaire(
             "questionnaire_multi_question", _color_question(3), _SIZE_QUESTION, _SHAPE_QUESTION
         ),
-        Scenario(
+        _command(
             "codex_exec",
-            task=RUN_TASK,
-            agents=frozenset({"codex"}),
-            steps=(
-                Step(RUN_TASK, ExecCommand(f"touch ../{EXEC_MARKER}.txt && echo {EXEC_MARKER}")),
-                Step(EXEC_MARKER, Text("The command ran.")),
-            ),
+            ExecCommand(f"touch ../{EXEC_MARKER}.txt && echo {EXEC_MARKER}"),
+            marker=EXEC_MARKER,
         ),
         _codex_questionnaire("codex_rui_one", _color_question(3)),
         Scenario(
@@ -447,58 +456,23 @@ LONG_COMMAND = (
 
 
 def _claude_variant_scenarios() -> dict[str, Scenario]:
-    claude = frozenset[Agent]({"claude"})
     scenarios = [
-        Scenario(
+        _command(
             "claude_bash_expansion",
-            task=RUN_TASK,
-            agents=claude,
-            steps=(
-                Step(RUN_TASK, Bash(EXPANSION_COMMAND, "Write and read the lab expansion file")),
-                Step(EXPANSION_MARKER, Text("The command ran.")),
-            ),
+            Bash(EXPANSION_COMMAND, "Write and read the lab expansion file"),
+            marker=EXPANSION_MARKER,
         ),
-        Scenario(
-            "claude_bash_warning",
-            task=RUN_TASK,
-            agents=claude,
-            steps=(
-                # The default reply ("ok") ends the turn after the command's output.
-                Step(RUN_TASK, Bash(WARNING_COMMAND, "Print the user name")),
-            ),
+        _command("claude_bash_warning", Bash(WARNING_COMMAND, "Print the user name")),
+        _command("claude_bash_variable", Bash(VARIABLE_COMMAND, "Write the user name to a file")),
+        _command("claude_bash_ask_rule", Bash(ASK_RULE_COMMAND, "Create the ask-rule file")),
+        # Its output varies with /tmp: no marker to wait for.
+        _command(
+            "claude_bash_read_outside", Bash(READ_OUTSIDE_COMMAND, "List a few entries of /tmp")
         ),
-        Scenario(
-            "claude_bash_variable",
-            task=RUN_TASK,
-            agents=claude,
-            steps=(
-                # The default reply ("ok") ends the turn after the command's output.
-                Step(RUN_TASK, Bash(VARIABLE_COMMAND, "Write the user name to a file")),
-            ),
-        ),
-        Scenario(
-            "claude_bash_ask_rule",
-            task=RUN_TASK,
-            agents=claude,
-            steps=(Step(RUN_TASK, Bash(ASK_RULE_COMMAND, "Create the ask-rule file")),),
-        ),
-        Scenario(
-            "claude_bash_read_outside",
-            task=RUN_TASK,
-            agents=claude,
-            steps=(
-                # Its output varies with /tmp: the default reply ("ok") ends the turn.
-                Step(RUN_TASK, Bash(READ_OUTSIDE_COMMAND, "List a few entries of /tmp")),
-            ),
-        ),
-        Scenario(
+        _command(
             "claude_bash_long",
-            task=RUN_TASK,
-            agents=claude,
-            steps=(
-                Step(RUN_TASK, Bash(LONG_COMMAND, "Write, sort and count the lab word list")),
-                Step(LONG_MARKER, Text("The command ran.")),
-            ),
+            Bash(LONG_COMMAND, "Write, sort and count the lab word list"),
+            marker=LONG_MARKER,
         ),
     ]
     return {scenario.name: scenario for scenario in scenarios}
@@ -543,17 +517,8 @@ _LONG_QUESTION = Question(
 
 
 def _codex_variant_scenarios() -> dict[str, Scenario]:
-    codex = frozenset[Agent]({"codex"})
     scenarios = [
-        Scenario(
-            "codex_exec_long",
-            task=RUN_TASK,
-            agents=codex,
-            steps=(
-                Step(RUN_TASK, ExecCommand(EXEC_LONG_COMMAND)),
-                Step(EXEC_MARKER, Text("The command ran.")),
-            ),
-        ),
+        _command("codex_exec_long", ExecCommand(EXEC_LONG_COMMAND), marker=EXEC_MARKER),
         _codex_questionnaire("codex_rui_long", _LONG_QUESTION),
     ]
     return {scenario.name: scenario for scenario in scenarios}
@@ -744,23 +709,19 @@ SECRET_COMMAND = f"touch {SECRET_MARKER}.txt && echo {COMMAND_SECRET} {SECRET_MA
 
 def _secret_scenarios() -> dict[str, Scenario]:
     scenarios = [
-        Scenario(
+        _command(
             "claude_bash_secret",
+            Bash(SECRET_COMMAND, "Use the token"),
+            marker=SECRET_MARKER,
             task=SECRET_TASK,
-            agents=frozenset({"claude"}),
-            steps=(
-                Step(SECRET_TASK, Bash(SECRET_COMMAND, "Use the token"), wait_for=SECRET_SIGNAL),
-                Step(SECRET_MARKER, Text("The command ran.")),
-            ),
+            wait_for=SECRET_SIGNAL,
         ),
-        Scenario(
+        _command(
             "codex_exec_secret",
+            ExecCommand(SECRET_COMMAND),
+            marker=SECRET_MARKER,
             task=SECRET_TASK,
-            agents=frozenset({"codex"}),
-            steps=(
-                Step(SECRET_TASK, ExecCommand(SECRET_COMMAND), wait_for=SECRET_SIGNAL),
-                Step(SECRET_MARKER, Text("The command ran.")),
-            ),
+            wait_for=SECRET_SIGNAL,
         ),
     ]
     return {scenario.name: scenario for scenario in scenarios}

@@ -17,10 +17,12 @@ import trio
 from akk.profiles.qualified import as_version
 from akk.profiles.registry import Profile
 from akk.qualify import capture
-from akk.qualify.capture import CaptureError, Job, Plan
+from akk.qualify.capture import CaptureError
 from akk.qualify.client import Binary, Client
 from akk.qualify.compare import Comparison, Point, compare
 from akk.qualify.launcher import UNCONFINED, Confinement, LabError
+from akk.qualify.plans import corpus
+from akk.qualify.plans.plan import Job, Plan, Shot
 
 JOB_TIMEOUT_S = 120.0
 """A capture job that takes longer is not producible (as in `capture.run_jobs`)."""
@@ -39,11 +41,11 @@ def jobs_for(
     plan, or says that none of them runs on the agent.
     """
     wanted = None if plans is None else set(plans)
-    if wanted is not None and (unknown := wanted - set(capture.PLANS)):
+    if wanted is not None and (unknown := wanted - set(corpus.PLANS)):
         raise ValueError(f"no capture plan {', '.join(sorted(unknown))}")
     stand_in = Binary(client.agent, nearest, client.binary())
     jobs: dict[Job, None] = {}
-    for job in capture.corpus_jobs([stand_in]):
+    for job in corpus.corpus_jobs([stand_in]):
         if wanted is not None and job.plan.name not in wanted:
             continue
         # A plan kept to some versions (`Plan.versions`) runs on the new one as on `nearest`.
@@ -96,8 +98,8 @@ async def capture_jobs(
     return failures
 
 
-def _shots(plan: Plan) -> list[capture.Shot]:
-    return [action for action in plan.actions if isinstance(action, capture.Shot)]
+def _shots(plan: Plan) -> list[Shot]:
+    return [action for action in plan.actions if isinstance(action, Shot)]
 
 
 def classify_all(

@@ -8,8 +8,11 @@ formats stay pure and testable without sockets.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
 
 import attrs
+
+from akk.qualify.scenarios import SlowText, Text
 
 
 @attrs.frozen
@@ -70,7 +73,40 @@ def sse_event(payload: dict[str, object]) -> bytes:
     return f"event: {payload['type']}\ndata: {json.dumps(payload)}\n\n".encode()
 
 
-def split_first_word(text: str) -> tuple[str, str]:
-    """Split text after its first word, so a slow stream shows something before it holds."""
-    head, sep, tail = text.partition(" ")
-    return head + sep, tail
+def streamed(reply: Text | SlowText, delta: Callable[[str], bytes]) -> list[bytes | Hold]:
+    """The `delta` events that stream `reply`'s text, and a slow reply's hold among them.
+
+    A `SlowText` is split after its first word, so the client shows something
+    before the stream holds; the rest follows the hold. Empty pieces send nothing.
+    """
+    if isinstance(reply, SlowText):
+        head, sep, tail = reply.text.partition(" ")
+        chunks: tuple[str | Hold, ...] = (head + sep, Hold(reply.hold), tail)
+    else:
+        chunks = (reply.text,)
+    return [chunk if isinstance(chunk, Hold) else delta(chunk) for chunk in chunks if chunk]
+
+
+def asks_json_schema(config: object) -> bool:
+    """True when a request's output settings (`output_config`, `text`) name a JSON-schema format."""
+    output_format = config.get("format") if isinstance(config, Mapping) else None
+    return isinstance(output_format, Mapping) and output_format.get("type") == "json_schema"
+
+
+def is_side_request(
+    method: str, path: str, body: Mapping[str, object] | None, endpoint: str, structured: bool
+) -> bool:
+    """True unless this is a conversation turn: a POST to `endpoint` that offers tools.
+
+    `structured` is whether the body asks for JSON-schema output: side requests
+    do (a JSON title), and some carry tools too (Codex with a model catalog entry
+    offers request_user_input_async on titles).
+    """
+    if method != "POST" or path.split("?")[0] != endpoint or body is None:
+        return True
+    return not body.get("tools") or structured
+
+
+def side_reply(structured: bool) -> Text:
+    """A side request's answer: the session's JSON title when it asks for structured output."""
+    return Text(json.dumps({"title": TITLE})) if structured else Text("ok")

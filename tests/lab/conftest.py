@@ -20,7 +20,8 @@ import pytest
 import trio
 
 from akk.qualify.client import AGENTS
-from akk.qualify.launcher import LabSession, Preseed, launch
+from akk.qualify.launcher import LabSession, launch
+from akk.qualify.run_files import Preseed
 from akk.qualify.scenarios import SCENARIOS
 from tools.lab import clients
 from tools.lab.clients import Client

@@ -20,8 +20,9 @@ from akk import doctor
 from akk.appserver import schema
 from akk.appserver.rpc import AppServer, open_app_server
 from akk.discovery.process import start_ticks
-from akk.qualify.launcher import prepare, run_processes
+from akk.qualify.launcher import run_processes
 from akk.qualify.model_server import ModelServer
+from akk.qualify.run_files import prepare
 from akk.qualify.scenarios import ECHO_REPLY, ECHO_TASK, SCENARIOS
 from tests.lab.conftest import ensure_installed
 from tools.lab import clients, schemas

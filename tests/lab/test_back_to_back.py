@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from akk.client import connect
-from akk.qualify.capture import CODEX_FOOTERS
-from akk.qualify.launcher import LabSession, Preseed
+from akk.qualify.launcher import LabSession
+from akk.qualify.plans.codex import CODEX_FOOTERS
+from akk.qualify.run_files import Preseed
 from tests.lab.conftest import LabSpec
 from tools.lab import clients
 from tools.lab.akk_runner import idle_terminal, outcome, serving

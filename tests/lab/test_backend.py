@@ -21,8 +21,9 @@ import trio
 from akk.appserver import schema
 from akk.client import AkkError, Controller, connect
 from akk.qualify import scenarios as sc
-from akk.qualify.launcher import Preseed, RunFiles, run_processes
+from akk.qualify.launcher import run_processes
 from akk.qualify.model_server import ModelServer, RecordedRequest
+from akk.qualify.run_files import Preseed, RunFiles
 from akk.qualify.scenarios import ECHO_REPLY, ECHO_TASK, SCENARIOS
 from akk.turn_calls import TurnSettings
 from tests.lab.conftest import ensure_installed

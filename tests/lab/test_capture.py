@@ -16,8 +16,10 @@ from pathlib import Path
 import pytest
 import trio
 
-from akk.qualify.capture import PLANS, SIZES, fixture_stem, run_plan
+from akk.qualify.capture import fixture_stem, run_plan
 from akk.qualify.launcher import CLAUDE_PROMPT, CODEX_PROMPT
+from akk.qualify.plans.corpus import PLANS
+from akk.qualify.plans.plan import SIZES
 from tools.lab import clients
 from tools.lab.clients import FIXTURES, Client
 

@@ -44,16 +44,11 @@ from akk.profiles.observation import (
     StepKind,
 )
 from akk.profiles.registry import PINNED, Profile
-from akk.qualify.capture import (
-    CLAUDE_MULTI_EXTRA,
-    CLAUDE_SINGLE_EXTRA,
-    PRESS_QUIET_SECONDS,
-    Expected,
-    ExpectedQuestion,
-    Typed,
-)
+from akk.qualify.capture import PRESS_QUIET_SECONDS
 from akk.qualify.launcher import POLL_SECONDS, LabSession, ScreenTimeout, launch
 from akk.qualify.model_server import RecordedRequest
+from akk.qualify.plans.claude import CLAUDE_MULTI_EXTRA, CLAUDE_SINGLE_EXTRA
+from akk.qualify.plans.labels import Expected, ExpectedQuestion, Typed
 from akk.qualify.scenarios import (
     BASH_MARKER,
     SCENARIOS,

@@ -27,7 +27,7 @@ from _pytest.mark import ParameterSet
 
 from akk import evidence
 from akk.evidence import Binding, Progress, Snapshot, Usage, UsageStatus
-from akk.qualify import launcher
+from akk.qualify import run_files
 from akk.qualify.client import AGENTS
 from akk.qualify.launcher import LabSession, launch
 from akk.qualify.model_server import RecordedRequest, RequestTimeout
@@ -335,12 +335,12 @@ async def test_codex_daemon_threads_bind_by_request_text(monkeypatch: pytest.Mon
     """0.169.0's default: the TUI's threads live in a managed app-server daemon."""
     client = clients.get("codex", "0.169.0")
     await ensure_installed(client)
-    config = launcher._codex_config
+    config = run_files._codex_config
 
     def with_daemon(*args: Any, **kwargs: Any) -> str:
         return config(*args, **kwargs).replace("daemon_auto_start = false", "")
 
-    monkeypatch.setattr(launcher, "_codex_config", with_daemon)
+    monkeypatch.setattr(run_files, "_codex_config", with_daemon)
     with trio.fail_after(120):
         async with launch(client, SCENARIOS["echo"]) as lab:
             runs = await run_case(lab, "echo")

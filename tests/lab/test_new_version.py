@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from akk.qualify import capture
+from akk.qualify.plans.codex import CODEX_VARIANT_SIZES
+from akk.qualify.plans.plan import SIZES
 from tools.lab import clients
 from tools.lab import new_version as nv
 from tools.lab.clients import Client
@@ -30,7 +31,7 @@ async def test_a_pinned_codex_taken_as_new_is_the_same_everywhere(tmp_path: Path
 
     assert result.nearest == client
     points = {(c.point.plan, c.point.cols, c.point.rows) for c in result.comparisons}
-    sizes = (*capture.SIZES, *capture.CODEX_VARIANT_SIZES)
+    sizes = (*SIZES, *CODEX_VARIANT_SIZES)
     assert {plan for plan, _, _ in points} == set(PLANS)
     assert {(p, c, r) for p, c, r in points if p != "codex_rui_async_text"} == {
         (plan, cols, rows) for plan in PLANS[:3] for cols, rows in sizes

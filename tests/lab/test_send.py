@@ -16,9 +16,10 @@ import trio
 from akk import faults
 from akk.client import AkkError, connect
 from akk.profiles.registry import PINNED
-from akk.qualify import capture
-from akk.qualify.launcher import LabSession, Preseed
+from akk.qualify.launcher import LabSession
 from akk.qualify.model_server import RecordedRequest
+from akk.qualify.plans.claude import CLAUDE_STATUS_LINE
+from akk.qualify.run_files import Preseed
 from akk.qualify.scenarios import ECHO_REPLY, ECHO_TASK, SLOW_SIGNAL, SLOW_TASK
 from tests.lab.conftest import LabSpec, lab_params
 from tools.lab import clients
@@ -63,7 +64,7 @@ _SETUPS = [
     LabSpec(
         clients.get("claude", "2.1.263"),
         "echo",
-        preseed=Preseed(claude_status_line=capture.CLAUDE_STATUS_LINE),
+        preseed=Preseed(claude_status_line=CLAUDE_STATUS_LINE),
     ),
 ]
 

@@ -20,8 +20,8 @@ from akk.profiles.claude import ClaudeProfile
 from akk.profiles.codex import CodexProfile
 from akk.profiles.composer import DraftView, TypingMethod
 from akk.protocol.text_rule import screen_refusal
-from akk.qualify.capture import TYPED_DRAFTS
 from akk.qualify.launcher import LabSession
+from akk.qualify.plans.shared import TYPED_DRAFTS
 from akk.screen.render import render
 from akk.tmux import keys
 from akk.tmux.control import ControlClient, open_control_client

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from akk.client import AkkError, connect
-from akk.qualify.launcher import LabSession, Preseed
+from akk.qualify.launcher import LabSession
+from akk.qualify.run_files import Preseed
 from akk.qualify.scenarios import ECHO_REPLY, ECHO_TASK
 from tests.lab.conftest import LabSpec
 from tools.lab import clients

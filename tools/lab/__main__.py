@@ -9,9 +9,12 @@ from pathlib import Path
 
 import trio
 
-from akk.qualify import capture, compare
+from akk.qualify import capture
 from akk.qualify.appserver import SchemaError
 from akk.qualify.client import AGENTS
+from akk.qualify.plans import corpus
+from akk.qualify.plans.plan import DEFAULT_SIZE
+from akk.qualify.row_diff import DEFAULT_MAX_ROWS
 from tools.lab import clients, new_version, schemas
 from tools.lab.installer import InstallError, install_many
 
@@ -43,7 +46,7 @@ def _capture(args: argparse.Namespace) -> int:
     if args.all:
         # Every plan; on every pinned client, or on those --agent/--version name.
         selected = list(clients.PINNED) if args.agent is None else _selected(args)
-        jobs = capture.corpus_jobs(selected)
+        jobs = corpus.corpus_jobs(selected)
         for client in selected:
             # From scratch: no stale screen of a renamed plan survives.
             shutil.rmtree(out / client.agent / client.version, ignore_errors=True)
@@ -55,9 +58,9 @@ def _capture(args: argparse.Namespace) -> int:
         return 0
     if args.agent is None or args.version is None or args.scenario is None:
         raise SystemExit("capture needs --all, or --agent, --version and --scenario")
-    plan = capture.PLANS.get(args.scenario)
+    plan = corpus.PLANS.get(args.scenario)
     if plan is None:
-        raise SystemExit(f"no capture plan {args.scenario!r}; plans: {', '.join(capture.PLANS)}")
+        raise SystemExit(f"no capture plan {args.scenario!r}; plans: {', '.join(corpus.PLANS)}")
     client = _selected(args)[0]
     try:
         written = trio.run(
@@ -127,10 +130,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     shots.add_argument("--agent", choices=AGENTS)
     shots.add_argument("--version")
-    shots.add_argument("--scenario", help=f"capture plan: {', '.join(capture.PLANS)}")
+    shots.add_argument("--scenario", help=f"capture plan: {', '.join(corpus.PLANS)}")
     shots.add_argument("--step", help="capture only this point of the plan")
-    shots.add_argument("--cols", type=int, default=capture.DEFAULT_SIZE[0])
-    shots.add_argument("--rows", type=int, default=capture.DEFAULT_SIZE[1])
+    shots.add_argument("--cols", type=int, default=DEFAULT_SIZE[0])
+    shots.add_argument("--rows", type=int, default=DEFAULT_SIZE[1])
     shots.add_argument("--out", type=Path, default=clients.FIXTURES)
     shots.set_defaults(run=_capture)
 
@@ -164,7 +167,7 @@ def _parser() -> argparse.ArgumentParser:
     trial.add_argument(
         "--max-rows",
         type=int,
-        default=compare.DEFAULT_MAX_ROWS,
+        default=DEFAULT_MAX_ROWS,
         help="report lines of differing rows per screen",
     )
     trial.set_defaults(run=_new_version)

@@ -4,7 +4,7 @@ The pipeline, one phase after the other, each timed:
 
 1. install: the version goes into the lab cache like a pinned one (npm, then its
    ``--version`` line verified), without joining `clients.PINNED`;
-2. capture: every capture plan of the corpus (`capture.corpus_jobs`), at every
+2. capture: every capture plan of the corpus (`plans.corpus.corpus_jobs`), at every
    size and variant, exactly as `capture --all` would for the NEAREST pinned
    version of the agent (`compare.nearest`), written into a scratch directory,
    never into fixtures/ (`trial.capture_jobs`);
@@ -35,6 +35,7 @@ import trio
 from akk.profiles.registry import PROFILES
 from akk.qualify import compare, trial
 from akk.qualify.client import Agent
+from akk.qualify.row_diff import DEFAULT_MAX_ROWS
 from tools.lab import clients
 from tools.lab.clients import FIXTURES, Client
 from tools.lab.installer import InstallError, install
@@ -59,7 +60,7 @@ class Result:
     phases: tuple[compare.Phase, ...]
     out: Path
 
-    def text(self, *, where: str | None = None, max_rows: int = compare.DEFAULT_MAX_ROWS) -> str:
+    def text(self, *, where: str | None = None, max_rows: int = DEFAULT_MAX_ROWS) -> str:
         """The report."""
         return compare.report(
             self.client.agent,

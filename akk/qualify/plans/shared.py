@@ -1,0 +1,218 @@
+"""The capture plans both clients run, and the pieces the family plans are built from.
+
+The idle, finished, draft, working, typed-draft, permission and blocked screens
+are one plan each for Claude Code and Codex; `plans.claude` and `plans.codex`
+add what only one client draws. Every label here is written from the scenario
+(`akk.qualify.scenarios`), never read off a screen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from akk.profiles.composer import TypingMethod
+from akk.qualify.client import Agent
+from akk.qualify.plans.labels import Expected, ExpectedQuestion, Typed
+from akk.qualify.plans.plan import (
+    Action,
+    Paste,
+    Plan,
+    Release,
+    Settle,
+    Shot,
+    Submit,
+    Type,
+    WaitIdle,
+    WaitText,
+)
+from akk.qualify.run_files import Preseed
+from akk.qualify.scenarios import ECHO_REPLY, SCENARIOS, SLOW_SIGNAL, Question
+
+BOTH: frozenset[Agent] = frozenset({"claude", "codex"})
+CLAUDE: frozenset[Agent] = frozenset({"claude"})
+CODEX: frozenset[Agent] = frozenset({"codex"})
+
+DRAFT_TEXT = "lab: a draft that is never sent"
+APPROVE = ("approve_once", "reject")
+"""The decisions AKK offers on a permission it may answer."""
+
+
+def wait(*texts: str) -> WaitText:
+    """Wait until any of `texts` shows, with the default timeout."""
+    return WaitText(texts)
+
+
+WORKING_SHOWN = wait("esc to interrupt", "• Working")
+"""Claude's status line, or Codex 0.169.0's first streamed word: a turn is running."""
+
+
+def asking(
+    question: ExpectedQuestion, step: tuple[int, int] | None = None, typed: Typed | None = None
+) -> Expected:
+    """The label of a questionnaire showing `question` (at `step` of a multi-step prompt)."""
+    return Expected("questionnaire", "questionnaire", (question,), step=step, typed=typed)
+
+
+def questions(scenario: str) -> tuple[Question, ...]:
+    """The questions `scenario` opens with (AssertionError if it opens with none)."""
+    first = SCENARIOS[scenario].steps[0].reply
+    asked = getattr(first, "questions", None)
+    assert asked is not None, f"scenario {scenario} does not open with a question"
+    return tuple(asked)
+
+
+def command(scenario: str) -> str:
+    """The command `scenario` opens with (AssertionError if it opens with none)."""
+    reply = SCENARIOS[scenario].steps[0].reply
+    found = getattr(reply, "command", None) or getattr(reply, "cmd", None)
+    assert isinstance(found, str), f"scenario {scenario} does not open with a command"
+    return found
+
+
+_PASTE_WORDS = "lab paste 0123456789 alpha beta gamma delta, epsilon zeta: eta theta-iota kappa."
+
+
+def filler(length: int, *, lines: int = 1, words: str = _PASTE_WORDS) -> str:
+    """Exactly `length` characters of `words` repeated, in `lines` lines (no edge spaces)."""
+    body = (words + " ") * (length // len(words) + 2)
+    per_line = (length - (lines - 1)) // lines
+    cut = [body[i * per_line : (i + 1) * per_line] for i in range(lines)]
+    cut[-1] = body[(lines - 1) * per_line : length - (lines - 1)]
+    text = "\n".join(line.replace(" ", "x", 1) if line.startswith(" ") else line for line in cut)
+    text = "\n".join(line[:-1] + "x" if line.endswith(" ") else line for line in text.split("\n"))
+    assert len(text) == length and text == text.strip(), (length, lines)
+    return text
+
+
+TYPED_DRAFTS: Mapping[str, Typed] = {
+    "wrap": Typed(
+        "lab: this long draft wraps over several rows of the composer, word by word, and "
+        "must come back exactly as typed. " + " ".join(["alpha beta gamma delta epsilon"] * 8),
+        TypingMethod.LITERAL,
+    ),
+    "multiline": Typed(
+        "lab: the first line of a pasted draft\nthe second line, a little longer than the "
+        "first\nthe third and last line",
+        TypingMethod.PASTE,
+    ),
+    "quotes": Typed("lab: he said \"don't\" and 'left' `now`", TypingMethod.LITERAL),
+    "semicolon": Typed("lab: echo one; echo two;", TypingMethod.LITERAL),
+    "unicode": Typed("lab: 漢字テスト and emoji 😀 🎉 ünïcödé done", TypingMethod.LITERAL),
+    "shell": Typed(
+        "lab: $(rm -rf /x) && echo $HOME | grep -v '*' > /dev/null & [x] {y} %v \\ end",
+        TypingMethod.LITERAL,
+    ),
+    "paste799": Typed(filler(799), TypingMethod.PASTE),
+    "paste800": Typed(filler(800), TypingMethod.PASTE),
+    "paste801": Typed(filler(801), TypingMethod.PASTE),
+    "paste1001": Typed(filler(1001), TypingMethod.PASTE),
+    "paste5000": Typed(filler(5000, lines=50), TypingMethod.PASTE),
+}
+"""The text classes the typing plans put into an idle composer, one plan each.
+
+Pastes of 799 to 801 characters straddle Claude's threshold, 1001 is past
+Codex's (1000 itself would need 14 rows at 80x24, where Codex drops its status
+row); the 5000-character one is 50 lines, so Claude's placeholder counts them.
+"""
+
+
+def turn_plans() -> list[Plan]:
+    """Idle and finished (echo), a draft, a running turn (slow), and each typed draft."""
+    return [
+        Plan(
+            "echo",
+            "echo",
+            BOTH,
+            (
+                Shot("idle", Expected("idle")),
+                Submit(),
+                wait(ECHO_REPLY),
+                WaitIdle(),
+                Shot("finished", Expected("idle", reply=ECHO_REPLY)),
+            ),
+        ),
+        Plan(
+            "draft",
+            "echo",
+            BOTH,
+            (
+                Type(DRAFT_TEXT),
+                wait(DRAFT_TEXT),
+                Shot("idle_draft", Expected("idle_draft", draft=DRAFT_TEXT)),
+            ),
+        ),
+        Plan(
+            "slow",
+            "slow",
+            BOTH,
+            (
+                Submit(),
+                WORKING_SHOWN,
+                Shot("working", Expected("working"), settle=False),
+                Release(SLOW_SIGNAL),
+                WaitIdle(),
+            ),
+        ),
+        *(_typed(name, typed) for name, typed in TYPED_DRAFTS.items()),
+    ]
+
+
+def _typed(name: str, typed: Typed) -> Plan:
+    put: Action = Type(typed.text) if typed.method is TypingMethod.LITERAL else Paste(typed.text)
+    return Plan(
+        f"draft_{name}",
+        "echo",
+        BOTH,
+        (
+            # Claude drops text that arrives right after its composer first shows.
+            Settle(0.5),
+            put,
+            wait(typed.text[:12], "[Pasted"),
+            Shot(None, Expected("idle_draft", typed=typed)),
+        ),
+    )
+
+
+def permission(scenario: str, agents: frozenset[Agent], tool: str, manual: bool) -> Plan:
+    """The permission prompt `scenario` opens with: answerable, or left to a person (`manual`)."""
+    anchor = wait("Do you want", "Would you like to run")
+    expected = Expected(
+        "permission",
+        "permission",
+        decisions=() if manual else APPROVE,
+        tool=tool,
+        command=None if manual else command(scenario),
+        manual_only=manual,
+    )
+    return Plan(scenario, scenario, agents, (Submit(), anchor, Shot("permission", expected)))
+
+
+def blocked_plans() -> list[Plan]:
+    """The screens a client shows before its composer: onboarding, the API key, trust."""
+    return [
+        _blocked(
+            "onboarding", CLAUDE, Preseed(onboarded=False), "Choose the text style", "Let's get"
+        ),
+        _blocked(
+            "api_key", CLAUDE, Preseed(api_key_approved=False), "Do you want to use this API key?"
+        ),
+        _blocked(
+            "trust",
+            BOTH,
+            Preseed(trusted=False),
+            "Is this a project you created or one you trust?",
+            "trust this folder",
+            "Trust this folder",
+            "Do you trust",
+        ),
+    ]
+
+
+def _blocked(blocker: str, agents: frozenset[Agent], preseed: Preseed, *anchor: str) -> Plan:
+    return Plan(
+        f"blocked_{blocker}",
+        "echo",
+        agents,
+        (WaitText(anchor), Shot(None, Expected("blocked", blocker=blocker))),
+        preseed=preseed,
+    )
