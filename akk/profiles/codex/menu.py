@@ -48,6 +48,8 @@ class MenuShape:
 
 @attrs.frozen
 class MenuRow:
+    """One parsed menu row, its wrapped label or description rows joined."""
+
     number: int
     label: str
     description: str
