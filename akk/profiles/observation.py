@@ -165,3 +165,15 @@ _ACTIVITY = {
     State.BLOCKED: ActivityState.BLOCKED,
     State.UNKNOWN: ActivityState.UNKNOWN,
 }
+
+
+class Unproven(Exception):
+    """A screen that looks like a known shape whose rows could not be proven row by row.
+
+    Raised inside a family's classifier and caught at its top, where it becomes
+    an UNKNOWN Observation whose reason is `reason` (no prompt, zero keys).
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason

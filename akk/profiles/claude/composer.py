@@ -1,0 +1,159 @@
+"""Claude Code's composer: idle, draft and working, read off the input box at the bottom.
+
+What the pinned versions draw (fixtures/claude/<version>/): a composer between
+two full-width ``─`` rules, its first row ``❯\\u00a0<text>``, one hint row under
+it (``⏸ manual mode on · ? for shortcuts``). While a turn runs the hint row says
+``esc to interrupt``, a spinner line (``✽ Transmuting…``) stands above the
+composer and the composer glyph turns grey. A user ``statusLine`` draws its
+output between the rule and the hint row, takes the place of ``? for
+shortcuts`` and, on 2.1.263-2.1.267, of ``esc to interrupt`` too; ``editorMode:
+vim`` starts the hint row with ``-- INSERT --`` and hides ``esc to interrupt``
+on every version. There the spinner line is the sign of a turn. Vim's NORMAL
+mode shows no mark at all: an empty NORMAL composer is drawn exactly as the
+default idle one (tools/lab/NOTES.md). The rows between the rules are the draft
+(`akk.profiles.composer.DraftView`); a scrolled draft shows its last rows only,
+2.1.328 writing ``↑ N more`` into the upper rule.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+import attrs
+
+from akk.profiles.claude.reader import Reader
+from akk.profiles.composer import DraftView
+from akk.profiles.observation import Observation, State, Unproven
+
+
+@attrs.frozen
+class ComposerShape:
+    """The input box Claude draws whenever no prompt replaces it."""
+
+    rule: str = "─"
+    rule_fg: str = "808080"
+    prompt: str = "❯\u00a0"
+    idle_fg: str = "default"  # colour of the prompt glyph while Claude waits for input
+    continuation_indent: int = 2  # further rows of a multi-line draft
+    # The draft wraps at the pane width less this: its cursor gets `columns - 3`
+    # and measures wrapped rows with one column less, for the cursor cell.
+    wrap_margin: int = 4
+    # A composer rule that counts the rows scrolled away ("─── ↑ 4 more ───"); None
+    # where the version scrolls without a mark (its rule stays plain).
+    scroll_mark: re.Pattern[str] | None = None
+    # Under the bottom rule: the rows of the user's `statusLine` command (its own text,
+    # never read), then the one hint row Claude draws itself (mode, hints), each from
+    # this column; a status line of more rows is a screen this profile cannot place.
+    footer_indent: int = 2
+    status_line_rows: int = 1
+    working_marker: str = "esc to interrupt"  # in the hint row while a turn runs
+    # `editorMode: vim` starts the hint row with this in INSERT mode; NORMAL shows nothing.
+    insert_mark: str = "-- INSERT --"
+    spinner_glyphs: str = "·✢*✶✻✽✳"  # the animated glyph that starts a working line
+    # A line such as "✽ Transmuting…" or "✻ Calculating… (0s · ↓ 2 tokens)": glyph,
+    # one word, an ellipsis. A finished turn says "✻ Crunched for 0s" (no ellipsis).
+    spinner_word: str = r"[A-Za-z][\w'-]*…"
+
+
+@functools.cache
+def _spinner(glyphs: str, word: str) -> re.Pattern[str]:
+    return re.compile(f"[{re.escape(glyphs)}] {word}")
+
+
+def read(r: Reader, bottom: int) -> Observation | None:
+    """Idle / idle_draft / working when the composer is at the bottom; else None."""
+    shape = r.p.composer
+    lower = next(
+        (
+            y
+            for y in range(bottom, max(-1, bottom - shape.status_line_rows - 2), -1)
+            if _rule(r, y) is not None
+        ),
+        None,
+    )
+    if lower is None:
+        return None
+    upper = next((y for y in range(lower - 1, -1, -1) if _rule(r, y) is not None), None)
+    if upper is None or upper == lower - 1:
+        return None
+    # A rule that says how many rows are scrolled away frames a partial draft,
+    # whose first row shown is a continuation row.
+    scrolled = bool(_rule(r, upper) or _rule(r, lower))
+    if not scrolled and not r.texts[upper + 1].startswith(shape.prompt):
+        return None
+    for y in range(upper + 1 if scrolled else upper + 2, lower):
+        if r.indent(y) < shape.continuation_indent and not r.blank(y):
+            raise Unproven(f"unexpected row {y} inside the composer")
+    hint = _footer(r, lower, bottom)
+    r.single_prompt(upper)
+    draft = _draft(r, upper + 1, lower)
+    if scrolled:
+        draft = attrs.evolve(draft, complete=False)
+    spinner = _spinner(shape.spinner_glyphs, shape.spinner_word)
+    working_line = any(spinner.match(r.texts[y]) for y in range(upper))
+    if shape.working_marker in hint or working_line:
+        return r.result(State.WORKING, draft=draft)
+    glyph = r.cells[upper + 1][0]
+    if glyph.fg != shape.idle_fg:
+        return r.unknown("composer glyph is not in its idle colour but no working line shows")
+    marked = hint[shape.footer_indent :].startswith(shape.insert_mark)
+    return r.result(
+        State.IDLE if draft.empty else State.IDLE_DRAFT,
+        draft=draft,
+        composer_mode="insert" if marked else None,
+    )
+
+
+def _footer(r: Reader, lower: int, bottom: int) -> str:
+    """Claude's own hint row under the composer's bottom rule ("" when there is none).
+
+    Rows lower+1..bottom-1 are the user's status line, bounded here and never
+    read (a blank row where its command printed nothing); row `bottom` is the
+    hint row. All of them start at the footer column, so none can be a rule, a
+    prompt anchor or a menu row.
+    """
+    shape = r.p.composer
+    for y in range(lower + 1, bottom + 1):
+        if not r.blank(y) and r.indent(y) < shape.footer_indent:
+            raise Unproven(f"unexpected row {y} under the composer")
+    return r.texts[bottom] if bottom > lower else ""
+
+
+def _rule(r: Reader, y: int) -> str | None:
+    """The scroll mark of the composer rule at row `y` ("" when unmarked); None: no rule."""
+    shape = r.p.composer
+    if r.rule(y, shape.rule, shape.rule_fg):
+        return ""
+    mark = shape.scroll_mark
+    found = mark.fullmatch(r.texts[y]) if mark is not None else None
+    if found is None or r.cells[y][0].fg != shape.rule_fg:
+        return None
+    return found.group(1)
+
+
+def _draft(r: Reader, first: int, end: int) -> DraftView:
+    """The draft in composer rows first..end-1 (the prompt glyph and the indent dropped).
+
+    Claude draws its cursor as one reverse-video cell; more than one such cell
+    is a rendering this profile cannot read.
+    """
+    indent = r.p.composer.continuation_indent  # the prompt glyph takes as many columns
+    rows = tuple(r.texts[y][indent:].rstrip(" ") for y in range(first, end))
+    if rows == ("",):
+        rows = ()
+    cursors = [
+        (y - first, x - indent)
+        for y in range(first, end)
+        for x in range(indent, r.grid.cols)
+        if r.cells[y][x].reverse
+    ]
+    found = r.p.typing.any_placeholder()
+    return DraftView(
+        rows=rows,
+        width=r.grid.cols - r.p.composer.wrap_margin,
+        pane_rows=r.grid.rows,
+        placeholders=tuple(token for row in rows for token in found.findall(row)),
+        cursor=cursors[0] if len(cursors) == 1 else None,
+        complete=len(cursors) <= 1,
+    )

@@ -1,0 +1,192 @@
+"""Claude Code's numbered menu rows (``❯ 1. Label``): parsed, unwrapped and proven.
+
+Every prompt shape draws its options this way: the permission's rows, the
+questionnaire's options and the review's Submit / Cancel. A label or
+description longer than the row wraps between words; `prove_wrap` decides
+whether a joined row is a wrap Claude could have made (the questionnaire
+proves its question's rows with it too).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import attrs
+
+from akk.profiles.claude.reader import Reader
+from akk.profiles.observation import OptionRole, OptionView, Unproven
+
+
+@attrs.frozen
+class MenuShape:
+    """How one numbered menu row is drawn: ``❯ 1. Label``."""
+
+    cursor_col: int
+    number_col: int
+    cursor: str = "❯"
+    highlight_fg: str = "afd7ff"  # cursor glyph and the current row's label
+    muted_fg: str = "949494"  # descriptions, hints, unselected automatic rows
+
+
+@attrs.frozen
+class Row:
+    """One parsed menu row (plus any wrapped continuation rows)."""
+
+    y: int
+    number: int | None
+    label: str
+    label_col: int
+    current: bool
+    highlighted: bool  # the label's first cell is in the highlight colour
+    checked: bool | None = None
+    description: str = ""
+    # Each row joined to this one as a wrapped row: (row above, its text's first
+    # column, the row, its first column), for `prove_wraps`.
+    joins: tuple[tuple[int, int, int, int], ...] = ()
+
+
+_NUMBER = re.compile(r"(\d+)\. ")
+
+
+def menu_row(r: Reader, y: int, menu: MenuShape, *, boxes: bool) -> Row | None:
+    """Row `y` as a numbered menu row of `menu`'s shape, or None."""
+    row, text = r.cells[y], r.texts[y]
+    lead = text[: menu.number_col]
+    if len(lead) < menu.number_col:
+        return None
+    cursor = row[menu.cursor_col]
+    if cursor.char == menu.cursor:
+        if cursor.fg != menu.highlight_fg:
+            return None
+        current = True
+    elif cursor.char == " ":
+        current = False
+    else:
+        return None
+    if lead[: menu.cursor_col].strip() or lead[menu.cursor_col + 1 :].strip():
+        return None
+    number = _NUMBER.match(text, menu.number_col)
+    if number is None:
+        return None
+    label_col = number.end()
+    checked: bool | None = None
+    if boxes:
+        box = text[label_col : label_col + len(r.p.questionnaire.checked)]
+        if box not in (r.p.questionnaire.checked, r.p.questionnaire.unchecked):
+            return None
+        checked = box == r.p.questionnaire.checked
+        label_col += len(box)
+    label = text[label_col:].rstrip()
+    if not label:
+        return None
+    return Row(
+        y=y,
+        number=int(number.group(1)),
+        label=label,
+        label_col=label_col,
+        current=current,
+        highlighted=row[label_col].fg == menu.highlight_fg,
+        checked=checked,
+    )
+
+
+def menu_rows(
+    r: Reader, first: int, last: int, menu: MenuShape, *, boxes: bool, description: int | None
+) -> list[Row]:
+    """Rows first..last-1 as numbered menu rows with wrapped labels and descriptions."""
+    rows: list[Row] = []
+    above = (first, 0)  # the row and start column of the text a wrapped row would continue
+    for y in range(first, last):
+        row = menu_row(r, y, menu, boxes=boxes)
+        if row is not None:
+            rows.append(row)
+            above = (y, row.label_col)
+            continue
+        if not rows or r.blank(y):
+            raise Unproven(f"unexpected row {y} in a menu")
+        previous = rows[-1]
+        start = r.indent(y)
+        cell = r.cells[y][start]
+        text = r.texts[y].strip()
+        join = (*above, y, start)
+        if description is not None and start == description and cell.fg == menu.muted_fg:
+            joined = f"{previous.description} {text}" if previous.description else text
+            joins = (*previous.joins, join) if previous.description else previous.joins
+            rows[-1] = attrs.evolve(previous, description=joined, joins=joins)
+        elif start == previous.label_col and not previous.description and cell.fg != menu.muted_fg:
+            label = f"{previous.label} {text}"
+            rows[-1] = attrs.evolve(previous, label=label, joins=(*previous.joins, join))
+        else:
+            raise Unproven(f"unexpected row {y} in a menu")
+        above = (y, start)
+    return rows
+
+
+def prove_wraps(r: Reader, rows: Sequence[Row]) -> None:
+    """Every row joined to a label or description of `rows` is Claude's wrap of it."""
+    for row in rows:
+        for join in row.joins:
+            prove_wrap(r, *join)
+
+
+def prove_wrap(r: Reader, above: int, above_start: int, y: int, start: int) -> None:
+    """Row `y`'s text (from column `start`) is row `above`'s, soft-wrapped at one space.
+
+    Claude wraps a question, label or description at the pane's edge (`cols - start`
+    columns), between words; a word longer than that is cut at the edge. Rows join with a space,
+    so the break must be one the wrap made at a space: the next word did not fit on
+    the row above, and the two rows' edge words are not one word cut at the edge (CJK
+    text, a long path): where both readings are possible the text cannot be read back.
+    """
+    width = r.grid.cols - start
+    upper, lower = r.texts[above].rstrip(" "), r.texts[y].rstrip(" ")
+    used = _columns(r, above, above_start, len(upper))
+    word_end = lower.find(" ", start)
+    first_word = _columns(r, y, start, len(lower) if word_end < 0 else word_end)
+    if used + 1 + first_word <= width:
+        raise Unproven(f"row {y} does not wrap row {above}: its first word fits there")
+    last_word = _columns(r, above, max(above_start, upper.rfind(" ") + 1), len(upper))
+    cut = used + _columns(r, y, start, start + 1) > width
+    if cut and last_word + first_word > width:
+        raise Unproven(f"row {y} may go on with a word cut at the edge of row {above}")
+
+
+def _columns(r: Reader, y: int, start: int, stop: int) -> int:
+    """How many columns the characters start..stop-1 of row `y`'s text take."""
+    if stop <= start:
+        return 0
+    at = r.grid.row_columns(y)
+    return at[stop - 1] + r.cells[y][at[stop - 1]].width - at[start]
+
+
+def prove_numbers(rows: Sequence[Row]) -> None:
+    """Menu numbers run 1, 2, 3… top to bottom, none repeated or skipped."""
+    if [row.number for row in rows] != list(range(1, len(rows) + 1)):
+        raise Unproven("option numbers are duplicated or out of order")
+
+
+def prove_cursor(rows: Sequence[Row], exempt: Row | None) -> None:
+    """Exactly one row carries the cursor, and only it is in the highlight colour.
+
+    `exempt` (an open editor) carries the cursor without the highlight.
+    """
+    current = [row for row in rows if row.current]
+    if len(current) != 1:
+        raise Unproven(f"{len(current)} menu rows carry the cursor")
+    if any(row.highlighted for row in rows if not row.current):
+        raise Unproven("a row away from the cursor is highlighted")
+    if current[0] is not exempt and not current[0].highlighted:
+        raise Unproven("the cursor row is not highlighted")
+
+
+def option_view(row: Row, role: OptionRole) -> OptionView:
+    """Row `row` as the option a controller sees, in the role its shape gave it."""
+    return OptionView(
+        label=row.label,
+        role=role,
+        number=row.number,
+        description=row.description,
+        current=row.current,
+        checked=row.checked,
+    )

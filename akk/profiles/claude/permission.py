@@ -1,0 +1,262 @@
+"""Claude Code's tool permission prompt: only the Bash one is ever answered by AKK.
+
+What the pinned versions draw, bottom-up: the footer ``Esc to cancel · Tab to
+amend``, numbered rows with the cursor at column 1, ``Do you want to …?``, the
+tool's body, a title row (``Bash command``) under a full-width rule in the menu
+highlight colour. A Bash permission may draw a long command under a dim ``│``
+gutter (its rows wrapped at spaces), add rows that say what Claude cannot check
+about it (2.1.328: under the fence; 2.1.263-2.1.267: the parser's ``Contains
+simple_expansion`` between blank rows), carry the auto-mode tip and ``Yes, and
+switch to auto mode`` row (a model with auto mode; docs/permissions.md), and
+offer a directory-scoped grant (``Yes, allow reading from /tmp from this
+project``) as its persistent row (tools/lab/NOTES.md, "Claude in real users'
+setups"). A non-Bash permission, or the cursor on a persistent-approval row, is
+BLOCKED with its prompt for display.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import attrs
+
+from akk.profiles.claude.menu import (
+    MenuShape,
+    menu_rows,
+    option_view,
+    prove_cursor,
+    prove_numbers,
+    prove_wraps,
+)
+from akk.profiles.claude.reader import Reader
+from akk.profiles.observation import (
+    InteractionKind,
+    Observation,
+    OptionRole,
+    PromptView,
+    QuestionView,
+    ResponseKind,
+    State,
+    StepKind,
+    Unproven,
+)
+from akk.screen.region import Region, is_box_drawing
+
+
+@attrs.frozen
+class PermissionShape:
+    """A tool permission prompt; only the Bash one is ever answered by AKK."""
+
+    menu: MenuShape = attrs.field(default=MenuShape(cursor_col=1, number_col=3))
+    rule_fg: str = "afd7ff"
+    footer: str = "Esc to cancel · Tab to amend"
+    footer_col: int = 1
+    title_col: int = 1
+    bash_title: str = "Bash command"
+    tool: str = "Bash"  # the tool call a Bash prompt asks about, in the transcript
+    question_prefix: str = "Do you want to "
+    approve_once: str = "Yes"
+    persistent_prefix: str = "Yes, and "
+    # Other persistent grants, by their whole (unwrapped) label: the directory-scoped
+    # family ("Yes, allow reading from /tmp from this project"). Never offered.
+    persistent_grants: tuple[re.Pattern[str], ...] = (
+        re.compile(r"Yes, allow reading from \S.* from this project"),
+    )
+    reject: str = "No"
+    tip_prefix: str = "Tip: "
+    command_indent: int = 3  # the command and its description (a muted row)
+    # 2.1.328 draws the command between two full-width rows of this glyph, its
+    # description above; earlier versions put the description below the command.
+    command_fence: str | None = None
+    # A long command (one that may wrap) is drawn under a dim gutter, one row per
+    # wrapped row, broken at spaces: its rows join with a space.
+    command_gutter: str = "│ "
+    # Rows a version adds when it cannot check the command, at `advisory_col` in the
+    # default colour; each (wrapped) advisory must match one of these whole. 2.1.328
+    # says so under the fence ("Quoted text in this command can't be checked before it
+    # runs"); 2.1.263-2.1.267 print the bash parser's reason ("Contains simple_expansion")
+    # between blank rows under the command's description.
+    advisories: tuple[re.Pattern[str], ...] = ()
+    advisory_fg: str = "default"
+    advisory_col: int = 1
+    # Muted rows under an advisory, each matching one of these whole: the hint under a
+    # user's `permissions.ask` rule ("/permissions to update rules").
+    advisory_hints: tuple[re.Pattern[str], ...] = ()
+
+
+def read(r: Reader, footer: int) -> Observation:
+    """The permission prompt whose footer is row `footer`; Unproven where a row is not its own."""
+    shape = r.p.permission
+    menu = shape.menu
+    r.expect_blank(footer - 1, "above the permission footer")
+    y = footer - 2
+    while y >= 0 and not r.texts[y].startswith(" " + shape.question_prefix):
+        if r.blank(y):
+            raise Unproven(f"unexpected blank row {y} among the permission options")
+        y -= 1
+    if y < 0:
+        raise Unproven("permission prompt truncated: no question row")
+    question_row = y
+    top = r.top_rule(question_row - 1, shape.rule_fg)
+    r.single_prompt(top)
+    title_cell = r.cells[top + 1][shape.title_col]
+    title = r.texts[top + 1].strip()
+    if not (title and title_cell.bold and title_cell.fg == shape.rule_fg):
+        raise Unproven(f"row {top + 1} is not a permission title")
+    if title != shape.bash_title:
+        return r.result(
+            State.BLOCKED, reason=f"blocked: non-Bash permission ({title}) is left to a person"
+        )
+    rows = menu_rows(r, question_row + 1, footer - 1, menu, boxes=False, description=None)
+    prove_wraps(r, rows)
+    prove_numbers(rows)
+    prove_cursor(rows, exempt=None)
+    command, advisories = _body(r, top + 2, question_row)
+    if not command:
+        raise Unproven("Bash permission shows no command")
+    options = []
+    for row in rows:
+        if row.label == shape.approve_once:
+            role = OptionRole.APPROVE_ONCE
+        elif row.label == shape.reject:
+            role = OptionRole.REJECT
+        elif row.label.startswith(shape.persistent_prefix) or any(
+            grant.fullmatch(row.label) for grant in shape.persistent_grants
+        ):
+            role = OptionRole.APPROVE_PERSISTENT
+        else:
+            raise Unproven(f"unknown permission option {row.number}")
+        options.append(option_view(row, role))
+    roles = [option.role for option in options]
+    if roles.count(OptionRole.APPROVE_ONCE) != 1 or roles.count(OptionRole.REJECT) != 1:
+        raise Unproven("permission menu lacks exactly one approve-once and one reject row")
+    question = QuestionView(
+        prompt=r.texts[question_row].strip(),
+        response_kind=ResponseKind.CONFIRM,
+        options=tuple(options),
+        header=title,
+        # The command, then what the client says it could not check about it.
+        detail="\n\n".join([command, *advisories]),
+        command=command,
+    )
+    prompt = PromptView(
+        kind=InteractionKind.PERMISSION,
+        step=StepKind.PERMISSION,
+        questions=(question,),
+        region=Region(top=top, bottom=footer + 1, left=0, right=r.grid.cols),
+    )
+    current = next(option for option in options if option.current)
+    if current.role is OptionRole.APPROVE_PERSISTENT:
+        return r.result(
+            State.BLOCKED, prompt, "blocked: the cursor is on a persistent-approval row"
+        )
+    return r.result(State.PERMISSION, prompt)
+
+
+def _body(r: Reader, first: int, last: int) -> tuple[str, list[str]]:
+    """The command shown between the title and the question (rows first..last-1).
+
+    Also the advisory rows under it, each whole (wrapped rows joined).
+    """
+    shape = r.p.permission
+    fence = shape.command_fence
+    command: list[str] = []
+    wrapped: list[str] = []  # the rows of a command drawn under the gutter
+    advisory: list[tuple[str, bool]] = []  # each row's text, and whether it is a hint
+    fences = 0
+    in_tip = False
+    gap = False  # a blank row after the command (unfenced: only trailing ones are drawn)
+    for y in range(first, last):
+        text = r.texts[y]
+        if r.blank(y):
+            if fence is not None and fences == 1 and (command or wrapped):
+                raise Unproven(f"blank row {y} inside the command fence: a row is missing")
+            gap = gap or bool(command or wrapped)
+            in_tip = False
+            continue
+        start = r.indent(y)
+        cell = r.cells[y][start]
+        if gap and fence is None:
+            # The command's description follows it directly; after a blank row only
+            # an advisory may stand (else a row is missing).
+            if not (shape.advisories and _advisory_cell(r, y, start)):
+                raise Unproven(f"row {y} after a blank row under the command")
+            advisory.append((text.strip(), cell.fg == shape.menu.muted_fg))
+            continue
+        if is_box_drawing(text[0]) and text == text[0] * r.grid.cols:
+            if text[0] != fence:
+                raise Unproven(f"unexpected rule at row {y} in the permission body")
+            fences += 1
+            continue
+        if text[start:].startswith(shape.tip_prefix) and cell.bold:
+            in_tip = True
+            continue
+        if in_tip and cell.bold:
+            continue
+        if shape.advisories and (command or wrapped) and fences == 2:
+            if not _advisory_cell(r, y, start):
+                raise Unproven(f"unexpected row {y} under the command")
+            advisory.append((text.strip(), cell.fg == shape.menu.muted_fg))
+            continue
+        if start != shape.command_indent:
+            raise Unproven(f"unexpected row {y} in the permission body")
+        if cell.fg == shape.menu.muted_fg:
+            continue  # the tool's description of the command
+        if fence is not None and fences != 1:
+            raise Unproven(f"unexpected row {y} outside the command fence")
+        if text[start:].startswith(shape.command_gutter) and cell.dim:
+            if command:
+                raise Unproven(f"gutter row {y} after an unguttered command row")
+            wrapped.append(text[start + len(shape.command_gutter) :].strip())
+            continue
+        if wrapped:
+            raise Unproven(f"row {y} after a guttered command is not guttered")
+        command.append(text.strip())
+    if fence is not None and fences != 2:
+        raise Unproven("the command fence is not closed")
+    if wrapped:
+        return " ".join(wrapped), _advisory_rows(r, advisory)
+    return "\n".join(command), _advisory_rows(r, advisory)
+
+
+def _advisory_cell(r: Reader, y: int, start: int) -> bool:
+    """True when row `y`, its text starting at column `start`, is drawn as an advisory.
+
+    In the advisory colour, or muted for a whole hint row (`advisory_hints`).
+    """
+    shape = r.p.permission
+    cell = r.cells[y][start]
+    if start != shape.advisory_col or cell.bold:
+        return False
+    if cell.fg == shape.menu.muted_fg:
+        text = r.texts[y].strip()
+        return any(hint.fullmatch(text) for hint in shape.advisory_hints)
+    return cell.fg == shape.advisory_fg
+
+
+def _advisory_rows(r: Reader, rows: Sequence[tuple[str, bool]]) -> list[str]:
+    """`rows` cut into whole advisories (the longest known one first); refused otherwise.
+
+    A hint row (muted) is read by the hint patterns only, any other by the advisories.
+    """
+    shape = r.p.permission
+    found: list[str] = []
+    start = 0
+    while start < len(rows):
+        hint = rows[start][1]
+        patterns = shape.advisory_hints if hint else shape.advisories
+        end = next(
+            (
+                end
+                for end in range(len(rows), start, -1)
+                if all(row[1] == hint for row in rows[start:end])
+                and any(p.fullmatch(" ".join(t for t, _ in rows[start:end])) for p in patterns)
+            ),
+            None,
+        )
+        if end is None:
+            raise Unproven("unknown advisory row under the command")
+        found.append(" ".join(text for text, _ in rows[start:end]))
+        start = end
+    return found

@@ -1,0 +1,91 @@
+"""Claude Code's review of a questionnaire's answers (the ``Submit`` tab).
+
+What the pinned versions draw: no footer at all; ``Submit answers`` /
+``Cancel`` under ``Ready to submit your answers?`` (2.1.328 drops that row), the
+answered questions (``● question`` / ``→ answer``), ``Review your answers``, the
+tab row and the rule.
+"""
+
+from __future__ import annotations
+
+from akk.profiles.claude.menu import (
+    menu_row,
+    menu_rows,
+    option_view,
+    prove_cursor,
+    prove_numbers,
+    prove_wraps,
+)
+from akk.profiles.claude.reader import Reader
+from akk.profiles.claude.tabs import question_frame
+from akk.profiles.observation import (
+    InteractionKind,
+    Observation,
+    OptionRole,
+    PromptView,
+    QuestionView,
+    ResponseKind,
+    State,
+    StepKind,
+    Unproven,
+)
+from akk.screen.region import Region
+
+
+def read(r: Reader, bottom: int) -> Observation | None:
+    """The review whose last menu row is row `bottom`; None where those rows are no review."""
+    shape = r.p.questionnaire
+    menu = shape.menu
+    y = bottom
+    while y >= 0 and menu_row(r, y, menu, boxes=False) is not None:
+        y -= 1
+    if y < 1 or not r.blank(y):
+        return None
+    rows = menu_rows(r, y + 1, bottom + 1, menu, boxes=False, description=None)
+    if [row.label for row in rows] != [shape.review_submit, shape.review_cancel]:
+        return None
+    prove_wraps(r, rows)
+    answers_end = y
+    if shape.review_prompt is not None:
+        if r.texts[y - 1].rstrip() != shape.review_prompt:
+            raise Unproven(f"row {y - 1} is not the review question")
+        answers_end = y - 2
+        r.expect_blank(answers_end, "above the review question")
+    top, tabs, tab = question_frame(r, answers_end - 1)
+    if tabs[tab] != shape.submit_tab or tab != len(tabs) - 1:
+        raise Unproven("review shown but the Submit tab is not current")
+    r.single_prompt(top)
+    title = top + 3
+    if r.texts[title].rstrip() != shape.review_title or not r.cells[title][0].bold:
+        raise Unproven(f"row {title} is not the review title")
+    r.expect_blank(title + 1, "under the review title")
+    _answers(r, title + 2, answers_end)
+    prove_numbers(rows)
+    options = (option_view(rows[0], OptionRole.SUBMIT), option_view(rows[1], OptionRole.CANCEL))
+    prove_cursor(rows, exempt=None)
+    view = QuestionView(
+        prompt=shape.review_title, response_kind=ResponseKind.CONFIRM, options=options
+    )
+    prompt = PromptView(
+        kind=InteractionKind.CONFIRMATION,
+        step=StepKind.REVIEW,
+        questions=(view,),
+        region=Region(top=top, bottom=bottom + 1, left=0, right=r.grid.cols),
+        step_index=tab + 1,
+        step_total=len(tabs),
+        tabs=tabs,
+    )
+    return r.result(State.QUESTIONNAIRE, prompt)
+
+
+def _answers(r: Reader, first: int, last: int) -> None:
+    """Rows first..last-1 must be ``● question`` / ``→ answer`` pairs (wrapped or not)."""
+    shape = r.p.questionnaire
+    if first >= last:
+        raise Unproven("review lists no answers")
+    for y in range(first, last):
+        text = r.texts[y].strip()
+        start = r.indent(y)
+        marked = text.startswith((shape.review_question_mark + " ", shape.review_answer_mark + " "))
+        if not marked and (y == first or start < 3 or not text):
+            raise Unproven(f"unexpected row {y} in the review")

@@ -1,0 +1,138 @@
+"""Codex's composer: idle, draft and working, read from the composer up through the history.
+
+What the pinned versions draw: the composer row ``› <text>`` (glyph bold, not
+dim; an empty composer shows a dim placeholder) and the draft's further rows,
+indented by two (an empty row follows a line that fills its row exactly; paste
+placeholders are cyan elements), then the rows `akk.profiles.codex.status`
+reads. A history user message also starts with ``›`` but its glyph is dim.
+
+Working: the same composer plus a status line ``• Working (0s • esc to
+interrupt)``; a running command shows ``• Running <cmd>`` (verb bold). While a
+reply streams, 0.169.0 hides that line; from 0.155.1 each finished turn ends
+with a dim line (``done 10:02 PM``, ``Worked for 3s • 21:52``), so idle there
+also needs that line below the last sent message (or the session header on
+screen and no message at all), or the line ``■ Conversation interrupted - ...``
+an interrupted turn ends with (Esc, a rejected command). 0.153.4 and 0.154.0
+draw no such line: their idle rests on the absence of the status line alone.
+A queued async question (0.154.0, 0.155.1) sits right above the composer.
+"""
+
+from __future__ import annotations
+
+from akk.profiles.codex.reader import Reader
+from akk.profiles.composer import DraftView
+from akk.profiles.observation import (
+    InteractionKind,
+    Observation,
+    PromptView,
+    State,
+    StepKind,
+    Unproven,
+)
+from akk.screen.region import Region
+
+
+def read(r: Reader, footer: int) -> Observation:
+    """Idle, idle_draft, working or a queued question: the composer above footer row `footer`."""
+    p, grid = r.p, r.grid
+    r.blank(footer - 1, "between the composer and its status row")
+    top = _top(r, footer - 2)
+    draft = _draft(r, top, footer - 1)
+    queued = _queued_question(r, top)
+    if any(p.working_marker in line for line in r.lines[:top]):
+        return Observation(State.WORKING, p.id, queued, draft=draft)
+    for row in range(top):
+        words = r.lines[row][2:].split(" ", 1)
+        if (
+            r.lines[row][:2] in ("• ", "◦ ")
+            and words[0] in p.in_progress_verbs
+            and grid.cell(2, row).bold
+        ):
+            raise Unproven(f"a command is still running (row {row}) with no status line")
+    if queued is not None:
+        return Observation(State.ASYNC_QUESTION, p.id, queued)
+    if p.turn_end is not None and not _turn_finished(r, top):
+        return Observation(State.WORKING, p.id, draft=draft)
+    return Observation(State.IDLE if draft.empty else State.IDLE_DRAFT, p.id, draft=draft)
+
+
+def _top(r: Reader, bottom: int) -> int:
+    """The composer's first row, above its last row `bottom`.
+
+    Draft rows are indented by two columns and may be empty (a blank line, or
+    the row Codex adds after a row the text fills exactly); the first row
+    carries the composer glyph, bold and not dim.
+    """
+    top = bottom
+    while top > 0 and r.lines[top][:2] in ("", "  "):
+        top -= 1
+    glyph = r.grid.cell(0, top)
+    if r.lines[top][:2] != f"{r.p.composer_glyph} " or not glyph.bold or glyph.dim:
+        raise Unproven(f"row {top} is not the composer")
+    return top
+
+
+def _draft(r: Reader, top: int, end: int) -> DraftView:
+    """The draft in composer rows top..end-1, glyph and indent dropped.
+
+    An empty composer shows a dim placeholder text. A draft mixing dim and
+    plain text, or with a mark in the right margin (Codex's scroll arrows),
+    cannot be read whole.
+    """
+    p, grid = r.p, r.grid
+    shown = [
+        cell for y in range(top, end) for cell in grid.row(y)[2:] if cell.char not in (" ", "")
+    ]
+    dim = [cell.dim for cell in shown]
+    rows = () if all(dim) else tuple(r.lines[y][2:] for y in range(top, end))
+    marked = any(grid.cell(grid.cols - 1, y).char != " " for y in range(top, end))
+    return DraftView(
+        rows=rows,
+        width=grid.cols - p.composer_margin,
+        pane_rows=grid.rows,
+        placeholders=r.placeholders(top, end),
+        complete=not marked and (all(dim) or not any(dim)),
+    )
+
+
+def _queued_question(r: Reader, composer_top: int) -> PromptView | None:
+    """The queued async question right above the composer, as its one step: opening it.
+
+    Its question and options show only in its picker; the region is the
+    queue's heading, count and hint rows.
+    """
+    shape = r.p.async_question
+    if shape is None or composer_top < 4 or r.lines[composer_top - 1]:
+        return None
+    heading, queued, hint = r.lines[composer_top - 4 : composer_top - 1]
+    if (
+        heading != f"• {shape.anchor}"
+        or not shape.queued.fullmatch(queued.strip())
+        or hint.strip() != shape.queued_hint
+    ):
+        return None
+    return PromptView(
+        InteractionKind.ASYNC_QUESTION,
+        StepKind.QUEUED,
+        (),
+        Region(top=composer_top - 4, bottom=composer_top - 1, left=0, right=r.grid.cols),
+    )
+
+
+def _turn_finished(r: Reader, composer_top: int) -> bool:
+    """Whether the history proves the last turn ended (its closing line is below it)."""
+    p = r.p
+    assert p.turn_end is not None
+    for y in range(composer_top - 1, -1, -1):
+        text = r.lines[y].strip()
+        if p.turn_end.fullmatch(text) and r.indented(y, 2) and r.grid.cell(2, y).dim:
+            return True
+        if r.lines[y].startswith(p.interrupted) and r.grid.cell(0, y).fg == p.interrupted_fg:
+            return True
+        glyph = r.grid.cell(0, y)
+        if r.lines[y][:2] == f"{p.user_glyph} " and glyph.bold and glyph.dim:
+            return False
+    # No turn on screen: idle only if the whole session (its header) is visible.
+    if any(p.banner in line for line in r.lines[:composer_top]):
+        return True
+    raise Unproven("cannot tell whether the last turn ended: its start scrolled away")

@@ -1,0 +1,120 @@
+"""Codex's numbered menu rows (``› 1. Label  description``): parsed, unwrapped and proven.
+
+Every prompt shape draws its options this way: the exec approval's rows (each
+ending in its key shortcut), a question's options, the unanswered-question
+confirmation and the async picker. The current row carries the cursor glyph
+``›`` and the version's highlight style (cyan bold up to 0.155.1, bold reverse
+in 0.169.0), which is also what keeps one version's prompt from being read
+under another's profile.
+"""
+
+from __future__ import annotations
+
+import re
+
+import attrs
+
+from akk.profiles.codex.reader import Reader
+from akk.profiles.observation import Unproven
+from akk.screen.grid import Cell
+
+
+@attrs.frozen
+class Highlight:
+    """The style that marks the menu row under the cursor."""
+
+    bold: bool
+    reverse: bool
+    fg: str | None = None  # None: any foreground
+
+    def marks(self, cell: Cell) -> bool:
+        """Whether `cell` is drawn in this highlight style."""
+        return (
+            cell.bold == self.bold
+            and cell.reverse == self.reverse
+            and (self.fg is None or cell.fg == self.fg)
+        )
+
+
+@attrs.frozen
+class MenuShape:
+    """Where a numbered menu row draws its cursor glyph and its number."""
+
+    cursor_col: int
+    number_col: int
+    descriptions: bool  # label and description are split by a gap of two or more spaces
+    shortcuts: bool  # every row ends with its key in parentheses, e.g. "(y)"
+
+
+@attrs.frozen
+class MenuRow:
+    """One parsed menu row, its wrapped label or description rows joined."""
+
+    number: int
+    label: str
+    description: str
+    current: bool
+
+
+_NUMBERED = re.compile(r"(\d+)\. (\S.*)")
+_GAP = re.compile(r"\s{2,}")
+SHORTCUT = re.compile(r" \(([^()\s]+)\)$")
+"""A row's key shortcut at its end, e.g. `` (y)``."""
+
+
+def menu(r: Reader, top: int, bottom: int, shape: MenuShape) -> list[MenuRow]:
+    """Parse rows ``top..bottom-1`` as one numbered menu, proving numbers and highlight."""
+    cursor, hl, grid = r.p.cursor, r.p.highlight, r.grid
+    rows: list[MenuRow] = []
+    gap = " " * (shape.number_col - shape.cursor_col - 1)
+    description_col: int | None = None  # where the last row's description starts
+    for y in range(top, bottom):
+        line = r.lines[y]
+        glyph = line[shape.cursor_col : shape.cursor_col + 1]
+        numbered = _NUMBERED.fullmatch(line, shape.number_col)
+        lead_ok = (
+            line[: shape.cursor_col] == " " * shape.cursor_col
+            and line[shape.cursor_col + 1 : shape.number_col] == gap
+        )
+        if numbered and lead_ok and glyph in (cursor, " "):
+            current = glyph == cursor
+            styled = hl.marks(grid.cell(shape.number_col, y))
+            if current != styled or (current and not hl.marks(grid.cell(shape.cursor_col, y))):
+                raise Unproven(f"menu row {y}: cursor glyph and highlight style disagree")
+            text = numbered.group(2)
+            label, description, description_col = text, "", None
+            if shape.descriptions:
+                label, between, description = _partition_text(text)
+                if description:
+                    description_col = numbered.start(2) + len(label) + len(between)
+            rows.append(MenuRow(int(numbered.group(1)), label, description, current))
+        elif description_col is not None and r.indented(y, description_col):
+            # A wrapped description: its further rows start under its first.
+            prev = rows[-1]
+            rows[-1] = attrs.evolve(prev, description=f"{prev.description} {line.strip()}")
+        elif rows and r.indented(y, shape.number_col + 3):
+            description_col = None
+            # A wrapped label or description: it continues the row above.
+            prev, more = rows[-1], line.strip()
+            if prev.description:
+                rows[-1] = attrs.evolve(prev, description=f"{prev.description} {more}")
+            else:
+                joiner = "" if prev.label.endswith("-") else " "
+                rows[-1] = attrs.evolve(prev, label=f"{prev.label}{joiner}{more}")
+        else:
+            raise Unproven(f"unexpected row {y} inside a menu")
+    if [row.number for row in rows] != list(range(1, len(rows) + 1)):
+        raise Unproven("menu numbers are duplicated or out of order")
+    if shape.shortcuts and not all(SHORTCUT.search(row.label) for row in rows):
+        raise Unproven("a menu row lacks its key shortcut: truncated row")
+    if sum(row.current for row in rows) != 1:
+        raise Unproven("no single current row in the menu")
+    return rows
+
+
+def _partition_text(text: str) -> tuple[str, str, str]:
+    """Split a menu row's text at its first gap of two or more spaces: label, gap, description."""
+    match = _GAP.search(text)
+    if match is None:
+        return text, "", ""
+    return text[: match.start()], match.group(), text[match.end() :]

@@ -1,0 +1,142 @@
+"""Codex's exec approval: ``Would you like to run the following command?`` and its options.
+
+What the pinned versions draw, bottom-up: the footer ``Press enter to confirm
+or esc to cancel``, numbered rows each ending in its key shortcut (``(y)``), a
+blank row (two from 0.169.0), then paragraphs separated by blank rows (``$ ``
+and the command, ``Reason: ``, ``Environment: ``) under the bold anchor. A long
+command wraps at spaces onto rows indented by two, syntax-highlighted. A proven
+approval whose cursor sits on a persistent-approval row is BLOCKED, with its
+prompt for display.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from akk.profiles.codex.menu import SHORTCUT, menu
+from akk.profiles.codex.reader import Footer, Reader
+from akk.profiles.observation import (
+    InteractionKind,
+    Observation,
+    OptionRole,
+    OptionView,
+    PromptView,
+    QuestionView,
+    ResponseKind,
+    State,
+    StepKind,
+    Unproven,
+)
+from akk.screen.region import Region
+
+_NAMED_PREFIX = re.compile(r"`(.+)`", re.DOTALL)
+
+
+def read(r: Reader, footer: Footer, footer_top: int, last: int) -> Observation:
+    """The approval whose footer spans rows footer_top..last."""
+    p = r.p
+    r.blank(footer_top - 1, "above the approval footer")
+    menu_top = r.run_above(footer_top - 2, "approval options")
+    rows = menu(r, menu_top, footer_top - 1, p.permission_menu)
+    command: str | None = None
+    y = menu_top - 1
+    for _ in range(p.permission_menu_gap):
+        r.blank(y, "above the approval options")
+        y -= 1
+    seen: set[str] = set()
+    while True:
+        top = r.run_above(y, "the approval anchor")
+        first = r.lines[top]
+        if top == y and first == f"  {p.permission_anchor}":
+            if not r.grid.cell(2, top).bold:
+                raise Unproven("approval anchor is not drawn bold")
+            break
+        prefix = next((pre for pre in p.permission_paragraphs if first[2:].startswith(pre)), None)
+        if prefix in seen:
+            raise Unproven(f"approval paragraph {prefix!r} shown twice")
+        if not r.indented(top, 2) or prefix is None:
+            raise Unproven(f"unexpected row {top} inside the approval prompt")
+        if prefix == p.command_prefix:
+            command = _command(r, top, y)
+        elif not all(r.indented(row, 4) for row in range(top + 1, y + 1)):
+            raise Unproven(f"unexpected row inside the approval paragraph at row {top}")
+        seen.add(prefix)
+        r.blank(top - 1, "between approval paragraphs")
+        y = top - 2
+    if command is None:
+        raise Unproven("approval prompt shows no command")
+    options = []
+    for row in rows:
+        label = SHORTCUT.sub("", row.label)
+        role = next((role for pre, role in p.permission_roles if label.startswith(pre)), None)
+        if role is None:
+            raise Unproven(f"approval option {row.number} has no known meaning")
+        options.append(OptionView(label, role, row.number, current=row.current))
+    roles = [option.role for option in options]
+    if roles.count(OptionRole.APPROVE_ONCE) != 1 or roles.count(OptionRole.REJECT) != 1:
+        raise Unproven("approval prompt lacks exactly one approve-once and one reject row")
+    _check_named_prefix(command, options)
+    question = QuestionView(
+        p.permission_anchor,
+        ResponseKind.CONFIRM,
+        tuple(options),
+        detail=command,
+        command=command,
+    )
+    prompt = PromptView(
+        InteractionKind.PERMISSION,
+        StepKind.PERMISSION,
+        (question,),
+        Region(top=top, bottom=last + 1, left=0, right=r.grid.cols),
+    )
+    current = next(option for option in options if option.current)
+    if current.role is OptionRole.APPROVE_PERSISTENT:
+        return Observation(
+            State.BLOCKED,
+            p.id,
+            prompt,
+            reason="the cursor is on a persistent-approval row; only a person may press Enter",
+        )
+    return Observation(State.PERMISSION, p.id, prompt)
+
+
+def _command(r: Reader, top: int, bottom: int) -> str:
+    """The command in rows top..bottom (``$ `` and indent dropped), unwrapped.
+
+    A long command wraps at spaces onto rows indented by two, every character
+    in the syntax highlighter's colours (never the default colour, unlike any
+    other row of the prompt). A row that may end inside a word (ending in
+    ``-``, or one word filling the row) cannot be unwrapped exactly.
+    """
+    p, grid = r.p, r.grid
+    parts = [r.lines[top][2 + len(p.command_prefix) :]]
+    for y in range(top + 1, bottom + 1):
+        drawn = [cell for cell in grid.row(y)[2:] if cell.char.strip()]
+        if not r.indented(y, 2) or any(cell.fg == "default" for cell in drawn):
+            raise Unproven(f"unexpected row {y} inside the approval command")
+        parts.append(r.lines[y][2:])
+    for y, part in zip(range(top, bottom), parts, strict=False):
+        filled = len(r.lines[y]) >= grid.cols - p.command_margin
+        if part.endswith("-") or (filled and " " not in part):
+            raise Unproven(f"the command's row {y} may end inside a word: cannot unwrap it")
+    return " ".join(parts)
+
+
+def _check_named_prefix(command: str, options: Sequence[OptionView]) -> None:
+    """The command shown must begin with the prefix the persistent row quotes.
+
+    That row repeats the command (or its execpolicy prefix) in backticks; a
+    command shorter than it was cut off (a row missing from the screen), so it
+    is refused. Whitespace is ignored: the two wrap differently.
+    """
+    for option in options:
+        named = _NAMED_PREFIX.search(option.label)
+        if option.role is not OptionRole.APPROVE_PERSISTENT or named is None:
+            continue
+        if not _squeezed(command).startswith(_squeezed(named[1])):
+            raise Unproven("the command shown is shorter than the one its approval names: cut off")
+
+
+def _squeezed(text: str) -> str:
+    return "".join(text.split())

@@ -1,0 +1,75 @@
+"""One Codex screen under one profile: its right-stripped rows and the checks every shape shares.
+
+A `Reader` lives for a single classification; a `Footer` is how every prompt
+ends, and what the skeleton knows it by. The shape modules (composer,
+status, permission, question, confirmation, picker) take it and raise
+`Unproven` where a row is not of a kind their shape allows.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import attrs
+
+from akk.profiles.composer import DraftView
+from akk.profiles.observation import Unproven
+from akk.screen.grid import Grid
+
+if TYPE_CHECKING:
+    from akk.profiles.codex.profile import CodexProfile
+
+
+@attrs.frozen
+class Footer:
+    """A prompt footer as its ``|``-separated parts; a narrow pane may wrap it at a separator."""
+
+    parts: tuple[str, ...]
+
+    @property
+    def words(self) -> tuple[str, ...]:
+        """The footer's words without separators, as compared against the screen."""
+        return tuple(word for part in self.parts for word in part.split())
+
+
+class Reader:
+    """One classification: the profile, the grid and its right-stripped row texts."""
+
+    def __init__(self, profile: CodexProfile, grid: Grid) -> None:
+        self.p = profile
+        self.grid = grid
+        # Plain joins, not Grid.row_text: no column map is needed (the rows are read
+        # only by ASCII prefixes and one-column glyphs), and this is ~6x faster.
+        self.lines = [
+            "".join([cell.char for cell in grid.row(y)]).rstrip() for y in range(grid.rows)
+        ]
+        self.notes: DraftView | None = None  # the open notes editor, once a question proved it
+
+    def blank(self, y: int, what: str) -> None:
+        """Refuse unless row `y` is a blank row (`what` says where it belongs)."""
+        if y < 0 or self.lines[y]:
+            raise Unproven(f"expected a blank row {what} (row {y}): unexpected or truncated prompt")
+
+    def run_above(self, y: int, what: str) -> int:
+        """The top row of the non-blank run that ends at row `y`."""
+        if y < 0 or not self.lines[y]:
+            raise Unproven(f"missing {what} (row {y}): truncated prompt")
+        while y > 0 and self.lines[y - 1]:
+            y -= 1
+        return y
+
+    def indented(self, y: int, indent: int) -> bool:
+        line = self.lines[y]
+        return line[:indent] == " " * indent and len(line) > indent and line[indent] != " "
+
+    def placeholders(self, top: int, end: int) -> tuple[str, ...]:
+        """The paste placeholders in rows top..end-1: elements in the placeholder colour."""
+        p, grid = self.p, self.grid
+        found = []
+        for y in range(top, end):
+            columns = grid.row_columns(y)
+            for match in p.typing.any_placeholder().finditer(self.lines[y]):
+                cells = [grid.cell(columns[i], y) for i in range(match.start(), match.end())]
+                if all(cell.fg == p.placeholder_fg for cell in cells):
+                    found.append(match.group())
+        return tuple(found)

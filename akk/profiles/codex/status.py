@@ -1,0 +1,119 @@
+"""The rows under Codex's composer: the status line, the hint row, or the bare footer.
+
+What the pinned versions draw: one blank row under the composer, then the
+status row (the user's ``[tui] status_line``, model label in the version's
+status colour) and, from 0.169.0, an optional shortcut-hint row. Up to 0.155.1
+the status line is one row, cut with ``…``; 0.169.0 wraps a long one onto a
+second row of coloured items, and may end its hint row with ``⚠ N warning · f2
+to view`` (a model outside the catalog, once a turn ran); a draft hides the
+hints, leaving that notice alone on the row. With no status line the row under
+the composer is the bare hint (``? for shortcuts``; 0.169.0 ``← for agents · ?
+for shortcuts``) with ``N% context left`` right-aligned. In Plan mode the
+status row (up to 0.155.1) or the hint row (0.169.0) ends with ``Plan mode
+(shift+tab to cycle)``, right-aligned, ``Plan mode`` in magenta; on 0.169.0 the
+hint row keeps only that indicator while a draft is typed, and drops
+``(shift+tab to cycle)`` while a turn runs.
+"""
+
+from __future__ import annotations
+
+import re
+
+import attrs
+
+from akk.profiles.codex.reader import Reader
+from akk.profiles.observation import Unproven
+
+
+@attrs.frozen
+class Notice:
+    """A notice drawn right-aligned at the end of a composer footer row (``100% context left``)."""
+
+    text: re.Pattern[str]
+    right_pad: int  # blank columns between the notice and the pane's right edge
+
+
+@attrs.frozen
+class ModeIndicator:
+    """The collaboration mode a version draws at the right end of its hint row (0.169.0)."""
+
+    labels: tuple[str, ...]  # as drawn, e.g. "Plan mode (shift+tab to cycle)"
+    fg: str  # the colour of the label's first word
+    right_pad: int  # blank columns between the label and the pane's right edge
+
+
+def first_row(r: Reader, last: int) -> int:
+    """The first row of the composer's footer, which ends at row `last`.
+
+    Either the status rows (the first in the status colour; a long status line
+    wraps), then the version's hint row if any, or, with no status line, one
+    bare footer row ending with the context left.
+    """
+    p = r.p
+    bare = _left_of(r, last, p.context_left)
+    if bare is not None and bare[:2] == "  " and bare[2:] in p.bare_footer:
+        return last
+    y = last - 1 if _hint_row(r, last) else last
+    if y < 0 or not r.lines[y]:
+        raise Unproven("no prompt and no composer status row at the bottom of the screen")
+    top = r.run_above(y, "the composer status row")
+    if (
+        y - top >= p.status_max_rows
+        or not all(r.indented(row, 2) for row in range(top, y + 1))
+        or r.grid.cell(2, top).fg != p.status_fg
+        or not all(_status_items(r, row) for row in range(top + 1, y + 1))
+    ):
+        raise Unproven("no prompt and no composer status row at the bottom of the screen")
+    return top
+
+
+def _status_items(r: Reader, y: int) -> bool:
+    """Whether row `y` continues a wrapped status line: items in their colours, `·` between."""
+    return all(cell.fg != "default" or cell.char in (" ", "·", "") for cell in r.grid.row(y)[2:])
+
+
+def _left_of(r: Reader, y: int, notice: Notice) -> str | None:
+    """Row `y`'s text left of `notice` if the row ends with it, right-aligned; else None."""
+    row, cols = r.grid.row(y), r.grid.cols
+    match = re.search(rf"(?<=  )(?:{notice.text.pattern})$", r.lines[y])
+    if match is None:
+        return None
+    text = match.group()
+    start = cols - notice.right_pad - len(text)
+    if start < 1 or "".join(cell.char for cell in row[start : start + len(text)]) != text:
+        return None
+    if any(cell.char != " " for cell in row[start + len(text) :]) or row[start - 1].char != " ":
+        return None
+    return r.lines[y][: match.start()].rstrip()
+
+
+def _hint_row(r: Reader, y: int) -> bool:
+    """Whether row `y` is the hint row under the status row (0.169.0).
+
+    It starts with one of the version's hints, or ends with its collaboration
+    mode indicator, or both (Plan mode with a draft shows the indicator alone);
+    a notice (warnings) may end it after the hints instead of the indicator, and
+    stands alone while a draft hides the hints (codex_after_warning-draft).
+    """
+    p, row, cols = r.p, r.grid.row(y), r.grid.cols
+    left = r.lines[y]
+    for notice in p.hint_notices:
+        rest = _left_of(r, y, notice)
+        if rest is not None:
+            return not rest or any(rest[2:].startswith(hint) for hint in p.status_hints)
+    mode = p.mode_indicator
+    if mode is not None:
+        for label in mode.labels:
+            start = cols - mode.right_pad - len(label)
+            if (
+                start > 2
+                and "".join(cell.char for cell in row[start : start + len(label)]) == label
+                and row[start].fg == mode.fg
+                and all(cell.char == " " for cell in row[start + len(label) :])
+                and row[start - 1].char == " "
+            ):
+                left = "".join(cell.char for cell in row[:start]).rstrip()
+                if not left:
+                    return True
+                break
+    return any(left[2:].startswith(hint) for hint in p.status_hints)
