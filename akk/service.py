@@ -18,14 +18,14 @@ import attrs
 import trio
 
 from akk.actors.backend import BackendDesk, CodexSetup, find_codex
-from akk.actors.destination import DestinationDesk, OutboxPolicy
+from akk.actors.destination import DestinationDesk
 from akk.actors.store import StoreActor
 from akk.actors.turn_desk import TurnDesk
-from akk.actors.watcher import TmuxWatcher, default_socket
-from akk.appserver import rpc
+from akk.actors.watcher import TmuxWatcher
 from akk.auth import Credential, CredentialBook
 from akk.backend_answers import BackendAnswers
 from akk.callback_calls import CallbackCalls
+from akk.config import ServiceConfig
 from akk.connections import ConnectionRegistry
 from akk.discovery.process import DigestCache, VersionCache
 from akk.instance import (
@@ -39,14 +39,13 @@ from akk.instance import (
 )
 from akk.interaction_calls import InteractionCalls
 from akk.methods import Methods
-from akk.profiles.registry import PINNED, Registry, qualify_command
+from akk.profiles.registry import qualify_command
 from akk.qualifications import QualifiedVersions
 from akk.qualify.auto import AutoQualifier
 from akk.runtime.supervisor import ChildSpec, Supervisor
 from akk.screen.fingerprint import IdMinter
 from akk.server import (
     ControllerServer,
-    Limits,
     ListenError,
     ServerSettings,
     TlsFiles,
@@ -54,14 +53,11 @@ from akk.server import (
     tls_context,
 )
 from akk.session_calls import SessionCalls
-from akk.sessions import policy
 from akk.store import credentials
 from akk.store.database import open_store
-from akk.store.location import StateDir
 from akk.store.reader import StoreReader
 from akk.terminals import TerminalBoard, TerminalIdentity
-from akk.tmux.activity import DEFAULT_INTERVAL
-from akk.turn_calls import TurnCalls, TurnSettings
+from akk.turn_calls import TurnCalls
 from akk.watch_calls import WatchCalls
 from akk.workspace_roots import check_roots, default_roots
 
@@ -72,38 +68,6 @@ DRAIN_SECONDS = 10.0
 
 SHUTDOWN_SECONDS = 30.0
 """After the first signal: the bound on the whole graceful shutdown."""
-
-
-@attrs.frozen
-class ServiceConfig:
-    state: StateDir
-    host: str = "127.0.0.1"
-    port: int = 7878
-    limits: Limits = attrs.field(factory=Limits)
-    tmux_sockets: tuple[str, ...] = attrs.field(factory=lambda: (default_socket(),))
-    poll_interval: float = DEFAULT_INTERVAL
-    turns: TurnSettings = attrs.field(factory=TurnSettings)
-    outbox: OutboxPolicy = attrs.field(factory=OutboxPolicy)
-    codex_bin: str | None = None
-    """The Codex for the app-server backend (None: `codex` on PATH)."""
-    codex_home: str | None = None
-    """Its CODEX_HOME (None: $CODEX_HOME, else ~/.codex)."""
-    codex_env: tuple[tuple[str, str], ...] | None = None
-    """The app-server's environment (None: AKK's own)."""
-    codex_tap: rpc.Tap | None = attrs.field(default=None, eq=False, repr=False)
-    """Sees every app-server message (tests check them against the version's schema)."""
-    sessions: policy.Limits = attrs.field(factory=policy.Limits)
-    workspace_roots: tuple[str, ...] | None = None
-    """Where backend workspaces may lie (None: the serving user's home); checked at start."""
-    tls: TlsFiles | None = None
-    """Serve wss:// with this certificate and key (needed beyond loopback)."""
-    insecure_listen_anywhere: bool = False
-    """Allow plaintext ws:// beyond loopback (a warning is logged at every start)."""
-    auto_qualify: bool = False
-    """Qualify each newly seen unpinned binary in the background (`akk.qualify.auto`)."""
-    registry: Registry = PINNED
-    """The pinned profiles panes bind to (tests pass ``PINNED.without(agent, version)`` to
-    take a pinned version as new, bound only through a qualification)."""
 
 
 @attrs.frozen

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import time
 from contextlib import suppress
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import apsw
 import attrs
@@ -44,8 +44,11 @@ from akk.store.reader import StoreReader
 from akk.store.sessions import SessionRow, ThreadIntent
 from akk.store.turns import Turn
 from akk.terminals import TerminalBoard
-from akk.turn_calls import MAX_REQUEST_CHARS, TurnSettings, available_actions, owned
+from akk.turn_calls import MAX_REQUEST_CHARS, available_actions, owned
 from akk.workspace_roots import RootError, canonical, covered
+
+if TYPE_CHECKING:  # akk.config reads the server's settings, which import the methods
+    from akk.config import TurnSettings
 
 BACKEND_NAME = "codex_app_server"
 

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
-
-import attrs
+from typing import TYPE_CHECKING, Any
 
 from akk import faults
 from akk.actors.destination import DestinationDesk
@@ -37,22 +35,13 @@ from akk.store.reader import StoreReader
 from akk.store.turns import BACKEND, Turn, TurnState
 from akk.terminals import TerminalBoard, TerminalSnapshot, terminal_row
 
+if TYPE_CHECKING:  # akk.config reads the server's settings, which import the methods
+    from akk.config import TurnSettings
+
 MAX_REQUEST_CHARS = 50_000
 """Longest task text `send` accepts (characters); longer ones are refused before any key."""
 
 DISPATCH_TIMEOUT = 60.0
-
-
-@attrs.frozen
-class TurnSettings:
-    inactivity_minutes: float = 60.0
-    """No activity (file growth, screen change) for this long: ``stalled``."""
-    lifetime_minutes: float = 720.0
-    """Hard lifetime of a Turn: ``timed_out``."""
-    accept_seconds: float = 20.0
-    """After Enter, how long the agent has to show it accepted the task: else ``uncertain``."""
-    offer_minutes: float = 10.0
-    """How long what `status` showed a controller may be answered without calling it again."""
 
 
 class TurnCalls:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import time
 from contextlib import suppress
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import apsw
 import trio
@@ -40,7 +40,10 @@ from akk.store import audit, outbox, terminals, turns
 from akk.store.reader import StoreReader
 from akk.store.turns import Turn, TurnState
 from akk.terminals import TerminalBoard, TerminalSnapshot
-from akk.turn_calls import TurnSettings, available_actions, owned
+from akk.turn_calls import available_actions, owned
+
+if TYPE_CHECKING:  # akk.config reads the server's settings, which import the methods
+    from akk.config import TurnSettings
 
 _NO_TASK = frozenset({State.IDLE, State.IDLE_DRAFT})
 RECONCILE_TIMEOUT = 60.0

@@ -26,12 +26,13 @@ from akk.actors.destination import DestinationDesk, OutboxPolicy
 from akk.actors.store import StoreActor
 from akk.callback_calls import CallbackCalls
 from akk.client import AkkError, Controller, connect
+from akk.config import ServiceConfig
 from akk.instance import Endpoint
 from akk.profiles.observation import Observation, State
 from akk.protocol.errors import Reason, RpcError
 from akk.runtime.supervisor import ChildSpec, Supervisor
 from akk.screen.fingerprint import Appearance
-from akk.service import ServiceConfig, run_service
+from akk.service import run_service
 from akk.sessions import policy
 from akk.store import interactions, outbox, sessions, turns
 from akk.store.database import CasConflict, open_reader, open_store
