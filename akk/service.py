@@ -23,8 +23,9 @@ from akk.actors.store import StoreActor
 from akk.actors.turn_desk import TurnDesk
 from akk.actors.watcher import TmuxWatcher
 from akk.auth import Credential, CredentialBook
-from akk.backend_answers import BackendAnswers
-from akk.callback_calls import CallbackCalls
+from akk.backends.codex_app_server.answers import AppServerAnswers
+from akk.backends.registry import Backends
+from akk.backends.terminal.answers import TerminalAnswers
 from akk.config import ServiceConfig
 from akk.connections import ConnectionRegistry
 from akk.discovery.process import DigestCache, VersionCache
@@ -37,8 +38,8 @@ from akk.instance import (
     remove_endpoint,
     write_endpoint,
 )
-from akk.interaction_calls import InteractionCalls
-from akk.methods import Methods
+from akk.methods.common import MethodContext
+from akk.methods.table import Methods
 from akk.profiles.registry import qualify_command
 from akk.qualifications import QualifiedVersions
 from akk.qualify.auto import AutoQualifier
@@ -52,13 +53,11 @@ from akk.server import (
     listen_check,
     tls_context,
 )
-from akk.session_calls import SessionCalls
 from akk.store import credentials
 from akk.store.database import open_store
 from akk.store.reader import StoreReader
+from akk.store.turns import BACKEND, TERMINAL
 from akk.terminals import TerminalBoard, TerminalIdentity
-from akk.turn_calls import TurnCalls
-from akk.watch_calls import WatchCalls
 from akk.workspace_roots import check_roots, default_roots
 
 log = logging.getLogger("akk.service")
@@ -192,31 +191,16 @@ async def run_service(
             if resumed:
                 log.info("resumed %d open turns from the store", resumed)
             await root.start_child(ChildSpec("turn clock", desk.clock))
-            backend_answers = BackendAnswers(
-                store=store, reader=reader, ids=ids, backends=backends, desk=desk,
-                destinations=destinations, offer_minutes=config.turns.offer_minutes,
-            )  # fmt: skip
-            interaction_calls = InteractionCalls(
-                store=store, reader=reader, board=board, ids=ids, destinations=destinations,
-                desk=desk, backend=backend_answers, offer_minutes=config.turns.offer_minutes,
-            )  # fmt: skip
-            turn_calls = TurnCalls(
-                store=store, reader=reader, board=board, desk=desk, destinations=destinations,
-                settings=config.turns, interactions=interaction_calls,
-            )  # fmt: skip
-            callback_calls = CallbackCalls(
-                store=store, reader=reader, board=board, destinations=destinations,
-                asked=lambda turn: [p.interaction_id for p in backend_answers.prompts(turn)],
-            )  # fmt: skip
-            session_calls = SessionCalls(
-                store=store, reader=reader, desk=desk, backends=backends,
-                destinations=destinations, settings=config.turns, limits=config.sessions,
-                board=board,
-            )  # fmt: skip
-            watch_calls = WatchCalls(
-                store=store, reader=reader, board=board, desk=desk, destinations=destinations,
-                settings=config.turns,
-            )  # fmt: skip
+            turn_backends = Backends({
+                TERMINAL: TerminalAnswers(
+                    store=store, reader=reader, board=board, ids=ids, destinations=destinations,
+                    desk=desk, offer_minutes=config.turns.offer_minutes,
+                ),
+                BACKEND: AppServerAnswers(
+                    store=store, reader=reader, ids=ids, backends=backends, desk=desk,
+                    destinations=destinations, offer_minutes=config.turns.offer_minutes,
+                ),
+            })  # fmt: skip
             nonce = new_nonce()
             server: ControllerServer
 
@@ -242,21 +226,13 @@ async def run_service(
                 }
 
             methods = Methods(
-                store,
-                reader,
-                board,
-                ids,
-                book=book,
-                connections=connections,
-                health=health,
-                turns=turn_calls,
-                interactions=interaction_calls,
-                callbacks=callback_calls,
-                watches=watch_calls,
-                sessions=session_calls,
-                workspace_roots=roots,
-                qualified=qualified,
-            )
+                MethodContext(
+                    store=store, reader=reader, board=board, ids=ids, desk=desk,
+                    destinations=destinations, settings=config.turns, backends=turn_backends,
+                    hosts=backends, session_limits=config.sessions, workspace_roots=roots,
+                    book=book, connections=connections, health=health, qualified=qualified,
+                )
+            )  # fmt: skip
             server_settings = ServerSettings(
                 host=config.host, port=config.port, limits=config.limits.fit_descriptors(),
                 tls=tls,

@@ -1,0 +1,1 @@
+"""The Codex app-server backend: a Turn run through `codex app-server` JSON-RPC."""
