@@ -50,7 +50,7 @@ class ServiceConfig:
     """The app-server's environment (None: AKK's own)."""
     codex_tap: rpc.Tap | None = attrs.field(default=None, eq=False, repr=False)
     """Sees every app-server message (tests check them against the version's schema)."""
-    sessions: policy.Limits = attrs.field(factory=policy.Limits)
+    sessions: policy.RebuildLimits = attrs.field(factory=policy.RebuildLimits)
     workspace_roots: tuple[str, ...] | None = None
     """Where backend workspaces may lie (None: the serving user's home); checked at start."""
     tls: TlsFiles | None = None

@@ -458,7 +458,7 @@ def _context(
             turns.TERMINAL: TerminalAnswers(board=board, **parts),
             turns.BACKEND: _Asked([] if asked is None else asked, backends=hosts, **parts),
         }),
-        hosts=hosts, session_limits=policy.Limits(), workspace_roots=(),
+        hosts=hosts, session_limits=policy.RebuildLimits(), workspace_roots=(),
         book=CredentialBook("operator", {}), connections=ConnectionRegistry(), health=dict,
         qualified=QualifiedVersions(PINNED, reader),
     )  # fmt: skip
@@ -533,7 +533,7 @@ async def test_an_app_server_request_s_wake_up_is_retried_only_while_it_is_asked
     with conn:
         _controllers(conn, "a")
         owner = policy.Owner("a", "task", None, "executor", str(tmp_path))
-        binding = policy.Binding("0.169.0", "0.169.0", None, None, None, None)
+        binding = policy.ThreadConfig("0.169.0", "0.169.0", None, None, None, None)
         decision = policy.Decision(policy.Action.CREATE, "new_scope_or_role")
         session = sessions.create(
             conn, owner=owner, binding=binding, codex_home=str(tmp_path), decision=decision,

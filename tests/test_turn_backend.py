@@ -359,6 +359,7 @@ def _context(
     return MethodContext(
         store=store, reader=reader, board=board, ids=ids, desk=desk, destinations=destinations,
         settings=TurnSettings(), backends=Backends({turns.TERMINAL: answers}), hosts=hosts,
-        session_limits=policy.Limits(), workspace_roots=(), book=CredentialBook("operator", {}),
-        connections=ConnectionRegistry(), health=dict, qualified=QualifiedVersions(PINNED, reader),
+        session_limits=policy.RebuildLimits(), workspace_roots=(),
+        book=CredentialBook("operator", {}), connections=ConnectionRegistry(), health=dict,
+        qualified=QualifiedVersions(PINNED, reader),
     )  # fmt: skip

@@ -44,6 +44,7 @@ from akk.appserver.prompts import (
     fingerprint,
     prompt_of,
 )
+from akk.backends.contract import AnswerReceipt, Refusal
 from akk.discovery.process import VersionCache
 from akk.evidence import request_digest
 from akk.faults import Point
@@ -217,7 +218,7 @@ class BackendBoard:
                 self.turns.popitem(last=False)
         return found
 
-    def apply(self, note: rpc.Notification) -> None:
+    def apply(self, note: rpc.ServerNotification) -> None:
         """Fold one notification into the board (unknown ones are ignored)."""
         params = note.params if isinstance(note.params, dict) else {}
         thread_id = params.get("threadId")
@@ -289,7 +290,7 @@ def _final_message(items: object) -> str | None:
 
 
 @attrs.frozen
-class ReadBinding(Ask[policy.Binding]):
+class ReadBinding(Ask[policy.ThreadConfig]):
     """The binding a thread started now in ``cwd`` would get (config/read)."""
 
     cwd: str
@@ -320,7 +321,7 @@ class InterruptTurn(Ask["str | None"]):
 
 
 @attrs.frozen
-class AnswerRequest(Ask["AnswerReceipt | Refused"]):
+class AnswerRequest(Ask["AnswerReceipt | Refusal"]):
     """Send ``result`` as the answer to server request ``request_id``, once, if it is still
     the very request the controller saw (``fingerprint``)."""
 
@@ -344,19 +345,6 @@ class Steer:
     native_turn_id: str
     item_id: str
     text: str = attrs.field(repr=False)
-
-
-@attrs.frozen
-class AnswerReceipt:
-    dispatch: Dispatch
-    proven: bool
-    why: str = ""
-
-
-@attrs.frozen
-class Refused:
-    reason: Reason
-    message: str
 
 
 @attrs.frozen
@@ -429,7 +417,7 @@ class BackendActor(Actor[BackendMessage]):
             case AnswerRequest():
                 return await self._answer(message)
 
-    async def _binding(self, cwd: str) -> policy.Binding:
+    async def _binding(self, cwd: str) -> policy.ThreadConfig:
         result = await self._app.request("config/read", {"cwd": cwd}, timeout=REQUEST_TIMEOUT)
         config = result.get("config") or {}
 
@@ -437,7 +425,7 @@ class BackendActor(Actor[BackendMessage]):
             value = config.get(key)
             return None if value is None else json.dumps(value, sort_keys=True).strip('"')
 
-        return policy.Binding(
+        return policy.ThreadConfig(
             agent_version=self._setup.version,
             protocol_version=self._setup.version,
             model=text("model"),
@@ -469,7 +457,7 @@ class BackendActor(Actor[BackendMessage]):
                 {"threadId": thread_id, "input": [{"type": "text", "text": message.text}]},
                 timeout=REQUEST_TIMEOUT,
             )
-        except rpc.RpcError as exc:
+        except rpc.ErrorReply as exc:
             # A refusal is the app-server's own answer: the turn was not started.
             why = f"the app-server refused turn/start: {redact(exc.message)[:200]}"
             return await self._not_started(invocation, "turn_start_refused", why)
@@ -527,7 +515,7 @@ class BackendActor(Actor[BackendMessage]):
             await self._app.request(
                 "thread/resume", {"threadId": thread_id}, timeout=REQUEST_TIMEOUT
             )
-        except rpc.RpcError as exc:
+        except rpc.ErrorReply as exc:
             session_id = session.session_id
 
             def reject(conn: apsw.Connection) -> None:
@@ -593,7 +581,7 @@ class BackendActor(Actor[BackendMessage]):
 
     # -- answering a server request
 
-    async def _answer(self, message: AnswerRequest) -> AnswerReceipt | Refused:
+    async def _answer(self, message: AnswerRequest) -> AnswerReceipt | Refusal:
         """One answer: fence (the request is still pending, same fingerprint), reserve, send."""
         request = self._board.requests.get(message.request_id)
         if message.steer is not None:
@@ -601,20 +589,20 @@ class BackendActor(Actor[BackendMessage]):
             if refused is not None:
                 return refused
         elif request is None or fingerprint(request, self._board.generation) != message.fingerprint:
-            return Refused(
+            return Refusal(
                 Reason.PROMPT_CHANGED,
                 "the app-server no longer asks what this answer was for; nothing was sent. "
                 "Call status for the current interaction",
             )
         now = time.time()
 
-        def reserve(conn: apsw.Connection) -> Dispatch | Refused:
+        def reserve(conn: apsw.Connection) -> Dispatch | Refusal:
             try:
                 interactions.take_offer(
                     conn, message.interaction_id, message.controller_id, message.offer_id, now
                 )
             except interactions.OfferUnusable as exc:
-                return Refused(*offer_refusal(exc))
+                return Refusal(*offer_refusal(exc))
             return dispatches.reserve(
                 conn, controller_id=message.controller_id, turn_id=message.turn_id,
                 terminal_id=None, kind=message.kind, typing=None, screen_seq=None, now=now,
@@ -623,7 +611,7 @@ class BackendActor(Actor[BackendMessage]):
             )  # fmt: skip
 
         reserved = await transact(self._store, reserve)
-        if isinstance(reserved, Refused):
+        if isinstance(reserved, Refusal):
             return reserved
         await faults.reached(Point.ANSWER_RESERVED)
         try:
@@ -632,7 +620,7 @@ class BackendActor(Actor[BackendMessage]):
             else:
                 assert request is not None
                 await self._app.respond(request, message.result)
-        except rpc.RpcError as exc:
+        except rpc.ErrorReply as exc:
             # The app-server's own refusal (its turn is no longer the active one): nothing
             # reached the agent.
             why = f"the turn ended before the answer could join it ({redact(exc.message)[:120]})"
@@ -642,7 +630,7 @@ class BackendActor(Actor[BackendMessage]):
                     conn, _fresh(conn, reserved), Stage.NOT_ACCEPTED, why
                 ),
             )
-            return Refused(
+            return Refusal(
                 Reason.CLOSED,
                 f"{why}; nothing was delivered. Call status: a question its turn left is "
                 "answered with delivery_mode queue_next_turn",
@@ -665,18 +653,18 @@ class BackendActor(Actor[BackendMessage]):
         await faults.reached(Point.ANSWER_RECORDED)
         return AnswerReceipt(sent, True)
 
-    def _steer_fence(self, steer: Steer, expected: bytes) -> Refused | None:
+    def _steer_fence(self, steer: Steer, expected: bytes) -> Refusal | None:
         """The async question is still unanswered, unchanged, and its turn still runs here."""
         question = self._board.questions.get(steer.item_id)
         native = self._board.turn(steer.native_turn_id)
         if question is None or async_fingerprint(question, self._board.generation) != expected:
-            return Refused(
+            return Refusal(
                 Reason.PROMPT_CHANGED,
                 "the agent no longer asks what this answer was for; nothing was sent. Call "
                 "status for the current interaction",
             )
         if native is None or native.settled:
-            return Refused(
+            return Refusal(
                 Reason.CLOSED,
                 "the turn that asked has ended, so the answer cannot join it; nothing was sent. "
                 "Call status and answer with delivery_mode queue_next_turn",
@@ -710,7 +698,7 @@ class BackendActor(Actor[BackendMessage]):
                 {"threadId": message.thread_id, "turnId": message.native_turn_id},
                 timeout=REQUEST_TIMEOUT,
             )
-        except rpc.RpcError as exc:
+        except rpc.ErrorReply as exc:
             return f"the app-server refused turn/interrupt: {redact(exc.message)[:200]}"
         return None
 
@@ -720,7 +708,7 @@ class BackendActor(Actor[BackendMessage]):
                 "thread/read", {"threadId": thread_id, "includeTurns": True},
                 timeout=REQUEST_TIMEOUT,
             )  # fmt: skip
-        except rpc.RpcError as exc:
+        except rpc.ErrorReply as exc:
             return ThreadFacts(False, None, why=redact(exc.message)[:200])
         thread = result.get("thread") or {}
         status = (thread.get("status") or {}).get("type")
@@ -806,7 +794,7 @@ class BackendHost:
         store: ActorRef,
         reader: Callable[[Callable[[apsw.Connection], Any]], Any],
         cwd: str,
-        limits: rpc.Limits | None = None,
+        limits: rpc.WireLimits | None = None,
     ) -> None:
         self.setup = setup
         self.board = BackendBoard()
@@ -816,7 +804,7 @@ class BackendHost:
         self._store = store
         self._reader = reader
         self._cwd = cwd
-        self._limits = limits or rpc.Limits()
+        self._limits = limits or rpc.WireLimits()
 
     async def run(self) -> None:
         board = self.board

@@ -21,6 +21,7 @@ import trio
 
 from akk import evidence, faults, wakeups
 from akk.actors.store import transact
+from akk.backends.contract import AnswerReceipt, Refusal
 from akk.discovery import claude_editor
 from akk.faults import Point
 from akk.methods.answers import PLAN_REFUSALS, Answer
@@ -163,15 +164,6 @@ class Reconcile(Ask[int]):
 
 
 @attrs.frozen
-class Refusal:
-    """The step was refused before any key: ``reason`` is a protocol reason code."""
-
-    reason: Reason
-    message: str
-    turn: Turn | None = None  # the existing record, for a repeated client_request_id
-
-
-@attrs.frozen
 class TaskReceipt:
     """What a dispatched task did: the Turn and its dispatch after the last recorded stage."""
 
@@ -179,21 +171,6 @@ class TaskReceipt:
     dispatch: Dispatch
     seq: int  # the Observation proven before the keys
     enter_at: float | None  # trio clock when Enter was pressed
-
-
-@attrs.frozen
-class AnswerReceipt:
-    """What an answer's step did: its receipt after the last stage, and whether it was proven.
-
-    ``proven``: the screen after the keys showed the prompt gone, the next step
-    or the agent back at work. Otherwise the dispatch is ``uncertain`` (or
-    ``aborted`` before its last key) and ``why`` says what could not be proven.
-    """
-
-    dispatch: Dispatch
-    proven: bool
-    why: str | None = None
-    next_round_at: float | None = None  # the answer started the Turn's next round (trio time)
 
 
 @attrs.frozen

@@ -16,6 +16,7 @@ import apsw
 import attrs
 
 from akk.protocol.errors import Reason
+from akk.store.dispatches import Dispatch
 from akk.store.interactions import Interaction
 from akk.store.turns import Turn, TurnState
 
@@ -50,6 +51,33 @@ class TurnBackend(Protocol):
     def check_respond(self, turn: Turn) -> None:
         """Refuse (invalid_params) when ``turn`` does not continue with `respond`."""
         ...
+
+
+@attrs.frozen
+class Refusal:
+    """An input step refused before anything was sent: ``reason`` is a protocol reason code."""
+
+    reason: Reason
+    message: str
+    turn: Turn | None = None
+    """The existing record, for a repeated client_request_id (a terminal's send)."""
+
+
+@attrs.frozen
+class AnswerReceipt:
+    """What an answer's step did: its receipt after the last stage, and whether it was proven.
+
+    ``proven``: the agent showed the answer took (a screen: the prompt gone, the
+    next step or the agent back at work). Otherwise the dispatch is
+    ``uncertain`` (or ``aborted`` before its last key) and ``why`` says what
+    could not be proven. ``next_round_at``: the answer started the Turn's next
+    round (trio time).
+    """
+
+    dispatch: Dispatch
+    proven: bool
+    why: str | None = None
+    next_round_at: float | None = None
 
 
 @attrs.frozen

@@ -76,7 +76,7 @@ class MethodContext:
     backends: Backends
     hosts: BackendDesk
     """The app-server processes (`send` on the app-server backend starts its threads there)."""
-    session_limits: policy.Limits
+    session_limits: policy.RebuildLimits
     workspace_roots: tuple[str, ...]
     book: CredentialBook
     connections: ConnectionRegistry

@@ -300,7 +300,7 @@ class SessionCalls:
             )
         return host
 
-    async def _binding(self, host: BackendHost, workspace: str) -> policy.Binding:
+    async def _binding(self, host: BackendHost, workspace: str) -> policy.ThreadConfig:
         try:
             binding = await host.ref.ask(ReadBinding(workspace), timeout=START_TIMEOUT)
         except (ActorError, rpc.AppServerError) as exc:

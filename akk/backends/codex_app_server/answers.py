@@ -27,7 +27,6 @@ from akk.actors.backend import (
     AnswerRequest,
     BackendDesk,
     BackendHost,
-    Refused,
     StartTurn,
     Steer,
     offer_refusal,
@@ -36,6 +35,7 @@ from akk.actors.destination import DestinationDesk
 from akk.actors.store import transact
 from akk.actors.turn_desk import TurnDesk
 from akk.appserver.prompts import BackendPrompt, answers_result, async_message, decision_result
+from akk.backends.contract import Refusal
 from akk.evidence import request_digest
 from akk.methods.answers import check_offer
 from akk.profiles.observation import InteractionKind
@@ -221,11 +221,11 @@ class AppServerAnswers:
             result=result, steer=steer,
         )  # fmt: skip
         reply = await self._ask(self._host(), message)
-        if isinstance(reply, Refused):
+        if isinstance(reply, Refusal):
             raise RpcError(reply.reason, reply.message)
         if not reply.proven:
             self._destinations.wake(turn.controller_id)
-            raise _uncertain(reply.why)
+            raise _uncertain(reply.why or "")
         return {
             "outcome": "dispatched",
             "interaction_id": row.interaction_id,
