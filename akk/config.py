@@ -12,7 +12,7 @@ import attrs
 
 from akk.actors.destination import OutboxPolicy
 from akk.actors.watcher import default_socket
-from akk.appserver import rpc
+from akk.backends.codex_app_server import rpc
 from akk.profiles.registry import PINNED, Registry
 from akk.server import Limits, TlsFiles
 from akk.sessions import policy

@@ -17,13 +17,14 @@ from typing import Any
 import attrs
 import trio
 
-from akk.actors.backend import BackendDesk, CodexSetup, find_codex
 from akk.actors.destination import DestinationDesk
 from akk.actors.store import StoreActor
 from akk.actors.turn_desk import TurnDesk
 from akk.actors.watcher import TmuxWatcher
 from akk.auth import Credential, CredentialBook
+from akk.backends.codex_app_server.actor import CodexSetup
 from akk.backends.codex_app_server.answers import AppServerAnswers
+from akk.backends.codex_app_server.host import BackendDesk, find_codex
 from akk.backends.registry import Backends
 from akk.backends.terminal.answers import TerminalAnswers
 from akk.config import ServiceConfig

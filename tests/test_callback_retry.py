@@ -22,13 +22,13 @@ import attrs
 import pytest
 import trio
 
-from akk.actors.backend import BackendDesk
 from akk.actors.destination import DestinationDesk, OutboxPolicy
 from akk.actors.store import StoreActor
 from akk.actors.turn_desk import TurnDesk
-from akk.appserver.prompts import BackendPrompt
 from akk.auth import CredentialBook
 from akk.backends.codex_app_server.answers import AppServerAnswers
+from akk.backends.codex_app_server.host import BackendDesk
+from akk.backends.codex_app_server.prompts import BackendPrompt
 from akk.backends.registry import Backends
 from akk.backends.terminal.answers import TerminalAnswers
 from akk.client import AkkError, Controller, connect

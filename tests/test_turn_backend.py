@@ -20,12 +20,13 @@ import pytest
 import trio
 import trio.testing
 
-from akk.actors.backend import BackendDesk, offer_refusal
 from akk.actors.destination import DestinationDesk, OutboxPolicy
 from akk.actors.store import StoreActor, transact
 from akk.actors.turn import Close, Tick, TurnActor
 from akk.actors.turn_desk import TurnDesk
 from akk.auth import CredentialBook
+from akk.backends.codex_app_server.actor import offer_refusal
+from akk.backends.codex_app_server.host import BackendDesk
 from akk.backends.contract import CancelResult, TurnControl
 from akk.backends.registry import Backends
 from akk.config import TurnSettings

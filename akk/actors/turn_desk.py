@@ -16,10 +16,10 @@ from typing import Any
 import apsw
 import trio
 
-from akk.actors.backend import BackendDesk
 from akk.actors.store import transact
 from akk.actors.turn import TICK, Notify, Tick, TurnActor, TurnMessage
 from akk.backends.codex_app_server.follow import AppServerFollower
+from akk.backends.codex_app_server.host import BackendDesk
 from akk.backends.terminal.follow import TerminalFollower
 from akk.runtime.actor import Actor, ActorRef, ActorStopped, MailboxFull
 from akk.runtime.supervisor import ChildSpec, Restart, Supervisor, UnknownChild

@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from akk.actors.backend import BackendDesk
 from akk.actors.destination import DestinationDesk
 from akk.actors.turn_desk import TurnDesk
 from akk.auth import Credential, CredentialBook, Scope
+from akk.backends.codex_app_server.host import BackendDesk
 from akk.backends.registry import Backends
 from akk.connections import Closable, ConnectionRegistry
 from akk.protocol.errors import Reason, RpcError

@@ -21,16 +21,12 @@ import apsw
 import attrs
 import trio
 
-from akk.actors.backend import (
-    BackendHost,
-    ReadBinding,
-    ReadThread,
-    StartTurn,
-)
 from akk.actors.store import transact
 from akk.actors.turn import Reload
-from akk.appserver import rpc
-from akk.appserver.schema import RESUME_VERIFIED
+from akk.backends.codex_app_server import rpc
+from akk.backends.codex_app_server.actor import ReadBinding, ReadThread, StartTurn
+from akk.backends.codex_app_server.host import BackendHost
+from akk.backends.codex_app_server.schema import RESUME_VERIFIED
 from akk.evidence import request_digest
 from akk.methods.common import MAX_REQUEST_CHARS, MethodContext, available_actions, owned
 from akk.protocol.errors import Reason, RpcError

@@ -18,7 +18,7 @@ import attrs
 import pytest
 import trio
 
-from akk.appserver import schema
+from akk.backends.codex_app_server import schema
 from akk.client import AkkError, Controller, connect
 from akk.config import TurnSettings
 from akk.qualify import scenarios as sc

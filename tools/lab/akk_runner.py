@@ -22,7 +22,7 @@ import attrs
 import trio
 
 from akk import faults
-from akk.appserver.rpc import Tap
+from akk.backends.codex_app_server.rpc import Tap
 from akk.client import Controller, connect
 from akk.config import ServiceConfig, TurnSettings
 from akk.instance import Endpoint

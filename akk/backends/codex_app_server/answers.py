@@ -3,7 +3,7 @@
 The same contract as a screen's (akk.backends.terminal.answers): an interaction is
 recorded with its wake-up, offered to its owner by `status`, and answered only
 through that fresh offer, by opaque ids. Its prompts are the app-server's
-server requests (approvals, questions; akk.appserver.prompts) and the async
+server requests (approvals, questions; akk.backends.codex_app_server.prompts) and the async
 questions an agent leaves. The BackendActor proves, before anything is sent,
 that the app-server still asks exactly what the controller saw; a refusal here
 or there sends nothing.
@@ -23,18 +23,17 @@ from typing import Any, TypeVar
 import apsw
 import attrs
 
-from akk.actors.backend import (
-    AnswerRequest,
-    BackendDesk,
-    BackendHost,
-    StartTurn,
-    Steer,
-    offer_refusal,
-)
 from akk.actors.destination import DestinationDesk
 from akk.actors.store import transact
 from akk.actors.turn_desk import TurnDesk
-from akk.appserver.prompts import BackendPrompt, answers_result, async_message, decision_result
+from akk.backends.codex_app_server.actor import AnswerRequest, StartTurn, Steer, offer_refusal
+from akk.backends.codex_app_server.host import BackendDesk, BackendHost
+from akk.backends.codex_app_server.prompts import (
+    BackendPrompt,
+    answers_result,
+    async_message,
+    decision_result,
+)
 from akk.backends.contract import Refusal
 from akk.evidence import request_digest
 from akk.methods.answers import check_offer

@@ -33,18 +33,17 @@ from typing import Any
 import apsw
 
 from akk import faults
-from akk.actors.backend import (
-    BackendDesk,
-    BackendHost,
+from akk.actors.store import transact
+from akk.actors.turn import FINAL_MESSAGE_LIMIT, not_running
+from akk.backends.codex_app_server import rpc
+from akk.backends.codex_app_server.actor import (
     InterruptTurn,
-    NativeTurn,
     ReadThread,
     ThreadFacts,
     thread_persisted,
 )
-from akk.actors.store import transact
-from akk.actors.turn import FINAL_MESSAGE_LIMIT, not_running
-from akk.appserver import rpc
+from akk.backends.codex_app_server.board import NativeTurn
+from akk.backends.codex_app_server.host import BackendDesk, BackendHost
 from akk.backends.contract import CancelResult, TurnControl
 from akk.discovery.process import start_ticks
 from akk.faults import Point

@@ -28,7 +28,7 @@ import attrs
 import trio
 
 import akk
-from akk.appserver.schema import Kind, Message
+from akk.backends.codex_app_server.schema import Kind, Message
 from akk.discovery.process import PROC, start_ticks
 
 RequestId = int | str

@@ -15,8 +15,8 @@ import pytest
 import trio
 
 from akk import cli, doctor
-from akk.appserver import schema
-from akk.appserver.rpc import (
+from akk.backends.codex_app_server import schema
+from akk.backends.codex_app_server.rpc import (
     AppServer,
     ConnectionClosed,
     ErrorReply,
