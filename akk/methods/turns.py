@@ -14,9 +14,9 @@ from typing import Any
 
 from akk import faults
 from akk.actors.store import transact
-from akk.actors.terminal import DispatchRespond, DispatchTask, TaskReceipt
 from akk.actors.turn import Cancel, Close
 from akk.backends.contract import Refusal
+from akk.backends.terminal.steps import DispatchRespond, DispatchTask, TaskReceipt
 from akk.evidence import request_digest
 from akk.faults import Point
 from akk.methods.common import MAX_REQUEST_CHARS, MethodContext, available_actions, owned

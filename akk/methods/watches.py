@@ -29,9 +29,9 @@ import trio
 
 from akk import evidence
 from akk.actors.store import transact
-from akk.actors.terminal import Reconcile
 from akk.actors.turn import Close, Reload
 from akk.backends.terminal.follow import GONE_GRACE, Outcome, file_outcome
+from akk.backends.terminal.steps import Reconcile
 from akk.methods.common import MethodContext, available_actions, owned
 from akk.profiles.observation import State
 from akk.protocol.errors import Reason, RpcError

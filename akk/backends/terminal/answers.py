@@ -14,9 +14,9 @@ from typing import Any
 
 from akk.actors.destination import DestinationDesk
 from akk.actors.store import transact
-from akk.actors.terminal import DispatchAnswer
 from akk.actors.turn_desk import TurnDesk
 from akk.backends.contract import AnswerReceipt, Refusal
+from akk.backends.terminal.steps import DispatchAnswer
 from akk.methods.answers import Answer, check_offer, decision, resolve
 from akk.profiles.observation import InteractionKind, PromptView, State
 from akk.protocol.errors import Reason, RpcError

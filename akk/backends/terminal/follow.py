@@ -28,9 +28,9 @@ import trio
 
 from akk import evidence, faults
 from akk.actors.store import transact
-from akk.actors.terminal import Interrupt, InterruptReceipt
 from akk.actors.turn import FINAL_MESSAGE_LIMIT
 from akk.backends.contract import CancelResult, TurnControl
+from akk.backends.terminal.steps import Interrupt, InterruptReceipt
 from akk.faults import Point
 from akk.profiles.observation import State
 from akk.protocol.errors import Reason
