@@ -34,18 +34,18 @@ from akk.auth import CredentialError
 from akk.cli_records import RecordCommand
 from akk.cli_text import LogFormatter, json_text, printable, shown
 from akk.client import AkkError, ConnectError, Controller, connect
+from akk.config import ServiceConfig, TurnSettings
 from akk.instance import Endpoint, InstanceError, acquire, proven_endpoint, server_running
 from akk.profiles.registry import PINNED, Registry
 from akk.protocol.redaction import redact
 from akk.protocol.schema import protocol_schema
 from akk.qualify import command, qualification
 from akk.server import Limits, ListenError, TlsFiles
-from akk.service import ServiceConfig, serve_until_signal
+from akk.service import serve_until_signal
 from akk.store import credentials, qualifications
 from akk.store.database import StoreError, open_store
 from akk.store.location import StateDir, StateDirError
 from akk.tmux.activity import DEFAULT_INTERVAL
-from akk.turn_calls import TurnSettings
 from akk.workspace_roots import RootError, check_roots
 
 E = TypeVar("E", bound=BaseException)

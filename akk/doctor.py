@@ -14,7 +14,7 @@ from typing import Any
 import attrs
 import trio
 
-from akk.appserver import rpc, schema
+from akk.backends.codex_app_server import rpc, schema
 from akk.discovery.process import VersionCache
 from akk.instance import pid_alive, read_endpoint
 from akk.profiles.registry import PINNED, qualify_command

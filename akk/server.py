@@ -38,7 +38,8 @@ from wsproto.events import BytesMessage, TextMessage
 from akk.auth import CredentialBook
 from akk.connections import NOT_READING, ConnectionRegistry
 from akk.instance import CHALLENGE_HEADER, PROOF_HEADER, PROOF_PATH, PROOF_STATUS, proof_for
-from akk.methods import Methods, Peer
+from akk.methods.common import Peer
+from akk.methods.table import Methods
 from akk.protocol.errors import Code, Reason, RpcError
 from akk.protocol.jsonrpc import FramingError, Request, error_frame, parse_request, result_frame
 from akk.runtime.actor import Rank, act_as

@@ -17,15 +17,17 @@ from typing import Any
 import attrs
 import trio
 
-from akk.actors.backend import BackendDesk, CodexSetup, find_codex
-from akk.actors.destination import DestinationDesk, OutboxPolicy
+from akk.actors.destination import DestinationDesk
 from akk.actors.store import StoreActor
 from akk.actors.turn_desk import TurnDesk
-from akk.actors.watcher import TmuxWatcher, default_socket
-from akk.appserver import rpc
+from akk.actors.watcher import TmuxWatcher
 from akk.auth import Credential, CredentialBook
-from akk.backend_answers import BackendAnswers
-from akk.callback_calls import CallbackCalls
+from akk.backends.codex_app_server.actor import CodexSetup
+from akk.backends.codex_app_server.answers import AppServerAnswers
+from akk.backends.codex_app_server.host import BackendDesk, find_codex
+from akk.backends.registry import Backends
+from akk.backends.terminal.answers import TerminalAnswers
+from akk.config import ServiceConfig
 from akk.connections import ConnectionRegistry
 from akk.discovery.process import DigestCache, VersionCache
 from akk.instance import (
@@ -37,32 +39,26 @@ from akk.instance import (
     remove_endpoint,
     write_endpoint,
 )
-from akk.interaction_calls import InteractionCalls
-from akk.methods import Methods
-from akk.profiles.registry import PINNED, Registry, qualify_command
+from akk.methods.common import MethodContext
+from akk.methods.table import Methods
+from akk.profiles.registry import qualify_command
 from akk.qualifications import QualifiedVersions
 from akk.qualify.auto import AutoQualifier
 from akk.runtime.supervisor import ChildSpec, Supervisor
 from akk.screen.fingerprint import IdMinter
 from akk.server import (
     ControllerServer,
-    Limits,
     ListenError,
     ServerSettings,
     TlsFiles,
     listen_check,
     tls_context,
 )
-from akk.session_calls import SessionCalls
-from akk.sessions import policy
 from akk.store import credentials
 from akk.store.database import open_store
-from akk.store.location import StateDir
 from akk.store.reader import StoreReader
+from akk.store.turns import BACKEND, TERMINAL
 from akk.terminals import TerminalBoard, TerminalIdentity
-from akk.tmux.activity import DEFAULT_INTERVAL
-from akk.turn_calls import TurnCalls, TurnSettings
-from akk.watch_calls import WatchCalls
 from akk.workspace_roots import check_roots, default_roots
 
 log = logging.getLogger("akk.service")
@@ -72,38 +68,6 @@ DRAIN_SECONDS = 10.0
 
 SHUTDOWN_SECONDS = 30.0
 """After the first signal: the bound on the whole graceful shutdown."""
-
-
-@attrs.frozen
-class ServiceConfig:
-    state: StateDir
-    host: str = "127.0.0.1"
-    port: int = 7878
-    limits: Limits = attrs.field(factory=Limits)
-    tmux_sockets: tuple[str, ...] = attrs.field(factory=lambda: (default_socket(),))
-    poll_interval: float = DEFAULT_INTERVAL
-    turns: TurnSettings = attrs.field(factory=TurnSettings)
-    outbox: OutboxPolicy = attrs.field(factory=OutboxPolicy)
-    codex_bin: str | None = None
-    """The Codex for the app-server backend (None: `codex` on PATH)."""
-    codex_home: str | None = None
-    """Its CODEX_HOME (None: $CODEX_HOME, else ~/.codex)."""
-    codex_env: tuple[tuple[str, str], ...] | None = None
-    """The app-server's environment (None: AKK's own)."""
-    codex_tap: rpc.Tap | None = attrs.field(default=None, eq=False, repr=False)
-    """Sees every app-server message (tests check them against the version's schema)."""
-    sessions: policy.Limits = attrs.field(factory=policy.Limits)
-    workspace_roots: tuple[str, ...] | None = None
-    """Where backend workspaces may lie (None: the serving user's home); checked at start."""
-    tls: TlsFiles | None = None
-    """Serve wss:// with this certificate and key (needed beyond loopback)."""
-    insecure_listen_anywhere: bool = False
-    """Allow plaintext ws:// beyond loopback (a warning is logged at every start)."""
-    auto_qualify: bool = False
-    """Qualify each newly seen unpinned binary in the background (`akk.qualify.auto`)."""
-    registry: Registry = PINNED
-    """The pinned profiles panes bind to (tests pass ``PINNED.without(agent, version)`` to
-    take a pinned version as new, bound only through a qualification)."""
 
 
 @attrs.frozen
@@ -228,31 +192,16 @@ async def run_service(
             if resumed:
                 log.info("resumed %d open turns from the store", resumed)
             await root.start_child(ChildSpec("turn clock", desk.clock))
-            backend_answers = BackendAnswers(
-                store=store, reader=reader, ids=ids, backends=backends, desk=desk,
-                destinations=destinations, offer_minutes=config.turns.offer_minutes,
-            )  # fmt: skip
-            interaction_calls = InteractionCalls(
-                store=store, reader=reader, board=board, ids=ids, destinations=destinations,
-                desk=desk, backend=backend_answers, offer_minutes=config.turns.offer_minutes,
-            )  # fmt: skip
-            turn_calls = TurnCalls(
-                store=store, reader=reader, board=board, desk=desk, destinations=destinations,
-                settings=config.turns, interactions=interaction_calls,
-            )  # fmt: skip
-            callback_calls = CallbackCalls(
-                store=store, reader=reader, board=board, destinations=destinations,
-                asked=lambda turn: [p.interaction_id for p in backend_answers.prompts(turn)],
-            )  # fmt: skip
-            session_calls = SessionCalls(
-                store=store, reader=reader, desk=desk, backends=backends,
-                destinations=destinations, settings=config.turns, limits=config.sessions,
-                board=board,
-            )  # fmt: skip
-            watch_calls = WatchCalls(
-                store=store, reader=reader, board=board, desk=desk, destinations=destinations,
-                settings=config.turns,
-            )  # fmt: skip
+            turn_backends = Backends({
+                TERMINAL: TerminalAnswers(
+                    store=store, reader=reader, board=board, ids=ids, destinations=destinations,
+                    desk=desk, offer_minutes=config.turns.offer_minutes,
+                ),
+                BACKEND: AppServerAnswers(
+                    store=store, reader=reader, ids=ids, backends=backends, desk=desk,
+                    destinations=destinations, offer_minutes=config.turns.offer_minutes,
+                ),
+            })  # fmt: skip
             nonce = new_nonce()
             server: ControllerServer
 
@@ -278,21 +227,13 @@ async def run_service(
                 }
 
             methods = Methods(
-                store,
-                reader,
-                board,
-                ids,
-                book=book,
-                connections=connections,
-                health=health,
-                turns=turn_calls,
-                interactions=interaction_calls,
-                callbacks=callback_calls,
-                watches=watch_calls,
-                sessions=session_calls,
-                workspace_roots=roots,
-                qualified=qualified,
-            )
+                MethodContext(
+                    store=store, reader=reader, board=board, ids=ids, desk=desk,
+                    destinations=destinations, settings=config.turns, backends=turn_backends,
+                    hosts=backends, session_limits=config.sessions, workspace_roots=roots,
+                    book=book, connections=connections, health=health, qualified=qualified,
+                )
+            )  # fmt: skip
             server_settings = ServerSettings(
                 host=config.host, port=config.port, limits=config.limits.fit_descriptors(),
                 tls=tls,

@@ -12,9 +12,10 @@ import attrs
 import pytest
 import trio
 
+from akk.config import ServiceConfig
 from akk.instance import Endpoint
 from akk.server import Limits
-from akk.service import ServiceConfig, run_service
+from akk.service import run_service
 from akk.store.location import StateDir
 from tests.lab.conftest import CLIENT_PROPERTY, START_PROPERTY
 from tools.lab.akk_runner import mint_offline

@@ -1,4 +1,6 @@
-"""App-server requests as interactions (akk.appserver.prompts): projection, decisions, answers.
+"""App-server requests as interactions (akk.backends.codex_app_server.prompts).
+
+Projection, decisions, answers.
 
 The request shapes are the ones the real app-server sent in the lab (0.154.0 and
 0.169.0): `item/commandExecution/requestApproval` with `availableDecisions`, and
@@ -14,8 +16,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from akk.appserver.prompts import answers_result, decision_result, fingerprint, prompt_of
-from akk.appserver.rpc import ServerRequest
+from akk.backends.codex_app_server.prompts import (
+    answers_result,
+    decision_result,
+    fingerprint,
+    prompt_of,
+)
+from akk.backends.codex_app_server.rpc import ServerRequest
 from akk.protocol.errors import RpcError
 from akk.screen.fingerprint import IdMinter
 

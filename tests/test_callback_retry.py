@@ -24,14 +24,27 @@ import trio
 
 from akk.actors.destination import DestinationDesk, OutboxPolicy
 from akk.actors.store import StoreActor
-from akk.callback_calls import CallbackCalls
+from akk.actors.turn_desk import TurnDesk
+from akk.auth import CredentialBook
+from akk.backends.codex_app_server.answers import AppServerAnswers
+from akk.backends.codex_app_server.host import BackendDesk
+from akk.backends.codex_app_server.prompts import BackendPrompt
+from akk.backends.registry import Backends
+from akk.backends.terminal.answers import TerminalAnswers
 from akk.client import AkkError, Controller, connect
+from akk.config import ServiceConfig, TurnSettings
+from akk.connections import ConnectionRegistry
 from akk.instance import Endpoint
-from akk.profiles.observation import Observation, State
+from akk.methods.callbacks import CallbackCalls
+from akk.methods.common import MethodContext
+from akk.profiles.observation import InteractionKind, Observation, State
+from akk.profiles.registry import PINNED
 from akk.protocol.errors import Reason, RpcError
+from akk.qualifications import QualifiedVersions
+from akk.runtime.actor import ActorRef
 from akk.runtime.supervisor import ChildSpec, Supervisor
-from akk.screen.fingerprint import Appearance
-from akk.service import ServiceConfig, run_service
+from akk.screen.fingerprint import Appearance, IdMinter
+from akk.service import run_service
 from akk.sessions import policy
 from akk.store import interactions, outbox, sessions, turns
 from akk.store.database import CasConflict, open_reader, open_store
@@ -393,6 +406,64 @@ def _everything(conn: apsw.Connection) -> tuple[list[tuple[Any, ...]], ...]:
 # ---- a wake-up about a prompt: only while that prompt is still on screen ----------------
 
 
+class _Asked(AppServerAnswers):
+    """The app-server's answers, asking exactly ``asked`` of every Turn (no process runs)."""
+
+    def __init__(self, asked: list[str], **parts: Any) -> None:
+        super().__init__(**parts)
+        self._asked = asked
+
+    def prompts(self, turn: Turn) -> list[BackendPrompt]:
+        return [
+            BackendPrompt(
+                request_id=1,
+                method="item/permissions/requestApproval",
+                kind=InteractionKind.PERMISSION,
+                thread_id=None,
+                native_turn_id=None,
+                seen=SEEN,
+                projection={"interaction_id": interaction_id},
+            )
+            for interaction_id in self._asked
+        ]
+
+
+def _context(
+    store: ActorRef,
+    reader: StoreReader,
+    board: TerminalBoard,
+    destinations: DestinationDesk,
+    tmp_path: Path,
+    *,
+    asked: list[str] | None = None,
+) -> MethodContext:
+    """The methods' context over the real store, board and outbox; no app-server runs."""
+    ids = IdMinter(b"k" * 32)
+    desk = TurnDesk(
+        Supervisor("turns"), store=store, reader=reader.run, board=board,
+        notify=destinations.wake, ids=ids, accept_seconds=20.0,
+    )  # fmt: skip
+    hosts = BackendDesk(
+        Supervisor("backends"), setup="no app-server in this test", store=store,
+        reader=reader.run, cwd=str(tmp_path),
+    )  # fmt: skip
+    parts: dict[str, Any] = {
+        "store": store, "reader": reader, "ids": ids, "desk": desk,
+        "destinations": destinations, "offer_minutes": 10.0,
+    }  # fmt: skip
+    return MethodContext(
+        store=store, reader=reader, board=board, ids=ids, desk=desk, destinations=destinations,
+        settings=TurnSettings(),
+        backends=Backends({
+            turns.TERMINAL: TerminalAnswers(board=board, **parts),
+            turns.BACKEND: _Asked([] if asked is None else asked, backends=hosts, **parts),
+        }),
+        hosts=hosts, session_limits=policy.RebuildLimits(), workspace_roots=(),
+        book=CredentialBook("operator", {}), connections=ConnectionRegistry(), health=dict,
+        qualified=QualifiedVersions(PINNED, reader),
+    )  # fmt: skip
+
+
 def _snapshot(seen: Appearance | None, *, busy: bool = False) -> TerminalSnapshot:
     identity = TerminalIdentity(
         terminal_id=TERMINAL, tmux_socket="s", pane_id="%1", pane_pid=1, agent="claude",
@@ -426,10 +497,7 @@ async def test_an_interaction_wake_up_is_retried_only_while_its_prompt_is_shown(
                     Supervisor("destinations"), store=store, reader=reader.run,
                     sink=lambda controller_id: None, policy=OutboxPolicy(),
                 )  # fmt: skip
-                calls = CallbackCalls(
-                    store=store, reader=reader, board=board, destinations=desk,
-                    asked=lambda turn: [],
-                )  # fmt: skip
+                calls = CallbackCalls(_context(store, reader, board, desk, tmp_path))
                 params = {"turn_id": turn.turn_id}
                 for shown, reason in (
                     (None, Reason.PROMPT_CHANGED),  # the screen shows no prompt
@@ -465,7 +533,7 @@ async def test_an_app_server_request_s_wake_up_is_retried_only_while_it_is_asked
     with conn:
         _controllers(conn, "a")
         owner = policy.Owner("a", "task", None, "executor", str(tmp_path))
-        binding = policy.Binding("0.169.0", "0.169.0", None, None, None, None)
+        binding = policy.ThreadConfig("0.169.0", "0.169.0", None, None, None, None)
         decision = policy.Decision(policy.Action.CREATE, "new_scope_or_role")
         session = sessions.create(
             conn, owner=owner, binding=binding, codex_home=str(tmp_path), decision=decision,
@@ -498,9 +566,8 @@ async def test_an_app_server_request_s_wake_up_is_retried_only_while_it_is_asked
                     sink=lambda controller_id: None, policy=OutboxPolicy(),
                 )  # fmt: skip
                 calls = CallbackCalls(
-                    store=store, reader=reader, board=TerminalBoard(), destinations=desk,
-                    asked=lambda record: list(asked) if record.turn_id == turn.turn_id else [],
-                )  # fmt: skip
+                    _context(store, reader, TerminalBoard(), desk, tmp_path, asked=asked)
+                )
                 params = {"turn_id": turn.turn_id}
                 with pytest.raises(RpcError) as refused:
                     await calls.retry("a", False, params)

@@ -25,7 +25,8 @@ from hypothesis import strategies as st
 
 from akk.actors.watcher import RefreshPacer
 from akk.client import Controller, connect
-from akk.service import ServiceConfig, run_service
+from akk.config import ServiceConfig
+from akk.service import run_service
 from akk.store.location import StateDir
 from akk.tmux import capture, open_control_client
 from akk.tmux import output as tmux_output

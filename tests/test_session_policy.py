@@ -30,7 +30,7 @@ OWNERS = [
 ]
 owners = st.sampled_from(OWNERS)
 bindings = st.builds(
-    policy.Binding,
+    policy.ThreadConfig,
     agent_version=st.sampled_from(("0.154.0", "0.155.0")),
     protocol_version=st.sampled_from(("v2",)),
     model=st.sampled_from((None, "gpt-5")),
@@ -43,7 +43,7 @@ used_shares = st.sampled_from((None, 0.0, 0.5, 0.79, 0.8, 1.0))
 """The share of the window in use: on and just below the limits' shares, so both sides of
 each boundary are drawn."""
 limits = st.builds(
-    policy.Limits,
+    policy.RebuildLimits,
     context_share=st.sampled_from((0.5, 0.8, 1.0)),
     attempts=st.integers(1, 120),
 )
@@ -71,7 +71,7 @@ def settled(turn_id: str) -> st.SearchStrategy[policy.Invocation]:
 
 @st.composite
 def sessions(
-    draw: st.DrawFn, owner: policy.Owner, binding: policy.Binding, n: int
+    draw: st.DrawFn, owner: policy.Owner, binding: policy.ThreadConfig, n: int
 ) -> policy.Session:
     """A stored session of ``owner``; most have nothing unsettled."""
     clean = draw(st.sampled_from((True, True, False)))
@@ -130,7 +130,7 @@ def over_context(session: policy.Session, share: float) -> bool:
     return window is not None and window > 0 and used is not None and used >= share * window
 
 
-Rule = Callable[[policy.Facts, policy.Session, policy.Limits], bool]
+Rule = Callable[[policy.Facts, policy.Session, policy.RebuildLimits], bool]
 
 REBUILD_RULES: tuple[tuple[str, Rule], ...] = (
     ("fresh_context_requested", lambda f, s, lim: f.request.fresh_context),
@@ -146,7 +146,7 @@ REBUILD_RULES: tuple[tuple[str, Rule], ...] = (
 """The rebuild reasons, in the policy's documented order, each with its own fact."""
 
 
-def may_resume(facts: policy.Facts, lim: policy.Limits) -> bool:
+def may_resume(facts: policy.Facts, lim: policy.RebuildLimits) -> bool:
     """Every eligibility fact holds (written from the module's rules, not its code)."""
     s = facts.session
     if s is None or any(blocked(x) for x in _all(facts)):
@@ -164,7 +164,7 @@ def may_resume(facts: policy.Facts, lim: policy.Limits) -> bool:
 
 @settings(max_examples=200, deadline=None)
 @given(fact_sets(), limits)
-def test_unconfirmed_facts_always_wait(facts: policy.Facts, lim: policy.Limits) -> None:
+def test_unconfirmed_facts_always_wait(facts: policy.Facts, lim: policy.RebuildLimits) -> None:
     decision = policy.decide(facts, lim)
     if any(blocked(s) for s in _all(facts)):
         assert decision.action is Action.WAIT, decision
@@ -175,7 +175,7 @@ def test_unconfirmed_facts_always_wait(facts: policy.Facts, lim: policy.Limits) 
 @settings(max_examples=200, deadline=None)
 @given(fact_sets(), limits)
 def test_a_decision_never_uses_another_owner_s_thread(
-    facts: policy.Facts, lim: policy.Limits
+    facts: policy.Facts, lim: policy.RebuildLimits
 ) -> None:
     decision = policy.decide(facts, lim)
     if decision.action in (Action.RESUME, Action.REBUILD):
@@ -190,7 +190,7 @@ def test_a_decision_never_uses_another_owner_s_thread(
 @settings(max_examples=200, deadline=None)
 @given(fact_sets(), limits)
 def test_resume_exactly_when_every_eligibility_fact_holds(
-    facts: policy.Facts, lim: policy.Limits
+    facts: policy.Facts, lim: policy.RebuildLimits
 ) -> None:
     decision = policy.decide(facts, lim)
     assert (decision.action is Action.RESUME) == may_resume(facts, lim), decision
@@ -200,7 +200,7 @@ def test_resume_exactly_when_every_eligibility_fact_holds(
 
 @settings(max_examples=200, deadline=None)
 @given(fact_sets(), limits)
-def test_rebuild_reasons_map_exactly(facts: policy.Facts, lim: policy.Limits) -> None:
+def test_rebuild_reasons_map_exactly(facts: policy.Facts, lim: policy.RebuildLimits) -> None:
     decision = policy.decide(facts, lim)
     s = facts.session
     if s is None or any(blocked(x) for x in _all(facts)):
@@ -217,7 +217,7 @@ def test_rebuild_reasons_map_exactly(facts: policy.Facts, lim: policy.Limits) ->
 @settings(max_examples=200, deadline=None)
 @given(fact_sets(), limits)
 def test_wait_names_the_session_to_wait_for_and_its_latest_turn(
-    facts: policy.Facts, lim: policy.Limits
+    facts: policy.Facts, lim: policy.RebuildLimits
 ) -> None:
     decision = policy.decide(facts, lim)
     if decision.action is not Action.WAIT:
@@ -254,7 +254,7 @@ def test_the_fact_sets_reach_every_action_and_reason() -> None:
         max_examples=600, phases=[Phase.generate], derandomize=True, database=None, deadline=None
     )
     @given(fact_sets(), limits)
-    def decide(facts: policy.Facts, lim: policy.Limits) -> None:
+    def decide(facts: policy.Facts, lim: policy.RebuildLimits) -> None:
         seen.add(policy.decide(facts, lim).reason)
 
     decide()
@@ -262,7 +262,7 @@ def test_the_fact_sets_reach_every_action_and_reason() -> None:
 
 
 CODER = policy.Owner("ctl", "t1", None, "coder", WORKSPACE)
-BINDING = policy.Binding("0.154.0", "v2", "gpt-5", "high", "never", "workspace-write")
+BINDING = policy.ThreadConfig("0.154.0", "v2", "gpt-5", "high", "never", "workspace-write")
 
 
 def _session(owner: policy.Owner, session_id: str, **changes: object) -> policy.Session:
@@ -303,7 +303,7 @@ def test_the_limits_rebuild_from_their_boundary_on(
     window: int | None,
     used: float | None,
     attempts: int,
-    lim: policy.Limits,
+    lim: policy.RebuildLimits,
     latest: policy.Invocation | None,
 ) -> None:
     """An otherwise resumable thread: only the context and attempt limits decide."""

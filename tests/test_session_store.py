@@ -17,7 +17,7 @@ from akk.store.schema import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
 from akk.store.sessions import Cleanup, Outcome, SessionRetired, SessionRow, ThreadIntent
 
 T0 = 1_000_000.0
-BINDING = policy.Binding(
+BINDING = policy.ThreadConfig(
     agent_version="0.154.0", protocol_version="v2", model="gpt-5", effort="high",
     approval_policy="never", sandbox="workspace-write",
 )  # fmt: skip

@@ -24,8 +24,9 @@ import trio
 
 from akk.cli import record_qualification
 from akk.client import AkkError, Controller, connect
+from akk.config import ServiceConfig
 from akk.profiles.registry import PINNED, Registry
-from akk.service import ServiceConfig, run_service
+from akk.service import run_service
 from akk.store import qualifications
 from akk.store.database import open_reader, open_store
 from akk.store.location import StateDir

@@ -17,7 +17,7 @@ the clock of `RecordedRequest.at` and `ModelServer.finished_at`) times both ends
                     decision: the first send creates (its call also starts the
                     app-server: the backend starts it on first use), the others
                     resume.
-  starts   N times `akk.appserver.rpc.open_app_server` directly on the lab's
+  starts   N times `akk.backends.codex_app_server.rpc.open_app_server` directly on the lab's
            CODEX_HOME (`akk.qualify.run_files.prepare`): `initialize_seconds`
            (process start -> `initialize` result), RSS after initialize and after
            one echo turn (thread/start, turn/start, turn/completed).
@@ -44,7 +44,7 @@ from typing import Any
 import attrs
 import trio
 
-from akk.appserver.rpc import AppServer, open_app_server
+from akk.backends.codex_app_server.rpc import AppServer, open_app_server
 from akk.qualify.launcher import run_processes
 from akk.qualify.model_server import ModelServer, RecordedRequest
 from akk.qualify.run_files import RunFiles, prepare

@@ -28,6 +28,7 @@ from pathlib import Path
 import trio
 
 from akk.client import Controller, connect
+from akk.config import ServiceConfig
 from akk.qualify.launcher import LabSession, launch
 from akk.qualify.scenarios import (
     ASK_TASK,
@@ -38,7 +39,7 @@ from akk.qualify.scenarios import (
     Scenario,
     Step,
 )
-from akk.service import ServiceConfig, run_service
+from akk.service import run_service
 from akk.store.location import StateDir
 from akk.tmux import output
 from tools.lab import clients

@@ -1,29 +1,31 @@
 """TurnDesk: starts the actor that follows each unresolved Turn, and ticks them all.
 
-A terminal Turn or Watch gets a TurnActor; a Turn on the Codex app-server a
-BackendTurnActor. Both live under the turns supervisor, restart after a crash
-(transient), and are woken at once when a terminal publishes another prompt.
+Every Turn gets one TurnActor, with the follower of the backend it runs on
+(`akk.backends`: a terminal's, or the Codex app-server's). They live under the
+turns supervisor, restart after a crash (transient), and are woken at once
+when a terminal publishes another prompt.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from typing import Any
 
 import apsw
 import trio
 
-from akk.actors.backend import BackendDesk
-from akk.actors.backend_turn import BackendTurnActor
 from akk.actors.store import transact
 from akk.actors.turn import TICK, Notify, Tick, TurnActor, TurnMessage
+from akk.backends.codex_app_server.follow import AppServerFollower
+from akk.backends.codex_app_server.host import BackendDesk
+from akk.backends.terminal.follow import TerminalFollower
 from akk.runtime.actor import Actor, ActorRef, ActorStopped, MailboxFull
 from akk.runtime.supervisor import ChildSpec, Restart, Supervisor, UnknownChild
 from akk.screen.fingerprint import Appearance, IdMinter
 from akk.store import dispatches, turns
-from akk.store.turns import BACKEND, Turn
+from akk.store.turns import BACKEND, TERMINAL, Turn
 from akk.terminals import TerminalBoard, TerminalSnapshot
 
 
@@ -52,15 +54,22 @@ class TurnDesk:
         self._reader = reader
         self._board = board
         self._notify = notify
+        self._resume_by_backend: dict[str, Callable[[str], Awaitable[None]]] = {
+            TERMINAL: self.follow,
+            BACKEND: lambda turn_id: self.follow_backend(turn_id, generation=None, restarted=True),
+        }
+        """How a Turn of each backend is followed again after a start."""
 
     async def follow(self, turn_id: str, *, enter_at: float | None = None) -> None:
         """Start following the terminal Turn or Watch ``turn_id`` (idempotent)."""
         await self._start(
             turn_id,
             lambda: TurnActor(
-                turn_id, store=self._store, reader=self._reader, board=self._board,
-                notify=self._notify, ids=self._ids, enter_at=enter_at,
-                accept_seconds=self._accept_seconds,
+                turn_id, store=self._store, reader=self._reader, notify=self._notify,
+                follower=TerminalFollower(
+                    turn_id, store=self._store, reader=self._reader, board=self._board,
+                    ids=self._ids, enter_at=enter_at, accept_seconds=self._accept_seconds,
+                ),
             ),
         )  # fmt: skip
 
@@ -77,9 +86,12 @@ class TurnDesk:
         backends = self._backends
         await self._start(
             turn_id,
-            lambda: BackendTurnActor(
-                turn_id, store=self._store, reader=self._reader, backends=backends,
-                notify=self._notify, ids=self._ids, generation=generation, restarted=restarted,
+            lambda: TurnActor(
+                turn_id, store=self._store, reader=self._reader, notify=self._notify,
+                follower=AppServerFollower(
+                    turn_id, store=self._store, reader=self._reader, backends=backends,
+                    ids=self._ids, generation=generation, restarted=restarted,
+                ),
             ),
         )  # fmt: skip
 
@@ -125,10 +137,7 @@ class TurnDesk:
 
         open_turns = await transact(self._store, recover)
         for turn in open_turns:
-            if turn.backend == BACKEND:
-                await self.follow_backend(turn.turn_id, generation=None, restarted=True)
-            else:
-                await self.follow(turn.turn_id)
+            await self._resume_by_backend[turn.backend](turn.turn_id)
         return len(open_turns)
 
     async def clock(self) -> None:

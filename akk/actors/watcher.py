@@ -33,7 +33,8 @@ import attrs
 import trio
 
 from akk.actors.store import transact
-from akk.actors.terminal import Rebind, Refresh, TerminalActor
+from akk.backends.terminal.actor import TerminalActor
+from akk.backends.terminal.steps import Rebind, Refresh
 from akk.discovery.process import (
     AgentProcess,
     DigestCache,

@@ -2,7 +2,7 @@
 
 `codex app-server generate-json-schema --out DIR` writes the protocol's JSON
 Schema bundle; AKK checks every app-server message against the bundle of the
-exact pinned version (`akk.appserver.schema`). A new binary whose bundle is
+exact pinned version (`akk.backends.codex_app_server.schema`). A new binary whose bundle is
 byte-for-byte the nearest pinned one speaks that protocol; any other bundle is
 a different protocol, and the report names the definitions that differ.
 """
@@ -55,7 +55,9 @@ def generate(binary: Path) -> bytes:
 
 def committed(version: str) -> bytes:
     """The bundle shipped for pinned Codex `version` (FileNotFoundError: none)."""
-    return (resources.files("akk.appserver") / "schemas" / f"codex-{version}.json").read_bytes()
+    return (
+        resources.files("akk.backends.codex_app_server") / "schemas" / f"codex-{version}.json"
+    ).read_bytes()
 
 
 @attrs.frozen

@@ -67,7 +67,7 @@ class Owner:
 
 
 @attrs.frozen
-class Binding:
+class ThreadConfig:
     """What a thread was started with; resuming under another binding is not verified."""
 
     agent_version: str
@@ -96,7 +96,7 @@ class Session:
 
     session_id: str
     owner: Owner
-    binding: Binding
+    binding: ThreadConfig
     policy_version: int
     history: History
     resume_verified: bool
@@ -116,13 +116,13 @@ class Session:
 @attrs.frozen
 class Request:
     owner: Owner
-    binding: Binding
+    binding: ThreadConfig
     fresh_context: bool = False
     """The controller asked for a new thread (its handoff text starts it)."""
 
 
 @attrs.frozen
-class Limits:
+class RebuildLimits:
     context_share: float = 0.8
     """Rebuild once this share of the model's context window is in use."""
     attempts: int = 100
@@ -170,7 +170,7 @@ def unconfirmed(session: Session) -> str | None:
     return None
 
 
-def decide(facts: Facts, limits: Limits = Limits()) -> Decision:
+def decide(facts: Facts, limits: RebuildLimits = RebuildLimits()) -> Decision:
     """The action for ``facts`` and its reason code (see the module's rules)."""
     session = facts.session
     if session is not None and session.active_turn:
@@ -197,7 +197,7 @@ def _wait(reason: str, session: Session) -> Decision:
     return Decision(Action.WAIT, reason, session.session_id, turn_id)
 
 
-def _rebuild_reason(request: Request, session: Session, limits: Limits) -> str | None:
+def _rebuild_reason(request: Request, session: Session, limits: RebuildLimits) -> str | None:
     if request.fresh_context:
         return "fresh_context_requested"
     if session.history is History.UNKNOWN:

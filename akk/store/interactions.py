@@ -22,9 +22,11 @@ from typing import Any
 import apsw
 import attrs
 
+from akk.protocol.projection import Shown
 from akk.screen.fingerprint import Appearance
 from akk.store import turns
 from akk.store.database import cas_update
+from akk.terminals import TerminalSnapshot
 
 
 class InteractionState(enum.StrEnum):
@@ -286,3 +288,24 @@ def _interactions(conn: apsw.Connection, where: str, args: tuple[object, ...]) -
         values["state"] = InteractionState(values["state"])
         found.append(Interaction(**values))
     return found
+
+
+def remember(
+    conn: apsw.Connection, turn: turns.Turn, snapshot: TerminalSnapshot, shown: Shown, now: float
+) -> tuple[Interaction, bool]:
+    """Record one appearance for ``turn`` (and its wake-up when new); (row, whether new)."""
+    prompt = shown.prompt
+    return record(
+        conn,
+        interaction_id=shown.interaction_id,
+        terminal_id=snapshot.identity.terminal_id,
+        turn_id=turn.turn_id,
+        kind=shown.kind,
+        seen=shown.seen,
+        profile=snapshot.identity.profile or "",
+        step_index=1 if prompt is None else prompt.step_index,
+        step_total=1 if prompt is None else prompt.step_total,
+        projection=shown.projection,
+        now=now,
+        announce=turn,
+    )

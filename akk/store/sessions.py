@@ -106,8 +106,8 @@ class SessionRow:
         )  # fmt: skip
 
     @property
-    def binding(self) -> policy.Binding:
-        return policy.Binding(
+    def binding(self) -> policy.ThreadConfig:
+        return policy.ThreadConfig(
             agent_version=self.agent_version, protocol_version=self.protocol_version,
             model=self.model, effort=self.effort, approval_policy=self.approval_policy,
             sandbox=self.sandbox,
@@ -227,7 +227,7 @@ def create(
     conn: apsw.Connection,
     *,
     owner: policy.Owner,
-    binding: policy.Binding,
+    binding: policy.ThreadConfig,
     codex_home: str,
     decision: policy.Decision,
     now: float,

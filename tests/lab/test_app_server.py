@@ -17,8 +17,8 @@ import pytest
 import trio
 
 from akk import doctor
-from akk.appserver import schema
-from akk.appserver.rpc import AppServer, open_app_server
+from akk.backends.codex_app_server import schema
+from akk.backends.codex_app_server.rpc import AppServer, open_app_server
 from akk.discovery.process import start_ticks
 from akk.qualify.launcher import run_processes
 from akk.qualify.model_server import ModelServer
@@ -119,7 +119,8 @@ async def test_the_committed_schema_is_what_the_binary_generates(client: Client)
     await ensure_installed(client)
     generated = await trio.to_thread.run_sync(schemas.generated, client)
     assert schemas.committed(client).read_bytes() == generated, (
-        f"akk/appserver/schemas/ is stale for {client.name}: run `python -m tools.lab schemas`"
+        f"akk/backends/codex_app_server/schemas/ is stale for {client.name}: "
+        "run `python -m tools.lab schemas`"
     )
 
 

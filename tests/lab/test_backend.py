@@ -18,14 +18,14 @@ import attrs
 import pytest
 import trio
 
-from akk.appserver import schema
+from akk.backends.codex_app_server import schema
 from akk.client import AkkError, Controller, connect
+from akk.config import TurnSettings
 from akk.qualify import scenarios as sc
 from akk.qualify.launcher import run_processes
 from akk.qualify.model_server import ModelServer, RecordedRequest
 from akk.qualify.run_files import Preseed, RunFiles
 from akk.qualify.scenarios import ECHO_REPLY, ECHO_TASK, SCENARIOS
-from akk.turn_calls import TurnSettings
 from tests.lab.conftest import ensure_installed
 from tests.lab.test_interactions import choose, prompt
 from tools.lab import clients

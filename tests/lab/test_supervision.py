@@ -19,6 +19,7 @@ import pytest
 import trio
 
 from akk.client import AkkError, Controller, connect
+from akk.config import ServiceConfig
 from akk.qualify.launcher import LabSession, launch
 from akk.qualify.scenarios import (
     BASH_MARKER,
@@ -32,7 +33,7 @@ from akk.qualify.scenarios import (
     SlowText,
     Step,
 )
-from akk.service import ServiceConfig, run_service
+from akk.service import run_service
 from akk.store.location import StateDir
 from tests.lab.conftest import ensure_installed
 from tools.lab import clients

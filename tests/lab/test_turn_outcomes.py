@@ -12,10 +12,10 @@ import pytest
 import trio
 
 from akk.client import AkkError, Controller, connect
+from akk.config import TurnSettings
 from akk.qualify.launcher import LabSession
 from akk.qualify.model_server import RecordedRequest
 from akk.qualify.scenarios import ECHO_TASK, ERROR_TASK, RUN_TASK, SLOW_TASK
-from akk.turn_calls import TurnSettings
 from tests.lab.conftest import lab_params
 from tools.lab.akk_runner import idle_terminal, outcome, serving
 

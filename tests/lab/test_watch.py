@@ -20,9 +20,9 @@ import pytest
 import trio
 
 from akk.client import AkkError, Controller, connect
+from akk.config import TurnSettings
 from akk.qualify.launcher import LabSession
 from akk.qualify.scenarios import RUN_TASK, SLOW_SIGNAL, SLOW_TASK
-from akk.turn_calls import TurnSettings
 from tests.lab.conftest import lab_params
 from tools.lab.akk_runner import AkkProcess, idle_terminal, outcome, serving, two_controllers
 

@@ -138,7 +138,8 @@ def _parser() -> argparse.ArgumentParser:
     shots.set_defaults(run=_capture)
 
     protocol = commands.add_parser(
-        "schemas", help="regenerate akk/appserver/schemas/ from the pinned Codex app-servers"
+        "schemas",
+        help="regenerate akk/backends/codex_app_server/schemas/ from the pinned Codex app-servers",
     )
     protocol.add_argument("--version", help="one pinned Codex version (default: all)")
     protocol.add_argument(

@@ -22,19 +22,19 @@ import attrs
 import trio
 
 from akk import faults
-from akk.appserver.rpc import Tap
+from akk.backends.codex_app_server.rpc import Tap
 from akk.client import Controller, connect
+from akk.config import ServiceConfig, TurnSettings
 from akk.instance import Endpoint
 from akk.profiles.registry import PINNED, Registry
 from akk.qualify.launcher import LabError, LabSession, run_processes
 from akk.qualify.model_server import ModelServer
 from akk.qualify.run_files import Preseed, RunFiles, prepare
-from akk.service import ServiceConfig, run_service
+from akk.service import run_service
 from akk.store import credentials
 from akk.store.database import open_store
 from akk.store.location import StateDir
 from akk.tmux.control import ControlClient, UnencodableCommand, encode_command
-from akk.turn_calls import TurnSettings
 from tools.lab.clients import Client
 
 OUTCOMES = frozenset({"done", "failed", "cancelled", "stalled", "timed_out"})

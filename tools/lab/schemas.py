@@ -1,6 +1,6 @@
 """Regenerate the committed app-server schemas from the pinned Codex binaries.
 
-`python -m tools.lab schemas` writes `akk/appserver/schemas/codex-<version>.json`,
+`python -m tools.lab schemas` writes `akk/backends/codex_app_server/schemas/codex-<version>.json`,
 the bundle `codex app-server generate-json-schema --out DIR` prints
 (`akk.qualify.appserver.generate`), for every pinned Codex (or one `--version`);
 `--check` only compares.
@@ -13,7 +13,7 @@ from pathlib import Path
 from akk.qualify.appserver import SchemaError, generate
 from tools.lab.clients import Client
 
-SCHEMAS = Path(__file__).resolve().parents[2] / "akk" / "appserver" / "schemas"
+SCHEMAS = Path(__file__).resolve().parents[2] / "akk" / "backends" / "codex_app_server" / "schemas"
 
 
 def committed(client: Client) -> Path:

@@ -4,7 +4,7 @@ The wire is newline-delimited JSON on the process's stdin and stdout. `open_app_
 starts the process, performs `initialize` and the `initialized` notification, and
 yields an `AppServer`; leaving the block closes it (see `AppServer.aclose`).
 
-Everything the peer can make us hold is bounded: one line (`Limits.max_line_bytes`),
+Everything the peer can make us hold is bounded: one line (`WireLimits.max_line_bytes`),
 buffered notifications and undelivered server requests, unanswered server requests,
 late answers to abandoned requests, and the stderr kept (a tail). Past a bound the
 connection is closed with a reason, never silently trimmed. A request is sent once:
@@ -28,7 +28,7 @@ import attrs
 import trio
 
 import akk
-from akk.appserver.schema import Kind, Message
+from akk.backends.codex_app_server.schema import Kind, Message
 from akk.discovery.process import PROC, start_ticks
 
 RequestId = int | str
@@ -40,7 +40,7 @@ check each message against the version's schema."""
 
 
 @attrs.frozen
-class Limits:
+class WireLimits:
     """Bounds on what one app-server connection holds, and how long closing may take."""
 
     max_line_bytes: int = 16 << 20
@@ -71,7 +71,7 @@ class ClientInfo:
 
 
 @attrs.frozen
-class Notification:
+class ServerNotification:
     """A server notification (no reply)."""
 
     method: str
@@ -134,7 +134,7 @@ class RequestTimeout(AppServerError):
         self.request_id = request_id
 
 
-class RpcError(AppServerError):
+class ErrorReply(AppServerError):
     """The app-server answered a request with a JSON-RPC error."""
 
     def __init__(self, method: str, code: int, message: str, data: Any = None) -> None:
@@ -163,8 +163,8 @@ class AppServer:
     """
 
     process: trio.Process
-    limits: Limits
-    notifications: trio.MemoryReceiveChannel[Notification]
+    limits: WireLimits
+    notifications: trio.MemoryReceiveChannel[ServerNotification]
     server_requests: trio.MemoryReceiveChannel[ServerRequest]
     tap: Tap | None
     started_at: float
@@ -173,7 +173,7 @@ class AppServer:
     """From start to the `initialize` result."""
     initialize_result: Any = None
     _start_ticks: int | None = None
-    _notify_send: trio.MemorySendChannel[Notification] | None = None
+    _notify_send: trio.MemorySendChannel[ServerNotification] | None = None
     _request_send: trio.MemorySendChannel[ServerRequest] | None = None
     _ids: itertools.count[int] = attrs.field(factory=lambda: itertools.count(1))
     _pending: dict[RequestId, _Pending] = attrs.field(factory=dict)
@@ -213,7 +213,7 @@ class AppServer:
     async def request(self, method: str, params: Any = None, *, timeout: float) -> Any:
         """Send one request and return its result.
 
-        Raises RpcError (the server's error), RequestTimeout, or ConnectionClosed.
+        Raises ErrorReply (the server's error), RequestTimeout, or ConnectionClosed.
         Cancelled or timed out, the request stays sent: a late answer is dropped.
         """
         request_id = next(self._ids)
@@ -257,10 +257,10 @@ class AppServer:
     async def aclose(self) -> Exit:
         """Close the connection and end the process; always reap it. Returns how it ended.
 
-        Closes stdin, waits `Limits.close_seconds` for the process to exit, then
+        Closes stdin, waits `WireLimits.close_seconds` for the process to exit, then
         SIGTERMs and SIGKILLs its process group, each after a bounded wait, and
         kills what is left in the group. Idempotent (returns the same Exit);
-        shielded from cancellation, bounded by the sum of the Limits' seconds.
+        shielded from cancellation, bounded by the sum of the WireLimits' seconds.
         """
         if self._exit is not None:
             return self._exit
@@ -307,7 +307,7 @@ class AppServer:
         return now is None or (self._start_ticks is not None and now != self._start_ticks)
 
     def stderr_tail(self) -> str:
-        """The last `Limits.stderr_tail_bytes` the process wrote to stderr."""
+        """The last `WireLimits.stderr_tail_bytes` the process wrote to stderr."""
         return self._stderr.decode("utf-8", "replace")
 
     def _answering(self, request: ServerRequest) -> str:
@@ -416,7 +416,7 @@ class AppServer:
         elif isinstance(method, str):
             self._tapped(Message("server", "notification", method, body))
             if self._notify_send is not None:
-                self._deliver(self._notify_send, Notification(method, body.get("params")))
+                self._deliver(self._notify_send, ServerNotification(method, body.get("params")))
         else:
             self._fail("a JSON object that is no JSON-RPC message")
 
@@ -438,7 +438,7 @@ class AppServer:
         if kind == "error":
             error = body["error"] if isinstance(body["error"], dict) else {}
             code = error.get("code")
-            pending.error = RpcError(
+            pending.error = ErrorReply(
                 pending.method,
                 code if isinstance(code, int) else 0,
                 str(error.get("message", "")),
@@ -550,7 +550,7 @@ async def open_app_server(
     cwd: str | os.PathLike[str],
     env: Mapping[str, str] | None = None,
     client_info: ClientInfo = ClientInfo(),
-    limits: Limits = Limits(),
+    limits: WireLimits = WireLimits(),
     initialize_timeout: float = 30.0,
     tap: Tap | None = None,
 ) -> AsyncIterator[AppServer]:
@@ -578,7 +578,7 @@ async def open_app_server(
         raise StartError(
             f"cannot start {os.fspath(binary)} app-server: {exc}; check --codex-bin"
         ) from exc
-    notify_send, notify_receive = trio.open_memory_channel[Notification](limits.notifications)
+    notify_send, notify_receive = trio.open_memory_channel[ServerNotification](limits.notifications)
     # Never full: at most `server_requests` are unanswered, and so undelivered.
     request_send, request_receive = trio.open_memory_channel[ServerRequest](limits.server_requests)
     server = AppServer(

@@ -15,20 +15,20 @@ import pytest
 import trio
 
 from akk import cli, doctor
-from akk.appserver import schema
-from akk.appserver.rpc import (
+from akk.backends.codex_app_server import schema
+from akk.backends.codex_app_server.rpc import (
     AppServer,
     ConnectionClosed,
-    Limits,
+    ErrorReply,
     RequestTimeout,
-    RpcError,
     StartError,
+    WireLimits,
     open_app_server,
 )
 from akk.discovery.process import start_ticks
 
 FAKE = Path(__file__).with_name("fake_app_server.py")
-QUICK = Limits(close_seconds=0.5, term_seconds=0.5, kill_seconds=5.0)
+QUICK = WireLimits(close_seconds=0.5, term_seconds=0.5, kill_seconds=5.0)
 
 
 @pytest.fixture
@@ -42,7 +42,7 @@ def fake_bin(tmp_path: Path) -> Path:
 
 @asynccontextmanager
 async def fake(
-    fake_bin: Path, tmp_path: Path, limits: Limits = QUICK, **options: Any
+    fake_bin: Path, tmp_path: Path, limits: WireLimits = QUICK, **options: Any
 ) -> AsyncIterator[AppServer]:
     async with open_app_server(
         fake_bin, codex_home=tmp_path / "home", cwd=tmp_path, limits=limits, **options
@@ -91,7 +91,7 @@ async def test_initialize_then_requests_match_their_answers(fake_bin: Path, tmp_
 async def test_a_json_rpc_error_is_raised_typed(fake_bin: Path, tmp_path: Path) -> None:
     with trio.fail_after(20):
         async with fake(fake_bin, tmp_path) as server:
-            with pytest.raises(RpcError) as caught:
+            with pytest.raises(ErrorReply) as caught:
                 await server.request("fake/error", {"code": -32602, "message": "bad"}, timeout=5)
             assert (caught.value.code, caught.value.message) == (-32602, "bad")
             assert caught.value.method == "fake/error"
@@ -139,7 +139,7 @@ async def test_notifications_and_server_requests_arrive_on_their_channels(
 async def test_an_undrained_notification_buffer_closes_the_connection(
     fake_bin: Path, tmp_path: Path
 ) -> None:
-    limits = Limits(notifications=5, close_seconds=0.5, term_seconds=0.5)
+    limits = WireLimits(notifications=5, close_seconds=0.5, term_seconds=0.5)
     with trio.fail_after(20):
         async with fake(fake_bin, tmp_path, limits) as server:
             with pytest.raises(ConnectionClosed, match="not taken fast enough"):
@@ -163,7 +163,7 @@ async def test_an_undrained_notification_buffer_closes_the_connection(
 async def test_a_misbehaving_peer_is_refused_and_reaped(
     fake_bin: Path, tmp_path: Path, method: str, params: Any, reason: str
 ) -> None:
-    limits = Limits(max_line_bytes=100_000, close_seconds=0.5, term_seconds=0.5)
+    limits = WireLimits(max_line_bytes=100_000, close_seconds=0.5, term_seconds=0.5)
     with trio.fail_after(20):
         async with fake(fake_bin, tmp_path, limits) as server:
             with pytest.raises(ConnectionClosed, match=reason):
@@ -229,7 +229,7 @@ async def test_cancelling_the_block_still_reaps(fake_bin: Path, tmp_path: Path) 
 
 
 async def test_stderr_is_kept_as_a_bounded_tail(fake_bin: Path, tmp_path: Path) -> None:
-    limits = Limits(stderr_tail_bytes=1000, close_seconds=0.5, term_seconds=0.5)
+    limits = WireLimits(stderr_tail_bytes=1000, close_seconds=0.5, term_seconds=0.5)
     with trio.fail_after(20):
         async with fake(fake_bin, tmp_path, limits) as server:
             await server.request("fake/stderr", {"bytes": 50_000}, timeout=5)

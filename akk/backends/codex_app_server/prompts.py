@@ -24,7 +24,7 @@ from typing import Any
 
 import attrs
 
-from akk.appserver.rpc import ServerRequest
+from akk.backends.codex_app_server.rpc import ServerRequest
 from akk.profiles.observation import InteractionKind, OptionRole, ResponseKind
 from akk.protocol.errors import Reason, RpcError
 from akk.protocol.projection import SCHEMA

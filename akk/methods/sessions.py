@@ -21,30 +21,21 @@ import apsw
 import attrs
 import trio
 
-from akk.actors.backend import (
-    BackendDesk,
-    BackendHost,
-    ReadBinding,
-    ReadThread,
-    StartTurn,
-)
-from akk.actors.destination import DestinationDesk
 from akk.actors.store import transact
 from akk.actors.turn import Reload
-from akk.actors.turn_desk import TurnDesk
-from akk.appserver import rpc
-from akk.appserver.schema import RESUME_VERIFIED
+from akk.backends.codex_app_server import rpc
+from akk.backends.codex_app_server.actor import ReadBinding, ReadThread, StartTurn
+from akk.backends.codex_app_server.host import BackendHost
+from akk.backends.codex_app_server.schema import RESUME_VERIFIED
 from akk.evidence import request_digest
+from akk.methods.common import MAX_REQUEST_CHARS, MethodContext, available_actions, owned
 from akk.protocol.errors import Reason, RpcError
 from akk.protocol.text_rule import check_text
 from akk.runtime.actor import ActorError, AskTimeout
 from akk.sessions import policy
 from akk.store import sessions, turns
-from akk.store.reader import StoreReader
 from akk.store.sessions import SessionRow, ThreadIntent
 from akk.store.turns import Turn
-from akk.terminals import TerminalBoard
-from akk.turn_calls import MAX_REQUEST_CHARS, TurnSettings, available_actions, owned
 from akk.workspace_roots import RootError, canonical, covered
 
 BACKEND_NAME = "codex_app_server"
@@ -63,26 +54,8 @@ class _Reserved:
 
 
 class SessionCalls:
-    def __init__(
-        self,
-        *,
-        store: Any,
-        reader: StoreReader,
-        desk: TurnDesk,
-        backends: BackendDesk,
-        destinations: DestinationDesk,
-        settings: TurnSettings,
-        limits: policy.Limits,
-        board: TerminalBoard,
-    ) -> None:
-        self._board = board
-        self._store = store
-        self._reader = reader
-        self._desk = desk
-        self._backends = backends
-        self._destinations = destinations
-        self._settings = settings
-        self._limits = limits
+    def __init__(self, ctx: MethodContext) -> None:
+        self._ctx = ctx
 
     async def send(
         self, controller_id: str, params: dict[str, Any], *, roots: tuple[str, ...]
@@ -95,7 +68,7 @@ class SessionCalls:
         if handoff is not None:
             _check_text(handoff, "handoff")
         client_request_id: str = params["client_request_id"]
-        existing = await self._reader.run(
+        existing = await self._ctx.reader.run(
             lambda conn: _with_session(
                 conn, turns.by_request(conn, controller_id, client_request_id)
             )
@@ -108,11 +81,11 @@ class SessionCalls:
         binding = await self._binding(host, owner.workspace)
         request = policy.Request(owner, binding, fresh_context=handoff is not None)
         terminals = await self._workspace_terminals(owner.workspace)
-        decision = await self._reader.run(lambda conn: self._decide(conn, request, terminals))
+        decision = await self._ctx.reader.run(lambda conn: self._decide(conn, request, terminals))
         if decision.action is policy.Action.WAIT:
             raise _wait(decision)
         setup = host.setup
-        now = time.time()
+        settings, now = self._ctx.settings, time.time()
 
         def reserve(conn: apsw.Connection) -> _Reserved:
             # Decided again here: the StoreActor runs one transaction at a time, so a terminal
@@ -137,8 +110,8 @@ class SessionCalls:
             turn = turns.insert_backend(
                 conn, controller_id=controller_id, client_request_id=client_request_id,
                 session_id=session.session_id, request_sha256=request_digest(sent),
-                request_chars=len(text), inactivity_seconds=self._settings.inactivity_minutes * 60,
-                lifetime_seconds=self._settings.lifetime_minutes * 60, now=now,
+                request_chars=len(text), inactivity_seconds=settings.inactivity_minutes * 60,
+                lifetime_seconds=settings.lifetime_minutes * 60, now=now,
             )  # fmt: skip
             intent = ThreadIntent.START if session.thread_id is None else ThreadIntent.RESUME
             if session.thread_id in host.board.loaded:
@@ -147,14 +120,14 @@ class SessionCalls:
                              now=now)  # fmt: skip
             return _Reserved(turn, decision, sent)
 
-        reserved = await transact(self._store, reserve)
+        reserved = await transact(self._ctx.store, reserve)
         turn = reserved.turn
         try:
             receipt = await host.ref.ask(
                 StartTurn(turn.turn_id, 1, reserved.text), timeout=START_TIMEOUT
             )
         except (AskTimeout, ActorError) as exc:
-            await self._desk.follow_backend(turn.turn_id, generation=None)
+            await self._ctx.desk.follow_backend(turn.turn_id, generation=None)
             raise RpcError(
                 Reason.RESPONSE_UNCERTAIN,
                 f"the app-server did not confirm the turn ({exc.reason}); it may have started "
@@ -164,9 +137,9 @@ class SessionCalls:
             ) from None
         turn = receipt.turn
         if turn.unresolved:
-            await self._desk.follow_backend(turn.turn_id, generation=receipt.generation)
+            await self._ctx.desk.follow_backend(turn.turn_id, generation=receipt.generation)
         else:
-            self._destinations.wake(controller_id)
+            self._ctx.destinations.wake(controller_id)
         return _send_result(turn, reserved.decision)
 
     async def recover(self, controller_id: str, operator: bool, turn_id: str) -> dict[str, Any]:
@@ -178,26 +151,26 @@ class SessionCalls:
         once the thread shows that turn is not running. Nothing is ever sent again.
         """
         turn = owned(
-            await self._reader.run(lambda conn: turns.get(conn, turn_id)),
+            await self._ctx.reader.run(lambda conn: turns.get(conn, turn_id)),
             turn_id, controller_id, operator,
         )  # fmt: skip
         if turn.closed_at is not None:
             raise RpcError(Reason.CLOSED, f"{turn_id} was closed; recover does not resume it")
-        invocation = await self._reader.run(
+        invocation = await self._ctx.reader.run(
             lambda conn: sessions.invocation(conn, turn_id, turn.round)
         )
         assert invocation is not None, turn_id
         thread = "unchecked"
         if turn.unresolved:
-            await self._desk.follow_backend(turn_id, generation=None)
-            actor = self._desk.ref(turn_id)
+            await self._ctx.desk.follow_backend(turn_id, generation=None)
+            actor = self._ctx.desk.ref(turn_id)
             if actor is not None:
                 with suppress(ActorError):
                     actor.tell(Reload(reconcile=True))
-        elif invocation.cleanup != "confirmed" and self._backends.available:
+        elif invocation.cleanup != "confirmed" and self._ctx.hosts.available:
             thread = await self._confirm_cleanup(turn, invocation)
         round_ = turn.round
-        fresh, invocation = await self._reader.run(
+        fresh, invocation = await self._ctx.reader.run(
             lambda conn: (turns.get(conn, turn_id), sessions.invocation(conn, turn_id, round_))
         )
         assert fresh is not None and invocation is not None
@@ -235,7 +208,7 @@ class SessionCalls:
             if fresh is not None and fresh.cleanup != "confirmed":
                 sessions.update_invocation(conn, fresh, cleanup="confirmed", cleanup_at=now)
 
-        await transact(self._store, confirm)
+        await transact(self._ctx.store, confirm)
         return "settled"
 
     def _decide(
@@ -251,12 +224,12 @@ class SessionCalls:
         facts = sessions.facts(
             conn, request, resume_verified=verified, active_turn=active, terminals=terminals
         )
-        return policy.decide(facts, self._limits)
+        return policy.decide(facts, self._ctx.session_limits)
 
     async def _workspace_terminals(self, workspace: str) -> frozenset[str]:
         """The terminals on the board whose agent's working directory is ``workspace``."""
         found = set()
-        for snapshot in self._board:
+        for snapshot in self._ctx.board:
             cwd = snapshot.identity.cwd
             if cwd is not None and await trio.to_thread.run_sync(os.path.realpath, cwd) == (
                 workspace
@@ -267,7 +240,7 @@ class SessionCalls:
     async def _owner(self, controller_id: str, params: dict[str, Any]) -> policy.Owner:
         session_id = params.get("session_id")
         if session_id is not None:
-            row: SessionRow | None = await self._reader.run(
+            row: SessionRow | None = await self._ctx.reader.run(
                 lambda conn: sessions.get(conn, session_id)
             )
             if row is None or row.controller_id != controller_id:
@@ -305,14 +278,14 @@ class SessionCalls:
         )  # fmt: skip
 
     async def _host(self) -> BackendHost:
-        setup = self._backends.setup
+        setup = self._ctx.hosts.setup
         if isinstance(setup, str):
             raise RpcError(
                 Reason.UNSUPPORTED_VERSION,
                 f"this server has no pinned Codex for the app-server backend: {setup}. Start "
                 "akk serve with --codex-bin and --codex-home (`akk doctor` checks them)",
             )
-        host = await self._backends.host()
+        host = await self._ctx.hosts.host()
         await host.board.settled(START_TIMEOUT)
         if not host.board.alive:
             why = host.board.start_error or "it did not start in time"
@@ -323,7 +296,7 @@ class SessionCalls:
             )
         return host
 
-    async def _binding(self, host: BackendHost, workspace: str) -> policy.Binding:
+    async def _binding(self, host: BackendHost, workspace: str) -> policy.ThreadConfig:
         try:
             binding = await host.ref.ask(ReadBinding(workspace), timeout=START_TIMEOUT)
         except (ActorError, rpc.AppServerError) as exc:

@@ -13,22 +13,17 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable
 from typing import Any
 
 import apsw
 
-from akk.actors.destination import DestinationDesk
 from akk.actors.store import transact
+from akk.methods.common import MethodContext, owned
 from akk.protocol.errors import Reason, RpcError
-from akk.runtime.actor import ActorRef
 from akk.store import audit, interactions, outbox, turns
 from akk.store.interactions import Interaction, InteractionState
 from akk.store.outbox import Notification
-from akk.store.reader import StoreReader
 from akk.store.turns import Turn
-from akk.terminals import TerminalBoard
-from akk.turn_calls import owned
 
 INTERACTION_KINDS = frozenset({"interaction_required", "approval_required"})
 """Wake-ups about a prompt: retried only while that same prompt is still asked."""
@@ -42,21 +37,8 @@ LISTED = 20
 class CallbackCalls:
     """`retry_callback`, run in the caller's connection task (rank CONNECTION)."""
 
-    def __init__(
-        self,
-        *,
-        store: ActorRef,
-        reader: StoreReader,
-        board: TerminalBoard,
-        destinations: DestinationDesk,
-        asked: Callable[[Turn], list[str]],
-    ) -> None:
-        self._asked = asked
-        """The interaction ids the app-server asks now of a backend Turn."""
-        self._store = store
-        self._reader = reader
-        self._board = board
-        self._destinations = destinations
+    def __init__(self, ctx: MethodContext) -> None:
+        self._ctx = ctx
 
     async def retry(
         self, controller_id: str, operator: bool, params: dict[str, Any]
@@ -69,14 +51,14 @@ class CallbackCalls:
         # A managed Send's turn_id is also its watch_id: one id space.
         record_id: str = params.get("watch_id") or params["turn_id"]
         wanted: str | None = params.get("notification_id")
-        found, notes = await self._reader.run(
+        found, notes = await self._ctx.reader.run(
             lambda conn: (turns.get(conn, record_id), outbox.of_turn(conn, record_id))
         )
         turn = owned(found, record_id, controller_id, operator)
         _check_open(turn)
         chosen = _choose(record_id, notes, wanted)
         _check_retryable(chosen)
-        asked = await self._still_asked(chosen) if chosen.kind in INTERACTION_KINDS else None
+        asked = await self._still_asked(turn, chosen) if chosen.kind in INTERACTION_KINDS else None
         now = time.time()
 
         def retry(conn: apsw.Connection) -> Notification:
@@ -105,8 +87,8 @@ class CallbackCalls:
             )  # fmt: skip
             return retried
 
-        retried = await transact(self._store, retry)
-        self._destinations.wake(retried.controller_id)
+        retried = await transact(self._ctx.store, retry)
+        self._ctx.destinations.wake(retried.controller_id)
         return {
             "notification_id": retried.notification_id,
             "event_id": retried.event_id,
@@ -116,41 +98,16 @@ class CallbackCalls:
             "retries": retried.retries,
         }
 
-    async def _still_asked(self, notification: Notification) -> Interaction:
-        """The interaction ``notification`` is about, if it is still pending and on screen."""
+    async def _still_asked(self, turn: Turn, notification: Notification) -> Interaction:
+        """The interaction ``notification`` is about, if it is still pending and still asked."""
         shown = notification.event().get("interaction") or {}
         interaction_id = shown.get("interaction_id") if isinstance(shown, dict) else None
         row = None
         if isinstance(interaction_id, str):
-            row = await self._reader.run(lambda conn: interactions.get(conn, interaction_id))
+            row = await self._ctx.reader.run(lambda conn: interactions.get(conn, interaction_id))
         if row is None or row.state is not InteractionState.PENDING:
             raise _answered(notification)
-        if row.terminal_id is None:
-            turn_id = row.turn_id or ""
-            turn = await self._reader.run(lambda conn: turns.get(conn, turn_id))
-            if turn is None or row.interaction_id not in self._asked(turn):
-                raise RpcError(
-                    Reason.PROMPT_CHANGED,
-                    f"notification {notification.notification_id} is about a request the "
-                    "app-server no longer asks (it was answered, or its turn ended); it is "
-                    "obsolete and will not be sent again. Call status",
-                )
-            return row
-        snapshot = self._board.get(row.terminal_id)
-        if snapshot is not None and snapshot.busy:
-            raise RpcError(
-                Reason.CONFLICT,
-                f"the terminal of notification {notification.notification_id} is in the middle "
-                "of an input step, so AKK cannot tell whether its question is still asked; call "
-                "retry_callback again in a moment",
-            )
-        if snapshot is None or snapshot.seen != row.seen:
-            raise RpcError(
-                Reason.PROMPT_CHANGED,
-                f"notification {notification.notification_id} is about a question that is no "
-                "longer on the screen (it was answered there, or left it); it is obsolete and "
-                "will not be sent again. Call status to see what the terminal asks now",
-            )
+        await self._ctx.backends.of(turn).still_asked(turn, row, notification.notification_id)
         return row
 
 

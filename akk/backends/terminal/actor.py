@@ -21,34 +21,52 @@ import trio
 
 from akk import evidence, faults, wakeups
 from akk.actors.store import transact
-from akk.answers import PLAN_REFUSALS, Answer
+from akk.backends.contract import AnswerReceipt, Refusal
+from akk.backends.terminal.checks import (
+    MOVED_ON,
+    Busy,
+    answer_plan,
+    boxes,
+    delivery_refusal,
+    fence_check,
+    next_turn_message,
+    step_of,
+)
+from akk.backends.terminal.steps import (
+    DispatchAnswer,
+    DispatchRespond,
+    DispatchTask,
+    Interrupt,
+    InterruptReceipt,
+    Rebind,
+    Reconcile,
+    Refresh,
+    TaskReceipt,
+    TerminalMessage,
+)
 from akk.discovery import claude_editor
 from akk.faults import Point
 from akk.profiles.composer import TypingMethod
 from akk.profiles.keyplan import (
     Expanded,
     Intent,
-    KeyPlan,
-    KeyPlanError,
     Keystroke,
     LiteralText,
     TextCheck,
     TmuxKey,
     ToggleCheck,
     Wait,
-    expand_checked,
 )
-from akk.profiles.observation import InteractionKind, Observation, PromptView, State, StepKind
+from akk.profiles.observation import Observation, PromptView, State, StepKind
 from akk.profiles.permission import asks_permission, awaits_call, bind_pending
 from akk.profiles.registry import Profile
 from akk.protocol.errors import Reason
-from akk.runtime.actor import Actor, ActorRef, Ask, Rank
+from akk.runtime.actor import Actor, ActorRef, Rank
 from akk.screen.fingerprint import Appearance, fingerprint
 from akk.screen.grid import Grid
 from akk.screen.render import CaptureMismatch, render
 from akk.store import dispatches, interactions, turns
 from akk.store.dispatches import Dispatch, Kind, Stage
-from akk.store.interactions import InteractionState, OfferState
 from akk.store.turns import Turn, TurnState
 from akk.terminals import TerminalBoard, TerminalIdentity, TerminalSnapshot
 from akk.tmux import keys
@@ -90,119 +108,6 @@ def text_timeout(base: float, text: str) -> float:
 
 
 @attrs.frozen
-class Refresh(Ask[None]):
-    """The pane may have changed; ``cols`` x ``rows`` is its size as last listed."""
-
-    cols: int
-    rows: int
-
-
-@attrs.frozen
-class Rebind(Ask[None]):
-    """Read the pane with ``profile`` from now on (a qualification was recorded or revoked).
-
-    ``identity`` is the same terminal with its new ``profile`` and ``profile_reason``.
-    Handled between steps, never inside one: a step in flight ends under the
-    profile it began with.
-    """
-
-    identity: TerminalIdentity
-    profile: Profile | None
-
-
-@attrs.frozen
-class DispatchTask(Ask["TaskReceipt | Refusal"]):
-    """Type ``text`` into the idle composer and press Enter once, as a new Turn."""
-
-    controller_id: str
-    client_request_id: str
-    text: str
-    inactivity_seconds: float
-    lifetime_seconds: float
-
-
-@attrs.frozen
-class DispatchRespond(Ask["TaskReceipt | Refusal"]):
-    """Type ``text`` into the idle composer as the next round of the settled ``turn_id``."""
-
-    turn_id: str
-    text: str
-
-
-@attrs.frozen
-class DispatchAnswer(Ask["AnswerReceipt | Refusal"]):
-    """Answer the prompt appearance ``seen`` for ``turn_id``, consuming ``offer_id``.
-
-    ``answer`` was resolved from the controller's ids against that appearance;
-    the actor proves the screen still shows it before any key.
-    """
-
-    turn_id: str
-    controller_id: str
-    interaction_id: str
-    offer_id: str
-    seen: Appearance
-    answer: Answer
-
-
-@attrs.frozen
-class Interrupt(Ask["InterruptReceipt | Refusal"]):
-    """Press the agent's interrupt key for ``turn_id``, proven to be running on screen."""
-
-    turn: Turn
-
-
-@attrs.frozen
-class Reconcile(Ask[int]):
-    """Settle this terminal's steps left open by a crash; reply how many (an int).
-
-    This actor runs one message at a time, so while it reads this one no step
-    of its own is under way: an open step it finds was cut off (see
-    `turns.orphaned`).
-    """
-
-
-@attrs.frozen
-class Refusal:
-    """The step was refused before any key: ``reason`` is a protocol reason code."""
-
-    reason: Reason
-    message: str
-    turn: Turn | None = None  # the existing record, for a repeated client_request_id
-
-
-@attrs.frozen
-class TaskReceipt:
-    """What a dispatched task did: the Turn and its dispatch after the last recorded stage."""
-
-    turn: Turn
-    dispatch: Dispatch
-    seq: int  # the Observation proven before the keys
-    enter_at: float | None  # trio clock when Enter was pressed
-
-
-@attrs.frozen
-class AnswerReceipt:
-    """What an answer's step did: its receipt after the last stage, and whether it was proven.
-
-    ``proven``: the screen after the keys showed the prompt gone, the next step
-    or the agent back at work. Otherwise the dispatch is ``uncertain`` (or
-    ``aborted`` before its last key) and ``why`` says what could not be proven.
-    """
-
-    dispatch: Dispatch
-    proven: bool
-    why: str | None = None
-    next_round_at: float | None = None  # the answer started the Turn's next round (trio time)
-
-
-@attrs.frozen
-class InterruptReceipt:
-    dispatch: Dispatch
-    seq: int
-
-
-@attrs.frozen
 class _EvidenceStart:
     """Where the Turn's evidence starts: the snapshot taken before any key, or why not."""
 
@@ -236,12 +141,7 @@ class _Ready:
         return TaskReceipt(turn, dispatch, self.seq, None)
 
 
-TerminalMessage = (
-    Refresh | Rebind | DispatchTask | DispatchRespond | DispatchAnswer | Interrupt | Reconcile
-)
 """Everything a TerminalActor takes; each is asked, and names its reply."""
-
-TerminalRef = ActorRef[TerminalMessage]
 
 
 # ------------------------------------------------------------------ the actor
@@ -747,10 +647,10 @@ class TerminalActor(Actor[TerminalMessage]):
                 f"AKK does not answer this prompt ({observation.reason}); answer it in the "
                 "terminal. Nothing was sent",
             )
-        refused = _delivery_refusal(prompt, observation.state, message.answer)
+        refused = delivery_refusal(prompt, observation.state, message.answer)
         if refused is not None:
             return refused
-        planned = _plan(profile, prompt, message.answer)
+        planned = answer_plan(profile, prompt, message.answer)
         if isinstance(planned, Refusal):
             return planned
         plan, expanded = planned
@@ -758,7 +658,7 @@ class TerminalActor(Actor[TerminalMessage]):
         # with the message it will send and the evidence position taken before any key.
         round_start: tuple[str, _EvidenceStart] | None = None
         if message.answer.next_turn and message.answer.intent is not Intent.OPEN_QUEUED_QUESTION:
-            text = _next_turn_message(profile, prompt, message.answer)
+            text = next_turn_message(profile, prompt, message.answer)
             if text is None:
                 return Refusal(
                     Reason.MANUAL_REQUIRED,
@@ -774,7 +674,7 @@ class TerminalActor(Actor[TerminalMessage]):
         digest = hashlib.sha256(repr(plan).encode()).hexdigest()
 
         def reserve(conn: apsw.Connection) -> Dispatch | Refusal:
-            refused = _fence_check(conn, message, now)
+            refused = fence_check(conn, message, now)
             if refused is not None:
                 return refused
             row = interactions.get(conn, message.interaction_id)
@@ -798,11 +698,11 @@ class TerminalActor(Actor[TerminalMessage]):
                     fingerprint=message.seen.fingerprint, plan_sha256=digest,
                 )  # fmt: skip
             except apsw.ConstraintError:
-                raise _Busy() from None
+                raise Busy() from None
 
         try:
             reserved = await transact(self._store, reserve)
-        except _Busy:
+        except Busy:
             return Refusal(
                 Reason.CONFLICT,
                 "another input-bearing step is still open on this terminal; nothing was sent. "
@@ -836,7 +736,7 @@ class TerminalActor(Actor[TerminalMessage]):
         checkpoint's); the postcondition needs a screen where that step is gone.
         """
         pane, sent = self._identity.pane_id, 0
-        ticked = _boxes(self._board.get(self._identity.terminal_id))
+        ticked = boxes(self._board.get(self._identity.terminal_id))
         try:
             for check in expanded.checks:
                 strokes = expanded.keys[sent : check.after]
@@ -927,7 +827,7 @@ class TerminalActor(Actor[TerminalMessage]):
                         and prompt.step is StepKind.MULTI_SELECT
                         and len(options) > row
                         and options[row].current
-                        and _boxes(snapshot) == ticked
+                        and boxes(snapshot) == ticked
                     ):
                         return snapshot.seq, prompt
                 await trio.sleep(0.03)
@@ -942,9 +842,9 @@ class TerminalActor(Actor[TerminalMessage]):
                 if snapshot is not None and snapshot.seq > seq:
                     observation = snapshot.observation
                     shown = observation.prompt
-                    if shown is not None and _step_of(shown) != _step_of(answered):
+                    if shown is not None and step_of(shown) != step_of(answered):
                         return True
-                    if shown is None and observation.state in _MOVED_ON:
+                    if shown is None and observation.state in MOVED_ON:
                         return True
                 # Look often: the next screen may pass quickly (an agent asking again at once).
                 await trio.sleep(0.01)
@@ -1012,123 +912,3 @@ class TerminalActor(Actor[TerminalMessage]):
         await faults.reached(Point.INTERRUPT_SENT)
         dispatch = await self._advance(dispatch, Stage.ENTER_SENT)
         return InterruptReceipt(dispatch, snapshot.seq)
-
-
-_MOVED_ON = frozenset({State.IDLE, State.IDLE_DRAFT, State.WORKING})
-
-
-class _Busy(Exception):
-    """The terminal already has an open input-bearing step (the unique index said so)."""
-
-
-def _plan(
-    profile: Profile, prompt: PromptView, answer: Answer
-) -> tuple[KeyPlan, Expanded] | Refusal:
-    """The profile's proven key plan for ``answer`` on ``prompt``, expanded; or why not."""
-    try:
-        plan = profile.key_plans.plan_for(prompt.kind, prompt.step, answer.intent)
-        if not plan.lab_verified:
-            return Refusal(
-                Reason.MANUAL_REQUIRED,
-                f"{profile.id} has no lab-proven way to {answer.intent} on a {prompt.step} step "
-                "yet; answer it in the terminal. Nothing was sent",
-            )
-        if answer.text is not None and len(answer.text) > profile.free_text_max_chars:
-            return Refusal(
-                Reason.INVALID_PARAMS,
-                f"the text has {len(answer.text)} characters; {profile.id} can prove at most "
-                f"{profile.free_text_max_chars} in its editor. Shorten it; nothing was sent",
-            )
-        options = prompt.questions[0].options if prompt.questions else ()
-        return plan, expand_checked(plan, options, chosen=answer.chosen, text=answer.text)
-    except KeyPlanError as exc:
-        return Refusal(PLAN_REFUSALS[exc.reason], f"{exc}; nothing was sent")
-
-
-def _fence_check(conn: apsw.Connection, message: DispatchAnswer, now: float) -> Refusal | None:
-    """Inside the reservation: the Turn, the interaction's fence and the offer, all still good.
-
-    A next-turn answer needs the Turn settled (its round over), not closed, and
-    no other record on the terminal; any other answer needs the Turn open.
-    """
-    turn = turns.get(conn, message.turn_id)
-    if message.answer.next_turn:
-        if turn is None or turn.closed_at is not None or not turn.state.settled:
-            return Refusal(
-                Reason.NOT_IDLE,
-                f"turn {message.turn_id}'s round has not ended yet (wait for its outcome event) "
-                "or the Turn is closed; queue_next_turn starts the round after it. Nothing was "
-                "sent",
-            )
-        holder = turns.unresolved_on(conn, turn.terminal_id or "")
-        if holder is not None:
-            return Refusal(Reason.CONFLICT, turns.held(holder, message.controller_id))
-    elif turn is None or not turn.unresolved:
-        return Refusal(Reason.CLOSED, f"turn {message.turn_id} is no longer open; nothing sent")
-    row = interactions.get(conn, message.interaction_id)
-    if row is None or row.turn_id != message.turn_id or row.seen != message.seen:
-        return Refusal(Reason.PROMPT_CHANGED, "that interaction is not this prompt; call status")
-    if row.state is not InteractionState.PENDING:
-        return Refusal(
-            Reason.CONFLICT,
-            f"interaction {row.interaction_id} was already answered (or left the screen); it "
-            "never takes input again. Call status for the current one",
-        )
-    found = interactions.offer_of(conn, message.interaction_id, message.controller_id)
-    if found is None or found.offer_id != message.offer_id or found.state is not OfferState.OPEN:
-        return Refusal(Reason.STATUS_REQUIRED, "call status for this Turn, then answer")
-    if found.expires_at <= now:
-        return Refusal(Reason.OFFER_EXPIRED, "the offer expired; call status again, then answer")
-    return None
-
-
-def _delivery_refusal(prompt: PromptView, state: State, answer: Answer) -> Refusal | None:
-    """An async answer's delivery must fit the agent: steered while it works, queued once idle."""
-    if prompt.kind is not InteractionKind.ASYNC_QUESTION:
-        return None
-    working = state is State.WORKING
-    if answer.next_turn and working:
-        return Refusal(
-            Reason.NOT_IDLE,
-            "the agent is still working on this turn: answer now with steer_current_turn, or "
-            "once the Turn's outcome arrived with queue_next_turn. Nothing was sent",
-        )
-    if not answer.next_turn and not working:
-        return Refusal(
-            Reason.INVALID_PARAMS,
-            "the agent is no longer working, so this answer would start its next turn: send it "
-            "with delivery_mode queue_next_turn (the Turn's next round) once the Turn's outcome "
-            "arrived. Nothing was sent",
-        )
-    return None
-
-
-def _next_turn_message(profile: Profile, prompt: PromptView, answer: Answer) -> str | None:
-    """What the agent's file will show as the next round's request, or None if unknown."""
-    (question,) = prompt.questions
-    if answer.intent is not Intent.CHOOSE or len(answer.chosen) != 1:
-        return None
-    return profile.next_turn_message(question.prompt, question.options[answer.chosen[0]].label)
-
-
-def _step_of(prompt: PromptView) -> tuple[object, ...]:
-    """What makes a prompt step the same step, whatever its cursor or boxes show."""
-    return (
-        prompt.kind,
-        prompt.step,
-        prompt.step_index,
-        prompt.step_total,
-        tuple(question.prompt for question in prompt.questions),
-    )
-
-
-def _boxes(snapshot: TerminalSnapshot | None) -> dict[int, bool]:
-    """The multi-select boxes on ``snapshot`` by row (rows without a box left out)."""
-    prompt = None if snapshot is None else snapshot.observation.prompt
-    if prompt is None or not prompt.questions:
-        return {}
-    return {
-        row: option.checked
-        for row, option in enumerate(prompt.questions[0].options)
-        if option.checked is not None
-    }

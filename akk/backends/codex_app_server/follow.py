@@ -1,6 +1,7 @@
-"""BackendTurnActor: one Turn run on the Codex app-server, from its receipt to its one outcome.
+"""The app-server's follower: one Turn run on the Codex app-server, to its one outcome.
 
-The same contract as a terminal Turn (TurnActor), read from another witness:
+The TurnActor (`akk.actors.turn`) drives it as it drives a terminal's, and it
+reads another witness:
 the app-server's own notifications, which its host folds into the
 BackendBoard, and, whenever that board cannot vouch for the Turn, the
 thread's own history (`thread/read`). It follows the native turn that the
@@ -32,37 +33,26 @@ from typing import Any
 import apsw
 
 from akk import faults
-from akk.actors.backend import (
-    BackendDesk,
-    BackendHost,
+from akk.actors.store import transact
+from akk.actors.turn import FINAL_MESSAGE_LIMIT, not_running
+from akk.backends.codex_app_server import rpc
+from akk.backends.codex_app_server.actor import (
     InterruptTurn,
-    NativeTurn,
     ReadThread,
     ThreadFacts,
     thread_persisted,
 )
-from akk.actors.store import transact
-from akk.actors.turn import (
-    FINAL_MESSAGE_LIMIT,
-    Cancel,
-    CancelResult,
-    Close,
-    Notify,
-    Reload,
-    Tick,
-    TurnMessage,
-    update_turn,
-)
-from akk.appserver import rpc
+from akk.backends.codex_app_server.board import NativeTurn
+from akk.backends.codex_app_server.host import BackendDesk, BackendHost
+from akk.backends.contract import CancelResult, TurnControl
 from akk.discovery.process import start_ticks
 from akk.faults import Point
 from akk.protocol.errors import Reason
 from akk.protocol.redaction import redact
-from akk.runtime.actor import Actor, ActorError, ActorRef, Rank, StopActor
+from akk.runtime.actor import ActorError, ActorRef
 from akk.screen.fingerprint import IdMinter
 from akk.sessions.policy import Dispatch, History
 from akk.store import interactions, sessions, turns
-from akk.store.interactions import InteractionState
 from akk.store.sessions import InvocationRow
 from akk.store.turns import Turn, TurnState
 
@@ -78,9 +68,8 @@ _OUTCOMES = {
 }
 
 
-class BackendTurnActor(Actor[TurnMessage]):
-    rank = Rank.TURN
-    mailbox_size = 16
+class AppServerFollower:
+    """The `TurnFollower` of a Turn on the app-server."""
 
     def __init__(
         self,
@@ -89,7 +78,6 @@ class BackendTurnActor(Actor[TurnMessage]):
         store: ActorRef,
         reader: Callable[[Callable[[apsw.Connection], Any]], Any],
         backends: BackendDesk,
-        notify: Notify,
         ids: IdMinter,
         generation: int | None,
         restarted: bool,
@@ -100,10 +88,9 @@ class BackendTurnActor(Actor[TurnMessage]):
         self._store = store
         self._read_store = reader
         self._backends = backends
-        self._notify = notify
+        self._control: TurnControl | None = None
         self._restarted = restarted
         """Followed again after AKK started: no StartTurn of this run can be in flight."""
-        self._turn: Turn | None = None
         self._invocation: InvocationRow | None = None
         self._generation = generation
         """The app-server process the Turn is known to run on (None: reconcile first)."""
@@ -112,46 +99,46 @@ class BackendTurnActor(Actor[TurnMessage]):
         self._rejected = False
         """The owner's reject interrupted the turn (the app-server offered only `cancel`)."""
 
-    async def started(self) -> None:
-        await self._load()
+    @property
+    def _turn(self) -> Turn | None:
+        return None if self._control is None else self._control.turn
 
-    async def receive(self, message: TurnMessage) -> object:
-        match message:
-            case Tick():
-                await self._follow()
-            case Cancel():
-                return await self._start_cancel()
-            case Close():
-                raise StopActor()
-            case Reload(reconcile):
-                await self._load()
-                if reconcile:
-                    self._generation = None  # the next look reads the thread
-        return None
+    @_turn.setter
+    def _turn(self, turn: Turn) -> None:
+        assert self._control is not None
+        self._control.turn = turn
 
-    async def _load(self) -> None:
-        turn_id = self._turn_id
+    def attach(self, control: TurnControl) -> None:
+        self._control = control
 
-        def read(conn: apsw.Connection) -> tuple[Turn | None, InvocationRow | None]:
-            turn = turns.get(conn, turn_id)
-            found = None if turn is None else sessions.invocation(conn, turn_id, turn.round)
-            return turn, found
+    def read(self, conn: apsw.Connection, turn: Turn) -> None:
+        """The invocation of the Turn's round, read with it."""
+        self._invocation = sessions.invocation(conn, turn.turn_id, turn.round)
+        assert self._invocation is not None, turn.turn_id
 
-        self._turn, self._invocation = await self._read_store(read)
-        assert self._turn is not None and self._invocation is not None, turn_id
+    def started(self, turn: Turn) -> None:
+        """The generation and the restart flag the TurnDesk gave decide the first look."""
+
+    def reloaded(self, reconcile: bool) -> None:
+        if reconcile:
+            self._generation = None  # the next look reads the thread
+
+    async def before_deadline(self) -> None:
+        await self._interrupt_quietly()
+
+    def settling(self, conn: apsw.Connection, fresh: Turn, state: TurnState, now: float) -> None:
+        _record_facts(conn, fresh.turn_id, self._round, state, now)
+
+    @property
+    def _round(self) -> int:
+        """The round this follower follows (its invocation's)."""
+        return self._turn.round if self._turn is not None else 1
 
     # -- following
 
-    async def _follow(self) -> None:
+    async def look(self, now: float) -> bool:
         turn, invocation = self._turn, self._invocation
         assert turn is not None and invocation is not None
-        if not turn.unresolved:
-            raise StopActor()
-        now = time.time()
-        if now >= turn.hard_deadline_at:
-            await self._interrupt_quietly()
-            await self._settle(TurnState.TIMED_OUT, "timed_out", "the Turn reached its lifetime")
-            return
         if invocation.dispatch is Dispatch.NOT_SENT:
             if self._restarted:
                 await self._settle(
@@ -159,16 +146,16 @@ class BackendTurnActor(Actor[TurnMessage]):
                     "AKK stopped before the task reached the app-server; nothing was sent. "
                     "Send it again", cleanup=True,
                 )  # fmt: skip
-            return  # its StartTurn is still queued or running
+            return False  # its StartTurn is still queued or running
         host = await self._host()
         if host is None or not host.board.alive:
-            return  # the next look, once its process runs
+            return False  # the next look, once its process runs
         if self._generation != host.board.generation or invocation.dispatch is Dispatch.MAYBE_SENT:
             await self._reconcile(host)
-            return
+            return False
         native = host.board.turn(invocation.native_turn_id)
         if native is None:
-            return
+            return False
         await faults.reached(Point.BACKEND_TURN_RUNNING)
         if native.seq != self._seq:
             self._seq = native.seq
@@ -181,12 +168,8 @@ class BackendTurnActor(Actor[TurnMessage]):
                 host.board.rejected.discard(native.turn_id)
             await self._settle_native(native.status, native.final_message, native.error, native)
             host.board.forget(native.turn_id)
-            return
-        if now - turn.last_activity_at >= turn.inactivity_seconds:
-            await self._interrupt_quietly()
-            await self._settle(
-                TurnState.STALLED, "stalled", "no activity for the Turn's inactivity window"
-            )
+            return False
+        return True
 
     async def _host(self) -> BackendHost | None:
         """The running app-server host; started here after a restart of AKK (None: no Codex)."""
@@ -206,12 +189,7 @@ class BackendTurnActor(Actor[TurnMessage]):
             return
         now, profile = time.time(), f"codex-app-server-{self._backends.version}"
 
-        def record(conn: apsw.Connection) -> bool:
-            for row in interactions.pending_of_turn(conn, turn.turn_id):
-                if row.interaction_id not in asked:
-                    interactions.set_state(conn, row, InteractionState.GONE)
-            fresh = turns.get(conn, turn.turn_id)
-            assert fresh is not None
+        def record(conn: apsw.Connection, fresh: Turn) -> bool:
             new = False
             for prompt in mine:
                 new |= interactions.record(
@@ -222,8 +200,8 @@ class BackendTurnActor(Actor[TurnMessage]):
                 )[1]  # fmt: skip
             return new
 
-        if await transact(self._store, record):
-            self._notify(turn.controller_id)
+        assert self._control is not None
+        await self._control.announce(lambda row: row.interaction_id in asked, record)
         self._announced = asked
 
     async def _reconcile(self, host: BackendHost) -> None:
@@ -339,18 +317,12 @@ class BackendTurnActor(Actor[TurnMessage]):
 
     # -- cancel
 
-    async def _start_cancel(self) -> CancelResult:
-        turn, invocation = self._turn, self._invocation
-        assert turn is not None and invocation is not None
-        if not turn.unresolved:
-            why = f"turn {turn.turn_id} is already {turn.state}"
-            return CancelResult(False, Reason.CLOSED, why)
+    async def interrupt(self, turn: Turn) -> CancelResult:
+        invocation = self._invocation
+        assert invocation is not None
         host = self._backends.running
-        if turn.state is not TurnState.RUNNING or invocation.native_turn_id is None or host is None:
-            return CancelResult(
-                False, Reason.NOT_IDLE,
-                f"turn {turn.turn_id} is {turn.state}, not running; nothing was sent",
-            )  # fmt: skip
+        if invocation.native_turn_id is None or host is None:
+            return not_running(turn)
         message = InterruptTurn(turn.native_session or "", invocation.native_turn_id)
         try:
             refused = await host.ref.ask(message, timeout=ASK_TIMEOUT)
@@ -379,8 +351,8 @@ class BackendTurnActor(Actor[TurnMessage]):
     # -- store
 
     async def _update(self, **changes: object) -> Turn:
-        self._turn = await update_turn(self._store, self._turn_id, **changes)
-        return self._turn
+        assert self._control is not None
+        return await self._control.update(**changes)
 
     async def _settle_native(
         self, status: str, final: str | None, error: str | None, native: NativeTurn | None
@@ -427,37 +399,46 @@ class BackendTurnActor(Actor[TurnMessage]):
         cleanup: bool = False,
         checkpoint: bool = False,
         context: tuple[int | None, int | None] = (None, None),
-        **changes: object,
+        **changes: Any,
     ) -> None:
         """The Turn's outcome, its invocation's facts and the session's checkpoint, at once."""
-        turn_id, now = self._turn_id, time.time()
-        round_ = self._turn.round if self._turn is not None else 1
+        now, round_ = time.time(), self._round
 
-        def settle(conn: apsw.Connection) -> Turn:
-            fresh = turns.get(conn, turn_id)
-            assert fresh is not None
-            if not fresh.unresolved:
-                return fresh
-            inv = sessions.invocation(conn, turn_id, round_)
-            if inv is not None:
-                facts: dict[str, object] = {"outcome": outcome or state.value, "outcome_at": now}
-                if cleanup:
-                    facts |= {"cleanup": "confirmed", "cleanup_at": now}
-                sessions.update_invocation(conn, inv, **facts)
-                session = sessions.get(conn, inv.session_id)
-                if session is not None and checkpoint and inv.native_turn_id is not None:
-                    tokens, window = context
-                    sessions.update(
-                        conn, session, checkpoint=inv.native_turn_id,
-                        context_tokens=tokens if tokens is not None else session.context_tokens,
-                        context_window=window if window is not None else session.context_window,
-                    )  # fmt: skip
-            return turns.settle(
-                conn, fresh, state, now=now, reason=reason, summary=redact(summary), **changes
-            )
+        def also(conn: apsw.Connection, fresh: Turn) -> None:
+            _record_facts(
+                conn, fresh.turn_id, round_, state, now, outcome=outcome, cleanup=cleanup,
+                checkpoint=checkpoint, context=context,
+            )  # fmt: skip
 
-        self._turn = await transact(self._store, settle)
-        await faults.reached(Point.OUTCOME)
-        self._notify(self._turn.controller_id)
-        log.info("backend turn %s settled %s (%s)", turn_id, state, reason or "-")
-        raise StopActor()
+        assert self._control is not None
+        await self._control.settle(state, reason, summary, also=also, **changes)
+
+
+def _record_facts(
+    conn: apsw.Connection,
+    turn_id: str,
+    round_: int,
+    state: TurnState,
+    now: float,
+    *,
+    outcome: str | None = None,
+    cleanup: bool = False,
+    checkpoint: bool = False,
+    context: tuple[int | None, int | None] = (None, None),
+) -> None:
+    """The invocation's outcome (and cleanup) and the session's checkpoint, in a settle."""
+    inv = sessions.invocation(conn, turn_id, round_)
+    if inv is None:
+        return
+    facts: dict[str, object] = {"outcome": outcome or state.value, "outcome_at": now}
+    if cleanup:
+        facts |= {"cleanup": "confirmed", "cleanup_at": now}
+    sessions.update_invocation(conn, inv, **facts)
+    session = sessions.get(conn, inv.session_id)
+    if session is not None and checkpoint and inv.native_turn_id is not None:
+        tokens, window = context
+        sessions.update(
+            conn, session, checkpoint=inv.native_turn_id,
+            context_tokens=tokens if tokens is not None else session.context_tokens,
+            context_window=window if window is not None else session.context_window,
+        )  # fmt: skip

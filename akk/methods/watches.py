@@ -28,19 +28,17 @@ import apsw
 import trio
 
 from akk import evidence
-from akk.actors.destination import DestinationDesk
 from akk.actors.store import transact
-from akk.actors.terminal import Reconcile
-from akk.actors.turn import GONE_GRACE, Close, Outcome, Reload, file_outcome
-from akk.actors.turn_desk import TurnDesk
+from akk.actors.turn import Close, Reload
+from akk.backends.terminal.follow import GONE_GRACE, Outcome, file_outcome
+from akk.backends.terminal.steps import Reconcile
+from akk.methods.common import MethodContext, available_actions, owned
 from akk.profiles.observation import State
 from akk.protocol.errors import Reason, RpcError
 from akk.runtime.actor import ActorError, ActorStopped, AskTimeout, MailboxFull
 from akk.store import audit, outbox, terminals, turns
-from akk.store.reader import StoreReader
 from akk.store.turns import Turn, TurnState
-from akk.terminals import TerminalBoard, TerminalSnapshot
-from akk.turn_calls import TurnSettings, available_actions, owned
+from akk.terminals import TerminalSnapshot
 
 _NO_TASK = frozenset({State.IDLE, State.IDLE_DRAFT})
 RECONCILE_TIMEOUT = 60.0
@@ -48,26 +46,12 @@ RECONCILE_TIMEOUT = 60.0
 
 
 class WatchCalls:
-    def __init__(
-        self,
-        *,
-        store: Any,
-        reader: StoreReader,
-        board: TerminalBoard,
-        desk: TurnDesk,
-        destinations: DestinationDesk,
-        settings: TurnSettings,
-    ) -> None:
-        self._store = store
-        self._reader = reader
-        self._board = board
-        self._desk = desk
-        self._destinations = destinations
-        self._settings = settings
+    def __init__(self, ctx: MethodContext) -> None:
+        self._ctx = ctx
 
     async def watch(self, controller_id: str, terminal_id: str) -> dict[str, Any]:
         """Observe the task a person started in ``terminal_id``; idempotent for its owner."""
-        snapshot = self._board.get(terminal_id)
+        snapshot = self._ctx.board.get(terminal_id)
         if snapshot is None:
             raise RpcError(
                 Reason.NOT_FOUND,
@@ -75,7 +59,7 @@ class WatchCalls:
                 "call list for the current terminal ids",
             )
         _check_task_runs(snapshot)
-        held = await self._reader.run(lambda conn: turns.unresolved_on(conn, terminal_id))
+        held = await self._ctx.reader.run(lambda conn: turns.unresolved_on(conn, terminal_id))
         if held is not None:
             return _mine(held, controller_id)
         identity = snapshot.identity
@@ -86,7 +70,7 @@ class WatchCalls:
             found: tuple[str, str | None, str | None] = ("pending", snap.to_json(), None)
         except evidence.EvidenceUnavailable as exc:
             found = ("unknown", None, str(exc)[:300])
-        settings, now = self._settings, time.time()
+        settings, now = self._ctx.settings, time.time()
 
         def insert(conn: apsw.Connection) -> Turn:
             held = turns.unresolved_on(conn, terminal_id)
@@ -106,10 +90,10 @@ class WatchCalls:
             )  # fmt: skip
             return watch
 
-        watch = await transact(self._store, insert)
+        watch = await transact(self._ctx.store, insert)
         if watch.controller_id != controller_id or not watch.is_watch:
             return _mine(watch, controller_id)  # another record took the task meanwhile
-        await self._desk.follow(watch.turn_id)
+        await self._ctx.desk.follow(watch.turn_id)
         return _result(watch)
 
     async def unwatch(self, controller_id: str, operator: bool, watch_id: str) -> dict[str, Any]:
@@ -137,8 +121,8 @@ class WatchCalls:
                 )  # fmt: skip
                 return turns.update(conn, fresh, unwatched_at=now), count
 
-            record, withdrawn = await transact(self._store, stop)
-            actor = self._desk.ref(watch_id)
+            record, withdrawn = await transact(self._ctx.store, stop)
+            actor = self._ctx.desk.ref(watch_id)
             if actor is not None:
                 actor.tell(Close())
         return _result(record) | {"withdrawn": withdrawn}
@@ -155,13 +139,13 @@ class WatchCalls:
                 "task instead",
             )
         now = time.time()
-        seconds = (minutes or self._settings.lifetime_minutes) * 60
+        seconds = (minutes or self._ctx.settings.lifetime_minutes) * 60
         if record.unresolved:
             deadline = turns.renewed_deadline(record, now, seconds)
             renewed = await self._update(
                 record_id, {"last_activity_at": now, "hard_deadline_at": deadline}
             )
-            actor = self._desk.ref(record_id)
+            actor = self._ctx.desk.ref(record_id)
             if actor is not None:
                 with suppress(MailboxFull, ActorStopped):
                     actor.tell(Reload())  # its deadlines moved
@@ -172,7 +156,7 @@ class WatchCalls:
         if not revivable:
             # Its outcome stands: there is no running observation to extend.
             return _result(record) | {"renewed": False}
-        snapshot = self._board.get(record.terminal_id or "")
+        snapshot = self._ctx.board.get(record.terminal_id or "")
         if snapshot is None:
             raise RpcError(
                 Reason.NOT_FOUND,
@@ -198,11 +182,11 @@ class WatchCalls:
             )  # fmt: skip
             return revived
 
-        revived = await transact(self._store, revive)
+        revived = await transact(self._ctx.store, revive)
         if revived.unresolved:
-            await self._desk.follow(record_id)
+            await self._ctx.desk.follow(record_id)
         else:
-            self._destinations.wake(revived.controller_id)
+            self._ctx.destinations.wake(revived.controller_id)
         return _result(revived) | {"renewed": True}
 
     async def recover(self, controller_id: str, operator: bool, record_id: str) -> dict[str, Any]:
@@ -217,7 +201,7 @@ class WatchCalls:
             )
         terminal = await self._terminal_state(record)
         reconciled: int | None = 0
-        actor = self._board.ref(record.terminal_id or "")
+        actor = self._ctx.board.ref(record.terminal_id or "")
         if terminal == "present" and actor is not None:
             # Its TerminalActor settles any step a crash left open (none is under way
             # while it reads this message); the receipts below are then final or live.
@@ -228,7 +212,7 @@ class WatchCalls:
             else:
                 reconciled = reply
         if record.unresolved:
-            await self._desk.follow(record_id)
+            await self._ctx.desk.follow(record_id)
         record = await self._owned(controller_id, operator, record_id)
         if terminal != "present":
             task = "unknown"  # never rebound: the record keeps its own terminal
@@ -247,14 +231,14 @@ class WatchCalls:
     # -- helpers
 
     async def _owned(self, controller_id: str, operator: bool, record_id: str) -> Turn:
-        record = await self._reader.run(lambda conn: turns.get(conn, record_id))
+        record = await self._ctx.reader.run(lambda conn: turns.get(conn, record_id))
         return owned(record, record_id, controller_id, operator)
 
     async def _update(self, record_id: str, changes: dict[str, object]) -> Turn:
         def apply(conn: apsw.Connection) -> Turn:
             return turns.update(conn, _fresh(conn, record_id), **changes)
 
-        updated: Turn = await transact(self._store, apply)
+        updated: Turn = await transact(self._ctx.store, apply)
         return updated
 
     async def _ended(self, record: Turn, snapshot: TerminalSnapshot) -> Outcome | None:
@@ -281,11 +265,11 @@ class WatchCalls:
         # Just after a start the watcher may not have listed the panes yet.
         with trio.move_on_after(GONE_GRACE):
             while True:
-                if self._board.get(terminal_id) is not None:
+                if self._ctx.board.get(terminal_id) is not None:
                     return "present"
                 await trio.sleep(0.05)
-        pane = await self._reader.run(lambda conn: terminals.pane_of(conn, terminal_id))
-        if any((s.identity.tmux_socket, s.identity.pane_id) == pane for s in self._board):
+        pane = await self._ctx.reader.run(lambda conn: terminals.pane_of(conn, terminal_id))
+        if any((s.identity.tmux_socket, s.identity.pane_id) == pane for s in self._ctx.board):
             return "replaced"
         return "gone"
 

@@ -1,7 +1,7 @@
 """The Codex app-server protocol of one exact version, as that version's own JSON Schema.
 
 Each pinned version's bundle (`codex app-server generate-json-schema`) ships in
-`akk/appserver/schemas/codex-<version>.json`; `python -m tools.lab schemas`
+`akk/backends/codex_app_server/schemas/codex-<version>.json`; `python -m tools.lab schemas`
 regenerates them. A message is checked by who sent it and what it is:
 
 - a request or notification against its variant (chosen by method) of
@@ -79,7 +79,10 @@ the thread (tests/lab/test_backend.py: the model's next request holds the earlie
 
 def versions() -> tuple[str, ...]:
     """The Codex versions with a committed schema, oldest first."""
-    names = (p.name for p in resources.files("akk.appserver").joinpath("schemas").iterdir())
+    names = (
+        p.name
+        for p in resources.files("akk.backends.codex_app_server").joinpath("schemas").iterdir()
+    )
     found = [n.removeprefix("codex-").removesuffix(".json") for n in names if n.endswith(".json")]
     return tuple(sorted(found, key=lambda v: tuple(int(p) for p in v.split("."))))
 
@@ -92,7 +95,11 @@ def load(version: str) -> ProtocolSchema:
             f"no app-server schema for codex {version}; committed: {', '.join(versions())}. "
             "Pin the version first, then run `python -m tools.lab schemas`."
         )
-    text = resources.files("akk.appserver").joinpath(f"schemas/codex-{version}.json").read_text()
+    text = (
+        resources.files("akk.backends.codex_app_server")
+        .joinpath(f"schemas/codex-{version}.json")
+        .read_text()
+    )
     return ProtocolSchema(version, json.loads(text))
 
 

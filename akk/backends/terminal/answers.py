@@ -1,45 +1,41 @@
-"""The interaction methods: offers in `status`, `approve` and `respond_interaction`.
+"""The terminal backend's answers: a screen's prompt shown, offered and answered by keys.
 
-Each runs in its connection's task (rank CONNECTION) and asks the Turn's
-TerminalActor, downward only, for the one input-bearing step. Before that ask,
-everything a controller can get wrong is refused here with a reason and a next
-step (zero keys): the owner, the Turn, the interaction and its fence, the
-controller's offer (`status` first), the appearance still on screen, and the
-answer against the projection it saw. The TerminalActor proves the screen again
-and reserves; a refusal there sends zero keys too.
+`shown` records what the Turn's pane asks (and the owner's offer); `approve`
+and `respond` turn an answer into one DispatchAnswer for the pane's
+TerminalActor, which proves the screen again and reserves before any key. A
+refusal here or there sends zero keys.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
-
-import trio
 
 from akk.actors.destination import DestinationDesk
 from akk.actors.store import transact
-from akk.actors.terminal import AnswerReceipt, DispatchAnswer, Refusal
-from akk.actors.turn import remember
 from akk.actors.turn_desk import TurnDesk
-from akk.answers import Answer, check_offer, decision, resolve
-from akk.backend_answers import BackendAnswers
+from akk.backends.contract import AnswerReceipt, Refusal
+from akk.backends.terminal.steps import DispatchAnswer
+from akk.methods.answers import Answer, check_offer, decision, resolve
 from akk.profiles.observation import InteractionKind, PromptView, State
 from akk.protocol.errors import Reason, RpcError
 from akk.protocol.projection import Shown, project_snapshot
 from akk.protocol.text_rule import check_text
 from akk.runtime.actor import ActorError, ActorRef, AskTimeout
 from akk.screen.fingerprint import Appearance, IdMinter
-from akk.store import audit, dispatches, interactions, turns
+from akk.store import dispatches, interactions, turns
 from akk.store.interactions import Interaction, InteractionState
 from akk.store.reader import StoreReader
-from akk.store.turns import BACKEND, Turn
+from akk.store.turns import Turn
 from akk.terminals import TerminalBoard, TerminalSnapshot
 
 ANSWER_TIMEOUT = 60.0
 
 
-class InteractionCalls:
+class TerminalAnswers:
+    """The `TurnBackend` of a Turn typed into a terminal."""
+
     def __init__(
         self,
         *,
@@ -49,10 +45,8 @@ class InteractionCalls:
         ids: IdMinter,
         destinations: DestinationDesk,
         desk: TurnDesk,
-        backend: BackendAnswers,
         offer_minutes: float,
     ) -> None:
-        self._backend = backend
         self._desk = desk
         self._store = store
         self._reader = reader
@@ -68,8 +62,6 @@ class InteractionCalls:
         when ``controller_id`` owns the Turn and AKK may answer the prompt, that
         controller's offer: what it saw may be answered for the next minutes.
         """
-        if turn.backend == BACKEND:
-            return await self._backend.shown(turn, controller_id)
         snapshot = self._board.get(turn.terminal_id or "")
         if snapshot is None or snapshot.busy or turn.closed_at is not None:
             return None
@@ -85,7 +77,7 @@ class InteractionCalls:
         def record(conn: Any) -> tuple[Interaction, bool] | None:
             if not turn.unresolved and turns.unresolved_on(conn, turn.terminal_id or ""):
                 return None  # another record follows the terminal now
-            row, new = remember(conn, turn, snapshot, shown, now)
+            row, new = interactions.remember(conn, turn, snapshot, shown, now)
             if offer and row.state is InteractionState.PENDING:
                 interactions.offer(conn, row, controller_id, now=now, lifetime=self._offer_seconds)
             return row, new
@@ -98,96 +90,16 @@ class InteractionCalls:
             self._destinations.wake(turn.controller_id)
         return row.public()
 
-    async def approve(self, controller_id: str, params: dict[str, Any]) -> dict[str, Any]:
-        detail = {"decision": params["decision"]}
-        return await self._audited(controller_id, "approve", params, detail, self._approve)
-
-    async def respond_interaction(
-        self, controller_id: str, params: dict[str, Any]
+    async def approve(
+        self, turn: Turn, row: Interaction, controller_id: str, value: str
     ) -> dict[str, Any]:
-        # How many answers of which kind: never their text or chosen options.
-        detail = {
-            "answers": [a.get("response_kind") for a in params["answers"]],
-            "delivery_mode": params.get("delivery_mode"),
-        }
-        return await self._audited(
-            controller_id, "respond_interaction", params, detail, self._respond_interaction
-        )
-
-    async def _audited(
-        self,
-        controller_id: str,
-        action: str,
-        params: dict[str, Any],
-        detail: dict[str, Any],
-        call: Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]],
-    ) -> dict[str, Any]:
-        """Run one answer call and leave its audit receipt (who, which interaction, outcome).
-
-        The receipt joins the Turn's trail only when the caller owns the Turn; a
-        call on a Turn that is not the caller's (or does not exist) is the
-        caller's own row, the ids it named kept in its detail.
-        """
-        outcome, interaction_id = "internal", params.get("interaction_id")
-        try:
-            result = await call(controller_id, params)
-            outcome, interaction_id = result["outcome"], result["interaction_id"]
-            return result
-        except RpcError as exc:
-            outcome = exc.reason.value
-            raise
-        finally:
-            turn_id: str = params["turn_id"]
-
-            def record(conn: Any) -> None:
-                turn = turns.get(conn, turn_id)
-                mine = turn is not None and turn.controller_id == controller_id
-                named = {"turn_id": turn_id, "interaction_id": interaction_id}
-                audit.record(
-                    conn, at=time.time(), actor=controller_id, action=action, outcome=outcome,
-                    controller_id=controller_id, turn_id=turn_id if mine else None,
-                    interaction_id=interaction_id if mine else None,
-                    detail=detail | {"outcome": outcome} | ({} if mine else {"named": named}),
-                )  # fmt: skip
-
-            with trio.CancelScope(shield=True):
-                await transact(self._store, record)
-
-    async def _approve(self, controller_id: str, params: dict[str, Any]) -> dict[str, Any]:
-        turn = await self._open_turn(controller_id, params["turn_id"])
-        row = await self._reader.run(
-            lambda conn: interactions.offered_to(conn, turn.turn_id, controller_id, "permission")
-        )
-        if row is None:
-            raise RpcError(
-                Reason.STATUS_REQUIRED,
-                f"this controller has not seen a permission prompt of turn {turn.turn_id}; call "
-                "status for it first, then approve what it shows",
-            )
-        value: str = params["decision"]
-        if turn.backend == BACKEND:
-            return await self._backend.approve(turn, row, controller_id, value)
         return await self._answer(
             turn, row, controller_id, lambda prompt, _seen: decision(prompt, value)
         )
 
-    async def _respond_interaction(
-        self, controller_id: str, params: dict[str, Any]
+    async def respond(
+        self, turn: Turn, row: Interaction, controller_id: str, params: dict[str, Any]
     ) -> dict[str, Any]:
-        next_turn = params.get("delivery_mode") == "queue_next_turn"
-        turn = await self._open_turn(controller_id, params["turn_id"], next_turn=next_turn)
-        interaction_id: str = params["interaction_id"]
-        row = await self._reader.run(lambda conn: interactions.get(conn, interaction_id))
-        if row is None or row.turn_id != turn.turn_id:
-            raise RpcError(
-                Reason.NOT_FOUND,
-                f"turn {turn.turn_id} has no interaction {interaction_id[:80]!r} (ids change "
-                "whenever the prompt does); call status and answer the interaction it shows",
-            )
-
-        if turn.backend == BACKEND:
-            return await self._backend.respond(turn, row, controller_id, params)
-
         def answer(prompt: PromptView, seen: Appearance) -> Answer:
             return resolve(
                 prompt,
@@ -199,38 +111,26 @@ class InteractionCalls:
 
         return await self._answer(turn, row, controller_id, answer)
 
-    # -- the shared path
+    async def still_asked(self, turn: Turn, row: Interaction, notification_id: str) -> None:
+        """The prompt ``row`` is still on the pane's screen, and the pane is not mid-step."""
+        snapshot = self._board.get(row.terminal_id or "")
+        if snapshot is not None and snapshot.busy:
+            raise RpcError(
+                Reason.CONFLICT,
+                f"the terminal of notification {notification_id} is in the middle "
+                "of an input step, so AKK cannot tell whether its question is still asked; call "
+                "retry_callback again in a moment",
+            )
+        if snapshot is None or snapshot.seen != row.seen:
+            raise RpcError(
+                Reason.PROMPT_CHANGED,
+                f"notification {notification_id} is about a question that is no "
+                "longer on the screen (it was answered there, or left it); it is obsolete and "
+                "will not be sent again. Call status to see what the terminal asks now",
+            )
 
-    async def _open_turn(
-        self, controller_id: str, turn_id: str, *, next_turn: bool = False
-    ) -> Turn:
-        """The caller's own Turn, open; or settled but not closed for a next-turn answer."""
-        turn = await self._reader.run(lambda conn: turns.get(conn, turn_id))
-        if turn is None:
-            raise RpcError(
-                Reason.NOT_FOUND, f"no turn {turn_id[:80]!r}; list shows this controller's turns"
-            )
-        if turn.controller_id != controller_id:
-            raise RpcError(
-                Reason.NOT_OWNER,
-                f"turn {turn_id} belongs to another controller; only its owner may answer its "
-                "prompts",
-            )
-        if turn.is_watch:
-            raise RpcError(
-                Reason.MANUAL_REQUIRED,
-                f"{turn_id} is a Watch: it observes a task a person started and never sends "
-                "input; answer at the terminal (status shows the prompt)",
-            )
-        if turn.closed_at is not None or not (turn.unresolved or next_turn):
-            raise RpcError(
-                Reason.CLOSED,
-                f"turn {turn_id} is {turn.state.value}"
-                + (" and closed" if turn.closed_at is not None else "")
-                + "; it has no prompt to answer (an async question its agent left is answered "
-                "with delivery_mode queue_next_turn, which starts the Turn's next round)",
-            )
-        return turn
+    def check_respond(self, turn: Turn) -> None:
+        """A terminal Turn continues with `respond` (a new composer message)."""
 
     async def _answer(
         self,

@@ -1,9 +1,9 @@
 """Interactions of Turns on the Codex app-server: offers in `status`, and their answers.
 
-The same contract as a screen's (akk.interaction_calls): an interaction is
+The same contract as a screen's (akk.backends.terminal.answers): an interaction is
 recorded with its wake-up, offered to its owner by `status`, and answered only
 through that fresh offer, by opaque ids. Its prompts are the app-server's
-server requests (approvals, questions; akk.appserver.prompts) and the async
+server requests (approvals, questions; akk.backends.codex_app_server.prompts) and the async
 questions an agent leaves. The BackendActor proves, before anything is sent,
 that the app-server still asks exactly what the controller saw; a refusal here
 or there sends nothing.
@@ -23,21 +23,20 @@ from typing import Any, TypeVar
 import apsw
 import attrs
 
-from akk.actors.backend import (
-    AnswerRequest,
-    BackendDesk,
-    BackendHost,
-    Refused,
-    StartTurn,
-    Steer,
-    offer_refusal,
-)
 from akk.actors.destination import DestinationDesk
 from akk.actors.store import transact
 from akk.actors.turn_desk import TurnDesk
-from akk.answers import check_offer
-from akk.appserver.prompts import BackendPrompt, answers_result, async_message, decision_result
+from akk.backends.codex_app_server.actor import AnswerRequest, StartTurn, Steer, offer_refusal
+from akk.backends.codex_app_server.host import BackendDesk, BackendHost
+from akk.backends.codex_app_server.prompts import (
+    BackendPrompt,
+    answers_result,
+    async_message,
+    decision_result,
+)
+from akk.backends.contract import Refusal
 from akk.evidence import request_digest
+from akk.methods.answers import check_offer
 from akk.profiles.observation import InteractionKind
 from akk.protocol.errors import Reason, RpcError
 from akk.runtime.actor import ActorError, Ask, AskTimeout
@@ -60,7 +59,9 @@ class _NextRound:
     dispatch: Dispatch
 
 
-class BackendAnswers:
+class AppServerAnswers:
+    """The `TurnBackend` of a Turn run on the Codex app-server."""
+
     def __init__(
         self,
         *,
@@ -115,6 +116,24 @@ class BackendAnswers:
         if new:
             self._destinations.wake(turn.controller_id)
         return row.public()
+
+    async def still_asked(self, turn: Turn, row: Interaction, notification_id: str) -> None:
+        """The app-server still asks ``row`` of ``turn``'s native turn."""
+        if row.interaction_id not in [p.interaction_id for p in self.prompts(turn)]:
+            raise RpcError(
+                Reason.PROMPT_CHANGED,
+                f"notification {notification_id} is about a request the "
+                "app-server no longer asks (it was answered, or its turn ended); it is "
+                "obsolete and will not be sent again. Call status",
+            )
+
+    def check_respond(self, turn: Turn) -> None:
+        """An app-server thread continues with the next send of its scope, not `respond`."""
+        raise RpcError(
+            Reason.INVALID_PARAMS,
+            f"{turn.turn_id} runs on the app-server: its thread continues with the next send of "
+            "the same scope and role (session_decision resume), not with respond",
+        )
 
     async def approve(
         self, turn: Turn, row: Interaction, controller_id: str, value: str
@@ -201,11 +220,11 @@ class BackendAnswers:
             result=result, steer=steer,
         )  # fmt: skip
         reply = await self._ask(self._host(), message)
-        if isinstance(reply, Refused):
+        if isinstance(reply, Refusal):
             raise RpcError(reply.reason, reply.message)
         if not reply.proven:
             self._destinations.wake(turn.controller_id)
-            raise _uncertain(reply.why)
+            raise _uncertain(reply.why or "")
         return {
             "outcome": "dispatched",
             "interaction_id": row.interaction_id,

@@ -12,75 +12,36 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import attrs
-
 from akk import faults
-from akk.actors.destination import DestinationDesk
 from akk.actors.store import transact
-from akk.actors.terminal import (
-    DispatchRespond,
-    DispatchTask,
-    Refusal,
-    TaskReceipt,
-)
 from akk.actors.turn import Cancel, Close
-from akk.actors.turn_desk import TurnDesk
+from akk.backends.contract import Refusal
+from akk.backends.terminal.steps import DispatchRespond, DispatchTask, TaskReceipt
 from akk.evidence import request_digest
 from akk.faults import Point
-from akk.interaction_calls import InteractionCalls
+from akk.methods.common import MAX_REQUEST_CHARS, MethodContext, available_actions, owned
 from akk.protocol.errors import Reason, RpcError
 from akk.protocol.excerpt import excerpt
+from akk.protocol.projection import project_snapshot
 from akk.protocol.text_rule import check_text
 from akk.runtime.actor import ActorError, ActorRef, AskTimeout
 from akk.store import audit, dispatches, outbox, sessions, turns
-from akk.store.reader import StoreReader
-from akk.store.turns import BACKEND, Turn, TurnState
-from akk.terminals import TerminalBoard, TerminalSnapshot, terminal_row
-
-MAX_REQUEST_CHARS = 50_000
-"""Longest task text `send` accepts (characters); longer ones are refused before any key."""
+from akk.store.turns import Turn
+from akk.terminals import TerminalSnapshot, terminal_row
 
 DISPATCH_TIMEOUT = 60.0
 
 
-@attrs.frozen
-class TurnSettings:
-    inactivity_minutes: float = 60.0
-    """No activity (file growth, screen change) for this long: ``stalled``."""
-    lifetime_minutes: float = 720.0
-    """Hard lifetime of a Turn: ``timed_out``."""
-    accept_seconds: float = 20.0
-    """After Enter, how long the agent has to show it accepted the task: else ``uncertain``."""
-    offer_minutes: float = 10.0
-    """How long what `status` showed a controller may be answered without calling it again."""
-
-
 class TurnCalls:
-    def __init__(
-        self,
-        *,
-        store: Any,
-        reader: StoreReader,
-        board: TerminalBoard,
-        desk: TurnDesk,
-        destinations: DestinationDesk,
-        settings: TurnSettings,
-        interactions: InteractionCalls,
-    ) -> None:
-        self._interactions = interactions
-        self._store = store
-        self._reader = reader
-        self._board = board
-        self._desk = desk
-        self._destinations = destinations
-        self._settings = settings
+    def __init__(self, ctx: MethodContext) -> None:
+        self._ctx = ctx
 
     async def send(self, controller_id: str, params: dict[str, Any]) -> dict[str, Any]:
         terminal_id: str = params["terminal_id"]
         text: str = params["request"]
         _check_request(text)
         client_request_id: str = params["client_request_id"]
-        existing, holder = await self._reader.run(
+        existing, holder = await self._ctx.reader.run(
             lambda conn: (
                 turns.by_request(conn, controller_id, client_request_id),
                 turns.unresolved_on(conn, terminal_id),
@@ -91,7 +52,7 @@ class TurnCalls:
         if holder is not None:
             # Checked again inside the reservation; this answers before any capture.
             raise RpcError(Reason.CONFLICT, turns.held(holder, controller_id))
-        terminal, snapshot = self._board.ref(terminal_id), self._board.get(terminal_id)
+        terminal, snapshot = self._ctx.board.ref(terminal_id), self._ctx.board.get(terminal_id)
         if terminal is None or snapshot is None:
             raise RpcError(
                 Reason.NOT_FOUND,
@@ -103,8 +64,8 @@ class TurnCalls:
             controller_id=controller_id,
             client_request_id=client_request_id,
             text=text,
-            inactivity_seconds=self._settings.inactivity_minutes * 60,
-            lifetime_seconds=self._settings.lifetime_minutes * 60,
+            inactivity_seconds=self._ctx.settings.inactivity_minutes * 60,
+            lifetime_seconds=self._ctx.settings.lifetime_minutes * 60,
         )
         receipt = await self._dispatch(
             terminal,
@@ -117,9 +78,9 @@ class TurnCalls:
             raise RpcError(receipt.reason, receipt.message)
         turn = receipt.turn
         if turn.unresolved:
-            await self._desk.follow(turn.turn_id, enter_at=receipt.enter_at)
+            await self._ctx.desk.follow(turn.turn_id, enter_at=receipt.enter_at)
         else:
-            self._destinations.wake(controller_id)
+            self._ctx.destinations.wake(controller_id)
         return _send_result(turn)
 
     async def respond(
@@ -128,16 +89,11 @@ class TurnCalls:
         """A new composer message inside the same Turn, once its agent is idle again."""
         _check_request(text)
         turn = owned(
-            await self._reader.run(lambda conn: turns.get(conn, turn_id)),
+            await self._ctx.reader.run(lambda conn: turns.get(conn, turn_id)),
             turn_id, controller_id, operator,
         )  # fmt: skip
         _managed(turn, "respond")
-        if turn.backend == BACKEND:
-            raise RpcError(
-                Reason.INVALID_PARAMS,
-                f"{turn_id} runs on the app-server: its thread continues with the next send of "
-                "the same scope and role (session_decision resume), not with respond",
-            )
+        self._ctx.backends.of(turn).check_respond(turn)
         if turn.closed_at is not None:
             raise RpcError(Reason.CLOSED, f"turn {turn_id} is closed; send a new task instead")
         if not turn.state.settled:
@@ -146,8 +102,8 @@ class TurnCalls:
                 f"turn {turn_id} is {turn.state.value}; respond once its outcome arrived and "
                 "the agent is idle again",
             )
-        terminal = self._board.ref(turn.terminal_id or "")
-        snapshot = self._board.get(turn.terminal_id or "")
+        terminal = self._ctx.board.ref(turn.terminal_id or "")
+        snapshot = self._ctx.board.get(turn.terminal_id or "")
         if terminal is None or snapshot is None:
             raise RpcError(
                 Reason.NOT_FOUND,
@@ -155,7 +111,7 @@ class TurnCalls:
                 "send a new task to another terminal",
             )
         _check_typeable(snapshot, text)
-        before = len(await self._reader.run(lambda conn: dispatches.of_turn(conn, turn_id)))
+        before = len(await self._ctx.reader.run(lambda conn: dispatches.of_turn(conn, turn_id)))
         receipt = await self._dispatch(
             terminal,
             DispatchRespond(turn_id, text),
@@ -165,9 +121,9 @@ class TurnCalls:
             raise RpcError(receipt.reason, receipt.message)
         reopened = receipt.turn
         if reopened.unresolved:
-            await self._desk.follow(turn_id, enter_at=receipt.enter_at)
+            await self._ctx.desk.follow(turn_id, enter_at=receipt.enter_at)
         else:
-            self._destinations.wake(reopened.controller_id)
+            self._ctx.destinations.wake(reopened.controller_id)
         return _send_result(reopened) | {"round": reopened.round}
 
     async def _dispatch(
@@ -192,7 +148,7 @@ class TurnCalls:
                 "type it again. Call list or status to see the Turn",
             ) from None
         except ActorError as exc:
-            if not await self._reader.run(reserved):
+            if not await self._ctx.reader.run(reserved):
                 # Keys come only after the reservation: none was recorded, so none went out.
                 raise RpcError(
                     Reason.INTERNAL,
@@ -216,7 +172,7 @@ class TurnCalls:
 
     async def listing(self, owner: str | None, terminals: list[dict[str, Any]]) -> dict[str, Any]:
         """`list`: terminals with their Turn and actions, the caller's Turns and Watches."""
-        mine, held, retryable, owned_sessions = await self._reader.run(
+        mine, held, retryable, owned_sessions = await self._ctx.reader.run(
             lambda conn: (
                 turns.of_controller(conn, owner),
                 {t.terminal_id: t for t in turns.unresolved(conn)},
@@ -263,13 +219,13 @@ class TurnCalls:
                 outbox.of_turn(conn, turn_id),
             )
 
-        turn, steps, receipts, notes = await self._reader.run(read)
+        turn, steps, receipts, notes = await self._ctx.reader.run(read)
         turn = owned(turn, turn_id, controller_id, operator)
         retry = any(n.state == "retryable_failure" for n in notes)
         backend: dict[str, Any] = {}
         if turn.session_id is not None:
             session_id, round_ = turn.session_id, turn.round
-            session, invocation = await self._reader.run(
+            session, invocation = await self._ctx.reader.run(
                 lambda conn: (
                     sessions.get(conn, session_id),
                     sessions.invocation(conn, turn_id, round_),
@@ -284,12 +240,12 @@ class TurnCalls:
             | {"available_actions": available_actions(turn, retryable=retry)},
             "dispatches": [d.public() for d in steps],
             "receipts": receipts,
-            "interaction": await self._interactions.shown(turn, controller_id),
+            "interaction": await self._ctx.backends.of(turn).shown(turn, controller_id),
             "terminal": None,
             "screen_excerpt": None,
             **backend,
         }
-        snapshot = self._board.get(turn.terminal_id or "")
+        snapshot = self._ctx.board.get(turn.terminal_id or "")
         if snapshot is not None:
             shown = excerpt(snapshot.lines)
             result["terminal"] = terminal_row(snapshot)
@@ -298,9 +254,30 @@ class TurnCalls:
                 result["screen_excerpt_withheld"] = "secret_input"
         return result
 
+    async def terminal_status(self, terminal_id: str) -> dict[str, Any]:
+        """`status {terminal_id}`: the pane's row, its prompt (shown, not offered), excerpt."""
+        snapshot = self._ctx.board.get(terminal_id)
+        if snapshot is None:
+            raise RpcError(
+                Reason.NOT_FOUND,
+                f"no terminal {terminal_id!r} (its pane closed or its agent restarted); "
+                "call list for the current terminal ids",
+            )
+        # A terminal's prompt is shown, never offered: answers go through the Turn.
+        projected = project_snapshot(snapshot, self._ctx.ids, None)
+        shown = excerpt(snapshot.lines)
+        result: dict[str, Any] = {
+            "terminal": terminal_row(snapshot),
+            "interaction": None if projected is None else projected.projection,
+            "screen_excerpt": shown,
+        }
+        if shown is None:
+            result["screen_excerpt_withheld"] = "secret_input"
+        return result
+
     async def cancel(self, controller_id: str, operator: bool, turn_id: str) -> dict[str, Any]:
         turn = owned(
-            await self._reader.run(lambda conn: turns.get(conn, turn_id)),
+            await self._ctx.reader.run(lambda conn: turns.get(conn, turn_id)),
             turn_id, controller_id, operator,
         )  # fmt: skip
         _managed(turn, "cancel")
@@ -311,7 +288,7 @@ class TurnCalls:
                 + (" and closed" if turn.closed_at else "")
                 + "; there is nothing to cancel",
             )
-        actor = self._desk.ref(turn_id)
+        actor = self._ctx.desk.ref(turn_id)
         if actor is None:
             raise RpcError(Reason.INTERNAL, "the Turn is not followed right now; try again")
         reply = await actor.ask(Cancel(), timeout=DISPATCH_TIMEOUT)
@@ -321,7 +298,7 @@ class TurnCalls:
 
     async def close(self, controller_id: str, operator: bool, turn_id: str) -> dict[str, Any]:
         turn = owned(
-            await self._reader.run(lambda conn: turns.get(conn, turn_id)),
+            await self._ctx.reader.run(lambda conn: turns.get(conn, turn_id)),
             turn_id, controller_id, operator,
         )  # fmt: skip
         if turn.is_watch:
@@ -340,8 +317,8 @@ class TurnCalls:
                     turns.update(conn, fresh, closed_at=now) if fresh.closed_at is None else fresh
                 )
 
-            turn = await transact(self._store, close)
-            actor = self._desk.ref(turn_id)
+            turn = await transact(self._ctx.store, close)
+            actor = self._ctx.desk.ref(turn_id)
             if actor is not None:
                 actor.tell(Close())
         return turn.public() | {"available_actions": available_actions(turn)}
@@ -349,7 +326,7 @@ class TurnCalls:
     async def ack(self, controller_id: str, event_id: str) -> dict[str, Any]:
         now = time.time()
         acked = await transact(
-            self._store, lambda conn: outbox.ack(conn, controller_id, event_id, now)
+            self._ctx.store, lambda conn: outbox.ack(conn, controller_id, event_id, now)
         )
         if acked is None:
             raise RpcError(
@@ -359,12 +336,6 @@ class TurnCalls:
             )
         await faults.reached(Point.ACKED)
         return {"event_id": event_id, "state": acked.state}
-
-    async def reconnected(self, controller_id: str) -> None:
-        """A controller's new connection said hello: redeliver what it did not ack."""
-        now = time.time()
-        await transact(self._store, lambda conn: outbox.release_leases(conn, controller_id, now))
-        self._destinations.wake(controller_id)
 
 
 def _check_request(text: str) -> None:
@@ -388,21 +359,6 @@ def _check_typeable(snapshot: TerminalSnapshot, text: str) -> None:
         check_text(text, "request", specials=profile.typing.specials)
 
 
-def owned(turn: Turn | None, record_id: str, controller_id: str, operator: bool) -> Turn:
-    """The Turn or Watch ``record_id`` if the caller may act on it; else not_found / not_owner."""
-    if turn is None:
-        raise RpcError(
-            Reason.NOT_FOUND,
-            f"no turn or watch {record_id[:80]!r}; list shows this controller's records",
-        )
-    if not operator and turn.controller_id != controller_id:
-        raise RpcError(
-            Reason.NOT_OWNER,
-            f"{record_id} belongs to another controller; act only on your own turns and watches",
-        )
-    return turn
-
-
 def _managed(record: Turn, method: str) -> None:
     """Refuse a management call on a Watch: it observes a person's task and never sends input."""
     if record.is_watch:
@@ -411,38 +367,6 @@ def _managed(record: Turn, method: str) -> None:
             f"{record.turn_id} is a Watch: it never sends input, so {method} does not apply. "
             "Act at the terminal, or send a task of your own once the pane is idle",
         )
-
-
-def available_actions(record: Turn, *, retryable: bool = False) -> list[dict[str, Any]]:
-    """The calls valid on ``record`` now, pre-filled with its exact id.
-
-    ``retryable``: a notification of the record waits in retryable_failure.
-    """
-    if record.is_watch:
-        ids = {"watch_id": record.turn_id}
-        actions: list[dict[str, Any]] = [{"method": "status", "params": ids}]
-        if record.unwatched_at is None:
-            actions.append({"method": "unwatch", "params": ids})
-            actions.append({"method": "recover", "params": ids})
-        if record.unresolved or record.state is TurnState.TIMED_OUT or record.unwatched_at:
-            actions.append({"method": "renew", "params": ids})
-        if retryable and record.unwatched_at is None:
-            actions.append({"method": "retry_callback", "params": ids})
-        return actions
-    ids = {"turn_id": record.turn_id}
-    actions = [{"method": "status", "params": ids}]
-    if record.unresolved and record.state is TurnState.RUNNING:
-        actions.append({"method": "cancel", "params": ids})
-    if record.state.settled and record.closed_at is None:
-        actions.append({"method": "respond", "params": ids})
-    if record.closed_at is None:
-        actions.append({"method": "close", "params": ids})
-        actions.append({"method": "recover", "params": ids})
-        if record.unresolved:
-            actions.append({"method": "renew", "params": ids})
-        if retryable:
-            actions.append({"method": "retry_callback", "params": ids})
-    return actions
 
 
 def _send_result(turn: Turn) -> dict[str, Any]:

@@ -1,1 +1,0 @@
-"""Codex's app-server protocol: the JSON-RPC client and each pinned version's schema."""

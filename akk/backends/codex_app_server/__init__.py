@@ -1,0 +1,8 @@
+"""The Codex app-server backend: a Turn run through `codex app-server` JSON-RPC.
+
+`rpc` (the client), `schema` and `schemas/` (each pinned version's protocol),
+`board` (what the process said), `actor` (the BackendActor, its only writer),
+`host` (the process's lifetime, the desk), `prompts` (server requests as
+interactions), `answers` (the methods' side) and `follow` (the TurnActor's
+follower).
+"""

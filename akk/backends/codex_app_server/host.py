@@ -1,0 +1,199 @@
+"""BackendHost and BackendDesk: the lifetime of the `codex app-server` process AKK starts.
+
+A `BackendHost` (a plain supervised task) starts the process from the
+configured binary and CODEX_HOME, reads everything it says into a
+`BackendBoard`, and runs the BackendActor's mailbox beside that reader; every
+process is reaped before the host ends, and its exit is audited. The
+`BackendDesk` starts a host on first use and says whether the backend is
+available (`find_codex`: a pinned Codex, or why not).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+from collections.abc import Callable
+from typing import Any
+
+import apsw
+import trio
+
+from akk.actors.store import transact
+from akk.backends.codex_app_server import rpc, schema
+from akk.backends.codex_app_server.actor import (
+    BackendActor,
+    BackendLost,
+    BackendMessage,
+    CodexSetup,
+)
+from akk.backends.codex_app_server.board import BackendBoard
+from akk.discovery.process import VersionCache
+from akk.runtime.actor import ActorRef, Incarnation, Rank
+from akk.runtime.supervisor import ChildSpec, Restart, Supervisor
+from akk.store import audit
+
+log = logging.getLogger("akk.backend")
+
+START_RETRY_SECONDS = 30.0
+"""After an app-server failed to start, how long before the next try (a slow retry never
+reaches the supervisor's restart limit, so a broken Codex cannot stop `akk serve`)."""
+
+
+class BackendHost:
+    """Runs one app-server process and its BackendActor; restarted by its supervisor.
+
+    The ref (the mailbox) outlives each process, so asks queued during a restart
+    are handled by the next one.
+    """
+
+    def __init__(
+        self,
+        setup: CodexSetup,
+        *,
+        store: ActorRef,
+        reader: Callable[[Callable[[apsw.Connection], Any]], Any],
+        cwd: str,
+        limits: rpc.WireLimits | None = None,
+    ) -> None:
+        self.setup = setup
+        self.board = BackendBoard()
+        self.ref = ActorRef[BackendMessage](
+            setup.key, Rank.BACKEND, mailbox_size=BackendActor.mailbox_size
+        )
+        self._store = store
+        self._reader = reader
+        self._cwd = cwd
+        self._limits = limits or rpc.WireLimits()
+
+    async def run(self) -> None:
+        board = self.board
+        env = dict(self.setup.env) if self.setup.env is not None else None
+        try:
+            async with rpc.open_app_server(
+                self.setup.binary, codex_home=self.setup.home, cwd=self._cwd, env=env,
+                limits=self._limits, tap=self.setup.tap,
+            ) as app:  # fmt: skip
+                await self._serve(app)
+        except rpc.StartError as exc:
+            board.start_failed(str(exc))
+            log.error("app-server did not start: %s", exc)
+            await trio.sleep(START_RETRY_SECONDS)
+            raise
+
+    async def _serve(self, app: rpc.AppServer) -> None:
+        board = self.board
+        board.started(app.pid)
+        log.info("app-server pid %d started (generation %d)", app.pid, board.generation)
+        actor = BackendActor(
+            app, setup=self.setup, board=board, store=self._store, reader=self._reader
+        )
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._pump, app)
+                await Incarnation(self.ref, actor).run()
+                nursery.cancel_scope.cancel()
+        finally:
+            board.stopped()
+            ended = await app.aclose()
+            await self._record_exit(ended)
+
+    async def _pump(self, app: rpc.AppServer) -> None:
+        """Fold every notification and server request into the board, until the connection ends."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._requests, app)
+            async for note in app.notifications:
+                self.board.apply(note)
+        raise BackendLost(app.closed_reason or "the app-server's notifications ended")
+
+    async def _requests(self, app: rpc.AppServer) -> None:
+        # Bounded by the connection: at most Limits.server_requests are unanswered.
+        async for request in app.server_requests:
+            self.board.requests[request.id] = request
+            self.board.seq += 1
+
+    async def _record_exit(self, ended: rpc.Exit) -> None:
+        detail = {
+            "how": ended.how, "returncode": ended.returncode, "reaped": ended.reaped,
+            "reason": ended.reason[:200], "stragglers": list(ended.stragglers),
+        }  # fmt: skip
+
+        def record(conn: apsw.Connection) -> None:
+            audit.record(
+                conn, at=time.time(), actor="akk", action="app_server_exit",
+                outcome="ok" if ended.reaped else "unreaped", detail=detail,
+            )  # fmt: skip
+
+        with trio.CancelScope(shield=True):
+            await transact(self._store, record)
+
+
+async def find_codex(binary: str | None, home: str, versions: VersionCache) -> CodexSetup | str:
+    """The pinned Codex at ``binary`` (None: `codex` on PATH), or why there is none."""
+    found = await trio.to_thread.run_sync(_executable, binary)
+    if not os.path.isabs(found):
+        return found
+    program = found
+    version = await versions.version_of_program("codex", [program])
+    if version is None:
+        return f"{program}: `--version` printed no codex-cli version"
+    if version not in schema.versions():
+        return f"codex-cli {version} is not pinned ({', '.join(schema.versions())} are)"
+    return CodexSetup(binary=program, home=home, version=version)
+
+
+def _executable(binary: str | None) -> str:
+    """The real path of ``binary`` (or of `codex` on PATH), or why there is none."""
+    program = binary if binary is not None else shutil.which("codex")
+    if program is None:
+        return "no codex on PATH (pass --codex-bin)"
+    program = os.path.realpath(program)
+    if not (os.path.isfile(program) and os.access(program, os.X_OK)):
+        return f"{program} is not an executable file"
+    return program
+
+
+class BackendDesk:
+    """Starts the one BackendHost per CODEX_HOME under the backends supervisor."""
+
+    def __init__(
+        self,
+        supervisor: Supervisor,
+        *,
+        setup: CodexSetup | str,
+        store: ActorRef,
+        reader: Callable[[Callable[[apsw.Connection], Any]], Any],
+        cwd: str,
+    ) -> None:
+        self._supervisor = supervisor
+        self.setup = setup
+        self._store = store
+        self._reader = reader
+        self._cwd = cwd
+        self._host: BackendHost | None = None
+
+    async def host(self) -> BackendHost:
+        """The running host, started on first use (the setup must be a CodexSetup)."""
+        assert isinstance(self.setup, CodexSetup), self.setup
+        if self._host is None:
+            host = BackendHost(self.setup, store=self._store, reader=self._reader, cwd=self._cwd)
+            await self._supervisor.start_child(
+                ChildSpec(self.setup.key, host.run, restart=Restart.PERMANENT)
+            )
+            self._host = host
+        return self._host
+
+    @property
+    def running(self) -> BackendHost | None:
+        return self._host
+
+    @property
+    def available(self) -> bool:
+        """A pinned Codex is configured (else `setup` says why not)."""
+        return isinstance(self.setup, CodexSetup)
+
+    @property
+    def version(self) -> str:
+        """The Codex version the backend runs ("" when none is configured)."""
+        return self.setup.version if isinstance(self.setup, CodexSetup) else ""

@@ -1,0 +1,171 @@
+"""The backend contract: `TurnBackend` (what the methods ask of the backend a Turn runs on)
+and `TurnFollower` (how the one TurnActor follows a Turn on it).
+
+The methods and the TurnActor are written once against these; the Turn's own
+``backend`` picks the implementation (`akk.backends.registry`, the TurnDesk). Every call
+refuses with an RpcError carrying a reason and a next step, and a refused call
+sent nothing to the agent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import apsw
+import attrs
+
+from akk.protocol.errors import Reason
+from akk.store.dispatches import Dispatch
+from akk.store.interactions import Interaction
+from akk.store.turns import Turn, TurnState
+
+
+class TurnBackend(Protocol):
+    """One way of running a Turn, as the methods see it."""
+
+    async def shown(self, turn: Turn, controller_id: str) -> dict[str, Any] | None:
+        """The interaction the agent asks of ``turn`` now, recorded; offered to its owner.
+
+        None when it asks nothing AKK may show. Recording it may wake the owner
+        (its wake-up goes out when this call saw the prompt before the Turn did).
+        """
+        ...
+
+    async def approve(
+        self, turn: Turn, row: Interaction, controller_id: str, value: str
+    ) -> dict[str, Any]:
+        """Answer the permission ``row`` with ``value`` through the controller's offer."""
+        ...
+
+    async def respond(
+        self, turn: Turn, row: Interaction, controller_id: str, params: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Answer ``row`` with the `respond_interaction` call's ``params``."""
+        ...
+
+    async def still_asked(self, turn: Turn, row: Interaction, notification_id: str) -> None:
+        """Refuse (prompt_changed, conflict) when the agent no longer asks ``row``."""
+        ...
+
+    def check_respond(self, turn: Turn) -> None:
+        """Refuse (invalid_params) when ``turn`` does not continue with `respond`."""
+        ...
+
+
+@attrs.frozen
+class Refusal:
+    """An input step refused before anything was sent: ``reason`` is a protocol reason code."""
+
+    reason: Reason
+    message: str
+    turn: Turn | None = None
+    """The existing record, for a repeated client_request_id (a terminal's send)."""
+
+
+@attrs.frozen
+class AnswerReceipt:
+    """What an answer's step did: its receipt after the last stage, and whether it was proven.
+
+    ``proven``: the agent showed the answer took (a screen: the prompt gone, the
+    next step or the agent back at work). Otherwise the dispatch is
+    ``uncertain`` (or ``aborted`` before its last key) and ``why`` says what
+    could not be proven. ``next_round_at``: the answer started the Turn's next
+    round (trio time).
+    """
+
+    dispatch: Dispatch
+    proven: bool
+    why: str | None = None
+    next_round_at: float | None = None
+
+
+@attrs.frozen
+class CancelResult:
+    """The reply to a `cancel`: the interrupt went out, or why not (nothing was sent)."""
+
+    ok: bool
+    reason: Reason | None = None
+    message: str = ""
+
+
+Also = Callable[[apsw.Connection, Turn], None]
+"""More facts a backend commits in the transaction that settles its Turn."""
+
+
+class TurnControl(Protocol):
+    """What the one TurnActor lends the follower of its Turn."""
+
+    turn: Turn | None
+    """The Turn as last read or written by the actor (set once it started)."""
+
+    async def update(self, **changes: object) -> Turn:
+        """Compare-and-swap ``changes`` onto the Turn; it becomes ``turn``."""
+        ...
+
+    async def settle(
+        self,
+        state: TurnState,
+        reason: str | None,
+        summary: str,
+        *,
+        also: Also | None = None,
+        **changes: object,
+    ) -> None:
+        """Commit the Turn's one outcome and its notification, wake its owner, stop the actor.
+
+        ``also`` (default: the follower's `settling`) runs in the same transaction.
+        Raises StopActor.
+        """
+        ...
+
+    async def announce(
+        self,
+        still_asked: Callable[[Interaction], bool],
+        record: Callable[[apsw.Connection, Turn], bool],
+    ) -> None:
+        """In one transaction: pending interactions not ``still_asked`` become ``gone``,
+        ``record`` records what is asked now (True: a new one); its owner is woken once."""
+        ...
+
+
+class TurnFollower(Protocol):
+    """How one backend follows one Turn to its outcome, for the one TurnActor.
+
+    The actor owns the skeleton: the messages, the store record, the hard
+    deadline and the inactivity window, cancel's preconditions, the settle
+    transaction and its notification. The follower looks at its witness (the
+    screen and the agent's file, or the app-server) once per tick.
+    """
+
+    def attach(self, control: TurnControl) -> None:
+        """The actor that drives this follower (called once, before anything else)."""
+        ...
+
+    def read(self, conn: apsw.Connection, turn: Turn) -> None:
+        """Read what the follower keeps beside the Turn, in the actor's load (a reader)."""
+        ...
+
+    def started(self, turn: Turn) -> None:
+        """The actor started on ``turn`` (read just now)."""
+        ...
+
+    def reloaded(self, reconcile: bool) -> None:
+        """The record was read again; ``reconcile``: prove again what its process did."""
+        ...
+
+    async def look(self, now: float) -> bool:
+        """One look at the witness (may settle); True: the actor checks inactivity next."""
+        ...
+
+    async def before_deadline(self) -> None:
+        """The Turn is about to settle timed_out or stalled (best-effort interrupt)."""
+        ...
+
+    async def interrupt(self, turn: Turn) -> CancelResult:
+        """Interrupt the running ``turn`` for its owner's cancel."""
+        ...
+
+    def settling(self, conn: apsw.Connection, fresh: Turn, state: TurnState, now: float) -> None:
+        """The follower's facts of a settle the actor decided (deadline, inactivity)."""
+        ...

@@ -1,0 +1,21 @@
+"""`Backends`: the record's backend name picks the implementation that runs its Turns."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import attrs
+
+from akk.backends.contract import TurnBackend
+from akk.store.turns import Turn
+
+
+@attrs.frozen
+class Backends:
+    """One implementation per ``turns.backend`` name, registered by the service."""
+
+    by_name: Mapping[str, TurnBackend]
+
+    def of(self, turn: Turn) -> TurnBackend:
+        """The backend ``turn`` runs on (every stored name is registered)."""
+        return self.by_name[turn.backend]

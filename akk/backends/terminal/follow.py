@@ -1,0 +1,430 @@
+"""The terminal's follower: one Turn typed into a pane, followed on its screen and file.
+
+The TurnActor (`akk.actors.turn`) drives it once per tick:
+
+- acceptance: the agent's own file (``akk.evidence``) shows a user message with
+  exactly the request's text after the recorded position; without evidence,
+  the screen (the composer emptied and the agent working) with that limit
+  stated. No proof within ``accept_seconds``: ``uncertain``, never retyped;
+- completion, failure, interruption and usage from the file, or the screen
+  returning to idle when there is no file;
+- the pane or process gone: ``failed``;
+- prompts: each new appearance of a prompt on the Turn's terminal is recorded
+  as an interaction with its durable ``interaction_required`` (or
+  ``approval_required``) event; one that left the screen unanswered by AKK
+  becomes ``gone``. The TurnDesk wakes the Turn as soon as its terminal
+  publishes a different prompt, so the event does not wait for the next tick.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import apsw
+import attrs
+import trio
+
+from akk import evidence, faults
+from akk.actors.store import transact
+from akk.actors.turn import FINAL_MESSAGE_LIMIT
+from akk.backends.contract import CancelResult, TurnControl
+from akk.backends.terminal.steps import Interrupt, InterruptReceipt
+from akk.faults import Point
+from akk.profiles.observation import State
+from akk.protocol.errors import Reason
+from akk.protocol.projection import project_snapshot
+from akk.protocol.redaction import redact
+from akk.runtime.actor import ActorRef
+from akk.screen.fingerprint import Appearance, IdMinter
+from akk.store import dispatches, interactions, terminals, turns
+from akk.store.dispatches import Kind, Stage
+from akk.store.turns import Turn, TurnState
+from akk.terminals import TerminalBoard, TerminalSnapshot
+
+GONE_GRACE = 5.0
+"""Seconds a Turn's terminal may be unseen (e.g. before the first listing after a start)
+before the Turn fails as ``terminal_gone``."""
+
+CANCEL_BOUND = 10.0
+"""Seconds after the interrupt key within which the interruption must show."""
+
+SCREEN_CATCH_UP = 2.0
+"""Seconds a file-proven outcome waits for the Turn's pane to stop reading ``working``: the
+file can be ahead of the last screen read by a repaint, and a controller sends its next task
+on ``done`` (tests/lab/test_back_to_back.py). After it the file decides alone."""
+
+
+class TerminalFollower:
+    """The `TurnFollower` of a Turn or Watch on one terminal."""
+
+    def __init__(
+        self,
+        turn_id: str,
+        *,
+        store: ActorRef,
+        reader: Callable[[Callable[[apsw.Connection], Any]], Any],
+        board: TerminalBoard,
+        ids: IdMinter,
+        enter_at: float | None,
+        accept_seconds: float,
+    ) -> None:
+        self._turn_id = turn_id
+        self._ids = ids
+        self._announced: Appearance | None = None
+        self._accept_seconds = accept_seconds
+        self._store = store
+        self._read_store = reader
+        self._board = board
+        self._enter_at = enter_at
+        self._control: TurnControl | None = None
+        self._accept_deadline = 0.0
+        self._cancel: tuple[float, int] | None = None  # (deadline, screen seq) after the key
+        self._last_seq = -1
+        self._last_size = -1
+        self._saw_working = False
+        self._outcome_at: float | None = None  # when the file first proved the outcome
+        self._missing_since: float | None = None
+        self._pane: tuple[str, str] | None = None  # (tmux socket, pane id) once seen
+        self._idle_unbound_since: float | None = None
+
+    @property
+    def _turn(self) -> Turn | None:
+        return None if self._control is None else self._control.turn
+
+    @_turn.setter
+    def _turn(self, turn: Turn) -> None:
+        assert self._control is not None
+        self._control.turn = turn
+
+    def attach(self, control: TurnControl) -> None:
+        self._control = control
+
+    def read(self, conn: apsw.Connection, turn: Turn) -> None:
+        """The Turn alone is the terminal's record."""
+
+    def started(self, turn: Turn) -> None:
+        # A Watch begins on a task the agent already works on.
+        self._saw_working = turn.is_watch
+        base = self._enter_at if self._enter_at is not None else trio.current_time()
+        self._accept_deadline = base + self._accept_seconds
+
+    def reloaded(self, reconcile: bool) -> None:
+        """The screen and the file are read afresh at every look anyway."""
+
+    async def before_deadline(self) -> None:
+        """A terminal Turn past its deadline is left as it is: no key is sent."""
+
+    def settling(self, conn: apsw.Connection, fresh: Turn, state: TurnState, now: float) -> None:
+        for dispatch in _composer_steps(conn, fresh.turn_id):
+            if dispatch.stage.open:
+                dispatches.advance(conn, dispatch, Stage.UNCERTAIN, f"turn {state}")
+
+    # -- following
+
+    async def look(self, now: float) -> bool:
+        turn = self._turn
+        assert turn is not None
+        if self._board.ref(turn.terminal_id or "") is None:
+            # Just after a start the watcher may not have listed the panes yet.
+            if self._missing_since is None:
+                self._missing_since = trio.current_time()
+            if trio.current_time() - self._missing_since >= GONE_GRACE:
+                await self._terminal_gone()
+            return False
+        self._missing_since = None
+        snapshot = self._board.get(turn.terminal_id or "")
+        if snapshot is None:
+            return False  # its actor is restarting: look again next tick
+        self._pane = (snapshot.identity.tmux_socket, snapshot.identity.pane_id)
+        active = snapshot.seq != self._last_seq
+        self._last_seq = snapshot.seq
+        if snapshot.observation.state is State.WORKING:
+            self._saw_working = True
+        progress = await self._progress()
+        if progress is not None and progress[1]:
+            active = True
+        if active:
+            turn = await self._update(last_activity_at=now)
+        if turn.state in (TurnState.DISPATCHING, TurnState.UNCERTAIN):
+            await self._check_acceptance(progress, snapshot.observation.state, snapshot.seq)
+        elif turn.state is TurnState.RUNNING:
+            if turn.is_watch and turn.evidence_status == "pending":
+                await self._check_unbound(snapshot.observation.state)
+            await self._check_outcome(progress, snapshot.observation.state)
+        turn = self._turn
+        assert turn is not None
+        # A prompt is announced once the task is accepted: before that its dispatch
+        # is still open and no answer could be reserved.
+        accepted = turn.state is TurnState.RUNNING
+        # A manual screen counts once it settled (akk.wakeups): its wake-up waits for that.
+        clock = trio.current_time()
+        shows = snapshot.showing(clock)
+        if turn.unresolved and accepted and shows != self._announced and not snapshot.busy:
+            await self._announce(snapshot, shows, clock)
+        return True
+
+    async def _terminal_gone(self) -> None:
+        """The Turn's terminal left the board: its pane closed, or another process runs there.
+
+        Another agent process in the same pane is another task: the record ends,
+        and is never moved onto the new process.
+        """
+        pane = self._pane
+        if pane is None:
+            terminal_id = self._turn.terminal_id if self._turn else None
+            pane = await self._read_store(lambda conn: terminals.pane_of(conn, terminal_id or ""))
+        replaced = pane is not None and any(
+            (s.identity.tmux_socket, s.identity.pane_id) == pane for s in self._board
+        )
+        if replaced:
+            reason = "incarnation_changed"
+            why = "another agent process now runs in the pane; this record was not moved onto it"
+        else:
+            reason = "terminal_gone"
+            why = "the pane closed or the agent process ended before the task finished"
+        await self._settle(TurnState.FAILED, reason, why)
+
+    async def _progress(self) -> tuple[evidence.Progress, bool] | None:
+        """What the agent's file proves now, and whether it grew; None without evidence."""
+        turn = self._turn
+        assert turn is not None
+        if turn.evidence_status == "unknown" or turn.evidence is None:
+            return None
+        try:
+            if turn.evidence_status == "pending":
+                snap = evidence.Snapshot.from_json(turn.evidence)
+                if turn.is_watch:
+                    # The person's own message names the task: its digest becomes the request's.
+                    task = await trio.to_thread.run_sync(evidence.bind_task, snap)
+                    if task is None:
+                        return None
+                    binding, digest = task
+                else:
+                    digest = turn.request_sha256
+                    found = await trio.to_thread.run_sync(evidence.bind, snap, digest)
+                    if found is None:
+                        return None
+                    binding = found
+                turn = await self._update(
+                    evidence_status="bound", evidence=binding.to_json(), request_sha256=digest,
+                    native_session=binding.session_id or turn.native_session,
+                )  # fmt: skip
+            binding = evidence.Binding.from_json(turn.evidence or "")
+            progress = await trio.to_thread.run_sync(evidence.read, binding, turn.request_sha256)
+        except evidence.EvidenceError as exc:
+            self._turn = await self._update(
+                evidence_status="unknown", evidence_limit=f"{type(exc).__name__}: {exc}"[:300]
+            )
+            return None
+        await faults.reached(Point.EVIDENCE_READ)
+        grew = progress.end_offset != self._last_size
+        self._last_size = progress.end_offset
+        return progress, grew
+
+    async def _check_unbound(self, state: State) -> None:
+        """A Watch whose task ended on screen while its file never showed the person's message.
+
+        After ``accept_seconds`` idle, the file is given up (evidence unknown, with
+        that limit): the screen alone then settles the task.
+        """
+        if state not in (State.IDLE, State.IDLE_DRAFT):
+            self._idle_unbound_since = None
+            return
+        now = trio.current_time()
+        if self._idle_unbound_since is None:
+            self._idle_unbound_since = now
+        elif now - self._idle_unbound_since >= self._accept_seconds:
+            self._turn = await self._update(
+                evidence_status="unknown",
+                evidence_limit="the agent's file never showed the person's message",
+            )
+
+    async def _check_acceptance(
+        self, progress: tuple[evidence.Progress, bool] | None, state: State, seq: int
+    ) -> None:
+        turn = self._turn
+        assert turn is not None
+        accepted = False
+        if progress is not None:
+            accepted = progress[0].accepted
+        elif turn.evidence_status == "unknown":
+            # The screen is the only witness: the composer let go of the text and the
+            # agent works, or asks about it (or already answered). Stated in status as
+            # the evidence limit.
+            accepted = self._saw_working or state in _ACTING
+        if accepted:
+            session = progress[0].session_id if progress is not None else None
+            await self._record_acceptance(session)
+            if progress is not None:
+                await self._check_outcome(progress, state)
+            return
+        if trio.current_time() < self._accept_deadline:
+            return
+        if turn.state is TurnState.DISPATCHING:
+            await self._mark_uncertain()
+        await self._settle(
+            TurnState.FAILED,
+            "uncertain",
+            "AKK cannot prove the agent received the task; it was not typed or submitted again",
+        )
+
+    async def _record_acceptance(self, session: str | None) -> None:
+        turn_id = self._turn_id
+
+        def accept(conn: apsw.Connection) -> Turn:
+            fresh = turns.get(conn, turn_id)
+            assert fresh is not None
+            for dispatch in _composer_steps(conn, turn_id):
+                if dispatch.stage in (Stage.ENTER_SENT, Stage.UNCERTAIN):
+                    dispatches.advance(conn, dispatch, Stage.ACCEPTED)
+            return turns.update(
+                conn, fresh, state=TurnState.RUNNING, reason=None,
+                native_session=session or fresh.native_session,
+            )  # fmt: skip
+
+        self._turn = await transact(self._store, accept)
+        await faults.reached(Point.ACCEPTED)
+
+    async def _mark_uncertain(self) -> None:
+        turn_id = self._turn_id
+
+        def mark(conn: apsw.Connection) -> Turn:
+            fresh = turns.get(conn, turn_id)
+            assert fresh is not None
+            for dispatch in _composer_steps(conn, turn_id):
+                if dispatch.stage.open:
+                    dispatches.advance(conn, dispatch, Stage.UNCERTAIN, "acceptance_not_proven")
+            return turns.update(conn, fresh, state=TurnState.UNCERTAIN, reason="not_accepted")
+
+        self._turn = await transact(self._store, mark)
+
+    async def _check_outcome(
+        self, progress: tuple[evidence.Progress, bool] | None, state: State
+    ) -> None:
+        if progress is not None:
+            outcome = file_outcome(progress[0])
+            if outcome is None:
+                self._outcome_at = None
+            else:
+                clock = trio.current_time()
+                if self._outcome_at is None:
+                    self._outcome_at = clock
+                if state is State.WORKING and clock - self._outcome_at < SCREEN_CATCH_UP:
+                    return  # the pane has not caught up with the file yet
+                await self._settle(
+                    outcome.state, outcome.reason, outcome.summary, **outcome.changes
+                )
+            return
+        turn = self._turn
+        assert turn is not None
+        if turn.evidence_status == "unknown" and state is State.IDLE and self._saw_working:
+            await self._settle(
+                TurnState.DONE, None,
+                "the agent is idle again (seen on screen; its own file could not be read)",
+            )  # fmt: skip
+        if self._cancel is not None:
+            deadline, seq = self._cancel
+            if state is State.IDLE and self._last_seq > seq and progress is None:
+                await self._settle(TurnState.CANCELLED, None, "the Turn was interrupted")
+            elif trio.current_time() >= deadline:
+                self._cancel = None
+                self._turn = await self._update(reason="cancel_uncertain")
+
+    async def _announce(
+        self, snapshot: TerminalSnapshot, seen: Appearance | None, clock: float
+    ) -> None:
+        """Record the prompt (or settled manual screen) ``seen`` now shows, and its event once;
+        earlier ones left unanswered. ``clock``: the trio time ``seen`` was decided at."""
+        turn = self._turn
+        assert turn is not None and self._control is not None
+        now = time.time()
+        shown = project_snapshot(snapshot, self._ids, turn.ids["turn_id"], clock)
+
+        def record(conn: apsw.Connection, fresh: Turn) -> bool:
+            return shown is not None and interactions.remember(conn, fresh, snapshot, shown, now)[1]
+
+        await self._control.announce(lambda row: row.seen == seen, record)
+        self._announced = seen
+
+    # -- cancel
+
+    async def interrupt(self, turn: Turn) -> CancelResult:
+        terminal = self._board.ref(turn.terminal_id or "")
+        if terminal is None:
+            return CancelResult(False, Reason.NOT_FOUND, "the terminal is gone; nothing was sent")
+        reply = await terminal.ask(Interrupt(turn), timeout=10)
+        if not isinstance(reply, InterruptReceipt):
+            return CancelResult(False, reply.reason, reply.message)
+        self._cancel = (trio.current_time() + CANCEL_BOUND, reply.seq)
+        return CancelResult(True)
+
+    async def _update(self, **changes: object) -> Turn:
+        assert self._control is not None
+        return await self._control.update(**changes)
+
+    async def _settle(
+        self, state: TurnState, reason: str | None, summary: str, **changes: Any
+    ) -> None:
+        assert self._control is not None
+        await self._control.settle(state, reason, summary, **changes)
+
+
+def _composer_steps(conn: apsw.Connection, turn_id: str) -> list[dispatches.Dispatch]:
+    """The Turn's task, respond and cancel dispatches: the ones its TurnActor settles.
+
+    An answer's dispatch is the TerminalActor's until its receipt (and a
+    restart's ``resume`` after a crash): two writers would race on it.
+    """
+    return [
+        d for d in dispatches.of_turn(conn, turn_id) if d.kind not in (Kind.ANSWER, Kind.APPROVAL)
+    ]
+
+
+_ACTING = frozenset({State.WORKING, State.PERMISSION, State.QUESTIONNAIRE, State.ASYNC_QUESTION})
+
+
+@attrs.frozen
+class Outcome:
+    """How the agent's file says a task ended: the settled state and what to record."""
+
+    state: TurnState
+    reason: str | None
+    summary: str
+    changes: dict[str, object]
+
+
+def file_outcome(found: evidence.Progress) -> Outcome | None:
+    """The outcome ``found`` proves (with usage and final message), or None while it runs."""
+    usage = found.usage
+    changes: dict[str, object] = {"usage_status": found.usage_status.value}
+    if usage is not None:
+        changes |= {
+            "usage_input": usage.input,
+            "usage_output": usage.output,
+            "usage_cache_read": usage.cache_read,
+            "usage_cache_write": usage.cache_write,
+        }
+    if found.final_message is not None:
+        changes["final_message"] = _bounded(found.final_message)
+    if found.outcome == "done":
+        return Outcome(TurnState.DONE, None, _summary(found.final_message), changes)
+    if found.outcome == "failed":
+        why = redact((found.failure or "failed")[:200])
+        return Outcome(TurnState.FAILED, "agent_error", f"the agent reported: {why}", changes)
+    if found.outcome == "cancelled":
+        return Outcome(TurnState.CANCELLED, None, "the task was interrupted", changes)
+    return None
+
+
+def _bounded(text: str) -> str:
+    text = redact(text)
+    return text if len(text) <= FINAL_MESSAGE_LIMIT else text[: FINAL_MESSAGE_LIMIT - 1] + "…"
+
+
+def _summary(final: str | None) -> str:
+    if not final:
+        return "the agent finished the Turn"
+    first = redact(final.strip().splitlines()[0] if final.strip() else "")
+    return first[:200]

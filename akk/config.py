@@ -1,0 +1,64 @@
+"""The settings of one `akk serve`: what the CLI reads from its flags and the service runs with.
+
+`ServiceConfig` is the whole process's configuration (endpoint, tmux sockets,
+Turn and outbox timing, the app-server backend's Codex, session limits,
+workspace roots, TLS); `TurnSettings` the timing every Turn and Watch obeys.
+Both are frozen: a running service never changes them.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from akk.actors.destination import OutboxPolicy
+from akk.actors.watcher import default_socket
+from akk.backends.codex_app_server import rpc
+from akk.profiles.registry import PINNED, Registry
+from akk.server import Limits, TlsFiles
+from akk.sessions import policy
+from akk.store.location import StateDir
+from akk.tmux.activity import DEFAULT_INTERVAL
+
+
+@attrs.frozen
+class TurnSettings:
+    inactivity_minutes: float = 60.0
+    """No activity (file growth, screen change) for this long: ``stalled``."""
+    lifetime_minutes: float = 720.0
+    """Hard lifetime of a Turn: ``timed_out``."""
+    accept_seconds: float = 20.0
+    """After Enter, how long the agent has to show it accepted the task: else ``uncertain``."""
+    offer_minutes: float = 10.0
+    """How long what `status` showed a controller may be answered without calling it again."""
+
+
+@attrs.frozen
+class ServiceConfig:
+    state: StateDir
+    host: str = "127.0.0.1"
+    port: int = 7878
+    limits: Limits = attrs.field(factory=Limits)
+    tmux_sockets: tuple[str, ...] = attrs.field(factory=lambda: (default_socket(),))
+    poll_interval: float = DEFAULT_INTERVAL
+    turns: TurnSettings = attrs.field(factory=TurnSettings)
+    outbox: OutboxPolicy = attrs.field(factory=OutboxPolicy)
+    codex_bin: str | None = None
+    """The Codex for the app-server backend (None: `codex` on PATH)."""
+    codex_home: str | None = None
+    """Its CODEX_HOME (None: $CODEX_HOME, else ~/.codex)."""
+    codex_env: tuple[tuple[str, str], ...] | None = None
+    """The app-server's environment (None: AKK's own)."""
+    codex_tap: rpc.Tap | None = attrs.field(default=None, eq=False, repr=False)
+    """Sees every app-server message (tests check them against the version's schema)."""
+    sessions: policy.RebuildLimits = attrs.field(factory=policy.RebuildLimits)
+    workspace_roots: tuple[str, ...] | None = None
+    """Where backend workspaces may lie (None: the serving user's home); checked at start."""
+    tls: TlsFiles | None = None
+    """Serve wss:// with this certificate and key (needed beyond loopback)."""
+    insecure_listen_anywhere: bool = False
+    """Allow plaintext ws:// beyond loopback (a warning is logged at every start)."""
+    auto_qualify: bool = False
+    """Qualify each newly seen unpinned binary in the background (`akk.qualify.auto`)."""
+    registry: Registry = PINNED
+    """The pinned profiles panes bind to (tests pass ``PINNED.without(agent, version)`` to
+    take a pinned version as new, bound only through a qualification)."""

@@ -1,0 +1,366 @@
+"""The backend seam: the one TurnActor and the methods, run against a backend made in this test.
+
+No screen and no app-server: `_Agent` is the whole "agent" (what it asks, what
+reached it), `_Follower` follows a Turn on it (`TurnFollower`) and `_Answers`
+answers its prompts (`TurnBackend`). Everything else is real: the StoreActor,
+the DestinationDesk and its outbox, the offers and the fence, the TurnActor,
+and the `status`, `approve` and `respond_interaction` methods.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import apsw
+import attrs
+import pytest
+import trio
+import trio.testing
+
+from akk.actors.destination import DestinationDesk, OutboxPolicy
+from akk.actors.store import StoreActor, transact
+from akk.actors.turn import Close, Tick, TurnActor
+from akk.actors.turn_desk import TurnDesk
+from akk.auth import CredentialBook
+from akk.backends.codex_app_server.actor import offer_refusal
+from akk.backends.codex_app_server.host import BackendDesk
+from akk.backends.contract import CancelResult, TurnControl
+from akk.backends.registry import Backends
+from akk.config import TurnSettings
+from akk.connections import ConnectionRegistry
+from akk.methods.answers import check_offer
+from akk.methods.common import MethodContext
+from akk.methods.interactions import InteractionCalls
+from akk.methods.turns import TurnCalls
+from akk.profiles.registry import PINNED
+from akk.protocol.errors import Reason, RpcError
+from akk.qualifications import QualifiedVersions
+from akk.runtime.actor import ActorRef
+from akk.runtime.supervisor import ChildSpec, Restart, Supervisor
+from akk.screen.fingerprint import Appearance, IdMinter
+from akk.sessions import policy
+from akk.store import interactions, outbox, turns
+from akk.store.database import open_store
+from akk.store.interactions import Interaction, InteractionState
+from akk.store.reader import StoreReader
+from akk.store.turns import Turn, TurnState
+from akk.terminals import TerminalBoard
+
+OWNER = "a"
+FIRST = Appearance(b"\x01" * 32, 1)
+SECOND = Appearance(b"\x02" * 32, 2)
+
+
+@attrs.define
+class _Agent:
+    """The backend's own world: what it asks now, what reached it, what it was asked."""
+
+    asks: dict[str, Appearance] = attrs.field(factory=dict)
+    finished: str | None = None
+    received: list[tuple[str, str]] = attrs.field(factory=list)
+    """(interaction_id, decision) for every answer that reached the agent."""
+    reads: int = 0
+    """Looks that only read the agent (a reconcile after a restart is one)."""
+
+
+def _projection(interaction_id: str) -> dict[str, Any]:
+    return {"interaction_id": interaction_id, "kind": "permission", "questions": []}
+
+
+def _record_asked(conn: apsw.Connection, agent: _Agent, turn: Turn) -> bool:
+    """Record what ``agent`` asks of ``turn``; True when one is new (its wake-up was written)."""
+    new = False
+    for interaction_id, seen in agent.asks.items():
+        new |= interactions.record(
+            conn, interaction_id=interaction_id, terminal_id=None, turn_id=turn.turn_id,
+            kind="permission", seen=seen, profile="in-test", step_index=1, step_total=1,
+            projection=_projection(interaction_id), now=time.time(), announce=turn,
+        )[1]  # fmt: skip
+    return new
+
+
+class _Follower:
+    """A `TurnFollower` over ``agent``: announces what it asks, settles when it finished."""
+
+    def __init__(self, agent: _Agent) -> None:
+        self._agent = agent
+        self._control: TurnControl | None = None
+
+    def attach(self, control: TurnControl) -> None:
+        self._control = control
+
+    def read(self, conn: apsw.Connection, turn: Turn) -> None:
+        """Nothing beside the Turn."""
+
+    def started(self, turn: Turn) -> None:
+        """Nothing to set up."""
+
+    def reloaded(self, reconcile: bool) -> None:
+        """Every look reads the agent afresh."""
+
+    async def look(self, now: float) -> bool:
+        assert self._control is not None
+        agent = self._agent
+        agent.reads += 1
+        await self._control.announce(
+            lambda row: row.interaction_id in agent.asks,
+            lambda conn, fresh: _record_asked(conn, agent, fresh),
+        )
+        if agent.finished is not None:
+            await self._control.settle(TurnState.DONE, None, agent.finished)
+        return True
+
+    async def before_deadline(self) -> None:
+        """Nothing to interrupt."""
+
+    async def interrupt(self, turn: Turn) -> CancelResult:
+        return CancelResult(True)
+
+    def settling(self, conn: apsw.Connection, fresh: Turn, state: TurnState, now: float) -> None:
+        """No facts beside the Turn's."""
+
+
+class _Answers:
+    """A `TurnBackend` over ``agent``: offers what it asks, answers through the real fence."""
+
+    def __init__(self, agent: _Agent, store: ActorRef, reader: StoreReader) -> None:
+        self._agent = agent
+        self._store = store
+        self._reader = reader
+
+    async def shown(self, turn: Turn, controller_id: str) -> dict[str, Any] | None:
+        asked = [i for i in self._agent.asks if turn.unresolved]
+        if not asked:
+            return None
+        interaction_id, now = asked[0], time.time()
+
+        def offer(conn: apsw.Connection) -> Interaction:
+            row = interactions.get(conn, interaction_id)
+            assert row is not None
+            interactions.offer(conn, row, controller_id, now=now, lifetime=600.0)
+            return row
+
+        row = await transact(self._store, offer)
+        return row.public()
+
+    async def approve(
+        self, turn: Turn, row: Interaction, controller_id: str, value: str
+    ) -> dict[str, Any]:
+        return await self._answer(row, controller_id, value)
+
+    async def respond(
+        self, turn: Turn, row: Interaction, controller_id: str, params: dict[str, Any]
+    ) -> dict[str, Any]:
+        return await self._answer(row, controller_id, "respond")
+
+    async def still_asked(self, turn: Turn, row: Interaction, notification_id: str) -> None:
+        if row.interaction_id not in self._agent.asks:
+            raise RpcError(Reason.PROMPT_CHANGED, "no longer asked")
+
+    def check_respond(self, turn: Turn) -> None:
+        """Continues with respond."""
+
+    async def _answer(self, row: Interaction, controller_id: str, value: str) -> dict[str, Any]:
+        """The fence as every backend has it: the fresh offer, then take it, then send once."""
+        offer = await self._reader.run(
+            lambda conn: interactions.offer_of(conn, row.interaction_id, controller_id)
+        )
+        check_offer(row, offer, row.interaction_id in self._agent.asks)
+        if row.state is InteractionState.GONE or row.interaction_id not in self._agent.asks:
+            raise RpcError(Reason.PROMPT_CHANGED, "the agent no longer asks it; nothing was sent")
+        assert offer is not None
+        now = time.time()
+
+        def take(conn: apsw.Connection) -> None:
+            try:
+                interactions.take_offer(
+                    conn, row.interaction_id, controller_id, offer.offer_id, now
+                )
+            except interactions.OfferUnusable as exc:
+                raise RpcError(*offer_refusal(exc)) from None
+
+        await transact(self._store, take)
+        self._agent.received.append((row.interaction_id, value))
+        del self._agent.asks[row.interaction_id]
+        return {"outcome": "dispatched", "interaction_id": row.interaction_id, "dispatch_id": "-"}
+
+
+@attrs.define
+class _Sink:
+    """The owner's connection: every event the outbox delivered, by event id."""
+
+    events: dict[str, dict[str, Any]] = attrs.field(factory=dict)
+    arrived: trio.Event = attrs.field(factory=trio.Event)
+
+    async def send_event(self, event: dict[str, Any], *, timeout: float) -> bool:
+        self.events[event["event_id"]] = event
+        self.arrived.set()
+        self.arrived = trio.Event()
+        return True
+
+    def kinds(self) -> list[str]:
+        return sorted(e["kind"] for e in self.events.values())
+
+    async def until(self, done: Callable[[], bool]) -> None:
+        while not done():
+            await self.arrived.wait()
+
+
+def _running_turn(path: Path) -> Turn:
+    conn = open_store(path)
+    try:
+        with conn:
+            conn.execute(
+                "INSERT INTO controllers (controller_id, name, first_seen_at, last_seen_at) "
+                "VALUES (?, ?, 0, 0)",
+                (OWNER, OWNER),
+            )
+            conn.execute(
+                "INSERT INTO terminals (terminal_id, tmux_socket, pane_id, pane_pid, agent, "
+                "agent_pid, process_start, executable, first_seen_at, last_seen_at) "
+                "VALUES ('term_seam', 's', '%1', 1, 'claude', 2, 3, 'claude', 0, 0)"
+            )
+            turn = turns.insert(
+                conn, controller_id=OWNER, client_request_id="r1", terminal_id="term_seam",
+                request_sha256="0" * 64, request_chars=5, evidence_status="unknown",
+                evidence=None, evidence_limit="in-test backend", inactivity_seconds=600,
+                lifetime_seconds=600, now=time.time(),
+            )  # fmt: skip
+            return turns.update(conn, turn, state=TurnState.RUNNING)
+    finally:
+        conn.close()
+
+
+async def test_one_turn_actor_runs_a_backend_through_the_outbox_offers_and_fence(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "akk.sqlite3"
+    turn = _running_turn(path)
+    agent = _Agent(asks={"int_1": FIRST})
+    sink = _Sink()
+    root = Supervisor("root", children=[ChildSpec("store", lambda: StoreActor(path))])
+    reader = StoreReader(path)
+    try:
+        with trio.fail_after(20):
+            async with trio.open_nursery() as nursery:
+                await nursery.start(root.run)
+                store = root.ref("store")
+                destination_supervisor = Supervisor("destinations")
+                destinations = DestinationDesk(
+                    destination_supervisor, store=store, reader=reader.run,
+                    sink=lambda controller_id: sink if controller_id == OWNER else None,
+                    policy=OutboxPolicy(),
+                )  # fmt: skip
+                await root.start_child(ChildSpec("destinations", destination_supervisor.run))
+                await root.start_child(ChildSpec("outbox", destinations.run))
+                turn_supervisor = Supervisor("turns")
+                await nursery.start(turn_supervisor.run)
+
+                async def follow() -> ActorRef:
+                    """A new TurnActor on the same store (as a restarted AKK starts one)."""
+                    spec = ChildSpec(
+                        turn.turn_id,
+                        lambda: TurnActor(
+                            turn.turn_id, store=store, reader=reader.run,
+                            notify=destinations.wake, follower=_Follower(agent),
+                        ),
+                        restart=Restart.TRANSIENT,
+                    )  # fmt: skip
+                    await turn_supervisor.start_child(spec)
+                    return turn_supervisor.ref(turn.turn_id)
+
+                ctx = _context(
+                    store, reader, destinations, tmp_path, _Answers(agent, store, reader)
+                )
+                calls, answers = TurnCalls(ctx), InteractionCalls(ctx)
+
+                # The prompt is announced once, through the outbox.
+                actor = await follow()
+                await actor.ask(Tick(), timeout=5)
+                await sink.until(lambda: sink.kinds() == ["approval_required"])
+
+                # A restart: a new TurnActor on the same store reconciles by reading only.
+                actor.tell(Close())
+                with trio.fail_after(5):
+                    while turn.turn_id in turn_supervisor.child_keys():
+                        await trio.testing.wait_all_tasks_blocked()
+                reads = agent.reads
+                actor = await follow()
+                await actor.ask(Tick(), timeout=5)
+                assert agent.reads == reads + 1
+                assert agent.received == []
+                stored = await reader.run(lambda conn: outbox.of_turn(conn, turn.turn_id))
+                assert [n.kind for n in stored] == ["approval_required"]
+
+                # status offers int_1; then the agent asks something else: int_1 is gone.
+                status = await calls.status(OWNER, False, turn.turn_id)
+                assert status["interaction"]["interaction_id"] == "int_1"
+                agent.asks = {"int_2": SECOND}
+                await actor.ask(Tick(), timeout=5)
+                gone = await reader.run(lambda conn: interactions.get(conn, "int_1"))
+                assert gone is not None and gone.state is InteractionState.GONE
+                stale = {"turn_id": turn.turn_id, "interaction_id": "int_1", "answers": []}
+                with pytest.raises(RpcError) as refused:
+                    await answers.respond_interaction(OWNER, stale)
+                assert refused.value.reason is Reason.PROMPT_CHANGED
+                assert agent.received == []  # the stale fence sent nothing
+
+                # Without status, int_2 is not offered; after it, one approve reaches the agent.
+                approve = {"turn_id": turn.turn_id, "decision": "allow"}
+                with pytest.raises(RpcError) as refused:
+                    await answers.approve(OWNER, approve)
+                assert refused.value.reason is Reason.PROMPT_CHANGED  # offered_to: int_1
+                assert agent.received == []
+                status = await calls.status(OWNER, False, turn.turn_id)
+                assert status["interaction"]["interaction_id"] == "int_2"
+                result = await answers.approve(OWNER, approve)
+                assert result["outcome"] == "dispatched"
+                assert agent.received == [("int_2", "allow")]
+                agent.asks = {"int_2": SECOND}  # even asked again, the fence holds: once
+                with pytest.raises(RpcError) as refused:
+                    await answers.approve(OWNER, approve)
+                assert refused.value.reason is Reason.CONFLICT
+                assert agent.received == [("int_2", "allow")]
+                agent.asks = {}
+
+                # The outcome: settled once, delivered through the outbox.
+                agent.finished = "the agent finished"
+                await actor.ask(Tick(), timeout=5)
+                await sink.until(lambda: "done" in sink.kinds())
+                assert sink.kinds() == ["approval_required", "approval_required", "done"]
+                settled = await reader.run(lambda conn: turns.get(conn, turn.turn_id))
+                assert settled is not None and settled.state is TurnState.DONE
+                (outcome,) = [e for e in sink.events.values() if e["kind"] == "done"]
+                assert outcome["summary"] == "the agent finished"
+                nursery.cancel_scope.cancel()
+    finally:
+        reader.close()
+
+
+def _context(
+    store: ActorRef,
+    reader: StoreReader,
+    destinations: DestinationDesk,
+    tmp_path: Path,
+    answers: _Answers,
+) -> MethodContext:
+    """The methods' context with ``answers`` as the one registered backend."""
+    board, ids = TerminalBoard(), IdMinter(b"k" * 32)
+    desk = TurnDesk(
+        Supervisor("unused turns"), store=store, reader=reader.run, board=board,
+        notify=destinations.wake, ids=ids, accept_seconds=20.0,
+    )  # fmt: skip
+    hosts = BackendDesk(
+        Supervisor("backends"), setup="no app-server in this test", store=store,
+        reader=reader.run, cwd=str(tmp_path),
+    )  # fmt: skip
+    return MethodContext(
+        store=store, reader=reader, board=board, ids=ids, desk=desk, destinations=destinations,
+        settings=TurnSettings(), backends=Backends({turns.TERMINAL: answers}), hosts=hosts,
+        session_limits=policy.RebuildLimits(), workspace_roots=(),
+        book=CredentialBook("operator", {}), connections=ConnectionRegistry(), health=dict,
+        qualified=QualifiedVersions(PINNED, reader),
+    )  # fmt: skip
