@@ -18,9 +18,7 @@ import trio
 
 import akk
 from akk.actors.store import transact
-from akk.auth import Credential, CredentialBook, CredentialError, Scope, token_digest
 from akk.callback_calls import CallbackCalls
-from akk.connections import Closable, ConnectionRegistry
 from akk.interaction_calls import InteractionCalls
 from akk.protocol.errors import Code, Reason, RpcError
 from akk.protocol.excerpt import excerpt
@@ -29,6 +27,8 @@ from akk.protocol.schema import OPERATOR_METHODS, PROTOCOL_VERSION
 from akk.qualifications import QualifiedVersions
 from akk.runtime.actor import ActorRef
 from akk.screen.fingerprint import IdMinter
+from akk.server.auth import Credential, CredentialBook, CredentialError, Scope, token_digest
+from akk.server.connections import Closable, ConnectionRegistry
 from akk.session_calls import SessionCalls
 from akk.store import credentials, qualifications, terminals, turns
 from akk.store.reader import StoreReader
@@ -175,7 +175,7 @@ class Methods:
             )
             peer.said_hello = True
             # A controller has one live connection, the newest; the operator's
-            # commands (`akk list`, `akk events`) run side by side (akk.connections).
+            # commands (`akk list`, `akk events`) run side by side (akk.server.connections).
             self._connections.claim(controller_id, peer.connection, exclusive=not peer.operator)
             await self._turns.reconnected(controller_id)
         return {

@@ -23,20 +23,9 @@ from akk.actors.store import StoreActor
 from akk.actors.turn_desk import TurnDesk
 from akk.actors.watcher import TmuxWatcher, default_socket
 from akk.appserver import rpc
-from akk.auth import Credential, CredentialBook
 from akk.backend_answers import BackendAnswers
 from akk.callback_calls import CallbackCalls
-from akk.connections import ConnectionRegistry
 from akk.discovery.process import DigestCache, VersionCache
-from akk.instance import (
-    Endpoint,
-    InstanceLock,
-    acquire,
-    leaf_certificate,
-    new_nonce,
-    remove_endpoint,
-    write_endpoint,
-)
 from akk.interaction_calls import InteractionCalls
 from akk.methods import Methods
 from akk.profiles.registry import PINNED, Registry, qualify_command
@@ -44,7 +33,9 @@ from akk.qualifications import QualifiedVersions
 from akk.qualify.auto import AutoQualifier
 from akk.runtime.supervisor import ChildSpec, Supervisor
 from akk.screen.fingerprint import IdMinter
-from akk.server import (
+from akk.server.auth import Credential, CredentialBook
+from akk.server.connections import ConnectionRegistry
+from akk.server.endpoint import (
     ControllerServer,
     Limits,
     ListenError,
@@ -52,6 +43,15 @@ from akk.server import (
     TlsFiles,
     listen_check,
     tls_context,
+)
+from akk.server.instance import (
+    Endpoint,
+    InstanceLock,
+    acquire,
+    leaf_certificate,
+    new_nonce,
+    remove_endpoint,
+    write_endpoint,
 )
 from akk.session_calls import SessionCalls
 from akk.sessions import policy

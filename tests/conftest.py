@@ -12,8 +12,8 @@ import attrs
 import pytest
 import trio
 
-from akk.instance import Endpoint
-from akk.server import Limits
+from akk.server.endpoint import Limits
+from akk.server.instance import Endpoint
 from akk.service import ServiceConfig, run_service
 from akk.store.location import StateDir
 from tests.lab.conftest import CLIENT_PROPERTY, START_PROPERTY

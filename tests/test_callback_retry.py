@@ -26,11 +26,11 @@ from akk.actors.destination import DestinationDesk, OutboxPolicy
 from akk.actors.store import StoreActor
 from akk.callback_calls import CallbackCalls
 from akk.client import AkkError, Controller, connect
-from akk.instance import Endpoint
 from akk.profiles.observation import Observation, State
 from akk.protocol.errors import Reason, RpcError
 from akk.runtime.supervisor import ChildSpec, Supervisor
 from akk.screen.fingerprint import Appearance
+from akk.server.instance import Endpoint
 from akk.service import ServiceConfig, run_service
 from akk.sessions import policy
 from akk.store import interactions, outbox, sessions, turns

@@ -22,8 +22,8 @@ import trio
 from trio_websocket import ConnectionClosed, open_websocket_url
 
 from akk.client import connect
-from akk.connections import NOT_READING
-from akk.server import Limits
+from akk.server.connections import NOT_READING
+from akk.server.endpoint import Limits
 from akk.service import ServiceConfig, run_service
 from akk.store.location import StateDir
 from tools.lab.akk_runner import mint_offline

@@ -12,7 +12,7 @@ from pathlib import Path
 import apsw
 import pytest
 
-from akk.auth import Credential, Scope
+from akk.server.auth import Credential, Scope
 from akk.store import credentials
 from akk.store.database import open_store
 from akk.store.schema import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION

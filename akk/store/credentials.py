@@ -12,7 +12,7 @@ from typing import Any
 import apsw
 import attrs
 
-from akk.auth import (
+from akk.server.auth import (
     MAX_CREDENTIALS,
     Credential,
     CredentialError,

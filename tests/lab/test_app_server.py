@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 import trio
 
-from akk import doctor
 from akk.appserver import schema
 from akk.appserver.rpc import AppServer, open_app_server
+from akk.cli import doctor
 from akk.discovery.process import start_ticks
 from akk.qualify.launcher import prepare, run_processes
 from akk.qualify.model_server import ModelServer

@@ -24,10 +24,10 @@ import trio
 from akk import faults
 from akk.appserver.rpc import Tap
 from akk.client import Controller, connect
-from akk.instance import Endpoint
 from akk.profiles.registry import PINNED, Registry
 from akk.qualify.launcher import LabError, LabSession, Preseed, RunFiles, prepare, run_processes
 from akk.qualify.model_server import ModelServer
+from akk.server.instance import Endpoint
 from akk.service import ServiceConfig, run_service
 from akk.store import credentials
 from akk.store.database import open_store

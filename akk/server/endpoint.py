@@ -35,13 +35,13 @@ from trio_websocket import (
 from wsproto import ConnectionType, WSConnection
 from wsproto.events import BytesMessage, TextMessage
 
-from akk.auth import CredentialBook
-from akk.connections import NOT_READING, ConnectionRegistry
-from akk.instance import CHALLENGE_HEADER, PROOF_HEADER, PROOF_PATH, PROOF_STATUS, proof_for
 from akk.methods import Methods, Peer
 from akk.protocol.errors import Code, Reason, RpcError
 from akk.protocol.jsonrpc import FramingError, Request, error_frame, parse_request, result_frame
 from akk.runtime.actor import Rank, act_as
+from akk.server.auth import CredentialBook
+from akk.server.connections import NOT_READING, ConnectionRegistry
+from akk.server.instance import CHALLENGE_HEADER, PROOF_HEADER, PROOF_PATH, PROOF_STATUS, proof_for
 
 log = logging.getLogger("akk.server")
 
@@ -386,7 +386,7 @@ class ControllerServer:
             self._connections.leave(credential.controller_id, connection)
 
     async def _prove(self, request: WebSocketRequest) -> None:
-        """Answer the CLI's challenge (see ``akk.instance``); never accept a WebSocket here."""
+        """Answer the CLI's challenge (`akk.server.instance`); never accept a WebSocket here."""
         challenges = [v for n, v in request.headers if n.lower() == CHALLENGE_HEADER]
         challenge = challenges[0] if challenges and _CHALLENGE.match(challenges[0]) else None
         headers = []
