@@ -21,7 +21,7 @@ from akk.actors.backend import BackendDesk, CodexSetup, find_codex
 from akk.actors.destination import DestinationDesk, OutboxPolicy
 from akk.actors.store import StoreActor
 from akk.actors.turn_desk import TurnDesk
-from akk.actors.watcher import TmuxWatcher, default_socket
+from akk.actors.watcher import TmuxWatcher
 from akk.appserver import rpc
 from akk.backend_answers import BackendAnswers
 from akk.callback_calls import CallbackCalls
@@ -61,6 +61,7 @@ from akk.store.location import StateDir
 from akk.store.reader import StoreReader
 from akk.terminals import TerminalBoard, TerminalIdentity
 from akk.tmux.activity import DEFAULT_INTERVAL
+from akk.tmux.control import default_socket
 from akk.turn_calls import TurnCalls, TurnSettings
 from akk.watch_calls import WatchCalls
 from akk.workspace_roots import check_roots, default_roots

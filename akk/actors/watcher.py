@@ -20,13 +20,11 @@ while a client reattaches, for size changes and for discovery.
 from __future__ import annotations
 
 import logging
-import os
 import random
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from contextlib import aclosing, suppress
-from pathlib import Path
 
 import apsw
 import attrs
@@ -169,12 +167,6 @@ class RefreshPacer:
                     return
         finally:
             self._panes.pop(pane_id, None)
-
-
-def default_socket() -> str:
-    """The socket of tmux's default server for this user."""
-    base = os.environ.get("TMUX_TMPDIR") or "/tmp"
-    return str(Path(base) / f"tmux-{os.getuid()}" / "default")
 
 
 @attrs.define

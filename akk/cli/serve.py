@@ -10,7 +10,6 @@ from typing import TypeVar
 
 import trio
 
-from akk.actors.watcher import default_socket
 from akk.cli.errors import CliError
 from akk.cli.text import LogFormatter, printable
 from akk.server.endpoint import Limits, ListenError, TlsFiles
@@ -19,6 +18,7 @@ from akk.service import ServiceConfig, serve_until_signal
 from akk.store.database import StoreError
 from akk.store.location import StateDir, StateDirError
 from akk.tmux.activity import DEFAULT_INTERVAL
+from akk.tmux.control import default_socket
 from akk.turn_calls import TurnSettings
 from akk.workspace_roots import RootError
 

@@ -43,6 +43,7 @@ import socket
 import subprocess
 from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import asynccontextmanager, contextmanager, suppress
+from pathlib import Path
 
 import attrs
 import trio
@@ -184,6 +185,12 @@ class Notification:
         if self.args and self.args[0].startswith("%"):
             return self.args[0]
         return None
+
+
+def default_socket() -> str:
+    """The socket of tmux's default server for this user."""
+    base = os.environ.get("TMUX_TMPDIR") or "/tmp"
+    return str(Path(base) / f"tmux-{os.getuid()}" / "default")
 
 
 def quote_argument(arg: str) -> str:
