@@ -22,7 +22,7 @@ import trio
 from akk import evidence, faults, wakeups
 from akk.actors.store import transact
 from akk.answers import PLAN_REFUSALS, Answer
-from akk.discovery import claude_editor
+from akk.evidence import claude_editor
 from akk.faults import Point
 from akk.profiles.composer import TypingMethod
 from akk.profiles.keyplan import (
