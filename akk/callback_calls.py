@@ -20,6 +20,7 @@ import apsw
 
 from akk.actors.destination import DestinationDesk
 from akk.actors.store import transact
+from akk.actors.terminal_board import TerminalBoard
 from akk.protocol.errors import Reason, RpcError
 from akk.runtime.actor import ActorRef
 from akk.store import audit, interactions, outbox, turns
@@ -27,7 +28,6 @@ from akk.store.interactions import Interaction, InteractionState
 from akk.store.outbox import Notification
 from akk.store.reader import StoreReader
 from akk.store.turns import Turn
-from akk.terminals import TerminalBoard
 from akk.turn_calls import owned
 
 INTERACTION_KINDS = frozenset({"interaction_required", "approval_required"})

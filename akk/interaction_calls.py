@@ -20,13 +20,14 @@ import trio
 from akk.actors.destination import DestinationDesk
 from akk.actors.store import transact
 from akk.actors.terminal import AnswerReceipt, DispatchAnswer, Refusal
+from akk.actors.terminal_board import TerminalBoard, TerminalSnapshot, project_snapshot
 from akk.actors.turn import remember
 from akk.actors.turn_desk import TurnDesk
 from akk.answers import Answer, check_offer, decision, resolve
 from akk.backend_answers import BackendAnswers
 from akk.profiles.observation import InteractionKind, PromptView, State
 from akk.protocol.errors import Reason, RpcError
-from akk.protocol.projection import Shown, project_snapshot
+from akk.protocol.projection import Shown
 from akk.protocol.text_rule import check_text
 from akk.runtime.actor import ActorError, ActorRef, AskTimeout
 from akk.screen.fingerprint import Appearance, IdMinter
@@ -34,7 +35,6 @@ from akk.store import audit, dispatches, interactions, turns
 from akk.store.interactions import Interaction, InteractionState
 from akk.store.reader import StoreReader
 from akk.store.turns import BACKEND, Turn
-from akk.terminals import TerminalBoard, TerminalSnapshot
 
 ANSWER_TIMEOUT = 60.0
 

@@ -18,13 +18,13 @@ import trio
 
 import akk
 from akk.actors.store import transact
+from akk.actors.terminal_board import TerminalBoard, project_snapshot, terminal_row
 from akk.callback_calls import CallbackCalls
 from akk.interaction_calls import InteractionCalls
+from akk.profiles.qualified_versions import QualifiedVersions
 from akk.protocol.errors import Code, Reason, RpcError
 from akk.protocol.excerpt import excerpt
-from akk.protocol.projection import project_snapshot
 from akk.protocol.schema import OPERATOR_METHODS, PROTOCOL_VERSION
-from akk.qualifications import QualifiedVersions
 from akk.runtime.actor import ActorRef
 from akk.screen.fingerprint import IdMinter
 from akk.server.auth import Credential, CredentialBook, CredentialError, Scope, token_digest
@@ -33,7 +33,6 @@ from akk.session_calls import SessionCalls
 from akk.store import credentials, qualifications, terminals, turns
 from akk.store.reader import StoreReader
 from akk.store.turns import BACKEND
-from akk.terminals import TerminalBoard, terminal_row
 from akk.turn_calls import TurnCalls
 from akk.watch_calls import WatchCalls
 from akk.workspace_roots import RootError, check_roots, covered, pane_allowed

@@ -20,16 +20,18 @@ import trio
 from akk.actors.backend import BackendDesk, CodexSetup, find_codex
 from akk.actors.destination import DestinationDesk, OutboxPolicy
 from akk.actors.store import StoreActor
+from akk.actors.terminal_board import TerminalBoard
 from akk.actors.turn_desk import TurnDesk
 from akk.actors.watcher import TmuxWatcher
 from akk.appserver import rpc
 from akk.backend_answers import BackendAnswers
 from akk.callback_calls import CallbackCalls
+from akk.discovery.identity import TerminalIdentity
 from akk.discovery.process import DigestCache, VersionCache
 from akk.interaction_calls import InteractionCalls
 from akk.methods import Methods
+from akk.profiles.qualified_versions import QualifiedVersions
 from akk.profiles.registry import PINNED, Registry, qualify_command
-from akk.qualifications import QualifiedVersions
 from akk.qualify.auto import AutoQualifier
 from akk.runtime.supervisor import ChildSpec, Supervisor
 from akk.screen.fingerprint import IdMinter
@@ -59,7 +61,6 @@ from akk.store import credentials
 from akk.store.database import open_store
 from akk.store.location import StateDir
 from akk.store.reader import StoreReader
-from akk.terminals import TerminalBoard, TerminalIdentity
 from akk.tmux.activity import DEFAULT_INTERVAL
 from akk.tmux.control import default_socket
 from akk.turn_calls import TurnCalls, TurnSettings

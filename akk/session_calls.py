@@ -30,6 +30,7 @@ from akk.actors.backend import (
 )
 from akk.actors.destination import DestinationDesk
 from akk.actors.store import transact
+from akk.actors.terminal_board import TerminalBoard
 from akk.actors.turn import Reload
 from akk.actors.turn_desk import TurnDesk
 from akk.appserver import rpc
@@ -43,7 +44,6 @@ from akk.store import sessions, turns
 from akk.store.reader import StoreReader
 from akk.store.sessions import SessionRow, ThreadIntent
 from akk.store.turns import Turn
-from akk.terminals import TerminalBoard
 from akk.turn_calls import MAX_REQUEST_CHARS, TurnSettings, available_actions, owned
 from akk.workspace_roots import RootError, canonical, covered
 

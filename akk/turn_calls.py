@@ -23,6 +23,7 @@ from akk.actors.terminal import (
     Refusal,
     TaskReceipt,
 )
+from akk.actors.terminal_board import TerminalBoard, TerminalSnapshot, terminal_row
 from akk.actors.turn import Cancel, Close
 from akk.actors.turn_desk import TurnDesk
 from akk.evidence import request_digest
@@ -35,7 +36,6 @@ from akk.runtime.actor import ActorError, ActorRef, AskTimeout
 from akk.store import audit, dispatches, outbox, sessions, turns
 from akk.store.reader import StoreReader
 from akk.store.turns import BACKEND, Turn, TurnState
-from akk.terminals import TerminalBoard, TerminalSnapshot, terminal_row
 
 MAX_REQUEST_CHARS = 50_000
 """Longest task text `send` accepts (characters); longer ones are refused before any key."""

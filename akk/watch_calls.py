@@ -31,6 +31,7 @@ from akk import evidence
 from akk.actors.destination import DestinationDesk
 from akk.actors.store import transact
 from akk.actors.terminal import Reconcile
+from akk.actors.terminal_board import TerminalBoard, TerminalSnapshot
 from akk.actors.turn import GONE_GRACE, Close, Outcome, Reload, file_outcome
 from akk.actors.turn_desk import TurnDesk
 from akk.profiles.observation import State
@@ -39,7 +40,6 @@ from akk.runtime.actor import ActorError, ActorStopped, AskTimeout, MailboxFull
 from akk.store import audit, outbox, terminals, turns
 from akk.store.reader import StoreReader
 from akk.store.turns import Turn, TurnState
-from akk.terminals import TerminalBoard, TerminalSnapshot
 from akk.turn_calls import TurnSettings, available_actions, owned
 
 _NO_TASK = frozenset({State.IDLE, State.IDLE_DRAFT})

@@ -24,8 +24,10 @@ import trio
 
 from akk.actors.destination import DestinationDesk, OutboxPolicy
 from akk.actors.store import StoreActor
+from akk.actors.terminal_board import TerminalBoard, TerminalSnapshot
 from akk.callback_calls import CallbackCalls
 from akk.client import AkkError, Controller, connect
+from akk.discovery.identity import TerminalIdentity
 from akk.profiles.observation import Observation, State
 from akk.protocol.errors import Reason, RpcError
 from akk.runtime.supervisor import ChildSpec, Supervisor
@@ -40,7 +42,6 @@ from akk.store.location import StateDir
 from akk.store.outbox import Notification
 from akk.store.reader import StoreReader
 from akk.store.turns import Turn, TurnState
-from akk.terminals import TerminalBoard, TerminalIdentity, TerminalSnapshot
 from tools.lab.akk_runner import mint_offline
 
 TERMINAL = "term_1"

@@ -19,6 +19,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from akk.actors.terminal_board import TerminalSnapshot, project_snapshot
+from akk.discovery.identity import TerminalIdentity
 from akk.profiles.observation import (
     InteractionKind,
     Observation,
@@ -26,15 +28,13 @@ from akk.profiles.observation import (
     State,
     StepKind,
 )
-from akk.protocol.projection import project_snapshot
 from akk.protocol.schema import INTERACTION
+from akk.protocol.wakeups import SETTLE_SECONDS, Manual, follow, manual_reason
 from akk.screen.fingerprint import Appearance, IdMinter
 from akk.screen.region import Region
 from akk.store import interactions, turns
 from akk.store.database import open_store
 from akk.store.schema import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
-from akk.terminals import TerminalIdentity, TerminalSnapshot
-from akk.wakeups import SETTLE_SECONDS, Manual, follow, manual_reason
 
 IDS = IdMinter(b"k" * 32)
 IDENTITY = TerminalIdentity(

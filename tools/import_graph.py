@@ -21,34 +21,33 @@ from pathlib import Path
 from typing import TypedDict
 
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("shared", ("akk.faults", "akk.client")),
+    ("shared", ("akk", "akk.faults", "akk.client")),
     ("runtime", ("akk.runtime",)),
     ("screen", ("akk.screen",)),
     ("tmux", ("akk.tmux",)),
     ("discovery", ("akk.discovery",)),
     ("evidence", ("akk.evidence",)),
+    ("sessions", ("akk.sessions",)),
+    ("store", ("akk.store",)),
     ("profiles", ("akk.profiles",)),
     ("protocol", ("akk.protocol",)),
-    ("store", ("akk.store",)),
-    ("sessions", ("akk.sessions",)),
-    ("appserver", ("akk.appserver", "akk.backends")),
+    ("backends", ("akk.appserver", "akk.backends")),
     ("actors", ("akk.actors",)),
-    ("qualify", ("akk.qualify",)),
-    (
-        "methods",
-        (
-            "akk.methods",
-            "akk",
-        ),
-    ),
     ("server", ("akk.server",)),
+    ("qualify", ("akk.qualify",)),
+    ("methods", ("akk.methods",)),
     ("cli", ("akk.cli", "akk.__main__")),
 )
 """Layers, lowest first, each with the module prefixes it holds (the longest prefix wins).
 
-`akk` alone is the top level: what has no folder of its own yet (the method
-modules, the service) sits with the methods, under the endpoint and the CLI.
+A prefix holds its modules and everything below it; the bare package name
+(`akk`) holds only its own ``__init__``. A module no prefix holds is at the top
+level (TOP_LEVEL): the method modules and the service, which have no folder of
+their own yet, under the CLI and over everything else.
 """
+
+TOP_LEVEL = "methods"
+"""The layer of a module that no prefix in LAYERS holds."""
 
 LARGEST = 10
 """How many of the largest modules are printed."""
@@ -78,6 +77,7 @@ class Measurement(TypedDict):
     back_edges: list[BackEdge]
     module_cycles: list[list[str]]
     package_cycles: list[list[str]]
+    folder_cycles: list[list[str]]
     largest: list[Size]
 
 
@@ -139,11 +139,12 @@ def package_of(name: str, modules: Mapping[str, Path]) -> str:
 
 def layer_of(name: str) -> int:
     """The index in LAYERS of the layer ``name`` belongs to (longest matching prefix)."""
-    best, best_length = len(LAYERS), -1
+    best = next(i for i, (layer, _) in enumerate(LAYERS) if layer == TOP_LEVEL)
+    best_length = -1
     for index, (_, prefixes) in enumerate(LAYERS):
         for prefix in prefixes:
-            matches = name == prefix or name.startswith(prefix + ".")
-            if matches and len(prefix) > best_length:
+            below = "." in prefix and name.startswith(prefix + ".")
+            if (name == prefix or below) and len(prefix) > best_length:
                 best, best_length = index, len(prefix)
     return best
 
@@ -209,6 +210,8 @@ def measure(root: Path) -> Measurement:
     )
     module_cycles = cycles(graph)
     package_cycles = cycles({k: sorted(v) for k, v in package_graph.items()})
+    top = root.name
+    folder_cycles = cycles({k: sorted(v - {top}) for k, v in package_graph.items() if k != top})
     return {
         "root": str(root),
         "modules": len(modules),
@@ -227,6 +230,7 @@ def measure(root: Path) -> Measurement:
         ],
         "module_cycles": module_cycles,
         "package_cycles": package_cycles,
+        "folder_cycles": folder_cycles,
         "largest": [{"module": name, "lines": lines} for lines, name in sizes[:LARGEST]],
     }
 
@@ -246,12 +250,14 @@ def report(numbers: Measurement) -> list[str]:
         f"{numbers['package_imports']} between packages",
         f"module cycles:      {len(module_cycles)} "
         f"({sum(len(c) for c in module_cycles)} modules in them)",
-        f"package cycles:     {len(package_cycles)}",
+        f"package cycles:     {len(package_cycles)} "
+        f"({len(numbers['folder_cycles'])} among the folders, the top level left out)",
         f"back-edges:         {len(back_edges)} (layers, lowest first: "
         f"{' < '.join(numbers['layers'])})",
     ]
     lines += [f"  cycle of modules:  {' <-> '.join(cycle)}" for cycle in module_cycles]
     lines += [f"  cycle of packages: {' <-> '.join(cycle)}" for cycle in package_cycles]
+    lines += [f"  cycle of folders:  {' <-> '.join(c)}" for c in numbers["folder_cycles"]]
     lines += [
         f"  back-edge: {edge['source']} -> {edge['target']} "
         f"({edge['layers'][0]} -> {edge['layers'][1]})"

@@ -37,10 +37,11 @@ import trio
 from akk import evidence, faults
 from akk.actors.store import transact
 from akk.actors.terminal import Interrupt, InterruptReceipt
+from akk.actors.terminal_board import TerminalBoard, TerminalSnapshot, project_snapshot
 from akk.faults import Point
 from akk.profiles.observation import State
 from akk.protocol.errors import Reason
-from akk.protocol.projection import Shown, project_snapshot
+from akk.protocol.projection import Shown
 from akk.protocol.redaction import redact
 from akk.runtime.actor import Actor, ActorRef, Ask, Rank, StopActor
 from akk.screen.fingerprint import Appearance, IdMinter
@@ -48,7 +49,6 @@ from akk.store import dispatches, interactions, terminals, turns
 from akk.store.dispatches import Kind, Stage
 from akk.store.interactions import Interaction, InteractionState
 from akk.store.turns import Turn, TurnState
-from akk.terminals import TerminalBoard, TerminalSnapshot
 
 log = logging.getLogger("akk.turn")
 
@@ -212,7 +212,7 @@ class TurnActor(Actor[TurnMessage]):
         # A prompt is announced once the task is accepted: before that its dispatch
         # is still open and no answer could be reserved.
         accepted = turn.state is TurnState.RUNNING
-        # A manual screen counts once it settled (akk.wakeups): its wake-up waits for that.
+        # A manual screen counts once it settled (akk.protocol.wakeups): its wake-up waits for that.
         clock = trio.current_time()
         shows = snapshot.showing(clock)
         if turn.unresolved and accepted and shows != self._announced and not snapshot.busy:

@@ -18,13 +18,13 @@ import trio
 from akk.actors.backend import BackendDesk
 from akk.actors.backend_turn import BackendTurnActor
 from akk.actors.store import transact
+from akk.actors.terminal_board import TerminalBoard, TerminalSnapshot
 from akk.actors.turn import TICK, Notify, Tick, TurnActor, TurnMessage
 from akk.runtime.actor import Actor, ActorRef, ActorStopped, MailboxFull
 from akk.runtime.supervisor import ChildSpec, Restart, Supervisor, UnknownChild
 from akk.screen.fingerprint import Appearance, IdMinter
 from akk.store import dispatches, turns
 from akk.store.turns import BACKEND, Turn
-from akk.terminals import TerminalBoard, TerminalSnapshot
 
 
 class TurnDesk:

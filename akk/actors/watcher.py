@@ -32,6 +32,8 @@ import trio
 
 from akk.actors.store import transact
 from akk.actors.terminal import Rebind, Refresh, TerminalActor
+from akk.actors.terminal_board import TerminalBoard
+from akk.discovery.identity import TerminalIdentity
 from akk.discovery.process import (
     AgentProcess,
     DigestCache,
@@ -41,8 +43,8 @@ from akk.discovery.process import (
     start_ticks,
     terminal_id,
 )
+from akk.profiles.qualified_versions import QualifiedVersions
 from akk.profiles.registry import Profile
-from akk.qualifications import QualifiedVersions
 from akk.runtime.actor import ActorError, ActorRef
 from akk.runtime.supervisor import (
     ChildSpec,
@@ -53,7 +55,6 @@ from akk.runtime.supervisor import (
     UnknownChild,
 )
 from akk.store import terminals as terminal_records
-from akk.terminals import TerminalBoard, TerminalIdentity
 from akk.tmux import output as tmux_output
 from akk.tmux.activity import ActivityMonitor, PaneUpdate
 from akk.tmux.control import ClientLink, ControlClient, ControlClientClosed, open_control_client
