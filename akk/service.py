@@ -39,7 +39,7 @@ from akk.server.auth import Credential, CredentialBook
 from akk.server.connections import ConnectionRegistry
 from akk.server.endpoint import (
     ControllerServer,
-    Limits,
+    EndpointLimits,
     ListenError,
     ServerSettings,
     TlsFiles,
@@ -81,7 +81,7 @@ class ServiceConfig:
     state: StateDir
     host: str = "127.0.0.1"
     port: int = 7878
-    limits: Limits = attrs.field(factory=Limits)
+    limits: EndpointLimits = attrs.field(factory=EndpointLimits)
     tmux_sockets: tuple[str, ...] = attrs.field(factory=lambda: (default_socket(),))
     poll_interval: float = DEFAULT_INTERVAL
     turns: TurnSettings = attrs.field(factory=TurnSettings)

@@ -23,7 +23,7 @@ from trio_websocket import ConnectionClosed, open_websocket_url
 
 from akk.client import connect
 from akk.server.connections import NOT_READING
-from akk.server.endpoint import Limits
+from akk.server.endpoint import EndpointLimits
 from akk.service import ServiceConfig, run_service
 from akk.store.location import StateDir
 from tools.lab.akk_runner import mint_offline
@@ -212,7 +212,7 @@ async def test_a_peer_that_stops_reading_is_closed(tmp_path: Path) -> None:
         state=state,
         port=0,
         tmux_sockets=(),
-        limits=Limits(keepalive_interval=0.5, send_timeout=0.5),
+        limits=EndpointLimits(keepalive_interval=0.5, send_timeout=0.5),
     )
     with trio.fail_after(30):
         async with trio.open_nursery() as nursery:

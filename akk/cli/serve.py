@@ -12,7 +12,7 @@ import trio
 
 from akk.cli.errors import CliError
 from akk.cli.text import LogFormatter, printable
-from akk.server.endpoint import Limits, ListenError, TlsFiles
+from akk.server.endpoint import EndpointLimits, ListenError, TlsFiles
 from akk.server.instance import Endpoint, InstanceError
 from akk.service import ServiceConfig, serve_until_signal
 from akk.store.database import StoreError
@@ -54,7 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="qualify each newly seen unpinned client binary in the background, one at a time "
         "at the lowest priority, and bind it only once qualified (docs/qualify.md)",
     )
-    defaults = Limits()
+    defaults = EndpointLimits()
     parser.add_argument(
         "--max-frame-bytes",
         type=int,
@@ -128,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
         insecure_listen_anywhere=args.insecure_listen_anywhere,
         workspace_roots=tuple(args.workspace_root) or None,
         auto_qualify=args.auto_qualify,
-        limits=Limits(
+        limits=EndpointLimits(
             max_frame_bytes=args.max_frame_bytes,
             max_connections=args.max_connections,
             max_handshakes=args.max_handshakes,

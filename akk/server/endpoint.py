@@ -6,7 +6,7 @@ the connection. What each method does lives in ``akk.methods``. No frame,
 however malformed, ends the connection handler or the server; every reply to
 a bad frame is a JSON-RPC error with ``data.reason``.
 
-Everything a peer can make the server hold is bounded (see ``Limits``):
+Everything a peer can make the server hold is bounded (see ``EndpointLimits``):
 descriptors (handshakes and connections, the oldest stalled handshake evicted
 first), time (handshake, send and keepalive timeouts), memory (frames measured
 in bytes, ids bounded, calls in flight per connection and server-wide).
@@ -60,7 +60,7 @@ _CHALLENGE = re.compile(rb"^[0-9a-f]{64}$")
 
 
 @attrs.frozen
-class Limits:
+class EndpointLimits:
     """What one peer, and all peers together, may make the server hold."""
 
     max_frame_bytes: int = 1 << 20
@@ -77,7 +77,7 @@ class Limits:
     calls_in_flight: int = 128
     """Calls being answered server-wide; past it readers wait (back-pressure)."""
 
-    def fit_descriptors(self) -> Limits:
+    def fit_descriptors(self) -> EndpointLimits:
         """These limits within the process's descriptor limit, raising the soft limit first."""
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         if hard == resource.RLIM_INFINITY or hard > soft:
@@ -116,7 +116,7 @@ class ServerStats:
 class ServerSettings:
     host: str = "127.0.0.1"
     port: int = DEFAULT_PORT
-    limits: Limits = Limits()
+    limits: EndpointLimits = EndpointLimits()
     tls: ssl.SSLContext | None = attrs.field(default=None, eq=False)
     """Serve wss:// with this server-side context (None: plain ws://)."""
 
