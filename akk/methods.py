@@ -27,10 +27,11 @@ from akk.protocol.excerpt import excerpt
 from akk.protocol.schema import OPERATOR_METHODS, PROTOCOL_VERSION
 from akk.runtime.actor import ActorRef
 from akk.screen.fingerprint import IdMinter
-from akk.server.auth import Credential, CredentialBook, CredentialError, Scope, token_digest
+from akk.server.auth import CredentialBook
 from akk.server.connections import Closable, ConnectionRegistry
 from akk.session_calls import SessionCalls
 from akk.store import credentials, qualifications, terminals, turns
+from akk.store.credentials import Credential, CredentialError, Scope, token_digest
 from akk.store.reader import StoreReader
 from akk.store.turns import BACKEND
 from akk.turn_calls import TurnCalls

@@ -35,7 +35,7 @@ from akk.profiles.registry import PINNED, Registry, qualify_command
 from akk.qualify.auto import AutoQualifier
 from akk.runtime.supervisor import ChildSpec, Supervisor
 from akk.screen.fingerprint import IdMinter
-from akk.server.auth import Credential, CredentialBook
+from akk.server.auth import CredentialBook
 from akk.server.connections import ConnectionRegistry
 from akk.server.endpoint import (
     ControllerServer,
@@ -58,6 +58,7 @@ from akk.server.instance import (
 from akk.session_calls import SessionCalls
 from akk.sessions import policy
 from akk.store import credentials
+from akk.store.credentials import Credential
 from akk.store.database import open_store
 from akk.store.location import StateDir
 from akk.store.reader import StoreReader

@@ -49,8 +49,8 @@ import trio
 from trio_websocket import ConnectionClosed, open_websocket_url
 
 from akk.client import Controller, connect
-from akk.server.auth import MAX_CREDENTIALS
 from akk.store import credentials
+from akk.store.credentials import MAX_CREDENTIALS
 from akk.store.database import open_store
 from akk.store.location import StateDir
 

@@ -22,8 +22,8 @@ from akk.client import AkkError, ConnectError
 from akk.profiles.registry import PINNED, Registry
 from akk.protocol.schema import protocol_schema
 from akk.qualify import qualification
-from akk.server.auth import CredentialError
 from akk.server.instance import InstanceError
+from akk.store.credentials import CredentialError
 from akk.store.database import StoreError
 from akk.store.location import StateDirError
 from akk.workspace_roots import RootError
