@@ -11,13 +11,13 @@ from __future__ import annotations
 import attrs
 
 from akk.actors.destination import OutboxPolicy
-from akk.actors.watcher import default_socket
 from akk.backends.codex_app_server import rpc
 from akk.profiles.registry import PINNED, Registry
-from akk.server import Limits, TlsFiles
+from akk.server.endpoint import EndpointLimits, TlsFiles
 from akk.sessions import policy
 from akk.store.location import StateDir
 from akk.tmux.activity import DEFAULT_INTERVAL
+from akk.tmux.control import default_socket
 
 
 @attrs.frozen
@@ -37,7 +37,7 @@ class ServiceConfig:
     state: StateDir
     host: str = "127.0.0.1"
     port: int = 7878
-    limits: Limits = attrs.field(factory=Limits)
+    limits: EndpointLimits = attrs.field(factory=EndpointLimits)
     tmux_sockets: tuple[str, ...] = attrs.field(factory=lambda: (default_socket(),))
     poll_interval: float = DEFAULT_INTERVAL
     turns: TurnSettings = attrs.field(factory=TurnSettings)

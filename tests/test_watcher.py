@@ -22,7 +22,7 @@ import attrs
 import pytest
 import trio
 
-from akk.cli import record_qualification
+from akk.cli.qualify import record_qualification
 from akk.client import AkkError, Controller, connect
 from akk.config import ServiceConfig
 from akk.profiles.registry import PINNED, Registry

@@ -26,10 +26,10 @@ import trio
 
 from akk import faults
 from akk.actors.store import transact
-from akk.connections import EventSink
 from akk.faults import Point
 from akk.runtime.actor import Actor, ActorRef, ActorStopped, MailboxFull, Rank
 from akk.runtime.supervisor import ChildSpec, Restart, Supervisor
+from akk.server.connections import EventSink
 from akk.store import outbox
 from akk.store.outbox import Notification
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from akk import faults
 from akk.actors.store import transact
+from akk.actors.terminal_board import TerminalSnapshot, project_snapshot, terminal_row
 from akk.actors.turn import Cancel, Close
 from akk.backends.contract import Refusal
 from akk.backends.terminal.steps import DispatchRespond, DispatchTask, TaskReceipt
@@ -22,12 +23,10 @@ from akk.faults import Point
 from akk.methods.common import MAX_REQUEST_CHARS, MethodContext, available_actions, owned
 from akk.protocol.errors import Reason, RpcError
 from akk.protocol.excerpt import excerpt
-from akk.protocol.projection import project_snapshot
 from akk.protocol.text_rule import check_text
 from akk.runtime.actor import ActorError, ActorRef, AskTimeout
 from akk.store import audit, dispatches, outbox, sessions, turns
 from akk.store.turns import Turn
-from akk.terminals import TerminalSnapshot, terminal_row
 
 DISPATCH_TIMEOUT = 60.0
 

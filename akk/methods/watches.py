@@ -29,6 +29,7 @@ import trio
 
 from akk import evidence
 from akk.actors.store import transact
+from akk.actors.terminal_board import TerminalSnapshot
 from akk.actors.turn import Close, Reload
 from akk.backends.terminal.follow import GONE_GRACE, Outcome, file_outcome
 from akk.backends.terminal.steps import Reconcile
@@ -38,7 +39,6 @@ from akk.protocol.errors import Reason, RpcError
 from akk.runtime.actor import ActorError, ActorStopped, AskTimeout, MailboxFull
 from akk.store import audit, outbox, terminals, turns
 from akk.store.turns import Turn, TurnState
-from akk.terminals import TerminalSnapshot
 
 _NO_TASK = frozenset({State.IDLE, State.IDLE_DRAFT})
 RECONCILE_TIMEOUT = 60.0

@@ -14,13 +14,14 @@ from typing import Any
 
 from akk.actors.destination import DestinationDesk
 from akk.actors.store import transact
+from akk.actors.terminal_board import TerminalBoard, TerminalSnapshot, project_snapshot
 from akk.actors.turn_desk import TurnDesk
 from akk.backends.contract import AnswerReceipt, Refusal
 from akk.backends.terminal.steps import DispatchAnswer
 from akk.methods.answers import Answer, check_offer, decision, resolve
 from akk.profiles.observation import InteractionKind, PromptView, State
 from akk.protocol.errors import Reason, RpcError
-from akk.protocol.projection import Shown, project_snapshot
+from akk.protocol.projection import Shown
 from akk.protocol.text_rule import check_text
 from akk.runtime.actor import ActorError, ActorRef, AskTimeout
 from akk.screen.fingerprint import Appearance, IdMinter
@@ -28,7 +29,6 @@ from akk.store import dispatches, interactions, turns
 from akk.store.interactions import Interaction, InteractionState
 from akk.store.reader import StoreReader
 from akk.store.turns import Turn
-from akk.terminals import TerminalBoard, TerminalSnapshot
 
 ANSWER_TIMEOUT = 60.0
 

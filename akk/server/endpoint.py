@@ -6,7 +6,7 @@ the connection. What each method does lives in ``akk.methods``. No frame,
 however malformed, ends the connection handler or the server; every reply to
 a bad frame is a JSON-RPC error with ``data.reason``.
 
-Everything a peer can make the server hold is bounded (see ``Limits``):
+Everything a peer can make the server hold is bounded (see ``EndpointLimits``):
 descriptors (handshakes and connections, the oldest stalled handshake evicted
 first), time (handshake, send and keepalive timeouts), memory (frames measured
 in bytes, ids bounded, calls in flight per connection and server-wide).
@@ -35,14 +35,14 @@ from trio_websocket import (
 from wsproto import ConnectionType, WSConnection
 from wsproto.events import BytesMessage, TextMessage
 
-from akk.auth import CredentialBook
-from akk.connections import NOT_READING, ConnectionRegistry
-from akk.instance import CHALLENGE_HEADER, PROOF_HEADER, PROOF_PATH, PROOF_STATUS, proof_for
 from akk.methods.common import Peer
 from akk.methods.table import Methods
 from akk.protocol.errors import Code, Reason, RpcError
 from akk.protocol.jsonrpc import FramingError, Request, error_frame, parse_request, result_frame
 from akk.runtime.actor import Rank, act_as
+from akk.server.auth import CredentialBook
+from akk.server.connections import NOT_READING, ConnectionRegistry
+from akk.server.instance import CHALLENGE_HEADER, PROOF_HEADER, PROOF_PATH, PROOF_STATUS, proof_for
 
 log = logging.getLogger("akk.server")
 
@@ -61,7 +61,7 @@ _CHALLENGE = re.compile(rb"^[0-9a-f]{64}$")
 
 
 @attrs.frozen
-class Limits:
+class EndpointLimits:
     """What one peer, and all peers together, may make the server hold."""
 
     max_frame_bytes: int = 1 << 20
@@ -78,7 +78,7 @@ class Limits:
     calls_in_flight: int = 128
     """Calls being answered server-wide; past it readers wait (back-pressure)."""
 
-    def fit_descriptors(self) -> Limits:
+    def fit_descriptors(self) -> EndpointLimits:
         """These limits within the process's descriptor limit, raising the soft limit first."""
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         if hard == resource.RLIM_INFINITY or hard > soft:
@@ -117,7 +117,7 @@ class ServerStats:
 class ServerSettings:
     host: str = "127.0.0.1"
     port: int = DEFAULT_PORT
-    limits: Limits = Limits()
+    limits: EndpointLimits = EndpointLimits()
     tls: ssl.SSLContext | None = attrs.field(default=None, eq=False)
     """Serve wss:// with this server-side context (None: plain ws://)."""
 
@@ -387,7 +387,7 @@ class ControllerServer:
             self._connections.leave(credential.controller_id, connection)
 
     async def _prove(self, request: WebSocketRequest) -> None:
-        """Answer the CLI's challenge (see ``akk.instance``); never accept a WebSocket here."""
+        """Answer the CLI's challenge (`akk.server.instance`); never accept a WebSocket here."""
         challenges = [v for n, v in request.headers if n.lower() == CHALLENGE_HEADER]
         challenge = challenges[0] if challenges and _CHALLENGE.match(challenges[0]) else None
         headers = []
