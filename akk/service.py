@@ -27,7 +27,7 @@ from akk.backends.codex_app_server.answers import AppServerAnswers
 from akk.backends.codex_app_server.host import BackendDesk, find_codex
 from akk.backends.registry import Backends
 from akk.backends.terminal.answers import TerminalAnswers
-from akk.config import ServiceConfig
+from akk.config import ServiceConfig, TlsFiles
 from akk.discovery.identity import TerminalIdentity
 from akk.discovery.process import DigestCache, VersionCache
 from akk.methods.common import MethodContext
@@ -43,7 +43,6 @@ from akk.server.endpoint import (
     ControllerServer,
     ListenError,
     ServerSettings,
-    TlsFiles,
     listen_check,
     tls_context,
 )

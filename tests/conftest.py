@@ -12,8 +12,7 @@ import attrs
 import pytest
 import trio
 
-from akk.config import ServiceConfig
-from akk.server.endpoint import EndpointLimits
+from akk.config import EndpointLimits, ServiceConfig
 from akk.server.instance import Endpoint
 from akk.service import run_service
 from akk.store.location import StateDir

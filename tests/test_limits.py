@@ -22,9 +22,8 @@ import trio
 from trio_websocket import ConnectionClosed, open_websocket_url
 
 from akk.client import connect
-from akk.config import ServiceConfig
+from akk.config import EndpointLimits, ServiceConfig
 from akk.server.connections import NOT_READING
-from akk.server.endpoint import EndpointLimits
 from akk.service import run_service
 from akk.store.location import StateDir
 from tools.lab.akk_runner import mint_offline

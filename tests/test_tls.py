@@ -20,8 +20,8 @@ import pytest
 import trio
 
 from akk.client import ConnectError, connect, tls_context
-from akk.config import ServiceConfig
-from akk.server.endpoint import ListenError, TlsFiles, is_loopback, listen_check
+from akk.config import ServiceConfig, TlsFiles
+from akk.server.endpoint import ListenError, is_loopback, listen_check
 from akk.server.instance import Endpoint, proven_endpoint, read_endpoint
 from akk.service import run_service
 from akk.store.location import StateDir

@@ -12,8 +12,8 @@ import trio
 
 from akk.cli.errors import CliError
 from akk.cli.text import LogFormatter, printable
-from akk.config import ServiceConfig, TurnSettings
-from akk.server.endpoint import EndpointLimits, ListenError, TlsFiles
+from akk.config import EndpointLimits, ServiceConfig, TlsFiles, TurnSettings
+from akk.server.endpoint import ListenError
 from akk.server.instance import Endpoint, InstanceError
 from akk.service import serve_until_signal
 from akk.store.database import StoreError

@@ -20,7 +20,6 @@ import ipaddress
 import json
 import logging
 import re
-import resource
 import socket
 import ssl
 from typing import Any
@@ -35,6 +34,7 @@ from trio_websocket import (
 from wsproto import ConnectionType, WSConnection
 from wsproto.events import BytesMessage, TextMessage
 
+from akk.config import EndpointLimits, TlsFiles
 from akk.methods.common import Peer
 from akk.methods.table import Methods
 from akk.protocol.errors import Code, Reason, RpcError
@@ -51,52 +51,10 @@ DEFAULT_PORT = 7878
 # Frames up to this many times the limit are read and answered with an error;
 # larger ones close the connection (1009) so no peer can make us buffer without bound.
 HARD_LIMIT_FACTOR = 4
-# Descriptors kept for everything but controllers: the store, tmux control
-# clients, agents' /proc reads, logs.
-RESERVED_DESCRIPTORS = 256
 EVICT_AFTER = 0.05
 """Seconds a handshake may take before a newer connection may evict it."""
 _ACCEPT_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS}
 _CHALLENGE = re.compile(rb"^[0-9a-f]{64}$")
-
-
-@attrs.frozen
-class EndpointLimits:
-    """What one peer, and all peers together, may make the server hold."""
-
-    max_frame_bytes: int = 1 << 20
-    max_handshakes: int = 64
-    """Upgrades in progress; past it the oldest stalled handshake is dropped."""
-    max_connections: int = 512
-    """Established WebSocket connections; past it an upgrade gets HTTP 503."""
-    handshake_timeout: float = 10.0
-    send_timeout: float = 10.0
-    """A reply not written within this closes the connection (the peer is not reading)."""
-    keepalive_interval: float = 30.0
-    """Ping this often; no pong within the same time closes the connection."""
-    calls_per_connection: int = 8
-    calls_in_flight: int = 128
-    """Calls being answered server-wide; past it readers wait (back-pressure)."""
-
-    def fit_descriptors(self) -> EndpointLimits:
-        """These limits within the process's descriptor limit, raising the soft limit first."""
-        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        if hard == resource.RLIM_INFINITY or hard > soft:
-            wanted = RESERVED_DESCRIPTORS + self.max_handshakes + self.max_connections
-            target = wanted if hard == resource.RLIM_INFINITY else min(hard, max(wanted, soft))
-            if target > soft:
-                resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-                soft = target
-        room = soft - RESERVED_DESCRIPTORS
-        handshakes = max(1, min(self.max_handshakes, room // 8))
-        connections = max(1, min(self.max_connections, room - handshakes))
-        if (handshakes, connections) != (self.max_handshakes, self.max_connections):
-            log.warning(
-                "descriptor limit %d: serving at most %d connections and %d handshakes "
-                "(raise `ulimit -n` for more)",
-                soft, connections, handshakes,
-            )  # fmt: skip
-        return attrs.evolve(self, max_handshakes=handshakes, max_connections=connections)
 
 
 @attrs.define
@@ -117,17 +75,9 @@ class ServerStats:
 class ServerSettings:
     host: str = "127.0.0.1"
     port: int = DEFAULT_PORT
-    limits: EndpointLimits = EndpointLimits()
+    limits: EndpointLimits = attrs.field(factory=EndpointLimits)
     tls: ssl.SSLContext | None = attrs.field(default=None, eq=False)
     """Serve wss:// with this server-side context (None: plain ws://)."""
-
-
-@attrs.frozen
-class TlsFiles:
-    """`akk serve --tls-cert FILE --tls-key FILE`: the certificate chain and its private key."""
-
-    cert: str
-    key: str
 
 
 def is_loopback(host: str) -> bool:
