@@ -1,6 +1,6 @@
 """Every Claude Code key plan, driven on the real pinned clients and proven at the model's end.
 
-Each step does what the dispatcher does (akk/backends/terminal/actor.py): capture the
+Each step does what the dispatcher does (akk/backends/terminal/answer_step.py): capture the
 pane, classify it with the exact version's profile, take the plan for the
 prompt's kind, step and intent, expand it over the rows on screen with its
 checkpoints (`expand_checked`) and send exactly those keys
@@ -33,7 +33,7 @@ import attrs
 import pytest
 import trio
 
-from akk.backends.terminal.actor import text_timeout
+from akk.backends.terminal.typing_step import text_timeout
 from akk.profiles.composer import TypingMethod
 from akk.profiles.keyplan import Intent, KeyPlan, TextCheck, ToggleCheck, expand_checked
 from akk.profiles.observation import (

@@ -1,7 +1,10 @@
 """The terminal backend: a Turn typed into a supervised tmux pane, answered by keys.
 
-`actor` (the TerminalActor, the only sender of keys to its pane), `steps` (its
-messages and receipts), `checks` (an answer's plan and fence, pure), `answers`
-(the methods' side: offers and answers) and `follow` (the TurnActor's
-follower: screen and file evidence).
+`actor` (the TerminalActor, the only sender of keys to its pane: one step at a
+time, proven and reserved), `observer` (how it reads the pane and publishes
+each Observation), `typing_step` and `answer_step` (a reserved step's keys and
+their proofs), `stages` (what a step in flight records), `steps` (its
+messages and receipts), `checks` (an answer's plan and fence, pure),
+`answers` (the methods' side: offers and answers) and `follow` (the
+TurnActor's follower: screen and file evidence).
 """

@@ -1,0 +1,172 @@
+"""An answer's keys: the reserved plan sent checkpoint by checkpoint, then its postcondition.
+
+`send_answer` runs after the TerminalActor reserved the answer's dispatch. It
+sends the expanded plan's keys up to each check, and waits until the screen
+shows that check's effect (a box ticked with the cursor on its row, or the
+editor showing exactly the typed text) before any further key; then the rest,
+and it proves the answered step gone (another step, work or idle) within
+STEP_TIMEOUT. A check or postcondition never seen ends the step ``uncertain``
+(``aborted`` for text never proven, left unsubmitted): AKK sends no further
+key and never retries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import trio
+
+from akk import faults
+from akk.backends.contract import AnswerReceipt
+from akk.backends.terminal.checks import MOVED_ON, boxes, step_of
+from akk.backends.terminal.observer import Observer
+from akk.backends.terminal.stages import advance, answer_uncertain
+from akk.backends.terminal.steps import DispatchAnswer
+from akk.backends.terminal.typing_step import text_timeout
+from akk.faults import Point
+from akk.profiles.keyplan import (
+    Expanded,
+    Keystroke,
+    LiteralText,
+    TextCheck,
+    TmuxKey,
+    ToggleCheck,
+    Wait,
+)
+from akk.profiles.observation import PromptView, StepKind
+from akk.runtime.actor import ActorRef
+from akk.store.dispatches import Dispatch, Stage
+from akk.tmux import keys
+from akk.tmux.control import ClientLink, ControlClientClosed, TmuxCommandError
+
+STEP_TIMEOUT = 5.0
+"""How long a prompt may take to show the effect of an answer's keys (a toggled box, the
+typed text, the next step or the prompt gone) before the step is ``uncertain``."""
+
+
+async def send_answer(
+    screen: Observer,
+    link: ClientLink,
+    store: ActorRef,
+    dispatch: Dispatch,
+    expanded: Expanded,
+    message: DispatchAnswer,
+    seq: int,
+    answered: PromptView,
+) -> AnswerReceipt:
+    """The reserved step's keys, checkpoint by checkpoint; then its postcondition.
+
+    ``answered`` is the step as proven last (the offered screen, then each
+    checkpoint's); the postcondition needs a screen where that step is gone.
+    """
+    pane, sent = screen.identity.pane_id, 0
+    ticked = boxes(screen.current())
+    try:
+        for check in expanded.checks:
+            strokes = expanded.keys[sent : check.after]
+            if isinstance(check, ToggleCheck):
+                await faults.reached(Point.ANSWER_TOGGLE)
+                if faults.drops(Point.ANSWER_TOGGLE):
+                    strokes = strokes[:-1]  # the toggle key lost on its way
+            await press(link, pane, strokes)
+            sent = check.after
+            if isinstance(check, TextCheck):
+                dispatch = await advance(store, dispatch, Stage.TEXT_INJECTED)
+                await faults.reached(Point.ANSWER_TEXT_INJECTED)
+                proof = await prove_editor(screen, message.answer.text or "")
+            else:
+                ticked[check.row] = check.checked
+                proof = await prove_boxes(screen, ticked, check.row)
+            if proof is None:
+                # Typed text never proven is left unsubmitted: aborted, not uncertain.
+                stage = Stage.ABORTED if isinstance(check, TextCheck) else Stage.UNCERTAIN
+                return await answer_uncertain(
+                    store, dispatch, "the screen did not show the step's effect after its keys; "
+                    "AKK sent no further key", stage,
+                )  # fmt: skip
+            seq, answered = proof
+        await press(link, pane, expanded.keys[sent:])
+    except (TmuxCommandError, ControlClientClosed) as exc:
+        return await answer_uncertain(store, dispatch, f"sending keys failed: {exc}"[:200])
+    await faults.reached(Point.ANSWER_SENT)
+    dispatch = await advance(store, dispatch, Stage.ENTER_SENT)
+    await faults.reached(Point.ANSWER_RECORDED)
+    if not await prove_moved_on(screen, answered, seq):
+        return await answer_uncertain(
+            store, dispatch, "the prompt still showed, unchanged, after the answer's keys"
+        )
+    dispatch = await advance(store, dispatch, Stage.ACCEPTED, "postcondition_proven")
+    return AnswerReceipt(dispatch, proven=True)
+
+
+async def press(link: ClientLink, pane: str, strokes: Sequence[Keystroke]) -> None:
+    """Send ``strokes`` to ``pane`` in order: named keys, literal text, waits."""
+    client = link.client()
+    for stroke in strokes:
+        match stroke:
+            case TmuxKey(name=name):
+                await keys.press(client, pane, name)
+            case LiteralText(text=text):
+                await keys.type_literal(client, pane, text)
+            case Wait(seconds=seconds):
+                await trio.sleep(seconds)
+
+
+async def prove_editor(screen: Observer, text: str) -> tuple[int, PromptView] | None:
+    """The screen once the prompt's editor shows exactly ``text``; None if it never does."""
+    profile = screen.profile
+    assert profile is not None
+    with trio.move_on_after(text_timeout(STEP_TIMEOUT, text)):
+        while True:
+            snapshot = await screen.observe(force=True)
+            prompt = None if snapshot is None else snapshot.observation.prompt
+            if (
+                snapshot is not None
+                and snapshot.seen is not None
+                and prompt is not None
+                and screen.grid is not None
+                and profile.editor_matches(screen.grid, prompt, text)
+            ):
+                return snapshot.seq, prompt
+            await trio.sleep(0.03)
+    return None
+
+
+async def prove_boxes(
+    screen: Observer, ticked: dict[int, bool], row: int
+) -> tuple[int, PromptView] | None:
+    """The screen once every box shows ``ticked`` and the cursor is on ``row``."""
+    with trio.move_on_after(STEP_TIMEOUT):
+        while True:
+            snapshot = await screen.observe(force=True)
+            if snapshot is not None and snapshot.seen is not None:
+                prompt = snapshot.observation.prompt
+                options = prompt.questions[0].options if prompt and prompt.questions else ()
+                if (
+                    prompt is not None
+                    and prompt.step is StepKind.MULTI_SELECT
+                    and len(options) > row
+                    and options[row].current
+                    and boxes(snapshot) == ticked
+                ):
+                    return snapshot.seq, prompt
+            await trio.sleep(0.03)
+    return None
+
+
+async def prove_moved_on(screen: Observer, answered: PromptView, seq: int) -> bool:
+    """Whether a screen after the keys shows the answered step gone: another step, work
+    or idle (the same step with its cursor moved or a box ticked is not gone)."""
+    with trio.move_on_after(STEP_TIMEOUT):
+        while True:
+            snapshot = await screen.observe(force=True)
+            if snapshot is not None and snapshot.seq > seq:
+                observation = snapshot.observation
+                shown = observation.prompt
+                if shown is not None and step_of(shown) != step_of(answered):
+                    return True
+                if shown is None and observation.state in MOVED_ON:
+                    return True
+            # Look often: the next screen may pass quickly (an agent asking again at once).
+            await trio.sleep(0.01)
+    return False

@@ -1,0 +1,252 @@
+"""The Observer: how a TerminalActor reads its pane and publishes what it saw.
+
+Capture → pyte grid → profile → Observation, each new one published on the
+TerminalBoard with the next sequence number, so "the first Observation after
+this key step" is provable. It also keeps what an Observation is told by the
+screens before it: when the pane became idle, which appearance a prompt on
+screen is (and since when), the manual screen on show (`akk.protocol.wakeups`), and for
+a permission prompt the pending call in the agent's own file
+(`akk.profiles.permission`). It sends no key; its TerminalActor owns it and
+asks it for a fresh look before and during every step.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+
+import trio
+
+from akk import evidence
+from akk.actors.store import transact
+from akk.actors.terminal_board import TerminalBoard, TerminalSnapshot
+from akk.discovery.identity import TerminalIdentity
+from akk.profiles.observation import Observation, State
+from akk.profiles.permission import asks_permission, awaits_call, bind_pending
+from akk.profiles.registry import Profile
+from akk.protocol import wakeups
+from akk.runtime.actor import ActorRef
+from akk.screen.fingerprint import Appearance, fingerprint
+from akk.screen.grid import Grid
+from akk.screen.render import CaptureMismatch, render
+from akk.store import interactions, turns
+from akk.tmux.control import ClientLink, ControlClientClosed, TmuxCommandError
+from akk.tmux.panes import capture
+
+log = logging.getLogger("akk.terminal")
+
+PENDING_WAIT = 2.0
+"""How long a permission prompt may wait for its tool call to show in the agent's file
+before it is published ``manual_required`` (Claude writes the call up to ~220 ms after
+drawing its prompt; tools/lab/NOTES.md)."""
+
+PENDING_POLL = 0.02
+"""Seconds between reads of the agent's file while a permission waits for its call."""
+
+
+class Observer:
+    """One pane's screen as its TerminalActor last read it, and the board it is published on.
+
+    ``identity`` and ``profile`` are the terminal as it is read now (changed
+    only by `rebind`, between steps); ``busy`` is set by the actor while an
+    input-bearing step is between its first key and its receipt.
+    """
+
+    def __init__(
+        self,
+        identity: TerminalIdentity,
+        profile: Profile | None,
+        link: ClientLink,
+        board: TerminalBoard,
+        store: ActorRef,
+    ) -> None:
+        self.identity = identity
+        self.profile = profile
+        self.busy = False
+        self.size: tuple[int, int] | None = None  # the pane's size as last listed
+        self.idle_since: float | None = None  # trio clock of the first idle screen in a row
+        self.grid: Grid | None = None  # the last rendered screen
+        self.seen_since = 0.0  # trio clock when the prompt's appearance on screen began
+        self._link = link
+        self._board = board
+        self._store = store
+        self._last: tuple[str, int, int] | None = None
+        self._seq = 0
+        self._seen: Appearance | None = None  # the prompt's appearance on the last screen
+        self._resumed: Appearance | None = None  # the store's last appearance, until first look
+        self._last_number = 0
+        self._manual: wakeups.Manual | None = (
+            None  # the manual screen on show (akk.protocol.wakeups)
+        )
+
+    def announce(self) -> None:
+        """Put this terminal on the board as it is read now (before its first Observation)."""
+        self._board.announce(self.identity, self.profile, trio.current_time())
+
+    def rebind(self, identity: TerminalIdentity, profile: Profile | None) -> None:
+        """Read the pane as ``identity`` with ``profile`` from now on, announced on the board."""
+        self.identity, self.profile = identity, profile
+        self.announce()
+
+    def retire(self) -> None:
+        """Take this terminal off the board."""
+        self._board.retire(self.identity.terminal_id)
+
+    def current(self) -> TerminalSnapshot | None:
+        """The snapshot last published for this terminal."""
+        return self._board.get(self.identity.terminal_id)
+
+    async def resume(self) -> None:
+        """Continue from the store's last prompt appearance on this terminal, if any."""
+        terminal_id = self.identity.terminal_id
+        latest = await transact(self._store, lambda conn: interactions.latest_on(conn, terminal_id))
+        if latest is not None:
+            self._resumed = latest.seen
+            self._last_number = latest.appearance
+
+    async def observe(self, *, force: bool = False) -> TerminalSnapshot | None:
+        """Capture and classify now; publish and return the snapshot (None if no full screen)."""
+        if self.size is None:
+            return None
+        cols, rows = self.size
+        try:
+            screen = await capture(self._link.client(), self.identity.pane_id)
+        except (TmuxCommandError, ControlClientClosed):
+            # The pane went away between listing and capture; the watcher retires us.
+            return None
+        if screen.count("\n") != rows:
+            # tmux does not escape command output, so a pane row that mimics the
+            # control protocol could cut a capture short: never classify a partial screen.
+            return None
+        current = self.current()
+        if not force and self._last == (screen, cols, rows) and current is not None:
+            return current
+        self._last = (screen, cols, rows)
+        try:
+            grid = render(screen, cols, rows)
+        except CaptureMismatch:
+            # Resized between listing and capture: the next listing brings the new size.
+            return None
+        observation, pending = await self._pending_call(classify(grid, self.identity, self.profile))
+        if observation.state is State.IDLE:
+            if self.idle_since is None:
+                self.idle_since = trio.current_time()
+        else:
+            self.idle_since = None
+        seen = None
+        if observation.prompt is not None and self.profile is not None:
+            seen = self._appearance(
+                fingerprint(
+                    grid,
+                    observation.prompt.region,
+                    profile_id=self.profile.id,
+                    terminal_identity=self.identity.fingerprint_identity,
+                    pending=pending.identity if pending is not None else "",
+                )
+            )
+        if seen is None:
+            self._resumed = None
+        self._seen = seen
+        self.grid = grid
+        lines = grid.lines()
+        self._manual = wakeups.follow(
+            self._manual, observation, profiled=self.profile is not None,
+            agent=self.identity.agent, lines=lines, now=trio.current_time(),
+            mint=self._manual_appearance,
+        )  # fmt: skip
+        self._seq += 1
+        snapshot = TerminalSnapshot(
+            identity=self.identity,
+            observation=observation,
+            seen=seen,
+            busy=self.busy,
+            lines=lines,
+            observed_at=trio.current_time(),
+            seq=self._seq,
+            manual=self._manual,
+            profile=self.profile,
+        )
+        self._board.publish(snapshot)
+        return snapshot
+
+    def _manual_appearance(self, screen: bytes) -> Appearance:
+        """A new appearance of a manual screen first drawn as ``screen`` (akk.protocol.wakeups)."""
+        identity = self.identity.fingerprint_identity.encode("utf-8", "surrogatepass")
+        fp = hashlib.sha256(b"akk-manual\x1f" + identity + b"\x1f" + screen).digest()
+        return Appearance(fp, self._next_number())
+
+    def _appearance(self, fp: bytes) -> Appearance:
+        """The appearance this prompt belongs to: the current one while it stays on screen.
+
+        A prompt that was not on the previous screen is a new appearance, unless
+        it is the first screen since this actor started and the store's last
+        appearance on this terminal has the same fingerprint: what happened
+        while no actor watched cannot be known, so it is taken as the same
+        appearance (its fence, if answered, holds).
+        """
+        resumed, self._resumed = self._resumed, None
+        if self._seen is not None and self._seen.fingerprint == fp:
+            return self._seen
+        if resumed is not None and resumed.fingerprint == fp:
+            self.seen_since = trio.current_time()
+            return resumed
+        self.seen_since = trio.current_time()
+        return Appearance(fp, self._next_number())
+
+    def _next_number(self) -> int:
+        """A new appearance number: the clock's, and always above the last one."""
+        self._last_number = max(time.time_ns(), self._last_number + 1)
+        return self._last_number
+
+    async def _pending_call(
+        self, observation: Observation
+    ) -> tuple[Observation, evidence.PendingCall | None]:
+        """An actionable permission with the pending call it asks about, else not actionable.
+
+        See `akk.profiles.permission`. While the agent's file shows no pending
+        call of the profile's tool yet, it is read again for up to PENDING_WAIT
+        (not within a step's keys: that screen is passing).
+        """
+        profile = self.profile
+        if profile is None or not asks_permission(observation):
+            return observation, None
+        deadline = trio.current_time() + PENDING_WAIT
+        while True:
+            calls = await open_calls(self._store, self.identity)
+            waiting = awaits_call(calls, profile.permission_tool)
+            if not waiting or self.busy or trio.current_time() >= deadline:
+                return bind_pending(observation, profile.permission_tool, calls)
+            await trio.sleep(PENDING_POLL)
+
+
+def classify(grid: Grid, identity: TerminalIdentity, profile: Profile | None) -> Observation:
+    """What ``grid`` shows under ``profile``; unknown, with the reason, without one."""
+    if profile is None:
+        # Without the exact version's profile nothing on screen can be trusted.
+        return Observation(State.UNKNOWN, None, reason=identity.profile_reason or "no_profile")
+    return profile.classify(grid)
+
+
+async def open_calls(
+    store: ActorRef, identity: TerminalIdentity
+) -> list[evidence.PendingCall] | None:
+    """The pending calls in the agent's file; None if it cannot be read.
+
+    The file is the one the terminal's Turn bound before its send (read from
+    its binding offset); without a bound Turn (a Watch before its task is
+    found, evidence unknown) the one file the agent process owns now.
+    """
+    terminal_id, agent = identity.terminal_id, identity.agent
+    turn = await transact(store, lambda conn: turns.unresolved_on(conn, terminal_id))
+    try:
+        if turn is not None and turn.evidence_status == "bound" and turn.evidence:
+            binding = evidence.Binding.from_json(turn.evidence)
+            return await trio.to_thread.run_sync(
+                evidence.open_calls, binding.agent, binding.file, binding.offset
+            )
+        file = await trio.to_thread.run_sync(evidence.owned_file, agent, identity.agent_pid)
+        return await trio.to_thread.run_sync(evidence.open_calls, agent, file)
+    except (evidence.EvidenceError, ValueError, OSError) as exc:
+        log.info("pending call on %s unknown: %s", terminal_id, exc)
+        return None

@@ -1,0 +1,102 @@
+"""A composer message's keys: type the reserved text, prove the composer shows it, Enter once.
+
+`type_and_submit` runs after the TerminalActor reserved the dispatch: the
+text is typed (literal keys or a paste, as the profile's typing method says),
+the composer must then show exactly that text within PROOF_TIMEOUT (longer
+for long text, `text_timeout`) after the client's Enter guard, and only then
+is Enter pressed, once. Text never proven gets no Enter and is never deleted
+or typed again (docs/composer.md).
+"""
+
+from __future__ import annotations
+
+import trio
+
+from akk import faults
+from akk.backends.terminal.observer import Observer
+from akk.backends.terminal.stages import abort_task, advance, settle_task
+from akk.backends.terminal.steps import TaskReceipt
+from akk.faults import Point
+from akk.profiles.composer import TypingMethod
+from akk.runtime.actor import ActorRef
+from akk.store.dispatches import Stage
+from akk.store.turns import TurnState
+from akk.tmux import keys
+from akk.tmux.control import ClientLink, ControlClientClosed, TmuxCommandError
+
+PROOF_TIMEOUT = 3.0
+"""How long the composer may take to show the typed text before the proof fails."""
+
+RENDER_CHARS_PER_SECOND = 300.0
+"""The slowest rate a client was seen drawing typed text (Claude's editor, 3,000 characters
+on a loaded machine): a proof of typed text waits this much longer per character."""
+
+
+def text_timeout(base: float, text: str) -> float:
+    """How long the screen may take to show ``text`` typed: ``base``, longer for long text."""
+    return base + len(text) / RENDER_CHARS_PER_SECOND
+
+
+async def type_and_submit(
+    screen: Observer,
+    link: ClientLink,
+    store: ActorRef,
+    receipt: TaskReceipt,
+    text: str,
+    method: TypingMethod,
+) -> TaskReceipt:
+    """Type ``text`` for the reserved ``receipt``, prove it, press Enter; record each stage."""
+    turn, dispatch = receipt.turn, receipt.dispatch
+    pane = screen.identity.pane_id
+    try:
+        client = link.client()
+        if method is TypingMethod.LITERAL:
+            await keys.type_literal(client, pane, text)
+        else:
+            await keys.paste(client, pane, text)
+    except (TmuxCommandError, ControlClientClosed) as exc:
+        # Some of the text may be in the composer: never typed again, never submitted.
+        return await settle_task(
+            store, receipt, Stage.UNCERTAIN, f"typing failed: {exc}"[:200], TurnState.UNCERTAIN
+        )
+    typed_at = trio.current_time()
+    await faults.reached(Point.TEXT_TYPED)
+    dispatch = await advance(store, dispatch, Stage.TEXT_INJECTED)
+    await faults.reached(Point.TEXT_INJECTED)
+    if not await prove_composer(screen, text, method, typed_at):
+        # Someone typed too, or a key was dropped: no Enter, nothing deleted.
+        return await abort_task(store, receipt, dispatch)
+    await faults.reached(Point.BEFORE_ENTER)
+    try:
+        await keys.press(link.client(), pane, "Enter")
+    except (TmuxCommandError, ControlClientClosed) as exc:
+        return await settle_task(
+            store,
+            TaskReceipt(turn, dispatch, receipt.seq, None),
+            Stage.UNCERTAIN,
+            f"Enter may not have been sent: {exc}"[:200],
+            TurnState.UNCERTAIN,
+        )
+    enter_at = trio.current_time()
+    await faults.reached(Point.ENTER_SENT)
+    dispatch = await advance(store, dispatch, Stage.ENTER_SENT)
+    await faults.reached(Point.ENTER_RECORDED)
+    return TaskReceipt(turn, dispatch, receipt.seq, enter_at)
+
+
+async def prove_composer(
+    screen: Observer, text: str, method: TypingMethod, typed_at: float
+) -> bool:
+    """Whether the composer shows exactly ``text``, after the client's quiet gap."""
+    profile = screen.profile
+    assert profile is not None
+    await trio.sleep_until(typed_at + profile.typing.enter_guard_seconds)
+    with trio.move_on_after(text_timeout(PROOF_TIMEOUT, text)):
+        while True:
+            snapshot = await screen.observe(force=True)
+            if snapshot is not None:
+                draft = snapshot.observation.draft
+                if draft is not None and profile.draft_matches(draft, text, method):
+                    return True
+            await trio.sleep(0.05)
+    return False
