@@ -28,10 +28,10 @@ from akk.auth import CredentialBook
 from akk.backends.codex_app_server.actor import offer_refusal
 from akk.backends.codex_app_server.host import BackendDesk
 from akk.backends.contract import CancelResult, TurnControl
+from akk.backends.offers import check_offer
 from akk.backends.registry import Backends
 from akk.config import TurnSettings
 from akk.connections import ConnectionRegistry
-from akk.methods.answers import check_offer
 from akk.methods.common import MethodContext
 from akk.methods.interactions import InteractionCalls
 from akk.methods.turns import TurnCalls

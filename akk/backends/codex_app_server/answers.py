@@ -35,8 +35,8 @@ from akk.backends.codex_app_server.prompts import (
     decision_result,
 )
 from akk.backends.contract import Refusal
+from akk.backends.offers import check_offer
 from akk.evidence import request_digest
-from akk.methods.answers import check_offer
 from akk.profiles.observation import InteractionKind
 from akk.protocol.errors import Reason, RpcError
 from akk.runtime.actor import ActorError, Ask, AskTimeout

@@ -16,8 +16,9 @@ from akk.actors.destination import DestinationDesk
 from akk.actors.store import transact
 from akk.actors.turn_desk import TurnDesk
 from akk.backends.contract import AnswerReceipt, Refusal
+from akk.backends.offers import check_offer
+from akk.backends.terminal.resolve import Answer, decision, resolve
 from akk.backends.terminal.steps import DispatchAnswer
-from akk.methods.answers import Answer, check_offer, decision, resolve
 from akk.profiles.observation import InteractionKind, PromptView, State
 from akk.protocol.errors import Reason, RpcError
 from akk.protocol.projection import Shown, project_snapshot

@@ -12,8 +12,8 @@ from __future__ import annotations
 import apsw
 
 from akk.backends.contract import Refusal
+from akk.backends.terminal.resolve import PLAN_REFUSALS, Answer
 from akk.backends.terminal.steps import DispatchAnswer
-from akk.methods.answers import PLAN_REFUSALS, Answer
 from akk.profiles.keyplan import (
     Expanded,
     Intent,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import attrs
 
 from akk.backends.contract import AnswerReceipt, Refusal
-from akk.methods.answers import Answer
+from akk.backends.terminal.resolve import Answer
 from akk.profiles.registry import Profile
 from akk.runtime.actor import ActorRef, Ask
 from akk.screen.fingerprint import Appearance
