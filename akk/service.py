@@ -230,7 +230,7 @@ async def run_service(
                 MethodContext(
                     store=store, reader=reader, board=board, ids=ids, desk=desk,
                     destinations=destinations, settings=config.turns, backends=turn_backends,
-                    hosts=backends, session_limits=config.sessions, workspace_roots=roots,
+                    session_limits=config.sessions, workspace_roots=roots,
                     book=book, connections=connections, health=health, qualified=qualified,
                 )
             )  # fmt: skip

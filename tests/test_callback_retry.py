@@ -458,7 +458,7 @@ def _context(
             turns.TERMINAL: TerminalAnswers(board=board, **parts),
             turns.BACKEND: _Asked([] if asked is None else asked, backends=hosts, **parts),
         }),
-        hosts=hosts, session_limits=policy.RebuildLimits(), workspace_roots=(),
+        session_limits=policy.RebuildLimits(), workspace_roots=(),
         book=CredentialBook("operator", {}), connections=ConnectionRegistry(), health=dict,
         qualified=QualifiedVersions(PINNED, reader),
     )  # fmt: skip

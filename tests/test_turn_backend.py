@@ -26,7 +26,6 @@ from akk.actors.turn import Close, Tick, TurnActor
 from akk.actors.turn_desk import TurnDesk
 from akk.auth import CredentialBook
 from akk.backends.codex_app_server.actor import offer_refusal
-from akk.backends.codex_app_server.host import BackendDesk
 from akk.backends.contract import CancelResult, TurnControl
 from akk.backends.offers import check_offer
 from akk.backends.registry import Backends
@@ -353,13 +352,9 @@ def _context(
         Supervisor("unused turns"), store=store, reader=reader.run, board=board,
         notify=destinations.wake, ids=ids, accept_seconds=20.0,
     )  # fmt: skip
-    hosts = BackendDesk(
-        Supervisor("backends"), setup="no app-server in this test", store=store,
-        reader=reader.run, cwd=str(tmp_path),
-    )  # fmt: skip
     return MethodContext(
         store=store, reader=reader, board=board, ids=ids, desk=desk, destinations=destinations,
-        settings=TurnSettings(), backends=Backends({turns.TERMINAL: answers}), hosts=hosts,
+        settings=TurnSettings(), backends=Backends({turns.TERMINAL: answers}),
         session_limits=policy.RebuildLimits(), workspace_roots=(),
         book=CredentialBook("operator", {}), connections=ConnectionRegistry(), health=dict,
         qualified=QualifiedVersions(PINNED, reader),

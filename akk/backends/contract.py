@@ -9,20 +9,87 @@ sent nothing to the agent.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from typing import Any, Protocol
 
 import apsw
 import attrs
 
 from akk.protocol.errors import Reason
+from akk.sessions.policy import ThreadConfig
 from akk.store.dispatches import Dispatch
 from akk.store.interactions import Interaction
+from akk.store.sessions import InvocationRow
 from akk.store.turns import Turn, TurnState
+
+
+@attrs.frozen
+class Task:
+    """A new Turn's first round, validated by the methods: who sends what where, its clocks."""
+
+    controller_id: str
+    client_request_id: str
+    text: str
+    inactivity_seconds: float
+    lifetime_seconds: float
+    terminal_id: str
+    """Where it is typed (a backend that runs its own threads has no terminal)."""
+
+
+@attrs.frozen
+class History:
+    """The facts the session policy decides from, as a backend describes them for a workspace.
+
+    ``loaded``: the threads its process holds now (read again at the reservation).
+    """
+
+    binding: ThreadConfig
+    """The thread config the backend would bind a new thread in the workspace to."""
+    resume_verified: bool
+    """Resuming a stored thread on this binding's agent version is proven."""
+    home: str
+    """The backend's home, recorded with a new session."""
+    loaded: Container[str]
 
 
 class TurnBackend(Protocol):
     """One way of running a Turn, as the methods see it."""
+
+    async def start(self, task: Task) -> Turn | Refusal:
+        """Reserve and dispatch a new Turn's first round in one step of the backend.
+
+        The Turn it started is followed while it runs. A Refusal sent nothing (its
+        ``turn``: the record of a repeated client_request_id). A backend whose Turns
+        the methods reserve (sessions, see `dispatch`) refuses with invalid_params.
+        """
+        ...
+
+    async def dispatch(self, turn: Turn, text: str) -> Turn:
+        """Dispatch ``text`` as ``turn``'s next round; the Turn after it, followed while it runs.
+
+        The round was reserved by the methods (a session's send) or the backend
+        reserves it with its input (a terminal's `respond`). Raises RpcError:
+        response_uncertain once the round may have reached the agent (never sent
+        again), another reason when nothing was sent.
+        """
+        ...
+
+    async def history(self, workspace: str) -> History:
+        """Describe the binding and history facts the session policy decides from.
+
+        Raises RpcError (nothing started) when the backend keeps no sessions or
+        cannot describe them now.
+        """
+        ...
+
+    async def confirm_ended(self, turn: Turn, invocation: InvocationRow) -> str:
+        """Prove, read-only, that the settled ``turn``'s round ``invocation`` no longer runs.
+
+        Confirms its cleanup when it does not; returns what the backend showed
+        (settled, running, missing, unreachable, unknown, unchecked) for
+        `recover`'s verification. Nothing is ever sent again.
+        """
+        ...
 
     async def shown(self, turn: Turn, controller_id: str) -> dict[str, Any] | None:
         """The interaction the agent asks of ``turn`` now, recorded; offered to its owner.

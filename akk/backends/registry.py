@@ -19,3 +19,7 @@ class Backends:
     def of(self, turn: Turn) -> TurnBackend:
         """The backend ``turn`` runs on (every stored name is registered)."""
         return self.by_name[turn.backend]
+
+    def named(self, name: str) -> TurnBackend:
+        """The backend registered as ``name`` (a send names the one its new Turn runs on)."""
+        return self.by_name[name]

@@ -16,7 +16,6 @@ import attrs
 from akk.actors.destination import DestinationDesk
 from akk.actors.turn_desk import TurnDesk
 from akk.auth import Credential, CredentialBook, Scope
-from akk.backends.codex_app_server.host import BackendDesk
 from akk.backends.registry import Backends
 from akk.connections import Closable, ConnectionRegistry
 from akk.protocol.errors import Reason, RpcError
@@ -74,8 +73,6 @@ class MethodContext:
     destinations: DestinationDesk
     settings: TurnSettings
     backends: Backends
-    hosts: BackendDesk
-    """The app-server processes (`send` on the app-server backend starts its threads there)."""
     session_limits: policy.RebuildLimits
     workspace_roots: tuple[str, ...]
     book: CredentialBook
