@@ -15,6 +15,7 @@ from typing import Any, Protocol
 import apsw
 import attrs
 
+from akk import evidence
 from akk.protocol.errors import Reason
 from akk.sessions.policy import ThreadConfig
 from akk.store.dispatches import Dispatch
@@ -148,6 +149,31 @@ class AnswerReceipt:
 
 
 @attrs.frozen
+class Usage:
+    """What a Turn's round spent, as its backend reports it for the settle to write.
+
+    ``status``: how far ``tokens`` is the round's whole usage. ``tokens`` is None
+    when the backend saw no attributable count: only the status is written then
+    (the columns keep what they held).
+    """
+
+    status: evidence.UsageStatus
+    tokens: evidence.Usage | None = None
+
+    def columns(self) -> dict[str, object]:
+        """The Turn's usage columns this fact writes."""
+        columns: dict[str, object] = {"usage_status": self.status.value}
+        if self.tokens is not None:
+            columns |= {
+                "usage_input": self.tokens.input,
+                "usage_output": self.tokens.output,
+                "usage_cache_read": self.tokens.cache_read,
+                "usage_cache_write": self.tokens.cache_write,
+            }
+        return columns
+
+
+@attrs.frozen
 class CancelResult:
     """The reply to a `cancel`: the interrupt went out, or why not (nothing was sent)."""
 
@@ -176,13 +202,15 @@ class TurnControl(Protocol):
         reason: str | None,
         summary: str,
         *,
+        usage: Usage | None = None,
         also: Also | None = None,
         **changes: object,
     ) -> None:
         """Commit the Turn's one outcome and its notification, wake its owner, stop the actor.
 
-        ``also`` (default: the follower's `settling`) runs in the same transaction.
-        Raises StopActor.
+        ``usage``: what the round spent, as the follower proved it (None: the usage
+        columns stay as they are). ``also`` (default: the follower's `settling`)
+        runs in the same transaction. Raises StopActor.
         """
         ...
 

@@ -173,7 +173,8 @@ class WatchCalls:
                 raise RpcError(Reason.CONFLICT, f"{record_id} changed meanwhile; renew again")
             outcome = None
             if ended is not None:
-                outcome = (ended.state, ended.reason, ended.summary, ended.changes)
+                spent = {} if ended.usage is None else ended.usage.columns()
+                outcome = (ended.state, ended.reason, ended.summary, spent | ended.changes)
             revived = turns.revive(conn, fresh, now=now, deadline=deadline, ended=outcome)
             audit.record(
                 conn, at=now, actor=controller_id, action="renew",
