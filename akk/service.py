@@ -27,6 +27,7 @@ from akk.backends.codex_app_server.answers import AppServerAnswers
 from akk.backends.codex_app_server.host import BackendDesk, find_codex
 from akk.backends.registry import Backends
 from akk.backends.terminal.answers import TerminalAnswers
+from akk.backends.terminal.witness import TerminalWitness
 from akk.config import ServiceConfig
 from akk.connections import ConnectionRegistry
 from akk.discovery.process import DigestCache, VersionCache
@@ -201,7 +202,7 @@ async def run_service(
                     store=store, reader=reader, ids=ids, backends=backends, desk=desk,
                     destinations=destinations, offer_minutes=config.turns.offer_minutes,
                 ),
-            })  # fmt: skip
+            }, watches=TerminalWitness(board=board, reader=reader))  # fmt: skip
             nonce = new_nonce()
             server: ControllerServer
 

@@ -31,6 +31,7 @@ from akk.backends.codex_app_server.actor import offer_refusal
 from akk.backends.contract import CancelResult, History, Refusal, Task, TurnControl, Usage
 from akk.backends.offers import check_offer
 from akk.backends.registry import Backends
+from akk.backends.terminal.witness import TerminalWitness
 from akk.config import TurnSettings
 from akk.connections import ConnectionRegistry
 from akk.methods.common import MethodContext
@@ -437,7 +438,9 @@ def _context(
     )  # fmt: skip
     return MethodContext(
         store=store, reader=reader, board=board, ids=ids, desk=desk, destinations=destinations,
-        settings=TurnSettings(), backends=Backends({turns.TERMINAL: backend}),
+        settings=TurnSettings(), backends=Backends(
+            {turns.TERMINAL: backend}, watches=TerminalWitness(board=board, reader=reader)
+        ),
         session_limits=policy.RebuildLimits(), workspace_roots=(),
         book=CredentialBook("operator", {}), connections=ConnectionRegistry(), health=dict,
         qualified=QualifiedVersions(PINNED, reader),

@@ -4,5 +4,6 @@
 runs the Turn through Codex's app-server. The record's ``backend`` picks the
 implementation from `registry.Backends`; adding a backend is one folder, one
 registration line (in `akk.service`) and its tests. `offers` holds the offer check
-every backend makes before an answer. Backends never import `akk.methods`.
+every backend makes before an answer. Backends never import the methods
+(they are above).
 """

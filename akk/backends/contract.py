@@ -22,6 +22,7 @@ from akk.store.dispatches import Dispatch
 from akk.store.interactions import Interaction
 from akk.store.sessions import InvocationRow
 from akk.store.turns import Turn, TurnState
+from akk.terminals import TerminalSnapshot
 
 
 @attrs.frozen
@@ -121,6 +122,31 @@ class TurnBackend(Protocol):
         ...
 
 
+class WatchWitness(Protocol):
+    """What the watch methods ask of the backend a person types into (the terminal's panes).
+
+    A Watch observes a person's task and never sends input; only a backend with
+    panes offers it. Every call is read-only but `reconcile`, which settles what
+    a crash left open.
+    """
+
+    def check_watchable(self, snapshot: TerminalSnapshot) -> None:
+        """Refuse (unsupported_version, not_found) a pane where no task is seen to run."""
+        ...
+
+    async def ended(self, record: Turn, snapshot: TerminalSnapshot) -> Outcome | None:
+        """How the watched task ended while nobody observed it; None while it still runs."""
+        ...
+
+    async def whereabouts(self, record: Turn) -> str:
+        """present: its exact incarnation runs; replaced: another process in its pane; gone."""
+        ...
+
+    async def reconcile(self, record: Turn) -> int | None:
+        """Settle the input steps a crash left open in its pane: their count, None when busy."""
+        ...
+
+
 @attrs.frozen
 class Refusal:
     """An input step refused before anything was sent: ``reason`` is a protocol reason code."""
@@ -171,6 +197,18 @@ class Usage:
                 "usage_cache_write": self.tokens.cache_write,
             }
         return columns
+
+
+@attrs.frozen
+class Outcome:
+    """How a round ended, as a backend's witness shows it: the settled state and what to record."""
+
+    state: TurnState
+    reason: str | None
+    summary: str
+    changes: dict[str, object]
+    usage: Usage | None = None
+    """What the round spent (None: the witness cannot tell, as a screen alone)."""
 
 
 @attrs.frozen

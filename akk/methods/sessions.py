@@ -1,13 +1,14 @@
 """`send` on the Codex app-server backend: sessions owned by task, scope and role.
 
-`send {scope: {task, role, unit?}, backend: "codex_app_server", cwd, request,
-client_request_id}` (or `send {session_id, …}`) runs one Turn on the
-app-server. The policy (`akk.sessions.policy`) decides from stored facts
-whether it continues the owner's thread (resume), starts one (create),
+`send {scope: {task, role, unit?}, backend, cwd, request, client_request_id}`
+(backend: the app-server's protocol name, `store.sessions.BACKEND`; or `send
+{session_id, …}`) runs one Turn on the app-server. The policy
+(`akk.sessions.policy`) decides from stored facts and the backend's own
+(`TurnBackend.history`) whether it continues the owner's thread (resume), starts one (create),
 replaces it (rebuild, with the controller's optional `handoff` first in the
 new thread) or must wait (`reconcile_required`, nothing started). The
 decision is taken again inside the reservation's transaction, so two sends
-racing for one thread cannot both pass; then the BackendActor dispatches it.
+racing for one thread cannot both pass; then its backend dispatches it.
 """
 
 from __future__ import annotations
@@ -33,8 +34,6 @@ from akk.store import sessions, turns
 from akk.store.sessions import SessionRow, ThreadIntent
 from akk.store.turns import BACKEND, Turn
 from akk.workspace_roots import RootError, canonical, covered
-
-BACKEND_NAME = "codex_app_server"
 
 MAX_HANDOFF_CHARS = 50_000
 
@@ -164,7 +163,7 @@ class SessionCalls:
             "available_actions": available_actions(turn),
             "supervised": turn.unresolved,
             "verification": {
-                "backend": BACKEND_NAME,
+                "backend": sessions.BACKEND,
                 "thread": thread,
                 "invocation": invocation.public(),
             },
@@ -220,10 +219,10 @@ class SessionCalls:
                     "scope to continue the current one",
                 )
             return row.owner
-        if params.get("backend") != BACKEND_NAME:
+        if params.get("backend") != sessions.BACKEND:
             raise RpcError(
                 Reason.INVALID_PARAMS,
-                f'send with scope needs backend: "{BACKEND_NAME}" (the only backend); to type '
+                f'send with scope needs backend: "{sessions.BACKEND}" (the only backend); to type '
                 "into a terminal, pass terminal_id instead",
             )
         scope = params["scope"]

@@ -1,8 +1,9 @@
 """The terminal backend: a Turn typed into a supervised tmux pane, answered by keys.
 
 `actor` (the TerminalActor, the only sender of keys to its pane), `steps` (its
-messages and receipts), `resolve` (an answer's ids into the plan's intent, pure), `checks` (an
-answer's plan and fence, pure), `answers`
-(the methods' side: offers and answers) and `follow` (the TurnActor's
-follower: screen and file evidence).
+messages and receipts), `rounds` (a task or a next round typed through it),
+`resolve` (an answer's ids into the plan's intent, pure), `checks` (an answer's
+plan and fence, pure), `answers` (the methods' side: offers and answers),
+`follow` (the TurnActor's follower: screen and file evidence) and `witness`
+(what the watch methods read of a person's task in a pane).
 """

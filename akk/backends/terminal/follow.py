@@ -23,13 +23,12 @@ from collections.abc import Callable
 from typing import Any
 
 import apsw
-import attrs
 import trio
 
 from akk import evidence, faults
 from akk.actors.store import transact
 from akk.actors.turn import FINAL_MESSAGE_LIMIT
-from akk.backends.contract import CancelResult, TurnControl, Usage
+from akk.backends.contract import CancelResult, Outcome, TurnControl, Usage
 from akk.backends.terminal.steps import Interrupt, InterruptReceipt
 from akk.faults import Point
 from akk.profiles.observation import State
@@ -390,18 +389,6 @@ def _composer_steps(conn: apsw.Connection, turn_id: str) -> list[dispatches.Disp
 
 
 _ACTING = frozenset({State.WORKING, State.PERMISSION, State.QUESTIONNAIRE, State.ASYNC_QUESTION})
-
-
-@attrs.frozen
-class Outcome:
-    """How the agent's file says a task ended: the settled state and what to record."""
-
-    state: TurnState
-    reason: str | None
-    summary: str
-    changes: dict[str, object]
-    usage: Usage | None = None
-    """What the file says the task spent (None: the screen alone ended it)."""
 
 
 def file_outcome(found: evidence.Progress) -> Outcome | None:
