@@ -2,22 +2,78 @@
 
 `ServiceConfig` is the whole process's configuration (endpoint, tmux sockets,
 Turn and outbox timing, the app-server backend's Codex, session limits,
-workspace roots, TLS); `TurnSettings` the timing every Turn and Watch obeys.
+workspace roots, TLS); `TurnSettings` the timing every Turn and Watch obeys;
+`EndpointLimits` what peers may make the endpoint hold; `TlsFiles` its certificate.
 Both are frozen: a running service never changes them.
 """
 
 from __future__ import annotations
 
+import logging
+import resource
+
 import attrs
 
 from akk.actors.destination import OutboxPolicy
-from akk.actors.watcher import default_socket
 from akk.backends.codex_app_server import rpc
 from akk.profiles.registry import PINNED, Registry
-from akk.server import Limits, TlsFiles
 from akk.sessions import policy
 from akk.store.location import StateDir
 from akk.tmux.activity import DEFAULT_INTERVAL
+from akk.tmux.control import default_socket
+
+log = logging.getLogger("akk.server")
+
+RESERVED_DESCRIPTORS = 256
+"""Descriptors kept for everything but controllers: the store, tmux control clients, agents'
+/proc reads, logs."""
+
+
+@attrs.frozen
+class EndpointLimits:
+    """What one peer, and all peers together, may make the server hold."""
+
+    max_frame_bytes: int = 1 << 20
+    max_handshakes: int = 64
+    """Upgrades in progress; past it the oldest stalled handshake is dropped."""
+    max_connections: int = 512
+    """Established WebSocket connections; past it an upgrade gets HTTP 503."""
+    handshake_timeout: float = 10.0
+    send_timeout: float = 10.0
+    """A reply not written within this closes the connection (the peer is not reading)."""
+    keepalive_interval: float = 30.0
+    """Ping this often; no pong within the same time closes the connection."""
+    calls_per_connection: int = 8
+    calls_in_flight: int = 128
+    """Calls being answered server-wide; past it readers wait (back-pressure)."""
+
+    def fit_descriptors(self) -> EndpointLimits:
+        """These limits within the process's descriptor limit, raising the soft limit first."""
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if hard == resource.RLIM_INFINITY or hard > soft:
+            wanted = RESERVED_DESCRIPTORS + self.max_handshakes + self.max_connections
+            target = wanted if hard == resource.RLIM_INFINITY else min(hard, max(wanted, soft))
+            if target > soft:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+                soft = target
+        room = soft - RESERVED_DESCRIPTORS
+        handshakes = max(1, min(self.max_handshakes, room // 8))
+        connections = max(1, min(self.max_connections, room - handshakes))
+        if (handshakes, connections) != (self.max_handshakes, self.max_connections):
+            log.warning(
+                "descriptor limit %d: serving at most %d connections and %d handshakes "
+                "(raise `ulimit -n` for more)",
+                soft, connections, handshakes,
+            )  # fmt: skip
+        return attrs.evolve(self, max_handshakes=handshakes, max_connections=connections)
+
+
+@attrs.frozen
+class TlsFiles:
+    """`akk serve --tls-cert FILE --tls-key FILE`: the certificate chain and its private key."""
+
+    cert: str
+    key: str
 
 
 @attrs.frozen
@@ -37,7 +93,7 @@ class ServiceConfig:
     state: StateDir
     host: str = "127.0.0.1"
     port: int = 7878
-    limits: Limits = attrs.field(factory=Limits)
+    limits: EndpointLimits = attrs.field(factory=EndpointLimits)
     tmux_sockets: tuple[str, ...] = attrs.field(factory=lambda: (default_socket(),))
     poll_interval: float = DEFAULT_INTERVAL
     turns: TurnSettings = attrs.field(factory=TurnSettings)

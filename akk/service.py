@@ -19,19 +19,35 @@ import trio
 
 from akk.actors.destination import DestinationDesk
 from akk.actors.store import StoreActor
+from akk.actors.terminal_board import TerminalBoard
 from akk.actors.turn_desk import TurnDesk
 from akk.actors.watcher import TmuxWatcher
-from akk.auth import Credential, CredentialBook
 from akk.backends.codex_app_server.actor import CodexSetup
 from akk.backends.codex_app_server.answers import AppServerAnswers
 from akk.backends.codex_app_server.host import BackendDesk, find_codex
 from akk.backends.registry import Backends
 from akk.backends.terminal.answers import TerminalAnswers
 from akk.backends.terminal.witness import TerminalWitness
-from akk.config import ServiceConfig
-from akk.connections import ConnectionRegistry
+from akk.config import ServiceConfig, TlsFiles
+from akk.discovery.identity import TerminalIdentity
 from akk.discovery.process import DigestCache, VersionCache
-from akk.instance import (
+from akk.methods.common import MethodContext
+from akk.methods.table import Methods
+from akk.profiles.qualified_versions import QualifiedVersions
+from akk.profiles.registry import qualify_command
+from akk.qualify.auto import AutoQualifier
+from akk.runtime.supervisor import ChildSpec, Supervisor
+from akk.screen.fingerprint import IdMinter
+from akk.server.auth import CredentialBook
+from akk.server.connections import ConnectionRegistry
+from akk.server.endpoint import (
+    ControllerServer,
+    ListenError,
+    ServerSettings,
+    listen_check,
+    tls_context,
+)
+from akk.server.instance import (
     Endpoint,
     InstanceLock,
     acquire,
@@ -40,26 +56,11 @@ from akk.instance import (
     remove_endpoint,
     write_endpoint,
 )
-from akk.methods.common import MethodContext
-from akk.methods.table import Methods
-from akk.profiles.registry import qualify_command
-from akk.qualifications import QualifiedVersions
-from akk.qualify.auto import AutoQualifier
-from akk.runtime.supervisor import ChildSpec, Supervisor
-from akk.screen.fingerprint import IdMinter
-from akk.server import (
-    ControllerServer,
-    ListenError,
-    ServerSettings,
-    TlsFiles,
-    listen_check,
-    tls_context,
-)
 from akk.store import credentials
+from akk.store.credentials import Credential
 from akk.store.database import open_store
 from akk.store.reader import StoreReader
 from akk.store.turns import BACKEND, TERMINAL
-from akk.terminals import TerminalBoard, TerminalIdentity
 from akk.workspace_roots import check_roots, default_roots
 
 log = logging.getLogger("akk.service")

@@ -12,9 +12,8 @@ import attrs
 import pytest
 import trio
 
-from akk.config import ServiceConfig
-from akk.instance import Endpoint
-from akk.server import Limits
+from akk.config import EndpointLimits, ServiceConfig
+from akk.server.instance import Endpoint
 from akk.service import run_service
 from akk.store.location import StateDir
 from tests.lab.conftest import CLIENT_PROPERTY, START_PROPERTY
@@ -45,7 +44,7 @@ def live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer
     """A real server (store, supervisor, WebSocket) shared by a module's tests."""
     state = StateDir(tmp_path_factory.mktemp("state") / "akk")
     config = ServiceConfig(
-        state=state, port=0, limits=Limits(max_frame_bytes=64 * 1024), tmux_sockets=()
+        state=state, port=0, limits=EndpointLimits(max_frame_bytes=64 * 1024), tmux_sockets=()
     )
     controllers = mint_offline(state, *LIVE_CONTROLLERS)
     started = threading.Event()

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import trio
 
-from akk import cli, doctor
+from akk import cli
 from akk.backends.codex_app_server import schema
 from akk.backends.codex_app_server.rpc import (
     AppServer,
@@ -25,6 +25,7 @@ from akk.backends.codex_app_server.rpc import (
     WireLimits,
     open_app_server,
 )
+from akk.cli import doctor
 from akk.discovery.process import start_ticks
 
 FAKE = Path(__file__).with_name("fake_app_server.py")

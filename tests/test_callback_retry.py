@@ -24,8 +24,8 @@ import trio
 
 from akk.actors.destination import DestinationDesk, OutboxPolicy
 from akk.actors.store import StoreActor
+from akk.actors.terminal_board import TerminalBoard, TerminalSnapshot
 from akk.actors.turn_desk import TurnDesk
-from akk.auth import CredentialBook
 from akk.backends.codex_app_server.answers import AppServerAnswers
 from akk.backends.codex_app_server.host import BackendDesk
 from akk.backends.codex_app_server.prompts import BackendPrompt
@@ -34,17 +34,19 @@ from akk.backends.terminal.answers import TerminalAnswers
 from akk.backends.terminal.witness import TerminalWitness
 from akk.client import AkkError, Controller, connect
 from akk.config import ServiceConfig, TurnSettings
-from akk.connections import ConnectionRegistry
-from akk.instance import Endpoint
+from akk.discovery.identity import TerminalIdentity
 from akk.methods.callbacks import CallbackCalls
 from akk.methods.common import MethodContext
 from akk.profiles.observation import InteractionKind, Observation, State
+from akk.profiles.qualified_versions import QualifiedVersions
 from akk.profiles.registry import PINNED
 from akk.protocol.errors import Reason, RpcError
-from akk.qualifications import QualifiedVersions
 from akk.runtime.actor import ActorRef
 from akk.runtime.supervisor import ChildSpec, Supervisor
 from akk.screen.fingerprint import Appearance, IdMinter
+from akk.server.auth import CredentialBook
+from akk.server.connections import ConnectionRegistry
+from akk.server.instance import Endpoint
 from akk.service import run_service
 from akk.sessions import policy
 from akk.store import interactions, outbox, sessions, turns
@@ -54,7 +56,6 @@ from akk.store.location import StateDir
 from akk.store.outbox import Notification
 from akk.store.reader import StoreReader
 from akk.store.turns import Turn, TurnState
-from akk.terminals import TerminalBoard, TerminalIdentity, TerminalSnapshot
 from tools.lab.akk_runner import mint_offline
 
 TERMINAL = "term_1"

@@ -19,7 +19,7 @@ import pytest
 
 from akk.profiles import claude
 from akk.profiles.claude import ClaudeProfile
-from akk.profiles.keyplan import Intent, KeyPlanError, Refusal, expand
+from akk.profiles.keyplan import Intent, KeyPlanError, PlanRefusal, expand
 from akk.profiles.observation import (
     InteractionKind,
     Observation,
@@ -277,11 +277,11 @@ def test_a_multi_select_editor_stays_a_multi_select_step(path: Path) -> None:
     assert not profile.editor_matches(grid, prompt, text or "Type something")
     with pytest.raises(KeyPlanError) as refused:
         profile.key_plans.plan_for(prompt.kind, prompt.step, Intent.FREE_TEXT)
-    assert refused.value.reason is Refusal.NO_PLAN
+    assert refused.value.reason is PlanRefusal.NO_PLAN
     plan = profile.key_plans.plan_for(prompt.kind, prompt.step, Intent.CHOOSE)
     if text:  # the typed text is ticked but is no option: a person clears it first
         with pytest.raises(KeyPlanError) as ticked:
             expand(plan, question.options, chosen=(0,))
-        assert ticked.value.reason is Refusal.NOT_A_CHOICE
+        assert ticked.value.reason is PlanRefusal.NOT_A_CHOICE
     else:
         assert expand(plan, question.options, chosen=(0,))

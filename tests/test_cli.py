@@ -21,8 +21,9 @@ import attrs
 import pytest
 import trio
 
-from akk import cli_records
-from akk.cli import CliError, record_qualification
+from akk.cli import app, listing, records, turns
+from akk.cli.errors import CliError
+from akk.cli.qualify import record_qualification
 from akk.client import ConnectError, connect
 from akk.store.database import open_store
 from akk.store.location import StateDir
@@ -337,11 +338,11 @@ def test_screen_classify_refuses_an_unpinned_version_and_a_wrong_size() -> None:
 def _record_params(*argv: str) -> dict[str, object]:
     """The params `akk NAME ARGS...` sends, parsed as the CLI parses them (no server)."""
     name, *rest = argv
-    command = next(c for c in cli_records.COMMANDS if c.name == name)
+    command = next(c for c in records.COMMANDS if c.name == name)
     parser = argparse.ArgumentParser()
-    cli_records.add_arguments(parser, command)
+    records.add_arguments(parser, command)
     args = parser.parse_args(rest)
-    return cli_records.params(command, args.target, vars(args))
+    return records.params(command, args.target, vars(args))
 
 
 def test_record_commands_name_the_record_by_its_kind() -> None:
@@ -358,13 +359,13 @@ def test_record_commands_name_the_record_by_its_kind() -> None:
     assert _record_params("retry-callback", "watch_1", "--notification", "ntf_1") == {
         "watch_id": "watch_1", "notification_id": "ntf_1",
     }  # fmt: skip
-    assert cli_records.record_ids("watch_9") == {"watch_id": "watch_9"}
-    assert cli_records.record_ids("turn_9") == {"turn_id": "turn_9"}
+    assert records.record_ids("watch_9") == {"watch_id": "watch_9"}
+    assert records.record_ids("turn_9") == {"turn_id": "turn_9"}
 
 
 def _summary(name: str, result: dict[str, object]) -> list[str]:
-    command = next(c for c in cli_records.COMMANDS if c.name == name)
-    return cli_records.summary(command, result)
+    command = next(c for c in records.COMMANDS if c.name == name)
+    return records.summary(command, result)
 
 
 _WATCH = {
@@ -434,16 +435,12 @@ def test_record_commands_without_a_server_say_how_to_start_one(tmp_path: Path) -
 
 def _send_target(*argv: str) -> dict[str, object]:
     """Where `akk send ARGS...` sends, parsed as the CLI parses it (no server)."""
-    from akk import cli
-
-    args = cli._parser().parse_args(["send", *argv])
-    return cli._send_target(args)
+    args = app.parser().parse_args(["send", *argv])
+    return turns.send_target(args)
 
 
 def test_send_into_a_terminal_is_parsed_as_before() -> None:
-    from akk import cli
-
-    args = cli._parser().parse_args(["send", "%3", "fix it", "--wait", "--id", "r1"])
+    args = app.parser().parse_args(["send", "%3", "fix it", "--wait", "--id", "r1"])
     assert (args.terminal, args.text, args.wait, args.client_request_id) == (
         "%3", "fix it", True, "r1",
     )  # fmt: skip
@@ -471,8 +468,6 @@ def test_send_with_scope_goes_through_a_session(
 
 
 def test_send_refuses_a_terminal_and_a_scope_together_or_neither() -> None:
-    from akk import cli
-
     refusals = {
         ("%3", "fix it", "--scope", "t1/coder"): "leave TERMINAL out",
         ("fix it",): "say where the task goes",
@@ -481,7 +476,7 @@ def test_send_refuses_a_terminal_and_a_scope_together_or_neither() -> None:
         ("%3", "x", "--backend", "codex_app_server"): "--backend only go with --scope",
     }
     for argv, message in refusals.items():
-        with pytest.raises(cli.CliError, match=message):
+        with pytest.raises(CliError, match=message):
             _send_target(*argv)
 
 
@@ -511,8 +506,6 @@ def test_send_without_a_target_says_how_to_name_one(tmp_path: Path) -> None:
 def test_sessions_lists_owner_scope_thread_decision_and_state() -> None:
     from rich.console import Console
 
-    from akk import cli
-
     current = {
         "session_id": "sess_1", "controller_id": "ctl",
         "scope": {"task": "fix-login", "role": "coder", "unit": None}, "workspace": "/w",
@@ -528,7 +521,7 @@ def test_sessions_lists_owner_scope_thread_decision_and_state() -> None:
         "retired_at": 2.0, "retire_reason": "context_limit", "latest_invocation": None,
     }  # fmt: skip
     console = Console(record=True, width=250)
-    console.print(cli._sessions_table([current, retired]))
+    console.print(listing.sessions_table([current, retired]))
     text = console.export_text()
     rows = [
         [cell.strip() for cell in line.split("│")[1:-1]]
@@ -568,7 +561,7 @@ HOSTILE_SHOWN = r"[/]\x1b]52;c;aGk=\x07[bold]\x9b31m\u202e"
 
 
 BIDI = set("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
-"""Unicode's Bidi_Control characters (written out here, independent of akk.cli_text)."""
+"""Unicode's Bidi_Control characters (written out here, independent of akk.cli.text)."""
 
 
 def acted_on(printed: str) -> list[str]:

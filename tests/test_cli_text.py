@@ -1,4 +1,4 @@
-"""The one rule for text shown on an operator's terminal (akk.cli_text), over all code points."""
+"""The one rule for text shown on an operator's terminal (akk.cli.text), over all code points."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from rich.console import Console
 
-from akk.cli_text import LogFormatter, json_text, printable, shown
+from akk.cli.text import LogFormatter, json_text, printable, shown
 
 ANY_TEXT = st.text(
     st.characters(codec=None, exclude_categories=())

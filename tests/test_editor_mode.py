@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from akk.discovery.claude_editor import editor_mode
+from akk.evidence.claude_editor import editor_mode
 from akk.profiles.observation import State
 from akk.profiles.registry import PROFILES
 from akk.screen import render

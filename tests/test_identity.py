@@ -11,10 +11,10 @@ import pytest
 import trio
 from trio_websocket import ConnectionClosed, ConnectionRejected, open_websocket_url
 
-from akk.auth import OPERATOR_ID
 from akk.client import AkkError, ConnectError, connect
-from akk.connections import REVOKED, SUPERSEDED
+from akk.server.connections import REVOKED, SUPERSEDED
 from akk.store import turns
+from akk.store.credentials import OPERATOR_ID
 from tests.conftest import LiveServer
 
 

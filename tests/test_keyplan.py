@@ -28,12 +28,12 @@ from akk.profiles.keyplan import (
     MoveToChosen,
     MoveToRole,
     PlanKey,
+    PlanRefusal,
     PlanStep,
     Press,
     PressChosenNumber,
     PressRoleNumber,
     PressShortcut,
-    Refusal,
     TmuxKey,
     ToggleChosen,
     TypeText,
@@ -520,7 +520,7 @@ def refusal(
     intent: Intent,
     chosen: tuple[int, ...] = (),
     text: str | None = None,
-) -> Refusal:
+) -> PlanRefusal:
     version = VERSIONS[agent][-1]
     with pytest.raises(KeyPlanError) as raised:
         answer(agent, version, name, intent, chosen, text)
@@ -534,7 +534,7 @@ MULTI = "questionnaire_multi-q1"
 BASH = "claude_bash-permission"
 THREE = "codex_rui_three-q1"
 NOTES = "codex_rui_notes-notes_empty"
-R = Refusal
+R = PlanRefusal
 
 
 @pytest.mark.parametrize(
@@ -570,7 +570,7 @@ def test_refusals(
     intent: Intent,
     chosen: tuple[int, ...],
     text: str | None,
-    reason: Refusal,
+    reason: PlanRefusal,
 ) -> None:
     assert refusal(agent, name, intent, chosen, text) is reason
 
@@ -581,7 +581,7 @@ def test_no_queued_question_plan_where_the_version_has_no_queue() -> None:
             PROFILES[("codex", version)].key_plans.plan_for(
                 InteractionKind.ASYNC_QUESTION, None, Intent.OPEN_QUEUED_QUESTION
             )
-        assert raised.value.reason is Refusal.NO_PLAN
+        assert raised.value.reason is PlanRefusal.NO_PLAN
 
 
 PERMISSION_FIXTURE = {"claude": "claude_bash-permission", "codex": "codex_exec-permission"}
@@ -602,7 +602,7 @@ def test_nothing_expands_with_the_cursor_on_a_persistent_row(agent: str, intent:
     plan = profile.key_plans.plan_for(InteractionKind.PERMISSION, StepKind.PERMISSION, intent)
     with pytest.raises(KeyPlanError) as raised:
         expand(plan, moved)
-    assert raised.value.reason is Refusal.PERSISTENT_APPROVAL
+    assert raised.value.reason is PlanRefusal.PERSISTENT_APPROVAL
 
 
 @pytest.mark.parametrize(
@@ -621,7 +621,7 @@ def test_a_plan_targeting_a_persistent_row_never_expands(
     key = PlanKey(InteractionKind.PERMISSION, StepKind.PERMISSION, Intent.APPROVE_ONCE)
     with pytest.raises(KeyPlanError) as raised:
         expand(KeyPlan(key, steps, "test", lab_verified=False), options)
-    assert raised.value.reason is Refusal.PERSISTENT_APPROVAL
+    assert raised.value.reason is PlanRefusal.PERSISTENT_APPROVAL
 
 
 def test_number_steps_press_the_rows_own_digit_and_refuse_two_digit_rows() -> None:
@@ -636,18 +636,18 @@ def test_number_steps_press_the_rows_own_digit_and_refuse_two_digit_rows() -> No
     for index, number in ((9, 10), (10, 11)):  # "1" would answer row 1 at once
         with pytest.raises(KeyPlanError) as raised:
             expand(chosen_number, rows, chosen=(index,))
-        assert raised.value.reason is Refusal.NO_NUMBER_KEY and str(number) in str(raised.value)
+        assert raised.value.reason is PlanRefusal.NO_NUMBER_KEY and str(number) in str(raised.value)
     unnumbered = (*rows[:2], OptionView("No", OptionRole.REJECT))
     with pytest.raises(KeyPlanError) as raised:
         expand(no_row, unnumbered)
-    assert raised.value.reason is Refusal.NO_NUMBER_KEY
+    assert raised.value.reason is PlanRefusal.NO_NUMBER_KEY
     assert expand(no_row, (*rows[:2], OptionView("No", OptionRole.REJECT, number=3))) == keys("3")
     with pytest.raises(KeyPlanError) as raised:
         expand(no_row, rows)
-    assert raised.value.reason is Refusal.ROW_MISSING
+    assert raised.value.reason is PlanRefusal.ROW_MISSING
     with pytest.raises(KeyPlanError) as raised:
         expand(chosen_number, rows)
-    assert raised.value.reason is Refusal.NO_OPTION_CHOSEN
+    assert raised.value.reason is PlanRefusal.NO_OPTION_CHOSEN
 
 
 def test_screen_shape_refusals() -> None:

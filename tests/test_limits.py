@@ -22,9 +22,8 @@ import trio
 from trio_websocket import ConnectionClosed, open_websocket_url
 
 from akk.client import connect
-from akk.config import ServiceConfig
-from akk.connections import NOT_READING
-from akk.server import Limits
+from akk.config import EndpointLimits, ServiceConfig
+from akk.server.connections import NOT_READING
 from akk.service import run_service
 from akk.store.location import StateDir
 from tools.lab.akk_runner import mint_offline
@@ -213,7 +212,7 @@ async def test_a_peer_that_stops_reading_is_closed(tmp_path: Path) -> None:
         state=state,
         port=0,
         tmux_sockets=(),
-        limits=Limits(keepalive_interval=0.5, send_timeout=0.5),
+        limits=EndpointLimits(keepalive_interval=0.5, send_timeout=0.5),
     )
     with trio.fail_after(30):
         async with trio.open_nursery() as nursery:

@@ -17,6 +17,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from akk.actors.terminal_board import TerminalSnapshot, terminal_row
+from akk.discovery.identity import TerminalIdentity
 from akk.profiles.observation import (
     InteractionKind,
     Observation,
@@ -41,7 +43,6 @@ from akk.protocol.redaction import (
 from akk.screen.fingerprint import Appearance, IdMinter, fingerprint
 from akk.screen.region import Region
 from akk.screen.render import render
-from akk.terminals import TerminalIdentity, TerminalSnapshot, terminal_row
 
 ROOT = Path(__file__).resolve().parent.parent / "fixtures"
 LABELS = [

@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from akk.backends.terminal.resolve import PLAN_REFUSALS, Answer, decision, resolve
-from akk.profiles.keyplan import Intent, KeyPlanError, Refusal, expand_checked
+from akk.profiles.keyplan import Intent, KeyPlanError, PlanRefusal, expand_checked
 from akk.profiles.observation import InteractionKind, Observation, OptionRole, StepKind
 from akk.profiles.registry import PROFILES, Profile
 from akk.protocol.errors import Reason, RpcError
@@ -533,7 +533,7 @@ def test_none_of_the_above_by_id_asks_for_the_text(path: Path) -> None:
 
 def test_every_plan_refusal_has_a_protocol_reason() -> None:
     assert all(isinstance(reason, Reason) for reason in PLAN_REFUSALS.values())
-    assert [r for r in Refusal if r not in PLAN_REFUSALS] == []
+    assert [r for r in PlanRefusal if r not in PLAN_REFUSALS] == []
 
 
 def test_a_codex_option_numbered_ten_is_refused_with_a_reason() -> None:
@@ -553,7 +553,7 @@ def test_a_codex_option_numbered_ten_is_refused_with_a_reason() -> None:
     plan = profile.key_plans.plan_for(long.kind, long.step, resolved.intent)
     with pytest.raises(KeyPlanError) as raised:
         expand_checked(plan, rows, chosen=resolved.chosen)
-    assert raised.value.reason is Refusal.NO_NUMBER_KEY
+    assert raised.value.reason is PlanRefusal.NO_NUMBER_KEY
     assert PLAN_REFUSALS[raised.value.reason] is Reason.MANUAL_REQUIRED
 
 
@@ -569,13 +569,16 @@ def test_a_resolved_answer_the_plan_refuses_is_the_controllers_mistake(path: Pat
     """What resolve leaves to the plan (how many rows, which text) maps to invalid_params."""
     s = shown(path)
     labels = choices(s)
-    mistakes: list[tuple[dict[str, Any], Refusal]] = [
-        (choose(s, labels[0], labels[1]), Refusal.ONE_OPTION_ONLY),
-        (choose(s), Refusal.NO_OPTION_CHOSEN),
+    mistakes: list[tuple[dict[str, Any], PlanRefusal]] = [
+        (choose(s, labels[0], labels[1]), PlanRefusal.ONE_OPTION_ONLY),
+        (choose(s), PlanRefusal.NO_OPTION_CHOSEN),
     ]
     if path in EDITOR and s.prompt.kind is not InteractionKind.ASYNC_QUESTION:
-        texts = [("", Refusal.NO_TEXT), ("two\nlines", Refusal.UNSAFE_TEXT)]
-        texts += [("\x1b[200~", Refusal.UNSAFE_TEXT), ("hi\ud800there", Refusal.UNSAFE_TEXT)]
+        texts = [("", PlanRefusal.NO_TEXT), ("two\nlines", PlanRefusal.UNSAFE_TEXT)]
+        texts += [
+            ("\x1b[200~", PlanRefusal.UNSAFE_TEXT),
+            ("hi\ud800there", PlanRefusal.UNSAFE_TEXT),
+        ]
         for text, why in texts:
             # The text rule refuses it while resolving, before any actor; the plan does too.
             with pytest.raises(RpcError) as refused:
@@ -601,7 +604,7 @@ def test_text_for_an_async_question_resolves_and_its_missing_plan_needs_a_person
     assert resolved == Answer(Intent.FREE_TEXT, text=TEXT)
     with pytest.raises(KeyPlanError) as raised:
         _expand(path, resolved)
-    assert raised.value.reason is Refusal.NO_PLAN
+    assert raised.value.reason is PlanRefusal.NO_PLAN
     assert PLAN_REFUSALS[raised.value.reason] is Reason.MANUAL_REQUIRED
 
 

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from akk.backends.terminal.resolve import Answer
 from akk.profiles import claude, codex
 from akk.profiles.composer import TypingMethod
-from akk.profiles.keyplan import Intent, KeyPlanError, LiteralText, Refusal, expand_checked
+from akk.profiles.keyplan import Intent, KeyPlanError, LiteralText, PlanRefusal, expand_checked
 from akk.profiles.observation import InteractionKind, OptionRole, OptionView, StepKind
 from akk.profiles.registry import PROFILES, Profile
 from akk.protocol.errors import Reason, RpcError
@@ -222,7 +222,7 @@ def test_free_text_is_refused_or_typed_as_exactly_its_utf8(text: str) -> None:
         # The key plan, pure, refuses the same text too (defence in the actor).
         with pytest.raises(KeyPlanError) as raised:
             expand_checked(_EDITOR_PLAN, _OPTIONS, text=text)
-        assert raised.value.reason in (Refusal.UNSAFE_TEXT, Refusal.NO_TEXT)
+        assert raised.value.reason in (PlanRefusal.UNSAFE_TEXT, PlanRefusal.NO_TEXT)
         return
     event("free text: typed")
     answer = Answer(Intent.FREE_TEXT, text=text)

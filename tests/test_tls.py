@@ -20,9 +20,9 @@ import pytest
 import trio
 
 from akk.client import ConnectError, connect, tls_context
-from akk.config import ServiceConfig
-from akk.instance import Endpoint, proven_endpoint, read_endpoint
-from akk.server import ListenError, TlsFiles, is_loopback, listen_check
+from akk.config import ServiceConfig, TlsFiles
+from akk.server.endpoint import ListenError, is_loopback, listen_check
+from akk.server.instance import Endpoint, proven_endpoint, read_endpoint
 from akk.service import run_service
 from akk.store.location import StateDir
 from tools.lab.akk_runner import mint_offline

@@ -25,7 +25,7 @@ from akk.tmux import (
     open_control_client,
 )
 from akk.tmux.activity import Probe, changed_since, parse_probe
-from akk.tmux.control import ControlClient, Notification, command_line
+from akk.tmux.control import ControlClient, ControlEvent, command_line
 
 
 @attrs.frozen
@@ -90,13 +90,13 @@ def test_command_line_quoting() -> None:
 
 
 def test_notification_parsing_keeps_free_text_whole_and_drops_pane_bytes() -> None:
-    # Pane output is only a signal: the bytes never reach a Notification.
-    assert Notification.parse("%output %12 hello world\\015\\012").args == ("%12",)
-    extended = Notification.parse("%extended-output %3 12 : secret\\012")
+    # Pane output is only a signal: the bytes never reach a ControlEvent.
+    assert ControlEvent.parse("%output %12 hello world\\015\\012").args == ("%12",)
+    extended = ControlEvent.parse("%extended-output %3 12 : secret\\012")
     assert (extended.name, extended.pane_id, extended.args) == ("extended-output", "%3", ("%3",))
-    assert Notification.parse("%session-changed $1 my session").args == ("$1", "my session")
-    assert Notification.parse("%exit").args == ()
-    assert Notification.parse("%layout-change @1 a,b c,d *").args == ("@1", "a,b", "c,d", "*")
+    assert ControlEvent.parse("%session-changed $1 my session").args == ("$1", "my session")
+    assert ControlEvent.parse("%exit").args == ()
+    assert ControlEvent.parse("%layout-change @1 a,b c,d *").args == ("@1", "a,b", "c,d", "*")
 
 
 async def test_commands_answered_in_order_under_concurrency(server: TmuxServer) -> None:
@@ -312,9 +312,9 @@ async def test_reader_keeps_only_the_head_of_an_output_line_still_arriving() -> 
                 await trio.testing.wait_all_tasks_blocked()  # read chunk by chunk
             await send.aclose()
         assert notes.pending() == [
-            Notification("output", ("%3",)),
-            Notification("window-add", ("@7",)),
-            Notification("output", ("%4",)),
+            ControlEvent("output", ("%3",)),
+            ControlEvent("window-add", ("@7",)),
+            ControlEvent("output", ("%4",)),
         ]
 
 

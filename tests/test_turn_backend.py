@@ -24,25 +24,26 @@ import trio.testing
 from akk import evidence
 from akk.actors.destination import DestinationDesk, OutboxPolicy
 from akk.actors.store import StoreActor, transact
+from akk.actors.terminal_board import TerminalBoard
 from akk.actors.turn import Close, Tick, TurnActor
 from akk.actors.turn_desk import TurnDesk
-from akk.auth import CredentialBook
 from akk.backends.codex_app_server.actor import offer_refusal
 from akk.backends.contract import CancelResult, History, Refusal, Task, TurnControl, Usage
 from akk.backends.offers import check_offer
 from akk.backends.registry import Backends
 from akk.backends.terminal.witness import TerminalWitness
 from akk.config import TurnSettings
-from akk.connections import ConnectionRegistry
 from akk.methods.common import MethodContext
 from akk.methods.interactions import InteractionCalls
 from akk.methods.turns import TurnCalls
+from akk.profiles.qualified_versions import QualifiedVersions
 from akk.profiles.registry import PINNED
 from akk.protocol.errors import Reason, RpcError
-from akk.qualifications import QualifiedVersions
 from akk.runtime.actor import ActorRef
 from akk.runtime.supervisor import ChildSpec, Restart, Supervisor
 from akk.screen.fingerprint import Appearance, IdMinter
+from akk.server.auth import CredentialBook
+from akk.server.connections import ConnectionRegistry
 from akk.sessions import policy
 from akk.store import interactions, outbox, turns
 from akk.store.database import open_store
@@ -50,7 +51,6 @@ from akk.store.interactions import Interaction, InteractionState
 from akk.store.reader import StoreReader
 from akk.store.sessions import InvocationRow
 from akk.store.turns import Turn, TurnState
-from akk.terminals import TerminalBoard
 
 OWNER = "a"
 FIRST = Appearance(b"\x01" * 32, 1)

@@ -1,6 +1,6 @@
 """Manual screens: which screens they are, one appearance per run, one wake-up once settled.
 
-The appearance logic (`akk.wakeups.follow` and `Manual.settled`) is checked as
+The appearance logic (`akk.protocol.wakeups.follow` and `Manual.settled`) is checked as
 the TerminalActor feeds it and the TurnActor reads it: a run of manual
 observations is one appearance whatever its redraws, it is woken about once
 one drawing stayed SETTLE_SECONDS, and a readable screen ends it. Then the
@@ -19,6 +19,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from akk.actors.terminal_board import TerminalSnapshot, project_snapshot
+from akk.discovery.identity import TerminalIdentity
 from akk.profiles.observation import (
     InteractionKind,
     Observation,
@@ -26,15 +28,13 @@ from akk.profiles.observation import (
     State,
     StepKind,
 )
-from akk.protocol.projection import project_snapshot
 from akk.protocol.schema import INTERACTION
+from akk.protocol.wakeups import SETTLE_SECONDS, Manual, follow, manual_reason
 from akk.screen.fingerprint import Appearance, IdMinter
 from akk.screen.region import Region
 from akk.store import interactions, turns
 from akk.store.database import open_store
 from akk.store.schema import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
-from akk.terminals import TerminalIdentity, TerminalSnapshot
-from akk.wakeups import SETTLE_SECONDS, Manual, follow, manual_reason
 
 IDS = IdMinter(b"k" * 32)
 IDENTITY = TerminalIdentity(

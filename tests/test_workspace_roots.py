@@ -12,8 +12,8 @@ from pathlib import Path
 import apsw
 import pytest
 
-from akk.auth import Credential, Scope
 from akk.store import credentials
+from akk.store.credentials import Credential, Scope
 from akk.store.database import open_store
 from akk.store.schema import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
 from akk.workspace_roots import (

@@ -22,16 +22,17 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
+from akk.actors.terminal_board import TerminalSnapshot, project_snapshot, terminal_row
+from akk.discovery.identity import TerminalIdentity
 from akk.profiles.observation import Observation
 from akk.profiles.registry import PROFILES
 from akk.protocol.excerpt import excerpt
-from akk.protocol.projection import Shown, project_snapshot
+from akk.protocol.projection import Shown
 from akk.protocol.redaction import MASK, WRAP_MARGIN, redact_screen
 from akk.screen.fingerprint import Appearance, IdMinter
 from akk.screen.render import render
 from akk.store import interactions, turns
 from akk.store.database import open_store
-from akk.terminals import TerminalIdentity, TerminalSnapshot, terminal_row
 from tests.test_redaction import SHAPES, Shape, leaks
 
 ROOT = Path(__file__).resolve().parent.parent / "fixtures"

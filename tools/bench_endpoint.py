@@ -48,9 +48,9 @@ import attrs
 import trio
 from trio_websocket import ConnectionClosed, open_websocket_url
 
-from akk.auth import MAX_CREDENTIALS
 from akk.client import Controller, connect
 from akk.store import credentials
+from akk.store.credentials import MAX_CREDENTIALS
 from akk.store.database import open_store
 from akk.store.location import StateDir
 

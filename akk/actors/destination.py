@@ -18,7 +18,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
-from typing import Any
+from typing import Any, Protocol
 
 import apsw
 import attrs
@@ -26,12 +26,19 @@ import trio
 
 from akk import faults
 from akk.actors.store import transact
-from akk.connections import EventSink
 from akk.faults import Point
 from akk.runtime.actor import Actor, ActorRef, ActorStopped, MailboxFull, Rank
 from akk.runtime.supervisor import ChildSpec, Restart, Supervisor
 from akk.store import outbox
 from akk.store.outbox import Notification
+
+
+class EventSink(Protocol):
+    """Where a controller's events go: its live connection (`akk.server.connections`)."""
+
+    async def send_event(self, event: dict[str, Any], *, timeout: float) -> bool:
+        """Write one event frame; False if the connection could not take it in time."""
+
 
 log = logging.getLogger("akk.destination")
 

@@ -17,6 +17,7 @@ import apsw
 import trio
 
 from akk.actors.store import transact
+from akk.actors.terminal_board import TerminalBoard, TerminalSnapshot
 from akk.actors.turn import TICK, Notify, Tick, TurnActor, TurnMessage
 from akk.backends.codex_app_server.follow import AppServerFollower
 from akk.backends.codex_app_server.host import BackendDesk
@@ -26,7 +27,6 @@ from akk.runtime.supervisor import ChildSpec, Restart, Supervisor, UnknownChild
 from akk.screen.fingerprint import Appearance, IdMinter
 from akk.store import dispatches, turns
 from akk.store.turns import BACKEND, TERMINAL, Turn
-from akk.terminals import TerminalBoard, TerminalSnapshot
 
 
 class TurnDesk:

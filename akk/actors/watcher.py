@@ -20,21 +20,21 @@ while a client reattaches, for size changes and for discovery.
 from __future__ import annotations
 
 import logging
-import os
 import random
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from contextlib import aclosing, suppress
-from pathlib import Path
 
 import apsw
 import attrs
 import trio
 
 from akk.actors.store import transact
+from akk.actors.terminal_board import TerminalBoard
 from akk.backends.terminal.actor import TerminalActor
 from akk.backends.terminal.steps import Rebind, Refresh
+from akk.discovery.identity import TerminalIdentity
 from akk.discovery.process import (
     AgentProcess,
     DigestCache,
@@ -44,8 +44,8 @@ from akk.discovery.process import (
     start_ticks,
     terminal_id,
 )
+from akk.profiles.qualified_versions import QualifiedVersions
 from akk.profiles.registry import Profile
-from akk.qualifications import QualifiedVersions
 from akk.runtime.actor import ActorError, ActorRef
 from akk.runtime.supervisor import (
     ChildSpec,
@@ -56,7 +56,6 @@ from akk.runtime.supervisor import (
     UnknownChild,
 )
 from akk.store import terminals as terminal_records
-from akk.terminals import TerminalBoard, TerminalIdentity
 from akk.tmux import output as tmux_output
 from akk.tmux.activity import ActivityMonitor, PaneUpdate
 from akk.tmux.control import ClientLink, ControlClient, ControlClientClosed, open_control_client
@@ -170,12 +169,6 @@ class RefreshPacer:
                     return
         finally:
             self._panes.pop(pane_id, None)
-
-
-def default_socket() -> str:
-    """The socket of tmux's default server for this user."""
-    base = os.environ.get("TMUX_TMPDIR") or "/tmp"
-    return str(Path(base) / f"tmux-{os.getuid()}" / "default")
 
 
 @attrs.define

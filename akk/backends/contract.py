@@ -16,13 +16,13 @@ import apsw
 import attrs
 
 from akk import evidence
+from akk.actors.terminal_board import TerminalSnapshot
 from akk.protocol.errors import Reason
 from akk.sessions.policy import ThreadConfig
 from akk.store.dispatches import Dispatch
 from akk.store.interactions import Interaction
 from akk.store.sessions import InvocationRow
 from akk.store.turns import Turn, TurnState
-from akk.terminals import TerminalSnapshot
 
 
 @attrs.frozen

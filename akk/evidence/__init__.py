@@ -7,7 +7,8 @@ process writes and report acceptance, outcome, final message, failure, usage
 and the agent's native session id. A request is named by its SHA-256
 (`request_digest`), so a Turn resumed after a restart needs no stored text.
 `pending` reads the tool calls the file records without a result yet: what a
-permission prompt on screen may ask about.
+permission prompt on screen may ask about. `claude_editor` reads Claude's
+editor mode from its own settings, found as its transcript is (`locate`).
 """
 
 from akk.evidence.binding import bind, bind_task, read, snapshot

@@ -14,19 +14,20 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from akk.actors.destination import DestinationDesk
+from akk.actors.terminal_board import TerminalBoard
 from akk.actors.turn_desk import TurnDesk
-from akk.auth import Credential, CredentialBook, Scope
 from akk.backends.registry import Backends
-from akk.connections import Closable, ConnectionRegistry
+from akk.profiles.qualified_versions import QualifiedVersions
 from akk.protocol.errors import Reason, RpcError
-from akk.qualifications import QualifiedVersions
 from akk.runtime.actor import ActorRef
 from akk.screen.fingerprint import IdMinter
+from akk.server.auth import CredentialBook
+from akk.server.connections import Closable, ConnectionRegistry
 from akk.sessions import policy
 from akk.store import terminals, turns
+from akk.store.credentials import Credential, Scope
 from akk.store.reader import StoreReader
 from akk.store.turns import Turn, TurnState
-from akk.terminals import TerminalBoard
 from akk.workspace_roots import covered, pane_allowed
 
 if TYPE_CHECKING:  # akk.config reads the server's settings, which import the methods

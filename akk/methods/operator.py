@@ -13,11 +13,11 @@ import trio
 
 import akk
 from akk.actors.store import transact
-from akk.auth import Credential, CredentialError, Scope, token_digest
 from akk.methods.common import MethodContext, Peer, backend_roots
 from akk.protocol.errors import Reason, RpcError
 from akk.protocol.schema import PROTOCOL_VERSION
 from akk.store import credentials, outbox, qualifications
+from akk.store.credentials import Credential, CredentialError, Scope, token_digest
 from akk.workspace_roots import RootError, check_roots
 
 
@@ -48,7 +48,7 @@ class OperatorCalls:
             )
             peer.said_hello = True
             # A controller has one live connection, the newest; the operator's
-            # commands (`akk list`, `akk events`) run side by side (akk.connections).
+            # commands (`akk list`, `akk events`) run side by side (akk.server.connections).
             self._ctx.connections.claim(controller_id, peer.connection, exclusive=not peer.operator)
             released = time.time()
             await transact(

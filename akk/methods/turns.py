@@ -13,6 +13,7 @@ from typing import Any
 
 from akk import faults
 from akk.actors.store import transact
+from akk.actors.terminal_board import project_snapshot, terminal_row
 from akk.actors.turn import Cancel, Close
 from akk.backends.contract import Refusal, Task
 from akk.evidence import request_digest
@@ -20,11 +21,9 @@ from akk.faults import Point
 from akk.methods.common import MAX_REQUEST_CHARS, MethodContext, available_actions, owned
 from akk.protocol.errors import Reason, RpcError
 from akk.protocol.excerpt import excerpt
-from akk.protocol.projection import project_snapshot
 from akk.protocol.text_rule import check_text
 from akk.store import audit, dispatches, outbox, sessions, turns
 from akk.store.turns import TERMINAL, Turn
-from akk.terminals import terminal_row
 
 DISPATCH_TIMEOUT = 60.0
 

@@ -216,7 +216,7 @@ class KeyPlans:
             if plan.key == wanted:
                 return plan
         raise KeyPlanError(
-            Refusal.NO_PLAN,
+            PlanRefusal.NO_PLAN,
             f"this version has no key plan for {intent} on a {interaction} step "
             f"({step}); answer it in the terminal",
         )
@@ -249,7 +249,7 @@ class Wait:
 Keystroke = TmuxKey | LiteralText | Wait
 
 
-class Refusal(enum.StrEnum):
+class PlanRefusal(enum.StrEnum):
     """Why a plan cannot be expanded for this screen and answer."""
 
     NO_PLAN = "no_plan"
@@ -270,9 +270,9 @@ class Refusal(enum.StrEnum):
 
 
 class KeyPlanError(Exception):
-    """A plan cannot become keys; `reason` is a Refusal, the message says what to do."""
+    """A plan cannot become keys; `reason` is a PlanRefusal, the message says what to do."""
 
-    def __init__(self, reason: Refusal, message: str) -> None:
+    def __init__(self, reason: PlanRefusal, message: str) -> None:
         super().__init__(f"{reason}: {message}")
         self.reason = reason
 
@@ -393,13 +393,13 @@ class _Expansion:
         current = [i for i, option in enumerate(self.options) if option.current]
         if len(current) != 1:
             raise KeyPlanError(
-                Refusal.CURSOR_UNKNOWN,
+                PlanRefusal.CURSOR_UNKNOWN,
                 f"{len(current)} rows carry the cursor; capture the screen again",
             )
         if self.options[current[0]].role is OptionRole.APPROVE_PERSISTENT:
             # One dropped move key would leave the answer's Enter on this row.
             raise KeyPlanError(
-                Refusal.PERSISTENT_APPROVAL,
+                PlanRefusal.PERSISTENT_APPROVAL,
                 "the cursor is on a persistent-approval row; a person must answer it",
             )
         return current[0]
@@ -412,23 +412,25 @@ class _Expansion:
         takes_text = any(isinstance(step, TypeText) for step in self.plan.steps)
         if self.chosen and not (takes_one or takes_many):
             raise KeyPlanError(
-                Refusal.OPTIONS_NOT_ACCEPTED,
+                PlanRefusal.OPTIONS_NOT_ACCEPTED,
                 f"{self.plan.key.intent} takes no chosen option; send it without options",
             )
         if (takes_one or takes_many) and not self.chosen:
-            raise KeyPlanError(Refusal.NO_OPTION_CHOSEN, "choose at least one option")
+            raise KeyPlanError(PlanRefusal.NO_OPTION_CHOSEN, "choose at least one option")
         if takes_one and len(self.chosen) > 1:
             raise KeyPlanError(
-                Refusal.ONE_OPTION_ONLY,
+                PlanRefusal.ONE_OPTION_ONLY,
                 f"this {self.plan.key.step} step takes one option, not {len(self.chosen)}",
             )
         if len(set(self.chosen)) != len(self.chosen):
-            raise KeyPlanError(Refusal.DUPLICATE_OPTION, "an option is chosen twice; send it once")
+            raise KeyPlanError(
+                PlanRefusal.DUPLICATE_OPTION, "an option is chosen twice; send it once"
+            )
         for index in self.chosen:
             self._check_choice(index, boxed=takes_many)
         if self.text is not None and not takes_text:
             raise KeyPlanError(
-                Refusal.TEXT_NOT_ACCEPTED,
+                PlanRefusal.TEXT_NOT_ACCEPTED,
                 f"this {self.plan.key.step} step opens no editor; answer with an option",
             )
         if takes_text:
@@ -437,36 +439,38 @@ class _Expansion:
     def _check_choice(self, index: int, *, boxed: bool) -> None:
         if not 0 <= index < len(self.options):
             raise KeyPlanError(
-                Refusal.OPTION_NOT_ON_SCREEN,
+                PlanRefusal.OPTION_NOT_ON_SCREEN,
                 f"option {index} is not on screen ({len(self.options)} rows); call status again",
             )
         option = self.options[index]
         if option.role is not OptionRole.CHOICE:
             raise KeyPlanError(
-                Refusal.NOT_A_CHOICE,
+                PlanRefusal.NOT_A_CHOICE,
                 f"row {index} is a {option.role} row, not an option; choose one of the options",
             )
         if boxed and option.checked is None:
-            raise KeyPlanError(Refusal.NO_BOX, f"option {index} has no checkbox to toggle")
+            raise KeyPlanError(PlanRefusal.NO_BOX, f"option {index} has no checkbox to toggle")
 
     def _check_text(self) -> None:
         if not self.text:
-            raise KeyPlanError(Refusal.NO_TEXT, "this answer needs non-empty text")
+            raise KeyPlanError(PlanRefusal.NO_TEXT, "this answer needs non-empty text")
         # One line: a line break would submit early, ESC would cancel Claude's widget.
         refused = screen_refusal(self.text, lines=False)
         if refused is not None:
-            raise KeyPlanError(Refusal.UNSAFE_TEXT, f"the text {refused.reason}; {refused.step}")
+            raise KeyPlanError(
+                PlanRefusal.UNSAFE_TEXT, f"the text {refused.reason}; {refused.step}"
+            )
 
     def _row_with(self, role: OptionRole) -> int:
         if role is OptionRole.APPROVE_PERSISTENT:
             raise KeyPlanError(
-                Refusal.PERSISTENT_APPROVAL,
+                PlanRefusal.PERSISTENT_APPROVAL,
                 "the plan targets a persistent-approval row; a person must answer it",
             )
         rows = [i for i, option in enumerate(self.options) if option.role is role]
         if len(rows) != 1:
             raise KeyPlanError(
-                Refusal.ROW_MISSING,
+                PlanRefusal.ROW_MISSING,
                 f"{len(rows)} {role} rows on screen, the plan needs exactly one; "
                 "answer it in the terminal",
             )
@@ -484,7 +488,7 @@ class _Expansion:
         number = self.options[target].number
         if number is None or not 1 <= number <= 9:
             raise KeyPlanError(
-                Refusal.NO_NUMBER_KEY,
+                PlanRefusal.NO_NUMBER_KEY,
                 f"row {target} is numbered {number}, which no single key answers; "
                 "answer it in the terminal",
             )
@@ -500,7 +504,7 @@ class _Expansion:
         ]
         if extra:
             raise KeyPlanError(
-                Refusal.NOT_A_CHOICE,
+                PlanRefusal.NOT_A_CHOICE,
                 f"row {extra[0]} is ticked but is no option; clear it in the terminal first",
             )
         for index, option in enumerate(self.options):

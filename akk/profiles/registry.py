@@ -85,7 +85,7 @@ class Profile(Protocol):
 
 
 @attrs.frozen
-class Binding:
+class ProfileMatch:
     """The profile for a terminal, or None with the reason it has none."""
 
     profile: Profile | None
@@ -131,7 +131,7 @@ class Registry:
         binary: str | None = None,
         binary_sha256: str | None = None,
         qualified: Mapping[tuple[str, str], Entry] = {},
-    ) -> Binding:
+    ) -> ProfileMatch:
         """The profile of (agent, version) for a pane running ``binary`` (with that SHA-256).
 
         ``qualified``: the store's judged rows by (agent, version)
@@ -139,33 +139,33 @@ class Registry:
         next step a reason names.
         """
         if version is None:
-            return Binding(None, "version_unknown")
+            return ProfileMatch(None, "version_unknown")
         profile = self.pinned.get((agent, version))
         if profile is not None:
-            return Binding(profile, None)
+            return ProfileMatch(profile, None)
         command = qualify_command(agent, binary)
         entry = qualified.get((agent, version))
         if entry is None:
-            return Binding(
+            return ProfileMatch(
                 None,
                 f"unpinned_version: {agent} {version} has no profile; qualify it with `{command}`",
             )
         if isinstance(entry, Malformed):
-            return Binding(
+            return ProfileMatch(
                 None,
                 f"{entry.reason}; revoke it with `akk qualify --revoke {agent} {version}` "
                 f"and qualify again with `{command}`",
             )
         if binary_sha256 != entry.binary_sha256:
             runs = "a binary AKK could not read" if binary_sha256 is None else binary_sha256[:16]
-            return Binding(
+            return ProfileMatch(
                 None,
                 f"qualified_binary_differs: {agent} {version} is qualified for the binary with "
                 f"SHA-256 {entry.binary_sha256[:16]}…, this pane runs {runs}; qualify this "
                 f"binary with `{command}`",
             )
         base = next(p for p in self.pinned.values() if p.id == entry.base_profile)
-        return Binding(as_version(base, version), None)
+        return ProfileMatch(as_version(base, version), None)
 
 
 _ALL: tuple[Profile, ...] = (*claude.PROFILES, *codex.PROFILES)

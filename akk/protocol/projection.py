@@ -16,9 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 import attrs
-import trio
 
-from akk import wakeups
 from akk.profiles.observation import (
     InteractionKind,
     OptionRole,
@@ -26,9 +24,8 @@ from akk.profiles.observation import (
     ResponseKind,
     StepKind,
 )
-from akk.protocol.redaction import RedactedScreen, redact, redact_screen
+from akk.protocol.redaction import RedactedScreen, redact
 from akk.screen.fingerprint import Appearance, IdMinter
-from akk.terminals import TerminalSnapshot
 
 SCHEMA = "agent-knock-knock/terminal-interaction"
 
@@ -149,50 +146,6 @@ def _option(
     if role is not OptionRole.CHOICE:
         option["role"] = role.value
     return option
-
-
-def project_snapshot(
-    snapshot: TerminalSnapshot, ids: IdMinter, turn_id: str | None, now: float | None = None
-) -> Shown | None:
-    """The projection of the prompt on ``snapshot`` (None when no prompt is on screen).
-
-    A settled manual screen (`akk.wakeups`; ``now`` is the trio clock, the
-    current time by default) is projected too: ``manual_required``, with its
-    reason, terminal and pane, and nothing to answer.
-    """
-    prompt, seen = snapshot.observation.prompt, snapshot.seen
-    identity = snapshot.identity
-    if prompt is None or seen is None:
-        manual = snapshot.manual
-        shows = snapshot.showing(trio.current_time() if now is None else now)
-        if manual is None or shows is None:
-            return None
-        projection = wakeups.project(
-            manual,
-            interaction_id=ids.interaction_id(manual.seen),
-            agent=identity.agent,
-            turn_id=turn_id,
-            terminal_id=identity.terminal_id,
-            pane=identity.pane_id,
-        )
-        return Shown(manual.seen, None, projection)
-    projection = project(
-        prompt,
-        seen=seen,
-        ids=ids,
-        agent=identity.agent,
-        turn_id=turn_id,
-        manual_reason=snapshot.observation.reason,
-        screen=redact_screen(snapshot.lines),
-    )
-    if snapshot.observation.reason is not None:
-        # Who must look where, as for a prompt-less manual screen (PROTOCOL.md).
-        projection |= {
-            "reason": snapshot.observation.reason,
-            "terminal_id": identity.terminal_id,
-            "pane": identity.pane_id,
-        }
-    return Shown(seen, prompt, projection)
 
 
 @attrs.frozen

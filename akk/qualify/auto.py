@@ -20,13 +20,14 @@ from pathlib import Path
 import trio
 
 from akk.actors.store import transact
-from akk.qualifications import QualifiedVersions
+from akk.actors.terminal_board import TerminalBoard
+from akk.discovery.identity import TerminalIdentity
+from akk.profiles.qualified_versions import QualifiedVersions
 from akk.qualify import command, qualification
 from akk.qualify.client import Agent
 from akk.qualify.qualification import QualifyError
 from akk.runtime.actor import ActorRef
 from akk.store import qualifications
-from akk.terminals import TerminalBoard, TerminalIdentity
 
 log = logging.getLogger(__name__)
 

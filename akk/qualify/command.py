@@ -17,11 +17,11 @@ from pathlib import Path
 import attrs
 import trio
 
-from akk.instance import server_running
 from akk.profiles.registry import Registry
 from akk.qualify import qualification
 from akk.qualify.client import Agent
 from akk.qualify.qualification import Judgement, Probe, QualifyError
+from akk.server.instance import server_running
 from akk.store import qualifications
 from akk.store.database import open_reader
 from akk.store.location import StateDir

@@ -1,27 +1,83 @@
 """Controller credentials and the controllers they name (run inside a write transaction).
 
-Only digests are stored. Creating, revoking and pruning leave an audit row
-without any secret.
+A controller is who its credential says. ``akk token create NAME`` mints a
+credential for ``controller_id = NAME``; the store keeps only its SHA-256
+(a credential is 256 random bits, so a fast hash is enough and a lookup by
+hash leaks nothing useful). The operator CLI has its own credential, the
+``token`` file of the state directory, bound to ``akk-cli`` with the operator
+scope; no controller can claim that id. Creating, revoking and pruning leave
+an audit row without any secret; the server verifies callers with
+`akk.server.auth.CredentialBook`.
 """
 
 from __future__ import annotations
 
+import enum
+import hashlib
 import json
+import re
+import secrets
 from typing import Any
 
 import apsw
 import attrs
 
-from akk.auth import (
-    MAX_CREDENTIALS,
-    Credential,
-    CredentialError,
-    Scope,
-    check_name,
-    mint_controller_token,
-    token_digest,
-)
 from akk.store import audit
+
+OPERATOR_ID = "akk-cli"
+CONTROLLER_TOKEN_PREFIX = "akkc_"
+MAX_CREDENTIALS = 1000
+"""Live controller credentials a store may hold; bounds the table and the book."""
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+class Scope(enum.StrEnum):
+    """What a credential may do."""
+
+    CONTROLLER = "controller"
+    """Its own Turns, Watches and events."""
+    OPERATOR = "operator"
+    """Everything a controller may, for every controller, plus credentials and health."""
+
+
+class CredentialError(Exception):
+    """A credential request was refused; the message says why and what to do."""
+
+
+@attrs.frozen
+class Credential:
+    """A verified caller."""
+
+    controller_id: str
+    scope: Scope
+    roots: tuple[str, ...] = ()
+    """The workspace roots it was narrowed to (canonical); empty: the server's roots only."""
+
+
+def check_name(controller_id: str) -> str:
+    """Return ``controller_id`` if it may name a controller credential; raise CredentialError."""
+    if controller_id == OPERATOR_ID:
+        raise CredentialError(
+            f"{OPERATOR_ID!r} is the operator CLI's own id and cannot be given to a controller; "
+            "pick another name"
+        )
+    if not _NAME.match(controller_id):
+        raise CredentialError(
+            f"{controller_id[:80]!r} is not a valid controller name: use 1-64 letters, digits, "
+            "'.', '_' or '-', starting with a letter or digit"
+        )
+    return controller_id
+
+
+def mint_controller_token() -> str:
+    """A new controller credential (shown once, never stored)."""
+    return CONTROLLER_TOKEN_PREFIX + secrets.token_urlsafe(32)
+
+
+def token_digest(token: str) -> str:
+    """What the store keeps of a credential."""
+    return hashlib.sha256(token.encode()).hexdigest()
 
 
 @attrs.frozen

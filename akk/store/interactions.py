@@ -22,11 +22,11 @@ from typing import Any
 import apsw
 import attrs
 
+from akk.actors.terminal_board import TerminalSnapshot
 from akk.protocol.projection import Shown
 from akk.screen.fingerprint import Appearance
 from akk.store import turns
 from akk.store.database import cas_update
-from akk.terminals import TerminalSnapshot
 
 
 class InteractionState(enum.StrEnum):

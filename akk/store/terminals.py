@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import apsw
 
+from akk.discovery.identity import TerminalIdentity
 from akk.store.database import cas_update
-from akk.terminals import TerminalIdentity
 
 
 def record_seen(conn: apsw.Connection, identity: TerminalIdentity, now: float) -> None:

@@ -31,8 +31,8 @@ import trio
 from akk.tmux.control import (
     TOPOLOGY_NOTIFICATIONS,
     ControlClient,
+    ControlEventsLost,
     ControlProtocolError,
-    NotificationsLost,
     Subscription,
 )
 from akk.tmux.panes import SEPARATOR, PaneInfo, list_panes
@@ -169,7 +169,7 @@ class ActivityMonitor:
                 async for note in hints:
                     if note.name in TOPOLOGY_NOTIFICATIONS:
                         break
-            except NotificationsLost:
+            except ControlEventsLost:
                 await trio.sleep_forever()
         if hints.overflowed:
             return None

@@ -43,6 +43,7 @@ import socket
 import subprocess
 from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import asynccontextmanager, contextmanager, suppress
+from pathlib import Path
 
 import attrs
 import trio
@@ -148,12 +149,12 @@ class ControlProtocolError(ControlClientClosed):
     """tmux sent something the block protocol does not allow; the channel was closed."""
 
 
-class NotificationsLost(Exception):
+class ControlEventsLost(Exception):
     """A subscriber fell more than its buffer behind; resynchronise from a fresh listing."""
 
 
 @attrs.frozen
-class Notification:
+class ControlEvent:
     """One `%name args...` line tmux sent outside a command block.
 
     `args` are the space-separated fields; a trailing free-text field (a session
@@ -166,7 +167,7 @@ class Notification:
     args: tuple[str, ...]
 
     @classmethod
-    def parse(cls, line: str) -> Notification:
+    def parse(cls, line: str) -> ControlEvent:
         """Parse a line that starts with `%`."""
         head, _, rest = line[1:].partition(" ")
         fields = _TAIL_AFTER.get(head)
@@ -184,6 +185,12 @@ class Notification:
         if self.args and self.args[0].startswith("%"):
             return self.args[0]
         return None
+
+
+def default_socket() -> str:
+    """The socket of tmux's default server for this user."""
+    base = os.environ.get("TMUX_TMPDIR") or "/tmp"
+    return str(Path(base) / f"tmux-{os.getuid()}" / "default")
 
 
 def quote_argument(arg: str) -> str:
@@ -246,20 +253,20 @@ class _Waiter:
 class Subscription:
     """A buffered stream of notifications; iterate it with `async for`.
 
-    Raises `NotificationsLost` if more than `limit` notifications piled up
+    Raises `ControlEventsLost` if more than `limit` notifications piled up
     unread, and `ControlClientClosed` once the client is gone.
     """
 
     limit: int
-    _queue: collections.deque[Notification] = attrs.field(factory=collections.deque)
+    _queue: collections.deque[ControlEvent] = attrs.field(factory=collections.deque)
     _wakeup: trio.Event = attrs.field(factory=trio.Event)
     _error: BaseException | None = None
 
-    def _push(self, note: Notification) -> None:
+    def _push(self, note: ControlEvent) -> None:
         if self._error is not None:
             return
         if len(self._queue) >= self.limit:
-            self._fail(NotificationsLost(f"more than {self.limit} notifications unread"))
+            self._fail(ControlEventsLost(f"more than {self.limit} notifications unread"))
             return
         self._queue.append(note)
         self._wakeup.set()
@@ -272,9 +279,9 @@ class Subscription:
     @property
     def overflowed(self) -> bool:
         """True once notifications were lost; this subscription yields nothing more."""
-        return isinstance(self._error, NotificationsLost)
+        return isinstance(self._error, ControlEventsLost)
 
-    def pending(self) -> list[Notification]:
+    def pending(self) -> list[ControlEvent]:
         """Take every notification already buffered, without waiting."""
         taken = list(self._queue)
         self._queue.clear()
@@ -283,7 +290,7 @@ class Subscription:
     def __aiter__(self) -> Subscription:
         return self
 
-    async def __anext__(self) -> Notification:
+    async def __anext__(self) -> ControlEvent:
         while not self._queue:
             if self._error is not None:
                 raise self._error
@@ -404,7 +411,7 @@ class ControlClient:
                         block = (guard[3], [])
                         block_flags = int(guard[4])
                     elif line.startswith("%") and not guard:
-                        self._notify(Notification.parse(line))
+                        self._notify(ControlEvent.parse(line))
                     else:
                         self._close(
                             f"unexpected line outside a block: {line[:80]!r}", ControlProtocolError
@@ -438,7 +445,7 @@ class ControlClient:
             waiter.error = TmuxCommandError(waiter.argv, lines)
         waiter.done.set()
 
-    def _notify(self, note: Notification) -> None:
+    def _notify(self, note: ControlEvent) -> None:
         if note.name == "exit":
             self._exit_reason = (
                 f"tmux sent %exit ({note.args[0]})"

@@ -46,7 +46,7 @@ from akk.tmux.control import (
     DATA_NOTIFICATIONS,
     ControlClient,
     ControlClientClosed,
-    NotificationsLost,
+    ControlEventsLost,
     TmuxCommandError,
     open_control_client,
 )
@@ -164,7 +164,7 @@ class OutputWatch:
                         out.client = client
                         delay = RETRY_INTERVAL
                         await self._relay(out, client)
-                except (ControlClientClosed, NotificationsLost, TmuxCommandError, OSError) as exc:
+                except (ControlClientClosed, ControlEventsLost, TmuxCommandError, OSError) as exc:
                     log.debug("output client for %s %s: %s", self.socket, out.session_id, exc)
                 finally:
                     out.client = None

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 import trio
 
-from akk import doctor
 from akk.backends.codex_app_server import schema
 from akk.backends.codex_app_server.rpc import AppServer, open_app_server
+from akk.cli import doctor
 from akk.discovery.process import start_ticks
 from akk.qualify.launcher import run_processes
 from akk.qualify.model_server import ModelServer

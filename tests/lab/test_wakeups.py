@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import trio
 
-from akk.cli import record_qualification
+from akk.cli.qualify import record_qualification
 from akk.client import AkkError, Controller
 from akk.profiles.registry import PINNED
 from akk.qualify import scenarios as sc

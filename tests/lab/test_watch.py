@@ -246,10 +246,10 @@ async def test_a_watch_wakes_its_controller_for_a_permission_but_never_answers_i
         assert woken["interaction"]["kind"] == "permission"
         shown = (await ctl.call("status", {"watch_id": watch_id}))["interaction"]
         assert shown["interaction_id"] == woken["interaction"]["interaction_id"]
-        before = await lab.text()
         decision = {"turn_id": watch_id, "decision": "approve_once"}
         assert await refused(ctl, "approve", decision) == "manual_required"
-        assert await lab.text() == before  # zero keys
+        # Zero keys, at the key layer: the screen itself may change (Claude's logo blinks).
+        assert served.keys is not None and served.keys.keys() == []
         # The person reads the prompt, then answers at the pane; the watch sees it through.
         await lab.wait_stable()
         await lab.send_keys("1" if lab.agent == "claude" else "y")

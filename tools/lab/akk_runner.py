@@ -25,11 +25,11 @@ from akk import faults
 from akk.backends.codex_app_server.rpc import Tap
 from akk.client import Controller, connect
 from akk.config import ServiceConfig, TurnSettings
-from akk.instance import Endpoint
 from akk.profiles.registry import PINNED, Registry
 from akk.qualify.launcher import LabError, LabSession, run_processes
 from akk.qualify.model_server import ModelServer
 from akk.qualify.run_files import Preseed, RunFiles, prepare
+from akk.server.instance import Endpoint
 from akk.service import run_service
 from akk.store import credentials
 from akk.store.database import open_store

@@ -19,8 +19,9 @@ import apsw
 import attrs
 import trio
 
-from akk import evidence, faults, wakeups
+from akk import evidence, faults
 from akk.actors.store import transact
+from akk.actors.terminal_board import TerminalBoard, TerminalSnapshot
 from akk.backends.contract import AnswerReceipt, Refusal
 from akk.backends.terminal.checks import (
     MOVED_ON,
@@ -44,7 +45,8 @@ from akk.backends.terminal.steps import (
     TaskReceipt,
     TerminalMessage,
 )
-from akk.discovery import claude_editor
+from akk.discovery.identity import TerminalIdentity
+from akk.evidence import claude_editor
 from akk.faults import Point
 from akk.profiles.composer import TypingMethod
 from akk.profiles.keyplan import (
@@ -60,6 +62,7 @@ from akk.profiles.keyplan import (
 from akk.profiles.observation import Observation, PromptView, State, StepKind
 from akk.profiles.permission import asks_permission, awaits_call, bind_pending
 from akk.profiles.registry import Profile
+from akk.protocol import wakeups
 from akk.protocol.errors import Reason
 from akk.runtime.actor import Actor, ActorRef, Rank
 from akk.screen.fingerprint import Appearance, fingerprint
@@ -68,7 +71,6 @@ from akk.screen.render import CaptureMismatch, render
 from akk.store import dispatches, interactions, turns
 from akk.store.dispatches import Dispatch, Kind, Stage
 from akk.store.turns import Turn, TurnState
-from akk.terminals import TerminalBoard, TerminalIdentity, TerminalSnapshot
 from akk.tmux import keys
 from akk.tmux.control import ClientLink, ControlClientClosed, TmuxCommandError
 from akk.tmux.panes import capture, pane_size
@@ -178,7 +180,7 @@ class TerminalActor(Actor[TerminalMessage]):
         self._resumed: Appearance | None = None  # the store's last appearance, until first look
         self._last_number = 0
         self._busy = False  # an input-bearing step is between its first key and its receipt
-        self._manual: wakeups.Manual | None = None  # the manual screen on show (akk.wakeups)
+        self._manual: wakeups.Manual | None = None  # the manual screen on show (wakeups)
 
     async def started(self) -> None:
         self._board.announce(self._identity, self._profile, trio.current_time())
@@ -306,7 +308,7 @@ class TerminalActor(Actor[TerminalMessage]):
         return snapshot
 
     def _manual_appearance(self, screen: bytes) -> Appearance:
-        """A new appearance of a manual screen first drawn as ``screen`` (akk.wakeups)."""
+        """A new appearance of a manual screen first drawn as ``screen`` (akk.protocol.wakeups)."""
         identity = self._identity.fingerprint_identity.encode("utf-8", "surrogatepass")
         fp = hashlib.sha256(b"akk-manual\x1f" + identity + b"\x1f" + screen).digest()
         return Appearance(fp, self._next_number())

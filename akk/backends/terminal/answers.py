@@ -14,6 +14,7 @@ from typing import Any
 
 from akk.actors.destination import DestinationDesk
 from akk.actors.store import transact
+from akk.actors.terminal_board import TerminalBoard, TerminalSnapshot, project_snapshot
 from akk.actors.turn_desk import TurnDesk
 from akk.backends.contract import AnswerReceipt, History, Refusal, Task
 from akk.backends.offers import check_offer
@@ -22,7 +23,7 @@ from akk.backends.terminal.rounds import TerminalRounds
 from akk.backends.terminal.steps import DispatchAnswer
 from akk.profiles.observation import InteractionKind, PromptView, State
 from akk.protocol.errors import Reason, RpcError
-from akk.protocol.projection import Shown, project_snapshot
+from akk.protocol.projection import Shown
 from akk.protocol.text_rule import check_text
 from akk.runtime.actor import ActorError, ActorRef, AskTimeout
 from akk.screen.fingerprint import Appearance, IdMinter
@@ -31,7 +32,6 @@ from akk.store.interactions import Interaction, InteractionState
 from akk.store.reader import StoreReader
 from akk.store.sessions import InvocationRow
 from akk.store.turns import Turn
-from akk.terminals import TerminalBoard, TerminalSnapshot
 
 ANSWER_TIMEOUT = 60.0
 

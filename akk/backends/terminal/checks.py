@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import apsw
 
+from akk.actors.terminal_board import TerminalSnapshot
 from akk.backends.contract import Refusal
 from akk.backends.terminal.resolve import PLAN_REFUSALS, Answer
 from akk.backends.terminal.steps import DispatchAnswer
@@ -26,7 +27,6 @@ from akk.profiles.registry import Profile
 from akk.protocol.errors import Reason
 from akk.store import interactions, turns
 from akk.store.interactions import InteractionState, OfferState
-from akk.terminals import TerminalSnapshot
 
 MOVED_ON = frozenset({State.IDLE, State.IDLE_DRAFT, State.WORKING})
 

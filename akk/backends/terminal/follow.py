@@ -27,20 +27,19 @@ import trio
 
 from akk import evidence, faults
 from akk.actors.store import transact
+from akk.actors.terminal_board import TerminalBoard, TerminalSnapshot, project_snapshot
 from akk.actors.turn import FINAL_MESSAGE_LIMIT
 from akk.backends.contract import CancelResult, Outcome, TurnControl, Usage
 from akk.backends.terminal.steps import Interrupt, InterruptReceipt
 from akk.faults import Point
 from akk.profiles.observation import State
 from akk.protocol.errors import Reason
-from akk.protocol.projection import project_snapshot
 from akk.protocol.redaction import redact
 from akk.runtime.actor import ActorRef
 from akk.screen.fingerprint import Appearance, IdMinter
 from akk.store import dispatches, interactions, terminals, turns
 from akk.store.dispatches import Kind, Stage
 from akk.store.turns import Turn, TurnState
-from akk.terminals import TerminalBoard, TerminalSnapshot
 
 GONE_GRACE = 5.0
 """Seconds a Turn's terminal may be unseen (e.g. before the first listing after a start)
@@ -157,7 +156,7 @@ class TerminalFollower:
         # A prompt is announced once the task is accepted: before that its dispatch
         # is still open and no answer could be reserved.
         accepted = turn.state is TurnState.RUNNING
-        # A manual screen counts once it settled (akk.wakeups): its wake-up waits for that.
+        # A manual screen counts once it settled (akk.protocol.wakeups): its wake-up waits for that.
         clock = trio.current_time()
         shows = snapshot.showing(clock)
         if turn.unresolved and accepted and shows != self._announced and not snapshot.busy:

@@ -15,7 +15,7 @@ from typing import Any
 
 import attrs
 
-from akk.profiles.keyplan import Intent, Refusal
+from akk.profiles.keyplan import Intent, PlanRefusal
 from akk.profiles.observation import (
     InteractionKind,
     OptionRole,
@@ -38,22 +38,22 @@ _ROLE_INTENT: Mapping[OptionRole, Intent] = {
     OptionRole.GO_BACK: Intent.GO_BACK,
 }
 
-PLAN_REFUSALS: Mapping[Refusal, Reason] = {
-    Refusal.NO_PLAN: Reason.MANUAL_REQUIRED,
-    Refusal.CURSOR_UNKNOWN: Reason.MANUAL_REQUIRED,
-    Refusal.PERSISTENT_APPROVAL: Reason.MANUAL_REQUIRED,
-    Refusal.ROW_MISSING: Reason.MANUAL_REQUIRED,
-    Refusal.NO_BOX: Reason.MANUAL_REQUIRED,
-    Refusal.NO_NUMBER_KEY: Reason.MANUAL_REQUIRED,
-    Refusal.OPTION_NOT_ON_SCREEN: Reason.PROMPT_CHANGED,
-    Refusal.NOT_A_CHOICE: Reason.INVALID_PARAMS,
-    Refusal.OPTIONS_NOT_ACCEPTED: Reason.INVALID_PARAMS,
-    Refusal.ONE_OPTION_ONLY: Reason.INVALID_PARAMS,
-    Refusal.NO_OPTION_CHOSEN: Reason.INVALID_PARAMS,
-    Refusal.DUPLICATE_OPTION: Reason.INVALID_PARAMS,
-    Refusal.TEXT_NOT_ACCEPTED: Reason.INVALID_PARAMS,
-    Refusal.NO_TEXT: Reason.INVALID_PARAMS,
-    Refusal.UNSAFE_TEXT: Reason.INVALID_PARAMS,
+PLAN_REFUSALS: Mapping[PlanRefusal, Reason] = {
+    PlanRefusal.NO_PLAN: Reason.MANUAL_REQUIRED,
+    PlanRefusal.CURSOR_UNKNOWN: Reason.MANUAL_REQUIRED,
+    PlanRefusal.PERSISTENT_APPROVAL: Reason.MANUAL_REQUIRED,
+    PlanRefusal.ROW_MISSING: Reason.MANUAL_REQUIRED,
+    PlanRefusal.NO_BOX: Reason.MANUAL_REQUIRED,
+    PlanRefusal.NO_NUMBER_KEY: Reason.MANUAL_REQUIRED,
+    PlanRefusal.OPTION_NOT_ON_SCREEN: Reason.PROMPT_CHANGED,
+    PlanRefusal.NOT_A_CHOICE: Reason.INVALID_PARAMS,
+    PlanRefusal.OPTIONS_NOT_ACCEPTED: Reason.INVALID_PARAMS,
+    PlanRefusal.ONE_OPTION_ONLY: Reason.INVALID_PARAMS,
+    PlanRefusal.NO_OPTION_CHOSEN: Reason.INVALID_PARAMS,
+    PlanRefusal.DUPLICATE_OPTION: Reason.INVALID_PARAMS,
+    PlanRefusal.TEXT_NOT_ACCEPTED: Reason.INVALID_PARAMS,
+    PlanRefusal.NO_TEXT: Reason.INVALID_PARAMS,
+    PlanRefusal.UNSAFE_TEXT: Reason.INVALID_PARAMS,
 }
 """The protocol reason of every way a key plan refuses (each one maps; tests check it)."""
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from akk.actors.terminal_board import TerminalBoard, TerminalSnapshot
 from akk.actors.turn_desk import TurnDesk
 from akk.backends.contract import Refusal, Task
 from akk.backends.terminal.steps import DispatchRespond, DispatchTask, TaskReceipt
@@ -20,7 +21,6 @@ from akk.runtime.actor import ActorError, ActorRef, AskTimeout
 from akk.store import dispatches, turns
 from akk.store.reader import StoreReader
 from akk.store.turns import Turn
-from akk.terminals import TerminalBoard, TerminalSnapshot
 
 DISPATCH_TIMEOUT = 60.0
 

@@ -11,12 +11,12 @@ import attrs
 
 from akk.backends.contract import AnswerReceipt, Refusal
 from akk.backends.terminal.resolve import Answer
+from akk.discovery.identity import TerminalIdentity
 from akk.profiles.registry import Profile
 from akk.runtime.actor import ActorRef, Ask
 from akk.screen.fingerprint import Appearance
 from akk.store.dispatches import Dispatch
 from akk.store.turns import Turn
-from akk.terminals import TerminalIdentity
 
 
 @attrs.frozen

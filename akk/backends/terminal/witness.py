@@ -10,6 +10,7 @@ from __future__ import annotations
 import trio
 
 from akk import evidence
+from akk.actors.terminal_board import TerminalBoard, TerminalSnapshot
 from akk.backends.contract import Outcome
 from akk.backends.terminal.follow import GONE_GRACE, file_outcome
 from akk.backends.terminal.steps import Reconcile
@@ -19,7 +20,6 @@ from akk.runtime.actor import ActorError, AskTimeout
 from akk.store import terminals
 from akk.store.reader import StoreReader
 from akk.store.turns import Turn, TurnState
-from akk.terminals import TerminalBoard, TerminalSnapshot
 
 _NO_TASK = frozenset({State.IDLE, State.IDLE_DRAFT})
 RECONCILE_TIMEOUT = 60.0

@@ -9,9 +9,11 @@ outbox and is redelivered on the new one with the same ``event_id``.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Protocol
 
 import attrs
+
+from akk.actors.destination import EventSink
 
 # WebSocket close codes in the private-use range (4000-4999), with their reasons.
 SUPERSEDED = 4001
@@ -20,11 +22,6 @@ REVOKED = 4003
 """The credential this connection authenticated with was revoked."""
 NOT_READING = 4008
 """The peer stopped reading: a reply or a keepalive could not be sent in time."""
-
-
-class EventSink(Protocol):
-    async def send_event(self, event: dict[str, Any], *, timeout: float) -> bool:
-        """Write one event frame; False if the connection could not take it in time."""
 
 
 class Closable(EventSink, Protocol):

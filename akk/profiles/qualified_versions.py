@@ -14,7 +14,7 @@ from collections.abc import Mapping
 import apsw
 import trio
 
-from akk.profiles.registry import Binding, Registry
+from akk.profiles.registry import ProfileMatch, Registry
 from akk.store import qualifications
 from akk.store.qualifications import Entry
 from akk.store.reader import StoreReader
@@ -38,7 +38,7 @@ class QualifiedVersions:
 
     def bind(
         self, agent: str, version: str | None, *, binary: str | None, binary_sha256: str | None
-    ) -> Binding:
+    ) -> ProfileMatch:
         """The registry's binding of (agent, version) under the rows loaded now."""
         return self.registry.bind(
             agent, version, binary=binary, binary_sha256=binary_sha256, qualified=self._entries

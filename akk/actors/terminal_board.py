@@ -3,6 +3,7 @@
 TerminalActors publish here (upward news by a published latest value, never by
 an ask); `list` and `status` read here. Everything runs on the one Trio thread,
 so a snapshot is replaced whole and readers never see half an update.
+`terminal_row` and `project_snapshot` are what controllers are shown of a snapshot.
 """
 
 from __future__ import annotations
@@ -11,45 +12,19 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import attrs
+import trio
 
+from akk.discovery.identity import TerminalIdentity
 from akk.profiles.observation import Observation, State
+from akk.protocol import wakeups
+from akk.protocol.projection import Shown, project
 from akk.protocol.redaction import redact_screen
+from akk.protocol.wakeups import Manual
 from akk.runtime.actor import ActorRef
-from akk.screen.fingerprint import Appearance
-from akk.wakeups import Manual
+from akk.screen.fingerprint import Appearance, IdMinter
 
 if TYPE_CHECKING:
     from akk.profiles.registry import Profile
-
-
-@attrs.frozen
-class TerminalIdentity:
-    """One pane + agent process incarnation; a restarted agent is a new identity."""
-
-    terminal_id: str
-    tmux_socket: str
-    pane_id: str
-    pane_pid: int
-    agent: str
-    agent_pid: int
-    process_start: int
-    executable: str
-    version: str | None
-    cwd: str | None
-    profile: str | None
-    profile_reason: str | None
-    binary: str | None = None
-    """The file a qualification names: the executable, or a pure-JS Claude's script."""
-    binary_sha256: str | None = None
-    """What ``binary`` hashes to as the process runs it (`akk.discovery.process.DigestCache`);
-    None for a pinned version (nothing binds by it) or a binary AKK could not read."""
-
-    @property
-    def fingerprint_identity(self) -> str:
-        """What binds a prompt fingerprint to this exact terminal and process."""
-        return "\x1f".join(
-            (self.tmux_socket, self.pane_id, str(self.agent_pid), str(self.process_start))
-        )
 
 
 @attrs.frozen
@@ -62,7 +37,7 @@ class TerminalSnapshot:
     appearance number), None when no prompt is. A ``busy`` snapshot was taken
     between the keys of one step (a toggled box, half-typed text): nobody
     announces or answers what it shows. ``manual`` is the appearance of a
-    screen a person must handle (`akk.wakeups`), None while the screen is
+    screen a person must handle (`akk.protocol.wakeups`), None while the screen is
     readable; only a prompt-less screen has one.
     """
 
@@ -178,3 +153,47 @@ def _asks(snapshot: TerminalSnapshot) -> str:
     text = first.prompt if first is not None else f"{prompt.step.value}, not yet opened"
     more = f" (+{len(prompt.questions) - 1} more)" if len(prompt.questions) > 1 else ""
     return f"{prompt.kind.value}: {redact_screen(snapshot.lines).text(text)}{more}"
+
+
+def project_snapshot(
+    snapshot: TerminalSnapshot, ids: IdMinter, turn_id: str | None, now: float | None = None
+) -> Shown | None:
+    """The projection of the prompt on ``snapshot`` (None when no prompt is on screen).
+
+    A settled manual screen (`akk.protocol.wakeups`; ``now`` is the trio clock, the
+    current time by default) is projected too: ``manual_required``, with its
+    reason, terminal and pane, and nothing to answer.
+    """
+    prompt, seen = snapshot.observation.prompt, snapshot.seen
+    identity = snapshot.identity
+    if prompt is None or seen is None:
+        manual = snapshot.manual
+        shows = snapshot.showing(trio.current_time() if now is None else now)
+        if manual is None or shows is None:
+            return None
+        projection = wakeups.project(
+            manual,
+            interaction_id=ids.interaction_id(manual.seen),
+            agent=identity.agent,
+            turn_id=turn_id,
+            terminal_id=identity.terminal_id,
+            pane=identity.pane_id,
+        )
+        return Shown(manual.seen, None, projection)
+    projection = project(
+        prompt,
+        seen=seen,
+        ids=ids,
+        agent=identity.agent,
+        turn_id=turn_id,
+        manual_reason=snapshot.observation.reason,
+        screen=redact_screen(snapshot.lines),
+    )
+    if snapshot.observation.reason is not None:
+        # Who must look where, as for a prompt-less manual screen (PROTOCOL.md).
+        projection |= {
+            "reason": snapshot.observation.reason,
+            "terminal_id": identity.terminal_id,
+            "pane": identity.pane_id,
+        }
+    return Shown(seen, prompt, projection)

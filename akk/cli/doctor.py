@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import socket
@@ -13,11 +14,14 @@ from typing import Any
 
 import attrs
 import trio
+from rich.table import Table
 
 from akk.backends.codex_app_server import rpc, schema
+from akk.cli.server_calls import operator_call
+from akk.cli.text import out, shown
 from akk.discovery.process import VersionCache
-from akk.instance import pid_alive, read_endpoint
 from akk.profiles.registry import PINNED, qualify_command
+from akk.server.instance import pid_alive, read_endpoint, server_running
 from akk.store.database import StoreError, store_version
 from akk.store.location import StateDir, StateDirError
 from akk.store.schema import SCHEMA_VERSION
@@ -186,6 +190,21 @@ def server_checks(report: dict[str, Any]) -> list[Check]:
             )
         )
     return checks
+
+
+def report(args: argparse.Namespace) -> int:
+    """Run `akk doctor`: every check, the running server's too, as one table."""
+    state = StateDir.resolve(args.state_dir)
+    codex = CodexOptions(binary=args.codex_bin, home=args.codex_home)
+    checks = run_checks(state, args.port, codex)
+    if server_running(state):
+        checks.extend(server_checks(operator_call(state, "doctor", {})))
+    table = Table("check", "", "detail", "what to do", box=None)
+    for check in checks:
+        verdict = "ok" if check.ok else "FAIL"
+        table.add_row(*map(shown, (check.name, verdict, check.detail, check.next_step)))
+    out.print(table)
+    return 0 if all(check.ok for check in checks) else 1
 
 
 def _tmux() -> Check:

@@ -6,7 +6,7 @@ the connection. What each method does lives in ``akk.methods``. No frame,
 however malformed, ends the connection handler or the server; every reply to
 a bad frame is a JSON-RPC error with ``data.reason``.
 
-Everything a peer can make the server hold is bounded (see ``Limits``):
+Everything a peer can make the server hold is bounded (see ``EndpointLimits``):
 descriptors (handshakes and connections, the oldest stalled handshake evicted
 first), time (handshake, send and keepalive timeouts), memory (frames measured
 in bytes, ids bounded, calls in flight per connection and server-wide).
@@ -20,7 +20,6 @@ import ipaddress
 import json
 import logging
 import re
-import resource
 import socket
 import ssl
 from typing import Any
@@ -35,14 +34,15 @@ from trio_websocket import (
 from wsproto import ConnectionType, WSConnection
 from wsproto.events import BytesMessage, TextMessage
 
-from akk.auth import CredentialBook
-from akk.connections import NOT_READING, ConnectionRegistry
-from akk.instance import CHALLENGE_HEADER, PROOF_HEADER, PROOF_PATH, PROOF_STATUS, proof_for
+from akk.config import EndpointLimits, TlsFiles
 from akk.methods.common import Peer
 from akk.methods.table import Methods
 from akk.protocol.errors import Code, Reason, RpcError
 from akk.protocol.jsonrpc import FramingError, Request, error_frame, parse_request, result_frame
 from akk.runtime.actor import Rank, act_as
+from akk.server.auth import CredentialBook
+from akk.server.connections import NOT_READING, ConnectionRegistry
+from akk.server.instance import CHALLENGE_HEADER, PROOF_HEADER, PROOF_PATH, PROOF_STATUS, proof_for
 
 log = logging.getLogger("akk.server")
 
@@ -51,52 +51,10 @@ DEFAULT_PORT = 7878
 # Frames up to this many times the limit are read and answered with an error;
 # larger ones close the connection (1009) so no peer can make us buffer without bound.
 HARD_LIMIT_FACTOR = 4
-# Descriptors kept for everything but controllers: the store, tmux control
-# clients, agents' /proc reads, logs.
-RESERVED_DESCRIPTORS = 256
 EVICT_AFTER = 0.05
 """Seconds a handshake may take before a newer connection may evict it."""
 _ACCEPT_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS}
 _CHALLENGE = re.compile(rb"^[0-9a-f]{64}$")
-
-
-@attrs.frozen
-class Limits:
-    """What one peer, and all peers together, may make the server hold."""
-
-    max_frame_bytes: int = 1 << 20
-    max_handshakes: int = 64
-    """Upgrades in progress; past it the oldest stalled handshake is dropped."""
-    max_connections: int = 512
-    """Established WebSocket connections; past it an upgrade gets HTTP 503."""
-    handshake_timeout: float = 10.0
-    send_timeout: float = 10.0
-    """A reply not written within this closes the connection (the peer is not reading)."""
-    keepalive_interval: float = 30.0
-    """Ping this often; no pong within the same time closes the connection."""
-    calls_per_connection: int = 8
-    calls_in_flight: int = 128
-    """Calls being answered server-wide; past it readers wait (back-pressure)."""
-
-    def fit_descriptors(self) -> Limits:
-        """These limits within the process's descriptor limit, raising the soft limit first."""
-        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        if hard == resource.RLIM_INFINITY or hard > soft:
-            wanted = RESERVED_DESCRIPTORS + self.max_handshakes + self.max_connections
-            target = wanted if hard == resource.RLIM_INFINITY else min(hard, max(wanted, soft))
-            if target > soft:
-                resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-                soft = target
-        room = soft - RESERVED_DESCRIPTORS
-        handshakes = max(1, min(self.max_handshakes, room // 8))
-        connections = max(1, min(self.max_connections, room - handshakes))
-        if (handshakes, connections) != (self.max_handshakes, self.max_connections):
-            log.warning(
-                "descriptor limit %d: serving at most %d connections and %d handshakes "
-                "(raise `ulimit -n` for more)",
-                soft, connections, handshakes,
-            )  # fmt: skip
-        return attrs.evolve(self, max_handshakes=handshakes, max_connections=connections)
 
 
 @attrs.define
@@ -117,17 +75,9 @@ class ServerStats:
 class ServerSettings:
     host: str = "127.0.0.1"
     port: int = DEFAULT_PORT
-    limits: Limits = Limits()
+    limits: EndpointLimits = attrs.field(factory=EndpointLimits)
     tls: ssl.SSLContext | None = attrs.field(default=None, eq=False)
     """Serve wss:// with this server-side context (None: plain ws://)."""
-
-
-@attrs.frozen
-class TlsFiles:
-    """`akk serve --tls-cert FILE --tls-key FILE`: the certificate chain and its private key."""
-
-    cert: str
-    key: str
 
 
 def is_loopback(host: str) -> bool:
@@ -387,7 +337,7 @@ class ControllerServer:
             self._connections.leave(credential.controller_id, connection)
 
     async def _prove(self, request: WebSocketRequest) -> None:
-        """Answer the CLI's challenge (see ``akk.instance``); never accept a WebSocket here."""
+        """Answer the CLI's challenge (`akk.server.instance`); never accept a WebSocket here."""
         challenges = [v for n, v in request.headers if n.lower() == CHALLENGE_HEADER]
         challenge = challenges[0] if challenges and _CHALLENGE.match(challenges[0]) else None
         headers = []

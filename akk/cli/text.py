@@ -10,16 +10,21 @@ shows as a Python escape, whole (`\\x1b]52;c;aGk=\\x07`, `\\u202e`), never
 dropped and never acted on. `shown` hands the result to rich as a `Text`, which
 rich never parses for markup or emoji codes; `json_text` is the same rule for
 `--json` output, and `LogFormatter` for `akk serve`'s log lines. docs/cli.md says
-what the operator sees.
+what the operator sees. `out` and `err` are the consoles every command prints to.
 """
 
 from __future__ import annotations
 
+import datetime
 import json
 import logging
 import unicodedata
 
+from rich.console import Console
 from rich.text import Text
+
+out = Console(highlight=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 _ESCAPED_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 """Controls (C0, DEL, C1), format characters, lone surrogates, line and paragraph separators."""
@@ -63,6 +68,13 @@ def json_text(value: object, *, indent: int | None = None) -> str:
     ``indent``): DEL, C1, bidi controls, lone surrogates and all other non-ASCII as `\\uXXXX`
     (`ensure_ascii`, which rich's `print_json` turns off). `json.loads` gives ``value`` back."""
     return json.dumps(value, ensure_ascii=True, indent=indent)
+
+
+def when(stamp: float | None) -> str:
+    """A table's local time of ``stamp`` to the minute, or "never"."""
+    if stamp is None:
+        return "never"
+    return datetime.datetime.fromtimestamp(stamp).strftime("%Y-%m-%d %H:%M")
 
 
 class LogFormatter(logging.Formatter):

@@ -1,21 +1,24 @@
 """`akk screen classify | capture`: what AKK makes of one screen, for operators.
 
-Prints one JSON object: ``state``, ``profile``, ``projection`` (the PROTOCOL
-projection of an actionable prompt, else null) and ``reason``. With
-``private``, also the prompt region and its fingerprint, for debugging.
-Ids in the projection are minted with a throwaway secret: they only mean
-something inside a running server.
+Reads one JSON object (printed with --json, else as lines): ``state``,
+``profile``, ``projection`` (the PROTOCOL projection of an actionable prompt,
+else null) and ``reason``. With ``private``, also the prompt region and its
+fingerprint, for debugging. Ids in the projection are minted with a throwaway
+secret: they only mean something inside a running server.
 """
 
 from __future__ import annotations
 
+import argparse
 import secrets
 import subprocess
+from pathlib import Path
 from typing import Any
 
 import attrs
 import trio
 
+from akk.cli.text import json_text, out, shown
 from akk.discovery.process import VersionCache, find_agent
 from akk.profiles.observation import Observation, State
 from akk.profiles.registry import PINNED
@@ -68,6 +71,41 @@ def classify_pane(target: str, *, socket: str | None, private: bool) -> dict[str
             capture, agent=agent.agent, version=version, cols=cols, rows=rows, private=private
         ),
     }
+
+
+def classify_file(args: argparse.Namespace) -> int:
+    try:
+        capture = Path(args.file).read_text()
+    except OSError as exc:
+        raise ClassifyError(f"cannot read {args.file}: {exc.strerror}") from exc
+    result = classify_capture(
+        capture, agent=args.agent, version=args.version, cols=args.cols, rows=args.rows,
+        private=args.private,
+    )  # fmt: skip
+    return _print_classification(result, args.json)
+
+
+def capture(args: argparse.Namespace) -> int:
+    result = classify_pane(args.target, socket=args.tmux_socket, private=args.private)
+    return _print_classification(result, args.json)
+
+
+def _print_classification(result: dict[str, Any], as_json: bool) -> int:
+    if as_json:
+        print(json_text(result, indent=2))
+        return 0
+    out.print(shown(f"state:   {result['state']}"))
+    out.print(shown(f"profile: {result['profile'] or 'none'}"))
+    if result["reason"]:
+        out.print(shown(f"reason:  {result['reason']}"))
+    projection = result["projection"]
+    if projection is not None:
+        out.print(shown(f"asks:    {projection['kind']} step {projection['step']}"))
+        for question in projection["questions"]:
+            out.print(shown(f"  {question['header'] or '-'}: {question['prompt']}"))
+            for option in question["options"]:
+                out.print(shown(f"    - {option['label']}"))
+    return 0
 
 
 def _result(

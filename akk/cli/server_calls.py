@@ -1,0 +1,71 @@
+"""How a CLI command reaches AKK: the running server as the operator, else the store offline.
+
+`operator_call` and `operator_session` speak to the server a state directory
+proves is running (its endpoint file and proof, `akk.server.instance`), with the
+operator credential; `offline_write` writes the store directly while holding
+the state directory, for the commands that also work with no server.
+`terminal_id` resolves a TERMINAL as a person names it (a terminal_id or pane).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import apsw
+import trio
+
+from akk.cli.errors import CliError
+from akk.client import Controller, connect
+from akk.server.instance import InstanceError, acquire, proven_endpoint
+from akk.store.database import open_store
+from akk.store.location import StateDir
+
+T = TypeVar("T")
+
+
+def offline_write(state: StateDir, work: Callable[[apsw.Connection, float], T]) -> T:
+    """Run ``work`` in one transaction while holding the state directory (no server runs)."""
+    state.ensure()
+    try:
+        lock = acquire(state, wait=0)
+    except InstanceError:
+        raise CliError(
+            f"`akk serve` started for {state.path} meanwhile; run the command again"
+        ) from None
+    with lock:
+        conn = open_store(state.store_path)
+        try:
+            with conn:
+                result = work(conn, time.time())
+        finally:
+            conn.close()
+    return result
+
+
+def operator_call(state: StateDir, method: str, params: dict[str, Any]) -> Any:
+    """Call ``method`` on the proven running server with the operator credential."""
+    return operator_session(state, lambda ctl: ctl.call(method, params))
+
+
+def operator_session(state: StateDir, work: Callable[[Controller], Awaitable[T]]) -> T:
+    """Run ``work`` on one operator connection to the proven running server (10 s in all)."""
+    token = state.token()
+
+    async def run() -> T:
+        with trio.fail_after(10):
+            endpoint = await proven_endpoint(state)
+            async with connect(endpoint.url, token, ssl_context=endpoint.tls_context()) as ctl:
+                return await work(ctl)
+
+    return trio.run(run)
+
+
+async def terminal_id(ctl: Controller, wanted: str) -> str:
+    """The terminal_id of ``wanted``: a terminal_id, a pane (`%3`) or `SOCKET:PANE`."""
+    rows = (await ctl.call("list"))["terminals"]
+    for row in rows:
+        if wanted in (row["terminal_id"], row["pane"], f"{row['tmux_socket']}:{row['pane']}"):
+            return str(row["terminal_id"])
+    raise CliError(f"no terminal {wanted!r}; `akk list` shows the panes AKK sees")

@@ -1,0 +1,214 @@
+"""`akk send`, `akk status` and `akk events`: a Turn sent, followed and read as akk-cli.
+
+`send` goes into an idle terminal's composer or, with --scope, through an
+app-server session; `--wait` follows the Turn to its outcome event.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import sys
+from contextlib import aclosing
+from typing import Any
+
+import trio
+from rich.control import Control
+from rich.segment import ControlType
+from rich.table import Table
+
+from akk.cli import records
+from akk.cli.errors import CliError
+from akk.cli.server_calls import operator_call, terminal_id
+from akk.cli.text import err, json_text, out, shown
+from akk.client import Controller, connect
+from akk.protocol.redaction import redact
+from akk.server.instance import proven_endpoint
+from akk.store.location import StateDir
+
+APP_SERVER_BACKEND = "codex_app_server"
+"""The one backend a --scope send goes through."""
+
+
+def parse_scope(value: str) -> dict[str, str]:
+    """`--scope TASK/ROLE[/UNIT]` as the protocol's scope."""
+    parts = value.split("/")
+    if len(parts) not in (2, 3) or not all(part.strip() for part in parts):
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not TASK/ROLE or TASK/ROLE/UNIT (e.g. fix-login/coder)"
+        )
+    return dict(zip(("task", "role", "unit"), parts, strict=False))
+
+
+def send_target(args: argparse.Namespace) -> dict[str, Any]:
+    """The `send` params that say where the task goes, for a --scope send; {} for a terminal.
+
+    Raises CliError for a terminal and --scope together, neither, or a session
+    option without --scope.
+    """
+    if args.scope is None:
+        options = {"--backend": args.backend, "--cwd": args.cwd, "--fresh-context": args.handoff}
+        given = [flag for flag, value in options.items() if value is not None]
+        if given:
+            raise CliError(f"{', '.join(given)} only go with --scope TASK/ROLE[/UNIT]")
+        if args.terminal is None:
+            raise CliError(
+                "say where the task goes: `akk send TERMINAL TEXT` (a pane, e.g. %3), or "
+                "`akk send --scope TASK/ROLE[/UNIT] TEXT` (an app-server session)"
+            )
+        return {}
+    if args.terminal is not None:
+        raise CliError(
+            f"--scope sends through a session, not into terminal {args.terminal!r}; leave "
+            "TERMINAL out (quote the task if it has spaces)"
+        )
+    target: dict[str, Any] = {
+        "scope": args.scope,
+        "backend": args.backend or APP_SERVER_BACKEND,
+        "cwd": os.path.abspath(args.cwd or os.getcwd()),
+    }
+    if args.handoff is not None:
+        target["handoff"] = args.handoff
+    return target
+
+
+def send(args: argparse.Namespace) -> int:
+    target = send_target(args)
+    state = StateDir.resolve(args.state_dir)
+    text = sys.stdin.read() if args.text == "-" else args.text
+    request_id = args.client_request_id or "cli-" + secrets.token_hex(8)
+    token = state.token()
+
+    async def run() -> int:
+        with trio.fail_after(30):
+            endpoint = await proven_endpoint(state)
+        async with connect(endpoint.url, token, ssl_context=endpoint.tls_context()) as ctl:
+            with trio.fail_after(90):
+                where = target or {"terminal_id": await terminal_id(ctl, args.terminal)}
+                sent = await ctl.call(
+                    "send", where | {"request": text, "client_request_id": request_id}
+                )
+            if not args.wait:
+                _print_sent(sent, args.json)
+                return 0
+            if not args.json:
+                err.print(shown(f"turn {sent['turn_id']}: {sent['state']}"))
+            final = await _follow(ctl, sent["turn_id"], quiet=args.json)
+        if args.json:
+            print(json_text(final))
+        else:
+            print_record(final["turn"])
+        return 0 if final["turn"]["state"] == "done" else 1
+
+    code: int = trio.run(run)
+    return code
+
+
+async def _follow(ctl: Controller, turn_id: str, *, quiet: bool) -> dict[str, Any]:
+    """Wait for the Turn's outcome event (acking it), showing a live progress line."""
+    async with trio.open_nursery() as nursery:
+        done = trio.Event()
+
+        async def progress() -> None:
+            while not done.is_set():
+                status = await ctl.call("status", {"turn_id": turn_id})
+                if not quiet:
+                    turn = status["turn"]
+                    stages = ",".join(d["stage"] for d in status["dispatches"]) or "-"
+                    # On a terminal the line redraws in place (rich strips a "\r" from text).
+                    if err.is_terminal:
+                        err.control(Control(ControlType.CARRIAGE_RETURN))
+                    line = shown(f"{turn_id}: {turn['state']} (dispatch {stages})")
+                    err.print(line, end="" if err.is_terminal else "\n")
+                with trio.move_on_after(1):
+                    await done.wait()
+
+        nursery.start_soon(progress)
+        async with aclosing(ctl.events()) as events:
+            async for event in events:
+                await ctl.ack(event["event_id"])
+                if event.get("turn_id") == turn_id and event["kind"] in _OUTCOMES:
+                    break
+        done.set()
+    if not quiet and err.is_terminal:
+        err.print()
+    result: dict[str, Any] = await ctl.call("status", {"turn_id": turn_id})
+    return result
+
+
+_OUTCOMES = {"done", "failed", "cancelled", "stalled", "timed_out"}
+
+
+def _print_sent(sent: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        print(json_text(sent))
+    else:
+        print(sent["turn_id"])
+        err.print(shown(f"state {sent['state']}; `akk status {sent['turn_id']}`"))
+
+
+def status(args: argparse.Namespace) -> int:
+    result = operator_call(
+        StateDir.resolve(args.state_dir), "status", records.record_ids(args.record)
+    )
+    if args.json:
+        print(json_text(result))
+        return 0
+    print_record(result["turn"] if "turn" in result else result["watch"])
+    if result["dispatches"]:
+        table = Table("dispatch", "kind", "stage", "reason", title="dispatches")
+        for step in result["dispatches"]:
+            cells = (step["dispatch_id"], step["kind"], step["stage"], step["reason"] or "")
+            table.add_row(*map(shown, cells))
+        out.print(table)
+    return 0
+
+
+def print_record(record: dict[str, Any]) -> None:
+    """A Turn's or Watch's record as aligned lines."""
+    usage = record["usage"]
+    kind = "watch" if record["task_kind"] == "watch" else "turn"
+    lines = [
+        f"{kind + ':':<9} {record['watch_id']} ({record['controller_id']})",
+        f"state:    {record['state']}" + (f" ({record['reason']})" if record["reason"] else ""),
+        f"observed: {record['observation_state']}   management: {record['management_state']}   "
+        f"deadline: {records.iso_time(record['deadline_at'])}",
+        f"terminal: {record['terminal_id']}   session: {record['session_id'] or '-'}",
+        f"evidence: {record['evidence']['status']}"
+        + (f" ({record['evidence']['limit']})" if record["evidence"]["limit"] else ""),
+        f"usage:    in {usage['input_tokens']} out {usage['output_tokens']} "
+        f"cache read {usage['cache_read_tokens']} write {usage['cache_write_tokens']} "
+        f"({usage['usage_status']})",
+    ]
+    for line in lines:
+        out.print(shown(line))
+    if record["final_message"]:
+        # Its own lines are indented: none can pass for one of the record's lines above.
+        message = record["final_message"].replace("\n", "\n" + " " * len("message:  "))
+        out.print(shown(f"message:  {message}", lines=True))
+
+
+def events(args: argparse.Namespace) -> int:
+    state = StateDir.resolve(args.state_dir)
+    token = state.token()
+
+    async def run() -> None:
+        with trio.fail_after(30):
+            endpoint = await proven_endpoint(state)
+        async with (
+            connect(endpoint.url, token, ssl_context=endpoint.tls_context()) as ctl,
+            aclosing(ctl.events()) as events,
+        ):
+            async for event in events:
+                if args.json:
+                    print(json_text(event), flush=True)
+                else:
+                    summary = redact(str(event.get("summary") or ""))
+                    turn = event.get("turn_id") or "-"
+                    line = f"{event['created_at']} {event['kind']:<20} {turn} {summary}"
+                    out.print(shown(line))
+                await ctl.ack(event["event_id"])
+
+    trio.run(run)
+    return 0

@@ -1,0 +1,7 @@
+"""The controller contract's own pieces (PROTOCOL.md): framing, errors, schema, projections.
+
+`jsonrpc` (frames), `errors` (reason codes, `RpcError`), `schema` (the shipped JSON Schema),
+`projection` (an Observation as the typed, versioned JSON a controller sees), `redaction`
+(every text that leaves AKK), `excerpt`, `text_rule` (which text may become keys),
+`wakeups` (when a screen needs a person).
+"""
