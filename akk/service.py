@@ -27,6 +27,7 @@ from akk.backends.codex_app_server.answers import AppServerAnswers
 from akk.backends.codex_app_server.host import BackendDesk, find_codex
 from akk.backends.registry import Backends
 from akk.backends.terminal.answers import TerminalAnswers
+from akk.backends.terminal.witness import TerminalWitness
 from akk.config import ServiceConfig, TlsFiles
 from akk.discovery.identity import TerminalIdentity
 from akk.discovery.process import DigestCache, VersionCache
@@ -202,7 +203,7 @@ async def run_service(
                     store=store, reader=reader, ids=ids, backends=backends, desk=desk,
                     destinations=destinations, offer_minutes=config.turns.offer_minutes,
                 ),
-            })  # fmt: skip
+            }, watches=TerminalWitness(board=board, reader=reader))  # fmt: skip
             nonce = new_nonce()
             server: ControllerServer
 
@@ -231,7 +232,7 @@ async def run_service(
                 MethodContext(
                     store=store, reader=reader, board=board, ids=ids, desk=desk,
                     destinations=destinations, settings=config.turns, backends=turn_backends,
-                    hosts=backends, session_limits=config.sessions, workspace_roots=roots,
+                    session_limits=config.sessions, workspace_roots=roots,
                     book=book, connections=connections, health=health, qualified=qualified,
                 )
             )  # fmt: skip

@@ -31,6 +31,7 @@ from akk.backends.codex_app_server.host import BackendDesk
 from akk.backends.codex_app_server.prompts import BackendPrompt
 from akk.backends.registry import Backends
 from akk.backends.terminal.answers import TerminalAnswers
+from akk.backends.terminal.witness import TerminalWitness
 from akk.client import AkkError, Controller, connect
 from akk.config import ServiceConfig, TurnSettings
 from akk.discovery.identity import TerminalIdentity
@@ -458,8 +459,8 @@ def _context(
         backends=Backends({
             turns.TERMINAL: TerminalAnswers(board=board, **parts),
             turns.BACKEND: _Asked([] if asked is None else asked, backends=hosts, **parts),
-        }),
-        hosts=hosts, session_limits=policy.RebuildLimits(), workspace_roots=(),
+        }, watches=TerminalWitness(board=board, reader=reader)),
+        session_limits=policy.RebuildLimits(), workspace_roots=(),
         book=CredentialBook("operator", {}), connections=ConnectionRegistry(), health=dict,
         qualified=QualifiedVersions(PINNED, reader),
     )  # fmt: skip

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from akk.methods.answers import Answer
+from akk.backends.terminal.resolve import Answer
 from akk.profiles import claude, codex
 from akk.profiles.composer import TypingMethod
 from akk.profiles.keyplan import Intent, KeyPlanError, LiteralText, PlanRefusal, expand_checked

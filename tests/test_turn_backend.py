@@ -2,15 +2,16 @@
 
 No screen and no app-server: `_Agent` is the whole "agent" (what it asks, what
 reached it), `_Follower` follows a Turn on it (`TurnFollower`) and `_Answers`
-answers its prompts (`TurnBackend`). Everything else is real: the StoreActor,
-the DestinationDesk and its outbox, the offers and the fence, the TurnActor,
-and the `status`, `approve` and `respond_interaction` methods.
+dispatches its rounds and answers its prompts (`TurnBackend`). Everything else
+is real: the StoreActor, the DestinationDesk and its outbox, the offers and the
+fence, the TurnActor and its settle (which writes the reported `Usage`), and
+the `send`, `respond`, `status`, `approve` and `respond_interaction` methods.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,17 +21,18 @@ import pytest
 import trio
 import trio.testing
 
+from akk import evidence
 from akk.actors.destination import DestinationDesk, OutboxPolicy
 from akk.actors.store import StoreActor, transact
 from akk.actors.terminal_board import TerminalBoard
 from akk.actors.turn import Close, Tick, TurnActor
 from akk.actors.turn_desk import TurnDesk
 from akk.backends.codex_app_server.actor import offer_refusal
-from akk.backends.codex_app_server.host import BackendDesk
-from akk.backends.contract import CancelResult, TurnControl
+from akk.backends.contract import CancelResult, History, Refusal, Task, TurnControl, Usage
+from akk.backends.offers import check_offer
 from akk.backends.registry import Backends
+from akk.backends.terminal.witness import TerminalWitness
 from akk.config import TurnSettings
-from akk.methods.answers import check_offer
 from akk.methods.common import MethodContext
 from akk.methods.interactions import InteractionCalls
 from akk.methods.turns import TurnCalls
@@ -47,6 +49,7 @@ from akk.store import interactions, outbox, turns
 from akk.store.database import open_store
 from akk.store.interactions import Interaction, InteractionState
 from akk.store.reader import StoreReader
+from akk.store.sessions import InvocationRow
 from akk.store.turns import Turn, TurnState
 
 OWNER = "a"
@@ -64,6 +67,10 @@ class _Agent:
     """(interaction_id, decision) for every answer that reached the agent."""
     reads: int = 0
     """Looks that only read the agent (a reconcile after a restart is one)."""
+    rounds: list[str] = attrs.field(factory=list)
+    """The text of every round that reached the agent, in order."""
+    spent: Usage | None = None
+    """What the agent reports its round spent, once it finished."""
 
 
 def _projection(interaction_id: str) -> dict[str, Any]:
@@ -110,7 +117,7 @@ class _Follower:
             lambda conn, fresh: _record_asked(conn, agent, fresh),
         )
         if agent.finished is not None:
-            await self._control.settle(TurnState.DONE, None, agent.finished)
+            await self._control.settle(TurnState.DONE, None, agent.finished, usage=agent.spent)
         return True
 
     async def before_deadline(self) -> None:
@@ -124,12 +131,60 @@ class _Follower:
 
 
 class _Answers:
-    """A `TurnBackend` over ``agent``: offers what it asks, answers through the real fence."""
+    """A `TurnBackend` over ``agent``: dispatches its rounds (reserving each in the store
+    first, as a backend that reserves its own does), offers what it asks, answers through
+    the real fence. ``follow`` starts a TurnActor on a Turn; ``actor`` is the last one."""
 
-    def __init__(self, agent: _Agent, store: ActorRef, reader: StoreReader) -> None:
+    def __init__(
+        self,
+        agent: _Agent,
+        store: ActorRef,
+        reader: StoreReader,
+        follow: Callable[[str], Awaitable[ActorRef]],
+    ) -> None:
         self._agent = agent
         self._store = store
         self._reader = reader
+        self._follow = follow
+        self.actor: ActorRef | None = None
+
+    async def start(self, task: Task) -> Turn | Refusal:
+        def reserve(conn: apsw.Connection) -> Turn:
+            turn = turns.insert(
+                conn, controller_id=task.controller_id, client_request_id=task.client_request_id,
+                terminal_id=task.terminal_id, request_sha256=evidence.request_digest(task.text),
+                request_chars=len(task.text), evidence_status="unknown", evidence=None,
+                evidence_limit="in-test backend", inactivity_seconds=task.inactivity_seconds,
+                lifetime_seconds=task.lifetime_seconds, now=time.time(),
+            )  # fmt: skip
+            return turns.update(conn, turn, state=TurnState.RUNNING)
+
+        turn = await transact(self._store, reserve)
+        self._agent.rounds.append(task.text)
+        self.actor = await self._follow(turn.turn_id)
+        return turn
+
+    async def dispatch(self, turn: Turn, text: str) -> Turn:
+        def reopen(conn: apsw.Connection) -> Turn:
+            fresh = turns.get(conn, turn.turn_id)
+            assert fresh is not None
+            reopened = turns.reopen(
+                conn, fresh, request_sha256=evidence.request_digest(text),
+                request_chars=len(text), evidence_status="unknown", evidence=None,
+                evidence_limit="in-test backend", now=time.time(),
+            )  # fmt: skip
+            return turns.update(conn, reopened, state=TurnState.RUNNING)
+
+        reopened = await transact(self._store, reopen)
+        self._agent.rounds.append(text)
+        self.actor = await self._follow(turn.turn_id)
+        return reopened
+
+    async def history(self, workspace: str) -> History:
+        raise RpcError(Reason.INVALID_PARAMS, "the in-test backend keeps no sessions")
+
+    async def confirm_ended(self, turn: Turn, invocation: InvocationRow) -> str:
+        raise RpcError(Reason.INVALID_PARAMS, "the in-test backend keeps no sessions")
 
     async def shown(self, turn: Turn, controller_id: str) -> dict[str, Any] | None:
         asked = [i for i in self._agent.asks if turn.unresolved]
@@ -209,7 +264,8 @@ class _Sink:
             await self.arrived.wait()
 
 
-def _running_turn(path: Path) -> Turn:
+def _terminal_row(path: Path) -> None:
+    """The owner and the terminal its Turn is sent to, as the store knows them."""
     conn = open_store(path)
     try:
         with conn:
@@ -223,13 +279,6 @@ def _running_turn(path: Path) -> Turn:
                 "agent_pid, process_start, executable, first_seen_at, last_seen_at) "
                 "VALUES ('term_seam', 's', '%1', 1, 'claude', 2, 3, 'claude', 0, 0)"
             )
-            turn = turns.insert(
-                conn, controller_id=OWNER, client_request_id="r1", terminal_id="term_seam",
-                request_sha256="0" * 64, request_chars=5, evidence_status="unknown",
-                evidence=None, evidence_limit="in-test backend", inactivity_seconds=600,
-                lifetime_seconds=600, now=time.time(),
-            )  # fmt: skip
-            return turns.update(conn, turn, state=TurnState.RUNNING)
     finally:
         conn.close()
 
@@ -238,7 +287,7 @@ async def test_one_turn_actor_runs_a_backend_through_the_outbox_offers_and_fence
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "akk.sqlite3"
-    turn = _running_turn(path)
+    _terminal_row(path)
     agent = _Agent(asks={"int_1": FIRST})
     sink = _Sink()
     root = Supervisor("root", children=[ChildSpec("store", lambda: StoreActor(path))])
@@ -259,62 +308,72 @@ async def test_one_turn_actor_runs_a_backend_through_the_outbox_offers_and_fence
                 turn_supervisor = Supervisor("turns")
                 await nursery.start(turn_supervisor.run)
 
-                async def follow() -> ActorRef:
+                async def stopped(turn_id: str) -> None:
+                    with trio.fail_after(5):
+                        while turn_id in turn_supervisor.child_keys():
+                            await trio.testing.wait_all_tasks_blocked()
+
+                async def follow(turn_id: str) -> ActorRef:
                     """A new TurnActor on the same store (as a restarted AKK starts one)."""
                     spec = ChildSpec(
-                        turn.turn_id,
+                        turn_id,
                         lambda: TurnActor(
-                            turn.turn_id, store=store, reader=reader.run,
+                            turn_id, store=store, reader=reader.run,
                             notify=destinations.wake, follower=_Follower(agent),
                         ),
                         restart=Restart.TRANSIENT,
                     )  # fmt: skip
                     await turn_supervisor.start_child(spec)
-                    return turn_supervisor.ref(turn.turn_id)
+                    return turn_supervisor.ref(turn_id)
 
-                ctx = _context(
-                    store, reader, destinations, tmp_path, _Answers(agent, store, reader)
-                )
+                backend = _Answers(agent, store, reader, follow)
+                ctx = _context(store, reader, destinations, tmp_path, backend)
                 calls, answers = TurnCalls(ctx), InteractionCalls(ctx)
 
+                # The first round goes out through the contract, once, however often it is sent.
+                task = {"terminal_id": "term_seam", "request": "do it", "client_request_id": "r1"}
+                sent = await calls.send(OWNER, task)
+                assert await calls.send(OWNER, task) == sent
+                assert agent.rounds == ["do it"]
+                turn_id = sent["turn_id"]
+                actor = backend.actor
+                assert actor is not None
+
                 # The prompt is announced once, through the outbox.
-                actor = await follow()
                 await actor.ask(Tick(), timeout=5)
                 await sink.until(lambda: sink.kinds() == ["approval_required"])
 
                 # A restart: a new TurnActor on the same store reconciles by reading only.
                 actor.tell(Close())
-                with trio.fail_after(5):
-                    while turn.turn_id in turn_supervisor.child_keys():
-                        await trio.testing.wait_all_tasks_blocked()
+                await stopped(turn_id)
                 reads = agent.reads
-                actor = await follow()
+                actor = await follow(turn_id)
                 await actor.ask(Tick(), timeout=5)
                 assert agent.reads == reads + 1
                 assert agent.received == []
-                stored = await reader.run(lambda conn: outbox.of_turn(conn, turn.turn_id))
+                stored = await reader.run(lambda conn: outbox.of_turn(conn, turn_id))
                 assert [n.kind for n in stored] == ["approval_required"]
 
                 # status offers int_1; then the agent asks something else: int_1 is gone.
-                status = await calls.status(OWNER, False, turn.turn_id)
+                status = await calls.status(OWNER, False, turn_id)
                 assert status["interaction"]["interaction_id"] == "int_1"
                 agent.asks = {"int_2": SECOND}
                 await actor.ask(Tick(), timeout=5)
                 gone = await reader.run(lambda conn: interactions.get(conn, "int_1"))
                 assert gone is not None and gone.state is InteractionState.GONE
-                stale = {"turn_id": turn.turn_id, "interaction_id": "int_1", "answers": []}
+                stale = {"turn_id": turn_id, "interaction_id": "int_1", "answers": []}
                 with pytest.raises(RpcError) as refused:
                     await answers.respond_interaction(OWNER, stale)
                 assert refused.value.reason is Reason.PROMPT_CHANGED
                 assert agent.received == []  # the stale fence sent nothing
 
                 # Without status, int_2 is not offered; after it, one approve reaches the agent.
-                approve = {"turn_id": turn.turn_id, "decision": "allow"}
+                approve = {"turn_id": turn_id, "decision": "allow"}
                 with pytest.raises(RpcError) as refused:
                     await answers.approve(OWNER, approve)
                 assert refused.value.reason is Reason.PROMPT_CHANGED  # offered_to: int_1
                 assert agent.received == []
-                status = await calls.status(OWNER, False, turn.turn_id)
+                status = await calls.status(OWNER, False, turn_id)
                 assert status["interaction"]["interaction_id"] == "int_2"
                 result = await answers.approve(OWNER, approve)
                 assert result["outcome"] == "dispatched"
@@ -326,15 +385,39 @@ async def test_one_turn_actor_runs_a_backend_through_the_outbox_offers_and_fence
                 assert agent.received == [("int_2", "allow")]
                 agent.asks = {}
 
-                # The outcome: settled once, delivered through the outbox.
+                # The outcome: settled once with the usage the backend reported, delivered
+                # through the outbox.
                 agent.finished = "the agent finished"
+                agent.spent = Usage(evidence.UsageStatus.COMPLETE, evidence.Usage(7, 5, 3, 2))
                 await actor.ask(Tick(), timeout=5)
                 await sink.until(lambda: "done" in sink.kinds())
                 assert sink.kinds() == ["approval_required", "approval_required", "done"]
-                settled = await reader.run(lambda conn: turns.get(conn, turn.turn_id))
+                settled = await reader.run(lambda conn: turns.get(conn, turn_id))
                 assert settled is not None and settled.state is TurnState.DONE
                 (outcome,) = [e for e in sink.events.values() if e["kind"] == "done"]
                 assert outcome["summary"] == "the agent finished"
+                assert outcome["outcome"]["usage"] == {
+                    "input_tokens": 7, "output_tokens": 5, "cache_read_tokens": 3,
+                    "cache_write_tokens": 2, "usage_status": "complete",
+                }  # fmt: skip
+
+                # The next round goes out through the contract too; a backend that saw no
+                # count reports only its status.
+                await stopped(turn_id)
+                agent.finished, agent.spent = None, None
+                reopened = await calls.respond(OWNER, False, turn_id, "and then")
+                assert reopened["round"] == 2 and reopened["state"] == "running"
+                assert agent.rounds == ["do it", "and then"]
+                actor = backend.actor
+                assert actor is not None
+                agent.finished = "the second round finished"
+                agent.spent = Usage(evidence.UsageStatus.UNKNOWN)
+                await actor.ask(Tick(), timeout=5)
+                await sink.until(lambda: sink.kinds().count("done") == 2)
+                again = await reader.run(lambda conn: turns.get(conn, turn_id))
+                assert again is not None and again.state is TurnState.DONE and again.round == 2
+                assert again.usage_status == "unknown"
+                assert agent.rounds == ["do it", "and then"]
                 nursery.cancel_scope.cancel()
     finally:
         reader.close()
@@ -345,7 +428,7 @@ def _context(
     reader: StoreReader,
     destinations: DestinationDesk,
     tmp_path: Path,
-    answers: _Answers,
+    backend: _Answers,
 ) -> MethodContext:
     """The methods' context with ``answers`` as the one registered backend."""
     board, ids = TerminalBoard(), IdMinter(b"k" * 32)
@@ -353,13 +436,11 @@ def _context(
         Supervisor("unused turns"), store=store, reader=reader.run, board=board,
         notify=destinations.wake, ids=ids, accept_seconds=20.0,
     )  # fmt: skip
-    hosts = BackendDesk(
-        Supervisor("backends"), setup="no app-server in this test", store=store,
-        reader=reader.run, cwd=str(tmp_path),
-    )  # fmt: skip
     return MethodContext(
         store=store, reader=reader, board=board, ids=ids, desk=desk, destinations=destinations,
-        settings=TurnSettings(), backends=Backends({turns.TERMINAL: answers}), hosts=hosts,
+        settings=TurnSettings(), backends=Backends(
+            {turns.TERMINAL: backend}, watches=TerminalWitness(board=board, reader=reader)
+        ),
         session_limits=policy.RebuildLimits(), workspace_roots=(),
         book=CredentialBook("operator", {}), connections=ConnectionRegistry(), health=dict,
         qualified=QualifiedVersions(PINNED, reader),

@@ -26,7 +26,7 @@ import attrs
 
 from akk import faults
 from akk.actors.store import transact
-from akk.backends.contract import Also, CancelResult, TurnFollower
+from akk.backends.contract import Also, CancelResult, TurnFollower, Usage
 from akk.faults import Point
 from akk.protocol.errors import Reason
 from akk.protocol.redaction import redact
@@ -197,10 +197,13 @@ class TurnActor(Actor[TurnMessage]):
         reason: str | None,
         summary: str,
         *,
+        usage: Usage | None = None,
         also: Also | None = None,
         **changes: object,
     ) -> None:
         turn_id, now, follower = self._turn_id, time.time(), self._follower
+        if usage is not None:
+            changes = usage.columns() | changes
 
         def settle(conn: apsw.Connection) -> Turn:
             fresh = turns.get(conn, turn_id)

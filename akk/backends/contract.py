@@ -9,20 +9,89 @@ sent nothing to the agent.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from typing import Any, Protocol
 
 import apsw
 import attrs
 
+from akk import evidence
+from akk.actors.terminal_board import TerminalSnapshot
 from akk.protocol.errors import Reason
+from akk.sessions.policy import ThreadConfig
 from akk.store.dispatches import Dispatch
 from akk.store.interactions import Interaction
+from akk.store.sessions import InvocationRow
 from akk.store.turns import Turn, TurnState
+
+
+@attrs.frozen
+class Task:
+    """A new Turn's first round, validated by the methods: who sends what where, its clocks."""
+
+    controller_id: str
+    client_request_id: str
+    text: str
+    inactivity_seconds: float
+    lifetime_seconds: float
+    terminal_id: str
+    """Where it is typed (a backend that runs its own threads has no terminal)."""
+
+
+@attrs.frozen
+class History:
+    """The facts the session policy decides from, as a backend describes them for a workspace.
+
+    ``loaded``: the threads its process holds now (read again at the reservation).
+    """
+
+    binding: ThreadConfig
+    """The thread config the backend would bind a new thread in the workspace to."""
+    resume_verified: bool
+    """Resuming a stored thread on this binding's agent version is proven."""
+    home: str
+    """The backend's home, recorded with a new session."""
+    loaded: Container[str]
 
 
 class TurnBackend(Protocol):
     """One way of running a Turn, as the methods see it."""
+
+    async def start(self, task: Task) -> Turn | Refusal:
+        """Reserve and dispatch a new Turn's first round in one step of the backend.
+
+        The Turn it started is followed while it runs. A Refusal sent nothing (its
+        ``turn``: the record of a repeated client_request_id). A backend whose Turns
+        the methods reserve (sessions, see `dispatch`) refuses with invalid_params.
+        """
+        ...
+
+    async def dispatch(self, turn: Turn, text: str) -> Turn:
+        """Dispatch ``text`` as ``turn``'s next round; the Turn after it, followed while it runs.
+
+        The round was reserved by the methods (a session's send) or the backend
+        reserves it with its input (a terminal's `respond`). Raises RpcError:
+        response_uncertain once the round may have reached the agent (never sent
+        again), another reason when nothing was sent.
+        """
+        ...
+
+    async def history(self, workspace: str) -> History:
+        """Describe the binding and history facts the session policy decides from.
+
+        Raises RpcError (nothing started) when the backend keeps no sessions or
+        cannot describe them now.
+        """
+        ...
+
+    async def confirm_ended(self, turn: Turn, invocation: InvocationRow) -> str:
+        """Prove, read-only, that the settled ``turn``'s round ``invocation`` no longer runs.
+
+        Confirms its cleanup when it does not; returns what the backend showed
+        (settled, running, missing, unreachable, unknown, unchecked) for
+        `recover`'s verification. Nothing is ever sent again.
+        """
+        ...
 
     async def shown(self, turn: Turn, controller_id: str) -> dict[str, Any] | None:
         """The interaction the agent asks of ``turn`` now, recorded; offered to its owner.
@@ -50,6 +119,31 @@ class TurnBackend(Protocol):
 
     def check_respond(self, turn: Turn) -> None:
         """Refuse (invalid_params) when ``turn`` does not continue with `respond`."""
+        ...
+
+
+class WatchWitness(Protocol):
+    """What the watch methods ask of the backend a person types into (the terminal's panes).
+
+    A Watch observes a person's task and never sends input; only a backend with
+    panes offers it. Every call is read-only but `reconcile`, which settles what
+    a crash left open.
+    """
+
+    def check_watchable(self, snapshot: TerminalSnapshot) -> None:
+        """Refuse (unsupported_version, not_found) a pane where no task is seen to run."""
+        ...
+
+    async def ended(self, record: Turn, snapshot: TerminalSnapshot) -> Outcome | None:
+        """How the watched task ended while nobody observed it; None while it still runs."""
+        ...
+
+    async def whereabouts(self, record: Turn) -> str:
+        """present: its exact incarnation runs; replaced: another process in its pane; gone."""
+        ...
+
+    async def reconcile(self, record: Turn) -> int | None:
+        """Settle the input steps a crash left open in its pane: their count, None when busy."""
         ...
 
 
@@ -81,6 +175,43 @@ class AnswerReceipt:
 
 
 @attrs.frozen
+class Usage:
+    """What a Turn's round spent, as its backend reports it for the settle to write.
+
+    ``status``: how far ``tokens`` is the round's whole usage. ``tokens`` is None
+    when the backend saw no attributable count: only the status is written then
+    (the columns keep what they held).
+    """
+
+    status: evidence.UsageStatus
+    tokens: evidence.Usage | None = None
+
+    def columns(self) -> dict[str, object]:
+        """The Turn's usage columns this fact writes."""
+        columns: dict[str, object] = {"usage_status": self.status.value}
+        if self.tokens is not None:
+            columns |= {
+                "usage_input": self.tokens.input,
+                "usage_output": self.tokens.output,
+                "usage_cache_read": self.tokens.cache_read,
+                "usage_cache_write": self.tokens.cache_write,
+            }
+        return columns
+
+
+@attrs.frozen
+class Outcome:
+    """How a round ended, as a backend's witness shows it: the settled state and what to record."""
+
+    state: TurnState
+    reason: str | None
+    summary: str
+    changes: dict[str, object]
+    usage: Usage | None = None
+    """What the round spent (None: the witness cannot tell, as a screen alone)."""
+
+
+@attrs.frozen
 class CancelResult:
     """The reply to a `cancel`: the interrupt went out, or why not (nothing was sent)."""
 
@@ -109,13 +240,15 @@ class TurnControl(Protocol):
         reason: str | None,
         summary: str,
         *,
+        usage: Usage | None = None,
         also: Also | None = None,
         **changes: object,
     ) -> None:
         """Commit the Turn's one outcome and its notification, wake its owner, stop the actor.
 
-        ``also`` (default: the follower's `settling`) runs in the same transaction.
-        Raises StopActor.
+        ``usage``: what the round spent, as the follower proved it (None: the usage
+        columns stay as they are). ``also`` (default: the follower's `settling`)
+        runs in the same transaction. Raises StopActor.
         """
         ...
 

@@ -5,6 +5,6 @@ terminal, status, respond, cancel, close, ack, list), `interactions`
 (approve, respond_interaction), `watches` (watch, unwatch, renew, recover),
 `sessions` (send on the app-server, its recover), `callbacks`
 (retry_callback) and `operator` (hello, tokens, qualifications, doctor) each
-import only `common` and the layers below; `answers` turns an answer's ids
-into the key plan step for a screen.
+import only `common` and the layers below (never a backend's folder: the
+registry picks the backend).
 """

@@ -16,7 +16,6 @@ import attrs
 from akk.actors.destination import DestinationDesk
 from akk.actors.terminal_board import TerminalBoard
 from akk.actors.turn_desk import TurnDesk
-from akk.backends.codex_app_server.host import BackendDesk
 from akk.backends.registry import Backends
 from akk.profiles.qualified_versions import QualifiedVersions
 from akk.protocol.errors import Reason, RpcError
@@ -75,8 +74,6 @@ class MethodContext:
     destinations: DestinationDesk
     settings: TurnSettings
     backends: Backends
-    hosts: BackendDesk
-    """The app-server processes (`send` on the app-server backend starts its threads there)."""
     session_limits: policy.RebuildLimits
     workspace_roots: tuple[str, ...]
     book: CredentialBook

@@ -1,13 +1,14 @@
 """`send` on the Codex app-server backend: sessions owned by task, scope and role.
 
-`send {scope: {task, role, unit?}, backend: "codex_app_server", cwd, request,
-client_request_id}` (or `send {session_id, …}`) runs one Turn on the
-app-server. The policy (`akk.sessions.policy`) decides from stored facts
-whether it continues the owner's thread (resume), starts one (create),
+`send {scope: {task, role, unit?}, backend, cwd, request, client_request_id}`
+(backend: the app-server's protocol name, `store.sessions.BACKEND`; or `send
+{session_id, …}`) runs one Turn on the app-server. The policy
+(`akk.sessions.policy`) decides from stored facts and the backend's own
+(`TurnBackend.history`) whether it continues the owner's thread (resume), starts one (create),
 replaces it (rebuild, with the controller's optional `handoff` first in the
 new thread) or must wait (`reconcile_required`, nothing started). The
 decision is taken again inside the reservation's transaction, so two sends
-racing for one thread cannot both pass; then the BackendActor dispatches it.
+racing for one thread cannot both pass; then its backend dispatches it.
 """
 
 from __future__ import annotations
@@ -23,25 +24,16 @@ import trio
 
 from akk.actors.store import transact
 from akk.actors.turn import Reload
-from akk.backends.codex_app_server import rpc
-from akk.backends.codex_app_server.actor import ReadBinding, ReadThread, StartTurn
-from akk.backends.codex_app_server.host import BackendHost
-from akk.backends.codex_app_server.schema import RESUME_VERIFIED
 from akk.evidence import request_digest
 from akk.methods.common import MAX_REQUEST_CHARS, MethodContext, available_actions, owned
 from akk.protocol.errors import Reason, RpcError
 from akk.protocol.text_rule import check_text
-from akk.runtime.actor import ActorError, AskTimeout
+from akk.runtime.actor import ActorError
 from akk.sessions import policy
 from akk.store import sessions, turns
 from akk.store.sessions import SessionRow, ThreadIntent
-from akk.store.turns import Turn
+from akk.store.turns import BACKEND, Turn
 from akk.workspace_roots import RootError, canonical, covered
-
-BACKEND_NAME = "codex_app_server"
-
-START_TIMEOUT = 60.0
-"""How long `send` waits for the BackendActor's receipt (thread and turn/start)."""
 
 MAX_HANDOFF_CHARS = 50_000
 
@@ -77,20 +69,23 @@ class SessionCalls:
             return _repeat(*existing, _sent(text, handoff))
         owner = await self._owner(controller_id, params)
         _check_workspace(owner.workspace, roots, params.get("cwd") if "scope" in params else None)
-        host = await self._host()
-        binding = await self._binding(host, owner.workspace)
+        backend = self._ctx.backends.named(BACKEND)
+        history = await backend.history(owner.workspace)
+        binding = history.binding
         request = policy.Request(owner, binding, fresh_context=handoff is not None)
         terminals = await self._workspace_terminals(owner.workspace)
-        decision = await self._ctx.reader.run(lambda conn: self._decide(conn, request, terminals))
+        verified = history.resume_verified
+        decision = await self._ctx.reader.run(
+            lambda conn: self._decide(conn, request, terminals, verified)
+        )
         if decision.action is policy.Action.WAIT:
             raise _wait(decision)
-        setup = host.setup
         settings, now = self._ctx.settings, time.time()
 
         def reserve(conn: apsw.Connection) -> _Reserved:
             # Decided again here: the StoreActor runs one transaction at a time, so a terminal
             # Turn reserved meanwhile in the same directory is seen.
-            decision = self._decide(conn, request, terminals)
+            decision = self._decide(conn, request, terminals, verified)
             if decision.action is policy.Action.WAIT:
                 raise _wait(decision)
             current = sessions.current(conn, owner)
@@ -103,7 +98,7 @@ class SessionCalls:
             else:
                 replaced = current if decision.action is policy.Action.REBUILD else None
                 session = sessions.create(
-                    conn, owner=owner, binding=binding, codex_home=setup.home,
+                    conn, owner=owner, binding=binding, codex_home=history.home,
                     decision=decision, now=now, replaces=replaced,
                 )  # fmt: skip
             sent = _sent(text, handoff)
@@ -114,7 +109,7 @@ class SessionCalls:
                 lifetime_seconds=settings.lifetime_minutes * 60, now=now,
             )  # fmt: skip
             intent = ThreadIntent.START if session.thread_id is None else ThreadIntent.RESUME
-            if session.thread_id in host.board.loaded:
+            if session.thread_id in history.loaded:
                 intent = ThreadIntent.LOADED
             sessions.reserve(conn, session, turn_id=turn.turn_id, round=1, thread_intent=intent,
                              now=now)  # fmt: skip
@@ -123,22 +118,11 @@ class SessionCalls:
         reserved = await transact(self._ctx.store, reserve)
         turn = reserved.turn
         try:
-            receipt = await host.ref.ask(
-                StartTurn(turn.turn_id, 1, reserved.text), timeout=START_TIMEOUT
-            )
-        except (AskTimeout, ActorError) as exc:
-            await self._ctx.desk.follow_backend(turn.turn_id, generation=None)
-            raise RpcError(
-                Reason.RESPONSE_UNCERTAIN,
-                f"the app-server did not confirm the turn ({exc.reason}); it may have started "
-                f"and will not be sent again. Turn {turn.turn_id} reconciles from the thread: "
-                "call status {turn_id}",
-                data={"turn_id": turn.turn_id, "session_decision": reserved.decision.public()},
-            ) from None
-        turn = receipt.turn
-        if turn.unresolved:
-            await self._ctx.desk.follow_backend(turn.turn_id, generation=receipt.generation)
-        else:
+            turn = await backend.dispatch(turn, reserved.text)
+        except RpcError as exc:
+            exc.data["session_decision"] = reserved.decision.public()
+            raise
+        if not turn.unresolved:
             self._ctx.destinations.wake(controller_id)
         return _send_result(turn, reserved.decision)
 
@@ -167,8 +151,8 @@ class SessionCalls:
             if actor is not None:
                 with suppress(ActorError):
                     actor.tell(Reload(reconcile=True))
-        elif invocation.cleanup != "confirmed" and self._ctx.hosts.available:
-            thread = await self._confirm_cleanup(turn, invocation)
+        elif invocation.cleanup != "confirmed":
+            thread = await self._ctx.backends.of(turn).confirm_ended(turn, invocation)
         round_ = turn.round
         fresh, invocation = await self._ctx.reader.run(
             lambda conn: (turns.get(conn, turn_id), sessions.invocation(conn, turn_id, round_))
@@ -179,51 +163,30 @@ class SessionCalls:
             "available_actions": available_actions(turn),
             "supervised": turn.unresolved,
             "verification": {
-                "backend": BACKEND_NAME,
+                "backend": sessions.BACKEND,
                 "thread": thread,
                 "invocation": invocation.public(),
             },
         }
 
-    async def _confirm_cleanup(self, turn: Turn, invocation: sessions.InvocationRow) -> str:
-        """The thread no longer runs the invocation's native turn: its cleanup is confirmed."""
-        host = await self._host()
-        thread_id = turn.native_session
-        if thread_id is None:
-            return "unknown"
-        try:
-            facts = await host.ref.ask(ReadThread(thread_id), timeout=START_TIMEOUT)
-        except ActorError:
-            return "unreachable"
-        if not facts.found:
-            return "missing"
-        record = next((r for r in facts.turns if r.turn_id == invocation.native_turn_id), None)
-        live = host.board.turn(invocation.native_turn_id)
-        if (record is not None and record.status == "inProgress") or (live and not live.settled):
-            return "running"
-        now = time.time()
-
-        def confirm(conn: apsw.Connection) -> None:
-            fresh = sessions.invocation(conn, invocation.turn_id, invocation.round)
-            if fresh is not None and fresh.cleanup != "confirmed":
-                sessions.update_invocation(conn, fresh, cleanup="confirmed", cleanup_at=now)
-
-        await transact(self._ctx.store, confirm)
-        return "settled"
-
     def _decide(
-        self, conn: apsw.Connection, request: policy.Request, terminals: frozenset[str]
+        self,
+        conn: apsw.Connection,
+        request: policy.Request,
+        terminals: frozenset[str],
+        resume_verified: bool,
     ) -> policy.Decision:
-        """The session decision on this transaction's facts; ``terminals`` work in its directory."""
+        """The session decision on this transaction's facts and the backend's (`History`);
+        ``terminals`` work in its directory."""
 
         def active(invocation: sessions.InvocationRow) -> bool:
             turn = turns.get(conn, invocation.turn_id)
             return turn is not None and turn.unresolved
 
-        verified = request.binding.agent_version in RESUME_VERIFIED
         facts = sessions.facts(
-            conn, request, resume_verified=verified, active_turn=active, terminals=terminals
-        )
+            conn, request, resume_verified=resume_verified, active_turn=active,
+            terminals=terminals,
+        )  # fmt: skip
         return policy.decide(facts, self._ctx.session_limits)
 
     async def _workspace_terminals(self, workspace: str) -> frozenset[str]:
@@ -256,10 +219,10 @@ class SessionCalls:
                     "scope to continue the current one",
                 )
             return row.owner
-        if params.get("backend") != BACKEND_NAME:
+        if params.get("backend") != sessions.BACKEND:
             raise RpcError(
                 Reason.INVALID_PARAMS,
-                f'send with scope needs backend: "{BACKEND_NAME}" (the only backend); to type '
+                f'send with scope needs backend: "{sessions.BACKEND}" (the only backend); to type '
                 "into a terminal, pass terminal_id instead",
             )
         scope = params["scope"]
@@ -276,36 +239,6 @@ class SessionCalls:
             controller_id=controller_id, task=scope["task"], unit=scope.get("unit"),
             role=scope["role"], workspace=workspace,
         )  # fmt: skip
-
-    async def _host(self) -> BackendHost:
-        setup = self._ctx.hosts.setup
-        if isinstance(setup, str):
-            raise RpcError(
-                Reason.UNSUPPORTED_VERSION,
-                f"this server has no pinned Codex for the app-server backend: {setup}. Start "
-                "akk serve with --codex-bin and --codex-home (`akk doctor` checks them)",
-            )
-        host = await self._ctx.hosts.host()
-        await host.board.settled(START_TIMEOUT)
-        if not host.board.alive:
-            why = host.board.start_error or "it did not start in time"
-            raise RpcError(
-                Reason.INTERNAL,
-                f"the app-server is not running ({why}); nothing was sent. Check it with "
-                "`akk doctor --codex-bin … --codex-home …`, then send again",
-            )
-        return host
-
-    async def _binding(self, host: BackendHost, workspace: str) -> policy.ThreadConfig:
-        try:
-            binding = await host.ref.ask(ReadBinding(workspace), timeout=START_TIMEOUT)
-        except (ActorError, rpc.AppServerError) as exc:
-            raise RpcError(
-                Reason.INTERNAL,
-                f"the app-server did not answer config/read ({exc}); nothing was started. "
-                "Try again; `akk doctor` checks the app-server",
-            ) from None
-        return binding
 
 
 def _check_workspace(workspace: str, roots: tuple[str, ...], cwd: object) -> None:

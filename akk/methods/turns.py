@@ -1,32 +1,29 @@
 """The managed-Turn methods: send, status of a Turn, cancel, close, ack.
 
 Each runs in its connection's task (rank CONNECTION) and reaches the actors
-by ask, downward only: the TerminalActor for the dispatch, the TurnActor for a
-cancel. Every refusal is an RpcError with a protocol reason and a next step;
+downward only: the Turn's backend (the contract) for the dispatch, the
+TurnActor for a cancel. Every refusal is an RpcError with a protocol reason and a next step;
 a refused send or cancel sent zero keys.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import Any
 
 from akk import faults
 from akk.actors.store import transact
-from akk.actors.terminal_board import TerminalSnapshot, project_snapshot, terminal_row
+from akk.actors.terminal_board import project_snapshot, terminal_row
 from akk.actors.turn import Cancel, Close
-from akk.backends.contract import Refusal
-from akk.backends.terminal.steps import DispatchRespond, DispatchTask, TaskReceipt
+from akk.backends.contract import Refusal, Task
 from akk.evidence import request_digest
 from akk.faults import Point
 from akk.methods.common import MAX_REQUEST_CHARS, MethodContext, available_actions, owned
 from akk.protocol.errors import Reason, RpcError
 from akk.protocol.excerpt import excerpt
 from akk.protocol.text_rule import check_text
-from akk.runtime.actor import ActorError, ActorRef, AskTimeout
 from akk.store import audit, dispatches, outbox, sessions, turns
-from akk.store.turns import Turn
+from akk.store.turns import TERMINAL, Turn
 
 DISPATCH_TIMEOUT = 60.0
 
@@ -51,36 +48,22 @@ class TurnCalls:
         if holder is not None:
             # Checked again inside the reservation; this answers before any capture.
             raise RpcError(Reason.CONFLICT, turns.held(holder, controller_id))
-        terminal, snapshot = self._ctx.board.ref(terminal_id), self._ctx.board.get(terminal_id)
-        if terminal is None or snapshot is None:
-            raise RpcError(
-                Reason.NOT_FOUND,
-                f"no terminal {terminal_id!r} (its pane closed or its agent restarted); "
-                "call list for the current terminal ids",
-            )
-        _check_typeable(snapshot, text)
-        task = DispatchTask(
+        task = Task(
             controller_id=controller_id,
             client_request_id=client_request_id,
             text=text,
             inactivity_seconds=self._ctx.settings.inactivity_minutes * 60,
             lifetime_seconds=self._ctx.settings.lifetime_minutes * 60,
+            terminal_id=terminal_id,
         )
-        receipt = await self._dispatch(
-            terminal,
-            task,
-            lambda conn: turns.by_request(conn, controller_id, client_request_id) is not None,
-        )
-        if isinstance(receipt, Refusal):
-            if receipt.turn is not None:
-                return self._repeat(receipt.turn, text)
-            raise RpcError(receipt.reason, receipt.message)
-        turn = receipt.turn
-        if turn.unresolved:
-            await self._ctx.desk.follow(turn.turn_id, enter_at=receipt.enter_at)
-        else:
+        started = await self._ctx.backends.named(TERMINAL).start(task)
+        if isinstance(started, Refusal):
+            if started.turn is not None:
+                return self._repeat(started.turn, text)
+            raise RpcError(started.reason, started.message)
+        if not started.unresolved:
             self._ctx.destinations.wake(controller_id)
-        return _send_result(turn)
+        return _send_result(started)
 
     async def respond(
         self, controller_id: str, operator: bool, turn_id: str, text: str
@@ -101,64 +84,10 @@ class TurnCalls:
                 f"turn {turn_id} is {turn.state.value}; respond once its outcome arrived and "
                 "the agent is idle again",
             )
-        terminal = self._ctx.board.ref(turn.terminal_id or "")
-        snapshot = self._ctx.board.get(turn.terminal_id or "")
-        if terminal is None or snapshot is None:
-            raise RpcError(
-                Reason.NOT_FOUND,
-                f"turn {turn_id}'s terminal is gone (its pane closed or its agent restarted); "
-                "send a new task to another terminal",
-            )
-        _check_typeable(snapshot, text)
-        before = len(await self._ctx.reader.run(lambda conn: dispatches.of_turn(conn, turn_id)))
-        receipt = await self._dispatch(
-            terminal,
-            DispatchRespond(turn_id, text),
-            lambda conn: len(dispatches.of_turn(conn, turn_id)) > before,
-        )
-        if isinstance(receipt, Refusal):
-            raise RpcError(receipt.reason, receipt.message)
-        reopened = receipt.turn
-        if reopened.unresolved:
-            await self._ctx.desk.follow(turn_id, enter_at=receipt.enter_at)
-        else:
+        reopened = await self._ctx.backends.of(turn).dispatch(turn, text)
+        if not reopened.unresolved:
             self._ctx.destinations.wake(reopened.controller_id)
         return _send_result(reopened) | {"round": reopened.round}
-
-    async def _dispatch(
-        self,
-        terminal: ActorRef,
-        message: DispatchTask | DispatchRespond,
-        reserved: Callable[[Any], bool],
-    ) -> TaskReceipt | Refusal:
-        """Ask the terminal to type ``message``; ``reserved`` tells (in the store) whether it
-        reserved the dispatch, before which no key can have been sent."""
-        try:
-            return await terminal.ask(message, timeout=DISPATCH_TIMEOUT)
-        except AskTimeout as exc:
-            if not exc.delivered:
-                raise RpcError(
-                    Reason.INTERNAL, "the terminal was too busy to take the task; nothing was "
-                    "sent; try again",
-                ) from None  # fmt: skip
-            raise RpcError(
-                Reason.RESPONSE_UNCERTAIN,
-                "the dispatch did not finish in time and may have typed the task; AKK will not "
-                "type it again. Call list or status to see the Turn",
-            ) from None
-        except ActorError as exc:
-            if not await self._ctx.reader.run(reserved):
-                # Keys come only after the reservation: none was recorded, so none went out.
-                raise RpcError(
-                    Reason.INTERNAL,
-                    f"the terminal failed before it reserved the dispatch ({exc.reason}); "
-                    "nothing was typed. Call list, then send again",
-                ) from None
-            raise RpcError(
-                Reason.RESPONSE_UNCERTAIN,
-                f"the terminal failed during the dispatch ({exc.reason}); the task may have been "
-                "typed and will not be typed again. Call list to see the Turn",
-            ) from None
 
     def _repeat(self, turn: Turn, text: str) -> dict[str, Any]:
         if turn.request_sha256 != request_digest(text):
@@ -346,16 +275,6 @@ def _check_request(text: str) -> None:
             "accepts; shorten it or put the details in a file the agent can read",
         )
     check_text(text, "request", specials=())
-
-
-def _check_typeable(snapshot: TerminalSnapshot, text: str) -> None:
-    """The text rule with the specials of the pane's own version, before the actor is asked.
-
-    A pane without an exact profile is refused by the TerminalActor (unsupported_version).
-    """
-    profile = snapshot.profile
-    if profile is not None:
-        check_text(text, "request", specials=profile.typing.specials)
 
 
 def _managed(record: Turn, method: str) -> None:

@@ -29,20 +29,12 @@ import trio
 
 from akk import evidence
 from akk.actors.store import transact
-from akk.actors.terminal_board import TerminalSnapshot
 from akk.actors.turn import Close, Reload
-from akk.backends.terminal.follow import GONE_GRACE, Outcome, file_outcome
-from akk.backends.terminal.steps import Reconcile
 from akk.methods.common import MethodContext, available_actions, owned
-from akk.profiles.observation import State
 from akk.protocol.errors import Reason, RpcError
-from akk.runtime.actor import ActorError, ActorStopped, AskTimeout, MailboxFull
-from akk.store import audit, outbox, terminals, turns
+from akk.runtime.actor import ActorStopped, MailboxFull
+from akk.store import audit, outbox, turns
 from akk.store.turns import Turn, TurnState
-
-_NO_TASK = frozenset({State.IDLE, State.IDLE_DRAFT})
-RECONCILE_TIMEOUT = 60.0
-"""Seconds recover waits for the terminal to finish a step under way before it reconciles."""
 
 
 class WatchCalls:
@@ -58,7 +50,7 @@ class WatchCalls:
                 f"no terminal {terminal_id[:80]!r} (its pane closed or its agent restarted); "
                 "call list for the current terminal ids",
             )
-        _check_task_runs(snapshot)
+        self._ctx.backends.watches.check_watchable(snapshot)
         held = await self._ctx.reader.run(lambda conn: turns.unresolved_on(conn, terminal_id))
         if held is not None:
             return _mine(held, controller_id)
@@ -164,7 +156,7 @@ class WatchCalls:
                 "closed or another agent process runs there), and a watch is never moved to "
                 "another terminal. Watch the new task with watch {terminal_id}",
             )
-        ended = await self._ended(record, snapshot)
+        ended = await self._ctx.backends.watches.ended(record, snapshot)
         deadline = turns.renewed_deadline(record, now, seconds)
 
         def revive(conn: apsw.Connection) -> Turn:
@@ -173,7 +165,8 @@ class WatchCalls:
                 raise RpcError(Reason.CONFLICT, f"{record_id} changed meanwhile; renew again")
             outcome = None
             if ended is not None:
-                outcome = (ended.state, ended.reason, ended.summary, ended.changes)
+                spent = {} if ended.usage is None else ended.usage.columns()
+                outcome = (ended.state, ended.reason, ended.summary, spent | ended.changes)
             revived = turns.revive(conn, fresh, now=now, deadline=deadline, ended=outcome)
             audit.record(
                 conn, at=now, actor=controller_id, action="renew",
@@ -199,18 +192,9 @@ class WatchCalls:
                 f"{record_id} was {stopped}; recover does not resume it"
                 + (" (renew does, while its task is active)" if record.is_watch else ""),
             )
-        terminal = await self._terminal_state(record)
-        reconciled: int | None = 0
-        actor = self._ctx.board.ref(record.terminal_id or "")
-        if terminal == "present" and actor is not None:
-            # Its TerminalActor settles any step a crash left open (none is under way
-            # while it reads this message); the receipts below are then final or live.
-            try:
-                reply = await actor.ask(Reconcile(), timeout=RECONCILE_TIMEOUT)
-            except (AskTimeout, ActorError):
-                reconciled = None  # busy or restarting: its restart settles them
-            else:
-                reconciled = reply
+        witness = self._ctx.backends.watches
+        terminal = await witness.whereabouts(record)
+        reconciled = await witness.reconcile(record) if terminal == "present" else 0
         if record.unresolved:
             await self._ctx.desk.follow(record_id)
         record = await self._owned(controller_id, operator, record_id)
@@ -240,76 +224,6 @@ class WatchCalls:
 
         updated: Turn = await transact(self._ctx.store, apply)
         return updated
-
-    async def _ended(self, record: Turn, snapshot: TerminalSnapshot) -> Outcome | None:
-        """How the watched task ended while nobody observed it; None while it still runs."""
-        if record.evidence_status != "unknown":
-            try:
-                progress = await trio.to_thread.run_sync(_read_task, record)
-            except evidence.EvidenceError:
-                pass  # the file cannot tell: the screen does
-            else:
-                # Not in the file yet (Claude may write a prompt after its replies): the
-                # revived monitor binds it and settles from the file.
-                return None if progress is None else file_outcome(progress)
-        if snapshot.observation.state in _NO_TASK:
-            return Outcome(
-                TurnState.DONE, None,
-                "the agent is idle again (seen on screen; its own file did not say more)", {},
-            )  # fmt: skip
-        return None
-
-    async def _terminal_state(self, record: Turn) -> str:
-        """present: its exact incarnation runs; replaced: another process in its pane; gone."""
-        terminal_id = record.terminal_id or ""
-        # Just after a start the watcher may not have listed the panes yet.
-        with trio.move_on_after(GONE_GRACE):
-            while True:
-                if self._ctx.board.get(terminal_id) is not None:
-                    return "present"
-                await trio.sleep(0.05)
-        pane = await self._ctx.reader.run(lambda conn: terminals.pane_of(conn, terminal_id))
-        if any((s.identity.tmux_socket, s.identity.pane_id) == pane for s in self._ctx.board):
-            return "replaced"
-        return "gone"
-
-
-def _read_task(record: Turn) -> evidence.Progress | None:
-    """What the watched task's file says now (bound first if the watch never bound it).
-
-    None while no file shows the person's message yet.
-    """
-    assert record.evidence is not None
-    if record.evidence_status == "pending":
-        task = evidence.bind_task(evidence.Snapshot.from_json(record.evidence))
-        if task is None:
-            return None
-        binding, digest = task
-        return evidence.read(binding, digest)
-    return evidence.read(evidence.Binding.from_json(record.evidence), record.request_sha256)
-
-
-def _check_task_runs(snapshot: TerminalSnapshot) -> None:
-    observation, identity = snapshot.observation, snapshot.identity
-    if identity.profile is None:
-        raise RpcError(
-            Reason.UNSUPPORTED_VERSION,
-            f"{identity.agent} {identity.version or '(unknown version)'} has no exact profile "
-            f"({identity.profile_reason}), so AKK cannot tell whether a task runs there; take "
-            "the step the reason names, or watch a pinned version",
-        )
-    if observation.state in _NO_TASK:
-        raise RpcError(
-            Reason.NOT_FOUND,
-            f"no task runs in terminal {identity.terminal_id}: the agent is idle. Watch it "
-            "once a person started a task (list shows its activity_state as working)",
-        )
-    if observation.state is State.UNKNOWN:
-        raise RpcError(
-            Reason.NOT_FOUND,
-            f"AKK cannot tell whether a task runs in terminal {identity.terminal_id} "
-            f"({observation.reason}); try again once list shows it working",
-        )
 
 
 def _mine(held: Turn, controller_id: str) -> dict[str, Any]:

@@ -3,6 +3,6 @@
 `rpc` (the client), `schema` and `schemas/` (each pinned version's protocol),
 `board` (what the process said), `actor` (the BackendActor, its only writer),
 `host` (the process's lifetime, the desk), `prompts` (server requests as
-interactions), `answers` (the methods' side) and `follow` (the TurnActor's
-follower).
+interactions), `rounds` (its rounds and the session facts it describes),
+`answers` (the methods' side) and `follow` (the TurnActor's follower).
 """

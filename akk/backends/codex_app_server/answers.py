@@ -34,9 +34,10 @@ from akk.backends.codex_app_server.prompts import (
     async_message,
     decision_result,
 )
-from akk.backends.contract import Refusal
+from akk.backends.codex_app_server.rounds import AppServerRounds
+from akk.backends.contract import History, Refusal, Task
+from akk.backends.offers import check_offer
 from akk.evidence import request_digest
-from akk.methods.answers import check_offer
 from akk.profiles.observation import InteractionKind
 from akk.protocol.errors import Reason, RpcError
 from akk.runtime.actor import ActorError, Ask, AskTimeout
@@ -80,6 +81,19 @@ class AppServerAnswers:
         self._desk = desk
         self._destinations = destinations
         self._offer_seconds = offer_minutes * 60
+        self._rounds = AppServerRounds(store=store, reader=reader, hosts=backends, desk=desk)
+
+    async def start(self, task: Task) -> Turn | Refusal:
+        return await self._rounds.start(task)
+
+    async def dispatch(self, turn: Turn, text: str) -> Turn:
+        return await self._rounds.dispatch(turn, text)
+
+    async def history(self, workspace: str) -> History:
+        return await self._rounds.history(workspace)
+
+    async def confirm_ended(self, turn: Turn, invocation: sessions.InvocationRow) -> str:
+        return await self._rounds.confirm_ended(turn, invocation)
 
     def prompts(self, turn: Turn) -> list[BackendPrompt]:
         """What the app-server asks now for ``turn`` (see BackendBoard.prompts)."""

@@ -15,6 +15,7 @@ from typing import Any
 import attrs
 import trio
 
+from akk import evidence
 from akk.backends.codex_app_server import rpc
 from akk.backends.codex_app_server.prompts import (
     AsyncQuestion,
@@ -22,6 +23,7 @@ from akk.backends.codex_app_server.prompts import (
     async_prompt_of,
     prompt_of,
 )
+from akk.backends.contract import Usage
 from akk.protocol.redaction import redact
 from akk.screen.fingerprint import IdMinter
 from akk.store.turns import Turn
@@ -53,19 +55,20 @@ class NativeTurn:
     def settled(self) -> bool:
         return self.status != "inProgress"
 
-    def usage(self) -> dict[str, Any]:
+    def usage(self) -> Usage:
         """The attributable increment: this turn's own tokens, never the thread's totals."""
         if self.usage_start is None or self.usage_total is None:
-            return {"usage_status": "unknown"}
+            return Usage(evidence.UsageStatus.UNKNOWN)
         spent = {k: self.usage_total.get(k, 0) - self.usage_start.get(k, 0) for k in _USAGE_KEYS}
         cached, written = spent["cachedInputTokens"], spent["cacheWriteInputTokens"]
-        return {
-            "usage_input": spent["inputTokens"] - cached - written,
-            "usage_output": spent["outputTokens"],
-            "usage_cache_read": cached,
-            "usage_cache_write": written,
-            "usage_status": "complete" if self.settled else "partial",
-        }
+        tokens = evidence.Usage(
+            input=spent["inputTokens"] - cached - written,
+            output=spent["outputTokens"],
+            cache_read=cached,
+            cache_write=written,
+        )
+        status = evidence.UsageStatus.COMPLETE if self.settled else evidence.UsageStatus.PARTIAL
+        return Usage(status, tokens)
 
 
 _USAGE_KEYS = ("inputTokens", "cachedInputTokens", "cacheWriteInputTokens", "outputTokens")

@@ -32,7 +32,7 @@ from typing import Any
 
 import apsw
 
-from akk import faults
+from akk import evidence, faults
 from akk.actors.store import transact
 from akk.actors.turn import FINAL_MESSAGE_LIMIT, not_running
 from akk.backends.codex_app_server import rpc
@@ -44,7 +44,7 @@ from akk.backends.codex_app_server.actor import (
 )
 from akk.backends.codex_app_server.board import NativeTurn
 from akk.backends.codex_app_server.host import BackendDesk, BackendHost
-from akk.backends.contract import CancelResult, TurnControl
+from akk.backends.contract import CancelResult, TurnControl, Usage
 from akk.discovery.process import start_ticks
 from akk.faults import Point
 from akk.protocol.errors import Reason
@@ -365,9 +365,8 @@ class AppServerFollower:
         elif state is TurnState.CANCELLED and not self._cancelled:
             # Not the owner's cancel: the app-server running it ended, or something else did.
             state, reason = TurnState.FAILED, "interrupted"
-        changes: dict[str, Any] = {"usage_status": "unknown"}
-        if native is not None:
-            changes |= native.usage()
+        usage = Usage(evidence.UsageStatus.UNKNOWN) if native is None else native.usage()
+        changes: dict[str, Any] = {}
         if final:
             text = redact(final)
             changes["final_message"] = text[:FINAL_MESSAGE_LIMIT]
@@ -386,8 +385,9 @@ class AppServerFollower:
             summary = f"the agent reported: {error or status}"
         context = (native.context_tokens, native.context_window) if native else (None, None)
         await self._settle(
-            state, reason, summary, cleanup=True, checkpoint=True, context=context, **changes
-        )
+            state, reason, summary, usage=usage, cleanup=True, checkpoint=True, context=context,
+            **changes,
+        )  # fmt: skip
 
     async def _settle(
         self,
@@ -399,6 +399,7 @@ class AppServerFollower:
         cleanup: bool = False,
         checkpoint: bool = False,
         context: tuple[int | None, int | None] = (None, None),
+        usage: Usage | None = None,
         **changes: Any,
     ) -> None:
         """The Turn's outcome, its invocation's facts and the session's checkpoint, at once."""
@@ -411,7 +412,7 @@ class AppServerFollower:
             )  # fmt: skip
 
         assert self._control is not None
-        await self._control.settle(state, reason, summary, also=also, **changes)
+        await self._control.settle(state, reason, summary, usage=usage, also=also, **changes)
 
 
 def _record_facts(

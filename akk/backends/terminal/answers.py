@@ -16,9 +16,11 @@ from akk.actors.destination import DestinationDesk
 from akk.actors.store import transact
 from akk.actors.terminal_board import TerminalBoard, TerminalSnapshot, project_snapshot
 from akk.actors.turn_desk import TurnDesk
-from akk.backends.contract import AnswerReceipt, Refusal
+from akk.backends.contract import AnswerReceipt, History, Refusal, Task
+from akk.backends.offers import check_offer
+from akk.backends.terminal.resolve import Answer, decision, resolve
+from akk.backends.terminal.rounds import TerminalRounds
 from akk.backends.terminal.steps import DispatchAnswer
-from akk.methods.answers import Answer, check_offer, decision, resolve
 from akk.profiles.observation import InteractionKind, PromptView, State
 from akk.protocol.errors import Reason, RpcError
 from akk.protocol.projection import Shown
@@ -28,6 +30,7 @@ from akk.screen.fingerprint import Appearance, IdMinter
 from akk.store import dispatches, interactions, turns
 from akk.store.interactions import Interaction, InteractionState
 from akk.store.reader import StoreReader
+from akk.store.sessions import InvocationRow
 from akk.store.turns import Turn
 
 ANSWER_TIMEOUT = 60.0
@@ -54,6 +57,29 @@ class TerminalAnswers:
         self._ids = ids
         self._destinations = destinations
         self._offer_seconds = offer_minutes * 60
+        self._rounds = TerminalRounds(reader=reader, board=board, desk=desk)
+
+    async def start(self, task: Task) -> Turn | Refusal:
+        return await self._rounds.start(task)
+
+    async def dispatch(self, turn: Turn, text: str) -> Turn:
+        return await self._rounds.dispatch(turn, text)
+
+    async def history(self, workspace: str) -> History:
+        """A terminal keeps no sessions: its conversation is the pane's own."""
+        raise RpcError(
+            Reason.INVALID_PARAMS,
+            "a terminal keeps no sessions (its conversation is the pane's own); to type into "
+            "one, send with terminal_id, or send with scope and the app-server backend",
+        )
+
+    async def confirm_ended(self, turn: Turn, invocation: InvocationRow) -> str:
+        """A terminal Turn has no invocations: its round ends on the screen (recover proves it)."""
+        raise RpcError(
+            Reason.INVALID_PARAMS,
+            f"{turn.turn_id} was typed into a terminal, which keeps no session rounds; call "
+            "recover {turn_id} to reconcile it from its screen",
+        )
 
     async def shown(self, turn: Turn, controller_id: str) -> dict[str, Any] | None:
         """The projection of the prompt the Turn's terminal shows now, if any.

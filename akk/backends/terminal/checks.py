@@ -13,8 +13,8 @@ import apsw
 
 from akk.actors.terminal_board import TerminalSnapshot
 from akk.backends.contract import Refusal
+from akk.backends.terminal.resolve import PLAN_REFUSALS, Answer
 from akk.backends.terminal.steps import DispatchAnswer
-from akk.methods.answers import PLAN_REFUSALS, Answer
 from akk.profiles.keyplan import (
     Expanded,
     Intent,

@@ -23,14 +23,13 @@ from collections.abc import Callable
 from typing import Any
 
 import apsw
-import attrs
 import trio
 
 from akk import evidence, faults
 from akk.actors.store import transact
 from akk.actors.terminal_board import TerminalBoard, TerminalSnapshot, project_snapshot
 from akk.actors.turn import FINAL_MESSAGE_LIMIT
-from akk.backends.contract import CancelResult, TurnControl
+from akk.backends.contract import CancelResult, Outcome, TurnControl, Usage
 from akk.backends.terminal.steps import Interrupt, InterruptReceipt
 from akk.faults import Point
 from akk.profiles.observation import State
@@ -313,8 +312,9 @@ class TerminalFollower:
                 if state is State.WORKING and clock - self._outcome_at < SCREEN_CATCH_UP:
                     return  # the pane has not caught up with the file yet
                 await self._settle(
-                    outcome.state, outcome.reason, outcome.summary, **outcome.changes
-                )
+                    outcome.state, outcome.reason, outcome.summary, usage=outcome.usage,
+                    **outcome.changes,
+                )  # fmt: skip
             return
         turn = self._turn
         assert turn is not None
@@ -364,10 +364,16 @@ class TerminalFollower:
         return await self._control.update(**changes)
 
     async def _settle(
-        self, state: TurnState, reason: str | None, summary: str, **changes: Any
+        self,
+        state: TurnState,
+        reason: str | None,
+        summary: str,
+        *,
+        usage: Usage | None = None,
+        **changes: Any,
     ) -> None:
         assert self._control is not None
-        await self._control.settle(state, reason, summary, **changes)
+        await self._control.settle(state, reason, summary, usage=usage, **changes)
 
 
 def _composer_steps(conn: apsw.Connection, turn_id: str) -> list[dispatches.Dispatch]:
@@ -384,36 +390,21 @@ def _composer_steps(conn: apsw.Connection, turn_id: str) -> list[dispatches.Disp
 _ACTING = frozenset({State.WORKING, State.PERMISSION, State.QUESTIONNAIRE, State.ASYNC_QUESTION})
 
 
-@attrs.frozen
-class Outcome:
-    """How the agent's file says a task ended: the settled state and what to record."""
-
-    state: TurnState
-    reason: str | None
-    summary: str
-    changes: dict[str, object]
-
-
 def file_outcome(found: evidence.Progress) -> Outcome | None:
     """The outcome ``found`` proves (with usage and final message), or None while it runs."""
-    usage = found.usage
-    changes: dict[str, object] = {"usage_status": found.usage_status.value}
-    if usage is not None:
-        changes |= {
-            "usage_input": usage.input,
-            "usage_output": usage.output,
-            "usage_cache_read": usage.cache_read,
-            "usage_cache_write": usage.cache_write,
-        }
+    usage = Usage(found.usage_status, found.usage)
+    changes: dict[str, object] = {}
     if found.final_message is not None:
         changes["final_message"] = _bounded(found.final_message)
     if found.outcome == "done":
-        return Outcome(TurnState.DONE, None, _summary(found.final_message), changes)
+        return Outcome(TurnState.DONE, None, _summary(found.final_message), changes, usage)
     if found.outcome == "failed":
         why = redact((found.failure or "failed")[:200])
-        return Outcome(TurnState.FAILED, "agent_error", f"the agent reported: {why}", changes)
+        return Outcome(
+            TurnState.FAILED, "agent_error", f"the agent reported: {why}", changes, usage
+        )
     if found.outcome == "cancelled":
-        return Outcome(TurnState.CANCELLED, None, "the task was interrupted", changes)
+        return Outcome(TurnState.CANCELLED, None, "the task was interrupted", changes, usage)
     return None
 
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import attrs
 
 from akk.backends.contract import AnswerReceipt, Refusal
+from akk.backends.terminal.resolve import Answer
 from akk.discovery.identity import TerminalIdentity
-from akk.methods.answers import Answer
 from akk.profiles.registry import Profile
 from akk.runtime.actor import ActorRef, Ask
 from akk.screen.fingerprint import Appearance

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from akk.methods.answers import PLAN_REFUSALS, Answer, decision, resolve
+from akk.backends.terminal.resolve import PLAN_REFUSALS, Answer, decision, resolve
 from akk.profiles.keyplan import Intent, KeyPlanError, PlanRefusal, expand_checked
 from akk.profiles.observation import InteractionKind, Observation, OptionRole, StepKind
 from akk.profiles.registry import PROFILES, Profile

@@ -1,4 +1,4 @@
-"""A controller's answer, resolved against the prompt it saw into what the key plan needs.
+"""A controller's answer to a screen's prompt, resolved into what the terminal's key plan needs.
 
 Controllers answer by meaning: opaque question and option ids, typed answers,
 or a permission decision. This module turns that into an `Answer` (the plan's
@@ -10,7 +10,6 @@ decided by the screen it proved, never by an older one.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -29,7 +28,6 @@ from akk.protocol.errors import Reason, RpcError
 from akk.protocol.projection import shown_roles
 from akk.protocol.text_rule import check_text
 from akk.screen.fingerprint import Appearance, IdMinter
-from akk.store.interactions import Interaction, Offer, OfferState
 
 DECISIONS: Mapping[str, Intent] = {"approve_once": Intent.APPROVE_ONCE, "reject": Intent.REJECT}
 
@@ -190,31 +188,3 @@ def _one(
         "AKK does not choose that row for a controller (cancel belongs to the person at the "
         "terminal); answer it there, or choose another option",
     )
-
-
-def check_offer(row: Interaction, offer: Offer | None, still_there: bool) -> None:
-    """Refuse an answer without this controller's open, fresh offer of ``row`` (zero input)."""
-    if offer is None:
-        raise RpcError(
-            Reason.STATUS_REQUIRED,
-            f"this controller has no offer of interaction {row.interaction_id}; call "
-            "status for the Turn, then answer what it shows",
-        )
-    if offer.state is OfferState.CONSUMED:
-        raise RpcError(
-            Reason.CONFLICT,
-            f"this controller already answered interaction {row.interaction_id}; it never "
-            "takes input again. Call status for the current interaction",
-        )
-    if offer.expires_at <= time.time():
-        # Expiry alone does not prove the prompt died: look at the screen first.
-        if still_there:
-            raise RpcError(
-                Reason.OFFER_EXPIRED,
-                "what status showed is too old to answer; the prompt is still there: call "
-                "status again, then answer",
-            )
-        raise RpcError(
-            Reason.PROMPT_CHANGED,
-            "the offer expired and the prompt it was for is no longer on screen; call status",
-        )

@@ -1,0 +1,143 @@
+"""The app-server backend's rounds and session facts: its process, its binding, its threads.
+
+`history` describes what the session policy decides from (the thread config a
+new thread would bind to, whether resuming it is verified, the threads the
+process holds); `dispatch` runs a round the methods reserved (turn/start on
+its thread); `confirm_ended` proves, read-only, that a settled Turn's native
+turn no longer runs. The app-server has no terminal: `start` refuses.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import apsw
+
+from akk.actors.store import transact
+from akk.actors.turn_desk import TurnDesk
+from akk.backends.codex_app_server import rpc
+from akk.backends.codex_app_server.actor import ReadBinding, ReadThread, StartTurn
+from akk.backends.codex_app_server.host import BackendDesk, BackendHost
+from akk.backends.codex_app_server.schema import RESUME_VERIFIED
+from akk.backends.contract import History, Refusal, Task
+from akk.protocol.errors import Reason, RpcError
+from akk.runtime.actor import ActorError, AskTimeout
+from akk.store import sessions
+from akk.store.reader import StoreReader
+from akk.store.turns import Turn
+
+START_TIMEOUT = 60.0
+"""How long a dispatch waits for the BackendActor's receipt (thread and turn/start)."""
+
+
+class AppServerRounds:
+    """Runs reserved rounds on the app-server process and describes its session facts."""
+
+    def __init__(
+        self, *, store: Any, reader: StoreReader, hosts: BackendDesk, desk: TurnDesk
+    ) -> None:
+        self._store = store
+        self._reader = reader
+        self._hosts = hosts
+        self._desk = desk
+
+    async def start(self, task: Task) -> Turn | Refusal:
+        """The app-server's Turns are reserved by the methods (a session's send)."""
+        return Refusal(
+            Reason.INVALID_PARAMS,
+            "an app-server Turn runs in a session: send with scope (or session_id) and backend "
+            '"codex_app_server", not with terminal_id',
+        )
+
+    async def history(self, workspace: str) -> History:
+        """The process's binding for ``workspace`` and its resume and thread facts."""
+        host = await self._host()
+        try:
+            binding = await host.ref.ask(ReadBinding(workspace), timeout=START_TIMEOUT)
+        except (ActorError, rpc.AppServerError) as exc:
+            raise RpcError(
+                Reason.INTERNAL,
+                f"the app-server did not answer config/read ({exc}); nothing was started. "
+                "Try again; `akk doctor` checks the app-server",
+            ) from None
+        return History(
+            binding=binding,
+            resume_verified=binding.agent_version in RESUME_VERIFIED,
+            home=host.setup.home,
+            loaded=host.board.loaded,
+        )
+
+    async def dispatch(self, turn: Turn, text: str) -> Turn:
+        """turn/start of the reserved round ``turn.round`` on its session's thread.
+
+        Called after `history` found the process running; a process that ended since
+        takes the ask in its successor (the mailbox outlives it).
+        """
+        host = await self._hosts.host()
+        try:
+            receipt = await host.ref.ask(
+                StartTurn(turn.turn_id, turn.round, text), timeout=START_TIMEOUT
+            )
+        except (AskTimeout, ActorError) as exc:
+            await self._desk.follow_backend(turn.turn_id, generation=None)
+            raise RpcError(
+                Reason.RESPONSE_UNCERTAIN,
+                f"the app-server did not confirm the turn ({exc.reason}); it may have started "
+                f"and will not be sent again. Turn {turn.turn_id} reconciles from the thread: "
+                "call status {turn_id}",
+                data={"turn_id": turn.turn_id},
+            ) from None
+        if receipt.turn.unresolved:
+            await self._desk.follow_backend(turn.turn_id, generation=receipt.generation)
+        return receipt.turn
+
+    async def confirm_ended(self, turn: Turn, invocation: sessions.InvocationRow) -> str:
+        """The thread no longer runs the settled ``turn``'s native turn: its cleanup is
+        confirmed. What the thread showed: settled, running, missing, unreachable, unknown
+        (no thread), unchecked (no pinned Codex to ask)."""
+        if not self._hosts.available:
+            return "unchecked"
+        host = await self._host()
+        thread_id = turn.native_session
+        if thread_id is None:
+            return "unknown"
+        try:
+            facts = await host.ref.ask(ReadThread(thread_id), timeout=START_TIMEOUT)
+        except ActorError:
+            return "unreachable"
+        if not facts.found:
+            return "missing"
+        record = next((r for r in facts.turns if r.turn_id == invocation.native_turn_id), None)
+        live = host.board.turn(invocation.native_turn_id)
+        if (record is not None and record.status == "inProgress") or (live and not live.settled):
+            return "running"
+        now = time.time()
+
+        def confirm(conn: apsw.Connection) -> None:
+            fresh = sessions.invocation(conn, invocation.turn_id, invocation.round)
+            if fresh is not None and fresh.cleanup != "confirmed":
+                sessions.update_invocation(conn, fresh, cleanup="confirmed", cleanup_at=now)
+
+        await transact(self._store, confirm)
+        return "settled"
+
+    async def _host(self) -> BackendHost:
+        """The running app-server host, started on first use; refused while it is down."""
+        setup = self._hosts.setup
+        if isinstance(setup, str):
+            raise RpcError(
+                Reason.UNSUPPORTED_VERSION,
+                f"this server has no pinned Codex for the app-server backend: {setup}. Start "
+                "akk serve with --codex-bin and --codex-home (`akk doctor` checks them)",
+            )
+        host = await self._hosts.host()
+        await host.board.settled(START_TIMEOUT)
+        if not host.board.alive:
+            why = host.board.start_error or "it did not start in time"
+            raise RpcError(
+                Reason.INTERNAL,
+                f"the app-server is not running ({why}); nothing was sent. Check it with "
+                "`akk doctor --codex-bin … --codex-home …`, then send again",
+            )
+        return host
