@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TypedDict
 
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("shared", ("akk", "akk.faults", "akk.client")),
+    ("shared", ("akk", "akk.faults", "akk.client", "akk.workspace_roots")),
     ("runtime", ("akk.runtime",)),
     ("screen", ("akk.screen",)),
     ("tmux", ("akk.tmux",)),
@@ -31,22 +31,26 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("store", ("akk.store",)),
     ("profiles", ("akk.profiles",)),
     ("protocol", ("akk.protocol",)),
-    ("backends", ("akk.backends",)),
     ("actors", ("akk.actors",)),
+    ("backends", ("akk.backends",)),
+    ("config", ("akk.config",)),
+    ("methods", ("akk.methods",)),
     ("server", ("akk.server",)),
     ("qualify", ("akk.qualify",)),
-    ("methods", ("akk.methods",)),
+    ("service", ("akk.service",)),
     ("cli", ("akk.cli", "akk.__main__")),
 )
 """Layers, lowest first, each with the module prefixes it holds (the longest prefix wins).
 
-A prefix holds its modules and everything below it; the bare package name
-(`akk`) holds only its own ``__init__``. A module no prefix holds is at the top
-level (TOP_LEVEL): the method modules and the service, which have no folder of
-their own yet, under the CLI and over everything else.
+The design's order: the shared actors (the one writer, the outbox, the one TurnActor,
+the board) under the backends that run Turns on them, the methods over the backends'
+contract, the endpoint hosting the methods, `akk qualify` beside them, the service
+assembling it all. A prefix
+holds its modules and everything below it; the bare package name (`akk`) holds only
+its own ``__init__``. A module no prefix holds is at the top level (TOP_LEVEL).
 """
 
-TOP_LEVEL = "methods"
+TOP_LEVEL = "service"
 """The layer of a module that no prefix in LAYERS holds."""
 
 LARGEST = 10
