@@ -331,16 +331,20 @@ class TerminalActor(Actor[TerminalMessage]):
         await faults.reached(Point.RESERVED)
         return await type_and_submit(self._screen, self._link, self._store, reserved, text, method)
 
+    def _unprofiled(self) -> Refusal:
+        """The refusal of a step this pane cannot take: no exact profile reads its screen."""
+        return Refusal(
+            Reason.UNSUPPORTED_VERSION,
+            f"no exact profile ({self._screen.identity.profile_reason}); nothing was sent",
+        )
+
     # -- an answer
 
     async def _dispatch_answer(self, message: DispatchAnswer) -> AnswerReceipt | Refusal:
         """One answer step: prove the appearance, plan, reserve, send with checks, prove it took."""
         profile = self._screen.profile
         if profile is None:
-            return Refusal(
-                Reason.UNSUPPORTED_VERSION,
-                f"no exact profile ({self._screen.identity.profile_reason}); nothing was sent",
-            )
+            return self._unprofiled()
         snapshot = await self._screen.observe(force=True)
         if snapshot is None or snapshot.seen != message.seen:
             return Refusal(
@@ -445,10 +449,7 @@ class TerminalActor(Actor[TerminalMessage]):
     async def _interrupt(self, message: Interrupt) -> InterruptReceipt | Refusal:
         profile = self._screen.profile
         if profile is None:
-            return Refusal(
-                Reason.UNSUPPORTED_VERSION,
-                f"no exact profile ({self._screen.identity.profile_reason}); nothing was sent",
-            )
+            return self._unprofiled()
         snapshot = await self._screen.observe(force=True)
         if snapshot is None or snapshot.observation.state is not State.WORKING:
             state = "unknown" if snapshot is None else snapshot.observation.state.value
