@@ -25,9 +25,9 @@ from akk.actors.watcher import TmuxWatcher
 from akk.backends.codex_app_server.actor import CodexSetup
 from akk.backends.codex_app_server.answers import AppServerAnswers
 from akk.backends.codex_app_server.host import BackendDesk, find_codex
+from akk.backends.context import BackendContext
 from akk.backends.registry import Backends
 from akk.backends.terminal.answers import TerminalAnswers
-from akk.backends.terminal.witness import TerminalWitness
 from akk.config import ServiceConfig, TlsFiles
 from akk.discovery.identity import TerminalIdentity
 from akk.discovery.process import DigestCache, VersionCache
@@ -60,7 +60,6 @@ from akk.store import credentials
 from akk.store.credentials import Credential
 from akk.store.database import open_store
 from akk.store.reader import StoreReader
-from akk.store.turns import BACKEND, TERMINAL
 from akk.workspace_roots import check_roots, default_roots
 
 log = logging.getLogger("akk.service")
@@ -164,7 +163,7 @@ async def run_service(
                 log.info("app-server backend: codex-cli %s at %s", setup.version, setup.binary)
             else:
                 log.info("app-server backend unavailable: %s", setup)
-            backends = BackendDesk(
+            hosts = BackendDesk(
                 backend_supervisor, setup=setup, store=store, reader=reader.run,
                 cwd=str(config.state.path),
             )  # fmt: skip
@@ -172,9 +171,17 @@ async def run_service(
             ids = IdMinter(config.state.id_secret())
             desk = TurnDesk(
                 turn_supervisor, store=store, reader=reader.run, board=board,
-                notify=destinations.wake, ids=ids, accept_seconds=config.turns.accept_seconds,
-                backends=backends,
+                notify=destinations.wake,
             )  # fmt: skip
+            ctx = BackendContext(
+                store=store, reader=reader, ids=ids, desk=desk, destinations=destinations,
+                offer_minutes=config.turns.offer_minutes,
+            )  # fmt: skip
+            backends = Backends()
+            backends.register(
+                TerminalAnswers(ctx, board=board, accept_seconds=config.turns.accept_seconds)
+            )
+            backends.register(AppServerAnswers(ctx, hosts=hosts))
             await root.start_child(ChildSpec("destinations", destination_supervisor.run))
             await root.start_child(ChildSpec("outbox", destinations.run))
             await qualified.refresh()  # the first panes bind by the stored rows already
@@ -190,20 +197,10 @@ async def run_service(
                 qualifier = AutoQualifier(board, store, qualified)
                 await root.start_child(ChildSpec("auto-qualify", qualifier.run))
             await root.start_child(ChildSpec("turns", turn_supervisor.run))
-            resumed = await desk.resume()
+            resumed = await desk.resume(backends.resumers())
             if resumed:
                 log.info("resumed %d open turns from the store", resumed)
             await root.start_child(ChildSpec("turn clock", desk.clock))
-            turn_backends = Backends({
-                TERMINAL: TerminalAnswers(
-                    store=store, reader=reader, board=board, ids=ids, destinations=destinations,
-                    desk=desk, offer_minutes=config.turns.offer_minutes,
-                ),
-                BACKEND: AppServerAnswers(
-                    store=store, reader=reader, ids=ids, backends=backends, desk=desk,
-                    destinations=destinations, offer_minutes=config.turns.offer_minutes,
-                ),
-            }, watches=TerminalWitness(board=board, reader=reader))  # fmt: skip
             nonce = new_nonce()
             server: ControllerServer
 
@@ -231,7 +228,7 @@ async def run_service(
             methods = Methods(
                 MethodContext(
                     store=store, reader=reader, board=board, ids=ids, desk=desk,
-                    destinations=destinations, settings=config.turns, backends=turn_backends,
+                    destinations=destinations, settings=config.turns, backends=backends,
                     session_limits=config.sessions, workspace_roots=roots,
                     book=book, connections=connections, health=health, qualified=qualified,
                 )

@@ -29,9 +29,10 @@ from akk.actors.turn_desk import TurnDesk
 from akk.backends.codex_app_server.answers import AppServerAnswers
 from akk.backends.codex_app_server.host import BackendDesk
 from akk.backends.codex_app_server.prompts import BackendPrompt
+from akk.backends.context import BackendContext
+from akk.backends.names import CODEX_APP_SERVER
 from akk.backends.registry import Backends
 from akk.backends.terminal.answers import TerminalAnswers
-from akk.backends.terminal.witness import TerminalWitness
 from akk.client import AkkError, Controller, connect
 from akk.config import ServiceConfig, TurnSettings
 from akk.discovery.identity import TerminalIdentity
@@ -411,8 +412,8 @@ def _everything(conn: apsw.Connection) -> tuple[list[tuple[Any, ...]], ...]:
 class _Asked(AppServerAnswers):
     """The app-server's answers, asking exactly ``asked`` of every Turn (no process runs)."""
 
-    def __init__(self, asked: list[str], **parts: Any) -> None:
-        super().__init__(**parts)
+    def __init__(self, asked: list[str], ctx: BackendContext, *, hosts: BackendDesk) -> None:
+        super().__init__(ctx, hosts=hosts)
         self._asked = asked
 
     def prompts(self, turn: Turn) -> list[BackendPrompt]:
@@ -443,23 +444,22 @@ def _context(
     ids = IdMinter(b"k" * 32)
     desk = TurnDesk(
         Supervisor("turns"), store=store, reader=reader.run, board=board,
-        notify=destinations.wake, ids=ids, accept_seconds=20.0,
+        notify=destinations.wake,
     )  # fmt: skip
     hosts = BackendDesk(
         Supervisor("backends"), setup="no app-server in this test", store=store,
         reader=reader.run, cwd=str(tmp_path),
     )  # fmt: skip
-    parts: dict[str, Any] = {
-        "store": store, "reader": reader, "ids": ids, "desk": desk,
-        "destinations": destinations, "offer_minutes": 10.0,
-    }  # fmt: skip
+    ctx = BackendContext(
+        store=store, reader=reader, ids=ids, desk=desk, destinations=destinations,
+        offer_minutes=10.0,
+    )  # fmt: skip
+    backends = Backends()
+    backends.register(TerminalAnswers(ctx, board=board, accept_seconds=20.0))
+    backends.register(_Asked([] if asked is None else asked, ctx, hosts=hosts))
     return MethodContext(
         store=store, reader=reader, board=board, ids=ids, desk=desk, destinations=destinations,
-        settings=TurnSettings(),
-        backends=Backends({
-            turns.TERMINAL: TerminalAnswers(board=board, **parts),
-            turns.BACKEND: _Asked([] if asked is None else asked, backends=hosts, **parts),
-        }, watches=TerminalWitness(board=board, reader=reader)),
+        settings=TurnSettings(), backends=backends,
         session_limits=policy.RebuildLimits(), workspace_roots=(),
         book=CredentialBook("operator", {}), connections=ConnectionRegistry(), health=dict,
         qualified=QualifiedVersions(PINNED, reader),
@@ -538,13 +538,13 @@ async def test_an_app_server_request_s_wake_up_is_retried_only_while_it_is_asked
         binding = policy.ThreadConfig("0.169.0", "0.169.0", None, None, None, None)
         decision = policy.Decision(policy.Action.CREATE, "new_scope_or_role")
         session = sessions.create(
-            conn, owner=owner, binding=binding, codex_home=str(tmp_path), decision=decision,
-            now=1.0,
+            conn, owner=owner, backend=CODEX_APP_SERVER, binding=binding, home=str(tmp_path),
+            decision=decision, now=1.0,
         )  # fmt: skip
         turn = turns.insert_backend(
-            conn, controller_id="a", client_request_id="b1", session_id=session.session_id,
-            request_sha256="0" * 64, request_chars=5, inactivity_seconds=60,
-            lifetime_seconds=600, now=1.0,
+            conn, backend=CODEX_APP_SERVER, controller_id="a", client_request_id="b1",
+            session_id=session.session_id, request_sha256="0" * 64, request_chars=5,
+            inactivity_seconds=60, lifetime_seconds=600, now=1.0,
         )  # fmt: skip
         projection = {"interaction_id": "int_b", "kind": "permission", "questions": []}
         interactions.record(

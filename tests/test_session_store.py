@@ -10,6 +10,7 @@ import apsw
 import attrs
 import pytest
 
+from akk.backends.names import CODEX_APP_SERVER
 from akk.sessions import policy
 from akk.store import sessions, turns
 from akk.store.database import CasConflict, StoreError, open_store
@@ -62,7 +63,13 @@ CREATE = policy.Decision(policy.Action.CREATE, "new_scope_or_role")
 def _create(conn: apsw.Connection, owner: policy.Owner = CODER, at: float = T0) -> SessionRow:
     with conn:
         return sessions.create(
-            conn, owner=owner, binding=BINDING, codex_home="/h", decision=CREATE, now=at
+            conn,
+            owner=owner,
+            binding=BINDING,
+            backend=CODEX_APP_SERVER,
+            home="/h",
+            decision=CREATE,
+            now=at,
         )
 
 
@@ -70,7 +77,8 @@ def _rebuild(conn: apsw.Connection, old: SessionRow, reason: str, at: float) -> 
     decision = policy.Decision(policy.Action.REBUILD, reason, old.session_id)
     with conn:
         return sessions.create(
-            conn, owner=old.owner, binding=BINDING, codex_home="/h", decision=decision, now=at,
+            conn, owner=old.owner, binding=BINDING,
+            backend=CODEX_APP_SERVER, home="/h", decision=decision, now=at,
             replaces=old,
         )  # fmt: skip
 
@@ -196,7 +204,8 @@ def test_a_rebuild_retires_the_replaced_session_in_the_same_transaction(
     # A transaction that fails after the rebuild leaves the old one current, and no new one.
     with pytest.raises(RuntimeError), conn:
         sessions.create(
-            conn, owner=CODER, binding=BINDING, codex_home="/h", now=T0 + 9, replaces=second,
+            conn, owner=CODER, binding=BINDING,
+            backend=CODEX_APP_SERVER, home="/h", now=T0 + 9, replaces=second,
             decision=policy.Decision(policy.Action.REBUILD, "history_missing", second.session_id),
         )  # fmt: skip
         raise RuntimeError("the transaction fails after the rebuild")
@@ -205,7 +214,8 @@ def test_a_rebuild_retires_the_replaced_session_in_the_same_transaction(
     # A rebuild from a stale read conflicts, and retires nothing.
     with pytest.raises(CasConflict), conn:
         sessions.create(
-            conn, owner=CODER, binding=BINDING, codex_home="/h", now=T0 + 9, replaces=first,
+            conn, owner=CODER, binding=BINDING,
+            backend=CODEX_APP_SERVER, home="/h", now=T0 + 9, replaces=first,
             decision=policy.Decision(policy.Action.REBUILD, "history_missing", first.session_id),
         )  # fmt: skip
     assert sessions.current(conn, CODER) == second
@@ -227,7 +237,8 @@ def test_create_refuses_decisions_that_create_nothing_and_other_owners_sessions(
     ):
         with pytest.raises(ValueError), conn:
             sessions.create(
-                conn, owner=REVIEWER, binding=BINDING, codex_home="/h", decision=decision,
+                conn, owner=REVIEWER, binding=BINDING, backend=CODEX_APP_SERVER, home="/h",
+                decision=decision,
                 now=T0, replaces=replaces,
             )  # fmt: skip
     assert sessions.current(conn, CODER) == coder and sessions.current(conn, REVIEWER) is None

@@ -31,7 +31,6 @@ from akk.backends.codex_app_server.actor import offer_refusal
 from akk.backends.contract import CancelResult, History, Refusal, Task, TurnControl, Usage
 from akk.backends.offers import check_offer
 from akk.backends.registry import Backends
-from akk.backends.terminal.witness import TerminalWitness
 from akk.config import TurnSettings
 from akk.methods.common import MethodContext
 from akk.methods.interactions import InteractionCalls
@@ -135,6 +134,10 @@ class _Answers:
     first, as a backend that reserves its own does), offers what it asks, answers through
     the real fence. ``follow`` starts a TurnActor on a Turn; ``actor`` is the last one."""
 
+    name = turns.TERMINAL  # the name a send with terminal_id goes to
+    keeps_sessions = False
+    witness = None
+
     def __init__(
         self,
         agent: _Agent,
@@ -179,6 +182,9 @@ class _Answers:
         self._agent.rounds.append(text)
         self.actor = await self._follow(turn.turn_id)
         return reopened
+
+    async def follow_again(self, turn_id: str, *, restarted: bool) -> None:
+        self.actor = await self._follow(turn_id)
 
     async def history(self, workspace: str) -> History:
         raise RpcError(Reason.INVALID_PARAMS, "the in-test backend keeps no sessions")
@@ -434,13 +440,13 @@ def _context(
     board, ids = TerminalBoard(), IdMinter(b"k" * 32)
     desk = TurnDesk(
         Supervisor("unused turns"), store=store, reader=reader.run, board=board,
-        notify=destinations.wake, ids=ids, accept_seconds=20.0,
+        notify=destinations.wake,
     )  # fmt: skip
+    backends = Backends()
+    backends.register(backend)
     return MethodContext(
         store=store, reader=reader, board=board, ids=ids, desk=desk, destinations=destinations,
-        settings=TurnSettings(), backends=Backends(
-            {turns.TERMINAL: backend}, watches=TerminalWitness(board=board, reader=reader)
-        ),
+        settings=TurnSettings(), backends=backends,
         session_limits=policy.RebuildLimits(), workspace_roots=(),
         book=CredentialBook("operator", {}), connections=ConnectionRegistry(), health=dict,
         qualified=QualifiedVersions(PINNED, reader),

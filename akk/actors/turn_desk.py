@@ -1,15 +1,16 @@
 """TurnDesk: starts the actor that follows each unresolved Turn, and ticks them all.
 
-Every Turn gets one TurnActor, with the follower of the backend it runs on
-(`akk.backends`: a terminal's, or the Codex app-server's). They live under the
-turns supervisor, restart after a crash (transient), and are woken at once
-when a terminal publishes another prompt.
+Every Turn gets one TurnActor, with the follower its backend builds (the desk
+knows no backend: each one calls `follow` with its own follower, and the
+registry supplies how each backend's Turns are followed again after a start).
+They live under the turns supervisor, restart after a crash (transient), and
+are woken at once when a terminal publishes another prompt.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import suppress
 from typing import Any
 
@@ -18,15 +19,13 @@ import trio
 
 from akk.actors.store import transact
 from akk.actors.terminal_board import TerminalBoard, TerminalSnapshot
-from akk.actors.turn import TICK, Notify, Tick, TurnActor, TurnMessage
-from akk.backends.codex_app_server.follow import AppServerFollower
-from akk.backends.codex_app_server.host import BackendDesk
-from akk.backends.terminal.follow import TerminalFollower
-from akk.runtime.actor import Actor, ActorRef, ActorStopped, MailboxFull
+from akk.actors.turn import TICK, Notify, Tick, TurnActor
+from akk.backends.contract import TurnFollower
+from akk.runtime.actor import ActorRef, ActorStopped, MailboxFull
 from akk.runtime.supervisor import ChildSpec, Restart, Supervisor, UnknownChild
-from akk.screen.fingerprint import Appearance, IdMinter
+from akk.screen.fingerprint import Appearance
 from akk.store import dispatches, turns
-from akk.store.turns import BACKEND, TERMINAL, Turn
+from akk.store.turns import Turn
 
 
 class TurnDesk:
@@ -40,65 +39,30 @@ class TurnDesk:
         reader: Callable[[Callable[[apsw.Connection], Any]], Any],
         board: TerminalBoard,
         notify: Notify,
-        ids: IdMinter,
-        accept_seconds: float,
-        backends: BackendDesk | None = None,
     ) -> None:
         self._supervisor = supervisor
-        self._backends = backends
-        self._ids = ids
         self._prompts: dict[str, Appearance | None] = {}
         board.listen(self._published)
-        self._accept_seconds = accept_seconds
         self._store = store
         self._reader = reader
-        self._board = board
         self._notify = notify
-        self._resume_by_backend: dict[str, Callable[[str], Awaitable[None]]] = {
-            TERMINAL: self.follow,
-            BACKEND: lambda turn_id: self.follow_backend(turn_id, generation=None, restarted=True),
-        }
-        """How a Turn of each backend is followed again after a start."""
 
-    async def follow(self, turn_id: str, *, enter_at: float | None = None) -> None:
-        """Start following the terminal Turn or Watch ``turn_id`` (idempotent)."""
-        await self._start(
-            turn_id,
-            lambda: TurnActor(
-                turn_id, store=self._store, reader=self._reader, notify=self._notify,
-                follower=TerminalFollower(
-                    turn_id, store=self._store, reader=self._reader, board=self._board,
-                    ids=self._ids, enter_at=enter_at, accept_seconds=self._accept_seconds,
-                ),
-            ),
-        )  # fmt: skip
+    async def follow(self, turn_id: str, make_follower: Callable[[], TurnFollower]) -> None:
+        """Start following the Turn or Watch ``turn_id`` (idempotent: once per Turn).
 
-    async def follow_backend(
-        self, turn_id: str, *, generation: int | None, restarted: bool = False
-    ) -> None:
-        """Start following the app-server Turn ``turn_id`` (idempotent).
-
-        ``generation``: the app-server process its receipt came from (None: unknown,
-        so the Turn reconciles from the thread first). ``restarted``: AKK started
-        since its reservation, so no dispatch of it can still be under way.
+        ``make_follower`` builds its backend's follower, again after each restart.
         """
-        assert self._backends is not None
-        backends = self._backends
-        await self._start(
-            turn_id,
-            lambda: TurnActor(
-                turn_id, store=self._store, reader=self._reader, notify=self._notify,
-                follower=AppServerFollower(
-                    turn_id, store=self._store, reader=self._reader, backends=backends,
-                    ids=self._ids, generation=generation, restarted=restarted,
-                ),
-            ),
-        )  # fmt: skip
-
-    async def _start(self, turn_id: str, make: Callable[[], Actor[TurnMessage]]) -> None:
         if turn_id in self._supervisor.child_keys():
             return
-        await self._supervisor.start_child(ChildSpec(turn_id, make, restart=Restart.TRANSIENT))
+        spec = ChildSpec(
+            turn_id,
+            lambda: TurnActor(
+                turn_id, store=self._store, reader=self._reader, notify=self._notify,
+                follower=make_follower(),
+            ),
+            restart=Restart.TRANSIENT,
+        )  # fmt: skip
+        await self._supervisor.start_child(spec)
 
     def _published(self, snapshot: TerminalSnapshot) -> None:
         """A terminal shows a different prompt (or none): look at once, not at the next tick."""
@@ -118,8 +82,10 @@ class TurnDesk:
             return None
         return self._supervisor.ref(turn_id)
 
-    async def resume(self) -> int:
-        """After a start: every unresolved Turn is followed again.
+    async def resume(self, resumers: Mapping[str, Callable[[str], Awaitable[None]]]) -> int:
+        """After a start: every unresolved Turn is followed again, by its backend's resumer.
+
+        ``resumers``: per backend name, how a Turn of it is followed again.
 
         A dispatch left reserved or half-typed by the previous run may have typed
         anything: it becomes ``uncertain`` and its Turn too. An answer left open
@@ -137,7 +103,7 @@ class TurnDesk:
 
         open_turns = await transact(self._store, recover)
         for turn in open_turns:
-            await self._resume_by_backend[turn.backend](turn.turn_id)
+            await resumers[turn.backend](turn.turn_id)
         return len(open_turns)
 
     async def clock(self) -> None:

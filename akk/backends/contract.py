@@ -2,7 +2,8 @@
 and `TurnFollower` (how the one TurnActor follows a Turn on it).
 
 The methods and the TurnActor are written once against these; the Turn's own
-``backend`` picks the implementation (`akk.backends.registry`, the TurnDesk). Every call
+``backend`` picks the implementation (`akk.backends.registry`); each backend starts
+its Turns' followers on the TurnDesk itself. Every call
 refuses with an RpcError carrying a reason and a next step, and a refused call
 sent nothing to the agent.
 """
@@ -56,6 +57,31 @@ class History:
 
 class TurnBackend(Protocol):
     """One way of running a Turn, as the methods see it."""
+
+    @property
+    def name(self) -> str:
+        """Its protocol name: the ``backend`` its Turns record (and a session send names)."""
+        ...
+
+    @property
+    def keeps_sessions(self) -> bool:
+        """Its Turns run in sessions (`send {scope, backend}`); its name is then a
+        `names.SESSION_BACKENDS` entry."""
+        ...
+
+    @property
+    def witness(self) -> WatchWitness | None:
+        """What the watch methods read of a person's task, for a backend with panes."""
+        ...
+
+    async def follow_again(self, turn_id: str, *, restarted: bool) -> None:
+        """Follow its unresolved Turn ``turn_id`` again (idempotent), read-only.
+
+        ``restarted``: AKK started since the Turn's last dispatch (the resume after a
+        start), so none of it can still be under way; otherwise `recover` asks. The
+        Turn reconciles from what its backend shows; nothing is sent again.
+        """
+        ...
 
     async def start(self, task: Task) -> Turn | Refusal:
         """Reserve and dispatch a new Turn's first round in one step of the backend.
@@ -144,6 +170,10 @@ class WatchWitness(Protocol):
 
     async def reconcile(self, record: Turn) -> int | None:
         """Settle the input steps a crash left open in its pane: their count, None when busy."""
+        ...
+
+    async def follow(self, record_id: str) -> None:
+        """Follow the unresolved Watch (or pane Turn) ``record_id`` (idempotent)."""
         ...
 
 

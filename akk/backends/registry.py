@@ -2,28 +2,64 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
-import attrs
+from collections.abc import Awaitable, Callable, Mapping
+from functools import partial
 
 from akk.backends.contract import TurnBackend, WatchWitness
+from akk.backends.names import SESSION_BACKENDS
 from akk.store.turns import Turn
 
+Resumer = Callable[[str], Awaitable[None]]
+"""How an unresolved Turn of one backend is followed again after a start."""
 
-@attrs.frozen
+
 class Backends:
-    """One implementation per ``turns.backend`` name, registered by the service.
+    """One implementation per backend name, each registered once by the service.
 
-    ``watches``: the witness of the backend whose panes a person types in.
+    A backend that keeps sessions registers under a `names.SESSION_BACKENDS` name (the
+    CLI offers that list); at most one offers the watches' witness (its panes).
     """
 
-    by_name: Mapping[str, TurnBackend]
-    watches: WatchWitness
+    def __init__(self) -> None:
+        self._by_name: dict[str, TurnBackend] = {}
+        self._watches: WatchWitness | None = None
+
+    def register(self, backend: TurnBackend) -> None:
+        """Add ``backend`` under its own name; ValueError for a name taken or not listed."""
+        name = backend.name
+        if not name or name in self._by_name:
+            raise ValueError(f"backend name {name!r} is empty or registered already")
+        if backend.keeps_sessions and name not in SESSION_BACKENDS:
+            raise ValueError(f"session backend {name!r} is missing from names.SESSION_BACKENDS")
+        witness = backend.witness
+        if witness is not None:
+            if self._watches is not None:
+                raise ValueError(f"backend {name!r} offers a second watch witness")
+            self._watches = witness
+        self._by_name[name] = backend
+
+    @property
+    def watches(self) -> WatchWitness:
+        """The witness of the backend whose panes a person types in."""
+        if self._watches is None:
+            raise LookupError("no registered backend offers watches")
+        return self._watches
 
     def of(self, turn: Turn) -> TurnBackend:
         """The backend ``turn`` runs on (every stored name is registered)."""
-        return self.by_name[turn.backend]
+        return self._by_name[turn.backend]
 
     def named(self, name: str) -> TurnBackend:
         """The backend registered as ``name`` (a send names the one its new Turn runs on)."""
-        return self.by_name[name]
+        return self._by_name[name]
+
+    def sessions(self) -> list[str]:
+        """The names of the registered backends that keep sessions, in registration order."""
+        return [name for name, backend in self._by_name.items() if backend.keeps_sessions]
+
+    def resumers(self) -> Mapping[str, Resumer]:
+        """Per backend name: how its unresolved Turns are followed again after a start."""
+        return {
+            name: partial(backend.follow_again, restarted=True)
+            for name, backend in self._by_name.items()
+        }

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from akk.backends.names import SESSION_BACKENDS
 from akk.cli import classify, doctor, listing, qualify, records, serve, tokens, turns
 from akk.cli.errors import CliError
 from akk.cli.text import err, shown
@@ -162,8 +163,8 @@ def parser() -> argparse.ArgumentParser:
     )
     send.add_argument(
         "--backend",
-        choices=[turns.APP_SERVER_BACKEND],
-        help=f"the backend of a --scope send (default and only one: {turns.APP_SERVER_BACKEND})",
+        choices=SESSION_BACKENDS,
+        help=f"the backend of a --scope send (default: {SESSION_BACKENDS[0]})",
     )
     send.add_argument(
         "--cwd",

@@ -18,6 +18,7 @@ from rich.control import Control
 from rich.segment import ControlType
 from rich.table import Table
 
+from akk.backends.names import SESSION_BACKENDS
 from akk.cli import records
 from akk.cli.errors import CliError
 from akk.cli.server_calls import operator_call, terminal_id
@@ -26,9 +27,6 @@ from akk.client import Controller, connect
 from akk.protocol.redaction import redact
 from akk.server.instance import proven_endpoint
 from akk.store.location import StateDir
-
-APP_SERVER_BACKEND = "codex_app_server"
-"""The one backend a --scope send goes through."""
 
 
 def parse_scope(value: str) -> dict[str, str]:
@@ -65,7 +63,7 @@ def send_target(args: argparse.Namespace) -> dict[str, Any]:
         )
     target: dict[str, Any] = {
         "scope": args.scope,
-        "backend": args.backend or APP_SERVER_BACKEND,
+        "backend": args.backend or SESSION_BACKENDS[0],
         "cwd": os.path.abspath(args.cwd or os.getcwd()),
     }
     if args.handoff is not None:

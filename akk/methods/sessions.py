@@ -1,8 +1,8 @@
-"""`send` on the Codex app-server backend: sessions owned by task, scope and role.
+"""`send` on a session backend: sessions owned by task, scope and role.
 
 `send {scope: {task, role, unit?}, backend, cwd, request, client_request_id}`
-(backend: the app-server's protocol name, `store.sessions.BACKEND`; or `send
-{session_id, …}`) runs one Turn on the app-server. The policy
+(backend: the protocol name of a registered backend that keeps sessions; or `send
+{session_id, …}`, on its session's backend) runs one Turn on that backend. The policy
 (`akk.sessions.policy`) decides from stored facts and the backend's own
 (`TurnBackend.history`) whether it continues the owner's thread (resume), starts one (create),
 replaces it (rebuild, with the controller's optional `handoff` first in the
@@ -32,7 +32,7 @@ from akk.runtime.actor import ActorError
 from akk.sessions import policy
 from akk.store import sessions, turns
 from akk.store.sessions import SessionRow, ThreadIntent
-from akk.store.turns import BACKEND, Turn
+from akk.store.turns import Turn
 from akk.workspace_roots import RootError, canonical, covered
 
 MAX_HANDOFF_CHARS = 50_000
@@ -59,6 +59,8 @@ class SessionCalls:
         _check_text(text, "request")
         if handoff is not None:
             _check_text(handoff, "handoff")
+        if "scope" in params or "backend" in params:
+            self._session_backend(params)  # refused before anything, a repeat included
         client_request_id: str = params["client_request_id"]
         existing = await self._ctx.reader.run(
             lambda conn: _with_session(
@@ -67,9 +69,9 @@ class SessionCalls:
         )
         if existing is not None:
             return _repeat(*existing, _sent(text, handoff))
-        owner = await self._owner(controller_id, params)
+        owner, name = await self._owner(controller_id, params)
         _check_workspace(owner.workspace, roots, params.get("cwd") if "scope" in params else None)
-        backend = self._ctx.backends.named(BACKEND)
+        backend = self._ctx.backends.named(name)
         history = await backend.history(owner.workspace)
         binding = history.binding
         request = policy.Request(owner, binding, fresh_context=handoff is not None)
@@ -98,12 +100,13 @@ class SessionCalls:
             else:
                 replaced = current if decision.action is policy.Action.REBUILD else None
                 session = sessions.create(
-                    conn, owner=owner, binding=binding, codex_home=history.home,
+                    conn, owner=owner, backend=name, binding=binding, home=history.home,
                     decision=decision, now=now, replaces=replaced,
                 )  # fmt: skip
             sent = _sent(text, handoff)
             turn = turns.insert_backend(
-                conn, controller_id=controller_id, client_request_id=client_request_id,
+                conn, backend=name, controller_id=controller_id,
+                client_request_id=client_request_id,
                 session_id=session.session_id, request_sha256=request_digest(sent),
                 request_chars=len(text), inactivity_seconds=settings.inactivity_minutes * 60,
                 lifetime_seconds=settings.lifetime_minutes * 60, now=now,
@@ -127,7 +130,7 @@ class SessionCalls:
         return _send_result(turn, reserved.decision)
 
     async def recover(self, controller_id: str, operator: bool, turn_id: str) -> dict[str, Any]:
-        """`recover` of a backend Turn: reconcile it from its thread, read-only.
+        """`recover` of a session Turn: reconcile it from its thread, read-only, on its backend.
 
         An open Turn is followed again and reconciles at its next look (thread/read),
         however its process ended. A settled one whose native turn was not proven
@@ -145,14 +148,15 @@ class SessionCalls:
         )
         assert invocation is not None, turn_id
         thread = "unchecked"
+        backend = self._ctx.backends.of(turn)
         if turn.unresolved:
-            await self._ctx.desk.follow_backend(turn_id, generation=None)
+            await backend.follow_again(turn_id, restarted=False)
             actor = self._ctx.desk.ref(turn_id)
             if actor is not None:
                 with suppress(ActorError):
                     actor.tell(Reload(reconcile=True))
         elif invocation.cleanup != "confirmed":
-            thread = await self._ctx.backends.of(turn).confirm_ended(turn, invocation)
+            thread = await backend.confirm_ended(turn, invocation)
         round_ = turn.round
         fresh, invocation = await self._ctx.reader.run(
             lambda conn: (turns.get(conn, turn_id), sessions.invocation(conn, turn_id, round_))
@@ -163,7 +167,7 @@ class SessionCalls:
             "available_actions": available_actions(turn),
             "supervised": turn.unresolved,
             "verification": {
-                "backend": sessions.BACKEND,
+                "backend": turn.backend,
                 "thread": thread,
                 "invocation": invocation.public(),
             },
@@ -200,7 +204,8 @@ class SessionCalls:
                 found.add(snapshot.identity.terminal_id)
         return frozenset(found)
 
-    async def _owner(self, controller_id: str, params: dict[str, Any]) -> policy.Owner:
+    async def _owner(self, controller_id: str, params: dict[str, Any]) -> tuple[policy.Owner, str]:
+        """Who owns the send's session, and the name of the backend it runs on."""
         session_id = params.get("session_id")
         if session_id is not None:
             row: SessionRow | None = await self._ctx.reader.run(
@@ -218,13 +223,8 @@ class SessionCalls:
                     f"session {session_id} was replaced ({row.retire_reason}); send with its "
                     "scope to continue the current one",
                 )
-            return row.owner
-        if params.get("backend") != sessions.BACKEND:
-            raise RpcError(
-                Reason.INVALID_PARAMS,
-                f'send with scope needs backend: "{sessions.BACKEND}" (the only backend); to type '
-                "into a terminal, pass terminal_id instead",
-            )
+            return row.owner, row.backend
+        name = self._session_backend(params)
         scope = params["scope"]
         cwd = params.get("cwd")
         if not isinstance(cwd, str) or not os.path.isabs(cwd):
@@ -235,10 +235,27 @@ class SessionCalls:
             workspace = await trio.to_thread.run_sync(lambda: canonical(cwd, what="cwd"))
         except RootError as exc:
             raise RpcError(Reason.INVALID_PARAMS, str(exc)) from None
-        return policy.Owner(
+        owner = policy.Owner(
             controller_id=controller_id, task=scope["task"], unit=scope.get("unit"),
             role=scope["role"], workspace=workspace,
         )  # fmt: skip
+        return owner, name
+
+    def _session_backend(self, params: dict[str, Any]) -> str:
+        """The registered session backend the send names; refused (invalid_params, nothing
+        started) for none, or one that is unknown or keeps no sessions."""
+        name = params.get("backend")
+        choices = self._ctx.backends.sessions()
+        if name not in choices:
+            given = "no backend" if name is None else f"backend {str(name)[:80]!r}"
+            named = ", ".join(f'"{choice}"' for choice in choices) or "none registered"
+            raise RpcError(
+                Reason.INVALID_PARAMS,
+                f"send with scope names {given}, not one that keeps sessions ({named}); "
+                "nothing was started. Pass one of them, or pass terminal_id instead to type "
+                "into a terminal",
+            )
+        return str(name)
 
 
 def _check_workspace(workspace: str, roots: tuple[str, ...], cwd: object) -> None:

@@ -30,7 +30,6 @@ from akk.methods.watches import WatchCalls
 from akk.protocol.errors import Code, Reason, RpcError
 from akk.protocol.schema import OPERATOR_METHODS
 from akk.store import turns
-from akk.store.turns import BACKEND, TERMINAL
 from akk.workspace_roots import pane_allowed
 
 
@@ -45,11 +44,6 @@ class Methods:
         self._watches = WatchCalls(ctx)
         self._sessions = SessionCalls(ctx)
         self._operator = OperatorCalls(ctx)
-        self._recover_by_backend = {
-            TERMINAL: self._watches.recover,
-            BACKEND: self._sessions.recover,
-        }
-        """Who reconciles a record of each backend (a Watch is a terminal's record)."""
         operator = self._operator
         self._handlers: dict[str, Handler] = {
             "hello": lambda peer, params: operator.hello(peer, params, self.offered(peer)),
@@ -180,6 +174,8 @@ class Methods:
     async def _recover(self, peer: Peer, params: dict[str, Any]) -> dict[str, Any]:
         record_id = params.get("watch_id") or params["turn_id"]
         record = await self._ctx.reader.run(lambda conn: turns.get(conn, record_id))
-        backend = TERMINAL if record is None else record.backend
-        recover = self._recover_by_backend[backend]
-        return await recover(peer.controller_id, peer.operator, record_id)
+        # A session's Turn reconciles from its backend's thread; a pane's record (a Watch,
+        # or a Send typed into a terminal) from its pane. Unknown ids are refused there.
+        if record is not None and self._ctx.backends.of(record).keeps_sessions:
+            return await self._sessions.recover(peer.controller_id, peer.operator, record_id)
+        return await self._watches.recover(peer.controller_id, peer.operator, record_id)

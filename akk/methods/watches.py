@@ -85,7 +85,7 @@ class WatchCalls:
         watch = await transact(self._ctx.store, insert)
         if watch.controller_id != controller_id or not watch.is_watch:
             return _mine(watch, controller_id)  # another record took the task meanwhile
-        await self._ctx.desk.follow(watch.turn_id)
+        await self._ctx.backends.watches.follow(watch.turn_id)
         return _result(watch)
 
     async def unwatch(self, controller_id: str, operator: bool, watch_id: str) -> dict[str, Any]:
@@ -177,7 +177,7 @@ class WatchCalls:
 
         revived = await transact(self._ctx.store, revive)
         if revived.unresolved:
-            await self._ctx.desk.follow(record_id)
+            await self._ctx.backends.watches.follow(record_id)
         else:
             self._ctx.destinations.wake(revived.controller_id)
         return _result(revived) | {"renewed": True}
@@ -196,7 +196,7 @@ class WatchCalls:
         terminal = await witness.whereabouts(record)
         reconciled = await witness.reconcile(record) if terminal == "present" else 0
         if record.unresolved:
-            await self._ctx.desk.follow(record_id)
+            await self._ctx.backends.watches.follow(record_id)
         record = await self._owned(controller_id, operator, record_id)
         if terminal != "present":
             task = "unknown"  # never rebound: the record keeps its own terminal

@@ -248,7 +248,7 @@ METHODS: dict[str, dict[str, Any]] = {
                 "request": _TEXT,
                 "client_request_id": _LABEL,
                 "scope": _params({"task": _LABEL, "role": _LABEL}, {"unit": _LABEL}),
-                "backend": {"enum": ["codex_app_server"]},
+                "backend": _LABEL,
                 "cwd": _PATH,
                 "handoff": _TEXT,
             },

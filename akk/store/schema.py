@@ -550,7 +550,112 @@ CREATE TABLE qualifications (
 );
 ALTER TABLE terminals ADD COLUMN binary_sha256 TEXT;
 """
+# v9: one backend name per backend everywhere. A Turn's ``backend`` is the name its
+# backend registers under (akk.backends.registry judges the names, so the CHECKs
+# only keep a name there): the app-server's Turns were 'app_server' and become
+# 'codex_app_server', as their sessions already were. A session's backend home
+# (CODEX_HOME) is ``home``. SQLite cannot change a CHECK, so both tables are
+# rebuilt as in v5, with every index.
+_V9 = """
+CREATE TABLE turns_v9 (
+    turn_id            TEXT PRIMARY KEY,
+    controller_id      TEXT NOT NULL REFERENCES controllers (controller_id),
+    client_request_id  TEXT NOT NULL,
+    session_id         TEXT REFERENCES sessions (session_id),
+    terminal_id        TEXT REFERENCES terminals (terminal_id),
+    backend            TEXT NOT NULL CHECK (backend <> ''),
+    native_session     TEXT,                  -- Claude session uuid / Codex thread id
+    request_sha256     TEXT NOT NULL CHECK (length(request_sha256) = 64),
+    request_chars      INTEGER NOT NULL,
+    round              INTEGER NOT NULL DEFAULT 1,   -- each `respond` starts the next one
+    state              TEXT NOT NULL CHECK (state IN (
+                           'dispatching', 'running', 'uncertain',
+                           'done', 'failed', 'cancelled', 'stalled', 'timed_out')),
+    reason             TEXT,                  -- why it failed / is uncertain (a code)
+    final_message      TEXT,                  -- bounded and redacted
+    evidence_status    TEXT NOT NULL CHECK (evidence_status IN ('pending', 'bound', 'unknown')),
+    evidence           TEXT,                  -- JSON: the snapshot, then the binding
+    evidence_limit     TEXT,                  -- why evidence is unknown
+    usage_input        INTEGER,
+    usage_output       INTEGER,
+    usage_cache_read   INTEGER,
+    usage_cache_write  INTEGER,
+    usage_status       TEXT NOT NULL DEFAULT 'unknown'
+                           CHECK (usage_status IN ('complete', 'partial', 'unknown')),
+    inactivity_seconds REAL NOT NULL,
+    hard_deadline_at   REAL NOT NULL,
+    last_activity_at   REAL NOT NULL,
+    created_at         REAL NOT NULL,
+    updated_at         REAL NOT NULL,
+    settled_at         REAL,
+    closed_at          REAL,
+    revision           INTEGER NOT NULL DEFAULT 0,
+    task_kind          TEXT NOT NULL DEFAULT 'managed_send'
+                           CHECK (task_kind IN ('managed_send', 'watch')),
+    unwatched_at       REAL,                  -- observation stopped by `unwatch`
+    UNIQUE (controller_id, client_request_id)
+);
+INSERT INTO turns_v9 SELECT turn_id, controller_id, client_request_id, session_id, terminal_id,
+    CASE backend WHEN 'app_server' THEN 'codex_app_server' ELSE backend END, native_session,
+    request_sha256, request_chars, round, state, reason, final_message, evidence_status,
+    evidence, evidence_limit, usage_input, usage_output, usage_cache_read, usage_cache_write,
+    usage_status, inactivity_seconds, hard_deadline_at, last_activity_at, created_at,
+    updated_at, settled_at, closed_at, revision, task_kind, unwatched_at FROM turns;
+DROP TABLE turns;
+ALTER TABLE turns_v9 RENAME TO turns;
+CREATE INDEX turns_by_terminal ON turns (terminal_id, state);
+CREATE INDEX turns_open ON turns (state) WHERE settled_at IS NULL AND closed_at IS NULL;
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5 + _V5_INTERACTIONS, _V6, _V7, _V8)
+CREATE TABLE sessions_v9 (
+    session_id       TEXT PRIMARY KEY,            -- 'sess_' + 24 hex digits
+    controller_id    TEXT NOT NULL REFERENCES controllers (controller_id),
+    task             TEXT NOT NULL,
+    unit             TEXT,
+    role             TEXT NOT NULL,
+    workspace        TEXT NOT NULL,               -- the canonical working directory (realpath)
+    generation       INTEGER NOT NULL,            -- 1 for an owner's first, +1 per rebuild
+    policy_version   INTEGER NOT NULL,
+    backend          TEXT NOT NULL CHECK (backend <> ''),
+    home             TEXT NOT NULL,               -- the backend's home (CODEX_HOME)
+    agent_version    TEXT NOT NULL,
+    protocol_version TEXT NOT NULL,
+    model            TEXT,
+    effort           TEXT,
+    approval_policy  TEXT,
+    sandbox          TEXT,
+    thread_id        TEXT,                        -- opaque; NULL until thread/start's result is in
+    persistence      TEXT NOT NULL DEFAULT 'persistent'
+                         CHECK (persistence IN ('persistent', 'ephemeral')),
+    history          TEXT NOT NULL
+                         CHECK (history IN ('unknown', 'persisted', 'missing', 'rejected')),
+    checkpoint       TEXT,                        -- native id of the latest turn known completed
+    context_tokens   INTEGER,
+    context_window   INTEGER,
+    replaces         TEXT REFERENCES sessions (session_id),  -- the one this one rebuilt
+    retired_at       REAL,
+    retire_reason    TEXT,
+    decision_action  TEXT NOT NULL CHECK (decision_action IN ('create', 'resume', 'rebuild')),
+    decision_reason  TEXT NOT NULL,               -- of the latest decision that used this session
+    created_at       REAL NOT NULL,
+    updated_at       REAL NOT NULL,
+    revision         INTEGER NOT NULL DEFAULT 0
+);
+INSERT INTO sessions_v9 SELECT session_id, controller_id, task, unit, role, workspace,
+    generation, policy_version, backend, codex_home, agent_version, protocol_version, model,
+    effort, approval_policy, sandbox, thread_id, persistence, history, checkpoint,
+    context_tokens, context_window, replaces, retired_at, retire_reason, decision_action,
+    decision_reason, created_at, updated_at, revision FROM sessions;
+DROP TABLE sessions;
+ALTER TABLE sessions_v9 RENAME TO sessions;
+CREATE INDEX sessions_by_owner ON sessions (controller_id, task, role);
+CREATE INDEX sessions_by_workspace ON sessions (workspace);
+CREATE UNIQUE INDEX sessions_one_current_per_owner
+    ON sessions (controller_id, task, coalesce(unit, ''), role, workspace)
+    WHERE retired_at IS NULL;
+"""
+
+MIGRATIONS: tuple[str, ...] = (
+    _V1, _V2, _V3, _V4, _V5 + _V5_INTERACTIONS, _V6, _V7, _V8, _V9
+)  # fmt: skip
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -27,8 +27,6 @@ from akk.sessions import policy
 from akk.store import turns
 from akk.store.database import CasConflict, StoreError, cas_update
 
-BACKEND = "codex_app_server"
-
 
 class ThreadIntent(enum.StrEnum):
     """How an invocation's thread was obtained."""
@@ -76,7 +74,8 @@ class SessionRow:
     generation: int
     policy_version: int
     backend: str
-    codex_home: str
+    home: str
+    """The backend's home (CODEX_HOME for the Codex app-server), never shown."""
     agent_version: str
     protocol_version: str
     model: str | None
@@ -114,7 +113,7 @@ class SessionRow:
         )  # fmt: skip
 
     def public(self) -> dict[str, Any]:
-        """What `list` shows of the session (never its CODEX_HOME)."""
+        """What `list` shows of the session (never its home)."""
         return {
             "session_id": self.session_id,
             "controller_id": self.controller_id,
@@ -227,8 +226,9 @@ def create(
     conn: apsw.Connection,
     *,
     owner: policy.Owner,
+    backend: str,
     binding: policy.ThreadConfig,
-    codex_home: str,
+    home: str,
     decision: policy.Decision,
     now: float,
     replaces: SessionRow | None = None,
@@ -262,8 +262,8 @@ def create(
         **attrs.asdict(owner),
         "generation": generation,
         "policy_version": policy.POLICY_VERSION,
-        "backend": BACKEND,
-        "codex_home": codex_home,
+        "backend": backend,
+        "home": home,
         **attrs.asdict(binding),
         "history": policy.History.UNKNOWN.value,
         "replaces": None if replaces is None else replaces.session_id,

@@ -22,8 +22,8 @@ from akk.store.database import cas_update
 from akk.store.dispatches import Dispatch, Kind, Stage
 
 TERMINAL = "terminal"
-BACKEND = "app_server"
-"""``turns.backend``: a Turn typed into a terminal, or run on the Codex app-server."""
+"""The ``backend`` of the rows `insert` and `insert_watch` write: a Turn or Watch in a pane
+(the terminal backend registers under this name; the registry judges every other)."""
 
 
 class TurnState(enum.StrEnum):
@@ -99,8 +99,8 @@ class Turn:
 
     @property
     def native_turn_id(self) -> str | None:
-        """An app-server record's own turn id, from its evidence (None before its receipt)."""
-        if self.backend != BACKEND or self.evidence_status != "bound" or not self.evidence:
+        """A session record's own native turn id, from its evidence (None before its receipt)."""
+        if self.session_id is None or self.evidence_status != "bound" or not self.evidence:
             return None
         native = json.loads(self.evidence).get("native_turn_id")
         return native if isinstance(native, str) else None
@@ -131,7 +131,7 @@ class Turn:
             "controller_id": self.controller_id,
             "client_request_id": None if self.is_watch else self.client_request_id,
             "terminal_id": self.terminal_id,
-            "backend": "codex_app_server" if self.backend == BACKEND else self.backend,
+            "backend": self.backend,
             "session_id": self.session_id or self.native_session,
             "state": self.state.value,
             "round": self.round,
@@ -213,6 +213,7 @@ def insert_watch(
 def insert_backend(
     conn: apsw.Connection,
     *,
+    backend: str,
     controller_id: str,
     client_request_id: str,
     session_id: str,
@@ -222,14 +223,14 @@ def insert_backend(
     lifetime_seconds: float,
     now: float,
 ) -> Turn:
-    """A Turn to run on the Codex app-server in ``session_id``: reserved, nothing sent yet.
+    """A Turn to run on the session ``backend`` in ``session_id``: reserved, nothing sent yet.
 
-    Its evidence is the app-server's own answer (pending until turn/start's result
+    Its evidence is the backend's own answer (pending until its dispatch's result
     is stored).
     """
     return _insert(
         conn, turn_id=new_turn_id(), controller_id=controller_id,
-        client_request_id=client_request_id, backend=BACKEND, session_id=session_id,
+        client_request_id=client_request_id, backend=backend, session_id=session_id,
         request_sha256=request_sha256, request_chars=request_chars,
         state=TurnState.DISPATCHING.value, evidence_status="pending", evidence=None,
         evidence_limit=None, inactivity_seconds=inactivity_seconds,

@@ -23,9 +23,7 @@ from typing import Any, TypeVar
 import apsw
 import attrs
 
-from akk.actors.destination import DestinationDesk
 from akk.actors.store import transact
-from akk.actors.turn_desk import TurnDesk
 from akk.backends.codex_app_server.actor import AnswerRequest, StartTurn, Steer, offer_refusal
 from akk.backends.codex_app_server.host import BackendDesk, BackendHost
 from akk.backends.codex_app_server.prompts import (
@@ -35,17 +33,17 @@ from akk.backends.codex_app_server.prompts import (
     decision_result,
 )
 from akk.backends.codex_app_server.rounds import AppServerRounds
+from akk.backends.context import BackendContext
 from akk.backends.contract import History, Refusal, Task
+from akk.backends.names import CODEX_APP_SERVER
 from akk.backends.offers import check_offer
 from akk.evidence import request_digest
 from akk.profiles.observation import InteractionKind
 from akk.protocol.errors import Reason, RpcError
 from akk.runtime.actor import ActorError, Ask, AskTimeout
-from akk.screen.fingerprint import IdMinter
 from akk.store import dispatches, interactions, sessions, turns
 from akk.store.dispatches import Dispatch, Kind, Stage
 from akk.store.interactions import Interaction, InteractionState, Offer
-from akk.store.reader import StoreReader
 from akk.store.sessions import ThreadIntent
 from akk.store.turns import Turn, TurnState
 
@@ -61,27 +59,27 @@ class _NextRound:
 
 
 class AppServerAnswers:
-    """The `TurnBackend` of a Turn run on the Codex app-server."""
+    """The `TurnBackend` of a Turn run on the Codex app-server.
 
-    def __init__(
-        self,
-        *,
-        store: Any,
-        reader: StoreReader,
-        ids: IdMinter,
-        backends: BackendDesk,
-        desk: TurnDesk,
-        destinations: DestinationDesk,
-        offer_minutes: float,
-    ) -> None:
-        self._store = store
-        self._reader = reader
-        self._ids = ids
-        self._backends = backends
-        self._desk = desk
-        self._destinations = destinations
-        self._offer_seconds = offer_minutes * 60
-        self._rounds = AppServerRounds(store=store, reader=reader, hosts=backends, desk=desk)
+    ``hosts``: the app-server process's desk.
+    """
+
+    name = CODEX_APP_SERVER
+    keeps_sessions = True
+    witness = None
+
+    def __init__(self, ctx: BackendContext, *, hosts: BackendDesk) -> None:
+        self._store = ctx.store
+        self._reader = ctx.reader
+        self._ids = ctx.ids
+        self._backends = hosts
+        self._destinations = ctx.destinations
+        self._offer_seconds = ctx.offer_minutes * 60
+        self._rounds = AppServerRounds(ctx, hosts=hosts)
+
+    async def follow_again(self, turn_id: str, *, restarted: bool) -> None:
+        """The Turn reconciles from its thread first (its process is not known)."""
+        await self._rounds.follow(turn_id, generation=None, restarted=restarted)
 
     async def start(self, task: Task) -> Turn | Refusal:
         return await self._rounds.start(task)
@@ -310,7 +308,7 @@ class AppServerAnswers:
         try:
             receipt = await self._ask(host, start)
         except RpcError:
-            await self._desk.follow_backend(turn_id, generation=None)
+            await self._rounds.follow(turn_id, generation=None)
             raise
         started = receipt.turn.state in (TurnState.RUNNING, *_SETTLED_AFTER_START)
         stage = Stage.ACCEPTED if started else Stage.NOT_ACCEPTED
@@ -324,7 +322,7 @@ class AppServerAnswers:
             ),
         )
         if receipt.turn.unresolved:
-            await self._desk.follow_backend(turn_id, generation=receipt.generation)
+            await self._rounds.follow(turn_id, generation=receipt.generation)
         else:
             self._destinations.wake(turn.controller_id)
         return {

@@ -10,21 +10,21 @@ turn no longer runs. The app-server has no terminal: `start` refuses.
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import apsw
 
 from akk.actors.store import transact
-from akk.actors.turn_desk import TurnDesk
 from akk.backends.codex_app_server import rpc
 from akk.backends.codex_app_server.actor import ReadBinding, ReadThread, StartTurn
+from akk.backends.codex_app_server.follow import AppServerFollower
 from akk.backends.codex_app_server.host import BackendDesk, BackendHost
 from akk.backends.codex_app_server.schema import RESUME_VERIFIED
+from akk.backends.context import BackendContext
 from akk.backends.contract import History, Refusal, Task
+from akk.backends.names import CODEX_APP_SERVER
 from akk.protocol.errors import Reason, RpcError
 from akk.runtime.actor import ActorError, AskTimeout
 from akk.store import sessions
-from akk.store.reader import StoreReader
 from akk.store.turns import Turn
 
 START_TIMEOUT = 60.0
@@ -34,20 +34,35 @@ START_TIMEOUT = 60.0
 class AppServerRounds:
     """Runs reserved rounds on the app-server process and describes its session facts."""
 
-    def __init__(
-        self, *, store: Any, reader: StoreReader, hosts: BackendDesk, desk: TurnDesk
-    ) -> None:
-        self._store = store
-        self._reader = reader
+    def __init__(self, ctx: BackendContext, *, hosts: BackendDesk) -> None:
+        self._ctx = ctx
+        self._store = ctx.store
         self._hosts = hosts
-        self._desk = desk
+
+    async def follow(
+        self, turn_id: str, *, generation: int | None, restarted: bool = False
+    ) -> None:
+        """Start following the app-server Turn ``turn_id`` (idempotent).
+
+        ``generation``: the app-server process its receipt came from (None: unknown,
+        so the Turn reconciles from the thread first). ``restarted``: AKK started
+        since its reservation, so no dispatch of it can still be under way.
+        """
+        ctx = self._ctx
+        await ctx.desk.follow(
+            turn_id,
+            lambda: AppServerFollower(
+                turn_id, store=ctx.store, reader=ctx.reader.run, backends=self._hosts,
+                ids=ctx.ids, generation=generation, restarted=restarted,
+            ),
+        )  # fmt: skip
 
     async def start(self, task: Task) -> Turn | Refusal:
         """The app-server's Turns are reserved by the methods (a session's send)."""
         return Refusal(
             Reason.INVALID_PARAMS,
             "an app-server Turn runs in a session: send with scope (or session_id) and backend "
-            '"codex_app_server", not with terminal_id',
+            f'"{CODEX_APP_SERVER}", not with terminal_id',
         )
 
     async def history(self, workspace: str) -> History:
@@ -80,7 +95,7 @@ class AppServerRounds:
                 StartTurn(turn.turn_id, turn.round, text), timeout=START_TIMEOUT
             )
         except (AskTimeout, ActorError) as exc:
-            await self._desk.follow_backend(turn.turn_id, generation=None)
+            await self.follow(turn.turn_id, generation=None)
             raise RpcError(
                 Reason.RESPONSE_UNCERTAIN,
                 f"the app-server did not confirm the turn ({exc.reason}); it may have started "
@@ -89,7 +104,7 @@ class AppServerRounds:
                 data={"turn_id": turn.turn_id},
             ) from None
         if receipt.turn.unresolved:
-            await self._desk.follow_backend(turn.turn_id, generation=receipt.generation)
+            await self.follow(turn.turn_id, generation=receipt.generation)
         return receipt.turn
 
     async def confirm_ended(self, turn: Turn, invocation: sessions.InvocationRow) -> str:

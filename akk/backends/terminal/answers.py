@@ -12,24 +12,23 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from akk.actors.destination import DestinationDesk
 from akk.actors.store import transact
 from akk.actors.terminal_board import TerminalBoard, TerminalSnapshot, project_snapshot
-from akk.actors.turn_desk import TurnDesk
+from akk.backends.context import BackendContext
 from akk.backends.contract import AnswerReceipt, History, Refusal, Task
 from akk.backends.offers import check_offer
 from akk.backends.terminal.resolve import Answer, decision, resolve
 from akk.backends.terminal.rounds import TerminalRounds
 from akk.backends.terminal.steps import DispatchAnswer
+from akk.backends.terminal.witness import TerminalWitness
 from akk.profiles.observation import InteractionKind, PromptView, State
 from akk.protocol.errors import Reason, RpcError
 from akk.protocol.projection import Shown
 from akk.protocol.text_rule import check_text
 from akk.runtime.actor import ActorError, ActorRef, AskTimeout
-from akk.screen.fingerprint import Appearance, IdMinter
+from akk.screen.fingerprint import Appearance
 from akk.store import dispatches, interactions, turns
 from akk.store.interactions import Interaction, InteractionState
-from akk.store.reader import StoreReader
 from akk.store.sessions import InvocationRow
 from akk.store.turns import Turn
 
@@ -37,27 +36,28 @@ ANSWER_TIMEOUT = 60.0
 
 
 class TerminalAnswers:
-    """The `TurnBackend` of a Turn typed into a terminal."""
+    """The `TurnBackend` of a Turn typed into a terminal (and the watches' witness).
 
-    def __init__(
-        self,
-        *,
-        store: Any,
-        reader: StoreReader,
-        board: TerminalBoard,
-        ids: IdMinter,
-        destinations: DestinationDesk,
-        desk: TurnDesk,
-        offer_minutes: float,
-    ) -> None:
-        self._desk = desk
-        self._store = store
-        self._reader = reader
+    ``board``: the supervised panes; ``accept_seconds``: how long a typed round's
+    acceptance may stay unproven.
+    """
+
+    name = turns.TERMINAL
+    keeps_sessions = False
+
+    def __init__(self, ctx: BackendContext, *, board: TerminalBoard, accept_seconds: float) -> None:
+        self._store = ctx.store
+        self._reader = ctx.reader
         self._board = board
-        self._ids = ids
-        self._destinations = destinations
-        self._offer_seconds = offer_minutes * 60
-        self._rounds = TerminalRounds(reader=reader, board=board, desk=desk)
+        self._ids = ctx.ids
+        self._destinations = ctx.destinations
+        self._offer_seconds = ctx.offer_minutes * 60
+        self._rounds = TerminalRounds(ctx, board=board, accept_seconds=accept_seconds)
+        self.witness = TerminalWitness(board=board, reader=ctx.reader, follow=self._rounds.follow)
+
+    async def follow_again(self, turn_id: str, *, restarted: bool) -> None:
+        """A pane's Turn reconciles from its screen and file, whether or not AKK restarted."""
+        await self._rounds.follow(turn_id)
 
     async def start(self, task: Task) -> Turn | Refusal:
         return await self._rounds.start(task)
@@ -214,7 +214,7 @@ class TerminalAnswers:
             raise RpcError(receipt.reason, receipt.message)
         if receipt.next_round_at is not None:
             # The answer started the Turn's next round: follow it to its own outcome.
-            await self._desk.follow(turn.turn_id, enter_at=receipt.next_round_at)
+            await self._rounds.follow(turn.turn_id, enter_at=receipt.next_round_at)
         if not receipt.proven:
             self._destinations.wake(turn.controller_id)
             raise RpcError(

@@ -12,26 +12,44 @@ from collections.abc import Callable
 from typing import Any
 
 from akk.actors.terminal_board import TerminalBoard, TerminalSnapshot
-from akk.actors.turn_desk import TurnDesk
+from akk.backends.context import BackendContext
 from akk.backends.contract import Refusal, Task
+from akk.backends.terminal.follow import TerminalFollower
 from akk.backends.terminal.steps import DispatchRespond, DispatchTask, TaskReceipt
 from akk.protocol.errors import Reason, RpcError
 from akk.protocol.text_rule import check_text
 from akk.runtime.actor import ActorError, ActorRef, AskTimeout
 from akk.store import dispatches, turns
-from akk.store.reader import StoreReader
 from akk.store.turns import Turn
 
 DISPATCH_TIMEOUT = 60.0
 
 
 class TerminalRounds:
-    """Types a Turn's rounds through its pane's TerminalActor and follows the Turn."""
+    """Types a Turn's rounds through its pane's TerminalActor and follows the Turn.
 
-    def __init__(self, *, reader: StoreReader, board: TerminalBoard, desk: TurnDesk) -> None:
-        self._reader = reader
+    ``accept_seconds``: how long a typed round's acceptance may stay unproven.
+    """
+
+    def __init__(self, ctx: BackendContext, *, board: TerminalBoard, accept_seconds: float) -> None:
+        self._ctx = ctx
+        self._reader = ctx.reader
         self._board = board
-        self._desk = desk
+        self._accept_seconds = accept_seconds
+
+    async def follow(self, turn_id: str, *, enter_at: float | None = None) -> None:
+        """Start following the Turn or Watch ``turn_id`` on its pane (idempotent).
+
+        ``enter_at``: when its round's Enter went out (trio time; None: unknown).
+        """
+        ctx = self._ctx
+        await ctx.desk.follow(
+            turn_id,
+            lambda: TerminalFollower(
+                turn_id, store=ctx.store, reader=ctx.reader.run, board=self._board, ids=ctx.ids,
+                enter_at=enter_at, accept_seconds=self._accept_seconds,
+            ),
+        )  # fmt: skip
 
     async def start(self, task: Task) -> Turn | Refusal:
         """Type ``task`` as a new Turn on its terminal (see `TurnBackend.start`)."""
@@ -84,7 +102,7 @@ class TerminalRounds:
 
     async def _follow(self, receipt: TaskReceipt) -> Turn:
         if receipt.turn.unresolved:
-            await self._desk.follow(receipt.turn.turn_id, enter_at=receipt.enter_at)
+            await self.follow(receipt.turn.turn_id, enter_at=receipt.enter_at)
         return receipt.turn
 
     async def _ask(

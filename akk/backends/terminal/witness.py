@@ -7,6 +7,8 @@ step a crash left open in the pane's TerminalActor; it never sends input.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 import trio
 
 from akk import evidence
@@ -27,11 +29,25 @@ RECONCILE_TIMEOUT = 60.0
 
 
 class TerminalWitness:
-    """The `WatchWitness` of the terminal backend: the board, the agent's file, the pane."""
+    """The `WatchWitness` of the terminal backend: the board, the agent's file, the pane.
 
-    def __init__(self, *, board: TerminalBoard, reader: StoreReader) -> None:
+    ``follow``: how the terminal backend follows a record on its pane.
+    """
+
+    def __init__(
+        self,
+        *,
+        board: TerminalBoard,
+        reader: StoreReader,
+        follow: Callable[[str], Awaitable[None]],
+    ) -> None:
         self._board = board
         self._reader = reader
+        self._follow = follow
+
+    async def follow(self, record_id: str) -> None:
+        """Follow the unresolved record ``record_id`` on its pane (idempotent)."""
+        await self._follow(record_id)
 
     def check_watchable(self, snapshot: TerminalSnapshot) -> None:
         """Refuse a pane where AKK cannot tell that a person's task runs (nothing is watched)."""
