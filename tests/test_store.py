@@ -26,7 +26,7 @@ from akk.store.database import (
     store_version,
 )
 from akk.store.location import StateDir
-from akk.store.schema import APPLICATION_ID, SCHEMA_VERSION
+from akk.store.schema import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
 from tests.test_state_dir import immutable
 
 TABLES = {
@@ -330,3 +330,91 @@ def test_killed_while_committing_keeps_whole_transactions_only(
     sizes = conn.execute("SELECT value, count(*) FROM meta GROUP BY value").fetchall()
     assert sizes, "the writer committed nothing before it was killed"
     assert all(count == 50 for _, count in sizes), sizes
+
+
+def test_a_v8_store_migrates_to_v9_keeping_every_row_with_one_name_per_backend(
+    tmp_path: Path,
+) -> None:
+    """v9: an app-server Turn's 'app_server' becomes 'codex_app_server' (its session's name),
+    every row of every table is kept, every index of the rebuilt tables is back, and the
+    CHECKs leave names to the registry (a new backend's name is stored, an empty one is not)."""
+    path = tmp_path / "s.db"
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    old = apsw.Connection(str(path))
+    with old:
+        for version, sql in enumerate(MIGRATIONS[:8], start=1):
+            old.execute(sql)
+            old.execute(f"PRAGMA user_version = {version}")
+        old.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+    with old:
+        old.execute(
+            "INSERT INTO controllers (controller_id, name, first_seen_at, last_seen_at) "
+            "VALUES ('ctl', 'ctl', 0, 0)"
+        )
+        old.execute(
+            "INSERT INTO terminals (terminal_id, tmux_socket, pane_id, pane_pid, agent, "
+            "agent_pid, process_start, executable, first_seen_at, last_seen_at) "
+            "VALUES ('term', 's', '%1', 1, 'claude', 2, 3, 'claude', 0, 0)"
+        )
+        old.execute(
+            "INSERT INTO sessions (session_id, controller_id, task, role, workspace, generation, "
+            "policy_version, backend, codex_home, agent_version, protocol_version, history, "
+            "decision_action, decision_reason, created_at, updated_at) VALUES ('sess_1', 'ctl', "
+            "'t1', 'coder', '/w', 1, 1, 'codex_app_server', '/codex-home', '0.171.0', 'v2', "
+            "'unknown', 'create', 'new_scope_or_role', 0, 0)"
+        )
+        for turn_id, terminal, backend, session in (
+            ("turn_pane", "term", "terminal", None),
+            ("turn_app", None, "app_server", "sess_1"),
+        ):
+            old.execute(
+                "INSERT INTO turns (turn_id, controller_id, client_request_id, session_id, "
+                "terminal_id, backend, request_sha256, request_chars, state, evidence_status, "
+                "inactivity_seconds, hard_deadline_at, last_activity_at, created_at, updated_at) "
+                "VALUES (?, 'ctl', ?, ?, ?, ?, ?, 1, 'running', 'unknown', 60, 9, 0, 0, 0)",
+                (turn_id, turn_id, session, terminal, backend, "0" * 64),
+            )
+        old.execute(
+            "INSERT INTO invocations (turn_id, round, session_id, attempt, thread_intent, "
+            "reserved_at, dispatch, updated_at) VALUES ('turn_app', 1, 'sess_1', 1, 'start', 0, "
+            "'not_sent', 0)"
+        )
+    rows = {table: _rows(old, table) for table in TABLES}
+    indexes = _indexes(old)
+    old.close()
+
+    conn = open_store(path)
+    assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+    assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
+    assert _indexes(conn) == indexes
+    backend = {
+        turn_id: name for turn_id, name in conn.execute("SELECT turn_id, backend FROM turns")
+    }
+    assert backend == {"turn_pane": "terminal", "turn_app": "codex_app_server"}
+    expected = rows | {
+        "turns": [
+            tuple("codex_app_server" if value == "app_server" else value for value in row)
+            for row in rows["turns"]
+        ]
+    }
+    assert {table: _rows(conn, table) for table in TABLES} == expected
+    columns = [row[1] for row in conn.execute("PRAGMA table_info(sessions)")]
+    assert "home" in columns and "codex_home" not in columns
+    assert conn.execute("SELECT home FROM sessions").fetchall() == [("/codex-home",)]
+    with conn:
+        conn.execute("UPDATE turns SET backend = 'claude_headless' WHERE turn_id = 'turn_app'")
+    with pytest.raises(apsw.ConstraintError), conn:
+        conn.execute("UPDATE sessions SET backend = ''")
+    conn.close()
+
+
+def _rows(conn: apsw.Connection, table: str) -> list[tuple[object, ...]]:
+    return [tuple(row) for row in conn.execute(f"SELECT * FROM {table} ORDER BY rowid")]
+
+
+def _indexes(conn: apsw.Connection) -> set[tuple[str, str]]:
+    """Every named index of the store, with its table."""
+    rows = conn.execute(
+        "SELECT name, tbl_name FROM sqlite_schema WHERE type = 'index' AND sql IS NOT NULL"
+    )
+    return {(str(name), str(table)) for name, table in rows}
