@@ -349,11 +349,14 @@ async def test_one_turn_actor_runs_a_backend_through_the_outbox_offers_and_fence
                 await actor.ask(Tick(), timeout=5)
                 await sink.until(lambda: sink.kinds() == ["approval_required"])
 
-                # A restart: a new TurnActor on the same store reconciles by reading only.
+                # A restart: the desk's resume follows every unresolved Turn again through its
+                # backend's resumer; the new TurnActor on the same store reconciles by reading.
                 actor.tell(Close())
                 await stopped(turn_id)
                 reads = agent.reads
-                actor = await follow(turn_id)
+                assert await ctx.desk.resume(ctx.backends.resumers()) == 1
+                actor = backend.actor
+                assert actor is not None
                 await actor.ask(Tick(), timeout=5)
                 assert agent.reads == reads + 1
                 assert agent.received == []
