@@ -314,7 +314,7 @@ def _with_session(
 
 
 def _sent(text: str, handoff: str | None) -> str:
-    """What the app-server receives: a rebuild's handoff (from the controller) first."""
+    """What the backend receives: a rebuild's handoff (from the controller) first."""
     return text if handoff is None else f"{handoff}\n\n{text}"
 
 

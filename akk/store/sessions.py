@@ -1,11 +1,12 @@
-"""Codex app-server sessions and their invocations (typed repository).
+"""Sessions of the session backends and their invocations (typed repository).
 
-A session belongs to one owner (controller, task, unit, role, workspace) and
-holds one thread; a rebuild retires it and starts the owner's next generation
-in the same transaction, so an owner never has two current sessions (a unique
-partial index). An invocation is one Turn round sent through a session: it is
-reserved before turn/start is written, and a session has at most one whose
-outcome is pending (one active turn per thread).
+A session belongs to one owner (controller, task, unit, role, workspace),
+records the backend it runs on (its registered name) and holds one thread; a
+rebuild retires it and starts the owner's next generation in the same
+transaction, so an owner never has two current sessions (a unique partial
+index). An invocation is one Turn round sent through a session: it is reserved
+before its dispatch (the app-server's turn/start) is written, and a session has
+at most one whose outcome is pending (one active turn per thread).
 
 Every function runs inside a transaction the caller holds. Updates are
 compare-and-swap on ``revision``. ``facts`` reads what `akk.sessions.policy`
