@@ -72,7 +72,7 @@ class AppServerAnswers:
         self._store = ctx.store
         self._reader = ctx.reader
         self._ids = ctx.ids
-        self._backends = hosts
+        self._hosts = hosts
         self._destinations = ctx.destinations
         self._offer_seconds = ctx.offer_minutes * 60
         self._rounds = AppServerRounds(ctx, hosts=hosts)
@@ -95,7 +95,7 @@ class AppServerAnswers:
 
     def prompts(self, turn: Turn) -> list[BackendPrompt]:
         """What the app-server asks now for ``turn`` (see BackendBoard.prompts)."""
-        host = self._backends.running
+        host = self._hosts.running
         native_id = turn.native_turn_id
         if host is None or not host.board.alive or native_id is None:
             return []
@@ -111,7 +111,7 @@ class AppServerAnswers:
             return None
         prompt = prompts[0]
         offer, now = controller_id == turn.controller_id and prompt.actionable, time.time()
-        profile = f"codex-app-server-{self._backends.version}"
+        profile = f"codex-app-server-{self._hosts.version}"
 
         def record(conn: apsw.Connection) -> tuple[Interaction, bool]:
             row, new = interactions.record(
@@ -333,7 +333,7 @@ class AppServerAnswers:
         }
 
     def _host(self) -> BackendHost:
-        host = self._backends.running
+        host = self._hosts.running
         if host is None:
             raise RpcError(Reason.PROMPT_CHANGED, "the app-server is not running; call status")
         return host
