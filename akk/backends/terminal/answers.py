@@ -24,7 +24,7 @@ from akk.backends.terminal.steps import DispatchAnswer
 from akk.profiles.observation import InteractionKind, PromptView, State
 from akk.protocol.errors import Reason, RpcError
 from akk.protocol.projection import Shown
-from akk.protocol.text_rule import check_text
+from akk.protocol.text_check import check_text
 from akk.runtime.actor import ActorError, ActorRef, AskTimeout
 from akk.screen.fingerprint import Appearance, IdMinter
 from akk.store import dispatches, interactions, turns
