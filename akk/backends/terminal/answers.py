@@ -14,7 +14,12 @@ from typing import Any
 
 from akk.actors.destination import DestinationDesk
 from akk.actors.store import transact
-from akk.actors.terminal_board import TerminalBoard, TerminalSnapshot, project_snapshot
+from akk.actors.terminal_board import (
+    TerminalBoard,
+    TerminalSnapshot,
+    project_snapshot,
+    sighting,
+)
 from akk.actors.turn_desk import TurnDesk
 from akk.backends.contract import AnswerReceipt, History, Refusal, Task
 from akk.backends.offers import check_offer
@@ -103,7 +108,7 @@ class TerminalAnswers:
         def record(conn: Any) -> tuple[Interaction, bool] | None:
             if not turn.unresolved and turns.unresolved_on(conn, turn.terminal_id or ""):
                 return None  # another record follows the terminal now
-            row, new = interactions.remember(conn, turn, snapshot, shown, now)
+            row, new = interactions.remember(conn, turn, sighting(snapshot, shown), now)
             if offer and row.state is InteractionState.PENDING:
                 interactions.offer(conn, row, controller_id, now=now, lifetime=self._offer_seconds)
             return row, new

@@ -27,7 +27,12 @@ import trio
 
 from akk import evidence, faults
 from akk.actors.store import transact
-from akk.actors.terminal_board import TerminalBoard, TerminalSnapshot, project_snapshot
+from akk.actors.terminal_board import (
+    TerminalBoard,
+    TerminalSnapshot,
+    project_snapshot,
+    sighting,
+)
 from akk.actors.turn import FINAL_MESSAGE_LIMIT
 from akk.backends.contract import CancelResult, Outcome, TurnControl, Usage
 from akk.backends.terminal.steps import Interrupt, InterruptReceipt
@@ -342,7 +347,10 @@ class TerminalFollower:
         shown = project_snapshot(snapshot, self._ids, turn.ids["turn_id"], clock)
 
         def record(conn: apsw.Connection, fresh: Turn) -> bool:
-            return shown is not None and interactions.remember(conn, fresh, snapshot, shown, now)[1]
+            return (
+                shown is not None
+                and interactions.remember(conn, fresh, sighting(snapshot, shown), now)[1]
+            )
 
         await self._control.announce(lambda row: row.seen == seen, record)
         self._announced = seen
