@@ -35,6 +35,7 @@ import apsw
 from akk import evidence, faults
 from akk.actors.store import transact
 from akk.actors.turn import FINAL_MESSAGE_LIMIT, not_running
+from akk.actors.turn_follower import CancelResult, TurnControl, Usage
 from akk.backends.codex_app_server import rpc
 from akk.backends.codex_app_server.actor import (
     InterruptTurn,
@@ -44,7 +45,6 @@ from akk.backends.codex_app_server.actor import (
 )
 from akk.backends.codex_app_server.board import NativeTurn
 from akk.backends.codex_app_server.host import BackendDesk, BackendHost
-from akk.backends.contract import CancelResult, TurnControl, Usage
 from akk.discovery.process import start_ticks
 from akk.faults import Point
 from akk.protocol.errors import Reason

@@ -34,7 +34,7 @@ from akk.actors.terminal_board import (
     sighting,
 )
 from akk.actors.turn import FINAL_MESSAGE_LIMIT
-from akk.backends.contract import CancelResult, Outcome, TurnControl, Usage
+from akk.actors.turn_follower import CancelResult, Outcome, TurnControl, Usage
 from akk.backends.terminal.steps import Interrupt, InterruptReceipt
 from akk.faults import Point
 from akk.profiles.observation import State
