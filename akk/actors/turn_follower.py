@@ -2,7 +2,8 @@
 
 The TurnActor (`akk.actors.turn`) is written once against these; each backend
 (`akk.backends`) implements a follower and hands the actor its Outcome, Usage
-and CancelResult values. The actor lends the follower a `TurnControl`.
+and CancelResult values. The actor lends the follower a `TurnControl`; `Attached`
+is the part of `attach` every follower shares.
 """
 
 from __future__ import annotations
@@ -147,3 +148,26 @@ class TurnFollower(Protocol):
     def settling(self, conn: apsw.Connection, fresh: Turn, state: TurnState, now: float) -> None:
         """The follower's facts of a settle the actor decided (deadline, inactivity)."""
         ...
+
+
+class Attached:
+    """A follower's side of `TurnFollower.attach`: the control it was lent, and its Turn.
+
+    A backend's follower subclasses it; ``_turn`` reads and writes the Turn the
+    actor holds (`TurnControl.turn`), None before `attach`.
+    """
+
+    _control: TurnControl | None = None
+
+    @property
+    def _turn(self) -> Turn | None:
+        return None if self._control is None else self._control.turn
+
+    @_turn.setter
+    def _turn(self, turn: Turn) -> None:
+        assert self._control is not None
+        self._control.turn = turn
+
+    def attach(self, control: TurnControl) -> None:
+        """The actor that drives this follower (called once, before anything else)."""
+        self._control = control
