@@ -389,7 +389,7 @@ async def test_one_turn_actor_runs_a_backend_through_the_outbox_offers_and_fence
                 # The outcome: settled once with the usage the backend reported, delivered
                 # through the outbox.
                 agent.finished = "the agent finished"
-                agent.spent = Usage(evidence.UsageStatus.COMPLETE, evidence.Usage(7, 5, 3, 2))
+                agent.spent = Usage(evidence.UsageStatus.COMPLETE, evidence.Tokens(7, 5, 3, 2))
                 await actor.ask(Tick(), timeout=5)
                 await sink.until(lambda: "done" in sink.kinds())
                 assert sink.kinds() == ["approval_required", "approval_required", "done"]

@@ -30,7 +30,7 @@ class Usage:
     """
 
     status: evidence.UsageStatus
-    tokens: evidence.Usage | None = None
+    tokens: evidence.Tokens | None = None
 
     def columns(self) -> dict[str, object]:
         """The Turn's usage columns this fact writes."""

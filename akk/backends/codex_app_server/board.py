@@ -61,7 +61,7 @@ class NativeTurn:
             return Usage(evidence.UsageStatus.UNKNOWN)
         spent = {k: self.usage_total.get(k, 0) - self.usage_start.get(k, 0) for k in _USAGE_KEYS}
         cached, written = spent["cachedInputTokens"], spent["cacheWriteInputTokens"]
-        tokens = evidence.Usage(
+        tokens = evidence.Tokens(
             input=spent["inputTokens"] - cached - written,
             output=spent["outputTokens"],
             cache_read=cached,
