@@ -21,13 +21,13 @@ from akk.actors.destination import DestinationDesk
 from akk.actors.store import StoreActor
 from akk.actors.terminal_board import TerminalBoard
 from akk.actors.turn_desk import TurnDesk
-from akk.actors.watcher import TmuxWatcher
 from akk.backends.codex_app_server.actor import CodexSetup
 from akk.backends.codex_app_server.answers import AppServerAnswers
 from akk.backends.codex_app_server.host import BackendDesk, find_codex
 from akk.backends.context import BackendContext
 from akk.backends.registry import Backends
 from akk.backends.terminal.answers import TerminalAnswers
+from akk.backends.terminal.watcher import TmuxWatcher
 from akk.config import ServiceConfig, TlsFiles
 from akk.discovery.identity import TerminalIdentity
 from akk.discovery.process import DigestCache, VersionCache

@@ -24,7 +24,7 @@ from akk.profiles.composer import (
     draft_matches,
     render,
 )
-from akk.protocol.text_rule import screen_refusal
+from akk.text_rule import screen_refusal
 
 CLAUDE = claude.V2_1_263.typing
 CODEX = codex.PROFILES[0].typing

@@ -23,7 +23,7 @@ import trio.testing
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from akk.actors.watcher import RefreshPacer
+from akk.backends.terminal.watcher import RefreshPacer
 from akk.client import Controller, connect
 from akk.config import ServiceConfig
 from akk.service import run_service

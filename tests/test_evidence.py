@@ -33,7 +33,7 @@ from akk.evidence import (
     EvidenceUnavailable,
     Progress,
     Snapshot,
-    Usage,
+    Tokens,
     UsageStatus,
     bind,
     bind_task,
@@ -145,8 +145,8 @@ def settled(turn: Turn, where: Path, agent: StandIn) -> tuple[Binding, Progress]
     return binding, read(binding, turn.digest)
 
 
-def _usage(label: Mapping[str, Any]) -> Usage:
-    return Usage(**label["usage"])
+def _usage(label: Mapping[str, Any]) -> Tokens:
+    return Tokens(**label["usage"])
 
 
 # ---------------------------------------------------------------- every fixture Turn
@@ -458,7 +458,7 @@ def test_claude_counts_a_response_split_into_records_once() -> None:
 
     assert progress.outcome == "done"
     assert progress.final_message == "first\nsecond"
-    assert progress.usage == Usage(input=3, output=7, cache_read=0, cache_write=0)
+    assert progress.usage == Tokens(input=3, output=7, cache_read=0, cache_write=0)
     assert progress.usage_status is UsageStatus.COMPLETE
 
 

@@ -20,8 +20,8 @@ from akk.profiles.codex import CodexProfile
 from akk.profiles.composer import TypingMethod
 from akk.profiles.observation import Observation, OptionRole, ResponseKind, StepKind
 from akk.profiles.registry import PROFILES
-from akk.protocol.text_rule import screen_refusal
 from akk.screen.render import render
+from akk.text_rule import screen_refusal
 
 ROOT = Path(__file__).resolve().parent.parent / "fixtures"
 # Screens only: fixtures/<agent>/<version>/[<size>/] (other corpora live beside them).

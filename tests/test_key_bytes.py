@@ -28,7 +28,7 @@ from akk.profiles import claude, codex
 from akk.profiles.composer import TypingMethod
 from akk.profiles.registry import Profile
 from akk.protocol.errors import RpcError
-from akk.protocol.text_rule import check_text
+from akk.protocol.text_check import check_text
 from akk.tmux import keys, open_control_client
 
 ARRIVAL_SECONDS = 5.0

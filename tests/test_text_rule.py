@@ -1,4 +1,4 @@
-"""The text rule (akk.protocol.text_rule) and the key layer's strict encoding.
+"""The text rule (akk.text_rule, akk.protocol.text_check) and the key layer's strict encoding.
 
 Unit tests name each refused category and each version's specials; the
 Hypothesis properties draw from every code point, surrogates included, and
@@ -24,7 +24,8 @@ from akk.profiles.keyplan import Intent, KeyPlanError, LiteralText, PlanRefusal,
 from akk.profiles.observation import InteractionKind, OptionRole, OptionView, StepKind
 from akk.profiles.registry import PROFILES, Profile
 from akk.protocol.errors import Reason, RpcError
-from akk.protocol.text_rule import character_refusal, check_text, screen_refusal
+from akk.protocol.text_check import check_text
+from akk.text_rule import character_refusal, screen_refusal
 from akk.tmux import keys
 from akk.tmux.control import UnencodableCommand, command_line, encode_command
 

@@ -27,8 +27,9 @@ from akk.actors.store import StoreActor, transact
 from akk.actors.terminal_board import TerminalBoard
 from akk.actors.turn import Close, Tick, TurnActor
 from akk.actors.turn_desk import TurnDesk
+from akk.actors.turn_follower import CancelResult, TurnControl, Usage
 from akk.backends.codex_app_server.actor import offer_refusal
-from akk.backends.contract import CancelResult, History, Refusal, Task, TurnControl, Usage
+from akk.backends.contract import History, Refusal, Task
 from akk.backends.offers import check_offer
 from akk.backends.registry import Backends
 from akk.config import TurnSettings
@@ -397,7 +398,7 @@ async def test_one_turn_actor_runs_a_backend_through_the_outbox_offers_and_fence
                 # The outcome: settled once with the usage the backend reported, delivered
                 # through the outbox.
                 agent.finished = "the agent finished"
-                agent.spent = Usage(evidence.UsageStatus.COMPLETE, evidence.Usage(7, 5, 3, 2))
+                agent.spent = Usage(evidence.UsageStatus.COMPLETE, evidence.Tokens(7, 5, 3, 2))
                 await actor.ask(Tick(), timeout=5)
                 await sink.until(lambda: "done" in sink.kinds())
                 assert sink.kinds() == ["approval_required", "approval_required", "done"]

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TypedDict
 
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("shared", ("akk", "akk.faults", "akk.client", "akk.workspace_roots")),
+    ("shared", ("akk", "akk.faults", "akk.client", "akk.text_rule", "akk.workspace_roots")),
     ("runtime", ("akk.runtime",)),
     ("screen", ("akk.screen",)),
     ("tmux", ("akk.tmux",)),

@@ -3,7 +3,8 @@
 TerminalActors publish here (upward news by a published latest value, never by
 an ask); `list` and `status` read here. Everything runs on the one Trio thread,
 so a snapshot is replaced whole and readers never see half an update.
-`terminal_row` and `project_snapshot` are what controllers are shown of a snapshot.
+`terminal_row` and `project_snapshot` are what controllers are shown of a snapshot;
+`sighting` is what the store records of a projected prompt.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from akk.protocol.redaction import redact_screen
 from akk.protocol.wakeups import Manual
 from akk.runtime.actor import ActorRef
 from akk.screen.fingerprint import Appearance, IdMinter
+from akk.store.interactions import Sighting
 
 if TYPE_CHECKING:
     from akk.profiles.registry import Profile
@@ -197,3 +199,18 @@ def project_snapshot(
             "pane": identity.pane_id,
         }
     return Shown(seen, prompt, projection)
+
+
+def sighting(snapshot: TerminalSnapshot, shown: Shown) -> Sighting:
+    """What the store records of ``shown``, the projection of a prompt on ``snapshot``."""
+    prompt = shown.prompt
+    return Sighting(
+        interaction_id=shown.interaction_id,
+        terminal_id=snapshot.identity.terminal_id,
+        kind=shown.kind,
+        seen=shown.seen,
+        profile=snapshot.identity.profile or "",
+        step_index=1 if prompt is None else prompt.step_index,
+        step_total=1 if prompt is None else prompt.step_total,
+        projection=shown.projection,
+    )

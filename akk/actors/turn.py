@@ -3,7 +3,7 @@
 A Turn is created by its backend's reservation (nothing exists before it
 commits, so a refused send leaves no record). From the receipt on, one
 TurnActor follows it, driven by ``Tick``s from the TurnDesk's clock, through
-the `TurnFollower` of the backend it runs on (`akk.backends.contract`): the
+the `TurnFollower` of the backend it runs on (`akk.actors.turn_follower`): the
 terminal's screen and the agent's file, or the Codex app-server.
 
 The actor owns what every backend shares: the record, the hard lifetime
@@ -26,7 +26,7 @@ import attrs
 
 from akk import faults
 from akk.actors.store import transact
-from akk.backends.contract import Also, CancelResult, TurnFollower, Usage
+from akk.actors.turn_follower import Also, CancelResult, TurnFollower, Usage
 from akk.faults import Point
 from akk.protocol.errors import Reason
 from akk.protocol.redaction import redact

@@ -20,7 +20,7 @@ import trio
 from akk.actors.store import transact
 from akk.actors.terminal_board import TerminalBoard, TerminalSnapshot
 from akk.actors.turn import TICK, Notify, Tick, TurnActor
-from akk.backends.contract import TurnFollower
+from akk.actors.turn_follower import TurnFollower
 from akk.runtime.actor import ActorRef, ActorStopped, MailboxFull
 from akk.runtime.supervisor import ChildSpec, Restart, Supervisor, UnknownChild
 from akk.screen.fingerprint import Appearance

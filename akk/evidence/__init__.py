@@ -27,7 +27,7 @@ from akk.evidence.model import (
     PendingCall,
     Progress,
     Snapshot,
-    Usage,
+    Tokens,
     UsageStatus,
     request_digest,
 )
@@ -49,7 +49,7 @@ __all__ = [
     "PendingCall",
     "Progress",
     "Snapshot",
-    "Usage",
+    "Tokens",
     "UsageStatus",
     "bind",
     "bind_task",

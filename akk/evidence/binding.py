@@ -40,7 +40,7 @@ from akk.evidence.model import (
     Progress,
     Record,
     Snapshot,
-    Usage,
+    Tokens,
     UsageStatus,
     agent_family,
     check_digest,
@@ -209,7 +209,7 @@ def _task_binding(
     lines: Lines,
     *,
     offset: int,
-    baseline: Usage | None,
+    baseline: Tokens | None,
 ) -> tuple[Binding, str]:
     """The binding of ``records[index]``, read from ``offset`` (where ``records`` start).
 
@@ -316,19 +316,19 @@ def _bind_file(
     )
 
 
-def _running_total(file: EvidenceFile, size: int) -> Usage | None:
+def _running_total(file: EvidenceFile, size: int) -> Tokens | None:
     """Codex's running total at `size`: zero before the first count, None beyond the limit."""
     window = max(0, size - READ_LIMIT)
     records = files.records(files.read_lines(file, window, stop=size))
     total = codex.last_total(records)
     if total is None and window == 0:
-        return Usage.zero()
+        return Tokens.zero()
     return total
 
 
-def _total_before(records: Sequence[Record], index: int) -> Usage:
+def _total_before(records: Sequence[Record], index: int) -> Tokens:
     total = codex.last_total(records[:index])
-    return Usage.zero() if total is None else total
+    return Tokens.zero() if total is None else total
 
 
 def _thread_id(file: EvidenceFile, records: Sequence[Record]) -> str | None:

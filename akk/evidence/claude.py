@@ -50,7 +50,7 @@ from akk.evidence.model import (
     PendingCall,
     Progress,
     Record,
-    Usage,
+    Tokens,
     UsageStatus,
     input_digest,
     request_digest,
@@ -197,13 +197,13 @@ def _turn(records: Sequence[Record], prompt: Mapping[str, Any]) -> Lineage:
     return found
 
 
-def _usage(replies: Iterable[Mapping[str, Any]]) -> tuple[Usage, bool]:
+def _usage(replies: Iterable[Mapping[str, Any]]) -> tuple[Tokens, bool]:
     """The sum over distinct model responses, and whether each reported its final counts.
 
     A response split into several records (one per content block) repeats its
     usage: each message id counts once, with its largest counts.
     """
-    by_id: dict[str, Usage] = {}
+    by_id: dict[str, Tokens] = {}
     final: dict[str, bool] = {}
     for data in replies:
         message = data.get("message")
@@ -215,26 +215,26 @@ def _usage(replies: Iterable[Mapping[str, Any]]) -> tuple[Usage, bool]:
             continue
         key = str(message.get("id"))
         counts = _counts(message.get("usage"))
-        seen = by_id.get(key, Usage.zero())
-        by_id[key] = Usage(
+        seen = by_id.get(key, Tokens.zero())
+        by_id[key] = Tokens(
             max(seen.input, counts.input),
             max(seen.output, counts.output),
             max(seen.cache_read, counts.cache_read),
             max(seen.cache_write, counts.cache_write),
         )
         final[key] = final.get(key, False) or message.get("stop_reason") is not None
-    return sum(by_id.values(), Usage.zero()), all(final.values())
+    return sum(by_id.values(), Tokens.zero()), all(final.values())
 
 
-def _counts(usage: object) -> Usage:
+def _counts(usage: object) -> Tokens:
     if not isinstance(usage, dict):
-        return Usage.zero()
+        return Tokens.zero()
 
     def count(key: str) -> int:
         value = usage.get(key)
         return value if isinstance(value, int) else 0
 
-    return Usage(
+    return Tokens(
         input=count("input_tokens"),
         output=count("output_tokens"),
         cache_read=count("cache_read_input_tokens"),

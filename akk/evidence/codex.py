@@ -40,7 +40,7 @@ from akk.evidence.model import (
     PendingCall,
     Progress,
     Record,
-    Usage,
+    Tokens,
     UsageStatus,
     input_digest,
     request_digest,
@@ -82,7 +82,7 @@ def session_id(data: Mapping[str, Any]) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def last_total(records: Sequence[Record]) -> Usage | None:
+def last_total(records: Sequence[Record]) -> Tokens | None:
     """The newest running total among `records`; None if they hold none."""
     for record in reversed(records):
         total = _total(record.data)
@@ -133,14 +133,14 @@ def _command(given: object) -> str | None:
     return cmd if isinstance(cmd, str) else None
 
 
-def progress(records: Sequence[Record], anchor: int, baseline: Usage | None) -> Progress:
+def progress(records: Sequence[Record], anchor: int, baseline: Tokens | None) -> Progress:
     """What the records prove about the Turn whose user message is ``records[anchor]``.
 
     `baseline` is the running total at the binding point (None: unknown).
     `session_id` and `end_offset` are left for the caller to fill in.
     """
     turn_id = _payload(records[anchor].data, "item_completed").get("turn_id")
-    total: Usage | None = None
+    total: Tokens | None = None
     end: Mapping[str, Any] = {}
     for record in records[anchor + 1 :]:
         counted = _total(record.data)
@@ -196,8 +196,8 @@ def _payload(data: Mapping[str, Any], kind: str) -> Mapping[str, Any]:
     return payload if payload.get("type") == kind else {}
 
 
-def _total(data: Mapping[str, Any]) -> Usage | None:
-    """The running total of a ``token_count`` event, mapped to `Usage`."""
+def _total(data: Mapping[str, Any]) -> Tokens | None:
+    """The running total of a ``token_count`` event, mapped to `Tokens`."""
     info = _payload(data, "token_count").get("info")
     total = info.get("total_token_usage") if isinstance(info, dict) else None
     if not isinstance(total, dict):
@@ -208,7 +208,7 @@ def _total(data: Mapping[str, Any]) -> Usage | None:
         return value if isinstance(value, int) else 0
 
     cached, written = count("cached_input_tokens"), count("cache_write_input_tokens")
-    return Usage(
+    return Tokens(
         input=count("input_tokens") - cached - written,
         output=count("output_tokens"),
         cache_read=cached,

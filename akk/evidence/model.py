@@ -65,7 +65,7 @@ class UsageStatus(enum.StrEnum):
 
 
 @attrs.frozen
-class Usage:
+class Tokens:
     """Token counts, four disjoint parts of what the model read and wrote.
 
     `input` is prompt tokens neither read from nor written to the cache;
@@ -82,20 +82,20 @@ class Usage:
     cache_write: int
 
     @classmethod
-    def zero(cls) -> Usage:
+    def zero(cls) -> Tokens:
         """No tokens."""
         return cls(0, 0, 0, 0)
 
-    def __add__(self, other: Usage) -> Usage:
-        return Usage(
+    def __add__(self, other: Tokens) -> Tokens:
+        return Tokens(
             self.input + other.input,
             self.output + other.output,
             self.cache_read + other.cache_read,
             self.cache_write + other.cache_write,
         )
 
-    def __sub__(self, other: Usage) -> Usage:
-        return Usage(
+    def __sub__(self, other: Tokens) -> Tokens:
+        return Tokens(
             self.input - other.input,
             self.output - other.output,
             self.cache_read - other.cache_read,
@@ -135,7 +135,7 @@ class Candidate:
 
     file: EvidenceFile
     size: int
-    totals: Usage | None = None
+    totals: Tokens | None = None
 
 
 @attrs.frozen
@@ -207,7 +207,7 @@ class Binding:
     offset: int
     anchor: Anchor
     session_id: str | None
-    baseline: Usage | None = None
+    baseline: Tokens | None = None
 
     def to_json(self) -> str:
         """JSON text that `Binding.from_json` reads back."""
@@ -257,7 +257,7 @@ class Progress:
     outcome: Outcome | None
     final_message: str | None
     failure: str | None
-    usage: Usage | None
+    usage: Tokens | None
     usage_status: UsageStatus
     end_offset: int = 0
 
@@ -342,7 +342,7 @@ def _candidate_json(candidate: Candidate) -> dict[str, object]:
     }
 
 
-def _usage_json(usage: Usage | None) -> dict[str, int] | None:
+def _usage_json(usage: Tokens | None) -> dict[str, int] | None:
     return None if usage is None else attrs.asdict(usage)
 
 
@@ -371,12 +371,12 @@ def _file(data: Mapping[str, Any]) -> EvidenceFile:
     )
 
 
-def _usage(value: object) -> Usage | None:
+def _usage(value: object) -> Tokens | None:
     if value is None:
         return None
     if not isinstance(value, dict):
         raise ValueError("usage must be an object or null")
-    return Usage(
+    return Tokens(
         input=_int(value, "input"),
         output=_int(value, "output"),
         cache_read=_int(value, "cache_read"),

@@ -3,17 +3,20 @@ the actions a record offers, the pane-scope checks and the request limits.
 
 A method module is a peer of the others: it imports this module and the layers
 below (actors, backends, store), never another method module. `MethodContext`
-is built once by the service and handed to each of them.
+is built once by the service and handed to each of them. The server's pieces
+the methods reach (a connection, the connection registry, the credential book)
+are the protocols declared here, which `akk.server` satisfies; the methods never
+import the server.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
-from akk.actors.destination import DestinationDesk
+from akk.actors.destination import DestinationDesk, EventSink
 from akk.actors.terminal_board import TerminalBoard
 from akk.actors.turn_desk import TurnDesk
 from akk.backends.registry import Backends
@@ -21,8 +24,6 @@ from akk.profiles.qualified_versions import QualifiedVersions
 from akk.protocol.errors import Reason, RpcError
 from akk.runtime.actor import ActorRef
 from akk.screen.fingerprint import IdMinter
-from akk.server.auth import CredentialBook
-from akk.server.connections import Closable, ConnectionRegistry
 from akk.sessions import policy
 from akk.store import terminals, turns
 from akk.store.credentials import Credential, Scope
@@ -37,6 +38,41 @@ MAX_REQUEST_CHARS = 50_000
 """Longest task text `send` accepts (characters); longer ones are refused before any key."""
 
 HealthReport = Callable[[], dict[str, Any]]
+
+
+class Closable(EventSink, Protocol):
+    """A controller's connection as the methods hold it: events go to it; it can be closed."""
+
+    def close_soon(self, code: int, reason: str) -> None:
+        """Start closing with this code and reason; never blocks."""
+
+
+class Connections(Protocol):
+    """Which connection speaks for each controller (`akk.server.connections`)."""
+
+    def claim(self, controller_id: str, connection: Closable, *, exclusive: bool = True) -> None:
+        """``connection`` said hello and now speaks for ``controller_id``."""
+        ...
+
+    def revoke(self, controller_id: str) -> int:
+        """Close every connection authenticated as ``controller_id``; return how many."""
+        ...
+
+    def current(self, controller_id: str) -> Closable | None:
+        """The connection that speaks for ``controller_id`` (where its events go)."""
+        ...
+
+
+class Credentials(Protocol):
+    """The live credentials bearer tokens are verified against (`akk.server.auth`)."""
+
+    def add(self, credential: Credential, digest: str) -> None:
+        """``credential`` is live now, proven by the token with this digest."""
+        ...
+
+    def remove(self, controller_id: str) -> None:
+        """``controller_id``'s credential proves nothing from now on."""
+        ...
 
 
 @attrs.define(eq=False)
@@ -76,8 +112,8 @@ class MethodContext:
     backends: Backends
     session_limits: policy.RebuildLimits
     workspace_roots: tuple[str, ...]
-    book: CredentialBook
-    connections: ConnectionRegistry
+    book: Credentials
+    connections: Connections
     health: HealthReport
     qualified: QualifiedVersions
 

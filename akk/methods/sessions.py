@@ -27,7 +27,7 @@ from akk.actors.turn import Reload
 from akk.evidence import request_digest
 from akk.methods.common import MAX_REQUEST_CHARS, MethodContext, available_actions, owned
 from akk.protocol.errors import Reason, RpcError
-from akk.protocol.text_rule import check_text
+from akk.protocol.text_check import check_text
 from akk.runtime.actor import ActorError
 from akk.sessions import policy
 from akk.store import sessions, turns

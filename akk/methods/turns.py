@@ -21,7 +21,7 @@ from akk.faults import Point
 from akk.methods.common import MAX_REQUEST_CHARS, MethodContext, available_actions, owned
 from akk.protocol.errors import Reason, RpcError
 from akk.protocol.excerpt import excerpt
-from akk.protocol.text_rule import check_text
+from akk.protocol.text_check import check_text
 from akk.store import audit, dispatches, outbox, sessions, turns
 from akk.store.turns import TERMINAL, Turn
 

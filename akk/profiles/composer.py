@@ -14,7 +14,7 @@ never read as a line break, nor the other way round.
 
 What a screen cannot show, and so is never taken as proven:
 
-- text the screen rule of `akk.protocol.text_rule` refuses (whitespace the
+- text the screen rule of `akk.text_rule` refuses (whitespace the
   clients trim, control, format, combining or zero-width characters, non-NFC
   text, and the version's `Special` texts such as a shell-mode `!`): the
   clients trim, drop, normalise, hide or act on them, so the rows would be the
@@ -38,7 +38,7 @@ from collections.abc import Sequence
 import attrs
 from wcwidth import wcwidth
 
-from akk.protocol.text_rule import Special, screen_refusal
+from akk.text_rule import Special, screen_refusal
 
 
 class TypingMethod(enum.StrEnum):

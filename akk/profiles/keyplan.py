@@ -26,7 +26,7 @@ from collections.abc import Sequence
 import attrs
 
 from akk.profiles.observation import InteractionKind, OptionRole, OptionView, StepKind
-from akk.protocol.text_rule import screen_refusal
+from akk.text_rule import screen_refusal
 
 
 class Intent(enum.StrEnum):
@@ -266,7 +266,7 @@ class PlanRefusal(enum.StrEnum):
     DUPLICATE_OPTION = "duplicate_option"
     TEXT_NOT_ACCEPTED = "text_not_accepted"  # the plan opens no editor
     NO_TEXT = "no_text"
-    UNSAFE_TEXT = "unsafe_text"  # text the text rule refuses (akk.protocol.text_rule)
+    UNSAFE_TEXT = "unsafe_text"  # text the text rule refuses (akk.text_rule)
 
 
 class KeyPlanError(Exception):

@@ -17,7 +17,7 @@ import trio
 
 from akk.evidence import claude, codex
 from akk.evidence.files import identify, read_lines, records
-from akk.evidence.model import EvidenceLost, Progress, Record, Usage, request_digest
+from akk.evidence.model import EvidenceLost, Progress, Record, Tokens, request_digest
 from akk.qualify.client import Client
 from akk.qualify.launcher import POLL_SECONDS, Confinement, launch
 from akk.qualify.scenarios import ECHO_REPLY, ECHO_TASK, SCENARIOS
@@ -58,7 +58,7 @@ def parse(agent: str, found: Sequence[Record], task: str) -> Progress | None:
     if agent == "claude":
         return claude.progress(found, anchor)
     # The lab session is new: its running total starts at zero.
-    return codex.progress(found, anchor, Usage.zero())
+    return codex.progress(found, anchor, Tokens.zero())
 
 
 def judge(file: str | None, progress: Progress | None) -> EvidenceCheck:

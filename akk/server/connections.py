@@ -9,11 +9,9 @@ outbox and is redelivered on the new one with the same ``event_id``.
 
 from __future__ import annotations
 
-from typing import Protocol
-
 import attrs
 
-from akk.actors.destination import EventSink
+from akk.methods.common import Closable
 
 # WebSocket close codes in the private-use range (4000-4999), with their reasons.
 SUPERSEDED = 4001
@@ -22,11 +20,6 @@ REVOKED = 4003
 """The credential this connection authenticated with was revoked."""
 NOT_READING = 4008
 """The peer stopped reading: a reply or a keepalive could not be sent in time."""
-
-
-class Closable(EventSink, Protocol):
-    def close_soon(self, code: int, reason: str) -> None:
-        """Start closing with this code and reason; never blocks."""
 
 
 @attrs.define

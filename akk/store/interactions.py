@@ -22,8 +22,6 @@ from typing import Any
 import apsw
 import attrs
 
-from akk.actors.terminal_board import TerminalSnapshot
-from akk.protocol.projection import Shown
 from akk.screen.fingerprint import Appearance
 from akk.store import turns
 from akk.store.database import cas_update
@@ -290,22 +288,39 @@ def _interactions(conn: apsw.Connection, where: str, args: tuple[object, ...]) -
     return found
 
 
+@attrs.frozen
+class Sighting:
+    """One prompt appearance on one terminal, in the fields the store records of it.
+
+    The terminal backend builds it from a board snapshot and its projection
+    (`akk.actors.terminal_board.sighting`); ``projection`` is what controllers see.
+    """
+
+    interaction_id: str
+    terminal_id: str | None
+    kind: str
+    seen: Appearance
+    profile: str
+    step_index: int
+    step_total: int
+    projection: dict[str, Any]
+
+
 def remember(
-    conn: apsw.Connection, turn: turns.Turn, snapshot: TerminalSnapshot, shown: Shown, now: float
+    conn: apsw.Connection, turn: turns.Turn, sighting: Sighting, now: float
 ) -> tuple[Interaction, bool]:
     """Record one appearance for ``turn`` (and its wake-up when new); (row, whether new)."""
-    prompt = shown.prompt
     return record(
         conn,
-        interaction_id=shown.interaction_id,
-        terminal_id=snapshot.identity.terminal_id,
+        interaction_id=sighting.interaction_id,
+        terminal_id=sighting.terminal_id,
         turn_id=turn.turn_id,
-        kind=shown.kind,
-        seen=shown.seen,
-        profile=snapshot.identity.profile or "",
-        step_index=1 if prompt is None else prompt.step_index,
-        step_total=1 if prompt is None else prompt.step_total,
-        projection=shown.projection,
+        kind=sighting.kind,
+        seen=sighting.seen,
+        profile=sighting.profile,
+        step_index=sighting.step_index,
+        step_total=sighting.step_total,
+        projection=sighting.projection,
         now=now,
         announce=turn,
     )

@@ -26,7 +26,7 @@ import trio
 from _pytest.mark import ParameterSet
 
 from akk import evidence
-from akk.evidence import Binding, Progress, Snapshot, Usage, UsageStatus
+from akk.evidence import Binding, Progress, Snapshot, Tokens, UsageStatus
 from akk.qualify import run_files
 from akk.qualify.client import AGENTS
 from akk.qualify.launcher import LabSession, launch
@@ -234,19 +234,21 @@ async def run_step(lab: LabSession, step: Step) -> TurnRun:
 # ---------------------------------------------------------------- what the far end says
 
 
-def served_usage(agent: str, requests: Iterable[RecordedRequest]) -> Usage:
+def served_usage(agent: str, requests: Iterable[RecordedRequest]) -> Tokens:
     """The usage the model server reported for these requests, in evidence terms.
 
     An error reply reports none. The Responses API has no cache-creation
     count, so Codex's `cache_write` is 0 (NOTES.md "Usage numbers").
     """
-    total = Usage.zero()
+    total = Tokens.zero()
     for request in requests:
         if isinstance(request.reply, ApiError):
             continue
         sent = request.usage
         written = sent.cache_creation_input_tokens if agent == "claude" else 0
-        total += Usage(sent.input_tokens, sent.output_tokens, sent.cache_read_input_tokens, written)
+        total += Tokens(
+            sent.input_tokens, sent.output_tokens, sent.cache_read_input_tokens, written
+        )
     return total
 
 

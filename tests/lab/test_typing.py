@@ -19,10 +19,10 @@ from akk.profiles import claude, codex
 from akk.profiles.claude import ClaudeProfile
 from akk.profiles.codex import CodexProfile
 from akk.profiles.composer import DraftView, TypingMethod
-from akk.protocol.text_rule import screen_refusal
 from akk.qualify.launcher import LabSession
 from akk.qualify.plans.shared import TYPED_DRAFTS
 from akk.screen.render import render
+from akk.text_rule import screen_refusal
 from akk.tmux import keys
 from akk.tmux.control import ControlClient, open_control_client
 from tests.lab.conftest import lab_params

@@ -16,6 +16,7 @@ import attrs
 import trio
 
 from akk import evidence
+from akk.actors.turn_follower import Usage
 from akk.backends.codex_app_server import rpc
 from akk.backends.codex_app_server.prompts import (
     AsyncQuestion,
@@ -23,7 +24,6 @@ from akk.backends.codex_app_server.prompts import (
     async_prompt_of,
     prompt_of,
 )
-from akk.backends.contract import Usage
 from akk.protocol.redaction import redact
 from akk.screen.fingerprint import IdMinter
 from akk.store.turns import Turn
@@ -61,7 +61,7 @@ class NativeTurn:
             return Usage(evidence.UsageStatus.UNKNOWN)
         spent = {k: self.usage_total.get(k, 0) - self.usage_start.get(k, 0) for k in _USAGE_KEYS}
         cached, written = spent["cachedInputTokens"], spent["cacheWriteInputTokens"]
-        tokens = evidence.Usage(
+        tokens = evidence.Tokens(
             input=spent["inputTokens"] - cached - written,
             output=spent["outputTokens"],
             cache_read=cached,

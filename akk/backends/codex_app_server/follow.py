@@ -35,6 +35,7 @@ import apsw
 from akk import evidence, faults
 from akk.actors.store import transact
 from akk.actors.turn import FINAL_MESSAGE_LIMIT, not_running
+from akk.actors.turn_follower import Attached, CancelResult, Usage
 from akk.backends.codex_app_server import rpc
 from akk.backends.codex_app_server.actor import (
     InterruptTurn,
@@ -44,7 +45,6 @@ from akk.backends.codex_app_server.actor import (
 )
 from akk.backends.codex_app_server.board import NativeTurn
 from akk.backends.codex_app_server.host import BackendDesk, BackendHost
-from akk.backends.contract import CancelResult, TurnControl, Usage
 from akk.discovery.process import start_ticks
 from akk.faults import Point
 from akk.protocol.errors import Reason
@@ -68,7 +68,7 @@ _OUTCOMES = {
 }
 
 
-class AppServerFollower:
+class AppServerFollower(Attached):
     """The `TurnFollower` of a Turn on the app-server."""
 
     def __init__(
@@ -88,7 +88,6 @@ class AppServerFollower:
         self._store = store
         self._read_store = reader
         self._backends = backends
-        self._control: TurnControl | None = None
         self._restarted = restarted
         """Followed again after AKK started: no StartTurn of this run can be in flight."""
         self._invocation: InvocationRow | None = None
@@ -98,18 +97,6 @@ class AppServerFollower:
         self._cancelled = False
         self._rejected = False
         """The owner's reject interrupted the turn (the app-server offered only `cancel`)."""
-
-    @property
-    def _turn(self) -> Turn | None:
-        return None if self._control is None else self._control.turn
-
-    @_turn.setter
-    def _turn(self, turn: Turn) -> None:
-        assert self._control is not None
-        self._control.turn = turn
-
-    def attach(self, control: TurnControl) -> None:
-        self._control = control
 
     def read(self, conn: apsw.Connection, turn: Turn) -> None:
         """The invocation of the Turn's round, read with it."""

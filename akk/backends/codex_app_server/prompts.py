@@ -29,7 +29,7 @@ from akk.profiles.observation import InteractionKind, OptionRole, ResponseKind
 from akk.protocol.errors import Reason, RpcError
 from akk.protocol.projection import SCHEMA
 from akk.protocol.redaction import redact
-from akk.protocol.text_rule import check_text
+from akk.protocol.text_check import check_text
 from akk.screen.fingerprint import Appearance, IdMinter
 
 PERMISSIONS: Mapping[str, str] = {

@@ -13,7 +13,12 @@ from collections.abc import Callable
 from typing import Any
 
 from akk.actors.store import transact
-from akk.actors.terminal_board import TerminalBoard, TerminalSnapshot, project_snapshot
+from akk.actors.terminal_board import (
+    TerminalBoard,
+    TerminalSnapshot,
+    project_snapshot,
+    sighting,
+)
 from akk.backends.context import BackendContext
 from akk.backends.contract import AnswerReceipt, History, Refusal, Task
 from akk.backends.offers import check_offer
@@ -24,7 +29,7 @@ from akk.backends.terminal.witness import TerminalWitness
 from akk.profiles.observation import InteractionKind, PromptView, State
 from akk.protocol.errors import Reason, RpcError
 from akk.protocol.projection import Shown
-from akk.protocol.text_rule import check_text
+from akk.protocol.text_check import check_text
 from akk.runtime.actor import ActorError, ActorRef, AskTimeout
 from akk.screen.fingerprint import Appearance
 from akk.store import dispatches, interactions, turns
@@ -103,7 +108,7 @@ class TerminalAnswers:
         def record(conn: Any) -> tuple[Interaction, bool] | None:
             if not turn.unresolved and turns.unresolved_on(conn, turn.terminal_id or ""):
                 return None  # another record follows the terminal now
-            row, new = interactions.remember(conn, turn, snapshot, shown, now)
+            row, new = interactions.remember(conn, turn, sighting(snapshot, shown), now)
             if offer and row.state is InteractionState.PENDING:
                 interactions.offer(conn, row, controller_id, now=now, lifetime=self._offer_seconds)
             return row, new

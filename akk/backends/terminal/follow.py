@@ -27,9 +27,14 @@ import trio
 
 from akk import evidence, faults
 from akk.actors.store import transact
-from akk.actors.terminal_board import TerminalBoard, TerminalSnapshot, project_snapshot
+from akk.actors.terminal_board import (
+    TerminalBoard,
+    TerminalSnapshot,
+    project_snapshot,
+    sighting,
+)
 from akk.actors.turn import FINAL_MESSAGE_LIMIT
-from akk.backends.contract import CancelResult, Outcome, TurnControl, Usage
+from akk.actors.turn_follower import Attached, CancelResult, Outcome, Usage
 from akk.backends.terminal.steps import Interrupt, InterruptReceipt
 from akk.faults import Point
 from akk.profiles.observation import State
@@ -54,7 +59,7 @@ file can be ahead of the last screen read by a repaint, and a controller sends i
 on ``done`` (tests/lab/test_back_to_back.py). After it the file decides alone."""
 
 
-class TerminalFollower:
+class TerminalFollower(Attached):
     """The `TurnFollower` of a Turn or Watch on one terminal."""
 
     def __init__(
@@ -76,7 +81,6 @@ class TerminalFollower:
         self._read_store = reader
         self._board = board
         self._enter_at = enter_at
-        self._control: TurnControl | None = None
         self._accept_deadline = 0.0
         self._cancel: tuple[float, int] | None = None  # (deadline, screen seq) after the key
         self._last_seq = -1
@@ -86,18 +90,6 @@ class TerminalFollower:
         self._missing_since: float | None = None
         self._pane: tuple[str, str] | None = None  # (tmux socket, pane id) once seen
         self._idle_unbound_since: float | None = None
-
-    @property
-    def _turn(self) -> Turn | None:
-        return None if self._control is None else self._control.turn
-
-    @_turn.setter
-    def _turn(self, turn: Turn) -> None:
-        assert self._control is not None
-        self._control.turn = turn
-
-    def attach(self, control: TurnControl) -> None:
-        self._control = control
 
     def read(self, conn: apsw.Connection, turn: Turn) -> None:
         """The Turn alone is the terminal's record."""
@@ -342,7 +334,10 @@ class TerminalFollower:
         shown = project_snapshot(snapshot, self._ids, turn.ids["turn_id"], clock)
 
         def record(conn: apsw.Connection, fresh: Turn) -> bool:
-            return shown is not None and interactions.remember(conn, fresh, snapshot, shown, now)[1]
+            return (
+                shown is not None
+                and interactions.remember(conn, fresh, sighting(snapshot, shown), now)[1]
+            )
 
         await self._control.announce(lambda row: row.seen == seen, record)
         self._announced = seen

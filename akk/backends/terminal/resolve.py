@@ -26,7 +26,7 @@ from akk.profiles.observation import (
 )
 from akk.protocol.errors import Reason, RpcError
 from akk.protocol.projection import shown_roles
-from akk.protocol.text_rule import check_text
+from akk.protocol.text_check import check_text
 from akk.screen.fingerprint import Appearance, IdMinter
 
 DECISIONS: Mapping[str, Intent] = {"approve_once": Intent.APPROVE_ONCE, "reject": Intent.REJECT}

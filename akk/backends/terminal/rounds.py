@@ -17,7 +17,7 @@ from akk.backends.contract import Refusal, Task
 from akk.backends.terminal.follow import TerminalFollower
 from akk.backends.terminal.steps import DispatchRespond, DispatchTask, TaskReceipt
 from akk.protocol.errors import Reason, RpcError
-from akk.protocol.text_rule import check_text
+from akk.protocol.text_check import check_text
 from akk.runtime.actor import ActorError, ActorRef, AskTimeout
 from akk.store import dispatches, turns
 from akk.store.turns import Turn

@@ -13,7 +13,7 @@ import trio
 
 from akk import evidence
 from akk.actors.terminal_board import TerminalBoard, TerminalSnapshot
-from akk.backends.contract import Outcome
+from akk.actors.turn_follower import Outcome
 from akk.backends.terminal.follow import GONE_GRACE, file_outcome
 from akk.backends.terminal.steps import Reconcile
 from akk.profiles.observation import State

@@ -35,7 +35,7 @@ from akk.profiles.keyplan import (
     TypeText,
 )
 from akk.profiles.observation import InteractionKind, OptionRole, StepKind
-from akk.protocol.text_rule import Special
+from akk.text_rule import Special
 
 _QUESTIONNAIRE = InteractionKind.QUESTIONNAIRE
 _ENTER = Press("Enter")

@@ -41,8 +41,8 @@ from akk.profiles.observation import (
     State,
     Unproven,
 )
-from akk.protocol.text_rule import Special
 from akk.screen.grid import Grid
+from akk.text_rule import Special
 
 
 @attrs.frozen

@@ -35,7 +35,7 @@ from akk.profiles.keyplan import (
     TypeText,
 )
 from akk.profiles.observation import InteractionKind, OptionRole, StepKind
-from akk.protocol.text_rule import Special
+from akk.text_rule import Special
 
 _TRUST_REASON = (
     "trust: Codex asks whether to trust this folder; a person must answer it in the terminal"

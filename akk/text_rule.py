@@ -2,8 +2,10 @@
 
 Every text a controller hands AKK to type or to pass on (`send` and `respond`
 requests, free-text answers, async answers, backend requests and handoffs)
-goes through `check_text` before anything is reserved, digested or asked of an
-actor; a refused text sends zero keys. docs/input.md has the reasoning.
+goes through `akk.protocol.text_check.check_text` before anything is reserved,
+digested or asked of an actor; a refused text sends zero keys. The rule is
+pure (characters only), so the profiles' key plans use it below the protocol.
+docs/input.md has the reasoning.
 
 Two layers, one function each:
 
@@ -33,8 +35,6 @@ from collections.abc import Sequence
 
 import attrs
 from wcwidth import wcwidth
-
-from akk.protocol.errors import Reason, RpcError
 
 
 @attrs.frozen
@@ -143,25 +143,3 @@ def screen_refusal(
                 "reword it (a leading space is trimmed too), or type it at the pane yourself",
             )
     return None
-
-
-def check_text(
-    text: str,
-    field: str,
-    *,
-    specials: Sequence[Special] | None = None,
-    lines: bool = True,
-) -> None:
-    """Raise RpcError(invalid_params) unless ``text`` may become keys or a message.
-
-    ``specials`` None: no screen (a backend request), the character rule only;
-    otherwise the screen rule with the profile's specials (``()`` where the
-    profile is not known yet: the TerminalActor's proof checks them again).
-    """
-    refused = (
-        character_refusal(text, lines=lines)
-        if specials is None
-        else screen_refusal(text, specials, lines=lines)
-    )
-    if refused is not None:
-        raise RpcError(Reason.INVALID_PARAMS, refused.message(field))
