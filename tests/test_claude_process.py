@@ -85,9 +85,15 @@ for line in sys.stdin:
     binary = _stand_in(tmp_path, body)
     limits = Limits(max_line_bytes=200, ladder=FAST.ladder)
     seen: list[Received] = []
+    tapped: list[tuple[str, bytes]] = []
     with trio.fail_after(20):
         async with open_claude(
-            binary, NewSession(str(uuid.uuid4())), cwd=tmp_path, config_dir=tmp_path, limits=limits
+            binary,
+            NewSession(str(uuid.uuid4())),
+            cwd=tmp_path,
+            config_dir=tmp_path,
+            limits=limits,
+            tap=lambda direction, line: tapped.append((direction, line)),
         ) as claude:
             await claude.send(wire.user_message("hello"))
             async for message in claude.messages:
@@ -102,6 +108,10 @@ for line in sys.stdin:
         ended = await claude.aclose()
     kinds = [m.reason if isinstance(m, wire.WireError) else type(m).__name__ for m in seen]
     assert kinds == ["Init", "not_json", "line_too_long", "line_too_long", "Other", "Result"]
+    # The tap saw every whole line both ways, the over-long ones excepted.
+    assert [d for d, _ in tapped] == ["stdin", "stdout", "stdout", "stdout", "stdout"]
+    assert tapped[0][1] == wire.user_message("hello")
+    assert tapped[1][1] == INIT.encode() + b"\n"
     assert (ended.how, ended.returncode, ended.reaped, ended.signal) == ("exited", 0, True, None)
     assert start_ticks(claude.pid) is None
 
