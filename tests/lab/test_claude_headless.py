@@ -21,6 +21,7 @@ import signal
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -154,27 +155,33 @@ async def _turn(
     return seen, result, server.main_requests()[first:], reached.at - sent
 
 
+def _allow(request: wire.ControlRequest) -> bytes:
+    """Allow with the input unchanged (the only allow AKK sends)."""
+    decision = {"behavior": "allow", "updatedInput": request.request["input"]}
+    return wire.control_success(request.request_id, decision)
+
+
+def _deny(request: wire.ControlRequest) -> bytes:
+    return wire.control_success(request.request_id, {"behavior": "deny", "message": DENIED})
+
+
+def _error(request: wire.ControlRequest) -> bytes:
+    return wire.control_error(request.request_id, ERRORED)
+
+
 async def _answer_bash(
-    claude: ClaudeProcess, server: ModelServer, task: str, answer: bytes | None
-) -> tuple[wire.ControlRequest, list[Received], wire.Result]:
-    """Send `task`, take its Bash can_use_tool, write the answer built for its request id."""
+    claude: ClaudeProcess, task: str, answer: Callable[[wire.ControlRequest], bytes]
+) -> tuple[list[Received], wire.Result]:
+    """Send `task`, take its Bash can_use_tool, write `answer(request)`; to the result."""
     await claude.send(wire.user_message(task))
     seen: list[Received] = []
     request = await _until(claude, wire.ControlRequest, seen)
     assert isinstance(request, wire.ControlRequest)
     assert (request.subtype, request.request["tool_name"]) == ("can_use_tool", "Bash")
-    tool_input = request.request["input"]
-    assert isinstance(tool_input, dict)
-    if answer is None:
-        line = wire.control_success(
-            request.request_id, {"behavior": "allow", "updatedInput": tool_input}
-        )
-    else:
-        line = answer.replace(b"REQUEST_ID", request.request_id.encode())
-    await claude.send(line)
+    await claude.send(answer(request))
     result = await _until(claude, wire.Result, seen)
     assert isinstance(result, wire.Result)
-    return request, seen, result
+    return seen, result
 
 
 def _tool_results(seen: list[Received]) -> list[dict[str, object]]:
@@ -239,7 +246,7 @@ async def test_headless_sessions_permissions_interrupt_and_exits(
 
                     # Bash allowed with its input unchanged: it runs once.
                     before = len(server.main_requests())
-                    _, seen, result = await _answer_bash(claude, server, RUN_TASK, None)
+                    seen, result = await _answer_bash(claude, RUN_TASK, _allow)
                     assert (work / f"{BASH_MARKER}.txt").exists()
                     ran = _tool_results(seen)
                     assert [(r["content"], r["is_error"]) for r in ran] == [(BASH_MARKER, False)]
@@ -248,10 +255,7 @@ async def test_headless_sessions_permissions_interrupt_and_exits(
                     assert result.usage == _served_usage(server.main_requests()[before:])
 
                     # Bash denied: unrun, the model gets the message.
-                    deny = wire.control_success(
-                        "REQUEST_ID", {"behavior": "deny", "message": DENIED}
-                    )
-                    _, seen, result = await _answer_bash(claude, server, DENY_TASK, deny)
+                    seen, result = await _answer_bash(claude, DENY_TASK, _deny)
                     assert not (work / f"{DENY_MARKER}.txt").exists()
                     assert [(r["content"], r["is_error"]) for r in _tool_results(seen)] == [
                         (DENIED, True)
@@ -259,9 +263,7 @@ async def test_headless_sessions_permissions_interrupt_and_exits(
                     assert server.count_inputs_containing(DENIED) == 1
 
                     # A control error instead of a decision: the tool is not run either.
-                    _, seen, result = await _answer_bash(
-                        claude, server, ERROR_TASK, wire.control_error("REQUEST_ID", ERRORED)
-                    )
+                    seen, result = await _answer_bash(claude, ERROR_TASK, _error)
                     assert not (work / f"{ERROR_MARKER}.txt").exists()
                     errored = [(r["content"], r["is_error"]) for r in _tool_results(seen)]
                     assert errored == [(f"Tool permission request failed: Error: {ERRORED}", True)]
@@ -284,7 +286,7 @@ async def test_headless_sessions_permissions_interrupt_and_exits(
                     result = await _until(claude, wire.Result, seen)
                     assert isinstance(result, wire.Result)
                     assert (result.subtype, result.is_error) == ("error_during_execution", True)
-                    assert result.terminal_reason in (None, "aborted_streaming")
+                    assert result.terminal_reason == "aborted_streaming"
                     assert any(
                         "[Request interrupted by user]" in json.dumps(m.content)
                         for m in seen
@@ -373,10 +375,7 @@ async def test_headless_sessions_permissions_interrupt_and_exits(
                     ), kinds
                     withdrawn = _tool_results(seen)
                     assert len(withdrawn) == 1 and withdrawn[0]["is_error"] is True, withdrawn
-                    tool_input = pending.request["input"]
-                    assert isinstance(tool_input, dict)
-                    late = {"behavior": "allow", "updatedInput": tool_input}
-                    await claude.send(wire.control_success(pending.request_id, late))
+                    await claude.send(_allow(pending))
                     await claude.close_input()
                     assert [type(m).__name__ for m in await _rest(claude)] == []
                 ended = await claude.aclose()

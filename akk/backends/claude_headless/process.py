@@ -227,7 +227,8 @@ class ClaudeProcess:
         """End the process and always reap it; returns how it ended (idempotent).
 
         graceful: close stdin and give Claude `Ladder.close_seconds` to exit before
-        SIGTERM and SIGKILL of its process group; otherwise SIGKILL at once.
+        SIGTERM and SIGKILL of its process group (a running invocation goes on after
+        stdin closes: interrupt it first); otherwise SIGKILL at once.
         Shielded from cancellation, bounded by the ladder's seconds.
         """
         if self._exit is not None:
