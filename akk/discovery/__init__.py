@@ -1,4 +1,5 @@
-"""Which agent runs in a pane: its process, exact version and terminal identity (from /proc)."""
+"""Which agent runs in a pane (its process, exact version, terminal identity, from /proc),
+and `children`: ending and reaping the processes AKK starts itself."""
 
 from akk.discovery.process import (
     Agent,
