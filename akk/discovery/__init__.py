@@ -1,5 +1,7 @@
-"""Which agent runs in a pane (its process, exact version, terminal identity, from /proc),
-and `children`: ending and reaping the processes AKK starts itself."""
+"""Which agent runs in a pane: its process, exact version and terminal identity (from /proc).
+
+`children` ends and reaps the processes AKK starts itself.
+"""
 
 from akk.discovery.process import (
     Agent,
