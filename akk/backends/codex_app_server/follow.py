@@ -36,7 +36,6 @@ from akk import evidence, faults
 from akk.actors.store import transact
 from akk.actors.turn import FINAL_MESSAGE_LIMIT, not_running
 from akk.actors.turn_follower import Attached, CancelResult, Usage
-from akk.backends.codex_app_server import rpc
 from akk.backends.codex_app_server.actor import (
     InterruptTurn,
     ReadThread,
@@ -45,6 +44,7 @@ from akk.backends.codex_app_server.actor import (
 )
 from akk.backends.codex_app_server.board import NativeTurn
 from akk.backends.codex_app_server.host import BackendDesk, BackendHost
+from akk.discovery import children
 from akk.discovery.process import start_ticks
 from akk.faults import Point
 from akk.protocol.errors import Reason
@@ -291,7 +291,7 @@ class AppServerFollower(Attached):
         if not isinstance(ticks, int) or start_ticks(pid) != ticks:
             return
         log.warning("ending app-server pid %d left by an earlier run (turn %s)", pid, turn.turn_id)
-        if not await rpc.end_orphan(pid, ticks):
+        if not await children.end_orphan(pid, ticks):
             log.error("app-server pid %d survived SIGKILL", pid)
 
     async def _forget_thread(self, session_id: str, history: History) -> None:

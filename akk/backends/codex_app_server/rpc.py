@@ -17,11 +17,10 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import signal
 import subprocess
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import asynccontextmanager, suppress
+from contextlib import asynccontextmanager
 from typing import Any, Literal
 
 import attrs
@@ -29,7 +28,8 @@ import trio
 
 import akk
 from akk.backends.codex_app_server.schema import Kind, Message
-from akk.discovery.process import PROC, start_ticks
+from akk.discovery import children
+from akk.discovery.process import start_ticks
 
 RequestId = int | str
 Tap = Callable[[Message], None]
@@ -201,14 +201,7 @@ class AppServer:
 
     def rss_bytes(self) -> int | None:
         """The process's resident set size now (None once it is gone)."""
-        try:
-            status = (PROC / str(self.pid) / "status").read_text()
-        except OSError:
-            return None
-        for line in status.splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-        return None
+        return children.rss_bytes(self.pid)
 
     async def request(self, method: str, params: Any = None, *, timeout: float) -> Any:
         """Send one request and return its result.
@@ -267,44 +260,23 @@ class AppServer:
         with trio.CancelScope(shield=True):
             began = trio.current_time()
             self._fail("closed by akk")
-            await self._hang_up()
-            how: Literal["exited", "terminated", "killed", "unreaped"] = "exited"
-            steps = (
-                (None, self.limits.close_seconds),
-                (signal.SIGTERM, self.limits.term_seconds),
-                (signal.SIGKILL, self.limits.kill_seconds),
+            ladder = children.Ladder(
+                self.limits.close_seconds, self.limits.term_seconds, self.limits.kill_seconds
             )
-            for sig, seconds in steps:
-                if self.process.returncode is not None:
-                    break
-                if sig is not None:
-                    how = "terminated" if sig == signal.SIGTERM else "killed"
-                    # Unreaped, the pid (and so the group id) cannot be reused yet.
-                    _signal_group(self.pid, sig)
-                with trio.move_on_after(seconds):
-                    await self.process.wait()
-            reaped = self.process.returncode is not None and self._pid_gone()
-            if not reaped:
-                how = "unreaped"
-            stragglers = await _kill_group(self.pid) if reaped else ()
+            stopped = await children.stop(self.process, self._start_ticks, self._hang_up, ladder)
             with trio.move_on_after(1.0):
                 await self._stderr_done.wait()
             assert self._closed_reason is not None
             ended = self._exit = Exit(
-                how=how,
-                returncode=self.process.returncode,
-                reaped=reaped,
+                how=stopped.how,
+                returncode=stopped.returncode,
+                reaped=stopped.reaped,
                 seconds=trio.current_time() - began,
                 reason=self._closed_reason,
-                stragglers=stragglers,
+                stragglers=stopped.stragglers,
                 stderr_tail=self.stderr_tail(),
             )
         return ended
-
-    def _pid_gone(self) -> bool:
-        """The pid names no process, or another one (reused: a different start time)."""
-        now = start_ticks(self.pid)
-        return now is None or (self._start_ticks is not None and now != self._start_ticks)
 
     def stderr_tail(self) -> str:
         """The last `WireLimits.stderr_tail_bytes` the process wrote to stderr."""
@@ -487,59 +459,6 @@ class AppServer:
             pass
         finally:
             self._stderr_done.set()
-
-
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    with suppress(ProcessLookupError):
-        os.killpg(pgid, sig)
-
-
-def _group_members(pgid: int) -> list[int]:
-    """Live processes (zombies left out: they are dead already) in process group `pgid`."""
-    members = []
-    for entry in PROC.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_bytes()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(b")") + 2 :].split()
-        if fields[0] != b"Z" and int(fields[2]) == pgid:
-            members.append(int(entry.name))
-    return members
-
-
-async def _kill_group(pgid: int) -> tuple[int, ...]:
-    """SIGKILL what is left in the (leaderless) group; return who was left."""
-    left = tuple(await trio.to_thread.run_sync(_group_members, pgid))
-    if left:
-        # A member still holds the group id, so it cannot name another group.
-        _signal_group(pgid, signal.SIGKILL)
-        # Not our children: init reaps them, so there is nothing to wait on but /proc.
-        for _ in range(100):
-            if not await trio.to_thread.run_sync(_group_members, pgid):
-                break
-            await trio.sleep(0.02)
-    return left
-
-
-async def end_orphan(pid: int, ticks: int) -> bool:
-    """End an app-server an earlier AKK process started (its pipes died with that process).
-
-    ``ticks`` is its recorded start time: a pid now naming another process is left
-    alone. SIGTERM, then SIGKILL, to its process group, each with a bounded wait on
-    /proc (it is not our child: init reaps it). Returns whether it is gone.
-    """
-    for sig, seconds in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 5.0)):
-        if start_ticks(pid) != ticks:
-            return True
-        _signal_group(pid, sig)
-        for _ in range(int(seconds / 0.05)):
-            if start_ticks(pid) != ticks:
-                break
-            await trio.sleep(0.05)
-    return start_ticks(pid) != ticks
 
 
 @asynccontextmanager
