@@ -21,7 +21,7 @@ from akk.protocol.errors import Reason, RpcError
 from akk.screen.fingerprint import IdMinter
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "claude_headless"
-VERSIONS = sorted(p.name for p in FIXTURES.iterdir() if p.is_dir())
+VERSIONS = sorted(p.parent.name for p in FIXTURES.glob("*/bash_allow.json"))
 IDS = IdMinter(b"k" * 32)
 
 

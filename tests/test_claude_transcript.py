@@ -28,7 +28,7 @@ from akk.evidence import (
 from akk.evidence.files import identify
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "claude_headless"
-VERSIONS = sorted(p.name for p in FIXTURES.iterdir() if p.is_dir())
+VERSIONS = sorted(p.parent.name for p in FIXTURES.glob("*/echo.json"))
 
 # case -> (outcome, final message or, for a failure, a piece of the failure)
 SETTLED: dict[str, tuple[str, str | None]] = {
@@ -48,10 +48,10 @@ def _sidecar(version: str, case: str) -> dict[str, Any]:
     return data
 
 
-def _file(version: str, case: str) -> EvidenceFile:
-    found = identify(str(FIXTURES / version / f"{case}.jsonl"))
-    assert found is not None
-    return found[0]
+def _sent(meta: dict[str, Any]) -> tuple[str, str]:
+    """The first round's message uuid and the digest of its text."""
+    first = meta["rounds"][0]
+    return first["message_uuid"], request_digest(first["request_text"])
 
 
 def _as_session(tmp_path: Path, source: Path, session_id: str, lines: int | None = None) -> Path:
@@ -89,7 +89,8 @@ def test_a_settled_round_reports_its_outcome_text_and_the_model_servers_usage(
     version: str, case: str, tmp_path: Path
 ) -> None:
     file, meta = _session_file(tmp_path, version, case)
-    found = transcript.read_round(file, meta["message_uuid"], request_digest(meta["request_text"]))
+    (sent,) = meta["rounds"]
+    found = transcript.read_round(file, sent["message_uuid"], request_digest(sent["request_text"]))
     outcome, text = SETTLED[case]
     assert (found.accepted, found.outcome, found.verdict) == (True, outcome, outcome)
     if outcome == "done":
@@ -124,7 +125,9 @@ def test_two_rounds_with_the_same_text_are_told_apart_by_their_message_uuid(
 def test_a_message_not_in_the_transcript_is_uncertain(version: str, tmp_path: Path) -> None:
     file, meta = _session_file(tmp_path, version, "echo")
     found = transcript.read_round(
-        file, "00000000-0000-4000-8000-000000000000", request_digest(meta["request_text"])
+        file,
+        "00000000-0000-4000-8000-000000000000",
+        request_digest(meta["rounds"][0]["request_text"]),
     )
     assert (found.accepted, found.outcome, found.usage, found.verdict) == (
         False,
@@ -132,11 +135,7 @@ def test_a_message_not_in_the_transcript_is_uncertain(version: str, tmp_path: Pa
         None,
         "uncertain",
     )
-    assert found.end_offset == file_size(file)
-
-
-def file_size(file: EvidenceFile) -> int:
-    return os.stat(file.path).st_size
+    assert found.end_offset == os.stat(file.path).st_size
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -156,7 +155,8 @@ def test_a_round_cut_before_its_tool_result_is_running(version: str, tmp_path: P
     found = identify(str(target))
     assert found is not None
     read = transcript.read_round(
-        found[0], meta["message_uuid"], request_digest(meta["request_text"])
+        found[0],
+        *_sent(meta),
     )
     assert (read.accepted, read.outcome, read.verdict) == (True, None, "running")
     assert read.usage_status is UsageStatus.PARTIAL
@@ -166,14 +166,17 @@ def test_a_round_cut_before_its_tool_result_is_running(version: str, tmp_path: P
 def test_the_uuid_of_another_text_or_session_is_lost_evidence(version: str, tmp_path: Path) -> None:
     file, meta = _session_file(tmp_path, version, "echo")
     with pytest.raises(EvidenceLost) as other_text:
-        transcript.read_round(file, meta["message_uuid"], request_digest("lab: something else"))
+        transcript.read_round(
+            file, meta["rounds"][0]["message_uuid"], request_digest("lab: something else")
+        )
     assert other_text.value.reason is EvidenceReason.REQUEST_MISMATCH
     # The same lines under another session's file name.
     foreign = identify(str(FIXTURES / version / "echo.jsonl"))
     assert foreign is not None
     with pytest.raises(EvidenceLost):
         transcript.read_round(
-            foreign[0], meta["message_uuid"], request_digest(meta["request_text"])
+            foreign[0],
+            *_sent(meta),
         )
 
 
@@ -184,19 +187,26 @@ def test_a_uuid_twice_is_ambiguous(tmp_path: Path) -> None:
     again = identify(file.path)
     assert again is not None
     with pytest.raises(EvidenceAmbiguous):
-        transcript.read_round(again[0], meta["message_uuid"], request_digest(meta["request_text"]))
+        transcript.read_round(
+            again[0],
+            *_sent(meta),
+        )
 
 
 def test_a_round_past_the_read_limit_is_too_large(tmp_path: Path) -> None:
     file, meta = _session_file(tmp_path, "2.1.263", "echo")
     with pytest.raises(EvidenceTooLarge):
-        transcript.read_round(file, "not-there", request_digest(meta["request_text"]), limit=64)
+        transcript.read_round(
+            file, "not-there", request_digest(meta["rounds"][0]["request_text"]), limit=64
+        )
 
 
 def test_a_bad_digest_is_refused(tmp_path: Path) -> None:
     file, meta = _session_file(tmp_path, "2.1.263", "echo")
     with pytest.raises(ValueError, match="digest"):
-        transcript.read_round(file, meta["message_uuid"], meta["request_text"])
+        transcript.read_round(
+            file, meta["rounds"][0]["message_uuid"], meta["rounds"][0]["request_text"]
+        )
 
 
 @pytest.mark.parametrize("version", VERSIONS)
