@@ -293,3 +293,21 @@ def test_texts_are_redacted_but_the_approved_input_is_unchanged() -> None:
     )
     assert key not in json.dumps(prompt.projection)
     assert prompts.decision_response(prompt, "approve_once")["updatedInput"]["command"] == command
+
+
+def test_a_manual_prompt_offers_no_answerable_ids() -> None:
+    plan = prompts.prompt_of(
+        "r1", _request("ExitPlanMode", {"plan": "do it"}), generation=1, ids=IDS, turn_id=None
+    )
+    repeated = prompts.prompt_of(
+        "r2",
+        _request(
+            "AskUserQuestion", {"questions": [_question("Q?", ["a"]), _question("Q?", ["b"])]}
+        ),
+        generation=1,
+        ids=IDS,
+        turn_id=None,
+    )
+    for prompt in (plan, repeated):
+        assert prompt.projection["questions"] == []
+        assert "decisions" not in prompt.projection

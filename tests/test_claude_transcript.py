@@ -252,3 +252,20 @@ def test_locate_finds_the_session_file_and_only_it(tmp_path: Path) -> None:
     target.write_text("{}\n")
     found = transcript.locate(config, cwd, session)
     assert found is not None and found.path == str(target)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_start_offset_bounds_what_is_read(version: str, tmp_path: Path) -> None:
+    file, meta = _session_file(tmp_path, version, "resume")
+    first, second = meta["rounds"]
+    digest = request_digest(first["request_text"])
+    data = Path(file.path).read_bytes()
+    # The size before the second send: just past the first round's final reply.
+    reply = data.index(b'"Hello from the lab model."')
+    start = data.index(b"\n", reply) + 1
+    later = transcript.read_round(file, second["message_uuid"], digest, start=start)
+    assert (later.verdict, later.final_message) == ("done", "ok")
+    assert later.usage == _usage(meta["model_requests"][1:])
+    assert transcript.read_round(file, first["message_uuid"], digest, start=start).verdict == (
+        "uncertain"
+    )

@@ -131,9 +131,10 @@ def prompt_of(
             projection=_questionnaire(questions, seen, ids, turn_id),
             questions=tuple(questions or ()),
         )
-    projection = _permission(tool, request, tool_input, seen, ids, turn_id)
     if tool == PLAN_TOOL:
-        projection |= {"state": "manual_required", "manual_reason": "plan_approval"}
+        projection = _manual(InteractionKind.PERMISSION, seen, ids, turn_id, "plan_approval")
+    else:
+        projection = _permission(tool, request, tool_input, seen, ids, turn_id)
     return make(kind=InteractionKind.PERMISSION, projection=projection)
 
 
@@ -267,8 +268,9 @@ def _questionnaire(
     ids: IdMinter,
     turn_id: str | None,
 ) -> dict[str, Any]:
-    if questions is None:
-        return _manual(InteractionKind.QUESTIONNAIRE, seen, ids, turn_id, "unreadable_questions")
+    reason = "unreadable_questions" if questions is None else _unanswerable(questions)
+    if reason is not None or questions is None:
+        return _manual(InteractionKind.QUESTIONNAIRE, seen, ids, turn_id, reason or "")
     shown = []
     for index, question in enumerate(questions):
         multi = question.get("multiSelect") is True
@@ -298,15 +300,20 @@ def _questionnaire(
         "free_text": True,
         "multi_select": any(q["response_kind"] == ResponseKind.MULTI_SELECT for q in shown),
     }
+    return projection
+
+
+def _unanswerable(questions: list[Mapping[str, Any]]) -> str | None:
+    """Why answers keyed by question text could not say which is which; None if they can."""
     texts = [str(q["question"]) for q in questions]
     if len(set(texts)) != len(texts):
-        projection |= {"state": "manual_required", "manual_reason": "repeated_question"}
-    elif any(
+        return "repeated_question"
+    if any(
         q.get("multiSelect") is True and any(_JOIN in str(o["label"]) for o in q["options"])
         for q in questions
     ):
-        projection |= {"state": "manual_required", "manual_reason": "ambiguous_label"}
-    return projection
+        return "ambiguous_label"
+    return None
 
 
 def _permission(
@@ -343,6 +350,7 @@ def _permission(
 def _manual(
     kind: InteractionKind, seen: Appearance, ids: IdMinter, turn_id: str | None, reason: str
 ) -> dict[str, Any]:
+    """A prompt a person must answer: its kind and reason, and no answerable ids."""
     projection = backend_projection(kind, seen, ids, agent="claude", turn_id=turn_id, questions=[])
     return projection | {"state": "manual_required", "manual_reason": reason}
 
