@@ -1,8 +1,9 @@
 """Claude Code's stream-json lines (akk.backends.claude_headless.wire) on captured fixtures.
 
 fixtures/claude_headless/<version>/stdout.jsonl is what a real pinned Claude wrote
-in the lab (echo, Bash allowed, Bash denied, an interrupted slow stream), and
-stdin.jsonl what the lab wrote to it; both are replayed here.
+in the lab (echo, Bash allowed, Bash denied, an interrupted slow stream, an
+AskUserQuestion denied), and stdin.jsonl what the lab wrote to it; both are
+replayed here (`python -m tools.lab.headless_capture` records them).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from akk.backends.claude_headless import wire
+from tools.lab import clients
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "claude_headless"
 VERSIONS = sorted(path.name for path in FIXTURES.iterdir() if path.is_dir())
@@ -23,13 +25,14 @@ def _stdout(version: str) -> list[wire.Message]:
     return [wire.parse_line(line) for line in lines]
 
 
-def _stdin(version: str) -> list[dict[str, object]]:
-    lines = (FIXTURES / version / "stdin.jsonl").read_text().splitlines()
-    return [json.loads(line) for line in lines]
+def _stdin(version: str) -> list[bytes]:
+    """The lines written, byte for byte (each with its newline)."""
+    return (FIXTURES / version / "stdin.jsonl").read_bytes().splitlines(keepends=True)
 
 
-def test_fixtures_cover_the_oldest_and_newest_pinned_claude() -> None:
-    assert {"2.1.263", "2.1.332"} <= set(VERSIONS)
+def test_fixtures_cover_every_pinned_claude() -> None:
+    pinned = {client.version for client in clients.PINNED if client.agent == "claude"}
+    assert pinned <= set(VERSIONS)
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -45,20 +48,15 @@ def test_a_captured_session_types_every_line(version: str) -> None:
     assert inits[0].cwd.endswith("/work")
     if version == "2.1.332":
         assert inits[0].claude_code_version == "2.1.332"
-    # echo, Bash allowed, Bash denied, interrupted: one result each, in order.
-    assert [(r.subtype, r.is_error) for r in results] == [
-        ("success", False),
-        ("success", False),
-        ("success", False),
-        ("error_during_execution", True),
+    # echo, Bash allowed, Bash denied, interrupted, question denied: one result each.
+    assert [(r.subtype, r.is_error, r.result) for r in results] == [
+        ("success", False, "Hello from the lab model."),
+        ("success", False, "The command ran."),
+        ("success", False, "ok"),
+        ("error_during_execution", True, None),
+        ("success", False, "ok"),
     ]
-    assert [r.result for r in results] == [
-        "Hello from the lab model.",
-        "The command ran.",
-        "ok",
-        None,
-    ]
-    assert [r.terminal_reason for r in results] == [
+    assert [r.terminal_reason for r in results][:4] == [
         "completed",
         "completed",
         "completed",
@@ -75,13 +73,17 @@ def test_a_captured_session_types_every_line(version: str) -> None:
 def test_can_use_tool_requests_and_the_answers_that_worked(version: str) -> None:
     messages = _stdout(version)
     requests = [m for m in messages if isinstance(m, wire.ControlRequest)]
-    assert [r.subtype for r in requests] == ["can_use_tool", "can_use_tool"]
+    assert [r.subtype for r in requests] == ["can_use_tool"] * 3
+    assert [r.request["tool_name"] for r in requests] == ["Bash", "Bash", "AskUserQuestion"]
+    asked = requests[2].request["input"]
+    assert isinstance(asked, dict)
+    assert [q["question"] for q in asked["questions"]] == ["Which color do you prefer?"]
     first = requests[0]
     assert first.request["tool_name"] == "Bash"
     tool_input = first.request["input"]
     assert isinstance(tool_input, dict)
     assert tool_input["command"] == "touch lab-bash-ran.txt && echo lab-bash-ran"
-    # What the lab wrote (stdin.jsonl) is exactly what the builders make.
+    # What the lab wrote (stdin.jsonl) is byte for byte what the builders make.
     sent = _stdin(version)
     allow = wire.control_success(
         first.request_id, {"behavior": "allow", "updatedInput": tool_input}
@@ -89,8 +91,7 @@ def test_can_use_tool_requests_and_the_answers_that_worked(version: str) -> None
     deny = wire.control_success(
         requests[1].request_id, {"behavior": "deny", "message": "The operator rejected this."}
     )
-    assert json.loads(allow) == sent[2]
-    assert json.loads(deny) == sent[4]
+    assert (sent[2], sent[4]) == (allow, deny)
     echoes = [m for m in messages if isinstance(m, wire.UserEcho)]
     results = [b for e in echoes if not isinstance(e.content, str) for b in e.content]
     assert results[0]["content"] == "lab-bash-ran"
@@ -103,8 +104,7 @@ def test_can_use_tool_requests_and_the_answers_that_worked(version: str) -> None
 def test_the_interrupt_is_acknowledged_then_the_invocation_ends(version: str) -> None:
     messages = _stdout(version)
     sent = _stdin(version)
-    assert json.loads(wire.interrupt("akk-int-1")) == sent[6]
-    assert json.loads(wire.user_message("lab: work slowly")) == sent[5]
+    assert sent[5:7] == [wire.user_message("lab: work slowly"), wire.interrupt("akk-int-1")]
     acks = [m for m in messages if isinstance(m, wire.ControlResponse)]
     assert acks == [wire.ControlResponse("akk-int-1", "success", {"still_queued": []}, None)]
     after = messages[messages.index(acks[0]) :]
@@ -112,8 +112,8 @@ def test_the_interrupt_is_acknowledged_then_the_invocation_ends(version: str) ->
         isinstance(m, wire.UserEcho) and "[Request interrupted by user]" in json.dumps(m.content)
         for m in after
     )
-    assert isinstance(after[-1], wire.Result)
-    assert after[-1].is_error
+    ended = next(m for m in after if isinstance(m, wire.Result))
+    assert (ended.subtype, ended.is_error) == ("error_during_execution", True)
 
 
 def test_assistant_text_and_tool_uses() -> None:

@@ -1,4 +1,7 @@
-"""Which agent runs in a pane: its process, exact version and terminal identity (from /proc)."""
+"""Which agent runs in a pane: its process, exact version and terminal identity (from /proc).
+
+`children` ends and reaps the processes AKK starts itself.
+"""
 
 from akk.discovery.process import (
     Agent,

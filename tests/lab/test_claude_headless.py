@@ -5,10 +5,11 @@ One set-up per version (one model server, one HOME): a new session (AKK's
 with a control error and is interrupted in a slow stream; a --resume of it whose
 next request carries the first task, in a slow turn that still finishes after its
 stdin closes; another new session that carries none of that history and is
-SIGKILLed mid-turn. The model server is the oracle: each task reaches it exactly
-once, usage equals what it sent, and a stopped stream is closed. Start time and
-idle RSS per version are recorded in the test's user_properties and printed
-(docs/claude_headless.md has the numbers).
+SIGKILLed mid-turn; and one whose pending permission an interrupt withdraws. The
+model server is the oracle: each task reaches it exactly once, usage equals what
+it sent, and a stopped stream is closed. Start time and idle RSS per version are
+recorded in the test's user_properties and printed (docs/claude_headless.md has
+the numbers).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import signal
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -61,6 +63,8 @@ ERROR_TASK = "lab: run the errored command"
 ERROR_MARKER = "lab-errored-ran"
 RECALL_TASK = "lab: what did I ask first?"
 RECALL_REPLY = "You asked me to say hello."
+WITHDRAWN_TASK = "lab: run the withdrawn command"
+WITHDRAWN_MARKER = "lab-withdrawn-ran"
 RESUMED = "(resumed)"
 RELEASE = "release"
 DENIED = "The operator rejected this."
@@ -81,6 +85,7 @@ SCENARIO = Scenario(
         Step(BASH_MARKER, Text("The command ran.")),
         Step(DENY_TASK, _bash(DENY_MARKER)),
         Step(ERROR_TASK, _bash(ERROR_MARKER)),
+        Step(WITHDRAWN_TASK, _bash(WITHDRAWN_MARKER)),
         Step(RECALL_TASK, Text(RECALL_REPLY)),
         Step(RESUMED, SlowText("Finished after all.", hold=RELEASE)),
         # Held until the client hangs up: interrupt, closed stdin and SIGKILL each end one.
@@ -150,27 +155,33 @@ async def _turn(
     return seen, result, server.main_requests()[first:], reached.at - sent
 
 
+def _allow(request: wire.ControlRequest) -> bytes:
+    """Allow with the input unchanged (the only allow AKK sends)."""
+    decision = {"behavior": "allow", "updatedInput": request.request["input"]}
+    return wire.control_success(request.request_id, decision)
+
+
+def _deny(request: wire.ControlRequest) -> bytes:
+    return wire.control_success(request.request_id, {"behavior": "deny", "message": DENIED})
+
+
+def _error(request: wire.ControlRequest) -> bytes:
+    return wire.control_error(request.request_id, ERRORED)
+
+
 async def _answer_bash(
-    claude: ClaudeProcess, server: ModelServer, task: str, answer: bytes | None
-) -> tuple[wire.ControlRequest, list[Received], wire.Result]:
-    """Send `task`, take its Bash can_use_tool, write the answer built for its request id."""
+    claude: ClaudeProcess, task: str, answer: Callable[[wire.ControlRequest], bytes]
+) -> tuple[list[Received], wire.Result]:
+    """Send `task`, take its Bash can_use_tool, write `answer(request)`; to the result."""
     await claude.send(wire.user_message(task))
     seen: list[Received] = []
     request = await _until(claude, wire.ControlRequest, seen)
     assert isinstance(request, wire.ControlRequest)
     assert (request.subtype, request.request["tool_name"]) == ("can_use_tool", "Bash")
-    tool_input = request.request["input"]
-    assert isinstance(tool_input, dict)
-    if answer is None:
-        line = wire.control_success(
-            request.request_id, {"behavior": "allow", "updatedInput": tool_input}
-        )
-    else:
-        line = answer.replace(b"REQUEST_ID", request.request_id.encode())
-    await claude.send(line)
+    await claude.send(answer(request))
     result = await _until(claude, wire.Result, seen)
     assert isinstance(result, wire.Result)
-    return request, seen, result
+    return seen, result
 
 
 def _tool_results(seen: list[Received]) -> list[dict[str, object]]:
@@ -235,7 +246,7 @@ async def test_headless_sessions_permissions_interrupt_and_exits(
 
                     # Bash allowed with its input unchanged: it runs once.
                     before = len(server.main_requests())
-                    _, seen, result = await _answer_bash(claude, server, RUN_TASK, None)
+                    seen, result = await _answer_bash(claude, RUN_TASK, _allow)
                     assert (work / f"{BASH_MARKER}.txt").exists()
                     ran = _tool_results(seen)
                     assert [(r["content"], r["is_error"]) for r in ran] == [(BASH_MARKER, False)]
@@ -244,10 +255,7 @@ async def test_headless_sessions_permissions_interrupt_and_exits(
                     assert result.usage == _served_usage(server.main_requests()[before:])
 
                     # Bash denied: unrun, the model gets the message.
-                    deny = wire.control_success(
-                        "REQUEST_ID", {"behavior": "deny", "message": DENIED}
-                    )
-                    _, seen, result = await _answer_bash(claude, server, DENY_TASK, deny)
+                    seen, result = await _answer_bash(claude, DENY_TASK, _deny)
                     assert not (work / f"{DENY_MARKER}.txt").exists()
                     assert [(r["content"], r["is_error"]) for r in _tool_results(seen)] == [
                         (DENIED, True)
@@ -255,13 +263,10 @@ async def test_headless_sessions_permissions_interrupt_and_exits(
                     assert server.count_inputs_containing(DENIED) == 1
 
                     # A control error instead of a decision: the tool is not run either.
-                    _, seen, result = await _answer_bash(
-                        claude, server, ERROR_TASK, wire.control_error("REQUEST_ID", ERRORED)
-                    )
+                    seen, result = await _answer_bash(claude, ERROR_TASK, _error)
                     assert not (work / f"{ERROR_MARKER}.txt").exists()
-                    errored = _tool_results(seen)
-                    assert len(errored) == 1 and errored[0]["is_error"] is True, errored
-                    measured["control_error_tool_result"] = str(errored[0]["content"])[:120]
+                    errored = [(r["content"], r["is_error"]) for r in _tool_results(seen)]
+                    assert errored == [(f"Tool permission request failed: Error: {ERRORED}", True)]
 
                     # A second message in the live process (what a per-session process saves).
                     _, result, turn_requests, warm = await _turn(claude, server, RECALL_TASK)
@@ -281,7 +286,7 @@ async def test_headless_sessions_permissions_interrupt_and_exits(
                     result = await _until(claude, wire.Result, seen)
                     assert isinstance(result, wire.Result)
                     assert (result.subtype, result.is_error) == ("error_during_execution", True)
-                    assert result.terminal_reason in (None, "aborted_streaming")
+                    assert result.terminal_reason == "aborted_streaming"
                     assert any(
                         "[Request interrupted by user]" in json.dumps(m.content)
                         for m in seen
@@ -342,6 +347,42 @@ async def test_headless_sessions_permissions_interrupt_and_exits(
                 ended = await claude.aclose()
                 assert (ended.returncode, ended.signal, ended.reaped) == (-9, 9, True), ended
                 assert start_ticks(pid) is None
+
+                # --- D: an interrupt while a permission is pending withdraws it; a late
+                # answer to it is ignored. (A fresh session: Claude folds the rejected tool
+                # result into the next user message, which would hide that task's text.)
+                async with open_claude(
+                    client.binary(),
+                    NewSession(str(uuid.uuid4())),
+                    cwd=work,
+                    config_dir=config,
+                    env=files.env,
+                ) as claude:
+                    await claude.send(wire.user_message(WITHDRAWN_TASK))
+                    seen = []
+                    pending = await _until(claude, wire.ControlRequest, seen)
+                    assert isinstance(pending, wire.ControlRequest)
+                    await claude.send(wire.interrupt("akk-interrupt-2"))
+                    seen = []
+                    result = await _until(claude, wire.Result, seen)
+                    assert isinstance(result, wire.Result)
+                    assert (result.subtype, result.is_error) == ("error_during_execution", True)
+                    assert result.stop_reason == "tool_use"
+                    kinds = [type(m).__name__ for m in seen]
+                    assert seen[0] == wire.ControlCancel(pending.request_id), kinds
+                    assert seen[1] == wire.ControlResponse(
+                        "akk-interrupt-2", "success", {"still_queued": []}, None
+                    ), kinds
+                    withdrawn = _tool_results(seen)
+                    assert len(withdrawn) == 1 and withdrawn[0]["is_error"] is True, withdrawn
+                    await claude.send(_allow(pending))
+                    await claude.close_input()
+                    assert [type(m).__name__ for m in await _rest(claude)] == []
+                ended = await claude.aclose()
+                # Its last result was an error (the interrupt): exit 1, as in A.
+                assert (ended.how, ended.returncode, ended.reaped) == ("exited", 1, True), ended
+                assert not (work / f"{WITHDRAWN_MARKER}.txt").exists()
+                assert server.count_inputs_containing(WITHDRAWN_TASK) == 1
                 nursery.cancel_scope.cancel()
         assert run_processes(root) == []
         assert server.count_inputs_containing(ECHO_TASK) == 1

@@ -21,8 +21,9 @@ from __future__ import annotations
 import os
 import subprocess
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
+from typing import Literal
 
 import attrs
 import trio
@@ -131,6 +132,11 @@ class ConnectionClosed(ClaudeError):
 Received = wire.Message | wire.WireError
 """What `ClaudeProcess.messages` carries: a typed line, or why a line could not be typed."""
 
+Tap = Callable[[Literal["stdin", "stdout"], bytes], None]
+"""Sees every whole line both ways as bytes (a written one before it is written, a read
+one before it is typed; an over-long one never). It must not raise; the lab's capture
+tool uses it to record fixtures."""
+
 
 @attrs.define(eq=False)
 class ClaudeProcess:
@@ -147,6 +153,7 @@ class ClaudeProcess:
     messages: trio.MemoryReceiveChannel[Received]
     started_at: float
     """`trio.current_time()` just before the process was started."""
+    tap: Tap | None
     _start_ticks: int | None
     _message_send: trio.MemorySendChannel[Received]
     _closed_reason: str | None = None
@@ -198,6 +205,8 @@ class ClaudeProcess:
                 raise ConnectionClosed(self._closed_reason)
             if self._input_closed:
                 raise ConnectionClosed("stdin is closed (the process is finishing)")
+            if self.tap is not None:
+                self.tap("stdin", line)
             with trio.CancelScope(shield=True):
                 with trio.move_on_after(self.limits.write_seconds) as scope:
                     try:
@@ -218,7 +227,8 @@ class ClaudeProcess:
         """End the process and always reap it; returns how it ended (idempotent).
 
         graceful: close stdin and give Claude `Ladder.close_seconds` to exit before
-        SIGTERM and SIGKILL of its process group; otherwise SIGKILL at once.
+        SIGTERM and SIGKILL of its process group (a running invocation goes on after
+        stdin closes: interrupt it first); otherwise SIGKILL at once.
         Shielded from cancellation, bounded by the ladder's seconds.
         """
         if self._exit is not None:
@@ -297,6 +307,8 @@ class ClaudeProcess:
                 elif len(line) > limit:
                     self._deliver(wire.WireError("line_too_long", f"{len(line)} bytes"))
                 elif line.strip():
+                    if self.tap is not None:
+                        self.tap("stdout", line + b"\n")
                     self._deliver(_typed(line))
 
     def _deliver(self, item: Received) -> None:
@@ -338,6 +350,7 @@ async def open_claude(
     config_dir: str | os.PathLike[str],
     env: Mapping[str, str] | None = None,
     limits: Limits = Limits(),
+    tap: Tap | None = None,
 ) -> AsyncIterator[ClaudeProcess]:
     """Start one headless Claude for `start` and yield its connection.
 
@@ -368,6 +381,7 @@ async def open_claude(
         limits=limits,
         messages=message_receive,
         started_at=started_at,
+        tap=tap,
         start_ticks=start_ticks(process.pid),
         message_send=message_send,
     )

@@ -55,7 +55,7 @@ class Usage:
 class Init:
     """`system`/`init`: what the process runs as, before its first model request.
 
-    Sent at the start of every user message's invocation (2.1.263 repeats it per message).
+    Sent at the start of every user message's invocation (not at start-up).
     """
 
     session_id: str
@@ -64,7 +64,7 @@ class Init:
     permission_mode: str
     tools: tuple[str, ...]
     claude_code_version: str | None
-    """Absent on some versions (None)."""
+    """None if a version omits it (every pinned one sends it)."""
     raw: Mapping[str, object] = attrs.field(eq=False, repr=False)
 
 
@@ -151,7 +151,11 @@ class ControlResponse:
 
 @attrs.frozen
 class ControlCancel:
-    """`control_cancel_request`: Claude withdrew the control request `request_id`."""
+    """`control_cancel_request`: Claude withdrew the control request `request_id`.
+
+    Sent when an interrupt ends an invocation whose can_use_tool is pending; a late
+    answer to it is ignored.
+    """
 
     request_id: str
 
