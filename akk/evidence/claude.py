@@ -30,7 +30,7 @@ fixtures/evidence/claude/):
 - Interrupt (Esc): a user record whose content is a text block
   ``[Request interrupted by user]`` (``... for tool use]`` when Esc rejects a
   permission prompt); a reply cut mid-stream stays with ``stop_reason: null``.
-- A headless run (``claude -p``, 2.1.263 and 2.1.332, fixtures/claude_headless/)
+- A headless run (``claude -p``, every pinned version, fixtures/claude_headless/)
   writes no ``turn_duration``: its round ends with a final reply (``stop_reason``
   ``end_turn``), an API-error reply or the interrupt record (`progress(headless=True)`).
 - A tool call: an assistant record's ``tool_use`` block (``id``, ``name``,
@@ -145,7 +145,7 @@ def progress(records: Sequence[Record], anchor: int, *, headless: bool = False) 
 
     `records` are everything from the binding offset on, in file order.
     `session_id` and `end_offset` are left for the caller to fill in. A headless
-    run (``claude -p``, 2.1.263 and 2.1.332) writes no ``turn_duration`` record:
+    run (``claude -p``, every pinned version) writes no ``turn_duration`` record:
     with `headless` a final reply ends the round instead, one whose
     ``stop_reason`` is set and is not ``tool_use``, with no tool call left open.
     """

@@ -2,7 +2,8 @@
 
 Pure functions over the file (reads are bounded, nothing is written); the record
 reading is the terminal route's (`akk.evidence.files`, `akk.evidence.claude`).
-Proven on 2.1.263 and 2.1.332 (fixtures/claude_headless/, docs/claude_headless.md):
+Proven on every pinned Claude, 2.1.263 to 2.1.332 (fixtures of the oldest and newest in
+fixtures/claude_headless/; docs/claude_headless.md):
 
 - The transcript is ``<config>/projects/<project>/<session_id>.jsonl`` (`path`).
   ``<project>`` is the cwd's real path (a symlink resolved) with every UTF-16
