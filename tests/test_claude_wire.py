@@ -183,3 +183,13 @@ def test_unknown_types_and_subtypes_are_kept_whole() -> None:
     assert event.subtype is None
     cancel = wire.parse_line(b'{"type": "control_cancel_request", "request_id": "r9"}')
     assert cancel == wire.ControlCancel("r9")
+
+
+def test_a_user_message_can_carry_the_uuid_its_transcript_record_gets() -> None:
+    named = json.loads(wire.user_message("hi", uuid="6f1c2b9e-6a8d-4c1e-9b7a-2d5e8f0a1b3c"))
+    assert named == {
+        "type": "user",
+        "uuid": "6f1c2b9e-6a8d-4c1e-9b7a-2d5e8f0a1b3c",
+        "message": {"role": "user", "content": "hi"},
+    }
+    assert "uuid" not in json.loads(wire.user_message("hi"))

@@ -53,7 +53,12 @@ from akk.screen import render
 from akk.store.dispatches import Stage
 
 ROOT = Path(__file__).resolve().parent.parent / "fixtures"
-LABELS = sorted(ROOT.glob("*/*/*.json")) + sorted(ROOT.glob("*/*/80x24/*.json"))
+LABELS = sorted(
+    path
+    for agent in ("claude", "codex")
+    for pattern in ("*/*.json", "*/80x24/*.json")
+    for path in (ROOT / agent).glob(pattern)
+)
 VERSIONS = {agent: sorted(v for a, v in PROFILES if a == agent) for agent in ("claude", "codex")}
 TEXT = "Teal, please"
 

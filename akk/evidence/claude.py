@@ -30,6 +30,9 @@ fixtures/evidence/claude/):
 - Interrupt (Esc): a user record whose content is a text block
   ``[Request interrupted by user]`` (``... for tool use]`` when Esc rejects a
   permission prompt); a reply cut mid-stream stays with ``stop_reason: null``.
+- A headless run (``claude -p``, every pinned version, fixtures/claude_headless/)
+  writes no ``turn_duration``: its round ends with a final reply (``stop_reason``
+  ``end_turn``), an API-error reply or the interrupt record (`progress(headless=True)`).
 - A tool call: an assistant record's ``tool_use`` block (``id``, ``name``,
   ``input``; Bash's ``input.command`` is the command as the model wrote it).
   Its answer is a user record's ``tool_result`` block with that
@@ -137,11 +140,14 @@ def _blocks(data: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return [block for block in content if isinstance(block, dict)]
 
 
-def progress(records: Sequence[Record], anchor: int) -> Progress:
+def progress(records: Sequence[Record], anchor: int, *, headless: bool = False) -> Progress:
     """What the records prove about the Turn whose prompt is ``records[anchor]``.
 
     `records` are everything from the binding offset on, in file order.
-    `session_id` and `end_offset` are left for the caller to fill in.
+    `session_id` and `end_offset` are left for the caller to fill in. A headless
+    run (``claude -p``, every pinned version) writes no ``turn_duration`` record:
+    with `headless` a final reply ends the round instead, one whose
+    ``stop_reason`` is set and is not ``tool_use``, with no tool call left open.
     """
     turn = _turn(records, records[anchor].data)
     replies: Lineage = [(depth, data) for depth, data in turn if data.get("type") == "assistant"]
@@ -156,7 +162,9 @@ def progress(records: Sequence[Record], anchor: int) -> Progress:
         status = last.get("apiErrorStatus")
         failure = f"api_error: {status if isinstance(status, int) else '?'} {_text(last)}"
         failure = failure[:FAILURE_CHARS]
-    elif last is not None and any(_is_turn_end(data) for _, data in turn):
+    elif last is not None and (
+        _is_final_reply(last, turn) if headless else any(_is_turn_end(d) for _, d in turn)
+    ):
         outcome = "done"
         final_message = _final_text(replies, last) or None
     complete = outcome in ("done", "failed") and all_final
@@ -280,6 +288,14 @@ def _is_interrupt(data: Mapping[str, Any]) -> bool:
         and str(block.get("text", "")).startswith(_INTERRUPTED)
         for block in content
     )
+
+
+def _is_final_reply(last: Mapping[str, Any], turn: Lineage) -> bool:
+    """The Turn's last reply ends it: a final stop reason, and every tool call answered."""
+    stop = last["message"].get("stop_reason") if isinstance(last.get("message"), dict) else None
+    if stop is None or stop == "tool_use":
+        return False
+    return not open_calls([Record(0, data) for _, data in turn])
 
 
 def _is_turn_end(data: Mapping[str, Any]) -> bool:

@@ -304,6 +304,7 @@ class EvidenceReason(enum.StrEnum):
     FILE_REPLACED = "file_replaced"
     FILE_TRUNCATED = "file_truncated"
     FILE_REWRITTEN = "file_rewritten"
+    REQUEST_MISMATCH = "request_mismatch"
     READ_LIMIT = "read_limit"
 
 

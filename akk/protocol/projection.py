@@ -148,6 +148,42 @@ def _option(
     return option
 
 
+def backend_projection(
+    kind: InteractionKind,
+    seen: Appearance,
+    ids: IdMinter,
+    *,
+    agent: str,
+    turn_id: str | None,
+    questions: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """The projection of a backend's prompt (no screen): one pending step, no capabilities yet.
+
+    The backend's prompt module fills in `capabilities`, `decisions` or
+    `manual_reason` for what its request offers.
+    """
+    return {
+        "schema": SCHEMA,
+        "version": 1,
+        "interaction_id": ids.interaction_id(seen),
+        "turn_id": turn_id,
+        "agent": agent,
+        "kind": kind.value,
+        "state": "pending",
+        "step": {"index": 1, "total": 1},
+        "questions": questions,
+        "capabilities": {"batch_response": False, "free_text": False, "multi_select": False},
+    }
+
+
+def backend_option(option_id: str, label: object, description: object) -> dict[str, Any]:
+    """One option of a backend's question, its texts redacted (a non-text is shown empty)."""
+    shown = {"option_id": option_id, "label": redact(label if isinstance(label, str) else "")}
+    if isinstance(description, str) and description:
+        shown["description"] = redact(description)
+    return shown
+
+
 @attrs.frozen
 class Shown:
     """One prompt appearance and the projection a controller sees of it.

@@ -314,9 +314,16 @@ def _usage(usage: Mapping[str, object]) -> Usage:
     )
 
 
-def user_message(text: str) -> bytes:
-    """The stdin line that sends `text` as the next user message."""
-    return _line({"type": "user", "message": {"role": "user", "content": text}})
+def user_message(text: str, *, uuid: str | None = None) -> bytes:
+    """The stdin line that sends `text` as the next user message.
+
+    `uuid` names the message: every pinned Claude stores it as the user record's
+    ``uuid`` in the session's transcript, where `transcript.read_round` finds it.
+    """
+    message: dict[str, object] = {"type": "user", "message": {"role": "user", "content": text}}
+    if uuid is not None:
+        message["uuid"] = uuid
+    return _line(message)
 
 
 def control_success(request_id: str, response: Mapping[str, object]) -> bytes:

@@ -27,7 +27,7 @@ import attrs
 from akk.backends.codex_app_server.rpc import ServerRequest
 from akk.profiles.observation import InteractionKind, OptionRole, ResponseKind
 from akk.protocol.errors import Reason, RpcError
-from akk.protocol.projection import SCHEMA
+from akk.protocol.projection import backend_option, backend_projection
 from akk.protocol.redaction import redact
 from akk.protocol.text_check import check_text
 from akk.screen.fingerprint import Appearance, IdMinter
@@ -116,7 +116,9 @@ def prompt_of(
         questions = tuple(q for q in params.get("questions") or [] if isinstance(q, dict))
         projection = _questionnaire(questions, seen, ids, turn_id)
         return make(kind=InteractionKind.QUESTIONNAIRE, projection=projection, questions=questions)
-    projection = _base(InteractionKind.CONFIRMATION, seen, ids, turn_id, [])
+    projection = backend_projection(
+        InteractionKind.CONFIRMATION, seen, ids, agent="codex", turn_id=turn_id, questions=[]
+    )
     projection |= {
         "state": "manual_required",
         "manual_reason": f"unsupported_request: {request.method[:80]}",
@@ -323,7 +325,9 @@ def _permission(
         question["detail"] = redact(detail)
     if _text(params.get("cwd")):
         question["cwd"] = redact(str(params["cwd"]))
-    projection = _base(InteractionKind.PERMISSION, seen, ids, turn_id, [question])
+    projection = backend_projection(
+        InteractionKind.PERMISSION, seen, ids, agent="codex", turn_id=turn_id, questions=[question]
+    )
     projection["decisions"] = [d for d in ("approve_once", "reject") if d in decisions]
     if not decisions:
         projection |= {"state": "manual_required", "manual_reason": "no_one_time_decision"}
@@ -346,13 +350,19 @@ def _questionnaire(
                     ResponseKind.SINGLE_SELECT if options else ResponseKind.FREE_TEXT
                 ).value,
                 "options": [
-                    _option(ids.option_id(seen, index, row), option)
+                    backend_option(
+                        ids.option_id(seen, index, row),
+                        option.get("label"),
+                        option.get("description"),
+                    )
                     for row, option in enumerate(options)
                 ],
                 "free_text": bool(question.get("isOther")) or not options,
             }
         )
-    projection = _base(InteractionKind.QUESTIONNAIRE, seen, ids, turn_id, shown)
+    projection = backend_projection(
+        InteractionKind.QUESTIONNAIRE, seen, ids, agent="codex", turn_id=turn_id, questions=shown
+    )
     projection["capabilities"] = {
         "batch_response": True,
         "free_text": any(q["free_text"] for q in shown),
@@ -361,34 +371,6 @@ def _questionnaire(
     if any(q.get("isSecret") for q in questions):
         projection |= {"state": "manual_required", "manual_reason": "secret_input"}
     return projection
-
-
-def _base(
-    kind: InteractionKind,
-    seen: Appearance,
-    ids: IdMinter,
-    turn_id: str | None,
-    questions: list[dict[str, Any]],
-) -> dict[str, Any]:
-    return {
-        "schema": SCHEMA,
-        "version": 1,
-        "interaction_id": ids.interaction_id(seen),
-        "turn_id": turn_id,
-        "agent": "codex",
-        "kind": kind.value,
-        "state": "pending",
-        "step": {"index": 1, "total": 1},
-        "questions": questions,
-        "capabilities": {"batch_response": False, "free_text": False, "multi_select": False},
-    }
-
-
-def _option(option_id: str, option: Mapping[str, Any]) -> dict[str, Any]:
-    shown = {"option_id": option_id, "label": redact(_text(option.get("label")) or "")}
-    if _text(option.get("description")):
-        shown["description"] = redact(str(option["description"]))
-    return shown
 
 
 def _options(question: Mapping[str, Any]) -> list[Mapping[str, Any]]:
