@@ -21,7 +21,7 @@ from akk.evidence import (
     EvidenceLost,
     EvidenceReason,
     EvidenceTooLarge,
-    Usage,
+    Tokens,
     UsageStatus,
     request_digest,
 )
@@ -62,11 +62,11 @@ def _as_session(tmp_path: Path, source: Path, session_id: str, lines: int | None
     return target
 
 
-def _usage(requests: list[dict[str, Any]]) -> Usage:
-    total = Usage.zero()
+def _usage(requests: list[dict[str, Any]]) -> Tokens:
+    total = Tokens.zero()
     for request in requests:
         counts = request["usage"]
-        total += Usage(
+        total += Tokens(
             counts["input_tokens"],
             counts["output_tokens"],
             counts["cache_read_input_tokens"],
@@ -99,7 +99,7 @@ def test_a_settled_round_reports_its_outcome_text_and_the_model_servers_usage(
         assert found.usage_status is UsageStatus.COMPLETE
     elif outcome == "failed":
         assert text is not None and found.failure is not None and text in found.failure
-        assert found.usage == Usage.zero()
+        assert found.usage == Tokens.zero()
     else:
         # Cut mid-stream: the first streamed counts, a lower bound.
         assert found.usage_status is UsageStatus.PARTIAL

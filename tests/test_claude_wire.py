@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from akk.backends.claude_headless import wire
+from akk.evidence import Tokens
 from tools.lab import clients
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "claude_headless"
@@ -63,9 +64,9 @@ def test_a_captured_session_types_every_line(version: str) -> None:
         "aborted_streaming",
     ]
     # Usage is the invocation's own model requests summed (the lab sends 100*n input).
-    assert results[0].usage == wire.Usage(input=100, output=10, cache_read=50, cache_write=20)
-    assert results[1].usage == wire.Usage(input=500, output=50, cache_read=250, cache_write=100)
-    assert results[3].usage == wire.Usage(input=0, output=0, cache_read=0, cache_write=0)
+    assert results[0].usage == Tokens(input=100, output=10, cache_read=50, cache_write=20)
+    assert results[1].usage == Tokens(input=500, output=50, cache_read=250, cache_write=100)
+    assert results[3].usage == Tokens(input=0, output=0, cache_read=0, cache_write=0)
     assert {r.session_id for r in results} == {session}
 
 

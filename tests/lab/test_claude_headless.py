@@ -36,6 +36,7 @@ from akk.backends.claude_headless.process import (
     open_claude,
 )
 from akk.discovery.process import start_ticks
+from akk.evidence import Tokens
 from akk.qualify.launcher import run_processes
 from akk.qualify.model_server import ModelServer, RecordedRequest
 from akk.qualify.run_files import prepare
@@ -122,8 +123,8 @@ async def _model_request(server: ModelServer, text: str, after: float) -> Record
     )
 
 
-def _served_usage(requests: list[RecordedRequest]) -> wire.Usage:
-    return wire.Usage(
+def _served_usage(requests: list[RecordedRequest]) -> Tokens:
+    return Tokens(
         input=sum(r.usage.input_tokens for r in requests),
         output=sum(r.usage.output_tokens for r in requests),
         cache_read=sum(r.usage.cache_read_input_tokens for r in requests),

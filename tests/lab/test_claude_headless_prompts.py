@@ -26,7 +26,7 @@ import trio
 
 from akk.backends.claude_headless import prompts, transcript, wire
 from akk.backends.claude_headless.process import ClaudeProcess, NewSession, open_claude
-from akk.evidence import Usage, UsageStatus, request_digest
+from akk.evidence import Tokens, UsageStatus, request_digest
 from akk.profiles.observation import InteractionKind
 from akk.qualify.launcher import run_processes
 from akk.qualify.model_server import ModelServer, RecordedRequest
@@ -182,8 +182,8 @@ async def _round(
     return message_uuid, sent, at_model.at - answered_at
 
 
-def _served(requests: list[RecordedRequest]) -> Usage:
-    return Usage(
+def _served(requests: list[RecordedRequest]) -> Tokens:
+    return Tokens(
         input=sum(r.usage.input_tokens for r in requests),
         output=sum(r.usage.output_tokens for r in requests),
         cache_read=sum(r.usage.cache_read_input_tokens for r in requests),

@@ -42,7 +42,7 @@ from akk.profiles.observation import InteractionKind, OptionRole, ResponseKind
 from akk.protocol.errors import Reason, RpcError
 from akk.protocol.projection import backend_option, backend_projection
 from akk.protocol.redaction import redact
-from akk.protocol.text_rule import check_text
+from akk.protocol.text_check import check_text
 from akk.screen.fingerprint import Appearance, IdMinter
 
 CAN_USE_TOOL = "can_use_tool"

@@ -41,7 +41,7 @@ from akk.evidence.model import (
     EvidenceReason,
     EvidenceTooLarge,
     Outcome,
-    Usage,
+    Tokens,
     UsageStatus,
     check_digest,
 )
@@ -70,7 +70,7 @@ class Round:
     outcome: Outcome | None
     final_message: str | None
     failure: str | None
-    usage: Usage | None
+    usage: Tokens | None
     usage_status: UsageStatus
     end_offset: int
 

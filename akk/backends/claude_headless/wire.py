@@ -21,6 +21,8 @@ from typing import Literal
 
 import attrs
 
+from akk.evidence.model import Tokens
+
 MAX_LINE_BYTES = 16 << 20
 """The longest stdout line accepted (a tool result or a file read can be megabytes)."""
 
@@ -39,16 +41,6 @@ class WireError(ValueError):
         super().__init__(f"claude stream-json {reason}: {detail}")
         self.reason: WireReason = reason
         self.detail = detail
-
-
-@attrs.frozen
-class Usage:
-    """Token counts of one `result` (the invocation's model requests, summed by Claude)."""
-
-    input: int
-    output: int
-    cache_read: int
-    cache_write: int
 
 
 @attrs.frozen
@@ -118,7 +110,7 @@ class Result:
     is_error: bool
     result: str | None
     stop_reason: str | None
-    usage: Usage
+    usage: Tokens
     session_id: str
     terminal_reason: str | None
     """`completed`, `aborted_streaming`, ...; None where the version omits it."""
@@ -304,9 +296,9 @@ def _blocks(value: Mapping[str, object], key: str) -> tuple[Mapping[str, object]
     return tuple(field)
 
 
-def _usage(usage: Mapping[str, object]) -> Usage:
+def _usage(usage: Mapping[str, object]) -> Tokens:
     """Missing counts are zero (Claude omits cache counts the API did not send)."""
-    return Usage(
+    return Tokens(
         input=_int(usage, "input_tokens"),
         output=_int(usage, "output_tokens"),
         cache_read=_int(usage, "cache_read_input_tokens"),
