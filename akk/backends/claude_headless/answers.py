@@ -21,7 +21,7 @@ from typing import Any, Protocol
 import apsw
 
 from akk.actors.store import transact
-from akk.backends.claude_headless.actor import Answer
+from akk.backends.claude_headless.actor import Answer, RunMessage
 from akk.backends.claude_headless.board import RunBoard
 from akk.backends.claude_headless.prompts import (
     HeadlessPrompt,
@@ -33,26 +33,36 @@ from akk.backends.context import BackendContext
 from akk.backends.contract import AnswerReceipt, Refusal
 from akk.backends.offers import check_offer
 from akk.protocol.errors import Reason, RpcError
+from akk.runtime.actor import ActorError, ActorRef, AskTimeout
 from akk.screen.fingerprint import IdMinter
-from akk.store import interactions, turns
-from akk.store.dispatches import Kind
+from akk.store import dispatches, interactions, turns
+from akk.store.dispatches import Kind, Stage
 from akk.store.interactions import Interaction, InteractionState, Offer, Sighting
 from akk.store.turns import Turn
 
+ANSWER_TIMEOUT = 60.0
+"""How long an answer may wait for the Turn's RunActor (past it: uncertain, never resent)."""
 
-class Runs(Protocol):
-    """What the run side lends the answers: each running Turn's board, and its actor."""
 
-    def board(self, turn_id: str) -> RunBoard | None:
-        """The board of ``turn_id``'s process while it runs (None: no process runs)."""
+class Host(Protocol):
+    """One round's process as the run side keeps it (`host.RunHost`)."""
+
+    @property
+    def board(self) -> RunBoard:
+        """What the process said (its pending requests)."""
         ...
 
-    async def answer(self, turn_id: str, message: Answer) -> AnswerReceipt | Refusal:
-        """Ask ``turn_id``'s RunActor to write ``message`` (fenced again there).
+    @property
+    def ref(self) -> ActorRef[RunMessage]:
+        """Its RunActor, the only writer to the process."""
+        ...
 
-        A Refusal sent nothing (prompt_changed when no process runs). Raises
-        RpcError response_uncertain once the answer may have been written.
-        """
+
+class Hosts(Protocol):
+    """Each Turn's latest round's process in this run of AKK (`host.RunDesk`)."""
+
+    def host(self, turn_id: str) -> Host | None:
+        """None: no process of ``turn_id`` was started in this run."""
         ...
 
 
@@ -101,24 +111,24 @@ def remember_asked(
 class HeadlessAnswers:
     """The interaction methods of the headless Claude `TurnBackend` (its class delegates)."""
 
-    def __init__(self, ctx: BackendContext, *, runs: Runs) -> None:
+    def __init__(self, ctx: BackendContext, *, hosts: Hosts) -> None:
         self._store = ctx.store
         self._reader = ctx.reader
         self._ids = ctx.ids
         self._destinations = ctx.destinations
         self._offer_seconds = ctx.offer_minutes * 60
-        self._runs = runs
+        self._hosts = hosts
 
     def prompts(self, turn: Turn) -> list[HeadlessPrompt]:
         """What ``turn``'s process asks now, oldest first."""
-        return prompts_of(turn, self._runs.board(turn.turn_id), self._ids)
+        return prompts_of(turn, self._board(turn), self._ids)
 
     async def shown(self, turn: Turn, controller_id: str) -> dict[str, Any] | None:
         """The first request the process asks, recorded and (to its owner) offered.
 
         A manual_required one is shown, never offered (nothing may answer it).
         """
-        board = self._runs.board(turn.turn_id)
+        board = self._board(turn)
         found = prompts_of(turn, board, self._ids)
         if board is None or not found:
             return None
@@ -179,6 +189,10 @@ class HeadlessAnswers:
 
     # -- the shared path
 
+    def _board(self, turn: Turn) -> RunBoard | None:
+        host = self._hosts.host(turn.turn_id)
+        return None if host is None else host.board
+
     def _prompt(self, turn: Turn, row: Interaction) -> HeadlessPrompt | None:
         return next((p for p in self.prompts(turn) if p.interaction_id == row.interaction_id), None)
 
@@ -227,7 +241,7 @@ class HeadlessAnswers:
             request_id=prompt.request_id, fingerprint=prompt.seen.fingerprint, kind=kind,
             response=response,
         )  # fmt: skip
-        reply = await self._runs.answer(turn.turn_id, message)
+        reply = await self._ask(turn, message)
         if isinstance(reply, Refusal):
             raise RpcError(reply.reason, reply.message)
         if not reply.proven:
@@ -241,3 +255,53 @@ class HeadlessAnswers:
             "interaction_id": row.interaction_id,
             "dispatch_id": reply.dispatch.dispatch_id,
         }
+
+    async def _ask(self, turn: Turn, message: Answer) -> AnswerReceipt | Refusal:
+        """The Turn's RunActor writes ``message``; a lost ask is proven unsent or uncertain."""
+        host = self._hosts.host(turn.turn_id)
+        if host is None:
+            return Refusal(
+                Reason.PROMPT_CHANGED,
+                "the Claude process of this Turn has ended; nothing was sent. Call status",
+            )
+        try:
+            return await host.ref.ask(message, timeout=ANSWER_TIMEOUT)
+        except AskTimeout as exc:
+            if not exc.delivered:
+                raise RpcError(
+                    Reason.INTERNAL,
+                    "the Turn's Claude actor was too busy to take the answer; nothing was sent; "
+                    "try again",
+                ) from None
+            why = "the answer did not finish in time"
+        except ActorError as exc:
+            why = f"the Turn's Claude actor stopped during the answer ({exc.reason})"
+        if not await transact(self._store, lambda conn: _settle_lost(conn, message, why)):
+            return Refusal(
+                Reason.PROMPT_CHANGED,
+                f"{why} before reserving it; nothing was sent. Call status",
+            )
+        self._destinations.wake(turn.controller_id)
+        raise _uncertain(why)
+
+
+def _settle_lost(conn: apsw.Connection, message: Answer, why: str) -> bool:
+    """An ask lost on the way: False when no reservation was made (nothing was written);
+    else its dispatch, if still open, is ``uncertain`` with its event, once."""
+    mine = [
+        d
+        for d in dispatches.of_turn(conn, message.turn_id)
+        if d.offer_id == message.offer_id and d.interaction_id == message.interaction_id
+    ]
+    for step in mine:
+        if step.stage.open:
+            found = dispatches.advance(conn, step, Stage.UNCERTAIN, why)
+            turns.answer_uncertain(conn, found, why, time.time())
+    return bool(mine)
+
+
+def _uncertain(why: str) -> RpcError:
+    return RpcError(
+        Reason.RESPONSE_UNCERTAIN,
+        f"{why}; it may have reached Claude and will not be sent again. Call status",
+    )
