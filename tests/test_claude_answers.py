@@ -24,7 +24,7 @@ from akk import faults
 from akk.actors.store import StoreActor, transact
 from akk.backends.claude_headless import prompts, wire
 from akk.backends.claude_headless.actor import RunActor, RunMessage
-from akk.backends.claude_headless.answers import HeadlessAnswers, remember_asked
+from akk.backends.claude_headless.answers import HeadlessAnswers, prompts_of, remember_asked
 from akk.backends.claude_headless.board import RunBoard
 from akk.backends.claude_headless.process import ClaudeProcess, ConnectionClosed
 from akk.backends.context import BackendContext
@@ -244,7 +244,8 @@ async def _recorded(lab: _Lab) -> str:
     def record(conn: Any) -> bool:
         fresh = turns.get(conn, lab.turn.turn_id)
         assert fresh is not None
-        return remember_asked(conn, fresh, lab.board, lab.ids, time.time())
+        found = prompts_of(fresh, lab.board, lab.ids)
+        return remember_asked(conn, fresh, found, lab.board, time.time())
 
     assert await transact(lab.store, record) is True
     assert await transact(lab.store, record) is False

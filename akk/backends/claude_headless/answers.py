@@ -16,6 +16,7 @@ Turn's RunActor (`actor.Answer`), fenced again there, reserved first, once.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 import apsw
@@ -94,16 +95,20 @@ def sighting(prompt: HeadlessPrompt, board: RunBoard) -> Sighting:
 
 
 def remember_asked(
-    conn: apsw.Connection, turn: Turn, board: RunBoard, ids: IdMinter, now: float
+    conn: apsw.Connection,
+    turn: Turn,
+    found: Sequence[HeadlessPrompt],
+    board: RunBoard,
+    now: float,
 ) -> bool:
-    """Record every request ``turn``'s process asks; True when one was new.
+    """Record the prompts ``found`` on ``turn``'s board (`prompts_of`); True when one was new.
 
     Each new one writes its wake-up in this transaction: `approval_required`, or
     `interaction_required` for a questionnaire and for a manual_required request
     (said to the controller at once). The follower's announce runs it.
     """
     new = False
-    for prompt in prompts_of(turn, board, ids):
+    for prompt in found:
         new |= interactions.remember(conn, turn, sighting(prompt, board), now)[1]
     return new
 

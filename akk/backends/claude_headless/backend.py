@@ -8,8 +8,7 @@ gives the session policy Claude's binding facts; `confirm_ended` proves,
 read-only, that a settled round's process is gone.
 
 The interaction methods (`shown`, `approve`, `respond`, `still_asked`,
-`check_respond`) answer `manual_required` here until the answers side
-(`answers.py`) replaces them: nothing is ever sent by them.
+`check_respond`) are `answers.HeadlessAnswers`, which it delegates to.
 """
 
 from __future__ import annotations
@@ -25,6 +24,7 @@ import trio
 
 from akk.actors.store import transact
 from akk.backends.claude_headless import transcript
+from akk.backends.claude_headless.answers import HeadlessAnswers
 from akk.backends.claude_headless.follow import ClaudeFollower
 from akk.backends.claude_headless.host import RoundPlan, RunDesk
 from akk.backends.claude_headless.process import NewSession, Resume
@@ -75,6 +75,7 @@ class ClaudeHeadless:
         self._ctx = ctx
         self._store = ctx.store
         self._runs = runs
+        self._answers = HeadlessAnswers(ctx, hosts=runs)
 
     async def follow_again(self, turn_id: str, *, restarted: bool) -> None:
         """Follow the Turn again: its board when this run holds its process, else the
@@ -176,35 +177,26 @@ class ClaudeHeadless:
             )
         return setup
 
-    # -- interactions (answers.py replaces these)
+    # -- interactions (answers.py)
 
     async def shown(self, turn: Turn, controller_id: str) -> dict[str, Any] | None:
-        """Nothing is offered yet: the pending requests are announced as interactions."""
-        return None
+        return await self._answers.shown(turn, controller_id)
 
     async def approve(
         self, turn: Turn, row: Interaction, controller_id: str, value: str
     ) -> dict[str, Any]:
-        raise _manual()
+        return await self._answers.approve(turn, row, controller_id, value)
 
     async def respond(
         self, turn: Turn, row: Interaction, controller_id: str, params: dict[str, Any]
     ) -> dict[str, Any]:
-        raise _manual()
+        return await self._answers.respond(turn, row, controller_id, params)
 
     async def still_asked(self, turn: Turn, row: Interaction, notification_id: str) -> None:
-        raise _manual()
+        await self._answers.still_asked(turn, row, notification_id)
 
     def check_respond(self, turn: Turn) -> None:
-        raise _manual()
-
-
-def _manual() -> RpcError:
-    return RpcError(
-        Reason.MANUAL_REQUIRED,
-        "this server does not answer a Claude headless Turn's prompts yet; nothing was sent. "
-        "Cancel the Turn, or answer in a terminal send",
-    )
+        self._answers.check_respond(turn)
 
 
 def _size(file: os.PathLike[str]) -> int | None:

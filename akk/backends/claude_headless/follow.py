@@ -36,8 +36,10 @@ import apsw
 from akk import evidence, faults
 from akk.actors.turn import FINAL_MESSAGE_LIMIT, not_running
 from akk.actors.turn_follower import Attached, CancelResult, Usage
-from akk.backends.claude_headless import prompts, transcript, wire
+from akk.backends.claude_headless import transcript, wire
 from akk.backends.claude_headless.actor import Interrupt
+from akk.backends.claude_headless.answers import prompts_of, remember_asked
+from akk.backends.claude_headless.board import RunBoard
 from akk.backends.claude_headless.host import RunDesk
 from akk.discovery import children
 from akk.discovery.process import start_ticks
@@ -48,7 +50,7 @@ from akk.protocol.redaction import redact
 from akk.runtime.actor import ActorError
 from akk.screen.fingerprint import IdMinter
 from akk.sessions.policy import Dispatch
-from akk.store import interactions, sessions
+from akk.store import sessions
 from akk.store.sessions import InvocationRow
 from akk.store.turns import Turn, TurnState
 
@@ -120,7 +122,7 @@ class ClaudeFollower(Attached):
             self._seq = board.seq
             assert self._control is not None
             self._turn = await self._control.update(last_activity_at=now)
-        await self._announce(host.board.requests)
+        await self._announce(host.board)
         if board.result is not None:
             await faults.reached(Point.CLAUDE_RESULT)
             result = board.result
@@ -136,41 +138,21 @@ class ClaudeFollower(Attached):
             return False
         return True
 
-    async def _announce(self, requests: dict[str, wire.ControlRequest]) -> None:
+    async def _announce(self, board: RunBoard) -> None:
         """Record each pending control request as an interaction (its event once); the ones
         no longer asked become ``gone``."""
         turn = self._turn
         assert turn is not None
-        host = self._desk.host(turn.turn_id)
-        generation = host.board.generation if host is not None else 0
-        mine = [
-            prompts.prompt_of(
-                r.request_id,
-                r.request,
-                generation=generation,
-                ids=self._ids,
-                turn_id=turn.turn_id,
-            )
-            for r in list(requests.values())
-        ]
+        mine = prompts_of(turn, board, self._ids)
         asked = frozenset(p.interaction_id for p in mine)
         if asked == self._announced:
             return
-        now, profile = time.time(), f"claude-headless-{self._desk.version}"
-
-        def record(conn: apsw.Connection, fresh: Turn) -> bool:
-            new = False
-            for prompt in mine:
-                new |= interactions.record(
-                    conn, interaction_id=prompt.interaction_id, terminal_id=None,
-                    turn_id=turn.turn_id, kind=prompt.kind.value, seen=prompt.seen,
-                    profile=profile, step_index=1, step_total=1, projection=prompt.projection,
-                    now=now, announce=fresh,
-                )[1]  # fmt: skip
-            return new
-
+        now = time.time()
         assert self._control is not None
-        await self._control.announce(lambda row: row.interaction_id in asked, record)
+        await self._control.announce(
+            lambda row: row.interaction_id in asked,
+            lambda conn, fresh: remember_asked(conn, fresh, mine, board, now),
+        )
         self._announced = asked
 
     async def _reconcile(self, turn: Turn, invocation: InvocationRow) -> None:
