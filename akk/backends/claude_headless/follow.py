@@ -4,7 +4,8 @@ The TurnActor drives it as it drives the others. Its witness is the round's
 `RunBoard` (what the process said) while the process AKK started runs, and the
 session's own transcript (`transcript.py`) otherwise:
 
-- `result` gives the outcome: success -> done with the final text and the
+- `result` gives the outcome (committed once the process is reaped, so the
+  session's next send finds its cleanup confirmed): success -> done with the final text and the
   result's usage (that invocation's own, proven equal to what the model sent);
   an error result after the owner's interrupt -> cancelled; any other error
   result -> failed;
@@ -124,9 +125,10 @@ class ClaudeFollower(Attached):
             self._turn = await self._control.update(last_activity_at=now)
         await self._announce(host.board)
         if board.result is not None:
+            if board.exit is None:
+                return False  # stdin is closed: settled once the process is reaped
             await faults.reached(Point.CLAUDE_RESULT)
-            result = board.result
-            await self._settle_result(result, board.final_text, cleanup=board.exit is not None)
+            await self._settle_result(board.result, board.final_text, cleanup=True)
             return False
         if board.closed is not None and board.exit is not None:
             code = board.exit.returncode
