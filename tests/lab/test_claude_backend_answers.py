@@ -27,17 +27,14 @@ import trio
 
 from akk.backends.claude_headless import prompts
 from akk.client import AkkError, Controller, connect
-from akk.config import ServiceConfig
 from akk.qualify.launcher import run_processes
 from akk.qualify.model_server import ModelServer
-from akk.qualify.run_files import RunFiles, prepare
+from akk.qualify.run_files import RunFiles
 from akk.qualify.scenarios import AskUserQuestion, Bash, Option, Question, Scenario, Step, Text
-from akk.service import run_service
-from akk.store.location import StateDir
 from tests.lab.conftest import ensure_installed
 from tests.lab.test_interactions import WAKE_UPS, next_event, prompt
 from tools.lab import clients
-from tools.lab.akk_runner import mint_offline, outcome
+from tools.lab.akk_runner import outcome, serving_backend
 from tools.lab.clients import Client
 
 OLDEST_AND_NEWEST = [
@@ -120,28 +117,16 @@ class Lab:
 async def serving(client: Client, tmp_path: Path) -> AsyncIterator[Lab]:
     await ensure_installed(client)
     model = ModelServer(SCENARIO)
-    root = tmp_path / "lab"
-    root.mkdir()
     with trio.fail_after(200):
         async with trio.open_nursery() as nursery:
             await nursery.start(model.serve)
-            files = prepare(client, root, model.port)
-            state = StateDir(tmp_path / "akk")
-            tokens = mint_offline(state, "ctl", "other")
-            config = ServiceConfig(
-                state=state, port=0, tmux_sockets=(str(tmp_path / "no-tmux-server"),),
-                poll_interval=0.1, claude_bin=str(client.binary()),
-                claude_config_dir=str(files.home / ".claude"),
-                claude_env=tuple(files.env.items()), workspace_roots=(str(tmp_path),),
-            )  # fmt: skip
-            endpoint = await nursery.start(
-                lambda task_status: run_service(config, task_status=task_status)
-            )
             async with (
-                connect(endpoint.url, tokens["ctl"]) as ctl,
-                connect(endpoint.url, tokens["other"]) as other,
+                serving_backend(client, tmp_path, model, "ctl", "other") as (served, files),
+                connect(served.endpoint.url, served.tokens["ctl"]) as ctl,
+                connect(served.endpoint.url, served.tokens["other"]) as other,
             ):
                 yield Lab(ctl, other, files, model)
+                root = files.workdir.parent
             nursery.cancel_scope.cancel()
     assert run_processes(root) == []
 
