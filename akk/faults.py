@@ -78,6 +78,10 @@ class Point(enum.StrEnum):
     CLAUDE_ACCEPTED = "claude_accepted"  # after acceptance (system/init) committed
     CLAUDE_RUNNING = "claude_running"  # during the turn (a TurnActor's look)
     CLAUDE_RESULT = "claude_result"  # after `result`, before the outcome commits
+    # An answer to a headless Claude's control request, under its RunActor.
+    CLAUDE_ANSWER_RESERVED = "claude_answer_reserved"  # after the reservation, before the line
+    CLAUDE_ANSWER_SENT = "claude_answer_sent"  # after the control_response line, before its stage
+    CLAUDE_ANSWER_RECORDED = "claude_answer_recorded"  # after `accepted` committed
     # The outbox.
     LEASED = "leased"  # after a notification's lease committed, before it is sent
     DELIVERED = "delivered"  # after the event frame was written, before the ack
@@ -128,6 +132,13 @@ CLAUDE_POINTS = (
     Point.CLAUDE_RESULT,
 )
 """Every point a Claude headless send passes, in order (its fault tests visit each)."""
+
+CLAUDE_ANSWER_POINTS = (
+    Point.CLAUDE_ANSWER_RESERVED,
+    Point.CLAUDE_ANSWER_SENT,
+    Point.CLAUDE_ANSWER_RECORDED,
+)
+"""The points of an answer to a headless Claude, in order (its fault tests visit each)."""
 
 ANSWER_POINTS = (
     Point.ANSWER_RESERVED,

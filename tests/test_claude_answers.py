@@ -376,7 +376,7 @@ async def test_a_crash_between_reservation_and_write_leaves_the_answer_uncertain
         assert shown is not None
         # The actor dies after the reservation, before its line (a SIGKILL of akk serve there
         # leaves the dispatch open for the restart to make uncertain: the lab proves that).
-        faults.arm(f"{Point.ANSWER_RESERVED}:raise")
+        faults.arm(f"{Point.CLAUDE_ANSWER_RESERVED}:raise")
         with pytest.raises(RpcError) as uncertain:
             await answers.approve(turn, await lab.row(shown["interaction_id"]), OWNER, "reject")
         assert uncertain.value.reason is Reason.RESPONSE_UNCERTAIN

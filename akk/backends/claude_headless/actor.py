@@ -8,8 +8,8 @@ one request at a time:
 - `Answer`: a `control_response` for a pending `can_use_tool`, fenced (Claude
   still asks exactly the request the controller saw: same request id, same
   fingerprint), reserved durably first (the offer consumed, a dispatch
-  reserved), with the fault point `answer_reserved` between the reservation and
-  the write; written once. A line that may have reached the process without
+  reserved), with the fault points `faults.CLAUDE_ANSWER_POINTS` from the
+  reservation to the record; written once. A line that may have reached the process without
   being recorded makes the answer `response_uncertain`; nothing is sent again.
 - `Interrupt`: the protocol's interrupt (every pinned Claude has it).
 """
@@ -119,7 +119,7 @@ class RunActor(Actor[RunMessage]):
         reserved = await transact(self._store, reserve)
         if isinstance(reserved, Refusal):
             return reserved
-        await faults.reached(Point.ANSWER_RESERVED)
+        await faults.reached(Point.CLAUDE_ANSWER_RESERVED)
         try:
             await self._claude.send(wire.control_success(message.request_id, message.response))
         except ConnectionClosed as exc:
@@ -127,12 +127,12 @@ class RunActor(Actor[RunMessage]):
             return AnswerReceipt(await self._uncertain(reserved, why), False, why)
         board.requests.pop(message.request_id, None)
         board.touch()
-        await faults.reached(Point.ANSWER_SENT)
+        await faults.reached(Point.CLAUDE_ANSWER_SENT)
         sent = await transact(
             self._store,
             lambda conn: dispatches.advance(conn, _fresh(conn, reserved), Stage.ACCEPTED),
         )
-        await faults.reached(Point.ANSWER_RECORDED)
+        await faults.reached(Point.CLAUDE_ANSWER_RECORDED)
         return AnswerReceipt(sent, True)
 
     async def _uncertain(self, reserved: Dispatch, why: str) -> Dispatch:
