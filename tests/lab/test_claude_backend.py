@@ -111,13 +111,15 @@ class Clock:
 
 
 def _claude_pids(root: Path) -> list[int]:
+    """The headless Claude processes of the run that lead their process group (AKK's own)."""
     found = []
     for pid in run_processes(root):
         try:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            leader = os.getpgid(pid) == pid
         except OSError:
             continue
-        if b"stream-json" in cmdline:
+        if b"stream-json" in cmdline and leader:
             found.append(pid)
     return found
 

@@ -140,22 +140,24 @@ async def serving(
 
 @attrs.frozen
 class BackendChild:
-    """A prepared CODEX_HOME beside an `akk serve` child for it (`backend_child`)."""
+    """A prepared client home (CODEX_HOME, or Claude's config dir) beside an `akk serve`
+    child for it (`backend_child`)."""
 
     root: Path
     """The run's root: its name marks every process of the run (`run_processes`)."""
     files: RunFiles
     akk: AkkProcess
-    codex: tuple[str, ...]
-    """`akk serve`'s arguments naming the client's binary and that CODEX_HOME."""
+    serve_args: tuple[str, ...]
+    """`akk serve`'s arguments naming the client's binary and that home."""
 
 
 @asynccontextmanager
 async def backend_child(
     client: Client, run: Path, model: ModelServer
 ) -> AsyncIterator[BackendChild]:
-    """``model`` served, ``client``'s CODEX_HOME prepared to talk to it, and an `akk serve`
-    child the caller starts (and may kill and start again); stopped on the way out.
+    """``model`` served, ``client``'s home prepared to talk to it, and an `akk serve` child
+    the caller starts (and may kill and start again); stopped on the way out. A Codex
+    client runs the app-server backend, a Claude client the headless one.
 
     Raises LabError if a process of the run outlives it.
     """
@@ -165,9 +167,16 @@ async def backend_child(
         await nursery.start(model.serve)
         files = prepare(client, root, model.port)
         akk = AkkProcess(None, run, env=files.env)
-        codex = ("--codex-bin", str(client.binary()), "--codex-home", str(files.codex_home))
+        if client.agent == "claude":
+            args: tuple[str, ...] = (
+                "--claude-bin", str(client.binary()),
+                "--claude-config-dir", str(files.home / ".claude"),
+                "--codex-bin", str(run / "not-installed"),
+            )  # fmt: skip
+        else:
+            args = ("--codex-bin", str(client.binary()), "--codex-home", str(files.codex_home))
         try:
-            yield BackendChild(root, files, akk, codex)
+            yield BackendChild(root, files, akk, args)
         finally:
             await trio.to_thread.run_sync(akk.stop)
             nursery.cancel_scope.cancel()

@@ -17,12 +17,14 @@ import json
 import os
 import time
 import uuid
+from contextlib import suppress
 from typing import Any
 
 import apsw
 import trio
 
 from akk.actors.store import transact
+from akk.actors.turn import Tick
 from akk.backends.claude_headless import transcript
 from akk.backends.claude_headless.answers import HeadlessAnswers
 from akk.backends.claude_headless.follow import ClaudeFollower
@@ -34,6 +36,7 @@ from akk.backends.contract import History, Refusal, Task
 from akk.backends.names import CLAUDE_HEADLESS
 from akk.discovery.process import start_ticks
 from akk.protocol.errors import Reason, RpcError
+from akk.runtime.actor import ActorError
 from akk.sessions import policy
 from akk.store import sessions, turns
 from akk.store.interactions import Interaction
@@ -91,6 +94,13 @@ class ClaudeHeadless:
             ),
         )
 
+    def _wake(self, turn_id: str) -> None:
+        """Make the Turn look now (a tell: never blocks)."""
+        ref = self._ctx.desk.ref(turn_id)
+        if ref is not None:
+            with suppress(ActorError):
+                ref.tell(Tick())
+
     async def start(self, task: Task) -> Turn | Refusal:
         """Claude headless Turns are reserved by the methods (a session's send)."""
         return Refusal(
@@ -135,7 +145,7 @@ class ClaudeHeadless:
             turn_id=turn_id, round=round_, start=start, cwd=cwd, text=text,
             message_uuid=message_uuid, transcript_start=size or 0,
         )  # fmt: skip
-        host = await self._runs.run(plan)
+        host = await self._runs.run(plan, lambda: self._wake(turn_id))
         await self._follow(turn_id, restarted=False)
         with trio.move_on_after(START_TIMEOUT):
             await host.written.wait()

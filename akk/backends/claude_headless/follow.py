@@ -26,6 +26,7 @@ with the Turn's outcome, in one transaction.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import time
@@ -35,6 +36,7 @@ from typing import Any
 import apsw
 
 from akk import evidence, faults
+from akk.actors.store import transact
 from akk.actors.turn import FINAL_MESSAGE_LIMIT, not_running
 from akk.actors.turn_follower import Attached, CancelResult, Usage
 from akk.backends.claude_headless import transcript, wire
@@ -50,8 +52,8 @@ from akk.protocol.errors import Reason
 from akk.protocol.redaction import redact
 from akk.runtime.actor import ActorError
 from akk.screen.fingerprint import IdMinter
-from akk.sessions.policy import Dispatch
-from akk.store import sessions
+from akk.sessions.policy import Dispatch, History
+from akk.store import sessions, turns
 from akk.store.sessions import InvocationRow
 from akk.store.turns import Turn, TurnState
 
@@ -118,6 +120,14 @@ class ClaudeFollower(Attached):
                 outcome="failed", cleanup=True,
             )  # fmt: skip
             return False
+        init = board.init
+        if (
+            invocation.dispatch is not Dispatch.ACCEPTED
+            and init is not None
+            and init.session_id == host.plan.start.session_id
+        ):
+            await self._accept(init, host.setup.version)
+            await faults.reached(Point.CLAUDE_ACCEPTED)
         await faults.reached(Point.CLAUDE_RUNNING)
         if board.seq != self._seq:
             self._seq = board.seq
@@ -139,6 +149,39 @@ class ClaudeFollower(Attached):
             )  # fmt: skip
             return False
         return True
+
+    async def _accept(self, init: wire.Init, version: str) -> None:
+        """Claude started the round's invocation: accepted, what `system/init` reported kept
+        in the Turn's evidence, the session's history persisted (its transcript exists)."""
+        turn = self._turn
+        assert turn is not None
+        turn_id, round_ = turn.turn_id, turn.round
+        reported = {
+            "agent_version": init.claude_code_version or version,
+            "model": init.model,
+            "permission_mode": init.permission_mode,
+            "tools": sorted(init.tools),
+        }
+        receipt = hashlib.sha256(json.dumps(reported, sort_keys=True).encode()).hexdigest()
+
+        def accept(conn: apsw.Connection) -> tuple[Turn, InvocationRow]:
+            inv = sessions.invocation(conn, turn_id, round_)
+            fresh = turns.get(conn, turn_id)
+            assert inv is not None and fresh is not None
+            inv = sessions.update_invocation(
+                conn, inv, dispatch=Dispatch.ACCEPTED, receipt_sha256=receipt
+            )
+            session = sessions.get(conn, inv.session_id)
+            if session is not None and session.history is History.UNKNOWN:
+                sessions.update(conn, session, history=History.PERSISTED)
+            facts = json.loads(fresh.evidence or "{}") | {"init": reported}
+            fresh = turns.update(
+                conn, fresh, state=TurnState.RUNNING, native_session=init.session_id,
+                evidence_status="bound", evidence=json.dumps(facts),
+            )  # fmt: skip
+            return fresh, inv
+
+        self._turn, self._invocation = await transact(self._store, accept)
 
     async def _announce(self, board: RunBoard) -> None:
         """Record each pending control request as an interaction (its event once); the ones

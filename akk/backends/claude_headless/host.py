@@ -17,7 +17,6 @@ latest board for its follower and its answers.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import time
@@ -39,7 +38,6 @@ from akk.runtime.actor import ActorRef, Incarnation, Rank
 from akk.runtime.supervisor import ChildSpec, Restart, Supervisor
 from akk.sessions import policy
 from akk.store import audit, sessions, turns
-from akk.store.turns import TurnState
 
 log = logging.getLogger("akk.claude")
 
@@ -86,9 +84,11 @@ class RunHost:
         plan: RoundPlan,
         *,
         store: ActorRef,
+        wake: Callable[[], None],
         limits: process.Limits | None = None,
     ) -> None:
         self.setup = setup
+        self._wake = wake
         self.plan = plan
         self.board = RunBoard(generation=plan.round)
         self.ref = ActorRef[RunMessage](
@@ -148,9 +148,8 @@ class RunHost:
                     log.warning("claude %s: %s", plan.turn_id, message)
                     continue
                 board.apply(message)
-                if isinstance(message, wire.Init) and message.session_id == plan.start.session_id:
-                    await self._accept(message)
-                    await faults.reached(Point.CLAUDE_ACCEPTED)
+                if isinstance(message, wire.Init | wire.ControlRequest | wire.Result):
+                    self._wake()  # the Turn looks now, before a cancel that may follow
                 if isinstance(message, wire.Result):
                     await claude.close_input()
             board.closed = claude.closed_reason or "claude closed its output"
@@ -173,37 +172,6 @@ class RunHost:
 
         await transact(self._store, mark)
 
-    async def _accept(self, init: wire.Init) -> None:
-        """Claude started the round's invocation: accepted, its binding facts stored."""
-        plan = self.plan
-        binding = json.dumps(
-            {
-                "agent_version": init.claude_code_version or self.setup.version,
-                "model": init.model,
-                "permission_mode": init.permission_mode,
-                "tools": sorted(init.tools),
-            },
-            sort_keys=True,
-        )
-
-        def accept(conn: apsw.Connection) -> None:
-            inv = sessions.invocation(conn, plan.turn_id, plan.round)
-            fresh = turns.get(conn, plan.turn_id)
-            assert inv is not None and fresh is not None
-            sessions.update_invocation(
-                conn, inv, dispatch=policy.Dispatch.ACCEPTED, receipt_sha256=_digest(binding)
-            )
-            session = sessions.get(conn, inv.session_id)
-            if session is not None and session.history is policy.History.UNKNOWN:
-                sessions.update(conn, session, history=policy.History.PERSISTED)
-            if fresh.unresolved and fresh.state is not TurnState.RUNNING:
-                turns.update(
-                    conn, fresh, state=TurnState.RUNNING, native_session=plan.start.session_id,
-                    evidence_status="bound",
-                )  # fmt: skip
-
-        await transact(self._store, accept)
-
     async def _record_exit(self, ended: process.Exit) -> None:
         detail = {
             "how": ended.how, "returncode": ended.returncode, "reaped": ended.reaped,
@@ -220,10 +188,6 @@ class RunHost:
 
         with trio.CancelScope(shield=True):
             await transact(self._store, record)
-
-
-def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 class RunDesk:
@@ -243,10 +207,11 @@ class RunDesk:
         self.reader = reader
         self._hosts: dict[str, RunHost] = {}
 
-    async def run(self, plan: RoundPlan) -> RunHost:
-        """Start the round's host (the setup must be a ClaudeSetup)."""
+    async def run(self, plan: RoundPlan, wake: Callable[[], None]) -> RunHost:
+        """Start the round's host (the setup must be a ClaudeSetup); ``wake`` makes its
+        Turn look at once (called on init, a control request and the result)."""
         assert isinstance(self.setup, ClaudeSetup), self.setup
-        host = RunHost(self.setup, plan, store=self._store)
+        host = RunHost(self.setup, plan, store=self._store, wake=wake)
         self._hosts[plan.turn_id] = host
         await self._supervisor.start_child(ChildSpec(host.key, host.run, restart=Restart.TEMPORARY))
         return host
