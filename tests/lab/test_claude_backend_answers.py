@@ -11,6 +11,12 @@ single-select, multi-select and free text, each at the model exactly once with
 the chosen labels (a partial answer is refused first and sends nothing). The
 model server is the oracle. The seconds from each answer call to the answer at
 the model are printed and kept in the test's user_properties.
+
+Apart, `akk serve` is SIGKILLed at each `claude_answer_*` point of an approval
+and started again: the Turn gets exactly one outcome, an answer cut off before
+its stage was recorded is `uncertain` with one `response_uncertain` event (at
+`claude_answer_reserved` it never reached the model), a replay is refused, the
+answer reaches the model at most once, and the role's next send works.
 """
 
 from __future__ import annotations
@@ -27,14 +33,16 @@ import trio
 
 from akk.backends.claude_headless import prompts
 from akk.client import AkkError, Controller, connect
+from akk.faults import CLAUDE_ANSWER_POINTS, Point
 from akk.qualify.launcher import run_processes
 from akk.qualify.model_server import ModelServer
 from akk.qualify.run_files import RunFiles
 from akk.qualify.scenarios import AskUserQuestion, Bash, Option, Question, Scenario, Step, Text
 from tests.lab.conftest import ensure_installed
+from tests.lab.test_faults import _events_until_outcome
 from tests.lab.test_interactions import WAKE_UPS, next_event, prompt
 from tools.lab import clients
-from tools.lab.akk_runner import outcome, serving_backend
+from tools.lab.akk_runner import OUTCOMES, backend_child, outcome, serving_backend
 from tools.lab.clients import Client
 
 OLDEST_AND_NEWEST = [
@@ -49,6 +57,7 @@ REJECT_TASK = "lab: run the rejected command"
 REJECT_MARKER = "lab-rejected-ran"
 ASK_TASK = "lab: ask three kinds of question"
 FREE_TEXT = "Magenta, with a thin border"
+AFTER_TASK = "lab: the next task"
 
 COLOR = Question(
     "Which color do you prefer?",
@@ -83,6 +92,7 @@ SCENARIO = Scenario(
         Step(prompts.REJECTED, Text("I did not run it.")),
         Step(ASK_TASK, AskUserQuestion((COLOR, EXTRAS, NAME))),
         Step(f'"{NAME.question}"=', Text("Noted the three answers.")),
+        Step(AFTER_TASK, Text("Done after the crash.")),
     ),
 )
 
@@ -97,13 +107,7 @@ class Lab:
     model: ModelServer
 
     def send(self, text: str) -> dict[str, Any]:
-        return {
-            "scope": {"task": "task-1", "role": "executor"},
-            "backend": "claude_headless",
-            "cwd": str(self.files.workdir),
-            "request": text,
-            "client_request_id": text,
-        }
+        return _params(self.files.workdir, text)
 
     async def at_model(self, text: str, since: float) -> float:
         """Seconds from ``since`` (time.monotonic) to the first model request carrying ``text``."""
@@ -236,3 +240,66 @@ async def test_permissions_and_questions_are_answered_once_through_the_offer(
     ordered = sorted(seconds)
     request.node.user_properties.append(("answer_to_model_s", ordered))
     print(f"{client.name} answer call -> model: {', '.join(f'{s:.3f}' for s in ordered)} s")
+
+
+@pytest.mark.lab
+@pytest.mark.parametrize("point", CLAUDE_ANSWER_POINTS, ids=str)
+@pytest.mark.parametrize("client", OLDEST_AND_NEWEST, ids=lambda client: client.name)
+async def test_sigkill_at_each_answer_point_then_restart(
+    client: Client, tmp_path: Path, point: Point
+) -> None:
+    seen: list[dict[str, Any]] = []
+    await ensure_installed(client)
+    model = ModelServer(SCENARIO)
+    async with backend_child(client, tmp_path, model) as lab:
+        akk, args, work = lab.akk, lab.serve_args, lab.files.workdir
+        url = await trio.to_thread.run_sync(akk.start, f"{point}:crash", *args)
+        with trio.fail_after(90):
+            async with connect(url, akk.tokens["ctl"]) as ctl:
+                sent = await ctl.call("send", _params(work, ALLOW_TASK))
+                turn_id = sent["turn_id"]
+                approve = {"turn_id": turn_id, "decision": "approve_once"}
+                await prompt(ctl, turn_id, 60)
+                with pytest.raises(Exception):  # noqa: B017  the server dies under the call
+                    await ctl.call("approve", approve)
+        await trio.to_thread.run_sync(akk.died_at, point)
+        url = await trio.to_thread.run_sync(akk.start, None, *args)
+        with trio.fail_after(120):
+            async with connect(url, akk.tokens["ctl"]) as ctl:
+                assert await _events_until_outcome(ctl, seen, timeout=60), (point, seen)
+                status = await ctl.call("status", {"turn_id": turn_id})
+                with pytest.raises(AkkError) as replay:
+                    await ctl.call("approve", approve)
+                assert replay.value.reason in ("conflict", "closed"), replay.value
+                await _events_until_outcome(ctl, seen, timeout=1.5)  # nothing more comes
+                after = await ctl.call("send", _params(work, AFTER_TASK))
+                assert (await outcome(ctl, after["turn_id"], timeout=60))["kind"] == "done"
+    mine = [e for e in seen if e.get("turn_id") == turn_id]
+    outcomes = [e for e in mine if e["kind"] in OUTCOMES]
+    assert len({e["event_id"] for e in outcomes}) == 1, outcomes
+    ((kind, stage, dispatch_id),) = [
+        (d["kind"], d["stage"], d["dispatch_id"]) for d in status["dispatches"]
+    ]
+    uncertain = [e for e in mine if e["kind"] == "response_uncertain"]
+    if point is Point.CLAUDE_ANSWER_RECORDED:
+        assert (kind, stage, uncertain) == ("approval", "accepted", []), (stage, uncertain)
+    else:
+        # The answer may have been written before its stage: reported once, never resent.
+        assert (kind, stage) == ("approval", "uncertain"), status["dispatches"]
+        assert [e["dispatch_id"] for e in uncertain] == [dispatch_id], uncertain
+    ran = model.count_inputs_containing(ALLOW_MARKER)
+    if point is Point.CLAUDE_ANSWER_RESERVED:
+        assert ran == 0 and not (work / f"{ALLOW_MARKER}.txt").exists(), model.summary()
+    assert ran <= 1, model.summary()
+    assert model.count_inputs_containing(ALLOW_TASK) == 1, model.summary()
+    assert model.count_inputs_containing(AFTER_TASK) == 1, model.summary()
+
+
+def _params(cwd: Path, text: str) -> dict[str, Any]:
+    return {
+        "scope": {"task": "task-1", "role": "executor"},
+        "backend": "claude_headless",
+        "cwd": str(cwd),
+        "request": text,
+        "client_request_id": text,
+    }
