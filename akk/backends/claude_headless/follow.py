@@ -114,8 +114,15 @@ class ClaudeFollower(Attached):
             await self._settle(
                 TurnState.FAILED, "claude_start_failed",
                 f"Claude could not be started ({redact(board.failed_to_start)[:200]}); nothing "
-                "was sent. Check --claude-bin (`akk doctor`), then send again",
+                "was sent. Check --claude-bin, then send again",
                 outcome="failed", cleanup=True,
+            )  # fmt: skip
+            return False
+        if board.closed is not None and board.pid is None:
+            await self._settle(
+                TurnState.FAILED, "not_sent",
+                f"the round ended before its process started ({redact(board.closed)[:200]}); "
+                "nothing was sent. Send it again", outcome="failed", cleanup=True,
             )  # fmt: skip
             return False
         init = board.init
