@@ -16,6 +16,8 @@ from akk.client import AkkError, connect
 from akk.store.database import open_reader
 from tests.conftest import LiveServer
 
+HOME = os.path.expanduser("~")
+
 
 class _Named:
     """Just enough of a backend for the registry: its name, sessions, witness, follow_again."""
@@ -106,7 +108,7 @@ async def test_a_claude_send_without_a_pinned_claude_is_refused_and_starts_nothi
     params: dict[str, Any] = {
         "scope": {"task": request_id, "role": "coder"},
         "backend": CLAUDE_HEADLESS,
-        "cwd": os.getcwd(),
+        "cwd": HOME,  # the live server's workspace root
         "request": "hi",
         "client_request_id": request_id,
     }
@@ -114,7 +116,7 @@ async def test_a_claude_send_without_a_pinned_claude_is_refused_and_starts_nothi
         async with connect(live_server.url, live_server.controllers["c1"]) as ctl:
             with pytest.raises(AkkError) as refused:
                 await ctl.call("send", params)
-    assert refused.value.reason == "unsupported_version"
+    assert refused.value.reason == "unsupported_version", refused.value.message
     assert "no-claude" in refused.value.message and "--claude-bin" in refused.value.message
     assert "nothing was started" in refused.value.message
     conn = open_reader(live_server.state.store_path)
