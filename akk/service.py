@@ -174,7 +174,7 @@ async def run_service(
                 log.info("claude headless backend: %s at %s", claude.version, claude.binary)
             else:
                 log.info("claude headless backend unavailable: %s", claude)
-            runs = RunDesk(backend_supervisor, setup=claude, store=store, reader=reader.run)
+            runs = RunDesk(backend_supervisor, setup=claude, store=store)
             hosts = BackendDesk(
                 backend_supervisor, setup=setup, store=store, reader=reader.run,
                 cwd=str(config.state.path),

@@ -28,6 +28,7 @@ from akk.client import Controller, connect
 from akk.qualify.launcher import run_processes
 from akk.qualify.model_server import ModelServer, RecordedRequest
 from akk.qualify.scenarios import ECHO_REPLY, ECHO_TASK, SLOW_TASK, Scenario, SlowText, Step, Text
+from akk.store.database import open_reader
 from tests.lab.conftest import ensure_installed
 from tools.lab import clients
 from tools.lab.akk_runner import outcome, serving_backend
@@ -199,6 +200,17 @@ async def test_create_resume_role_cancel_and_kill(
                 backends = {s["scope"]["role"]: s["backend"] for s in listed["sessions"]}
                 assert backends == {"executor": "claude_headless", "reviewer": "claude_headless"}
                 assert _claude_pids(root) == []
+                # Every process was reaped and its exit audited: one per send.
+                conn = open_reader(served.state.store_path)
+                try:
+                    exits = conn.execute(
+                        "SELECT outcome, detail FROM audit WHERE action = 'claude_exit'"
+                    ).fetchall()
+                finally:
+                    conn.close()
+                assert len(exits) == 6 and {o for o, _ in exits} == {"ok"}, exits
+                codes = sorted(json.loads(detail)["returncode"] for _, detail in exits)
+                assert codes == [-signal.SIGKILL, 0, 0, 0, 0, 1], codes  # killed, 4 done, cancel
             nursery.cancel_scope.cancel()
     for text in (ECHO_TASK, SECOND_TASK, REVIEW_TASK, SLOW_TASK, KILL_TASK, AFTER_TASK):
         assert model.count_inputs_containing(text) == 1, model.summary()

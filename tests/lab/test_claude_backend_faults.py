@@ -87,6 +87,7 @@ async def test_sigkill_at_each_claude_point_then_restart(
                 after = await ctl.call("send", _params(lab.files.workdir, "lab: after", "f2"))
                 assert after["session_decision"]["action"] in ("create", "resume", "rebuild")
                 assert (await outcome(ctl, after["turn_id"], timeout=60))["kind"] == "done"
+    print(f"\n{client.name} {point}: {status['turn']['state']} {status['turn']['reason']}")
     outcomes = [e for e in seen if e["kind"] in OUTCOMES and e["turn_id"] == again["turn_id"]]
     assert len({e["event_id"] for e in outcomes}) == 1, outcomes
     model_got = model.count_inputs_containing(ECHO_TASK)

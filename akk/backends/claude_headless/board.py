@@ -31,6 +31,9 @@ class RunBoard:
     final_text: str | None = None
     """The last assistant text of the round (the `result`'s text is preferred)."""
     result: wire.Result | None = None
+    context_tokens: int | None = None
+    """The prompt of the round's last model response (input, cache read and written): the
+    context in use."""
     interrupted: bool = False
     """AKK wrote an interrupt into this process."""
     closed: str | None = None
@@ -52,8 +55,10 @@ class RunBoard:
                 self.requests[message.request_id] = message
             case wire.ControlCancel(request_id):
                 self.requests.pop(request_id, None)
-            case wire.Assistant() if message.parent_tool_use_id is None and message.text:
-                self.final_text = message.text
+            case wire.Assistant() if message.parent_tool_use_id is None:
+                if message.text:
+                    self.final_text = message.text
+                self.context_tokens = _prompt_tokens(message) or self.context_tokens
             case wire.Result():
                 self.result = message
                 self.requests.clear()
@@ -69,6 +74,32 @@ class RunBoard:
         self.changed = trio.Event()
 
     @property
+    def context_window(self) -> int | None:
+        """The model's window as the `result` reports it (`modelUsage`), where it does."""
+        if self.result is None:
+            return None
+        models = self.result.raw.get("modelUsage")
+        if not isinstance(models, dict):
+            return None
+        windows = [
+            entry.get("contextWindow") for entry in models.values() if isinstance(entry, dict)
+        ]
+        known = [w for w in windows if isinstance(w, int) and not isinstance(w, bool) and w > 0]
+        return max(known) if known else None
+
+    @property
     def alive(self) -> bool:
         """The process's connection is open."""
         return self.pid is not None and self.closed is None
+
+
+def _prompt_tokens(message: wire.Assistant) -> int | None:
+    inner = message.raw.get("message")
+    usage = inner.get("usage") if isinstance(inner, dict) else None
+    if not isinstance(usage, dict):
+        return None
+    counts = [
+        usage.get(key)
+        for key in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+    ]
+    return sum(c for c in counts if isinstance(c, int) and not isinstance(c, bool)) or None

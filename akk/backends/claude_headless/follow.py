@@ -116,8 +116,15 @@ class ClaudeFollower(Attached):
             await self._settle(
                 TurnState.FAILED, "claude_start_failed",
                 f"Claude could not be started ({redact(board.failed_to_start)[:200]}); nothing "
-                "was sent. Check --claude-bin (`akk doctor`), then send again",
+                "was sent. Check --claude-bin, then send again",
                 outcome="failed", cleanup=True,
+            )  # fmt: skip
+            return False
+        if board.closed is not None and board.pid is None:
+            await self._settle(
+                TurnState.FAILED, "not_sent",
+                f"the round ended before its process started ({redact(board.closed)[:200]}); "
+                "nothing was sent. Send it again", outcome="failed", cleanup=True,
             )  # fmt: skip
             return False
         init = board.init
@@ -138,7 +145,8 @@ class ClaudeFollower(Attached):
             if board.exit is None:
                 return False  # stdin is closed: settled once the process is reaped
             await faults.reached(Point.CLAUDE_RESULT)
-            await self._settle_result(board.result, board.final_text, cleanup=True)
+            context = (board.context_tokens, board.context_window)
+            await self._settle_result(board.result, board.final_text, context)
             return False
         if board.closed is not None and board.exit is not None:
             code = board.exit.returncode
@@ -294,8 +302,11 @@ class ClaudeFollower(Attached):
     # -- store
 
     async def _settle_result(
-        self, result: wire.Result, final_text: str | None, *, cleanup: bool
+        self, result: wire.Result, final_text: str | None, context: tuple[int | None, int | None]
     ) -> None:
+        """The outcome the `result` gives (the process is reaped: cleanup confirmed);
+        ``context``: the tokens in use and the model's window, for `context_limit`."""
+        cleanup = True
         final = result.result if result.result is not None else final_text
         changes: dict[str, Any] = {}
         if final:
@@ -304,7 +315,7 @@ class ClaudeFollower(Attached):
             usage = Usage(evidence.UsageStatus.COMPLETE, result.usage)
             await self._settle(
                 TurnState.DONE, None, _summary(final), outcome="done", cleanup=cleanup,
-                checkpoint=True, usage=usage, **changes,
+                checkpoint=True, usage=usage, context=context, **changes,
             )  # fmt: skip
         elif self._cancelled:
             await self._settle(
@@ -330,6 +341,7 @@ class ClaudeFollower(Attached):
         cleanup: bool = False,
         checkpoint: bool = False,
         usage: Usage | None = None,
+        context: tuple[int | None, int | None] = (None, None),
         **changes: Any,
     ) -> None:
         """The Turn's outcome, its invocation's facts and the session's checkpoint, at once."""
@@ -340,7 +352,7 @@ class ClaudeFollower(Attached):
         def also(conn: apsw.Connection, fresh: Turn) -> None:
             _record_facts(
                 conn, fresh.turn_id, round_, state, now, outcome=outcome, cleanup=cleanup,
-                checkpoint=checkpoint,
+                checkpoint=checkpoint, context=context,
             )  # fmt: skip
 
         self._desk.forget(turn.turn_id)
@@ -376,8 +388,10 @@ def _record_facts(
     outcome: str | None = None,
     cleanup: bool = False,
     checkpoint: bool = False,
+    context: tuple[int | None, int | None] = (None, None),
 ) -> None:
-    """The invocation's outcome (and cleanup) and the session's checkpoint, in a settle."""
+    """The invocation's outcome (and cleanup), the session's checkpoint and context, in a
+    settle."""
     inv = sessions.invocation(conn, turn_id, round_)
     if inv is None:
         return
@@ -387,4 +401,9 @@ def _record_facts(
     sessions.update_invocation(conn, inv, **facts)
     session = sessions.get(conn, inv.session_id)
     if session is not None and checkpoint and inv.native_turn_id is not None:
-        sessions.update(conn, session, checkpoint=inv.native_turn_id)
+        tokens, window = context
+        sessions.update(
+            conn, session, checkpoint=inv.native_turn_id,
+            context_tokens=tokens if tokens is not None else session.context_tokens,
+            context_window=window if window is not None else session.context_window,
+        )  # fmt: skip

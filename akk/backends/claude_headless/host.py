@@ -21,7 +21,6 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
 
 import apsw
 import attrs
@@ -199,12 +198,10 @@ class RunDesk:
         *,
         setup: ClaudeSetup | str,
         store: ActorRef,
-        reader: Callable[[Callable[[apsw.Connection], Any]], Any],
     ) -> None:
         self._supervisor = supervisor
         self.setup = setup
         self._store = store
-        self.reader = reader
         self._hosts: dict[str, RunHost] = {}
 
     async def run(self, plan: RoundPlan, wake: Callable[[], None]) -> RunHost:
