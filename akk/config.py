@@ -106,6 +106,12 @@ class ServiceConfig:
     """The app-server's environment (None: AKK's own)."""
     codex_tap: rpc.Tap | None = attrs.field(default=None, eq=False, repr=False)
     """Sees every app-server message (tests check them against the version's schema)."""
+    claude_bin: str | None = None
+    """The Claude for the headless backend (None: `claude` on PATH)."""
+    claude_config_dir: str | None = None
+    """Its CLAUDE_CONFIG_DIR (None: $CLAUDE_CONFIG_DIR, else ~/.claude)."""
+    claude_env: tuple[tuple[str, str], ...] | None = None
+    """The headless runs' environment (None: AKK's own)."""
     sessions: policy.RebuildLimits = attrs.field(factory=policy.RebuildLimits)
     workspace_roots: tuple[str, ...] | None = None
     """Where backend workspaces may lie (None: the serving user's home); checked at start."""

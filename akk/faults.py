@@ -71,6 +71,17 @@ class Point(enum.StrEnum):
     BACKEND_TURN_ACCEPTED = "backend_turn_accepted"  # after the native turn id committed
     BACKEND_TURN_RUNNING = "backend_turn_running"  # during the turn (a TurnActor's look)
     BACKEND_COMPLETED = "backend_completed"  # after turn/completed, before the outcome commits
+    # A Turn on the Claude headless backend, under its RunHost and the TurnActor.
+    CLAUDE_SPAWN = "claude_spawn"  # after the session and message ids committed, before spawn
+    CLAUDE_SPAWNED = "claude_spawned"  # after the process started, before `maybe_sent`
+    CLAUDE_WRITTEN = "claude_written"  # after the user line was written, before it is recorded
+    CLAUDE_ACCEPTED = "claude_accepted"  # after acceptance (system/init) committed
+    CLAUDE_RUNNING = "claude_running"  # during the turn (a TurnActor's look)
+    CLAUDE_RESULT = "claude_result"  # after `result`, before the outcome commits
+    # An answer to a headless Claude's control request, under its RunActor.
+    CLAUDE_ANSWER_RESERVED = "claude_answer_reserved"  # after the reservation, before the line
+    CLAUDE_ANSWER_SENT = "claude_answer_sent"  # after the control_response line, before its stage
+    CLAUDE_ANSWER_RECORDED = "claude_answer_recorded"  # after `accepted` committed
     # The outbox.
     LEASED = "leased"  # after a notification's lease committed, before it is sent
     DELIVERED = "delivered"  # after the event frame was written, before the ack
@@ -111,6 +122,23 @@ BACKEND_POINTS = (
     Point.BACKEND_COMPLETED,
 )
 """Every point a backend send passes, in order (the backend fault tests visit each)."""
+
+CLAUDE_POINTS = (
+    Point.CLAUDE_SPAWN,
+    Point.CLAUDE_SPAWNED,
+    Point.CLAUDE_WRITTEN,
+    Point.CLAUDE_ACCEPTED,
+    Point.CLAUDE_RUNNING,
+    Point.CLAUDE_RESULT,
+)
+"""Every point a Claude headless send passes, in order (its fault tests visit each)."""
+
+CLAUDE_ANSWER_POINTS = (
+    Point.CLAUDE_ANSWER_RESERVED,
+    Point.CLAUDE_ANSWER_SENT,
+    Point.CLAUDE_ANSWER_RECORDED,
+)
+"""The points of an answer to a headless Claude, in order (its fault tests visit each)."""
 
 ANSWER_POINTS = (
     Point.ANSWER_RESERVED,

@@ -21,6 +21,9 @@ from akk.actors.destination import DestinationDesk
 from akk.actors.store import StoreActor
 from akk.actors.terminal_board import TerminalBoard
 from akk.actors.turn_desk import TurnDesk
+from akk.backends.claude_headless.backend import ClaudeHeadless
+from akk.backends.claude_headless.host import RunDesk
+from akk.backends.claude_headless.setup import ClaudeSetup, config_dir, find_claude
 from akk.backends.codex_app_server.actor import CodexSetup
 from akk.backends.codex_app_server.answers import AppServerAnswers
 from akk.backends.codex_app_server.host import BackendDesk, find_codex
@@ -163,6 +166,15 @@ async def run_service(
                 log.info("app-server backend: codex-cli %s at %s", setup.version, setup.binary)
             else:
                 log.info("app-server backend unavailable: %s", setup)
+            claude = await find_claude(
+                config.claude_bin, config_dir(config.claude_config_dir), versions
+            )
+            if isinstance(claude, ClaudeSetup):
+                claude = attrs.evolve(claude, env=config.claude_env)
+                log.info("claude headless backend: %s at %s", claude.version, claude.binary)
+            else:
+                log.info("claude headless backend unavailable: %s", claude)
+            runs = RunDesk(backend_supervisor, setup=claude, store=store)
             hosts = BackendDesk(
                 backend_supervisor, setup=setup, store=store, reader=reader.run,
                 cwd=str(config.state.path),
@@ -182,6 +194,7 @@ async def run_service(
                 TerminalAnswers(ctx, board=board, accept_seconds=config.turns.accept_seconds)
             )
             backends.register(AppServerAnswers(ctx, hosts=hosts))
+            backends.register(ClaudeHeadless(ctx, runs=runs))
             await root.start_child(ChildSpec("destinations", destination_supervisor.run))
             await root.start_child(ChildSpec("outbox", destinations.run))
             await qualified.refresh()  # the first panes bind by the stored rows already

@@ -41,11 +41,15 @@ LIVE_CONTROLLERS = ("c1", "c2", "c3", "after")
 
 @pytest.fixture(scope="module")
 def live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    """A real server (store, supervisor, WebSocket) shared by a module's tests."""
+    """A real server (store, supervisor, WebSocket) shared by a module's tests.
+
+    Its Claude headless backend is unavailable (its --claude-bin names no file).
+    """
     state = StateDir(tmp_path_factory.mktemp("state") / "akk")
     config = ServiceConfig(
-        state=state, port=0, limits=EndpointLimits(max_frame_bytes=64 * 1024), tmux_sockets=()
-    )
+        state=state, port=0, limits=EndpointLimits(max_frame_bytes=64 * 1024), tmux_sockets=(),
+        claude_bin=str(state.path.parent / "no-claude"),
+    )  # fmt: skip
     controllers = mint_offline(state, *LIVE_CONTROLLERS)
     started = threading.Event()
     box: dict[str, object] = {}

@@ -10,11 +10,13 @@ import pytest
 import trio
 
 from akk.backends.contract import WatchWitness
-from akk.backends.names import CODEX_APP_SERVER, SESSION_BACKENDS
+from akk.backends.names import CLAUDE_HEADLESS, CODEX_APP_SERVER, SESSION_BACKENDS
 from akk.backends.registry import Backends
 from akk.client import AkkError, connect
 from akk.store.database import open_reader
 from tests.conftest import LiveServer
+
+HOME = os.path.expanduser("~")
 
 
 class _Named:
@@ -86,6 +88,37 @@ async def test_a_session_send_names_a_backend_that_keeps_sessions(
     assert all(f'"{name}"' in refused.value.message for name in SESSION_BACKENDS)
     assert "nothing was started" in refused.value.message
     assert "terminal_id" in refused.value.message  # the other way to send
+    conn = open_reader(live_server.state.store_path)
+    try:
+        turns = conn.execute(
+            "SELECT count(*) FROM turns WHERE client_request_id = ?", (request_id,)
+        )
+        sessions = conn.execute("SELECT count(*) FROM sessions WHERE task = ?", (request_id,))
+        assert (turns.fetchone(), sessions.fetchone()) == ((0,), (0,))
+    finally:
+        conn.close()
+
+
+async def test_a_claude_send_without_a_pinned_claude_is_refused_and_starts_nothing(
+    live_server: LiveServer,
+) -> None:
+    """The backend is registered, but its binary is missing: unsupported_version, a next
+    step, and no Turn, session or process."""
+    request_id = "registry-no-claude"
+    params: dict[str, Any] = {
+        "scope": {"task": request_id, "role": "coder"},
+        "backend": CLAUDE_HEADLESS,
+        "cwd": HOME,  # the live server's workspace root
+        "request": "hi",
+        "client_request_id": request_id,
+    }
+    with trio.fail_after(10):
+        async with connect(live_server.url, live_server.controllers["c1"]) as ctl:
+            with pytest.raises(AkkError) as refused:
+                await ctl.call("send", params)
+    assert refused.value.reason == "unsupported_version", refused.value.message
+    assert "no-claude" in refused.value.message and "--claude-bin" in refused.value.message
+    assert "nothing was started" in refused.value.message
     conn = open_reader(live_server.state.store_path)
     try:
         turns = conn.execute(

@@ -507,7 +507,7 @@ def test_sessions_lists_owner_scope_thread_decision_and_state() -> None:
     from rich.console import Console
 
     current = {
-        "session_id": "sess_1", "controller_id": "ctl",
+        "session_id": "sess_1", "controller_id": "ctl", "backend": "claude_headless",
         "scope": {"task": "fix-login", "role": "coder", "unit": None}, "workspace": "/w",
         "generation": 2, "thread_id": "0199a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b",
         "history": "persisted", "checkpoint": None,
@@ -529,10 +529,10 @@ def test_sessions_lists_owner_scope_thread_decision_and_state() -> None:
         if "fix-login" in line
     ]
     assert rows == [
-        ["ctl", "fix-login", "-", "coder", "0199a1b2-c3d…", "rebuild", "context_limit",
-         "persisted, accepted pending", "2"],
-        ["ctl", "fix-login", "-", "coder", "-", "create", "new_scope_or_role",
-         "unknown (retired: context_limit)", "1"],
+        ["ctl", "claude_headless", "fix-login", "-", "coder", "0199a1b2-c3d…", "rebuild",
+         "context_limit", "persisted, accepted pending", "2"],
+        ["ctl", "claude_headless", "fix-login", "-", "coder", "-", "create",
+         "new_scope_or_role", "unknown (retired: context_limit)", "1"],
     ]  # fmt: skip
     helped = subprocess.run([*AKK, "--help"], capture_output=True, text=True, check=True)
     assert "sessions" in helped.stdout

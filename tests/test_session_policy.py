@@ -16,6 +16,8 @@ import attrs
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
+from akk.backends.claude_headless import setup as claude_setup
+from akk.backends.claude_headless.backend import binding as claude_binding
 from akk.sessions import policy
 from akk.sessions.policy import Action, Dispatch, History
 
@@ -37,7 +39,8 @@ bindings = st.builds(
     effort=st.sampled_from((None, "high")),
     approval_policy=st.sampled_from(("never", "on-request")),
     sandbox=st.sampled_from((None, "workspace-write")),
-)
+) | st.sampled_from(tuple(claude_binding(v) for v in claude_setup.pinned()))
+"""Codex app-server bindings, and the Claude headless backend's (one per pinned version)."""
 windows = st.sampled_from((None, 0, 100_000, 200_000, 400_000))  # None, 0: unknown
 used_shares = st.sampled_from((None, 0.0, 0.5, 0.79, 0.8, 1.0))
 """The share of the window in use: on and just below the limits' shares, so both sides of
@@ -272,6 +275,21 @@ def _session(owner: policy.Owner, session_id: str, **changes: object) -> policy.
         active_turn=False, latest=None, context_tokens=None, context_window=None, attempts=0,
     )  # fmt: skip
     return attrs.evolve(base, **changes)
+
+
+def test_a_claude_send_never_resumes_a_codex_session_of_the_same_owner() -> None:
+    """The backend is part of the binding: a send naming the other backend rebuilds."""
+    codex = _session(CODER, "sess_codex")
+    for version in claude_setup.pinned():
+        claude = claude_binding(version)
+        decided = policy.decide(policy.Facts(policy.Request(CODER, claude), codex))
+        assert decided == policy.Decision(Action.REBUILD, "binding_changed", "sess_codex")
+        back = policy.Facts(policy.Request(CODER, BINDING), _session(CODER, "s", binding=claude))
+        assert policy.decide(back) == policy.Decision(Action.REBUILD, "binding_changed", "s")
+        same = policy.Facts(policy.Request(CODER, claude), _session(CODER, "s", binding=claude))
+        assert policy.decide(same).action is Action.RESUME
+    # Two pinned Claudes bind differently: an upgraded binary rebuilds too.
+    assert claude_binding("2.1.263") != claude_binding("2.1.332")
 
 
 def test_another_role_s_unsettled_turn_holds_a_new_role_and_a_fresh_context() -> None:

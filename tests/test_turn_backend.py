@@ -28,9 +28,8 @@ from akk.actors.terminal_board import TerminalBoard
 from akk.actors.turn import Close, Tick, TurnActor
 from akk.actors.turn_desk import TurnDesk
 from akk.actors.turn_follower import CancelResult, TurnControl, Usage
-from akk.backends.codex_app_server.actor import offer_refusal
 from akk.backends.contract import History, Refusal, Task
-from akk.backends.offers import check_offer
+from akk.backends.offers import check_offer, offer_refusal
 from akk.backends.registry import Backends
 from akk.config import TurnSettings
 from akk.methods.common import MethodContext

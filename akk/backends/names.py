@@ -10,5 +10,8 @@ from __future__ import annotations
 CODEX_APP_SERVER = "codex_app_server"
 """The Codex app-server backend (`akk.backends.codex_app_server`)."""
 
-SESSION_BACKENDS: tuple[str, ...] = (CODEX_APP_SERVER,)
+CLAUDE_HEADLESS = "claude_headless"
+"""The Claude Code headless backend (`akk.backends.claude_headless`)."""
+
+SESSION_BACKENDS: tuple[str, ...] = (CODEX_APP_SERVER, CLAUDE_HEADLESS)
 """Every session backend's name; the first is a --scope send's default."""

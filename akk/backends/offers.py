@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 
 from akk.protocol.errors import Reason, RpcError
+from akk.store import interactions
 from akk.store.interactions import Interaction, Offer, OfferState
 
 
@@ -38,3 +39,13 @@ def check_offer(row: Interaction, offer: Offer | None, still_there: bool) -> Non
             Reason.PROMPT_CHANGED,
             "the offer expired and the prompt it was for is no longer on screen; call status",
         )
+
+
+def offer_refusal(exc: interactions.OfferUnusable) -> tuple[Reason, str]:
+    """The protocol reason and next step for an offer that cannot be used."""
+    if exc.answered:
+        return Reason.CONFLICT, (
+            f"{exc}; an answered prompt never takes input again. Call status for the current "
+            "interaction"
+        )
+    return Reason.STATUS_REQUIRED, f"{exc}: call status first, then answer what it shows"

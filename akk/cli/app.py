@@ -73,6 +73,7 @@ def parser() -> argparse.ArgumentParser:
     _state_dir_option(serving)
     serve.add_arguments(serving)
     _codex_options(serving)
+    _claude_options(serving)
     serving.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING"])
 
     token = command(
@@ -189,7 +190,9 @@ def parser() -> argparse.ArgumentParser:
     status.add_argument("--json", action="store_true", help="print the raw result as JSON")
 
     listed = command(
-        "sessions", listing.sessions, "list the app-server sessions: owner, scope, thread, decision"
+        "sessions",
+        listing.sessions,
+        "list the backend sessions: owner, backend, scope, decision",
     )
     _state_dir_option(listed)
     listed.add_argument("--json", action="store_true", help="print the sessions as JSON")
@@ -236,6 +239,19 @@ def _codex_options(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         type=Path,
         help="CODEX_HOME for its app-server (default: $CODEX_HOME, else ~/.codex)",
+    )
+
+
+def _claude_options(parser: argparse.ArgumentParser) -> None:
+    """--claude-bin and --claude-config-dir: the Claude the headless backend runs."""
+    parser.add_argument(
+        "--claude-bin", metavar="PATH", help="the Claude Code binary (default: claude on PATH)"
+    )
+    parser.add_argument(
+        "--claude-config-dir",
+        metavar="DIR",
+        type=Path,
+        help="CLAUDE_CONFIG_DIR for its runs (default: $CLAUDE_CONFIG_DIR, else ~/.claude)",
     )
 
 

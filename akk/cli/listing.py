@@ -74,7 +74,8 @@ def sessions(args: argparse.Namespace) -> int:
 
 def sessions_table(rows: list[dict[str, Any]]) -> Table:
     table = Table(
-        "owner", "task", "unit", "role", "thread", "decision", "reason", "state", "gen",
+        "owner", "backend", "task", "unit", "role", "thread", "decision", "reason", "state",
+        "gen",
         title="sessions",
     )  # fmt: skip
     for row in rows:
@@ -87,6 +88,7 @@ def sessions_table(rows: list[dict[str, Any]]) -> Table:
             state += f" (retired: {row['retire_reason'] or '-'})"
         cells = (
             row["controller_id"],
+            row["backend"],
             row["scope"]["task"],
             row["scope"]["unit"] or "-",
             row["scope"]["role"],

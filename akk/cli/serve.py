@@ -143,6 +143,8 @@ def run(args: argparse.Namespace) -> int:
         ),
         codex_bin=args.codex_bin,
         codex_home=None if args.codex_home is None else str(args.codex_home),
+        claude_bin=args.claude_bin,
+        claude_config_dir=None if args.claude_config_dir is None else str(args.claude_config_dir),
     )
 
     def ready(endpoint: Endpoint) -> None:

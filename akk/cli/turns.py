@@ -1,7 +1,8 @@
 """`akk send`, `akk status` and `akk events`: a Turn sent, followed and read as akk-cli.
 
-`send` goes into an idle terminal's composer or, with --scope, through an
-app-server session; `--wait` follows the Turn to its outcome event.
+`send` goes into an idle terminal's composer or, with --scope, through a
+session of a backend (`--backend`: the Codex app-server or Claude headless);
+`--wait` follows the Turn to its outcome event.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def send_target(args: argparse.Namespace) -> dict[str, Any]:
         if args.terminal is None:
             raise CliError(
                 "say where the task goes: `akk send TERMINAL TEXT` (a pane, e.g. %3), or "
-                "`akk send --scope TASK/ROLE[/UNIT] TEXT` (an app-server session)"
+                "`akk send --scope TASK/ROLE[/UNIT] TEXT` (a backend session: --backend)"
             )
         return {}
     if args.terminal is not None:

@@ -118,6 +118,7 @@ class SessionRow:
         return {
             "session_id": self.session_id,
             "controller_id": self.controller_id,
+            "backend": self.backend,
             "scope": {"task": self.task, "role": self.role, "unit": self.unit},
             "workspace": self.workspace,
             "generation": self.generation,

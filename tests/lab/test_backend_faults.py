@@ -82,7 +82,7 @@ async def test_sigkill_at_each_backend_point_then_restart(
     await ensure_installed(client)
     model = ModelServer(SCENARIOS["echo"])
     async with backend_child(client, tmp_path, model) as lab:
-        akk, codex = lab.akk, lab.codex
+        akk, codex = lab.akk, lab.serve_args
         params = _params(lab.files.workdir, ECHO_TASK, "f1")
         url = await trio.to_thread.run_sync(akk.start, f"{point}:crash", *codex)
         with trio.fail_after(60):
@@ -133,7 +133,7 @@ async def test_a_killed_app_server_fails_its_turn_once_and_a_new_process_serves_
     model = ModelServer(SCENARIOS["slow"])
     async with backend_child(client, tmp_path, model) as lab:
         akk = lab.akk
-        url = await trio.to_thread.run_sync(akk.start, None, *lab.codex)
+        url = await trio.to_thread.run_sync(akk.start, None, *lab.serve_args)
         with trio.fail_after(90):
             async with connect(url, akk.tokens["ctl"]) as ctl:
                 sent = await ctl.call("send", _params(lab.files.workdir, SLOW_TASK, "s1"))

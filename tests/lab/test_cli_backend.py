@@ -59,7 +59,7 @@ async def test_send_scope_wait_then_sessions_then_a_resumed_send(
     await ensure_installed(client)
     model = ModelServer(SCENARIOS["echo"])
     async with backend_child(client, tmp_path, model) as lab:
-        akk, codex, files = lab.akk, lab.codex, lab.files
+        akk, codex, files = lab.akk, lab.serve_args, lab.files
         scope = ("--scope", "task-1/executor", "--backend", "codex_app_server")
         workdir = ("--cwd", str(files.workdir))
         with trio.fail_after(60):

@@ -135,7 +135,7 @@ async def test_backend_scopes_and_final_messages_are_shown_escaped(
         akk, workdir = lab.akk, str(lab.files.workdir)
         probes = Probes(akk)
         with trio.fail_after(150):
-            await trio.to_thread.run_sync(akk.start, None, *lab.codex)
+            await trio.to_thread.run_sync(akk.start, None, *lab.serve_args)
             async with connect(akk.url, akk.tokens["ctl"]) as ctl:
                 sent = await ctl.call("send", {
                     "scope": CONTROLLER_SCOPE, "backend": "codex_app_server", "cwd": workdir,

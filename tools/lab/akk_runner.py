@@ -140,22 +140,24 @@ async def serving(
 
 @attrs.frozen
 class BackendChild:
-    """A prepared CODEX_HOME beside an `akk serve` child for it (`backend_child`)."""
+    """A prepared client home (CODEX_HOME, or Claude's config dir) beside an `akk serve`
+    child for it (`backend_child`)."""
 
     root: Path
     """The run's root: its name marks every process of the run (`run_processes`)."""
     files: RunFiles
     akk: AkkProcess
-    codex: tuple[str, ...]
-    """`akk serve`'s arguments naming the client's binary and that CODEX_HOME."""
+    serve_args: tuple[str, ...]
+    """`akk serve`'s arguments naming the client's binary and that home."""
 
 
 @asynccontextmanager
 async def backend_child(
     client: Client, run: Path, model: ModelServer
 ) -> AsyncIterator[BackendChild]:
-    """``model`` served, ``client``'s CODEX_HOME prepared to talk to it, and an `akk serve`
-    child the caller starts (and may kill and start again); stopped on the way out.
+    """``model`` served, ``client``'s home prepared to talk to it, and an `akk serve` child
+    the caller starts (and may kill and start again); stopped on the way out. A Codex
+    client runs the app-server backend, a Claude client the headless one.
 
     Raises LabError if a process of the run outlives it.
     """
@@ -165,9 +167,16 @@ async def backend_child(
         await nursery.start(model.serve)
         files = prepare(client, root, model.port)
         akk = AkkProcess(None, run, env=files.env)
-        codex = ("--codex-bin", str(client.binary()), "--codex-home", str(files.codex_home))
+        if client.agent == "claude":
+            args: tuple[str, ...] = (
+                "--claude-bin", str(client.binary()),
+                "--claude-config-dir", str(files.home / ".claude"),
+                "--codex-bin", str(run / "not-installed"),
+            )  # fmt: skip
+        else:
+            args = ("--codex-bin", str(client.binary()), "--codex-home", str(files.codex_home))
         try:
-            yield BackendChild(root, files, akk, codex)
+            yield BackendChild(root, files, akk, args)
         finally:
             await trio.to_thread.run_sync(akk.stop)
             nursery.cancel_scope.cancel()
@@ -186,30 +195,45 @@ async def serving_backend(
     preseed: Preseed | None = None,
     tap: Tap | None = None,
 ) -> AsyncIterator[tuple[Served, RunFiles]]:
-    """`akk serve` in this process with the app-server backend on ``client`` (no tmux pane).
+    """`akk serve` in this process with ``client``'s session backend (no tmux pane).
 
-    CODEX_HOME and the working directory are the lab's, talking to ``model`` (which
-    the caller serves), under ``files.workdir.parent``; ``tmp_path`` is the one workspace
-    root. The watcher looks at a tmux socket no server uses.
+    A Codex client runs the app-server backend, a Claude client the headless one
+    (the other backend is then unavailable). Its home (CODEX_HOME, or the Claude
+    config dir) and the working directory are the lab's, talking to ``model``
+    (which the caller serves), under ``files.workdir.parent``; ``tmp_path`` is the
+    one workspace root. The watcher looks at a tmux socket no server uses.
     """
     # The run's marker is its root's name: unique, so parallel runs never see each other.
     root = tmp_path / f"lab-{secrets.token_hex(6)}"
     root.mkdir()
     files = prepare(client, root, model.port, preseed or Preseed())
-    assert files.codex_home is not None
     state = StateDir(tmp_path / "akk")
     tokens = mint_offline(state, *(names or ("ctl",)))
+    absent = str(tmp_path / "not-installed")
+    if client.agent == "claude":
+        agent: dict[str, Any] = {
+            "codex_bin": absent,
+            "claude_bin": str(client.binary()),
+            "claude_config_dir": str(files.home / ".claude"),
+            "claude_env": tuple(files.env.items()),
+        }
+    else:
+        assert files.codex_home is not None
+        agent = {
+            "codex_bin": str(client.binary()),
+            "codex_home": str(files.codex_home),
+            "codex_env": tuple(files.env.items()),
+            "codex_tap": tap,
+            "claude_bin": absent,
+        }
     config = ServiceConfig(
         state=state,
         port=0,
         tmux_sockets=(str(tmp_path / "no-tmux-server"),),
         poll_interval=0.1,
         turns=turns or TurnSettings(),
-        codex_bin=str(client.binary()),
-        codex_home=str(files.codex_home),
-        codex_env=tuple(files.env.items()),
-        codex_tap=tap,
         workspace_roots=(str(tmp_path),),
+        **agent,
     )
     async with trio.open_nursery() as nursery:
         endpoint = await nursery.start(

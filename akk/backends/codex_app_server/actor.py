@@ -38,6 +38,7 @@ from akk.backends.codex_app_server.prompts import (
     fingerprint,
 )
 from akk.backends.contract import AnswerReceipt, Refusal
+from akk.backends.offers import offer_refusal
 from akk.evidence import request_digest
 from akk.faults import Point
 from akk.protocol.errors import Reason
@@ -527,16 +528,6 @@ def _evidence(app: rpc.AppServer, thread_id: str, native_turn_id: str) -> str:
         "start_ticks": app.start_ticks(),
     }
     return json.dumps(facts)
-
-
-def offer_refusal(exc: interactions.OfferUnusable) -> tuple[Reason, str]:
-    """The protocol reason and next step for an offer that cannot be used."""
-    if exc.answered:
-        return Reason.CONFLICT, (
-            f"{exc}; an answered prompt never takes input again. Call status for the current "
-            "interaction"
-        )
-    return Reason.STATUS_REQUIRED, f"{exc}: call status first, then answer what it shows"
 
 
 def thread_persisted(conn: apsw.Connection, session_id: str) -> None:

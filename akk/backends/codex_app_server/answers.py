@@ -24,7 +24,7 @@ import apsw
 import attrs
 
 from akk.actors.store import transact
-from akk.backends.codex_app_server.actor import AnswerRequest, StartTurn, Steer, offer_refusal
+from akk.backends.codex_app_server.actor import AnswerRequest, StartTurn, Steer
 from akk.backends.codex_app_server.host import BackendDesk, BackendHost
 from akk.backends.codex_app_server.prompts import (
     BackendPrompt,
@@ -36,7 +36,7 @@ from akk.backends.codex_app_server.rounds import AppServerRounds
 from akk.backends.context import BackendContext
 from akk.backends.contract import History, Refusal, Task
 from akk.backends.names import CODEX_APP_SERVER
-from akk.backends.offers import check_offer
+from akk.backends.offers import check_offer, offer_refusal
 from akk.evidence import request_digest
 from akk.profiles.observation import InteractionKind
 from akk.protocol.errors import Reason, RpcError

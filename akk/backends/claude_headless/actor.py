@@ -1,0 +1,165 @@
+"""RunActor: the only code that writes to one headless Claude process (one Turn's round).
+
+One process per round (docs/claude_headless.md): its `RunHost` (`host.py`)
+starts it, writes the round's user message, folds every line into the
+`RunBoard`, and runs this actor's mailbox beside that pump. The actor handles
+one request at a time:
+
+- `Answer`: a `control_response` for a pending `can_use_tool`, fenced (Claude
+  still asks exactly the request the controller saw: same request id, same
+  fingerprint), reserved durably first (the offer consumed, a dispatch
+  reserved), with the fault points `faults.CLAUDE_ANSWER_POINTS` from the
+  reservation to the record; written once. A line that may have reached the process without
+  being recorded makes the answer `response_uncertain`; nothing is sent again.
+- `Interrupt`: the protocol's interrupt (every pinned Claude has it).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+import apsw
+import attrs
+
+from akk import faults
+from akk.actors.store import transact
+from akk.backends.claude_headless import prompts, wire
+from akk.backends.claude_headless.board import RunBoard
+from akk.backends.claude_headless.process import ClaudeProcess, ConnectionClosed
+from akk.backends.contract import AnswerReceipt, Refusal
+from akk.backends.offers import offer_refusal
+from akk.faults import Point
+from akk.protocol.errors import Reason
+from akk.runtime.actor import Actor, ActorRef, Ask, Rank
+from akk.store import dispatches, interactions, turns
+from akk.store.dispatches import Dispatch, Kind, Stage
+
+
+@attrs.frozen
+class Answer(Ask["AnswerReceipt | Refusal"]):
+    """Write ``response`` as the answer to Claude's control request ``request_id``, once.
+
+    Only while Claude still asks the very request the controller saw
+    (``fingerprint``: `prompts.fingerprint` over the request id, the request and the
+    board's generation). ``response`` is the `can_use_tool` decision mapping
+    (`prompts.decision_response`, `prompts.answers_response`).
+    """
+
+    turn_id: str
+    controller_id: str
+    interaction_id: str
+    offer_id: str
+    request_id: str
+    fingerprint: bytes
+    kind: Kind
+    response: Mapping[str, Any] = attrs.field(repr=False)  # an answer's text: never logged
+
+
+@attrs.frozen
+class Interrupt(Ask["str | None"]):
+    """Interrupt the running invocation. Reply: None once written, else why not."""
+
+
+RunMessage = Answer | Interrupt
+"""Everything a RunActor takes; each is asked, and names its reply."""
+
+
+class RunActor(Actor[RunMessage]):
+    """Writes to one Claude process, one step at a time (rank BACKEND)."""
+
+    rank = Rank.BACKEND
+    mailbox_size = 16
+
+    def __init__(self, claude: ClaudeProcess, *, board: RunBoard, store: ActorRef) -> None:
+        self._claude = claude
+        self._board = board
+        self._store = store
+
+    async def receive(self, message: RunMessage) -> object:
+        match message:
+            case Answer():
+                return await self._answer(message)
+            case Interrupt():
+                return await self._interrupt()
+
+    async def _answer(self, message: Answer) -> AnswerReceipt | Refusal:
+        """One answer: fence (still pending, same fingerprint), reserve, write, record."""
+        board = self._board
+        request = board.requests.get(message.request_id)
+        if (
+            request is None
+            or not board.alive
+            or prompts.fingerprint(request.request_id, request.request, board.generation)
+            != message.fingerprint
+        ):
+            return Refusal(
+                Reason.PROMPT_CHANGED,
+                "Claude no longer asks what this answer was for; nothing was sent. Call "
+                "status for the current interaction",
+            )
+        now = time.time()
+
+        def reserve(conn: apsw.Connection) -> Dispatch | Refusal:
+            try:
+                interactions.take_offer(
+                    conn, message.interaction_id, message.controller_id, message.offer_id, now
+                )
+            except interactions.OfferUnusable as exc:
+                return Refusal(*offer_refusal(exc))
+            return dispatches.reserve(
+                conn, controller_id=message.controller_id, turn_id=message.turn_id,
+                terminal_id=None, kind=message.kind, typing=None, screen_seq=None, now=now,
+                interaction_id=message.interaction_id, offer_id=message.offer_id,
+                fingerprint=message.fingerprint,
+            )  # fmt: skip
+
+        reserved = await transact(self._store, reserve)
+        if isinstance(reserved, Refusal):
+            return reserved
+        await faults.reached(Point.CLAUDE_ANSWER_RESERVED)
+        try:
+            await self._claude.send(wire.control_success(message.request_id, message.response))
+        except ConnectionClosed as exc:
+            why = f"the answer may not have reached Claude ({exc.reason[:120]})"
+            return AnswerReceipt(await self._uncertain(reserved, why), False, why)
+        board.requests.pop(message.request_id, None)
+        board.touch()
+        await faults.reached(Point.CLAUDE_ANSWER_SENT)
+        sent = await transact(
+            self._store,
+            lambda conn: dispatches.advance(conn, _fresh(conn, reserved), Stage.ACCEPTED),
+        )
+        await faults.reached(Point.CLAUDE_ANSWER_RECORDED)
+        return AnswerReceipt(sent, True)
+
+    async def _uncertain(self, reserved: Dispatch, why: str) -> Dispatch:
+        now = time.time()
+
+        def mark(conn: apsw.Connection) -> Dispatch:
+            found = dispatches.advance(conn, _fresh(conn, reserved), Stage.UNCERTAIN, why)
+            turns.answer_uncertain(conn, found, why, now)
+            return found
+
+        return await transact(self._store, mark)
+
+    async def _interrupt(self) -> str | None:
+        if not self._board.alive:
+            return "the Claude process of this Turn has ended; nothing was sent"
+        if self._board.result is not None:
+            return "the round already ended; nothing was sent"
+        try:
+            await self._claude.send(wire.interrupt(f"akk-interrupt-{uuid.uuid4()}"))
+        except ConnectionClosed as exc:
+            return f"the interrupt may not have reached Claude ({exc.reason[:120]})"
+        self._board.interrupted = True
+        self._board.touch()
+        return None
+
+
+def _fresh(conn: apsw.Connection, dispatch: Dispatch) -> Dispatch:
+    found = dispatches.get(conn, dispatch.dispatch_id)
+    assert found is not None
+    return found

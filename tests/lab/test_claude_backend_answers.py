@@ -1,0 +1,305 @@
+"""Lab: a headless Claude Turn's permissions and questions, answered through `akk serve`.
+
+On the oldest and newest pinned Claude, one set-up each (one `akk serve`, one
+model server, two controllers, one session resumed round after round): a Bash
+call approved once (its marker file exists, its output reaches the model once),
+another rejected (no marker; the deny message reaches the model once), with the
+fence on the way (`approve` after the wake-up but before `status` is
+status_required, another controller is not_owner, a replay is conflict); then
+one AskUserQuestion whose three questions are answered in one call,
+single-select, multi-select and free text, each at the model exactly once with
+the chosen labels (a partial answer is refused first and sends nothing). The
+model server is the oracle. The seconds from each answer call to the answer at
+the model are printed and kept in the test's user_properties.
+
+Apart, `akk serve` is SIGKILLed at each `claude_answer_*` point of an approval
+and started again: the Turn gets exactly one outcome, an answer cut off before
+its stage was recorded is `uncertain` with one `response_uncertain` event (at
+`claude_answer_reserved` it never reached the model), a replay is refused, the
+answer reaches the model at most once, and the role's next send works.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+import trio
+
+from akk.backends.claude_headless import prompts
+from akk.client import AkkError, Controller, connect
+from akk.faults import CLAUDE_ANSWER_POINTS, Point
+from akk.qualify.launcher import run_processes
+from akk.qualify.model_server import ModelServer
+from akk.qualify.run_files import RunFiles
+from akk.qualify.scenarios import AskUserQuestion, Bash, Option, Question, Scenario, Step, Text
+from tests.lab.conftest import ensure_installed
+from tests.lab.test_faults import _events_until_outcome
+from tests.lab.test_interactions import WAKE_UPS, next_event, prompt
+from tools.lab import clients
+from tools.lab.akk_runner import OUTCOMES, backend_child, outcome, serving_backend
+from tools.lab.clients import Client
+
+OLDEST_AND_NEWEST = [
+    client
+    for client in clients.PINNED
+    if client.agent == "claude" and client.version in ("2.1.263", "2.1.332")
+]
+
+ALLOW_TASK = "lab: run the allowed command"
+ALLOW_MARKER = "lab-allowed-ran"
+REJECT_TASK = "lab: run the rejected command"
+REJECT_MARKER = "lab-rejected-ran"
+ASK_TASK = "lab: ask three kinds of question"
+FREE_TEXT = "Magenta, with a thin border"
+AFTER_TASK = "lab: the next task"
+
+COLOR = Question(
+    "Which color do you prefer?",
+    "Color",
+    (Option("Red", "warm"), Option("Blue", "cool"), Option("Green", "leaves")),
+)
+EXTRAS = Question(
+    "Which extras do you want?",
+    "Extras",
+    (Option("Emoji", "a"), Option("Signature", "b"), Option("Date", "c"), Option("Border", "d")),
+    multi_select=True,
+)
+NAME = Question("What should it be called?", "Name", (Option("Card", "c"), Option("Note", "n")))
+ANSWERED = (
+    f'"{COLOR.question}"="Blue", "{EXTRAS.question}"="Emoji, Border", '
+    f'"{NAME.question}"="{FREE_TEXT}"'
+)
+
+
+def _bash(marker: str) -> Bash:
+    return Bash(f"touch {marker}.txt && echo {marker}", f"Create {marker}.txt")
+
+
+SCENARIO = Scenario(
+    "claude_backend_answers",
+    task=ALLOW_TASK,
+    agents=frozenset({"claude"}),
+    steps=(
+        Step(ALLOW_TASK, _bash(ALLOW_MARKER)),
+        Step(ALLOW_MARKER, Text("The allowed command ran.")),
+        Step(REJECT_TASK, _bash(REJECT_MARKER)),
+        Step(prompts.REJECTED, Text("I did not run it.")),
+        Step(ASK_TASK, AskUserQuestion((COLOR, EXTRAS, NAME))),
+        Step(f'"{NAME.question}"=', Text("Noted the three answers.")),
+        Step(AFTER_TASK, Text("Done after the crash.")),
+    ),
+)
+
+
+@attrs.define
+class Lab:
+    """One `akk serve` with the headless Claude backend, its model server, two controllers."""
+
+    ctl: Controller
+    other: Controller
+    files: RunFiles
+    model: ModelServer
+
+    def send(self, text: str) -> dict[str, Any]:
+        return _params(self.files.workdir, text)
+
+    async def at_model(self, text: str, since: float) -> float:
+        """Seconds from ``since`` (time.monotonic) to the first model request carrying ``text``."""
+        reached = await self.model.wait_for_request(
+            lambda r: not r.auxiliary and text in r.newest_input, timeout=30
+        )
+        return reached.at - since
+
+
+@asynccontextmanager
+async def serving(client: Client, tmp_path: Path) -> AsyncIterator[Lab]:
+    await ensure_installed(client)
+    model = ModelServer(SCENARIO)
+    with trio.fail_after(200):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(model.serve)
+            async with (
+                serving_backend(client, tmp_path, model, "ctl", "other") as (served, files),
+                connect(served.endpoint.url, served.tokens["ctl"]) as ctl,
+                connect(served.endpoint.url, served.tokens["other"]) as other,
+            ):
+                yield Lab(ctl, other, files, model)
+                root = files.workdir.parent
+            nursery.cancel_scope.cancel()
+    assert run_processes(root) == []
+
+
+async def _done(lab: Lab, sent: dict[str, Any]) -> dict[str, Any]:
+    event = await outcome(lab.ctl, sent["turn_id"], timeout=60)
+    assert event["kind"] == "done", event
+    status = await lab.ctl.call("status", {"turn_id": sent["turn_id"]})
+    turn: dict[str, Any] = status["turn"]
+    return turn
+
+
+def _answers(shown: dict[str, Any]) -> list[dict[str, Any]]:
+    """Blue; Emoji and Border; the free text for the name."""
+    by_header = {q["header"]: q for q in shown["questions"]}
+
+    def pick(header: str, *labels: str) -> dict[str, Any]:
+        question = by_header[header]
+        return {
+            "question_id": question["question_id"],
+            "response_kind": question["response_kind"],
+            "selected_option_ids": [
+                o["option_id"] for o in question["options"] if o["label"] in labels
+            ],
+        }
+
+    name = by_header["Name"]
+    free = {"question_id": name["question_id"], "response_kind": "free_text", "text": FREE_TEXT}
+    return [pick("Color", "Blue"), pick("Extras", "Border", "Emoji"), free]
+
+
+@pytest.mark.lab
+@pytest.mark.parametrize("client", OLDEST_AND_NEWEST, ids=lambda client: client.name)
+async def test_permissions_and_questions_are_answered_once_through_the_offer(
+    client: Client, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    seconds: list[float] = []
+    async with serving(client, tmp_path) as lab:
+        ctl, work = lab.ctl, lab.files.workdir
+        for text, decision, marker, reached in (
+            (ALLOW_TASK, "approve_once", ALLOW_MARKER, ALLOW_MARKER),
+            (REJECT_TASK, "reject", REJECT_MARKER, prompts.REJECTED),
+        ):
+            sent = await ctl.call("send", lab.send(text))
+            approve = {"turn_id": sent["turn_id"], "decision": decision}
+            woken = await next_event(ctl, WAKE_UPS, 60)
+            assert (woken["kind"], woken["turn_id"]) == ("approval_required", sent["turn_id"])
+            # Announced, never shown by status to this controller: nothing may answer it.
+            with pytest.raises(AkkError) as no_status:
+                await ctl.call("approve", approve)
+            assert no_status.value.reason == "status_required"
+            status = await ctl.call("status", {"turn_id": sent["turn_id"]})
+            shown = status["interaction"]
+            assert shown["interaction_id"] == woken["interaction"]["interaction_id"]
+            with pytest.raises(AkkError) as foreign:
+                await lab.other.call("approve", approve)
+            assert foreign.value.reason == "not_owner"
+            assert shown["kind"] == "permission" and shown["agent"] == "claude"
+            assert shown["decisions"] == ["approve_once", "reject"]
+            (question,) = shown["questions"]
+            assert marker in question["detail"]
+            assert [o["role"] for o in question["options"]] == ["approve_once", "reject"]
+            started = time.monotonic()
+            reply = await ctl.call("approve", approve)
+            assert reply["outcome"] == "dispatched"
+            seconds.append(await lab.at_model(reached, started))
+            with pytest.raises(AkkError) as replay:
+                await ctl.call("approve", approve)
+            assert replay.value.reason == "conflict", replay.value
+            turn = await _done(lab, sent)
+            assert turn["backend"] == "claude_headless"
+            status = await ctl.call("status", {"turn_id": sent["turn_id"]})
+            assert [(d["kind"], d["stage"]) for d in status["dispatches"]] == [
+                ("approval", "accepted")
+            ]
+        assert (work / f"{ALLOW_MARKER}.txt").exists()
+        assert not (work / f"{REJECT_MARKER}.txt").exists()
+
+        sent = await ctl.call("send", lab.send(ASK_TASK))
+        shown = await prompt(ctl, sent["turn_id"], 60)
+        assert shown["kind"] == "questionnaire"
+        assert shown["capabilities"]["batch_response"] is True
+        assert [q["header"] for q in shown["questions"]] == ["Color", "Extras", "Name"]
+        assert [q["response_kind"] for q in shown["questions"]] == [
+            "single_select", "multi_select", "single_select"
+        ]  # fmt: skip
+        answers = _answers(shown)
+        call = {"turn_id": sent["turn_id"], "interaction_id": shown["interaction_id"]}
+        with pytest.raises(AkkError) as partial:
+            await ctl.call("respond_interaction", call | {"answers": answers[:2]})
+        assert partial.value.reason == "invalid_params"
+        with pytest.raises(AkkError) as foreign:
+            await lab.other.call("respond_interaction", call | {"answers": answers})
+        assert foreign.value.reason == "not_owner"
+        started = time.monotonic()
+        reply = await ctl.call("respond_interaction", call | {"answers": answers})
+        assert reply["outcome"] == "dispatched"
+        seconds.append(await lab.at_model(ANSWERED, started))
+        with pytest.raises(AkkError) as replay:
+            await ctl.call("respond_interaction", call | {"answers": answers})
+        assert replay.value.reason == "conflict", replay.value
+        turn = await _done(lab, sent)
+        assert turn["final_message"] == "Noted the three answers."
+    model = lab.model
+    for text in (ALLOW_TASK, REJECT_TASK, ASK_TASK, ALLOW_MARKER, prompts.REJECTED, ANSWERED):
+        assert model.count_inputs_containing(text) == 1, (text, model.summary())
+    ordered = sorted(seconds)
+    request.node.user_properties.append(("answer_to_model_s", ordered))
+    print(f"{client.name} answer call -> model: {', '.join(f'{s:.3f}' for s in ordered)} s")
+
+
+@pytest.mark.lab
+@pytest.mark.parametrize("point", CLAUDE_ANSWER_POINTS, ids=str)
+@pytest.mark.parametrize("client", OLDEST_AND_NEWEST, ids=lambda client: client.name)
+async def test_sigkill_at_each_answer_point_then_restart(
+    client: Client, tmp_path: Path, point: Point
+) -> None:
+    seen: list[dict[str, Any]] = []
+    await ensure_installed(client)
+    model = ModelServer(SCENARIO)
+    async with backend_child(client, tmp_path, model) as lab:
+        akk, args, work = lab.akk, lab.serve_args, lab.files.workdir
+        url = await trio.to_thread.run_sync(akk.start, f"{point}:crash", *args)
+        with trio.fail_after(90):
+            async with connect(url, akk.tokens["ctl"]) as ctl:
+                sent = await ctl.call("send", _params(work, ALLOW_TASK))
+                turn_id = sent["turn_id"]
+                approve = {"turn_id": turn_id, "decision": "approve_once"}
+                await prompt(ctl, turn_id, 60)
+                with pytest.raises(Exception):  # noqa: B017  the server dies under the call
+                    await ctl.call("approve", approve)
+        await trio.to_thread.run_sync(akk.died_at, point)
+        url = await trio.to_thread.run_sync(akk.start, None, *args)
+        with trio.fail_after(120):
+            async with connect(url, akk.tokens["ctl"]) as ctl:
+                assert await _events_until_outcome(ctl, seen, timeout=60), (point, seen)
+                status = await ctl.call("status", {"turn_id": turn_id})
+                with pytest.raises(AkkError) as replay:
+                    await ctl.call("approve", approve)
+                assert replay.value.reason in ("conflict", "closed"), replay.value
+                await _events_until_outcome(ctl, seen, timeout=1.5)  # nothing more comes
+                after = await ctl.call("send", _params(work, AFTER_TASK))
+                assert (await outcome(ctl, after["turn_id"], timeout=60))["kind"] == "done"
+    mine = [e for e in seen if e.get("turn_id") == turn_id]
+    outcomes = [e for e in mine if e["kind"] in OUTCOMES]
+    assert len({e["event_id"] for e in outcomes}) == 1, outcomes
+    ((kind, stage, dispatch_id),) = [
+        (d["kind"], d["stage"], d["dispatch_id"]) for d in status["dispatches"]
+    ]
+    uncertain = [e for e in mine if e["kind"] == "response_uncertain"]
+    if point is Point.CLAUDE_ANSWER_RECORDED:
+        assert (kind, stage, uncertain) == ("approval", "accepted", []), (stage, uncertain)
+    else:
+        # The answer may have been written before its stage: reported once, never resent.
+        assert (kind, stage) == ("approval", "uncertain"), status["dispatches"]
+        assert [e["dispatch_id"] for e in uncertain] == [dispatch_id], uncertain
+    ran = model.count_inputs_containing(ALLOW_MARKER)
+    if point is Point.CLAUDE_ANSWER_RESERVED:
+        assert ran == 0 and not (work / f"{ALLOW_MARKER}.txt").exists(), model.summary()
+    assert ran <= 1, model.summary()
+    assert model.count_inputs_containing(ALLOW_TASK) == 1, model.summary()
+    assert model.count_inputs_containing(AFTER_TASK) == 1, model.summary()
+
+
+def _params(cwd: Path, text: str) -> dict[str, Any]:
+    return {
+        "scope": {"task": "task-1", "role": "executor"},
+        "backend": "claude_headless",
+        "cwd": str(cwd),
+        "request": text,
+        "client_request_id": text,
+    }

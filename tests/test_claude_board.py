@@ -1,0 +1,59 @@
+"""RunBoard: real stream-json lines of the oldest and newest pinned Claude folded into a board.
+
+The fixtures (fixtures/claude_headless/<version>/stdout.jsonl) are one process's
+whole output: an echo, two Bash permissions answered, an interrupt, one more.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from akk.backends.claude_headless import wire
+from akk.backends.claude_headless.board import RunBoard
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "claude_headless"
+
+
+def _lines(version: str) -> list[wire.Message]:
+    text = (FIXTURES / version / "stdout.jsonl").read_bytes()
+    return [wire.parse_line(line) for line in text.splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize("version", ["2.1.263", "2.1.332"])
+async def test_a_board_holds_each_invocation_s_facts(version: str) -> None:
+    board = RunBoard(generation=1)
+    seqs = []
+    results = []
+    for message in _lines(version):
+        seq = board.seq
+        board.apply(message)
+        seqs.append(board.seq - seq)
+        if isinstance(message, wire.ControlRequest):
+            assert board.requests == {message.request_id: message}
+        if isinstance(message, wire.Result):
+            assert board.requests == {}, "a result leaves nothing pending"
+            results.append((message.subtype, board.final_text, board.context_window))
+        if isinstance(message, wire.Init):
+            assert board.init is message
+    assert set(seqs) == {1}, "every line moves the board on"
+    first = results[0]
+    assert first == ("success", "Hello from the lab model.", 1_000_000)
+    assert [r[0] for r in results].count("error_during_execution") == 1
+    # The last response's prompt: input + cache read + cache written (the context in use).
+    assert board.context_tokens is not None and board.context_tokens > 0
+
+
+async def test_a_withdrawn_request_leaves_the_board() -> None:
+    board = RunBoard(generation=3)
+    board.apply(wire.ControlRequest("r1", "can_use_tool", {"subtype": "can_use_tool"}))
+    changed = board.changed
+    board.apply(wire.ControlCancel("r1"))
+    assert board.requests == {}
+    assert changed.is_set() and not board.changed.is_set()
+    assert not board.alive  # no process yet
+    board.pid = 1
+    assert board.alive
+    board.closed = "claude closed its output"
+    assert not board.alive
