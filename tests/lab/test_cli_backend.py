@@ -1,7 +1,8 @@
-"""The operator CLI on the Codex app-server backend, as real `akk` processes.
+"""The operator CLI on each session backend, as real `akk` processes.
 
-`akk serve --codex-bin --codex-home` runs as a child process (the newest pinned
-Codex, the lab's CODEX_HOME and model server); a person then runs `akk send
+`akk serve` runs as a child process (`--codex-bin --codex-home` with the newest
+pinned Codex, or `--claude-bin --claude-config-dir` with the newest pinned
+Claude, the lab's home and model server); a person then runs `akk send
 --scope task-1/executor --wait`, `akk sessions` and a second `akk send --scope`.
 The model server is the oracle: the task reaches it exactly once.
 """
@@ -25,7 +26,8 @@ from tools.lab import clients
 from tools.lab.akk_runner import AkkProcess, backend_child
 from tools.lab.clients import Client
 
-NEWEST_CODEX = clients.newest("codex")
+NEWEST = [clients.newest("codex"), clients.newest("claude")]
+BACKEND = {"codex": "codex_app_server", "claude": "claude_headless"}
 SECOND_TASK = "lab: one more thing"
 
 
@@ -52,7 +54,7 @@ def _row_of(table: str, *cells: str) -> str | None:
 
 
 @pytest.mark.lab
-@pytest.mark.parametrize("client", [NEWEST_CODEX], ids=lambda client: client.name)
+@pytest.mark.parametrize("client", NEWEST, ids=lambda client: client.name)
 async def test_send_scope_wait_then_sessions_then_a_resumed_send(
     client: Client, tmp_path: Path
 ) -> None:
@@ -60,7 +62,7 @@ async def test_send_scope_wait_then_sessions_then_a_resumed_send(
     model = ModelServer(SCENARIOS["echo"])
     async with backend_child(client, tmp_path, model) as lab:
         akk, codex, files = lab.akk, lab.serve_args, lab.files
-        scope = ("--scope", "task-1/executor", "--backend", "codex_app_server")
+        scope = ("--scope", "task-1/executor", "--backend", BACKEND[client.agent])
         workdir = ("--cwd", str(files.workdir))
         with trio.fail_after(60):
             await trio.to_thread.run_sync(akk.start, None, *codex)
@@ -85,6 +87,7 @@ async def test_send_scope_wait_then_sessions_then_a_resumed_send(
     assert _row_of(sessions.stdout, "task-1", "executor", "create") is not None, sessions.stdout
     rows = json.loads(listed.stdout)["sessions"]
     assert [(r["scope"]["task"], r["scope"]["role"]) for r in rows] == [("task-1", "executor")]
+    assert rows[0]["backend"] == BACKEND[client.agent], rows
     assert rows[0]["decision"]["action"] == "create", rows
 
     assert resumed["session_decision"]["action"] == "resume", resumed
