@@ -238,6 +238,7 @@ class LinePipe:
 class Piped:
     """The facts of the child behind an owner's `_pipe` (the owner's public surface)."""
 
+    __slots__ = ()
     _pipe: LinePipe
 
     @property
