@@ -1,6 +1,7 @@
 """Which agent runs in a pane: its process, exact version and terminal identity (from /proc).
 
-`children` ends and reaps the processes AKK starts itself.
+`children` ends and reaps the processes AKK starts itself; `pipes` speaks to them
+in newline-delimited lines over stdin and stdout.
 """
 
 from akk.discovery.process import (

@@ -18,8 +18,8 @@ session's transcript), never by writing it again.
 
 from __future__ import annotations
 
+import functools
 import os
-import subprocess
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -29,7 +29,7 @@ import attrs
 import trio
 
 from akk.backends.claude_headless import wire
-from akk.discovery import children
+from akk.discovery import children, pipes
 from akk.discovery.process import start_ticks
 
 STREAM_FLAGS = (
@@ -92,20 +92,12 @@ class Limits:
 
 
 @attrs.frozen
-class Exit:
-    """How a Claude process ended, as `ClaudeProcess.aclose` saw it."""
+class Exit(pipes.Ended):
+    """How a Claude process ended, as `ClaudeProcess.aclose` saw it.
 
-    how: children.How
-    returncode: int | None
-    """0 after a clean end of input; 1 when the last invocation ended in an error result
-    (an interrupt included); negative: killed by that signal."""
-    reaped: bool
-    seconds: float
-    """From the start of `aclose` to the end."""
-    reason: str
-    """Why the connection ended (`closed by akk`, or what closed it first)."""
-    stragglers: tuple[int, ...]
-    stderr_tail: str
+    `returncode` is 0 after a clean end of input; 1 when the last invocation ended
+    in an error result (an interrupt included); negative: killed by that signal.
+    """
 
     @property
     def signal(self) -> int | None:
@@ -139,7 +131,7 @@ tool uses it to record fixtures."""
 
 
 @attrs.define(eq=False)
-class ClaudeProcess:
+class ClaudeProcess(pipes.Piped):
     """One running `claude -p` and its stream-json connection.
 
     Take `messages` promptly (past `Limits.messages` the connection closes); the
@@ -156,39 +148,26 @@ class ClaudeProcess:
     tap: Tap | None
     _start_ticks: int | None
     _message_send: trio.MemorySendChannel[Received]
-    _closed_reason: str | None = None
-    _input_closed: bool = False
-    _send_lock: trio.Lock = attrs.field(factory=trio.Lock)
-    _stderr: bytearray = attrs.field(factory=bytearray)
-    _stderr_done: trio.Event = attrs.field(factory=trio.Event)
+    _pipe: pipes.LinePipe = attrs.field(init=False)
     _exit: Exit | None = None
 
-    @property
-    def pid(self) -> int:
-        """The process's pid (also its process group id)."""
-        return self.process.pid
+    def __attrs_post_init__(self) -> None:
+        self._pipe = pipes.LinePipe(
+            self.process,
+            self._start_ticks,
+            max_line_bytes=self.limits.max_line_bytes,
+            stderr_tail_bytes=self.limits.stderr_tail_bytes,
+            write_seconds=self.limits.write_seconds,
+            stopped_reading="claude stopped reading its input (it exited or crashed)",
+            closed_output="claude closed its output (it exited or crashed)",
+            on_close=lambda _: self._message_send.close(),
+            before_write=None if self.tap is None else functools.partial(self.tap, "stdin"),
+        )
 
     @property
     def session_id(self) -> str:
         """The session this process was started for."""
         return self.start.session_id
-
-    def start_ticks(self) -> int | None:
-        """The process's start time (clock ticks since boot): with the pid, its identity."""
-        return self._start_ticks
-
-    @property
-    def closed_reason(self) -> str | None:
-        """None while the connection is open, else why it closed."""
-        return self._closed_reason
-
-    def rss_bytes(self) -> int | None:
-        """The process's resident set size now (None once it is gone)."""
-        return children.rss_bytes(self.pid)
-
-    def stderr_tail(self) -> str:
-        """The last `Limits.stderr_tail_bytes` the process wrote to stderr."""
-        return self._stderr.decode("utf-8", "replace")
 
     async def send(self, line: bytes) -> None:
         """Write one stdin line (from `wire`'s builders) whole; raises ConnectionClosed.
@@ -198,30 +177,13 @@ class ClaudeProcess:
         """
         if not line.endswith(b"\n") or line.count(b"\n") != 1:
             raise ValueError("a stream-json line ends in its only newline")
-        stdin = self.process.stdin
-        assert stdin is not None
-        async with self._send_lock:
-            if self._closed_reason is not None:
-                raise ConnectionClosed(self._closed_reason)
-            if self._input_closed:
-                raise ConnectionClosed("stdin is closed (the process is finishing)")
-            if self.tap is not None:
-                self.tap("stdin", line)
-            with trio.CancelScope(shield=True):
-                with trio.move_on_after(self.limits.write_seconds) as scope:
-                    try:
-                        await stdin.send_all(line)
-                    except (trio.BrokenResourceError, trio.ClosedResourceError):
-                        self._fail("claude stopped reading its input (it exited or crashed)")
-                if scope.cancelled_caught:
-                    self._fail(f"a line took over {self.limits.write_seconds} s to write")
-            if self._closed_reason is not None:
-                raise ConnectionClosed(self._closed_reason)
+        closed = await self._pipe.send(line)
+        if closed is not None:
+            raise ConnectionClosed(closed)
 
     async def close_input(self) -> None:
         """Close stdin: after a `result` Claude exits (mid-turn: docs/claude_headless.md)."""
-        async with self._send_lock:
-            await self._hang_up()
+        await self._pipe.close_input()
 
     async def aclose(self, *, graceful: bool = True) -> Exit:
         """End the process and always reap it; returns how it ended (idempotent).
@@ -231,107 +193,29 @@ class ClaudeProcess:
         stdin closes: interrupt it first); otherwise SIGKILL at once.
         Shielded from cancellation, bounded by the ladder's seconds.
         """
-        if self._exit is not None:
-            return self._exit
-        with trio.CancelScope(shield=True):
-            began = trio.current_time()
-            stopped = await children.stop(
-                self.process,
-                self._start_ticks,
-                self._hang_up,
-                self.limits.ladder,
-                graceful=graceful,
-            )
-            self._fail("closed by akk")
-            with trio.move_on_after(1.0):
-                await self._stderr_done.wait()
-            assert self._closed_reason is not None
-            ended = self._exit = Exit(
-                how=stopped.how,
-                returncode=stopped.returncode,
-                reaped=stopped.reaped,
-                seconds=trio.current_time() - began,
-                reason=self._closed_reason,
-                stragglers=stopped.stragglers,
-                stderr_tail=self.stderr_tail(),
-            )
-        return ended
-
-    def _fail(self, reason: str) -> None:
-        """Close the connection (first reason wins) and end `messages`."""
-        if self._closed_reason is not None:
-            return
-        self._closed_reason = reason
-        self._message_send.close()
-
-    async def _hang_up(self) -> None:
-        stdin = self.process.stdin
-        assert stdin is not None
-        self._input_closed = True
-        with trio.CancelScope(shield=True):
-            await stdin.aclose()
+        if self._exit is None:
+            self._exit = await self._pipe.end(Exit, self.limits.ladder, graceful=graceful)
+        return self._exit
 
     async def _read(self) -> None:
-        """Frame stdout into lines and deliver each typed; returns when the output ends."""
-        stdout = self.process.stdout
-        assert stdout is not None
-        buffer = bytearray()
-        scanned = 0  # bytes of `buffer` known to hold no newline
-        skipping = False  # inside a line already reported as too long
-        limit = self.limits.max_line_bytes
-        while self._closed_reason is None:
-            try:
-                chunk = await stdout.receive_some(1 << 16)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                chunk = b""
-            if not chunk:
-                self._fail("claude closed its output (it exited or crashed)")
-                break
-            buffer += chunk
-            while self._closed_reason is None:
-                newline = buffer.find(b"\n", scanned)
-                if newline < 0:
-                    scanned = len(buffer)
-                    if scanned > limit:
-                        if not skipping:
-                            self._deliver(wire.WireError("line_too_long", f"over {limit} bytes"))
-                        skipping = True
-                        buffer.clear()
-                        scanned = 0
-                    break
-                line = bytes(buffer[:newline])
-                del buffer[: newline + 1]
-                scanned = 0
-                if skipping:
-                    skipping = False
-                elif len(line) > limit:
-                    self._deliver(wire.WireError("line_too_long", f"{len(line)} bytes"))
-                elif line.strip():
-                    if self.tap is not None:
-                        self.tap("stdout", line + b"\n")
-                    self._deliver(_typed(line))
+        """Deliver each stdout line typed; returns when the output ends."""
+        await self._pipe.read(self._line, self._too_long)
+
+    def _line(self, line: bytes) -> None:
+        if self.tap is not None:
+            self.tap("stdout", line + b"\n")
+        self._deliver(_typed(line))
+
+    def _too_long(self, size: str) -> None:
+        self._deliver(wire.WireError("line_too_long", size))
 
     def _deliver(self, item: Received) -> None:
         try:
             self._message_send.send_nowait(item)
         except trio.WouldBlock:
-            self._fail(f"over {self.limits.messages} messages not taken (buffer full)")
+            self._pipe.fail(f"over {self.limits.messages} messages not taken (buffer full)")
         except (trio.BrokenResourceError, trio.ClosedResourceError):
-            self._fail("nobody takes the messages any more")
-
-    async def _drain_stderr(self) -> None:
-        stderr = self.process.stderr
-        assert stderr is not None
-        keep = self.limits.stderr_tail_bytes
-        try:
-            while chunk := await stderr.receive_some(1 << 16):
-                self._stderr += chunk
-                if len(self._stderr) > keep:
-                    del self._stderr[: len(self._stderr) - keep]
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            pass
-        finally:
-            self._stderr_done.set()
+            self._pipe.fail("nobody takes the messages any more")
 
 
 def _typed(line: bytes) -> Received:
@@ -363,15 +247,7 @@ async def open_claude(
     environment["CLAUDE_CONFIG_DIR"] = os.fspath(config_dir)
     started_at = trio.current_time()
     try:
-        process = await trio.lowlevel.open_process(
-            argv(binary, start),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=os.fspath(cwd),
-            env=environment,
-            start_new_session=True,
-        )
+        process = await pipes.spawn(argv(binary, start), cwd=cwd, env=environment)
     except OSError as exc:
         raise StartError(f"cannot start {os.fspath(binary)}: {exc}; check --claude-bin") from exc
     message_send, message_receive = trio.open_memory_channel[Received](limits.messages)
@@ -385,23 +261,5 @@ async def open_claude(
         start_ticks=start_ticks(process.pid),
         message_send=message_send,
     )
-    own_error: BaseException | None = None
-    try:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(claude._read)
-            nursery.start_soon(claude._drain_stderr)
-            try:
-                yield claude
-            except BaseException as exc:
-                own_error = exc
-                raise
-            finally:
-                await claude.aclose()
-                nursery.cancel_scope.cancel()
-    except BaseExceptionGroup as group:
-        # The nursery wraps the block's own error: raise that error itself.
-        if own_error is not None and group.exceptions == (own_error,):
-            raise own_error from None
-        raise
-    finally:
-        await claude.aclose()
+    async with pipes.running(claude._pipe, claude._read, claude.aclose):
+        yield claude

@@ -17,18 +17,17 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import subprocess
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
-from typing import Any, Literal
+from typing import Any
 
 import attrs
 import trio
 
 import akk
 from akk.backends.codex_app_server.schema import Kind, Message
-from akk.discovery import children
+from akk.discovery import children, pipes
 from akk.discovery.process import start_ticks
 
 RequestId = int | str
@@ -88,22 +87,8 @@ class ServerRequest:
 
 
 @attrs.frozen
-class Exit:
+class Exit(pipes.Ended):
     """How an app-server process ended, as `AppServer.aclose` saw it."""
-
-    how: Literal["exited", "terminated", "killed", "unreaped"]
-    """exited: by itself once stdin closed (or before); terminated: after SIGTERM;
-    killed: after SIGKILL; unreaped: still there after SIGKILL (needs a person)."""
-    returncode: int | None
-    reaped: bool
-    """The process was waited for and its pid no longer names it."""
-    seconds: float
-    """From the start of `aclose` to the end."""
-    reason: str
-    """Why the connection ended (`closed by akk`, or the failure that closed it first)."""
-    stragglers: tuple[int, ...]
-    """Processes left in the app-server's process group after it ended (killed)."""
-    stderr_tail: str
 
 
 class AppServerError(Exception):
@@ -154,7 +139,7 @@ class _Pending:
 
 
 @attrs.define(eq=False)
-class AppServer:
+class AppServer(pipes.Piped):
     """One running `codex app-server` and its JSON-RPC connection.
 
     Take notifications from `notifications` and server requests from
@@ -179,29 +164,20 @@ class AppServer:
     _pending: dict[RequestId, _Pending] = attrs.field(factory=dict)
     _abandoned: OrderedDict[RequestId, str] = attrs.field(factory=OrderedDict)
     _unanswered: dict[RequestId, str] = attrs.field(factory=dict)
-    _closed_reason: str | None = None
-    _send_lock: trio.Lock = attrs.field(factory=trio.Lock)
-    _stderr: bytearray = attrs.field(factory=bytearray)
-    _stderr_done: trio.Event = attrs.field(factory=trio.Event)
+    _pipe: pipes.LinePipe = attrs.field(init=False)
     _exit: Exit | None = None
 
-    @property
-    def pid(self) -> int:
-        """The app-server's pid (also its process group id)."""
-        return self.process.pid
-
-    def start_ticks(self) -> int | None:
-        """The process's start time (clock ticks since boot): with the pid, its identity."""
-        return self._start_ticks
-
-    @property
-    def closed_reason(self) -> str | None:
-        """None while the connection is open, else why it closed."""
-        return self._closed_reason
-
-    def rss_bytes(self) -> int | None:
-        """The process's resident set size now (None once it is gone)."""
-        return children.rss_bytes(self.pid)
+    def __attrs_post_init__(self) -> None:
+        self._pipe = pipes.LinePipe(
+            self.process,
+            self._start_ticks,
+            max_line_bytes=self.limits.max_line_bytes,
+            stderr_tail_bytes=self.limits.stderr_tail_bytes,
+            write_seconds=self.limits.write_seconds,
+            stopped_reading="the app-server stopped reading its input",
+            closed_output="the app-server closed its output (it exited or crashed)",
+            on_close=self._closed,
+        )
 
     async def request(self, method: str, params: Any = None, *, timeout: float) -> Any:
         """Send one request and return its result.
@@ -255,32 +231,14 @@ class AppServer:
         kills what is left in the group. Idempotent (returns the same Exit);
         shielded from cancellation, bounded by the sum of the WireLimits' seconds.
         """
-        if self._exit is not None:
-            return self._exit
-        with trio.CancelScope(shield=True):
-            began = trio.current_time()
-            self._fail("closed by akk")
+        if self._exit is None:
+            # First, so pending requests fail at once, not after the ladder.
+            self._pipe.fail("closed by akk")
             ladder = children.Ladder(
                 self.limits.close_seconds, self.limits.term_seconds, self.limits.kill_seconds
             )
-            stopped = await children.stop(self.process, self._start_ticks, self._hang_up, ladder)
-            with trio.move_on_after(1.0):
-                await self._stderr_done.wait()
-            assert self._closed_reason is not None
-            ended = self._exit = Exit(
-                how=stopped.how,
-                returncode=stopped.returncode,
-                reaped=stopped.reaped,
-                seconds=trio.current_time() - began,
-                reason=self._closed_reason,
-                stragglers=stopped.stragglers,
-                stderr_tail=self.stderr_tail(),
-            )
-        return ended
-
-    def stderr_tail(self) -> str:
-        """The last `WireLimits.stderr_tail_bytes` the process wrote to stderr."""
-        return self._stderr.decode("utf-8", "replace")
+            self._exit = await self._pipe.end(Exit, ladder)
+        return self._exit
 
     def _answering(self, request: ServerRequest) -> str:
         method = self._unanswered.pop(request.id, None)
@@ -298,33 +256,16 @@ class AppServer:
             self._abandoned.popitem(last=False)
 
     async def _send(self, message: Message) -> None:
-        stdin = self.process.stdin
-        assert stdin is not None
-        if self._closed_reason is not None:
-            raise ConnectionClosed(self._closed_reason)
+        if self.closed_reason is not None:
+            raise ConnectionClosed(self.closed_reason)
         self._tapped(message)
         line = json.dumps(message.body, separators=(",", ":"), ensure_ascii=False)
-        async with self._send_lock:
-            if self._closed_reason is not None:
-                raise ConnectionClosed(self._closed_reason)
-            # Shielded: a line is written whole or the connection fails; a
-            # half-written line would corrupt every later message.
-            with trio.CancelScope(shield=True):
-                with trio.move_on_after(self.limits.write_seconds) as scope:
-                    try:
-                        await stdin.send_all(line.encode() + b"\n")
-                    except (trio.BrokenResourceError, trio.ClosedResourceError):
-                        self._fail("the app-server stopped reading its input")
-                if scope.cancelled_caught:
-                    self._fail(f"a line took over {self.limits.write_seconds} s to write")
-        if self._closed_reason is not None:
-            raise ConnectionClosed(self._closed_reason)
+        closed = await self._pipe.send(line.encode() + b"\n")
+        if closed is not None:
+            raise ConnectionClosed(closed)
 
-    def _fail(self, reason: str) -> None:
-        """Close the connection (first reason wins): fail pending requests, end the channels."""
-        if self._closed_reason is not None:
-            return
-        self._closed_reason = reason
+    def _closed(self, reason: str) -> None:
+        """The connection closed (`LinePipe.fail`): fail pending requests, end the channels."""
         for pending in self._pending.values():
             pending.error = ConnectionClosed(reason)
             pending.done.set()
@@ -333,52 +274,22 @@ class AppServer:
             if channel is not None:
                 channel.close()
 
-    async def _hang_up(self) -> None:
-        stdin = self.process.stdin
-        assert stdin is not None
-        with trio.CancelScope(shield=True):
-            await stdin.aclose()
-
     async def _read(self) -> None:
-        """Frame stdout into lines and dispatch each; returns when the connection closes."""
-        stdout = self.process.stdout
-        assert stdout is not None
-        buffer = bytearray()
-        scanned = 0  # bytes of `buffer` known to hold no newline
-        limit = self.limits.max_line_bytes
-        while self._closed_reason is None:
-            try:
-                chunk = await stdout.receive_some(1 << 16)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                chunk = b""
-            if not chunk:
-                self._fail("the app-server closed its output (it exited or crashed)")
-                break
-            buffer += chunk
-            while self._closed_reason is None:
-                newline = buffer.find(b"\n", scanned)
-                if newline < 0:
-                    scanned = len(buffer)
-                    if scanned > limit:
-                        self._fail(f"a line longer than {limit} bytes (refused)")
-                    break
-                line = bytes(buffer[:newline])
-                del buffer[: newline + 1]
-                scanned = 0
-                if len(line) > limit:
-                    self._fail(f"a line longer than {limit} bytes (refused)")
-                elif line.strip():
-                    self._dispatch(line)
-        await self._hang_up()
+        """Dispatch each stdout line; then close stdin (the app-server's cue to exit)."""
+        await self._pipe.read(self._dispatch, self._too_long)
+        await self._pipe.hang_up()
+
+    def _too_long(self, _: str) -> None:
+        self._pipe.fail(f"a line longer than {self.limits.max_line_bytes} bytes (refused)")
 
     def _dispatch(self, line: bytes) -> None:
         try:
             body = json.loads(line)
         except ValueError:
-            self._fail("a line that is not JSON")
+            self._pipe.fail("a line that is not JSON")
             return
         if not isinstance(body, dict):
-            self._fail("a JSON line that is not an object")
+            self._pipe.fail("a JSON line that is not an object")
             return
         method = body.get("method")
         if "id" in body and method is None and ("result" in body or "error" in body):
@@ -390,18 +301,18 @@ class AppServer:
             if self._notify_send is not None:
                 self._deliver(self._notify_send, ServerNotification(method, body.get("params")))
         else:
-            self._fail("a JSON object that is no JSON-RPC message")
+            self._pipe.fail("a JSON object that is no JSON-RPC message")
 
     def _answer(self, body: dict[str, Any]) -> None:
         request_id = body["id"]
         kind: Kind = "error" if "error" in body else "result"
         if not isinstance(request_id, int | str):
-            self._fail("an answer with an invalid id")
+            self._pipe.fail("an answer with an invalid id")
             return
         pending = self._pending.pop(request_id, None)
         late = self._abandoned.pop(request_id, None) if pending is None else None
         if pending is None and late is None:
-            self._fail(f"an answer to id {request_id!r}, which no request of ours had")
+            self._pipe.fail(f"an answer to id {request_id!r}, which no request of ours had")
             return
         method = pending.method if pending is not None else late
         self._tapped(Message("server", kind, method, body))
@@ -423,10 +334,10 @@ class AppServer:
     def _server_request(self, body: dict[str, Any], method: str) -> None:
         request_id = body["id"]
         if not isinstance(request_id, int | str) or request_id in self._unanswered:
-            self._fail(f"a server request with an invalid or repeated id {request_id!r}")
+            self._pipe.fail(f"a server request with an invalid or repeated id {request_id!r}")
             return
         if len(self._unanswered) >= self.limits.server_requests:
-            self._fail(f"over {self.limits.server_requests} server requests unanswered")
+            self._pipe.fail(f"over {self.limits.server_requests} server requests unanswered")
             return
         self._tapped(Message("server", "request", method, body))
         self._unanswered[request_id] = method
@@ -441,24 +352,10 @@ class AppServer:
         try:
             channel.send_nowait(item)
         except trio.WouldBlock:
-            self._fail(f"{type(item).__name__}s not taken fast enough (buffer full)")
+            self._pipe.fail(f"{type(item).__name__}s not taken fast enough (buffer full)")
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             if isinstance(item, ServerRequest):
-                self._fail("a server request arrived and nobody takes them")
-
-    async def _drain_stderr(self) -> None:
-        stderr = self.process.stderr
-        assert stderr is not None
-        keep = self.limits.stderr_tail_bytes
-        try:
-            while chunk := await stderr.receive_some(1 << 16):
-                self._stderr += chunk
-                if len(self._stderr) > keep:
-                    del self._stderr[: len(self._stderr) - keep]
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            pass
-        finally:
-            self._stderr_done.set()
+                self._pipe.fail("a server request arrived and nobody takes them")
 
 
 @asynccontextmanager
@@ -484,15 +381,7 @@ async def open_app_server(
     environment["CODEX_HOME"] = str(codex_home)
     started_at = trio.current_time()
     try:
-        process = await trio.lowlevel.open_process(
-            [os.fspath(binary), "app-server"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=os.fspath(cwd),
-            env=environment,
-            start_new_session=True,
-        )
+        process = await pipes.spawn([os.fspath(binary), "app-server"], cwd=cwd, env=environment)
     except OSError as exc:
         raise StartError(
             f"cannot start {os.fspath(binary)} app-server: {exc}; check --codex-bin"
@@ -511,27 +400,9 @@ async def open_app_server(
         notify_send=notify_send,
         request_send=request_send,
     )
-    own_error: BaseException | None = None
-    try:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(server._read)
-            nursery.start_soon(server._drain_stderr)
-            try:
-                await _initialize(server, client_info, initialize_timeout)
-                yield server
-            except BaseException as exc:
-                own_error = exc
-                raise
-            finally:
-                await server.aclose()
-                nursery.cancel_scope.cancel()
-    except BaseExceptionGroup as group:
-        # The nursery wraps the block's own error: raise that error itself.
-        if own_error is not None and group.exceptions == (own_error,):
-            raise own_error from None
-        raise
-    finally:
-        await server.aclose()
+    async with pipes.running(server._pipe, server._read, server.aclose):
+        await _initialize(server, client_info, initialize_timeout)
+        yield server
 
 
 async def _initialize(server: AppServer, client_info: ClientInfo, timeout: float) -> None:
