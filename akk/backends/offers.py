@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import time
 
+import apsw
+
+from akk.backends.contract import Refusal
 from akk.protocol.errors import Reason, RpcError
-from akk.store import interactions
+from akk.store import dispatches, interactions
+from akk.store.dispatches import Dispatch, Kind
 from akk.store.interactions import Interaction, Offer, OfferState
 
 
@@ -49,3 +53,30 @@ def offer_refusal(exc: interactions.OfferUnusable) -> tuple[Reason, str]:
             "interaction"
         )
     return Reason.STATUS_REQUIRED, f"{exc}: call status first, then answer what it shows"
+
+
+def reserve_answer(
+    conn: apsw.Connection,
+    *,
+    controller_id: str,
+    turn_id: str,
+    interaction_id: str,
+    offer_id: str,
+    kind: Kind,
+    fingerprint: bytes,
+    now: float,
+) -> Dispatch | Refusal:
+    """In one transaction: take the controller's offer and reserve the answer's dispatch.
+
+    For a backend whose prompts are requests of its process (no terminal): from this
+    reservation on, the answer is never written again. A Refusal reserved nothing.
+    """
+    try:
+        interactions.take_offer(conn, interaction_id, controller_id, offer_id, now)
+    except interactions.OfferUnusable as exc:
+        return Refusal(*offer_refusal(exc))
+    return dispatches.reserve(
+        conn, controller_id=controller_id, turn_id=turn_id, terminal_id=None, kind=kind,
+        typing=None, screen_seq=None, now=now, interaction_id=interaction_id,
+        offer_id=offer_id, fingerprint=fingerprint,
+    )  # fmt: skip

@@ -378,6 +378,38 @@ def update_invocation(
     return fresh
 
 
+def settle_invocation(
+    conn: apsw.Connection,
+    turn_id: str,
+    round_: int,
+    state: turns.TurnState,
+    now: float,
+    *,
+    outcome: str | None = None,
+    cleanup: bool = False,
+    checkpoint: bool = False,
+    context: tuple[int | None, int | None] = (None, None),
+) -> None:
+    """Record, in a Turn's settle, its round's invocation outcome (``outcome``, default the
+    Turn's ``state``) and cleanup; with ``checkpoint``, the session's latest completed native
+    turn and its context (``context``: tokens and window, None keeps the stored one)."""
+    inv = invocation(conn, turn_id, round_)
+    if inv is None:
+        return
+    changes: dict[str, object] = {"outcome": outcome or state.value, "outcome_at": now}
+    if cleanup:
+        changes |= {"cleanup": "confirmed", "cleanup_at": now}
+    update_invocation(conn, inv, **changes)
+    session = get(conn, inv.session_id)
+    if session is not None and checkpoint and inv.native_turn_id is not None:
+        tokens, window = context
+        update(
+            conn, session, checkpoint=inv.native_turn_id,
+            context_tokens=tokens if tokens is not None else session.context_tokens,
+            context_window=window if window is not None else session.context_window,
+        )  # fmt: skip
+
+
 def facts(
     conn: apsw.Connection,
     request: policy.Request,

@@ -30,11 +30,11 @@ from akk.backends.claude_headless import prompts, wire
 from akk.backends.claude_headless.board import RunBoard
 from akk.backends.claude_headless.process import ClaudeProcess, ConnectionClosed
 from akk.backends.contract import AnswerReceipt, Refusal
-from akk.backends.offers import offer_refusal
+from akk.backends.offers import reserve_answer
 from akk.faults import Point
 from akk.protocol.errors import Reason
 from akk.runtime.actor import Actor, ActorRef, Ask, Rank
-from akk.store import dispatches, interactions, turns
+from akk.store import dispatches, turns
 from akk.store.dispatches import Dispatch, Kind, Stage
 
 
@@ -102,21 +102,14 @@ class RunActor(Actor[RunMessage]):
             )
         now = time.time()
 
-        def reserve(conn: apsw.Connection) -> Dispatch | Refusal:
-            try:
-                interactions.take_offer(
-                    conn, message.interaction_id, message.controller_id, message.offer_id, now
-                )
-            except interactions.OfferUnusable as exc:
-                return Refusal(*offer_refusal(exc))
-            return dispatches.reserve(
+        reserved = await transact(
+            self._store,
+            lambda conn: reserve_answer(
                 conn, controller_id=message.controller_id, turn_id=message.turn_id,
-                terminal_id=None, kind=message.kind, typing=None, screen_seq=None, now=now,
                 interaction_id=message.interaction_id, offer_id=message.offer_id,
-                fingerprint=message.fingerprint,
-            )  # fmt: skip
-
-        reserved = await transact(self._store, reserve)
+                kind=message.kind, fingerprint=message.fingerprint, now=now,
+            ),
+        )  # fmt: skip
         if isinstance(reserved, Refusal):
             return reserved
         await faults.reached(Point.CLAUDE_ANSWER_RESERVED)

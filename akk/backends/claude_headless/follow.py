@@ -98,7 +98,9 @@ class ClaudeFollower(Attached):
 
     def settling(self, conn: apsw.Connection, fresh: Turn, state: TurnState, now: float) -> None:
         host = self._desk.host(fresh.turn_id)
-        _record_facts(conn, fresh.turn_id, fresh.round, state, now, cleanup=host is None)
+        sessions.settle_invocation(
+            conn, fresh.turn_id, fresh.round, state, now, cleanup=host is None
+        )
 
     # -- following
 
@@ -350,7 +352,7 @@ class ClaudeFollower(Attached):
         now, round_ = time.time(), turn.round
 
         def also(conn: apsw.Connection, fresh: Turn) -> None:
-            _record_facts(
+            sessions.settle_invocation(
                 conn, fresh.turn_id, round_, state, now, outcome=outcome, cleanup=cleanup,
                 checkpoint=checkpoint, context=context,
             )  # fmt: skip
@@ -376,34 +378,3 @@ async def _end_orphan(facts: dict[str, Any], turn_id: str) -> None:
     log.warning("ending claude pid %d left by an earlier run (turn %s)", pid, turn_id)
     if not await children.end_orphan(pid, ticks):
         log.error("claude pid %d survived SIGKILL", pid)
-
-
-def _record_facts(
-    conn: apsw.Connection,
-    turn_id: str,
-    round_: int,
-    state: TurnState,
-    now: float,
-    *,
-    outcome: str | None = None,
-    cleanup: bool = False,
-    checkpoint: bool = False,
-    context: tuple[int | None, int | None] = (None, None),
-) -> None:
-    """The invocation's outcome (and cleanup), the session's checkpoint and context, in a
-    settle."""
-    inv = sessions.invocation(conn, turn_id, round_)
-    if inv is None:
-        return
-    facts: dict[str, object] = {"outcome": outcome or state.value, "outcome_at": now}
-    if cleanup:
-        facts |= {"cleanup": "confirmed", "cleanup_at": now}
-    sessions.update_invocation(conn, inv, **facts)
-    session = sessions.get(conn, inv.session_id)
-    if session is not None and checkpoint and inv.native_turn_id is not None:
-        tokens, window = context
-        sessions.update(
-            conn, session, checkpoint=inv.native_turn_id,
-            context_tokens=tokens if tokens is not None else session.context_tokens,
-            context_window=window if window is not None else session.context_window,
-        )  # fmt: skip

@@ -38,14 +38,14 @@ from akk.backends.codex_app_server.prompts import (
     fingerprint,
 )
 from akk.backends.contract import AnswerReceipt, Refusal
-from akk.backends.offers import offer_refusal
+from akk.backends.offers import reserve_answer
 from akk.evidence import request_digest
 from akk.faults import Point
 from akk.protocol.errors import Reason
 from akk.protocol.redaction import redact
 from akk.runtime.actor import Actor, ActorRef, Ask, Rank
 from akk.sessions import policy
-from akk.store import dispatches, interactions, sessions, turns
+from akk.store import dispatches, sessions, turns
 from akk.store.dispatches import Dispatch, Kind, Stage
 from akk.store.sessions import InvocationRow, SessionRow
 from akk.store.turns import Turn, TurnState
@@ -380,21 +380,14 @@ class BackendActor(Actor[BackendMessage]):
             )
         now = time.time()
 
-        def reserve(conn: apsw.Connection) -> Dispatch | Refusal:
-            try:
-                interactions.take_offer(
-                    conn, message.interaction_id, message.controller_id, message.offer_id, now
-                )
-            except interactions.OfferUnusable as exc:
-                return Refusal(*offer_refusal(exc))
-            return dispatches.reserve(
+        reserved = await transact(
+            self._store,
+            lambda conn: reserve_answer(
                 conn, controller_id=message.controller_id, turn_id=message.turn_id,
-                terminal_id=None, kind=message.kind, typing=None, screen_seq=None, now=now,
                 interaction_id=message.interaction_id, offer_id=message.offer_id,
-                fingerprint=message.fingerprint,
-            )  # fmt: skip
-
-        reserved = await transact(self._store, reserve)
+                kind=message.kind, fingerprint=message.fingerprint, now=now,
+            ),
+        )  # fmt: skip
         if isinstance(reserved, Refusal):
             return reserved
         await faults.reached(Point.ANSWER_RESERVED)

@@ -114,7 +114,7 @@ class AppServerFollower(Attached):
         await self._interrupt_quietly()
 
     def settling(self, conn: apsw.Connection, fresh: Turn, state: TurnState, now: float) -> None:
-        _record_facts(conn, fresh.turn_id, self._round, state, now)
+        sessions.settle_invocation(conn, fresh.turn_id, self._round, state, now)
 
     @property
     def _round(self) -> int:
@@ -393,40 +393,10 @@ class AppServerFollower(Attached):
         now, round_ = time.time(), self._round
 
         def also(conn: apsw.Connection, fresh: Turn) -> None:
-            _record_facts(
+            sessions.settle_invocation(
                 conn, fresh.turn_id, round_, state, now, outcome=outcome, cleanup=cleanup,
                 checkpoint=checkpoint, context=context,
             )  # fmt: skip
 
         assert self._control is not None
         await self._control.settle(state, reason, summary, usage=usage, also=also, **changes)
-
-
-def _record_facts(
-    conn: apsw.Connection,
-    turn_id: str,
-    round_: int,
-    state: TurnState,
-    now: float,
-    *,
-    outcome: str | None = None,
-    cleanup: bool = False,
-    checkpoint: bool = False,
-    context: tuple[int | None, int | None] = (None, None),
-) -> None:
-    """The invocation's outcome (and cleanup) and the session's checkpoint, in a settle."""
-    inv = sessions.invocation(conn, turn_id, round_)
-    if inv is None:
-        return
-    facts: dict[str, object] = {"outcome": outcome or state.value, "outcome_at": now}
-    if cleanup:
-        facts |= {"cleanup": "confirmed", "cleanup_at": now}
-    sessions.update_invocation(conn, inv, **facts)
-    session = sessions.get(conn, inv.session_id)
-    if session is not None and checkpoint and inv.native_turn_id is not None:
-        tokens, window = context
-        sessions.update(
-            conn, session, checkpoint=inv.native_turn_id,
-            context_tokens=tokens if tokens is not None else session.context_tokens,
-            context_window=window if window is not None else session.context_window,
-        )  # fmt: skip
