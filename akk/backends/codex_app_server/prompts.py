@@ -25,6 +25,7 @@ from typing import Any
 import attrs
 
 from akk.backends.codex_app_server.rpc import ServerRequest
+from akk.backends.questions import each_answer
 from akk.profiles.observation import InteractionKind, OptionRole, ResponseKind
 from akk.protocol.errors import Reason, RpcError
 from akk.protocol.projection import backend_option, backend_projection
@@ -223,35 +224,9 @@ def answers_result(
     prompt: BackendPrompt, answers: Sequence[Mapping[str, Any]], ids: IdMinter
 ) -> dict[str, Any]:
     """`respond_interaction {answers}` on a question request: one answer per question."""
-    if prompt.kind is not InteractionKind.QUESTIONNAIRE:
-        raise RpcError(
-            Reason.INVALID_PARAMS,
-            f"this interaction is a {prompt.kind.value}; answer a permission with approve "
-            "{turn_id, decision}",
-        )
-    if not prompt.actionable:
-        raise RpcError(
-            Reason.MANUAL_REQUIRED,
-            f"AKK does not answer this request ({prompt.projection['manual_reason']}); a person "
-            "must",
-        )
-    by_id = {ids.question_id(prompt.seen, i): i for i in range(len(prompt.questions))}
-    given: dict[int, list[str]] = {}
-    for answer in answers:
-        index = by_id.get(str(answer.get("question_id")))
-        if index is None or index in given:
-            raise RpcError(
-                Reason.INVALID_PARAMS,
-                "each answer must name one question_id of this interaction, once (ids change "
-                "whenever the request does); call status and use its ids",
-            )
-        given[index] = _one(prompt, index, answer, ids)
-    if len(given) != len(prompt.questions):
-        raise RpcError(
-            Reason.INVALID_PARAMS,
-            f"this request asks {len(prompt.questions)} questions and takes them together: "
-            "send one answer for each (batch_response)",
-        )
+    given = each_answer(
+        prompt, answers, ids, lambda index, answer: _one(prompt, index, answer, ids)
+    )
     wire = {str(prompt.questions[i].get("id")): {"answers": values} for i, values in given.items()}
     return {"answers": wire}
 
