@@ -267,6 +267,20 @@ def terminal_id(socket_path: str, pane_id: str, pid: int, start_ticks: int) -> s
     return "term_" + hashlib.sha256(material.encode("utf-8", "surrogateescape")).hexdigest()[:32]
 
 
+def executable(given: str | None, program: str, flag: str) -> str:
+    """The real path of ``given`` (None: ``program`` on PATH), or why there is none.
+
+    ``flag`` is the option that names another one, for the reason's next step.
+    """
+    found = given if given is not None else shutil.which(program)
+    if found is None:
+        return f"no {program} on PATH (pass {flag})"
+    found = os.path.realpath(found)
+    if not (os.path.isfile(found) and os.access(found, os.X_OK)):
+        return f"{found} is not an executable file"
+    return found
+
+
 def parse_version(agent: Agent, output: str) -> str | None:
     """The version in `--version` output (`2.1.263 (Claude Code)`, `codex-cli 0.153.4`)."""
     for line in output.splitlines():

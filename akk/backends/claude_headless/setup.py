@@ -11,12 +11,11 @@ started.
 from __future__ import annotations
 
 import os
-import shutil
 
 import attrs
 import trio
 
-from akk.discovery.process import VersionCache
+from akk.discovery.process import VersionCache, executable
 from akk.profiles.claude.versions import PROFILES
 
 
@@ -45,7 +44,7 @@ def config_dir(given: str | None) -> str:
 
 async def find_claude(binary: str | None, config: str, versions: VersionCache) -> ClaudeSetup | str:
     """The pinned Claude at ``binary`` (None: `claude` on PATH), or why there is none."""
-    found = await trio.to_thread.run_sync(_executable, binary)
+    found = await trio.to_thread.run_sync(executable, binary, "claude", "--claude-bin")
     if not os.path.isabs(found):
         return found
     version = await versions.version_of_program("claude", [found])
@@ -54,14 +53,3 @@ async def find_claude(binary: str | None, config: str, versions: VersionCache) -
     if version not in pinned():
         return f"Claude Code {version} is not pinned ({', '.join(pinned())} are)"
     return ClaudeSetup(binary=found, config_dir=config, version=version)
-
-
-def _executable(binary: str | None) -> str:
-    """The real path of ``binary`` (or of `claude` on PATH), or why there is none."""
-    program = binary if binary is not None else shutil.which("claude")
-    if program is None:
-        return "no claude on PATH (pass --claude-bin)"
-    program = os.path.realpath(program)
-    if not (os.path.isfile(program) and os.access(program, os.X_OK)):
-        return f"{program} is not an executable file"
-    return program

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import time
 from collections.abc import Callable
 from typing import Any
@@ -29,7 +28,7 @@ from akk.backends.codex_app_server.actor import (
     CodexSetup,
 )
 from akk.backends.codex_app_server.board import BackendBoard
-from akk.discovery.process import VersionCache
+from akk.discovery.process import VersionCache, executable
 from akk.runtime.actor import ActorRef, Incarnation, Rank
 from akk.runtime.supervisor import ChildSpec, Restart, Supervisor
 from akk.store import audit
@@ -131,7 +130,7 @@ class BackendHost:
 
 async def find_codex(binary: str | None, home: str, versions: VersionCache) -> CodexSetup | str:
     """The pinned Codex at ``binary`` (None: `codex` on PATH), or why there is none."""
-    found = await trio.to_thread.run_sync(_executable, binary)
+    found = await trio.to_thread.run_sync(executable, binary, "codex", "--codex-bin")
     if not os.path.isabs(found):
         return found
     program = found
@@ -141,17 +140,6 @@ async def find_codex(binary: str | None, home: str, versions: VersionCache) -> C
     if version not in schema.versions():
         return f"codex-cli {version} is not pinned ({', '.join(schema.versions())} are)"
     return CodexSetup(binary=program, home=home, version=version)
-
-
-def _executable(binary: str | None) -> str:
-    """The real path of ``binary`` (or of `codex` on PATH), or why there is none."""
-    program = binary if binary is not None else shutil.which("codex")
-    if program is None:
-        return "no codex on PATH (pass --codex-bin)"
-    program = os.path.realpath(program)
-    if not (os.path.isfile(program) and os.access(program, os.X_OK)):
-        return f"{program} is not an executable file"
-    return program
 
 
 class BackendDesk:
