@@ -28,6 +28,8 @@ from akk.backends.codex_app_server.actor import CodexSetup
 from akk.backends.codex_app_server.answers import AppServerAnswers
 from akk.backends.codex_app_server.host import BackendDesk, find_codex
 from akk.backends.context import BackendContext
+from akk.backends.file_watch.backend import FileWatches
+from akk.backends.names import FILE_WATCHES
 from akk.backends.registry import Backends
 from akk.backends.terminal.answers import TerminalAnswers
 from akk.backends.terminal.watcher import TmuxWatcher
@@ -195,6 +197,8 @@ async def run_service(
             )
             backends.register(AppServerAnswers(ctx, hosts=hosts))
             backends.register(ClaudeHeadless(ctx, runs=runs))
+            for agent, name in FILE_WATCHES.items():
+                backends.register(FileWatches(ctx, name=name, agent=agent))
             await root.start_child(ChildSpec("destinations", destination_supervisor.run))
             await root.start_child(ChildSpec("outbox", destinations.run))
             await qualified.refresh()  # the first panes bind by the stored rows already

@@ -18,7 +18,6 @@ from typing import Any, Protocol
 
 import attrs
 
-from akk.actors.terminal_board import TerminalSnapshot
 from akk.actors.turn_follower import Outcome
 from akk.protocol.errors import Reason
 from akk.sessions.policy import ThreadConfig
@@ -73,7 +72,7 @@ class TurnBackend(Protocol):
 
     @property
     def witness(self) -> WatchWitness | None:
-        """What the watch methods read of a person's task, for a backend with panes."""
+        """What the watch methods read of a person's task, for a backend that observes them."""
         ...
 
     async def follow_again(self, turn_id: str, *, restarted: bool) -> None:
@@ -151,23 +150,25 @@ class TurnBackend(Protocol):
 
 
 class WatchWitness(Protocol):
-    """What the watch methods ask of the backend a person types into (the terminal's panes).
+    """What the watch methods ask of the backend a watched task is observed through.
 
-    A Watch observes a person's task and never sends input; only a backend with
-    panes offers it. Every call is read-only but `reconcile`, which settles what
-    a crash left open.
+    A Watch observes a person's task and never sends input: in a pane (the
+    terminal backend), or by its agent's own file, found by the task's native id
+    (`akk.backends.file_watch`). Every call is read-only but `reconcile`, which
+    settles what a crash left open.
     """
 
-    def check_watchable(self, snapshot: TerminalSnapshot) -> None:
-        """Refuse (unsupported_version, not_found) a pane where no task is seen to run."""
-        ...
+    async def ended(self, record: Turn) -> Outcome | None:
+        """How the watched task ended while nobody observed it; None while it still runs.
 
-    async def ended(self, record: Turn, snapshot: TerminalSnapshot) -> Outcome | None:
-        """How the watched task ended while nobody observed it; None while it still runs."""
+        Raises RpcError (not_found) when the task cannot be verified now: a watch
+        is never moved onto another task.
+        """
         ...
 
     async def whereabouts(self, record: Turn) -> str:
-        """present: its exact incarnation runs; replaced: another process in its pane; gone."""
+        """present: its exact task is where the record says; replaced: another process in its
+        pane; gone."""
         ...
 
     async def reconcile(self, record: Turn) -> int | None:

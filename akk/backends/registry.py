@@ -17,12 +17,11 @@ class Backends:
     """One implementation per backend name, each registered once by the service.
 
     A backend that keeps sessions registers under a `names.SESSION_BACKENDS` name (the
-    CLI offers that list); at most one offers the watches' witness (its panes).
+    CLI offers that list); a Watch is observed through its own backend's witness.
     """
 
     def __init__(self) -> None:
         self._by_name: dict[str, TurnBackend] = {}
-        self._watches: WatchWitness | None = None
 
     def register(self, backend: TurnBackend) -> None:
         """Add ``backend`` under its own name; ValueError for a name taken or not listed."""
@@ -31,19 +30,17 @@ class Backends:
             raise ValueError(f"backend name {name!r} is empty or registered already")
         if backend.keeps_sessions and name not in SESSION_BACKENDS:
             raise ValueError(f"session backend {name!r} is missing from names.SESSION_BACKENDS")
-        witness = backend.witness
-        if witness is not None:
-            if self._watches is not None:
-                raise ValueError(f"backend {name!r} offers a second watch witness")
-            self._watches = witness
         self._by_name[name] = backend
 
-    @property
-    def watches(self) -> WatchWitness:
-        """The witness of the backend whose panes a person types in."""
-        if self._watches is None:
-            raise LookupError("no registered backend offers watches")
-        return self._watches
+    def witness(self, record: Turn) -> WatchWitness:
+        """What the watch methods read of ``record``'s task: its backend's witness.
+
+        LookupError for a record whose backend observes no person's task.
+        """
+        found = self.of(record).witness
+        if found is None:
+            raise LookupError(f"backend {record.backend!r} observes no person's task")
+        return found
 
     def of(self, turn: Turn) -> TurnBackend:
         """The backend ``turn`` runs on (every stored name is registered)."""

@@ -11,7 +11,7 @@ permission prompt on screen may ask about. `claude_editor` reads Claude's
 editor mode from its own settings, found as its transcript is (`locate`).
 """
 
-from akk.evidence.binding import bind, bind_task, read, snapshot
+from akk.evidence.binding import bind, bind_task, newest_task, read, snapshot
 from akk.evidence.files import READ_LIMIT
 from akk.evidence.model import (
     Anchor,
@@ -53,6 +53,7 @@ __all__ = [
     "UsageStatus",
     "bind",
     "bind_task",
+    "newest_task",
     "open_calls",
     "owned_file",
     "read",

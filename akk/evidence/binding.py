@@ -141,16 +141,31 @@ def _files_now(snapshot: Snapshot) -> list[tuple[EvidenceFile, Candidate | None]
     return found
 
 
-def _running_task(
-    agent: Agent, file: EvidenceFile, candidate: Candidate
-) -> tuple[Binding, str] | None:
-    """The newest request before the candidate's size, if its turn had not ended there.
+def newest_task(agent: str, path: str) -> tuple[Binding, str] | None:
+    """For a Watch by the agent's own file: the newest request in the file at ``path`` now.
 
-    A request whose turn already ended is an earlier task: the running one is
-    not written yet (Claude may write a prompt after its first replies).
+    Bound as `bind_task` binds a running task, from the start of the read window
+    (the file's last `READ_LIMIT` bytes), with the digest of the request's text.
+    None if the window shows no request. Whether its turn already ended is
+    `read`'s to say. Raises EvidenceUnavailable for an agent without a reader,
+    EvidenceLost if there is no file at ``path``.
     """
-    window = max(0, candidate.size - READ_LIMIT)
-    lines = files.read_lines(file, window, stop=candidate.size)
+    family = agent_family(agent)
+    found = files.identify(path)
+    if found is None:
+        raise EvidenceLost(EvidenceReason.FILE_MISSING, f"{path} is gone")
+    file, size = found
+    newest = _newest(family, file, size)
+    return None if newest is None else newest[:2]
+
+
+def _newest(
+    agent: Agent, file: EvidenceFile, size: int
+) -> tuple[Binding, str, list[Record], int] | None:
+    """The newest request before ``size`` (within the read limit): its binding and digest,
+    with the records read and its index among them."""
+    window = max(0, size - READ_LIMIT)
+    lines = files.read_lines(file, window, stop=size)
     records = files.records(lines)
     index = next(
         (i for i in range(len(records) - 1, -1, -1) if _prompt(agent, records[i]) is not None),
@@ -164,14 +179,30 @@ def _running_task(
         baseline = (
             _total_before(records, index) if window == 0 else codex.last_total(records[:index])
         )
+    binding, digest = _task_binding(
+        agent, file, records, index, lines, offset=window, baseline=baseline
+    )
+    return binding, digest, records, index
+
+
+def _running_task(
+    agent: Agent, file: EvidenceFile, candidate: Candidate
+) -> tuple[Binding, str] | None:
+    """The newest request before the candidate's size, if its turn had not ended there.
+
+    A request whose turn already ended is an earlier task: the running one is
+    not written yet (Claude may write a prompt after its first replies).
+    """
+    newest = _newest(agent, file, candidate.size)
+    if newest is None:
+        return None
+    binding, digest, records, index = newest
     ended = (
         claude.progress(records, index)
         if agent == "claude"
-        else codex.progress(records, index, baseline)
+        else codex.progress(records, index, binding.baseline)
     )
-    if ended.outcome is not None:
-        return None
-    return _task_binding(agent, file, records, index, lines, offset=window, baseline=baseline)
+    return None if ended.outcome is not None else (binding, digest)
 
 
 def _new_task(
@@ -235,10 +266,14 @@ def _task_binding(
     return binding, request_digest(text)
 
 
-def read(binding: Binding, request_sha256: str, *, limit: int = READ_LIMIT) -> Progress:
+def read(
+    binding: Binding, request_sha256: str, *, limit: int = READ_LIMIT, headless: bool = False
+) -> Progress:
     """What the records from the binding offset prove about this Turn now.
 
-    `request_sha256` is `request_digest(request_text)`. Raises EvidenceLost if
+    `request_sha256` is `request_digest(request_text)`. ``headless``: Claude's
+    round ends at its final reply, as a ``claude -p`` run writes no
+    ``turn_duration`` (`claude.progress`); a TUI's final reply also ends it. Raises EvidenceLost if
     the file was replaced, truncated, removed or rewritten at the accepted
     line; EvidenceTooLarge if the Turn's records run past `limit` bytes before
     they settle it; ValueError if `request_sha256` is not a digest.
@@ -268,7 +303,7 @@ def read(binding: Binding, request_sha256: str, *, limit: int = READ_LIMIT) -> P
             end_offset=lines.end,
         )
     if binding.agent == "claude":
-        progress = claude.progress(records, anchor)
+        progress = claude.progress(records, anchor, headless=headless)
     else:
         progress = codex.progress(records, anchor, binding.baseline)
     if progress.outcome is None and lines.more:

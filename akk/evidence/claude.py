@@ -146,8 +146,8 @@ def progress(records: Sequence[Record], anchor: int, *, headless: bool = False) 
     `records` are everything from the binding offset on, in file order.
     `session_id` and `end_offset` are left for the caller to fill in. A headless
     run (``claude -p``, every pinned version) writes no ``turn_duration`` record:
-    with `headless` a final reply ends the round instead, one whose
-    ``stop_reason`` is set and is not ``tool_use``, with no tool call left open.
+    with `headless` a final reply also ends the round, one whose ``stop_reason``
+    is set and is not ``tool_use``, with no tool call left open.
     """
     turn = _turn(records, records[anchor].data)
     replies: Lineage = [(depth, data) for depth, data in turn if data.get("type") == "assistant"]
@@ -163,7 +163,7 @@ def progress(records: Sequence[Record], anchor: int, *, headless: bool = False) 
         failure = f"api_error: {status if isinstance(status, int) else '?'} {_text(last)}"
         failure = failure[:FAILURE_CHARS]
     elif last is not None and (
-        _is_final_reply(last, turn) if headless else any(_is_turn_end(d) for _, d in turn)
+        any(_is_turn_end(d) for _, d in turn) or (headless and _is_final_reply(last, turn))
     ):
         outcome = "done"
         final_message = _final_text(replies, last) or None

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from akk.evidence.model import Agent
 from akk.methods.callbacks import CallbackCalls
 from akk.methods.common import (
     Handler,
@@ -159,8 +160,16 @@ class Methods:
         return await self._callbacks.retry(peer.controller_id, peer.operator, params)
 
     async def _watch(self, peer: Peer, params: dict[str, Any]) -> dict[str, Any]:
-        await check_pane(self._ctx, peer, params["terminal_id"])
-        return await self._watches.watch(peer.controller_id, params["terminal_id"])
+        if "terminal_id" in params:
+            await check_pane(self._ctx, peer, params["terminal_id"])
+            return await self._watches.watch(peer.controller_id, params["terminal_id"])
+        # A person's task by the id its agent gave it (the schema allows exactly one shape).
+        agent: Agent = "codex" if "thread_id" in params else "claude"
+        native_id = params.get("thread_id") or params["claude_session_id"]
+        home = params.get("codex_home") or params["claude_config_dir"]
+        return await self._watches.watch_task(
+            peer.controller_id, agent, native_id, home, peer.credential.roots
+        )
 
     async def _unwatch(self, peer: Peer, params: dict[str, Any]) -> dict[str, Any]:
         return await self._watches.unwatch(peer.controller_id, peer.operator, params["watch_id"])

@@ -30,11 +30,16 @@ import trio
 from akk import evidence
 from akk.actors.store import transact
 from akk.actors.turn import Close, Reload
+from akk.backends.file_watch.locate import find_task
+from akk.backends.names import FILE_WATCHES
+from akk.backends.terminal.witness import check_watchable
+from akk.evidence.model import Agent
 from akk.methods.common import MethodContext, available_actions, owned
 from akk.protocol.errors import Reason, RpcError
 from akk.runtime.actor import ActorStopped, MailboxFull
 from akk.store import audit, outbox, turns
 from akk.store.turns import Turn, TurnState
+from akk.workspace_roots import pane_allowed
 
 
 class WatchCalls:
@@ -50,7 +55,7 @@ class WatchCalls:
                 f"no terminal {terminal_id[:80]!r} (its pane closed or its agent restarted); "
                 "call list for the current terminal ids",
             )
-        self._ctx.backends.watches.check_watchable(snapshot)
+        check_watchable(snapshot)
         held = await self._ctx.reader.run(lambda conn: turns.unresolved_on(conn, terminal_id))
         if held is not None:
             return _mine(held, controller_id)
@@ -82,10 +87,56 @@ class WatchCalls:
             )  # fmt: skip
             return watch
 
-        watch = await transact(self._ctx.store, insert)
+        return await self._started(controller_id, await transact(self._ctx.store, insert))
+
+    async def watch_task(
+        self,
+        controller_id: str,
+        agent: Agent,
+        native_id: str,
+        home: str,
+        narrowed: tuple[str, ...],
+    ) -> dict[str, Any]:
+        """Observe the task running in a person's Codex thread or Claude session
+        ``native_id`` (its agent's files under ``home``); idempotent for its owner.
+
+        ``narrowed``: the caller's credential roots, which the task's cwd must lie under.
+        """
+        found = await trio.to_thread.run_sync(find_task, agent, home, native_id)
+        if not pane_allowed(found.cwd, narrowed):
+            raise RpcError(
+                Reason.NOT_OWNER,
+                f"the task of {native_id} runs outside this credential's workspace roots "
+                f"({', '.join(narrowed)}); nothing is watched. Ask the operator for a "
+                "credential with that root",
+            )
+        settings, now, backend = self._ctx.settings, time.time(), FILE_WATCHES[agent]
+
+        def insert(conn: apsw.Connection) -> Turn:
+            held = turns.unresolved_of_native(conn, native_id)
+            if held is not None:
+                return held
+            watch = turns.insert_watch(
+                conn, controller_id=controller_id, backend=backend, native_session=native_id,
+                request_sha256=found.request_sha256, evidence_status="bound",
+                evidence=found.binding.to_json(), evidence_limit=None,
+                inactivity_seconds=settings.inactivity_minutes * 60,
+                lifetime_seconds=settings.lifetime_minutes * 60, now=now,
+            )  # fmt: skip
+            audit.record(
+                conn, at=now, actor=controller_id, action="watch", outcome="observing",
+                controller_id=controller_id, turn_id=watch.turn_id,
+                detail={"backend": backend, "native_session": native_id},
+            )  # fmt: skip
+            return watch
+
+        return await self._started(controller_id, await transact(self._ctx.store, insert))
+
+    async def _started(self, controller_id: str, watch: Turn) -> dict[str, Any]:
+        """The caller's new (or existing) Watch, followed; refused if another record took it."""
         if watch.controller_id != controller_id or not watch.is_watch:
             return _mine(watch, controller_id)  # another record took the task meanwhile
-        await self._ctx.backends.watches.follow(watch.turn_id)
+        await self._ctx.backends.witness(watch).follow(watch.turn_id)
         return _result(watch)
 
     async def unwatch(self, controller_id: str, operator: bool, watch_id: str) -> dict[str, Any]:
@@ -148,15 +199,8 @@ class WatchCalls:
         if not revivable:
             # Its outcome stands: there is no running observation to extend.
             return _result(record) | {"renewed": False}
-        snapshot = self._ctx.board.get(record.terminal_id or "")
-        if snapshot is None:
-            raise RpcError(
-                Reason.NOT_FOUND,
-                f"the task of {record_id} cannot be verified: its terminal is gone (the pane "
-                "closed or another agent process runs there), and a watch is never moved to "
-                "another terminal. Watch the new task with watch {terminal_id}",
-            )
-        ended = await self._ctx.backends.watches.ended(record, snapshot)
+        witness = self._ctx.backends.witness(record)
+        ended = await witness.ended(record)
         deadline = turns.renewed_deadline(record, now, seconds)
 
         def revive(conn: apsw.Connection) -> Turn:
@@ -177,7 +221,7 @@ class WatchCalls:
 
         revived = await transact(self._ctx.store, revive)
         if revived.unresolved:
-            await self._ctx.backends.watches.follow(record_id)
+            await witness.follow(record_id)
         else:
             self._ctx.destinations.wake(revived.controller_id)
         return _result(revived) | {"renewed": True}
@@ -192,21 +236,23 @@ class WatchCalls:
                 f"{record_id} was {stopped}; recover does not resume it"
                 + (" (renew does, while its task is active)" if record.is_watch else ""),
             )
-        witness = self._ctx.backends.watches
-        terminal = await witness.whereabouts(record)
-        reconciled = await witness.reconcile(record) if terminal == "present" else 0
+        witness = self._ctx.backends.witness(record)
+        where = await witness.whereabouts(record)
+        reconciled = await witness.reconcile(record) if where == "present" else 0
         if record.unresolved:
-            await self._ctx.backends.watches.follow(record_id)
+            await witness.follow(record_id)
         record = await self._owned(controller_id, operator, record_id)
-        if terminal != "present":
-            task = "unknown"  # never rebound: the record keeps its own terminal
+        on_pane = record.terminal_id is not None
+        if where != "present" or (record.evidence_status == "unknown" and not on_pane):
+            task = "unknown"  # never rebound: the record keeps its own terminal or file
         else:
             task = "screen_only" if record.evidence_status == "unknown" else "verified"
         return _result(record) | {
             "supervised": record.unresolved,
             "reconciled_steps": reconciled,
             "verification": {
-                "terminal": terminal,
+                # A pane's record is where its terminal is; a watch by native id where its file is.
+                ("terminal" if on_pane else "file"): where,
                 "evidence": record.evidence_status,
                 "task": task,
             },

@@ -46,6 +46,11 @@ _PATH = {
     "description": "a directory path: 1 to 4096 characters, no control characters "
     "(NUL included) and no lone surrogates",
 }
+_NATIVE_ID = {
+    "type": "string",
+    "pattern": "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
+    "description": "the id the agent gave its session or thread: a lowercase UUID",
+}
 _TEXT = {"type": "string", "minLength": 1, "maxLength": 100_000}
 _NULLABLE_ID = {"type": ["string", "null"]}
 
@@ -305,7 +310,15 @@ METHODS: dict[str, dict[str, Any]] = {
     "cancel": {"params": _params({"turn_id": _ID}), "result": _RECORD},
     "close": {"params": _params({"turn_id": _ID}), "result": _RECORD},
     "watch": {
-        "params": _params({"terminal_id": _ID}),
+        # A pane's task, or a person's Codex thread or Claude session by its own id.
+        "params": {
+            "type": "object",
+            "oneOf": [
+                _params({"terminal_id": _ID}),
+                _params({"thread_id": _NATIVE_ID, "codex_home": _PATH}),
+                _params({"claude_session_id": _NATIVE_ID, "claude_config_dir": _PATH}),
+            ],
+        },
         "result": {"type": "object", "required": ["watch_id"], "properties": {"watch_id": _ID}},
     },
     "unwatch": {"params": _params({"watch_id": _ID}), "result": _RECORD},

@@ -186,23 +186,29 @@ def insert_watch(
     conn: apsw.Connection,
     *,
     controller_id: str,
-    terminal_id: str,
     evidence_status: str,
     evidence: str | None,
     evidence_limit: str | None,
     inactivity_seconds: float,
     lifetime_seconds: float,
     now: float,
+    terminal_id: str | None = None,
+    backend: str = TERMINAL,
+    native_session: str | None = None,
+    request_sha256: str | None = None,
 ) -> Turn:
-    """A Watch of the task a person started on ``terminal_id``: running from the start.
+    """A Watch of the task a person started: running from the start.
 
+    On ``terminal_id`` (the terminal backend), or found by its ``native_session``
+    in its agent's own file (another ``backend``, with ``evidence`` bound already).
     Nothing was typed, so there is no request yet: its digest is of "" until the
-    agent's file shows the person's message (then that message's).
+    agent's file shows the person's message (then that message's, ``request_sha256``).
     """
     watch_id = "watch_" + secrets.token_hex(12)
     return _insert(
         conn, turn_id=watch_id, controller_id=controller_id, client_request_id=watch_id,
-        terminal_id=terminal_id, task_kind="watch", request_sha256=request_digest(""),
+        terminal_id=terminal_id, backend=backend, native_session=native_session,
+        task_kind="watch", request_sha256=request_sha256 or request_digest(""),
         request_chars=0, state=TurnState.RUNNING.value, evidence_status=evidence_status,
         evidence=evidence, evidence_limit=evidence_limit, inactivity_seconds=inactivity_seconds,
         hard_deadline_at=now + lifetime_seconds, last_activity_at=now, created_at=now,
@@ -297,6 +303,17 @@ def unresolved_on(conn: apsw.Connection, terminal_id: str) -> Turn | None:
         conn,
         f"WHERE terminal_id = ? AND {_FOLLOWED}",
         (terminal_id,),
+    )
+
+
+def unresolved_of_native(conn: apsw.Connection, native_session: str) -> Turn | None:
+    """The record that follows the agent's own session or thread ``native_session``, if any:
+    a Watch of it, or a session's Turn (named there before its dispatch's result is in)."""
+    return _one(
+        conn,
+        "WHERE (native_session = ? OR session_id IN "
+        f"(SELECT session_id FROM sessions WHERE thread_id = ?)) AND {_FOLLOWED}",
+        (native_session, native_session),
     )
 
 

@@ -33,13 +33,12 @@ from akk.actors.terminal_board import (
     project_snapshot,
     sighting,
 )
-from akk.actors.turn import FINAL_MESSAGE_LIMIT
-from akk.actors.turn_follower import Attached, CancelResult, Outcome, Usage
+from akk.actors.turn_follower import Attached, CancelResult, Usage
+from akk.backends.outcomes import file_outcome
 from akk.backends.terminal.steps import Interrupt, InterruptReceipt
 from akk.faults import Point
 from akk.profiles.observation import State
 from akk.protocol.errors import Reason
-from akk.protocol.redaction import redact
 from akk.runtime.actor import ActorRef
 from akk.screen.fingerprint import Appearance, IdMinter
 from akk.store import dispatches, interactions, terminals, turns
@@ -383,33 +382,3 @@ def _composer_steps(conn: apsw.Connection, turn_id: str) -> list[dispatches.Disp
 
 
 _ACTING = frozenset({State.WORKING, State.PERMISSION, State.QUESTIONNAIRE, State.ASYNC_QUESTION})
-
-
-def file_outcome(found: evidence.Progress) -> Outcome | None:
-    """The outcome ``found`` proves (with usage and final message), or None while it runs."""
-    usage = Usage(found.usage_status, found.usage)
-    changes: dict[str, object] = {}
-    if found.final_message is not None:
-        changes["final_message"] = _bounded(found.final_message)
-    if found.outcome == "done":
-        return Outcome(TurnState.DONE, None, _summary(found.final_message), changes, usage)
-    if found.outcome == "failed":
-        why = redact((found.failure or "failed")[:200])
-        return Outcome(
-            TurnState.FAILED, "agent_error", f"the agent reported: {why}", changes, usage
-        )
-    if found.outcome == "cancelled":
-        return Outcome(TurnState.CANCELLED, None, "the task was interrupted", changes, usage)
-    return None
-
-
-def _bounded(text: str) -> str:
-    text = redact(text)
-    return text if len(text) <= FINAL_MESSAGE_LIMIT else text[: FINAL_MESSAGE_LIMIT - 1] + "…"
-
-
-def _summary(final: str | None) -> str:
-    if not final:
-        return "the agent finished the Turn"
-    first = redact(final.strip().splitlines()[0] if final.strip() else "")
-    return first[:200]

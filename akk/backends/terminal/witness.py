@@ -14,7 +14,8 @@ import trio
 from akk import evidence
 from akk.actors.terminal_board import TerminalBoard, TerminalSnapshot
 from akk.actors.turn_follower import Outcome
-from akk.backends.terminal.follow import GONE_GRACE, file_outcome
+from akk.backends.outcomes import file_outcome
+from akk.backends.terminal.follow import GONE_GRACE
 from akk.backends.terminal.steps import Reconcile
 from akk.profiles.observation import State
 from akk.protocol.errors import Reason, RpcError
@@ -49,31 +50,19 @@ class TerminalWitness:
         """Follow the unresolved record ``record_id`` on its pane (idempotent)."""
         await self._follow(record_id)
 
-    def check_watchable(self, snapshot: TerminalSnapshot) -> None:
-        """Refuse a pane where AKK cannot tell that a person's task runs (nothing is watched)."""
-        observation, identity = snapshot.observation, snapshot.identity
-        if identity.profile is None:
-            raise RpcError(
-                Reason.UNSUPPORTED_VERSION,
-                f"{identity.agent} {identity.version or '(unknown version)'} has no exact profile "
-                f"({identity.profile_reason}), so AKK cannot tell whether a task runs there; take "
-                "the step the reason names, or watch a pinned version",
-            )
-        if observation.state in _NO_TASK:
-            raise RpcError(
-                Reason.NOT_FOUND,
-                f"no task runs in terminal {identity.terminal_id}: the agent is idle. Watch it "
-                "once a person started a task (list shows its activity_state as working)",
-            )
-        if observation.state is State.UNKNOWN:
-            raise RpcError(
-                Reason.NOT_FOUND,
-                f"AKK cannot tell whether a task runs in terminal {identity.terminal_id} "
-                f"({observation.reason}); try again once list shows it working",
-            )
+    async def ended(self, record: Turn) -> Outcome | None:
+        """How the watched task ended while nobody observed it; None while it still runs.
 
-    async def ended(self, record: Turn, snapshot: TerminalSnapshot) -> Outcome | None:
-        """How the watched task ended while nobody observed it; None while it still runs."""
+        Raises RpcError (not_found) when its exact terminal is gone.
+        """
+        snapshot = self._board.get(record.terminal_id or "")
+        if snapshot is None:
+            raise RpcError(
+                Reason.NOT_FOUND,
+                f"the task of {record.turn_id} cannot be verified: its terminal is gone (the "
+                "pane closed or another agent process runs there), and a watch is never moved "
+                "to another terminal. Watch the new task with watch {terminal_id}",
+            )
         if record.evidence_status != "unknown":
             try:
                 progress = await trio.to_thread.run_sync(_read_task, record)
@@ -118,6 +107,30 @@ class TerminalWitness:
             return await actor.ask(Reconcile(), timeout=RECONCILE_TIMEOUT)
         except (AskTimeout, ActorError):
             return None
+
+
+def check_watchable(snapshot: TerminalSnapshot) -> None:
+    """Refuse a pane where AKK cannot tell that a person's task runs (nothing is watched)."""
+    observation, identity = snapshot.observation, snapshot.identity
+    if identity.profile is None:
+        raise RpcError(
+            Reason.UNSUPPORTED_VERSION,
+            f"{identity.agent} {identity.version or '(unknown version)'} has no exact profile "
+            f"({identity.profile_reason}), so AKK cannot tell whether a task runs there; take "
+            "the step the reason names, or watch a pinned version",
+        )
+    if observation.state in _NO_TASK:
+        raise RpcError(
+            Reason.NOT_FOUND,
+            f"no task runs in terminal {identity.terminal_id}: the agent is idle. Watch it "
+            "once a person started a task (list shows its activity_state as working)",
+        )
+    if observation.state is State.UNKNOWN:
+        raise RpcError(
+            Reason.NOT_FOUND,
+            f"AKK cannot tell whether a task runs in terminal {identity.terminal_id} "
+            f"({observation.reason}); try again once list shows it working",
+        )
 
 
 def _read_task(record: Turn) -> evidence.Progress | None:
