@@ -169,7 +169,7 @@ async def run_service(
             else:
                 log.info("app-server backend unavailable: %s", setup)
             claude = await find_claude(
-                config.claude_bin, config_dir(config.claude_config_dir), versions
+                config.claude_bin, config_dir(config.claude_config_dir), versions, config.registry
             )
             if isinstance(claude, ClaudeSetup):
                 claude = attrs.evolve(claude, env=config.claude_env)
@@ -196,7 +196,7 @@ async def run_service(
                 TerminalAnswers(ctx, board=board, accept_seconds=config.turns.accept_seconds)
             )
             backends.register(AppServerAnswers(ctx, hosts=hosts))
-            backends.register(ClaudeHeadless(ctx, runs=runs))
+            backends.register(ClaudeHeadless(ctx, runs=runs, registry=config.registry))
             for agent, name in FILE_WATCHES.items():
                 backends.register(FileWatches(ctx, name=name, agent=agent))
             await root.start_child(ChildSpec("destinations", destination_supervisor.run))

@@ -6,6 +6,9 @@ The phases, each timed:
    throwaway HOME) and its SHA-256;
 2. evidence: one echo Turn, and what the client's own file says about it
    (`evidence.check`);
+   headless (Claude): the stream-json protocol the headless backend relies on,
+   through the backend's own code (`headless.prove`; reported, it does not
+   decide: the headless backend runs the binary only when it held);
 3. capture: the nearest pinned version's capture plans (`trial.jobs_for`) at
    the sizes users have (`QUALIFY_SIZES`), each in a private tmux server
    against the scripted model server, the client under bubblewrap with the
@@ -41,9 +44,10 @@ import trio
 
 from akk.discovery.process import VersionCache, sha256_file
 from akk.profiles.registry import Profile
-from akk.qualify import appserver, compare, evidence, trial
+from akk.qualify import appserver, compare, evidence, headless, trial
 from akk.qualify.appserver import SchemaCheck, SchemaError
 from akk.qualify.client import Agent, Binary
+from akk.qualify.headless import HeadlessProof
 from akk.qualify.launcher import Confinement
 from akk.qualify.plans.plan import Job
 from akk.qualify.row_diff import DEFAULT_MAX_ROWS
@@ -146,6 +150,8 @@ class Judgement:
     phases: tuple[compare.Phase, ...]
     partial: tuple[str, ...] = ()
     """The only plans that ran, for a partial check (empty: the whole plan ran)."""
+    headless: HeadlessProof | None = None
+    """Claude only: the headless proof (reported; the headless backend reads it)."""
 
     @property
     def qualified(self) -> bool:
@@ -190,6 +196,8 @@ class Judgement:
             lines.append(
                 self.schema.describe() if self.schema else f"app-server schema: {self.schema_note}"
             )
+        if self.headless is not None:
+            lines.append(self.headless.describe())
         if self.qualified:
             lines.append(f"QUALIFIED: {probe.agent} {probe.version}, read as {self.base.id}")
         else:
@@ -216,6 +224,7 @@ class Judgement:
             "evidence": attrs.asdict(self.evidence),
             "schema": None if self.schema is None else attrs.asdict(self.schema),
             "schema_note": self.schema_note,
+            "headless": None if self.headless is None else self.headless.to_json(),
         }
 
 
@@ -290,6 +299,11 @@ async def qualify(
         checked = await evidence.check(client, confine=confine)
         phases.append(compare.Phase("evidence", time.monotonic() - start, "one echo Turn"))
         progress(checked.describe())
+        proof: HeadlessProof | None = None
+        if found.agent == "claude":
+            proof = await headless.prove(found.path, found.version, confine=confine)
+            phases.append(compare.Phase("headless", proof.seconds, "stream-json, two processes"))
+            progress(proof.describe())
 
         start = time.monotonic()
         failures = await trial.capture_jobs(
@@ -329,4 +343,5 @@ async def qualify(
         sandboxed,
         tuple(phases),
         chosen or (),
+        proof,
     )

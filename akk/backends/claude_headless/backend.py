@@ -30,15 +30,16 @@ from akk.backends.claude_headless.answers import HeadlessAnswers
 from akk.backends.claude_headless.follow import ClaudeFollower
 from akk.backends.claude_headless.host import RoundPlan, RunDesk
 from akk.backends.claude_headless.process import NewSession, Resume
-from akk.backends.claude_headless.setup import ClaudeSetup
+from akk.backends.claude_headless.setup import ClaudeSetup, refusal, rehashed
 from akk.backends.context import BackendContext
 from akk.backends.contract import History, Refusal, Task
 from akk.backends.names import CLAUDE_HEADLESS
 from akk.discovery.process import start_ticks
+from akk.profiles.registry import PINNED, Registry
 from akk.protocol.errors import Reason, RpcError
 from akk.runtime.actor import ActorError
 from akk.sessions import policy
-from akk.store import sessions, turns
+from akk.store import qualifications, sessions, turns
 from akk.store.interactions import Interaction
 from akk.store.turns import Turn
 
@@ -74,10 +75,13 @@ class ClaudeHeadless:
     keeps_sessions = True
     witness = None
 
-    def __init__(self, ctx: BackendContext, *, runs: RunDesk) -> None:
+    def __init__(self, ctx: BackendContext, *, runs: RunDesk, registry: Registry = PINNED) -> None:
+        """``registry``: the pinned set; a Claude it lacks runs only when qualified
+        (`setup.refusal`)."""
         self._ctx = ctx
         self._store = ctx.store
         self._runs = runs
+        self._registry = registry
         self._answers = HeadlessAnswers(ctx, hosts=runs)
 
     async def follow_again(self, turn_id: str, *, restarted: bool) -> None:
@@ -110,11 +114,12 @@ class ClaudeHeadless:
         )
 
     async def history(self, workspace: str) -> History:
-        """Claude's binding for ``workspace``; refused (nothing started) with no pinned Claude."""
-        setup = self._setup()
+        """Claude's binding for ``workspace``; refused (nothing started) unless the Claude
+        may run (`_accepted`)."""
+        setup = await self._accepted()
         return History(
             binding=binding(setup.version),
-            resume_verified=True,  # `--resume` proven on every pinned Claude
+            resume_verified=True,  # `--resume` proven on every pinned and qualified Claude
             home=setup.config_dir,
             loaded=frozenset(),
         )
@@ -181,9 +186,36 @@ class ClaudeHeadless:
         if isinstance(setup, str):
             raise RpcError(
                 Reason.UNSUPPORTED_VERSION,
-                f"this server has no pinned Claude for the headless backend: {setup}; nothing "
+                f"this server has no Claude for the headless backend: {setup}; nothing "
                 "was started. Start akk serve with --claude-bin (and --claude-config-dir), "
                 'or send with backend "codex_app_server" or into a terminal',
+            )
+        return setup
+
+    async def _accepted(self) -> ClaudeSetup:
+        """The setup, if its Claude may run now: pinned, or qualified with the headless
+        proof for the binary at its path now (hashed again if the file changed).
+
+        Raises RpcError unsupported_version with the reason and the next step. Read at
+        every send, so a revoked row or a swapped binary stops the next one.
+        """
+        setup = self._setup()
+        if setup.pinned:
+            return setup
+        setup = await rehashed(setup)
+        self._runs.setup = setup  # the next send hashes again only if the file changes
+        registry = self._registry
+
+        def row(conn: apsw.Connection) -> qualifications.Entry | None:
+            entries = qualifications.load(conn, registry.base_agents)
+            return next((e for e in entries if (e.agent, e.version) == ("claude", setup.version)),
+                        None)  # fmt: skip
+
+        why = refusal(setup, await self._ctx.reader.run(row), registry)
+        if why is not None:
+            raise RpcError(
+                Reason.UNSUPPORTED_VERSION,
+                f"this server's Claude may not run headless: {why}; nothing was started",
             )
         return setup
 
