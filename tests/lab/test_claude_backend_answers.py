@@ -17,12 +17,15 @@ and started again: the Turn gets exactly one outcome, an answer cut off before
 its stage was recorded is `uncertain` with one `response_uncertain` event (at
 `claude_answer_reserved` it never reached the model), a replay is refused, the
 answer reaches the model at most once, and the role's next send works.
+
+Apart, a plan approval (`ExitPlanMode`), which AKK never answers: see
+`test_a_plan_approval_is_manual_required_and_only_cancel_ends_it`.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -37,7 +40,16 @@ from akk.faults import CLAUDE_ANSWER_POINTS, Point
 from akk.qualify.launcher import run_processes
 from akk.qualify.model_server import ModelServer
 from akk.qualify.run_files import RunFiles
-from akk.qualify.scenarios import AskUserQuestion, Bash, Option, Question, Scenario, Step, Text
+from akk.qualify.scenarios import (
+    AskUserQuestion,
+    Bash,
+    ClaudeTool,
+    Option,
+    Question,
+    Scenario,
+    Step,
+    Text,
+)
 from tests.lab.conftest import ensure_installed
 from tests.lab.test_faults import _events_until_outcome
 from tests.lab.test_interactions import WAKE_UPS, next_event, prompt
@@ -97,6 +109,26 @@ SCENARIO = Scenario(
 )
 
 
+PLAN_TASK = "lab: plan it, then ask to leave plan mode"
+ENTERED_PLAN = "Entered plan mode"
+"""The start of EnterPlanMode's tool result on every pinned Claude."""
+PLAN = "1. Write the card\n2. Run the tests"
+AFTER_PLAN_TASK = "lab: the task after the plan"
+
+PLAN_SCENARIO = Scenario(
+    "claude_backend_plan",
+    task=PLAN_TASK,
+    agents=frozenset({"claude"}),
+    steps=(
+        # In the default mode AKK runs Claude in, ExitPlanMode fails without asking ("You
+        # are not in plan mode"); EnterPlanMode asks nothing and makes the next call ask.
+        Step(PLAN_TASK, ClaudeTool("EnterPlanMode", {})),
+        Step(ENTERED_PLAN, ClaudeTool("ExitPlanMode", {"plan": PLAN})),
+        Step(AFTER_PLAN_TASK, Text("Back to work.")),
+    ),
+)
+
+
 @attrs.define
 class Lab:
     """One `akk serve` with the headless Claude backend, its model server, two controllers."""
@@ -118,9 +150,11 @@ class Lab:
 
 
 @asynccontextmanager
-async def serving(client: Client, tmp_path: Path) -> AsyncIterator[Lab]:
+async def serving(
+    client: Client, tmp_path: Path, scenario: Scenario = SCENARIO
+) -> AsyncIterator[Lab]:
     await ensure_installed(client)
-    model = ModelServer(SCENARIO)
+    model = ModelServer(scenario)
     with trio.fail_after(200):
         async with trio.open_nursery() as nursery:
             await nursery.start(model.serve)
@@ -240,6 +274,98 @@ async def test_permissions_and_questions_are_answered_once_through_the_offer(
     ordered = sorted(seconds)
     request.node.user_properties.append(("answer_to_model_s", ordered))
     print(f"{client.name} answer call -> model: {', '.join(f'{s:.3f}' for s in ordered)} s")
+
+
+@pytest.mark.lab
+@pytest.mark.parametrize("client", OLDEST_AND_NEWEST, ids=lambda client: client.name)
+async def test_a_plan_approval_is_manual_required_and_only_cancel_ends_it(
+    client: Client, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """The model enters plan mode, then calls ExitPlanMode: Claude asks (`can_use_tool`).
+
+    The owner is woken at once with `approval_required` whose interaction is
+    `manual_required` (`plan_approval`, no questions, no decisions: nothing to answer
+    by id), and `status` shows the same. `approve` is refused `status_required` (a
+    manual_required prompt is never offered, so there is nothing to approve) and
+    `respond_interaction` `manual_required`; neither sends anything. The Turn ends
+    `cancelled`, once: a headless Turn has no person at a terminal to approve the plan,
+    so the owner's `cancel` is its only way out (its interrupt withdraws the request
+    and Claude ends the round with an error result). The model server is the oracle:
+    the round made exactly its two requests (the task, EnterPlanMode's result), no
+    answer ever reached it, and the role's next send carries the plan call rejected
+    (is_error) by the interrupt, never approved.
+    """
+    async with serving(client, tmp_path, PLAN_SCENARIO) as lab:
+        ctl, model = lab.ctl, lab.model
+        sent = await ctl.call("send", lab.send(PLAN_TASK))
+        turn_id = sent["turn_id"]
+        woken = await next_event(ctl, WAKE_UPS, 60)
+        woken_at = time.monotonic()
+        (asked,) = [r for r in model.main_requests() if ENTERED_PLAN in r.newest_input]
+        assert (woken["kind"], woken["turn_id"]) == ("approval_required", turn_id), woken
+        shown = woken["interaction"]
+        assert (shown["kind"], shown["state"], shown["manual_reason"]) == (
+            "permission", "manual_required", "plan_approval"
+        ), shown  # fmt: skip
+        assert shown["questions"] == [] and "decisions" not in shown, shown
+        status = await ctl.call("status", {"turn_id": turn_id})
+        assert status["interaction"] == shown
+        assert status["turn"]["state"] == "running" and status["dispatches"] == []
+        requests = len(model.main_requests())
+        for decision in ("approve_once", "reject"):
+            with pytest.raises(AkkError) as approve:
+                await ctl.call("approve", {"turn_id": turn_id, "decision": decision})
+            assert approve.value.reason == "status_required", approve.value
+        with pytest.raises(AkkError) as respond:
+            await ctl.call(
+                "respond_interaction",
+                {"turn_id": turn_id, "interaction_id": shown["interaction_id"], "answers": []},
+            )
+        assert respond.value.reason == "manual_required", respond.value
+        status = await ctl.call("status", {"turn_id": turn_id})
+        assert status["dispatches"] == [] and status["interaction"]["state"] == "manual_required"
+        await ctl.call("cancel", {"turn_id": turn_id})
+        seen: list[dict[str, Any]] = []
+        ended = await _events_until_outcome(ctl, seen, timeout=60)
+        assert ended is not None and (ended["kind"], ended["turn_id"]) == ("cancelled", turn_id)
+        # The outcome waits for the process's exit: nothing of this round can reach it later.
+        assert len(model.main_requests()) == requests, model.summary()
+        await _events_until_outcome(ctl, seen, timeout=1.0)  # nothing more comes
+        outcomes = [e for e in seen if e.get("turn_id") == turn_id and e["kind"] in OUTCOMES]
+        assert len(outcomes) == 1, outcomes
+        after = await ctl.call("send", lab.send(AFTER_PLAN_TASK))
+        assert after["session_id"] == sent["session_id"]
+        turn = await _done(lab, after)
+        assert turn["final_message"] == "Back to work."
+    first, plan, next_round = model.main_requests()
+    assert PLAN_TASK in first.newest_input and plan is asked, model.summary()
+    assert AFTER_PLAN_TASK in next_round.newest_input, model.summary()
+    rejected = _plan_results(next_round.body)
+    assert [r.get("is_error") for r in rejected] == [True], rejected
+    for text in (PLAN_TASK, ENTERED_PLAN, AFTER_PLAN_TASK):
+        assert model.count_inputs_containing(text) == 1, (text, model.summary())
+    seconds = woken_at - model.finished_at[asked.index]
+    request.node.user_properties.append(("plan_reply_to_wake_up_s", seconds))
+    print(f"{client.name} ExitPlanMode reply -> manual_required wake-up: {seconds:.3f} s")
+
+
+def _plan_results(body: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """The tool results a request carries for the conversation's ExitPlanMode calls."""
+    assert body is not None
+    calls = {
+        block["id"]
+        for message in body["messages"]
+        if message["role"] == "assistant" and isinstance(message["content"], list)
+        for block in message["content"]
+        if block.get("type") == "tool_use" and block.get("name") == "ExitPlanMode"
+    }
+    return [
+        block
+        for message in body["messages"]
+        if message["role"] == "user" and isinstance(message["content"], list)
+        for block in message["content"]
+        if block.get("type") == "tool_result" and block.get("tool_use_id") in calls
+    ]
 
 
 @pytest.mark.lab
