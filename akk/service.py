@@ -37,6 +37,7 @@ from akk.config import ServiceConfig, TlsFiles
 from akk.discovery.identity import TerminalIdentity
 from akk.discovery.process import DigestCache, VersionCache
 from akk.methods.common import MethodContext
+from akk.methods.operator import session_backends
 from akk.methods.table import Methods
 from akk.profiles.qualified_versions import QualifiedVersions
 from akk.profiles.registry import qualify_command
@@ -230,6 +231,12 @@ async def run_service(
                     "credentials": len(book),
                     "workspace_roots": list(roots),
                     "tls": tls is not None,
+                    "backends": session_backends(
+                        runs.setup,
+                        config_dir(config.claude_config_dir),
+                        hosts.setup,
+                        _codex_home(config),
+                    ),
                     "watchers": [watcher.health.report() for watcher in watchers],
                     "unbound_terminals": [
                         _unbound(snapshot.identity)

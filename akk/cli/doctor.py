@@ -17,6 +17,7 @@ import trio
 from rich.table import Table
 
 from akk.backends.codex_app_server import rpc, schema
+from akk.backends.names import CLAUDE_HEADLESS, CODEX_APP_SERVER
 from akk.cli.server_calls import operator_call
 from akk.cli.text import out, shown
 from akk.discovery.process import VersionCache
@@ -125,6 +126,64 @@ async def _app_server(binary: str, home: Path) -> Check:
     return Check(name, True, detail + f"{ended.how} after close)")
 
 
+@attrs.frozen
+class BackendTerms:
+    """How `akk doctor` speaks of one session backend's client and `akk serve`'s options."""
+
+    client: str
+    """Its version's prefix, as `--version` names it."""
+    binary_flag: str
+    home_flag: str
+    variable: str
+    """The environment variable that hands its processes the config dir."""
+    creates_home: bool
+    """The client creates an absent config dir (Claude does; Codex refuses to start)."""
+
+
+SESSION_BACKENDS = {
+    CLAUDE_HEADLESS: BackendTerms(
+        "Claude Code", "--claude-bin", "--claude-config-dir", "CLAUDE_CONFIG_DIR", True
+    ),
+    CODEX_APP_SERVER: BackendTerms("codex-cli", "--codex-bin", "--codex-home", "CODEX_HOME", False),
+}
+
+HOME_STATES = {
+    "writable": "writable",
+    "absent": "absent",
+    "not_writable": "not writable",
+    "not_a_directory": "not a directory",
+    "uncreatable": "absent, under a directory it may not write",
+}
+"""`akk.methods.operator.home_state`'s words, as printed."""
+
+
+def backend_checks(entries: list[dict[str, Any]]) -> list[Check]:
+    """Each session backend as the running server reports it (`backend_health`), one code
+    path for all: the binary and version it runs, or why none and which option names one;
+    its config dir as `akk serve` sees it.
+
+    An unavailable backend is reported, not failed (a server may use only the other
+    one); an available one whose config dir its client cannot use fails.
+    """
+    return [_backend_check(entry, SESSION_BACKENDS[entry["backend"]]) for entry in entries]
+
+
+def _backend_check(entry: dict[str, Any], terms: BackendTerms) -> Check:
+    name = f"backend {entry['backend']}"
+    state = entry["home_state"]
+    home = f"{terms.variable} {entry['home']} ({HOME_STATES[state]})"
+    if not entry["available"]:
+        pinned = ", ".join(entry["pinned_versions"])
+        step = f"start akk serve with {terms.binary_flag} PATH naming a pinned {terms.client}"
+        return Check(name, True, f"unavailable: {entry['reason']}; {home}", f"{step} ({pinned})")
+    runs = "pinned" if entry["pinned"] else "not pinned: runs only once qualified"
+    detail = f"{terms.client} {entry['version']} at {entry['binary']} ({runs}); {home}"
+    if state == "writable" or (state == "absent" and terms.creates_home):
+        return Check(name, True, detail)
+    fix = "create it" if state == "absent" else "make it a directory akk serve's user may write"
+    return Check(name, False, detail, f"{fix}, or start akk serve with {terms.home_flag} DIR")
+
+
 def server_checks(report: dict[str, Any]) -> list[Check]:
     """What the running server reports of itself (operator `doctor` call)."""
     server = report["server"]
@@ -166,6 +225,7 @@ def server_checks(report: dict[str, Any]) -> list[Check]:
                 "or `ulimit -n`",
             )
         )
+    checks.extend(backend_checks(report["backends"]))
     for watcher in report["watchers"]:
         if watcher["failures"]:
             checks.append(

@@ -6,13 +6,18 @@ scope, which only the CLI's own credential has (the table refuses others).
 
 from __future__ import annotations
 
+import os
 import time
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 import trio
 
 import akk
 from akk.actors.store import transact
+from akk.backends.claude_headless.setup import pinned as claude_pinned
+from akk.backends.codex_app_server import schema
+from akk.backends.names import CLAUDE_HEADLESS, CODEX_APP_SERVER
 from akk.methods.common import MethodContext, Peer, backend_roots
 from akk.protocol.errors import Reason, RpcError
 from akk.protocol.schema import PROTOCOL_VERSION
@@ -151,3 +156,59 @@ class OperatorCalls:
 
     async def doctor(self, peer: Peer, params: dict[str, Any]) -> dict[str, Any]:
         return self._ctx.health()
+
+
+class Resolved(Protocol):
+    """A session backend's binary as `akk serve` found it at its start (`ClaudeSetup`,
+    `CodexSetup`)."""
+
+    @property
+    def binary(self) -> str: ...
+
+    @property
+    def version(self) -> str: ...
+
+
+def session_backends(
+    claude: Resolved | str, claude_home: str, codex: Resolved | str, codex_home: str
+) -> list[dict[str, Any]]:
+    """The Claude headless and Codex app-server backends, as `backend_health` reports each."""
+    return [
+        backend_health(CLAUDE_HEADLESS, claude, claude_home, claude_pinned()),
+        backend_health(CODEX_APP_SERVER, codex, codex_home, schema.versions()),
+    ]
+
+
+def backend_health(
+    name: str, setup: Resolved | str, home: str, pinned: Sequence[str]
+) -> dict[str, Any]:
+    """One session backend as the `doctor` call reports it: what this server runs it with.
+
+    ``setup``: the binary and version it found at its start, or why it found none (the
+    reason `find_claude` / `find_codex` gave, which names the flag); ``home``: the
+    config dir its processes get (CLAUDE_CONFIG_DIR, CODEX_HOME), looked at now as
+    this process sees it (`home_state`); ``pinned``: the versions it runs as they are.
+    """
+    where = {"home": home, "home_state": home_state(home), "pinned_versions": list(pinned)}
+    if isinstance(setup, str):
+        found: dict[str, Any] = {"available": False, "reason": setup, "binary": None,
+                                 "version": None, "pinned": False}  # fmt: skip
+    else:
+        found = {"available": True, "reason": None, "binary": setup.binary,
+                 "version": setup.version, "pinned": setup.version in pinned}  # fmt: skip
+    return {"backend": name, **found, **where}
+
+
+def home_state(path: str) -> str:
+    """What a backend's config dir is to this process: ``writable``; ``not_writable``;
+    ``not_a_directory``; ``absent`` when its nearest existing parent is a directory it
+    may write (so a client can create it); ``uncreatable`` otherwise."""
+    if os.path.isdir(path):
+        return "writable" if os.access(path, os.W_OK | os.X_OK) else "not_writable"
+    if os.path.lexists(path):
+        return "not_a_directory"
+    parent = os.path.dirname(os.path.abspath(path))
+    while not os.path.lexists(parent):
+        parent = os.path.dirname(parent)
+    writable = os.path.isdir(parent) and os.access(parent, os.W_OK | os.X_OK)
+    return "absent" if writable else "uncreatable"
