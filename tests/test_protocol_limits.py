@@ -68,7 +68,14 @@ BASELINES: dict[str, list[dict[str, Any]]] = {
     "respond": [{"turn_id": TURN, "request": "hi"}],
     "cancel": [{"turn_id": TURN}],
     "close": [{"turn_id": TURN}],
-    "watch": [{"terminal_id": TERMINAL}],
+    "watch": [
+        {"terminal_id": TERMINAL},
+        {"thread_id": "01a22d2c-f249-7693-9f76-b873572d1b60", "codex_home": "/nonexistent"},
+        {
+            "claude_session_id": "fe073203-b653-4840-a846-a6841eab0343",
+            "claude_config_dir": "/nonexistent",
+        },
+    ],
     "unwatch": [{"watch_id": TURN}],
     "renew": [{"watch_id": TURN, "minutes": 5}, {"turn_id": TURN}],
     "recover": [{"watch_id": TURN}, {"turn_id": TURN}],

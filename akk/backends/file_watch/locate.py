@@ -68,8 +68,8 @@ def find_task(agent: Agent, home: str, native_id: str) -> Found:
         if task is None:
             raise RpcError(
                 Reason.NOT_FOUND,
-                f"no task runs in {kind} {native_id}: its file holds no request yet; watch it "
-                "once a person started a task there",
+                f"no task runs in {kind} {native_id}: its file holds no accepted request yet; "
+                "watch it once the agent took the person's task (a moment after it was sent)",
             )
         binding, digest = task
         if binding.session_id != native_id:
