@@ -363,6 +363,29 @@ def test_record_commands_name_the_record_by_its_kind() -> None:
     assert records.record_ids("turn_9") == {"turn_id": "turn_9"}
 
 
+def test_watch_names_one_task_a_terminal_or_a_thread_or_a_session(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    thread, session = "01a22d2c-f249-7693-9f76-b873572d1b60", "fe073203-b653-4840-a846-a6841eab0343"
+    assert _record_params("watch", "--codex-thread", thread, "--codex-home", "/h/codex") == {
+        "thread_id": thread, "codex_home": "/h/codex",
+    }  # fmt: skip
+    # Without a directory: the agent's own default, from the environment AKK's CLI runs in.
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude"))
+    assert _record_params("watch", "--claude-session", session) == {
+        "claude_session_id": session, "claude_config_dir": str(tmp_path / "claude"),
+    }  # fmt: skip
+    monkeypatch.delenv("CODEX_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert _record_params("watch", "--codex-thread", thread)["codex_home"] == str(
+        tmp_path / ".codex"
+    )
+    for both in (("term_1", "--codex-thread", thread), ("--claude-session", session,
+                 "--codex-thread", thread), ()):  # fmt: skip
+        with pytest.raises(CliError, match="name one task"):
+            _record_params("watch", *both)
+
+
 def _summary(name: str, result: dict[str, object]) -> list[str]:
     command = next(c for c in records.COMMANDS if c.name == name)
     return records.summary(command, result)

@@ -1,9 +1,10 @@
 """The operator CLI's record commands: watch, unwatch, close, renew, recover, retry-callback.
 
-Each command is one protocol call on one record (or, for `watch`, one
-terminal). This module says which call, how the command line becomes its
-params and which fields of the result a person reads; `run` makes the call
-and prints it, one runner for all of them (`akk.cli.app` registers them).
+Each command is one protocol call on one record (or, for `watch`, one task: a
+terminal's, or a person's Codex thread or Claude session by its own id). This
+module says which call, how the command line becomes its params and which
+fields of the result a person reads; `run` makes the call and prints it, one
+runner for all of them (`akk.cli.app` registers them).
 """
 
 from __future__ import annotations
@@ -11,11 +12,13 @@ from __future__ import annotations
 import argparse
 import datetime
 import enum
+import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
 
+from akk.cli.errors import CliError
 from akk.cli.server_calls import operator_session, terminal_id
 from akk.cli.text import json_text, out, shown
 from akk.client import Controller
@@ -27,6 +30,8 @@ class Target(enum.Enum):
 
     TERMINAL = "TERMINAL"
     """A terminal_id or pane; `run` resolves it to a terminal_id."""
+    TASK = "[TERMINAL]"
+    """A terminal (as TERMINAL), or a person's task by --codex-thread or --claude-session."""
     WATCH = "WATCH_ID"
     TURN = "TURN_ID"
     RECORD = "ID"
@@ -68,8 +73,14 @@ def record_ids(record_id: str) -> dict[str, str]:
     return {"watch_id" if record_id.startswith("watch_") else "turn_id": record_id}
 
 
-def params(command: RecordCommand, target: str, options: Mapping[str, Any]) -> dict[str, Any]:
-    """The call's params: ``target`` (a resolved terminal_id for TERMINAL) and given options."""
+def params(
+    command: RecordCommand, target: str | None, options: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The call's params: ``target`` (a resolved terminal_id for TERMINAL) and given options
+    (a TASK's options name its task instead)."""
+    if command.target is Target.TASK:
+        return task_ids(target, options)
+    assert target is not None  # only a TASK's target is optional
     if command.target is Target.RECORD:
         named = record_ids(target)
     else:
@@ -78,8 +89,32 @@ def params(command: RecordCommand, target: str, options: Mapping[str, Any]) -> d
     return named | given
 
 
+def task_ids(target: str | None, options: Mapping[str, Any]) -> dict[str, str]:
+    """The params naming a watch's task: exactly one of a terminal, a Codex thread or a Claude
+    session (each with its agent's directory: as given, else as the agent's own default)."""
+    thread, session = options.get("codex_thread"), options.get("claude_session")
+    if sum(given is not None for given in (target, thread, session)) != 1:
+        raise CliError("name one task: a TERMINAL, --codex-thread ID or --claude-session ID")
+    if thread is not None:
+        home = options.get("codex_home") or os.environ.get("CODEX_HOME") or "~/.codex"
+        return {"thread_id": thread, "codex_home": os.path.abspath(os.path.expanduser(home))}
+    if session is not None:
+        config = (
+            options.get("claude_config_dir") or os.environ.get("CLAUDE_CONFIG_DIR") or "~/.claude"
+        )
+        return {
+            "claude_session_id": session,
+            "claude_config_dir": os.path.abspath(os.path.expanduser(config)),
+        }
+    assert target is not None
+    return {"terminal_id": target}
+
+
 def add_arguments(parser: argparse.ArgumentParser, command: RecordCommand) -> None:
-    parser.add_argument("target", metavar=command.target.value, help=_TARGET_HELP[command.target])
+    parser.add_argument(
+        "target", metavar=command.target.value, help=_TARGET_HELP[command.target],
+        nargs="?" if command.target is Target.TASK else None,
+    )  # fmt: skip
     for option in command.options:
         parser.add_argument(
             option.flag, dest=option.param, type=option.type, metavar=option.metavar,
@@ -104,7 +139,7 @@ def run(command: RecordCommand, args: argparse.Namespace) -> int:
 
     async def call(ctl: Controller) -> Any:
         target = args.target
-        if command.target is Target.TERMINAL:
+        if command.target in (Target.TERMINAL, Target.TASK) and target is not None:
             target = await terminal_id(ctl, target)
         return await ctl.call(command.method, params(command, target, vars(args)))
 
@@ -134,6 +169,8 @@ _PARAM = {Target.TERMINAL: "terminal_id", Target.WATCH: "watch_id", Target.TURN:
 
 _TARGET_HELP = {
     Target.TERMINAL: "the terminal_id (from `akk list --json`) or its pane, e.g. %%3",
+    Target.TASK: "the terminal_id (from `akk list --json`) or its pane, e.g. %%3; or none, "
+    "with --codex-thread or --claude-session",
     Target.WATCH: "the watch_id (from `akk watch` or `akk list`)",
     Target.TURN: "the turn_id of a managed Send",
     Target.RECORD: "a watch_id or a managed Send's turn_id",
@@ -150,8 +187,18 @@ _RECORD = (
 
 COMMANDS = (
     RecordCommand(
-        "watch", "watch", "observe the task a person started in a terminal (sends no input)",
-        Target.TERMINAL, _RECORD,
+        "watch", "watch",
+        "observe the task a person started in a terminal, or in a Codex thread or Claude "
+        "session by its id (sends no input)",
+        Target.TASK, _RECORD,
+        (Option("--codex-thread", "codex_thread", str, "ID", "a person's Codex thread id"),
+         Option("--codex-home", "codex_home", str, "DIR",
+                "the CODEX_HOME it runs with (default: $CODEX_HOME, else ~/.codex)"),
+         Option("--claude-session", "claude_session", str, "ID",
+                "a person's Claude Code session id"),
+         Option("--claude-config-dir", "claude_config_dir", str, "DIR",
+                "the Claude config dir it runs with (default: $CLAUDE_CONFIG_DIR, else "
+                "~/.claude)")),
     ),
     RecordCommand(
         "unwatch", "unwatch", "stop observing a Watch; withdraw its unsent notifications",
