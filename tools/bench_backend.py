@@ -1,11 +1,12 @@
-"""Turns on the Codex app-server backend against the real pinned Codex: latency and start cost.
+"""Turns on a session backend against the real pinned clients: latency, start cost, leftovers.
 
-Per pinned Codex (every one unless --client), two parts, the model server
-(scenario `echo`) always in this process, so one clock (`time.monotonic()`,
-the clock of `RecordedRequest.at` and `ModelServer.finished_at`) times both ends:
+Per pinned client (every Codex and Claude unless --client): a Codex runs the
+app-server backend, a Claude the headless one. The model server (scenario
+`echo`) is always in this process, so one clock (`time.monotonic()`, the clock
+of `RecordedRequest.at` and `ModelServer.finished_at`) times both ends:
 
-  sends    `akk serve --codex-bin --codex-home` as a child process
-           (`tools.lab.akk_runner.AkkProcess`), one controller, N sends
+  sends    `akk serve` as a child process naming the client and its home
+           (`tools.lab.akk_runner.backend_child`), one controller, N sends
            (default 20, --sends) of one scope (task bench, role executor), one
            after another, each after the previous one's outcome:
              task   the `send` call issued -> the task's request recorded by
@@ -16,15 +17,21 @@ the clock of `RecordedRequest.at` and `ModelServer.finished_at`) times both ends
              call   the `send` call issued -> its reply, apart for the session
                     decision: the first send creates (its call also starts the
                     app-server: the backend starts it on first use), the others
-                    resume.
-  starts   N times `akk.backends.codex_app_server.rpc.open_app_server` directly on the lab's
-           CODEX_HOME (`akk.qualify.run_files.prepare`): `initialize_seconds`
-           (process start -> `initialize` result), RSS after initialize and after
-           one echo turn (thread/start, turn/start, turn/completed).
+                    resume;
+             after  akk serve's RSS before the first send and after the last
+                    outcome, and the backend's processes of the run then (the
+                    Codex app-server stays: 1; a Claude process lives for one
+                    Turn: 0).
+  starts   (Codex only) N times `akk.backends.codex_app_server.rpc.open_app_server`
+           directly on the lab's CODEX_HOME (`akk.qualify.run_files.prepare`):
+           `initialize_seconds` (process start -> `initialize` result), RSS after
+           initialize and after one echo turn (thread/start, turn/start,
+           turn/completed).
 
 Median, p99 (nearest rank: with 20 samples it is the max) and n per version.
 
-    .venv/bin/python -m tools.bench_backend [--client codex-0.169.0] [--sends 20]
+    .venv/bin/python -m tools.bench_backend [--client codex-0.169.0] [--client claude-2.1.332]
+        [--sends 20]
 """
 
 from __future__ import annotations
@@ -45,17 +52,24 @@ import attrs
 import trio
 
 from akk.backends.codex_app_server.rpc import AppServer, open_app_server
-from akk.qualify.launcher import run_processes
+from akk.backends.names import CLAUDE_HEADLESS, CODEX_APP_SERVER
+from akk.qualify.launcher import LabError, run_processes
 from akk.qualify.model_server import ModelServer, RecordedRequest
-from akk.qualify.run_files import RunFiles, prepare
+from akk.qualify.run_files import prepare
 from akk.qualify.scenarios import ECHO_TASK, SCENARIOS
 from tools.bench_turns import controller, load, parse_client, spread, start_akk, table
 from tools.lab import clients
-from tools.lab.akk_runner import AkkProcess
+from tools.lab.akk_runner import AkkProcess, BackendChild, backend_child
 from tools.lab.clients import Client
 from tools.lab.installer import install
 
-CODEX = tuple(client for client in clients.PINNED if client.agent == "codex")
+SESSION_BACKEND = {"codex": CODEX_APP_SERVER, "claude": CLAUDE_HEADLESS}
+"""The session backend each client runs on."""
+BACKEND_PROCESS = {"codex": b"app-server", "claude": b"stream-json"}
+"""An argument only that backend's client processes carry (`codex app-server`, `claude -p
+--input-format stream-json ...`)."""
+LIVES_ON = {"codex": 1, "claude": 0}
+"""How many of the backend's processes each run keeps once every Turn ended."""
 OUTCOME_TIMEOUT = 60.0
 """Seconds one send may take from its call to its outcome."""
 START_TIMEOUT = 60.0
@@ -79,17 +93,21 @@ class Samples:
     rss_turned: list[float] = attrs.Factory(list)
     served_rss: float | None = None
     """RSS of the app-server under `akk serve` after all the sends."""
+    akk_rss: tuple[float, float] | None = None
+    """RSS of `akk serve` itself before the first send and after the last outcome."""
+    after_sends: list[int] | None = None
+    """The backend's processes of the run once the last send's outcome arrived."""
     requests_per_turn: list[int] = attrs.Factory(list)
     problems: list[str] = attrs.Factory(list)
     left_running: list[int] = attrs.Factory(list)
     took: float = 0.0
 
 
-def _params(files: RunFiles, text: str, request_id: str) -> dict[str, Any]:
+def _params(client: Client, lab: BackendChild, text: str, request_id: str) -> dict[str, Any]:
     return {
         "scope": {"task": "bench", "role": "executor"},
-        "backend": "codex_app_server",
-        "cwd": str(files.workdir),
+        "backend": SESSION_BACKEND[client.agent],
+        "cwd": str(lab.files.workdir),
         "request": text,
         "client_request_id": request_id,
     }
@@ -110,15 +128,15 @@ def _rss_of(pid: int) -> int | None:
     return None
 
 
-def _app_servers(root: Path) -> list[int]:
-    """The run's `codex app-server` processes."""
+def _backend_processes(client: Client, root: Path) -> list[int]:
+    """The run's processes of ``client``'s backend (`BACKEND_PROCESS`)."""
     found = []
     for pid in run_processes(root):
         try:
             argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"app-server" in argv:
+        if BACKEND_PROCESS[client.agent] in argv:
             found.append(pid)
     return found
 
@@ -128,61 +146,64 @@ async def measure_sends(client: Client, sends: int, root: Path, samples: Samples
     model = ModelServer(SCENARIOS["echo"])
     run = root / f"sends-{client.name}-{secrets.token_hex(4)}"
     run.mkdir()
-    lab = run / f"lab-{secrets.token_hex(6)}"
-    lab.mkdir()
-    async with trio.open_nursery() as nursery:
-        await nursery.start(model.serve)
-        files = prepare(client, lab, model.port)
-        akk = AkkProcess(None, run, env=files.env)
-        codex = ("--codex-bin", str(client.binary()), "--codex-home", str(files.codex_home))
-        try:
-            url = await start_akk(akk, None, *codex)
-            async with controller(url, akk.tokens["ctl"]) as (ctl, inbox):
-                for n in range(sends):
-                    text = f"{ECHO_TASK} {n:03d}"
-                    issued = time.monotonic()
-                    sent = await ctl.call("send", _params(files, text, f"b{n}"))
-                    called = time.monotonic() - issued
-                    action = sent["session_decision"]["action"]
-                    samples.call.setdefault(action, []).append(called)
-                    task = await model.wait_for_request(_task_of(text), timeout=OUTCOME_TIMEOUT)
-                    samples.task.append(task.at - issued)
-                    samples.task_by.setdefault(action, []).append(task.at - issued)
-                    got = await inbox.outcome(sent["turn_id"], OUTCOME_TIMEOUT)
-                    if got is None or got[1]["kind"] != "done":
-                        kind = got[1]["kind"] if got else "no outcome"
-                        samples.problems.append(f"send {n}: {kind}")
-                        continue
-                    received, _ = got
-                    turn = [
-                        r
-                        for r in model.main_requests()
-                        if r.index >= task.index and r.at <= received
-                    ]
-                    samples.requests_per_turn.append(len(turn))
-                    finished = model.finished_at.get(turn[-1].index)
-                    if finished is None:
-                        samples.problems.append(f"send {n}: the last reply was not written whole")
-                        continue
-                    samples.done.append(received - finished)
-                counts = [
-                    model.count_inputs_containing(f"{ECHO_TASK} {n:03d}") for n in range(sends)
-                ]
-                got_twice = [n for n, count in enumerate(counts) if count != 1]
-                if got_twice:
-                    samples.problems.append(f"sends {got_twice}: not received exactly once")
-                servers = _app_servers(lab)
-                rss = [_rss_of(pid) for pid in servers]
-                if len(rss) == 1 and rss[0] is not None:
-                    samples.served_rss = rss[0]
-                else:
-                    samples.problems.append(f"{len(servers)} app-servers under akk serve")
-        except Exception as exc:  # reported with the table; the other versions still run
-            samples.problems.append(f"sends aborted: {type(exc).__name__}: {exc}"[:300])
-        finally:
-            await _stop_akk(akk)
-            nursery.cancel_scope.cancel()
-    samples.left_running += await _left_running(lab)
+    roots: list[Path] = []
+    try:
+        async with backend_child(client, run, model) as lab:
+            roots.append(lab.root)
+            try:
+                await _sends(client, sends, lab, model, samples)
+            except Exception as exc:  # reported with the table; the other versions still run
+                samples.problems.append(f"sends aborted: {type(exc).__name__}: {exc}"[:300])
+            finally:
+                await _stop_akk(lab.akk)
+    except LabError as exc:  # a process of the run outlived akk serve: listed below
+        samples.problems.append(str(exc)[:300])
+    for lab_root in roots:
+        samples.left_running += await _left_running(lab_root)
+
+
+async def _sends(
+    client: Client, sends: int, lab: BackendChild, model: ModelServer, samples: Samples
+) -> None:
+    url = await start_akk(lab.akk, None, *lab.serve_args)
+    assert lab.akk.proc is not None
+    rss_before = _rss_of(lab.akk.proc.pid)
+    async with controller(url, lab.akk.tokens["ctl"]) as (ctl, inbox):
+        for n in range(sends):
+            text = f"{ECHO_TASK} {n:03d}"
+            issued = time.monotonic()
+            sent = await ctl.call("send", _params(client, lab, text, f"b{n}"))
+            called = time.monotonic() - issued
+            action = sent["session_decision"]["action"]
+            samples.call.setdefault(action, []).append(called)
+            task = await model.wait_for_request(_task_of(text), timeout=OUTCOME_TIMEOUT)
+            samples.task.append(task.at - issued)
+            samples.task_by.setdefault(action, []).append(task.at - issued)
+            got = await inbox.outcome(sent["turn_id"], OUTCOME_TIMEOUT)
+            if got is None or got[1]["kind"] != "done":
+                kind = got[1]["kind"] if got else "no outcome"
+                samples.problems.append(f"send {n}: {kind}")
+                continue
+            received, _ = got
+            turn = [r for r in model.main_requests() if r.index >= task.index and r.at <= received]
+            samples.requests_per_turn.append(len(turn))
+            finished = model.finished_at.get(turn[-1].index)
+            if finished is None:
+                samples.problems.append(f"send {n}: the last reply was not written whole")
+                continue
+            samples.done.append(received - finished)
+        samples.after_sends = _backend_processes(client, lab.root)
+        rss_after = _rss_of(lab.akk.proc.pid)
+    if rss_before is not None and rss_after is not None:
+        samples.akk_rss = (rss_before, rss_after)
+    counts = [model.count_inputs_containing(f"{ECHO_TASK} {n:03d}") for n in range(sends)]
+    got_twice = [n for n, count in enumerate(counts) if count != 1]
+    if got_twice:
+        samples.problems.append(f"sends {got_twice}: not received exactly once")
+    if len(samples.after_sends) != LIVES_ON[client.agent]:
+        samples.problems.append(f"{len(samples.after_sends)} backend processes after the sends")
+    if client.agent == "codex" and len(samples.after_sends) == 1:
+        samples.served_rss = _rss_of(samples.after_sends[0])
 
 
 async def _stop_akk(akk: AkkProcess) -> None:
@@ -251,7 +272,8 @@ async def measure(client: Client, sends: int, root: Path) -> Samples:
     began = time.monotonic()
     samples = Samples(client)
     await measure_sends(client, sends, root, samples)
-    await measure_starts(client, sends, root, samples)
+    if client.agent == "codex":
+        await measure_starts(client, sends, root, samples)
     samples.took = time.monotonic() - began
     return samples
 
@@ -275,32 +297,42 @@ def report(results: Sequence[Samples], sends: int) -> None:
     med_p99_n = ("median", "p99", "n")
     print(f"\nsend -> task at the model server; final reply event -> `done` (ms; {sends} sends)")
     table(
-        ("codex", *(f"task {h}" for h in med_p99_n), *(f"done {h}" for h in med_p99_n)),
-        [(r.client.version, *_ms(r.task), *_ms(r.done)) for r in results],
+        ("client", *(f"task {h}" for h in med_p99_n), *(f"done {h}" for h in med_p99_n)),
+        [(r.client.name, *_ms(r.task), *_ms(r.done)) for r in results],
     )
-    print("\nthe `send` call itself (ms): create (also starts the app-server) vs resume")
+    print("\nthe `send` call itself (ms): create (also starts an app-server) vs resume")
     table(
-        ("codex", *(f"create {h}" for h in med_p99_n), *(f"resume {h}" for h in med_p99_n)),
+        ("client", *(f"create {h}" for h in med_p99_n), *(f"resume {h}" for h in med_p99_n)),
         [
-            (r.client.version, *_ms(r.call.get("create", [])), *_ms(r.call.get("resume", [])))
+            (r.client.name, *_ms(r.call.get("create", [])), *_ms(r.call.get("resume", [])))
             for r in results
         ],
     )
-    print(f"\napp-server start: process start -> `initialize` result (ms; {sends} starts)")
-    table(
-        ("codex", *(f"init {h}" for h in med_p99_n)),
-        [(r.client.version, *_ms(r.initialize)) for r in results],
+    print(
+        "\nakk serve RSS (MiB) before the first send and after the last outcome; the backend's "
+        f"processes of the run then ({sends} sends)"
     )
-    print("\napp-server RSS (MiB): after initialize, after a turn; under akk serve after the sends")
     table(
-        ("codex", *(f"init {h}" for h in med_p99_n), *(f"turn {h}" for h in med_p99_n),
-         f"served@{sends}"),
-        [
-            (r.client.version, *_mib(r.rss_initialized), *_mib(r.rss_turned),
-             "-" if r.served_rss is None else f"{r.served_rss / MIB:.0f}")
-            for r in results
-        ],
-    )  # fmt: skip
+        ("client", "before", "after", "processes"),
+        [(r.client.name, *_rss_and_processes(r)) for r in results],
+    )
+    codex = [r for r in results if r.client.agent == "codex"]
+    if codex:
+        print(f"\napp-server start: process start -> `initialize` result (ms; {sends} starts)")
+        table(
+            ("codex", *(f"init {h}" for h in med_p99_n)),
+            [(r.client.version, *_ms(r.initialize)) for r in codex],
+        )
+        print("\napp-server RSS (MiB): after initialize, after a turn; under akk serve after sends")
+        table(
+            ("codex", *(f"init {h}" for h in med_p99_n), *(f"turn {h}" for h in med_p99_n),
+             f"served@{sends}"),
+            [
+                (r.client.version, *_mib(r.rss_initialized), *_mib(r.rss_turned),
+                 "-" if r.served_rss is None else f"{r.served_rss / MIB:.0f}")
+                for r in codex
+            ],
+        )  # fmt: skip
     print()
     for r in results:
         other = sorted(set(r.call) - {"create", "resume"})
@@ -319,6 +351,12 @@ def report(results: Sequence[Samples], sends: int) -> None:
     sys.stdout.flush()
 
 
+def _rss_and_processes(r: Samples) -> tuple[str, str, str]:
+    """akk serve's RSS before and after the sends (MiB), and the backend's processes then."""
+    before, after = ("-", "-") if r.akk_rss is None else (f"{v / MIB:.0f}" for v in r.akk_rss)
+    return before, after, "-" if r.after_sends is None else str(len(r.after_sends))
+
+
 async def run(chosen: Sequence[Client], sends: int, root: Path) -> None:
     began = time.monotonic()
     print(f"{os.cpu_count()} CPUs; load average at start {load()}")
@@ -331,16 +369,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--client", type=parse_client, action="append", default=None,
-        help="a pinned Codex, e.g. codex-0.169.0 (repeatable; default: every pinned Codex)",
+        help="a pinned client, e.g. codex-0.169.0 or claude-2.1.332 (repeatable; default: "
+        "every pinned Codex and Claude)",
     )  # fmt: skip
     parser.add_argument("--sends", type=int, default=20, help="sends (and starts) per version")
     args = parser.parse_args()
-    chosen: list[Client] = args.client or list(CODEX)
-    if any(client.agent != "codex" for client in chosen) or args.sends < 1:
-        parser.error("--client takes a pinned Codex (codex-X.Y.Z); --sends must be >= 1")
+    chosen: list[Client] = args.client or [c for c in clients.PINNED if c.agent in SESSION_BACKEND]
+    if args.sends < 1:
+        parser.error("--sends must be >= 1")
     for client in chosen:
         install(client)
-    # A plain `kill` still runs the clean-up (the akk serve child, app-servers).
+    # A plain `kill` still runs the clean-up (the akk serve child, its clients' processes).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     root = Path(tempfile.mkdtemp(prefix="akk-bench-backend-"))
     try:
