@@ -15,6 +15,7 @@ SIGKILL of AKK leaves the same record to `recover`.
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -38,13 +39,25 @@ from tools.lab.akk_runner import AkkProcess, outcome, serving, serving_backend, 
 from tools.lab.clients import Client
 
 SLOW_REPLY = "Working on it slowly... done."
-CODEX_OLDEST_AND_NEWEST = [
-    lab_params("slow", agents=("codex",))[0],
-    lab_params("slow", agents=("codex",))[-1],
-]
 NEWEST_CODEX = lab_params("slow", agents=("codex",))[-1:]
+CLAUDE_TUI_OLDEST_AND_NEWEST = [
+    lab_params("slow", agents=("claude",))[0],
+    lab_params("slow", agents=("claude",))[-1],
+]
 CLAUDE = [client for client in clients.PINNED if client.agent == "claude"]
-CLAUDE_OLDEST_AND_NEWEST = [CLAUDE[0], CLAUDE[-1]]
+
+
+LATENCY = "watch_reply_to_done_seconds"
+"""Recorded per test: the model's final reply -> the watch's done at the controller."""
+
+
+def _reply_to_done(model: ModelServer) -> float:
+    """Seconds from the end of the task's reply at the model server to now (the event's arrival)."""
+    (asked,) = [r for r in model.main_requests() if SLOW_TASK in r.newest_input]
+    finished = model.finished_at[asked.index]
+    seconds = time.monotonic() - finished
+    print(f"watch: final reply -> done {seconds:.3f} s")
+    return seconds
 
 
 async def refused(ctl: Controller, method: str, params: dict[str, Any]) -> AkkError:
@@ -68,20 +81,25 @@ async def codex_thread(lab: LabSession) -> str:
     return thread_id
 
 
-async def person_starts_codex_task(lab: LabSession, ctl: Controller) -> str:
-    """The person types the slow task into the Codex TUI; its thread id once it runs."""
+async def person_is_idle(ctl: Controller) -> None:
+    """Until AKK sees the lab pane's agent idle (the person may type)."""
     with trio.fail_after(30):
         while not (rows := (await ctl.call("list"))["terminals"]) or (
             rows[0]["activity_state"] != "idle"
         ):
             await trio.sleep(0.05)
+
+
+async def person_starts_codex_task(lab: LabSession, ctl: Controller) -> str:
+    """The person types the slow task into the Codex TUI; its thread id once it runs."""
+    await person_is_idle(ctl)
     await lab.submit(SLOW_TASK)
     return await codex_thread(lab)
 
 
-@pytest.mark.parametrize("lab", CODEX_OLDEST_AND_NEWEST, indirect=True)
+@pytest.mark.parametrize("lab", lab_params("slow", agents=("codex",)), indirect=True)
 async def test_a_persons_codex_thread_is_watched_by_its_id_to_done(
-    lab: LabSession, tmp_path: Path
+    lab: LabSession, tmp_path: Path, record_property: Any
 ) -> None:
     assert lab.codex_home is not None
     home = str(lab.codex_home)
@@ -113,6 +131,7 @@ async def test_a_persons_codex_thread_is_watched_by_its_id_to_done(
             assert (await refused(ctl, method, call)).reason == "invalid_params", method
         lab.server.signal(SLOW_SIGNAL)
         event = await outcome(ctl, watch_id)
+        record_property(LATENCY, _reply_to_done(lab.server))
         status = await ctl.call("status", {"watch_id": watch_id})
     assert (event["kind"], event["turn_id"], event["watch_id"]) == ("done", None, watch_id)
     assert event["outcome"]["final_message"] == SLOW_REPLY
@@ -212,9 +231,9 @@ async def person_runs_claude(
 
 
 @pytest.mark.lab
-@pytest.mark.parametrize("client", CLAUDE_OLDEST_AND_NEWEST, ids=lambda client: client.name)
+@pytest.mark.parametrize("client", CLAUDE, ids=lambda client: client.name)
 async def test_a_persons_headless_claude_session_is_watched_by_its_id_to_done(
-    client: Client, tmp_path: Path
+    client: Client, tmp_path: Path, record_property: Any
 ) -> None:
     await ensure_installed(client)
     model = ModelServer(SCENARIOS["slow"])
@@ -251,6 +270,7 @@ async def test_a_persons_headless_claude_session_is_watched_by_its_id_to_done(
                 assert (await refused(ctl, "watch", stranger)).reason == "not_found"
                 model.signal(SLOW_SIGNAL)
                 event = await outcome(ctl, watch_id)
+                record_property(LATENCY, _reply_to_done(model))
                 status = await ctl.call("status", {"watch_id": watch_id})
                 with trio.fail_after(30):
                     while person.returncode is None:
@@ -264,3 +284,26 @@ async def test_a_persons_headless_claude_session_is_watched_by_its_id_to_done(
     assert status["watch"]["usage"]["usage_status"] == "complete"
     assert status["dispatches"] == []
     assert model.count_inputs_containing(SLOW_TASK) == 1
+
+
+@pytest.mark.parametrize("lab", CLAUDE_TUI_OLDEST_AND_NEWEST, indirect=True)
+async def test_a_persons_claude_tui_session_is_watched_by_its_id_to_done(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    """The TUI ends a round with ``turn_duration``; the same watch reads it by session id."""
+    config = str(lab.home / ".claude")
+    async with (
+        serving(lab, tmp_path, "ctl") as served,
+        connect(served.endpoint.url, served.tokens["ctl"]) as ctl,
+    ):
+        await person_is_idle(ctl)
+        await lab.submit(SLOW_TASK)
+        await lab.wait_for_transcript(lambda records: SLOW_TASK in json.dumps(records), 30)
+        (transcript,) = lab.transcript_files()
+        params = {"claude_session_id": transcript.stem, "claude_config_dir": config}
+        watched = await ctl.call("watch", params)
+        assert (watched["backend"], watched["state"]) == ("claude_session", "running")
+        lab.server.signal(SLOW_SIGNAL)
+        event = await outcome(ctl, watched["watch_id"])
+    assert (event["kind"], event["outcome"]["final_message"]) == ("done", SLOW_REPLY)
+    assert lab.server.count_inputs_containing(SLOW_TASK) == 1
