@@ -300,7 +300,7 @@ def report(results: Sequence[Samples], sends: int) -> None:
         ("client", *(f"task {h}" for h in med_p99_n), *(f"done {h}" for h in med_p99_n)),
         [(r.client.name, *_ms(r.task), *_ms(r.done)) for r in results],
     )
-    print("\nthe `send` call itself (ms): create (also starts an app-server) vs resume")
+    print("\nthe `send` call itself (ms): create (a Codex's also starts its app-server) vs resume")
     table(
         ("client", *(f"create {h}" for h in med_p99_n), *(f"resume {h}" for h in med_p99_n)),
         [
