@@ -110,6 +110,12 @@ def test_an_unavailable_backend_is_reported_with_the_option_that_fixes_it() -> N
     assert check.next_step == (
         "start akk serve with --claude-bin PATH naming a pinned Claude Code (1.0.0, 9.9.9)"
     )
+    codex = _entry("codex_app_server", "writable", available=False, reason="no codex on PATH")
+    (check,) = backend_checks([codex])
+    assert check.ok and check.detail.startswith("unavailable: no codex on PATH; CODEX_HOME")
+    assert check.next_step == (
+        "start akk serve with --codex-bin PATH naming a pinned Codex (1.0.0, 9.9.9)"
+    )
 
 
 def test_a_config_dir_the_client_cannot_use_fails() -> None:

@@ -131,7 +131,9 @@ class BackendTerms:
     """How `akk doctor` speaks of one session backend's client and `akk serve`'s options."""
 
     client: str
-    """Its version's prefix, as `--version` names it."""
+    """The client's name."""
+    release: str
+    """Its versions' prefix, as `--version` names it."""
     binary_flag: str
     home_flag: str
     variable: str
@@ -142,9 +144,16 @@ class BackendTerms:
 
 SESSION_BACKENDS = {
     CLAUDE_HEADLESS: BackendTerms(
-        "Claude Code", "--claude-bin", "--claude-config-dir", "CLAUDE_CONFIG_DIR", True
+        "Claude Code",
+        "Claude Code",
+        "--claude-bin",
+        "--claude-config-dir",
+        "CLAUDE_CONFIG_DIR",
+        creates_home=True,
     ),
-    CODEX_APP_SERVER: BackendTerms("codex-cli", "--codex-bin", "--codex-home", "CODEX_HOME", False),
+    CODEX_APP_SERVER: BackendTerms(
+        "Codex", "codex-cli", "--codex-bin", "--codex-home", "CODEX_HOME", creates_home=False
+    ),
 }
 
 HOME_STATES = {
@@ -177,7 +186,7 @@ def _backend_check(entry: dict[str, Any], terms: BackendTerms) -> Check:
         step = f"start akk serve with {terms.binary_flag} PATH naming a pinned {terms.client}"
         return Check(name, True, f"unavailable: {entry['reason']}; {home}", f"{step} ({pinned})")
     runs = "pinned" if entry["pinned"] else "not pinned: runs only once qualified"
-    detail = f"{terms.client} {entry['version']} at {entry['binary']} ({runs}); {home}"
+    detail = f"{terms.release} {entry['version']} at {entry['binary']} ({runs}); {home}"
     if state == "writable" or (state == "absent" and terms.creates_home):
         return Check(name, True, detail)
     fix = "create it" if state == "absent" else "make it a directory akk serve's user may write"
