@@ -24,8 +24,10 @@ from akk.backends.names import CLAUDE_HEADLESS
 from akk.client import AkkError, Controller, connect
 from akk.config import ServiceConfig
 from akk.discovery.process import VersionCache, sha256_file
-from akk.profiles.registry import PINNED
+from akk.profiles.registry import PINNED, PROFILES
+from akk.qualify import compare, evidence
 from akk.qualify.headless import HeadlessProof
+from akk.qualify.qualification import Judgement, Probe
 from akk.service import run_service
 from akk.store import qualifications
 from akk.store.database import open_store
@@ -248,3 +250,18 @@ def test_the_proven_report_is_what_the_backend_reads() -> None:
     )
     assert "NOT proven (bash_allow: ran 0 times)" in failed.describe()
     assert attrs.evolve(proof, checks=HEADLESS_CHECKS[1:]).proven is False
+
+
+def test_a_claude_qualification_reports_its_headless_proof_without_it_deciding() -> None:
+    base = PROFILES[("claude", "2.1.328")]
+    point = compare.Point("echo", "idle", 120, 40)
+    same = (compare.Comparison(point, "same", {}, None, compare.Outcome("idle")),)
+    held = evidence.EvidenceCheck("f", True, "done", "Hello", {"input": 1}, "complete", ())
+    found = Probe("claude", "2.1.332", Path("/bin/claude"), "a" * 64)
+    failed = HeadlessProof(HEADLESS_CHECKS[:2], "bash_allow: ran 0 times", True, 1.0)
+    judged = Judgement(found, base, "b" * 64, same, held, None, None, True, (), headless=failed)
+    assert judged.qualified  # the screens decide; the backend reads the proof
+    assert judged.report()["headless"] == failed.to_json()
+    assert "headless: NOT proven (bash_allow: ran 0 times)" in judged.text()
+    why = refusal(unpinned(), row(headless=judged.report()["headless"]))
+    assert why is not None and "not proven: bash_allow" in why

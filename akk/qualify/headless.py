@@ -159,7 +159,9 @@ class _Proof:
             f"system/init says session {init.session_id}, mode {init.permission_mode}; AKK "
             f"chose {self.session}, mode default",
         )
-        tasks = [r for r in self.server.requests[start:] if _turn(r) and TASK in r.newest_input]
+        tasks = [
+            r for r in self.server.requests[start:] if not r.auxiliary and TASK in r.newest_input
+        ]
         self.hold("task_once", len(tasks) == 1, f"the task reached the model {len(tasks)} times")
         marker = self.work / f"{MARKER}.txt"
         ran = marker.read_text() if marker.is_file() else ""
@@ -195,7 +197,7 @@ class _Proof:
         found = transcript.locate(self.config, self.work, self.session)
         if found is None:
             raise NotProven("transcript", f"no transcript at {file}")
-        read = _read(found, first_uuid, TASK)
+        read = _read(found, first_uuid, TASK, "transcript")
         self.hold(
             "transcript",
             (read.verdict, read.final_message, read.usage, read.usage_status)
@@ -214,11 +216,11 @@ class _Proof:
         init, result = board.init, board.result
         assert init is not None and result is not None
         recalled = [
-            r for r in self.server.requests[start:] if _turn(r) and RECALL in r.newest_input
+            r for r in self.server.requests[start:] if not r.auxiliary and RECALL in r.newest_input
         ]
         history = _history(recalled[0]) if len(recalled) == 1 else ""
         after = transcript.locate(self.config, self.work, self.session)
-        read = None if after is None else _read(after, message_uuid, RECALL)
+        read = None if after is None else _read(after, message_uuid, RECALL, "resume")
         self.hold(
             "resume",
             init.session_id == self.session
@@ -323,10 +325,6 @@ def _check(board: RunBoard) -> str:
     return "init_session" if board.init is None else "result_usage"
 
 
-def _turn(request: RecordedRequest) -> bool:
-    return not request.auxiliary
-
-
 def _first_turn(server: ModelServer, start: int) -> int:
     """The index among the main requests of the first one received at or after `start`."""
     return sum(1 for r in server.requests[:start] if not r.auxiliary)
@@ -345,11 +343,11 @@ def _history(request: RecordedRequest) -> str:
     return "" if request.body is None else str(request.body.get("messages"))
 
 
-def _read(found: EvidenceFile, message_uuid: str, text: str) -> transcript.Round:
+def _read(found: EvidenceFile, message_uuid: str, text: str, check: str) -> transcript.Round:
     try:
         return transcript.read_round(found, message_uuid, request_digest(text))
     except EvidenceError as exc:
-        raise NotProven("transcript", f"{found.path}: {exc}") from None
+        raise NotProven(check, f"{found.path}: {exc}") from None
 
 
 def _confined(binary: Path, root: Path, confine: Confinement) -> Path:
