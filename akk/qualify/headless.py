@@ -272,7 +272,7 @@ class _Proof:
                 if isinstance(message, wire.ControlRequest):
                     tool = str(message.request.get("tool_name"))
                     asked[tool] = asked.get(tool, 0) + 1
-                    await claude.send(self._answer(board, message))
+                    await claude.send(self._answer(board, message, failed))
                 if isinstance(message, wire.Result):
                     await claude.close_input()
             ended = await claude.aclose()
@@ -283,9 +283,14 @@ class _Proof:
             raise NotProven("exits", f"after its input closed the process ended as {ended}")
         return board, asked
 
-    def _answer(self, board: RunBoard, request: wire.ControlRequest) -> bytes:
+    def _answer(
+        self,
+        board: RunBoard,
+        request: wire.ControlRequest,
+        failed: Callable[[str], NotProven],
+    ) -> bytes:
         """The line AKK's RunActor would write: `approve_once` for Bash, the chosen label for
-        the question."""
+        the question; ``failed`` names the check an unexpected request fails."""
         prompt = prompts.prompt_of(
             request.request_id, dict(request.request), generation=board.generation,
             ids=self.ids, turn_id=None,
@@ -295,8 +300,7 @@ class _Proof:
         elif prompt.kind is InteractionKind.QUESTIONNAIRE and prompt.actionable:
             check, response = "question_answer", _choose(prompt, self.ids)
         else:
-            raise NotProven(
-                _check(board),
+            raise failed(
                 f"an unexpected request: {request.subtype} {prompt.tool} "
                 f"({prompt.projection.get('manual_reason', prompt.kind.value)})",
             )
