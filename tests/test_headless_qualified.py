@@ -10,6 +10,7 @@ swapped under the server, and a revoked row.
 
 from __future__ import annotations
 
+import os
 import stat
 from pathlib import Path
 from typing import Any
@@ -147,9 +148,15 @@ async def test_rehashed_reads_the_file_again_only_when_it_changed(tmp_path: Path
     stand_in(binary, "2.1.999", build="another build")
     swapped = await setup.rehashed(found)
     assert swapped.binary_sha256 == sha256_file(binary) != found.binary_sha256
+    same_size = binary.read_text().replace("another", "anothex")
+    before = binary.stat()
+    binary.write_text(same_size)  # rewritten in place, its size and mtime put back
+    os.utime(binary, ns=(before.st_atime_ns, before.st_mtime_ns))
+    rewritten = await setup.rehashed(swapped)
+    assert rewritten.binary_sha256 == sha256_file(binary) != swapped.binary_sha256
     binary.unlink()
-    gone = await setup.rehashed(swapped)
-    assert gone.binary_sha256 is None and refusal(gone, row(str(swapped.binary_sha256)))
+    gone = await setup.rehashed(rewritten)
+    assert gone.binary_sha256 is None and refusal(gone, row(str(rewritten.binary_sha256)))
 
 
 # ---------------------------------------------------------------- through akk serve

@@ -45,8 +45,9 @@ the command once; an AskUserQuestion answered in AKK's shape reaches the model o
 `transcript.path` says and reads the round done; `--resume` continues the same session
 and file; each process exits 0 once its input closes, and nothing of it is left."""
 
-FileKey = tuple[int, int, int, int]
-"""A file's identity now: device, inode, mtime (ns) and size."""
+FileKey = tuple[int, int, int, int, int]
+"""A file's identity now: device, inode, mtime and ctime (ns), size. The ctime too, since a
+write in place can put the mtime back (``touch -r``) but never the ctime."""
 
 
 @attrs.frozen
@@ -180,7 +181,7 @@ def headless_unproven(report: Mapping[str, Any]) -> str | None:
 
 def _key(path: str) -> FileKey:
     st = os.stat(path)
-    return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
+    return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
 
 
 def _hash(path: str) -> tuple[FileKey, str]:
