@@ -17,7 +17,7 @@ import os
 import sys
 import time
 import zlib
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -26,7 +26,7 @@ import h11
 import trio
 
 from akk.qualify import anthropic_api, openai_api
-from akk.qualify.scenarios import DEFAULT_REPLY, SCENARIOS, Reply, Scenario, Step
+from akk.qualify.scenarios import DEFAULT_REPLY, SCENARIOS, ComputedStep, Reply, Scenario, Step
 from akk.qualify.wire import AUXILIARY_USAGE, Hold, Usage, WireReply, json_reply
 
 Api = Literal["anthropic", "openai"]
@@ -98,6 +98,12 @@ def decode_body(raw: bytes, encoding: str) -> Mapping[str, object] | None:
     except (UnicodeDecodeError, json.JSONDecodeError):
         return None
     return parsed if isinstance(parsed, dict) else None
+
+
+def _messages(body: Mapping[str, object] | None) -> Sequence[object]:
+    """A conversation request's messages, oldest first (a `ComputedStep` reads them)."""
+    messages = body.get("messages") if body else None
+    return messages if isinstance(messages, Sequence) and not isinstance(messages, str) else ()
 
 
 class ModelServer:
@@ -219,6 +225,8 @@ class ModelServer:
         if not auxiliary:
             step = self._choose(newest)
             reply = step.reply if step else DEFAULT_REPLY
+            if isinstance(step, ComputedStep):
+                reply = step.resolve(_messages(body))
             usage = Usage.for_turn(len(self.main_requests()) + 1)
         request = RecordedRequest(
             api,

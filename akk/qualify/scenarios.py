@@ -14,7 +14,9 @@ counting, probes) never consume steps.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 import attrs
 
@@ -728,3 +730,190 @@ def _secret_scenarios() -> dict[str, Scenario]:
 
 
 SCENARIOS = {**SCENARIOS, **_secret_scenarios()}
+
+
+# ---------------------------------------------------------------- an MCP host drives AKK (issue 22)
+
+
+@attrs.frozen
+class ComputedStep(Step):
+    """A step whose Claude tool call takes its input from the conversation so far.
+
+    `reply` names the tool (a `ClaudeTool`, its own input unused); `compute` gets
+    the request's `messages` and returns the input, e.g. an id read from an
+    earlier tool result (`tool_results`). The model server replies (and records)
+    the `ClaudeTool` that `resolve` returns. A conversation that lacks what
+    `compute` looks for gets a `Text` saying so, which ends the turn.
+    """
+
+    compute: Callable[[Sequence[object]], Mapping[str, object]] = attrs.field(kw_only=True)
+
+    def resolve(self, messages: Sequence[object]) -> Reply:
+        """The tool call with its computed input, or the Text naming why there is none."""
+        assert isinstance(self.reply, ClaudeTool)
+        try:
+            return ClaudeTool(self.reply.name, self.compute(messages))
+        except (LookupError, TypeError, ValueError) as exc:
+            return Text(f"lab: no input for {self.reply.name}: {exc!r}")
+
+
+def tool_results(messages: Sequence[object]) -> list[Any]:
+    """Every tool_result of the user messages, oldest first, as JSON where its text is JSON.
+
+    A result's content is a string or text blocks (joined); text that does not
+    parse stays a string.
+    """
+    found: list[Any] = []
+    for message in messages:
+        if not isinstance(message, Mapping) or message.get("role") != "user":
+            continue
+        content = message.get("content")
+        if isinstance(content, str) or not isinstance(content, Sequence):
+            continue
+        for block in content:
+            if isinstance(block, Mapping) and block.get("type") == "tool_result":
+                found.append(_json_or_text(block.get("content")))
+    return found
+
+
+def _json_or_text(content: object) -> Any:
+    if isinstance(content, Sequence) and not isinstance(content, str):
+        content = "".join(
+            str(block.get("text", ""))
+            for block in content
+            if isinstance(block, Mapping) and block.get("type") == "text"
+        )
+    text = str(content or "")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def newest_with(messages: Sequence[object], key: str) -> Mapping[str, Any]:
+    """The newest tool result that is an object with `key` (a non-null value); KeyError if none."""
+    for result in reversed(tool_results(messages)):
+        if isinstance(result, Mapping) and result.get(key) is not None:
+            return result
+    raise KeyError(f"no tool result carries {key!r}")
+
+
+def events_in(value: object) -> Iterator[Mapping[str, Any]]:
+    """Every object with an `event_id` and a `kind` inside `value`, in document order."""
+    if isinstance(value, Mapping):
+        if "event_id" in value and "kind" in value:
+            yield value
+            return
+        value = list(value.values())
+    if isinstance(value, Sequence) and not isinstance(value, str):
+        for item in value:
+            yield from events_in(item)
+
+
+MCP_SERVER = "akk"
+"""The name the MCP host knows `akk mcp` by: Claude Code calls its tools `mcp__akk__<tool>`."""
+MCP_TOOL_PREFIX = f"mcp__{MCP_SERVER}__agent_knock_knock_"
+MCP_HOST_TASK = "mcp: have the Codex pane write a greeting"
+"""What the Claude session (the MCP host) is asked; the scripted model then drives AKK's tools."""
+MCP_CODEX_TASK = "mcp host: greet the team"
+"""What the host sends the Codex pane through `agent_knock_knock_send`."""
+MCP_REQUEST_ID = "mcp-host-1"
+MCP_CHOICE = "French"
+"""The label the host's model picks; it answers with the option id that carries it."""
+MCP_CODEX_DONE = "Bonjour, the team is greeted."
+MCP_HOST_DONE = "The Codex agent answered in French and is done."
+MCP_WAIT_SECONDS = 60
+
+
+def _mcp_tool(method: str) -> ClaudeTool:
+    return ClaudeTool(MCP_TOOL_PREFIX + method, {})
+
+
+def _send_to_codex(messages: Sequence[object]) -> Mapping[str, object]:
+    terminals = newest_with(messages, "terminals")["terminals"]
+    codex = next(row for row in terminals if row["agent"] == "codex")
+    return {
+        "terminal_id": codex["terminal_id"],
+        "request": MCP_CODEX_TASK,
+        "client_request_id": MCP_REQUEST_ID,
+    }
+
+
+def _sent_turn(messages: Sequence[object]) -> Mapping[str, object]:
+    return {"turn_id": newest_with(messages, "session_decision")["turn_id"]}
+
+
+def _answer_by_label(messages: Sequence[object]) -> Mapping[str, object]:
+    """respond_interaction with the ids `status` showed for the label MCP_CHOICE."""
+    shown = newest_with(messages, "interaction")["interaction"]
+    answers = []
+    for question in shown["questions"]:
+        chosen = [o["option_id"] for o in question["options"] if o["label"] == MCP_CHOICE]
+        if not chosen:
+            raise LookupError(f"no option {MCP_CHOICE!r} in {question['question_id']}")
+        answers.append(
+            {
+                "question_id": question["question_id"],
+                "response_kind": question["response_kind"],
+                "selected_option_ids": chosen,
+            }
+        )
+    return {
+        "interaction_id": shown["interaction_id"],
+        "turn_id": shown["turn_id"],
+        "answers": answers,
+    }
+
+
+def _ack_newest(kind: str) -> Callable[[Sequence[object]], Mapping[str, object]]:
+    def ack(messages: Sequence[object]) -> Mapping[str, object]:
+        for result in reversed(tool_results(messages)):
+            for event in events_in(result):
+                if event["kind"] == kind:
+                    return {"event_id": event["event_id"]}
+        raise LookupError(f"no {kind} event in any tool result")
+
+    return ack
+
+
+def _wait_events(_: Sequence[object]) -> Mapping[str, object]:
+    return {"timeout_seconds": MCP_WAIT_SECONDS}
+
+
+def _mcp_scenarios() -> dict[str, Scenario]:
+    def step(
+        when: str, method: str, compute: Callable[[Sequence[object]], Mapping[str, object]]
+    ) -> Step:
+        return ComputedStep(when, _mcp_tool(method), compute=compute)
+
+    host = Scenario(
+        # The host's model: each step's `when` is a key of the previous tool's result.
+        "mcp_host_claude",
+        task=MCP_HOST_TASK,
+        agents=frozenset({"claude"}),
+        steps=(
+            step(MCP_HOST_TASK, "list", lambda _: {}),
+            step('"terminals"', "send", _send_to_codex),
+            step('"session_decision"', "wait_events", _wait_events),
+            step('"interaction_required"', "ack", _ack_newest("interaction_required")),
+            step('"accepted"', "status", _sent_turn),
+            step('"questions"', "respond_interaction", _answer_by_label),
+            step('"dispatched"', "wait_events", _wait_events),
+            step('"done"', "ack", _ack_newest("done")),
+            Step('"accepted"', Text(MCP_HOST_DONE)),
+        ),
+    )
+    codex = Scenario(
+        # The Codex pane's model: the language question (Plan mode), then the greeting.
+        "mcp_host_codex",
+        task=MCP_CODEX_TASK,
+        agents=frozenset({"codex"}),
+        steps=(
+            Step(MCP_CODEX_TASK, RequestUserInput((_LANGUAGE_QUESTION,))),
+            Step(ANSWERED_CODEX, Text(MCP_CODEX_DONE)),
+        ),
+    )
+    return {scenario.name: scenario for scenario in (host, codex)}
+
+
+SCENARIOS = {**SCENARIOS, **_mcp_scenarios()}
