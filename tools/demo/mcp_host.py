@@ -1,0 +1,177 @@
+"""An MCP host drives AKK: a real Claude Code, headless, with `akk mcp` as its MCP server.
+
+`claude_host` starts the host's own scripted model server and writes an
+isolated Claude HOME for it (`run_files.prepare`). `ClaudeHost.add_server`
+registers an MCP server exactly as a person would (`claude mcp add NAME -e
+KEY=VALUE -- COMMAND...`, the local scope of the working directory), and
+`ClaudeHost.run` runs one `claude -p` session pre-approved for that server's
+tools (`--allowedTools mcp__NAME`), yielding each stream-json message as it
+comes. The scripted model (`scenarios.ComputedStep`) then calls the tools with
+ids read from earlier tool results.
+
+Headless rather than the TUI: the MCP client inside Claude Code is the same,
+and `-p` adds no screen to read, ends on its own, and prints every tool call
+and result the model saw as JSON. The lab test (tests/lab/test_mcp_host.py)
+and the demo's agent-controller mode (`DEMO_CONTROLLER=claude`) share it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+
+from akk.qualify.launcher import LabError, run_processes
+from akk.qualify.model_server import ModelServer
+from akk.qualify.run_files import RunFiles, prepare
+from akk.qualify.scenarios import Scenario
+from tools.lab.clients import Client
+
+Json = dict[str, Any]
+
+GONE_SECONDS = 10.0
+"""How long the processes of a finished host run may take to exit before they are killed."""
+
+
+def akk_command() -> list[str]:
+    """`akk` as installed beside this Python (the console script), else `python -m akk`."""
+    script = Path(sys.executable).parent / "akk"
+    return [str(script)] if script.is_file() else [sys.executable, "-m", "akk"]
+
+
+def allowed_tools(server: str) -> str:
+    """The `--allowedTools` rule that pre-approves every tool of MCP server `server`."""
+    return f"mcp__{server}"
+
+
+@attrs.frozen
+class ClaudeHost:
+    """A pinned Claude Code's isolated HOME and working directory, and its scripted model."""
+
+    client: Client
+    model: ModelServer
+    files: RunFiles
+    root: Path
+
+    def argv(self, *args: str) -> list[str]:
+        return [str(self.client.binary()), *args]
+
+    async def claude(self, *args: str) -> str:
+        """Run `claude ARGS` in the host's HOME and working directory; its stdout.
+
+        Raises LabError with the output when it exits non-zero.
+        """
+        done = await trio.run_process(
+            self.argv(*args),
+            cwd=self.files.workdir,
+            env=self.files.env,
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
+        out = done.stdout.decode(errors="replace")
+        if done.returncode != 0:
+            error = done.stderr.decode(errors="replace")
+            raise LabError(f"claude {' '.join(args[:2])} exited {done.returncode}: {out}{error}")
+        return out
+
+    async def add_server(
+        self, name: str, command: Sequence[str], env: Mapping[str, str] | None = None
+    ) -> str:
+        """`claude mcp add NAME [-e KEY=VALUE ...] -- COMMAND...`; what it printed."""
+        pairs = [arg for key, value in (env or {}).items() for arg in ("-e", f"{key}={value}")]
+        return await self.claude("mcp", "add", name, *pairs, "--", *command)
+
+    async def run(
+        self, task: str, server: str, on_message: Callable[[Json], None] = lambda _: None
+    ) -> list[Json]:
+        """One headless session on `task`, `server`'s tools pre-approved; every message it printed.
+
+        Each stream-json message goes to `on_message` as it arrives. Raises
+        LabError when claude exits non-zero. Cancelling kills claude.
+        """
+        argv = self.argv(
+            "-p", task,
+            "--allowedTools", allowed_tools(server),
+            "--output-format", "stream-json", "--verbose",
+            "--permission-mode", "default",
+        )  # fmt: skip
+        messages: list[Json] = []
+        async with trio.open_nursery() as nursery:
+            start = partial(
+                trio.run_process,
+                argv,
+                cwd=self.files.workdir,
+                env=self.files.env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                check=False,
+            )
+            process: trio.Process = await nursery.start(start)
+            assert process.stdout is not None
+            buffer = b""
+            async for chunk in process.stdout:
+                *lines, buffer = (buffer + chunk).split(b"\n")
+                for line in lines:
+                    if line.strip():
+                        message = json.loads(line)
+                        messages.append(message)
+                        on_message(message)
+        if process.returncode != 0:
+            raise LabError(f"claude -p exited {process.returncode}; it printed {messages}")
+        return messages
+
+
+@asynccontextmanager
+async def claude_host(client: Client, scenario: Scenario) -> AsyncIterator[ClaudeHost]:
+    """`client`'s HOME and working directory, talking to a model server playing `scenario`.
+
+    On the way out the model server stops, every process of the run (claude, the
+    MCP servers it started) is gone, killed if it lingers, and the directory is
+    removed. Raises LabError if a process survives SIGKILL.
+    """
+    root = Path(tempfile.mkdtemp(prefix="akk-host-"))
+    model = ModelServer(scenario)
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(model.serve)
+            files = prepare(client, root, model.port)
+            try:
+                yield ClaudeHost(client, model, files, root)
+            finally:
+                nursery.cancel_scope.cancel()
+    finally:
+        with trio.CancelScope(shield=True):
+            left = await _gone(root)
+        shutil.rmtree(root, ignore_errors=True)
+    if left:
+        raise LabError(f"processes of the host run survived SIGKILL: {left}")
+
+
+async def _gone(root: Path) -> list[int]:
+    """Wait for the run's processes to exit, SIGKILL what is left; the pids that survive."""
+    with trio.move_on_after(GONE_SECONDS):
+        while run_processes(root):
+            await trio.sleep(0.05)
+    for pid in run_processes(root):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            continue
+    with trio.move_on_after(GONE_SECONDS):
+        while left := run_processes(root):
+            await trio.sleep(0.05)
+        return []
+    return left
