@@ -15,8 +15,10 @@ import attrs
 import pytest
 import trio
 
+from akk.backends.claude_headless.setup import find_claude
+from akk.backends.codex_app_server.host import find_codex
 from akk.discovery import AgentProcess, VersionCache, find_agent, parse_version, terminal_id
-from akk.discovery.process import ProcessInfo, classify, read_process
+from akk.discovery.process import NotExecutable, ProcessInfo, classify, executable, read_process
 from tools.lab import clients
 
 CLAUDE = clients.get("claude", "2.1.263")
@@ -252,3 +254,19 @@ def test_classify_shapes() -> None:
     assert classify(proc("/usr/bin/node", "node", "server.js")) is None
     assert classify(proc(None, "claude")) is None
     assert classify(proc("/usr/bin/vim", "vim", "claude")) is None
+
+
+@pytest.mark.parametrize("agent", ["claude", "codex"])
+async def test_a_missing_binary_is_refused_with_its_flag_and_never_run(
+    tmp_path: Path, agent: str
+) -> None:
+    """The reason is the whole answer: nothing at the path is run for its version."""
+    absent = str(tmp_path / "not-installed")
+    versions = VersionCache()
+    if agent == "claude":
+        found: object = await find_claude(absent, str(tmp_path), versions)
+    else:
+        found = await find_codex(absent, str(tmp_path), versions)
+    assert found == f"{absent} is not an executable file (pass --{agent}-bin)"
+    with pytest.raises(NotExecutable, match="no akk-no-such-program on PATH"):
+        executable(None, "akk-no-such-program", "--x-bin")

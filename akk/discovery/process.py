@@ -267,17 +267,22 @@ def terminal_id(socket_path: str, pane_id: str, pid: int, start_ticks: int) -> s
     return "term_" + hashlib.sha256(material.encode("utf-8", "surrogateescape")).hexdigest()[:32]
 
 
+class NotExecutable(Exception):
+    """There is no executable to run: the reason, with its next step."""
+
+
 def executable(given: str | None, program: str, flag: str) -> str:
-    """The real path of ``given`` (None: ``program`` on PATH), or why there is none.
+    """The real path of ``given`` (None: ``program`` on PATH).
 
     ``flag`` is the option that names another one, for the reason's next step.
+    Raises NotExecutable with the reason when there is none.
     """
     found = given if given is not None else shutil.which(program)
     if found is None:
-        return f"no {program} on PATH (pass {flag})"
+        raise NotExecutable(f"no {program} on PATH (pass {flag})")
     found = os.path.realpath(found)
     if not (os.path.isfile(found) and os.access(found, os.X_OK)):
-        return f"{found} is not an executable file"
+        raise NotExecutable(f"{found} is not an executable file (pass {flag})")
     return found
 
 

@@ -21,7 +21,7 @@ from typing import Any
 import attrs
 import trio
 
-from akk.discovery.process import VersionCache, executable, sha256_file
+from akk.discovery.process import NotExecutable, VersionCache, executable, sha256_file
 from akk.profiles.claude.versions import PROFILES
 from akk.profiles.registry import Registry, qualify_command
 from akk.store.qualifications import Entry, Malformed
@@ -89,9 +89,10 @@ async def find_claude(
     ``registry``: the pinned set (None: every pinned version). A version it lacks
     is hashed here, in a worker thread, for `refusal`.
     """
-    found = await trio.to_thread.run_sync(executable, binary, "claude", "--claude-bin")
-    if not os.path.isabs(found):
-        return found
+    try:
+        found = await trio.to_thread.run_sync(executable, binary, "claude", "--claude-bin")
+    except NotExecutable as exc:
+        return str(exc)
     version = await versions.version_of_program("claude", [found])
     if version is None:
         return f"{found}: `--version` printed no Claude Code version"

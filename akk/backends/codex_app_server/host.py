@@ -11,7 +11,6 @@ available (`find_codex`: a pinned Codex, or why not).
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -28,7 +27,7 @@ from akk.backends.codex_app_server.actor import (
     CodexSetup,
 )
 from akk.backends.codex_app_server.board import BackendBoard
-from akk.discovery.process import VersionCache, executable
+from akk.discovery.process import NotExecutable, VersionCache, executable
 from akk.runtime.actor import ActorRef, Incarnation, Rank
 from akk.runtime.supervisor import ChildSpec, Restart, Supervisor
 from akk.store import audit
@@ -130,9 +129,10 @@ class BackendHost:
 
 async def find_codex(binary: str | None, home: str, versions: VersionCache) -> CodexSetup | str:
     """The pinned Codex at ``binary`` (None: `codex` on PATH), or why there is none."""
-    found = await trio.to_thread.run_sync(executable, binary, "codex", "--codex-bin")
-    if not os.path.isabs(found):
-        return found
+    try:
+        found = await trio.to_thread.run_sync(executable, binary, "codex", "--codex-bin")
+    except NotExecutable as exc:
+        return str(exc)
     program = found
     version = await versions.version_of_program("codex", [program])
     if version is None:
