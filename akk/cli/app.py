@@ -1,5 +1,5 @@
 """The operator CLI: serve, token, qualify, doctor, list, sessions, send, status, events, schema,
-screen, and the record commands (watch, unwatch, close, renew, recover, retry-callback).
+screen, mcp, and the record commands (watch, unwatch, close, renew, recover, retry-callback).
 
 Every failure prints what went wrong and what to do, and exits non-zero. This
 module is the command line (`parser`) and the entry point (`main`); each
@@ -20,6 +20,7 @@ from akk.cli import classify, doctor, listing, qualify, records, serve, tokens, 
 from akk.cli.errors import CliError
 from akk.cli.text import err, shown
 from akk.client import AkkError, ConnectError
+from akk.mcp import command as mcp_command
 from akk.profiles.registry import PINNED, Registry
 from akk.protocol.schema import protocol_schema
 from akk.qualify import qualification
@@ -207,6 +208,10 @@ def parser() -> argparse.ArgumentParser:
         records.add_arguments(record, spec)
 
     command("schema", _schema, "print the JSON Schema of the controller protocol")
+
+    bridge = command("mcp", mcp_command.run, "serve the controller protocol to MCP hosts (stdio)")
+    _state_dir_option(bridge)
+    mcp_command.add_arguments(bridge)
 
     screen = commands.add_parser("screen", help="classify a screen as AKK sees it")
     screens = screen.add_subparsers(required=True, metavar="SUBCOMMAND")

@@ -1,0 +1,137 @@
+"""`akk mcp` as a process, driven by the SDK's own stdio client, against a real `akk serve`.
+
+The tools and their schemas against the shipped JSON Schema; bad arguments, a
+wrong or missing credential; the event resource. The questionnaire flow with a
+real agent is in tests/lab/test_mcp.py.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import mcp.types as mt
+import trio
+from mcp import ClientSession, StdioServerParameters, stdio_client
+
+from akk.mcp.tools import BRIDGED, PREFIX, WAIT_EVENTS
+from akk.protocol.rules import RULES
+from akk.protocol.schema import METHODS
+from tests.conftest import LiveServer
+
+
+@asynccontextmanager
+async def bridge(*args: str, token: str, errlog: Path) -> AsyncIterator[ClientSession]:
+    """`akk mcp ARGS` with ``token`` as $AKK_TOKEN, initialized by the SDK's client session.
+
+    Its stderr goes to ``errlog``.
+    """
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "akk", "mcp", *args],
+        env={"AKK_TOKEN": token},
+        cwd=os.getcwd(),
+    )
+    with errlog.open("w") as stderr:
+        async with (
+            stdio_client(params, errlog=stderr) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            with trio.fail_after(30):
+                await session.initialize()
+            yield session
+
+
+def structured(result: mt.CallToolResult) -> dict[str, Any]:
+    assert isinstance(result.structured_content, dict), result
+    return result.structured_content
+
+
+def _state(live: LiveServer) -> tuple[str, str]:
+    return ("--state-dir", str(live.state.path))
+
+
+async def test_tools_are_the_protocol_methods_with_their_schemas(
+    live_server: LiveServer, tmp_path: Path
+) -> None:
+    token = live_server.controllers["c1"]
+    async with bridge(*_state(live_server), token=token, errlog=tmp_path / "err") as s:
+        listed = (await s.list_tools()).tools
+    by_name = {tool.name: tool for tool in listed}
+    assert set(by_name) == {PREFIX + m for m in METHODS if m != "hello"} | {WAIT_EVENTS}
+    assert set(BRIDGED) == set(METHODS) - {"hello"}
+    for method in BRIDGED:
+        tool = by_name[PREFIX + method]
+        params = METHODS[method]["params"]
+        schema = tool.input_schema
+        assert schema["type"] == "object"
+        assert not {"oneOf", "anyOf", "allOf"} & set(schema), method
+        branches = params.get("oneOf", [])
+        # Every property of the method (and of each of its shapes), with its own schema.
+        expected = dict(params.get("properties", {}))
+        for branch in branches:
+            expected |= branch.get("properties", {})
+        assert schema["properties"] == expected, method
+        assert schema.get("additionalProperties") is False
+        assert set(schema.get("required", ())) == set(params.get("required", ())) | (
+            set.intersection(*(set(b.get("required", ())) for b in branches)) if branches else set()
+        )
+        # The lifted choice is stated, shape by shape, and the rules are in every description.
+        for branch in branches:
+            assert "{" + ", ".join(branch["required"]) + "}" in (tool.description or "")
+        assert RULES in (tool.description or "")
+        jsonschema.Draft202012Validator.check_schema(schema)
+    watch = by_name[PREFIX + "watch"]
+    assert "exactly one of these shapes: {terminal_id} | {thread_id, codex_home} | " in (
+        watch.description or ""
+    ).replace("{codex_home, thread_id}", "{thread_id, codex_home}")
+
+
+async def test_bad_arguments_are_tool_errors_and_the_bridge_carries_on(
+    live_server: LiveServer, tmp_path: Path
+) -> None:
+    token = live_server.controllers["c2"]
+    async with bridge(*_state(live_server), token=token, errlog=tmp_path / "err") as s:
+        wrong = await s.call_tool(PREFIX + "status", {"turn_id": 42})
+        assert wrong.is_error and structured(wrong)["reason"] == "invalid_params"
+        both = await s.call_tool(PREFIX + "watch", {"terminal_id": "t", "thread_id": "x"})
+        assert both.is_error and structured(both)["reason"] == "invalid_params"
+        waited = await s.call_tool(WAIT_EVENTS, {"timeout_seconds": "soon"})
+        assert waited.is_error and structured(waited)["reason"] == "invalid_params"
+        assert "timeout_seconds" in waited.content[0].text  # type: ignore[union-attr]
+        missing = await s.call_tool(PREFIX + "status", {"turn_id": "turn_nope"})
+        assert missing.is_error and structured(missing)["reason"] == "not_found"
+        listed = await s.call_tool(PREFIX + "list", {})
+        assert not listed.is_error
+        assert set(structured(listed)) >= {"terminals", "turns", "watches"}
+        empty = await s.call_tool(WAIT_EVENTS, {"timeout_seconds": 0})
+        assert structured(empty) == {"events": [], "dropped": 0}
+
+
+async def _start(live: LiveServer, token: str) -> subprocess.CompletedProcess[str]:
+    """`akk mcp` with ``token`` as $AKK_TOKEN ("" for none), run to its end."""
+    env = {k: v for k, v in os.environ.items() if k != "AKK_TOKEN"}
+    if token:
+        env["AKK_TOKEN"] = token
+    argv = [sys.executable, "-m", "akk", "mcp", *_state(live)]
+    return await trio.to_thread.run_sync(
+        lambda: subprocess.run(
+            argv, env=env, input="", capture_output=True, text=True, timeout=60, check=False
+        )
+    )
+
+
+async def test_a_wrong_or_missing_credential_stops_the_start(live_server: LiveServer) -> None:
+    missing = await _start(live_server, "")
+    assert missing.returncode == 2
+    assert "no credential" in missing.stderr and "akk token create" in missing.stderr
+    wrong = await _start(live_server, "akkc_" + "x" * 43)
+    assert wrong.returncode == 2
+    assert "refused the credential (HTTP 401)" in wrong.stderr
+    assert missing.stdout == wrong.stdout == ""
