@@ -15,6 +15,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import attrs
 import jsonschema
 import mcp.types as mt
 import trio
@@ -26,12 +27,36 @@ from akk.protocol.schema import METHODS
 from tests.conftest import LiveServer
 
 
+@attrs.define
+class Notified:
+    """The notifications a bridge sent, as the client session received them."""
+
+    received: list[mt.ServerNotification] = attrs.field(factory=list)
+    _arrived: trio.Event = attrs.field(factory=trio.Event)
+
+    async def note(self, message: mt.ServerNotification | Exception) -> None:
+        if not isinstance(message, Exception):
+            self.received.append(message)
+            self._arrived.set()
+            self._arrived = trio.Event()
+
+    async def first(self, kind: type[mt.ServerNotification], timeout: float = 10) -> Any:
+        """The first notification of ``kind`` (waiting up to ``timeout`` seconds for it)."""
+        with trio.fail_after(timeout):
+            while not (found := [n for n in self.received if isinstance(n, kind)]):
+                await self._arrived.wait()
+        return found[0]
+
+
 @asynccontextmanager
-async def bridge(*args: str, token: str, errlog: Path) -> AsyncIterator[ClientSession]:
+async def bridge(
+    *args: str, token: str, errlog: Path, notified: Notified | None = None
+) -> AsyncIterator[ClientSession]:
     """`akk mcp ARGS` with ``token`` as $AKK_TOKEN, initialized by the SDK's client session.
 
-    Its stderr goes to ``errlog``.
+    Its stderr goes to ``errlog``; its notifications are noted in ``notified``.
     """
+
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "akk", "mcp", *args],
@@ -41,7 +66,7 @@ async def bridge(*args: str, token: str, errlog: Path) -> AsyncIterator[ClientSe
     with errlog.open("w") as stderr:
         async with (
             stdio_client(params, errlog=stderr) as (read, write),
-            ClientSession(read, write) as session,
+            ClientSession(read, write, message_handler=(notified or Notified()).note) as session,
         ):
             with trio.fail_after(30):
                 await session.initialize()
