@@ -25,6 +25,7 @@ from akk.mcp.tools import BRIDGED, PREFIX, WAIT_EVENTS
 from akk.protocol.rules import RULES
 from akk.protocol.schema import METHODS
 from tests.conftest import LiveServer
+from tools.lab.akk_runner import AkkProcess
 
 
 @attrs.define
@@ -112,10 +113,8 @@ async def test_tools_are_the_protocol_methods_with_their_schemas(
             assert "{" + ", ".join(branch["required"]) + "}" in (tool.description or "")
         assert RULES in (tool.description or "")
         jsonschema.Draft202012Validator.check_schema(schema)
-    watch = by_name[PREFIX + "watch"]
-    assert "exactly one of these shapes: {terminal_id} | {thread_id, codex_home} | " in (
-        watch.description or ""
-    ).replace("{codex_home, thread_id}", "{thread_id, codex_home}")
+    watch = by_name[PREFIX + "watch"].description or ""
+    assert "exactly one of these shapes, and none of another's: {terminal_id} | " in watch
 
 
 async def test_bad_arguments_are_tool_errors_and_the_bridge_carries_on(
@@ -160,3 +159,34 @@ async def test_a_wrong_or_missing_credential_stops_the_start(live_server: LiveSe
     assert wrong.returncode == 2
     assert "refused the credential (HTTP 401)" in wrong.stderr
     assert missing.stdout == wrong.stdout == ""
+
+
+async def _logged(errlog: Path, text: str, count: int = 1) -> None:
+    """Wait until the bridge's stderr holds ``text`` ``count`` times (the bridge's own account)."""
+    with trio.fail_after(30):
+        while (await trio.Path(errlog).read_text()).count(text) < count:
+            await trio.sleep(0.05)
+
+
+async def test_the_bridge_outlives_its_server_and_finds_it_again(tmp_path: Path) -> None:
+    akk = AkkProcess(None, tmp_path, "ctl")
+    errlog = tmp_path / "bridge.err"
+    try:
+        await trio.to_thread.run_sync(akk.start)
+        state = ("--state-dir", str(akk.state.path))
+        async with bridge(*state, token=akk.tokens["ctl"], errlog=errlog) as s:
+            assert not (await s.call_tool(PREFIX + "list", {})).is_error
+            await trio.to_thread.run_sync(akk.kill)
+            await _logged(errlog, "the server closed the connection; retrying")
+            for _ in range(2):  # each call says so, and sends nothing
+                gone = await s.call_tool(PREFIX + "status", {"turn_id": "turn_x"})
+                assert gone.is_error and structured(gone)["reason"] == "server_not_running"
+                text = gone.content[0].text  # type: ignore[union-attr]
+                assert text.startswith("server_not_running: server not running")
+                assert "Start `akk serve`" in text and "Nothing was sent" in text
+            await trio.to_thread.run_sync(akk.start)  # the same state directory, a new port
+            await _logged(errlog, "connected to", count=2)  # by itself, before any call
+            listed = await s.call_tool(PREFIX + "list", {})
+            assert not listed.is_error and "terminals" in structured(listed)
+    finally:
+        await trio.to_thread.run_sync(akk.stop)

@@ -12,10 +12,11 @@ its top level. Several params schemas are exactly that (``watch`` is a top-level
 ``retry_callback`` require exactly one of some ids). `input_schema` lifts the
 choice out: the tool schema keeps every property of every branch with its own
 schema unchanged, the fields all branches require, and ``additionalProperties:
-false``; the choice itself is stated word for word in the description ("exactly
-one of these shapes: ..."). The server still validates every call against the
-exact schema, so a call that breaks the choice gets ``invalid_params`` and
-sends nothing.
+false``; the choice itself is stated in the description ("the fields of exactly
+one of these shapes, and none of another's: ..."), which with the flat schema
+accepts exactly what the exact schema accepts (tests/test_mcp_tools.py). The
+server still validates every call against the exact schema, so a call that
+breaks the choice gets ``invalid_params`` and sends nothing.
 """
 
 from __future__ import annotations
@@ -106,7 +107,8 @@ def input_schema(params: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
     if closed:
         schema["additionalProperties"] = False
     shapes = " | ".join("{" + ", ".join(branch.get("required", ())) + "}" for branch in branches)
-    return schema, f"Give exactly one of these shapes: {shapes}."
+    rule = "Give the fields of exactly one of these shapes, and none of another's:"
+    return schema, f"{rule} {shapes}."
 
 
 def _description(method: str, choice: str | None) -> str:
