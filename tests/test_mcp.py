@@ -7,6 +7,7 @@ real agent is in tests/lab/test_mcp.py.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -18,12 +19,19 @@ from typing import Any
 import attrs
 import jsonschema
 import mcp.types as mt
+import pytest
 import trio
-from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp import Client, ClientSession, StdioServerParameters, stdio_client
+from mcp.server.subscriptions import ResourceUpdated
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
+from akk.mcp.bridge import EVENTS_URI, Bridge
+from akk.mcp.events import EventBuffer
+from akk.mcp.link import Link, Target
 from akk.mcp.tools import BRIDGED, PREFIX, WAIT_EVENTS
 from akk.protocol.rules import RULES
 from akk.protocol.schema import METHODS
+from akk.store.location import StateDir
 from tests.conftest import LiveServer
 from tools.lab.akk_runner import AkkProcess
 
@@ -190,3 +198,39 @@ async def test_the_bridge_outlives_its_server_and_finds_it_again(tmp_path: Path)
             assert not listed.is_error and "terminals" in structured(listed)
     finally:
         await trio.to_thread.run_sync(akk.stop)
+
+
+@pytest.mark.filterwarnings("ignore:resources/subscribe is removed")
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_an_arriving_event_is_pushed_to_a_subscriber_of_either_era(
+    mode: str, tmp_path: Path
+) -> None:
+    """A handshake-era host subscribes with resources/subscribe; a 2026-07-28 one ("auto"
+    negotiates it here) listens with subscriptions/listen. Either is told the resource
+    changed, reads the same events from it, and an event leaves only when acked."""
+    buffer = EventBuffer()
+    link = Link(Target(None, StateDir(tmp_path / "none")), "akkc_" + "x" * 43, buffer)
+    bridged = Bridge(link, buffer)
+    notified = Notified()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(bridged.announce)
+        async with Client(bridged.server, mode=mode, message_handler=notified.note) as client:
+            held = {"event_id": "evt_1", "kind": "done", "turn_id": "turn_1", "summary": "ok"}
+            if mode == "legacy":
+                assert client.protocol_version in HANDSHAKE_PROTOCOL_VERSIONS
+                await client.subscribe_resource(EVENTS_URI)
+                buffer.add(held)
+                updated = await notified.first(mt.ResourceUpdatedNotification)
+                assert updated.params.uri == EVENTS_URI
+            else:
+                assert client.protocol_version in MODERN_PROTOCOL_VERSIONS
+                async with client.listen(resource_subscriptions=[EVENTS_URI]) as subscription:
+                    buffer.add(held)
+                    with trio.fail_after(10):
+                        pushed = await subscription.__anext__()
+                assert pushed == ResourceUpdated(EVENTS_URI)
+            read = await client.read_resource(EVENTS_URI)
+            assert read.contents[0].text == json.dumps({"events": [held], "dropped": 0})  # type: ignore[union-attr]
+            waited = await client.call_tool(WAIT_EVENTS, {"timeout_seconds": 0})
+            assert structured(waited) == {"events": [held], "dropped": 0}
+        nursery.cancel_scope.cancel()
