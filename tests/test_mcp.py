@@ -21,11 +21,12 @@ import jsonschema
 import mcp.types as mt
 import pytest
 import trio
+import trio.testing
 from mcp import Client, ClientSession, StdioServerParameters, stdio_client
 from mcp.server.subscriptions import ResourceUpdated
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
-from akk.mcp.bridge import EVENTS_URI, Bridge
+from akk.mcp.bridge import CALLS_AT_ONCE, EVENTS_URI, Bridge
 from akk.mcp.events import EventBuffer
 from akk.mcp.link import Link, Target
 from akk.mcp.tools import BRIDGED, PREFIX, WAIT_EVENTS
@@ -234,3 +235,29 @@ async def test_an_arriving_event_is_pushed_to_a_subscriber_of_either_era(
             waited = await client.call_tool(WAIT_EVENTS, {"timeout_seconds": 0})
             assert structured(waited) == {"events": [held], "dropped": 0}
         nursery.cancel_scope.cancel()
+
+
+async def test_calls_beyond_the_bound_are_refused_at_once(tmp_path: Path) -> None:
+    """The SDK bounds no requests in flight; the bridge refuses the one too many (`busy`)."""
+    buffer = EventBuffer()
+    link = Link(Target(None, StateDir(tmp_path / "none")), "akkc_" + "x" * 43, buffer)
+    bridged = Bridge(link, buffer)
+    returned: list[mt.CallToolResult] = []
+    async with Client(bridged.server) as client:
+
+        async def wait() -> None:
+            returned.append(await client.call_tool(WAIT_EVENTS, {"timeout_seconds": 60}))
+
+        with trio.fail_after(30):
+            async with trio.open_nursery() as nursery:
+                for _ in range(CALLS_AT_ONCE):
+                    nursery.start_soon(wait)
+                await trio.testing.wait_all_tasks_blocked()
+                busy = await client.call_tool(WAIT_EVENTS, {"timeout_seconds": 0})
+                assert busy.is_error and structured(busy)["reason"] == "busy"
+                buffer.add({"event_id": "evt_1", "kind": "done"})
+        assert len(returned) == CALLS_AT_ONCE
+        held = [{"event_id": "evt_1", "kind": "done"}]
+        assert all(structured(r)["events"] == held for r in returned)
+        freed = await client.call_tool(WAIT_EVENTS, {"timeout_seconds": 0})
+        assert not freed.is_error

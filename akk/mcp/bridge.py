@@ -43,10 +43,14 @@ from akk.mcp.tools import (
     WAIT_MAX_DEFAULT,
     WAIT_MAX_LIMIT,
     WAIT_TIMEOUT_DEFAULT,
+    ToolSpec,
 )
 from akk.protocol.rules import RULES
 
 EVENTS_URI = "akk://events"
+CALLS_AT_ONCE = 64
+"""Tool calls in flight at once; the SDK spawns a task per request and bounds none, so a
+call beyond this is refused at once (`busy`) rather than held."""
 INSTRUCTIONS = (
     "AKK drives the Claude Code and Codex sessions people run in tmux. List terminals, send "
     "a task, wait for events (agent_knock_knock_wait_events, or subscribe to akk://events), "
@@ -62,6 +66,7 @@ class Bridge:
         self._link = link
         self._buffer = buffer
         self._bus = InMemorySubscriptionBus()
+        self._calls = trio.CapacityLimiter(CALLS_AT_ONCE)
         self._subscriber: ServerSession | None = None
         """The handshake-era host that subscribed to akk://events (stdio has one host)."""
         self.server: Server[Any] = Server(
@@ -103,7 +108,20 @@ class Bridge:
         tool = BY_NAME.get(params.name)
         if tool is None:
             raise MCPError(mt.INVALID_PARAMS, f"unknown tool {params.name!r}")
-        arguments = params.arguments or {}
+        try:
+            self._calls.acquire_nowait()
+        except trio.WouldBlock:
+            return results.failure(
+                "busy",
+                f"{CALLS_AT_ONCE} tool calls are already in flight; wait for one to return "
+                "and call again (nothing was sent)",
+            )
+        try:
+            return await self._forward(tool, params.arguments or {})
+        finally:
+            self._calls.release()
+
+    async def _forward(self, tool: ToolSpec, arguments: dict[str, Any]) -> mt.CallToolResult:
         if tool.method is None:
             return await self._wait_events(arguments)
         try:

@@ -10,7 +10,7 @@ sent (`akk.protocol.redaction`), and the bridge passes exactly that on.
 An error is a tool error (``isError``) whose structured content is
 ``{"reason", "message", "data"}``: the server's reason code and its next step,
 or the bridge's own (`server_not_running`, `connection_lost`, `unauthorized`,
-and `invalid_params` for the wait tool's arguments).
+`busy`, and `invalid_params` for the wait tool's arguments).
 """
 
 from __future__ import annotations
