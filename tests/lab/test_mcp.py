@@ -17,6 +17,8 @@ import trio
 from mcp import ClientSession
 
 from akk.mcp.bridge import EVENTS_URI
+from akk.mcp.events import EventBuffer
+from akk.mcp.link import Link, Target
 from akk.mcp.tools import BRIDGED, PREFIX, WAIT_EVENTS
 from akk.qualify import scenarios as sc
 from akk.qualify.launcher import LabSession
@@ -131,3 +133,53 @@ async def test_an_mcp_client_answers_a_codex_question_by_ids_once(
     assert len(answered) == 1
     assert "Blue" in answered[0].newest_input and "Red" not in answered[0].newest_input
     assert lab.server.count_inputs_containing(sc.ASK_TASK) == 1
+
+
+@pytest.mark.parametrize(
+    "lab", lab_params("codex_rui_one", agents=("codex",), plan_mode=True)[-1:], indirect=True
+)
+async def test_an_event_the_full_buffer_dropped_comes_again_once_there_is_room(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    """The bridge's link with room for one event: `done` arrives while `interaction_required`
+    is held, is dropped (still unacked at the server), and once the host acks the first the
+    link reconnects and the server delivers `done` again."""
+    akk = AkkProcess(lab, tmp_path, "ctl")
+    buffer = EventBuffer(max_events=1)
+    link = Link(Target(None, akk.state), akk.tokens["ctl"], buffer)
+    try:
+        await trio.to_thread.run_sync(akk.start)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(link.run)
+            with trio.fail_after(30):
+                while not (rows := (await link.call("list", {}))["terminals"]) or (
+                    rows[0]["activity_state"] != "idle" or not rows[0]["profile"]
+                ):
+                    await trio.sleep(0.1)
+            send = {"terminal_id": rows[0]["terminal_id"], "request": sc.ASK_TASK}
+            turn_id = (await link.call("send", send | {"client_request_id": "full"}))["turn_id"]
+            (asked,) = await buffer.wait(1, timeout=60)
+            assert asked["kind"] == "interaction_required"
+            shown = (await link.call("status", {"turn_id": turn_id}))["interaction"]
+            (question,) = shown["questions"]
+            answer = {
+                "question_id": question["question_id"],
+                "response_kind": question["response_kind"],
+                "selected_option_ids": [question["options"][0]["option_id"]],
+            }
+            ids = {"interaction_id": shown["interaction_id"], "turn_id": turn_id}
+            await link.call("respond_interaction", ids | {"answers": [answer]})
+            with trio.fail_after(60):
+                while not buffer.dropped:  # `done` came and found no room
+                    await trio.sleep(0.05)
+            assert buffer.pending(5) == [asked]
+            await link.call("ack", {"event_id": asked["event_id"]})
+            with trio.fail_after(30):
+                (done,) = await buffer.wait(1, timeout=30)
+            assert done["kind"] == "done" and done["turn_id"] == turn_id
+            assert buffer.dropped == 0
+            await link.call("ack", {"event_id": done["event_id"]})
+            nursery.cancel_scope.cancel()
+    finally:
+        await trio.to_thread.run_sync(akk.stop)
+    assert lab.server.count_inputs_containing(sc.ANSWERED_CODEX) == 1
