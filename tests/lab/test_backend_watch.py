@@ -307,3 +307,33 @@ async def test_a_persons_claude_tui_session_is_watched_by_its_id_to_done(
         event = await outcome(ctl, watched["watch_id"])
     assert (event["kind"], event["outcome"]["final_message"]) == ("done", SLOW_REPLY)
     assert lab.server.count_inputs_containing(SLOW_TASK) == 1
+
+
+@pytest.mark.parametrize("lab", NEWEST_CODEX, indirect=True)
+async def test_renew_of_an_unwatched_thread_watch_records_what_happened_meanwhile(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    assert lab.codex_home is not None
+    async with (
+        serving(lab, tmp_path, "ctl") as served,
+        connect(served.endpoint.url, served.tokens["ctl"]) as ctl,
+    ):
+        thread_id = await person_starts_codex_task(lab, ctl)
+        params = {"thread_id": thread_id, "codex_home": str(lab.codex_home)}
+        watch_id = (await ctl.call("watch", params))["watch_id"]
+        stopped = await ctl.call("unwatch", {"watch_id": watch_id})
+        assert (stopped["observation_state"], stopped["withdrawn"]) == ("stopped", 0)
+        assert (await refused(ctl, "recover", {"watch_id": watch_id})).reason == "closed"
+        lab.server.signal(SLOW_SIGNAL)
+
+        def ended(records: list[object]) -> bool:
+            return '"task_complete"' in json.dumps(records[-3:])
+
+        await lab.wait_for_transcript(ended, 30)
+        # The task ended while nobody watched: renewing reads the file and records it at once.
+        renewed = await ctl.call("renew", {"watch_id": watch_id})
+        assert (renewed["renewed"], renewed["state"], renewed["round"]) == (True, "done", 2)
+        event = await outcome(ctl, watch_id)
+    # The first outcome event is the new generation's: the unwatched one wrote none.
+    assert (event["kind"], event["round"]) == ("done", 2)
+    assert event["outcome"]["final_message"] == SLOW_REPLY
