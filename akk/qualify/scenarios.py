@@ -760,8 +760,9 @@ class ComputedStep(Step):
 def tool_results(messages: Sequence[object]) -> list[Any]:
     """Every tool_result of the user messages, oldest first, as JSON where its text is JSON.
 
-    A result's content is a string or text blocks (joined); text that does not
-    parse stays a string.
+    A result's content is a string or text blocks (joined). Its JSON is the whole
+    text or, after a summary line (as `akk mcp` writes), its last line; text
+    with neither stays a string.
     """
     found: list[Any] = []
     for message in messages:
@@ -784,10 +785,13 @@ def _json_or_text(content: object) -> Any:
             if isinstance(block, Mapping) and block.get("type") == "text"
         )
     text = str(content or "")
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return text
+    # The whole text, else its last line: a host may put a summary line before the JSON.
+    for candidate in (text, text.rsplit("\n", 1)[-1]):
+        try:
+            return json.loads(candidate)
+        except json.JSONDecodeError:
+            continue
+    return text
 
 
 def newest_with(messages: Sequence[object], key: str) -> Mapping[str, Any]:

@@ -19,18 +19,22 @@ pre-approval, the computed tool inputs) is proven apart from AKK.
 from __future__ import annotations
 
 import json
+import re
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
 
+from akk.client import connect
 from akk.qualify import scenarios as sc
-from tests.lab.conftest import ensure_installed
-from tools.demo.mcp_host import claude_host
+from akk.qualify.launcher import LabSession, run_processes
+from akk.qualify.model_server import RecordedRequest
+from tests.lab.conftest import ensure_installed, lab_params
+from tools.demo.mcp_host import CONTROLLER_ID, claude_host, tool_results, tool_uses
 from tools.lab import clients
+from tools.lab.akk_runner import AkkProcess, idle_terminal
 
 pytestmark = pytest.mark.lab
 
@@ -126,31 +130,28 @@ HOST_CALLS = [
     "ack",
 ]
 """The AKK methods the host's scripted model calls, in order."""
+AKK_TOOLS = {
+    "list", "send", "status", "respond_interaction", "approve", "respond", "cancel", "close",
+    "watch", "unwatch", "renew", "recover", "retry_callback", "ack", "wait_events",
+}  # fmt: skip
+"""The tools `akk mcp` serves (`agent_knock_knock_` + each)."""
 
 
-def tool_uses(messages: Sequence[Json]) -> list[Json]:
-    """The tool_use blocks of the host's assistant messages, in order."""
-    return [
-        block
-        for message in messages
-        if message.get("type") == "assistant"
-        for block in message["message"]["content"]
-        if block.get("type") == "tool_use"
-    ]
+def akk_status(messages: list[Json]) -> str:
+    """The akk server's status in the session's init message (`connected` once it is up)."""
+    (init,) = [m for m in messages if m.get("type") == "system" and m.get("subtype") == "init"]
+    (akk,) = [server for server in init["mcp_servers"] if server["name"] == sc.MCP_SERVER]
+    return str(akk["status"])
 
 
-def tool_results(messages: Sequence[Json]) -> dict[str, Any]:
-    """Each tool_result the host sent back, by tool_use id, as JSON (a string if it is not)."""
-    found: dict[str, Any] = {}
-    for message in messages:
-        if message.get("type") != "user":
-            continue
-        content = message["message"]["content"]
-        for block in content if isinstance(content, list) else ():
-            if block.get("type") == "tool_result":
-                user = {"role": "user", "content": [block]}
-                (found[block["tool_use_id"]],) = sc.tool_results([user])
-    return found
+def offered_akk_tools(request: RecordedRequest) -> set[str]:
+    """The akk tools a conversation request told the host's model of (without the prefix).
+
+    In its `tools`, or by name only: Claude Code 2.1.332 defers MCP tools, naming
+    them in the system prompt for the model to load with ToolSearch.
+    """
+    names = re.findall(rf"{sc.MCP_TOOL_PREFIX}(\w+)", json.dumps(request.body))
+    return set(names)
 
 
 def test_computed_steps_read_their_ids_from_earlier_tool_results() -> None:
@@ -169,7 +170,9 @@ def test_computed_steps_read_their_ids_from_earlier_tool_results() -> None:
     ]  # fmt: skip
     messages: list[object] = [{"role": "user", "content": sc.MCP_HOST_TASK}]
     for number, result in enumerate(results):
-        text = [{"type": "text", "text": json.dumps(result, indent=2)}]
+        # As JSON alone, or after a summary line as `akk mcp` writes it.
+        shown = json.dumps(result, indent=2) if number % 2 else f"ok\n{json.dumps(result)}"
+        text = [{"type": "text", "text": shown}]
         block = {"type": "tool_result", "tool_use_id": f"u{number}", "content": text}
         messages += [{"role": "assistant", "content": []}, {"role": "user", "content": [block]}]
     computed = {
@@ -224,6 +227,120 @@ async def test_claude_code_calls_a_stdio_mcp_server_with_ids_read_from_its_resul
     assert messages[-1]["type"] == "result" and messages[-1]["result"] == sc.MCP_HOST_DONE
     # The host's model saw each result once: one conversation request per tool call, plus the task.
     assert len(requests) == len(HOST_CALLS) + 1, host.model.summary()
+    assert akk_status(messages) == "connected"
+    assert offered_akk_tools(requests[0]) == set(HOST_CALLS)
     for use, request in zip(uses, requests[1:], strict=True):
         assert request.body is not None
         assert sc.tool_results(request.body["messages"])[-1] == results[use["id"]]  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("lab", lab_params("mcp_host_codex", plan_mode=True)[-1:], indirect=True)
+async def test_a_claude_code_mcp_host_drives_a_codex_pane_through_akk_mcp(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    await ensure_installed(CLAUDE)
+    akk = AkkProcess(lab, tmp_path, CONTROLLER_ID)
+    try:
+        url = await trio.to_thread.run_sync(akk.start)
+        async with connect(url, akk.state.token()) as operator:
+            terminal_id = (await idle_terminal(operator, timeout=30))["terminal_id"]
+        with trio.fail_after(150):
+            async with claude_host(CLAUDE, sc.SCENARIOS["mcp_host_claude"]) as host:
+                await host.add_akk(url, akk.tokens[CONTROLLER_ID])
+                listed = await host.claude("mcp", "list")
+                messages = await host.run(sc.MCP_HOST_TASK, sc.MCP_SERVER)
+                requests = host.model.main_requests()
+                root = host.root
+    finally:
+        akk.stop()
+    assert f"{sc.MCP_SERVER}: " in listed and "Connected" in listed, listed
+    # Connected before the first request, which already offered every tool of `akk mcp`.
+    assert akk_status(messages) == "connected"
+    assert offered_akk_tools(requests[0]) == AKK_TOOLS
+    uses, results = tool_uses(messages), tool_results(messages)
+    assert [use["name"].removeprefix(sc.MCP_TOOL_PREFIX) for use in uses] == HOST_CALLS, uses
+    by_method = [
+        (use["name"].removeprefix(sc.MCP_TOOL_PREFIX), use, results[use["id"]]) for use in uses
+    ]
+    # The ids the host's model used are the ones AKK gave it.
+    (_, send, sent), (_, status, shown) = by_method[1], by_method[4]
+    assert send["input"]["terminal_id"] == terminal_id
+    assert status["input"] == {"turn_id": sent["turn_id"]}
+    interaction = shown["interaction"]
+    assert interaction["state"] == "pending" and interaction["turn_id"] == sent["turn_id"]
+    (question,) = interaction["questions"]
+    (french,) = [o["option_id"] for o in question["options"] if o["label"] == sc.MCP_CHOICE]
+    (_, respond, dispatched) = by_method[5]
+    assert respond["input"]["interaction_id"] == interaction["interaction_id"]
+    assert respond["input"]["answers"] == [
+        {"question_id": question["question_id"], "response_kind": question["response_kind"],
+         "selected_option_ids": [french]}
+    ]  # fmt: skip
+    assert dispatched["outcome"] == "dispatched"
+    (woken,) = sc.events_in(by_method[2][2])
+    assert woken["kind"] == "interaction_required" and woken["turn_id"] == sent["turn_id"]
+    assert by_method[3][1]["input"] == {"event_id": woken["event_id"]}
+    (done,) = sc.events_in(by_method[6][2])
+    assert done["kind"] == "done" and done["turn_id"] == sent["turn_id"]
+    assert by_method[7][1]["input"] == {"event_id": done["event_id"]}
+    assert messages[-1]["type"] == "result" and messages[-1]["result"] == sc.MCP_HOST_DONE
+    # The Claude model server: one request per tool call, each carrying that call's result.
+    assert len(requests) == len(HOST_CALLS) + 1, host.model.summary()
+    for use, request in zip(uses, requests[1:], strict=True):
+        assert request.body is not None
+        assert sc.tool_results(request.body["messages"])[-1] == results[use["id"]]  # type: ignore[arg-type]
+    # The Codex pane's model server: the task and the host's answer, each exactly once.
+    assert lab.server.count_inputs_containing(sc.MCP_CODEX_TASK) == 1, lab.server.summary()
+    assert lab.server.count_inputs_containing(sc.ANSWERED_CODEX) == 1, lab.server.summary()
+    (answered,) = [r for r in lab.server.main_requests() if sc.ANSWERED_CODEX in r.newest_input]
+    assert sc.MCP_CHOICE in answered.newest_input and "English" not in answered.newest_input
+    assert run_processes(root) == [] and not root.exists()
+
+
+CODEX_TABLE = """
+[mcp_servers.akk]
+command = "akk"
+args = ["mcp", "--url", "ws://127.0.0.1:7878/v1"]
+env = { AKK_TOKEN = "akk_token_from_akk_token_create" }
+tool_timeout_sec = 120
+"""
+"""The `config.toml` table docs/mcp_host.md gives for Codex."""
+
+
+OLDEST_CODEX = next(client for client in clients.PINNED if client.agent == "codex")
+
+
+@pytest.mark.parametrize("codex", [OLDEST_CODEX, clients.newest("codex")], ids=lambda c: c.name)
+async def test_codex_reads_akk_mcp_from_its_config_and_adds_it_in_one_line(
+    codex: clients.Client, tmp_path: Path
+) -> None:
+    await ensure_installed(codex)
+    codex_home, scratch = tmp_path / "codex-home", tmp_path / "tmp"
+    codex_home.mkdir()
+    scratch.mkdir()
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "CODEX_HOME": str(codex_home),
+           "TMPDIR": str(scratch)}  # fmt: skip
+
+    async def codex_says(*args: str) -> str:
+        done = await trio.run_process(
+            [str(codex.binary()), *args], env=env, capture_stdout=True, capture_stderr=True
+        )
+        return str(done.stdout.decode())
+
+    (codex_home / "config.toml").write_text(CODEX_TABLE)
+    with trio.fail_after(30):
+        got = json.loads(await codex_says("mcp", "get", "akk", "--json"))
+        (codex_home / "config.toml").unlink()
+        added = await codex_says(
+            "mcp", "add", "akk", "--env", "AKK_TOKEN=t0ken", "--", "akk", "mcp"
+        )
+        listed = await codex_says("mcp", "list")
+    assert got["enabled"] is True and got["tool_timeout_sec"] == 120
+    assert got["transport"] == {
+        "type": "stdio", "command": "akk", "args": ["mcp", "--url", "ws://127.0.0.1:7878/v1"],
+        "env": {"AKK_TOKEN": "akk_token_from_akk_token_create"}, "env_vars": [], "cwd": None,
+    }  # fmt: skip
+    assert "Added global MCP server 'akk'" in added, added
+    written = (codex_home / "config.toml").read_text()
+    assert 'command = "akk"\nargs = ["mcp"]' in written and 'AKK_TOKEN = "t0ken"' in written
+    assert "t0ken" not in listed and "AKK_TOKEN=*****" in listed, listed

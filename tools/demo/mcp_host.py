@@ -33,6 +33,7 @@ from typing import Any
 import attrs
 import trio
 
+from akk.qualify import scenarios as sc
 from akk.qualify.launcher import LabError, run_processes
 from akk.qualify.model_server import ModelServer
 from akk.qualify.run_files import RunFiles, prepare
@@ -41,6 +42,15 @@ from tools.lab.clients import Client
 
 Json = dict[str, Any]
 
+WAIT_FOR_SERVERS = {"MCP_CONNECTION_NONBLOCKING": "false"}
+"""Claude Code's environment for `-p`: connect the MCP servers before the first request.
+
+Without it 2.1.332 sends its first request while a server still starts (`akk mcp`
+takes about a second, importing the MCP SDK): that request offers none of its
+tools, so a model could not know them on its first turn.
+"""
+CONTROLLER_ID = "claude-host"
+"""The controller whose credential `akk mcp` runs with (minted before `akk serve` starts)."""
 GONE_SECONDS = 10.0
 """How long the processes of a finished host run may take to exit before they are killed."""
 
@@ -94,6 +104,12 @@ class ClaudeHost:
         pairs = [arg for key, value in (env or {}).items() for arg in ("-e", f"{key}={value}")]
         return await self.claude("mcp", "add", name, *pairs, "--", *command)
 
+    async def add_akk(self, url: str, token: str) -> str:
+        """`claude mcp add akk -e AKK_TOKEN=TOKEN -- akk mcp --url URL`; what it printed."""
+        return await self.add_server(
+            sc.MCP_SERVER, [*akk_command(), "mcp", "--url", url], {"AKK_TOKEN": token}
+        )
+
     async def run(
         self, task: str, server: str, on_message: Callable[[Json], None] = lambda _: None
     ) -> list[Json]:
@@ -114,7 +130,7 @@ class ClaudeHost:
                 trio.run_process,
                 argv,
                 cwd=self.files.workdir,
-                env=self.files.env,
+                env=self.files.env | WAIT_FOR_SERVERS,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
                 check=False,
@@ -132,6 +148,28 @@ class ClaudeHost:
         if process.returncode != 0:
             raise LabError(f"claude -p exited {process.returncode}; it printed {messages}")
         return messages
+
+
+def tool_uses(messages: Sequence[Json]) -> list[Json]:
+    """The tool_use blocks of a session's assistant messages (stream-json), in order."""
+    return [
+        block
+        for message in messages
+        if message.get("type") == "assistant"
+        for block in message["message"]["content"]
+        if block.get("type") == "tool_use"
+    ]
+
+
+def tool_results(messages: Sequence[Json]) -> dict[str, Any]:
+    """Each tool_result a session sent its model, by tool_use id, as JSON (text if it is not)."""
+    found: dict[str, Any] = {}
+    for message in messages:
+        content = message["message"]["content"] if message.get("type") == "user" else ()
+        for block in content if isinstance(content, list) else ():
+            if block.get("type") == "tool_result":
+                (found[block["tool_use_id"]],) = sc.tool_results([message["message"]])
+    return found
 
 
 @asynccontextmanager
