@@ -1,5 +1,6 @@
 # The two commands of the README: `make serve` and `make test`; `make demo` shows AKK at work
-# (AGENT=claude|codex, DEMO_ATTACH=0 for no waiting, DEMO_DEADLINE=seconds).
+# (AGENT=claude|codex, DEMO_ATTACH=0 for no waiting, DEMO_DEADLINE=seconds;
+# DEMO_CONTROLLER=claude: a real Claude Code drives a Codex pane through `akk mcp`).
 .PHONY: serve test demo bootstrap lab-clients check
 
 bootstrap:

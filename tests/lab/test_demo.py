@@ -7,7 +7,9 @@ exactly once), and then proves nothing of the run is left: no lab process or
 tmux server, no `akk serve`, no listener on either port, no directory.
 Ctrl-C in the middle of an answer leaves nothing either. And the reference
 controller, its server killed and restarted mid-Turn, reconnects, gets the
-unacked event again, and answers nothing twice.
+unacked event again, and answers nothing twice. With DEMO_CONTROLLER=claude a
+real Claude Code drives a Codex pane through `akk mcp`'s tools, and leaves
+nothing either.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from akk.client import connect
 from akk.qualify import scenarios as sc
 from akk.qualify.launcher import LabSession, run_processes
 from tests.lab.conftest import lab_params
+from tests.lab.test_mcp_host import HOST_CALLS
 from tools.demo import controller
 from tools.lab.akk_runner import AkkProcess, idle_terminal
 
@@ -252,3 +255,37 @@ async def test_the_reference_controller_survives_a_server_restart_and_answers_no
     assert len(recorder.answers) == len(set(recorder.answers)) == 4
     for text in (sc.DEMO_TASK, sc.ANSWERED_CLAUDE, sc.DEMO_GREETING):
         assert lab.server.count_inputs_containing(text) == 1, lab.server.summary()
+
+
+async def test_the_agent_controller_demo_drives_a_codex_pane_through_akk_mcp() -> None:
+    with trio.fail_after(DEADLINE + 120):
+        done = await trio.run_process(
+            [sys.executable, "-m", "tools.demo"],
+            cwd=REPO,
+            env=environment("codex") | {"DEMO_CONTROLLER": "claude"},
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
+    output = done.stdout.decode()
+    assert done.returncode == 0, output + done.stderr.decode()
+    run = parse(output)
+    host = re.search(r"HOME (\S+)/home\n\s+scripted model server on 127\.0\.0\.1:(\d+)", output)
+    assert host, output
+    assert "akk: " in output and "✔ Connected" in output  # `claude mcp list`
+    calls = [text.split()[1] for text in run.texts("claude") if text.startswith("-> ")]
+    assert calls == [f"agent_knock_knock_{method}" for method in HOST_CALLS], output
+    assert len(run.texts("<-")) == len(HOST_CALLS)
+    assert all("⏱" in text for text in run.texts("<-"))
+    at_codex = run.texts("codex")
+    assert sum(sc.MCP_CODEX_TASK in line for line in at_codex) == 1, at_codex
+    (answer,) = [line for line in at_codex if sc.ANSWERED_CODEX in line]
+    assert sc.MCP_CHOICE in answer, answer
+    assert f"'{sc.MCP_HOST_DONE}'" in run.texts("claude")
+    checks = run.texts("check")
+    assert len(checks) == 7 and all(check.startswith("ok") for check in checks), checks
+    assert run.texts("cleanup")
+    await assert_nothing_left(run)
+    assert not await trio.Path(host[1]).exists() and run_processes(Path(host[1])) == []
+    with pytest.raises(OSError):
+        await trio.open_tcp_stream("127.0.0.1", int(host[2]))
