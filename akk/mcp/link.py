@@ -36,11 +36,14 @@ STABLE_AFTER = 30.0
 credential supersede each other, and must not do so in a tight loop)."""
 ATTEMPT_WAIT = 15.0
 """How long a tool call waits for the connection attempt it asked for."""
+CALL_DEADLINE = 120.0
+"""How long a call waits for the server's answer (every method answers in seconds)."""
 
 log = logging.getLogger(__name__)
 
 SERVER_NOT_RUNNING = "server_not_running"
 CONNECTION_LOST = "connection_lost"
+NO_ANSWER = "no_answer"
 UNAUTHORIZED = "unauthorized"
 
 
@@ -119,7 +122,15 @@ class Link:
         ctl = await self._ready()
         self._in_flight += 1
         try:
-            result = await ctl.call(method, params)
+            with trio.move_on_after(CALL_DEADLINE) as waited:
+                result = await ctl.call(method, params)
+            if waited.cancelled_caught:
+                raise Unavailable(
+                    NO_ANSWER,
+                    f"akk serve did not answer {method} within {CALL_DEADLINE:.0f} s; the call "
+                    "may or may not have taken effect. Call agent_knock_knock_status before "
+                    "trying again, and `akk doctor` checks the server",
+                )
         except ConnectionClosed:
             raise Unavailable(
                 CONNECTION_LOST,

@@ -9,8 +9,8 @@ sent (`akk.protocol.redaction`), and the bridge passes exactly that on.
 
 An error is a tool error (``isError``) whose structured content is
 ``{"reason", "message", "data"}``: the server's reason code and its next step,
-or the bridge's own (`server_not_running`, `connection_lost`, `unauthorized`,
-`busy`, and `invalid_params` for the wait tool's arguments).
+or the bridge's own (`server_not_running`, `connection_lost`, `no_answer`,
+`unauthorized`, `busy`, and `invalid_params` for the wait tool's arguments).
 """
 
 from __future__ import annotations
