@@ -92,12 +92,9 @@ def _state(live: LiveServer) -> tuple[str, str]:
     return ("--state-dir", str(live.state.path))
 
 
-async def test_tools_are_the_protocol_methods_with_their_schemas(
-    live_server: LiveServer, tmp_path: Path
-) -> None:
-    token = live_server.controllers["c1"]
-    async with bridge(*_state(live_server), token=token, errlog=tmp_path / "err") as s:
-        listed = (await s.list_tools()).tools
+def check_tools(listed: list[mt.Tool]) -> None:
+    """The listed tools are the protocol's methods (and the wait tool), each with its
+    params schema from the shipped JSON Schema, any top-level choice lifted and stated."""
     by_name = {tool.name: tool for tool in listed}
     assert set(by_name) == {PREFIX + m for m in METHODS if m != "hello"} | {WAIT_EVENTS}
     assert set(BRIDGED) == set(METHODS) - {"hello"}
@@ -126,6 +123,14 @@ async def test_tools_are_the_protocol_methods_with_their_schemas(
     assert "exactly one of these shapes, and none of another's: {terminal_id} | " in watch
 
 
+async def test_tools_are_the_protocol_methods_with_their_schemas(
+    live_server: LiveServer, tmp_path: Path
+) -> None:
+    token = live_server.controllers["c1"]
+    async with bridge(*_state(live_server), token=token, errlog=tmp_path / "err") as s:
+        check_tools((await s.list_tools()).tools)
+
+
 async def test_bad_arguments_are_tool_errors_and_the_bridge_carries_on(
     live_server: LiveServer, tmp_path: Path
 ) -> None:
@@ -147,12 +152,12 @@ async def test_bad_arguments_are_tool_errors_and_the_bridge_carries_on(
         assert structured(empty) == {"events": [], "dropped": 0}
 
 
-async def _start(live: LiveServer, token: str) -> subprocess.CompletedProcess[str]:
-    """`akk mcp` with ``token`` as $AKK_TOKEN ("" for none), run to its end."""
+async def _start(live: LiveServer, token: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """`akk mcp ARGS` with ``token`` as $AKK_TOKEN ("" for none), run to its end."""
     env = {k: v for k, v in os.environ.items() if k != "AKK_TOKEN"}
     if token:
         env["AKK_TOKEN"] = token
-    argv = [sys.executable, "-m", "akk", "mcp", *_state(live)]
+    argv = [sys.executable, "-m", "akk", "mcp", *_state(live), *args]
     return await trio.to_thread.run_sync(
         lambda: subprocess.run(
             argv, env=env, input="", capture_output=True, text=True, timeout=60, check=False
@@ -160,14 +165,29 @@ async def _start(live: LiveServer, token: str) -> subprocess.CompletedProcess[st
     )
 
 
-async def test_a_wrong_or_missing_credential_stops_the_start(live_server: LiveServer) -> None:
+async def test_a_wrong_or_missing_credential_stops_the_start(
+    live_server: LiveServer, tmp_path: Path
+) -> None:
     missing = await _start(live_server, "")
     assert missing.returncode == 2
     assert "no credential" in missing.stderr and "akk token create" in missing.stderr
     wrong = await _start(live_server, "akkc_" + "x" * 43)
     assert wrong.returncode == 2
     assert "refused the credential (HTTP 401)" in wrong.stderr
-    assert missing.stdout == wrong.stdout == ""
+    token_file = tmp_path / "token"
+    token_file.write_text("akkc_" + "y" * 43 + "\n")
+    token_file.chmod(0o644)
+    loose = await _start(live_server, "", "--token-file", str(token_file))
+    assert loose.returncode == 2 and f"chmod 600 {token_file}" in loose.stderr
+    token_file.chmod(0o600)
+    refused = await _start(live_server, "", "--token-file", str(token_file))
+    assert refused.returncode == 2 and "HTTP 401" in refused.stderr
+    token_file.write_text("not a token\n")
+    malformed = await _start(live_server, "", "--token-file", str(token_file))
+    assert malformed.returncode == 2 and "does not hold a credential" in malformed.stderr
+    assert "not a token" not in malformed.stderr  # a secret file's content is never quoted
+    runs = (missing, wrong, loose, refused, malformed)
+    assert all(run.stdout == "" for run in runs)  # stdout is the MCP wire: nothing on it
 
 
 async def _logged(errlog: Path, text: str, count: int = 1) -> None:

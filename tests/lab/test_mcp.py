@@ -19,11 +19,11 @@ from mcp import ClientSession
 from akk.mcp.bridge import EVENTS_URI
 from akk.mcp.events import EventBuffer
 from akk.mcp.link import Link, Target
-from akk.mcp.tools import BRIDGED, PREFIX, WAIT_EVENTS
+from akk.mcp.tools import PREFIX, WAIT_EVENTS
 from akk.qualify import scenarios as sc
 from akk.qualify.launcher import LabSession
 from tests.lab.conftest import lab_params
-from tests.test_mcp import Notified, bridge, structured
+from tests.test_mcp import Notified, bridge, check_tools, structured
 from tools.lab.akk_runner import AkkProcess
 
 
@@ -80,8 +80,7 @@ async def test_an_mcp_client_answers_a_codex_question_by_ids_once(
             as ctl,
             bridge(*state, token=akk.tokens["other"], errlog=tmp_path / "b.err") as other,
         ):  # fmt: skip
-            names = {tool.name for tool in (await ctl.list_tools()).tools}
-            assert names == {PREFIX + m for m in BRIDGED} | {WAIT_EVENTS}
+            check_tools((await ctl.list_tools()).tools)
             await ctl.subscribe_resource(EVENTS_URI)
             row = await idle_terminal(ctl)
             sent = await call(
