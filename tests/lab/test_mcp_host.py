@@ -246,14 +246,16 @@ async def test_a_claude_code_mcp_host_drives_a_codex_pane_through_akk_mcp(
             terminal_id = (await idle_terminal(operator, timeout=30))["terminal_id"]
         with trio.fail_after(150):
             async with claude_host(CLAUDE, sc.SCENARIOS["mcp_host_claude"]) as host:
-                await host.add_akk(url, akk.tokens[CONTROLLER_ID])
+                added = await host.add_akk(akk.state.path, akk.tokens[CONTROLLER_ID])
                 listed = await host.claude("mcp", "list")
                 messages = await host.run(sc.MCP_HOST_TASK, sc.MCP_SERVER)
                 requests = host.model.main_requests()
                 root = host.root
     finally:
         akk.stop()
-    assert f"{sc.MCP_SERVER}: " in listed and "Connected" in listed, listed
+    assert f"Added stdio MCP server {sc.MCP_SERVER} with command: " in added, added
+    assert f"mcp --state-dir {akk.state.path} --token-file" in listed, listed
+    assert "Connected" in listed and akk.tokens[CONTROLLER_ID] not in listed + added
     # Connected before the first request, which already offered every tool of `akk mcp`.
     assert akk_status(messages) == "connected"
     assert offered_akk_tools(requests[0]) == AKK_TOOLS

@@ -197,18 +197,24 @@ async def _with_akk(settings: Settings, out: Printer, lab: LabSession, root: Pat
             row = await idle_terminal(operator, timeout=30)
         out.line("list", f"pane {row['pane']} idle under {row['profile']}")
         async with claude_host(clients.newest("claude"), sc.SCENARIOS["mcp_host_claude"]) as host:
-            return await _drive(settings, out, lab, host, url, akk.tokens[CONTROLLER_ID])
+            token = akk.tokens[CONTROLLER_ID]
+            return await _drive(settings, out, lab, host, akk.state.path, token)
     finally:
         akk.stop()
 
 
 async def _drive(
-    settings: Settings, out: Printer, lab: LabSession, host: ClaudeHost, url: str, token: str
+    settings: Settings,
+    out: Printer,
+    lab: LabSession,
+    host: ClaudeHost,
+    state_dir: Path,
+    token: str,
 ) -> int:
     out.line("host", f"{host.client.name}, HOME {host.files.home}")
     out.block(f"scripted model server on 127.0.0.1:{host.model.port}")
-    added = await host.add_akk(url, token)
-    out.line("mcp add", f"claude mcp add akk -e AKK_TOKEN=… -- akk mcp --url {url}")
+    added = await host.add_akk(state_dir, token)
+    out.line("mcp add", "claude mcp add akk -- akk mcp --state-dir DIR --token-file FILE")
     out.block(added.strip())
     listed = await host.claude("mcp", "list")
     out.block("$ claude mcp list\n" + listed.strip())

@@ -104,11 +104,19 @@ class ClaudeHost:
         pairs = [arg for key, value in (env or {}).items() for arg in ("-e", f"{key}={value}")]
         return await self.claude("mcp", "add", name, *pairs, "--", *command)
 
-    async def add_akk(self, url: str, token: str) -> str:
-        """`claude mcp add akk -e AKK_TOKEN=TOKEN -- akk mcp --url URL`; what it printed."""
-        return await self.add_server(
-            sc.MCP_SERVER, [*akk_command(), "mcp", "--url", url], {"AKK_TOKEN": token}
-        )
+    async def add_akk(self, state_dir: Path, token: str) -> str:
+        """`claude mcp add akk -- akk mcp --state-dir DIR --token-file FILE`; what it printed.
+
+        The credential goes into a 0600 file of the host's run, so the host's
+        config names a path, not the secret; `akk mcp` finds the server by its
+        state directory (the endpoint that directory proves).
+        """
+        token_file = self.root / "akk.token"
+        descriptor = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w") as out:
+            out.write(token + "\n")
+        command = ["mcp", "--state-dir", str(state_dir), "--token-file", str(token_file)]
+        return await self.add_server(sc.MCP_SERVER, [*akk_command(), *command])
 
     async def run(
         self, task: str, server: str, on_message: Callable[[Json], None] = lambda _: None
