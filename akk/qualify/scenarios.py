@@ -827,6 +827,14 @@ MCP_CHOICE = "French"
 MCP_CODEX_DONE = "Bonjour, the team is greeted."
 MCP_HOST_DONE = "The Codex agent answered in French and is done."
 MCP_WAIT_SECONDS = 60
+MCP_HOST_METHODS = (
+    "list", "send", "wait_events", "ack", "status", "respond_interaction", "wait_events", "ack",
+)  # fmt: skip
+"""The AKK methods the host's scripted model calls, in order (after one ToolSearch)."""
+MCP_TOOL_SEARCH = "select:" + ",".join(
+    MCP_TOOL_PREFIX + method for method in dict.fromkeys(MCP_HOST_METHODS)
+)
+"""The ToolSearch query that loads the schemas of the tools the host calls."""
 
 
 def _mcp_tool(method: str) -> ClaudeTool:
@@ -896,7 +904,10 @@ def _mcp_scenarios() -> dict[str, Scenario]:
         task=MCP_HOST_TASK,
         agents=frozenset({"claude"}),
         steps=(
-            step(MCP_HOST_TASK, "list", lambda _: {}),
+            # Claude Code 2.1.332 defers MCP tools: it names them, and ToolSearch loads their
+            # schemas. Its result is tool references and no text, so the next `when` is "".
+            Step(MCP_HOST_TASK, ClaudeTool("ToolSearch", {"query": MCP_TOOL_SEARCH})),
+            step("", "list", lambda _: {}),
             step('"terminals"', "send", _send_to_codex),
             step('"session_decision"', "wait_events", _wait_events),
             step('"interaction_required"', "ack", _ack_newest("interaction_required")),

@@ -274,8 +274,8 @@ async def test_the_agent_controller_demo_drives_a_codex_pane_through_akk_mcp() -
     assert host, output
     assert "akk: " in output and "✔ Connected" in output  # `claude mcp list`
     calls = [text.split()[1] for text in run.texts("claude") if text.startswith("-> ")]
-    assert calls == [f"agent_knock_knock_{method}" for method in HOST_CALLS], output
-    assert len(run.texts("<-")) == len(HOST_CALLS)
+    assert calls == ["ToolSearch", *(f"agent_knock_knock_{m}" for m in HOST_CALLS)], output
+    assert len(run.texts("<-")) == len(calls)
     assert all("⏱" in text for text in run.texts("<-"))
     at_codex = run.texts("codex")
     assert sum(sc.MCP_CODEX_TASK in line for line in at_codex) == 1, at_codex

@@ -119,22 +119,32 @@ def agent_knock_knock_respond_interaction(
 server.run("stdio")
 '''
 
-HOST_CALLS = [
-    "list",
-    "send",
-    "wait_events",
-    "ack",
-    "status",
-    "respond_interaction",
-    "wait_events",
-    "ack",
-]
-"""The AKK methods the host's scripted model calls, in order."""
+HOST_CALLS = list(sc.MCP_HOST_METHODS)
+"""The AKK methods the host's scripted model calls, in order (after one ToolSearch)."""
 AKK_TOOLS = {
     "list", "send", "status", "respond_interaction", "approve", "respond", "cancel", "close",
     "watch", "unwatch", "renew", "recover", "retry_callback", "ack", "wait_events",
 }  # fmt: skip
 """The tools `akk mcp` serves (`agent_knock_knock_` + each)."""
+
+
+def akk_calls(messages: list[Json]) -> list[tuple[str, Json]]:
+    """The host's tool calls after its first, ToolSearch (checked): (AKK method, tool_use)."""
+    first, *calls = tool_uses(messages)
+    assert first["name"] == "ToolSearch" and first["input"] == {"query": sc.MCP_TOOL_SEARCH}
+    return [(use["name"].removeprefix(sc.MCP_TOOL_PREFIX), use) for use in calls]
+
+
+def loaded_schemas(request: RecordedRequest) -> dict[str, Json]:
+    """The input schemas of the akk tools a request offered in full (once ToolSearch loaded)."""
+    assert request.body is not None
+    tools = request.body["tools"]
+    assert isinstance(tools, list)
+    return {
+        tool["name"].removeprefix(sc.MCP_TOOL_PREFIX): tool["input_schema"]
+        for tool in tools
+        if tool["name"].startswith(sc.MCP_TOOL_PREFIX)
+    }
 
 
 def akk_status(messages: list[Json]) -> str:
@@ -216,9 +226,9 @@ async def test_claude_code_calls_a_stdio_mcp_server_with_ids_read_from_its_resul
     logged = [json.loads(line) for line in calls.read_text().splitlines()]
     # `claude mcp list` connects to check health and calls nothing.
     assert [method for method, _ in logged] == HOST_CALLS, logged
-    uses = tool_uses(messages)
-    assert [use["name"].removeprefix(sc.MCP_TOOL_PREFIX) for use in uses] == HOST_CALLS
-    results = tool_results(messages)
+    calls = akk_calls(messages)
+    assert [method for method, _ in calls] == HOST_CALLS
+    uses, results = tool_uses(messages), tool_results(messages)
     done = {"event_id": "ev_2", "kind": "done", "turn_id": "turn_1", "summary": "Bonjour"}
     assert [results[use["id"]] for use in uses][-2:] == [
         {"events": [done]},
@@ -226,9 +236,11 @@ async def test_claude_code_calls_a_stdio_mcp_server_with_ids_read_from_its_resul
     ]
     assert messages[-1]["type"] == "result" and messages[-1]["result"] == sc.MCP_HOST_DONE
     # The host's model saw each result once: one conversation request per tool call, plus the task.
-    assert len(requests) == len(HOST_CALLS) + 1, host.model.summary()
+    assert len(requests) == len(uses) + 1 == len(HOST_CALLS) + 2, host.model.summary()
     assert akk_status(messages) == "connected"
     assert offered_akk_tools(requests[0]) == set(HOST_CALLS)
+    assert set(loaded_schemas(requests[0])) == set()  # named only, till ToolSearch loads them
+    assert set(loaded_schemas(requests[1])) == set(HOST_CALLS)
     for use, request in zip(uses, requests[1:], strict=True):
         assert request.body is not None
         assert sc.tool_results(request.body["messages"])[-1] == results[use["id"]]  # type: ignore[arg-type]
@@ -259,11 +271,14 @@ async def test_a_claude_code_mcp_host_drives_a_codex_pane_through_akk_mcp(
     # Connected before the first request, which already offered every tool of `akk mcp`.
     assert akk_status(messages) == "connected"
     assert offered_akk_tools(requests[0]) == AKK_TOOLS
+    # ToolSearch loaded the schemas `akk mcp` serves; Claude offered them from then on.
+    schemas = loaded_schemas(requests[1])
+    assert set(schemas) == set(HOST_CALLS), schemas
+    assert set(schemas["respond_interaction"]["required"]) >= {"interaction_id", "answers"}
     uses, results = tool_uses(messages), tool_results(messages)
-    assert [use["name"].removeprefix(sc.MCP_TOOL_PREFIX) for use in uses] == HOST_CALLS, uses
-    by_method = [
-        (use["name"].removeprefix(sc.MCP_TOOL_PREFIX), use, results[use["id"]]) for use in uses
-    ]
+    calls = akk_calls(messages)
+    assert [method for method, _ in calls] == HOST_CALLS, uses
+    by_method = [(method, use, results[use["id"]]) for method, use in calls]
     # The ids the host's model used are the ones AKK gave it.
     (_, send, sent), (_, status, shown) = by_method[1], by_method[4]
     assert send["input"]["terminal_id"] == terminal_id
@@ -286,11 +301,14 @@ async def test_a_claude_code_mcp_host_drives_a_codex_pane_through_akk_mcp(
     assert done["kind"] == "done" and done["turn_id"] == sent["turn_id"]
     assert by_method[7][1]["input"] == {"event_id": done["event_id"]}
     assert messages[-1]["type"] == "result" and messages[-1]["result"] == sc.MCP_HOST_DONE
-    # The Claude model server: one request per tool call, each carrying that call's result.
-    assert len(requests) == len(HOST_CALLS) + 1, host.model.summary()
+    # The Claude model server: one request per tool call, each carrying that call's result,
+    # as the JSON of akk mcp's structured content (Claude passes that, not the text).
+    assert len(requests) == len(uses) + 1 == len(HOST_CALLS) + 2, host.model.summary()
     for use, request in zip(uses, requests[1:], strict=True):
         assert request.body is not None
         assert sc.tool_results(request.body["messages"])[-1] == results[use["id"]]  # type: ignore[arg-type]
+    for (_, _, result), request in zip(by_method, requests[2:], strict=True):
+        assert json.loads(request.newest_input) == result
     # The Codex pane's model server: the task and the host's answer, each exactly once.
     assert lab.server.count_inputs_containing(sc.MCP_CODEX_TASK) == 1, lab.server.summary()
     assert lab.server.count_inputs_containing(sc.ANSWERED_CODEX) == 1, lab.server.summary()

@@ -37,9 +37,10 @@ from tools.lab.installer import install_many
 Json = dict[str, Any]
 
 RESULTS_NOTE = (
-    "(each result below is an excerpt; the model gets the whole result: akk mcp's summary "
-    "line, then the JSON)"
+    "(each result below is an excerpt: the model gets the whole of akk mcp's result as JSON)"
 )
+LOADED = "(tool references only: Claude Code now offers these tools with their schemas)"
+"""What ToolSearch's result is: it names the tools it loaded, with no text."""
 TERMINAL_KEYS = ("terminal_id", "agent", "profile", "activity_state")
 EVENT_KEYS = ("event_id", "kind", "turn_id", "summary")
 
@@ -50,6 +51,8 @@ def excerpt(result: Any) -> Any:
     Terminals by id, agent, profile and state; events by id, kind, Turn and
     summary; an interaction by its ids, questions and options.
     """
+    if result == "":
+        return LOADED
     if not isinstance(result, dict):
         return result
     if "terminals" in result:
@@ -109,7 +112,8 @@ class HostNarrator:
             for result in tool_results([message]).values():
                 took = ms(time.monotonic() - self.called_at)
                 self.out.line("<- result", f"⏱ {took} after the call")
-                self.out.block(pretty(excerpt(result)))
+                shown = excerpt(result)
+                self.out.block(shown if isinstance(shown, str) else pretty(shown))
         elif kind == "result":
             self.out.line("claude", f"session ended: {message.get('subtype')}")
 
