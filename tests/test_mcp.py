@@ -1,8 +1,9 @@
 """`akk mcp` as a process, driven by the SDK's own stdio client, against a real `akk serve`.
 
-The tools and their schemas against the shipped JSON Schema; bad arguments, a
-wrong or missing credential; the event resource. The questionnaire flow with a
-real agent is in tests/lab/test_mcp.py.
+The tools and their schemas against the shipped JSON Schema; bad arguments; a
+wrong, missing or loose credential; the bridge outliving its server; events
+pushed to either MCP era (in process); the bound on calls in flight. The
+questionnaire flow with a real agent is in tests/lab/test_mcp.py.
 """
 
 from __future__ import annotations
