@@ -219,7 +219,9 @@ async def test_claude_code_calls_a_stdio_mcp_server_with_ids_read_from_its_resul
                 sc.MCP_SERVER, [sys.executable, str(server)], {"FAKE_AKK_LOG": str(calls)}
             )
             listed = await host.claude("mcp", "list")
-            messages = await host.run(sc.MCP_HOST_TASK, sc.MCP_SERVER)
+            # Pre-approved in the settings, as for the TUI (the AKK test uses --allowedTools).
+            host.allow_in_settings(sc.MCP_SERVER)
+            messages = await host.run(sc.MCP_HOST_TASK, None)
             requests = host.model.main_requests()
     assert f"Added stdio MCP server {sc.MCP_SERVER}" in added, added
     assert f"{sc.MCP_SERVER}: {sys.executable} {server}" in listed and "Connected" in listed, listed
@@ -317,15 +319,14 @@ async def test_a_claude_code_mcp_host_drives_a_codex_pane_through_akk_mcp(
     assert run_processes(root) == [] and not root.exists()
 
 
-CODEX_TABLE = """
+TOKEN_FILE = "/home/me/.config/akk-codex.token"
+CODEX_TABLE = f"""
 [mcp_servers.akk]
 command = "akk"
-args = ["mcp", "--url", "ws://127.0.0.1:7878/v1"]
-env = { AKK_TOKEN = "akk_token_from_akk_token_create" }
+args = ["mcp", "--token-file", "{TOKEN_FILE}"]
 tool_timeout_sec = 120
 """
 """The `config.toml` table docs/mcp_host.md gives for Codex."""
-
 
 OLDEST_CODEX = next(client for client in clients.PINNED if client.agent == "codex")
 
@@ -347,20 +348,23 @@ async def test_codex_reads_akk_mcp_from_its_config_and_adds_it_in_one_line(
         )
         return str(done.stdout.decode())
 
-    (codex_home / "config.toml").write_text(CODEX_TABLE)
+    stdio = {"type": "stdio", "command": "akk", "args": ["mcp", "--token-file", TOKEN_FILE],
+             "env": None, "env_vars": [], "cwd": None}  # fmt: skip
+    config = codex_home / "config.toml"
+    config.write_text(CODEX_TABLE)
     with trio.fail_after(30):
-        got = json.loads(await codex_says("mcp", "get", "akk", "--json"))
-        (codex_home / "config.toml").unlink()
+        from_table = json.loads(await codex_says("mcp", "get", "akk", "--json"))
+        config.unlink()
         added = await codex_says(
-            "mcp", "add", "akk", "--env", "AKK_TOKEN=t0ken", "--", "akk", "mcp"
+            "mcp", "add", "akk", "--", "akk", "mcp", "--token-file", TOKEN_FILE
         )
+        from_add = json.loads(await codex_says("mcp", "get", "akk", "--json"))
+        await codex_says("mcp", "remove", "akk")
+        await codex_says("mcp", "add", "akk", "--env", "AKK_TOKEN=t0ken", "--", "akk", "mcp")
         listed = await codex_says("mcp", "list")
-    assert got["enabled"] is True and got["tool_timeout_sec"] == 120
-    assert got["transport"] == {
-        "type": "stdio", "command": "akk", "args": ["mcp", "--url", "ws://127.0.0.1:7878/v1"],
-        "env": {"AKK_TOKEN": "akk_token_from_akk_token_create"}, "env_vars": [], "cwd": None,
-    }  # fmt: skip
+    assert from_table["enabled"] is True and from_table["tool_timeout_sec"] == 120
+    assert from_table["transport"] == stdio, from_table
     assert "Added global MCP server 'akk'" in added, added
-    written = (codex_home / "config.toml").read_text()
-    assert 'command = "akk"\nargs = ["mcp"]' in written and 'AKK_TOKEN = "t0ken"' in written
+    assert from_add["transport"] == stdio and from_add["tool_timeout_sec"] is None, from_add
+    assert 'AKK_TOKEN = "t0ken"' in config.read_text()
     assert "t0ken" not in listed and "AKK_TOKEN=*****" in listed, listed

@@ -118,17 +118,27 @@ class ClaudeHost:
         command = ["mcp", "--state-dir", str(state_dir), "--token-file", str(token_file)]
         return await self.add_server(sc.MCP_SERVER, [*akk_command(), *command])
 
-    async def run(
-        self, task: str, server: str, on_message: Callable[[Json], None] = lambda _: None
-    ) -> list[Json]:
-        """One headless session on `task`, `server`'s tools pre-approved; every message it printed.
+    def allow_in_settings(self, server: str) -> None:
+        """Pre-approve `server`'s tools in the user settings (`permissions.allow`), as a
+        person would for the TUI, instead of `run`'s `--allowedTools`."""
+        settings = self.files.home / ".claude" / "settings.json"
+        settings.parent.mkdir(exist_ok=True)
+        current = json.loads(settings.read_text()) if settings.is_file() else {}
+        current.setdefault("permissions", {}).setdefault("allow", []).append(allowed_tools(server))
+        settings.write_text(json.dumps(current, indent=2))
 
-        Each stream-json message goes to `on_message` as it arrives. Raises
-        LabError when claude exits non-zero. Cancelling kills claude.
+    async def run(
+        self, task: str, server: str | None, on_message: Callable[[Json], None] = lambda _: None
+    ) -> list[Json]:
+        """One headless session on `task`; every stream-json message it printed.
+
+        `server`'s tools are pre-approved with `--allowedTools` (None: by the
+        settings alone). Each message goes to `on_message` as it arrives.
+        Raises LabError when claude exits non-zero. Cancelling kills claude.
         """
+        allowed = () if server is None else ("--allowedTools", allowed_tools(server))
         argv = self.argv(
-            "-p", task,
-            "--allowedTools", allowed_tools(server),
+            "-p", task, *allowed,
             "--output-format", "stream-json", "--verbose",
             "--permission-mode", "default",
         )  # fmt: skip
