@@ -282,3 +282,30 @@ async def test_calls_beyond_the_bound_are_refused_at_once(tmp_path: Path) -> Non
         assert all(structured(r)["events"] == held for r in returned)
         freed = await client.call_tool(WAIT_EVENTS, {"timeout_seconds": 0})
         assert not freed.is_error
+
+
+async def test_a_revoked_credential_ends_the_retries_and_each_call_says_so(
+    tmp_path: Path,
+) -> None:
+    akk = AkkProcess(None, tmp_path, "ctl")
+    errlog = tmp_path / "bridge.err"
+    try:
+        await trio.to_thread.run_sync(akk.start)
+        state = ("--state-dir", str(akk.state.path))
+        async with bridge(*state, token=akk.tokens["ctl"], errlog=errlog) as s:
+            assert not (await s.call_tool(PREFIX + "list", {})).is_error
+            revoke = [sys.executable, "-m", "akk", "token", "revoke", "ctl", *state]
+            revoked = await trio.to_thread.run_sync(
+                lambda: subprocess.run(revoke, capture_output=True, text=True, check=False)
+            )
+            assert revoked.returncode == 0, revoked.stderr
+            await _logged(errlog, "calls answer unauthorized from now on")
+            for _ in range(2):
+                refused = await s.call_tool(PREFIX + "list", {})
+                assert refused.is_error and structured(refused)["reason"] == "unauthorized"
+                text = refused.content[0].text  # type: ignore[union-attr]
+                assert "HTTP 401" in text and "Restart `akk mcp`" in text
+    finally:
+        await trio.to_thread.run_sync(akk.stop)
+    # One refused attempt, then no more (every attempt refused is logged).
+    assert (await trio.Path(errlog).read_text()).count("HTTP 401") == 1

@@ -87,14 +87,18 @@ class Link:
     _failure: str = "not connected yet"
     _failures: int = 0
     _refused: bool = False
-    """The last attempt's credential was refused (revoked since the bridge started)."""
+    """The server refused the credential (revoked since the bridge started). A refused
+    credential never becomes valid again, so the link stops trying."""
     _in_flight: int = 0
     _changed: trio.Event = attrs.field(factory=trio.Event)
     _poke: trio.Event = attrs.field(factory=trio.Event)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Keep the connection for ever. Reports started after the first attempt, whatever
-        its result, except that a refused credential then raises CredentialRefused."""
+        """Keep the connection for ever, or until the server refuses the credential.
+
+        Reports started after the first attempt, whatever its result, except that a
+        refused credential then raises CredentialRefused.
+        """
         retry = RETRY_FIRST
         reported = False
 
@@ -110,6 +114,8 @@ class Link:
             report()
             if resync:
                 continue
+            if self._refused:
+                await trio.sleep_forever()
             if trio.current_time() - began > STABLE_AFTER:
                 retry = RETRY_FIRST
             with trio.move_on_after(retry):
@@ -156,9 +162,9 @@ class Link:
         failures = self._failures
         self._poke.set()
         with trio.move_on_after(ATTEMPT_WAIT):
-            while self._ctl is None and self._failures == failures:
+            while self._ctl is None and self._failures == failures and not self._refused:
                 await self._changed.wait()
-        if self._ctl is None and self._refused:
+        if self._refused:
             raise Unavailable(
                 UNAUTHORIZED,
                 f"{self._failure}. Nothing was sent. Restart `akk mcp` with a valid credential",
@@ -181,7 +187,7 @@ class Link:
             url, context = await self.target.locate()
             async with connect(url, self.token, name=NAME, ssl_context=context) as ctl:
                 with trio.CancelScope() as scope:
-                    self._ctl, self._scope, self._refused = ctl, scope, False
+                    self._ctl, self._scope = ctl, scope
                     self.events.resynced()
                     self._signal()
                     report()
@@ -195,7 +201,8 @@ class Link:
                 self._failure = "the server closed the connection"
         except ConnectError as exc:
             rejected = exc.__cause__
-            self._refused = isinstance(rejected, ConnectionRejected) and rejected.status_code == 401
+            if isinstance(rejected, ConnectionRejected) and rejected.status_code == 401:
+                self._refused = True
             if self._refused and refuse:
                 raise CredentialRefused(str(exc)) from None
             self._failure = str(exc)
@@ -207,8 +214,9 @@ class Link:
             self._ctl = self._scope = None
         if resync:
             return True
-        if was_up or self._failures == 0:
-            log.warning("%s; retrying", printable(self._failure))
+        if was_up or self._failures == 0 or self._refused:
+            then = "calls answer unauthorized from now on" if self._refused else "retrying"
+            log.warning("%s; %s", printable(self._failure), then)
         self._failures += 1
         self._signal()
         return False
