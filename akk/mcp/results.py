@@ -2,8 +2,9 @@
 
 The text is one summary line, then the result as JSON (the spec asks a tool with
 structured content to repeat it as text, for hosts that show a model only text).
-Every character of it is printable ASCII: hosts print tool results in a person's
-terminal, and the result carries text that agents and models wrote. Nothing is
+The text holds no control or format character (the JSON is printable ASCII, the
+rest goes through `printable`): hosts print tool results in a person's terminal,
+and the result carries text that agents and models wrote. Nothing is
 redacted here because nothing is added: the server already redacted what it
 sent (`akk.protocol.redaction`), and the bridge passes exactly that on.
 
