@@ -28,6 +28,7 @@ import pytest
 import trio
 
 from akk.client import connect
+from akk.mcp.bridge import INSTRUCTIONS
 from akk.qualify import scenarios as sc
 from akk.qualify.launcher import LabSession, run_processes
 from akk.qualify.model_server import RecordedRequest
@@ -270,9 +271,12 @@ async def test_a_claude_code_mcp_host_drives_a_codex_pane_through_akk_mcp(
     assert f"Added stdio MCP server {sc.MCP_SERVER} with command: " in added, added
     assert f"mcp --state-dir {akk.state.path} --token-file" in listed, listed
     assert "Connected" in listed and akk.tokens[CONTROLLER_ID] not in listed + added
-    # Connected before the first request, which already offered every tool of `akk mcp`.
+    # Connected before the first request, which already named every tool of `akk mcp` and
+    # carried its instructions (the rules) in the system prompt.
     assert akk_status(messages) == "connected"
     assert offered_akk_tools(requests[0]) == AKK_TOOLS
+    system = json.dumps(requests[0].body, ensure_ascii=False)
+    assert json.dumps(f"## {sc.MCP_SERVER}\n{INSTRUCTIONS}")[1:-1] in system
     # ToolSearch loaded the schemas `akk mcp` serves; Claude offered them from then on.
     schemas = loaded_schemas(requests[1])
     assert set(schemas) == set(HOST_CALLS), schemas
