@@ -309,3 +309,20 @@ async def test_a_revoked_credential_ends_the_retries_and_each_call_says_so(
         await trio.to_thread.run_sync(akk.stop)
     # One refused attempt, then no more (every attempt refused is logged).
     assert (await trio.Path(errlog).read_text()).count("HTTP 401") == 1
+
+
+async def test_url_names_the_server_without_a_state_directory(
+    live_server: LiveServer, tmp_path: Path
+) -> None:
+    token = live_server.controllers["c3"]
+    async with bridge("--url", live_server.url, token=token, errlog=tmp_path / "a") as s:
+        listed = await s.call_tool(PREFIX + "list", {})
+        assert not listed.is_error and "terminals" in structured(listed)
+    with trio.socket.socket() as unused:  # a port nothing listens on
+        await unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    nowhere = f"ws://127.0.0.1:{port}/v1"
+    async with bridge("--url", nowhere, token=token, errlog=tmp_path / "b") as s:
+        gone = await s.call_tool(PREFIX + "list", {})
+        assert gone.is_error and structured(gone)["reason"] == "server_not_running"
+        assert f"cannot connect to {nowhere}" in gone.content[0].text  # type: ignore[union-attr]
