@@ -169,26 +169,31 @@ async def _start(live: LiveServer, token: str, *args: str) -> subprocess.Complet
 async def test_a_wrong_or_missing_credential_stops_the_start(
     live_server: LiveServer, tmp_path: Path
 ) -> None:
-    missing = await _start(live_server, "")
-    assert missing.returncode == 2
-    assert "no credential" in missing.stderr and "akk token create" in missing.stderr
-    wrong = await _start(live_server, "akkc_" + "x" * 43)
-    assert wrong.returncode == 2
-    assert "refused the credential (HTTP 401)" in wrong.stderr
-    token_file = tmp_path / "token"
-    token_file.write_text("akkc_" + "y" * 43 + "\n")
-    token_file.chmod(0o644)
-    loose = await _start(live_server, "", "--token-file", str(token_file))
-    assert loose.returncode == 2 and f"chmod 600 {token_file}" in loose.stderr
-    token_file.chmod(0o600)
-    refused = await _start(live_server, "", "--token-file", str(token_file))
-    assert refused.returncode == 2 and "HTTP 401" in refused.stderr
-    token_file.write_text("not a token\n")
-    malformed = await _start(live_server, "", "--token-file", str(token_file))
-    assert malformed.returncode == 2 and "does not hold a credential" in malformed.stderr
-    assert "not a token" not in malformed.stderr  # a secret file's content is never quoted
-    runs = (missing, wrong, loose, refused, malformed)
-    assert all(run.stdout == "" for run in runs)  # stdout is the MCP wire: nothing on it
+    files = {name: tmp_path / name for name in ("loose", "refused", "malformed")}
+    files["loose"].write_text("akkc_" + "y" * 43 + "\n")
+    files["refused"].write_text("akkc_" + "y" * 43 + "\n")
+    files["malformed"].write_text("not a token\n")
+    for name, path in files.items():
+        path.chmod(0o644 if name == "loose" else 0o600)
+    runs: dict[str, subprocess.CompletedProcess[str]] = {}
+
+    async def start(name: str, token: str, *args: str) -> None:
+        runs[name] = await _start(live_server, token, *args)
+
+    async with trio.open_nursery() as nursery:  # each is its own process: all at once
+        nursery.start_soon(start, "missing", "")
+        nursery.start_soon(start, "wrong", "akkc_" + "x" * 43)
+        for name, path in files.items():
+            nursery.start_soon(start, name, "", "--token-file", str(path))
+    assert all(run.returncode == 2 for run in runs.values())
+    assert all(run.stdout == "" for run in runs.values())  # stdout is the MCP wire
+    assert "no credential" in runs["missing"].stderr
+    assert "akk token create" in runs["missing"].stderr
+    assert "refused the credential (HTTP 401)" in runs["wrong"].stderr
+    assert f"chmod 600 {files['loose']}" in runs["loose"].stderr
+    assert "refused the credential (HTTP 401)" in runs["refused"].stderr
+    assert "does not hold a credential" in runs["malformed"].stderr
+    assert "not a token" not in runs["malformed"].stderr  # a secret file is never quoted
 
 
 async def _logged(errlog: Path, text: str, count: int = 1) -> None:

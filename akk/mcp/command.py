@@ -37,11 +37,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    # The SDK takes about a second to import; only `akk mcp` pays for it.
+    token = credential(args.token_file)
+    # The SDK takes about a second to import: only `akk mcp` pays for it, after the
+    # credential passed its checks.
     from akk.mcp.bridge import serve
     from akk.mcp.link import Target
 
-    token = credential(args.token_file)
     logging.basicConfig(level=logging.WARNING, format="akk mcp: %(message)s")
     logging.getLogger("akk.mcp").setLevel(logging.INFO)
     target = Target(args.url, StateDir.resolve(args.state_dir))
