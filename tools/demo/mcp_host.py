@@ -143,28 +143,31 @@ class ClaudeHost:
             "--permission-mode", "default",
         )  # fmt: skip
         messages: list[Json] = []
-        async with trio.open_nursery() as nursery:
-            start = partial(
-                trio.run_process,
-                argv,
-                cwd=self.files.workdir,
-                env=self.files.env | WAIT_FOR_SERVERS,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-                check=False,
-            )
-            process: trio.Process = await nursery.start(start)
-            assert process.stdout is not None
-            buffer = b""
-            async for chunk in process.stdout:
-                *lines, buffer = (buffer + chunk).split(b"\n")
-                for line in lines:
-                    if line.strip():
-                        message = json.loads(line)
-                        messages.append(message)
-                        on_message(message)
+        log = self.root / "claude-p.stderr"
+        with log.open("wb") as stderr:
+            async with trio.open_nursery() as nursery:
+                start = partial(
+                    trio.run_process,
+                    argv,
+                    cwd=self.files.workdir,
+                    env=self.files.env | WAIT_FOR_SERVERS,
+                    stdout=subprocess.PIPE,
+                    stderr=stderr,
+                    check=False,
+                )
+                process: trio.Process = await nursery.start(start)
+                assert process.stdout is not None
+                buffer = b""
+                async for chunk in process.stdout:
+                    *lines, buffer = (buffer + chunk).split(b"\n")
+                    for line in lines:
+                        if line.strip():
+                            message = json.loads(line)
+                            messages.append(message)
+                            on_message(message)
         if process.returncode != 0:
-            raise LabError(f"claude -p exited {process.returncode}; it printed {messages}")
+            error = log.read_text(errors="replace")[-2000:]
+            raise LabError(f"claude -p exited {process.returncode}: {error}; it printed {messages}")
         return messages
 
 
