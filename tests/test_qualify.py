@@ -9,23 +9,30 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import stat
+import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import attrs
 import pytest
+import trio
+import trio.testing
 
 from akk import cli
 from akk.discovery.process import sha256_file
 from akk.evidence.files import identify, read_lines, records
 from akk.profiles.registry import PINNED, PROFILES
-from akk.qualify import command, compare, evidence, qualification
+from akk.qualify import capture, command, compare, evidence, qualification
+from akk.qualify.capture import Look, Unsettled
 from akk.qualify.client import Binary
 from akk.qualify.qualification import Judgement, Probe, QualifyError
 from akk.qualify.scenarios import ECHO_TASK
 from akk.store.location import StateDir
 
-EVIDENCE = Path(__file__).resolve().parents[1] / "fixtures" / "evidence"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+EVIDENCE = FIXTURES / "evidence"
 
 
 def stand_in(tmp_path: Path, line: str, name: str = "claude") -> Path:
@@ -179,3 +186,170 @@ def test_the_cli_says_a_pinned_binary_needs_nothing_and_a_missing_one_cannot_be_
     )
     (result,) = json.loads(capsys.readouterr().out)["results"]
     assert result["state"] == "error" and "no file at" in result["error"]
+
+
+class ScriptedPane:
+    """A pane that shows each look from its time on (seconds after the first read)."""
+
+    def __init__(self, timeline: Sequence[tuple[float, Look]]) -> None:
+        self.timeline = timeline
+        self.start: float | None = None
+        self.reads: list[tuple[float, Look]] = []
+
+    async def read(self) -> Look:
+        now = trio.current_time()
+        if self.start is None:
+            self.start = now
+        at = now - self.start
+        shown = [look for since, look in self.timeline if since <= at][-1]
+        self.reads.append((at, shown))
+        return shown
+
+
+def _finished_echo() -> tuple[str, str, dict[str, object]]:
+    """0.169.0's finished echo screen, the same screen before its ``Worked for`` row, the label."""
+    stem = FIXTURES / "codex" / "0.169.0" / "echo-finished"
+    finished = stem.with_suffix(".ansi").read_text()
+    half = "\n".join("\x1b[2m" if "Worked for" in row else row for row in finished.split("\n"))
+    expected = json.loads(stem.with_suffix(".json").read_text())["expected"]
+    return finished, half, expected
+
+
+async def test_a_shot_waits_for_the_turns_end_behind_a_finished_looking_screen(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # Codex draws the reply and clears its status row, then works on with only the
+    # title's spinner moving; on a loaded machine ``Worked for`` came 0.33 s later (and
+    # 1.7 s under strace). The screen between reads `working`, not the label's `idle`.
+    finished, half, expected = _finished_echo()
+    profile = PROFILES[("codex", "0.169.0")]
+    assert compare.outcome(profile, half, 120, 40, expected).state == "working"
+    spinner = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+    working = [(0.12 * i, Look(f"{spinner[i % 10]} Lab session | work", half)) for i in range(10)]
+    pane = ScriptedPane(
+        [
+            *working,
+            (1.2, Look("Lab session | work", half)),
+            (1.21, Look("Lab session | work", finished)),
+        ]
+    )
+
+    with trio.fail_after(30):
+        shot = await capture.settled(pane.read)
+
+    assert shot == finished
+    assert compare.outcome(profile, shot, 120, 40, expected).problems == ()
+    # The cells alone held still past the quiet time: they did not prove the shot.
+    cells_still = max(at for at, look in pane.reads if look.screen == half)
+    assert cells_still > capture.SHOT_QUIET_SECONDS
+
+
+async def test_a_busy_title_holds_the_shot_however_long_the_pane_stays_still(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # A starved client's spinner may stand on one glyph past the quiet time.
+    finished, half, _ = _finished_echo()
+    pane = ScriptedPane(
+        [(0.0, Look("⠏ Lab session | work", half)), (2.0, Look("Lab session | work", finished))]
+    )
+    with trio.fail_after(30):
+        assert await capture.settled(pane.read) == finished
+
+
+async def test_a_title_change_alone_starts_the_quiet_time_again(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    finished, half, _ = _finished_echo()
+    pane = ScriptedPane(
+        [
+            (0.0, Look("[ ! ] Action Required | work", half)),
+            (0.3, Look("[ . ] Action Required | work", half)),
+            (0.6, Look("[ ! ] Action Required | work", half)),
+            (0.65, Look("[ ! ] Action Required | work", finished)),
+        ]
+    )
+    with trio.fail_after(30):
+        assert await capture.settled(pane.read) == finished
+    (taken_at, _), *_ = [read for read in pane.reads if read[1].screen == finished]
+    assert pane.reads[-1][0] - taken_at >= capture.SHOT_QUIET_SECONDS
+
+
+async def test_a_settled_screen_is_taken_as_it_is_even_when_it_misreads(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # Settling never looks at the label: a version that really stops there is refused.
+    _, half, expected = _finished_echo()
+    pane = ScriptedPane([(0.0, Look("Lab session | work", half))])
+    with trio.fail_after(30):
+        shot = await capture.settled(pane.read)
+    assert shot == half
+    compared = compare.compare(
+        compare.Point("echo", "finished", 120, 40),
+        expected,
+        None,
+        shot,
+        PROFILES[("codex", "0.169.0")],
+        PROFILES[("codex", "0.169.0")],
+    )
+    assert compared.status == "differs"
+
+
+@pytest.mark.parametrize(
+    ("title", "every", "why"),
+    [
+        ("⠏ Lab session | work", None, "its title says the client still works"),
+        ("Lab session | work", 0.2, "it kept changing"),
+    ],
+)
+async def test_a_pane_that_never_settles_fails_the_shot_and_says_why(
+    autojump_clock: trio.testing.MockClock, title: str, every: float | None, why: str
+) -> None:
+    finished, half, _ = _finished_echo()
+    timeline = [(0.0, Look(title, half))]
+    if every is not None:
+        timeline += [(every * i, Look(title, (half, finished)[i % 2])) for i in range(1, 100)]
+    pane = ScriptedPane(timeline)
+    with trio.fail_after(30), pytest.raises(Unsettled, match=why) as raised:
+        await capture.settled(pane.read, timeout=5.0)
+    assert "not producible" in str(raised.value) and raised.value.look.title == title
+
+
+async def test_a_client_that_is_not_at_rest_holds_the_shot(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # Between Codex's title reset and its ``Worked for`` row a starved client shows
+    # neither spinner nor the last row; only its runnable threads say it is not done.
+    finished, half, _ = _finished_echo()
+    pane = ScriptedPane(
+        [(0.0, Look("Lab session | work", half)), (1.5, Look("Lab session | work", finished))]
+    )
+    with trio.fail_after(30):
+        shot = await capture.settled(pane.read, resting=lambda: trio.current_time() >= 1.5)
+    assert shot == finished
+
+
+async def test_at_rest_sees_a_running_descendant_and_a_sleeping_tree() -> None:
+    # Each shell waits for its child: the loop always runs or waits for a CPU.
+    spinning = await trio.lowlevel.open_process(
+        ["sh", "-c", f"{sys.executable} -c 'while True: pass' & wait"]
+    )
+    sleeping = await trio.lowlevel.open_process(["sh", "-c", "sleep 60 & wait"])
+    try:
+        with trio.fail_after(10):
+            while not (_children(sleeping.pid) and capture.at_rest([sleeping.pid])):
+                await trio.sleep(0.01)
+            while not _children(spinning.pid):
+                await trio.sleep(0.01)
+        assert not any(capture.at_rest([spinning.pid]) for _ in range(20))
+    finally:
+        for process in (spinning, sleeping):
+            for child in _children(process.pid):
+                os.kill(child, signal.SIGKILL)
+            process.kill()
+            await process.wait()
+    assert capture.at_rest([spinning.pid, sleeping.pid])  # gone: nothing left to draw
+
+
+def _children(pid: int) -> list[int]:
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(child) for child in path.read_text().split()] if path.exists() else []

@@ -6,21 +6,38 @@ output to ``<out>/<agent>/<version>/[<folder>/][<cols>x<rows>/]<plan>[-<step>].a
 (the size folder only for sizes other than 120x40, the plan's own folder only
 where it names one) and a ``.json`` beside it with the expected classification
 (`akk.qualify.plans.labels`).
+
+A shot takes the pane only once it is settled (`settled`): its cells and its
+title unchanged for `SHOT_QUIET_SECONDS`, the title not saying the client
+still works, and the pane's processes at rest (the tmux server and all it
+runs: no thread running or waiting for a CPU). The cells alone do not prove
+it: Codex draws a finished turn's last row, then keeps working with only its
+title's spinner moving, and draws ``Worked for …`` later, on a loaded
+machine more than the quiet time later. That screen in between reads
+``working``; taken for the finished one, it refused a qualification that held.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
 
 import attrs
 import trio
 
 from akk.qualify.client import Client
-from akk.qualify.launcher import UNCONFINED, Confinement, LabSession, ScreenTimeout, launch
+from akk.qualify.launcher import (
+    POLL_SECONDS,
+    UNCONFINED,
+    Confinement,
+    LabSession,
+    ScreenTimeout,
+    launch,
+)
 from akk.qualify.plans.corpus import PLANS
 from akk.qualify.plans.plan import (
     DEFAULT_SIZE,
@@ -43,9 +60,120 @@ from akk.qualify.scenarios import SCENARIOS
 PRESS_QUIET_SECONDS = 0.3
 """How long a screen stays still before keys are pressed on it."""
 
+SHOT_QUIET_SECONDS = 0.4
+"""How long the pane (its cells and its title) stays unchanged before a shot takes it."""
+
+SHOT_SETTLE_SECONDS = 10.0
+"""How long a shot waits for a settled pane before its job fails (not producible)."""
+
+BUSY_TITLE = re.compile(r"^[\u2800-\u28ff] ")
+"""A pane title that says the client still works: every pinned Codex puts a Braille
+spinner before its title while a turn runs, until the turn's end is drawn."""
+
+RESTING_STATES = frozenset("SIZ")
+"""The states (``/proc/PID/stat``) of a thread that is not about to draw: sleeping, idle, gone."""
+
 
 class CaptureError(RuntimeError):
     """A plan could not be driven to its capture points."""
+
+
+class Unsettled(CaptureError):
+    """A shot's pane never settled before its deadline; carries the last look at it."""
+
+    def __init__(self, message: str, look: Look) -> None:
+        super().__init__(f"{message}\n--- last screen ---\n{look.screen}\n--- end of screen ---")
+        self.look = look
+
+
+@attrs.frozen
+class Look:
+    """The pane at one instant: the title its client set (OSC 0/2) and its cells."""
+
+    title: str
+    screen: str
+    """The exact ``tmux capture-pane -p -e`` output."""
+
+    @property
+    def busy(self) -> bool:
+        """Whether the title says the client is still working (`BUSY_TITLE`)."""
+        return BUSY_TITLE.match(self.title) is not None
+
+
+async def look(lab: LabSession) -> Look:
+    """The pane's title and cells, read by one tmux command sequence (the same instant)."""
+    out = await lab.tmux(
+        *("display-message", "-p", "-t", lab.pane, "#{pane_title}"),
+        ";",
+        *("capture-pane", "-p", "-e", "-t", lab.pane),
+    )
+    # tmux drops control characters from a title, so it is the first line alone.
+    title, _, screen = out.partition("\n")
+    return Look(title, screen)
+
+
+def at_rest(pids: Iterable[int]) -> bool:
+    """Whether every thread of these processes and of all their descendants sleeps.
+
+    A thread that runs, waits for a CPU (``R``), for the disk (``D``) or is
+    stopped may still change the screen: a starved client shows its last
+    frame for as long as it gets no CPU. A process that is gone is at rest.
+    """
+    stack = list(pids)
+    while stack:
+        pid = stack.pop()
+        for task in Path(f"/proc/{pid}/task").glob("*"):
+            try:
+                state = (task / "stat").read_text().rpartition(")")[2].split()[0]
+                stack += [int(child) for child in (task / "children").read_text().split()]
+            except (OSError, IndexError):
+                continue  # the thread ended meanwhile
+            if state not in RESTING_STATES:
+                return False
+    return True
+
+
+async def settled(
+    read: Callable[[], Awaitable[Look]],
+    *,
+    resting: Callable[[], bool] = lambda: True,
+    quiet: float = SHOT_QUIET_SECONDS,
+    timeout: float = SHOT_SETTLE_SECONDS,
+) -> str:
+    """The screen once `read` gave the same look for `quiet` seconds, no busy title, and
+    `resting()` held before a last read that still gave that look.
+
+    Every read counts: any change of a cell, a style or the title starts the
+    quiet time again. Which screen it is does not matter here; a settled
+    screen that reads differently from its label is taken as it is, and
+    refused by the comparison. Raises Unsettled after `timeout` seconds.
+    """
+    seen = await read()
+    since = trio.current_time()
+    with trio.move_on_after(timeout):
+        while True:
+            quiet_yet = not seen.busy and trio.current_time() - since >= quiet
+            # Rest first, then the read: a frame written before the rest is on that read.
+            done = quiet_yet and resting()
+            if not done:
+                await trio.sleep(POLL_SECONDS)
+            now = await read()
+            if now != seen:
+                seen, since = now, trio.current_time()
+            elif done:
+                return seen.screen
+    if seen.busy:
+        why = f"its title says the client still works ({seen.title!r})"
+    elif trio.current_time() - since >= quiet:
+        why = "the client (or tmux) never came to rest"
+    else:
+        why = f"it kept changing (last {trio.current_time() - since:.1f} s before the deadline)"
+    raise Unsettled(
+        f"the pane did not settle within {timeout} s: {why}; a shot takes only a settled "
+        "screen, so this one is not producible. Run it again on a less busy machine "
+        "(or with fewer plan runs at a time)",
+        seen,
+    )
 
 
 @attrs.frozen
@@ -67,14 +195,6 @@ def fixture_stem(
     if (cols, rows) != DEFAULT_SIZE:
         folder = folder / f"{cols}x{rows}"
     return folder / (plan if step is None else f"{plan}-{step}")
-
-
-async def _settled(lab: LabSession, settle: bool) -> str:
-    if settle:
-        # An animated screen (spinner, welcome art) never settles: capture it as it is.
-        with contextlib.suppress(ScreenTimeout):
-            await lab.wait_stable(quiet=0.4, timeout=3.0)
-    return await lab.capture()
 
 
 async def _act(lab: LabSession, action: Action) -> None:
@@ -150,13 +270,20 @@ async def run_plan(
         preseed=plan.preseed,
         confine=confine,
     ) as lab:
+        # The tmux server, and under it the pane's shell, the client and its children.
+        server = int(await lab.tmux("display-message", "-p", "#{pid}"))
         for action in plan.actions:
             if not isinstance(action, Shot):
                 await _act(lab, action)
                 continue
             if only_step is not None and action.step != only_step:
                 continue
-            screen = await _settled(lab, action.settle)
+            # An animated screen (a running turn's spinner) never settles: taken as it is.
+            screen = (
+                await settled(lambda: look(lab), resting=lambda: at_rest([server]))
+                if action.settle
+                else await lab.capture()
+            )
             action = attrs.evolve(action, expected=plan.expected_at(action, cols, rows))
             stem = fixture_stem(out, client, plan.name, action.step, cols, rows)
             written.append(_write(stem, screen, plan, action, client, cols, rows))

@@ -89,8 +89,10 @@ class Release:
 class Shot:
     """Capture the screen here as `<plan>-<step>` with its expected classification.
 
-    `settle` waits for the screen to stop changing first; animated screens
-    (spinners, welcome art) are captured after a bounded wait regardless.
+    `settle` takes the screen only once the pane has come to rest: its cells
+    and title unchanged for a moment and the title not saying the client still
+    works (`capture.settled`); a pane that never does fails the job. Without
+    it the screen is taken as it is: a running turn's spinner never rests.
     """
 
     step: str | None
