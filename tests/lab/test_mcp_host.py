@@ -3,7 +3,8 @@
 The newest pinned Claude Code runs headless (`claude -p`, `tools.demo.mcp_host`)
 with `akk mcp` added by `claude mcp add` and its tools pre-approved, against
 its own scripted model server, whose tool calls take their ids from earlier
-tool results (`scenarios.ComputedStep`). It lists the terminals, sends a task
+tool results (`scenarios.ComputedStep`). It loads the tools' schemas with
+ToolSearch (2.1.332 defers MCP tools), lists the terminals, sends a task
 to the newest pinned Codex in its own tmux pane (Plan mode, its own model
 server, supervised by a real `akk serve`), waits for the event, acks it, reads
 `status`, answers the question with `respond_interaction` by the ids `status`
@@ -13,7 +14,9 @@ receives every tool result (the `done` event's among them) exactly once.
 
 The same host first drives a trivial stdio MCP server of this test's own that
 checks every id it is given, so the plumbing (Claude's MCP client, the
-pre-approval, the computed tool inputs) is proven apart from AKK.
+pre-approval, the computed tool inputs) is proven apart from AKK; and the
+oldest and newest pinned Codex read and write the `[mcp_servers.akk]` table
+that docs/mcp_host.md gives.
 """
 
 from __future__ import annotations
