@@ -38,7 +38,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("server", ("akk.server",)),
     ("qualify", ("akk.qualify",)),
     ("service", ("akk.service",)),
-    ("cli", ("akk.cli", "akk.__main__")),
+    ("cli", ("akk.cli", "akk.mcp", "akk.__main__")),
 )
 """Layers, lowest first, each with the module prefixes it holds (the longest prefix wins).
 
