@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,7 @@ from akk.qualify import scenarios as sc
 from akk.qualify.launcher import LabSession, run_processes
 from akk.qualify.model_server import RecordedRequest
 from tests.lab.conftest import ensure_installed, lab_params
+from tests.lab.test_model_server import claude_body, connected, serving, text_block
 from tools.demo.mcp_host import CONTROLLER_ID, claude_host, tool_results, tool_uses
 from tools.lab import clients
 from tools.lab.akk_runner import AkkProcess, idle_terminal
@@ -208,6 +210,36 @@ def test_computed_steps_read_their_ids_from_earlier_tool_results() -> None:
     (ack,) = [s for s in steps if isinstance(s, sc.ComputedStep) and s.when == '"done"']
     why = "LookupError('no done event in any tool result')"
     assert ack.resolve(messages) == sc.Text(f"lab: no input for {sc.MCP_TOOL_PREFIX}ack: {why}")
+
+
+async def test_the_model_server_replies_and_records_the_computed_tool_call() -> None:
+    scenario = sc.Scenario(
+        "computed",
+        task="go",
+        steps=(
+            sc.ComputedStep('"turn_id"', sc.ClaudeTool("status", {}), compute=newest_turn),
+            sc.ComputedStep("nothing", sc.ClaudeTool("status", {}), compute=newest_turn),
+        ),
+    )
+    sent = {"turn_id": "turn_1", "session_decision": {"action": "create"}}
+    result = {"type": "tool_result", "tool_use_id": "u1",
+              "content": [text_block(f"send ok: turn_id=turn_1\n{json.dumps(sent)}")]}  # fmt: skip
+    with trio.fail_after(10):
+        async with serving(scenario) as server, connected(server) as client:
+            read = await client.request("POST", "/v1/messages", claude_body(result, stream=False))
+            unread = claude_body(text_block("nothing to read"), stream=False)
+            missing = await client.request("POST", "/v1/messages", unread)
+    (block,) = read.json()["content"]  # type: ignore[misc]
+    assert block["type"] == "tool_use" and block["input"] == {"turn_id": "turn_1"}
+    assert server.requests[0].reply == sc.ClaudeTool("status", {"turn_id": "turn_1"})
+    (said,) = missing.json()["content"]  # type: ignore[misc]
+    assert said["type"] == "text" and said["text"].startswith("lab: no input for status: KeyError")
+    assert server.requests[1].reply == sc.Text(said["text"])
+
+
+def newest_turn(messages: Sequence[object]) -> dict[str, object]:
+    """A computed input: the turn_id of the newest result that has one."""
+    return {"turn_id": sc.newest_with(messages, "turn_id")["turn_id"]}
 
 
 async def test_claude_code_calls_a_stdio_mcp_server_with_ids_read_from_its_results(
