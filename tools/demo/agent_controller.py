@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import math
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -24,14 +23,22 @@ from typing import Any
 import attrs
 import trio
 
-from akk.client import connect
 from akk.qualify import scenarios as sc
 from akk.qualify.launcher import LabSession, launch
 from akk.qualify.model_server import ModelServer, RecordedRequest
 from tools.demo.mcp_host import CONTROLLER_ID, ClaudeHost, claude_host, tool_results, tool_uses
-from tools.demo.run import ATTACH_SECONDS, HOLD_SECONDS, MODEL_TEXT, Printer, Settings, ms, pretty
+from tools.demo.run import (
+    ATTACH_SECONDS,
+    HOLD_SECONDS,
+    MODEL_TEXT,
+    Printer,
+    Settings,
+    ms,
+    pretty,
+    serving_demo,
+    wait_to_attach,
+)
 from tools.lab import clients
-from tools.lab.akk_runner import AkkProcess, idle_terminal
 from tools.lab.installer import install_many
 
 Json = dict[str, Any]
@@ -189,22 +196,12 @@ async def demo(settings: Settings) -> int:
 
 
 async def _with_akk(settings: Settings, out: Printer, lab: LabSession, root: Path) -> int:
-    akk = AkkProcess(lab, root, CONTROLLER_ID)
-    try:
-        started = time.monotonic()
-        url = await trio.to_thread.run_sync(akk.start)
-        assert akk.proc is not None
-        out.line("serve", f"akk serve listening on {url} after {time.monotonic() - started:.1f} s")
-        out.block(f"state {akk.state.path}, pid {akk.proc.pid}")
-        out.block(f"credential minted for controller {CONTROLLER_ID!r}")
-        async with connect(url, akk.state.token()) as operator:
-            row = await idle_terminal(operator, timeout=30)
+    async with serving_demo(out, lab, root, CONTROLLER_ID) as served:
+        row = served.row
         out.line("list", f"pane {row['pane']} idle under {row['profile']}")
         async with claude_host(clients.newest("claude"), sc.SCENARIOS["mcp_host_claude"]) as host:
-            token = akk.tokens[CONTROLLER_ID]
-            return await _drive(settings, out, lab, host, akk.state.path, token)
-    finally:
-        akk.stop()
+            token = served.akk.tokens[CONTROLLER_ID]
+            return await _drive(settings, out, lab, host, served.akk.state.path, token)
 
 
 async def _drive(
@@ -222,11 +219,9 @@ async def _drive(
     out.block(added.strip())
     listed = await host.claude("mcp", "list")
     out.block("$ claude mcp list\n" + listed.strip())
-    if settings.attach:
-        out.line("attach", f"tmux -S {lab.socket} attach -t lab   (in another terminal)")
-        out.block(f"the host starts in {ATTACH_SECONDS:g} s; Enter starts it now")
-        with trio.move_on_after(ATTACH_SECONDS):
-            await trio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
+    await wait_to_attach(
+        settings, out, lab, f"the host starts in {ATTACH_SECONDS:g} s; Enter starts it now"
+    )
     out.line("claude -p", f"{sc.MCP_HOST_TASK!r}  --allowedTools mcp__akk")
     out.block(RESULTS_NOTE)
     narrator = HostNarrator(out, lab.server)

@@ -20,6 +20,8 @@ import sys
 import tempfile
 import textwrap
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -295,8 +297,23 @@ async def demo(settings: Settings) -> int:
     return status
 
 
-async def _with_akk(settings: Settings, out: Printer, lab: LabSession, root: Path) -> int:
-    akk = AkkProcess(lab, root, CONTROLLER_ID)
+@attrs.frozen
+class Serving:
+    """`akk serve` started for a demo: its process, URL, start time and the lab pane's row."""
+
+    akk: AkkProcess
+    url: str
+    started: float
+    row: Json
+
+
+@asynccontextmanager
+async def serving_demo(
+    out: Printer, lab: LabSession, root: Path, controller_id: str = CONTROLLER_ID
+) -> AsyncIterator[Serving]:
+    """Start `akk serve` on the lab pane (a credential minted for ``controller_id``), print it,
+    and wait until it lists the pane idle; stopped on exit."""
+    akk = AkkProcess(lab, root, controller_id)
     try:
         started = time.monotonic()
         url = await trio.to_thread.run_sync(akk.start)
@@ -304,31 +321,48 @@ async def _with_akk(settings: Settings, out: Printer, lab: LabSession, root: Pat
         out.line("serve", f"akk serve listening on {url} after {time.monotonic() - started:.1f} s")
         out.block(f"state {akk.state.path}, pid {akk.proc.pid}")
         out.block(
-            f"credential minted for controller {CONTROLLER_ID!r} (as `akk token create` does)"
+            f"credential minted for controller {controller_id!r} (as `akk token create` does)"
         )
         async with connect(url, akk.state.token()) as operator:
             row = await idle_terminal(operator, timeout=30)
-        seen = time.monotonic() - started
+        yield Serving(akk, url, started, row)
+    finally:
+        akk.stop()
+
+
+async def wait_to_attach(settings: Settings, out: Printer, lab: LabSession, what: str) -> None:
+    """With attach on, print how to watch the pane and wait ATTACH_SECONDS for ``what`` (a
+    line saying what happens then, and that Enter does it now)."""
+    if not settings.attach:
+        return
+    out.line("attach", f"tmux -S {lab.socket} attach -t lab   (in another terminal)")
+    out.block(what)
+    with trio.move_on_after(ATTACH_SECONDS):
+        await trio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
+
+
+async def _with_akk(settings: Settings, out: Printer, lab: LabSession, root: Path) -> int:
+    async with serving_demo(out, lab, root) as served:
+        row = served.row
+        seen = time.monotonic() - served.started
         out.line(
             "list", f"pane {row['pane']} idle under {row['profile']}  ⏱ {ms(seen)} after start"
         )
         listing = await trio.run_process(
-            [sys.executable, "-m", "akk", "list", "--state-dir", str(akk.state.path)],
+            [sys.executable, "-m", "akk", "list", "--state-dir", str(served.akk.state.path)],
             capture_stdout=True,
         )
         out.block("$ akk list\n" + listing.stdout.decode().rstrip())
-        if settings.attach:
-            out.line("attach", f"tmux -S {lab.socket} attach -t lab   (in another terminal)")
-            out.block(f"the task goes out in {ATTACH_SECONDS:g} s; Enter sends it now")
-            with trio.move_on_after(ATTACH_SECONDS):
-                await trio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
+        await wait_to_attach(
+            settings, out, lab, f"the task goes out in {ATTACH_SECONDS:g} s; Enter sends it now"
+        )
         narrator = Narrator(out, lab.server, PAUSE_SECONDS if settings.attach else 0.0)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(narrator.watch_model)
             narrator.sending()
-            token = akk.tokens[CONTROLLER_ID]
+            token = served.akk.tokens[CONTROLLER_ID]
             outcome = await controller.follow(
-                url, token, row["terminal_id"], sc.DEMO_TASK, narrator, request_id="demo-1"
+                served.url, token, row["terminal_id"], sc.DEMO_TASK, narrator, request_id="demo-1"
             )
             nursery.cancel_scope.cancel()
         narrator.print_model()
@@ -340,5 +374,3 @@ async def _with_akk(settings: Settings, out: Printer, lab: LabSession, root: Pat
             out.line("hold", f"the pane stays up {HOLD_SECONDS:g} s more (Ctrl-C ends now)")
             await trio.sleep(HOLD_SECONDS)
         return 0 if all(held for held, _ in results) else 1
-    finally:
-        akk.stop()
