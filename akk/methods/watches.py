@@ -21,6 +21,7 @@ except by `unwatch` (a Send stays managed until `close`).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from contextlib import suppress
 from typing import Any
 
@@ -67,27 +68,12 @@ class WatchCalls:
             found: tuple[str, str | None, str | None] = ("pending", snap.to_json(), None)
         except evidence.EvidenceUnavailable as exc:
             found = ("unknown", None, str(exc)[:300])
-        settings, now = self._ctx.settings, time.time()
-
-        def insert(conn: apsw.Connection) -> Turn:
-            held = turns.unresolved_on(conn, terminal_id)
-            if held is not None:
-                return held
-            status, snapshot_json, limit = found
-            watch = turns.insert_watch(
-                conn, controller_id=controller_id, terminal_id=terminal_id,
-                evidence_status=status, evidence=snapshot_json, evidence_limit=limit,
-                inactivity_seconds=settings.inactivity_minutes * 60,
-                lifetime_seconds=settings.lifetime_minutes * 60, now=now,
-            )  # fmt: skip
-            audit.record(
-                conn, at=now, actor=controller_id, action="watch", outcome="observing",
-                controller_id=controller_id, turn_id=watch.turn_id,
-                detail={"terminal_id": terminal_id},
-            )  # fmt: skip
-            return watch
-
-        return await self._started(controller_id, await transact(self._ctx.store, insert))
+        status, snapshot_json, limit = found
+        return await self._open(
+            controller_id, lambda conn: turns.unresolved_on(conn, terminal_id),
+            {"terminal_id": terminal_id}, terminal_id=terminal_id, evidence_status=status,
+            evidence=snapshot_json, evidence_limit=limit,
+        )  # fmt: skip
 
     async def watch_task(
         self,
@@ -110,30 +96,42 @@ class WatchCalls:
                 f"({', '.join(narrowed)}); nothing is watched. Ask the operator for a "
                 "credential with that root",
             )
-        settings, now, backend = self._ctx.settings, time.time(), FILE_WATCHES[agent]
+        backend = FILE_WATCHES[agent]
+        return await self._open(
+            controller_id, lambda conn: turns.unresolved_of_native(conn, native_id),
+            {"backend": backend, "native_session": native_id}, backend=backend,
+            native_session=native_id, request_sha256=found.request_sha256,
+            evidence_status="bound", evidence=found.binding.to_json(), evidence_limit=None,
+        )  # fmt: skip
+
+    async def _open(
+        self,
+        controller_id: str,
+        holder: Callable[[apsw.Connection], Turn | None],
+        detail: dict[str, object],
+        **columns: Any,
+    ) -> dict[str, Any]:
+        """The caller's new Watch (``columns`` name its task), audited with ``detail`` and
+        followed; or, when ``holder`` finds the record that follows that task already, the
+        caller's own again, refused if it is another's."""
+        settings, now = self._ctx.settings, time.time()
 
         def insert(conn: apsw.Connection) -> Turn:
-            held = turns.unresolved_of_native(conn, native_id)
+            held = holder(conn)
             if held is not None:
                 return held
             watch = turns.insert_watch(
-                conn, controller_id=controller_id, backend=backend, native_session=native_id,
-                request_sha256=found.request_sha256, evidence_status="bound",
-                evidence=found.binding.to_json(), evidence_limit=None,
+                conn, controller_id=controller_id,
                 inactivity_seconds=settings.inactivity_minutes * 60,
-                lifetime_seconds=settings.lifetime_minutes * 60, now=now,
+                lifetime_seconds=settings.lifetime_minutes * 60, now=now, **columns,
             )  # fmt: skip
             audit.record(
                 conn, at=now, actor=controller_id, action="watch", outcome="observing",
-                controller_id=controller_id, turn_id=watch.turn_id,
-                detail={"backend": backend, "native_session": native_id},
+                controller_id=controller_id, turn_id=watch.turn_id, detail=detail,
             )  # fmt: skip
             return watch
 
-        return await self._started(controller_id, await transact(self._ctx.store, insert))
-
-    async def _started(self, controller_id: str, watch: Turn) -> dict[str, Any]:
-        """The caller's new (or existing) Watch, followed; refused if another record took it."""
+        watch = await transact(self._ctx.store, insert)
         if watch.controller_id != controller_id or not watch.is_watch:
             return _mine(watch, controller_id)  # another record took the task meanwhile
         await self._ctx.backends.witness(watch).follow(watch.turn_id)
