@@ -72,7 +72,9 @@ async def test_a_pinned_codex_taken_as_new_is_qualified_then_served(
 
     (result,) = printed["results"]
     report = result["report"]
-    assert (status, result["state"]) == (0, "qualified"), report["problems"]
+    # A refusal names each screen that differed and how it read, not only how many.
+    differing = [(d["screen"], d["read_as"], d["note"]) for d in report["differing"]]
+    assert (status, result["state"]) == (0, "qualified"), (report["problems"], differing)
     assert report["base_profile"] == "codex@0.169.0"
     assert report["screens"]["differs"] == report["screens"]["not_producible"] == 0
     assert report["screens"]["same"] > 100 and report["sandboxed"] is True
