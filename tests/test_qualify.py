@@ -314,6 +314,20 @@ async def test_a_pane_that_never_settles_fails_the_shot_and_says_why(
     assert "not producible" in str(raised.value) and raised.value.look.title == title
 
 
+async def test_an_animated_screen_is_taken_as_it_is_unless_its_title_says_busy(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # Codex 0.155.1 turns a logo above its trust question for as long as it shows.
+    finished, half, _ = _finished_echo()
+    frames = [(0.08 * i, Look("work", (half, finished)[i % 2])) for i in range(100)]
+    with trio.fail_after(30):
+        shot = await capture.settled(ScriptedPane(frames).read, timeout=3.0, animated=True)
+    assert shot in (half, finished)
+    busy = [(at, Look("⠏ work", frame.screen)) for at, frame in frames]
+    with trio.fail_after(30), pytest.raises(Unsettled, match="still works"):
+        await capture.settled(ScriptedPane(busy).read, timeout=3.0, animated=True)
+
+
 async def test_a_client_that_is_not_at_rest_holds_the_shot(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

@@ -66,6 +66,9 @@ SHOT_QUIET_SECONDS = 0.4
 SHOT_SETTLE_SECONDS = 10.0
 """How long a shot waits for a settled pane before its job fails (not producible)."""
 
+SHOT_ANIMATED_SECONDS = 3.0
+"""How long an `animated` shot waits for a settled pane before it takes it as it is."""
+
 BUSY_TITLE = re.compile(r"^[\u2800-\u28ff] ")
 """A pane title that says the client still works: every pinned Codex puts a Braille
 spinner before its title while a turn runs, until the turn's end is drawn."""
@@ -139,6 +142,7 @@ async def settled(
     resting: Callable[[], bool] = lambda: True,
     quiet: float = SHOT_QUIET_SECONDS,
     timeout: float = SHOT_SETTLE_SECONDS,
+    animated: bool = False,
 ) -> str:
     """The screen once `read` gave the same look for `quiet` seconds, no busy title, and
     `resting()` held before a last read that still gave that look.
@@ -146,7 +150,9 @@ async def settled(
     Every read counts: any change of a cell, a style or the title starts the
     quiet time again. Which screen it is does not matter here; a settled
     screen that reads differently from its label is taken as it is, and
-    refused by the comparison. Raises Unsettled after `timeout` seconds.
+    refused by the comparison. Raises Unsettled after `timeout` seconds,
+    unless `animated`: then the last screen is taken as it is, if its title
+    does not say the client works.
     """
     seen = await read()
     since = trio.current_time()
@@ -162,6 +168,8 @@ async def settled(
                 seen, since = now, trio.current_time()
             elif done:
                 return seen.screen
+    if animated and not seen.busy:
+        return seen.screen
     if seen.busy:
         why = f"its title says the client still works ({seen.title!r})"
     elif trio.current_time() - since >= quiet:
@@ -278,9 +286,14 @@ async def run_plan(
                 continue
             if only_step is not None and action.step != only_step:
                 continue
-            # An animated screen (a running turn's spinner) never settles: taken as it is.
+            # A running turn's screen (its spinner) never settles: taken as it is.
             screen = (
-                await settled(lambda: look(lab), resting=lambda: at_rest([server]))
+                await settled(
+                    lambda: look(lab),
+                    resting=lambda: at_rest([server]),
+                    timeout=SHOT_ANIMATED_SECONDS if action.animated else SHOT_SETTLE_SECONDS,
+                    animated=action.animated,
+                )
                 if action.settle
                 else await lab.capture()
             )

@@ -90,14 +90,19 @@ class Shot:
     """Capture the screen here as `<plan>-<step>` with its expected classification.
 
     `settle` takes the screen only once the pane has come to rest: its cells
-    and title unchanged for a moment and the title not saying the client still
-    works (`capture.settled`); a pane that never does fails the job. Without
-    it the screen is taken as it is: a running turn's spinner never rests.
+    and title unchanged for a moment, the title not saying the client still
+    works, its processes at rest (`capture.settled`); a pane that never does
+    fails the job. Without it the screen is taken as it is: a running turn's
+    spinner never rests.
     """
 
     step: str | None
     expected: Expected
     settle: bool = True
+    animated: bool = False
+    """The screen may animate for as long as it shows (Codex 0.155.1 turns a logo above
+    its trust question): settled if it comes to rest, else taken as it is after a
+    short wait, unless its title says the client works."""
 
 
 Action = Submit | Type | Paste | Press | WaitText | WaitLine | WaitIdle | Settle | Release | Shot

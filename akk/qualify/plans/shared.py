@@ -213,6 +213,7 @@ def _blocked(blocker: str, agents: frozenset[Agent], preseed: Preseed, *anchor: 
         f"blocked_{blocker}",
         "echo",
         agents,
-        (WaitText(anchor), Shot(None, Expected("blocked", blocker=blocker))),
+        # A first-run screen may carry welcome art that never stops moving.
+        (WaitText(anchor), Shot(None, Expected("blocked", blocker=blocker), animated=True)),
         preseed=preseed,
     )
