@@ -1,8 +1,9 @@
-"""The pure and local parts of `akk qualify`: probe, nearest profile, plan digest, verdict, CLI.
+"""The pure and local parts of `akk qualify`: probe, nearest profile, plan digest, verdict, CLI,
+and when a capture's shot takes the pane.
 
 The real pipeline runs against the real clients in tests/lab/test_qualify.py;
-here a stand-in binary (a shell script that prints a version) and the committed
-evidence files stand in for a client.
+here a stand-in binary (a shell script that prints a version), the committed
+evidence files and a scripted pane on Trio's autojump clock stand in for a client.
 """
 
 from __future__ import annotations
