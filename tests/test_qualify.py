@@ -315,6 +315,15 @@ async def test_a_pane_that_never_settles_fails_the_shot_and_says_why(
     assert "not producible" in str(raised.value) and raised.value.look.title == title
 
 
+async def test_a_still_pane_whose_client_never_rests_fails_the_shot(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    _, half, _ = _finished_echo()
+    pane = ScriptedPane([(0.0, Look("Lab session | work", half))])
+    with trio.fail_after(30), pytest.raises(Unsettled, match="never came to rest"):
+        await capture.settled(pane.read, resting=lambda: False, timeout=5.0)
+
+
 async def test_an_animated_screen_is_taken_as_it_is_unless_its_title_says_busy(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
