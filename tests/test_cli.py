@@ -8,10 +8,12 @@ import datetime
 import fcntl
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -620,9 +622,10 @@ def test_token_list_and_doctor_show_hostile_names_escaped(tmp_path: Path) -> Non
     offline = akk(state, "token", "list")
     assert offline.returncode == 0, offline.stderr
     assert HOSTILE_SHOWN in _printed_safely(offline)
-    proc = _start_serve(
-        state, "--tmux-socket", str(tmp_path / HOSTILE_NAME), "--log-level", "DEBUG"
-    )
+    # The socket lies in a short directory: doctor's table cuts a long path in its cell, and
+    # the test's own directory grows with pytest's run count (pytest-of-root/pytest-113/...).
+    short = Path(tempfile.mkdtemp(prefix="akk-", dir="/tmp"))
+    proc = _start_serve(state, "--tmux-socket", str(short / HOSTILE_NAME), "--log-level", "DEBUG")
     logged: list[str] = []
     mentioned = threading.Event()
 
@@ -640,8 +643,6 @@ def test_token_list_and_doctor_show_hostile_names_escaped(tmp_path: Path) -> Non
         online = akk(state, "token", "list")
         assert online.returncode == 0, online.stderr
         assert HOSTILE_SHOWN in _printed_safely(online)
-        # doctor's table cuts a long path in its cell; how much of it shows depends on how long
-        # the test's directory is, so only the escaped start of the name is looked for.
         doctor = akk(state, "doctor", "--port", "0")
         assert doctor.returncode == 0, (doctor.stdout, doctor.stderr)
         assert "watcher" in _printed_safely(doctor)
@@ -655,6 +656,7 @@ def test_token_list_and_doctor_show_hostile_names_escaped(tmp_path: Path) -> Non
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=10)
+        shutil.rmtree(short, ignore_errors=True)
     log_reader.join(10)
     assert not acted_on("".join(logged)), logged
 
