@@ -15,7 +15,7 @@ import pytest
 import trio
 
 from akk.client import connect
-from akk.qualify.launcher import LabSession
+from akk.qualify.launcher import MARKER_VAR, LabSession
 from akk.qualify.scenarios import SLOW_TASK
 from akk.store.database import open_reader
 from tests.lab.conftest import lab_params
@@ -44,11 +44,12 @@ async def test_a_dying_tmux_settles_the_turn_once_and_a_new_server_is_watched(
             await lab.tmux("kill-server")
             event = await outcome(ctl, sent["turn_id"])
             assert (event["kind"], event["outcome"]["reason"]) == ("failed", "terminal_gone")
-            # A new server on the same socket (the person starts tmux again) is watched.
+            # A new server on the same socket (the person starts tmux again) is watched. Its
+            # client carries the run's marker, so the lab's teardown waits for it to exit.
             await trio.run_process(
                 ["tmux", "-S", str(lab.socket), "-f", os.devnull, "new-session", "-d",
                  "-x", "120", "-y", "40", "-c", str(lab.workdir), *lab.argv],
-                env={**os.environ, "HOME": str(lab.home),
+                env={**os.environ, "HOME": str(lab.home), MARKER_VAR: lab.root.name,
                      **({"CODEX_HOME": str(lab.codex_home)} if lab.codex_home else {})},
             )  # fmt: skip
             with trio.fail_after(60):
