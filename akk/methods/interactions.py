@@ -88,6 +88,17 @@ class InteractionCalls:
             lambda conn: interactions.offered_to(conn, turn.turn_id, controller_id, "permission")
         )
         if row is None:
+            manual = await self._ctx.reader.run(
+                lambda conn: _manual_permission(conn, turn.turn_id)
+            )
+            if manual is not None:
+                # Never offered, so no status could make it answerable: say who must act.
+                raise RpcError(
+                    Reason.MANUAL_REQUIRED,
+                    f"the permission prompt of turn {turn.turn_id} needs a person "
+                    f"({manual.public().get('manual_reason') or 'not answerable by AKK'}); AKK "
+                    "sends nothing for it. Answer it where the agent runs, or cancel the Turn",
+                )
             raise RpcError(
                 Reason.STATUS_REQUIRED,
                 f"this controller has not seen a permission prompt of turn {turn.turn_id}; call "
@@ -144,3 +155,15 @@ class InteractionCalls:
                 "with delivery_mode queue_next_turn, which starts the Turn's next round)",
             )
         return turn
+
+
+def _manual_permission(conn: Any, turn_id: str) -> interactions.Interaction | None:
+    """The Turn's pending permission prompt that only a person may answer, if any."""
+    return next(
+        (
+            row
+            for row in interactions.pending_of_turn(conn, turn_id)
+            if row.kind == "permission" and row.public().get("state") == "manual_required"
+        ),
+        None,
+    )

@@ -285,9 +285,9 @@ async def test_a_plan_approval_is_manual_required_and_only_cancel_ends_it(
 
     The owner is woken at once with `approval_required` whose interaction is
     `manual_required` (`plan_approval`, no questions, no decisions: nothing to answer
-    by id), and `status` shows the same. `approve` is refused `status_required` (a
-    manual_required prompt is never offered, so there is nothing to approve) and
-    `respond_interaction` `manual_required`; neither sends anything. The Turn ends
+    by id), and `status` shows the same. `approve` and `respond_interaction` are
+    refused `manual_required` (the prompt is never offered: a person must act); neither
+    sends anything. The Turn ends
     `cancelled`, once: a headless Turn has no person at a terminal to approve the plan,
     so the owner's `cancel` is its only way out (its interrupt withdraws the request
     and Claude ends the round with an error result). The model server is the oracle:
@@ -315,7 +315,7 @@ async def test_a_plan_approval_is_manual_required_and_only_cancel_ends_it(
         for decision in ("approve_once", "reject"):
             with pytest.raises(AkkError) as approve:
                 await ctl.call("approve", {"turn_id": turn_id, "decision": decision})
-            assert approve.value.reason == "status_required", approve.value
+            assert approve.value.reason == "manual_required", approve.value
         with pytest.raises(AkkError) as respond:
             await ctl.call(
                 "respond_interaction",
