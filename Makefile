@@ -1,7 +1,7 @@
 # The two commands of the README: `make serve` and `make test`; `make demo` shows AKK at work
 # (AGENT=claude|codex, DEMO_ATTACH=0 for no waiting, DEMO_DEADLINE=seconds;
 # DEMO_CONTROLLER=claude: a real Claude Code drives a Codex pane through `akk mcp`).
-.PHONY: serve test demo bootstrap lab-clients check
+.PHONY: serve test test-fast demo bootstrap lab-clients check
 
 bootstrap:
 	@tools/bootstrap.sh
@@ -21,3 +21,7 @@ check: bootstrap
 
 test: check lab-clients
 	.venv/bin/pytest -n 2 tests
+
+# The inner loop: the checks and every test outside tests/lab (about 3 minutes on 2 cores).
+test-fast: check
+	.venv/bin/pytest -n 2 tests --ignore=tests/lab
