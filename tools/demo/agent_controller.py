@@ -13,7 +13,6 @@ back, and what reached the Codex pane's model; then what it proves.
 from __future__ import annotations
 
 import json
-import math
 import shutil
 import tempfile
 import time
@@ -25,16 +24,17 @@ import trio
 
 from akk.qualify import scenarios as sc
 from akk.qualify.launcher import LabSession, launch
-from akk.qualify.model_server import ModelServer, RecordedRequest
+from akk.qualify.model_server import RecordedRequest
 from tools.demo.mcp_host import CONTROLLER_ID, ClaudeHost, claude_host, tool_results, tool_uses
 from tools.demo.run import (
     ATTACH_SECONDS,
     HOLD_SECONDS,
-    MODEL_TEXT,
+    ModelFeed,
     Printer,
     Settings,
     ms,
     pretty,
+    quoted,
     serving_demo,
     wait_to_attach,
 )
@@ -96,9 +96,7 @@ class HostNarrator:
     """Prints the host session's tool calls and results, and the Codex model's requests."""
 
     out: Printer
-    codex_model: ModelServer
     called_at: float = 0.0
-    printed: int = 0
 
     def message(self, message: Json) -> None:
         """One stream-json message of the host session."""
@@ -124,23 +122,9 @@ class HostNarrator:
         elif kind == "result":
             self.out.line("claude", f"session ended: {message.get('subtype')}")
 
-    async def watch_codex_model(self) -> None:
-        """Print each conversation request the Codex pane's model receives (till cancelled)."""
-        while True:
-
-            def unseen(request: RecordedRequest, first: int = self.printed) -> bool:
-                return request.index >= first
-
-            await self.codex_model.wait_for_request(unseen, timeout=math.inf)
-            self.print_codex_model()
-
-    def print_codex_model(self) -> None:
-        for request in self.codex_model.requests[self.printed :]:
-            if not request.auxiliary:
-                text = request.newest_input.replace("\n", " ⏎ ")
-                text = text if len(text) <= MODEL_TEXT else text[:MODEL_TEXT] + "…"
-                self.out.line("codex <-", f"#{request.index} {text!r}")
-        self.printed = len(self.codex_model.requests)
+    def codex_request(self, request: RecordedRequest) -> None:
+        """A conversation request the Codex pane's model received."""
+        self.out.line("codex <-", f"#{request.index} {quoted(request)}")
 
 
 def checks(lab: LabSession, host: ClaudeHost, messages: list[Json]) -> list[tuple[bool, str]]:
@@ -224,12 +208,13 @@ async def _drive(
     )
     out.line("claude -p", f"{sc.MCP_HOST_TASK!r}  --allowedTools mcp__akk")
     out.block(RESULTS_NOTE)
-    narrator = HostNarrator(out, lab.server)
+    narrator = HostNarrator(out)
+    feed = ModelFeed(lab.server, narrator.codex_request)
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(narrator.watch_codex_model)
+        nursery.start_soon(feed.watch)
         messages = await host.run(sc.MCP_HOST_TASK, sc.MCP_SERVER, narrator.message)
         nursery.cancel_scope.cancel()
-    narrator.print_codex_model()
+    feed.flush()
     results = checks(lab, host, messages)
     for held, what in results:
         out.line("check", f"{'ok  ' if held else 'FAIL'} {what}")

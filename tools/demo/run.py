@@ -20,7 +20,7 @@ import sys
 import tempfile
 import textwrap
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -119,6 +119,39 @@ class Timing:
     model: float | None = None
 
 
+def quoted(request: RecordedRequest) -> str:
+    """A request's newest input on one line, cut after MODEL_TEXT characters, quoted."""
+    text = request.newest_input.replace("\n", " ⏎ ")
+    return repr(text if len(text) <= MODEL_TEXT else text[:MODEL_TEXT] + "…")
+
+
+@attrs.define
+class ModelFeed:
+    """Hands each conversation request a model server records to ``show``, once, in order."""
+
+    server: ModelServer
+    show: Callable[[RecordedRequest], None]
+    looked: int = 0
+    """How many of the server's requests have been looked at."""
+
+    async def watch(self) -> None:
+        """Show each request as it arrives (runs until cancelled)."""
+        while True:
+
+            def unseen(request: RecordedRequest, first: int = self.looked) -> bool:
+                return request.index >= first
+
+            await self.server.wait_for_request(unseen, timeout=math.inf)
+            self.flush()
+
+    def flush(self) -> None:
+        """Show the conversation requests recorded since the last look."""
+        for request in self.server.requests[self.looked :]:
+            if not request.auxiliary:
+                self.show(request)
+        self.looked = len(self.server.requests)
+
+
 @attrs.define
 class Narrator:
     """The demo's `controller.Reporter`: prints what happens and times each step."""
@@ -130,8 +163,6 @@ class Narrator:
     last_call: float = 0.0
     """When the newest call that puts input into the pane (send or answer) was issued."""
     at_model_pending: bool = False
-    printed: int = 0
-    """How many model requests have been looked at."""
 
     def sending(self) -> None:
         self.timings.append(Timing("send the task"))
@@ -203,32 +234,14 @@ class Narrator:
     def problem(self, text: str) -> None:
         self.out.line("!", text)
 
-    async def watch_model(self) -> None:
-        """Print each conversation request as the model server records it (till cancelled)."""
-        while True:
-
-            def unseen(request: RecordedRequest, first: int = self.printed) -> bool:
-                return request.index >= first
-
-            await self.server.wait_for_request(unseen, timeout=math.inf)
-            self.print_model()
-
-    def print_model(self) -> None:
-        """Print the conversation requests recorded since the last call."""
-        for request in self.server.requests[self.printed :]:
-            if not request.auxiliary:
-                self._reached(request)
-        self.printed = len(self.server.requests)
-
-    def _reached(self, request: RecordedRequest) -> None:
-        text = request.newest_input.replace("\n", " ⏎ ")
-        text = text if len(text) <= MODEL_TEXT else text[:MODEL_TEXT] + "…"
+    def reached(self, request: RecordedRequest) -> None:
+        """Print a conversation request the model received (timed after the call that caused it)."""
         note = ""
         if self.at_model_pending:
             self.timings[-1].model = request.at - self.last_call
             self.at_model_pending = False
             note = f"  ⏱ {ms(self.timings[-1].model)} after the call"
-        self.out.line("model <-", f"#{request.index} {text!r}{note}")
+        self.out.line("model <-", f"#{request.index} {quoted(request)}{note}")
 
     def _cause(self) -> tuple[float, str]:
         """The latest thing that could have brought an event: a model reply or an answer call."""
@@ -357,15 +370,16 @@ async def _with_akk(settings: Settings, out: Printer, lab: LabSession, root: Pat
             settings, out, lab, f"the task goes out in {ATTACH_SECONDS:g} s; Enter sends it now"
         )
         narrator = Narrator(out, lab.server, PAUSE_SECONDS if settings.attach else 0.0)
+        feed = ModelFeed(lab.server, narrator.reached)
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(narrator.watch_model)
+            nursery.start_soon(feed.watch)
             narrator.sending()
             token = served.akk.tokens[CONTROLLER_ID]
             outcome = await controller.follow(
                 served.url, token, row["terminal_id"], sc.DEMO_TASK, narrator, request_id="demo-1"
             )
             nursery.cancel_scope.cancel()
-        narrator.print_model()
+        feed.flush()
         narrator.summary()
         results = checks(lab, settings.agent, outcome)
         for held, what in results:
