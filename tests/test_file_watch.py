@@ -17,11 +17,13 @@ from typing import Any
 
 import attrs
 import pytest
+import trio
 
 from akk.actors.turn_follower import Usage
 from akk.backends.file_watch.follow import FileFollower
-from akk.backends.file_watch.locate import find_task, task_file
-from akk.evidence import UsageStatus
+from akk.backends.file_watch.locate import find_task, task_file, task_progress
+from akk.evidence import Progress, UsageStatus
+from akk.evidence.model import Agent
 from akk.protocol.errors import Reason, RpcError
 from akk.protocol.jsonrpc import parse_request
 from akk.store.turns import Turn, TurnState
@@ -111,7 +113,7 @@ class _Control:
 
 
 async def _follow(
-    tmp_path: Path, agent: str, running: list[str], rest: list[str]
+    tmp_path: Path, agent: Agent, running: list[str], rest: list[str]
 ) -> tuple[_Control, FileFollower, Path]:
     if agent == "codex":
         path = _rollout(tmp_path, running)
@@ -120,14 +122,18 @@ async def _follow(
         path = _transcript(tmp_path, running)
         found = find_task("claude", str(tmp_path), SESSION)
     control = _Control(_watch(found.binding.to_json(), found.request_sha256))
-    follower = FileFollower(headless=agent == "claude")
+
+    async def read(watch: Turn) -> Progress:  # as FileWatches.read, in a worker thread
+        return await trio.to_thread.run_sync(task_progress, agent, watch)
+
+    follower = FileFollower(read=read)
     follower.attach(control)
     return control, follower, path
 
 
 @pytest.mark.parametrize("agent", ["codex", "claude"])
 async def test_a_running_task_is_found_by_its_id_and_followed_to_done(
-    tmp_path: Path, agent: str
+    tmp_path: Path, agent: Agent
 ) -> None:
     running, rest = _codex_running() if agent == "codex" else _claude_running()
     control, follower, path = await _follow(tmp_path, agent, running, rest)

@@ -271,12 +271,12 @@ def read(
 ) -> Progress:
     """What the records from the binding offset prove about this Turn now.
 
-    `request_sha256` is `request_digest(request_text)`. ``headless``: Claude's
-    round ends at its final reply, as a ``claude -p`` run writes no
-    ``turn_duration`` (`claude.progress`); a TUI's final reply also ends it. Raises EvidenceLost if
-    the file was replaced, truncated, removed or rewritten at the accepted
-    line; EvidenceTooLarge if the Turn's records run past `limit` bytes before
-    they settle it; ValueError if `request_sha256` is not a digest.
+    `request_sha256` is `request_digest(request_text)`. ``headless``: a Claude
+    round also ends at its final reply, as a ``claude -p`` run writes no
+    ``turn_duration`` (`claude.progress`). Raises EvidenceLost if the file was
+    replaced, truncated, removed or rewritten at the accepted line;
+    EvidenceTooLarge if the Turn's records run past `limit` bytes before they
+    settle it; ValueError if `request_sha256` is not a digest.
     """
     check_digest(request_sha256)
     lines = files.read_lines(binding.file, binding.offset, limit=limit)

@@ -46,9 +46,12 @@ _PATH = {
     "description": "a directory path: 1 to 4096 characters, no control characters "
     "(NUL included) and no lone surrogates",
 }
+NATIVE_ID_PATTERN = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
+"""The id an agent gives its session or thread (a lowercase UUID): a watch's ``thread_id``
+and ``claude_session_id``."""
 _NATIVE_ID = {
     "type": "string",
-    "pattern": "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
+    "pattern": NATIVE_ID_PATTERN,
     "description": "the id the agent gave its session or thread: a lowercase UUID",
 }
 _TEXT = {"type": "string", "minLength": 1, "maxLength": 100_000}

@@ -11,7 +11,6 @@ here, with the reason, before anything could be sent.
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any, NoReturn
 
 import trio
@@ -21,7 +20,7 @@ from akk.actors.turn_follower import Outcome
 from akk.backends.context import BackendContext
 from akk.backends.contract import History, Refusal, Task
 from akk.backends.file_watch.follow import FileFollower
-from akk.backends.file_watch.locate import ends_at_final_reply
+from akk.backends.file_watch.locate import task_progress
 from akk.backends.outcomes import file_outcome
 from akk.evidence.model import Agent
 from akk.protocol.errors import Reason, RpcError
@@ -38,8 +37,8 @@ _WATCH_ONLY = (
 class FileWatches:
     """The `TurnBackend` of Watches on ``agent``'s sessions or threads, registered as ``name``.
 
-    A Claude session's round ends at its final reply (a ``claude -p`` run writes
-    no ``turn_duration``), as the headless backend reads it.
+    A Claude session's round ends at its final reply too (a ``claude -p`` run
+    writes no ``turn_duration``), as the headless backend reads it (`locate`).
     """
 
     keeps_sessions = False
@@ -47,18 +46,15 @@ class FileWatches:
     def __init__(self, ctx: BackendContext, *, name: str, agent: Agent) -> None:
         self.name = name
         self._desk = ctx.desk
-        self._headless = ends_at_final_reply(agent)
+        self._agent: Agent = agent
         self.witness = FileWitness(self)
 
     async def read(self, record: Turn) -> evidence.Progress:
-        """What the watched task's file proves now; raises EvidenceError when it cannot say."""
-        binding = evidence.Binding.from_json(record.evidence or "")
-        read = partial(evidence.read, binding, record.request_sha256, headless=self._headless)
-        return await trio.to_thread.run_sync(read)
+        """What the watched task's file proves now (`locate.task_progress`, in a thread)."""
+        return await trio.to_thread.run_sync(task_progress, self._agent, record)
 
     async def follow_again(self, turn_id: str, *, restarted: bool) -> None:
-        headless = self._headless
-        await self._desk.follow(turn_id, lambda: FileFollower(headless=headless))
+        await self._desk.follow(turn_id, lambda: FileFollower(read=self.read))
 
     # -- nothing below sends: a Watch has no management
 

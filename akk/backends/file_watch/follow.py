@@ -13,11 +13,10 @@ Nothing is ever sent: there is no pane and no process of AKK's here.
 from __future__ import annotations
 
 import os
-from functools import partial
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import apsw
-import trio
 
 from akk import evidence
 from akk.actors.turn_follower import Attached, CancelResult
@@ -29,11 +28,11 @@ from akk.store.turns import Turn, TurnState
 class FileFollower(Attached):
     """The `TurnFollower` of a Watch on a person's task, by its agent's own file.
 
-    ``headless``: a Claude round ends at its final reply (`evidence.read`).
+    ``read``: what the watch's file proves now (`FileWatches.read`; raises EvidenceError).
     """
 
-    def __init__(self, *, headless: bool) -> None:
-        self._headless = headless
+    def __init__(self, *, read: Callable[[Turn], Awaitable[evidence.Progress]]) -> None:
+        self._read = read
         self._read_size = -1  # the file's size at the last read
 
     def read(self, conn: apsw.Connection, turn: Turn) -> None:
@@ -61,16 +60,15 @@ class FileFollower(Attached):
         assert turn is not None and self._control is not None
         if turn.evidence_status != "bound" or turn.evidence is None:
             return True  # nothing more can be proven: the clocks end it
-        binding = evidence.Binding.from_json(turn.evidence)
+        path = evidence.Binding.from_json(turn.evidence).file.path
         try:
-            size = os.stat(binding.file.path).st_size
+            size = os.stat(path).st_size
         except OSError:
             size = -2  # read anyway: the read names what is wrong
         if size == self._read_size:
             return True
-        read = partial(evidence.read, binding, turn.request_sha256, headless=self._headless)
         try:
-            progress = await trio.to_thread.run_sync(read)
+            progress = await self._read(turn)
         except evidence.EvidenceError as exc:
             await self._control.update(
                 evidence_status="unknown", evidence_limit=f"{type(exc).__name__}: {exc}"[:300]

@@ -26,8 +26,10 @@ from akk import evidence
 from akk.evidence import files
 from akk.evidence.model import Agent
 from akk.protocol.errors import Reason, RpcError
+from akk.protocol.schema import NATIVE_ID_PATTERN
+from akk.store.turns import Turn
 
-_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_NATIVE_ID = re.compile(NATIVE_ID_PATTERN)
 
 RECORD_LIMIT = 1024 * 1024
 """Bytes read at most to find one record (the rollout's first, the task's own line)."""
@@ -35,6 +37,11 @@ RECORD_LIMIT = 1024 * 1024
 _HOME = {"codex": "codex_home", "claude": "claude_config_dir"}
 _ID = {"codex": "thread_id", "claude": "claude_session_id"}
 _KIND = {"codex": "Codex thread", "claude": "Claude session"}
+_FILE = {
+    "codex": ("sessions", "*", "*", "*", "rollout-*-{id}.jsonl"),
+    "claude": ("projects", "*", "{id}.jsonl"),
+}
+"""Where each agent keeps a session's or thread's file under its home, by its id."""
 
 
 @attrs.frozen
@@ -95,10 +102,20 @@ def find_task(agent: Agent, home: str, native_id: str) -> Found:
     return Found(binding, digest, cwd)
 
 
+def task_progress(agent: Agent, watch: Turn) -> evidence.Progress:
+    """What the file a watch of ``agent``'s task was bound to proves now.
+
+    Raises EvidenceError when the file cannot say (gone, replaced, rewritten,
+    too large), ValueError for a watch whose stored binding is not one.
+    """
+    binding = evidence.Binding.from_json(watch.evidence or "")
+    return evidence.read(binding, watch.request_sha256, headless=ends_at_final_reply(agent))
+
+
 def task_file(agent: Agent, home: str, native_id: str) -> str:
     """The one file of session or thread ``native_id`` under ``home`` (see the module docstring)."""
     kind, id_field, home_field = _KIND[agent], _ID[agent], _HOME[agent]
-    if not _UUID.fullmatch(native_id):
+    if not _NATIVE_ID.fullmatch(native_id):
         raise RpcError(
             Reason.INVALID_PARAMS,
             f"{id_field} must be the {kind}'s id, a lowercase UUID; pass it as the agent shows it",
@@ -123,11 +140,8 @@ def task_file(agent: Agent, home: str, native_id: str) -> str:
             f"{home_field} {home!r} is not a directory of AKK's own user; pass the directory "
             "the agent ran with (AKK reads only its own user's agent files)",
         )
-    pattern = (
-        os.path.join(glob.escape(real), "sessions", "*", "*", "*", f"rollout-*-{native_id}.jsonl")
-        if agent == "codex"
-        else os.path.join(glob.escape(real), "projects", "*", f"{native_id}.jsonl")
-    )
+    *folders, name = _FILE[agent]
+    pattern = os.path.join(glob.escape(real), *folders, name.format(id=native_id))
     matches = sorted(glob.glob(pattern))
     if len(matches) != 1:
         found = "no file" if not matches else f"{len(matches)} files"
