@@ -51,16 +51,13 @@ def akk(state: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[tuple[Path, str, float]]:
-    """A real `akk serve --port 0`; yields (state dir, url, seconds until it listened)."""
-    state = tmp_path / "akk"
-    began = time.monotonic()
-    proc = _start_serve(state)
+@contextlib.contextmanager
+def serving(state: Path, *args: str) -> Iterator[str]:
+    """A real `akk serve --port 0 ARGS`; yields its listening line. Stopped with SIGINT on
+    the way out, it must exit 0."""
+    proc = _start_serve(state, *args)
     try:
-        line = _listening_line(proc)
-        elapsed = time.monotonic() - began
-        yield state, line.split()[4], elapsed
+        yield _listening_line(proc)
     finally:
         proc.send_signal(signal.SIGINT)
         try:
@@ -69,6 +66,15 @@ def served(tmp_path: Path) -> Iterator[tuple[Path, str, float]]:
             proc.kill()
             raise
     assert proc.returncode == 0, proc.stderr.read() if proc.stderr else ""
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[Path, str, float]]:
+    """A real `akk serve --port 0`; yields (state dir, url, seconds until it listened)."""
+    state = tmp_path / "akk"
+    began = time.monotonic()
+    with serving(state) as line:
+        yield state, line.split()[4], time.monotonic() - began
     assert not (state / "endpoint.json").exists()
 
 

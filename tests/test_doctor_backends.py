@@ -10,11 +10,8 @@ newest pinned Claude (available; a config dir that is a file fails).
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +25,7 @@ from akk.cli.doctor import Check, backend_checks
 from akk.cli.server_calls import operator_call
 from akk.methods.operator import backend_health, home_state, session_backends
 from akk.store.location import StateDir
-from tests.test_cli import AKK, _env, _listening_line, _start_serve
+from tests.test_cli import AKK, _env, serving
 from tools.lab import clients
 from tools.lab.installer import install
 
@@ -137,23 +134,6 @@ def test_a_config_dir_the_client_cannot_use_fails() -> None:
     assert unpinned.ok and "(not pinned: runs only once qualified)" in unpinned.detail
 
 
-@contextlib.contextmanager
-def _serving(state: Path, *args: str) -> Iterator[None]:
-    """A real `akk serve --port 0 ARGS`, stopped with SIGINT on the way out."""
-    proc = _start_serve(state, *args)
-    try:
-        _listening_line(proc)
-        yield
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            raise
-    assert proc.returncode == 0, proc.stderr.read() if proc.stderr else ""
-
-
 def _doctor(
     state: Path, absent_codex: Path
 ) -> tuple[dict[str, Any], subprocess.CompletedProcess[str]]:
@@ -180,7 +160,7 @@ def test_live_doctor_reports_an_unavailable_claude(tmp_path: Path) -> None:
     state, absent = tmp_path / "akk", tmp_path / "absent" / "claude"
     config = tmp_path / "claude-config"
     args = ("--claude-bin", str(absent), "--claude-config-dir", str(config))
-    with _serving(state, *args, "--codex-bin", str(tmp_path / "no-codex")):
+    with serving(state, *args, "--codex-bin", str(tmp_path / "no-codex")):
         report, printed = _doctor(state, tmp_path / "no-codex")
     # The reason begins with executable()'s words (find_claude may add what it tried next).
     assert report.pop("reason").startswith(f"{absent} is not an executable file")
@@ -208,7 +188,7 @@ def test_live_doctor_reports_the_lab_claude(tmp_path: Path) -> None:
     config.mkdir()
     no_codex = tmp_path / "no-codex"
     args = ("--claude-bin", str(NEWEST_CLAUDE.binary()), "--codex-bin", str(no_codex))
-    with _serving(state, *args, "--claude-config-dir", str(config)):
+    with serving(state, *args, "--claude-config-dir", str(config)):
         report, printed = _doctor(state, no_codex)
     assert report == {
         "backend": "claude_headless", "available": True, "reason": None, "binary": binary,
@@ -222,7 +202,7 @@ def test_live_doctor_reports_the_lab_claude(tmp_path: Path) -> None:
     )
     # The same Claude with a config dir that is a file: its runs could not start.
     (tmp_path / "a-file").write_text("")
-    with _serving(state, *args, "--claude-config-dir", str(tmp_path / "a-file")):
+    with serving(state, *args, "--claude-config-dir", str(tmp_path / "a-file")):
         report, printed = _doctor(state, no_codex)
     assert (report["available"], report["home_state"]) == (True, "not_a_directory")
     assert printed.returncode == 1, printed.stdout
