@@ -48,11 +48,11 @@ from akk.backends.claude_headless.process import (
     open_claude,
 )
 from akk.backends.claude_headless.setup import HEADLESS_CHECKS
-from akk.evidence import EvidenceError, EvidenceFile, Tokens, UsageStatus, request_digest
+from akk.evidence import EvidenceError, EvidenceFile, UsageStatus, request_digest
 from akk.profiles.observation import InteractionKind
 from akk.qualify.client import Binary
 from akk.qualify.launcher import Confinement, run_processes, sandbox_argv
-from akk.qualify.model_server import ModelServer, RecordedRequest
+from akk.qualify.model_server import ModelServer, RecordedRequest, served_tokens
 from akk.qualify.run_files import prepare
 from akk.qualify.scenarios import AskUserQuestion, Bash, Option, Question, Scenario, Step, Text
 from akk.screen.fingerprint import IdMinter
@@ -184,7 +184,7 @@ class _Proof:
             f"AskUserQuestion asked {asked.get(prompts.QUESTION_TOOL, 0)} times; the answer "
             f"reached the model {len(answered)} times",
         )
-        served = _served(self.server.main_requests()[_first_turn(self.server, start) :])
+        served = served_tokens(self.server.main_requests()[_first_turn(self.server, start) :])
         self.hold(
             "result_usage",
             (result.subtype, result.is_error, result.result) == ("success", False, FINAL)
@@ -332,15 +332,6 @@ def _check(board: RunBoard) -> str:
 def _first_turn(server: ModelServer, start: int) -> int:
     """The index among the main requests of the first one received at or after `start`."""
     return sum(1 for r in server.requests[:start] if not r.auxiliary)
-
-
-def _served(requests: list[RecordedRequest]) -> Tokens:
-    return Tokens(
-        input=sum(r.usage.input_tokens for r in requests),
-        output=sum(r.usage.output_tokens for r in requests),
-        cache_read=sum(r.usage.cache_read_input_tokens for r in requests),
-        cache_write=sum(r.usage.cache_creation_input_tokens for r in requests),
-    )
 
 
 def _history(request: RecordedRequest) -> str:

@@ -17,7 +17,7 @@ import os
 import sys
 import time
 import zlib
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -25,6 +25,7 @@ import attrs
 import h11
 import trio
 
+from akk.evidence import Tokens
 from akk.qualify import anthropic_api, openai_api
 from akk.qualify.scenarios import DEFAULT_REPLY, SCENARIOS, ComputedStep, Reply, Scenario, Step
 from akk.qualify.wire import AUXILIARY_USAGE, Hold, Usage, WireReply, json_reply
@@ -69,6 +70,18 @@ class RecordedRequest:
         """The Codex turn this request belongs to (its ``x-codex-turn-metadata`` header)."""
         turn: str = json.loads(self.headers["x-codex-turn-metadata"])["turn_id"]
         return turn
+
+
+def served_tokens(requests: Iterable[RecordedRequest]) -> Tokens:
+    """The token counts the server sent for ``requests``, summed as AKK counts them
+    (Claude's fields map one to one onto `Tokens`)."""
+    sent = list(requests)
+    return Tokens(
+        input=sum(r.usage.input_tokens for r in sent),
+        output=sum(r.usage.output_tokens for r in sent),
+        cache_read=sum(r.usage.cache_read_input_tokens for r in sent),
+        cache_write=sum(r.usage.cache_creation_input_tokens for r in sent),
+    )
 
 
 class RequestTimeout(TimeoutError):

@@ -36,9 +36,8 @@ from akk.backends.claude_headless.process import (
     open_claude,
 )
 from akk.discovery.process import start_ticks
-from akk.evidence import Tokens
 from akk.qualify.launcher import run_processes
-from akk.qualify.model_server import ModelServer, RecordedRequest
+from akk.qualify.model_server import ModelServer, RecordedRequest, served_tokens
 from akk.qualify.run_files import prepare
 from akk.qualify.scenarios import (
     BASH_MARKER,
@@ -120,15 +119,6 @@ async def _rest(claude: ClaudeProcess, timeout: float = 30) -> list[Received]:
 async def _model_request(server: ModelServer, text: str, after: float) -> RecordedRequest:
     return await server.wait_for_request(
         lambda r: not r.auxiliary and text in r.newest_input and r.at >= after, timeout=30
-    )
-
-
-def _served_usage(requests: list[RecordedRequest]) -> Tokens:
-    return Tokens(
-        input=sum(r.usage.input_tokens for r in requests),
-        output=sum(r.usage.output_tokens for r in requests),
-        cache_read=sum(r.usage.cache_read_input_tokens for r in requests),
-        cache_write=sum(r.usage.cache_creation_input_tokens for r in requests),
     )
 
 
@@ -241,7 +231,7 @@ async def test_headless_sessions_permissions_interrupt_and_exits(
                         ECHO_REPLY,
                     )
                     assert result.session_id == first_id
-                    assert result.usage == _served_usage(server.main_requests())
+                    assert result.usage == served_tokens(server.main_requests())
                     assert server.count_inputs_containing(ECHO_TASK) == 1, server.summary()
                     measured["idle_rss_mb"] = round((claude.rss_bytes() or 0) / 2**20, 1)
 
@@ -253,7 +243,7 @@ async def test_headless_sessions_permissions_interrupt_and_exits(
                     assert [(r["content"], r["is_error"]) for r in ran] == [(BASH_MARKER, False)]
                     assert result.result == "The command ran."
                     assert server.count_inputs_containing(BASH_MARKER) == 1
-                    assert result.usage == _served_usage(server.main_requests()[before:])
+                    assert result.usage == served_tokens(server.main_requests()[before:])
 
                     # Bash denied: unrun, the model gets the message.
                     seen, result = await _answer_bash(claude, DENY_TASK, _deny)

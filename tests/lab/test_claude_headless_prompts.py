@@ -26,10 +26,10 @@ import trio
 
 from akk.backends.claude_headless import prompts, transcript, wire
 from akk.backends.claude_headless.process import ClaudeProcess, NewSession, open_claude
-from akk.evidence import Tokens, UsageStatus, request_digest
+from akk.evidence import UsageStatus, request_digest
 from akk.profiles.observation import InteractionKind
 from akk.qualify.launcher import run_processes
-from akk.qualify.model_server import ModelServer, RecordedRequest
+from akk.qualify.model_server import ModelServer, RecordedRequest, served_tokens
 from akk.qualify.run_files import prepare
 from akk.qualify.scenarios import (
     AskUserQuestion,
@@ -182,15 +182,6 @@ async def _round(
     return message_uuid, sent, at_model.at - answered_at
 
 
-def _served(requests: list[RecordedRequest]) -> Tokens:
-    return Tokens(
-        input=sum(r.usage.input_tokens for r in requests),
-        output=sum(r.usage.output_tokens for r in requests),
-        cache_read=sum(r.usage.cache_read_input_tokens for r in requests),
-        cache_write=sum(r.usage.cache_creation_input_tokens for r in requests),
-    )
-
-
 @pytest.mark.lab
 @pytest.mark.parametrize("client", OLDEST_AND_NEWEST, ids=lambda client: client.name)
 async def test_permission_and_question_answers_reach_the_model_once(
@@ -270,7 +261,7 @@ async def test_permission_and_question_answers_reach_the_model_once(
         for message_uuid, text, final, served in rounds:
             read = transcript.read_round(found, message_uuid, request_digest(text))
             assert (read.verdict, read.final_message) == ("done", final), text
-            assert (read.usage, read.usage_status) == (_served(served), UsageStatus.COMPLETE)
+            assert (read.usage, read.usage_status) == (served_tokens(served), UsageStatus.COMPLETE)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     ordered = sorted(seconds)
