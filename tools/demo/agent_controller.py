@@ -28,10 +28,10 @@ from akk.qualify.model_server import RecordedRequest
 from tools.demo.mcp_host import CONTROLLER_ID, ClaudeHost, claude_host, tool_results, tool_uses
 from tools.demo.run import (
     ATTACH_SECONDS,
-    HOLD_SECONDS,
     ModelFeed,
     Printer,
     Settings,
+    conclude,
     ms,
     pretty,
     quoted,
@@ -215,10 +215,4 @@ async def _drive(
         messages = await host.run(sc.MCP_HOST_TASK, sc.MCP_SERVER, narrator.message)
         nursery.cancel_scope.cancel()
     feed.flush()
-    results = checks(lab, host, messages)
-    for held, what in results:
-        out.line("check", f"{'ok  ' if held else 'FAIL'} {what}")
-    if settings.attach:
-        out.line("hold", f"the pane stays up {HOLD_SECONDS:g} s more (Ctrl-C ends now)")
-        await trio.sleep(HOLD_SECONDS)
-    return 0 if all(held for held, _ in results) else 1
+    return await conclude(settings, out, checks(lab, host, messages))

@@ -354,6 +354,16 @@ async def wait_to_attach(settings: Settings, out: Printer, lab: LabSession, what
         await trio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
 
 
+async def conclude(settings: Settings, out: Printer, results: list[tuple[bool, str]]) -> int:
+    """Print each check, hold the pane a while with attach on; 0 if every check held, else 1."""
+    for held, what in results:
+        out.line("check", f"{'ok  ' if held else 'FAIL'} {what}")
+    if settings.attach:
+        out.line("hold", f"the pane stays up {HOLD_SECONDS:g} s more (Ctrl-C ends now)")
+        await trio.sleep(HOLD_SECONDS)
+    return 0 if all(held for held, _ in results) else 1
+
+
 async def _with_akk(settings: Settings, out: Printer, lab: LabSession, root: Path) -> int:
     async with serving_demo(out, lab, root) as served:
         row = served.row
@@ -381,10 +391,4 @@ async def _with_akk(settings: Settings, out: Printer, lab: LabSession, root: Pat
             nursery.cancel_scope.cancel()
         feed.flush()
         narrator.summary()
-        results = checks(lab, settings.agent, outcome)
-        for held, what in results:
-            out.line("check", f"{'ok  ' if held else 'FAIL'} {what}")
-        if settings.attach:
-            out.line("hold", f"the pane stays up {HOLD_SECONDS:g} s more (Ctrl-C ends now)")
-            await trio.sleep(HOLD_SECONDS)
-        return 0 if all(held for held, _ in results) else 1
+        return await conclude(settings, out, checks(lab, settings.agent, outcome))
