@@ -82,11 +82,16 @@ def parse_client(name: str) -> Client:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def nearest_rank(samples: Sequence[float], fraction: float) -> float:
+    """The ``fraction`` percentile of ``samples`` by nearest rank."""
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(fraction * len(ordered)) - 1))]
+
+
 def spread(samples: Sequence[float]) -> tuple[float, float, float]:
     """Median, p99 (nearest rank) and max of ``samples``."""
     ordered = sorted(samples)
-    p99 = ordered[min(len(ordered) - 1, math.ceil(0.99 * len(ordered)) - 1)]
-    return ordered[(len(ordered) - 1) // 2], p99, ordered[-1]
+    return ordered[(len(ordered) - 1) // 2], nearest_rank(ordered, 0.99), ordered[-1]
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
@@ -267,10 +272,18 @@ def _ms(values: Sequence[float]) -> list[str]:
     return [f"{1000 * v:.0f}" for v in spread(values)]
 
 
+def _p90(values: Sequence[float]) -> list[str]:
+    return [f"{1000 * nearest_rank(values, 0.9):.0f}"] if values else ["-"]
+
+
 def report_latency(results: Sequence[Latencies]) -> None:
     print("\nsend latency: `send` issued -> task at the model server (ms)")
-    rows = [[r.client.name, len(r.send), *_ms(r.send), *_ms(r.call)] for r in results]
-    table(["client", "n", "median", "p99", "max", "call median", "call p99", "call max"], rows)
+    rows = []
+    for r in results:
+        median, *tail = _ms(r.send)
+        rows.append([r.client.name, len(r.send), median, *_p90(r.send), *tail, *_ms(r.call)])
+    header = ["client", "n", "median", "p90", "p99", "max", "call median", "call p99", "call max"]
+    table(header, rows)
     print("\ndone latency: final reply event written -> controller receives `done` (ms)")
     rows = [[r.client.name, len(r.done), *_ms(r.done)] for r in results]
     families = sorted({r.client.agent for r in results})
