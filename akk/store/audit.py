@@ -4,7 +4,8 @@ Rows name the actor, the action, its outcome (``ok``, ``dispatched`` or a
 protocol reason code) and the ids it touched; ``detail`` holds small facts
 (a decision, how many answers), never an answer's text, a token or a screen.
 The table keeps the newest ``KEEP`` rows, so a peer that calls without end
-cannot grow it without bound.
+cannot grow it without bound; retention (`akk.store.retention`) also deletes
+rows older than its cutoff, and leaves one ``prune`` line per record it deletes.
 
 A record's trail (``of_turn``) holds what its owner did, and what others did
 to it with the right to (the operator, AKK itself): a call refused to another
@@ -47,6 +48,29 @@ def record(
         (at, *(None if value is None else stored(value) for value in row), facts),
     )
     conn.execute("DELETE FROM audit WHERE audit_id <= last_insert_rowid() - ?", (KEEP,))
+
+
+def record_pruned(
+    conn: apsw.Connection,
+    *,
+    at: float,
+    controller_id: str,
+    record_id: str,
+    outcome: str,
+    detail: dict[str, Any],
+) -> None:
+    """The one compact ``prune`` line retention leaves for a record it deleted.
+
+    Unlike `record` it trims no old row: what a retention pass deletes must be
+    exactly what it counted, and retention bounds its own lines
+    (`akk.store.retention`).
+    """
+    conn.execute(
+        "INSERT INTO audit (at, actor, action, outcome, controller_id, turn_id, detail) "
+        "VALUES (?, 'akk', 'prune', ?, ?, ?, ?)",
+        (at, stored(outcome), stored(controller_id), stored(record_id),
+         json.dumps(_stored_facts(detail))),
+    )  # fmt: skip
 
 
 def stored(text: str) -> str:

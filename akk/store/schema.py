@@ -654,8 +654,33 @@ CREATE UNIQUE INDEX sessions_one_current_per_owner
     WHERE retired_at IS NULL;
 """
 
+# v10: retention (akk.store.retention, docs/retention.md). A pruned Turn or Watch leaves
+# a tombstone, so a lookup by its id says when it went and a send with its
+# client_request_id is never typed again; tombstones are pruned in turn, later. The
+# indexes find what retention reads: settled Turns by age, each record's
+# notifications and audit rows (the outbox's `of_turn` and the audit trail's too), and
+# the dispatches that refer to an interaction or an offer (each delete checks them).
+_V10 = """
+CREATE TABLE tombstones (
+    record_id          TEXT PRIMARY KEY,          -- the pruned Turn's or Watch's id
+    controller_id      TEXT NOT NULL,             -- no reference: the controller may go too
+    client_request_id  TEXT NOT NULL,
+    task_kind          TEXT NOT NULL,
+    outcome            TEXT NOT NULL,             -- the record's state when it was pruned
+    settled_at         REAL NOT NULL,
+    pruned_at          REAL NOT NULL
+);
+CREATE INDEX tombstones_by_age ON tombstones (pruned_at);
+CREATE INDEX tombstones_by_request ON tombstones (controller_id, client_request_id);
+CREATE INDEX turns_settled ON turns (settled_at) WHERE settled_at IS NOT NULL;
+CREATE INDEX notifications_by_turn ON notifications (turn_id);
+CREATE INDEX audit_by_turn ON audit (turn_id);
+CREATE INDEX dispatches_by_interaction ON dispatches (interaction_id);
+CREATE INDEX dispatches_by_offer ON dispatches (offer_id);
+"""
+
 MIGRATIONS: tuple[str, ...] = (
-    _V1, _V2, _V3, _V4, _V5 + _V5_INTERACTIONS, _V6, _V7, _V8, _V9
+    _V1, _V2, _V3, _V4, _V5 + _V5_INTERACTIONS, _V6, _V7, _V8, _V9, _V10
 )  # fmt: skip
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,0 +1,304 @@
+"""Retention against a real store (apsw): what goes, what stays, tombstones, batches, file size.
+
+Times are explicit (the store never reads a clock): every record is written at a
+chosen instant and a pass runs at another, so "older than N days" is exact.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+
+import apsw
+import pytest
+
+from akk.store import audit, dispatches, outbox, retention, turns
+from akk.store.database import open_store
+from akk.store.dispatches import Kind
+from akk.store.retention import DAY, Plan
+from akk.store.turns import TurnState
+
+NOW = 2_000_000_000.0
+OLD = NOW - 40 * DAY
+RECENT = NOW - 5 * DAY
+
+
+@pytest.fixture
+def conn(tmp_path: Path) -> Iterator[apsw.Connection]:
+    connection = open_store(tmp_path / "akk.sqlite3")
+    retention.use_incremental_vacuum(connection)
+    with connection:
+        connection.execute(
+            "INSERT INTO controllers (controller_id, name, first_seen_at, last_seen_at) "
+            "VALUES ('ctl', 'ctl', 0, 0)"
+        )
+        connection.execute(
+            "INSERT INTO terminals (terminal_id, tmux_socket, pane_id, pane_pid, agent, "
+            "agent_pid, process_start, executable, first_seen_at, last_seen_at) "
+            "VALUES ('t1', 's', '%1', 1, 'claude', 101, 3, 'claude', 0, 0)"
+        )
+    yield connection
+    connection.close()
+
+
+def _record(
+    conn: apsw.Connection,
+    at: float,
+    *,
+    state: TurnState = TurnState.DONE,
+    delivery: str = "accepted",
+    stage: str = "accepted",
+    session_id: str | None = None,
+    message: str = "",
+) -> str:
+    """One Turn as a run leaves it at ``at``: its dispatch, a prompt and its offer, its
+    outcome notification in ``delivery``, an audit row. ``state`` uncertain: no outcome."""
+    with conn:
+        turn = turns.insert(
+            conn, controller_id="ctl", client_request_id=secrets.token_hex(8), terminal_id="t1",
+            request_sha256="0" * 64, request_chars=4, evidence_status="unknown", evidence=None,
+            evidence_limit="test", inactivity_seconds=60, lifetime_seconds=3600, now=at,
+        )  # fmt: skip
+        conn.execute(
+            "INSERT INTO interactions (interaction_id, terminal_id, turn_id, kind, fingerprint, "
+            "profile, projection, state, created_at, updated_at) "
+            "VALUES (?, 't1', ?, 'permission', x'00', 'p', '{}', 'consumed', ?, ?)",
+            (f"int_{turn.turn_id}", turn.turn_id, at, at),
+        )
+        conn.execute(
+            "INSERT INTO offers (offer_id, interaction_id, controller_id, fingerprint, state, "
+            "created_at, expires_at, updated_at) VALUES (?, ?, 'ctl', x'00', 'consumed', ?, ?, ?)",
+            (f"ofr_{turn.turn_id}", f"int_{turn.turn_id}", at, at, at),
+        )
+        dispatch = _dispatch(conn, turn.turn_id, at)
+        conn.execute("UPDATE dispatches SET stage = ? WHERE dispatch_id = ?", (stage, dispatch))
+        if session_id is not None:
+            conn.execute(
+                "UPDATE turns SET session_id = ? WHERE turn_id = ?", (session_id, turn.turn_id)
+            )
+            conn.execute(
+                "INSERT INTO invocations (turn_id, round, session_id, attempt, thread_intent, "
+                "reserved_at, dispatch, outcome, updated_at) "
+                "VALUES (?, 1, ?, 1, 'start', ?, 'accepted', ?, ?)",
+                (turn.turn_id, session_id, at,
+                 "uncertain" if state is TurnState.UNCERTAIN else "done", at),
+            )  # fmt: skip
+        fresh = turns.get(conn, turn.turn_id)
+        assert fresh is not None
+        if state.settled:
+            turns.settle(
+                conn, fresh, state, now=at, summary="s", updated_at=at, final_message=message
+            )
+            conn.execute(
+                "UPDATE notifications SET state = ?, updated_at = ? WHERE turn_id = ?",
+                (delivery, at, turn.turn_id),
+            )
+        else:
+            turns.update(conn, fresh, state=state, updated_at=at)
+        audit.record(conn, at=at, actor="ctl", action="send", outcome="ok", turn_id=turn.turn_id)
+    return turn.turn_id
+
+
+def _dispatch(conn: apsw.Connection, turn_id: str, at: float) -> str:
+    row = dispatches.reserve(
+        conn, controller_id="ctl", turn_id=turn_id, terminal_id=None, kind=Kind.TASK,
+        typing="literal", screen_seq=None, now=at,
+    )  # fmt: skip
+    return row.dispatch_id
+
+
+def _session(conn: apsw.Connection, *, retired_at: float | None, task: str) -> str:
+    session_id = "sess_" + secrets.token_hex(12)
+    with conn:
+        conn.execute(
+            "INSERT INTO sessions (session_id, controller_id, task, role, workspace, generation, "
+            "policy_version, backend, home, agent_version, protocol_version, history, "
+            "retired_at, decision_action, decision_reason, created_at, updated_at) "
+            "VALUES (?, 'ctl', ?, 'r', '/w', 1, 1, 'codex_app_server', '/h', '1', '1', "
+            "'persisted', ?, 'create', 'new', ?, ?)",
+            (session_id, task, retired_at, OLD, OLD),
+        )
+    return session_id
+
+
+def _exists(conn: apsw.Connection, turn_id: str) -> bool:
+    return turns.get(conn, turn_id) is not None
+
+
+def _rows(conn: apsw.Connection) -> dict[str, int]:
+    return {
+        table: int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+        for table in retention.TABLES
+    }
+
+
+def test_old_settled_and_delivered_records_go_with_every_row_of_theirs(
+    conn: apsw.Connection,
+) -> None:
+    old = _record(conn, OLD)
+    abandoned = _record(conn, OLD, state=TurnState.FAILED, delivery="retryable_failure")
+    recent = _record(conn, RECENT)
+    deleted = retention.run(conn, Plan(now=NOW, retain_days=30))
+    assert not _exists(conn, old) and not _exists(conn, abandoned) and _exists(conn, recent)
+    assert {t: deleted[t] for t in ("turns", "notifications", "dispatches", "offers",
+                                    "interactions")} == dict.fromkeys(
+        ("turns", "notifications", "dispatches", "offers", "interactions"), 2
+    )  # fmt: skip
+    assert deleted["audit"] == 2  # each record's own row; its prune line stays
+    lines = conn.execute(
+        "SELECT turn_id, outcome, at, detail FROM audit WHERE action = 'prune' ORDER BY turn_id"
+    ).fetchall()
+    assert sorted((row[0], row[1], row[2]) for row in lines) == sorted(
+        [(old, "done", NOW), (abandoned, "failed", NOW)]
+    )
+    assert all(f'"settled_at": {OLD}' in row[3] for row in lines)
+    assert _rows(conn)["turns"] == 1
+
+
+def test_the_age_is_the_injected_clock_s(conn: apsw.Connection) -> None:
+    record = _record(conn, RECENT)
+    retention.run(conn, Plan(now=NOW, retain_days=30))
+    assert _exists(conn, record)
+    retention.run(conn, Plan(now=RECENT + 30 * DAY + 1, retain_days=30))
+    assert not _exists(conn, record)
+    # A fractional retention prunes within seconds of the outcome (a bench's setting).
+    soon = _record(conn, NOW)
+    retention.run(conn, Plan(now=NOW + 2, retain_days=1 / DAY))
+    assert not _exists(conn, soon)
+
+
+def test_open_uncertain_and_undelivered_records_survive_any_age(conn: apsw.Connection) -> None:
+    kept = [
+        _record(conn, OLD, state=TurnState.RUNNING, stage="text_injected"),
+        _record(conn, OLD, state=TurnState.UNCERTAIN, stage="uncertain"),
+        _record(conn, OLD, delivery="pending"),
+        _record(conn, OLD, delivery="delivering"),
+        _record(conn, OLD, stage="uncertain"),  # settled, but one step is unproven
+    ]
+    retired = _session(conn, retired_at=OLD, task="a")
+    kept.append(_record(conn, OLD, state=TurnState.UNCERTAIN, session_id=retired))
+    current = _session(conn, retired_at=None, task="b")
+    kept.append(_record(conn, OLD, session_id=current))
+    deleted = retention.run(conn, Plan(now=NOW + 1000 * DAY, retain_days=30))
+    assert all(_exists(conn, turn_id) for turn_id in kept)
+    assert deleted["turns"] == 0 and deleted["sessions"] == 0
+    assert conn.execute("SELECT count(*) FROM sessions").fetchone() == (2,)
+
+
+def test_a_retired_session_follows_its_last_invocation(conn: apsw.Connection) -> None:
+    current = _session(conn, retired_at=None, task="t")
+    retired = _session(conn, retired_at=OLD, task="t")
+    with conn:
+        conn.execute("UPDATE sessions SET replaces = ? WHERE session_id = ?", (retired, current))
+    first = _record(conn, OLD, session_id=retired)
+    second = _record(conn, RECENT, session_id=retired)
+    retention.run(conn, Plan(now=NOW, retain_days=30))
+    assert not _exists(conn, first) and _exists(conn, second)
+    assert conn.execute("SELECT count(*) FROM sessions").fetchone() == (2,)
+    deleted = retention.run(conn, Plan(now=NOW + 30 * DAY, retain_days=30))
+    assert not _exists(conn, second) and deleted["sessions"] == 1
+    assert conn.execute("SELECT session_id, replaces FROM sessions").fetchall() == [(current, None)]
+
+
+def test_dry_run_counts_equal_what_a_pass_deletes(conn: apsw.Connection) -> None:
+    retired = _session(conn, retired_at=OLD, task="t")
+    for at in (OLD, OLD, RECENT):
+        _record(conn, at)
+        _record(conn, at, session_id=retired)
+    _record(conn, OLD, delivery="pending")
+    _record(conn, OLD, state=TurnState.UNCERTAIN, stage="uncertain")
+    with conn:
+        audit.record(conn, at=OLD, actor="ctl", action="list", outcome="ok")
+        audit.record(conn, at=OLD, actor="ctl", action="status", outcome="not_found",
+                     turn_id="turn_never")  # fmt: skip
+        audit.record(conn, at=RECENT, actor="ctl", action="list", outcome="ok")
+    plan = Plan(now=NOW + 31 * DAY, retain_days=30, batch=2)
+    with conn:
+        counted = retention.count(conn, plan)
+    before = _rows(conn)
+    deleted = retention.run(conn, plan)
+    assert counted == deleted
+    assert deleted["turns"] == 6 and deleted["sessions"] == 1
+    assert deleted["audit"] == 6 + 3  # six records' rows, three old calls
+    after = _rows(conn)
+    assert after["turns"] == before["turns"] - 6
+    # And later, past the tombstones' horizon, they and their prune lines go (counted first).
+    late = Plan(now=NOW + 31 * DAY + retention.TOMBSTONE_DAYS * DAY + 1, retain_days=10_000)
+    with conn:
+        counted = retention.count(conn, late)
+    deleted = retention.run(conn, late)
+    assert counted == deleted and deleted["tombstones"] == 6 and deleted["audit"] == 6
+
+
+def test_no_transaction_deletes_more_than_a_batch(conn: apsw.Connection) -> None:
+    for _ in range(23):
+        _record(conn, OLD)
+    with conn:
+        for i in range(31):
+            audit.record(conn, at=OLD, actor="ctl", action="list", outcome=str(i))
+    plan = Plan(now=NOW, retain_days=30, batch=5)
+    batches: list[dict[str, int]] = []
+    while True:
+        with conn:
+            done = retention.step(conn, plan)
+        if not any(done.values()):
+            break
+        batches.append(done)
+    records = [b["turns"] for b in batches if b["turns"]]
+    assert records == [5, 5, 5, 5, 3]
+    # A record's batch deletes its own rows with it; every other batch at most `batch` rows.
+    assert all(sum(b.values()) <= 5 for b in batches if not b["turns"])
+    assert sum(b["audit"] for b in batches if not b["turns"]) == 31
+
+
+def test_a_pruned_id_leaves_a_tombstone_with_its_date(conn: apsw.Connection) -> None:
+    record = _record(conn, OLD, state=TurnState.CANCELLED)
+    with conn:
+        request = turns.get(conn, record)
+    assert request is not None
+    retention.run(conn, Plan(now=NOW, retain_days=30))
+    with conn:
+        stone = retention.lookup(conn, record)
+        again = retention.lookup_request(conn, "ctl", request.client_request_id)
+    assert stone == retention.Tombstone(record, "ctl", "managed_send", "cancelled", OLD, NOW)
+    assert again == stone
+    assert retention.lookup(conn, "turn_unknown") is None
+
+
+def test_the_file_shrinks_after_a_large_prune(tmp_path: Path, conn: apsw.Connection) -> None:
+    store = tmp_path / "akk.sqlite3"
+    text = "x" * 2000
+    with conn:  # one commit: each record's own transaction nests in it
+        for _ in range(3000):
+            _record(conn, OLD, message=text)
+        for _ in range(20):
+            _record(conn, RECENT)
+    retention.checkpoint(conn)
+    before = os.path.getsize(store)
+    deleted = retention.run(conn, Plan(now=NOW, retain_days=30))
+    after = os.path.getsize(store) + os.path.getsize(f"{store}-wal")
+    assert deleted["turns"] == 3000
+    assert after < before / 5, (before, after)
+    assert conn.execute("PRAGMA freelist_count").fetchone() == (0,)
+
+
+def test_the_first_switch_to_incremental_vacuum_rewrites_the_store_once(tmp_path: Path) -> None:
+    conn = open_store(tmp_path / "old.sqlite3")
+    try:
+        assert conn.execute("PRAGMA auto_vacuum").fetchone() == (0,)
+        assert retention.use_incremental_vacuum(conn)
+        assert conn.execute("PRAGMA auto_vacuum").fetchone() == (2,)
+        assert not retention.use_incremental_vacuum(conn)
+    finally:
+        conn.close()
+
+
+def test_notifications_of_a_pruned_record_no_longer_ack(conn: apsw.Connection) -> None:
+    record = _record(conn, OLD)
+    with conn:
+        event_id = outbox.of_turn(conn, record)[0].event_id
+    retention.run(conn, Plan(now=NOW, retain_days=30))
+    with conn:
+        assert outbox.ack(conn, "ctl", event_id, NOW) is None
