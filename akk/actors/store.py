@@ -4,6 +4,11 @@ Every write is a function run inside one transaction on the write connection,
 in a worker thread so the event loop never waits on fsync. A write that has
 started always finishes (the thread is not abandoned on cancellation), so a
 caller that saw the reply knows the commit is on disk.
+
+A transaction the store cannot write (disk full, quota, I/O error, read-only)
+raises `StoreUnwritable` at the asker, like any other failed transaction: the
+StoreActor and its connection stay up, and the next transaction simply tries
+again, so writing resumes by itself once the cause is gone.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import attrs
 import trio
 
 from akk.runtime.actor import Actor, ActorRef, Ask, Rank
-from akk.store.database import open_store
+from akk.store.database import open_store, unwritable
 
 T = TypeVar("T")
 
@@ -26,8 +31,8 @@ T = TypeVar("T")
 class _Failed:
     """``work`` raised: the transaction rolled back; the asker gets the exception.
 
-    A failed transaction is the caller's outcome (a CAS conflict, a constraint),
-    not a crash of the StoreActor, whose connection is still good.
+    A failed transaction is the caller's outcome (a CAS conflict, a constraint,
+    a full disk), not a crash of the StoreActor, whose connection is still good.
     """
 
     error: Exception
@@ -60,13 +65,22 @@ class StoreActor(Actor[Transact[Any]]):
     async def receive(self, message: Transact[Any]) -> object:
         conn = self._conn
         assert conn is not None, "started() opens the connection before any message"
-        return await trio.to_thread.run_sync(_in_transaction, conn, message.work)
+        return await trio.to_thread.run_sync(_in_transaction, conn, message.work, self._path)
 
 
-def _in_transaction(conn: apsw.Connection, work: Callable[[apsw.Connection], T]) -> T | _Failed:
+def _in_transaction(
+    conn: apsw.Connection, work: Callable[[apsw.Connection], T], path: Path
+) -> T | _Failed:
     try:
         with conn:
             result = work(conn)
+    except apsw.Error as error:
+        # The errno is read here, in this thread, before the connection runs anything else.
+        failed = unwritable(path, error, conn.system_errno)
+        if failed is None:
+            return _Failed(error)
+        failed.__cause__ = error
+        return _Failed(failed)
     except Exception as error:
         return _Failed(error)
     return result
@@ -77,7 +91,8 @@ async def transact(
 ) -> T:
     """Ask the StoreActor to run ``work`` in one transaction; return its result.
 
-    Whatever ``work`` raises is raised here, after the transaction rolled back.
+    Whatever ``work`` raises is raised here, after the transaction rolled back;
+    a store that cannot write raises `StoreUnwritable` (nothing was committed).
     """
     result = await store.ask(Transact(work), timeout=timeout)
     if isinstance(result, _Failed):

@@ -8,6 +8,7 @@ Only the StoreActor holds the write connection; readers open their own.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import stat
@@ -38,6 +39,50 @@ class CasConflict(StoreError):
             f"{table} {key}: expected revision {expected}, found {what}; "
             "re-read the row and decide again"
         )
+
+
+class StoreUnwritable(StoreError):
+    """The store cannot write now (disk full, quota, I/O error, read-only); reads still work.
+
+    Nothing of the failed transaction was committed. ``problem`` names the store
+    and the cause; ``next_step`` what a person does. The next write is simply
+    tried again: nothing needs a restart once the cause is gone.
+    """
+
+    def __init__(self, problem: str, next_step: str) -> None:
+        self.problem, self.next_step = problem, next_step
+        super().__init__(f"{problem}; {next_step}")
+
+
+def unwritable(path: Path, exc: apsw.Error, system_errno: int) -> StoreUnwritable | None:
+    """The StoreUnwritable ``exc``, raised by a write on ``path``, is (None for another error).
+
+    ``system_errno`` is the connection's errno of that failure (``Connection.system_errno``):
+    it tells a quota or a read-only filesystem from a full disk or a failing device.
+    """
+    if not isinstance(exc, (apsw.FullError, apsw.IOError, apsw.ReadOnlyError)):
+        return None
+    # apsw sets both codes on every SQLite error; its stubs do not declare them.
+    extended, primary = getattr(exc, "extendedresult", -1), getattr(exc, "result", -1)
+    code = apsw.mapping_extended_result_codes.get(extended) or apsw.mapping_result_codes.get(
+        primary, type(exc).__name__
+    )
+    name = errno.errorcode.get(system_errno)
+    space = f"on the filesystem of {path.parent} (`akk doctor` shows how much is free)"
+    if system_errno == errno.EDQUOT:
+        cause, step = f"disk quota exceeded ({code}, EDQUOT)", f"free this user's quota {space}"
+    elif isinstance(exc, apsw.FullError) or system_errno == errno.ENOSPC:
+        cause, step = f"disk full ({code})", f"free space {space}"
+    elif isinstance(exc, apsw.ReadOnlyError) or system_errno == errno.EROFS:
+        cause = f"read-only ({code}{f', {name}' if name else ''})"
+        step = f"make {path.parent} and {path.name} writable again"
+    else:
+        cause = f"I/O error ({code}{f', {name}' if name else ''})"
+        step = f"check the device holding {path.parent} (its kernel log)"
+    return StoreUnwritable(
+        f"the store at {path} cannot write: {cause}",
+        f"{step}, then retry; AKK writes again by itself, with no restart",
+    )
 
 
 def open_store(path: Path) -> apsw.Connection:
