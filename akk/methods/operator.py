@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
+from contextlib import suppress
 from typing import Any, Protocol
 
 import trio
@@ -23,6 +24,7 @@ from akk.protocol.errors import Reason, RpcError
 from akk.protocol.schema import PROTOCOL_VERSION
 from akk.store import credentials, outbox, qualifications
 from akk.store.credentials import Credential, CredentialError, Scope, token_digest
+from akk.store.database import StoreUnwritable
 from akk.workspace_roots import RootError, check_roots
 
 
@@ -47,19 +49,23 @@ class OperatorCalls:
             controller_id = peer.controller_id
             name: str = params.get("name", controller_id)
             now = time.time()
-            await transact(
-                self._ctx.store,
-                lambda conn: credentials.record_use(conn, controller_id, name, now),
-            )
+            # Neither write of a hello is needed to serve it: a store that cannot write
+            # must not refuse the connection that reads and takes events already recorded.
+            with suppress(StoreUnwritable):
+                await transact(
+                    self._ctx.store,
+                    lambda conn: credentials.record_use(conn, controller_id, name, now),
+                )
             peer.said_hello = True
             # A controller has one live connection, the newest; the operator's
             # commands (`akk list`, `akk events`) run side by side (akk.server.connections).
             self._ctx.connections.claim(controller_id, peer.connection, exclusive=not peer.operator)
             released = time.time()
-            await transact(
-                self._ctx.store,
-                lambda conn: outbox.release_leases(conn, controller_id, released),
-            )
+            with suppress(StoreUnwritable):  # then its leases run out by themselves
+                await transact(
+                    self._ctx.store,
+                    lambda conn: outbox.release_leases(conn, controller_id, released),
+                )
             self._ctx.destinations.wake(controller_id)
         return {
             "protocol": PROTOCOL_VERSION,

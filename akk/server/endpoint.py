@@ -43,6 +43,7 @@ from akk.runtime.actor import Rank, act_as
 from akk.server.auth import CredentialBook
 from akk.server.connections import NOT_READING, ConnectionRegistry
 from akk.server.instance import CHALLENGE_HEADER, PROOF_HEADER, PROOF_PATH, PROOF_STATUS, proof_for
+from akk.store.database import StoreUnwritable
 
 log = logging.getLogger("akk.server")
 
@@ -466,6 +467,10 @@ class _Connection:
             result: Any = await self._methods.call(peer, call.method, call.params)
         except RpcError as error:
             return error_frame(call.id, error)
+        except StoreUnwritable as exc:
+            # A write the call needed (an ack, a reservation, an offer) was not committed.
+            why = f"{exc.problem}, so nothing was sent to any terminal; {exc.next_step}"
+            return error_frame(call.id, RpcError(Reason.INTERNAL, why))
         except Exception:
             log.exception("call failed", extra={"method": call.method})
             return error_frame(
