@@ -8,6 +8,12 @@ after a backoff with jitter; after ``max_attempts`` it becomes
 ever sent to its own controller's connection, with the ``event_id`` it was
 written with, so a redelivery (reconnect, restart) is recognisable as one.
 Without a live connection nothing is attempted: the events wait for it.
+
+While the store cannot write (`StoreUnwritable`) a due event is still delivered,
+unleased: its attempt is not counted, and this actor holds it back for one
+lease in memory instead. At least once is kept (the controller's ack, or a
+redelivery under the same ``event_id`` once the store writes again), and an
+outcome recorded before the disk filled still reaches its controller.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from akk.faults import Point
 from akk.runtime.actor import Actor, ActorRef, ActorStopped, MailboxFull, Rank
 from akk.runtime.supervisor import ChildSpec, Restart, Supervisor
 from akk.store import outbox
+from akk.store.database import StoreUnwritable
 from akk.store.outbox import Notification
 
 
@@ -78,6 +85,7 @@ class DestinationActor(Actor):
         self._sink = sink
         self._policy = policy
         self._report = report
+        self._unleased: dict[str, float] = {}  # notification_id → when its unleased send is due
 
     async def receive(self, message: object) -> object:
         if isinstance(message, Wake):
@@ -90,13 +98,20 @@ class DestinationActor(Actor):
             lambda conn: outbox.due(conn, controller_id, now)
         )
         policy = self._policy
+        self._unleased = {key: at for key, at in self._unleased.items() if at > now}
         for notification in due:
             sink = self._sink(controller_id)
             if sink is None:
                 # No live connection: they wait for one (its hello wakes us).
                 self._report(controller_id, math.inf)
                 return
-            leased = await transact(self._store, _leaser(notification, policy))
+            if notification.notification_id in self._unleased:
+                continue
+            try:
+                leased = await transact(self._store, _leaser(notification, policy))
+            except StoreUnwritable as exc:
+                await self._send_unleased(sink, notification, exc)
+                continue
             if leased is None:
                 log.warning(
                     "notification %s for %s: no ack after %d attempts; retryable_failure",
@@ -106,13 +121,28 @@ class DestinationActor(Actor):
             await faults.reached(Point.LEASED)
             sent = await sink.send_event(leased.event(), timeout=policy.send_timeout)
             if not sent:
-                await transact(self._store, _postponer(leased, _backoff(policy, leased.attempts)))
+                with suppress(StoreUnwritable):  # then it stays leased: due when the lease ends
+                    await transact(
+                        self._store, _postponer(leased, _backoff(policy, leased.attempts))
+                    )
                 continue
             await faults.reached(Point.DELIVERED)
         after: float | None = await self._reader(
             lambda conn: outbox.next_wakeup(conn, controller_id)
         )
-        self._report(controller_id, math.inf if after is None else after)
+        held = min(self._unleased.values(), default=math.inf)
+        self._report(controller_id, min(held, math.inf if after is None else after))
+
+    async def _send_unleased(
+        self, sink: EventSink, notification: Notification, why: StoreUnwritable
+    ) -> None:
+        """Deliver ``notification`` though its lease could not be written; hold it one lease."""
+        self._unleased[notification.notification_id] = time.time() + self._policy.lease_seconds
+        log.warning(
+            "notification %s for %s delivered without a lease: %s",
+            notification.notification_id, self._controller_id, why,
+        )  # fmt: skip
+        await sink.send_event(notification.event(), timeout=self._policy.send_timeout)
 
 
 def _leaser(

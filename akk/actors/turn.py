@@ -32,6 +32,7 @@ from akk.protocol.errors import Reason
 from akk.protocol.redaction import redact
 from akk.runtime.actor import Actor, ActorRef, Ask, Rank, StopActor
 from akk.store import interactions, turns
+from akk.store.database import StoreUnwritable
 from akk.store.interactions import Interaction, InteractionState
 from akk.store.turns import Turn, TurnState
 
@@ -94,6 +95,7 @@ class TurnActor(Actor[TurnMessage]):
         self._notify = notify
         self._follower = follower
         self.turn: Turn | None = None
+        self._unwritable = False  # the last look could not write (logged once per outage)
         follower.attach(self)
 
     async def started(self) -> None:
@@ -104,7 +106,17 @@ class TurnActor(Actor[TurnMessage]):
     async def receive(self, message: TurnMessage) -> object:
         match message:
             case Tick():
-                await self._follow()
+                try:
+                    await self._follow()
+                except StoreUnwritable as exc:
+                    # Nothing of this look was written, and a restart would fail alike: the
+                    # next Tick looks again and writes what it finds (an outcome included).
+                    if not self._unwritable:
+                        log.warning("turn %s: looked again until the store writes: %s",
+                                    self._turn_id, exc)  # fmt: skip
+                    self._unwritable = True
+                else:
+                    self._unwritable = False
             case Cancel():
                 return await self._start_cancel()
             case Close():

@@ -72,7 +72,7 @@ class TerminalRounds:
         receipt = await self._ask(
             terminal,
             message,
-            lambda conn: turns.by_request(conn, controller_id, client_request_id) is not None,
+            lambda conn: _turn_id(turns.by_request(conn, controller_id, client_request_id)),
         )
         if isinstance(receipt, Refusal):
             return receipt
@@ -94,7 +94,7 @@ class TerminalRounds:
         receipt = await self._ask(
             terminal,
             DispatchRespond(turn_id, text),
-            lambda conn: len(dispatches.of_turn(conn, turn_id)) > before,
+            lambda conn: turn_id if len(dispatches.of_turn(conn, turn_id)) > before else None,
         )
         if isinstance(receipt, Refusal):
             raise RpcError(receipt.reason, receipt.message)
@@ -109,10 +109,10 @@ class TerminalRounds:
         self,
         terminal: ActorRef,
         message: DispatchTask | DispatchRespond,
-        reserved: Callable[[Any], bool],
+        reserved: Callable[[Any], str | None],
     ) -> TaskReceipt | Refusal:
-        """Ask the terminal to type ``message``; ``reserved`` tells (in the store) whether it
-        reserved the dispatch, before which no key can have been sent."""
+        """Ask the terminal to type ``message``; ``reserved`` tells (in the store) the Turn whose
+        dispatch it reserved, if it did: before that no key can have been sent."""
         try:
             return await terminal.ask(message, timeout=DISPATCH_TIMEOUT)
         except AskTimeout as exc:
@@ -127,18 +127,26 @@ class TerminalRounds:
                 "type it again. Call list or status to see the Turn",
             ) from None
         except ActorError as exc:
-            if not await self._reader.run(reserved):
+            turn_id = await self._reader.run(reserved)
+            if turn_id is None:
                 # Keys come only after the reservation: none was recorded, so none went out.
                 raise RpcError(
                     Reason.INTERNAL,
                     f"the terminal failed before it reserved the dispatch ({exc.reason}); "
                     "nothing was typed. Call list, then send again",
                 ) from None
+            # Its receipt is lost, not its Turn: followed, it settles from its evidence (or
+            # uncertain), as after a restart, instead of holding the terminal for good.
+            await self.follow(turn_id)
             raise RpcError(
                 Reason.RESPONSE_UNCERTAIN,
                 f"the terminal failed during the dispatch ({exc.reason}); the task may have been "
                 "typed and will not be typed again. Call list to see the Turn",
             ) from None
+
+
+def _turn_id(turn: Turn | None) -> str | None:
+    return None if turn is None else turn.turn_id
 
 
 def _check_typeable(snapshot: TerminalSnapshot, text: str) -> None:

@@ -56,6 +56,7 @@ from akk.runtime.supervisor import (
     UnknownChild,
 )
 from akk.store import terminals as terminal_records
+from akk.store.database import StoreUnwritable
 from akk.tmux import output as tmux_output
 from akk.tmux.activity import ActivityMonitor, PaneUpdate
 from akk.tmux.control import ClientLink, ControlClient, ControlClientClosed, open_control_client
@@ -283,9 +284,18 @@ class TmuxWatcher:
                 await trio.sleep(RECONNECT_INTERVAL)
 
     async def gone(self, terminal: str, now: float) -> None:
-        """A terminal's incarnation is over: record it and take it off the board."""
-        await transact(self.store, lambda conn: terminal_records.record_gone(conn, terminal, now))
+        """A terminal's incarnation is over: take it off the board and record it.
+
+        A store that cannot write leaves its row as last seen (every step on it needs a
+        terminal on the board, so none can be reserved).
+        """
         self.board.forget(terminal)
+        try:
+            await transact(
+                self.store, lambda conn: terminal_records.record_gone(conn, terminal, now)
+            )
+        except StoreUnwritable as exc:
+            log.warning("terminal %s gone, not recorded: %s", terminal, exc)
 
 
 _CLEANUP_SECONDS = 10.0
@@ -386,7 +396,13 @@ class _Tracking:
             async with self.lock:
                 changes = [c for e in self._tracked.values() if (c := self._bound_anew(e))]
                 if changes:
-                    await transact(self._watcher.store, _recorder([r.identity for _, r in changes]))
+                    try:
+                        await transact(
+                            self._watcher.store, _recorder([r.identity for _, r in changes])
+                        )
+                    except StoreUnwritable as exc:
+                        # The binding holds in memory; its row is written at the next sighting.
+                        log.warning("new bindings not recorded: %s", exc)
             async with trio.open_nursery() as nursery:
                 for terminal, rebind in changes:
                     nursery.start_soon(_tell_rebind, terminal, rebind)
@@ -486,9 +502,16 @@ class _Tracking:
             binary_sha256=sha,
         )
         now = time.time()
-        await transact(
-            watcher.store, lambda conn: terminal_records.record_seen(conn, identity, now)
-        )
+        try:
+            await transact(
+                watcher.store, lambda conn: terminal_records.record_seen(conn, identity, now)
+            )
+        except StoreUnwritable as exc:
+            # A terminal starts recorded, or not at all: the sweep identifies it again.
+            entry.agent = None
+            log.warning("terminal %s not started until the store writes: %s",
+                        identity.terminal_id, exc)  # fmt: skip
+            return
         link, board, store, notify = self.link, watcher.board, watcher.store, watcher.notify
         entry.terminal_id = identity.terminal_id
         entry.identity, entry.profile = identity, binding.profile
