@@ -15,8 +15,10 @@ import pytest
 import trio
 
 from akk.actors.store import StoreActor, transact
+from akk.cli.doctor import LOW_SPACE, free_space
 from akk.runtime.supervisor import ChildSpec, Supervisor
 from akk.store.database import StoreUnwritable, open_reader, unwritable
+from akk.store.location import StateDir
 from tests.small_fs import fill, small_filesystem
 
 
@@ -100,3 +102,21 @@ def test_each_cause_is_named_with_its_next_step(
 def test_other_errors_are_not_a_store_that_cannot_write() -> None:
     assert unwritable(Path("/s/akk.sqlite3"), apsw.ConstraintError("unique"), 0) is None
     assert unwritable(Path("/s/akk.sqlite3"), apsw.BusyError("locked"), 0) is None
+
+
+def test_doctor_warns_of_low_free_space_where_the_state_directory_lives(tmp_path: Path) -> None:
+    with small_filesystem(tmp_path / "fs") as fs:
+        state = StateDir(fs / "akk")  # not created yet: the filesystem it would be made on
+        check = free_space(state)
+        assert check.ok and check.warning
+        assert check.detail.startswith("low: 4.0 MiB of 4.0 MiB free on the filesystem of ")
+        assert "free space there" in check.next_step
+        fill(fs)
+        assert free_space(state).detail.startswith("low: 0.0 MiB of 4.0 MiB free")
+
+
+def test_doctor_shows_free_space_without_a_warning_above_the_floor(tmp_path: Path) -> None:
+    check = free_space(StateDir(tmp_path / "akk"))
+    assert check.ok and not check.warning and not check.next_step
+    free = float(check.detail.split(" MiB of ")[0])
+    assert free * 1024 * 1024 >= LOW_SPACE  # this machine's test directory has room

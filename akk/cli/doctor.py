@@ -34,6 +34,19 @@ class Check:
     ok: bool
     detail: str
     next_step: str = ""
+    warning: bool = False
+    """Works now, but needs a person soon (shown WARN; doctor still exits 0)."""
+
+
+LOW_SPACE = 100 * 1024 * 1024
+"""Free bytes under which doctor warns about the state directory's filesystem.
+
+An absolute floor, not a percentage: 1 % is 40 GiB of a 4 TiB disk and 10 MiB of a
+1 GiB one. 100 MiB is ample for the store's normal growth (its WAL alone runs to
+about 4 MiB between checkpoints, a Turn's rows are a few KiB), so below it the disk
+is filling for some other reason, and the person has time to act before writes fail
+(then AKK refuses every new reservation until space returns).
+"""
 
 
 CODEX_INITIALIZE_TIMEOUT = 15.0
@@ -63,6 +76,7 @@ def run_checks(state: StateDir, port: int, codex: CodexOptions = CodexOptions())
         _tmux(),
         _state_dir(state),
         _store(state),
+        free_space(state),
         _port(state, port),
         *codex_checks(codex),
         *_lab_clients(),
@@ -270,7 +284,7 @@ def report(args: argparse.Namespace) -> int:
         checks.extend(server_checks(operator_call(state, "doctor", {})))
     table = Table("check", "", "detail", "what to do", box=None)
     for check in checks:
-        verdict = "ok" if check.ok else "FAIL"
+        verdict = "FAIL" if not check.ok else "WARN" if check.warning else "ok"
         table.add_row(*map(shown, (check.name, verdict, check.detail, check.next_step)))
     out.print(table)
     return 0 if all(check.ok for check in checks) else 1
@@ -324,6 +338,30 @@ def _store(state: StateDir) -> Check:
         )
     note = "" if version == SCHEMA_VERSION else f" (migrates to v{SCHEMA_VERSION} on serve)"
     return Check("store", True, f"schema v{version}{note} at {state.store_path}")
+
+
+def free_space(state: StateDir) -> Check:
+    """The free space of the filesystem holding the state directory; a warning below LOW_SPACE."""
+    where = state.path
+    while not where.exists() and where != where.parent:
+        where = where.parent  # not created yet: the filesystem it will be made on
+    try:
+        fs = os.statvfs(where)
+    except OSError as exc:
+        return Check("free space", False, f"cannot read {where}: {exc.strerror}")
+    free, total = fs.f_bavail * fs.f_frsize, fs.f_blocks * fs.f_frsize
+    detail = f"{_mib(free)} of {_mib(total)} free on the filesystem of {where}"
+    if free >= LOW_SPACE:
+        return Check("free space", True, detail)
+    step = (
+        f"free space there: below {_mib(LOW_SPACE)} the store may soon not write, and AKK "
+        "then refuses every send until it can"
+    )
+    return Check("free space", True, f"low: {detail}", step, warning=True)
+
+
+def _mib(size: int) -> str:
+    return f"{size / (1024 * 1024):.1f} MiB"
 
 
 def _port(state: StateDir, port: int) -> Check:
