@@ -1,7 +1,7 @@
 """The settings of one `akk serve`: what the CLI reads from its flags and the service runs with.
 
 `ServiceConfig` is the whole process's configuration (endpoint, tmux sockets,
-Turn and outbox timing, the app-server backend's Codex, session limits,
+Turn and outbox timing, retention, the app-server backend's Codex, session limits,
 workspace roots, TLS); `TurnSettings` the timing every Turn and Watch obeys;
 `EndpointLimits` what peers may make the endpoint hold; `TlsFiles` its certificate.
 Both are frozen: a running service never changes them.
@@ -15,6 +15,7 @@ import resource
 import attrs
 
 from akk.actors.destination import OutboxPolicy
+from akk.actors.pruner import RetentionSettings
 from akk.backends.codex_app_server import rpc
 from akk.profiles.registry import PINNED, Registry
 from akk.sessions import policy
@@ -98,6 +99,7 @@ class ServiceConfig:
     poll_interval: float = DEFAULT_INTERVAL
     turns: TurnSettings = attrs.field(factory=TurnSettings)
     outbox: OutboxPolicy = attrs.field(factory=OutboxPolicy)
+    retention: RetentionSettings = attrs.field(factory=RetentionSettings)
     codex_bin: str | None = None
     """The Codex for the app-server backend (None: `codex` on PATH)."""
     codex_home: str | None = None

@@ -1,6 +1,6 @@
 """`akk serve`: the process, composed of the root supervisor and the controller server.
 
-Lifetimes nest: process → root supervisor (store, destinations and their
+Lifetimes nest: process → root supervisor (store, retention, destinations and their
 clock, watchers with their terminals, turns and their clock) → controller
 server → one task per connection. At start, Turns left open by an earlier run
 are resumed from the store before any controller can call.
@@ -18,6 +18,7 @@ import attrs
 import trio
 
 from akk.actors.destination import DestinationDesk
+from akk.actors.pruner import Pruner
 from akk.actors.store import StoreActor
 from akk.actors.terminal_board import TerminalBoard
 from akk.actors.turn_desk import TurnDesk
@@ -62,7 +63,7 @@ from akk.server.instance import (
     remove_endpoint,
     write_endpoint,
 )
-from akk.store import credentials
+from akk.store import credentials, retention
 from akk.store.credentials import Credential
 from akk.store.database import open_store
 from akk.store.reader import StoreReader
@@ -96,6 +97,8 @@ def _prepare(config: ServiceConfig) -> _Prepared:
     try:
         conn = open_store(config.state.store_path)
         try:
+            if retention.use_incremental_vacuum(conn):
+                log.info("the store now returns the space of deleted rows (one VACUUM, once)")
             with conn:
                 pruned = credentials.prune(conn)
                 digests = credentials.live_digests(conn)
@@ -153,6 +156,8 @@ async def run_service(
         async with trio.open_nursery() as nursery:
             await nursery.start(root.run)
             store = root.ref("store")
+            pruner = Pruner(store, reader, config.state.store_path, config.retention)
+            await root.start_child(ChildSpec("retention", pruner.run))
             destination_supervisor = Supervisor("destinations", max_restarts=20, period=10.0)
             destinations = DestinationDesk(
                 destination_supervisor,
@@ -255,6 +260,7 @@ async def run_service(
                     destinations=destinations, settings=config.turns, backends=backends,
                     session_limits=config.sessions, workspace_roots=roots,
                     book=book, connections=connections, health=health, qualified=qualified,
+                    pruner=pruner,
                 )
             )  # fmt: skip
             server_settings = ServerSettings(

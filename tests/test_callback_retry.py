@@ -23,6 +23,7 @@ import pytest
 import trio
 
 from akk.actors.destination import DestinationDesk, OutboxPolicy
+from akk.actors.pruner import Pruner, RetentionSettings
 from akk.actors.store import StoreActor
 from akk.actors.terminal_board import TerminalBoard, TerminalSnapshot
 from akk.actors.turn_desk import TurnDesk
@@ -463,6 +464,7 @@ def _context(
         session_limits=policy.RebuildLimits(), workspace_roots=(),
         book=CredentialBook("operator", {}), connections=ConnectionRegistry(), health=dict,
         qualified=QualifiedVersions(PINNED, reader),
+        pruner=Pruner(store, reader, tmp_path / "akk.sqlite3", RetentionSettings()),
     )  # fmt: skip
 
 

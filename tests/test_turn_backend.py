@@ -23,6 +23,7 @@ import trio.testing
 
 from akk import evidence
 from akk.actors.destination import DestinationDesk, OutboxPolicy
+from akk.actors.pruner import Pruner, RetentionSettings
 from akk.actors.store import StoreActor, transact
 from akk.actors.terminal_board import TerminalBoard
 from akk.actors.turn import Close, Tick, TurnActor
@@ -453,4 +454,5 @@ def _context(
         session_limits=policy.RebuildLimits(), workspace_roots=(),
         book=CredentialBook("operator", {}), connections=ConnectionRegistry(), health=dict,
         qualified=QualifiedVersions(PINNED, reader),
+        pruner=Pruner(store, reader, tmp_path / "akk.sqlite3", RetentionSettings()),
     )  # fmt: skip

@@ -1,6 +1,9 @@
 """What every method module shares: the caller (`Peer`), the `MethodContext`, ownership and
 the actions a record offers, the pane-scope checks and the request limits.
 
+A record retention pruned answers every lookup by its id with not_found and
+its date (`pruned`, which the method table asks on any not_found).
+
 A method module is a peer of the others: it imports this module and the layers
 below (actors, backends, store), never another method module. `MethodContext`
 is built once by the service and handed to each of them. The server's pieces
@@ -11,12 +14,14 @@ import the server.
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
 from akk.actors.destination import DestinationDesk, EventSink
+from akk.actors.pruner import Pruner
 from akk.actors.terminal_board import TerminalBoard
 from akk.actors.turn_desk import TurnDesk
 from akk.backends.registry import Backends
@@ -25,9 +30,10 @@ from akk.protocol.errors import Reason, RpcError
 from akk.runtime.actor import ActorRef
 from akk.screen.fingerprint import IdMinter
 from akk.sessions import policy
-from akk.store import terminals, turns
+from akk.store import retention, terminals, turns
 from akk.store.credentials import Credential, Scope
 from akk.store.reader import StoreReader
+from akk.store.retention import Tombstone
 from akk.store.turns import Turn, TurnState
 from akk.workspace_roots import covered, pane_allowed
 
@@ -97,7 +103,8 @@ Handler = Callable[[Peer, dict[str, Any]], Awaitable[Any]]
 
 @attrs.frozen(eq=False)
 class MethodContext:
-    """What the methods reach: the store, the boards, the desks, the backends, the settings.
+    """What the methods reach: the store, the boards, the desks, the backends, the settings,
+    retention.
 
     ``workspace_roots``: the server's canonical roots (`akk serve --workspace-root`).
     """
@@ -116,6 +123,7 @@ class MethodContext:
     connections: Connections
     health: HealthReport
     qualified: QualifiedVersions
+    pruner: Pruner
 
 
 def backend_roots(ctx: MethodContext, peer: Peer) -> tuple[str, ...]:
@@ -175,6 +183,53 @@ def owned(turn: Turn | None, record_id: str, controller_id: str, operator: bool)
             f"{record_id} belongs to another controller; act only on your own turns and watches",
         )
     return turn
+
+
+async def pruned(ctx: MethodContext, peer: Peer, params: dict[str, Any]) -> RpcError | None:
+    """The not_found of a call naming a record retention pruned (its ``turn_id`` or
+    ``watch_id``): when it went and how it had ended. None when the call names no pruned
+    record of the caller's (the operator's: any), so the original answer stands."""
+    record_id = params.get("turn_id") or params.get("watch_id")
+    if not isinstance(record_id, str):
+        return None
+    stone = await ctx.reader.run(lambda conn: retention.lookup(conn, record_id))
+    if stone is None or not (peer.operator or stone.controller_id == peer.controller_id):
+        return None
+    return RpcError(
+        Reason.NOT_FOUND,
+        f"{record_id} ended {stone.outcome} on {_day(stone.settled_at)} and was pruned by "
+        f"retention on {_day(stone.pruned_at)}; nothing of it is kept. Send or watch anew",
+        detail="pruned",
+        data=_tombstone(stone),
+    )
+
+
+def pruned_request(stone: Tombstone, client_request_id: str) -> RpcError:
+    """A send repeating the client_request_id of a pruned Turn: refused, never typed again."""
+    return RpcError(
+        Reason.CONFLICT,
+        f"client_request_id {client_request_id!r} was {stone.record_id}'s, which ended "
+        f"{stone.outcome} and was pruned by retention on {_day(stone.pruned_at)}; its task is "
+        "never typed again. Use a new client_request_id for a new task",
+        detail="pruned",
+        data=_tombstone(stone),
+    )
+
+
+def _tombstone(stone: Tombstone) -> dict[str, Any]:
+    return {
+        "pruned_at": _iso(stone.pruned_at),
+        "settled_at": _iso(stone.settled_at),
+        "outcome": stone.outcome,
+    }
+
+
+def _iso(stamp: float) -> str:
+    return datetime.datetime.fromtimestamp(stamp, datetime.UTC).isoformat()
+
+
+def _day(stamp: float) -> str:
+    return datetime.datetime.fromtimestamp(stamp, datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def available_actions(record: Turn, *, retryable: bool = False) -> list[dict[str, Any]]:

@@ -1,4 +1,4 @@
-"""The handshake and the operator's methods: hello, tokens, qualifications, doctor.
+"""The handshake and the operator's methods: hello, tokens, qualifications, doctor, gc.
 
 `hello` opens every connection (any credential); the rest need the operator
 scope, which only the CLI's own credential has (the table refuses others).
@@ -162,6 +162,16 @@ class OperatorCalls:
 
     async def doctor(self, peer: Peer, params: dict[str, Any]) -> dict[str, Any]:
         return self._ctx.health()
+
+    async def gc(self, peer: Peer, params: dict[str, Any]) -> dict[str, Any]:
+        """`akk gc`: a retention pass now (or its counts, ``dry_run``), through the one writer.
+
+        ``older_than_days`` defaults to the server's `--retain-days`.
+        """
+        days: float | None = params.get("older_than_days")
+        pruner = self._ctx.pruner
+        report = await (pruner.count(days) if params.get("dry_run") else pruner.prune(days))
+        return report.to_json()
 
 
 class Resolved(Protocol):

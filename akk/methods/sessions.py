@@ -25,12 +25,18 @@ import trio
 from akk.actors.store import transact
 from akk.actors.turn import Reload
 from akk.evidence import request_digest
-from akk.methods.common import MAX_REQUEST_CHARS, MethodContext, available_actions, owned
+from akk.methods.common import (
+    MAX_REQUEST_CHARS,
+    MethodContext,
+    available_actions,
+    owned,
+    pruned_request,
+)
 from akk.protocol.errors import Reason, RpcError
 from akk.protocol.text_check import check_text
 from akk.runtime.actor import ActorError
 from akk.sessions import policy
-from akk.store import sessions, turns
+from akk.store import retention, sessions, turns
 from akk.store.sessions import SessionRow, ThreadIntent
 from akk.store.turns import Turn
 from akk.workspace_roots import RootError, canonical, covered
@@ -69,6 +75,11 @@ class SessionCalls:
         )
         if existing is not None:
             return _repeat(*existing, _sent(text, handoff))
+        stone = await self._ctx.reader.run(
+            lambda conn: retention.lookup_request(conn, controller_id, client_request_id)
+        )
+        if stone is not None:
+            raise pruned_request(stone, client_request_id)
         owner, name = await self._owner(controller_id, params)
         _check_workspace(owner.workspace, roots, params.get("cwd") if "scope" in params else None)
         backend = self._ctx.backends.named(name)

@@ -6,7 +6,8 @@ with a next step until they exist; `hello` lists what this caller may call in
 ``capabilities.methods``. Operator methods (credentials, qualifications,
 health) need the operator scope, which only the CLI's own credential has. A
 handler checks the caller's pane scope (a credential narrowed to roots), then
-hands the call to the peer module that owns it.
+hands the call to the peer module that owns it. Any not_found of a call that
+names a record retention pruned says so, with the date (`common.pruned`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from akk.methods.common import (
     backend_roots,
     check_pane,
     check_turn_pane,
+    pruned,
 )
 from akk.methods.interactions import InteractionCalls
 from akk.methods.operator import OperatorCalls
@@ -71,6 +73,7 @@ class Methods:
             "qualification_list": operator.qualification_list,
             "qualification_revoke": operator.qualification_revoke,
             "doctor": operator.doctor,
+            "gc": operator.gc,
         }
         assert set(self._operator_handlers) == set(OPERATOR_METHODS)
 
@@ -104,7 +107,15 @@ class Methods:
                 Reason.UNAUTHORIZED,
                 "this connection has not said hello; call hello first",
             )
-        return await handler(peer, params)
+        try:
+            return await handler(peer, params)
+        except RpcError as error:
+            if error.reason is not Reason.NOT_FOUND:
+                raise
+            gone = await pruned(self._ctx, peer, params)
+            if gone is None:
+                raise
+            raise gone from None
 
     async def _list(self, peer: Peer, params: dict[str, Any]) -> dict[str, Any]:
         # The operator sees every controller's records; a controller only its own.

@@ -18,11 +18,17 @@ from akk.actors.turn import Cancel, Close
 from akk.backends.contract import Refusal, Task
 from akk.evidence import request_digest
 from akk.faults import Point
-from akk.methods.common import MAX_REQUEST_CHARS, MethodContext, available_actions, owned
+from akk.methods.common import (
+    MAX_REQUEST_CHARS,
+    MethodContext,
+    available_actions,
+    owned,
+    pruned_request,
+)
 from akk.protocol.errors import Reason, RpcError
 from akk.protocol.excerpt import excerpt
 from akk.protocol.text_check import check_text
-from akk.store import audit, dispatches, outbox, sessions, turns
+from akk.store import audit, dispatches, outbox, retention, sessions, turns
 from akk.store.turns import TERMINAL, Turn
 
 DISPATCH_TIMEOUT = 60.0
@@ -37,14 +43,17 @@ class TurnCalls:
         text: str = params["request"]
         _check_request(text)
         client_request_id: str = params["client_request_id"]
-        existing, holder = await self._ctx.reader.run(
+        existing, holder, stone = await self._ctx.reader.run(
             lambda conn: (
                 turns.by_request(conn, controller_id, client_request_id),
                 turns.unresolved_on(conn, terminal_id),
+                retention.lookup_request(conn, controller_id, client_request_id),
             )
         )
         if existing is not None:
             return self._repeat(existing, text)
+        if stone is not None:
+            raise pruned_request(stone, client_request_id)
         if holder is not None:
             # Checked again inside the reservation; this answers before any capture.
             raise RpcError(Reason.CONFLICT, turns.held(holder, controller_id))

@@ -402,6 +402,26 @@ OPERATOR_METHODS: dict[str, dict[str, Any]] = {
         ),
     },
     "doctor": {"params": _params({}), "result": _RECORD},
+    "gc": {
+        "params": _params(
+            {},
+            {
+                "older_than_days": {"type": "number", "minimum": 0},
+                "dry_run": {"type": "boolean"},
+            },
+        ),
+        "result": _params(
+            {
+                "dry_run": {"type": "boolean"},
+                "retain_days": {"type": "number"},
+                "cutoff": {"type": "number"},
+                "counts": {"type": "object", "additionalProperties": {"type": "integer"}},
+                "seconds": {"type": "number"},
+                "store_bytes_before": {"type": "integer"},
+                "store_bytes_after": {"type": "integer"},
+            }
+        ),
+    },
 }
 
 

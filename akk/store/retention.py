@@ -28,7 +28,9 @@ pass at the same instant would delete, table by table.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import apsw
@@ -79,6 +81,22 @@ class Plan:
     @property
     def args(self) -> dict[str, Any]:
         return {"cutoff": self.cutoff, "horizon": self.horizon, "batch": self.batch}
+
+
+@attrs.frozen
+class Report:
+    """One pass, or what it would delete (``dry_run``): rows per table, time, store size."""
+
+    dry_run: bool
+    retain_days: float
+    cutoff: float
+    counts: Counts
+    seconds: float
+    store_bytes_before: int
+    store_bytes_after: int
+
+    def to_json(self) -> dict[str, Any]:
+        return attrs.asdict(self)
 
 
 @attrs.frozen
@@ -298,6 +316,12 @@ def checkpoint(conn: apsw.Connection) -> None:
     Raises apsw.BusyError if a reader or writer kept it busy past the busy timeout.
     """
     conn.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_TRUNCATE)
+
+
+def store_bytes(path: Path) -> int:
+    """The store's bytes on disk, its write-ahead log included."""
+    wal = path.with_name(f"{path.name}-wal")
+    return sum(os.path.getsize(name) for name in (path, wal) if name.exists())
 
 
 def _bury(conn: apsw.Connection, row: tuple[Any, ...], now: float) -> None:
