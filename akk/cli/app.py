@@ -1,5 +1,6 @@
-"""The operator CLI: serve, token, qualify, doctor, list, sessions, send, status, events, schema,
-screen, mcp, and the record commands (watch, unwatch, close, renew, recover, retry-callback).
+"""The operator CLI: serve, token, qualify, doctor, gc, list, sessions, send, status, events,
+schema, screen, mcp, and the record commands (watch, unwatch, close, renew, recover,
+retry-callback).
 
 Every failure prints what went wrong and what to do, and exits non-zero. This
 module is the command line (`parser`) and the entry point (`main`); each
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from akk.backends.names import SESSION_BACKENDS
-from akk.cli import classify, doctor, listing, qualify, records, serve, tokens, turns
+from akk.cli import classify, doctor, gc, listing, qualify, records, serve, tokens, turns
 from akk.cli.errors import CliError
 from akk.cli.text import err, shown
 from akk.client import AkkError, ConnectError
@@ -138,6 +139,12 @@ def parser() -> argparse.ArgumentParser:
     _state_dir_option(check)
     check.add_argument("--port", type=int, default=7878)
     _codex_options(check)
+
+    pruning = command(
+        "gc", gc.run, "prune settled records now, as retention does (docs/retention.md)"
+    )
+    _state_dir_option(pruning)
+    gc.add_arguments(pruning)
 
     lister = command("list", listing.terminals, "list the terminals the running server sees")
     _state_dir_option(lister)

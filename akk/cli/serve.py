@@ -10,7 +10,9 @@ from typing import TypeVar
 
 import trio
 
+from akk.actors.pruner import RetentionSettings
 from akk.cli.errors import CliError
+from akk.cli.gc import days
 from akk.cli.text import LogFormatter, printable
 from akk.config import EndpointLimits, ServiceConfig, TlsFiles, TurnSettings
 from akk.server.endpoint import ListenError
@@ -105,6 +107,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=turn_defaults.accept_seconds,
         help="after Enter, how long the agent has to show it took the task (else uncertain)",
     )
+    retention_defaults = RetentionSettings()
+    parser.add_argument(
+        "--retain-days",
+        type=days,
+        default=retention_defaults.retain_days,
+        metavar="DAYS",
+        help="prune settled, delivered Turns and Watches older than this (a fraction is fine; "
+        "docs/retention.md)",
+    )
+    parser.add_argument(
+        "--prune-every",
+        type=_seconds,
+        default=retention_defaults.prune_every,
+        metavar="SECONDS",
+        help="seconds between retention passes (the first runs at start)",
+    )
     parser.add_argument(
         "--offer-minutes",
         type=float,
@@ -145,6 +163,7 @@ def run(args: argparse.Namespace) -> int:
         codex_home=None if args.codex_home is None else str(args.codex_home),
         claude_bin=args.claude_bin,
         claude_config_dir=None if args.claude_config_dir is None else str(args.claude_config_dir),
+        retention=RetentionSettings(retain_days=args.retain_days, prune_every=args.prune_every),
     )
 
     def ready(endpoint: Endpoint) -> None:
@@ -159,6 +178,17 @@ def run(args: argparse.Namespace) -> int:
     except* (ListenError, InstanceError, StateDirError, StoreError, RootError) as group:
         raise CliError(str(_leaves(group)[0])) from None
     return 0
+
+
+def _seconds(text: str) -> float:
+    """A period in seconds, more than 0 (argparse type)."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = 0.0
+    if not 0 < seconds < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds, more than 0")
+    return seconds
 
 
 def _leaves(group: BaseExceptionGroup[E]) -> list[E]:

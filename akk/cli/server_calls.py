@@ -2,8 +2,9 @@
 
 `operator_call` and `operator_session` speak to the server a state directory
 proves is running (its endpoint file and proof, `akk.server.instance`), with the
-operator credential; `offline_write` writes the store directly while holding
-the state directory, for the commands that also work with no server.
+operator credential; `offline_write` (one transaction) and `offline_store` reach
+the store directly while holding the state directory, for the commands that also
+work with no server.
 `terminal_id` resolves a TERMINAL as a person names it (a terminal_id or pane).
 """
 
@@ -27,6 +28,17 @@ T = TypeVar("T")
 
 def offline_write(state: StateDir, work: Callable[[apsw.Connection, float], T]) -> T:
     """Run ``work`` in one transaction while holding the state directory (no server runs)."""
+
+    def in_transaction(conn: apsw.Connection) -> T:
+        with conn:
+            result = work(conn, time.time())
+        return result
+
+    return offline_store(state, in_transaction)
+
+
+def offline_store(state: StateDir, work: Callable[[apsw.Connection], T]) -> T:
+    """Run ``work`` on the store, outside any transaction, while holding the state directory."""
     state.ensure()
     try:
         lock = acquire(state, wait=0)
@@ -37,24 +49,27 @@ def offline_write(state: StateDir, work: Callable[[apsw.Connection, float], T]) 
     with lock:
         conn = open_store(state.store_path)
         try:
-            with conn:
-                result = work(conn, time.time())
+            return work(conn)
         finally:
             conn.close()
-    return result
 
 
-def operator_call(state: StateDir, method: str, params: dict[str, Any]) -> Any:
+def operator_call(
+    state: StateDir, method: str, params: dict[str, Any], *, timeout: float = 10.0
+) -> Any:
     """Call ``method`` on the proven running server with the operator credential."""
-    return operator_session(state, lambda ctl: ctl.call(method, params))
+    return operator_session(state, lambda ctl: ctl.call(method, params), timeout=timeout)
 
 
-def operator_session(state: StateDir, work: Callable[[Controller], Awaitable[T]]) -> T:
-    """Run ``work`` on one operator connection to the proven running server (10 s in all)."""
+def operator_session(
+    state: StateDir, work: Callable[[Controller], Awaitable[T]], *, timeout: float = 10.0
+) -> T:
+    """Run ``work`` on one operator connection to the proven running server (``timeout``
+    seconds in all)."""
     token = state.token()
 
     async def run() -> T:
-        with trio.fail_after(10):
+        with trio.fail_after(timeout):
             endpoint = await proven_endpoint(state)
             async with connect(endpoint.url, token, ssl_context=endpoint.tls_context()) as ctl:
                 return await work(ctl)

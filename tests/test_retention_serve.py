@@ -1,0 +1,164 @@
+"""Retention in a real `akk serve`: `akk gc` through the server, the periodic pass, and what a
+controller hears of a pruned record over the WebSocket."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import apsw
+import pytest
+import trio
+
+from akk.client import AkkError, connect
+from akk.store import retention, turns
+from akk.store.database import open_reader, open_store
+from akk.store.location import StateDir
+from akk.store.retention import DAY
+from akk.store.turns import TurnState
+from tests.test_cli import akk, serving
+from tests.test_retention import _record
+
+
+def _seed(state: Path, records: dict[str, tuple[float, TurnState, str]]) -> dict[str, str]:
+    """A store with controller `ctl`, terminal `t1` and one record per name, (at, state,
+    delivery) each; returns their ids by name. No server runs yet."""
+    directory = StateDir.resolve(str(state))
+    directory.ensure()
+    conn = open_store(directory.store_path)
+    try:
+        with conn:
+            conn.execute(
+                "INSERT INTO controllers (controller_id, name, first_seen_at, last_seen_at) "
+                "VALUES ('ctl', 'ctl', 0, 0)"
+            )
+            conn.execute(
+                "INSERT INTO terminals (terminal_id, tmux_socket, pane_id, pane_pid, agent, "
+                "agent_pid, process_start, executable, first_seen_at, last_seen_at) "
+                "VALUES ('t1', 's', '%1', 1, 'claude', 101, 3, 'claude', 0, 0)"
+            )
+        return {
+            name: _record(conn, at, state=turn_state, delivery=delivery)
+            for name, (at, turn_state, delivery) in records.items()
+        }
+    finally:
+        conn.close()
+
+
+def _kept(state: Path) -> set[str]:
+    conn = open_reader(StateDir.resolve(str(state)).store_path)
+    try:
+        return {str(row[0]) for row in conn.execute("SELECT turn_id FROM turns")}
+    finally:
+        conn.close()
+
+
+def _gc(state: Path, *args: str) -> dict[str, Any]:
+    done = akk(state, "gc", "--json", *args)
+    assert done.returncode == 0, done.stderr
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+def test_gc_through_the_server_counts_then_deletes_and_status_says_pruned(
+    tmp_path: Path,
+) -> None:
+    state = tmp_path / "akk"
+    old = time.time() - 40 * DAY
+    ids = _seed(
+        state,
+        {
+            "done": (old, TurnState.DONE, "accepted"),
+            "abandoned": (old, TurnState.FAILED, "retryable_failure"),
+            "undelivered": (old, TurnState.DONE, "pending"),
+            "uncertain": (old, TurnState.UNCERTAIN, "pending"),
+            "recent": (time.time(), TurnState.DONE, "accepted"),
+        },
+    )
+    with serving(state, "--retain-days", "1000") as line:
+        assert _kept(state) == set(ids.values())  # the pass at start: nothing that old
+        counted = _gc(state, "--older-than", "30", "--dry-run")
+        assert counted["dry_run"] and _kept(state) == set(ids.values())
+        deleted = _gc(state, "--older-than", "30")
+        assert not deleted["dry_run"]
+        assert deleted["counts"] == counted["counts"]
+        assert deleted["counts"]["turns"] == 2 and deleted["counts"]["offers"] == 2
+        assert _kept(state) == {ids["undelivered"], ids["uncertain"], ids["recent"]}
+        shown = akk(state, "gc", "--older-than", "30")
+        assert shown.returncode == 0, shown.stderr
+        assert "rows deleted" in shown.stdout and "notifications" in shown.stdout
+
+        token = StateDir.resolve(str(state)).token()
+
+        async def status() -> AkkError:
+            with trio.fail_after(20):
+                async with connect(line.split()[4], token) as ctl:
+                    await ctl.call("hello", {})
+                    with pytest.raises(AkkError) as refused:
+                        await ctl.call("status", {"turn_id": ids["done"]})
+                    kept = await ctl.call("status", {"turn_id": ids["recent"]})
+                    assert kept["turn"]["turn_id"] == ids["recent"]
+                    return refused.value
+
+        error = trio.run(status)
+    assert (error.reason, error.detail) == ("not_found", "pruned")
+    assert error.data is not None and error.data["outcome"] == "done"
+    pruned_at = datetime.datetime.fromisoformat(error.data["pruned_at"]).timestamp()
+    assert time.time() - 120 < pruned_at <= time.time()
+    assert "pruned by retention on" in error.message
+
+
+def test_the_periodic_pass_prunes_while_serving_and_a_replayed_send_is_refused(
+    tmp_path: Path,
+) -> None:
+    state = tmp_path / "akk"
+    ids = _seed(
+        state,
+        {
+            "first": (time.time() - 60, TurnState.DONE, "accepted"),
+            "open": (time.time() - 60, TurnState.RUNNING, "pending"),
+        },
+    )
+    conn = open_store(StateDir.resolve(str(state)).store_path)
+    try:
+        request = turns.get(conn, ids["first"])
+    finally:
+        conn.close()
+    assert request is not None
+    created = akk(state, "token", "create", "ctl")
+    assert created.returncode == 0, created.stderr
+    token = created.stdout.strip()
+    with serving(state, "--retain-days", str(30 / DAY), "--prune-every", "0.2") as line:
+        deadline = time.monotonic() + 20
+        while ids["first"] in _kept(state):
+            assert time.monotonic() < deadline, "no retention pass pruned the old record"
+            time.sleep(0.05)
+        assert ids["open"] in _kept(state)
+
+        async def replay() -> AkkError:
+            with trio.fail_after(20):
+                async with connect(line.split()[4], token) as ctl:
+                    await ctl.call("hello", {})
+                    with pytest.raises(AkkError) as refused:
+                        await ctl.call(
+                            "send",
+                            {
+                                "terminal_id": "t1",
+                                "request": "again",
+                                "client_request_id": request.client_request_id,
+                            },
+                        )
+                    return refused.value
+
+        error = trio.run(replay)
+    assert (error.reason, error.detail) == ("conflict", "pruned")
+    assert "never typed again" in error.message
+    conn = apsw.Connection(str(StateDir.resolve(str(state)).store_path))
+    try:
+        assert retention.lookup(conn, ids["first"]) is not None
+        assert conn.execute("PRAGMA auto_vacuum").fetchone() == (2,)
+    finally:
+        conn.close()
