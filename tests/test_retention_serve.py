@@ -162,3 +162,25 @@ def test_the_periodic_pass_prunes_while_serving_and_a_replayed_send_is_refused(
         assert conn.execute("PRAGMA auto_vacuum").fetchone() == (2,)
     finally:
         conn.close()
+
+
+def test_gc_without_a_server_runs_on_the_store_under_the_state_directory_s_lock(
+    tmp_path: Path,
+) -> None:
+    state = tmp_path / "akk"
+    old = time.time() - 40 * DAY
+    ids = _seed(
+        state,
+        {
+            "done": (old, TurnState.DONE, "accepted"),
+            "undelivered": (old, TurnState.DONE, "delivering"),
+            "recent": (time.time(), TurnState.DONE, "accepted"),
+        },
+    )
+    counted = _gc(state, "--dry-run")  # the default: 30 days
+    assert counted["retain_days"] == retention.DEFAULT_DAYS and _kept(state) == set(ids.values())
+    deleted = _gc(state)
+    assert deleted["counts"] == counted["counts"] and deleted["counts"]["turns"] == 1
+    assert _kept(state) == {ids["undelivered"], ids["recent"]}
+    refused = akk(state, "gc", "--older-than", "-1")
+    assert refused.returncode == 2 and "not a number of days" in refused.stderr
