@@ -103,10 +103,15 @@ class Pruner:
 
 def _checkpoint(path: Path) -> None:
     """Truncate the log on a connection of its own: a checkpoint needs one outside a
-    transaction, and it writes no row, so the StoreActor stays the one writer of records."""
+    transaction, and it writes no row, so the StoreActor stays the one writer of records.
+
+    A log kept busy past the busy timeout stays as long as it is until the next pass.
+    """
     conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READWRITE)
     try:
         conn.set_busy_timeout(5000)
         retention.checkpoint(conn)
+    except apsw.BusyError as exc:
+        log.info("retention: the log stays untruncated until the next pass (%s)", exc)
     finally:
         conn.close()
