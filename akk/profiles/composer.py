@@ -8,9 +8,10 @@ cursor where the capture shows one. The draft is private to the server.
 Each version row carries a `Typing` row, pure data: how that client wraps a
 draft, when a paste collapses into one placeholder and what it reads, which
 texts turn the composer into something else (a slash command, a shell, a
-mention popup), and the timing a sender must respect. `draft_matches` renders the
-expected text the way that client does and compares the rows, so a soft wrap is
-never read as a line break, nor the other way round.
+mention popup), and the timing a sender must respect where no screen can prove
+it. `draft_matches` renders the expected text the way that client does and
+compares the rows, so a soft wrap is never read as a line break, nor the other
+way round.
 
 What a screen cannot show, and so is never taken as proven:
 
@@ -127,8 +128,11 @@ class Typing:
     # How a collapsed paste reaches the model: a regular expression template,
     # {text} the pasted text; None where it arrives as it is.
     collapsed_delivery: str | None = None
-    enter_guard_seconds: float  # quiet time after the last typed or pasted key before Enter
-    settle_seconds: float  # quiet time after the composer first paints before any key
+    # How long after the client takes the last typed key (send-keys -l) it still reads an
+    # Enter as part of that burst, a newline: counted from the first screen that shows the
+    # whole text (no screen shows the window itself). A bracketed paste opens none.
+    enter_guard_seconds: float
+    settle_seconds: float  # how long a composer must have been drawn before its first key
     evidence: str
 
     def length(self, text: str) -> int:

@@ -3,9 +3,18 @@
 `type_and_submit` runs after the TerminalActor reserved the dispatch: the
 text is typed (literal keys or a paste, as the profile's typing method says),
 the composer must then show exactly that text within PROOF_TIMEOUT (longer
-for long text, `text_timeout`) after the client's Enter guard, and only then
-is Enter pressed, once. Text never proven gets no Enter and is never deleted
-or typed again (docs/composer.md).
+for long text, `text_timeout`), and only then is Enter pressed, once. Text
+never proven gets no Enter and is never deleted or typed again
+(docs/composer.md).
+
+No fixed wait stands between the keys and the Enter. What a screen cannot
+show is how long the client still reads an Enter as part of a burst of typed
+keys (Codex's paste-burst window, `Typing.enter_guard_seconds`): that window
+starts when the client takes the last key, which is before the first screen
+that shows the whole text. So the proof is held: a first read that shows the
+text starts the guard, and Enter follows a read at least the guard later that
+still shows exactly the text, every read between them (POLL_SECONDS apart)
+showing it too.
 """
 
 from __future__ import annotations
@@ -26,6 +35,9 @@ from akk.tmux.control import ClientLink, ControlClientClosed, TmuxCommandError
 
 PROOF_TIMEOUT = 3.0
 """How long the composer may take to show the typed text before the proof fails."""
+
+POLL_SECONDS = 0.02
+"""Seconds between reads of the composer, until its text has shown for the Enter guard."""
 
 RENDER_CHARS_PER_SECOND = 300.0
 """The slowest rate a client was seen drawing typed text (Claude's editor, 3,000 characters
@@ -59,11 +71,10 @@ async def type_and_submit(
         return await settle_task(
             store, receipt, Stage.UNCERTAIN, f"typing failed: {exc}"[:200], TurnState.UNCERTAIN
         )
-    typed_at = trio.current_time()
     await faults.reached(Point.TEXT_TYPED)
     dispatch = await advance(store, dispatch, Stage.TEXT_INJECTED)
     await faults.reached(Point.TEXT_INJECTED)
-    if not await prove_composer(screen, text, method, typed_at):
+    if not await prove_composer(screen, text, method):
         # Someone typed too, or a key was dropped: no Enter, nothing deleted.
         return await abort_task(store, receipt, dispatch)
     await faults.reached(Point.BEFORE_ENTER)
@@ -84,19 +95,28 @@ async def type_and_submit(
     return TaskReceipt(turn, dispatch, receipt.seq, enter_at)
 
 
-async def prove_composer(
-    screen: Observer, text: str, method: TypingMethod, typed_at: float
-) -> bool:
-    """Whether the composer shows exactly ``text``, after the client's quiet gap."""
+async def prove_composer(screen: Observer, text: str, method: TypingMethod) -> bool:
+    """Whether the composer shows exactly ``text``, and has for the client's Enter guard.
+
+    The guard applies to typed keys only: a bracketed paste opens no burst
+    window on either client (`Typing.enter_guard_seconds`).
+    """
     profile = screen.profile
     assert profile is not None
-    await trio.sleep_until(typed_at + profile.typing.enter_guard_seconds)
-    with trio.move_on_after(text_timeout(PROOF_TIMEOUT, text)):
+    guard = profile.typing.enter_guard_seconds if method is TypingMethod.LITERAL else 0.0
+    shown_since: float | None = None  # when a run of reads that all show the text began
+    with trio.move_on_after(text_timeout(PROOF_TIMEOUT, text) + guard):
         while True:
             snapshot = await screen.observe(force=True)
-            if snapshot is not None:
-                draft = snapshot.observation.draft
-                if draft is not None and profile.draft_matches(draft, text, method):
-                    return True
-            await trio.sleep(0.05)
+            draft = snapshot.observation.draft if snapshot is not None else None
+            if draft is None or not profile.draft_matches(draft, text, method):
+                shown_since = None
+                await trio.sleep(POLL_SECONDS)
+                continue
+            now = trio.current_time()  # the client took the last key before this read ended
+            if shown_since is None:
+                shown_since = now
+            if now - shown_since >= guard:
+                return True
+            await trio.sleep(min(POLL_SECONDS, shown_since + guard - now))
     return False

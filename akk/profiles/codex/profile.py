@@ -127,7 +127,7 @@ class CodexProfile:
 
     @property
     def enter_guard_seconds(self) -> float:
-        """Quiet time after the last typed or pasted key before the one Enter."""
+        """How long typed text must have shown in the composer before its one Enter."""
         return self.typing.enter_guard_seconds
 
     def classify(self, grid: Grid) -> Observation:

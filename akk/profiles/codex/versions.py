@@ -161,7 +161,15 @@ _TYPING = Typing(
     placeholder_multi=r"\[Pasted Content {chars} chars\]",
     specials=_SPECIALS,
     viewport=None,
-    enter_guard_seconds=_ENTER_GUARD.seconds,
+    # openai/codex codex-rs/tui/src/bottom_pane/paste_burst.rs: PASTE_ENTER_SUPPRESS_WINDOW,
+    # 120 ms after a burst's last key an Enter is a newline. ChatComposer::handle_paste
+    # clears the window (clear_after_explicit_paste), so a bracketed paste leaves none, nor
+    # does a typed burst the composer buffers and shows only once flushed as a paste (on
+    # every pinned version an Enter at the first screen showing typed text submitted). A
+    # composer that shows keys as they come (Codex's direct-insert views) keeps the window
+    # open over the shown text, and the source at the pinned tags was not at hand: the full
+    # window stays, counted from that first screen.
+    enter_guard_seconds=0.12,
     settle_seconds=0.5,
     evidence=(
         "fixtures/README.md 'Typing into the composer' (0.153.4 and 0.169.0 by hand, every "
