@@ -235,9 +235,11 @@ class TerminalActor(Actor[TerminalMessage]):
                 "the task at the pane, or take the step the reason names",
             )
         snapshot = await self._screen.observe(force=True)
-        if snapshot is not None and self._screen.idle_since is not None:
-            # Keys that arrive right after the composer painted can be dropped.
-            settled_at = self._screen.idle_since + profile.typing.settle_seconds
+        if snapshot is not None and self._screen.composer_since is not None:
+            # Keys that arrive right after a composer is first drawn can be dropped. One
+            # that stayed drawn through the last turn (both clients keep it while they
+            # work) has been taking keys all along, and is not waited for again.
+            settled_at = self._screen.composer_since + profile.typing.settle_seconds
             if trio.current_time() < settled_at:
                 await trio.sleep_until(settled_at)
                 snapshot = await self._screen.observe(force=True)

@@ -3,9 +3,10 @@
 Capture → pyte grid → profile → Observation, each new one published on the
 TerminalBoard with the next sequence number, so "the first Observation after
 this key step" is provable. It also keeps what an Observation is told by the
-screens before it: when the pane became idle, which appearance a prompt on
-screen is (and since when), the manual screen on show (`akk.protocol.wakeups`), and for
-a permission prompt the pending call in the agent's own file
+screens before it: since when a composer has been drawn, which appearance a
+prompt on screen is (and since when), the manual screen on show
+(`akk.protocol.wakeups`), and for a permission prompt the pending call in the
+agent's own file
 (`akk.profiles.permission`). It sends no key; its TerminalActor owns it and
 asks it for a fresh look before and during every step.
 """
@@ -65,7 +66,9 @@ class Observer:
         self.profile = profile
         self.busy = False
         self.size: tuple[int, int] | None = None  # the pane's size as last listed
-        self.idle_since: float | None = None  # trio clock of the first idle screen in a row
+        # Trio clock of the first screen in a row that draws a composer (idle, with a draft,
+        # or under a running turn): how long the composer has been taking keys.
+        self.composer_since: float | None = None
         self.grid: Grid | None = None  # the last rendered screen
         self.seen_since = 0.0  # trio clock when the prompt's appearance on screen began
         self._link = link
@@ -129,11 +132,10 @@ class Observer:
             # Resized between listing and capture: the next listing brings the new size.
             return None
         observation, pending = await self._pending_call(classify(grid, self.identity, self.profile))
-        if observation.state is State.IDLE:
-            if self.idle_since is None:
-                self.idle_since = trio.current_time()
-        else:
-            self.idle_since = None
+        if observation.draft is None:
+            self.composer_since = None
+        elif self.composer_since is None:
+            self.composer_since = trio.current_time()
         seen = None
         if observation.prompt is not None and self.profile is not None:
             seen = self._appearance(
