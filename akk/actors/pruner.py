@@ -22,6 +22,7 @@ import trio
 from akk.actors.store import transact
 from akk.runtime.actor import ActorRef
 from akk.store import retention
+from akk.store.database import StoreUnwritable
 from akk.store.reader import StoreReader
 from akk.store.retention import Plan, Report
 
@@ -59,7 +60,7 @@ class Pruner:
         while True:
             try:
                 await self.prune()
-            except (apsw.Error, trio.TooSlowError) as exc:
+            except (apsw.Error, StoreUnwritable, trio.TooSlowError) as exc:
                 log.warning("retention pass stopped (%s: %s); next in %.0f s",
                             type(exc).__name__, exc, self._settings.prune_every)  # fmt: skip
             await trio.sleep(self._settings.prune_every)
