@@ -111,8 +111,7 @@ def _checkpoint(path: Path) -> None:
     conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READWRITE)
     try:
         conn.set_busy_timeout(5000)
-        retention.checkpoint(conn)
-    except apsw.BusyError as exc:
-        log.info("retention: the log stays untruncated until the next pass (%s)", exc)
+        if not retention.checkpoint(conn):
+            log.info("retention: the log was busy; it stays untruncated until the next pass")
     finally:
         conn.close()

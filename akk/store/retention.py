@@ -310,12 +310,16 @@ def use_incremental_vacuum(conn: apsw.Connection) -> bool:
     return True
 
 
-def checkpoint(conn: apsw.Connection) -> None:
+def checkpoint(conn: apsw.Connection) -> bool:
     """Copy the write-ahead log into the store and truncate it (outside any transaction).
 
-    Raises apsw.BusyError if a reader or writer kept it busy past the busy timeout.
+    False: a reader or a writer kept the log busy past the busy timeout, and it stays.
+    (The pragma, unlike the C call, first reads the schema, so a connection that has
+    read nothing yet knows the store is in WAL mode.)
     """
-    conn.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_TRUNCATE)
+    row = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+    assert row is not None
+    return not row[0]
 
 
 def store_bytes(path: Path) -> int:
