@@ -45,7 +45,7 @@ DEFAULT_DAYS = 30.0
 """`akk serve --retain-days` and `akk gc --older-than` without a server."""
 TOMBSTONE_DAYS = 365.0
 """How long a tombstone and its prune line outlive the record."""
-BATCH = 200
+BATCH = 50
 """Records (or rows of the other tables) one transaction deletes at most."""
 VACUUM_PAGES = 2048
 """Free pages one reclaiming transaction returns to the file system (8 MiB of 4 KiB pages)."""
