@@ -78,6 +78,8 @@ class TerminalBoard:
         self._snapshots: dict[str, TerminalSnapshot] = {}
         self._refs: dict[str, ActorRef] = {}
         self._listeners: list[Callable[[TerminalSnapshot], None]] = []
+        self.version = 0
+        """Grows with every change of a snapshot on the board: equal, nothing changed."""
 
     def listen(self, listener: Callable[[TerminalSnapshot], None]) -> None:
         """Call ``listener`` with every published snapshot (it must not block: tell, never ask)."""
@@ -88,16 +90,19 @@ class TerminalBoard:
         self._snapshots[identity.terminal_id] = TerminalSnapshot(
             identity, _PENDING, None, (), now, profile=profile
         )
+        self.version += 1
 
     def publish(self, snapshot: TerminalSnapshot) -> None:
         if snapshot.identity.terminal_id in self._snapshots:
             self._snapshots[snapshot.identity.terminal_id] = snapshot
+            self.version += 1
             for listener in self._listeners:
                 listener(snapshot)
 
     def retire(self, terminal_id: str) -> None:
         """The terminal's actor stopped: no current Observation (its ref stays until `forget`)."""
-        self._snapshots.pop(terminal_id, None)
+        if self._snapshots.pop(terminal_id, None) is not None:
+            self.version += 1
 
     def bind_ref(self, terminal_id: str, ref: ActorRef) -> None:
         """Publish the TerminalActor of ``terminal_id`` (the ref survives the actor's restarts)."""
@@ -105,7 +110,7 @@ class TerminalBoard:
 
     def forget(self, terminal_id: str) -> None:
         """The terminal is gone for good (its pane or process ended)."""
-        self._snapshots.pop(terminal_id, None)
+        self.retire(terminal_id)
         self._refs.pop(terminal_id, None)
 
     def ref(self, terminal_id: str) -> ActorRef | None:
@@ -116,10 +121,6 @@ class TerminalBoard:
 
     def __iter__(self) -> Iterator[TerminalSnapshot]:
         return iter(list(self._snapshots.values()))
-
-    def rows(self) -> list[dict[str, Any]]:
-        """The `list` rows (PROTOCOL.md), oldest pane first."""
-        return [terminal_row(s) for s in sorted(self, key=lambda s: s.identity.pane_id)]
 
 
 def terminal_row(snapshot: TerminalSnapshot) -> dict[str, Any]:

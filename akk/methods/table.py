@@ -26,14 +26,15 @@ from akk.methods.common import (
     pruned,
 )
 from akk.methods.interactions import InteractionCalls
+from akk.methods.list_view import ListView
 from akk.methods.operator import OperatorCalls
 from akk.methods.sessions import SessionCalls
 from akk.methods.turns import TurnCalls
 from akk.methods.watches import WatchCalls
 from akk.protocol.errors import Code, Reason, RpcError
+from akk.protocol.jsonrpc import Encoded
 from akk.protocol.schema import OPERATOR_METHODS
 from akk.store import turns
-from akk.workspace_roots import pane_allowed
 
 
 class Methods:
@@ -47,6 +48,7 @@ class Methods:
         self._watches = WatchCalls(ctx)
         self._sessions = SessionCalls(ctx)
         self._operator = OperatorCalls(ctx)
+        self._list_view = ListView(ctx.board, ctx.reader)
         operator = self._operator
         self._handlers: dict[str, Handler] = {
             "hello": lambda peer, params: operator.hello(peer, params, self.offered(peer)),
@@ -117,13 +119,11 @@ class Methods:
                 raise
             raise gone from None
 
-    async def _list(self, peer: Peer, params: dict[str, Any]) -> dict[str, Any]:
-        # The operator sees every controller's records; a controller only its own.
+    async def _list(self, peer: Peer, params: dict[str, Any]) -> Encoded:
+        # The operator sees every controller's records; a controller only its own. A
+        # credential narrowed to roots is not shown the panes it may not act on.
         owner = None if peer.operator else peer.controller_id
-        # A credential narrowed to roots is not shown the panes it may not act on.
-        narrowed = peer.credential.roots
-        rows = [r for r in self._ctx.board.rows() if pane_allowed(r["cwd"], narrowed)]
-        return await self._turns.listing(owner, rows)
+        return await self._list_view.listing(owner, peer.credential.roots)
 
     async def _status(self, peer: Peer, params: dict[str, Any]) -> dict[str, Any]:
         # A managed Send's turn_id is also its watch_id.

@@ -107,44 +107,6 @@ class TurnCalls:
             )
         return _send_result(turn)
 
-    async def listing(self, owner: str | None, terminals: list[dict[str, Any]]) -> dict[str, Any]:
-        """`list`: terminals with their Turn and actions, the caller's Turns and Watches."""
-        mine, held, retryable, owned_sessions = await self._ctx.reader.run(
-            lambda conn: (
-                turns.of_controller(conn, owner),
-                {t.terminal_id: t for t in turns.unresolved(conn)},
-                outbox.retryable_records(conn, owner),
-                sessions.listing(conn, owner),
-            )
-        )
-        for row in terminals:
-            terminal_id = row["terminal_id"]
-            holder = held.get(terminal_id)
-            visible = holder is not None and owner in (None, holder.controller_id)
-            if visible and holder is not None:
-                row |= holder.ids
-                row["session_id"] = holder.native_session
-            actions: list[dict[str, Any]] = [
-                {"method": "status", "params": {"terminal_id": terminal_id}}
-            ]
-            if holder is None and row["profile"]:
-                method = "send" if row["activity_state"] == "idle" else "watch"
-                actions.append({"method": method, "params": {"terminal_id": terminal_id}})
-            row["available_actions"] = actions
-
-        def shown(record: Turn) -> dict[str, Any]:
-            retry = record.turn_id in retryable
-            return record.public() | {
-                "available_actions": available_actions(record, retryable=retry)
-            }
-
-        return {
-            "terminals": terminals,
-            "turns": [shown(t) for t in mine if not t.is_watch],
-            "watches": [shown(t) for t in mine if t.is_watch],
-            "sessions": owned_sessions,
-        }
-
     async def status(self, controller_id: str, operator: bool, turn_id: str) -> dict[str, Any]:
         def read(conn: Any) -> tuple[Turn | None, list[Any], list[Any], list[Any]]:
             found = turns.get(conn, turn_id)

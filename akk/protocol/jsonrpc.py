@@ -131,7 +131,16 @@ def parse_request(frame: str | bytes) -> Request:
     return Request(id=request_id, method=method, params=params)
 
 
+@attrs.frozen
+class Encoded:
+    """A result already encoded as JSON text; its reply frame carries ``json`` as it is."""
+
+    json: str
+
+
 def result_frame(request_id: RequestId, result: Any) -> str:
+    if isinstance(result, Encoded):
+        return f'{{"jsonrpc": "2.0", "id": {json.dumps(request_id)}, "result": {result.json}}}'
     return json.dumps({"jsonrpc": "2.0", "id": request_id, "result": result})
 
 

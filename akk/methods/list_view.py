@@ -1,0 +1,253 @@
+"""`list`, kept current: the terminal rows and each controller's records, built and encoded
+once per change instead of once per call.
+
+Nothing here is ever stale. A terminal's row is rebuilt whenever the board's
+snapshot of it is replaced (`TerminalBoard.version`); a controller's records
+are read again whenever anything at all was committed to the store since they
+were read (`StoreReader.version`, SQLite's ``data_version``: any writer, any
+table, retention's deletes included). The store's reads are shared: the
+callers that find their records out of date while one read runs wait for the
+next, which reads all of theirs in one go (one worker-thread trip, not one per
+call).
+
+Visibility is exactly `list`'s: a controller sees its own Turns, Watches and
+sessions (the operator everyone's); a terminal's Turn ids only when that Turn
+is its own; and a credential narrowed to workspace roots only the panes under
+them, checked at each call (the check reads the filesystem, so it is never
+kept).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import apsw
+import attrs
+import trio
+
+from akk.actors.terminal_board import TerminalBoard, TerminalSnapshot, terminal_row
+from akk.methods.common import available_actions
+from akk.protocol.jsonrpc import Encoded
+from akk.store import outbox, sessions, turns
+from akk.store.reader import StoreReader
+from akk.store.turns import Turn
+from akk.workspace_roots import pane_allowed
+
+Owner = str | None
+"""Whose records a view shows: a controller_id, or None for the operator (everyone's)."""
+
+
+@attrs.frozen
+class Records:
+    """One caller's records at one store version, each list encoded as a JSON array."""
+
+    turns: str
+    watches: str
+    sessions: str
+
+
+@attrs.frozen
+class _Generation:
+    """What was read of the store at one version: every held pane's Turn, and views read."""
+
+    version: int
+    held: dict[str, Turn]
+    records: dict[Owner, Records]
+
+
+@attrs.define(eq=False)
+class _Read:
+    """One read of the store for every owner that joined it before it started."""
+
+    owners: set[Owner] = attrs.field(factory=set)
+    done: trio.Event = attrs.field(factory=trio.Event)
+    result: _Generation | None = None
+    error: Exception | None = None
+
+
+@attrs.frozen
+class _Row:
+    """A terminal's row as its snapshot on the board makes it, and encoded while unheld."""
+
+    snapshot: TerminalSnapshot
+    row: dict[str, Any]
+    unheld: str
+
+
+@attrs.frozen
+class _Pane:
+    """One terminal as `list` shows it, at one board and store version."""
+
+    cwd: str | None
+    holder: str | None  # the controller whose unresolved Turn holds the pane
+    shown: str  # the row for everyone but the holder and the operator
+    held: str  # the row for them (the Turn's ids shown)
+
+
+class ListView:
+    """Serves `list` for every connection from rows and records kept current."""
+
+    def __init__(self, board: TerminalBoard, reader: StoreReader) -> None:
+        self._board = board
+        self._reader = reader
+        self._rows: dict[str, _Row] = {}
+        self._board_version = -1
+        self._order: list[TerminalSnapshot] = []
+        self._generation: _Generation | None = None
+        self._next: _Read | None = None
+        self._reading = trio.Lock()
+        # The panes at one board version with one store read's holders, and their two arrays.
+        self._panes: tuple[int, dict[str, Turn], list[_Pane], str, str] | None = None
+
+    async def listing(self, owner: Owner, narrowed: tuple[str, ...]) -> Encoded:
+        """`list` for ``owner`` (None: the operator) whose credential is narrowed to
+        ``narrowed`` (empty: not narrowed), reflecting every change committed before the call."""
+        generation = await self._records(owner)
+        records = generation.records[owner]
+        panes, shown, held = self._current_panes(generation)
+        if narrowed:
+            terminals = _array(_row_for(p, owner) for p in panes if pane_allowed(p.cwd, narrowed))
+        elif owner is None:
+            terminals = held
+        elif any(p.holder == owner for p in panes):
+            terminals = _array(_row_for(p, owner) for p in panes)
+        else:
+            terminals = shown
+        return Encoded(
+            f'{{"terminals":{terminals},"turns":{records.turns},'
+            f'"watches":{records.watches},"sessions":{records.sessions}}}'
+        )
+
+    async def _records(self, owner: Owner) -> _Generation:
+        """A generation holding ``owner``'s records, read after this call began."""
+        version = await self._reader.version()
+        generation = self._generation
+        if generation is not None and generation.version == version and owner in generation.records:
+            return generation
+        read = self._next
+        leader = read is None
+        if read is None:
+            read = self._next = _Read()
+        read.owners.add(owner)
+        if leader:
+            # Who opened the read runs it; it must finish for every one who joined.
+            with trio.CancelScope(shield=True):
+                await self._run(read)
+        await read.done.wait()
+        if read.error is not None:
+            raise read.error
+        assert read.result is not None
+        return read.result
+
+    async def _run(self, read: _Read) -> None:
+        async with self._reading:
+            if self._next is read:
+                self._next = None  # later callers join the next read
+            try:
+                # Read after the version: a write committed in between makes the view newer
+                # than its version says, never older, and the next call reads again.
+                version = await self._reader.version()
+                base = self._generation
+                if base is None or base.version != version:
+                    base = None
+                owners = read.owners
+                result = await self._reader.run(lambda conn: _read(conn, version, base, owners))
+                self._generation = read.result = result
+            except Exception as error:
+                read.error = error
+            finally:
+                read.done.set()
+
+    def _current_panes(self, generation: _Generation) -> tuple[list[_Pane], str, str]:
+        """Every terminal's row with its holder; and all of them encoded as everyone but a
+        holder sees them, and as the operator does."""
+        board_version = self._board.version
+        if board_version != self._board_version:
+            self._board_version = board_version
+            self._order = sorted(self._board, key=lambda s: s.identity.pane_id)
+            live = {s.identity.terminal_id for s in self._order}
+            for terminal_id in [t for t in self._rows if t not in live]:
+                del self._rows[terminal_id]
+        cached = self._panes
+        if cached is not None and cached[0] == board_version and cached[1] is generation.held:
+            return cached[2], cached[3], cached[4]
+        panes = [self._pane(snapshot, generation.held) for snapshot in self._order]
+        shown = _array(p.shown for p in panes)
+        held = _array(p.held for p in panes)
+        self._panes = (board_version, generation.held, panes, shown, held)
+        return panes, shown, held
+
+    def _pane(self, snapshot: TerminalSnapshot, held: dict[str, Turn]) -> _Pane:
+        terminal_id = snapshot.identity.terminal_id
+        known = self._rows.get(terminal_id)
+        if known is None or known.snapshot is not snapshot:
+            row = terminal_row(snapshot)
+            known = _Row(snapshot, row, _json(_with_holder(row, None, visible=False)))
+            self._rows[terminal_id] = known
+        holder = held.get(terminal_id)
+        if holder is None:
+            return _Pane(snapshot.identity.cwd, None, known.unheld, known.unheld)
+        return _Pane(
+            cwd=snapshot.identity.cwd,
+            holder=holder.controller_id,
+            shown=_json(_with_holder(known.row, holder, visible=False)),
+            held=_json(_with_holder(known.row, holder, visible=True)),
+        )
+
+
+def _row_for(pane: _Pane, owner: Owner) -> str:
+    return pane.held if owner in (None, pane.holder) else pane.shown
+
+
+def _with_holder(row: dict[str, Any], holder: Turn | None, *, visible: bool) -> dict[str, Any]:
+    """A terminal's row with the Turn that holds it (its ids only if ``visible``) and the
+    calls valid on the pane now."""
+    shown = dict(row)
+    terminal_id = shown["terminal_id"]
+    if visible and holder is not None:
+        shown |= holder.ids
+        shown["session_id"] = holder.native_session
+    actions: list[dict[str, Any]] = [{"method": "status", "params": {"terminal_id": terminal_id}}]
+    if holder is None and shown["profile"]:
+        method = "send" if shown["activity_state"] == "idle" else "watch"
+        actions.append({"method": method, "params": {"terminal_id": terminal_id}})
+    shown["available_actions"] = actions
+    return shown
+
+
+def _read(
+    conn: apsw.Connection, version: int, base: _Generation | None, owners: set[Owner]
+) -> _Generation:
+    """``owners``' records (added to ``base``, read at the same version, if given)."""
+    if base is None:
+        held = {t.terminal_id: t for t in turns.unresolved(conn) if t.terminal_id is not None}
+        records: dict[Owner, Records] = {}
+    else:
+        held, records = base.held, dict(base.records)
+    for owner in owners:
+        records[owner] = _records_of(conn, owner)
+    return _Generation(version, held, records)
+
+
+def _records_of(conn: apsw.Connection, owner: Owner) -> Records:
+    mine = turns.of_controller(conn, owner)
+    retryable = outbox.retryable_records(conn, owner)
+
+    def shown(record: Turn) -> dict[str, Any]:
+        retry = record.turn_id in retryable
+        return record.public() | {"available_actions": available_actions(record, retryable=retry)}
+
+    return Records(
+        turns=_json([shown(t) for t in mine if not t.is_watch]),
+        watches=_json([shown(t) for t in mine if t.is_watch]),
+        sessions=_json(sessions.listing(conn, owner)),
+    )
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))  # compact: every reply carries each row
+
+
+def _array(items: Any) -> str:
+    return "[" + ",".join(items) + "]"
