@@ -222,10 +222,11 @@ def ack(
 
 def retryable_records(conn: apsw.Connection, controller_id: str | None) -> set[str]:
     """Records with a notification in retryable_failure (every controller's for None)."""
+    whose = "controller_id IS NOT NULL" if controller_id is None else "controller_id = ?"
     rows = conn.execute(
-        "SELECT DISTINCT turn_id FROM notifications WHERE state = 'retryable_failure' "
-        "AND coalesce(?, controller_id) = controller_id AND turn_id IS NOT NULL",
-        (controller_id,),
+        f"SELECT DISTINCT turn_id FROM notifications WHERE {whose} AND "
+        "state = 'retryable_failure' AND turn_id IS NOT NULL",
+        () if controller_id is None else (controller_id,),
     )
     return {str(row[0]) for row in rows}
 

@@ -466,12 +466,12 @@ def listing(
 ) -> list[dict[str, Any]]:
     """A controller's (every one's for None) current sessions, newest first, then the most
     recently retired ones; at most ``limit`` in all, each with its latest invocation."""
+    whose = "controller_id IS NOT NULL" if controller_id is None else "controller_id = ?"
     rows = _sessions(
         conn,
-        "WHERE coalesce(?, controller_id) = controller_id "
-        "ORDER BY retired_at IS NOT NULL, coalesce(retired_at, created_at) DESC, rowid DESC "
-        "LIMIT ?",
-        (controller_id, limit),
+        f"WHERE {whose} ORDER BY retired_at IS NOT NULL, coalesce(retired_at, created_at) DESC, "
+        "rowid DESC LIMIT ?",
+        (limit,) if controller_id is None else (controller_id, limit),
     )
     shown = []
     for row in rows:

@@ -323,12 +323,12 @@ def unresolved(conn: apsw.Connection) -> list[Turn]:
 
 
 def of_controller(conn: apsw.Connection, controller_id: str | None, limit: int = 200) -> list[Turn]:
-    """A controller's (every one's for None) Turns not closed, oldest first."""
+    """A controller's (every one's for None) newest ``limit`` Turns not closed, oldest first."""
+    whose = "controller_id IS NOT NULL" if controller_id is None else "controller_id = ?"
     return _many(
         conn,
-        "WHERE coalesce(?, controller_id) = controller_id AND closed_at IS NULL "
-        "ORDER BY created_at DESC LIMIT ?",
-        (controller_id, limit),
+        f"WHERE {whose} AND closed_at IS NULL ORDER BY created_at DESC, rowid DESC LIMIT ?",
+        (limit,) if controller_id is None else (controller_id, limit),
     )[::-1]
 
 
