@@ -12,9 +12,14 @@ over 127.0.0.1 only:
               server's RSS before, at peak (sampled every 50 ms) and after.
   list        C controllers (default 200, then 1,000) stay connected and call
               `list` in rounds, all at once; then one controller calls it
-              sequentially while the others idle: p50/p99/max latency.
+              sequentially while the others idle: p50/p99/max latency. The
+              server watches P idle agent panes (default 200, a private tmux
+              server, as `tools.bench_serve_idle` makes them) and each
+              controller owns R settled Turns (default 5, written offline),
+              so every reply carries P terminal rows and R records.
 
     .venv/bin/python -m tools.bench_endpoint [--only handshakes|memory|list]
+        [--controllers 200 1000] [--panes 200] [--records 5]
 
 `--before DIR` measures the pre-credential server for comparison: DIR is a
 checkout of it (`git worktree add /tmp/akk-before <commit>`), run with this
@@ -28,6 +33,7 @@ from __future__ import annotations
 import argparse
 import collections
 import ctypes
+import itertools
 import json
 import math
 import os
@@ -46,13 +52,15 @@ from typing import Any
 
 import attrs
 import trio
-from trio_websocket import ConnectionClosed, open_websocket_url
+from trio_websocket import ConnectionClosed, WebSocketConnection, open_websocket_url
 
-from akk.client import Controller, connect
-from akk.store import credentials
+from akk.client import connect
+from akk.store import credentials, turns
 from akk.store.credentials import MAX_CREDENTIALS
 from akk.store.database import open_store
 from akk.store.location import StateDir
+from akk.store.turns import TurnState
+from tools.bench_serve_idle import start_panes
 
 Rows = list[tuple[str, str]]
 
@@ -69,6 +77,12 @@ LINGER = 12.0
 """Seconds after the attackers close by which the server's 10 s handshake timeout has passed."""
 STALL_TIMEOUT = 60.0
 FLOOD_TIMEOUT = 180.0
+GONE_TERMINAL = "term_bench_gone"
+"""The pane the bench's records ran on: a terminal row long gone."""
+RECEIVE_BYTES = 1 << 16
+"""What a bench controller reads at once (trio-websocket's 4 KiB would read a reply in 20 parts)."""
+PANES_TIMEOUT = 120.0
+"""Seconds the server gets to list every pane the bench started."""
 CONNECT_TIMEOUT = 180.0
 ROUND_TIMEOUT = 60.0
 RELEASE_TIMEOUT = 30.0
@@ -158,6 +172,8 @@ class Settings:
     rounds: int
     sequential: int
     list_nofile: int
+    panes: int
+    records: int
     before: Path | None
 
 
@@ -219,16 +235,77 @@ def _stop(proc: subprocess.Popen[bytes]) -> str:
     return f"yes, in {time.monotonic() - started:.1f} s"
 
 
-def mint(state: StateDir, names: list[str]) -> dict[str, str]:
-    """Credentials for ``names``, written offline (as `akk token create` does with no server)."""
+def mint(state: StateDir, names: list[str], records: int = 0) -> dict[str, str]:
+    """Credentials for ``names``, each owning ``records`` settled Turns, written offline (as
+    `akk token create` does with no server)."""
     state.ensure()
     conn = open_store(state.store_path)
     try:
         with conn:
             minted = [credentials.create(conn, name, time.time(), actor="bench") for name in names]
+            if records:
+                conn.execute(
+                    "INSERT INTO terminals (terminal_id, tmux_socket, pane_id, pane_pid, agent, "
+                    "agent_pid, process_start, executable, first_seen_at, last_seen_at, gone_at) "
+                    "VALUES (?, '/gone', '%0', 1, 'claude', 1, 0, 'claude', 0, 0, 0)",
+                    (GONE_TERMINAL,),
+                )
+            for name, m in zip(names, minted, strict=True):
+                credentials.record_use(conn, m.controller_id, name, time.time())
+                for n in range(records):
+                    _settled_turn(conn, m.controller_id, n)
     finally:
         conn.close()
     return {m.controller_id: m.token for m in minted}
+
+
+def _settled_turn(conn: Any, controller_id: str, n: int) -> None:
+    """One done Turn of ``controller_id`` on a pane long gone (nothing resumes it, and no
+    event is queued: its outcome counts as delivered)."""
+    now = time.time()
+    turn = turns.insert(
+        conn, controller_id=controller_id, client_request_id=f"bench-{n}",
+        terminal_id=GONE_TERMINAL, request_sha256="0" * 64, request_chars=1,
+        evidence_status="unknown", evidence=None, evidence_limit=None,
+        inactivity_seconds=600.0, lifetime_seconds=3600.0, now=now,
+    )  # fmt: skip
+    turns.update(
+        conn, turn, state=TurnState.DONE, settled_at=now, final_message=f"bench record {n}"
+    )
+
+
+@contextmanager
+def panes(work: Path, count: int) -> Iterator[list[str]]:
+    """A private tmux server with ``count`` idle agent panes: the serve flags that watch it."""
+    if count == 0:
+        yield []
+        return
+    sock = str(work / "panes.sock")
+    bindir = work / "bin"
+    bindir.mkdir()
+    sleep = shutil.which("sleep")
+    assert sleep is not None
+    shutil.copy(sleep, bindir / "claude")
+    try:
+        start_panes(sock, bindir, count, 0)
+        yield ["--tmux-socket", sock]
+    finally:
+        subprocess.run(["tmux", "-S", sock, "kill-server"], capture_output=True, check=False)
+
+
+async def listed_panes(server: Server, count: int) -> str:
+    """Wait until the operator's `list` shows ``count`` terminals; say how long it took."""
+    started = time.perf_counter()
+    shown = 0
+    with trio.move_on_after(PANES_TIMEOUT):
+        async with connect(server.url, server.operator_token()) as ctl:
+            while shown < count:
+                shown = len((await ctl.call("list"))["terminals"])
+                await trio.sleep(SAMPLE_EVERY)
+    took = time.perf_counter() - started
+    if shown < count:
+        raise SystemExit(f"akk serve listed {shown} of {count} panes after {took:.0f} s")
+    return f"{count} listed after {took:.1f} s"
 
 
 def run_part(
@@ -240,13 +317,15 @@ def run_part(
     controllers: int,
     nofile: int,
     flags: list[str],
+    records: int = 0,
 ) -> Rows:
     """Serve a fresh state directory and run ``bench`` with ``controllers`` identities."""
     state = StateDir(root / name / "state")
     state.path.parent.mkdir()
     names = [f"bench-{i}" for i in range(controllers)]
-    minted = {} if settings.before else mint(state, names)
-    with serving(state, settings, nofile=nofile, flags=[] if settings.before else flags) as server:
+    minted = {} if settings.before else mint(state, names, records)
+    flags = [] if settings.before else flags
+    with serving(state, settings, nofile=nofile, flags=flags) as server:
         if settings.before:
             ids = [Identity(server.operator_token(), n) for n in names]
         else:
@@ -460,22 +539,65 @@ def spread(samples: list[float]) -> str:
     )
 
 
-async def _timed_list(ctl: Controller, latencies: list[float], errors: list[str]) -> None:
+@attrs.define
+class Caller:
+    """One controller's connection that times each call to its whole reply, undecoded.
+
+    The bench's one core cannot decode a thousand replies of ~90 KB (200 rows)
+    in the time the server takes to send them, so a decoding client would time
+    itself, not the server: each reply is kept as it came and checked (its id,
+    its rows) by ``check`` once the round is over.
+    """
+
+    ws: WebSocketConnection
+    expect: tuple[int, int]
+    """The terminals and Turns each `list` must show."""
+    ids: Iterator[int] = attrs.field(factory=itertools.count)
+    replies: list[tuple[int, str]] = attrs.field(factory=list)
+
+    async def call(self, method: str, params: dict[str, Any]) -> str:
+        call_id = next(self.ids)
+        request = {"jsonrpc": "2.0", "id": call_id, "method": method, "params": params}
+        await self.ws.send_message(json.dumps(request))
+        while True:
+            frame = await self.ws.get_message()
+            assert isinstance(frame, str)
+            if '"method": "event"' not in frame[:64]:  # an event notification is not the reply
+                self.replies.append((call_id, frame))
+                return frame
+
+    def check(self, errors: list[str]) -> None:
+        """Decode the replies kept so far; count each wrong one in ``errors``."""
+        for call_id, frame in self.replies:
+            reply = json.loads(frame)
+            result = reply.get("result")
+            if reply.get("id") != call_id or not isinstance(result, dict):
+                errors.append(f"reply to {call_id}: {str(reply.get('error'))[:80]}")
+            elif (len(result["terminals"]), len(result["turns"])) != self.expect:
+                errors.append(
+                    f"list showed {len(result['terminals'])} terminals and "
+                    f"{len(result['turns'])} turns, not {self.expect}"
+                )
+        self.replies.clear()
+
+
+async def _timed_list(caller: Caller, latencies: list[float], errors: list[str]) -> None:
     started = time.perf_counter()
     try:
-        await ctl.call("list")
+        await caller.call("list", {})
     except Exception as exc:
         errors.append(describe(exc))
         return
     latencies.append(time.perf_counter() - started)
 
 
-async def _sequential(ctl: Controller, count: int) -> tuple[list[float], list[str]]:
+async def _sequential(caller: Caller, count: int) -> tuple[list[float], list[str]]:
     latencies: list[float] = []
     errors: list[str] = []
     with trio.move_on_after(ROUND_TIMEOUT):
         for _ in range(count):
-            await _timed_list(ctl, latencies, errors)
+            await _timed_list(caller, latencies, errors)
+            caller.check(errors)
     return latencies, errors
 
 
@@ -483,18 +605,29 @@ async def _sequential(ctl: Controller, count: int) -> tuple[list[float], list[st
 class Fleet:
     """Controllers held connected until ``release`` is set."""
 
-    held: list[Controller] = attrs.field(factory=list)
+    expect: tuple[int, int]
+    held: list[Caller] = attrs.field(factory=list)
     first_try_failures: list[str] = attrs.field(factory=list)
     gave_up: int = 0
     release: trio.Event = attrs.field(factory=trio.Event)
 
     async def hold(self, server: Server, identity: Identity) -> None:
+        headers = [(b"Authorization", f"Bearer {identity.token}".encode())]
+        hello = {"name": "bench"}
+        if identity.controller_id is not None:
+            hello["controller_id"] = identity.controller_id
         for attempt in range(CONNECT_ATTEMPTS):
             try:
-                async with connect(
-                    server.url, identity.token, controller_id=identity.controller_id
-                ) as ctl:
-                    self.held.append(ctl)
+                async with open_websocket_url(
+                    server.url, extra_headers=headers, connect_timeout=PROBE_TIMEOUT,
+                    disconnect_timeout=2, receive_buffer_size=RECEIVE_BYTES,
+                ) as ws:  # fmt: skip
+                    caller = Caller(ws, self.expect)
+                    said = json.loads(await caller.call("hello", hello))
+                    if "result" not in said:
+                        raise ConnectionError(f"hello refused: {said.get('error')}")
+                    caller.replies.clear()
+                    self.held.append(caller)
                     await self.release.wait()
                     return
             except Exception as exc:
@@ -511,8 +644,8 @@ def _errors(errors: list[str]) -> str:
 
 def bench_list(settings: Settings) -> Callable[[Server, list[Identity]], Awaitable[Rows]]:
     async def bench(server: Server, ids: list[Identity]) -> Rows:
-        rows: Rows = []
-        fleet = Fleet()
+        rows: Rows = [("agent panes", await listed_panes(server, settings.panes))]
+        fleet = Fleet((settings.panes, 0 if settings.before else settings.records))
         async with trio.open_nursery() as nursery:
             nursery.start_soon(fleet.hold, server, ids[0])
             with trio.move_on_after(PROBE_TIMEOUT):
@@ -551,9 +684,12 @@ def bench_list(settings: Settings) -> Callable[[Server, list[Identity]], Awaitab
                     errors.append(f"a round took over {ROUND_TIMEOUT:.0f} s")
                     break
                 round_times.append(time.perf_counter() - started)
+                for caller in fleet.held:
+                    caller.check(errors)
             rows.append((
                 f"list, {len(fleet.held)} at once × {len(round_times)} rounds", spread(latencies),
             ))  # fmt: skip
+            rows.append(("  (each: request sent → reply received whole; decoded after)", ""))
             rows.append(("  one round (all of them)", spread(round_times)))
             cpu, own_cpu = server.cpu_seconds() - cpu, time.process_time() - own_cpu
             rows.append((
@@ -607,6 +743,10 @@ def _parse() -> tuple[Settings, str | None]:
     parser.add_argument("--rounds", type=int, default=20, help="list: rounds of all C at once")
     parser.add_argument("--sequential", type=int, default=200, help="list: sequential calls")
     parser.add_argument("--list-nofile", type=int, default=4096, help="server's ulimit -n (list)")
+    parser.add_argument("--panes", type=int, default=200, help="list: idle agent panes watched")
+    parser.add_argument(
+        "--records", type=int, default=5, help="list: settled Turns each controller owns"
+    )
     parser.add_argument(
         "--before",
         type=Path,
@@ -619,7 +759,7 @@ def _parse() -> tuple[Settings, str | None]:
         parser.error(f"--controllers: a store holds at most {MAX_CREDENTIALS} credentials")
     settings = Settings(
         args.nofile, args.stalled, args.flooders, args.frames, tuple(args.controllers),
-        args.rounds, args.sequential, args.list_nofile, before,
+        args.rounds, args.sequential, args.list_nofile, args.panes, args.records, before,
     )  # fmt: skip
     return settings, args.only
 
@@ -652,14 +792,18 @@ def main() -> None:
         if only in (None, "list"):
             for count in settings.controllers:
                 started = time.monotonic()
-                rows = run_part(
-                    root, f"list-{count}", settings, bench_list(settings),
-                    controllers=count, nofile=settings.list_nofile,
-                    flags=["--max-connections", str(count + 16)],
-                )  # fmt: skip
+                work = root / f"list-{count}"
+                work.mkdir()
+                with panes(work, settings.panes) as watching:
+                    rows = run_part(
+                        work, "serve", settings, bench_list(settings),
+                        controllers=count, nofile=settings.list_nofile,
+                        flags=["--max-connections", str(count + 16), *watching],
+                        records=settings.records,
+                    )  # fmt: skip
                 title = (
-                    f"`list` latency: {count:,} controllers connected, "
-                    f"server ulimit -n {settings.list_nofile}"
+                    f"`list` latency: {count:,} controllers connected, {settings.panes} panes, "
+                    f"{settings.records} records each, server ulimit -n {settings.list_nofile}"
                 )
                 print_part(title, rows, time.monotonic() - started)
     finally:
