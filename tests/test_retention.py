@@ -14,7 +14,7 @@ from pathlib import Path
 import apsw
 import pytest
 
-from akk.store import audit, dispatches, outbox, retention, turns
+from akk.store import audit, dispatches, outbox, retention, terminals, turns
 from akk.store.database import open_store
 from akk.store.dispatches import Kind
 from akk.store.retention import DAY, Plan
@@ -302,3 +302,120 @@ def test_notifications_of_a_pruned_record_no_longer_ack(conn: apsw.Connection) -
     retention.run(conn, Plan(now=NOW, retain_days=30))
     with conn:
         assert outbox.ack(conn, "ctl", event_id, NOW) is None
+
+
+def _watch(
+    conn: apsw.Connection, at: float, *, unwatched: float | None, delivering: bool = False
+) -> str:
+    """A Watch of ``t1`` opened at ``at`` whose task never settled, with one event about it;
+    ``unwatched``: when its owner unwatched it (its pending event withdrawn, as `unwatch`
+    does); ``delivering``: the event was out on the wire then, so it stays owed."""
+    with conn:
+        watch = turns.insert_watch(
+            conn, controller_id="ctl", evidence_status="unknown", evidence=None,
+            evidence_limit="test", inactivity_seconds=60, lifetime_seconds=3600,
+            now=at, terminal_id="t1",
+        )  # fmt: skip
+        event = turns.enqueue_event(conn, watch, "interaction_required", at)
+        if delivering:
+            conn.execute(
+                "UPDATE notifications SET state = 'delivering' WHERE notification_id = ?",
+                (event.notification_id,),
+            )
+        if unwatched is not None:
+            outbox.withdraw_pending(conn, watch.turn_id, unwatched)
+            turns.update(conn, watch, unwatched_at=unwatched, updated_at=unwatched)
+    return watch.turn_id
+
+
+def test_an_unwatched_watch_goes_once_its_unwatch_is_old_and_nothing_is_owed(
+    conn: apsw.Connection,
+) -> None:
+    old = _watch(conn, OLD - DAY, unwatched=OLD)
+    recent = _watch(conn, OLD, unwatched=RECENT)
+    owed = _watch(conn, OLD - DAY, unwatched=OLD, delivering=True)
+    observing = _watch(conn, OLD, unwatched=None)
+    plan = Plan(now=NOW, retain_days=30)
+    with conn:
+        counted = retention.count(conn, plan)
+    deleted = retention.run(conn, plan)
+    assert counted == deleted and deleted["turns"] == 1 and deleted["notifications"] == 1
+    assert not _exists(conn, old)
+    assert all(_exists(conn, kept) for kept in (recent, owed, observing))
+    with conn:
+        stone = retention.lookup(conn, old)
+    assert stone == retention.Tombstone(old, "ctl", "watch", "unwatched", OLD, NOW)
+    line = conn.execute("SELECT outcome FROM audit WHERE action = 'prune'").fetchall()
+    assert line == [("unwatched",)]
+    # A Watch that settled before its owner unwatched it keeps its task's outcome.
+    settled = _watch(conn, OLD - DAY, unwatched=None)
+    with conn:
+        fresh = turns.get(conn, settled)
+        assert fresh is not None
+        done = turns.settle(conn, fresh, TurnState.DONE, now=OLD, summary="s", updated_at=OLD)
+        conn.execute("UPDATE notifications SET state = 'accepted' WHERE turn_id = ?", (settled,))
+        turns.update(conn, done, unwatched_at=OLD, updated_at=OLD)
+    retention.run(conn, plan)
+    with conn:
+        assert retention.lookup(conn, settled) == retention.Tombstone(
+            settled, "ctl", "watch", "done", OLD, NOW
+        )
+
+
+def _terminal(conn: apsw.Connection, terminal_id: str, gone_at: float | None) -> None:
+    with conn:
+        conn.execute(
+            "INSERT INTO terminals (terminal_id, tmux_socket, pane_id, pane_pid, agent, "
+            "agent_pid, process_start, executable, first_seen_at, last_seen_at, gone_at) "
+            "VALUES (?, 's', '%2', 2, 'codex', 202, 4, 'codex', 0, 0, ?)",
+            (terminal_id, gone_at),
+        )
+
+
+def _terminals(conn: apsw.Connection) -> set[str]:
+    return {str(row[0]) for row in conn.execute("SELECT terminal_id FROM terminals")}
+
+
+def test_a_gone_terminal_goes_once_nothing_kept_refers_to_it(conn: apsw.Connection) -> None:
+    for terminal_id, gone_at in (
+        ("alone", OLD), ("recent", RECENT), ("live", None), ("kept_turn", OLD),
+        ("pruned_turn", OLD), ("prompt", OLD), ("answer", OLD),
+    ):  # fmt: skip
+        _terminal(conn, terminal_id, gone_at)
+    with conn:
+        conn.execute("UPDATE terminals SET gone_at = ? WHERE terminal_id = 't1'", (OLD,))
+    kept = _record(conn, RECENT)
+    pruned = _record(conn, OLD)
+    with conn:
+        conn.execute("UPDATE turns SET terminal_id = 'kept_turn' WHERE turn_id = ?", (kept,))
+        conn.execute("UPDATE turns SET terminal_id = 'pruned_turn' WHERE turn_id = ?", (pruned,))
+        # A prompt in a pane no Turn followed, and a step of no Turn's: their pane's row stays.
+        conn.execute(
+            "INSERT INTO interactions (interaction_id, terminal_id, kind, fingerprint, profile, "
+            "projection, state, created_at, updated_at) "
+            "VALUES ('int_pane', 'prompt', 'permission', x'00', 'p', '{}', 'gone', ?, ?)",
+            (OLD, OLD),
+        )
+        conn.execute(
+            "INSERT INTO dispatches (dispatch_id, controller_id, terminal_id, kind, stage, "
+            "created_at, updated_at) VALUES ('dsp_pane', 'ctl', 'answer', 'answer', "
+            "'accepted', ?, ?)",
+            (OLD, OLD),
+        )
+    plan = Plan(now=NOW, retain_days=30, batch=2)
+    with conn:
+        counted = retention.count(conn, plan)
+    deleted = retention.run(conn, plan)
+    assert counted == deleted
+    # t1 is gone too, but the kept record's prompt was in it: its row stays with it.
+    assert deleted["terminals"] == 2 and deleted["turns"] == 1
+    assert _terminals(conn) == {"t1", "recent", "live", "kept_turn", "prompt", "answer"}
+    with conn:
+        kept_turn = turns.get(conn, kept)
+        assert kept_turn is not None and kept_turn.terminal_id == "kept_turn"
+        assert terminals.pane_of(conn, "kept_turn") == ("s", "%2")
+        assert terminals.pane_of(conn, "alone") is None and terminals.cwd_of(conn, "alone") is None
+    # Once the kept record goes, so do the rows of the terminals it held.
+    later = retention.run(conn, Plan(now=RECENT + 31 * DAY, retain_days=30))
+    assert later["turns"] == 1 and later["terminals"] == 3
+    assert _terminals(conn) == {"live", "prompt", "answer"}

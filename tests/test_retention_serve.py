@@ -20,7 +20,7 @@ from akk.store.location import StateDir
 from akk.store.retention import DAY
 from akk.store.turns import TurnState
 from tests.test_cli import akk, serving
-from tests.test_retention import _record
+from tests.test_retention import _record, _terminal, _watch
 
 
 def _seed(
@@ -84,14 +84,21 @@ def test_gc_through_the_server_counts_then_deletes_and_status_says_pruned(
         },
         bulk=400,
     )
+    conn = open_store(StateDir.resolve(str(state)).store_path)
+    try:
+        unwatched = _watch(conn, old - DAY, unwatched=old)
+        _terminal(conn, "t2", old)  # its pane closed 40 days ago; nothing refers to it
+    finally:
+        conn.close()
     with serving(state, "--retain-days", "1000") as line:
         assert set(ids.values()) <= _kept(state)  # the pass at start: nothing that old
         counted = _gc(state, "--older-than", "30", "--dry-run")
-        assert counted["dry_run"] and len(_kept(state)) == len(ids) + 400
+        assert counted["dry_run"] and len(_kept(state)) == len(ids) + 401
         deleted = _gc(state, "--older-than", "30")
         assert not deleted["dry_run"]
         assert deleted["counts"] == counted["counts"]
-        assert deleted["counts"]["turns"] == 402 and deleted["counts"]["offers"] == 402
+        assert deleted["counts"]["turns"] == 403 and deleted["counts"]["offers"] == 402
+        assert deleted["counts"]["terminals"] == 1  # t2; t1 is live
         # The freed pages went back to the file system and the log was truncated.
         assert deleted["store_bytes_after"] < deleted["store_bytes_before"] / 3, deleted
         assert _kept(state) == {ids["undelivered"], ids["uncertain"], ids["recent"]}
@@ -101,7 +108,7 @@ def test_gc_through_the_server_counts_then_deletes_and_status_says_pruned(
 
         token = StateDir.resolve(str(state)).token()
 
-        async def status() -> AkkError:
+        async def status() -> tuple[AkkError, AkkError]:
             with trio.fail_after(20):
                 async with connect(line.split()[4], token) as ctl:
                     await ctl.call("hello", {})
@@ -109,14 +116,23 @@ def test_gc_through_the_server_counts_then_deletes_and_status_says_pruned(
                         await ctl.call("status", {"turn_id": ids["done"]})
                     kept = await ctl.call("status", {"turn_id": ids["recent"]})
                     assert kept["turn"]["turn_id"] == ids["recent"]
-                    return refused.value
+                    assert kept["turn"]["terminal_id"] == "t1"
+                    # renew would resume an unwatched Watch; a pruned one is not_found.
+                    with pytest.raises(AkkError) as renewed:
+                        await ctl.call("renew", {"watch_id": unwatched})
+                    return refused.value, renewed.value
 
-        error = trio.run(status)
+        error, stopped = trio.run(status)
     assert (error.reason, error.detail) == ("not_found", "pruned")
     assert error.data is not None and error.data["outcome"] == "done"
     pruned_at = datetime.datetime.fromisoformat(error.data["pruned_at"]).timestamp()
     assert time.time() - 120 < pruned_at <= time.time()
     assert "pruned by retention on" in error.message
+    assert (stopped.reason, stopped.detail) == ("not_found", "pruned")
+    assert stopped.data is not None and stopped.data["outcome"] == "unwatched"
+    unwatched_at = datetime.datetime.fromisoformat(stopped.data["settled_at"]).timestamp()
+    assert abs(unwatched_at - old) < 1
+    assert f"{unwatched} was unwatched on" in stopped.message
 
 
 def test_the_periodic_pass_prunes_while_serving_and_a_replayed_send_is_refused(

@@ -195,9 +195,10 @@ async def pruned(ctx: MethodContext, peer: Peer, params: dict[str, Any]) -> RpcE
     stone = await ctx.reader.run(lambda conn: retention.lookup(conn, record_id))
     if stone is None or not (peer.operator or stone.controller_id == peer.controller_id):
         return None
+    ended = "was" if stone.outcome == retention.UNWATCHED else "ended"
     return RpcError(
         Reason.NOT_FOUND,
-        f"{record_id} ended {stone.outcome} on {_day(stone.settled_at)} and was pruned by "
+        f"{record_id} {ended} {stone.outcome} on {_day(stone.settled_at)} and was pruned by "
         f"retention on {_day(stone.pruned_at)}; nothing of it is kept. Send or watch anew",
         detail="pruned",
         data=_tombstone(stone),

@@ -282,8 +282,11 @@ def _mine(held: Turn, controller_id: str) -> dict[str, Any]:
 
 
 def _fresh(conn: apsw.Connection, record_id: str) -> Turn:
+    """The record as stored now; not_found if retention pruned it since it was read (the
+    method table then answers with its tombstone, as for any call naming a pruned id)."""
     fresh = turns.get(conn, record_id)
-    assert fresh is not None
+    if fresh is None:
+        raise RpcError(Reason.NOT_FOUND, f"{record_id} was pruned meanwhile; nothing is kept")
     return fresh
 
 

@@ -1,9 +1,9 @@
 """Retention: which settled records are old enough to delete, and deleting them (repository).
 
-A record (a Turn or a Watch, both rows of ``turns``) may go once it is settled
-(``done``, ``failed``, ``cancelled``, ``stalled``, ``timed_out``), it and its
-notifications have not changed since the cutoff, and nothing of it is still
-owed or unproven:
+A record (a Turn or a Watch, both rows of ``turns``) may go once it ended: it
+settled (``done``, ``failed``, ``cancelled``, ``stalled``, ``timed_out``), or it
+is a Watch its owner unwatched before its task settled. It and its notifications
+have not changed since the cutoff, and nothing of it is still owed or unproven:
 
 - no notification is ``pending`` or ``delivering`` (each was acked, withdrawn,
   or abandoned as ``retryable_failure``);
@@ -13,8 +13,10 @@ owed or unproven:
 
 It goes with its notifications, dispatches, offers, interactions, invocations
 and audit rows, and leaves one compact ``prune`` audit line and a tombstone
-(id → outcome, settled and pruned dates) that `lookup` answers by. A retired
-session goes once nothing refers to it and it retired before the cutoff. Audit
+(id → outcome, settled and pruned dates; an unwatched Watch's outcome is
+``unwatched``, its date the unwatch) that `lookup` answers by. A retired
+session goes once nothing refers to it and it retired before the cutoff, a
+terminal once nothing refers to it and it was gone before the cutoff. Audit
 rows older than the cutoff go unless they belong to a record still kept; prune
 lines and tombstones go ``tombstone_days`` after the pruning.
 
@@ -52,7 +54,7 @@ VACUUM_PAGES = 2048
 
 TABLES = (
     "turns", "notifications", "dispatches", "offers", "interactions", "invocations",
-    "sessions", "audit", "tombstones",
+    "sessions", "terminals", "audit", "tombstones",
 )  # fmt: skip
 """Every table a pass deletes from; a count has each of them."""
 
@@ -107,7 +109,9 @@ class Tombstone:
     controller_id: str
     task_kind: str
     outcome: str
+    """Its state when pruned, or `UNWATCHED` for a Watch stopped before its task settled."""
     settled_at: float
+    """When it settled (an unwatched Watch: when it was unwatched)."""
     pruned_at: float
 
 
@@ -120,9 +124,18 @@ _UNSETTLED_STAGES = _listed(
     stage.value for stage in Stage if stage.open or stage is Stage.UNCERTAIN
 )
 
+UNWATCHED = "unwatched"
+"""The outcome a tombstone gives a Watch its owner unwatched before its task settled."""
+
+_ENDED_AT = "coalesce(t.settled_at, t.unwatched_at)"
+"""When a prunable record ended: it settled, or else it was unwatched."""
+
 _PRUNABLE = f"""
 SELECT t.turn_id FROM turns t
-WHERE t.settled_at < :cutoff AND t.updated_at < :cutoff AND t.state IN ({_SETTLED})
+WHERE t.updated_at < :cutoff
+  AND ((t.settled_at < :cutoff AND t.state IN ({_SETTLED}))
+       OR (t.unwatched_at < :cutoff AND t.task_kind = 'watch'
+           AND t.state <> '{TurnState.UNCERTAIN.value}'))
   AND NOT EXISTS (SELECT 1 FROM notifications n WHERE n.turn_id = t.turn_id
                   AND (n.state IN ('pending', 'delivering') OR n.updated_at >= :cutoff))
   AND NOT EXISTS (SELECT 1 FROM dispatches d WHERE d.turn_id = t.turn_id
@@ -158,6 +171,21 @@ WHERE s.retired_at < :cutoff
 """
 """Retired sessions nothing will refer to once ``records`` are gone."""
 
+_GONE = """
+SELECT x.terminal_id FROM terminals x
+WHERE x.gone_at < :cutoff
+  AND NOT EXISTS (SELECT 1 FROM turns t WHERE t.terminal_id = x.terminal_id
+                  AND t.turn_id NOT IN records)
+  AND NOT EXISTS (SELECT 1 FROM dispatches d WHERE d.terminal_id = x.terminal_id
+                  AND (d.turn_id IS NULL OR d.turn_id NOT IN records))
+  AND NOT EXISTS (SELECT 1 FROM interactions i WHERE i.terminal_id = x.terminal_id
+                  AND (i.turn_id IS NULL OR i.turn_id NOT IN records))
+  AND NOT EXISTS (SELECT 1 FROM watches w WHERE w.terminal_id = x.terminal_id)
+"""
+"""Gone terminals (pane closed, agent ended) nothing will refer to once ``records`` are
+gone: a kept Turn or Watch, step or prompt keeps its terminal's row (`status`, `recover`
+and a narrowed credential's check read it by id)."""
+
 _SWEPT: Mapping[str, tuple[str, str]] = {
     "audit": (
         "audit_id",
@@ -178,6 +206,7 @@ def count(conn: apsw.Connection, plan: Plan) -> Counts:
         for table, where in _OF_RECORDS.items()
     }
     counts["sessions"] = _scalar(conn, f"WITH {records} SELECT count(*) FROM ({_RETIRED})", plan)
+    counts["terminals"] = _scalar(conn, f"WITH {records} SELECT count(*) FROM ({_GONE})", plan)
     for table, (_, where) in _SWEPT.items():
         swept = _scalar(conn, f"SELECT count(*) FROM {table} WHERE {where}", plan)
         counts[table] = counts.get(table, 0) + swept
@@ -187,18 +216,20 @@ def count(conn: apsw.Connection, plan: Plan) -> Counts:
 def step(conn: apsw.Connection, plan: Plan) -> Counts:
     """Delete the next batch; return what it deleted (all zero: the pass is done).
 
-    The first batches take records, then retired sessions, then old audit rows,
-    prune lines and tombstones. The caller holds one transaction per call.
+    The first batches take records, then retired sessions, then gone terminals, then
+    old audit rows, prune lines and tombstones. The caller holds one transaction per call.
     """
     counts = dict.fromkeys(TABLES, 0)
     records = [
         str(row[0])
-        for row in conn.execute(_PRUNABLE + " ORDER BY t.settled_at LIMIT :batch", plan.args)
+        for row in conn.execute(f"{_PRUNABLE} ORDER BY {_ENDED_AT} LIMIT :batch", plan.args)
     ]
     if records:
         given = plan.args | {"ids": json.dumps(records)}
         buried = conn.execute(
-            "SELECT turn_id, controller_id, client_request_id, task_kind, state, settled_at "
+            "SELECT turn_id, controller_id, client_request_id, task_kind, "
+            f"CASE WHEN settled_at IS NULL THEN '{UNWATCHED}' ELSE state END, "
+            "coalesce(settled_at, unwatched_at) "
             "FROM turns WHERE turn_id IN (SELECT value FROM json_each(:ids))",
             given,
         ).fetchall()
@@ -231,6 +262,19 @@ def step(conn: apsw.Connection, plan: Plan) -> Counts:
             "DELETE FROM sessions WHERE session_id IN (SELECT value FROM json_each(:ids))", doomed
         )
         counts["sessions"] = conn.changes()
+        return counts
+    gone = [
+        str(row[0])
+        for row in conn.execute(
+            f"WITH records(turn_id) AS (SELECT NULL WHERE 0) {_GONE} LIMIT :batch", plan.args
+        )
+    ]
+    if gone:
+        conn.execute(
+            "DELETE FROM terminals WHERE terminal_id IN (SELECT value FROM json_each(:ids))",
+            {"ids": json.dumps(gone)},
+        )
+        counts["terminals"] = conn.changes()
         return counts
     for table, (key, where) in _SWEPT.items():
         conn.execute(

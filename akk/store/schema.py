@@ -679,8 +679,19 @@ CREATE INDEX dispatches_by_interaction ON dispatches (interaction_id);
 CREATE INDEX dispatches_by_offer ON dispatches (offer_id);
 """
 
+# v11: retention also prunes a Watch stopped by `unwatch` before its task settled, and a
+# gone terminal nothing refers to any more. The indexes find them (unwatched Watches,
+# gone terminals by age) and each terminal's dispatches and interactions (the check
+# before a delete, and the foreign key's own check on it).
+_V11 = """
+CREATE INDEX turns_unwatched ON turns (unwatched_at) WHERE unwatched_at IS NOT NULL;
+CREATE INDEX terminals_gone ON terminals (gone_at) WHERE gone_at IS NOT NULL;
+CREATE INDEX dispatches_by_terminal ON dispatches (terminal_id);
+CREATE INDEX interactions_by_terminal ON interactions (terminal_id);
+"""
+
 MIGRATIONS: tuple[str, ...] = (
-    _V1, _V2, _V3, _V4, _V5 + _V5_INTERACTIONS, _V6, _V7, _V8, _V9, _V10
+    _V1, _V2, _V3, _V4, _V5 + _V5_INTERACTIONS, _V6, _V7, _V8, _V9, _V10, _V11
 )  # fmt: skip
 
 SCHEMA_VERSION = len(MIGRATIONS)
