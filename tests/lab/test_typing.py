@@ -1,12 +1,12 @@
 """Typing a task into a real idle composer exactly as AKK does, proving it, sending it once.
 
-For every pinned client (120x40), each text class goes in the way the sender
-puts it: `akk.tmux.keys` over a tmux control client, `send-keys -l` for one
+For every pinned client (120x40), one pane takes each text class in turn, the
+way the sender puts it: `akk.tmux.keys` over a tmux control client, `send-keys -l` for one
 line, a bracketed paste (`set-buffer` + `paste-buffer -p -r -d`) otherwise. The
 pane is then captured and classified by the version's profile until
 `draft_matches` holds (or a deadline passes), Enter goes after the client's
-quiet gap, and the model server must receive exactly that text, once. A
-person's extra keystroke after AKK's text must break the proof.
+guard, and the model server must receive exactly that text, once, as one agent
+turn. Last, a person's extra keystroke after AKK's text must break the proof.
 """
 
 from __future__ import annotations
@@ -95,6 +95,17 @@ async def _draft(lab: LabSession) -> DraftView | None:
     return _profile(lab).classify(grid).draft
 
 
+async def _empty_composer(lab: LabSession) -> DraftView:
+    """The empty draft, once the screen shows one (the last turn may still be painting)."""
+    with trio.move_on_after(PROOF_TIMEOUT):
+        while True:
+            draft = await _draft(lab)
+            if draft is not None and draft.empty:
+                return draft
+            await trio.sleep(POLL_SECONDS)
+    raise AssertionError(f"no empty composer within {PROOF_TIMEOUT} s: {await _draft(lab)}")
+
+
 async def _prove(lab: LabSession, text: str, how: TypingMethod) -> DraftView | None:
     """The first draft that shows exactly `text`, or None when the deadline passes first."""
     with trio.move_on_after(PROOF_TIMEOUT):
@@ -106,13 +117,12 @@ async def _prove(lab: LabSession, text: str, how: TypingMethod) -> DraftView | N
     return None
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda case: case.name)
-@pytest.mark.parametrize("lab", lab_params("echo"), indirect=True)
-async def test_typed_text_is_proven_then_sent_exactly_once(lab: LabSession, case: Case) -> None:
+async def _type_prove_send(lab: LabSession, case: Case) -> None:
+    """One text class into the idle composer: proven, Enter, the model gets it as one turn."""
     profile = _profile(lab)
-    idle = await _draft(lab)
-    assert idle is not None and idle.empty, idle
+    idle = await _empty_composer(lab)
     text, how = case.for_profile(profile, idle.width)
+    first = len(lab.server.requests)
     with trio.fail_after(60):
         # A fresh composer drops keys (Claude): the sender waits out the settle time.
         await lab.wait_stable(quiet=profile.typing.settle_seconds)
@@ -125,25 +135,30 @@ async def test_typed_text_is_proven_then_sent_exactly_once(lab: LabSession, case
             await keys.press(client, lab.pane, "Enter")
         sent = profile.typing.delivered(text, how, lab.rows)
         request = await lab.server.wait_for_request(
-            lambda request: not request.auxiliary and bool(sent.fullmatch(request.newest_input)),
+            lambda request: (
+                request.index >= first
+                and not request.auxiliary
+                and bool(sent.fullmatch(request.newest_input))
+            ),
             timeout=20,
         )
         await lab.wait_idle(20)
 
-    assert [r.newest_input for r in lab.server.main_requests()] == [request.newest_input]
-    assert lab.server.count_inputs_containing(text) == 1, lab.server.summary()
+    turns = [r.newest_input for r in lab.server.main_requests() if r.index >= first]
+    assert turns == [request.newest_input], lab.server.summary()
+    assert sum(text in turn for turn in turns) == 1, lab.server.summary()
 
 
-@pytest.mark.parametrize("lab", lab_params("echo"), indirect=True)
-async def test_a_persons_extra_keystroke_breaks_the_proof(lab: LabSession) -> None:
+async def _a_persons_key_breaks_the_proof(lab: LabSession) -> None:
+    """AKK's text proven, then a person's key lands before any Enter: the proof no longer holds."""
     profile = _profile(lab)
     text = "lab: a task the person types after"
+    first = len(lab.server.requests)
     with trio.fail_after(60):
         await lab.wait_stable(quiet=profile.typing.settle_seconds)
         async with open_control_client(lab.socket) as client:
             await keys.type_literal(client, lab.pane, text)
             assert await _prove(lab, text, TypingMethod.LITERAL) is not None
-            # The person's key lands right after AKK's text, before any Enter.
             await lab.send_keys("!", literal=True)
             await lab.wait_for_screen(lambda screen: text + "!" in screen, 10, what="the key")
             draft = await _draft(lab)
@@ -151,4 +166,17 @@ async def test_a_persons_extra_keystroke_breaks_the_proof(lab: LabSession) -> No
     assert draft is not None
     assert not profile.draft_matches(draft, text, TypingMethod.LITERAL)
     assert profile.draft_matches(draft, text + "!", TypingMethod.LITERAL)
-    assert lab.server.main_requests() == []
+    assert [r for r in lab.server.main_requests() if r.index >= first] == []
+
+
+@pytest.mark.parametrize("lab", lab_params("echo"), indirect=True)
+async def test_every_text_class_is_proven_then_sent_exactly_once(lab: LabSession) -> None:
+    # One pane per client takes every class in turn (each at an idle, empty composer after
+    # the last one's turn, as back-to-back sends find it); a person's key comes last.
+    for case in CASES:
+        try:
+            await _type_prove_send(lab, case)
+        except BaseException as exc:
+            exc.add_note(f"text class {case.name!r} on {lab.agent} {lab.version}")
+            raise
+    await _a_persons_key_breaks_the_proof(lab)
