@@ -98,6 +98,12 @@ CORPUS_TEST = "tests/test_fixtures.py::test_fixture_classifies_to_its_label["
 """The regression gate: every captured screen classifies to its label."""
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked `long` first (a stable sort: otherwise the order stays), so that on two
+    workers the longest ones start at once instead of one of them ending the run alone."""
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     _corpus_summary(terminalreporter)
     _lab_summary(terminalreporter)

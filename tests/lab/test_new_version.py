@@ -24,6 +24,7 @@ PLANS = ("echo", "codex_exec", "codex_rui_one", "codex_rui_async_text")
 
 
 @pytest.mark.lab
+@pytest.mark.long
 async def test_a_pinned_codex_taken_as_new_is_the_same_everywhere(tmp_path: Path) -> None:
     client = Client("codex", VERSION)
     assert client in clients.PINNED

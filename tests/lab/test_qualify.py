@@ -63,6 +63,7 @@ async def _seen(ctl: Controller) -> dict[str, Any]:
     indirect=True,
     ids=lambda spec: spec.id,
 )
+@pytest.mark.long
 async def test_a_pinned_codex_taken_as_new_is_qualified_then_served(
     lab: LabSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -132,6 +133,7 @@ async def test_an_old_claude_read_with_a_newer_profile_is_refused_and_binds_noth
 
 @pytest.mark.lab
 @pytest.mark.parametrize("lab", [LabSpec(NEW, "echo")], indirect=True, ids=lambda spec: spec.id)
+@pytest.mark.long
 async def test_auto_qualify_binds_a_new_binary_only_once_qualified(
     lab: LabSession, tmp_path: Path
 ) -> None:

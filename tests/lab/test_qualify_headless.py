@@ -144,6 +144,7 @@ async def _done(ctl: Controller, params: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.mark.lab
+@pytest.mark.long
 async def test_a_pinned_claude_taken_as_new_is_qualified_then_runs_headless(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
