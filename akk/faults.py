@@ -76,7 +76,7 @@ class Point(enum.StrEnum):
     CLAUDE_SPAWNED = "claude_spawned"  # after the process started, before `maybe_sent`
     CLAUDE_WRITTEN = "claude_written"  # after the user line was written, before it is recorded
     CLAUDE_ACCEPTED = "claude_accepted"  # after acceptance (system/init) committed
-    CLAUDE_RUNNING = "claude_running"  # during the turn (a TurnActor's look)
+    CLAUDE_RUNNING = "claude_running"  # during the turn, its line reserved (a TurnActor's look)
     CLAUDE_RESULT = "claude_result"  # after `result`, before the outcome commits
     # An answer to a headless Claude's control request, under its RunActor.
     CLAUDE_ANSWER_RESERVED = "claude_answer_reserved"  # after the reservation, before the line

@@ -137,7 +137,9 @@ class ClaudeFollower(Attached):
         ):
             await self._accept(init, host.setup.version)
             await faults.reached(Point.CLAUDE_ACCEPTED)
-        await faults.reached(Point.CLAUDE_RUNNING)
+        if self._invocation is not None and self._invocation.dispatch is not Dispatch.NOT_SENT:
+            # During the turn: once the task line was reserved, not while it is still starting.
+            await faults.reached(Point.CLAUDE_RUNNING)
         if board.seq != self._seq:
             self._seq = board.seq
             assert self._control is not None
