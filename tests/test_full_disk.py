@@ -88,6 +88,8 @@ def _error(kind: type[apsw.Error], extended: int) -> apsw.Error:
          "read-only (SQLITE_IOERR_WRITE, EROFS)", "make /state and akk.sqlite3 writable"),
         (_error(apsw.ReadOnlyError, apsw.SQLITE_READONLY), 0,
          "read-only (SQLITE_READONLY)", "make /state and akk.sqlite3 writable"),
+        (_error(apsw.BusyError, apsw.SQLITE_BUSY), 0,
+         "locked past its busy timeout (SQLITE_BUSY)", "check that no other program holds"),
     ],
 )  # fmt: skip
 def test_each_cause_is_named_with_its_next_step(
@@ -101,7 +103,6 @@ def test_each_cause_is_named_with_its_next_step(
 
 def test_other_errors_are_not_a_store_that_cannot_write() -> None:
     assert unwritable(Path("/s/akk.sqlite3"), apsw.ConstraintError("unique"), 0) is None
-    assert unwritable(Path("/s/akk.sqlite3"), apsw.BusyError("locked"), 0) is None
 
 
 def test_doctor_warns_of_low_free_space_where_the_state_directory_lives(tmp_path: Path) -> None:

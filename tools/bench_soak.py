@@ -150,6 +150,13 @@ async def _clear(lab: LabSession, ctl: Controller) -> None:
     await lab.wait_idle(30)
 
 
+def _tail(path: Path, lines: int = 60) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError as exc:
+        return f"(unreadable: {exc})"
+
+
 def _sample(result: Soak, done: int, pid: int, store: Path, rate: float) -> None:
     """One row: akk serve's RSS and descriptors, the store's size and its largest tables."""
     rss, size = rss_kib(pid) / 1024, _store_kib(store)
@@ -188,8 +195,9 @@ async def soak(settings: Settings, root: Path) -> Soak:
                         await _clear(lab, ctl)
                     block_began = time.monotonic()
                 result.latency["end"] = await _latencies(ctl, turn_id)
-        except AssertionError as exc:
-            result.problems.append(str(exc))
+        except Exception as exc:  # reported with akk serve's log; the soak ends there
+            result.problems.append(f"{type(exc).__name__}: {exc}")
+            result.problems.append("akk serve's log ends:\n" + _tail(akk.log_path))
         finally:
             await kill_akk(akk)
     return result

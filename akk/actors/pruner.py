@@ -102,15 +102,21 @@ class Pruner:
         return Report(True, days, plan.cutoff, counts, time.monotonic() - started, size, size)
 
 
+CHECKPOINT_BUSY_MS = 100
+"""How long the log's truncation waits for readers and writers before it leaves it for later."""
+
+
 def _checkpoint(path: Path) -> None:
     """Truncate the log on a connection of its own: a checkpoint needs one outside a
     transaction, and it writes no row, so the StoreActor stays the one writer of records.
 
-    A log kept busy past the busy timeout stays as long as it is until the next pass.
+    While it waits for readers it holds off every writer, so it waits only
+    CHECKPOINT_BUSY_MS (a reservation must never wait out its own busy timeout behind
+    it); a log kept busy longer stays as long as it is until the next pass.
     """
     conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READWRITE)
     try:
-        conn.set_busy_timeout(5000)
+        conn.set_busy_timeout(CHECKPOINT_BUSY_MS)
         if not retention.checkpoint(conn):
             log.info("retention: the log was busy; it stays untruncated until the next pass")
     finally:

@@ -42,7 +42,7 @@ class CasConflict(StoreError):
 
 
 class StoreUnwritable(StoreError):
-    """The store cannot write now (disk full, quota, I/O error, read-only); reads still work.
+    """The store cannot write now (disk full, quota, I/O error, read-only, locked); reads work.
 
     Nothing of the failed transaction was committed. ``problem`` names the store
     and the cause; ``next_step`` what a person does. The next write is simply
@@ -60,7 +60,7 @@ def unwritable(path: Path, exc: apsw.Error, system_errno: int) -> StoreUnwritabl
     ``system_errno`` is the connection's errno of that failure (``Connection.system_errno``):
     it tells a quota or a read-only filesystem from a full disk or a failing device.
     """
-    if not isinstance(exc, (apsw.FullError, apsw.IOError, apsw.ReadOnlyError)):
+    if not isinstance(exc, (apsw.FullError, apsw.IOError, apsw.ReadOnlyError, apsw.BusyError)):
         return None
     # apsw sets both codes on every SQLite error; its stubs do not declare them.
     extended, primary = getattr(exc, "extendedresult", -1), getattr(exc, "result", -1)
@@ -69,7 +69,10 @@ def unwritable(path: Path, exc: apsw.Error, system_errno: int) -> StoreUnwritabl
     )
     name = errno.errorcode.get(system_errno)
     space = f"on the filesystem of {path.parent} (`akk doctor` shows how much is free)"
-    if system_errno == errno.EDQUOT:
+    if isinstance(exc, apsw.BusyError):
+        cause = f"locked past its busy timeout ({code})"
+        step = f"check that no other program holds {path.name} (an `akk gc` run without a server)"
+    elif system_errno == errno.EDQUOT:
         cause, step = f"disk quota exceeded ({code}, EDQUOT)", f"free this user's quota {space}"
     elif isinstance(exc, apsw.FullError) or system_errno == errno.ENOSPC:
         cause, step = f"disk full ({code})", f"free space {space}"
