@@ -932,3 +932,30 @@ def _mcp_scenarios() -> dict[str, Scenario]:
 
 
 SCENARIOS = {**SCENARIOS, **_mcp_scenarios()}
+
+
+# ---------------------------------------------------------------- one pane, many cases (issue 23)
+
+
+def repeating(scenario: Scenario) -> Scenario:
+    """The scenario with every step firing on each match, so one pane serves many rounds."""
+    steps = tuple(attrs.evolve(step, repeat=True) for step in scenario.steps)
+    return attrs.evolve(scenario, name=f"{scenario.name}_repeating", steps=steps)
+
+
+REPEATING = (
+    "claude_bash",
+    "codex_exec",
+    "codex_rui_one",
+    "questionnaire_single3",
+    "questionnaire_multi",
+)
+"""The scenarios a lab test may run case after case in one pane, as ``<name>_repeating``.
+
+Each ends its turn at an idle composer, so the next task starts from where a person
+would start it. The qualification plays none of these variants."""
+
+SCENARIOS = {
+    **SCENARIOS,
+    **{f"{name}_repeating": repeating(SCENARIOS[name]) for name in REPEATING},
+}

@@ -6,13 +6,17 @@ ids. The model server is the oracle: the agent's next request must carry
 exactly that answer, once; an approved command must have run, a rejected one
 not. Misuse (no status, another controller, a replay, a forged or stale id) is
 refused with its reason and sends nothing.
+
+Where a scenario serves a next task from the composer the last one left (its
+`_repeating` variant), one pane per client takes every case in turn, each under
+its own `akk serve` and counted at the model server from its own first request.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from contextlib import aclosing
+from collections.abc import Callable, Iterator
+from contextlib import aclosing, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -104,8 +108,30 @@ def audit_rows(served: Served, actor: str) -> list[tuple[Any, ...]]:
         conn.close()
 
 
-async def reached(lab: LabSession, predicate: Callable[[RecordedRequest], bool]) -> RecordedRequest:
-    return await lab.server.wait_for_request(lambda r: not r.auxiliary and predicate(r), timeout=30)
+async def reached(
+    lab: LabSession, predicate: Callable[[RecordedRequest], bool], first: int = 0
+) -> RecordedRequest:
+    """The first agent turn from request index ``first`` on that ``predicate`` accepts."""
+    return await lab.server.wait_for_request(
+        lambda r: r.index >= first and not r.auxiliary and predicate(r), timeout=30
+    )
+
+
+def count_since(lab: LabSession, first: int, text: str) -> int:
+    """How many agent turns from request index ``first`` on carry ``text`` (titles left out)."""
+    return sum(text in r.newest_input for r in lab.server.main_requests() if r.index >= first)
+
+
+@contextmanager
+def one_case(lab: LabSession, tmp_path: Path, name: str) -> Iterator[Path]:
+    """One case of several in the shared pane: its own state directory; a failure names it."""
+    state = tmp_path / name
+    state.mkdir()
+    try:
+        yield state
+    except BaseException as exc:
+        exc.add_note(f"case {name!r} on {lab.agent} {lab.version}")
+        raise
 
 
 async def settled(ctl: Controller, turn_id: str) -> dict[str, Any]:
@@ -174,13 +200,20 @@ async def test_claude_single_select_answer_reaches_the_model_once(
     assert lab.server.count_inputs_containing(sc.ASK_TASK) == 1
 
 
-@pytest.mark.parametrize("lab", lab_params("questionnaire_multi"), indirect=True)
-@pytest.mark.parametrize(
-    "labels", [("Blue",), ("Red", "Yellow"), ("Red", "Blue", "Green", "Yellow")]
-)
+MULTI_CHOICES = (("Blue",), ("Red", "Yellow"), ("Red", "Blue", "Green", "Yellow"))
+
+
+@pytest.mark.parametrize("lab", lab_params("questionnaire_multi_repeating"), indirect=True)
 async def test_claude_multi_select_toggles_each_box_then_submits_the_review(
-    lab: LabSession, tmp_path: Path, labels: tuple[str, ...]
+    lab: LabSession, tmp_path: Path
 ) -> None:
+    for labels in MULTI_CHOICES:
+        with one_case(lab, tmp_path, "+".join(labels)) as state:
+            await _multi_select(lab, state, labels)
+
+
+async def _multi_select(lab: LabSession, tmp_path: Path, labels: tuple[str, ...]) -> None:
+    first = len(lab.server.requests)
     async with two_controllers(lab, tmp_path) as (_, ctl, _other):
         turn_id = await send_task(ctl, sc.ASK_TASK)
         shown = await prompt(ctl, turn_id)
@@ -207,18 +240,28 @@ async def test_claude_multi_select_toggles_each_box_then_submits_the_review(
                 ],
             },
         )
-        answered = await reached(lab, lambda r: sc.ANSWERED_CLAUDE in r.newest_input)
+        answered = await reached(lab, lambda r: sc.ANSWERED_CLAUDE in r.newest_input, first)
         await settled(ctl, turn_id)
     assert f'"Which colors do you like?"="{", ".join(labels)}"' in answered.newest_input
-    assert lab.server.count_inputs_containing(sc.ANSWERED_CLAUDE) == 1
+    assert count_since(lab, first, sc.ANSWERED_CLAUDE) == 1
 
 
-@pytest.mark.parametrize("lab", lab_params("claude_bash"), indirect=True)
-@pytest.mark.parametrize("decision", ["approve_once", "reject"])
+@pytest.mark.parametrize("lab", lab_params("claude_bash_repeating"), indirect=True)
 async def test_claude_bash_permission_approve_runs_it_reject_does_not(
-    lab: LabSession, tmp_path: Path, decision: str
+    lab: LabSession, tmp_path: Path
 ) -> None:
+    # Approve first: the reject then ends the pane's conversation, so its tool result
+    # never shares a user message with a later task.
+    for decision in ("approve_once", "reject"):
+        with one_case(lab, tmp_path, decision) as state:
+            # Gone before each case: only this case's run may leave it.
+            (lab.workdir / f"{sc.BASH_MARKER}.txt").unlink(missing_ok=True)
+            await _claude_bash(lab, state, decision)
+
+
+async def _claude_bash(lab: LabSession, tmp_path: Path, decision: str) -> None:
     marker = lab.workdir / f"{sc.BASH_MARKER}.txt"
+    first = len(lab.server.requests)
     async with two_controllers(lab, tmp_path) as (_, ctl, other):
         turn_id = await send_task(ctl, sc.RUN_TASK)
         event = await next_event(ctl, WAKE_UPS)
@@ -237,7 +280,7 @@ async def test_claude_bash_permission_approve_runs_it_reject_does_not(
         reply = await ctl.call("approve", {"turn_id": turn_id, "decision": decision})
         assert reply["outcome"] == "dispatched"
         if decision == "approve_once":
-            ran = await reached(lab, lambda r: sc.BASH_MARKER in r.newest_input)
+            ran = await reached(lab, lambda r: sc.BASH_MARKER in r.newest_input, first)
             assert sc.BASH_MARKER in ran.newest_input
             assert marker.exists()
         outcome = await settled(ctl, turn_id)
@@ -247,7 +290,7 @@ async def test_claude_bash_permission_approve_runs_it_reject_does_not(
     if decision == "reject":
         assert not marker.exists()
         assert outcome["kind"] in ("done", "cancelled", "failed")
-    assert lab.server.count_inputs_containing(sc.RUN_TASK) == 1
+    assert count_since(lab, first, sc.RUN_TASK) == 1
 
 
 _EXPANDING = {
@@ -306,12 +349,20 @@ async def test_codex_request_user_input_choice_reaches_the_model_once(
     assert lab.server.count_inputs_containing(sc.ANSWERED_CODEX) == 1
 
 
-@pytest.mark.parametrize("lab", lab_params("codex_exec"), indirect=True)
-@pytest.mark.parametrize("decision", ["approve_once", "reject"])
+@pytest.mark.parametrize("lab", lab_params("codex_exec_repeating"), indirect=True)
 async def test_codex_exec_approve_runs_the_command_once_reject_selects_the_no_row(
-    lab: LabSession, tmp_path: Path, decision: str
+    lab: LabSession, tmp_path: Path
 ) -> None:
+    for decision in ("approve_once", "reject"):
+        with one_case(lab, tmp_path, decision) as state:
+            # Gone before each case: only this case's run may leave it.
+            (lab.workdir.parent / f"{sc.EXEC_MARKER}.txt").unlink(missing_ok=True)
+            await _codex_exec(lab, state, decision)
+
+
+async def _codex_exec(lab: LabSession, tmp_path: Path, decision: str) -> None:
     marker = lab.workdir.parent / f"{sc.EXEC_MARKER}.txt"
+    first = len(lab.server.requests)
     async with two_controllers(lab, tmp_path) as (_, ctl, _other):
         turn_id = await send_task(ctl, sc.RUN_TASK)
         assert (await next_event(ctl, WAKE_UPS))["kind"] == "approval_required"
@@ -323,12 +374,12 @@ async def test_codex_exec_approve_runs_the_command_once_reject_selects_the_no_ro
         reply = await ctl.call("approve", {"turn_id": turn_id, "decision": decision})
         assert reply["outcome"] == "dispatched"
         if decision == "approve_once":
-            ran = await reached(lab, lambda r: sc.EXEC_MARKER in r.newest_input)
+            ran = await reached(lab, lambda r: sc.EXEC_MARKER in r.newest_input, first)
             assert "Process exited with code 0" in ran.newest_input
         await settled(ctl, turn_id)
     assert marker.exists() is (decision == "approve_once")
-    assert lab.server.count_inputs_containing(sc.EXEC_MARKER) == (decision == "approve_once")
-    assert lab.server.count_inputs_containing(sc.RUN_TASK) == 1
+    assert count_since(lab, first, sc.EXEC_MARKER) == (decision == "approve_once")
+    assert count_since(lab, first, sc.RUN_TASK) == 1
 
 
 # ------------------------------------------------------------------ appearances and races
@@ -465,14 +516,21 @@ def _sized_text(length: int) -> str:
 
 
 @pytest.mark.parametrize(
-    "lab", lab_params("codex_rui_one", plan_mode=True, cols=200, rows=50), indirect=True
-)
-@pytest.mark.parametrize(
-    "text", [SPECIAL, _sized_text(799), _sized_text(800)], ids=["special", "799", "800"]
+    "lab",
+    lab_params("codex_rui_one_repeating", plan_mode=True, cols=200, rows=50),
+    indirect=True,
 )
 async def test_codex_free_text_goes_to_none_of_the_above_notes_byte_exact(
-    lab: LabSession, tmp_path: Path, text: str
+    lab: LabSession, tmp_path: Path
 ) -> None:
+    texts = {"special": SPECIAL, "799": _sized_text(799), "800": _sized_text(800)}
+    for name, text in texts.items():
+        with one_case(lab, tmp_path, name) as state:
+            await _codex_free_text(lab, state, text)
+
+
+async def _codex_free_text(lab: LabSession, tmp_path: Path, text: str) -> None:
+    first = len(lab.server.requests)
     async with two_controllers(lab, tmp_path) as (_, ctl, _other):
         turn_id = await send_task(ctl, sc.ASK_TASK)
         shown = await prompt(ctl, turn_id)
@@ -484,13 +542,13 @@ async def test_codex_free_text_goes_to_none_of_the_above_notes_byte_exact(
         assert (await ctl.call("respond_interaction", free_text(shown, text)))["outcome"] == (
             "dispatched"
         )
-        answered = await reached(lab, lambda r: sc.ANSWERED_CODEX in r.newest_input)
+        answered = await reached(lab, lambda r: sc.ANSWERED_CODEX in r.newest_input, first)
         await settled(ctl, turn_id)
     assert json.loads(answered.newest_input)["answers"]["q1"]["answers"] == [
         "None of the above",
         f"user_note: {text}",
     ]
-    assert lab.server.count_inputs_containing(sc.ANSWERED_CODEX) == 1
+    assert count_since(lab, first, sc.ANSWERED_CODEX) == 1
 
 
 @pytest.mark.parametrize("lab", lab_params("codex_rui_three", plan_mode=True), indirect=True)
@@ -514,15 +572,25 @@ async def test_codex_three_questions_are_answered_one_step_at_a_time(
     assert lab.server.count_inputs_containing(sc.ANSWERED_CODEX) == 1
 
 
-@pytest.mark.parametrize("lab", lab_params("questionnaire_single3", rows=60), indirect=True)
 @pytest.mark.parametrize(
-    "text",
-    [SPECIAL, _sized_text(799), _sized_text(800), _sized_text(3000)],
-    ids=["special", "799", "800", "3000"],
+    "lab", lab_params("questionnaire_single3_repeating", rows=60), indirect=True
 )
 async def test_claude_free_text_goes_through_type_something_byte_exact(
-    lab: LabSession, tmp_path: Path, text: str
+    lab: LabSession, tmp_path: Path
 ) -> None:
+    texts = {
+        "special": SPECIAL,
+        "799": _sized_text(799),
+        "800": _sized_text(800),
+        "3000": _sized_text(3000),
+    }
+    for name, text in texts.items():
+        with one_case(lab, tmp_path, name) as state:
+            await _claude_free_text(lab, state, text)
+
+
+async def _claude_free_text(lab: LabSession, tmp_path: Path, text: str) -> None:
+    first = len(lab.server.requests)
     async with two_controllers(lab, tmp_path) as (_, ctl, _other):
         turn_id = await send_task(ctl, sc.ASK_TASK)
         shown = await prompt(ctl, turn_id)
@@ -536,10 +604,10 @@ async def test_claude_free_text_goes_through_type_something_byte_exact(
         assert reply["outcome"] == "dispatched"
         # Claude words a typed answer "The user answered: ..."; the pair is what counts.
         pair = f'"Which color do you prefer?"="{text}"'
-        await reached(lab, lambda r: pair in r.newest_input)
+        await reached(lab, lambda r: pair in r.newest_input, first)
         await settled(ctl, turn_id)
-    assert lab.server.count_inputs_containing(pair) == 1
-    assert lab.server.count_inputs_containing('"Which color do you prefer?"=') == 1
+    assert count_since(lab, first, pair) == 1
+    assert count_since(lab, first, '"Which color do you prefer?"=') == 1
 
 
 # ------------------------------------------------------------------ async questions
@@ -654,18 +722,27 @@ RESIZES = ((100, 30), (132, 43), (80, 24))
 @pytest.mark.parametrize(
     "lab",
     [
-        *lab_params("questionnaire_single3", agents=("claude",))[-1:],
-        *lab_params("codex_rui_one", agents=("codex",), plan_mode=True)[-1:],
+        *lab_params("questionnaire_single3_repeating", agents=("claude",))[-1:],
+        *lab_params("codex_rui_one_repeating", agents=("codex",), plan_mode=True)[-1:],
     ],
     indirect=True,
 )
-@pytest.mark.parametrize("size", RESIZES, ids=lambda s: f"to-{s[0]}x{s[1]}")
 async def test_a_pane_resized_mid_prompt_refuses_the_old_offer_and_answers_the_new_one(
-    lab: LabSession, tmp_path: Path, size: tuple[int, int]
+    lab: LabSession, tmp_path: Path
 ) -> None:
     """The prompt re-renders at the new size: a new appearance with new ids; what status
     showed before the resize never authorises keys after it."""
+    for cols, rows in RESIZES:
+        with one_case(lab, tmp_path, f"to-{cols}x{rows}") as state:
+            # Each case asks at the launch size, as in a pane of its own.
+            await lab.tmux("resize-window", "-t", "lab", "-x", str(lab.cols), "-y", str(lab.rows))
+            await lab.wait_idle()
+            await _resized_mid_prompt(lab, state, (cols, rows))
+
+
+async def _resized_mid_prompt(lab: LabSession, tmp_path: Path, size: tuple[int, int]) -> None:
     answered_mark = sc.ANSWERED_CLAUDE if lab.agent == "claude" else sc.ANSWERED_CODEX
+    first = len(lab.server.requests)
     async with two_controllers(lab, tmp_path) as (_, ctl, _other):
         turn_id = await send_task(ctl, sc.ASK_TASK)
         before = await prompt(ctl, turn_id)
@@ -677,14 +754,14 @@ async def test_a_pane_resized_mid_prompt_refuses_the_old_offer_and_answers_the_n
         with pytest.raises(AkkError) as stale:
             await ctl.call("respond_interaction", choose(before, "Blue"))
         assert stale.value.reason == "prompt_changed"
-        assert lab.server.count_inputs_containing(answered_mark) == 0  # zero keys
+        assert count_since(lab, first, answered_mark) == 0  # zero keys
         assert [q["prompt"] for q in after["questions"]] == [
             q["prompt"] for q in before["questions"]
         ]
         assert (await ctl.call("respond_interaction", choose(after, "Blue")))["outcome"] == (
             "dispatched"
         )
-        answered = await reached(lab, lambda r: answered_mark in r.newest_input)
+        answered = await reached(lab, lambda r: answered_mark in r.newest_input, first)
         await settled(ctl, turn_id)
     assert "Blue" in answered.newest_input
-    assert lab.server.count_inputs_containing(answered_mark) == 1
+    assert count_since(lab, first, answered_mark) == 1
