@@ -22,7 +22,7 @@ import trio
 from akk.actors.store import transact
 from akk.runtime.actor import ActorRef
 from akk.store import retention
-from akk.store.database import StoreUnwritable
+from akk.store.database import BUSY_TIMEOUT_MS, StoreUnwritable
 from akk.store.reader import StoreReader
 from akk.store.retention import Plan, Report
 
@@ -81,7 +81,7 @@ class Pruner:
             if batches:
                 while await transact(self._store, retention.reclaim_step):
                     pass
-                await trio.to_thread.run_sync(_checkpoint, self._path)
+                await transact(self._store, _truncate_log, atomic=False)
             report = Report(False, days, plan.cutoff, total, time.monotonic() - started,
                             before, retention.store_bytes(self._path))  # fmt: skip
             if batches:
@@ -103,21 +103,19 @@ class Pruner:
 
 
 CHECKPOINT_BUSY_MS = 100
-"""How long the log's truncation waits for readers and writers before it leaves it for later."""
+"""How long the log's truncation waits for readers before it leaves the log for later."""
 
 
-def _checkpoint(path: Path) -> None:
-    """Truncate the log on a connection of its own: a checkpoint needs one outside a
-    transaction, and it writes no row, so the StoreActor stays the one writer of records.
+def _truncate_log(conn: apsw.Connection) -> None:
+    """Truncate the log on the write connection, outside a transaction, in turn with the writes.
 
-    While it waits for readers it holds off every writer, so it waits only
-    CHECKPOINT_BUSY_MS (a reservation must never wait out its own busy timeout behind
-    it); a log kept busy longer stays as long as it is until the next pass.
+    Writes queue behind it as behind a batch instead of failing on a lock another
+    connection holds; it waits for readers only CHECKPOINT_BUSY_MS, and a log kept
+    busy longer stays as long as it is until the next pass.
     """
-    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READWRITE)
+    conn.set_busy_timeout(CHECKPOINT_BUSY_MS)
     try:
-        conn.set_busy_timeout(CHECKPOINT_BUSY_MS)
         if not retention.checkpoint(conn):
             log.info("retention: the log was busy; it stays untruncated until the next pass")
     finally:
-        conn.close()
+        conn.set_busy_timeout(BUSY_TIMEOUT_MS)

@@ -40,9 +40,14 @@ class _Failed:
 
 @attrs.frozen
 class Transact(Ask["T | _Failed"], Generic[T]):
-    """Run ``work`` in one write transaction and reply with its result (or its failure)."""
+    """Run ``work`` in one write transaction and reply with its result (or its failure).
+
+    ``atomic`` False: run it on the write connection outside any transaction (a
+    checkpoint of the log cannot run inside one), still in turn with every write.
+    """
 
     work: Callable[[apsw.Connection], T]
+    atomic: bool = True
 
 
 class StoreActor(Actor[Transact[Any]]):
@@ -65,14 +70,19 @@ class StoreActor(Actor[Transact[Any]]):
     async def receive(self, message: Transact[Any]) -> object:
         conn = self._conn
         assert conn is not None, "started() opens the connection before any message"
-        return await trio.to_thread.run_sync(_in_transaction, conn, message.work, self._path)
+        return await trio.to_thread.run_sync(
+            _in_transaction, conn, message.work, self._path, message.atomic
+        )
 
 
 def _in_transaction(
-    conn: apsw.Connection, work: Callable[[apsw.Connection], T], path: Path
+    conn: apsw.Connection, work: Callable[[apsw.Connection], T], path: Path, atomic: bool
 ) -> T | _Failed:
     try:
-        with conn:
+        if atomic:
+            with conn:
+                result = work(conn)
+        else:
             result = work(conn)
     except apsw.Error as error:
         # The errno is read here, in this thread, before the connection runs anything else.
@@ -87,14 +97,19 @@ def _in_transaction(
 
 
 async def transact(
-    store: ActorRef[Any], work: Callable[[apsw.Connection], T], *, timeout: float = 10.0
+    store: ActorRef[Any],
+    work: Callable[[apsw.Connection], T],
+    *,
+    timeout: float = 10.0,
+    atomic: bool = True,
 ) -> T:
     """Ask the StoreActor to run ``work`` in one transaction; return its result.
 
     Whatever ``work`` raises is raised here, after the transaction rolled back;
     a store that cannot write raises `StoreUnwritable` (nothing was committed).
+    ``atomic`` False: outside any transaction (see `Transact`).
     """
-    result = await store.ask(Transact(work), timeout=timeout)
+    result = await store.ask(Transact(work, atomic), timeout=timeout)
     if isinstance(result, _Failed):
         raise result.error
     return result

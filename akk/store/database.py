@@ -25,6 +25,10 @@ _MAGIC = b"SQLite format 3\0"
 _HEADER_BYTES = 100
 
 
+BUSY_TIMEOUT_MS = 5000
+"""How long a connection waits for another one's lock before SQLITE_BUSY."""
+
+
 class StoreError(Exception):
     """The store cannot be used; the message says why and what to do next."""
 
@@ -196,7 +200,7 @@ def _connect(path: Path, flags: int) -> apsw.Connection:
         conn = apsw.Connection(str(path), flags=flags)
     try:
         with _sqlite_errors(path):
-            conn.set_busy_timeout(5000)
+            conn.set_busy_timeout(BUSY_TIMEOUT_MS)
             conn.execute("PRAGMA foreign_keys = ON")
     except BaseException:
         conn.close()
