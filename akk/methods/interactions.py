@@ -88,9 +88,7 @@ class InteractionCalls:
             lambda conn: interactions.offered_to(conn, turn.turn_id, controller_id, "permission")
         )
         if row is None:
-            manual = await self._ctx.reader.run(
-                lambda conn: _manual_permission(conn, turn.turn_id)
-            )
+            manual = await self._ctx.reader.run(lambda conn: _manual_permission(conn, turn.turn_id))
             if manual is not None:
                 # Never offered, so no status could make it answerable: say who must act.
                 raise RpcError(
