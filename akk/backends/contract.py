@@ -182,7 +182,11 @@ class WatchWitness(Protocol):
 
 @attrs.frozen
 class Refusal:
-    """An input step refused before anything was sent: ``reason`` is a protocol reason code."""
+    """An input step refused before anything was sent: ``reason`` is a protocol reason code.
+
+    One reason says otherwise: ``response_uncertain``, a step whose keys went out
+    while the store could not record them (`akk.backends.terminal.stages.StageUnrecorded`).
+    """
 
     reason: Reason
     message: str

@@ -5,11 +5,14 @@ backend is asked for the one input-bearing step, everything a controller can
 get wrong is refused here with a reason and a next step (zero keys): the
 owner, the Turn, the interaction and the controller's offer (`status` first).
 The backend (`akk.backends`) checks the fence and what the agent asks now, and
-a refusal there sends nothing either. Every call leaves its audit receipt.
+a refusal there sends nothing either. Every call leaves its audit receipt;
+while the store cannot write, a refusal becomes the store's (``internal``,
+nothing sent), and an answer that went out keeps its own outcome.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -20,7 +23,10 @@ from akk.actors.store import transact
 from akk.methods.common import MethodContext
 from akk.protocol.errors import Reason, RpcError
 from akk.store import audit, interactions, turns
+from akk.store.database import StoreUnwritable
 from akk.store.turns import Turn
+
+log = logging.getLogger("akk.methods")
 
 
 class InteractionCalls:
@@ -80,7 +86,13 @@ class InteractionCalls:
                 )  # fmt: skip
 
             with trio.CancelScope(shield=True):
-                await transact(self._ctx.store, record)
+                try:
+                    await transact(self._ctx.store, record)
+                except StoreUnwritable as exc:
+                    if outcome not in _WENT_OUT:
+                        raise  # nothing was sent: the store's refusal says why and what next
+                    # The answer went out (or may have): its outcome is the caller's to hear.
+                    log.warning("%s on %s: receipt not recorded: %s", action, turn_id, exc)
 
     async def _approve(self, controller_id: str, params: dict[str, Any]) -> dict[str, Any]:
         turn = await self._open_turn(controller_id, params["turn_id"])
@@ -153,6 +165,10 @@ class InteractionCalls:
                 "with delivery_mode queue_next_turn, which starts the Turn's next round)",
             )
         return turn
+
+
+_WENT_OUT = frozenset({"dispatched", Reason.RESPONSE_UNCERTAIN.value})
+"""Outcomes of an answer whose input went out (or may have): never hidden by a lost receipt."""
 
 
 def _manual_permission(conn: Any, turn_id: str) -> interactions.Interaction | None:

@@ -25,7 +25,8 @@ import argparse
 import json
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -235,8 +236,13 @@ def _boxes(ticked: Mapping[int, bool | None], check: ToggleCheck) -> Callable[[S
     return holds
 
 
-async def ask(lab: LabSession, step: StepKind, question: str) -> Screen:
-    await lab.submit(lab.scenario.task)
+async def ask(lab: LabSession, step: StepKind, question: str, task: str | None = None) -> Screen:
+    """Submit `task` (the scenario's by default) and wait for its question, settled.
+
+    A case after another in the same pane asks with a task of its own: the last one's
+    task is still on screen above the composer, where it would pass for the draft.
+    """
+    await lab.submit(task or lab.scenario.task)
     return await settled(lab, step_is(InteractionKind.QUESTIONNAIRE, step, question), question)
 
 
@@ -270,15 +276,31 @@ def pairs(*answers: tuple[str, str]) -> str:
     return ", ".join(f'"{question}"="{value}"' for question, value in answers)
 
 
-def assert_answered(lab: LabSession, request: RecordedRequest, *answers: tuple[str, str]) -> None:
-    """The tool_result names each question once, with exactly the chosen answers."""
+def assert_answered(
+    lab: LabSession, request: RecordedRequest, *answers: tuple[str, str], first: int = 0
+) -> None:
+    """The tool_result names each question once, with exactly the chosen answers.
+
+    Only the agent turns from request index `first` on (the case's own) are counted.
+    """
     sent = request.newest_input
     listed = pairs(*answers)
     assert sent.count(listed) == 1, sent
     assert f"{listed}. " in sent, sent  # nothing more after the last answer
     for question, _ in answers:
         assert sent.count(f'"{question}"=') == 1, sent
-    assert lab.server.count_inputs_containing(listed) == 1, lab.server.summary()
+    turns = [r for r in lab.server.main_requests() if r.index >= first]
+    assert sum(listed in r.newest_input for r in turns) == 1, lab.server.summary()
+
+
+@contextmanager
+def case_named(lab: LabSession, name: str) -> Iterator[None]:
+    """A failure inside names the case it happened in."""
+    try:
+        yield
+    except BaseException as exc:
+        exc.add_note(f"case {name!r} on {lab.agent} {lab.version}")
+        raise
 
 
 def _claude(scenario: str, **options: object) -> list[object]:
@@ -302,11 +324,19 @@ async def test_single_select_choice(lab: LabSession) -> None:
 MULTI_CHOICES = [("Blue",), ("Blue", "Yellow"), ("Red", "Blue", "Green", "Yellow")]
 
 
-@pytest.mark.parametrize("labels", MULTI_CHOICES, ids=lambda labels: f"{len(labels)}_options")
-@pytest.mark.parametrize("lab", _claude("questionnaire_multi"), indirect=True)
-async def test_multi_select_then_submit(lab: LabSession, labels: tuple[str, ...]) -> None:
+@pytest.mark.parametrize("lab", _claude("questionnaire_multi_repeating"), indirect=True)
+async def test_multi_select_then_submit(lab: LabSession) -> None:
+    # One pane per version takes each choice in turn, each asked by a task of its own.
+    for labels in MULTI_CHOICES:
+        name = f"{len(labels)}_options"
+        with case_named(lab, name):
+            await _multi_select_then_submit(lab, labels, f"{lab.scenario.task} ({name})")
+
+
+async def _multi_select_then_submit(lab: LabSession, labels: tuple[str, ...], task: str) -> None:
+    first = len(lab.server.requests)
     with trio.fail_after(30):
-        screen = await ask(lab, StepKind.MULTI_SELECT, COLORS)
+        screen = await ask(lab, StepKind.MULTI_SELECT, COLORS, task)
         chosen = [_index(screen.prompt, label) for label in labels]
         await answer(lab, screen, Intent.CHOOSE, chosen=chosen)
         review = await settled(
@@ -315,7 +345,7 @@ async def test_multi_select_then_submit(lab: LabSession, labels: tuple[str, ...]
         assert f"→ {', '.join(labels)}" in "\n".join(review.grid.lines())
         answered = await answer(lab, review, Intent.SUBMIT)
         request = await the_answer(lab, answered)
-    assert_answered(lab, request, (COLORS, ", ".join(labels)))
+    assert_answered(lab, request, (COLORS, ", ".join(labels)), first=first)
 
 
 @pytest.mark.parametrize("lab", _claude("questionnaire_multi_question"), indirect=True)
@@ -342,21 +372,26 @@ async def test_three_questions_then_submit(lab: LabSession) -> None:
 # ---------------------------------------------------------------- free text
 
 
-async def free_text_from_the_options(lab: LabSession, text: str) -> Answered:
+async def free_text_from_the_options(
+    lab: LabSession, text: str, task: str | None = None
+) -> Answered:
     """The FREE_TEXT plan from the options: Down onto the editor, the text, its proof, Enter."""
-    screen = await ask(lab, StepKind.SINGLE_SELECT, COLOR)
+    screen = await ask(lab, StepKind.SINGLE_SELECT, COLOR, task)
     return await answer(lab, screen, Intent.FREE_TEXT, text=text)
 
 
-@pytest.mark.parametrize("case", sorted(TEXTS))
-@pytest.mark.parametrize("lab", _claude("questionnaire_single3"), indirect=True)
-async def test_free_text_from_the_options(lab: LabSession, case: str) -> None:
-    text = TEXTS[case]
-    with trio.fail_after(30):
-        answered = await free_text_from_the_options(lab, text)
-        request = await the_answer(lab, answered)
-    assert request.newest_input.startswith("The user answered: ")
-    assert_answered(lab, request, (COLOR, text))
+@pytest.mark.parametrize("lab", _claude("questionnaire_single3_repeating"), indirect=True)
+async def test_free_text_from_the_options(lab: LabSession) -> None:
+    # One pane per version takes each text in turn, each asked by a task of its own.
+    for case in sorted(TEXTS):
+        with case_named(lab, case):
+            first = len(lab.server.requests)
+            with trio.fail_after(30):
+                task = f"{lab.scenario.task} ({case})"
+                answered = await free_text_from_the_options(lab, TEXTS[case], task)
+                request = await the_answer(lab, answered)
+            assert request.newest_input.startswith("The user answered: ")
+            assert_answered(lab, request, (COLOR, TEXTS[case]), first=first)
 
 
 @pytest.mark.parametrize("lab", _claude("questionnaire_single3", rows=60), indirect=True)

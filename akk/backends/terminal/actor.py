@@ -35,7 +35,7 @@ from akk.backends.terminal.checks import (
     next_turn_message,
 )
 from akk.backends.terminal.observer import Observer
-from akk.backends.terminal.stages import advance
+from akk.backends.terminal.stages import StageUnrecorded, advance
 from akk.backends.terminal.steps import (
     DispatchAnswer,
     DispatchRespond,
@@ -171,6 +171,16 @@ class TerminalActor(Actor[TerminalMessage]):
         self._screen.retire()
 
     async def receive(self, message: TerminalMessage) -> object:
+        try:
+            return await self._handle(message)
+        except StageUnrecorded as exc:
+            # Its keys went out but the store took no record of them: the step stays open as
+            # last recorded, settled like a crash's cut-off step before the next reservation.
+            self._cut_off = True
+            log.warning("terminal %s: %s", self._screen.identity.terminal_id, exc)
+            return exc.refusal()
+
+    async def _handle(self, message: TerminalMessage) -> object:
         match message:
             case Refresh(cols, rows):
                 self._screen.size = (cols, rows)
@@ -189,7 +199,14 @@ class TerminalActor(Actor[TerminalMessage]):
             case Interrupt():
                 return await self._interrupt(message)
             case Reconcile():
-                return await self._reconcile()
+                try:
+                    return await self._reconcile()
+                except StoreUnwritable as exc:
+                    return Refusal(
+                        Reason.INTERNAL,
+                        f"{exc.problem}, so the steps left open in this pane are not settled "
+                        f"yet; {exc.next_step}",
+                    )
 
     async def _reconcile(self) -> int:
         terminal_id, now = self._screen.identity.terminal_id, time.time()

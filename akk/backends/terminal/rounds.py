@@ -114,7 +114,7 @@ class TerminalRounds:
         """Ask the terminal to type ``message``; ``reserved`` tells (in the store) the Turn whose
         dispatch it reserved, if it did: before that no key can have been sent."""
         try:
-            return await terminal.ask(message, timeout=DISPATCH_TIMEOUT)
+            reply: TaskReceipt | Refusal = await terminal.ask(message, timeout=DISPATCH_TIMEOUT)
         except AskTimeout as exc:
             if not exc.delivered:
                 raise RpcError(
@@ -143,6 +143,14 @@ class TerminalRounds:
                 f"the terminal failed during the dispatch ({exc.reason}); the task may have been "
                 "typed and will not be typed again. Call list to see the Turn",
             ) from None
+        if isinstance(reply, Refusal) and reply.reason is Reason.RESPONSE_UNCERTAIN:
+            # Keys went out and the store could not record their stage (`StageUnrecorded`):
+            # followed, the Turn settles from its evidence once the store writes again.
+            turn_id = await self._reader.run(reserved)
+            if turn_id is not None:
+                await self.follow(turn_id)
+            raise RpcError(reply.reason, reply.message)
+        return reply
 
 
 def _turn_id(turn: Turn | None) -> str | None:

@@ -99,8 +99,10 @@ class Interrupt(Ask[InterruptReceipt | Refusal]):
 
 
 @attrs.frozen
-class Reconcile(Ask[int]):
+class Reconcile(Ask[int | Refusal]):
     """Settle this terminal's steps left open by a crash; reply how many (an int).
+
+    Refused (``internal``, naming the store) while the store cannot write.
 
     This actor runs one message at a time, so while it reads this one no step
     of its own is under way: an open step it finds was cut off (see

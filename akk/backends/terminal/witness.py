@@ -14,6 +14,7 @@ import trio
 from akk import evidence
 from akk.actors.terminal_board import TerminalBoard, TerminalSnapshot
 from akk.actors.turn_follower import Outcome
+from akk.backends.contract import Refusal
 from akk.backends.outcomes import file_outcome
 from akk.backends.terminal.follow import GONE_GRACE
 from akk.backends.terminal.steps import Reconcile
@@ -97,6 +98,7 @@ class TerminalWitness:
         """Settle the input steps a crash left open in the record's pane (its count).
 
         None: its TerminalActor is busy or restarting (its restart settles them).
+        Raises RpcError (internal, naming the store) while the store cannot write.
         """
         actor = self._board.ref(record.terminal_id or "")
         if actor is None:
@@ -104,9 +106,12 @@ class TerminalWitness:
         # Its TerminalActor settles any step a crash left open (none is under way
         # while it reads this message); the receipts below are then final or live.
         try:
-            return await actor.ask(Reconcile(), timeout=RECONCILE_TIMEOUT)
+            settled = await actor.ask(Reconcile(), timeout=RECONCILE_TIMEOUT)
         except (AskTimeout, ActorError):
             return None
+        if isinstance(settled, Refusal):
+            raise RpcError(settled.reason, settled.message)
+        return settled
 
 
 def check_watchable(snapshot: TerminalSnapshot) -> None:
