@@ -8,11 +8,14 @@ caller that saw the reply knows the commit is on disk.
 A transaction the store cannot write (disk full, quota, I/O error, read-only)
 raises `StoreUnwritable` at the asker, like any other failed transaction: the
 StoreActor and its connection stay up, and the next transaction simply tries
-again, so writing resumes by itself once the cause is gone.
+again, so writing resumes by itself once the cause is gone. An outcome its
+writer must not lose (what an agent process did with input already sent) is
+written with `transact_until_written`, which waits for the store instead.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -22,9 +25,14 @@ import attrs
 import trio
 
 from akk.runtime.actor import Actor, ActorRef, Ask, Rank
-from akk.store.database import open_store, unwritable
+from akk.store.database import StoreUnwritable, open_store, unwritable
 
 T = TypeVar("T")
+
+log = logging.getLogger("akk.store")
+
+RETRY_SECONDS = 1.0
+"""How often `transact_until_written` tries a write again while the store cannot write."""
 
 
 @attrs.frozen
@@ -113,3 +121,30 @@ async def transact(
     if isinstance(result, _Failed):
         raise result.error
     return result
+
+
+async def transact_until_written(
+    store: ActorRef[Any],
+    work: Callable[[apsw.Connection], T],
+    *,
+    what: str,
+    retry_seconds: float | None = None,
+) -> T:
+    """`transact` ``work`` until the store takes it: for an outcome that must not be lost.
+
+    While the store cannot write (`StoreUnwritable`) the caller holds the outcome
+    and waits here, trying again every ``retry_seconds`` (None: `RETRY_SECONDS`;
+    logged once, as ``what``), instead of crashing and losing it; any other
+    failure is raised as by `transact`. ``work`` runs afresh at every try, so it
+    reads the rows it changes in its own transaction.
+    """
+    warned = False
+    while True:
+        try:
+            return await transact(store, work)
+        except StoreUnwritable as exc:
+            if not warned:
+                log.warning("%s: not recorded yet, tried again until the store writes: %s",
+                            what, exc)  # fmt: skip
+                warned = True
+        await trio.sleep(RETRY_SECONDS if retry_seconds is None else retry_seconds)

@@ -1,20 +1,24 @@
 """The offer check every backend makes before an answer: this controller's open, fresh offer.
 
 An answer without one is refused with a protocol reason and a next step, and
-nothing reaches the agent.
+nothing reaches the agent. `status` records the offer; while the store cannot
+write it still shows what is asked, as not answerable now (`unoffered`).
 """
 
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import apsw
 
 from akk.backends.contract import Refusal
 from akk.protocol.errors import Reason, RpcError
 from akk.store import dispatches, interactions
+from akk.store.database import StoreUnwritable
 from akk.store.dispatches import Dispatch, Kind
 from akk.store.interactions import Interaction, Offer, OfferState
+from akk.store.reader import StoreReader
 
 
 def check_offer(row: Interaction, offer: Offer | None, still_there: bool) -> None:
@@ -43,6 +47,24 @@ def check_offer(row: Interaction, offer: Offer | None, still_there: bool) -> Non
             Reason.PROMPT_CHANGED,
             "the offer expired and the prompt it was for is no longer on screen; call status",
         )
+
+
+async def unoffered(
+    reader: StoreReader, projection: dict[str, Any], why: StoreUnwritable
+) -> dict[str, Any]:
+    """What `status` shows of an interaction whose record and offer the store could not write.
+
+    The interaction as recorded (or ``projection``, the one shown now, if it never
+    was), with ``not_answerable`` naming the store and its cause: no offer was
+    made, so an answer is refused before any input until status can offer it.
+    """
+    interaction_id = str(projection["interaction_id"])
+    row = await reader.run(lambda conn: interactions.get(conn, interaction_id))
+    shown = projection if row is None else row.public()
+    return shown | {
+        "not_answerable": f"{why.problem}, so no offer of it could be recorded and an answer "
+        f"would be refused with nothing sent; {why.next_step}, then call status again",
+    }
 
 
 def offer_refusal(exc: interactions.OfferUnusable) -> tuple[Reason, str]:

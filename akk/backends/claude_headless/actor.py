@@ -25,7 +25,7 @@ import apsw
 import attrs
 
 from akk import faults
-from akk.actors.store import transact
+from akk.actors.store import transact, transact_until_written
 from akk.backends.claude_headless import prompts, wire
 from akk.backends.claude_headless.board import RunBoard
 from akk.backends.claude_headless.process import ClaudeProcess, ConnectionClosed
@@ -121,9 +121,11 @@ class RunActor(Actor[RunMessage]):
         board.requests.pop(message.request_id, None)
         board.touch()
         await faults.reached(Point.CLAUDE_ANSWER_SENT)
-        sent = await transact(
+        # The line is out: its receipt waits for a store that cannot write, never lost.
+        sent = await transact_until_written(
             self._store,
             lambda conn: dispatches.advance(conn, _fresh(conn, reserved), Stage.ACCEPTED),
+            what=f"answer {reserved.dispatch_id} sent to Claude",
         )
         await faults.reached(Point.CLAUDE_ANSWER_RECORDED)
         return AnswerReceipt(sent, True)
@@ -136,7 +138,9 @@ class RunActor(Actor[RunMessage]):
             turns.answer_uncertain(conn, found, why, now)
             return found
 
-        return await transact(self._store, mark)
+        return await transact_until_written(
+            self._store, mark, what=f"answer {reserved.dispatch_id} uncertain"
+        )
 
     async def _interrupt(self) -> str | None:
         if not self._board.alive:

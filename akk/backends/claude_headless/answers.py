@@ -32,11 +32,12 @@ from akk.backends.claude_headless.prompts import (
 )
 from akk.backends.context import BackendContext
 from akk.backends.contract import AnswerReceipt, Refusal
-from akk.backends.offers import check_offer
+from akk.backends.offers import check_offer, unoffered
 from akk.protocol.errors import Reason, RpcError
 from akk.runtime.actor import ActorError, ActorRef, AskTimeout
 from akk.screen.fingerprint import IdMinter
 from akk.store import dispatches, interactions, turns
+from akk.store.database import StoreUnwritable
 from akk.store.dispatches import Kind, Stage
 from akk.store.interactions import Interaction, InteractionState, Offer, Sighting
 from akk.store.turns import Turn
@@ -149,7 +150,10 @@ class HeadlessAnswers:
                 interactions.offer(conn, row, controller_id, now=now, lifetime=self._offer_seconds)
             return row, new
 
-        row, new = await transact(self._store, record)
+        try:
+            row, new = await transact(self._store, record)
+        except StoreUnwritable as exc:
+            return await unoffered(self._reader, prompt.projection, exc)
         if new:
             self._destinations.wake(turn.controller_id)
         return row.public()

@@ -37,6 +37,7 @@ from akk.runtime.actor import ActorRef, Incarnation, Rank
 from akk.runtime.supervisor import ChildSpec, Restart, Supervisor
 from akk.sessions import policy
 from akk.store import audit, sessions, turns
+from akk.store.database import StoreUnwritable
 
 log = logging.getLogger("akk.claude")
 
@@ -186,7 +187,10 @@ class RunHost:
             )  # fmt: skip
 
         with trio.CancelScope(shield=True):
-            await transact(self._store, record)
+            try:
+                await transact(self._store, record)
+            except StoreUnwritable as exc:  # an audit line: logged, never a crash on the way out
+                log.warning("exit of %s not audited: %s; %s", detail, exc.problem, exc.next_step)
 
 
 class RunDesk:

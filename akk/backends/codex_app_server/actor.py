@@ -30,7 +30,7 @@ import apsw
 import attrs
 
 from akk import faults
-from akk.actors.store import transact
+from akk.actors.store import transact, transact_until_written
 from akk.backends.codex_app_server import rpc
 from akk.backends.codex_app_server.board import BackendBoard, final_message
 from akk.backends.codex_app_server.prompts import (
@@ -256,6 +256,8 @@ class BackendActor(Actor[BackendMessage]):
             inv = sessions.invocation(conn, turn_id, message.round)
             fresh = turns.get(conn, turn_id)
             assert inv is not None and fresh is not None
+            if inv.dispatch is not policy.Dispatch.MAYBE_SENT:
+                return fresh  # written late: its Turn's reconcile found the turn first
             sessions.update_invocation(
                 conn, inv, dispatch=policy.Dispatch.ACCEPTED, native_turn_id=native,
                 receipt_sha256=receipt,
@@ -266,7 +268,10 @@ class BackendActor(Actor[BackendMessage]):
                 evidence_status="bound", evidence=_evidence(self._app, thread_id, native),
             )  # fmt: skip
 
-        accepted = await transact(self._store, accept)
+        # turn/start is out: its receipt waits for a store that cannot write, never lost.
+        accepted = await transact_until_written(
+            self._store, accept, what=f"turn {turn_id}: turn/start accepted"
+        )
         await faults.reached(Point.BACKEND_TURN_ACCEPTED)
         return StartReceipt(accepted, self._board.generation)
 
@@ -287,7 +292,9 @@ class BackendActor(Actor[BackendMessage]):
             assert fresh is not None
             sessions.update(conn, fresh, thread_id=thread_id)
 
-        await transact(self._store, persist)
+        await transact_until_written(
+            self._store, persist, what=f"session {session_id}: thread {thread_id} started"
+        )
         await faults.reached(Point.BACKEND_THREAD_PERSISTED)
         return thread_id
 
@@ -307,7 +314,9 @@ class BackendActor(Actor[BackendMessage]):
                 assert fresh is not None
                 sessions.update(conn, fresh, history=policy.History.REJECTED)
 
-            await transact(self._store, reject)
+            await transact_until_written(
+                self._store, reject, what=f"session {session_id}: resume refused"
+            )
             why = (
                 f"the app-server refused to resume the session's thread "
                 f"({redact(exc.message)[:200]}); nothing was sent. Send again: AKK will rebuild "
@@ -344,7 +353,8 @@ class BackendActor(Actor[BackendMessage]):
             )  # fmt: skip
             return turns.settle(conn, fresh, TurnState.FAILED, now=now, reason=reason, summary=why)
 
-        return StartReceipt(await transact(self._store, fail), self._board.generation)
+        failed = await transact_until_written(self._store, fail, what=f"turn {turn_id}: {reason}")
+        return StartReceipt(failed, self._board.generation)
 
     async def _unconfirmed(
         self, invocation: InvocationRow, exc: rpc.AppServerError
@@ -361,7 +371,8 @@ class BackendActor(Actor[BackendMessage]):
             )
 
         log.warning("turn %s: %s", turn_id, why)
-        return StartReceipt(await transact(self._store, mark), self._board.generation)
+        marked = await transact_until_written(self._store, mark, what=f"turn {turn_id}: {why}")
+        return StartReceipt(marked, self._board.generation)
 
     # -- answering a server request
 
@@ -401,11 +412,12 @@ class BackendActor(Actor[BackendMessage]):
             # The app-server's own refusal (its turn is no longer the active one): nothing
             # reached the agent.
             why = f"the turn ended before the answer could join it ({redact(exc.message)[:120]})"
-            await transact(
+            await transact_until_written(
                 self._store,
                 lambda conn: dispatches.advance(
                     conn, _fresh(conn, reserved), Stage.NOT_ACCEPTED, why
                 ),
+                what=f"answer {reserved.dispatch_id} refused by the app-server",
             )
             return Refusal(
                 Reason.CLOSED,
@@ -423,9 +435,11 @@ class BackendActor(Actor[BackendMessage]):
             if message.result.get("decision") == "cancel":
                 self._board.rejected.add(str(params.get("turnId")))
         await faults.reached(Point.ANSWER_SENT)
-        sent = await transact(
+        # The answer is out: its receipt waits for a store that cannot write, never lost.
+        sent = await transact_until_written(
             self._store,
             lambda conn: dispatches.advance(conn, _fresh(conn, reserved), Stage.ACCEPTED),
+            what=f"answer {reserved.dispatch_id} sent to the app-server",
         )
         await faults.reached(Point.ANSWER_RECORDED)
         return AnswerReceipt(sent, True)
@@ -464,7 +478,9 @@ class BackendActor(Actor[BackendMessage]):
             turns.answer_uncertain(conn, found, why, now)
             return found
 
-        return await transact(self._store, mark)
+        return await transact_until_written(
+            self._store, mark, what=f"answer {reserved.dispatch_id} uncertain"
+        )
 
     # -- interrupt and read
 

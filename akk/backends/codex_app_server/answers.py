@@ -36,12 +36,13 @@ from akk.backends.codex_app_server.rounds import AppServerRounds
 from akk.backends.context import BackendContext
 from akk.backends.contract import History, Refusal, Task
 from akk.backends.names import CODEX_APP_SERVER
-from akk.backends.offers import check_offer, offer_refusal
+from akk.backends.offers import check_offer, offer_refusal, unoffered
 from akk.evidence import request_digest
 from akk.profiles.observation import InteractionKind
 from akk.protocol.errors import Reason, RpcError
 from akk.runtime.actor import ActorError, Ask, AskTimeout
 from akk.store import dispatches, interactions, sessions, turns
+from akk.store.database import StoreUnwritable
 from akk.store.dispatches import Dispatch, Kind, Stage
 from akk.store.interactions import Interaction, InteractionState, Offer
 from akk.store.sessions import ThreadIntent
@@ -124,7 +125,10 @@ class AppServerAnswers:
                 interactions.offer(conn, row, controller_id, now=now, lifetime=self._offer_seconds)
             return row, new
 
-        row, new = await transact(self._store, record)
+        try:
+            row, new = await transact(self._store, record)
+        except StoreUnwritable as exc:
+            return await unoffered(self._reader, prompt.projection, exc)
         if new:
             self._destinations.wake(turn.controller_id)
         return row.public()

@@ -31,6 +31,7 @@ from akk.discovery.process import NotExecutable, VersionCache, executable
 from akk.runtime.actor import ActorRef, Incarnation, Rank
 from akk.runtime.supervisor import ChildSpec, Restart, Supervisor
 from akk.store import audit
+from akk.store.database import StoreUnwritable
 
 log = logging.getLogger("akk.backend")
 
@@ -124,7 +125,10 @@ class BackendHost:
             )  # fmt: skip
 
         with trio.CancelScope(shield=True):
-            await transact(self._store, record)
+            try:
+                await transact(self._store, record)
+            except StoreUnwritable as exc:  # an audit line: logged, never a crash on the way out
+                log.warning("exit of %s not audited: %s; %s", detail, exc.problem, exc.next_step)
 
 
 async def find_codex(binary: str | None, home: str, versions: VersionCache) -> CodexSetup | str:

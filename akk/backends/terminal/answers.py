@@ -21,7 +21,7 @@ from akk.actors.terminal_board import (
 )
 from akk.backends.context import BackendContext
 from akk.backends.contract import AnswerReceipt, History, Refusal, Task
-from akk.backends.offers import check_offer
+from akk.backends.offers import check_offer, unoffered
 from akk.backends.terminal.resolve import Answer, decision, resolve
 from akk.backends.terminal.rounds import TerminalRounds
 from akk.backends.terminal.steps import DispatchAnswer
@@ -33,6 +33,7 @@ from akk.protocol.text_check import check_text
 from akk.runtime.actor import ActorError, ActorRef, AskTimeout
 from akk.screen.fingerprint import Appearance
 from akk.store import dispatches, interactions, turns
+from akk.store.database import StoreUnwritable
 from akk.store.interactions import Interaction, InteractionState
 from akk.store.sessions import InvocationRow
 from akk.store.turns import Turn
@@ -113,7 +114,10 @@ class TerminalAnswers:
                 interactions.offer(conn, row, controller_id, now=now, lifetime=self._offer_seconds)
             return row, new
 
-        recorded = await transact(self._store, record)
+        try:
+            recorded = await transact(self._store, record)
+        except StoreUnwritable as exc:
+            return await unoffered(self._reader, shown.projection, exc)
         if recorded is None:
             return None
         row, new = recorded
@@ -216,6 +220,10 @@ class TerminalAnswers:
         )
         receipt = await self._dispatch(terminal, message)
         if isinstance(receipt, Refusal):
+            if receipt.reason is Reason.RESPONSE_UNCERTAIN and answer.next_turn:
+                # Its keys went out unrecorded (`StageUnrecorded`) and may have started the
+                # Turn's next round: followed, it settles from its evidence.
+                await self._rounds.follow(turn.turn_id)
             raise RpcError(receipt.reason, receipt.message)
         if receipt.next_round_at is not None:
             # The answer started the Turn's next round: follow it to its own outcome.
