@@ -42,12 +42,20 @@ from tools.lab.clients import Client
 
 Json = dict[str, Any]
 
-WAIT_FOR_SERVERS = {"MCP_CONNECTION_NONBLOCKING": "false"}
+MCP_CONNECT_SECONDS = 60
+"""How long Claude Code waits for its MCP servers before its first request (`-p`)."""
+WAIT_FOR_SERVERS = {
+    "MCP_CONNECTION_NONBLOCKING": "false",
+    "MCP_CONNECT_TIMEOUT_MS": str(MCP_CONNECT_SECONDS * 1000),
+}
 """Claude Code's environment for `-p`: connect the MCP servers before the first request.
 
-Without it 2.1.332 sends its first request while a server still starts (`akk mcp`
-takes about a second, importing the MCP SDK): that request offers none of its
-tools, so a model could not know them on its first turn.
+Without the first variable 2.1.332 sends its first request while a server still
+starts (`akk mcp` takes about a second, importing the MCP SDK): that request
+offers none of its tools, so a model could not know them on its first turn. With
+it, Claude still waits only `MCP_CONNECT_TIMEOUT_MS` (5 s unless set) and then
+goes on with the server `pending`; on a loaded 2-core machine (load 10-14) `akk
+mcp` needs 4-7 s to import alone, so the wait gets a deadline that holds there.
 """
 CONTROLLER_ID = "claude-host"
 """The controller whose credential `akk mcp` runs with (minted before `akk serve` starts)."""
