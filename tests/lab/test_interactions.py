@@ -15,8 +15,8 @@ its own `akk serve` and counted at the model server from its own first request.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
-from contextlib import aclosing, contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import aclosing, asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -134,6 +134,21 @@ def one_case(lab: LabSession, tmp_path: Path, name: str) -> Iterator[Path]:
         raise
 
 
+@asynccontextmanager
+async def case_controllers(
+    lab: LabSession, tmp_path: Path
+) -> AsyncIterator[tuple[Served, Controller, Controller]]:
+    """`two_controllers` for one case of several in a pane: stopped once the pane is still.
+
+    The next case's `akk serve` then starts on a settled screen. (An `akk serve`
+    stopped while its pane still paints can crash in its watcher: a pane change
+    marks RefreshPacer into its closing nursery, "Nursery is closed to new arrivals".)
+    """
+    async with two_controllers(lab, tmp_path) as controllers:
+        yield controllers
+        await lab.wait_stable()
+
+
 async def settled(ctl: Controller, turn_id: str) -> dict[str, Any]:
     event = await next_event(ctl, tuple(OUTCOMES), timeout=60)
     assert event["turn_id"] == turn_id
@@ -214,7 +229,7 @@ async def test_claude_multi_select_toggles_each_box_then_submits_the_review(
 
 async def _multi_select(lab: LabSession, tmp_path: Path, labels: tuple[str, ...]) -> None:
     first = len(lab.server.requests)
-    async with two_controllers(lab, tmp_path) as (_, ctl, _other):
+    async with case_controllers(lab, tmp_path) as (_, ctl, _other):
         turn_id = await send_task(ctl, sc.ASK_TASK)
         shown = await prompt(ctl, turn_id)
         assert shown["capabilities"]["multi_select"] is True
@@ -262,7 +277,7 @@ async def test_claude_bash_permission_approve_runs_it_reject_does_not(
 async def _claude_bash(lab: LabSession, tmp_path: Path, decision: str) -> None:
     marker = lab.workdir / f"{sc.BASH_MARKER}.txt"
     first = len(lab.server.requests)
-    async with two_controllers(lab, tmp_path) as (_, ctl, other):
+    async with case_controllers(lab, tmp_path) as (_, ctl, other):
         turn_id = await send_task(ctl, sc.RUN_TASK)
         event = await next_event(ctl, WAKE_UPS)
         assert event["kind"] == "approval_required"
@@ -363,7 +378,7 @@ async def test_codex_exec_approve_runs_the_command_once_reject_selects_the_no_ro
 async def _codex_exec(lab: LabSession, tmp_path: Path, decision: str) -> None:
     marker = lab.workdir.parent / f"{sc.EXEC_MARKER}.txt"
     first = len(lab.server.requests)
-    async with two_controllers(lab, tmp_path) as (_, ctl, _other):
+    async with case_controllers(lab, tmp_path) as (_, ctl, _other):
         turn_id = await send_task(ctl, sc.RUN_TASK)
         assert (await next_event(ctl, WAKE_UPS))["kind"] == "approval_required"
         shown = (await ctl.call("status", {"turn_id": turn_id}))["interaction"]
@@ -531,7 +546,7 @@ async def test_codex_free_text_goes_to_none_of_the_above_notes_byte_exact(
 
 async def _codex_free_text(lab: LabSession, tmp_path: Path, text: str) -> None:
     first = len(lab.server.requests)
-    async with two_controllers(lab, tmp_path) as (_, ctl, _other):
+    async with case_controllers(lab, tmp_path) as (_, ctl, _other):
         turn_id = await send_task(ctl, sc.ASK_TASK)
         shown = await prompt(ctl, turn_id)
         assert shown["capabilities"]["free_text"] is True
@@ -591,7 +606,7 @@ async def test_claude_free_text_goes_through_type_something_byte_exact(
 
 async def _claude_free_text(lab: LabSession, tmp_path: Path, text: str) -> None:
     first = len(lab.server.requests)
-    async with two_controllers(lab, tmp_path) as (_, ctl, _other):
+    async with case_controllers(lab, tmp_path) as (_, ctl, _other):
         turn_id = await send_task(ctl, sc.ASK_TASK)
         shown = await prompt(ctl, turn_id)
         with pytest.raises(AkkError) as newline:
@@ -743,7 +758,7 @@ async def test_a_pane_resized_mid_prompt_refuses_the_old_offer_and_answers_the_n
 async def _resized_mid_prompt(lab: LabSession, tmp_path: Path, size: tuple[int, int]) -> None:
     answered_mark = sc.ANSWERED_CLAUDE if lab.agent == "claude" else sc.ANSWERED_CODEX
     first = len(lab.server.requests)
-    async with two_controllers(lab, tmp_path) as (_, ctl, _other):
+    async with case_controllers(lab, tmp_path) as (_, ctl, _other):
         turn_id = await send_task(ctl, sc.ASK_TASK)
         before = await prompt(ctl, turn_id)
         cols, rows = size
