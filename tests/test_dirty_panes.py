@@ -269,6 +269,33 @@ async def pace(marks: dict[str, list[float]], duration: float) -> dict[str, Pace
     return logs
 
 
+async def test_a_mark_while_the_pacer_closes_starts_nothing_and_raises_nothing() -> None:
+    # A pane change can mark the pacer of an `akk serve` that is stopping: between its
+    # nursery closing and its own task leaving it, other tasks run and mark it.
+    refreshed: list[str] = []
+
+    async def refresh(pane: str) -> None:
+        refreshed.append(pane)
+        await trio.sleep_forever()
+
+    pacer = RefreshPacer(refresh, INTERVAL)
+    async with trio.open_nursery() as outer:
+        async with trio.open_nursery() as hosting:
+            await hosting.start(pacer.run)
+            pacer.mark("%1")
+
+            async def keep_marking() -> None:
+                while True:
+                    pacer.mark("%2")
+                    await trio.lowlevel.checkpoint()
+
+            outer.start_soon(keep_marking)
+            await trio.sleep(INTERVAL)
+            hosting.cancel_scope.cancel()
+        outer.cancel_scope.cancel()
+    assert refreshed[0] == "%1" and pacer.busy == 0
+
+
 def check_paced(log: PacedLog) -> None:
     starts = [start for start, _ in log.runs]
     assert log.most_at_once <= 1, "two refreshes of one pane at once"

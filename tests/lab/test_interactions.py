@@ -140,9 +140,7 @@ async def case_controllers(
 ) -> AsyncIterator[tuple[Served, Controller, Controller]]:
     """`two_controllers` for one case of several in a pane: stopped once the pane is still.
 
-    The next case's `akk serve` then starts on a settled screen. (An `akk serve`
-    stopped while its pane still paints can crash in its watcher: a pane change
-    marks RefreshPacer into its closing nursery, "Nursery is closed to new arrivals".)
+    The next case's `akk serve` then starts on a settled screen.
     """
     async with two_controllers(lab, tmp_path) as controllers:
         yield controllers

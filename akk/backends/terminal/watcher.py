@@ -143,9 +143,13 @@ class RefreshPacer:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
                 task_status.started()
-                await trio.sleep_forever()
+                try:
+                    await trio.sleep_forever()
+                finally:
+                    # Closing: a mark from now on starts nothing (the nursery may already
+                    # refuse new tasks before this task runs again to leave it).
+                    self._nursery = None
         finally:
-            self._nursery = None
             self._panes.clear()
 
     def mark(self, pane_id: str) -> None:
