@@ -19,6 +19,7 @@ from akk.store.database import open_reader, open_store
 from akk.store.location import StateDir
 from akk.store.retention import DAY
 from akk.store.turns import TurnState
+from tests.store_rows import add_ctl_and_t1
 from tests.test_cli import akk, serving
 from tests.test_retention import _record, _terminal, _watch
 
@@ -33,16 +34,8 @@ def _seed(
     directory.ensure()
     conn = open_store(directory.store_path)
     try:
+        add_ctl_and_t1(conn)
         with conn:
-            conn.execute(
-                "INSERT INTO controllers (controller_id, name, first_seen_at, last_seen_at) "
-                "VALUES ('ctl', 'ctl', 0, 0)"
-            )
-            conn.execute(
-                "INSERT INTO terminals (terminal_id, tmux_socket, pane_id, pane_pid, agent, "
-                "agent_pid, process_start, executable, first_seen_at, last_seen_at) "
-                "VALUES ('t1', 's', '%1', 1, 'claude', 101, 3, 'claude', 0, 0)"
-            )
             for _ in range(bulk):
                 _record(conn, time.time() - 40 * DAY, message="x" * 2000)
         return {

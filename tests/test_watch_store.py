@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from akk.store import outbox, turns
 from akk.store.database import open_store
 from akk.store.turns import Turn, TurnState
+from tests.store_rows import add_ctl_and_t1
 
 HOUR = 3600.0
 START = 1_000_000.0
@@ -27,16 +28,7 @@ START = 1_000_000.0
 @pytest.fixture
 def conn(tmp_path: Path) -> Iterator[apsw.Connection]:
     connection = open_store(tmp_path / "akk.sqlite3")
-    with connection:
-        connection.execute(
-            "INSERT INTO controllers (controller_id, name, first_seen_at, last_seen_at) "
-            "VALUES ('ctl', 'ctl', 0, 0)"
-        )
-        connection.execute(
-            "INSERT INTO terminals (terminal_id, tmux_socket, pane_id, pane_pid, agent, "
-            "agent_pid, process_start, executable, first_seen_at, last_seen_at) "
-            "VALUES ('t1', 's', '%1', 1, 'claude', 101, 3, 'claude', 0, 0)"
-        )
+    add_ctl_and_t1(connection)
     yield connection
     connection.close()
 
