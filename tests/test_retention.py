@@ -276,9 +276,16 @@ def test_the_file_shrinks_after_a_large_prune(tmp_path: Path, conn: apsw.Connect
     assert conn.execute("PRAGMA freelist_count").fetchone() == (0,)
 
 
-def test_the_first_switch_to_incremental_vacuum_rewrites_the_store_once(tmp_path: Path) -> None:
+def test_a_new_store_vacuums_incrementally_and_an_old_one_is_switched_once(
+    tmp_path: Path,
+) -> None:
     conn = open_store(tmp_path / "old.sqlite3")
     try:
+        assert conn.execute("PRAGMA auto_vacuum").fetchone() == (2,)
+        assert not retention.use_incremental_vacuum(conn)
+        # A store made before retention: no auto-vacuum (the file is rewritten to make it so).
+        conn.execute("PRAGMA auto_vacuum = NONE")
+        conn.execute("VACUUM")
         assert conn.execute("PRAGMA auto_vacuum").fetchone() == (0,)
         assert retention.use_incremental_vacuum(conn)
         assert conn.execute("PRAGMA auto_vacuum").fetchone() == (2,)

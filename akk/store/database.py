@@ -121,6 +121,10 @@ def open_store(path: Path) -> apsw.Connection:
                     f"{path} is read-only for this user (uid {os.geteuid()}); let it write "
                     f"the file (chmod 600 {path} as its owner) or pass another --state-dir"
                 )
+            if not conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall():
+                # A new store frees deleted rows' pages for retention from its first table
+                # on (an older one is switched once, with a VACUUM, by `use_incremental_vacuum`).
+                conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = FULL")
             _migrate(conn)
