@@ -107,6 +107,19 @@ class _Pane:
 
 
 @attrs.define
+class _EveryStepPane(_Pane):
+    """The script on the real clock, each screen read at least once and in order: a loaded
+    machine may read late, and a time-only script would then skip a short stretch."""
+
+    shown: int = 0
+
+    def shown_at(self, at: float) -> Observation:
+        if self.shown + 1 < len(self.script) and self.script[self.shown + 1][0] <= at:
+            self.shown += 1
+        return self.script[self.shown][1]
+
+
+@attrs.define
 class _Tmux:
     """Records every tmux command with its time, as `akk.tmux.keys` issues them."""
 
@@ -172,12 +185,12 @@ async def _reserved(
 async def _send(
     tmp_path: Path, script: Sequence[tuple[float, Observation]], text: str, method: TypingMethod
 ) -> tuple[_Pane, _Tmux, TaskReceipt]:
-    """Type ``text`` into a scripted pane (times after the keys) as the TerminalActor does."""
+    """Type ``text`` into a scripted pane (times from the call) as the TerminalActor does."""
     tmux = _Tmux()
     with trio.fail_after(20):
         async with _reserved(tmp_path, method) as (store, receipt):
             start = trio.current_time()
-            pane = _Pane([(start + at, observation) for at, observation in script])
+            pane = _EveryStepPane([(start + at, observation) for at, observation in script])
             done = await type_and_submit(
                 cast(Observer, pane), cast(ClientLink, tmux), store, receipt, text, method
             )
