@@ -326,7 +326,9 @@ async def serving_demo(
 ) -> AsyncIterator[Serving]:
     """Start `akk serve` on the lab pane (a credential minted for ``controller_id``), print it,
     and wait until it lists the pane idle; stopped on exit."""
-    akk = AkkProcess(lab, root, controller_id)
+    # Its own session: a Ctrl-C reaches the demo alone, which stops it in its clean-up
+    # (in the terminal's process group it would stop first and refuse the demo's calls).
+    akk = AkkProcess(lab, root, controller_id, own_session=True)
     try:
         started = time.monotonic()
         url = await trio.to_thread.run_sync(akk.start)

@@ -296,8 +296,12 @@ class AkkProcess:
         tmp_path: Path,
         *names: str,
         env: Mapping[str, str] | None = None,
+        own_session: bool = False,
     ) -> None:
-        """``lab`` None: no pane (the app-server backend); ``env``: more environment."""
+        """``lab`` None: no pane (the app-server backend); ``env``: more environment;
+        ``own_session``: a session of its own, so a terminal's Ctrl-C reaches only its
+        starter, which stops it in turn (the demo)."""
+        self._own_session = own_session
         self.state = StateDir(tmp_path / "akk")
         self.tokens = mint_offline(self.state, *(names or ("ctl",)))
         self._socket = str(lab.socket if lab is not None else tmp_path / "no-tmux-server")
@@ -330,6 +334,7 @@ class AkkProcess:
                  self._socket, "--poll-interval", "0.1", "--log-level", "WARNING",
                  "--workspace-root", str(self._tmp), *options],
                 env=env, stdout=subprocess.PIPE, stderr=stderr, text=True,
+                start_new_session=self._own_session,
             )  # fmt: skip
         line: list[str] = []
         stdout = self.proc.stdout
