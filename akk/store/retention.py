@@ -213,6 +213,15 @@ def count(conn: apsw.Connection, plan: Plan) -> Counts:
     return {table: counts[table] for table in TABLES}
 
 
+_NO_RECORDS = "WITH records(turn_id) AS (SELECT NULL WHERE 0)"
+"""`_RETIRED` and `_GONE` without prunable records: `step` takes them once none is left."""
+
+
+def _ids(conn: apsw.Connection, query: str, plan: Plan) -> list[str]:
+    """The first column of ``query``'s rows, as strings (a batch of ids to delete)."""
+    return [str(row[0]) for row in conn.execute(query, plan.args)]
+
+
 def step(conn: apsw.Connection, plan: Plan) -> Counts:
     """Delete the next batch; return what it deleted (all zero: the pass is done).
 
@@ -220,10 +229,7 @@ def step(conn: apsw.Connection, plan: Plan) -> Counts:
     old audit rows, prune lines and tombstones. The caller holds one transaction per call.
     """
     counts = dict.fromkeys(TABLES, 0)
-    records = [
-        str(row[0])
-        for row in conn.execute(f"{_PRUNABLE} ORDER BY {_ENDED_AT} LIMIT :batch", plan.args)
-    ]
+    records = _ids(conn, f"{_PRUNABLE} ORDER BY {_ENDED_AT} LIMIT :batch", plan)
     if records:
         given = plan.args | {"ids": json.dumps(records)}
         buried = conn.execute(
@@ -243,12 +249,7 @@ def step(conn: apsw.Connection, plan: Plan) -> Counts:
         for row in buried:
             _bury(conn, row, plan.now)
         return counts
-    retired = [
-        str(row[0])
-        for row in conn.execute(
-            f"WITH records(turn_id) AS (SELECT NULL WHERE 0) {_RETIRED} LIMIT :batch", plan.args
-        )
-    ]
+    retired = _ids(conn, f"{_NO_RECORDS} {_RETIRED} LIMIT :batch", plan)
     if retired:
         doomed = {"ids": json.dumps(retired)}
         # `replaces` only names the predecessor; a compare-and-swap holder of the successor
@@ -263,12 +264,7 @@ def step(conn: apsw.Connection, plan: Plan) -> Counts:
         )
         counts["sessions"] = conn.changes()
         return counts
-    gone = [
-        str(row[0])
-        for row in conn.execute(
-            f"WITH records(turn_id) AS (SELECT NULL WHERE 0) {_GONE} LIMIT :batch", plan.args
-        )
-    ]
+    gone = _ids(conn, f"{_NO_RECORDS} {_GONE} LIMIT :batch", plan)
     if gone:
         conn.execute(
             "DELETE FROM terminals WHERE terminal_id IN (SELECT value FROM json_each(:ids))",
