@@ -60,7 +60,7 @@ from akk.store.credentials import MAX_CREDENTIALS
 from akk.store.database import open_store
 from akk.store.location import StateDir
 from akk.store.turns import TurnState
-from tools.bench_serve_idle import start_panes
+from tools.bench_serve_idle import idle_agent_bin, start_panes
 
 Rows = list[tuple[str, str]]
 
@@ -281,13 +281,8 @@ def panes(work: Path, count: int) -> Iterator[list[str]]:
         yield []
         return
     sock = str(work / "panes.sock")
-    bindir = work / "bin"
-    bindir.mkdir()
-    sleep = shutil.which("sleep")
-    assert sleep is not None
-    shutil.copy(sleep, bindir / "claude")
     try:
-        start_panes(sock, bindir, count, 0)
+        start_panes(sock, idle_agent_bin(work), count, 0)
         yield ["--tmux-socket", sock]
     finally:
         subprocess.run(["tmux", "-S", sock, "kill-server"], capture_output=True, check=False)

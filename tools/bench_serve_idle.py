@@ -44,6 +44,16 @@ def rss_kib(pid: int) -> int:
     raise RuntimeError("no VmRSS")
 
 
+def idle_agent_bin(root: Path) -> Path:
+    """A new ``root/bin`` whose `claude` is `sleep`: the agent process a pane's watcher finds."""
+    bindir = root / "bin"
+    bindir.mkdir()
+    sleep = shutil.which("sleep")
+    assert sleep is not None
+    shutil.copy(sleep, bindir / "claude")
+    return bindir
+
+
 def start_panes(sock: str, bindir: Path, panes: int, flood: int) -> None:
     idle = f"cat {FIXTURE}; exec {bindir / 'claude'} 100000"
     # The agent stays in the pane's process tree (the watcher finds it below the pane).
@@ -96,11 +106,7 @@ def main() -> None:
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="akk-bench-"))
     sock = str(root / "tmux.sock")
-    bindir = root / "bin"
-    bindir.mkdir()
-    sleep = shutil.which("sleep")
-    assert sleep is not None
-    shutil.copy(sleep, bindir / "claude")
+    bindir = idle_agent_bin(root)
     env = {**os.environ, "AKK_STATE_DIR": str(root / "state")}
     serve = None
     try:
