@@ -23,6 +23,7 @@ from akk.actors.store import transact
 from akk.methods.common import MethodContext
 from akk.protocol.errors import Reason, RpcError
 from akk.store import audit, interactions, turns
+from akk.store.credentials import OPERATORS
 from akk.store.database import StoreUnwritable
 from akk.store.turns import Turn
 
@@ -59,9 +60,9 @@ class InteractionCalls:
     ) -> dict[str, Any]:
         """Run one answer call and leave its audit receipt (who, which interaction, outcome).
 
-        The receipt joins the Turn's trail only when the caller owns the Turn; a
-        call on a Turn that is not the caller's (or does not exist) is the
-        caller's own row, the ids it named kept in its detail.
+        The receipt joins the Turn's trail only when the caller may answer it (its
+        owner, or the operator); a call on a Turn that is not the caller's (or does
+        not exist) is the caller's own row, the ids it named kept in its detail.
         """
         outcome, interaction_id = "internal", params.get("interaction_id")
         try:
@@ -76,11 +77,14 @@ class InteractionCalls:
 
             def record(conn: Any) -> None:
                 turn = turns.get(conn, turn_id)
-                mine = turn is not None and turn.controller_id == controller_id
+                # The operator's answer joins the Turn's trail too, under the operator's name.
+                mine = turn is not None and turn.answerable_by(controller_id)
+                owner = turn.controller_id if turn is not None and mine else controller_id
                 named = {"turn_id": turn_id, "interaction_id": interaction_id}
                 audit.record(
                     conn, at=time.time(), actor=controller_id, action=action, outcome=outcome,
-                    controller_id=controller_id, turn_id=turn_id if mine else None,
+                    controller_id=owner,
+                    turn_id=turn_id if mine else None,
                     interaction_id=interaction_id if mine else None,
                     detail=detail | {"outcome": outcome} | ({} if mine else {"named": named}),
                 )  # fmt: skip
@@ -144,11 +148,11 @@ class InteractionCalls:
             raise RpcError(
                 Reason.NOT_FOUND, f"no turn {turn_id[:80]!r}; list shows this controller's turns"
             )
-        if turn.controller_id != controller_id:
+        if turn.controller_id != controller_id and controller_id not in OPERATORS:
             raise RpcError(
                 Reason.NOT_OWNER,
-                f"turn {turn_id} belongs to another controller; only its owner may answer its "
-                "prompts",
+                f"turn {turn_id} belongs to another controller; only its owner (or the operator) "
+                "may answer its prompts",
             )
         if turn.is_watch:
             raise RpcError(

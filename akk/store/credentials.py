@@ -25,6 +25,10 @@ import attrs
 from akk.store import audit
 
 OPERATOR_ID = "akk-cli"
+CONSOLE_ID = "akk-console"
+"""The operator console's connections (`akk.console`): operator scope, proven by a session."""
+OPERATORS = frozenset({OPERATOR_ID, CONSOLE_ID})
+"""The ids that act with the operator scope; no controller can be given one."""
 CONTROLLER_TOKEN_PREFIX = "akkc_"
 MAX_CREDENTIALS = 1000
 """Live controller credentials a store may hold; bounds the table and the book."""
@@ -57,9 +61,9 @@ class Credential:
 
 def check_name(controller_id: str) -> str:
     """Return ``controller_id`` if it may name a controller credential; raise CredentialError."""
-    if controller_id == OPERATOR_ID:
+    if controller_id in OPERATORS:
         raise CredentialError(
-            f"{OPERATOR_ID!r} is the operator CLI's own id and cannot be given to a controller; "
+            f"{controller_id!r} is the operator's own id and cannot be given to a controller; "
             "pick another name"
         )
     if not _NAME.match(controller_id):

@@ -18,6 +18,7 @@ import attrs
 
 from akk.evidence import request_digest
 from akk.store import dispatches, outbox
+from akk.store.credentials import OPERATORS
 from akk.store.database import cas_update
 from akk.store.dispatches import Dispatch, Kind, Stage
 
@@ -91,6 +92,12 @@ class Turn:
     @property
     def is_watch(self) -> bool:
         return self.task_kind == "watch"
+
+    def answerable_by(self, controller_id: str) -> bool:
+        """Whether ``controller_id`` may answer this record's prompts: its owner or the operator
+        (the CLI or the console), and never on a Watch, which observes and never sends."""
+        owner = controller_id == self.controller_id or controller_id in OPERATORS
+        return owner and not self.is_watch
 
     @property
     def ids(self) -> dict[str, str | None]:

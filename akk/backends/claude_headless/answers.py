@@ -139,7 +139,7 @@ class HeadlessAnswers:
         if board is None or not found:
             return None
         prompt = found[0]
-        offer = controller_id == turn.controller_id and prompt.actionable
+        offer = turn.answerable_by(controller_id) and prompt.actionable
         now = time.time()
 
         def record(conn: apsw.Connection) -> tuple[Interaction, bool]:

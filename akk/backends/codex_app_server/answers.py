@@ -111,7 +111,7 @@ class AppServerAnswers:
         if not prompts:
             return None
         prompt = prompts[0]
-        offer, now = controller_id == turn.controller_id and prompt.actionable, time.time()
+        offer, now = turn.answerable_by(controller_id) and prompt.actionable, time.time()
         profile = f"codex-app-server-{self._hosts.version}"
 
         def record(conn: apsw.Connection) -> tuple[Interaction, bool]:

@@ -103,7 +103,7 @@ class TerminalAnswers:
         if shown is None:
             return None
         # A Watch never answers: what it shows is never offered.
-        mine = controller_id == turn.controller_id and not turn.is_watch
+        mine = turn.answerable_by(controller_id)
         now, offer = time.time(), mine and shown.actionable
 
         def record(conn: Any) -> tuple[Interaction, bool] | None:
