@@ -35,6 +35,8 @@ from akk.backends.registry import Backends
 from akk.backends.terminal.answers import TerminalAnswers
 from akk.backends.terminal.watcher import TmuxWatcher
 from akk.config import ServiceConfig, TlsFiles
+from akk.console.feed import ConsoleFeed
+from akk.console.login import LoginBook
 from akk.discovery.identity import TerminalIdentity
 from akk.discovery.process import DigestCache, VersionCache
 from akk.methods.common import MethodContext
@@ -254,13 +256,16 @@ async def run_service(
                     },
                 }
 
+            logins = LoginBook()
+            console = ConsoleFeed(board, reader, lambda: [w.health.report() for w in watchers])
+            await root.start_child(ChildSpec("console", console.run))
             methods = Methods(
                 MethodContext(
                     store=store, reader=reader, board=board, ids=ids, desk=desk,
                     destinations=destinations, settings=config.turns, backends=backends,
                     session_limits=config.sessions, workspace_roots=roots,
                     book=book, connections=connections, health=health, qualified=qualified,
-                    pruner=pruner,
+                    pruner=pruner, logins=logins, console=console,
                 )
             )  # fmt: skip
             server_settings = ServerSettings(
@@ -268,8 +273,9 @@ async def run_service(
                 tls=tls,
             )  # fmt: skip
             server = ControllerServer(
-                server_settings, methods, book=book, connections=connections, nonce=nonce
-            )
+                server_settings, methods, book=book, connections=connections, nonce=nonce,
+                logins=logins,
+            )  # fmt: skip
             port = await nursery.start(server.serve)
             endpoint = Endpoint(
                 config.host, port, os.getpid(), nonce,

@@ -1,4 +1,4 @@
-"""The operator CLI: serve, token, qualify, doctor, gc, list, sessions, send, status, events,
+"""The operator CLI: serve, token, qualify, doctor, gc, ui, list, sessions, send, status, events,
 schema, screen, mcp, and the record commands (watch, unwatch, close, renew, recover,
 retry-callback).
 
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from akk.backends.names import SESSION_BACKENDS
-from akk.cli import classify, doctor, gc, listing, qualify, records, serve, tokens, turns
+from akk.cli import classify, doctor, gc, listing, qualify, records, serve, tokens, turns, ui
 from akk.cli.errors import CliError
 from akk.cli.text import err, shown
 from akk.client import AkkError, ConnectError
@@ -145,6 +145,10 @@ def parser() -> argparse.ArgumentParser:
     )
     _state_dir_option(pruning)
     gc.add_arguments(pruning)
+
+    console = command("ui", ui.run, "print (--open: open) a one-time link to the operator console")
+    _state_dir_option(console)
+    ui.add_arguments(console)
 
     lister = command("list", listing.terminals, "list the terminals the running server sees")
     _state_dir_option(lister)

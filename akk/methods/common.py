@@ -39,6 +39,8 @@ from akk.workspace_roots import covered, pane_allowed
 
 if TYPE_CHECKING:  # akk.config reads the server's settings, which import the methods
     from akk.config import TurnSettings
+    from akk.console.feed import ConsoleFeed  # the feed reads `list`'s view, a method module
+    from akk.console.login import LoginBook
 
 MAX_REQUEST_CHARS = 50_000
 """Longest task text `send` accepts (characters); longer ones are refused before any key."""
@@ -51,6 +53,10 @@ class Closable(EventSink, Protocol):
 
     def close_soon(self, code: int, reason: str) -> None:
         """Start closing with this code and reason; never blocks."""
+
+    async def send_frame(self, frame: str, *, timeout: float) -> bool:
+        """Write one notification frame; False if closed, or not read in time."""
+        ...
 
 
 class Connections(Protocol):
@@ -124,6 +130,9 @@ class MethodContext:
     health: HealthReport
     qualified: QualifiedVersions
     pruner: Pruner
+    logins: LoginBook | None = None
+    """The console's login codes and sessions; None: no console is served."""
+    console: ConsoleFeed | None = None
 
 
 def backend_roots(ctx: MethodContext, peer: Peer) -> tuple[str, ...]:

@@ -1,4 +1,5 @@
-"""The handshake and the operator's methods: hello, tokens, qualifications, doctor, gc.
+"""The handshake and the operator's methods: hello, tokens, qualifications, doctor, gc, and
+the console's (a login code, the live view).
 
 `hello` opens every connection (any credential); the rest need the operator
 scope, which only the CLI's own credential has (the table refuses others).
@@ -20,7 +21,9 @@ from akk.backends.claude_headless.setup import pinned as claude_pinned
 from akk.backends.codex_app_server import schema
 from akk.backends.names import CLAUDE_HEADLESS, CODEX_APP_SERVER
 from akk.methods.common import MethodContext, Peer, backend_roots
+from akk.console.login import CODE_SECONDS
 from akk.protocol.errors import Reason, RpcError
+from akk.protocol.jsonrpc import Encoded
 from akk.protocol.schema import PROTOCOL_VERSION
 from akk.store import credentials, outbox, qualifications
 from akk.store.credentials import Credential, CredentialError, Scope, token_digest
@@ -172,6 +175,22 @@ class OperatorCalls:
         pruner = self._ctx.pruner
         report = await (pruner.count(days) if params.get("dry_run") else pruner.prune(days))
         return report.to_json()
+
+    async def ui_login(self, peer: Peer, params: dict[str, Any]) -> dict[str, Any]:
+        """`akk ui`: a one-time code the console's login link carries (`akk.console.login`)."""
+        logins = self._ctx.logins
+        if logins is None:
+            raise RpcError(Reason.NOT_FOUND, _NO_CONSOLE)
+        return {"code": logins.new_code(), "expires_in": CODE_SECONDS, "path": "/ui/login"}
+
+    async def console_follow(self, peer: Peer, params: dict[str, Any]) -> Encoded:
+        """The console's live view: the whole of it now, then pushed as it changes."""
+        if self._ctx.console is None:
+            raise RpcError(Reason.NOT_FOUND, _NO_CONSOLE)
+        return await self._ctx.console.follow(peer.connection)
+
+
+_NO_CONSOLE = "this server serves no operator console; `akk serve` does"
 
 
 class Resolved(Protocol):

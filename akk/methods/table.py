@@ -76,6 +76,8 @@ class Methods:
             "qualification_revoke": operator.qualification_revoke,
             "doctor": operator.doctor,
             "gc": operator.gc,
+            "ui_login": operator.ui_login,
+            "console_follow": operator.console_follow,
         }
         assert set(self._operator_handlers) == set(OPERATOR_METHODS)
 

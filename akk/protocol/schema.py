@@ -422,6 +422,20 @@ OPERATOR_METHODS: dict[str, dict[str, Any]] = {
             }
         ),
     },
+    "ui_login": {
+        "params": _params({}),
+        "result": _params(
+            {
+                "code": {"type": "string"},
+                "expires_in": {"type": "number"},
+                "path": {"type": "string"},
+            }
+        ),
+    },
+    "console_follow": {
+        "params": _params({}),
+        "result": _params({"view": _RECORD, "events": {"type": "array", "items": _RECORD}}),
+    },
 }
 
 

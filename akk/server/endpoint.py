@@ -35,6 +35,8 @@ from wsproto import ConnectionType, WSConnection
 from wsproto.events import BytesMessage, TextMessage
 
 from akk.config import EndpointLimits, TlsFiles
+from akk.console.http import WS_PATH, ConsoleHttp, Head, Origins, read_head, session_cookie
+from akk.console.login import LoginBook
 from akk.methods.common import Peer
 from akk.methods.table import Methods
 from akk.protocol.errors import Code, Reason, RpcError
@@ -43,6 +45,7 @@ from akk.runtime.actor import Rank, act_as
 from akk.server.auth import CredentialBook
 from akk.server.connections import NOT_READING, ConnectionRegistry
 from akk.server.instance import CHALLENGE_HEADER, PROOF_HEADER, PROOF_PATH, PROOF_STATUS, proof_for
+from akk.store.credentials import CONSOLE_ID, Credential, Scope
 from akk.store.database import StoreUnwritable
 
 log = logging.getLogger("akk.server")
@@ -56,6 +59,12 @@ EVICT_AFTER = 0.05
 """Seconds a handshake may take before a newer connection may evict it."""
 _ACCEPT_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS}
 _CHALLENGE = re.compile(rb"^[0-9a-f]{64}$")
+_NOT_HERE = (
+    b"HTTP/1.1 404 Not Found\r\nContent-Type: text/plain\r\nContent-Length: 51\r\n"
+    b"Connection: close\r\n\r\nthis port speaks WebSocket; connect to ws://.../v1\n"
+)
+LOGGED_OUT = 4010
+"""The close code of a console connection whose session ended."""
 
 
 @attrs.define
@@ -175,7 +184,10 @@ class ControllerServer:
         book: CredentialBook,
         connections: ConnectionRegistry,
         nonce: str,
+        logins: LoginBook | None = None,
     ) -> None:
+        """``logins``: the console's sessions; with them the server also serves the console
+        (`akk.console`), without them only controllers."""
         self._settings = settings
         self._limits = settings.limits
         self._methods = methods
@@ -189,6 +201,11 @@ class ControllerServer:
         self._call_finished = trio.Event()
         self.draining = False
         self.stats = ServerStats()
+        self._logins = logins
+        self._console: ConsoleHttp | None = None
+        self._consoles: dict[str, set[_Connection]] = {}  # session key -> its connections
+        if logins is not None:
+            logins.on_end(self._session_ended)
 
     async def serve(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
         """Bind and serve; ``task_status.started`` gets the bound port (useful with port 0)."""
@@ -203,7 +220,12 @@ class ControllerServer:
         async with trio.open_nursery() as nursery:
             for listener in listeners:
                 nursery.start_soon(self._accept_loop, listener, nursery)
-            task_status.started(listeners[0].socket.getsockname()[1])
+            port = listeners[0].socket.getsockname()[1]
+            if self._logins is not None:
+                origins = Origins.serving(host, port, tls=self._settings.tls is not None,
+                                          loopback=is_loopback(host))  # fmt: skip
+                self._console = ConsoleHttp(self._logins, origins)
+            task_status.started(port)
 
     async def drain(self, timeout: float) -> None:
         """Stop accepting, refuse new calls, and let the calls in flight finish (bounded)."""
@@ -278,17 +300,28 @@ class ControllerServer:
                     message_queue_size=1,
                     max_message_size=hard_limit,
                 )
-                nursery.start_soon(self._read_frames, ws, pending)
-                request = None
                 self.stats.handshakes += 1
+                request, head, asked = None, None, None
                 with pending.scope:
-                    request = await ws._get_request()
+                    head, raw = await read_head(stream)
+                    if head is not None and head.upgrade:
+                        ws._wsproto.receive_data(raw)  # the upgrade, read above, replayed
+                        nursery.start_soon(self._read_frames, ws, pending)
+                        request = await ws._get_request()
+                    else:
+                        asked = head
+                if asked is not None:
+                    # A plain request: the console's page, login or logout; nothing else.
+                    self._release(pending)
+                    await self._answer_plain(stream, asked)
+                    return
                 if request is None and pending in self._pending:
                     self.stats.handshakes_timed_out += 1  # (an evicted one was removed already)
                 self._release(pending)
                 if request is not None:
                     try:
-                        await self._handle(request)
+                        assert head is not None  # a request is read only after its head
+                        await self._handle(request, head)
                     finally:
                         with trio.move_on_after(2):
                             await ws.aclose()
@@ -310,9 +343,19 @@ class ControllerServer:
             del self._pending[pending]
             self._slot_freed.set()
 
-    async def _handle(self, request: WebSocketRequest) -> None:
+    async def _answer_plain(self, stream: trio.abc.Stream, head: Head) -> None:
+        if self._console is None:
+            await stream.send_all(_NOT_HERE)
+            return
+        with trio.move_on_after(self._limits.send_timeout):
+            await self._console.answer(stream, head)
+
+    async def _handle(self, request: WebSocketRequest, head: Head) -> None:
         if request.path == PROOF_PATH:
             await self._prove(request)
+            return
+        if request.path == WS_PATH:
+            await self._handle_console(request, head)
             return
         if request.path != PATH:
             await request.reject(404)
@@ -322,6 +365,28 @@ class ControllerServer:
             self.stats.refused_unauthorized += 1
             await request.reject(401, extra_headers=[(b"WWW-Authenticate", b"Bearer")])
             return
+        await self._serve_peer(request, credential)
+
+    async def _handle_console(self, request: WebSocketRequest, head: Head) -> None:
+        """The console's upgrade: its session cookie, from a page of this server's own origin."""
+        console, logins = self._console, self._logins
+        if console is None or logins is None:
+            await request.reject(404)
+            return
+        if not console.origins.same_origin(head):
+            await request.reject(403, body=b"the console connects only from its own page\n")
+            return
+        session = session_cookie(head)
+        key = None if session is None else logins.session_key(session)
+        if key is None:
+            self.stats.refused_unauthorized += 1
+            await request.reject(401, body=b"not logged in; `akk ui --open` gives a login link\n")
+            return
+        await self._serve_peer(request, Credential(CONSOLE_ID, Scope.OPERATOR), session=key)
+
+    async def _serve_peer(
+        self, request: WebSocketRequest, credential: Credential, *, session: str | None = None
+    ) -> None:
         if self.stats.connections >= self._limits.max_connections:
             self.stats.refused_full += 1
             await request.reject(503, body=b"too many controller connections; try again later\n")
@@ -330,12 +395,20 @@ class ControllerServer:
         connection = _Connection(self, ws, self._methods)
         peer = Peer(credential, connection)
         self._connections.admit(credential.controller_id, connection)
+        if session is not None:
+            self._consoles.setdefault(session, set()).add(connection)
         self.stats.connections += 1
         try:
             await connection.run(peer)
         finally:
             self.stats.connections -= 1
             self._connections.leave(credential.controller_id, connection)
+            if session is not None:
+                self._consoles.get(session, set()).discard(connection)
+
+    def _session_ended(self, key: str) -> None:
+        for connection in self._consoles.pop(key, set()):
+            connection.close_soon(LOGGED_OUT, "the console session ended (logged out or expired)")
 
     async def _prove(self, request: WebSocketRequest) -> None:
         """Answer the CLI's challenge (`akk.server.instance`); never accept a WebSocket here."""
@@ -380,6 +453,10 @@ class _Connection:
     async def send_event(self, event: dict[str, Any], *, timeout: float) -> bool:
         """Write one event notification frame (the DestinationActor's delivery)."""
         frame = json.dumps({"jsonrpc": "2.0", "method": "event", "params": event})
+        return await self.send_frame(frame, timeout=timeout)
+
+    async def send_frame(self, frame: str, *, timeout: float) -> bool:
+        """Write one notification frame; False if closed, or not read in time (then closing)."""
         with trio.move_on_after(timeout):
             try:
                 async with self._send_lock:

@@ -79,9 +79,18 @@ class Endpoint:
     @property
     def url(self) -> str:
         """Where a client on this host reaches the server (a wildcard bind via loopback)."""
+        return f"{self.scheme}://{self._authority}/v1"
+
+    @property
+    def console_url(self) -> str:
+        """Where a browser on this host opens the operator console (`akk.console`)."""
+        return f"{'https' if self.scheme == 'wss' else 'http'}://{self._authority}/ui/"
+
+    @property
+    def _authority(self) -> str:
         host = _WILDCARDS.get(self.host, self.host)
         shown = f"[{host}]" if ":" in host else host
-        return f"{self.scheme}://{shown}:{self.port}/v1"
+        return f"{shown}:{self.port}"
 
     def tls_context(self) -> ssl.SSLContext | None:
         """A client context that trusts exactly this server's certificate (None for ws://).

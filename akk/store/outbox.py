@@ -243,6 +243,29 @@ def withdraw_pending(
     return conn.changes()
 
 
+def tap(conn: apsw.Connection, after: int | None, limit: int) -> list[tuple[int, dict[str, Any]]]:
+    """Every controller's events for the operator console, oldest first, by insertion order.
+
+    ``after``: the last position seen (each result's first item), or None for the
+    ``limit`` most recent. Each event names its controller and its Turn's terminal.
+    """
+    select = (
+        "SELECT n.rowid, n.controller_id, n.payload, t.terminal_id FROM notifications n "
+        "LEFT JOIN turns t ON t.turn_id = n.turn_id "
+    )
+    if after is None:
+        rows = conn.execute(select + "ORDER BY n.rowid DESC LIMIT ?", (limit,)).fetchall()
+        rows.reverse()
+    else:
+        rows = conn.execute(
+            select + "WHERE n.rowid > ? ORDER BY n.rowid LIMIT ?", (after, limit)
+        ).fetchall()
+    return [
+        (int(str(rowid)), json.loads(str(payload)) | {"controller_id": owner, "terminal_id": terminal})
+        for rowid, owner, payload, terminal in rows
+    ]
+
+
 def _select(conn: apsw.Connection, where: str, args: tuple[object, ...]) -> list[Notification]:
     rows = conn.execute(f"SELECT {', '.join(_COLUMNS)} FROM notifications {where}", args)
     return [Notification(*row) for row in rows]

@@ -1,0 +1,46 @@
+"""`akk ui`: a one-time login link to the operator console of the running server.
+
+The link carries a code the server trades, once and within 60 seconds, for a
+console session (`akk.console.login`); the page it leads to never shows the
+code. ``--open`` hands the link to this machine's browser instead of only
+printing it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import webbrowser
+from typing import Any
+
+import trio
+
+from akk.cli.errors import CliError
+from akk.cli.text import out, shown
+from akk.client import connect
+from akk.server.instance import proven_endpoint, server_running
+from akk.store.location import StateDir
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--open", action="store_true", help="open the link in a browser too")
+
+
+def run(args: argparse.Namespace) -> int:
+    state = StateDir.resolve(args.state_dir)
+    if not server_running(state):
+        raise CliError(f"no `akk serve` runs for {state.path}; start it, then run `akk ui` again")
+    link = trio.run(_login_link, state)
+    out.print(shown("the console's login link (it works once, within 60 seconds):"))
+    print(link, flush=True)  # alone on its line, never wrapped: a person or a script copies it
+    if args.open and not webbrowser.open(link):
+        out.print(shown("no browser could be opened here; open the link above by hand"))
+    return 0
+
+
+async def _login_link(state: StateDir) -> str:
+    with trio.fail_after(10):
+        endpoint = await proven_endpoint(state)
+        async with connect(endpoint.url, state.token(), ssl_context=endpoint.tls_context()) as ctl:
+            login: dict[str, Any] = await ctl.call("ui_login")
+    base = endpoint.console_url.removesuffix("/ui/")
+    return f"{base}{login['path']}?code={login['code']}"

@@ -1,0 +1,1 @@
+"""The operator console: a page under /ui that shows every pane, Turn and prompt, live."""

@@ -1,0 +1,183 @@
+"""The console's live view: pushed to every console that follows it, whenever it changes.
+
+A console calls the operator method ``console_follow``; its answer is the
+whole view and the latest events. From then on the feed pushes a
+``console_view`` notification each time the view changes and a
+``console_event`` notification for each event recorded for any controller.
+Changes are noticed by version (the board's and the store's), checked at most
+``interval`` apart, so a burst of changes is one push and an idle server
+sends nothing. What the operator sees is what `list` shows the operator,
+plus each pane's screen (redacted, or withheld when it asks for a secret,
+`akk.console.screen`) and the qualify step for a pane without a profile.
+
+A console that does not read its pushes within ``SEND_TIMEOUT`` is closed,
+as any connection that stops reading is.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import attrs
+import trio
+
+import akk
+from akk.actors.terminal_board import TerminalBoard, TerminalSnapshot
+from akk.console.screen import screen_view
+from akk.methods.list_view import ListView
+from akk.profiles.registry import qualify_command
+from akk.protocol.jsonrpc import Encoded
+from akk.store import outbox
+from akk.store.reader import StoreReader
+
+SEND_TIMEOUT = 10.0
+RECENT_EVENTS = 100
+"""Events a console gets when it starts following."""
+EVENT_BATCH = 200
+"""Events read per push; more wait for the next one."""
+MAX_FOLLOWERS = 16
+FOLLOWERS_FULL = 4009
+"""The close code of the oldest console when one more than MAX_FOLLOWERS follows."""
+
+
+class Follower(Protocol):
+    """A console's connection as the feed holds it."""
+
+    async def send_frame(self, frame: str, *, timeout: float) -> bool:
+        """Write one frame; False if the connection is gone or did not read in time."""
+        ...
+
+    def close_soon(self, code: int, reason: str) -> None:
+        """Start closing with this code and reason; never blocks."""
+
+
+@attrs.define(eq=False)
+class _Following:
+    cursor: int  # the last event position this console was sent
+    view: str = ""  # the view it was sent last
+
+
+class ConsoleFeed:
+    """Builds the operator's view and pushes its changes to the consoles that follow it."""
+
+    def __init__(
+        self,
+        board: TerminalBoard,
+        reader: StoreReader,
+        tmux: Callable[[], list[dict[str, Any]]],
+        *,
+        interval: float = 0.1,
+    ) -> None:
+        """``tmux``: each watcher's health (`WatcherHealth.report`)."""
+        self._board = board
+        self._reader = reader
+        self._tmux = tmux
+        self._interval = interval
+        self._list = ListView(board, reader)
+        self._followers: dict[Follower, _Following] = {}
+        self._joined = trio.Event()
+        self._screens: dict[str, tuple[TerminalSnapshot, dict[str, Any]]] = {}
+
+    async def follow(self, follower: Follower) -> Encoded:
+        """Start pushing to ``follower``; the view now and the latest events."""
+        if follower not in self._followers and len(self._followers) >= MAX_FOLLOWERS:
+            oldest = next(iter(self._followers))
+            del self._followers[oldest]
+            oldest.close_soon(FOLLOWERS_FULL, "a newer console took this one's place")
+        view = await self._view()
+        recent = await self._reader.run(lambda conn: outbox.tap(conn, None, RECENT_EVENTS))
+        cursor = recent[-1][0] if recent else 0  # none at all yet: every event is new
+        self._followers[follower] = _Following(cursor, view)
+        self._joined.set()
+        events = ",".join(json.dumps(event) for _, event in recent)
+        return Encoded(f'{{"view":{view},"events":[{events}]}}')
+
+    async def run(self) -> None:
+        """Push changes until cancelled (a plain task under the root supervisor)."""
+        seen: tuple[int, int, str] | None = None
+        while True:
+            if not self._followers:
+                await self._joined.wait()
+                self._joined = trio.Event()
+                seen = None
+            await trio.sleep(self._interval)
+            now = (self._board.version, await self._reader.version(), json.dumps(self._tmux()))
+            if now == seen:
+                continue
+            seen = now
+            await self._push()
+
+    async def _push(self) -> None:
+        view = await self._view()
+        followers = list(self._followers.items())
+        if not followers:
+            return
+        after = min(following.cursor for _, following in followers)
+        events = await self._reader.run(lambda conn: outbox.tap(conn, after, EVENT_BATCH))
+        async with trio.open_nursery() as nursery:
+            for follower, following in followers:
+                nursery.start_soon(self._send, follower, following, view, events)
+
+    async def _send(
+        self,
+        follower: Follower,
+        following: _Following,
+        view: str,
+        events: list[tuple[int, dict[str, Any]]],
+    ) -> None:
+        frames = []
+        if view != following.view:
+            frames.append(f'{{"jsonrpc":"2.0","method":"console_view","params":{view}}}')
+        fresh = [(position, event) for position, event in events if position > following.cursor]
+        frames += [
+            json.dumps({"jsonrpc": "2.0", "method": "console_event", "params": event})
+            for _, event in fresh
+        ]
+        for frame in frames:
+            if not await follower.send_frame(frame, timeout=SEND_TIMEOUT):
+                self._followers.pop(follower, None)
+                return
+        following.view = view
+        if fresh:
+            following.cursor = fresh[-1][0]
+
+    async def _view(self) -> str:
+        listing = json.loads((await self._list.listing(None, ())).json)
+        live = set()
+        for row in listing["terminals"]:
+            terminal_id = row["terminal_id"]
+            live.add(terminal_id)
+            snapshot = self._board.get(terminal_id)
+            row["screen"] = None if snapshot is None else self._screen(terminal_id, snapshot)
+            row["next_step"] = (
+                qualify_command(row["agent"], snapshot.identity.binary)
+                if snapshot is not None and row["profile"] is None and row["version"] is not None
+                else None
+            )
+        for gone in set(self._screens) - live:
+            del self._screens[gone]
+        server = {"version": akk.__version__, "tmux": [_tmux_row(h) for h in self._tmux()]}
+        return json.dumps({"server": server} | listing)
+
+    def _screen(self, terminal_id: str, snapshot: TerminalSnapshot) -> dict[str, Any]:
+        cached = self._screens.get(terminal_id)
+        if cached is not None and cached[0] is snapshot:
+            return cached[1]
+        shown = screen_view(snapshot.lines, snapshot.grid)
+        self._screens[terminal_id] = (snapshot, shown)
+        return shown
+
+
+def _tmux_row(health: dict[str, Any]) -> dict[str, Any]:
+    """A watcher as the console shows it: its socket, whether a tmux server answers, why not."""
+    detail = health.get("last_error")
+    if not health.get("attached") and health.get("retry_in") is not None:
+        detail = f"{detail or 'no tmux server'}; trying again in {health['retry_in']:.0f} s"
+    return {
+        "socket": health.get("socket"),
+        "state": "running" if health.get("attached") else "absent",
+        "detail": None if health.get("attached") else detail,
+    }
+
