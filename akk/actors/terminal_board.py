@@ -23,6 +23,7 @@ from akk.protocol.redaction import redact_screen
 from akk.protocol.wakeups import Manual
 from akk.runtime.actor import ActorRef
 from akk.screen.fingerprint import Appearance, IdMinter
+from akk.screen.grid import Grid
 from akk.store.interactions import Sighting
 
 if TYPE_CHECKING:
@@ -54,6 +55,10 @@ class TerminalSnapshot:
     profile: Profile | None = None
     """The profile the terminal reads its pane with (its id is ``identity.profile``): every
     check made for this pane outside the actor uses this one, never a lookup of its own."""
+    grid: Grid | None = None
+    """The styled screen ``lines`` were read from (None before the first Observation): the
+    grid the Observer keeps anyway, so the board holds one grid per terminal and no more.
+    Redact before showing it (`akk.console.screen`)."""
 
     def showing(self, now: float) -> Appearance | None:
         """The appearance a controller is shown at trio time ``now``: the prompt's, or a

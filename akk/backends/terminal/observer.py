@@ -168,6 +168,7 @@ class Observer:
             seq=self._seq,
             manual=self._manual,
             profile=self.profile,
+            grid=grid,
         )
         self._board.publish(snapshot)
         return snapshot
