@@ -9,6 +9,7 @@ emoji) is a `Cell` of width 2 followed by a continuation cell of width 0 whose
 from __future__ import annotations
 
 import bisect
+import operator
 from collections.abc import Iterator
 
 import attrs
@@ -90,6 +91,8 @@ class Cell:
 
 
 BLANK = Cell()
+_style_key = operator.attrgetter(*(field.name for field in attrs.fields(Style)))
+"""A cell's style as a tuple in `Style`'s field order."""
 
 
 @attrs.frozen
@@ -254,16 +257,19 @@ class Grid:
         row = self.row(y)
         result: list[Run] = []
         left = 0
-        style = row[0].style
+        # Compared as plain tuples, made in C: a Style per cell would cost a screen 5,000 objects.
+        style = _style_key(row[0])
         chars = [row[0].char]
         for x in range(1, self.cols):
             cell = row[x]
-            cell_style = cell.style
+            cell_style = _style_key(cell)
             if cell_style != style:
-                result.append(Run(y=y, left=left, right=x, text="".join(chars), style=style))
+                result.append(Run(y=y, left=left, right=x, text="".join(chars),
+                                  style=Style(*style)))  # fmt: skip
                 left, style, chars = x, cell_style, []
             chars.append(cell.char)
-        result.append(Run(y=y, left=left, right=self.cols, text="".join(chars), style=style))
+        result.append(Run(y=y, left=left, right=self.cols, text="".join(chars),
+                          style=Style(*style)))  # fmt: skip
         return tuple(result)
 
     def _check(self, region: Region) -> None:
