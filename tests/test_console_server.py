@@ -63,6 +63,10 @@ def log_in(state: Path, authority: str) -> str:
     return cookie.split(";")[0]
 
 
+def logout(authority: str, cookie: str, origin: str) -> http.client.HTTPResponse:
+    return get(authority, "/ui/logout", {"Cookie": cookie, "Origin": origin}, method="POST")
+
+
 async def console_call(
     authority: str, cookie: str, *, origin: str | None = None, method: str = "console_follow"
 ) -> Any:
@@ -151,8 +155,10 @@ async def test_the_websocket_wants_the_session_cookie_and_the_console_s_own_orig
         with pytest.raises(ConnectionRejected):
             async with open_websocket_url(
                 f"ws://{authority}/ui/ws",
-                extra_headers=[(b"Authorization", f"Bearer {token}".encode()),
-                               (b"Origin", f"http://{authority}".encode())],  # fmt: skip
+                extra_headers=[
+                    (b"Authorization", f"Bearer {token}".encode()),
+                    (b"Origin", f"http://{authority}".encode()),
+                ],
             ):
                 pass
 
@@ -166,15 +172,9 @@ async def test_logging_out_ends_the_session_and_closes_its_socket(
     with trio.fail_after(20):
         headers = [(b"Cookie", cookie.encode()), (b"Origin", origin.encode())]
         async with open_websocket_url(f"ws://{authority}/ui/ws", extra_headers=headers) as ws:
-            refused = await trio.to_thread.run_sync(
-                lambda: get(authority, "/ui/logout", {"Cookie": cookie, "Origin": "http://x.y"},
-                            method="POST")  # fmt: skip
-            )
+            refused = await trio.to_thread.run_sync(logout, authority, cookie, "http://x.y")
             assert refused.status == 403  # a foreign page cannot log the operator out
-            done = await trio.to_thread.run_sync(
-                lambda: get(authority, "/ui/logout", {"Cookie": cookie, "Origin": origin},
-                            method="POST")  # fmt: skip
-            )
+            done = await trio.to_thread.run_sync(logout, authority, cookie, origin)
             assert done.status == 204
             assert "Max-Age=0" in (done.getheader("Set-Cookie") or "")
             with pytest.raises(ConnectionClosed) as closed:

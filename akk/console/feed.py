@@ -1,9 +1,12 @@
 """The console's live view: pushed to every console that follows it, whenever it changes.
 
 A console calls the operator method ``console_follow``; its answer is the
-whole view and the latest events. From then on the feed pushes a
-``console_view`` notification each time the view changes and a
-``console_event`` notification for each event recorded for any controller.
+whole view, every pane's screen and the latest events. From then on the feed
+pushes a ``console_view`` notification each time the view (every row but the
+screens) changes, a ``console_screen`` notification each time one pane's screen
+does, and a ``console_event`` notification for each event recorded for any
+controller. A screen goes out alone, so a pane that prints costs its own
+screen, not the whole view.
 Changes are noticed by version (the board's and the store's), checked at most
 ``interval`` apart, so a burst of changes is one push and an idle server
 sends nothing. What the operator sees is what `list` shows the operator,
@@ -38,6 +41,10 @@ RECENT_EVENTS = 100
 EVENT_BATCH = 200
 """Events read per push; more wait for the next one."""
 MAX_FOLLOWERS = 16
+SCREEN_INTERVAL = 1.0
+"""Seconds between two renderings of one pane's screen. A pane that changes after a quiet
+spell is drawn at once; one that keeps changing (a spinner) once per interval, so the
+console's cost stays bounded by the number of panes, not by how fast they print."""
 FOLLOWERS_FULL = 4009
 """The close code of the oldest console when one more than MAX_FOLLOWERS follows."""
 
@@ -56,7 +63,16 @@ class Follower(Protocol):
 @attrs.define(eq=False)
 class _Following:
     cursor: int  # the last event position this console was sent
-    view: str = ""  # the view it was sent last
+    view: str  # the view it was sent last
+    screens: dict[str, str]  # each pane's screen it was sent last
+
+
+@attrs.frozen
+class _View:
+    """The view at one moment: every row but the screens, and each pane's screen, as JSON."""
+
+    rows: str
+    screens: dict[str, str]
 
 
 class ConsoleFeed:
@@ -78,7 +94,8 @@ class ConsoleFeed:
         self._list = ListView(board, reader)
         self._followers: dict[Follower, _Following] = {}
         self._joined = trio.Event()
-        self._screens: dict[str, tuple[TerminalSnapshot, dict[str, Any]]] = {}
+        self._screens: dict[str, tuple[TerminalSnapshot, str, float]] = {}
+        self._behind = False  # a screen changed within its interval: drawn at a later tick
 
     async def follow(self, follower: Follower) -> Encoded:
         """Start pushing to ``follower``; the view now and the latest events."""
@@ -89,10 +106,11 @@ class ConsoleFeed:
         view = await self._view()
         recent = await self._reader.run(lambda conn: outbox.tap(conn, None, RECENT_EVENTS))
         cursor = recent[-1][0] if recent else 0  # none at all yet: every event is new
-        self._followers[follower] = _Following(cursor, view)
+        self._followers[follower] = _Following(cursor, view.rows, dict(view.screens))
         self._joined.set()
         events = ",".join(json.dumps(event) for _, event in recent)
-        return Encoded(f'{{"view":{view},"events":[{events}]}}')
+        screens = ",".join(f"{json.dumps(t)}:{screen}" for t, screen in view.screens.items())
+        return Encoded(f'{{"view":{view.rows},"screens":{{{screens}}},"events":[{events}]}}')
 
     async def run(self) -> None:
         """Push changes until cancelled (a plain task under the root supervisor)."""
@@ -104,7 +122,7 @@ class ConsoleFeed:
                 seen = None
             await trio.sleep(self._interval)
             now = (self._board.version, await self._reader.version(), json.dumps(self._tmux()))
-            if now == seen:
+            if now == seen and not self._behind:
                 continue
             seen = now
             await self._push()
@@ -124,12 +142,18 @@ class ConsoleFeed:
         self,
         follower: Follower,
         following: _Following,
-        view: str,
+        view: _View,
         events: list[tuple[int, dict[str, Any]]],
     ) -> None:
         frames = []
-        if view != following.view:
-            frames.append(f'{{"jsonrpc":"2.0","method":"console_view","params":{view}}}')
+        if view.rows != following.view:
+            frames.append(f'{{"jsonrpc":"2.0","method":"console_view","params":{view.rows}}}')
+        for terminal_id, screen in view.screens.items():
+            if following.screens.get(terminal_id) != screen:
+                frames.append(
+                    '{"jsonrpc":"2.0","method":"console_screen","params":{"terminal_id":'
+                    f"{json.dumps(terminal_id)},\"screen\":{screen}}}}}"
+                )
         fresh = [(position, event) for position, event in events if position > following.cursor]
         frames += [
             json.dumps({"jsonrpc": "2.0", "method": "console_event", "params": event})
@@ -139,34 +163,41 @@ class ConsoleFeed:
             if not await follower.send_frame(frame, timeout=SEND_TIMEOUT):
                 self._followers.pop(follower, None)
                 return
-        following.view = view
+        following.view, following.screens = view.rows, dict(view.screens)
         if fresh:
             following.cursor = fresh[-1][0]
 
-    async def _view(self) -> str:
+    async def _view(self) -> _View:
         listing = json.loads((await self._list.listing(None, ())).json)
-        live = set()
+        self._behind = False
+        screens = {}
         for row in listing["terminals"]:
             terminal_id = row["terminal_id"]
-            live.add(terminal_id)
             snapshot = self._board.get(terminal_id)
-            row["screen"] = None if snapshot is None else self._screen(terminal_id, snapshot)
+            if snapshot is not None:
+                screens[terminal_id] = self._screen(terminal_id, snapshot)
             row["next_step"] = (
                 qualify_command(row["agent"], snapshot.identity.binary)
                 if snapshot is not None and row["profile"] is None and row["version"] is not None
                 else None
             )
-        for gone in set(self._screens) - live:
+        for gone in set(self._screens) - set(screens):
             del self._screens[gone]
         server = {"version": akk.__version__, "tmux": [_tmux_row(h) for h in self._tmux()]}
-        return json.dumps({"server": server} | listing)
+        return _View(json.dumps({"server": server} | listing), screens)
 
-    def _screen(self, terminal_id: str, snapshot: TerminalSnapshot) -> dict[str, Any]:
+    def _screen(self, terminal_id: str, snapshot: TerminalSnapshot) -> str:
+        """The pane's screen as JSON, made again when its snapshot was replaced (at most once
+        per SCREEN_INTERVAL)."""
         cached = self._screens.get(terminal_id)
+        now = trio.current_time()
         if cached is not None and cached[0] is snapshot:
             return cached[1]
-        shown = screen_view(snapshot.lines, snapshot.grid)
-        self._screens[terminal_id] = (snapshot, shown)
+        if cached is not None and now - cached[2] < SCREEN_INTERVAL:
+            self._behind = True
+            return cached[1]
+        shown = json.dumps(screen_view(snapshot.lines, snapshot.grid))
+        self._screens[terminal_id] = (snapshot, shown, now)
         return shown
 
 

@@ -20,8 +20,8 @@ from akk.actors.store import transact
 from akk.backends.claude_headless.setup import pinned as claude_pinned
 from akk.backends.codex_app_server import schema
 from akk.backends.names import CLAUDE_HEADLESS, CODEX_APP_SERVER
-from akk.methods.common import MethodContext, Peer, backend_roots
 from akk.console.login import CODE_SECONDS
+from akk.methods.common import MethodContext, Peer, backend_roots
 from akk.protocol.errors import Reason, RpcError
 from akk.protocol.jsonrpc import Encoded
 from akk.protocol.schema import PROTOCOL_VERSION

@@ -260,10 +260,12 @@ def tap(conn: apsw.Connection, after: int | None, limit: int) -> list[tuple[int,
         rows = conn.execute(
             select + "WHERE n.rowid > ? ORDER BY n.rowid LIMIT ?", (after, limit)
         ).fetchall()
-    return [
-        (int(str(rowid)), json.loads(str(payload)) | {"controller_id": owner, "terminal_id": terminal})
-        for rowid, owner, payload, terminal in rows
-    ]
+    return [_tapped(*row) for row in rows]
+
+
+def _tapped(position: Any, owner: Any, payload: Any, terminal: Any) -> tuple[int, dict[str, Any]]:
+    event: dict[str, Any] = json.loads(payload)
+    return int(position), event | {"controller_id": owner, "terminal_id": terminal}
 
 
 def _select(conn: apsw.Connection, where: str, args: tuple[object, ...]) -> list[Notification]:
