@@ -71,7 +71,10 @@ async def console_call(
     authority: str, cookie: str, *, origin: str | None = None, method: str = "console_follow"
 ) -> Any:
     """Open the console's WebSocket with ``cookie`` and ``origin``; hello, then ``method``."""
-    headers = [(b"Cookie", cookie.encode()), (b"Origin", (origin or f"http://{authority}").encode())]
+    headers = [
+        (b"Cookie", cookie.encode()),
+        (b"Origin", (origin or f"http://{authority}").encode()),
+    ]
     async with open_websocket_url(f"ws://{authority}/ui/ws", extra_headers=headers) as ws:
         await ws.send_message(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "hello",
                                           "params": {"name": "console"}}))  # fmt: skip

@@ -152,7 +152,7 @@ class ConsoleFeed:
             if following.screens.get(terminal_id) != screen:
                 frames.append(
                     '{"jsonrpc":"2.0","method":"console_screen","params":{"terminal_id":'
-                    f"{json.dumps(terminal_id)},\"screen\":{screen}}}}}"
+                    f'{json.dumps(terminal_id)},"screen":{screen}}}}}'
                 )
         fresh = [(position, event) for position, event in events if position > following.cursor]
         frames += [
@@ -211,4 +211,3 @@ def _tmux_row(health: dict[str, Any]) -> dict[str, Any]:
         "state": "running" if health.get("attached") else "absent",
         "detail": None if health.get("attached") else detail,
     }
-

@@ -240,4 +240,3 @@ def _text(status: int, message: str) -> tuple[int, list[tuple[str, str]], bytes]
         [("Content-Type", "text/plain; charset=utf-8"), ("Cache-Control", "no-store")],
         (message + "\n").encode(),
     )
-
