@@ -3,7 +3,9 @@
 The registry is the test's: `PINNED.without(agent, version)` lacks the version's
 own row, so only a qualification binds it, exactly as for a version AKK has
 never seen. The binary is the real pinned one. The model server is the oracle
-for what the qualified pane then does.
+for what the qualified pane then does. Codex 0.171.0 is qualified once, by
+`akk serve --auto-qualify`; `akk qualify` then reports that judgement (a whole
+qualification takes minutes: the two ways in share one).
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from akk.profiles.registry import PINNED
 from akk.qualify import command, qualification
 from akk.qualify import scenarios as sc
 from akk.qualify.auto import ACTOR
-from akk.qualify.launcher import LabSession
+from akk.qualify.launcher import LabSession, launch
+from akk.qualify.qualification import Judgement, Probe
 from akk.store.database import open_reader
 from akk.store.location import StateDir
 from tests.lab.conftest import LabSpec
@@ -57,53 +60,6 @@ async def _seen(ctl: Controller) -> dict[str, Any]:
 
 
 @pytest.mark.lab
-@pytest.mark.parametrize(
-    "lab",
-    [LabSpec(NEW, "codex_rui_one", plan_mode=True)],
-    indirect=True,
-    ids=lambda spec: spec.id,
-)
-@pytest.mark.long
-async def test_a_pinned_codex_taken_as_new_is_qualified_then_served(
-    lab: LabSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    state = StateDir(tmp_path / "akk")
-    status = await trio.to_thread.run_sync(_qualify, state, NEW.binary())
-    printed = json.loads(capsys.readouterr().out.splitlines()[-1])  # after the fixture's line
-
-    (result,) = printed["results"]
-    report = result["report"]
-    # A refusal names each screen that differed and how it read, not only how many.
-    differing = [(d["screen"], d["read_as"], d["note"]) for d in report["differing"]]
-    assert (status, result["state"]) == (0, "qualified"), (report["problems"], differing)
-    assert report["base_profile"] == "codex@0.169.0"
-    assert report["screens"]["differs"] == report["screens"]["not_producible"] == 0
-    assert report["screens"]["same"] > 100 and report["sandboxed"] is True
-    assert report["evidence"]["outcome"] == "done" and not report["evidence"]["problems"]
-    assert report["binary_sha256"] == sha256_file(NEW.binary())
-    phases = {phase["name"]: phase["seconds"] for phase in report["phases"]}
-    assert list(phases) == ["probe", "evidence", "capture", "classify", "schema"]
-    print(f"qualify {NEW.name} as new: " + ", ".join(f"{k} {v:.1f} s" for k, v in phases.items()))
-
-    # Served with the same registry, the pane binds through the stored row alone...
-    registry = PINNED.without(NEW.agent, NEW.version)
-    async with two_controllers(lab, tmp_path, registry=registry) as (_, ctl, _other):
-        terminal = await idle_terminal(ctl)
-        assert terminal["profile"] == "codex@0.171.0 (qualified from 0.169.0)", terminal
-        # ...and a task goes in, its question is answered, and the Turn ends done.
-        turn_id = await send_task(ctl, sc.ASK_TASK)
-        shown = await prompt(ctl, turn_id)
-        answer = await ctl.call("respond_interaction", choose(shown, "Blue"))
-        assert answer["outcome"] == "dispatched"
-        answered = await reached(lab, lambda r: sc.ANSWERED_CODEX in r.newest_input)
-        assert (await settled(ctl, turn_id))["kind"] == "done"
-    assert "Blue" in answered.newest_input and "Red" not in answered.newest_input
-    assert lab.server.count_inputs_containing(sc.ANSWERED_CODEX) == 1
-    asked = [r for r in lab.server.main_requests() if r.newest_input.strip() == sc.ASK_TASK]
-    assert len(asked) == 1, lab.server.summary()  # the task reached the agent once
-
-
-@pytest.mark.lab
 @pytest.mark.parametrize("lab", [LabSpec(OLD, "echo")], indirect=True, ids=lambda spec: spec.id)
 async def test_an_old_claude_read_with_a_newer_profile_is_refused_and_binds_nothing(
     lab: LabSession, tmp_path: Path
@@ -134,12 +90,27 @@ async def test_an_old_claude_read_with_a_newer_profile_is_refused_and_binds_noth
 @pytest.mark.lab
 @pytest.mark.parametrize("lab", [LabSpec(NEW, "echo")], indirect=True, ids=lambda spec: spec.id)
 @pytest.mark.long
-async def test_auto_qualify_binds_a_new_binary_only_once_qualified(
-    lab: LabSession, tmp_path: Path
+async def test_a_pinned_codex_taken_as_new_is_auto_qualified_then_reported_and_served(
+    lab: LabSession,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """One real qualification of the binary, by `akk serve --auto-qualify` (at the lowest
+    priority); `akk qualify --json` then reports that same judgement, and a pane bound
+    through the row it stores answers a question. A whole Codex qualification takes
+    minutes, so the two ways in share one instead of running it twice."""
     registry = PINNED.without(NEW.agent, NEW.version)
+    judged: list[Judgement] = []
+    real_qualify = qualification.qualify
+
+    async def recorded(*args: Any, **kwargs: Any) -> Judgement:
+        judged.append(await real_qualify(*args, **kwargs))
+        return judged[-1]
+
+    monkeypatch.setattr(qualification, "qualify", recorded)
     async with (
-        serving(lab, tmp_path, registry=registry, auto_qualify=True) as served,
+        serving(lab, tmp_path / "auto", registry=registry, auto_qualify=True) as served,
         connect(served.endpoint.url, served.tokens["ctl"]) as ctl,
     ):
         assert (await _seen(ctl))["profile"] is None  # unsupported until it is qualified
@@ -164,3 +135,47 @@ async def test_auto_qualify_binds_a_new_binary_only_once_qualified(
     assert actors == [ACTOR], actors
     turns = [r.newest_input.strip() for r in lab.server.main_requests()]
     assert turns == [sc.ECHO_TASK], lab.server.summary()
+    (auto,) = judged
+
+    # `akk qualify` on the same binary gets the judgement the server's run reached.
+    async def replayed(found: Probe, *args: Any, **kwargs: Any) -> Judgement:
+        assert (found.version, found.sha256) == (auto.probe.version, auto.probe.sha256)
+        return auto
+
+    monkeypatch.setattr(qualification, "qualify", replayed)
+    state = StateDir(tmp_path / "cli" / "akk")
+    status = await trio.to_thread.run_sync(_qualify, state, NEW.binary())
+    printed = json.loads(capsys.readouterr().out.splitlines()[-1])  # after the fixture's line
+
+    (result,) = printed["results"]
+    report = result["report"]
+    # A refusal names each screen that differed and how it read, not only how many.
+    differing = [(d["screen"], d["read_as"], d["note"]) for d in report["differing"]]
+    assert (status, result["state"]) == (0, "qualified"), (report["problems"], differing)
+    assert report["base_profile"] == "codex@0.169.0"
+    assert report["screens"]["differs"] == report["screens"]["not_producible"] == 0
+    assert report["screens"]["same"] > 100 and report["sandboxed"] is True
+    assert report["evidence"]["outcome"] == "done" and not report["evidence"]["problems"]
+    assert report["binary_sha256"] == sha256_file(NEW.binary())
+    phases = {phase["name"]: phase["seconds"] for phase in report["phases"]}
+    assert list(phases) == ["probe", "evidence", "capture", "classify", "schema"]
+    print(f"qualify {NEW.name} as new: " + ", ".join(f"{k} {v:.1f} s" for k, v in phases.items()))
+
+    # Served with the same registry, a pane binds through the stored row alone...
+    async with launch(NEW, sc.SCENARIOS["codex_rui_one"], plan_mode=True) as asked:
+        async with two_controllers(asked, tmp_path / "cli", registry=registry) as (_, ctl, _o):
+            terminal = await idle_terminal(ctl)
+            assert terminal["profile"] == "codex@0.171.0 (qualified from 0.169.0)", terminal
+            # ...and a task goes in, its question is answered, and the Turn ends done.
+            turn_id = await send_task(ctl, sc.ASK_TASK)
+            shown = await prompt(ctl, turn_id)
+            answer = await ctl.call("respond_interaction", choose(shown, "Blue"))
+            assert answer["outcome"] == "dispatched"
+            answered = await reached(asked, lambda r: sc.ANSWERED_CODEX in r.newest_input)
+            assert (await settled(ctl, turn_id))["kind"] == "done"
+        assert "Blue" in answered.newest_input and "Red" not in answered.newest_input
+        assert asked.server.count_inputs_containing(sc.ANSWERED_CODEX) == 1
+        main = asked.server.main_requests()
+        assert len([r for r in main if r.newest_input.strip() == sc.ASK_TASK]) == 1, (
+            asked.server.summary()  # the task reached the agent once
+        )
