@@ -144,7 +144,7 @@ function showView(view) {
 
 function section(container, kind, records) {
   const list = records || [];
-  keyed(container, list, (r) => r[`${kind}_id`], (r) => recordCard(kind, r));
+  keyed(container, list, (r) => r[`${kind}_id`] ?? JSON.stringify(r), (r) => recordCard(kind, r));
   container.nextElementSibling.hidden = list.length > 0;
 }
 
