@@ -71,12 +71,6 @@ def _terminal(
         "turn_id": turn_id,
         "available_actions": [{"method": "status", "params": {"terminal_id": terminal_id}}],
         "next_step": None,
-        "screen": {
-            "rows": [[[f"{agent} at work", 0]]],
-            "styles": [{}],
-            "cols": 80,
-            "withheld": None,
-        },
     }
     return row | more
 
@@ -101,7 +95,7 @@ VIEW = {
         "tmux": [{"socket": "default", "state": "running", "detail": None}],
     },
     "terminals": [
-        _terminal("term_a", "claude", "awaiting_input", "turn_single", screen=SCREEN),
+        _terminal("term_a", "claude", "awaiting_input", "turn_single"),
         _terminal(
             "term_b",
             "codex",
@@ -114,7 +108,7 @@ VIEW = {
         _terminal("term_c", "claude", "awaiting_input", "turn_multi"),
         _terminal("term_d", "codex", "awaiting_input", "turn_text"),
         _terminal("term_e", "codex", "awaiting_input", "turn_confirm"),
-        _terminal("term_f", "claude", "awaiting_input", "turn_manual", screen=WITHHELD),
+        _terminal("term_f", "claude", "awaiting_input", "turn_manual"),
     ],
     "turns": [
         _turn("turn_single", "term_a", usage={"input_tokens": 12, "output_tokens": 3}),
@@ -141,6 +135,15 @@ VIEW = {
         }
     ],
 }
+
+
+# Screens go beside the view: all of them in console_follow's answer, then each alone in a
+# console_screen notification when it changes.
+SCREENS = {
+    row["terminal_id"]: {"rows": [[[f"{row['agent']} at work", 0]]], "styles": [{}], "cols": 80}
+    | {"withheld": None}
+    for row in VIEW["terminals"]
+} | {"term_a": SCREEN, "term_f": WITHHELD}
 
 
 def _event(
@@ -360,7 +363,7 @@ class Scripted:
                 "capabilities": {},
             }
         if method == "console_follow":
-            return {"view": VIEW, "events": EVENTS}
+            return {"view": VIEW, "screens": SCREENS, "events": EVENTS}
         if method == "status":
             return {
                 "turn_id": params["turn_id"],
@@ -457,6 +460,7 @@ def _script(url: str, server: Scripted, shots: Path) -> None:
         _check_terminals(driver)
         screenshot(driver, shots / "console-1280.png")
         _check_narrow(driver, shots)
+        _check_screen_push(driver, server)
         _check_answers(driver, server)
         _check_events(driver, server)
         severe = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
@@ -480,6 +484,24 @@ def _check_terminals(driver: WebDriver) -> None:
     assert hex_bg.value_of_css_property("background-color") == "rgba(0, 0, 255, 1)"
     assert "not markup" in screen.text and not screen.find_elements(By.TAG_NAME, "b")
     assert "secret input" in _find(driver, "screen-term_f").text
+
+
+def _check_screen_push(driver: WebDriver, server: Scripted) -> None:
+    """A console_screen redraws its pane alone; a console_view after it keeps that screen."""
+    moved = {
+        "rows": [[["moved on", 1]]],
+        "styles": [{}, {"fg": "green"}],
+        "cols": 80,
+        "withheld": None,
+    }
+    trio.from_thread.run(server.push, "console_screen", {"terminal_id": "term_c", "screen": moved})
+    screen = _find(driver, "screen-term_c")
+    _until(driver, lambda d: screen.text == "moved on", "the pushed screen")
+    view = VIEW | {"server": VIEW["server"] | {"version": "0.1.1"}}
+    trio.from_thread.run(server.push, "console_view", view)
+    _until(driver, lambda d: "0.1.1" in d.find_element(By.ID, "server-info").text, "the new view")
+    assert screen.text == "moved on" and screen.find_element(By.CLASS_NAME, "fg-green")
+    assert _find(driver, "screen-term_a").find_element(By.CLASS_NAME, "fg-red")
     unprofiled = _find(driver, "terminal-term_b").text
     assert "unqualified_version" in unprofiled and "akk qualify codex" in unprofiled
     usage = _find(driver, "turn-turn_single").text

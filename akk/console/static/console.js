@@ -4,7 +4,7 @@
 import { el, fill, keyed } from './dom.js';
 import { interactionForm } from './interaction.js';
 import { Rpc } from './rpc.js';
-import { eventItem, recordCard, terminalCard } from './views.js';
+import { eventItem, recordCard, showScreen, terminalCard } from './views.js';
 
 const MAX_EVENTS = 500;
 const AWAITING = new Set(['awaiting_input', 'awaiting_approval']);
@@ -39,6 +39,7 @@ const page = {
 const state = {
   connected: false,
   view: null,
+  screens: new Map(), // terminal_id -> its screen, from console_follow and console_screen
   events: [],
   seen: { controller: new Set(), terminal: new Set(), kind: new Set() },
   pending: new Map(),
@@ -97,6 +98,7 @@ async function follow() {
     state.dismissed.clear();
     page.pendingList.replaceChildren();
     page.pendingList.akkKeyed = null;
+    state.screens = new Map(Object.entries(followed.screens || {}));
     for (const event of followed.events || []) addEvent(event, false);
     drawEvents();
     showView(followed.view);
@@ -108,6 +110,7 @@ async function follow() {
 
 function notified(method, params) {
   if (method === 'console_view') showView(params);
+  else if (method === 'console_screen') screenChanged(params);
   else if (method === 'console_event') {
     addEvent(params, true);
     askedBy(params);
@@ -124,7 +127,9 @@ function showView(view) {
   const server = view.server || {};
   const sockets = (server.tmux || []).map((t) => `tmux ${t.socket}: ${t.state}${t.detail ? ` (${t.detail})` : ''}`);
   page.server.textContent = [`akk serve ${server.version || page.server.dataset.version || ''}`.trim(), ...sockets].join(' · ');
-  const terminals = view.terminals || [];
+  const terminals = (view.terminals || []).map(withScreen);
+  const live = new Set(terminals.map((t) => t.terminal_id));
+  for (const id of [...state.screens.keys()]) if (!live.has(id)) state.screens.delete(id);
   keyed(page.terminals, terminals, (t) => t.terminal_id, terminalCard);
   page.terminalsEmpty.hidden = terminals.length > 0;
   section(page.turns, 'turn', view.turns);
@@ -140,6 +145,22 @@ function showView(view) {
     banner('ok', '');
   }
   followPending();
+}
+
+/** A terminal row with its screen: the row's own (if the server sends it inline) or the
+ *  last one console_follow or console_screen brought. */
+function withScreen(terminal) {
+  if ('screen' in terminal) {
+    state.screens.set(terminal.terminal_id, terminal.screen);
+    return terminal;
+  }
+  return { ...terminal, screen: state.screens.get(terminal.terminal_id) ?? null };
+}
+
+function screenChanged({ terminal_id: terminalId, screen }) {
+  state.screens.set(terminalId, screen);
+  const pre = document.querySelector(`[data-testid="screen-${CSS.escape(terminalId)}"]`);
+  if (pre) showScreen(pre, screen);
 }
 
 function section(container, kind, records) {
@@ -162,7 +183,7 @@ function terminalOf(turnId) {
  *  screen) and its record. */
 function signature(turnId, extra = '') {
   const terminal = terminalOf(turnId);
-  const row = terminal ? { ...terminal, screen: undefined } : null;
+  const row = terminal ? { ...terminal, screen: undefined } : null; // a screen alone asks nothing new
   return JSON.stringify([row, turnRecord(turnId), extra]);
 }
 

@@ -55,13 +55,16 @@ export function terminalCard(terminal, old) {
     body.append(el('p', { class: 'note' },
       'No AKK Turn holds this pane, so the console cannot answer it: answer it at the terminal.'));
   }
-  const screenJson = JSON.stringify(terminal.screen || null);
-  const pre = card.querySelector('pre');
-  if (pre.akkScreen !== screenJson) {
-    pre.akkScreen = screenJson;
-    drawScreen(pre, terminal.screen);
-  }
+  showScreen(card.querySelector('pre'), terminal.screen);
   return card;
+}
+
+/** Draw `screen` in its <pre> unless that is what it shows already. */
+export function showScreen(pre, screen) {
+  const json = JSON.stringify(screen || null);
+  if (pre.akkScreen === json) return;
+  pre.akkScreen = json;
+  drawScreen(pre, screen);
 }
 
 const TURN_FIELDS = ['controller_id', 'terminal_id', 'session_id', 'backend', 'state', 'stage',
