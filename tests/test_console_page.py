@@ -27,7 +27,7 @@ from selenium.webdriver.support.ui import Select, WebDriverWait
 from trio_websocket import ConnectionClosed, WebSocketConnection, wrap_server_stream
 
 from akk.console.http import CSP
-from tests.browser import chromium, screenshot
+from tools.lab.browser import chromium, screenshot
 
 STATIC = importlib.resources.files("akk.console") / "static"
 TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css"}

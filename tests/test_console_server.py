@@ -143,7 +143,7 @@ async def test_the_websocket_wants_the_session_cookie_and_the_console_s_own_orig
     cookie = await trio.to_thread.run_sync(log_in, state, authority)
     with trio.fail_after(20):
         followed = await console_call(authority, cookie)
-        assert set(followed["result"]) == {"view", "events"}
+        assert set(followed["result"]) == {"view", "screens", "events"}
         assert set(followed["result"]["view"]) >= {"server", "terminals", "turns", "watches"}
         for origin in ("http://evil.example", f"https://{authority}", "null"):
             with pytest.raises(ConnectionRejected) as foreign:

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 need=()
 command -v tmux >/dev/null || need+=(tmux)
 command -v bwrap >/dev/null || need+=(bubblewrap)
-# The console's browser tests (tests/browser.py) run Debian's headless Chromium; nothing downloads one.
+# The console's browser tests (tools/lab/browser.py) run Debian's headless Chromium; nothing downloads one.
 command -v chromium >/dev/null || need+=(chromium)
 command -v chromedriver >/dev/null || need+=(chromium-driver)
 if [ "${#need[@]}" -gt 0 ]; then
