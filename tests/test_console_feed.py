@@ -19,10 +19,17 @@ from typing import Any
 import attrs
 import trio
 
-from akk.console.feed import FOLLOWERS_FULL, MAX_FOLLOWERS, SCREEN_INTERVAL, ConsoleFeed
+from akk.console.feed import (
+    FOLLOWERS_FULL,
+    MAX_FOLLOWERS,
+    RECENT_RECORDS,
+    SCREEN_INTERVAL,
+    ConsoleFeed,
+)
 from akk.profiles.observation import Observation, State
-from akk.store import outbox
-from tests.test_list_view import World, identity, world
+from akk.store import dispatches, outbox
+from akk.store.dispatches import Kind, Stage
+from tests.test_list_view import World, apply, identity, world
 
 INTERVAL = 0.01
 
@@ -168,3 +175,30 @@ async def test_a_console_that_stops_reading_is_dropped_and_one_too_many_closes_t
                 await feed.follow(console)
             assert live.closed is not None and live.closed[0] == FOLLOWERS_FULL
             assert all(c.closed is None for c in consoles)
+
+
+async def test_the_view_shows_every_open_record_the_latest_settled_ones_and_their_stages(
+    tmp_path: Path,
+) -> None:
+    with trio.fail_after(20):
+        async with feeding(tmp_path) as (w, feed):
+            for n in range(RECENT_RECORDS + 10):
+                apply(w, ("send", 0, 0))
+                apply(w, ("settle", n))
+            apply(w, ("send", 1, 1))  # the one open Turn
+            open_id = w.records[-1]
+            with w.conn:
+                step = dispatches.reserve(
+                    w.conn, controller_id="ctl_b", turn_id=open_id, terminal_id="term_1",
+                    kind=Kind.ANSWER, typing=None, screen_seq=None, now=time.time(),
+                )  # fmt: skip
+                dispatches.advance(w.conn, step, Stage.ACCEPTED)
+            view = json.loads((await feed.follow(Console())).json)["view"]
+            shown = {row["turn_id"] for row in view["turns"]}
+            assert len(shown) == RECENT_RECORDS + 1 and open_id in shown
+            assert w.records[0] not in shown and w.records[RECENT_RECORDS + 9] in shown
+            assert view["older"]["turns"] == 10
+            (opened,) = [row for row in view["turns"] if row["turn_id"] == open_id]
+            assert [(s["kind"], s["stage"], s["controller_id"]) for s in opened["stages"]] == [
+                ("answer", "accepted", "ctl_b")
+            ]

@@ -32,7 +32,7 @@ from akk.console.screen import screen_view
 from akk.methods.list_view import ListView
 from akk.profiles.registry import qualify_command
 from akk.protocol.jsonrpc import Encoded
-from akk.store import outbox
+from akk.store import dispatches, outbox
 from akk.store.reader import StoreReader
 
 SEND_TIMEOUT = 10.0
@@ -40,6 +40,9 @@ RECENT_EVENTS = 100
 """Events a console gets when it starts following."""
 EVENT_BATCH = 200
 """Events read per push; more wait for the next one."""
+RECENT_RECORDS = 50
+"""Settled Turns (and Watches) the view shows beside every open one, the newest first;
+`akk list` shows them all."""
 MAX_FOLLOWERS = 16
 SCREEN_INTERVAL = 1.0
 """Seconds between two renderings of one pane's screen. A pane that changes after a quiet
@@ -96,6 +99,7 @@ class ConsoleFeed:
         self._joined = trio.Event()
         self._screens: dict[str, tuple[TerminalSnapshot, str, float]] = {}
         self._behind = False  # a screen changed within its interval: drawn at a later tick
+        self._stages: tuple[int, list[str], dict[str, list[dispatches.Dispatch]]] | None = None
 
     async def follow(self, follower: Follower) -> Encoded:
         """Start pushing to ``follower``; the view now and the latest events."""
@@ -183,8 +187,25 @@ class ConsoleFeed:
             )
         for gone in set(self._screens) - set(screens):
             del self._screens[gone]
+        older = {}
+        for kind in ("turns", "watches"):
+            listing[kind], older[kind] = _recent(listing[kind])
+        stages = await self._stages_of([row["watch_id"] for row in listing["turns"]])
+        for row in listing["turns"]:
+            row["stages"] = [_stage(d) for d in stages.get(row["watch_id"], ())]
+        listing["older"] = older
         server = {"version": akk.__version__, "tmux": [_tmux_row(h) for h in self._tmux()]}
         return _View(json.dumps({"server": server} | listing), screens)
+
+    async def _stages_of(self, turn_ids: list[str]) -> dict[str, list[dispatches.Dispatch]]:
+        """The Turns' dispatches, read again only when the store changed or the Turns did."""
+        version = await self._reader.version()
+        cached = self._stages
+        if cached is not None and cached[0] == version and cached[1] == turn_ids:
+            return cached[2]
+        found = await self._reader.run(lambda conn: dispatches.of_turns(conn, turn_ids))
+        self._stages = (version, turn_ids, found)
+        return found
 
     def _screen(self, terminal_id: str, snapshot: TerminalSnapshot) -> str:
         """The pane's screen as JSON, made again when its snapshot was replaced (at most once
@@ -199,6 +220,21 @@ class ConsoleFeed:
         shown = json.dumps(screen_view(snapshot.lines, snapshot.grid))
         self._screens[terminal_id] = (snapshot, shown, now)
         return shown
+
+
+def _recent(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
+    """Every record not yet settled, and the RECENT_RECORDS settled last; how many are left out."""
+    settled = [r for r in records if r["settled_at"] is not None]
+    settled.sort(key=lambda r: r["settled_at"], reverse=True)
+    kept = {id(r) for r in settled[:RECENT_RECORDS]}
+    shown = [r for r in records if r["settled_at"] is None or id(r) in kept]
+    return shown, len(records) - len(shown)
+
+
+def _stage(dispatch: dispatches.Dispatch) -> dict[str, Any]:
+    """One input-bearing step of a Turn as the console lists it: what, how far, for whom."""
+    public = dispatch.public()
+    return {key: public[key] for key in ("kind", "stage", "controller_id", "reason", "updated_at")}
 
 
 def _tmux_row(health: dict[str, Any]) -> dict[str, Any]:

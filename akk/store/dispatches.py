@@ -121,6 +121,18 @@ def of_turn(conn: apsw.Connection, turn_id: str) -> list[Dispatch]:
     return _select(conn, "WHERE turn_id = ? ORDER BY created_at", (turn_id,))
 
 
+def of_turns(conn: apsw.Connection, turn_ids: list[str]) -> dict[str, list[Dispatch]]:
+    """Each of ``turn_ids``' dispatches, oldest first (the stages the console shows)."""
+    found: dict[str, list[Dispatch]] = {turn_id: [] for turn_id in turn_ids}
+    for start in range(0, len(turn_ids), 500):  # within SQLite's bound on parameters
+        batch = turn_ids[start : start + 500]
+        marks = ", ".join("?" * len(batch))
+        for dispatch in _select(conn, f"WHERE turn_id IN ({marks}) ORDER BY created_at", (*batch,)):
+            if dispatch.turn_id is not None:
+                found[dispatch.turn_id].append(dispatch)
+    return found
+
+
 def all_open(conn: apsw.Connection) -> list[Dispatch]:
     return _select(conn, "WHERE stage IN ('reserved', 'text_injected', 'enter_sent')", ())
 

@@ -132,8 +132,9 @@ function showView(view) {
   for (const id of [...state.screens.keys()]) if (!live.has(id)) state.screens.delete(id);
   keyed(page.terminals, terminals, (t) => t.terminal_id, terminalCard);
   page.terminalsEmpty.hidden = terminals.length > 0;
-  section(page.turns, 'turn', view.turns);
-  section(page.watches, 'watch', view.watches);
+  const older = view.older || {};
+  section(page.turns, 'turn', view.turns, older.turns);
+  section(page.watches, 'watch', view.watches, older.watches);
   section(page.sessions, 'session', view.sessions);
   const tmux = server.tmux || [];
   if (tmux.length && !tmux.some((t) => t.state === 'running')) {
@@ -163,10 +164,18 @@ function screenChanged({ terminal_id: terminalId, screen }) {
   if (pre) showScreen(pre, screen);
 }
 
-function section(container, kind, records) {
+/** One list of records; `older` settled ones the server left out say so after it. */
+function section(container, kind, records, older = 0) {
   const list = records || [];
   keyed(container, list, (r) => r[`${kind}_id`] ?? JSON.stringify(r), (r) => recordCard(kind, r));
   container.nextElementSibling.hidden = list.length > 0;
+  let note = container.parentElement.querySelector('.older');
+  if (!note) {
+    note = el('p', { class: 'older empty' });
+    container.parentElement.append(note);
+  }
+  note.hidden = !older;
+  note.textContent = older ? `${older} older settled ${kind}s are not shown here; \`akk list\` shows them all.` : '';
 }
 
 // --- pending interactions ---------------------------------------------------------------

@@ -9,10 +9,23 @@ function idPart(value) {
   return String(value).replace(/[^A-Za-z0-9_-]/g, '_');
 }
 
+/** The methods a record or pane offers now (their params are the ids shown beside them). */
 function actions(list) {
   if (!list || !list.length) return '—';
-  return el('ul', { class: 'actions' }, list.map((action) =>
-    el('li', {}, el('code', {}, `${action.method} ${JSON.stringify(action.params || {})}`))));
+  return el('ul', { class: 'actions' }, list.map((action) => el('li', {}, el('code', {}, action.method))));
+}
+
+/** A time the server sent as seconds since the epoch, in the operator's own locale. */
+function when(seconds) {
+  return typeof seconds === 'number' ? new Date(seconds * 1000).toLocaleString() : seconds;
+}
+
+/** A Turn's input-bearing steps, oldest first: what, how far it got, and for whom. */
+function stages(list) {
+  if (!list || !list.length) return '—';
+  return el('ol', { class: 'stages' }, list.map((step) => el('li', {},
+    el('code', {}, step.kind), ' ', badge(step.stage),
+    ` ${step.controller_id || ''}${step.reason ? ` (${step.reason})` : ''}`)));
 }
 
 function badge(state) {
@@ -67,12 +80,13 @@ export function showScreen(pre, screen) {
   drawScreen(pre, screen);
 }
 
-const TURN_FIELDS = ['controller_id', 'terminal_id', 'session_id', 'backend', 'state', 'stage',
+const TURN_FIELDS = ['controller_id', 'terminal_id', 'session_id', 'backend', 'state', 'stages',
   'outcome', 'reason', 'round', 'evidence', 'usage', 'session_decision', 'final_message',
   'created_at', 'updated_at', 'settled_at', 'deadline_at'];
 const LABELS = { controller_id: 'Controller', terminal_id: 'Terminal', session_id: 'Session',
-  session_decision: 'Session decision', final_message: 'Final message', created_at: 'Created',
-  updated_at: 'Updated', settled_at: 'Settled', deadline_at: 'Deadline' };
+  session_decision: 'Session decision', decision: 'Session decision', final_message: 'Final message',
+  created_at: 'Created', updated_at: 'Updated', settled_at: 'Settled', deadline_at: 'Deadline',
+  retired_at: 'Retired', retire_reason: 'Retired because', stages: 'Stages' };
 
 function label(key) {
   return LABELS[key] || key.charAt(0).toUpperCase() + key.slice(1).replace(/_/g, ' ');
@@ -88,12 +102,17 @@ function decision(value) {
 export function recordCard(kind, record) {
   const id = record[`${kind}_id`] || '?';
   const headingId = `${kind}-${idPart(id)}`;
-  const main = kind === 'session' ? ['scope', 'backend', 'state', 'controller_id', 'decisions',
-    'session_decision', 'reason', 'created_at', 'retired_at'] : TURN_FIELDS;
+  const main = kind === 'session' ? ['scope', 'backend', 'controller_id', 'decision', 'history',
+    'generation', 'created_at', 'retired_at', 'retire_reason'] : TURN_FIELDS;
   const pairs = [];
   for (const key of main) {
-    if (record[key] === undefined || record[key] === null) continue;
-    pairs.push([label(key), key === 'session_decision' ? decision(record[key]) : record[key], key]);
+    const value = record[key];
+    if (value === undefined || value === null) continue;
+    let shown = value;
+    if (key === 'session_decision' || key === 'decision') shown = decision(value);
+    else if (key === 'stages') shown = stages(value);
+    else if (key.endsWith('_at')) shown = when(value);
+    pairs.push([label(key), shown, key]);
   }
   if (record.available_actions) pairs.push(['Actions', actions(record.available_actions), 'available_actions']);
   const rest = Object.keys(record).filter((key) => !main.includes(key) && key !== 'available_actions'
