@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 import trio
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
@@ -64,9 +65,11 @@ def shown(driver: webdriver.Chrome, testid: str, timeout: float, text: str = "")
         found = d.find_elements(By.CSS_SELECTOR, f'[data-testid="{testid}"]')
         return bool(found) and found[0].is_displayed() and text in found[0].text
 
-    WebDriverWait(driver, timeout, poll_frequency=0.02).until(
-        present, f"{testid!r} with {text!r} not shown within {timeout} s"
-    )
+    # The page builds a card again when its record changes: an element found a moment ago
+    # may be gone (stale); look again.
+    WebDriverWait(
+        driver, timeout, poll_frequency=0.02, ignored_exceptions=(StaleElementReferenceException,)
+    ).until(present, f"{testid!r} with {text!r} not shown within {timeout} s")
     return time.monotonic() - began
 
 
@@ -131,10 +134,20 @@ async def test_the_operator_sees_the_pane_and_answers_a_questionnaire_in_the_bro
 async def answer_green(driver: webdriver.Chrome) -> None:
     """Pick "Green" by its label, as a person would, and submit once."""
 
-    def pick() -> None:
-        form = driver.find_element(By.CSS_SELECTOR, '[data-testid="interaction-form"]')
-        (label,) = [el for el in form.find_elements(By.TAG_NAME, "label") if el.text == "Green"]
-        label.click()
-        form.find_element(By.CSS_SELECTOR, '[data-testid="submit-answer"]').click()
+    def form() -> Any:
+        return driver.find_element(By.CSS_SELECTOR, '[data-testid="interaction-form"]')
 
-    await in_browser(pick)
+    def pick(_: Any) -> bool:
+        (label,) = [el for el in form().find_elements(By.TAG_NAME, "label") if el.text == "Green"]
+        label.click()
+        return bool(form().find_element(By.CSS_SELECTOR, "input:checked").is_selected())
+
+    def submit(_: Any) -> bool:
+        form().find_element(By.CSS_SELECTOR, '[data-testid="submit-answer"]').click()
+        return True
+
+    # A click on an element the page just replaced raises before it does anything: that
+    # one is tried again, never a click that went through.
+    for step in (pick, submit):
+        waiting = WebDriverWait(driver, 5, ignored_exceptions=(StaleElementReferenceException,))
+        await in_browser(waiting.until, step)
