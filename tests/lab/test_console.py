@@ -45,6 +45,7 @@ from tools.lab.browser import chromium, screenshot
 FORM_WITHIN = 1.0
 """Seconds from the controller's wake-up to the form in the browser (the issue's bound)."""
 NEWEST_CLAUDE = lab_params("questionnaire_single3", agents=("claude",))[-1:]
+NEWEST_CLAUDE_BASH = lab_params("claude_bash", agents=("claude",))[-1:]
 
 
 def login_link(served: Served) -> str:
@@ -129,6 +130,50 @@ async def test_the_operator_sees_the_pane_and_answers_a_questionnaire_in_the_bro
         assert receipt["controller_id"] == "akk-console" and receipt["stage"] == "accepted"
     assert count_since(lab, first, sc.ANSWERED_CLAUDE) == 1
     assert count_since(lab, first, sc.ASK_TASK) == 1
+
+
+@pytest.mark.parametrize("lab", NEWEST_CLAUDE_BASH, indirect=True)
+async def test_the_operator_approves_a_command_once_in_the_browser(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    marker = lab.workdir / f"{sc.BASH_MARKER}.txt"
+    async with (
+        serving(lab, tmp_path, "ctl") as served,
+        connect(served.endpoint.url, served.tokens["ctl"]) as ctl,
+    ):
+        await idle_terminal(ctl, timeout=30)
+        link = await in_browser(login_link, served)
+        with chromium() as driver:
+            await in_browser(driver.get, link)
+            first = len(lab.server.requests)
+            turn_id = await send_task(ctl, sc.RUN_TASK)
+            event = await next_event(ctl, WAKE_UPS)
+            assert event["kind"] == "approval_required"
+            await in_browser(shown, driver, "decision-approve_once", 10)
+            # Only the two decisions AKK ever offers: no persistent one reaches the form.
+            decisions = driver.find_elements(By.CSS_SELECTOR, '[data-testid^="decision-"]')
+            assert sorted(d.get_attribute("data-testid") for d in decisions) == [
+                "decision-approve_once", "decision-reject"]  # fmt: skip
+            assert not marker.exists()
+            await in_browser(click, driver, "decision-approve_once")
+            ran = await reached(lab, lambda r: sc.BASH_MARKER in r.newest_input, first)
+            assert sc.BASH_MARKER in ran.newest_input and marker.exists()
+            assert (await settled(ctl, turn_id))["kind"] == "done"
+            await in_browser(shown, driver, f"turn-{turn_id}", 10, "done")
+        status = await ctl.call("status", {"turn_id": turn_id})
+        (receipt,) = [d for d in status["dispatches"] if d["kind"] == "approval"]
+        assert receipt["controller_id"] == "akk-console" and receipt["stage"] == "accepted"
+    assert count_since(lab, first, sc.RUN_TASK) == 1
+
+
+def click(driver: webdriver.Chrome, testid: str) -> None:
+    """Click the button ``testid`` once (again only if the page had replaced it: stale)."""
+
+    def press(_: Any) -> bool:
+        driver.find_element(By.CSS_SELECTOR, f'[data-testid="{testid}"]').click()
+        return True
+
+    WebDriverWait(driver, 5, ignored_exceptions=(StaleElementReferenceException,)).until(press)
 
 
 async def answer_green(driver: webdriver.Chrome) -> None:
