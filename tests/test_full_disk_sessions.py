@@ -25,17 +25,29 @@ import trio
 from akk.actors import store as store_actor
 from akk.actors.store import StoreActor, transact
 from akk.backends.codex_app_server import rpc
-from akk.backends.codex_app_server.actor import AnswerRequest, BackendActor, CodexSetup
+from akk.backends.codex_app_server.actor import (
+    AnswerRequest,
+    BackendActor,
+    CodexSetup,
+    StartTurn,
+    Unsent,
+)
 from akk.backends.codex_app_server.board import BackendBoard
 from akk.backends.codex_app_server.prompts import fingerprint
+from akk.backends.codex_app_server.rounds import unsent
 from akk.backends.contract import AnswerReceipt
+from akk.backends.names import CODEX_APP_SERVER
 from akk.methods.common import MethodContext
 from akk.methods.interactions import InteractionCalls
+from akk.protocol.errors import Reason
 from akk.runtime.supervisor import ChildSpec, Supervisor
 from akk.screen.fingerprint import Appearance
-from akk.store import interactions, turns
+from akk.sessions import policy
+from akk.store import interactions, sessions, turns
 from akk.store.database import StoreUnwritable
 from akk.store.dispatches import Kind, Stage
+from akk.store.reader import StoreReader
+from akk.store.sessions import ThreadIntent
 from tests.small_fs import small_filesystem
 from tests.test_claude_answers import OWNER, _lab, _Pipe, _request, _rows, _sent
 from tests.test_full_disk_terminal import fill_store
@@ -212,4 +224,71 @@ async def test_an_answer_sent_to_the_app_server_waits_for_the_store_and_is_recor
             assert receipt.dispatch.stage is Stage.ACCEPTED
             assert app.answered == [(7, {"decision": "accept"})]
             assert root.stats.crashes.get("store", 0) == 0
+            nursery.cancel_scope.cancel()
+
+
+@attrs.define
+class _Starts:
+    """The app-server connection as the BackendActor starts a turn through it: every request."""
+
+    requests: list[str] = attrs.field(factory=list)
+
+    async def request(self, method: str, params: dict[str, Any], *, timeout: float) -> Any:
+        self.requests.append(method)
+        raise AssertionError(f"{method} must not be written while the store cannot write")
+
+
+async def test_a_turn_start_the_store_cannot_record_is_never_written_and_says_nothing_was_sent(
+    tmp_path: Path,
+) -> None:
+    """The disk is full when the BackendActor would mark the invocation sent: turn/start is
+    never written, the actor stays up, and the refusal says nothing was sent (not "may have
+    started")."""
+    with small_filesystem(tmp_path / "fs") as fs, trio.fail_after(30):
+        db = fs / "akk.sqlite3"
+        _rows(db)
+        root = Supervisor("root", children=[ChildSpec("store", lambda: StoreActor(db))])
+        async with trio.open_nursery() as nursery:
+            await nursery.start(root.run)
+            store = root.ref("store")
+
+            def reserved(conn: apsw.Connection) -> str:
+                owner = policy.Owner(OWNER, "task", None, "executor", str(fs))
+                binding = policy.ThreadConfig("0.171.0", "0.171.0", None, None, None, None)
+                decision = policy.Decision(policy.Action.CREATE, "new_scope_or_role")
+                session = sessions.create(
+                    conn, owner=owner, backend=CODEX_APP_SERVER, binding=binding, home=str(fs),
+                    decision=decision, now=1.0,
+                )  # fmt: skip
+                session = sessions.update(conn, session, thread_id="thr_1")
+                turn = turns.insert_backend(
+                    conn, backend=CODEX_APP_SERVER, controller_id=OWNER, client_request_id="b1",
+                    session_id=session.session_id, request_sha256="0" * 64, request_chars=4,
+                    inactivity_seconds=60, lifetime_seconds=600, now=1.0,
+                )  # fmt: skip
+                sessions.reserve(conn, session, turn_id=turn.turn_id, round=1,
+                                 thread_intent=ThreadIntent.LOADED, now=1.0)  # fmt: skip
+                return turn.turn_id
+
+            turn_id = await transact(store, reserved)
+            board = BackendBoard(generation=1, alive=True)
+            board.loaded.add("thr_1")
+            app = _Starts()
+            reader = StoreReader(db)
+            actor = BackendActor(
+                cast(rpc.AppServer, app), setup=CodexSetup("codex", "/h", "0.171.0"),
+                board=board, store=store, reader=reader.run,
+            )  # fmt: skip
+            filler = await fill_store(fs, store)
+            receipt = await actor.receive(StartTurn(turn_id, 1, "task"))
+            assert isinstance(receipt, Unsent) and "disk full" in receipt.why
+            assert app.requests == []
+            refusal = unsent(turn_id, receipt)
+            assert refusal.reason is Reason.INTERNAL
+            assert "Nothing was sent" in refusal.message and "may" not in refusal.message
+            inv = await reader.run(lambda conn: sessions.invocation(conn, turn_id, 1))
+            assert inv is not None and inv.dispatch is policy.Dispatch.NOT_SENT
+            assert root.stats.crashes.get("store", 0) == 0
+            filler.unlink()
+            reader.close()
             nursery.cancel_scope.cancel()

@@ -46,6 +46,7 @@ from akk.protocol.redaction import redact
 from akk.runtime.actor import Actor, ActorRef, Ask, Rank
 from akk.sessions import policy
 from akk.store import dispatches, sessions, turns
+from akk.store.database import StoreUnwritable
 from akk.store.dispatches import Dispatch, Kind, Stage
 from akk.store.sessions import InvocationRow, SessionRow
 from akk.store.turns import Turn, TurnState
@@ -81,7 +82,7 @@ class ReadBinding(Ask[policy.ThreadConfig]):
 
 
 @attrs.frozen
-class StartTurn(Ask["StartReceipt"]):
+class StartTurn(Ask["StartReceipt | Unsent"]):
     """Run the reserved invocation (turn_id, round)."""
 
     turn_id: str
@@ -94,6 +95,14 @@ class StartReceipt:
     turn: Turn
     generation: int
     """The process generation the turn runs on."""
+
+
+@attrs.frozen
+class Unsent:
+    """turn/start was never written: the store could not record it first (a full disk).
+    The invocation stays unsent; ``why`` names the store's problem and the next step."""
+
+    why: str
 
 
 @attrs.frozen
@@ -220,7 +229,7 @@ class BackendActor(Actor[BackendMessage]):
 
     # -- starting a Turn
 
-    async def _start(self, message: StartTurn) -> StartReceipt:
+    async def _start(self, message: StartTurn) -> StartReceipt | Unsent:
         turn_id = message.turn_id
         invocation, session, turn = await self._read_store(
             lambda conn: _records(conn, turn_id, message.round)
@@ -233,7 +242,12 @@ class BackendActor(Actor[BackendMessage]):
             resumed = await self._thread_resume(session, thread_id, invocation)
             if resumed is not None:
                 return resumed
-        await self._sent(invocation)
+        try:
+            await self._sent(invocation)
+        except StoreUnwritable as exc:
+            # Never written unrecorded: a turn/start the store does not know of could run twice.
+            return Unsent(f"{exc.problem}, so the task was never sent to the app-server; "
+                          f"{exc.next_step}")  # fmt: skip
         await faults.reached(Point.BACKEND_TURN_SENDING)
         try:
             result = await self._app.request(

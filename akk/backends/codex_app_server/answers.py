@@ -24,7 +24,7 @@ import apsw
 import attrs
 
 from akk.actors.store import transact
-from akk.backends.codex_app_server.actor import AnswerRequest, StartTurn, Steer
+from akk.backends.codex_app_server.actor import AnswerRequest, StartTurn, Steer, Unsent
 from akk.backends.codex_app_server.host import BackendDesk, BackendHost
 from akk.backends.codex_app_server.prompts import (
     BackendPrompt,
@@ -32,7 +32,7 @@ from akk.backends.codex_app_server.prompts import (
     async_message,
     decision_result,
 )
-from akk.backends.codex_app_server.rounds import AppServerRounds
+from akk.backends.codex_app_server.rounds import AppServerRounds, unsent
 from akk.backends.context import BackendContext
 from akk.backends.contract import History, Refusal, Task
 from akk.backends.names import CODEX_APP_SERVER
@@ -314,6 +314,9 @@ class AppServerAnswers:
         except RpcError:
             await self._rounds.follow(turn_id, generation=None)
             raise
+        if isinstance(receipt, Unsent):
+            await self._rounds.follow(turn_id, generation=None, restarted=True)
+            raise unsent(turn_id, receipt)
         started = receipt.turn.state in (TurnState.RUNNING, *_SETTLED_AFTER_START)
         stage = Stage.ACCEPTED if started else Stage.NOT_ACCEPTED
         await transact(

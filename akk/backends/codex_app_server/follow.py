@@ -130,8 +130,8 @@ class AppServerFollower(Attached):
             if self._restarted:
                 await self._settle(
                     TurnState.FAILED, "not_sent",
-                    "AKK stopped before the task reached the app-server; nothing was sent. "
-                    "Send it again", cleanup=True,
+                    "the task never reached the app-server (AKK stopped first, or could not "
+                    "record the send); nothing was sent. Send it again", cleanup=True,
                 )  # fmt: skip
             return False  # its StartTurn is still queued or running
         host = await self._host()

@@ -15,7 +15,7 @@ import apsw
 
 from akk.actors.store import transact
 from akk.backends.codex_app_server import rpc
-from akk.backends.codex_app_server.actor import ReadBinding, ReadThread, StartTurn
+from akk.backends.codex_app_server.actor import ReadBinding, ReadThread, StartTurn, Unsent
 from akk.backends.codex_app_server.follow import AppServerFollower
 from akk.backends.codex_app_server.host import BackendDesk, BackendHost
 from akk.backends.codex_app_server.schema import RESUME_VERIFIED
@@ -103,6 +103,11 @@ class AppServerRounds:
                 "call status {turn_id}",
                 data={"turn_id": turn.turn_id},
             ) from None
+        if isinstance(receipt, Unsent):
+            # It ends `not_sent` once the store writes: its follower knows no start of it
+            # can still be under way.
+            await self.follow(turn.turn_id, generation=None, restarted=True)
+            raise unsent(turn.turn_id, receipt)
         if receipt.turn.unresolved:
             await self.follow(turn.turn_id, generation=receipt.generation)
         return receipt.turn
@@ -156,3 +161,13 @@ class AppServerRounds:
                 "`akk doctor --codex-bin … --codex-home …`, then send again",
             )
         return host
+
+
+def unsent(turn_id: str, receipt: Unsent) -> RpcError:
+    """The refusal of a Turn whose turn/start was never written (nothing reached the agent)."""
+    return RpcError(
+        Reason.INTERNAL,
+        f"{receipt.why}. Nothing was sent; turn {turn_id} ends failed (not_sent) once the store "
+        "writes again",
+        data={"turn_id": turn_id},
+    )
