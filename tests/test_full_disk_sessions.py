@@ -11,8 +11,11 @@ a recording stand-in for the connection.
 from __future__ import annotations
 
 import logging
+import sys
 import time
+import uuid
 from collections.abc import Awaitable, Callable
+from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
@@ -24,6 +27,9 @@ import trio
 
 from akk.actors import store as store_actor
 from akk.actors.store import StoreActor, transact
+from akk.backends.claude_headless.host import RoundPlan, RunHost
+from akk.backends.claude_headless.process import NewSession
+from akk.backends.claude_headless.setup import ClaudeSetup
 from akk.backends.codex_app_server import rpc
 from akk.backends.codex_app_server.actor import (
     AnswerRequest,
@@ -36,7 +42,7 @@ from akk.backends.codex_app_server.board import BackendBoard
 from akk.backends.codex_app_server.prompts import fingerprint
 from akk.backends.codex_app_server.rounds import unsent
 from akk.backends.contract import AnswerReceipt
-from akk.backends.names import CODEX_APP_SERVER
+from akk.backends.names import CLAUDE_HEADLESS, CODEX_APP_SERVER
 from akk.methods.common import MethodContext
 from akk.methods.interactions import InteractionCalls
 from akk.protocol.errors import Reason
@@ -227,6 +233,26 @@ async def test_an_answer_sent_to_the_app_server_waits_for_the_store_and_is_recor
             nursery.cancel_scope.cancel()
 
 
+def _reserved(workspace: Path, backend: str, conn: apsw.Connection) -> str:
+    """A session Turn of ``backend`` with its first round reserved, on thread ``thr_1``."""
+    owner = policy.Owner(OWNER, "task", None, "executor", str(workspace))
+    binding = policy.ThreadConfig("1", "1", None, None, None, None)
+    decision = policy.Decision(policy.Action.CREATE, "new_scope_or_role")
+    session = sessions.create(
+        conn, owner=owner, backend=backend, binding=binding, home=str(workspace),
+        decision=decision, now=1.0,
+    )  # fmt: skip
+    session = sessions.update(conn, session, thread_id="thr_1")
+    turn = turns.insert_backend(
+        conn, backend=backend, controller_id=OWNER, client_request_id="b1",
+        session_id=session.session_id, request_sha256="0" * 64, request_chars=4,
+        inactivity_seconds=60, lifetime_seconds=600, now=1.0,
+    )  # fmt: skip
+    sessions.reserve(conn, session, turn_id=turn.turn_id, round=1,
+                     thread_intent=ThreadIntent.LOADED, now=1.0)  # fmt: skip
+    return turn.turn_id
+
+
 @attrs.define
 class _Starts:
     """The app-server connection as the BackendActor starts a turn through it: every request."""
@@ -252,25 +278,7 @@ async def test_a_turn_start_the_store_cannot_record_is_never_written_and_says_no
             await nursery.start(root.run)
             store = root.ref("store")
 
-            def reserved(conn: apsw.Connection) -> str:
-                owner = policy.Owner(OWNER, "task", None, "executor", str(fs))
-                binding = policy.ThreadConfig("0.171.0", "0.171.0", None, None, None, None)
-                decision = policy.Decision(policy.Action.CREATE, "new_scope_or_role")
-                session = sessions.create(
-                    conn, owner=owner, backend=CODEX_APP_SERVER, binding=binding, home=str(fs),
-                    decision=decision, now=1.0,
-                )  # fmt: skip
-                session = sessions.update(conn, session, thread_id="thr_1")
-                turn = turns.insert_backend(
-                    conn, backend=CODEX_APP_SERVER, controller_id=OWNER, client_request_id="b1",
-                    session_id=session.session_id, request_sha256="0" * 64, request_chars=4,
-                    inactivity_seconds=60, lifetime_seconds=600, now=1.0,
-                )  # fmt: skip
-                sessions.reserve(conn, session, turn_id=turn.turn_id, round=1,
-                                 thread_intent=ThreadIntent.LOADED, now=1.0)  # fmt: skip
-                return turn.turn_id
-
-            turn_id = await transact(store, reserved)
+            turn_id = await transact(store, partial(_reserved, fs, CODEX_APP_SERVER))
             board = BackendBoard(generation=1, alive=True)
             board.loaded.add("thr_1")
             app = _Starts()
@@ -291,4 +299,40 @@ async def test_a_turn_start_the_store_cannot_record_is_never_written_and_says_no
             assert root.stats.crashes.get("store", 0) == 0
             filler.unlink()
             reader.close()
+            nursery.cancel_scope.cancel()
+
+
+async def test_a_claude_line_the_store_cannot_mark_sent_is_never_written(tmp_path: Path) -> None:
+    """The disk is full when the round's host would mark its line sent: the stand-in Claude
+    gets nothing on its input, the host ends without a crash, and the board says why, so the
+    Turn ends not_sent."""
+    heard = tmp_path / "heard"
+    stand_in = tmp_path / "claude"
+    stand_in.write_text(
+        f"#!{sys.executable}\nimport sys\n"
+        f"open({str(heard)!r}, 'w').write(sys.stdin.read())\n"
+    )  # fmt: skip
+    stand_in.chmod(0o755)
+    with small_filesystem(tmp_path / "fs") as fs, trio.fail_after(30):
+        db = fs / "akk.sqlite3"
+        _rows(db)
+        root = Supervisor("root", children=[ChildSpec("store", lambda: StoreActor(db))])
+        async with trio.open_nursery() as nursery:
+            await nursery.start(root.run)
+            store = root.ref("store")
+            turn_id = await transact(store, partial(_reserved, fs, CLAUDE_HEADLESS))
+            filler = await fill_store(fs, store)
+            plan = RoundPlan(
+                turn_id=turn_id, round=1, start=NewSession(str(uuid.uuid4())), cwd=str(tmp_path),
+                text="task", message_uuid=str(uuid.uuid4()), transcript_start=0,
+            )  # fmt: skip
+            setup = ClaudeSetup(str(stand_in), str(tmp_path / "config"), "2.1.332")
+            host = RunHost(setup, plan, store=store, wake=lambda: None)
+            await host.run()
+            assert host.written.is_set()
+            assert host.board.unsent is not None and "disk full" in host.board.unsent
+            assert heard.read_text() == ""  # its input closed with no line on it
+            assert host.board.exit is not None
+            assert root.stats.crashes.get("store", 0) == 0
+            filler.unlink()
             nursery.cancel_scope.cancel()

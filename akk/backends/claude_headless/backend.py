@@ -154,6 +154,13 @@ class ClaudeHeadless:
         await self._follow(turn_id, restarted=False)
         with trio.move_on_after(START_TIMEOUT):
             await host.written.wait()
+        if host.board.unsent is not None:
+            raise RpcError(
+                Reason.INTERNAL,
+                f"{host.board.unsent}; nothing was sent. Turn {turn_id} ends failed (not_sent) "
+                "once the store writes again; free space, then send again",
+                data={"turn_id": turn_id},
+            )
         fresh = await self._ctx.reader.run(lambda conn: turns.get(conn, turn_id))
         assert fresh is not None
         return fresh

@@ -41,6 +41,8 @@ class RunBoard:
     exit: Exit | None = None
     """How the process ended, once it is reaped."""
     failed_to_start: str | None = None
+    unsent: str | None = None
+    """Why the round's line was never written (the store could not mark it sent first)."""
     last_activity: float = attrs.field(factory=trio.current_time)
     seq: int = 0
     """Moves on with every line (a follower's wake-up)."""

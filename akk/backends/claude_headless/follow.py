@@ -122,6 +122,13 @@ class ClaudeFollower(Attached):
                 outcome="failed", cleanup=True,
             )  # fmt: skip
             return False
+        if board.unsent is not None:
+            await self._settle(
+                TurnState.FAILED, "not_sent",
+                f"{redact(board.unsent)[:300]}; nothing was sent. Send it again",
+                outcome="failed", cleanup=True,
+            )  # fmt: skip
+            return False
         if board.closed is not None and board.pid is None:
             await self._settle(
                 TurnState.FAILED, "not_sent",

@@ -130,7 +130,13 @@ class RunHost:
     async def _serve(self, claude: process.ClaudeProcess) -> None:
         board, plan = self.board, self.plan
         await faults.reached(Point.CLAUDE_SPAWNED)
-        await self._mark_sent()
+        try:
+            await self._mark_sent()
+        except StoreUnwritable as exc:
+            # Never written unrecorded: a line the store does not know of could be sent twice.
+            board.unsent = f"{exc.problem}, so the task was never written to Claude"
+            log.warning("turn %s: %s; %s", plan.turn_id, board.unsent, exc.next_step)
+            return
         try:
             await claude.send(wire.user_message(plan.text, uuid=plan.message_uuid))
         except process.ConnectionClosed as exc:
