@@ -173,7 +173,11 @@ async def test_ctrl_c_in_the_middle_of_an_answer_leaves_nothing_behind() -> None
                 trio.run_process,
                 [sys.executable, "-m", "tools.demo"],
                 cwd=REPO,
-                env=environment("claude"),
+                # Attached, as a person runs it: each prompt stays up 1.5 s before its answer
+                # and the pane 15 s after the end, so the Ctrl-C below lands mid-demo however
+                # late a loaded machine reads the output. The Enter starts the task at once.
+                env=environment("claude") | {"DEMO_ATTACH": "1"},
+                stdin=b"\n",
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
@@ -184,9 +188,7 @@ async def test_ctrl_c_in_the_middle_of_an_answer_leaves_nothing_behind() -> None
             interrupted = False
             async for chunk in process.stdout:
                 output += chunk
-                # At the first wake-up (the questionnaire), with two answers, a permission
-                # and the outcome still to come: a loaded machine that reads this late still
-                # interrupts the demo mid-way, never after it finished.
+                # At the first wake-up (the questionnaire), before its answer.
                 if not interrupted and b"interaction_required" in output:
                     # A terminal's Ctrl-C: SIGINT to the whole foreground process group.
                     os.killpg(process.pid, signal.SIGINT)
