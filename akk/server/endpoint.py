@@ -63,6 +63,9 @@ _NOT_HERE = (
     b"HTTP/1.1 404 Not Found\r\nContent-Type: text/plain\r\nContent-Length: 51\r\n"
     b"Connection: close\r\n\r\nthis port speaks WebSocket; connect to ws://.../v1\n"
 )
+TOO_BIG = 1009
+LINGER = 2.0
+"""Seconds a connection closed for a frame too big reads on, so its peer can read why."""
 LOGGED_OUT = 4010
 """The close code of a console connection whose session ended."""
 
@@ -325,6 +328,10 @@ class ControllerServer:
                     finally:
                         with trio.move_on_after(2):
                             await ws.aclose()
+                        if ws.closed is not None and ws.closed.code == TOO_BIG:
+                            # The library stopped reading mid-frame: closing now would reset
+                            # the connection, and the peer would never read why (1009).
+                            await _drain(stream, hard_limit)
                 nursery.cancel_scope.cancel()
         except Exception:
             # A connection's failure is its own: it must never end the server.
@@ -418,6 +425,20 @@ class ControllerServer:
         if challenge is not None:
             headers.append((PROOF_HEADER, proof_for(self._nonce, challenge.decode()).encode()))
         await request.reject(PROOF_STATUS, extra_headers=headers)
+
+
+async def _drain(stream: trio.abc.Stream, limit: int) -> None:
+    """Read and drop what the peer still sends (at most ``limit`` bytes, LINGER seconds)."""
+    with trio.move_on_after(LINGER):
+        drained = 0
+        while drained < limit:
+            try:
+                data = await stream.receive_some(1 << 16)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                return
+            if not data:
+                return
+            drained += len(data)
 
 
 def _bearer(headers: list[tuple[bytes, bytes]]) -> str:
