@@ -49,8 +49,10 @@ def main() -> int:
         return 2
     attach = os.environ.get("DEMO_ATTACH", "1") != "0"
     deadline = float(os.environ.get("DEMO_DEADLINE") or 180)
-    # A plain `kill` unwinds like Ctrl-C: everything started is stopped and removed.
+    # A plain `kill` unwinds like Ctrl-C: everything started is stopped and removed. Ctrl-C
+    # is set too: a shell that starts the demo as a background job hands it SIGINT ignored.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         run = agent_controller.demo if by_agent else demo
         return trio.run(run, Settings(agent, attach, deadline))
