@@ -270,3 +270,28 @@ async def test_a_missing_binary_is_refused_with_its_flag_and_never_run(
     assert found == f"{absent} is not an executable file (pass --{agent}-bin)"
     with pytest.raises(NotExecutable, match="no akk-no-such-program on PATH"):
         executable(None, "akk-no-such-program", "--x-bin")
+
+
+async def test_a_version_question_cancelled_midway_leaves_no_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`akk serve` stopped while a binary answers --version: its throwaway HOME still goes."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    program = tmp_path / "claude"
+    started = tmp_path / "started"
+    program.write_text(f"#!/bin/sh\ntouch {started}\nexec sleep 30\n")
+    program.chmod(0o755)
+    cache = VersionCache()
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(cache.version_of_program, "claude", [str(program)])
+            while not started.exists():
+                await trio.sleep(0.01)
+            assert _homes(tmp_path)  # the question is out
+            nursery.cancel_scope.cancel()
+    assert not _homes(tmp_path)
+
+
+def _homes(where: Path) -> list[str]:
+    """The throwaway HOMEs of version questions under ``where``."""
+    return [name for name in os.listdir(where) if name.startswith("akk-version-")]

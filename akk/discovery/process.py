@@ -444,4 +444,6 @@ class VersionCache:
         except OSError:
             return None
         finally:
-            await trio.to_thread.run_sync(shutil.rmtree, home, True)
+            # Shielded: a server stopped mid-question must not leave the directory behind.
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(shutil.rmtree, home, True)
