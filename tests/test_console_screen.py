@@ -18,27 +18,20 @@ from akk.console.screen import MAX_COLS, MAX_ROWS, screen_view
 from akk.protocol.redaction import MASK, asks_for_secret, redact_screen
 from akk.screen.grid import Cell, Grid
 from akk.screen.render import render
+from tests.test_redaction import (
+    ANTHROPIC,
+    BASH_SCREENS,
+    LABELS,
+    ROOT,
+    SECRET_COMMANDS,
+    substituted,
+)
 
-ROOT = Path(__file__).resolve().parent.parent / "fixtures"
-LABELS = [
-    path
-    for family in ("claude", "codex")
-    for path in sorted((ROOT / family).glob("*/*.json"))
-    + sorted((ROOT / family).glob("*/*/*.json"))
-]
 # One screen of each kind the corpus holds is enough to cover every style a client draws.
 SAMPLE = [path for path in LABELS if path.parent.name in ("2.1.332", "0.171.0", "80x24")][::7]
-BASH_SCREENS = [p for p in LABELS if p.stem == "claude_bash-permission"]
 API_KEY_SCREENS = [
     p for p in LABELS if json.loads(p.read_text())["expected"].get("blocker") == "api_key"
 ]
-ANTHROPIC = "sk-ant-api03-Xq7Lm2Pz9Rt4Vb8Nc1Zd6Fh3Jk5Wy0Qa2Ub7Ie4Os9Gx1Tv6AAAA"
-SECRET_COMMANDS = [
-    (f"export ANTHROPIC_API_KEY={ANTHROPIC[:36]} && make", ANTHROPIC[:36]),
-    ("psql postgres://app:Pq7Wx2Lz9Kv4Hs8@db.example.com/app -c 'select 1'", "Pq7Wx2Lz9Kv4Hs8"),
-    ("git push https://ghp_Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0UvWxYz@github.com/a",
-     "ghp_Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0UvWxYz"),
-]  # fmt: skip
 
 
 def rendered(label_path: Path, capture: str | None = None) -> Grid:
@@ -49,10 +42,7 @@ def rendered(label_path: Path, capture: str | None = None) -> Grid:
 
 def with_command(label_path: Path, command: str) -> Grid:
     """The captured permission screen with ``command`` in place of the one the lab ran."""
-    label = json.loads(label_path.read_text())
-    capture = label_path.with_suffix(".ansi").read_text()
-    assert capture.count(label["expected"]["command"]) == 2  # the transcript and the prompt
-    return rendered(label_path, capture.replace(label["expected"]["command"], command))
+    return rendered(label_path, substituted(label_path, command)[1])
 
 
 def leaks(secret: str, text: str) -> bool:
