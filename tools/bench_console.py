@@ -35,10 +35,12 @@ from pathlib import Path
 import trio
 from trio_websocket import open_websocket_url
 
-from tools.bench_serve_idle import FIXTURE, cpu_seconds, idle_agent_bin, list_terminals
+from tools.bench_serve_idle import cpu_seconds, idle_agent_bin, serve_watching, start_panes
 
 STATIC = Path(__file__).resolve().parent.parent / "akk" / "console" / "static"
 SETTLE = 5.0
+TICK = "while :; do date +%T.%N; sleep 1; done"
+"""What a ticking pane's shell runs beside its agent: the time, every second."""
 
 
 def page_weight() -> tuple[int, int, int]:
@@ -47,20 +49,6 @@ def page_weight() -> tuple[int, int, int]:
     raw = sum(p.stat().st_size for p in files)
     packed = sum(len(gzip.compress(p.read_bytes(), 9)) for p in files)
     return len(files), raw, packed
-
-
-def start_panes(sock: str, bindir: Path, panes: int, ticking: int) -> None:
-    idle = f"cat {FIXTURE}; exec {bindir / 'claude'} 100000"
-    # The agent stays in the pane's process tree; the pane's shell prints the time.
-    tick = f"{bindir / 'claude'} 100000 & while :; do date +%T.%N; sleep 1; done"
-    for n in range(panes):
-        session = f"s{n // 10}"
-        if n % 10 == 0:
-            args = ["new-session", "-d", "-s", session, "-x", "120", "-y", "40"]
-        else:
-            args = ["new-window", "-d", "-t", session]
-        command = tick if n < ticking else idle
-        subprocess.run(["tmux", "-S", sock, "-f", os.devnull, *args, command], check=True)
 
 
 def login_cookie(env: dict[str, str]) -> tuple[str, str]:
@@ -105,19 +93,8 @@ def main() -> None:
     env = {**os.environ, "AKK_STATE_DIR": str(root / "state")}
     serve = None
     try:
-        start_panes(sock, idle_agent_bin(root), args.panes, args.ticking)
-        serve = subprocess.Popen(
-            [sys.executable, "-m", "akk", "serve", "--port", "0", "--tmux-socket", sock,
-             "--log-level", "WARNING"],
-            env=env, stdout=subprocess.PIPE, text=True,
-        )  # fmt: skip
-        assert serve.stdout is not None
-        serve.stdout.readline()
-        deadline = time.monotonic() + 60
-        while len(list_terminals(env)) < args.panes:
-            if time.monotonic() > deadline:
-                raise SystemExit(f"akk serve did not find {args.panes} terminals")
-            time.sleep(0.2)
+        start_panes(sock, idle_agent_bin(root), args.panes, args.ticking, TICK)
+        serve = serve_watching(sock, env, args.panes)
         time.sleep(SETTLE)  # start-up (first captures, output clients attaching) is not steady
         before = cpu_seconds(serve.pid)
         began = time.monotonic()

@@ -54,12 +54,18 @@ def idle_agent_bin(root: Path) -> Path:
     return bindir
 
 
-def start_panes(sock: str, bindir: Path, panes: int, flood: int) -> None:
+FLOOD = "exec seq 999999999999"
+"""What a flooding pane's shell runs beside its agent: a new line each time, without pause."""
+
+
+def start_panes(sock: str, bindir: Path, panes: int, busy: int, doing: str = FLOOD) -> None:
+    """``panes`` agent panes, ten windows per session; the first ``busy`` run ``doing``
+    (a shell command) beside their agent, the others show an idle screen."""
     idle = f"cat {FIXTURE}; exec {bindir / 'claude'} 100000"
     # The agent stays in the pane's process tree (the watcher finds it below the pane).
-    flooding = f"{bindir / 'claude'} 100000 & exec seq 999999999999"
+    working = f"{bindir / 'claude'} 100000 & {doing}"
     for n in range(panes):
-        command = flooding if n < flood else idle
+        command = working if n < busy else idle
         session = f"s{n // 10}"
         if n % 10 == 0:
             args = ["new-session", "-d", "-s", session, "-x", "120", "-y", "40"]
@@ -98,6 +104,25 @@ def list_terminals(env: dict[str, str]) -> list[dict[str, object]]:
     return terminals
 
 
+def serve_watching(sock: str, env: dict[str, str], panes: int) -> subprocess.Popen[str]:
+    """A real `akk serve` watching the tmux server at ``sock``, once it lists ``panes``
+    terminals (the caller stops it)."""
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "akk", "serve", "--port", "0", "--tmux-socket", sock,
+         "--log-level", "WARNING"],
+        env=env, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert serve.stdout is not None
+    serve.stdout.readline()
+    deadline = time.monotonic() + 60
+    while len(list_terminals(env)) < panes:
+        if time.monotonic() > deadline:
+            serve.send_signal(signal.SIGINT)
+            raise SystemExit(f"akk serve did not find {panes} terminals")
+        time.sleep(0.2)
+    return serve
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--panes", type=int, default=200)
@@ -111,18 +136,7 @@ def main() -> None:
     serve = None
     try:
         start_panes(sock, bindir, args.panes, args.flood)
-        serve = subprocess.Popen(
-            [sys.executable, "-m", "akk", "serve", "--port", "0", "--tmux-socket", sock,
-             "--log-level", "WARNING"],
-            env=env, stdout=subprocess.PIPE, text=True,
-        )  # fmt: skip
-        assert serve.stdout is not None
-        serve.stdout.readline()
-        deadline = time.monotonic() + 60
-        while len(list_terminals(env)) < args.panes:
-            if time.monotonic() > deadline:
-                raise SystemExit(f"akk serve did not find {args.panes} terminals")
-            time.sleep(0.2)
+        serve = serve_watching(sock, env, args.panes)
         time.sleep(SETTLE)  # start-up (first captures, output clients attaching) is not idle
         tmux_pid = int(
             subprocess.run(
