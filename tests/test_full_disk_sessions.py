@@ -14,7 +14,8 @@ import logging
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
@@ -57,6 +58,18 @@ from akk.store.sessions import ThreadIntent
 from tests.small_fs import small_filesystem
 from tests.test_claude_answers import OWNER, _lab, _Pipe, _request, _rows, _sent
 from tests.test_full_disk_terminal import fill_store
+
+
+@asynccontextmanager
+async def _store(db: Path) -> AsyncIterator[Supervisor]:
+    """A StoreActor on ``db`` (made with the controllers and terminal of `_rows`) under a root
+    supervisor, stopped on the way out."""
+    _rows(db)
+    root = Supervisor("root", children=[ChildSpec("store", lambda: StoreActor(db))])
+    async with trio.open_nursery() as nursery:
+        await nursery.start(root.run)
+        yield root
+        nursery.cancel_scope.cancel()
 
 
 def _calls(lab: object) -> InteractionCalls:
@@ -171,10 +184,7 @@ async def test_an_answer_sent_to_the_app_server_waits_for_the_store_and_is_recor
     monkeypatch.setattr(store_actor, "RETRY_SECONDS", 0.05)
     with small_filesystem(tmp_path / "fs") as fs, trio.fail_after(30):
         db = fs / "akk.sqlite3"
-        _rows(db)
-        root = Supervisor("root", children=[ChildSpec("store", lambda: StoreActor(db))])
-        async with trio.open_nursery() as nursery:
-            await nursery.start(root.run)
+        async with _store(db) as root:
             store = root.ref("store")
             request = rpc.ServerRequest(7, "item/commandExecution/requestApproval", {"x": 1})
             board = BackendBoard(generation=1, alive=True)
@@ -230,7 +240,6 @@ async def test_an_answer_sent_to_the_app_server_waits_for_the_store_and_is_recor
             assert receipt.dispatch.stage is Stage.ACCEPTED
             assert app.answered == [(7, {"decision": "accept"})]
             assert root.stats.crashes.get("store", 0) == 0
-            nursery.cancel_scope.cancel()
 
 
 def _reserved(workspace: Path, backend: str, conn: apsw.Connection) -> str:
@@ -272,10 +281,7 @@ async def test_a_turn_start_the_store_cannot_record_is_never_written_and_says_no
     started")."""
     with small_filesystem(tmp_path / "fs") as fs, trio.fail_after(30):
         db = fs / "akk.sqlite3"
-        _rows(db)
-        root = Supervisor("root", children=[ChildSpec("store", lambda: StoreActor(db))])
-        async with trio.open_nursery() as nursery:
-            await nursery.start(root.run)
+        async with _store(db) as root:
             store = root.ref("store")
 
             turn_id = await transact(store, partial(_reserved, fs, CODEX_APP_SERVER))
@@ -299,7 +305,6 @@ async def test_a_turn_start_the_store_cannot_record_is_never_written_and_says_no
             assert root.stats.crashes.get("store", 0) == 0
             filler.unlink()
             reader.close()
-            nursery.cancel_scope.cancel()
 
 
 async def test_a_claude_line_the_store_cannot_mark_sent_is_never_written(tmp_path: Path) -> None:
@@ -315,10 +320,7 @@ async def test_a_claude_line_the_store_cannot_mark_sent_is_never_written(tmp_pat
     stand_in.chmod(0o755)
     with small_filesystem(tmp_path / "fs") as fs, trio.fail_after(30):
         db = fs / "akk.sqlite3"
-        _rows(db)
-        root = Supervisor("root", children=[ChildSpec("store", lambda: StoreActor(db))])
-        async with trio.open_nursery() as nursery:
-            await nursery.start(root.run)
+        async with _store(db) as root:
             store = root.ref("store")
             turn_id = await transact(store, partial(_reserved, fs, CLAUDE_HEADLESS))
             filler = await fill_store(fs, store)
@@ -335,4 +337,3 @@ async def test_a_claude_line_the_store_cannot_mark_sent_is_never_written(tmp_pat
             assert host.board.exit is not None
             assert root.stats.crashes.get("store", 0) == 0
             filler.unlink()
-            nursery.cancel_scope.cancel()
