@@ -12,12 +12,10 @@ import argparse
 import webbrowser
 from typing import Any
 
-import trio
-
 from akk.cli.errors import CliError
+from akk.cli.server_calls import operator_call
 from akk.cli.text import out, shown
-from akk.client import connect
-from akk.server.instance import proven_endpoint, server_running
+from akk.server.instance import read_endpoint, server_running
 from akk.store.location import StateDir
 
 
@@ -29,18 +27,15 @@ def run(args: argparse.Namespace) -> int:
     state = StateDir.resolve(args.state_dir)
     if not server_running(state):
         raise CliError(f"no `akk serve` runs for {state.path}; start it, then run `akk ui` again")
-    link = trio.run(_login_link, state)
+    login: dict[str, Any] = operator_call(state, "ui_login", {})
+    endpoint = read_endpoint(state)  # the one operator_call proved
+    if endpoint is None:
+        raise CliError(
+            f"`akk serve` for {state.path} stopped just now; start it, then run `akk ui` again"
+        )
+    link = f"{endpoint.web_origin}{login['path']}?code={login['code']}"
     out.print(shown("the console's login link (it works once, within 60 seconds):"))
     print(link, flush=True)  # alone on its line, never wrapped: a person or a script copies it
     if args.open and not webbrowser.open(link):
         out.print(shown("no browser could be opened here; open the link above by hand"))
     return 0
-
-
-async def _login_link(state: StateDir) -> str:
-    with trio.fail_after(10):
-        endpoint = await proven_endpoint(state)
-        async with connect(endpoint.url, state.token(), ssl_context=endpoint.tls_context()) as ctl:
-            login: dict[str, Any] = await ctl.call("ui_login")
-    base = endpoint.console_url.removesuffix("/ui/")
-    return f"{base}{login['path']}?code={login['code']}"

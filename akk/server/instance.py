@@ -82,9 +82,9 @@ class Endpoint:
         return f"{self.scheme}://{self._authority}/v1"
 
     @property
-    def console_url(self) -> str:
-        """Where a browser on this host opens the operator console (`akk.console`)."""
-        return f"{'https' if self.scheme == 'wss' else 'http'}://{self._authority}/ui/"
+    def web_origin(self) -> str:
+        """The server's origin as a browser on this host names it (the console's pages)."""
+        return f"{'https' if self.scheme == 'wss' else 'http'}://{self._authority}"
 
     @property
     def _authority(self) -> str:
