@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 import attrs
 import trio
@@ -29,6 +29,7 @@ import trio
 import akk
 from akk.actors.terminal_board import TerminalBoard, TerminalSnapshot
 from akk.console.screen import screen_view
+from akk.methods.common import Closable
 from akk.methods.list_view import ListView
 from akk.profiles.registry import qualify_command
 from akk.protocol.jsonrpc import Encoded
@@ -50,17 +51,6 @@ spell is drawn at once; one that keeps changing (a spinner) once per interval, s
 console's cost stays bounded by the number of panes, not by how fast they print."""
 FOLLOWERS_FULL = 4009
 """The close code of the oldest console when one more than MAX_FOLLOWERS follows."""
-
-
-class Follower(Protocol):
-    """A console's connection as the feed holds it."""
-
-    async def send_frame(self, frame: str, *, timeout: float) -> bool:
-        """Write one frame; False if the connection is gone or did not read in time."""
-        ...
-
-    def close_soon(self, code: int, reason: str) -> None:
-        """Start closing with this code and reason; never blocks."""
 
 
 @attrs.define(eq=False)
@@ -95,13 +85,13 @@ class ConsoleFeed:
         self._tmux = tmux
         self._interval = interval
         self._list = ListView(board, reader)
-        self._followers: dict[Follower, _Following] = {}
+        self._followers: dict[Closable, _Following] = {}
         self._joined = trio.Event()
         self._screens: dict[str, tuple[TerminalSnapshot, str, float]] = {}
         self._behind = False  # a screen changed within its interval: drawn at a later tick
         self._stages: tuple[int, list[str], dict[str, list[dispatches.Dispatch]]] | None = None
 
-    async def follow(self, follower: Follower) -> Encoded:
+    async def follow(self, follower: Closable) -> Encoded:
         """Start pushing to ``follower``; the view now and the latest events."""
         if follower not in self._followers and len(self._followers) >= MAX_FOLLOWERS:
             oldest = next(iter(self._followers))
@@ -144,7 +134,7 @@ class ConsoleFeed:
 
     async def _send(
         self,
-        follower: Follower,
+        follower: Closable,
         following: _Following,
         view: _View,
         events: list[tuple[int, dict[str, Any]]],
