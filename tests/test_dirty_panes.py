@@ -340,6 +340,30 @@ async def test_pacer_bounds_the_refreshes_of_a_pane_that_never_stops(
     assert len(logs["%1"].runs) <= 1 / INTERVAL + 2  # ~33 a second, not 1000
 
 
+async def test_a_refresh_that_asks_for_a_recheck_is_refreshed_again_unmarked(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A held permission (`Observer.recheck`): one mark, then a refresh every `again` seconds
+    while the terminal asks, a mark meanwhile refreshing at once, none after it stops asking."""
+    starts: list[float] = []
+    asks = [0.2, 0.2, 0.2, None]
+
+    async def refresh(pane: str) -> float | None:
+        starts.append(round(trio.current_time(), 3))
+        return asks[len(starts) - 1]
+
+    pacer = RefreshPacer(refresh, INTERVAL)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(pacer.run)
+        pacer.mark("%1")
+        await trio.sleep(0.25)
+        pacer.mark("%1")  # mid-wait: the pane printed
+        await trio.sleep(5)
+        assert pacer.busy == 0
+        nursery.cancel_scope.cancel()
+    assert starts == [0.0, 0.2, 0.25, 0.45]
+
+
 # ------------------------------------------------------------------ through akk serve
 
 

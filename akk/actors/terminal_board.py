@@ -37,9 +37,11 @@ class TerminalSnapshot:
     ``seq`` counts the terminal's Observations: a snapshot with a higher seq
     than the one recorded with a key step was captured after that step.
     ``seen`` is the appearance of the prompt on screen (its fingerprint and
-    appearance number), None when no prompt is. A ``busy`` snapshot was taken
-    between the keys of one step (a toggled box, half-typed text): nobody
-    announces or answers what it shows. ``manual`` is the appearance of a
+    appearance number), None when no prompt is. A ``busy`` snapshot shows a
+    passing screen: it was taken between the keys of one step (a toggled box,
+    half-typed text), or it holds a permission whose call the agent has not
+    written yet (`akk.backends.terminal.observer`). Nobody announces or answers
+    what it shows. ``manual`` is the appearance of a
     screen a person must handle (`akk.protocol.wakeups`), None while the screen is
     readable; only a prompt-less screen has one.
     """
@@ -50,7 +52,7 @@ class TerminalSnapshot:
     lines: tuple[str, ...]  # the screen's text, for the redacted excerpt
     observed_at: float  # trio clock
     seq: int = 0
-    busy: bool = False  # captured while an input-bearing step was sending: a passing screen
+    busy: bool = False  # a passing screen: mid-step, or a permission held for its call
     manual: Manual | None = None
     profile: Profile | None = None
     """The profile the terminal reads its pane with (its id is ``identity.profile``): every

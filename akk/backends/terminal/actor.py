@@ -185,7 +185,7 @@ class TerminalActor(Actor[TerminalMessage]):
             case Refresh(cols, rows):
                 self._screen.size = (cols, rows)
                 await self._screen.observe()
-                return None
+                return self._screen.recheck
             case Rebind(identity, profile):
                 self._screen.rebind(identity, profile)
                 await self._screen.observe(force=True)

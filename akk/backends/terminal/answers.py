@@ -152,9 +152,10 @@ class TerminalAnswers:
         if snapshot is not None and snapshot.busy:
             raise RpcError(
                 Reason.CONFLICT,
-                f"the terminal of notification {notification_id} is in the middle "
-                "of an input step, so AKK cannot tell whether its question is still asked; call "
-                "retry_callback again in a moment",
+                f"the terminal of notification {notification_id} shows a passing screen "
+                "(an input step's, or a prompt whose call the agent is still writing), so AKK "
+                "cannot tell whether its question is still asked; call retry_callback again "
+                "in a moment",
             )
         if snapshot is None or snapshot.seen != row.seen:
             raise RpcError(

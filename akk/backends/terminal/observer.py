@@ -6,9 +6,19 @@ this key step" is provable. It also keeps what an Observation is told by the
 screens before it: since when a composer has been drawn, which appearance a
 prompt on screen is (and since when), the manual screen on show
 (`akk.protocol.wakeups`), and for a permission prompt the pending call in the
-agent's own file
-(`akk.profiles.permission`). It sends no key; its TerminalActor owns it and
-asks it for a fresh look before and during every step.
+agent's own file (`akk.profiles.permission`).
+
+A permission prompt can be drawn before its call is written (Claude writes it
+up to ~220 ms later, and seconds later on a loaded machine). While the file is
+read and shows no call of the profile's tool yet, for up to PENDING_GRACE, the
+prompt's snapshot is published *held* (``busy``: nobody announces or answers
+it) and `recheck` asks the watcher to read the pane again in PENDING_POLL even
+if it does not change; only then is it ``pending_call_unknown``. So a slow
+write never wakes a controller with ``manual_required`` for a prompt it could
+answer a moment later, and the actor is never blocked waiting for it.
+
+It sends no key; its TerminalActor owns it and asks it for a fresh look before
+and during every step.
 """
 
 from __future__ import annotations
@@ -37,13 +47,13 @@ from akk.tmux.panes import capture
 
 log = logging.getLogger("akk.terminal")
 
-PENDING_WAIT = 2.0
-"""How long a permission prompt may wait for its tool call to show in the agent's file
-before it is published ``manual_required`` (Claude writes the call up to ~220 ms after
-drawing its prompt; tools/lab/NOTES.md)."""
+PENDING_GRACE = 8.0
+"""How long a permission prompt is held while the agent's file shows no call of its tool
+yet, before it is published ``manual_required`` (Claude writes the call ~220 ms after
+drawing its prompt when idle, tools/lab/NOTES.md, and past 2 s with six clients on 2 cores)."""
 
-PENDING_POLL = 0.02
-"""Seconds between reads of the agent's file while a permission waits for its call."""
+PENDING_POLL = 0.05
+"""Seconds between looks at a held permission (each reads the agent's file once)."""
 
 
 class Observer:
@@ -65,6 +75,9 @@ class Observer:
         self.identity = identity
         self.profile = profile
         self.busy = False
+        self.recheck: float | None = None
+        """Seconds after which the pane must be read again though it did not change (a held
+        permission), None when only a change of the pane can change what it shows."""
         self.size: tuple[int, int] | None = None  # the pane's size as last listed
         # Trio clock of the first screen in a row that draws a composer (idle, with a draft,
         # or under a running turn): how long the composer has been taking keys.
@@ -79,6 +92,7 @@ class Observer:
         self._seen: Appearance | None = None  # the prompt's appearance on the last screen
         self._resumed: Appearance | None = None  # the store's last appearance, until first look
         self._last_number = 0
+        self._awaited_since: float | None = None  # trio clock: the call awaited since
         self._manual: wakeups.Manual | None = (
             None  # the manual screen on show (akk.protocol.wakeups)
         )
@@ -123,7 +137,8 @@ class Observer:
             # control protocol could cut a capture short: never classify a partial screen.
             return None
         current = self.current()
-        if not force and self._last == (screen, cols, rows) and current is not None:
+        unchanged = self._last == (screen, cols, rows) and current is not None
+        if not force and unchanged and self.recheck is None:
             return current
         self._last = (screen, cols, rows)
         try:
@@ -131,7 +146,10 @@ class Observer:
         except CaptureMismatch:
             # Resized between listing and capture: the next listing brings the new size.
             return None
-        observation, pending = await self._pending_call(classify(grid, self.identity, self.profile))
+        observation, pending, held = await self._pending_call(
+            classify(grid, self.identity, self.profile)
+        )
+        self.recheck = PENDING_POLL if held else None
         if observation.draft is None:
             self.composer_since = None
         elif self.composer_since is None:
@@ -162,7 +180,7 @@ class Observer:
             identity=self.identity,
             observation=observation,
             seen=seen,
-            busy=self.busy,
+            busy=self.busy or held,
             lines=lines,
             observed_at=trio.current_time(),
             seq=self._seq,
@@ -204,23 +222,26 @@ class Observer:
 
     async def _pending_call(
         self, observation: Observation
-    ) -> tuple[Observation, evidence.PendingCall | None]:
-        """An actionable permission with the pending call it asks about, else not actionable.
+    ) -> tuple[Observation, evidence.PendingCall | None, bool]:
+        """An actionable permission with the pending call it asks about, else not actionable;
+        and whether it is held, waiting for its call (see the module's docstring).
 
-        See `akk.profiles.permission`. While the agent's file shows no pending
-        call of the profile's tool yet, it is read again for up to PENDING_WAIT
-        (not within a step's keys: that screen is passing).
+        A screen within a step's keys is never held: it is passing anyway.
         """
         profile = self.profile
         if profile is None or not asks_permission(observation):
-            return observation, None
-        deadline = trio.current_time() + PENDING_WAIT
-        while True:
-            calls = await open_calls(self._store, self.identity)
-            waiting = awaits_call(calls, profile.permission_tool)
-            if not waiting or self.busy or trio.current_time() >= deadline:
-                return bind_pending(observation, profile.permission_tool, calls)
-            await trio.sleep(PENDING_POLL)
+            self._awaited_since = None
+            return observation, None, False
+        calls = await open_calls(self._store, self.identity)
+        now = trio.current_time()
+        held = False
+        if awaits_call(calls, profile.permission_tool) and not self.busy:
+            if self._awaited_since is None:
+                self._awaited_since = now
+            held = now - self._awaited_since < PENDING_GRACE
+        else:
+            self._awaited_since = None
+        return (*bind_pending(observation, profile.permission_tool, calls), held)
 
 
 def classify(grid: Grid, identity: TerminalIdentity, profile: Profile | None) -> Observation:

@@ -36,8 +36,12 @@ class InterruptReceipt:
 
 
 @attrs.frozen
-class Refresh(Ask[None]):
-    """The pane may have changed; ``cols`` x ``rows`` is its size as last listed."""
+class Refresh(Ask[float | None]):
+    """The pane may have changed; ``cols`` x ``rows`` is its size as last listed.
+
+    The reply is how soon the pane must be read again though it does not change
+    (`Observer.recheck`), None when only its next change matters.
+    """
 
     cols: int
     rows: int

@@ -112,8 +112,8 @@ class WatcherHealth:
 
 @attrs.define
 class _Pacing:
-    dirty: bool = False
-    """Marked again since the running refresh started."""
+    marked: trio.Event = attrs.Factory(trio.Event)
+    """Set by a mark since the running refresh started (and wakes a pending recheck)."""
 
 
 class RefreshPacer:
@@ -122,11 +122,13 @@ class RefreshPacer:
     Per pane: at most one `refresh` runs at a time, consecutive ones start at
     least `interval` apart, and a mark is never lost: one that arrives during
     a refresh or the pause after it brings one more refresh. A first mark
-    after a quiet spell refreshes at once. Run `run` in a nursery; `mark`
-    from anywhere in that Trio run.
+    after a quiet spell refreshes at once. A refresh that returns a delay is
+    followed by another one after it (or at the next mark, if sooner) without
+    any mark: a pane whose reading waits on something else than its screen.
+    Run `run` in a nursery; `mark` from anywhere in that Trio run.
     """
 
-    def __init__(self, refresh: Callable[[str], Awaitable[None]], interval: float) -> None:
+    def __init__(self, refresh: Callable[[str], Awaitable[float | None]], interval: float) -> None:
         self._refresh = refresh
         self._interval = interval
         self._panes: dict[str, _Pacing] = {}
@@ -156,7 +158,7 @@ class RefreshPacer:
         """The pane may have changed: refresh it now, or after the running one and the pause."""
         pacing = self._panes.get(pane_id)
         if pacing is not None:
-            pacing.dirty = True
+            pacing.marked.set()
         elif self._nursery is not None:
             self._panes[pane_id] = _Pacing()
             self._nursery.start_soon(self._pace, pane_id)
@@ -165,13 +167,16 @@ class RefreshPacer:
         pacing = self._panes[pane_id]
         try:
             while True:
-                pacing.dirty = False
+                pacing.marked = trio.Event()
                 started = trio.current_time()
-                await self._refresh(pane_id)
+                again = await self._refresh(pane_id)
                 # Stay for the rest of the interval so that marks meanwhile wait for it.
                 await trio.sleep_until(started + self._interval)
-                if not pacing.dirty:
-                    return
+                if not pacing.marked.is_set():
+                    if again is None:
+                        return
+                    with trio.move_on_at(started + again):
+                        await pacing.marked.wait()
         finally:
             self._panes.pop(pane_id, None)
 
@@ -446,24 +451,26 @@ class _Tracking:
         )
         self._watcher.health.output_clients = output.attached
 
-    async def _refresh_pane(self, pane_id: str) -> None:
+    async def _refresh_pane(self, pane_id: str) -> float | None:
         """One paced Refresh: arm the pane's output signal, then have its terminal capture.
 
         Arming first means output during or after the capture marks the pane
         again, and output before it is in the capture. Only panes with a
         terminal are armed; others stay paused on their output client.
+        Returns the terminal's recheck delay (`Refresh`).
         """
         entry = self._tracked.get(pane_id)
         if entry is None or entry.terminal is None:
-            return
+            return None
         terminal, pane = entry.terminal, entry.pane
         if self._output is not None:
             await self._output.arm(pane_id)
         try:
-            await terminal.ask(Refresh(pane.width, pane.height), timeout=REFRESH_TIMEOUT)
+            return await terminal.ask(Refresh(pane.width, pane.height), timeout=REFRESH_TIMEOUT)
         except ActorError as exc:
             # Retired, restarting or stuck: the supervisor logs crashes; the next mark retries.
             log.debug("refresh of %s not done: %s", pane_id, exc)
+            return None
 
     async def retire_all(self) -> None:
         """The server is gone: every terminal it had is over."""

@@ -1,0 +1,164 @@
+"""A permission drawn before its call is in the agent's file is held, then offered.
+
+The Observer reads a captured Claude 2.1.332 Bash permission through a stand-in
+for tmux, with a real StoreActor whose Turn is bound to a transcript written
+here: the real file of that version's `permission` case, up to the tool call.
+While the call is missing the snapshot is held (busy: nobody is woken about
+it or may answer it) and asks to be read again although the screen stays the
+same; once the call is written it is actionable, bound to that call; and a
+call that never comes makes it `pending_call_unknown` after the grace, not
+before, and not held any more.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import cast
+
+import apsw
+import pytest
+import trio
+
+from akk import evidence
+from akk.actors.store import StoreActor
+from akk.actors.terminal_board import TerminalBoard
+from akk.backends.terminal import observer as observer_module
+from akk.backends.terminal.observer import PENDING_POLL, Observer
+from akk.discovery.identity import TerminalIdentity
+from akk.evidence.files import identify
+from akk.profiles.permission import PENDING_CALL_UNKNOWN
+from akk.profiles.registry import PROFILES
+from akk.runtime.supervisor import ChildSpec, Supervisor
+from akk.store import turns
+from akk.store.database import open_store
+from akk.tmux.control import ClientLink
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+VERSION = "2.1.332"
+PROFILE = PROFILES[("claude", VERSION)]
+SCREEN = FIXTURES / "claude" / VERSION / "claude_bash-permission"
+TRANSCRIPT = FIXTURES / "evidence" / "claude" / VERSION / "permission.jsonl"
+IDENTITY = TerminalIdentity(
+    terminal_id="term_x", tmux_socket="s", pane_id="%1", pane_pid=1, agent="claude",
+    agent_pid=2, process_start=3, executable="claude", version=VERSION, cwd=None,
+    profile=PROFILE.id, profile_reason=None,
+)  # fmt: skip
+
+
+class _Pane:
+    """A tmux link whose one pane always shows the permission screen."""
+
+    def __init__(self) -> None:
+        self.screen = SCREEN.with_suffix(".ansi").read_text().splitlines()
+
+    async def command(self, *args: str) -> list[str]:
+        assert args[0] == "capture-pane"
+        return self.screen
+
+    def client(self) -> _Pane:
+        return self
+
+
+def _lines() -> tuple[list[bytes], int]:
+    """The transcript's lines, and the index of the one that holds the tool call."""
+    lines = TRANSCRIPT.read_bytes().splitlines(keepends=True)
+    for index, line in enumerate(lines):
+        content = json.loads(line).get("message", {}).get("content")
+        if isinstance(content, list) and any(b.get("type") == "tool_use" for b in content):
+            return lines, index
+    raise AssertionError("the fixture has no tool call")
+
+
+def _bound_turn(conn: apsw.Connection, file: Path) -> None:
+    conn.execute(
+        "INSERT INTO controllers (controller_id, name, first_seen_at, last_seen_at) "
+        "VALUES ('ctl', 'ctl', 0, 0)"
+    )
+    conn.execute(
+        "INSERT INTO terminals (terminal_id, tmux_socket, pane_id, pane_pid, agent, "
+        "agent_pid, process_start, executable, first_seen_at, last_seen_at) "
+        "VALUES ('term_x', 's', '%1', 1, 'claude', 2, 3, 'claude', 0, 0)"
+    )
+    found = identify(str(file))
+    assert found is not None
+    binding = evidence.Binding("claude", found[0], 0, evidence.Anchor(0, "0" * 64), session_id=None)
+    turns.insert(
+        conn, controller_id="ctl", client_request_id="r1", terminal_id="term_x",
+        request_sha256="0" * 64, request_chars=4, evidence_status="bound",
+        evidence=binding.to_json(), evidence_limit=None, inactivity_seconds=600,
+        lifetime_seconds=600, now=time.time(),
+    )  # fmt: skip
+
+
+@asynccontextmanager
+async def _observer(tmp_path: Path) -> AsyncIterator[tuple[Observer, Path]]:
+    """An Observer of the permission screen, its Turn bound to a transcript without the call."""
+    lines, call_at = _lines()
+    file = tmp_path / "session.jsonl"
+    file.write_bytes(b"".join(lines[:call_at]))
+    db = tmp_path / "akk.sqlite3"
+    conn = open_store(db)
+    try:
+        with conn:
+            _bound_turn(conn, file)
+    finally:
+        conn.close()
+    root = Supervisor("root", children=[ChildSpec("store", lambda: StoreActor(db))])
+    async with trio.open_nursery() as nursery:
+        await nursery.start(root.run)
+        board = TerminalBoard()
+        screen = Observer(IDENTITY, PROFILE, cast(ClientLink, _Pane()), board, root.ref("store"))
+        screen.announce()
+        label = json.loads(SCREEN.with_suffix(".json").read_text())
+        screen.size = (label["cols"], label["rows"])
+        yield screen, file
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_permission_is_held_until_its_call_is_written_then_offered(
+    tmp_path: Path,
+) -> None:
+    lines, call_at = _lines()
+    with trio.fail_after(20):
+        async with _observer(tmp_path) as (screen, file):
+            held = await screen.observe()
+            assert held is not None and held.busy and screen.recheck == PENDING_POLL
+            assert held.observation.reason == PENDING_CALL_UNKNOWN  # were it published now
+            # The same screen, read again: still held while the file has no call.
+            again = await screen.observe()
+            assert again is not None and again.busy and again.seq == held.seq + 1
+            with file.open("ab") as out:
+                out.write(lines[call_at])
+            offered = await screen.observe()
+            assert offered is not None and not offered.busy and screen.recheck is None
+            assert offered.observation.actionable and offered.observation.reason is None
+            assert offered.seen is not None and offered.seen != held.seen  # binds the call
+            # Unchanged from now on: no recheck, the published snapshot stands.
+            assert await screen.observe() is offered
+
+
+async def test_a_call_that_never_comes_is_pending_call_unknown_after_the_grace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    grace = 0.3
+    monkeypatch.setattr(observer_module, "PENDING_GRACE", grace)
+    with trio.fail_after(20):
+        async with _observer(tmp_path) as (screen, _file):
+            first = await screen.observe()
+            assert first is not None and first.busy
+            began = trio.current_time()
+            snapshot = first
+            while snapshot.busy:
+                await trio.sleep(PENDING_POLL)
+                latest = await screen.observe()
+                assert latest is not None
+                snapshot = latest
+            assert trio.current_time() - began >= grace - PENDING_POLL
+            assert snapshot.observation.reason == PENDING_CALL_UNKNOWN
+            assert not snapshot.observation.actionable and screen.recheck is None
+            # It stays published as it is: a later look of the same screen is no new one.
+            assert await screen.observe() is snapshot
