@@ -19,8 +19,9 @@ check: bootstrap
 	.venv/bin/ruff check akk tools tests
 	.venv/bin/mypy akk tools
 
+# Three workers on two cores: lab tests mostly wait on the clients and the model server.
 test: check lab-clients
-	.venv/bin/pytest -n 2 tests
+	.venv/bin/pytest -n 3 tests
 
 # The inner loop: the checks and every test outside tests/lab (about 3 minutes on 2 cores).
 test-fast: check
