@@ -19,14 +19,14 @@ import apsw
 import pytest
 import trio
 
-from akk.actors.store import StoreActor, transact
+from akk.actors.store import RETRY_SECONDS, StoreActor, transact
 from akk.actors.terminal_board import TerminalBoard
 from akk.backends.contract import Refusal
 from akk.backends.terminal.actor import TerminalActor
 from akk.backends.terminal.observer import Observer
 from akk.backends.terminal.rounds import TerminalRounds
 from akk.backends.terminal.stages import StageUnrecorded
-from akk.backends.terminal.steps import DispatchTask, Reconcile, TaskReceipt
+from akk.backends.terminal.steps import DispatchTask, Reconcile, Refresh, TaskReceipt
 from akk.backends.terminal.typing_step import type_and_submit
 from akk.backends.terminal.witness import TerminalWitness
 from akk.discovery.identity import TerminalIdentity
@@ -277,3 +277,36 @@ async def test_recover_on_a_full_disk_is_refused_with_the_store_message(tmp_path
                 assert await witness.reconcile(record) == 1
                 assert supervisor.stats.crashes.get("term_x", 0) == 0
                 nursery.cancel_scope.cancel()
+
+
+async def test_a_step_left_open_is_settled_by_itself_once_the_store_writes(
+    tmp_path: Path,
+) -> None:
+    """No reservation and no recover needed: while the store cannot write, each Refresh
+    asks to come back in RETRY_SECONDS; the first one after space returns settles the
+    open step (`uncertain`) and wakes its controller."""
+    told: list[str] = []
+    with trio.fail_after(30):
+        async with _store_on_small_fs(tmp_path) as (fs, db, store):
+            receipt = await transact(store, _reserve)  # an open step, as a crash leaves one
+            filler = await fill_store(fs, store)
+            actor = TerminalActor(
+                IDENTITY, PROFILE, cast(ClientLink, _Gone()), TerminalBoard(), store,
+                notify=told.append,
+            )  # fmt: skip
+            await actor.started()  # its own settling is refused by the full store
+
+            def stage() -> Stage:
+                row = _read(db, lambda conn: dispatches.get(conn, receipt.dispatch.dispatch_id))
+                return cast(Stage, row.stage)
+
+            again = await actor.receive(Refresh(80, 24))
+            assert isinstance(again, float) and 0 < again <= RETRY_SECONDS
+            assert stage() is Stage.RESERVED and told == []
+            filler.unlink()
+            while stage() is Stage.RESERVED:
+                assert isinstance(again, float)
+                await trio.sleep(again)  # as the watcher's pacer waits
+                again = await actor.receive(Refresh(80, 24))
+            assert again is None  # nothing left to settle: only the pane's changes matter
+            assert stage() is Stage.UNCERTAIN and told == ["ctl"]

@@ -23,7 +23,7 @@ import attrs
 import trio
 
 from akk import evidence, faults
-from akk.actors.store import transact
+from akk.actors.store import RETRY_SECONDS, transact
 from akk.actors.terminal_board import TerminalBoard
 from akk.backends.contract import AnswerReceipt, Refusal
 from akk.backends.terminal.answer_step import send_answer
@@ -147,6 +147,7 @@ class TerminalActor(Actor[TerminalMessage]):
         self._link = link
         self._store = store
         self._cut_off = True  # a step open from before this actor (re)started: settle it first
+        self._settle_at = 0.0  # trio clock: a store that could not write is tried again then
 
     async def started(self) -> None:
         self._screen.announce()
@@ -155,8 +156,10 @@ class TerminalActor(Actor[TerminalMessage]):
         try:
             await self._reconcile()
         except StoreUnwritable as exc:
-            # Not a crash (a restart would fail the same way): it is settled before this
-            # terminal's next reservation (`_reserve`), which is refused until the store writes.
+            # Not a crash (a restart would fail the same way): it is settled by the Refreshes
+            # from now on (`_settle_cut_off`) or before this terminal's next reservation
+            # (`_reserve`), which is refused until the store writes.
+            self._settle_at = trio.current_time() + RETRY_SECONDS
             log.warning("terminal %s: cut-off steps not settled yet: %s",
                         self._screen.identity.terminal_id, exc)  # fmt: skip
         # Observe now, not at the pane's next change: a restarted actor on a quiet pane
@@ -175,7 +178,7 @@ class TerminalActor(Actor[TerminalMessage]):
             return await self._handle(message)
         except StageUnrecorded as exc:
             # Its keys went out but the store took no record of them: the step stays open as
-            # last recorded, settled like a crash's cut-off step before the next reservation.
+            # last recorded, settled like a crash's cut-off step once the store writes.
             self._cut_off = True
             log.warning("terminal %s: %s", self._screen.identity.terminal_id, exc)
             return exc.refusal()
@@ -184,8 +187,13 @@ class TerminalActor(Actor[TerminalMessage]):
         match message:
             case Refresh(cols, rows):
                 self._screen.size = (cols, rows)
+                await self._settle_cut_off()
                 await self._screen.observe()
-                return self._screen.recheck
+                recheck = self._screen.recheck
+                if self._cut_off:  # come back when the store may write again
+                    due = max(0.0, self._settle_at - trio.current_time())
+                    return due if recheck is None else min(recheck, due)
+                return recheck
             case Rebind(identity, profile):
                 self._screen.rebind(identity, profile)
                 await self._screen.observe(force=True)
@@ -224,6 +232,23 @@ class TerminalActor(Actor[TerminalMessage]):
         for controller_id in settled:
             self._notify(controller_id)
         return len(settled)
+
+    async def _settle_cut_off(self) -> None:
+        """Settle the steps left open while the store could not write, once it can again.
+
+        Tried at most every RETRY_SECONDS, from the Refreshes (which come back
+        that often while steps stay open), so an open step is settled, and its
+        controller told, when space returns, not only at the next reservation.
+        """
+        now = trio.current_time()
+        if not self._cut_off or now < self._settle_at:
+            return
+        self._settle_at = now + RETRY_SECONDS
+        try:
+            await self._reconcile()
+        except StoreUnwritable as exc:
+            log.debug("terminal %s: cut-off steps not settled yet: %s",
+                      self._screen.identity.terminal_id, exc)  # fmt: skip
 
     async def _reserve(self, work: Callable[[apsw.Connection], T]) -> T | Refusal:
         """Commit an input-bearing step's reservation (``work``), the only way to its first key.
