@@ -99,8 +99,10 @@ CORPUS_TEST = "tests/test_fixtures.py::test_fixture_classifies_to_its_label["
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests marked `long` first (a stable sort: otherwise the order stays), so that on two
-    workers the longest ones start at once instead of one of them ending the run alone."""
+    """Tests marked `long` first (a stable sort: otherwise the order stays), then the lab
+    (collected before the other tests), so that the longest ones start at once and the
+    run ends on quick tests, never on one that runs alone (`make test` hands each worker
+    the next test as it frees up)."""
     items.sort(key=lambda item: item.get_closest_marker("long") is None)
 
 
