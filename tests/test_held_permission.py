@@ -36,6 +36,7 @@ from akk.runtime.supervisor import ChildSpec, Supervisor
 from akk.store import turns
 from akk.store.database import open_store
 from akk.tmux.control import ClientLink
+from tests.store_rows import add_ctl_and_t1
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 VERSION = "2.1.332"
@@ -43,8 +44,8 @@ PROFILE = PROFILES[("claude", VERSION)]
 SCREEN = FIXTURES / "claude" / VERSION / "claude_bash-permission"
 TRANSCRIPT = FIXTURES / "evidence" / "claude" / VERSION / "permission.jsonl"
 IDENTITY = TerminalIdentity(
-    terminal_id="term_x", tmux_socket="s", pane_id="%1", pane_pid=1, agent="claude",
-    agent_pid=2, process_start=3, executable="claude", version=VERSION, cwd=None,
+    terminal_id="t1", tmux_socket="s", pane_id="%1", pane_pid=1, agent="claude",
+    agent_pid=101, process_start=3, executable="claude", version=VERSION, cwd=None,
     profile=PROFILE.id, profile_reason=None,
 )  # fmt: skip
 
@@ -74,20 +75,13 @@ def _lines() -> tuple[list[bytes], int]:
 
 
 def _bound_turn(conn: apsw.Connection, file: Path) -> None:
-    conn.execute(
-        "INSERT INTO controllers (controller_id, name, first_seen_at, last_seen_at) "
-        "VALUES ('ctl', 'ctl', 0, 0)"
-    )
-    conn.execute(
-        "INSERT INTO terminals (terminal_id, tmux_socket, pane_id, pane_pid, agent, "
-        "agent_pid, process_start, executable, first_seen_at, last_seen_at) "
-        "VALUES ('term_x', 's', '%1', 1, 'claude', 2, 3, 'claude', 0, 0)"
-    )
+    """Controller ``ctl``, terminal ``t1``, and a Turn there bound to ``file`` from its start."""
+    add_ctl_and_t1(conn)
     found = identify(str(file))
     assert found is not None
     binding = evidence.Binding("claude", found[0], 0, evidence.Anchor(0, "0" * 64), session_id=None)
     turns.insert(
-        conn, controller_id="ctl", client_request_id="r1", terminal_id="term_x",
+        conn, controller_id="ctl", client_request_id="r1", terminal_id="t1",
         request_sha256="0" * 64, request_chars=4, evidence_status="bound",
         evidence=binding.to_json(), evidence_limit=None, inactivity_seconds=600,
         lifetime_seconds=600, now=time.time(),
@@ -103,8 +97,7 @@ async def _observer(tmp_path: Path) -> AsyncIterator[tuple[Observer, Path]]:
     db = tmp_path / "akk.sqlite3"
     conn = open_store(db)
     try:
-        with conn:
-            _bound_turn(conn, file)
+        _bound_turn(conn, file)
     finally:
         conn.close()
     root = Supervisor("root", children=[ChildSpec("store", lambda: StoreActor(db))])
