@@ -295,3 +295,39 @@ async def test_a_version_question_cancelled_midway_leaves_no_directory(
 def _homes(where: Path) -> list[str]:
     """The throwaway HOMEs of version questions under ``where``."""
     return [name for name in os.listdir(where) if name.startswith("akk-version-")]
+
+
+async def test_homes_left_by_a_killed_asker_are_removed_by_the_next_question(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGKILL runs no cleanup: the next question removes the homes of askers that are gone,
+    and keeps a live asker's, anything else, and what a link points to."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    gone_pid = _reaped_pid()
+    left = tmp_path / f"akk-version-{gone_pid}-abc"
+    (left / ".claude").mkdir(parents=True)
+    live = tmp_path / f"akk-version-{os.getppid()}-def"
+    live.mkdir()
+    other = tmp_path / "akk-version-notapid"
+    other.mkdir()
+    target = tmp_path / "precious"
+    target.mkdir()
+    (tmp_path / f"akk-version-{gone_pid}-link").symlink_to(target)
+    program = tmp_path / "claude"
+    program.write_text("#!/bin/sh\necho '2.1.332 (Claude Code)'\n")
+    program.chmod(0o755)
+    with trio.fail_after(10):
+        version = await VersionCache().version_of_program("claude", [str(program)])
+    assert version == "2.1.332"
+    assert not left.exists()
+    assert live.is_dir() and other.is_dir() and target.is_dir()
+    assert sorted(_homes(tmp_path)) == sorted(
+        [live.name, other.name, f"akk-version-{gone_pid}-link"]
+    )  # and its own home went after its question
+
+
+def _reaped_pid() -> int:
+    """The pid of a process that ran and was reaped (so none has it now)."""
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid

@@ -20,9 +20,9 @@ from akk.backends.codex_app_server import rpc, schema
 from akk.backends.names import CLAUDE_HEADLESS, CODEX_APP_SERVER
 from akk.cli.server_calls import operator_call
 from akk.cli.text import out, shown
-from akk.discovery.process import VersionCache
+from akk.discovery.process import VersionCache, pid_alive
 from akk.profiles.registry import PINNED, qualify_command
-from akk.server.instance import pid_alive, read_endpoint, server_running
+from akk.server.instance import read_endpoint, server_running
 from akk.store.database import StoreError, store_version
 from akk.store.location import StateDir, StateDirError
 from akk.store.schema import SCHEMA_VERSION

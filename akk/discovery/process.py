@@ -423,7 +423,7 @@ class VersionCache:
         return version
 
     async def _ask(self, agent: Agent, program: Sequence[str]) -> str | None:
-        home = await trio.to_thread.run_sync(tempfile.mkdtemp, None, "akk-version-")
+        home = await trio.to_thread.run_sync(_probe_home)
         # A throwaway HOME: `--version` must not read or write the person's config.
         env = {"PATH": "/usr/bin:/bin", "HOME": home, "TMPDIR": home, "LANG": "C.UTF-8"}
         self.spawns += 1
@@ -447,3 +447,41 @@ class VersionCache:
             # Shielded: a server stopped mid-question must not leave the directory behind.
             with trio.CancelScope(shield=True):
                 await trio.to_thread.run_sync(shutil.rmtree, home, True)
+
+
+PROBE_HOME = re.compile(r"akk-version-(\d{1,9})-")
+"""The name of a `--version` question's throwaway HOME: the asking process's pid first."""
+
+
+def _probe_home() -> str:
+    """A new throwaway HOME for one `--version` question, named for this process.
+
+    A process killed mid-question (SIGKILL) runs no cleanup, so first the
+    homes of asking processes that are gone are removed: only this user's own
+    directories, never through a link (one another remover took first is
+    skipped).
+    """
+    parent = tempfile.gettempdir()
+    with os.scandir(parent) as entries:
+        for entry in entries:
+            match = PROBE_HOME.match(entry.name)
+            try:
+                if match is None or not entry.is_dir(follow_symlinks=False):
+                    continue
+                mine = entry.stat(follow_symlinks=False).st_uid == os.getuid()
+            except OSError:
+                continue
+            if mine and not pid_alive(int(match[1])):
+                shutil.rmtree(entry.path, ignore_errors=True)
+    return tempfile.mkdtemp(prefix=f"akk-version-{os.getpid()}-", dir=parent)
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this PID exists (it may belong to another user)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -36,6 +36,7 @@ import trio
 from trio_websocket import ConnectionRejected, HandshakeError, open_websocket_url
 
 from akk.client import tls_handshake
+from akk.discovery.process import pid_alive
 from akk.store.location import ENDPOINT_TMP_FILE, StateDir
 
 PROOF_PATH = "/v1/proof"
@@ -271,14 +272,3 @@ def _held_message(state: StateDir) -> str:
         f"another process holds {state.path} (an `akk serve` starting up or shutting down, "
         "or an `akk` command writing to the store); try again, or pass another --state-dir"
     )
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether a process with this PID exists (it may belong to another user)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
