@@ -74,30 +74,40 @@ def _lines() -> tuple[list[bytes], int]:
     raise AssertionError("the fixture has no tool call")
 
 
-def _bound_turn(conn: apsw.Connection, file: Path) -> None:
-    """Controller ``ctl``, terminal ``t1``, and a Turn there bound to ``file`` from its start."""
-    add_ctl_and_t1(conn)
+def _binding(file: Path) -> str:
+    """A binding of ``file`` from its start."""
     found = identify(str(file))
     assert found is not None
-    binding = evidence.Binding("claude", found[0], 0, evidence.Anchor(0, "0" * 64), session_id=None)
+    anchor = evidence.Anchor(0, "0" * 64)
+    return evidence.Binding("claude", found[0], 0, anchor, session_id=None).to_json()
+
+
+def _turn(conn: apsw.Connection, file: Path, *, bound: bool) -> None:
+    """Controller ``ctl``, terminal ``t1``, and a Turn there: bound to ``file`` from its
+    start, or sent and not bound yet."""
+    add_ctl_and_t1(conn)
     turns.insert(
         conn, controller_id="ctl", client_request_id="r1", terminal_id="t1",
-        request_sha256="0" * 64, request_chars=4, evidence_status="bound",
-        evidence=binding.to_json(), evidence_limit=None, inactivity_seconds=600,
-        lifetime_seconds=600, now=time.time(),
+        request_sha256="0" * 64, request_chars=4,
+        evidence_status="bound" if bound else "pending",
+        evidence=_binding(file) if bound else None, evidence_limit=None,
+        inactivity_seconds=600, lifetime_seconds=600, now=time.time(),
     )  # fmt: skip
 
 
 @asynccontextmanager
-async def _observer(tmp_path: Path) -> AsyncIterator[tuple[Observer, Path]]:
-    """An Observer of the permission screen, its Turn bound to a transcript without the call."""
+async def _observer(
+    tmp_path: Path, *, upto: int | None = None, bound: bool = True
+) -> AsyncIterator[tuple[Observer, Path, Path]]:
+    """An Observer of the permission screen, its Turn's transcript written up to line ``upto``
+    (default: up to the call); with the file and the store."""
     lines, call_at = _lines()
     file = tmp_path / "session.jsonl"
-    file.write_bytes(b"".join(lines[:call_at]))
+    file.write_bytes(b"".join(lines[: call_at if upto is None else upto]))
     db = tmp_path / "akk.sqlite3"
     conn = open_store(db)
     try:
-        _bound_turn(conn, file)
+        _turn(conn, file, bound=bound)
     finally:
         conn.close()
     root = Supervisor("root", children=[ChildSpec("store", lambda: StoreActor(db))])
@@ -108,7 +118,7 @@ async def _observer(tmp_path: Path) -> AsyncIterator[tuple[Observer, Path]]:
         screen.announce()
         label = json.loads(SCREEN.with_suffix(".json").read_text())
         screen.size = (label["cols"], label["rows"])
-        yield screen, file
+        yield screen, file, db
         nursery.cancel_scope.cancel()
 
 
@@ -117,7 +127,7 @@ async def test_a_permission_is_held_until_its_call_is_written_then_offered(
 ) -> None:
     lines, call_at = _lines()
     with trio.fail_after(20):
-        async with _observer(tmp_path) as (screen, file):
+        async with _observer(tmp_path) as (screen, file, _db):
             held = await screen.observe()
             assert held is not None and held.busy and screen.recheck == PENDING_POLL
             assert held.observation.reason == PENDING_CALL_UNKNOWN  # were it published now
@@ -140,7 +150,7 @@ async def test_a_call_that_never_comes_is_pending_call_unknown_after_the_grace(
     grace = 0.3
     monkeypatch.setattr(observer_module, "PENDING_GRACE", grace)
     with trio.fail_after(20):
-        async with _observer(tmp_path) as (screen, _file):
+        async with _observer(tmp_path) as (screen, _file, _db):
             first = await screen.observe()
             assert first is not None and first.busy
             began = trio.current_time()
@@ -155,3 +165,25 @@ async def test_a_call_that_never_comes_is_pending_call_unknown_after_the_grace(
             assert not snapshot.observation.actionable and screen.recheck is None
             # It stays published as it is: a later look of the same screen is no new one.
             assert await screen.observe() is snapshot
+
+
+async def test_a_permission_of_a_turn_not_bound_yet_is_held_until_its_binding(
+    tmp_path: Path,
+) -> None:
+    """Before its Turn is bound, no call in the file can be told the Turn's own (earlier
+    Turns' calls, two files): the prompt is held, though the whole file shows the call."""
+    _, call_at = _lines()
+    with trio.fail_after(20):
+        async with _observer(tmp_path, upto=call_at + 1, bound=False) as (screen, file, db):
+            held = await screen.observe()
+            assert held is not None and held.busy and screen.recheck == PENDING_POLL
+            conn = open_store(db)
+            try:
+                conn.execute(
+                    "UPDATE turns SET evidence_status = 'bound', evidence = ?", (_binding(file),)
+                )
+            finally:
+                conn.close()
+            offered = await screen.observe()
+            assert offered is not None and not offered.busy
+            assert offered.observation.actionable and offered.observation.reason is None

@@ -258,11 +258,16 @@ async def open_calls(
     """The pending calls in the agent's file; None if it cannot be read.
 
     The file is the one the terminal's Turn bound before its send (read from
-    its binding offset); without a bound Turn (a Watch before its task is
-    found, evidence unknown) the one file the agent process owns now.
+    its binding offset). A sent Turn not bound yet has no call that can be told
+    its own (the file may hold earlier Turns' calls, or the agent may own two
+    files): none yet, so its prompt is held until the binding comes. Without
+    a Turn to bind (a Watch before its task is found, evidence unknown), the
+    one file the agent process owns now.
     """
     terminal_id, agent = identity.terminal_id, identity.agent
     turn = await transact(store, lambda conn: turns.unresolved_on(conn, terminal_id))
+    if turn is not None and turn.evidence_status == "pending" and not turn.is_watch:
+        return []
     try:
         if turn is not None and turn.evidence_status == "bound" and turn.evidence:
             binding = evidence.Binding.from_json(turn.evidence)
