@@ -19,11 +19,10 @@ check: bootstrap
 	.venv/bin/ruff check akk tools tests
 	.venv/bin/mypy akk tools
 
-# Three workers on two cores (lab tests mostly wait on the clients and the model server),
-# each taking the next test as it frees up: xdist's default hands out chunks of thousands,
-# which put every lab test on one worker.
+# Each worker takes the next test as it frees up: xdist's default hands out chunks of
+# thousands, which put every lab test on one worker.
 test: check lab-clients
-	.venv/bin/pytest -n 3 --maxschedchunk 1 tests
+	.venv/bin/pytest -n 2 --maxschedchunk 1 tests
 
 # The inner loop: the checks and every test outside tests/lab (about 3 minutes on 2 cores).
 test-fast: check

@@ -431,8 +431,13 @@ def _child_running(pid: int, binary: Path, depth: int = 2) -> int | None:
 
 
 def _children(pid: int) -> list[int]:
-    children = []
-    for task in Path(f"/proc/{pid}/task").glob("*"):
+    """The children of ``pid`` now (none once it has exited: a short-lived one often has)."""
+    children: list[int] = []
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return children
+    for task in tasks:
         try:
             children += [int(c) for c in (task / "children").read_text().split()]
         except OSError:
