@@ -41,12 +41,12 @@ from akk.backends.codex_app_server.actor import (
 )
 from akk.backends.codex_app_server.board import BackendBoard
 from akk.backends.codex_app_server.prompts import fingerprint
-from akk.backends.codex_app_server.rounds import unsent
+from akk.backends.codex_app_server.rounds import AppServerRounds, unsent
 from akk.backends.contract import AnswerReceipt
 from akk.backends.names import CLAUDE_HEADLESS, CODEX_APP_SERVER
 from akk.methods.common import MethodContext
 from akk.methods.interactions import InteractionCalls
-from akk.protocol.errors import Reason
+from akk.protocol.errors import Reason, RpcError
 from akk.runtime.supervisor import ChildSpec, Supervisor
 from akk.screen.fingerprint import Appearance
 from akk.sessions import policy
@@ -228,18 +228,35 @@ async def test_an_answer_sent_to_the_app_server_waits_for_the_store_and_is_recor
             async def answer() -> None:
                 receipts.append(await actor.receive(message))
 
+            # A send's history asks the same actor, whose mailbox waits: refused at once.
+            host = SimpleNamespace(board=board, ref=None)
+            desk = SimpleNamespace(setup=CodexSetup("codex", "/h", "0.171.0"), host=_returns(host))
+            rounds = AppServerRounds(cast(Any, SimpleNamespace(store=store)), hosts=cast(Any, desk))
             async with trio.open_nursery() as answering:
                 answering.start_soon(answer)
                 while not filled:
                     await trio.sleep(0.01)
                 await trio.sleep(0.5)  # several tries on the full store
                 assert receipts == []
+                with trio.fail_after(1), pytest.raises(RpcError) as refused:
+                    await rounds.history(str(fs))
+                assert refused.value.reason is Reason.INTERNAL
+                assert "disk full" in refused.value.message
+                assert "nothing was started" in refused.value.message
                 filled[0].unlink()
             (receipt,) = receipts
             assert isinstance(receipt, AnswerReceipt) and receipt.proven
             assert receipt.dispatch.stage is Stage.ACCEPTED
             assert app.answered == [(7, {"decision": "accept"})]
+            assert board.store_wait is None  # written: sends are asked through again
             assert root.stats.crashes.get("store", 0) == 0
+
+
+def _returns(value: object) -> Callable[[], Awaitable[object]]:
+    async def get() -> object:
+        return value
+
+    return get
 
 
 def _reserved(workspace: Path, backend: str, conn: apsw.Connection) -> str:

@@ -129,6 +129,7 @@ async def transact_until_written(
     *,
     what: str,
     retry_seconds: float | None = None,
+    waiting: Callable[[StoreUnwritable | None], None] | None = None,
 ) -> T:
     """`transact` ``work`` until the store takes it: for an outcome that must not be lost.
 
@@ -136,15 +137,22 @@ async def transact_until_written(
     and waits here, trying again every ``retry_seconds`` (None: `RETRY_SECONDS`;
     logged once, as ``what``), instead of crashing and losing it; any other
     failure is raised as by `transact`. ``work`` runs afresh at every try, so it
-    reads the rows it changes in its own transaction.
+    reads the rows it changes in its own transaction. ``waiting`` is told each
+    failure while it waits, and None once the store took it.
     """
     warned = False
     while True:
         try:
-            return await transact(store, work)
+            written = await transact(store, work)
         except StoreUnwritable as exc:
+            if waiting is not None:
+                waiting(exc)
             if not warned:
                 log.warning("%s: not recorded yet, tried again until the store writes: %s",
                             what, exc)  # fmt: skip
                 warned = True
+        else:
+            if waiting is not None and warned:
+                waiting(None)
+            return written
         await trio.sleep(RETRY_SECONDS if retry_seconds is None else retry_seconds)

@@ -24,7 +24,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import apsw
 import attrs
@@ -50,6 +50,8 @@ from akk.store.database import StoreUnwritable
 from akk.store.dispatches import Dispatch, Kind, Stage
 from akk.store.sessions import InvocationRow, SessionRow
 from akk.store.turns import Turn, TurnState
+
+T = TypeVar("T")
 
 log = logging.getLogger("akk.backend")
 
@@ -210,6 +212,18 @@ class BackendActor(Actor[BackendMessage]):
             case AnswerRequest():
                 return await self._answer(message)
 
+    async def _written(self, work: Callable[[apsw.Connection], T], *, what: str) -> T:
+        """`transact_until_written`, the board saying why while the store holds this actor
+        (and its mailbox) up: a send waiting behind it is refused at once, naming the store."""
+
+        def waiting(problem: StoreUnwritable | None) -> None:
+            self._board.store_wait = problem
+
+        try:
+            return await transact_until_written(self._store, work, what=what, waiting=waiting)
+        finally:
+            self._board.store_wait = None
+
     async def _binding(self, cwd: str) -> policy.ThreadConfig:
         result = await self._app.request("config/read", {"cwd": cwd}, timeout=REQUEST_TIMEOUT)
         config = result.get("config") or {}
@@ -283,9 +297,7 @@ class BackendActor(Actor[BackendMessage]):
             )  # fmt: skip
 
         # turn/start is out: its receipt waits for a store that cannot write, never lost.
-        accepted = await transact_until_written(
-            self._store, accept, what=f"turn {turn_id}: turn/start accepted"
-        )
+        accepted = await self._written(accept, what=f"turn {turn_id}: turn/start accepted")
         await faults.reached(Point.BACKEND_TURN_ACCEPTED)
         return StartReceipt(accepted, self._board.generation)
 
@@ -306,9 +318,7 @@ class BackendActor(Actor[BackendMessage]):
             assert fresh is not None
             sessions.update(conn, fresh, thread_id=thread_id)
 
-        await transact_until_written(
-            self._store, persist, what=f"session {session_id}: thread {thread_id} started"
-        )
+        await self._written(persist, what=f"session {session_id}: thread {thread_id} started")
         await faults.reached(Point.BACKEND_THREAD_PERSISTED)
         return thread_id
 
@@ -328,9 +338,7 @@ class BackendActor(Actor[BackendMessage]):
                 assert fresh is not None
                 sessions.update(conn, fresh, history=policy.History.REJECTED)
 
-            await transact_until_written(
-                self._store, reject, what=f"session {session_id}: resume refused"
-            )
+            await self._written(reject, what=f"session {session_id}: resume refused")
             why = (
                 f"the app-server refused to resume the session's thread "
                 f"({redact(exc.message)[:200]}); nothing was sent. Send again: AKK will rebuild "
@@ -367,7 +375,7 @@ class BackendActor(Actor[BackendMessage]):
             )  # fmt: skip
             return turns.settle(conn, fresh, TurnState.FAILED, now=now, reason=reason, summary=why)
 
-        failed = await transact_until_written(self._store, fail, what=f"turn {turn_id}: {reason}")
+        failed = await self._written(fail, what=f"turn {turn_id}: {reason}")
         return StartReceipt(failed, self._board.generation)
 
     async def _unconfirmed(
@@ -385,7 +393,7 @@ class BackendActor(Actor[BackendMessage]):
             )
 
         log.warning("turn %s: %s", turn_id, why)
-        marked = await transact_until_written(self._store, mark, what=f"turn {turn_id}: {why}")
+        marked = await self._written(mark, what=f"turn {turn_id}: {why}")
         return StartReceipt(marked, self._board.generation)
 
     # -- answering a server request
@@ -426,8 +434,7 @@ class BackendActor(Actor[BackendMessage]):
             # The app-server's own refusal (its turn is no longer the active one): nothing
             # reached the agent.
             why = f"the turn ended before the answer could join it ({redact(exc.message)[:120]})"
-            await transact_until_written(
-                self._store,
+            await self._written(
                 lambda conn: dispatches.advance(
                     conn, _fresh(conn, reserved), Stage.NOT_ACCEPTED, why
                 ),
@@ -450,8 +457,7 @@ class BackendActor(Actor[BackendMessage]):
                 self._board.rejected.add(str(params.get("turnId")))
         await faults.reached(Point.ANSWER_SENT)
         # The answer is out: its receipt waits for a store that cannot write, never lost.
-        sent = await transact_until_written(
-            self._store,
+        sent = await self._written(
             lambda conn: dispatches.advance(conn, _fresh(conn, reserved), Stage.ACCEPTED),
             what=f"answer {reserved.dispatch_id} sent to the app-server",
         )
@@ -492,9 +498,7 @@ class BackendActor(Actor[BackendMessage]):
             turns.answer_uncertain(conn, found, why, now)
             return found
 
-        return await transact_until_written(
-            self._store, mark, what=f"answer {reserved.dispatch_id} uncertain"
-        )
+        return await self._written(mark, what=f"answer {reserved.dispatch_id} uncertain")
 
     # -- interrupt and read
 

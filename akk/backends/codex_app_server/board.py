@@ -26,6 +26,7 @@ from akk.backends.codex_app_server.prompts import (
 )
 from akk.protocol.redaction import redact
 from akk.screen.fingerprint import IdMinter
+from akk.store.database import StoreUnwritable
 from akk.store.turns import Turn
 
 log = logging.getLogger("akk.backend")
@@ -96,6 +97,9 @@ class BackendBoard:
     """Async questions not answered yet, by item id."""
     start_error: str | None = None
     """Why the latest start failed (None once a process runs)."""
+    store_wait: StoreUnwritable | None = None
+    """Why the host's actor waits for the store to record what the app-server did, its
+    mailbox held meanwhile (None: it does not)."""
     _changed: trio.Event = attrs.field(factory=trio.Event)
 
     def _state_changed(self) -> None:

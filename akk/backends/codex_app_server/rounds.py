@@ -68,9 +68,11 @@ class AppServerRounds:
     async def history(self, workspace: str) -> History:
         """The process's binding for ``workspace`` and its resume and thread facts."""
         host = await self._host()
+        _check_store(host)
         try:
             binding = await host.ref.ask(ReadBinding(workspace), timeout=START_TIMEOUT)
         except (ActorError, rpc.AppServerError) as exc:
+            _check_store(host)
             raise RpcError(
                 Reason.INTERNAL,
                 f"the app-server did not answer config/read ({exc}); nothing was started. "
@@ -171,3 +173,15 @@ def unsent(turn_id: str, receipt: Unsent) -> RpcError:
         "writes again",
         data={"turn_id": turn_id},
     )
+
+
+def _check_store(host: BackendHost) -> None:
+    """Refuse a new Turn at once while the host's actor waits for a store that cannot write
+    (its mailbox is held until the store takes what the app-server did)."""
+    problem = host.board.store_wait
+    if problem is not None:
+        raise RpcError(
+            Reason.INTERNAL,
+            f"{problem.problem}, so nothing was started: the app-server's backend is waiting to "
+            f"record what it did; {problem.next_step}",
+        )
