@@ -171,13 +171,19 @@ async def test_an_unprofiled_pane_shows_its_prompt_manual_required_and_reads_onc
 
 
 async def _shown(ctl: Controller, state: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The one terminal's row and its permission once shown in ``state`` (10 s at most)."""
+    """The one terminal's row and its permission once shown in ``state`` (10 s at most).
+
+    The row may not be listed yet (the watcher's first listing, or the pane's actor
+    started again under its new profile): it is waited for like the state."""
     with trio.fail_after(10):
         while True:
-            (row,) = (await ctl.call("list"))["terminals"]
-            shown = (await ctl.call("status", {"terminal_id": row["terminal_id"]}))["interaction"]
-            if shown is not None and shown["kind"] == "permission" and shown["state"] == state:
-                return row, shown
+            rows = (await ctl.call("list"))["terminals"]
+            assert len(rows) <= 1, rows
+            for row in rows:
+                called = await ctl.call("status", {"terminal_id": row["terminal_id"]})
+                shown = called["interaction"]
+                if shown is not None and shown["kind"] == "permission" and shown["state"] == state:
+                    return row, shown
             await trio.sleep(0.05)
 
 
