@@ -102,14 +102,11 @@ class Identity:
 
 
 @attrs.define
-class Server:
-    """A running `akk serve` subprocess."""
+class Process:
+    """A running server subprocess the bench talks to over ``url``."""
 
     proc: subprocess.Popen[bytes]
     url: str
-    state: StateDir
-    stderr: Path
-    stopped: str = ""
 
     @property
     def port(self) -> int:
@@ -141,6 +138,15 @@ class Server:
         except OSError:
             return 0.0
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@attrs.define
+class Server(Process):
+    """A running `akk serve` subprocess."""
+
+    state: StateDir
+    stderr: Path
+    stopped: str = ""
 
     def operator_token(self) -> str:
         return (self.state.path / "token").read_text().strip()
@@ -219,6 +225,27 @@ def serving(
         note = _stop(proc)
         if server is not None:
             server.stopped = note
+
+
+@contextmanager
+def floor_serving(work: Path, result: str, *, nofile: int) -> Iterator[Process]:
+    """Run `tools.ws_floor` answering every call with ``result``; stop it on exit."""
+    (work / "floor.json").write_text(result)
+    out, err = work / "floor.out", work / "floor.err"
+    with out.open("wb") as stdout, err.open("wb") as stderr:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tools.ws_floor", str(work / "floor.json")],
+            cwd=REPO, stdout=stdout, stderr=stderr, preexec_fn=_limited(nofile),
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + STARTUP_TIMEOUT
+        while "listening on" not in (line := out.read_text()):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"the floor did not start:\n{err.read_text()[-2000:]}")
+            time.sleep(0.05)
+        yield Process(proc, line.split()[2])
+    finally:
+        _stop(proc)
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> str:
@@ -549,6 +576,8 @@ class Caller:
     """The terminals and Turns each `list` must show."""
     ids: Iterator[int] = attrs.field(factory=itertools.count)
     replies: list[tuple[int, str]] = attrs.field(factory=list)
+    last: str = ""
+    """The last reply, kept past ``check`` (the floor serves its result)."""
 
     async def call(self, method: str, params: dict[str, Any]) -> str:
         call_id = next(self.ids)
@@ -559,6 +588,7 @@ class Caller:
             assert isinstance(frame, str)
             if '"method": "event"' not in frame[:64]:  # an event notification is not the reply
                 self.replies.append((call_id, frame))
+                self.last = frame
                 return frame
 
     def check(self, errors: list[str]) -> None:
@@ -606,7 +636,7 @@ class Fleet:
     gave_up: int = 0
     release: trio.Event = attrs.field(factory=trio.Event)
 
-    async def hold(self, server: Server, identity: Identity) -> None:
+    async def hold(self, url: str, identity: Identity) -> None:
         headers = [(b"Authorization", f"Bearer {identity.token}".encode())]
         hello = {"name": "bench"}
         if identity.controller_id is not None:
@@ -614,7 +644,7 @@ class Fleet:
         for attempt in range(CONNECT_ATTEMPTS):
             try:
                 async with open_websocket_url(
-                    server.url, extra_headers=headers, connect_timeout=PROBE_TIMEOUT,
+                    url, extra_headers=headers, connect_timeout=PROBE_TIMEOUT,
                     disconnect_timeout=2, receive_buffer_size=RECEIVE_BYTES,
                 ) as ws:  # fmt: skip
                     caller = Caller(ws, self.expect)
@@ -640,9 +670,10 @@ def _errors(errors: list[str]) -> str:
 def bench_list(settings: Settings) -> Callable[[Server, list[Identity]], Awaitable[Rows]]:
     async def bench(server: Server, ids: list[Identity]) -> Rows:
         rows: Rows = [("agent panes", await listed_panes(server, settings.panes))]
-        fleet = Fleet((settings.panes, 0 if settings.before else settings.records))
+        expect = (settings.panes, 0 if settings.before else settings.records)
+        fleet = Fleet(expect)
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(fleet.hold, server, ids[0])
+            nursery.start_soon(fleet.hold, server.url, ids[0])
             with trio.move_on_after(PROBE_TIMEOUT):
                 while not fleet.held:
                     await trio.sleep(SAMPLE_EVERY)
@@ -651,47 +682,10 @@ def bench_list(settings: Settings) -> Callable[[Server, list[Identity]], Awaitab
             first = fleet.held[0]
             alone, errors = await _sequential(first, settings.sequential)
             rows.append(("sequential list, one controller alone", spread(alone)))
-            started = time.perf_counter()
-            for identity in ids[1:]:
-                nursery.start_soon(fleet.hold, server, identity)
-            with trio.move_on_after(CONNECT_TIMEOUT):
-                while len(fleet.held) + fleet.gave_up < len(ids):
-                    await trio.sleep(SAMPLE_EVERY)
-            rows.append((
-                f"connect {len(ids) - 1} more at once",
-                f"{len(fleet.held)} connected in {time.perf_counter() - started:.1f} s; "
-                f"{len(fleet.first_try_failures)} failed a first try, {fleet.gave_up} gave up",
-            ))  # fmt: skip
-            if fleet.first_try_failures:
-                rows.append(("  first-try failures", _errors(fleet.first_try_failures)))
+            rows.extend(await _connect(fleet, server.url, ids[1:], nursery))
             held = f"{_fds(server)} descriptors, {server.rss_mib() or 0:.0f} MiB RSS"
             rows.append(("server with them connected", held))
-            latencies: list[float] = []
-            round_times: list[float] = []
-            cpu, own_cpu = server.cpu_seconds(), time.process_time()
-            for _ in range(settings.rounds):
-                started = time.perf_counter()
-                with trio.move_on_after(ROUND_TIMEOUT) as round_scope:
-                    async with trio.open_nursery() as calls:
-                        for ctl in fleet.held:
-                            calls.start_soon(_timed_list, ctl, latencies, errors)
-                if round_scope.cancelled_caught:
-                    errors.append(f"a round took over {ROUND_TIMEOUT:.0f} s")
-                    break
-                round_times.append(time.perf_counter() - started)
-                for caller in fleet.held:
-                    caller.check(errors)
-            rows.append((
-                f"list, {len(fleet.held)} at once × {len(round_times)} rounds", spread(latencies),
-            ))  # fmt: skip
-            rows.append(("  (each: request sent → reply received whole; decoded after)", ""))
-            rows.append(("  one round (all of them)", spread(round_times)))
-            cpu, own_cpu = server.cpu_seconds() - cpu, time.process_time() - own_cpu
-            rows.append((
-                "  CPU during the rounds",
-                f"server {cpu:.1f} s ({1000 * cpu / max(1, len(latencies)):.2f} ms a call), "
-                f"bench {own_cpu:.1f} s, wall {sum(round_times):.1f} s, {os.cpu_count()} CPUs",
-            ))  # fmt: skip
+            rows.extend(await _rounds(server, fleet, settings.rounds, errors))
             idle, idle_errors = await _sequential(first, settings.sequential)
             errors.extend(idle_errors)
             rows.append((f"sequential list, {len(fleet.held) - 1} others idle", spread(idle)))
@@ -699,15 +693,86 @@ def bench_list(settings: Settings) -> Callable[[Server, list[Identity]], Awaitab
             rows.append(("server at the end", server.status()))
             rows.extend(await doctor_stats(server, settings.before is not None))
             started = time.perf_counter()
-            fleet.release.set()
-            with trio.move_on_after(RELEASE_TIMEOUT):
-                while len(nursery.child_tasks) > 0:
-                    await trio.sleep(SAMPLE_EVERY)
+            await _release(fleet, nursery)
             rows.append(("disconnect them all", f"{time.perf_counter() - started:.1f} s"))
-            nursery.cancel_scope.cancel()
+        result = json.dumps(json.loads(first.last)["result"], separators=(",", ":"))
+        rows.extend(await _floor(server.state.path.parent, result, ids, settings, expect))
         return rows
 
     return bench
+
+
+async def _connect(fleet: Fleet, url: str, ids: list[Identity], nursery: trio.Nursery) -> Rows:
+    """Connect ``ids`` at once, each held in ``fleet`` until its release."""
+    started = time.perf_counter()
+    before = len(fleet.held)
+    for identity in ids:
+        nursery.start_soon(fleet.hold, url, identity)
+    with trio.move_on_after(CONNECT_TIMEOUT):
+        while len(fleet.held) + fleet.gave_up < before + len(ids):
+            await trio.sleep(SAMPLE_EVERY)
+    rows: Rows = [(
+        f"connect {len(ids)} at once",
+        f"{len(fleet.held)} connected in {time.perf_counter() - started:.1f} s; "
+        f"{len(fleet.first_try_failures)} failed a first try, {fleet.gave_up} gave up",
+    )]  # fmt: skip
+    if fleet.first_try_failures:
+        rows.append(("  first-try failures", _errors(fleet.first_try_failures)))
+    return rows
+
+
+async def _rounds(server: Process, fleet: Fleet, rounds: int, errors: list[str]) -> Rows:
+    """``rounds`` of every held controller calling `list` at once; each reply checked after."""
+    latencies: list[float] = []
+    round_times: list[float] = []
+    cpu, own_cpu = server.cpu_seconds(), time.process_time()
+    for _ in range(rounds):
+        started = time.perf_counter()
+        with trio.move_on_after(ROUND_TIMEOUT) as round_scope:
+            async with trio.open_nursery() as calls:
+                for ctl in fleet.held:
+                    calls.start_soon(_timed_list, ctl, latencies, errors)
+        if round_scope.cancelled_caught:
+            errors.append(f"a round took over {ROUND_TIMEOUT:.0f} s")
+            break
+        round_times.append(time.perf_counter() - started)
+        for caller in fleet.held:
+            caller.check(errors)
+    cpu, own_cpu = server.cpu_seconds() - cpu, time.process_time() - own_cpu
+    return [
+        (f"list, {len(fleet.held)} at once × {len(round_times)} rounds", spread(latencies)),
+        ("  (each: request sent → reply received whole; decoded after)", ""),
+        ("  one round (all of them)", spread(round_times)),
+        (
+            "  CPU during the rounds",
+            f"server {cpu:.1f} s ({1000 * cpu / max(1, len(latencies)):.2f} ms a call), "
+            f"bench {own_cpu:.1f} s, wall {sum(round_times):.1f} s, {os.cpu_count()} CPUs",
+        ),
+    ]
+
+
+async def _release(fleet: Fleet, nursery: trio.Nursery) -> None:
+    fleet.release.set()
+    with trio.move_on_after(RELEASE_TIMEOUT):
+        while len(nursery.child_tasks) > 0:
+            await trio.sleep(SAMPLE_EVERY)
+    nursery.cancel_scope.cancel()
+
+
+async def _floor(
+    work: Path, result: str, ids: list[Identity], settings: Settings, expect: tuple[int, int]
+) -> Rows:
+    """The same controllers and rounds against `tools.ws_floor` serving ``result``."""
+    rows: Rows = [(f"floor: tools.ws_floor answering {len(result):,} bytes, no AKK", "")]
+    fleet = Fleet(expect)
+    errors: list[str] = []
+    with floor_serving(work, result, nofile=settings.list_nofile) as floor:
+        async with trio.open_nursery() as nursery:
+            rows.extend(await _connect(fleet, floor.url, ids, nursery))
+            rows.extend(await _rounds(floor, fleet, settings.rounds, errors))
+            await _release(fleet, nursery)
+    rows.append(("  floor errors", _errors(errors)))
+    return rows
 
 
 def print_part(title: str, rows: Rows, took: float) -> None:
