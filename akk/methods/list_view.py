@@ -85,6 +85,17 @@ class _Pane:
     held: str  # the row for them (the Turn's ids shown)
 
 
+@attrs.frozen
+class _Panes:
+    """Every terminal at one board and store version, and their arrays for a caller who
+    holds none of them and for the operator."""
+
+    rows: list[_Pane]
+    holders: frozenset[str]
+    shown: str  # everyone's rows as a caller that holds none of them sees them
+    held: str  # as the operator sees them (every holder's Turn ids)
+
+
 class ListView:
     """Serves `list` for every connection from rows and records kept current."""
 
@@ -98,22 +109,24 @@ class ListView:
         self._next: _Read | None = None
         self._reading = trio.Lock()
         # The panes at one board version with one store read's holders, and their two arrays.
-        self._panes: tuple[int, dict[str, Turn], list[_Pane], str, str] | None = None
+        self._panes: tuple[int, dict[str, Turn], _Panes] | None = None
 
     async def listing(self, owner: Owner, narrowed: tuple[str, ...]) -> Encoded:
         """`list` for ``owner`` (None: the operator) whose credential is narrowed to
         ``narrowed`` (empty: not narrowed), reflecting every change committed before the call."""
         generation = await self._records(owner)
         records = generation.records[owner]
-        panes, shown, held = self._current_panes(generation)
+        panes = self._current_panes(generation)
         if narrowed:
-            terminals = _array(_row_for(p, owner) for p in panes if pane_allowed(p.cwd, narrowed))
+            terminals = _array(
+                _row_for(p, owner) for p in panes.rows if pane_allowed(p.cwd, narrowed)
+            )
         elif owner is None:
-            terminals = held
-        elif any(p.holder == owner for p in panes):
-            terminals = _array(_row_for(p, owner) for p in panes)
+            terminals = panes.held
+        elif owner in panes.holders:
+            terminals = _array(_row_for(p, owner) for p in panes.rows)
         else:
-            terminals = shown
+            terminals = panes.shown
         return Encoded(
             f'{{"terminals":{terminals},"turns":{records.turns},'
             f'"watches":{records.watches},"sessions":{records.sessions}}}'
@@ -159,9 +172,8 @@ class ListView:
             finally:
                 read.done.set()
 
-    def _current_panes(self, generation: _Generation) -> tuple[list[_Pane], str, str]:
-        """Every terminal's row with its holder; and all of them encoded as everyone but a
-        holder sees them, and as the operator does."""
+    def _current_panes(self, generation: _Generation) -> _Panes:
+        """Every terminal's row with its holder, encoded as each kind of caller sees them."""
         board_version = self._board.version
         if board_version != self._board_version:
             self._board_version = board_version
@@ -171,12 +183,16 @@ class ListView:
                 del self._rows[terminal_id]
         cached = self._panes
         if cached is not None and cached[0] == board_version and cached[1] is generation.held:
-            return cached[2], cached[3], cached[4]
-        panes = [self._pane(snapshot, generation.held) for snapshot in self._order]
-        shown = _array(p.shown for p in panes)
-        held = _array(p.held for p in panes)
-        self._panes = (board_version, generation.held, panes, shown, held)
-        return panes, shown, held
+            return cached[2]
+        rows = [self._pane(snapshot, generation.held) for snapshot in self._order]
+        panes = _Panes(
+            rows=rows,
+            holders=frozenset(p.holder for p in rows if p.holder is not None),
+            shown=_array(p.shown for p in rows),
+            held=_array(p.held for p in rows),
+        )
+        self._panes = (board_version, generation.held, panes)
+        return panes
 
     def _pane(self, snapshot: TerminalSnapshot, held: dict[str, Turn]) -> _Pane:
         terminal_id = snapshot.identity.terminal_id
