@@ -16,7 +16,9 @@ over 127.0.0.1 only:
               server watches P idle agent panes (default 200, a private tmux
               server, as `tools.bench_serve_idle` makes them) and each
               controller owns R settled Turns (default 5, written offline),
-              so every reply carries P terminal rows and R records.
+              so every reply carries P terminal rows and R records. Then
+              the same controllers and rounds against `tools.ws_floor`, a
+              server that only answers with that result: the floor.
 
     .venv/bin/python -m tools.bench_endpoint [--only handshakes|memory|list]
         [--controllers 200 1000] [--panes 200] [--records 5]
