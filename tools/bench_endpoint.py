@@ -216,12 +216,7 @@ def serving(
         )  # fmt: skip
     server = None
     try:
-        deadline = time.monotonic() + STARTUP_TIMEOUT
-        while "listening on" not in (line := out.read_text()):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"akk serve did not start:\n{line}{err.read_text()[-2000:]}")
-            time.sleep(0.05)
-        server = Server(proc, line.split()[4], state, err)
+        server = Server(proc, _listening(proc, out, err, "akk serve"), state, err)
         yield server
     finally:
         note = _stop(proc)
@@ -240,14 +235,19 @@ def floor_serving(work: Path, result: str, *, nofile: int) -> Iterator[Process]:
             cwd=REPO, stdout=stdout, stderr=stderr, preexec_fn=_limited(nofile),
         )  # fmt: skip
     try:
-        deadline = time.monotonic() + STARTUP_TIMEOUT
-        while "listening on" not in (line := out.read_text()):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"the floor did not start:\n{err.read_text()[-2000:]}")
-            time.sleep(0.05)
-        yield Process(proc, line.split()[2])
+        yield Process(proc, _listening(proc, out, err, "the floor"))
     finally:
         _stop(proc)
+
+
+def _listening(proc: subprocess.Popen[bytes], out: Path, err: Path, what: str) -> str:
+    """The URL ``proc`` says it listens on (its "listening on" line in ``out``)."""
+    deadline = time.monotonic() + STARTUP_TIMEOUT
+    while "listening on" not in (line := out.read_text()):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit(f"{what} did not start:\n{line}{err.read_text()[-2000:]}")
+        time.sleep(0.05)
+    return next(word for word in line.split() if word.startswith(("ws://", "wss://")))
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> str:
