@@ -27,10 +27,10 @@ from akk import evidence
 from akk.actors.store import StoreActor
 from akk.actors.terminal_board import TerminalBoard
 from akk.backends.terminal import observer as observer_module
-from akk.backends.terminal.observer import PENDING_POLL, Observer
+from akk.backends.terminal.observer import PENDING_GRACE, PENDING_POLL, Observer
 from akk.discovery.identity import TerminalIdentity
 from akk.evidence.files import identify
-from akk.profiles.permission import PENDING_CALL_UNKNOWN
+from akk.profiles.permission import PENDING_CALL_MISMATCH, PENDING_CALL_UNKNOWN
 from akk.profiles.registry import PROFILES
 from akk.runtime.supervisor import ChildSpec, Supervisor
 from akk.store import turns
@@ -51,7 +51,7 @@ IDENTITY = TerminalIdentity(
 
 
 class _Pane:
-    """A tmux link whose one pane always shows the permission screen."""
+    """A tmux link whose one pane shows the permission screen (``screen``: as captured)."""
 
     def __init__(self) -> None:
         self.screen = SCREEN.with_suffix(".ansi").read_text().splitlines()
@@ -95,9 +95,16 @@ def _turn(conn: apsw.Connection, file: Path, *, bound: bool) -> None:
     )  # fmt: skip
 
 
+def _mid_draw(screen: list[str]) -> list[str]:
+    """``screen`` with the command caught half drawn (the last three characters missing)."""
+    return [
+        line.removesuffix("ran") if line.endswith("echo lab-bash-ran") else line for line in screen
+    ]
+
+
 @asynccontextmanager
 async def _observer(
-    tmp_path: Path, *, upto: int | None = None, bound: bool = True
+    tmp_path: Path, *, upto: int | None = None, bound: bool = True, pane: _Pane | None = None
 ) -> AsyncIterator[tuple[Observer, Path, Path]]:
     """An Observer of the permission screen, its Turn's transcript written up to line ``upto``
     (default: up to the call); with the file and the store."""
@@ -114,7 +121,8 @@ async def _observer(
     async with trio.open_nursery() as nursery:
         await nursery.start(root.run)
         board = TerminalBoard()
-        screen = Observer(IDENTITY, PROFILE, cast(ClientLink, _Pane()), board, root.ref("store"))
+        link = cast(ClientLink, pane or _Pane())
+        screen = Observer(IDENTITY, PROFILE, link, board, root.ref("store"))
         screen.announce()
         label = json.loads(SCREEN.with_suffix(".json").read_text())
         screen.size = (label["cols"], label["rows"])
@@ -187,3 +195,46 @@ async def test_a_permission_of_a_turn_not_bound_yet_is_held_until_its_binding(
             offered = await screen.observe()
             assert offered is not None and not offered.busy
             assert offered.observation.actionable and offered.observation.reason is None
+
+
+async def test_a_screen_caught_mid_draw_is_read_again_not_published(tmp_path: Path) -> None:
+    """The command half drawn does not match the call: held, and bound once drawn whole."""
+    _, call_at = _lines()
+    pane = _Pane()
+    whole, pane.screen = pane.screen, _mid_draw(pane.screen)
+    with trio.fail_after(20):
+        async with _observer(tmp_path, upto=call_at + 1, pane=pane) as (screen, _file, _db):
+            held = await screen.observe()
+            assert held is not None and held.busy and screen.recheck == PENDING_POLL
+            assert held.observation.reason == PENDING_CALL_MISMATCH  # were it published now
+            pane.screen = whole
+            offered = await screen.observe()
+            assert offered is not None and not offered.busy
+            assert offered.observation.actionable and offered.observation.reason is None
+
+
+async def test_a_screen_that_disagrees_with_its_call_is_published_once_it_stood_still(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not for the whole grace: a mismatch that stays is a person's as soon as the screen
+    has stood still for SETTLE."""
+    settle = 0.3
+    monkeypatch.setattr(observer_module, "SETTLE", settle)
+    _, call_at = _lines()
+    pane = _Pane()
+    pane.screen = _mid_draw(pane.screen)
+    with trio.fail_after(20):
+        async with _observer(tmp_path, upto=call_at + 1, pane=pane) as (screen, _file, _db):
+            first = await screen.observe()
+            assert first is not None and first.busy
+            began = trio.current_time()
+            snapshot = first
+            while snapshot.busy:
+                await trio.sleep(PENDING_POLL)
+                latest = await screen.observe()
+                assert latest is not None
+                snapshot = latest
+            assert settle - PENDING_POLL <= trio.current_time() - began < PENDING_GRACE
+            assert snapshot.observation.reason == PENDING_CALL_MISMATCH
+            assert not snapshot.observation.actionable and screen.recheck is None
+            assert await screen.observe() is snapshot

@@ -13,7 +13,12 @@ up to ~220 ms later, and seconds later on a loaded machine). While the file is
 read and shows no call of the profile's tool yet, for up to PENDING_GRACE, the
 prompt's snapshot is published *held* (``busy``: nobody announces or answers
 it) and `recheck` asks the watcher to read the pane again in PENDING_POLL even
-if it does not change; only then is it ``pending_call_unknown``. So a slow
+if it does not change; only then is it ``pending_call_unknown``. Any other
+permission that cannot be bound to its call (the file unreadable, several
+calls, the screen's command not shown whole or not the call's) is held the
+same way until its screen has stood still for SETTLE: a screen caught mid-draw,
+or a file read mid-write just as its prompt was drawn, is read again, not
+published. So a slow draw or
 write never wakes a controller with ``manual_required`` for a prompt it could
 answer a moment later, and the actor is never blocked waiting for it.
 
@@ -33,7 +38,7 @@ from akk import evidence
 from akk.actors.store import transact
 from akk.actors.terminal_board import TerminalBoard, TerminalSnapshot
 from akk.discovery.identity import TerminalIdentity
-from akk.profiles.observation import Observation, State
+from akk.profiles.observation import Observation, PromptView, State
 from akk.profiles.permission import asks_permission, awaits_call, bind_pending
 from akk.profiles.registry import Profile
 from akk.protocol import wakeups
@@ -54,6 +59,11 @@ drawing its prompt when idle, tools/lab/NOTES.md, and past 2 s with six clients 
 
 PENDING_POLL = 0.05
 """Seconds between looks at a held permission (each reads the agent's file once)."""
+
+SETTLE = 1.0
+"""How long the screen of a permission that cannot be bound to its call must stand
+unchanged before it is published ``manual_required`` (a loaded machine can leave a
+prompt half drawn, or its file half written, for a few hundred ms)."""
 
 
 class Observer:
@@ -88,11 +98,13 @@ class Observer:
         self._board = board
         self._store = store
         self._last: tuple[str, int, int] | None = None
+        self._drawn_at = 0.0  # trio clock: when the last capture first showed as it is
         self._seq = 0
         self._seen: Appearance | None = None  # the prompt's appearance on the last screen
         self._resumed: Appearance | None = None  # the store's last appearance, until first look
         self._last_number = 0
-        self._awaited_since: float | None = None  # trio clock: the call awaited since
+        # The permission held for its call (as classified), and since when (trio clock).
+        self._held: tuple[PromptView, float] | None = None
         self._manual: wakeups.Manual | None = (
             None  # the manual screen on show (akk.protocol.wakeups)
         )
@@ -140,6 +152,8 @@ class Observer:
         unchanged = self._last == (screen, cols, rows) and current is not None
         if not force and unchanged and self.recheck is None:
             return current
+        if self._last != (screen, cols, rows):
+            self._drawn_at = trio.current_time()
         self._last = (screen, cols, rows)
         try:
             grid = render(screen, cols, rows)
@@ -228,20 +242,29 @@ class Observer:
 
         A screen within a step's keys is never held: it is passing anyway.
         """
-        profile = self.profile
-        if profile is None or not asks_permission(observation):
-            self._awaited_since = None
+        profile, prompt = self.profile, observation.prompt
+        if profile is None or prompt is None or not asks_permission(observation):
+            self._held = None
             return observation, None, False
         calls = await open_calls(self._store, self.identity)
         now = trio.current_time()
+        bound, call = bind_pending(observation, profile.permission_tool, calls)
         held = False
-        if awaits_call(calls, profile.permission_tool) and not self.busy:
-            if self._awaited_since is None:
-                self._awaited_since = now
-            held = now - self._awaited_since < PENDING_GRACE
+        if call is None and not self.busy:
+            if self._held is None or self._held[0] != prompt:
+                self._held = (prompt, now)  # another prompt: its own grace
+            held = now - self._held[1] < PENDING_GRACE
+            if not awaits_call(calls, profile.permission_tool):
+                held = held and now - self._drawn_at < SETTLE
         else:
-            self._awaited_since = None
-        return (*bind_pending(observation, profile.permission_tool, calls), held)
+            self._held = None
+        if call is None and not held:
+            shown = "unreadable" if calls is None else ", ".join(c.tool for c in calls) or "none"
+            log.info(
+                "permission on %s is for a person (%s): open calls %s%s",
+                self.identity.terminal_id, bound.reason, shown, " (in a step)" if self.busy else "",
+            )  # fmt: skip
+        return bound, call, held
 
 
 def classify(grid: Grid, identity: TerminalIdentity, profile: Profile | None) -> Observation:
