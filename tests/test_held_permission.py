@@ -25,7 +25,7 @@ import trio
 
 from akk import evidence
 from akk.actors.store import StoreActor
-from akk.actors.terminal_board import TerminalBoard
+from akk.actors.terminal_board import TerminalBoard, TerminalSnapshot
 from akk.backends.terminal import observer as observer_module
 from akk.backends.terminal.observer import PENDING_GRACE, PENDING_POLL, Observer
 from akk.discovery.identity import TerminalIdentity
@@ -130,6 +130,20 @@ async def _observer(
         nursery.cancel_scope.cancel()
 
 
+async def _published(screen: Observer) -> tuple[TerminalSnapshot, float]:
+    """Look at a held screen every PENDING_POLL until it is published; the snapshot and
+    how long it was held."""
+    snapshot = await screen.observe()
+    assert snapshot is not None and snapshot.busy
+    began = trio.current_time()
+    while snapshot.busy:
+        await trio.sleep(PENDING_POLL)
+        latest = await screen.observe()
+        assert latest is not None
+        snapshot = latest
+    return snapshot, trio.current_time() - began
+
+
 async def test_a_permission_is_held_until_its_call_is_written_then_offered(
     tmp_path: Path,
 ) -> None:
@@ -159,16 +173,8 @@ async def test_a_call_that_never_comes_is_pending_call_unknown_after_the_grace(
     monkeypatch.setattr(observer_module, "PENDING_GRACE", grace)
     with trio.fail_after(20):
         async with _observer(tmp_path) as (screen, _file, _db):
-            first = await screen.observe()
-            assert first is not None and first.busy
-            began = trio.current_time()
-            snapshot = first
-            while snapshot.busy:
-                await trio.sleep(PENDING_POLL)
-                latest = await screen.observe()
-                assert latest is not None
-                snapshot = latest
-            assert trio.current_time() - began >= grace - PENDING_POLL
+            snapshot, held_for = await _published(screen)
+            assert held_for >= grace - PENDING_POLL
             assert snapshot.observation.reason == PENDING_CALL_UNKNOWN
             assert not snapshot.observation.actionable and screen.recheck is None
             # It stays published as it is: a later look of the same screen is no new one.
@@ -225,16 +231,8 @@ async def test_a_screen_that_disagrees_with_its_call_is_published_once_it_stood_
     pane.screen = _mid_draw(pane.screen)
     with trio.fail_after(20):
         async with _observer(tmp_path, upto=call_at + 1, pane=pane) as (screen, _file, _db):
-            first = await screen.observe()
-            assert first is not None and first.busy
-            began = trio.current_time()
-            snapshot = first
-            while snapshot.busy:
-                await trio.sleep(PENDING_POLL)
-                latest = await screen.observe()
-                assert latest is not None
-                snapshot = latest
-            assert settle - PENDING_POLL <= trio.current_time() - began < PENDING_GRACE
+            snapshot, held_for = await _published(screen)
+            assert settle - PENDING_POLL <= held_for < PENDING_GRACE
             assert snapshot.observation.reason == PENDING_CALL_MISMATCH
             assert not snapshot.observation.actionable and screen.recheck is None
             assert await screen.observe() is snapshot
