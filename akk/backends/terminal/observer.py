@@ -38,7 +38,7 @@ from akk import evidence
 from akk.actors.store import transact
 from akk.actors.terminal_board import TerminalBoard, TerminalSnapshot
 from akk.discovery.identity import TerminalIdentity
-from akk.profiles.observation import Observation, PromptView, State
+from akk.profiles.observation import Observation, State
 from akk.profiles.permission import asks_permission, awaits_call, bind_pending
 from akk.profiles.registry import Profile
 from akk.protocol import wakeups
@@ -103,8 +103,8 @@ class Observer:
         self._seen: Appearance | None = None  # the prompt's appearance on the last screen
         self._resumed: Appearance | None = None  # the store's last appearance, until first look
         self._last_number = 0
-        # The permission held for its call (as classified), and since when (trio clock).
-        self._held: tuple[PromptView, float] | None = None
+        # Trio clock: since when the permission on screen has been held (None: none is).
+        self._held_since: float | None = None
         self._manual: wakeups.Manual | None = (
             None  # the manual screen on show (akk.protocol.wakeups)
         )
@@ -242,22 +242,24 @@ class Observer:
 
         A screen within a step's keys is never held: it is passing anyway.
         """
-        profile, prompt = self.profile, observation.prompt
-        if profile is None or prompt is None or not asks_permission(observation):
-            self._held = None
+        profile = self.profile
+        if profile is None or not asks_permission(observation):
+            self._held_since = None
             return observation, None, False
         calls = await open_calls(self._store, self.identity)
         now = trio.current_time()
         bound, call = bind_pending(observation, profile.permission_tool, calls)
         held = False
         if call is None and not self.busy:
-            if self._held is None or self._held[0] != prompt:
-                self._held = (prompt, now)  # another prompt: its own grace
-            held = now - self._held[1] < PENDING_GRACE
+            # One grace from the first held screen until the permission leaves (or binds),
+            # however its drawing changes meanwhile: a hold always ends.
+            if self._held_since is None:
+                self._held_since = now
+            held = now - self._held_since < PENDING_GRACE
             if not awaits_call(calls, profile.permission_tool):
                 held = held and now - self._drawn_at < SETTLE
         else:
-            self._held = None
+            self._held_since = None
         if call is None and not held:
             shown = "unreadable" if calls is None else ", ".join(c.tool for c in calls) or "none"
             log.info(
