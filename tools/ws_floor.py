@@ -19,6 +19,8 @@ from pathlib import Path
 import trio
 from trio_websocket import ConnectionClosed, WebSocketRequest, serve_websocket
 
+from akk.protocol.jsonrpc import Encoded, result_frame
+
 HOST = "127.0.0.1"
 
 
@@ -27,8 +29,7 @@ async def _answer(result: str, request: WebSocketRequest) -> None:
     while True:
         try:
             frame = await ws.get_message()
-            call_id = json.dumps(json.loads(frame)["id"])
-            await ws.send_message(f'{{"jsonrpc": "2.0", "id": {call_id}, "result": {result}}}')
+            await ws.send_message(result_frame(json.loads(frame)["id"], Encoded(result)))
         except ConnectionClosed:
             return
 
