@@ -51,6 +51,7 @@ class Point(enum.StrEnum):
     ENTER_RECORDED = "enter_recorded"  # after `enter_sent` committed
     # An answer to a prompt (approve, respond_interaction), under the TerminalActor.
     ANSWER_RESERVED = "answer_reserved"  # after the reservation (offer consumed), before any key
+    ANSWER_EDITOR = "answer_editor"  # before the walk onto a free-text editor (or ``drop``)
     ANSWER_TEXT_INJECTED = "answer_text_injected"  # after the free text's stage, before its proof
     ANSWER_TOGGLE = "answer_toggle"  # before the keys toggling one multi-select box (or ``drop``)
     ANSWER_SENT = "answer_sent"  # after the step's last key, before its stage is recorded
@@ -142,6 +143,7 @@ CLAUDE_ANSWER_POINTS = (
 
 ANSWER_POINTS = (
     Point.ANSWER_RESERVED,
+    Point.ANSWER_EDITOR,
     Point.ANSWER_TEXT_INJECTED,
     Point.ANSWER_SENT,
     Point.ANSWER_RECORDED,

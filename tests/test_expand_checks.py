@@ -19,6 +19,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from akk.profiles.keyplan import (
+    AwaitEditor,
+    EditorCheck,
     EnterGuard,
     Expanded,
     Intent,
@@ -101,7 +103,7 @@ EDITOR = _editor_plans()
 
 
 def guard_after_text(plan: KeyPlan) -> EnterGuard | None:
-    """The EnterGuard right after the TypeText, if any (one before it waits for the editor)."""
+    """The EnterGuard right after the TypeText, if any."""
     (typed,) = [n for n, step in enumerate(plan.steps) if isinstance(step, TypeText)]
     following = plan.steps[typed + 1 : typed + 2]
     return following[0] if following and isinstance(following[0], EnterGuard) else None
@@ -244,8 +246,8 @@ def test_typed_text_is_checked_once_right_before_the_key_after_it(
     plan, options = plan_of(path, intent), options_of(path)
     expanded = expand_checked(plan, options, text=TEXT)
     assert expanded.keys == expand(plan, options, text=TEXT)
-    (check,) = expanded.checks
-    assert isinstance(check, TextCheck)
+    (check,) = [check for check in expanded.checks if isinstance(check, TextCheck)]
+    assert expanded.checks[-1] == check
     typed = expanded.keys.index(LiteralText(TEXT))
     guard = guard_after_text(plan)
     if guard is not None:
@@ -256,6 +258,33 @@ def test_typed_text_is_checked_once_right_before_the_key_after_it(
         assert check.after == typed + 1
     assert check.after < len(expanded.keys)  # a key still follows: the one that submits
     assert not any(isinstance(key, Wait) for key in expanded.keys[check.after :])
+
+
+@pytest.mark.parametrize(
+    ("path", "intent"), EDITOR, ids=[f"{_name(p)}-{intent}" for p, intent in EDITOR]
+)
+def test_a_plan_that_awaits_its_editor_proves_it_open_right_before_the_text(
+    path: Path, intent: Intent
+) -> None:
+    """No fixed wait stands in for the editor's focus: the text follows its proof at once."""
+    plan, options = plan_of(path, intent), options_of(path)
+    expanded = expand_checked(plan, options, text=TEXT)
+    opened = [check for check in expanded.checks if isinstance(check, EditorCheck)]
+    typed = expanded.keys.index(LiteralText(TEXT))
+    if AwaitEditor() in plan.steps:
+        assert opened == [EditorCheck(typed)]
+        # The keys before it are the cursor's walk onto the editor row, nothing else.
+        assert all(key in (TmuxKey("Down"), TmuxKey("Up")) for key in expanded.keys[:typed])
+    else:
+        assert opened == []
+
+
+def test_claude_free_text_awaits_its_editor_and_codex_needs_not() -> None:
+    waits = {
+        observe(path)[0].agent: AwaitEditor() in plan_of(path, intent).steps
+        for path, intent in EDITOR
+    }
+    assert waits == {"claude": True, "codex": False}
 
 
 def test_the_corpus_has_editor_plans_with_and_without_a_guard_after_the_text() -> None:
@@ -294,7 +323,7 @@ PLANS = _plans()
 @pytest.mark.parametrize(
     ("path", "plan"), PLANS, ids=[f"{_name(p)}-{plan.key.intent}" for p, plan in PLANS]
 )
-def test_checks_exist_only_for_toggles_and_typed_text(path: Path, plan: KeyPlan) -> None:
+def test_checks_exist_only_for_toggles_editors_and_typed_text(path: Path, plan: KeyPlan) -> None:
     options = options_of(path)
     chosen, text = _answer(plan, options)
     expanded = expand_checked(plan, options, chosen=chosen, text=text)
@@ -303,10 +332,16 @@ def test_checks_exist_only_for_toggles_and_typed_text(path: Path, plan: KeyPlan)
     typed = any(isinstance(step, TypeText) for step in plan.steps)
     texts = [check for check in expanded.checks if isinstance(check, TextCheck)]
     assert len(texts) == (1 if typed else 0)
+    opened = [check for check in expanded.checks if isinstance(check, EditorCheck)]
+    assert len(opened) == plan.steps.count(AwaitEditor())
     assert len(toggles(expanded)) == (len(boxes_to_change(options, set(chosen))) if toggled else 0)
     if not (toggled or typed):
         assert expanded.checks == ()
-    assert all(0 < check.after <= len(expanded.keys) for check in expanded.checks)
+    # An open editor may be proven before any key (the cursor already on it); the others
+    # each follow keys of their own.
+    assert all(0 <= check.after <= len(expanded.keys) for check in opened)
+    keyed: list[TextCheck | ToggleCheck] = [*texts, *toggles(expanded)]
+    assert all(0 < check.after <= len(expanded.keys) for check in keyed)
 
 
 def test_every_plan_shape_meets_a_screen() -> None:

@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from akk.profiles.keyplan import (
+    AwaitEditor,
     Boundary,
     EnterGuard,
     Intent,
@@ -177,7 +178,7 @@ LAB_CASES = (
         "questionnaire_single3-q1",
         Intent.FREE_TEXT,
         (),
-        ("Down", "Down", "Down", Wait(0.3), LiteralText(TEXT), "Enter"),
+        ("Down", "Down", "Down", LiteralText(TEXT), "Enter"),
         f"{CLAUDE_LAB} test_free_text_from_the_options",
         text=TEXT,
     ),
@@ -187,7 +188,7 @@ LAB_CASES = (
         "questionnaire_single3-free_text_empty",
         Intent.FREE_TEXT,
         (),
-        (Wait(0.3), LiteralText(TEXT), "Enter"),
+        (LiteralText(TEXT), "Enter"),
         f"{CLAUDE_LAB} test_free_text_into_the_open_editor",
         text=TEXT,
     ),
@@ -474,17 +475,16 @@ def test_claude_sequences(version: str) -> None:
     assert claude("claude_bash-permission", Intent.APPROVE_ONCE) == keys("1")
     # No's own number: no walk past the two persistent rows above it, never Esc.
     assert claude("claude_bash-permission", Intent.REJECT) == keys("4")
-    # The editor takes focus before the text goes in.
+    # No fixed wait: the dispatcher proves the editor open between the walk and the text.
     assert answer("claude", version, "questionnaire_single2-q1", Intent.FREE_TEXT, text=TEXT) == (
         TmuxKey("Down"),
         TmuxKey("Down"),
-        Wait(0.3),
         LiteralText(TEXT),
         TmuxKey("Enter"),
     )
     assert answer(
         "claude", version, "questionnaire_single2-free_text_empty", Intent.FREE_TEXT, text=TEXT
-    ) == (Wait(0.3), LiteralText(TEXT), TmuxKey("Enter"))
+    ) == (LiteralText(TEXT), TmuxKey("Enter"))
 
 
 @pytest.mark.parametrize("version", CODEX)
@@ -708,6 +708,7 @@ plan_steps = st.one_of(
     st.just(PressChosenNumber()),
     st.builds(PressRoleNumber, st.sampled_from(ROLES)),
     st.just(EnterGuard(0.3)),
+    st.just(AwaitEditor()),
 )
 random_plans = st.builds(
     KeyPlan,

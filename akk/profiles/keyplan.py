@@ -3,9 +3,10 @@
 A profile records, as data, one `KeyPlan` per answer it supports, keyed by
 `PlanKey` (interaction kind, step kind, what the controller asked). A plan is a
 short list of steps in one shared vocabulary (move the cursor, toggle boxes,
-type, press, wait out an Enter guard). `expand` turns a plan, the rows on screen
-and the controller's chosen option indexes or text into the exact keys to send;
-it is pure and deterministic, and it refuses (`KeyPlanError`) rather than guess.
+wait for an editor to open, type, press, wait out an Enter guard). `expand`
+turns a plan, the rows on screen and the controller's chosen option indexes or
+text into the exact keys to send, with the checkpoints proven between them; it
+is pure and deterministic, and it refuses (`KeyPlanError`) rather than guess.
 
 Cursor model: every row of `QuestionView.options` is one cursor stop, in screen
 order, so moving from row i to row j is ``Down`` (or ``Up``) pressed |j - i|
@@ -146,6 +147,17 @@ class EnterGuard:
     seconds: float
 
 
+@attrs.frozen
+class AwaitEditor:
+    """Send nothing more until the screen shows the question's free-text editor open.
+
+    Claude drops the keys that reach its editor before it has taken focus, and
+    how long that takes after the key that opens it grows with the machine's
+    load (tools/lab/NOTES.md): the dispatcher proves the open editor
+    (`EditorCheck`) instead of waiting a fixed time.
+    """
+
+
 PlanStep = (
     MoveToRole
     | MoveToChosen
@@ -156,6 +168,7 @@ PlanStep = (
     | PressChosenNumber
     | PressRoleNumber
     | EnterGuard
+    | AwaitEditor
 )
 
 
@@ -293,16 +306,28 @@ class TextCheck:
     after: int
 
 
-Check = ToggleCheck | TextCheck
+@attrs.frozen
+class EditorCheck:
+    """After the first `after` keys, the question's free-text editor is open under the cursor.
+
+    The screen shows the same question with its step `StepKind.FREE_TEXT`:
+    typed keys go into the editor from then on.
+    """
+
+    after: int
+
+
+Check = ToggleCheck | TextCheck | EditorCheck
 
 
 @attrs.frozen
 class Expanded:
     """The keys of one plan and where the dispatcher must prove the screen before going on.
 
-    Every toggle of a multi-select box and the typed text of an editor is a
-    checkpoint: the dispatcher sends the keys up to it, recaptures, and stops
-    with no further key unless the screen shows exactly what the check says.
+    Every toggle of a multi-select box, an editor opening where the plan waits
+    for it, and the typed text of an editor is a checkpoint: the dispatcher
+    sends the keys up to it, recaptures, and stops with no further key unless
+    the screen shows exactly what the check says.
     """
 
     keys: tuple[Keystroke, ...]
@@ -376,6 +401,8 @@ class _Expansion:
                     self._press_number(self.chosen[0])
                 case PressRoleNumber(role=role):
                     self._press_number(self._row_with(role))
+                case AwaitEditor():
+                    self.checks.append(EditorCheck(len(self.keys)))
                 case EnterGuard(seconds=seconds):
                     self.keys.append(Wait(seconds))
                     if self.checks and isinstance(self.checks[-1], TextCheck):

@@ -26,9 +26,11 @@ CASES = [
     *lab_params("questionnaire_single3", agents=("claude",))[-1:],
     *lab_params("codex_exec", agents=("codex",))[-1:],
 ]
-# Free text alone passes answer_text_injected; these answers go from their keys to `sent`.
-POINTS = [point for point in ANSWER_POINTS if point is not Point.ANSWER_TEXT_INJECTED]
-UNSENT = (Point.ANSWER_RESERVED, Point.ANSWER_TEXT_INJECTED)
+# Free text alone passes answer_editor and answer_text_injected; these answers go from
+# their keys to `sent`.
+TYPED_ONLY = (Point.ANSWER_EDITOR, Point.ANSWER_TEXT_INJECTED)
+POINTS = [point for point in ANSWER_POINTS if point not in TYPED_ONLY]
+UNSENT = (Point.ANSWER_RESERVED, *TYPED_ONLY)
 """Points before the key that submits an answer: the model must never receive it."""
 
 

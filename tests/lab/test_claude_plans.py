@@ -5,7 +5,7 @@ pane, classify it with the exact version's profile, take the plan for the
 prompt's kind, step and intent, expand it over the rows on screen with its
 checkpoints (`expand_checked`) and send exactly those keys
 (tools/lab/keystrokes.py), proving each checkpoint on screen before the keys
-after it: a ticked box, or the editor showing exactly the text
+after it: a ticked box, the editor open, or the editor showing exactly the text
 (`editor_matches`) before the one Enter. Keys go only to a prompt that has been
 still for a moment: Claude drops keys within ~200 ms of a widget's first paint.
 
@@ -36,7 +36,15 @@ import trio
 
 from akk.backends.terminal.typing_step import text_timeout
 from akk.profiles.composer import TypingMethod
-from akk.profiles.keyplan import Intent, KeyPlan, TextCheck, ToggleCheck, expand_checked
+from akk.profiles.keyplan import (
+    EditorCheck,
+    Expanded,
+    Intent,
+    KeyPlan,
+    TextCheck,
+    ToggleCheck,
+    expand_checked,
+)
 from akk.profiles.observation import (
     InteractionKind,
     Observation,
@@ -190,23 +198,45 @@ async def answer(
     profile, prompt = _profile(lab), screen.prompt
     plan = profile.key_plans.plan_for(prompt.kind, prompt.step, intent)
     assert THIS in plan.evidence, "the plan's evidence names the lab test that drives it"
-    options = prompt.questions[0].options
-    expanded = expand_checked(plan, options, chosen=chosen, text=text)
+    expanded = expand_checked(plan, prompt.questions[0].options, chosen=chosen, text=text)
+    after = len(lab.server.requests)
+    proofs = await checkpoints(lab, screen, expanded, text)
+    await send_keystrokes(lab, expanded.keys[expanded.checks[-1].after if expanded.checks else 0 :])
+    return Answered(plan, tuple(proofs), after, time.monotonic())
+
+
+async def checkpoints(
+    lab: LabSession,
+    screen: Screen,
+    expanded: Expanded,
+    text: str | None,
+    *,
+    prove_text: bool = True,
+) -> list[Screen]:
+    """The keys up to each of `expanded`'s checkpoints, each proven on screen before the next
+    keys (the typed text's too unless not `prove_text`); the screens that proved them."""
+    options = screen.prompt.questions[0].options
     ticked = {i: option.checked for i, option in enumerate(options) if option.checked is not None}
-    after, sent, proofs = len(lab.server.requests), 0, []
+    sent, proofs = 0, []
     for check in expanded.checks:
         await send_keystrokes(lab, expanded.keys[sent : check.after])
         sent = check.after
-        if isinstance(check, TextCheck):
-            assert text is not None
-            proof = await editor_showing(lab, text)
-        else:
-            ticked[check.row] = check.checked
-            proof = await observe(lab, _boxes(ticked, check), f"box {check.row} toggled", 10)
-        print(f"{intent}: checkpoint proven {proof.at - screen.at:.2f} s after the prompt")
+        match check:
+            case TextCheck() if not prove_text:
+                break
+            case TextCheck():
+                assert text is not None
+                proof = await editor_showing(lab, text)
+            case EditorCheck():
+                question = screen.prompt.questions[0].prompt
+                opened = step_is(screen.prompt.kind, StepKind.FREE_TEXT, question)
+                proof = await observe(lab, opened, "the editor open", 10)
+            case ToggleCheck():
+                ticked[check.row] = check.checked
+                proof = await observe(lab, _boxes(ticked, check), f"box {check.row} toggled", 10)
+        print(f"checkpoint {check} proven {proof.at - screen.at:.2f} s after the prompt")
         proofs.append(proof)
-    await send_keystrokes(lab, expanded.keys[sent:])
-    return Answered(plan, tuple(proofs), after, time.monotonic())
+    return proofs
 
 
 async def editor_showing(lab: LabSession, text: str) -> Screen:
@@ -400,7 +430,7 @@ async def test_free_text_of_3000_characters(lab: LabSession) -> None:
         answered = await free_text_from_the_options(lab, LONG)
         request = await the_answer(lab, answered)
     assert len(LONG) == _profile(lab).free_text_max_chars
-    (proof,) = answered.proofs
+    _opened, proof = answered.proofs
     assert proof.prompt.region.height > 30  # the editor grew a row per 114 characters
     assert_answered(lab, request, (COLOR, LONG))
 
@@ -413,8 +443,7 @@ async def test_3000_characters_are_not_proven_at_120x40(lab: LabSession) -> None
         screen = await ask(lab, StepKind.SINGLE_SELECT, COLOR)
         plan = profile.key_plans.plan_for(screen.prompt.kind, screen.prompt.step, Intent.FREE_TEXT)
         expanded = expand_checked(plan, screen.prompt.questions[0].options, text=LONG)
-        (check,) = expanded.checks
-        await send_keystrokes(lab, expanded.keys[: check.after])
+        await checkpoints(lab, screen, expanded, LONG, prove_text=False)
         await lab.wait_stable(quiet=0.5)
         clipped = await observe(lab, lambda s: True, "any screen")
     assert not clipped.observation.actionable, "a clipped prompt is never proven"
@@ -655,8 +684,7 @@ async def capture_shot(client: clients.Client, shot: EditorShot) -> None:
                 screen.prompt.kind, screen.prompt.step, Intent.FREE_TEXT
             )
             expanded = expand_checked(plan, screen.prompt.questions[0].options, text=shot.text)
-            await send_keystrokes(lab, expanded.keys[: expanded.checks[0].after])
-            capture = (await editor_showing(lab, shot.text)).capture
+            capture = (await checkpoints(lab, screen, expanded, shot.text))[-1].capture
         else:
             screen = await ask(lab, StepKind.SINGLE_SELECT, COLOR)
             for _ in range(_index(screen.prompt, "Type something.")):

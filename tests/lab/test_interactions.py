@@ -623,6 +623,30 @@ async def _claude_free_text(lab: LabSession, tmp_path: Path, text: str) -> None:
     assert count_since(lab, first, '"Which color do you prefer?"=') == 1
 
 
+@pytest.mark.parametrize("lab", lab_params("questionnaire_single3")[-1:], indirect=True)
+async def test_an_editor_that_does_not_open_stops_the_answer_with_none_of_its_text_typed(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    """The walk's last Down is lost: the cursor rests on an option, not in the editor."""
+    faults.arm(f"{Point.ANSWER_EDITOR}:drop")
+    try:
+        async with two_controllers(lab, tmp_path) as (_, ctl, _other):
+            turn_id = await send_task(ctl, sc.ASK_TASK)
+            shown = await prompt(ctl, turn_id)
+            with pytest.raises(AkkError) as aborted:
+                await ctl.call("respond_interaction", free_text(shown, "Teal, please"))
+            assert aborted.value.reason == "response_uncertain"
+            assert "typed none of the text" in str(aborted.value)
+            status = await ctl.call("status", {"turn_id": turn_id})
+            (receipt,) = [d for d in status["dispatches"] if d["kind"] == "answer"]
+            assert receipt["stage"] == "aborted"
+            screen = await lab.text()
+            assert "Teal" not in screen and "Enter to select" in screen
+    finally:
+        faults.disarm()
+    assert lab.server.count_inputs_containing('"Which color do you prefer?"=') == 0
+
+
 # ------------------------------------------------------------------ async questions
 
 ASYNC_PICKER = ("0.154.0", "0.155.1")

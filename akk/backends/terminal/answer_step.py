@@ -2,12 +2,13 @@
 
 `send_answer` runs after the TerminalActor reserved the answer's dispatch. It
 sends the expanded plan's keys up to each check, and waits until the screen
-shows that check's effect (a box ticked with the cursor on its row, or the
-editor showing exactly the typed text) before any further key; then the rest,
-and it proves the answered step gone (another step, work or idle) within
-STEP_TIMEOUT. A check or postcondition never seen ends the step ``uncertain``
-(``aborted`` for text never proven, left unsubmitted): AKK sends no further
-key and never retries.
+shows that check's effect (a box ticked with the cursor on its row, the
+question's editor open, or the editor showing exactly the typed text) before
+any further key; then the rest, and it proves the answered step gone (another
+step, work or idle) within STEP_TIMEOUT. A check or postcondition never seen
+ends the step ``uncertain`` (``aborted`` before any key that could submit: an
+editor never seen open, or text never proven and left unsubmitted): AKK sends
+no further key and never retries.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from akk.backends.terminal.steps import DispatchAnswer
 from akk.backends.terminal.typing_step import text_timeout
 from akk.faults import Point
 from akk.profiles.keyplan import (
+    Check,
+    EditorCheck,
     Expanded,
     Keystroke,
     LiteralText,
@@ -64,26 +67,27 @@ async def send_answer(
     try:
         for check in expanded.checks:
             strokes = expanded.keys[sent : check.after]
-            if isinstance(check, ToggleCheck):
-                await faults.reached(Point.ANSWER_TOGGLE)
-                if faults.drops(Point.ANSWER_TOGGLE):
-                    strokes = strokes[:-1]  # the toggle key lost on its way
+            if not isinstance(check, TextCheck):
+                point = (
+                    Point.ANSWER_TOGGLE if isinstance(check, ToggleCheck) else Point.ANSWER_EDITOR
+                )
+                await faults.reached(point)
+                if faults.drops(point):
+                    strokes = strokes[:-1]  # the toggle key, or the walk's last, lost on its way
             await press(link, pane, strokes)
             sent = check.after
-            if isinstance(check, TextCheck):
-                dispatch = await advance(store, dispatch, Stage.TEXT_INJECTED)
-                await faults.reached(Point.ANSWER_TEXT_INJECTED)
-                proof = await prove_editor(screen, message.answer.text or "")
-            else:
-                ticked[check.row] = check.checked
-                proof = await prove_boxes(screen, ticked, check.row)
+            match check:
+                case TextCheck():
+                    dispatch = await advance(store, dispatch, Stage.TEXT_INJECTED)
+                    await faults.reached(Point.ANSWER_TEXT_INJECTED)
+                    proof = await prove_editor(screen, message.answer.text or "")
+                case EditorCheck():
+                    proof = await prove_editor_open(screen, answered)
+                case ToggleCheck():
+                    ticked[check.row] = check.checked
+                    proof = await prove_boxes(screen, ticked, check.row)
             if proof is None:
-                # Typed text never proven is left unsubmitted: aborted, not uncertain.
-                stage = Stage.ABORTED if isinstance(check, TextCheck) else Stage.UNCERTAIN
-                return await answer_uncertain(
-                    store, dispatch, "the screen did not show the step's effect after its keys; "
-                    "AKK sent no further key", stage,
-                )  # fmt: skip
+                return await answer_uncertain(store, dispatch, *_unproven(check))
             seq, answered = proof
         await press(link, pane, expanded.keys[sent:])
     except (TmuxCommandError, ControlClientClosed) as exc:
@@ -97,6 +101,21 @@ async def send_answer(
         )
     dispatch = await advance(store, dispatch, Stage.ACCEPTED, "postcondition_proven")
     return AnswerReceipt(dispatch, proven=True)
+
+
+def _unproven(check: Check) -> tuple[str, Stage]:
+    """Why a check never seen ends the step, and its stage: ``aborted`` while no key that
+    could submit went out (the editor never seen open, typed text left unsubmitted)."""
+    match check:
+        case EditorCheck():
+            why = "the question's editor did not show open after the keys that move to it"
+            return f"{why}; AKK typed none of the text", Stage.ABORTED
+        case TextCheck():
+            why = "the editor did not show exactly the typed text"
+            return f"{why}; AKK left it unsubmitted", Stage.ABORTED
+        case ToggleCheck():
+            why = "the screen did not show the step's effect after its keys"
+            return f"{why}; AKK sent no further key", Stage.UNCERTAIN
 
 
 async def press(link: ClientLink, pane: str, strokes: Sequence[Keystroke]) -> None:
@@ -128,6 +147,29 @@ async def prove_editor(screen: Observer, text: str) -> tuple[int, PromptView] | 
                 and profile.editor_matches(screen.grid, prompt, text)
             ):
                 return snapshot.seq, prompt
+            await trio.sleep(0.03)
+    return None
+
+
+async def prove_editor_open(
+    screen: Observer, answered: PromptView
+) -> tuple[int, PromptView] | None:
+    """The screen once ``answered``'s question shows its free-text editor open under the
+    cursor (its step `StepKind.FREE_TEXT`); None if it never does."""
+    with trio.move_on_after(STEP_TIMEOUT):
+        while True:
+            snapshot = await screen.observe(force=True)
+            if snapshot is not None and snapshot.seen is not None:
+                prompt = snapshot.observation.prompt
+                if (
+                    prompt is not None
+                    and snapshot.observation.actionable
+                    and prompt.step is StepKind.FREE_TEXT
+                    and prompt.kind is answered.kind
+                    and prompt.step_index == answered.step_index
+                    and prompt.questions[0].prompt == answered.questions[0].prompt
+                ):
+                    return snapshot.seq, prompt
             await trio.sleep(0.03)
     return None
 
