@@ -249,6 +249,14 @@ def test_typed_text_is_checked_once_right_before_the_key_after_it(
     (check,) = [check for check in expanded.checks if isinstance(check, TextCheck)]
     assert expanded.checks[-1] == check
     typed = expanded.keys.index(LiteralText(TEXT))
+    opened = [check for check in expanded.checks if isinstance(check, EditorCheck)]
+    if AwaitEditor() in plan.steps:
+        # No fixed wait stands in for the editor's focus: the text follows its proof at once,
+        # and the keys before it are the cursor's walk onto the editor row.
+        assert opened == [EditorCheck(typed)]
+        assert all(key in (TmuxKey("Down"), TmuxKey("Up")) for key in expanded.keys[:typed])
+    else:
+        assert opened == []
     guard = guard_after_text(plan)
     if guard is not None:
         # The editor is proven after the guard's wait, never between the text and the wait.
@@ -258,25 +266,6 @@ def test_typed_text_is_checked_once_right_before_the_key_after_it(
         assert check.after == typed + 1
     assert check.after < len(expanded.keys)  # a key still follows: the one that submits
     assert not any(isinstance(key, Wait) for key in expanded.keys[check.after :])
-
-
-@pytest.mark.parametrize(
-    ("path", "intent"), EDITOR, ids=[f"{_name(p)}-{intent}" for p, intent in EDITOR]
-)
-def test_a_plan_that_awaits_its_editor_proves_it_open_right_before_the_text(
-    path: Path, intent: Intent
-) -> None:
-    """No fixed wait stands in for the editor's focus: the text follows its proof at once."""
-    plan, options = plan_of(path, intent), options_of(path)
-    expanded = expand_checked(plan, options, text=TEXT)
-    opened = [check for check in expanded.checks if isinstance(check, EditorCheck)]
-    typed = expanded.keys.index(LiteralText(TEXT))
-    if AwaitEditor() in plan.steps:
-        assert opened == [EditorCheck(typed)]
-        # The keys before it are the cursor's walk onto the editor row, nothing else.
-        assert all(key in (TmuxKey("Down"), TmuxKey("Up")) for key in expanded.keys[:typed])
-    else:
-        assert opened == []
 
 
 def test_claude_free_text_awaits_its_editor_and_codex_needs_not() -> None:

@@ -20,6 +20,7 @@ from contextlib import aclosing, asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 import trio
 
@@ -450,29 +451,53 @@ async def test_the_identical_question_asked_again_is_a_new_answerable_interactio
     assert lab.server.count_inputs_containing('"Which color do you prefer?"="Blue"') == 1
 
 
-@pytest.mark.parametrize("lab", lab_params("questionnaire_multi")[-1:], indirect=True)
-async def test_a_toggle_that_does_not_take_stops_the_answer_as_uncertain(
-    lab: LabSession, tmp_path: Path
-) -> None:
-    faults.arm(f"{Point.ANSWER_TOGGLE}:drop")
+@attrs.frozen
+class LostKey:
+    """An answer one of whose keys was lost: the error it got, its receipt and its Turn."""
+
+    error: AkkError
+    receipt: dict[str, Any]
+    turn: dict[str, Any]
+
+
+@asynccontextmanager
+async def answer_losing_a_key(
+    lab: LabSession,
+    tmp_path: Path,
+    point: Point,
+    answer: Callable[[dict[str, Any]], dict[str, Any]],
+) -> AsyncIterator[LostKey]:
+    """`answer` (the call's params for the prompt shown) sent with `point`'s key lost."""
+    faults.arm(f"{point}:drop")
     try:
         async with two_controllers(lab, tmp_path) as (_, ctl, _other):
             turn_id = await send_task(ctl, sc.ASK_TASK)
             shown = await prompt(ctl, turn_id)
-            with pytest.raises(AkkError) as uncertain:
-                await ctl.call("respond_interaction", choose(shown, "Red", "Green"))
-            assert uncertain.value.reason == "response_uncertain"
+            with pytest.raises(AkkError) as refused:
+                await ctl.call("respond_interaction", answer(shown))
+            assert refused.value.reason == "response_uncertain"
             event = await next_event(ctl, ("response_uncertain",))
             assert event["interaction_id"] == shown["interaction_id"]
             status = await ctl.call("status", {"turn_id": turn_id})
             (receipt,) = [d for d in status["dispatches"] if d["kind"] == "answer"]
-            assert receipt["stage"] == "uncertain"
-            assert status["turn"]["reason"] == "response_uncertain"
-            # No further key: the first box was never ticked, the second never visited.
-            screen = await lab.text()
-            assert "Enter to select" in screen or "Submit" in screen
+            yield LostKey(refused.value, receipt, status["turn"])
     finally:
         faults.disarm()
+
+
+@pytest.mark.parametrize("lab", lab_params("questionnaire_multi")[-1:], indirect=True)
+async def test_a_toggle_that_does_not_take_stops_the_answer_as_uncertain(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    def toggles(shown: dict[str, Any]) -> dict[str, Any]:
+        return choose(shown, "Red", "Green")
+
+    async with answer_losing_a_key(lab, tmp_path, Point.ANSWER_TOGGLE, toggles) as lost:
+        assert lost.receipt["stage"] == "uncertain"
+        assert lost.turn["reason"] == "response_uncertain"
+        # No further key: the first box was never ticked, the second never visited.
+        screen = await lab.text()
+        assert "Enter to select" in screen or "Submit" in screen
     assert lab.server.count_inputs_containing(sc.ANSWERED_CLAUDE) == 0
 
 
@@ -628,22 +653,15 @@ async def test_an_editor_that_does_not_open_stops_the_answer_with_none_of_its_te
     lab: LabSession, tmp_path: Path
 ) -> None:
     """The walk's last Down is lost: the cursor rests on an option, not in the editor."""
-    faults.arm(f"{Point.ANSWER_EDITOR}:drop")
-    try:
-        async with two_controllers(lab, tmp_path) as (_, ctl, _other):
-            turn_id = await send_task(ctl, sc.ASK_TASK)
-            shown = await prompt(ctl, turn_id)
-            with pytest.raises(AkkError) as aborted:
-                await ctl.call("respond_interaction", free_text(shown, "Teal, please"))
-            assert aborted.value.reason == "response_uncertain"
-            assert "typed none of the text" in str(aborted.value)
-            status = await ctl.call("status", {"turn_id": turn_id})
-            (receipt,) = [d for d in status["dispatches"] if d["kind"] == "answer"]
-            assert receipt["stage"] == "aborted"
-            screen = await lab.text()
-            assert "Teal" not in screen and "Enter to select" in screen
-    finally:
-        faults.disarm()
+
+    def teal(shown: dict[str, Any]) -> dict[str, Any]:
+        return free_text(shown, "Teal, please")
+
+    async with answer_losing_a_key(lab, tmp_path, Point.ANSWER_EDITOR, teal) as lost:
+        assert "typed none of the text" in str(lost.error)
+        assert lost.receipt["stage"] == "aborted"
+        screen = await lab.text()
+        assert "Teal" not in screen and "Enter to select" in screen
     assert lab.server.count_inputs_containing('"Which color do you prefer?"=') == 0
 
 
