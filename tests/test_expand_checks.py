@@ -32,7 +32,6 @@ from akk.profiles.keyplan import (
     ToggleCheck,
     ToggleChosen,
     TypeText,
-    Wait,
     expand,
     expand_checked,
 )
@@ -257,15 +256,11 @@ def test_typed_text_is_checked_once_right_before_the_key_after_it(
         assert all(key in (TmuxKey("Down"), TmuxKey("Up")) for key in expanded.keys[:typed])
     else:
         assert opened == []
+    # The text is proven right after its keys, held for the plan's Enter guard (no wait
+    # key: the guard runs from the first screen showing the text).
     guard = guard_after_text(plan)
-    if guard is not None:
-        # The editor is proven after the guard's wait, never between the text and the wait.
-        assert expanded.keys[typed + 1] == Wait(guard.seconds)
-        assert check.after == typed + 2
-    else:
-        assert check.after == typed + 1
+    assert check == TextCheck(typed + 1, hold=guard.seconds if guard is not None else 0.0)
     assert check.after < len(expanded.keys)  # a key still follows: the one that submits
-    assert not any(isinstance(key, Wait) for key in expanded.keys[check.after :])
 
 
 def test_claude_free_text_awaits_its_editor_and_codex_needs_not() -> None:

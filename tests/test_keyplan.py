@@ -35,11 +35,12 @@ from akk.profiles.keyplan import (
     PressChosenNumber,
     PressRoleNumber,
     PressShortcut,
+    TextCheck,
     TmuxKey,
     ToggleChosen,
     TypeText,
-    Wait,
     expand,
+    expand_checked,
 )
 from akk.profiles.observation import (
     InteractionKind,
@@ -119,7 +120,7 @@ def replay(options: tuple[OptionView, ...], sent: tuple[Keystroke, ...]) -> int 
             numbered = [i for i, option in enumerate(options) if option.number == int(key.name)]
             assert len(numbered) == 1, f"no single row numbered {key.name}: {sent}"
             cursor = numbered[0]
-        if cursor is not None and not isinstance(key, Wait):
+        if cursor is not None:
             assert options[cursor].role is not OptionRole.APPROVE_PERSISTENT, sent
     if cursor is not None:
         assert options[cursor].role is not OptionRole.APPROVE_PERSISTENT, sent
@@ -243,7 +244,7 @@ LAB_CASES = (
         "codex_rui_one-q1",
         Intent.FREE_TEXT,
         (),
-        ("Down", "Down", "Down", "Tab", LiteralText(TEXT), Wait(0.3), "Enter"),
+        ("Down", "Down", "Down", "Tab", LiteralText(TEXT), "Enter"),
         "tests/lab/test_codex_plans.py test_free_text_from_none_of_the_above",
         text=TEXT,
     ),
@@ -253,7 +254,7 @@ LAB_CASES = (
         "codex_rui_notes-notes_empty",
         Intent.FREE_TEXT,
         (),
-        (LiteralText(TEXT), Wait(0.3), "Enter"),
+        (LiteralText(TEXT), "Enter"),
         "tests/lab/test_codex_plans.py test_free_text_into_the_open_notes",
         text=TEXT,
     ),
@@ -418,9 +419,10 @@ def test_every_answer_on_every_captured_prompt_lands_where_it_should(
             replay(options, sent)
             typed = [key for key in sent if isinstance(key, LiteralText)]
             assert typed == [LiteralText(TEXT)]  # one chunk of plain characters, no ESC, no paste
-            assert sent[-1] == TmuxKey("Enter")
-            if profile.agent == "codex":  # Enter waits out the guard after the typing
-                assert sent[-3:] == (LiteralText(TEXT), Wait(0.3), TmuxKey("Enter"))
+            assert sent[-2:] == (LiteralText(TEXT), TmuxKey("Enter"))
+            if profile.agent == "codex":  # Enter only once the text held for the guard
+                (check,) = expand_checked(plan, options, text=TEXT).checks
+                assert check == TextCheck(len(sent) - 1, hold=0.3)
         else:
             sent = expand(plan, options)
             final = replay(options, sent)
@@ -497,12 +499,10 @@ def test_codex_sequences(version: str) -> None:
     assert answer("codex", version, "codex_rui_one-q1", Intent.FREE_TEXT, text=TEXT) == (
         *keys("Down", "Down", "Down", "Tab"),
         LiteralText(TEXT),
-        Wait(0.3),
         TmuxKey("Enter"),
     )
     assert answer("codex", version, "codex_rui_notes-notes_empty", Intent.FREE_TEXT, text=TEXT) == (
         LiteralText(TEXT),
-        Wait(0.3),
         TmuxKey("Enter"),
     )
     assert codex("codex_rui_notes-unanswered", Intent.PROCEED) == keys("Enter")
@@ -710,13 +710,41 @@ plan_steps = st.one_of(
     st.just(EnterGuard(0.3)),
     st.just(AwaitEditor()),
 )
+
+
+def _guards_after_text(steps: list[PlanStep]) -> tuple[PlanStep, ...]:
+    """`steps` less each EnterGuard that does not follow a TypeText (no KeyPlan holds one)."""
+    return tuple(
+        step
+        for n, step in enumerate(steps)
+        if not isinstance(step, EnterGuard) or (n > 0 and isinstance(steps[n - 1], TypeText))
+    )
+
+
 random_plans = st.builds(
     KeyPlan,
     st.just(PlanKey(InteractionKind.QUESTIONNAIRE, StepKind.SINGLE_SELECT, Intent.CHOOSE)),
-    st.lists(plan_steps, max_size=6).map(tuple),
+    st.lists(plan_steps, max_size=6).map(_guards_after_text),
     st.just("random"),
     st.just(False),
 )
+
+
+@pytest.mark.parametrize(
+    "steps",
+    [
+        (EnterGuard(0.3),),
+        (Press("Tab"), EnterGuard(0.3)),
+        (TypeText(), Press("Tab"), EnterGuard(0.3)),
+    ],
+)
+def test_an_enter_guard_holds_typed_text_or_is_refused(steps: tuple[PlanStep, ...]) -> None:
+    key = PlanKey(InteractionKind.QUESTIONNAIRE, StepKind.FREE_TEXT, Intent.FREE_TEXT)
+    with pytest.raises(ValueError, match="must follow a TypeText"):
+        KeyPlan(key, steps, "test", lab_verified=False)
+    guarded = KeyPlan(key, (TypeText(), EnterGuard(0.3), Press("Enter")), "test", False)
+    (check,) = expand_checked(guarded, (), text=TEXT).checks
+    assert check == TextCheck(1, hold=0.3)
 
 
 # Persistent-approval and option rows weigh more, so most screens hold both.

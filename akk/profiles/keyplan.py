@@ -3,10 +3,11 @@
 A profile records, as data, one `KeyPlan` per answer it supports, keyed by
 `PlanKey` (interaction kind, step kind, what the controller asked). A plan is a
 short list of steps in one shared vocabulary (move the cursor, toggle boxes,
-wait for an editor to open, type, press, wait out an Enter guard). `expand`
-turns a plan, the rows on screen and the controller's chosen option indexes or
-text into the exact keys to send, with the checkpoints proven between them; it
-is pure and deterministic, and it refuses (`KeyPlanError`) rather than guess.
+wait for an editor to open, type, hold the typed text for an Enter guard,
+press). `expand` turns a plan, the rows on screen and the controller's chosen
+option indexes or text into the exact keys to send, with the checkpoints proven
+between them; it is pure and deterministic, and it refuses (`KeyPlanError`)
+rather than guess.
 
 Cursor model: every row of `QuestionView.options` is one cursor stop, in screen
 order, so moving from row i to row j is ``Down`` (or ``Up``) pressed |j - i|
@@ -139,9 +140,13 @@ class PressRoleNumber:
 
 @attrs.frozen
 class EnterGuard:
-    """Let `seconds` pass after the last typed character before the next key.
+    """The typed text before it must have shown, unchanged, for `seconds` before the next key.
 
     Codex reads an Enter within ~120 ms of typed characters as a newline (LAB.md).
+    That window opens when the client takes the last character, which no screen
+    shows before it draws the text: the hold runs from the first screen that
+    shows it (`TextCheck.hold`), so a client slowed by load gets its full guard.
+    Only right after a `TypeText`.
     """
 
     seconds: float
@@ -172,6 +177,15 @@ PlanStep = (
 )
 
 
+def _guarded_text(
+    _: object, __: attrs.Attribute[tuple[PlanStep, ...]], steps: tuple[PlanStep, ...]
+) -> None:
+    """An EnterGuard holds typed text: one stands right after a TypeText or nowhere."""
+    for n, step in enumerate(steps):
+        if isinstance(step, EnterGuard) and (n == 0 or not isinstance(steps[n - 1], TypeText)):
+            raise ValueError(f"step {n}: an EnterGuard must follow a TypeText")
+
+
 @attrs.frozen
 class KeyPlan:
     """The steps that answer `key`, and where that knowledge comes from.
@@ -182,7 +196,7 @@ class KeyPlan:
     """
 
     key: PlanKey
-    steps: tuple[PlanStep, ...]
+    steps: tuple[PlanStep, ...] = attrs.field(validator=_guarded_text)
     evidence: str
     lab_verified: bool
 
@@ -190,8 +204,8 @@ class KeyPlan:
     def boundaries(self) -> tuple[tuple[int, Boundary], ...]:
         """Where the plan's steps reach each dispatch stage: ``(steps sent, stage)`` pairs.
 
-        A plan that types text reaches ``text_injected`` once its text (and the
-        guard after it) is out, before the keys that submit it; every plan
+        A plan that types text reaches ``text_injected`` once its text is out
+        (its guard sends nothing), before the keys that submit it; every plan
         reaches ``enter_sent`` with its last step. The dispatcher records each
         stage right after those steps, so a restart knows how far a step got.
         """
@@ -252,14 +266,7 @@ class LiteralText:
     text: str
 
 
-@attrs.frozen
-class Wait:
-    """Send nothing until `seconds` have passed since the previous key."""
-
-    seconds: float
-
-
-Keystroke = TmuxKey | LiteralText | Wait
+Keystroke = TmuxKey | LiteralText
 
 
 class PlanRefusal(enum.StrEnum):
@@ -301,9 +308,11 @@ class ToggleCheck:
 
 @attrs.frozen
 class TextCheck:
-    """After the first `after` keys, the open editor shows exactly the controller's text."""
+    """After the first `after` keys, the open editor shows exactly the controller's text,
+    and has on every screen for `hold` seconds since the first one that showed it."""
 
     after: int
+    hold: float = 0.0
 
 
 @attrs.frozen
@@ -404,10 +413,8 @@ class _Expansion:
                 case AwaitEditor():
                     self.checks.append(EditorCheck(len(self.keys)))
                 case EnterGuard(seconds=seconds):
-                    self.keys.append(Wait(seconds))
-                    if self.checks and isinstance(self.checks[-1], TextCheck):
-                        # The editor is proven after the guard, right before the next key.
-                        self.checks[-1] = TextCheck(len(self.keys))
+                    # Right after the text (`_guarded_text`): its check holds the proof this long.
+                    self.checks[-1] = TextCheck(len(self.keys), hold=seconds)
             if isinstance(step, TypeText):
                 self.checks.append(TextCheck(len(self.keys)))
         return Expanded(tuple(self.keys), tuple(self.checks))

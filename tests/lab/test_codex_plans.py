@@ -3,9 +3,9 @@
 Each step does what the dispatcher does: capture the pane, classify it with the
 exact version's profile, take the plan for the prompt's kind, step and intent,
 expand it over the rows on screen and send exactly those keys
-(tools/lab/keystrokes.py). A plan that types text is sent up to its
-text_injected boundary; the notes must then prove the text (editor_matches)
-before the rest, the one Enter, goes out. The proof is the model server's
+(tools/lab/keystrokes.py). A plan that types text is sent up to its text
+check; the notes must then prove the text (editor_matches) on every read for
+the plan's Enter guard before the rest, the one Enter, goes out. The proof is the model server's
 record: the next request carries exactly the chosen answer, exactly once.
 
 Each test prints how long the client took from a key to the next screen, to the
@@ -24,7 +24,15 @@ import trio
 
 from akk.profiles.composer import Wrapping
 from akk.profiles.composer import render as wrap
-from akk.profiles.keyplan import Boundary, Intent, Keystroke, LiteralText, TmuxKey, Wait, expand
+from akk.profiles.keyplan import (
+    Intent,
+    Keystroke,
+    LiteralText,
+    TextCheck,
+    TmuxKey,
+    expand,
+    expand_checked,
+)
 from akk.profiles.observation import (
     InteractionKind,
     Observation,
@@ -145,34 +153,35 @@ async def answer(
 
 
 async def answer_free_text(lab: LabSession, screen: Screen, text: str) -> float:
-    """The FREE_TEXT plan up to text_injected, the notes proven, then the rest (the Enter).
+    """The FREE_TEXT plan up to its text check, the notes proven and held for the plan's
+    Enter guard on every read, then the rest (the Enter), as the dispatcher sends it.
 
     Returns when the Enter went out (time.monotonic).
     """
     profile, prompt = _profile(lab), screen.prompt
     plan = profile.key_plans.plan_for(prompt.kind, prompt.step, Intent.FREE_TEXT)
-    (typed, stage), _ = plan.boundaries
-    assert stage is Boundary.TEXT_INJECTED
-    first = expand(
-        attrs.evolve(plan, steps=plan.steps[:typed]), prompt.questions[0].options, text=text
-    )
-    assert LiteralText(text) in first and isinstance(first[-1], Wait)
+    expanded = expand_checked(plan, prompt.questions[0].options, text=text)
+    (check,) = expanded.checks
+    assert isinstance(check, TextCheck) and check.hold > 0
+    assert expanded.keys[check.after - 1] == LiteralText(text)
+
+    def shown(s: Screen) -> bool:
+        return step_is(InteractionKind.QUESTIONNAIRE, StepKind.FREE_TEXT)(s) and (
+            profile.editor_matches(s.grid, s.prompt, text)
+        )
+
     typed_at = time.monotonic()
-    await send_keystrokes(lab, first)
-    notes = await observe(
-        lab,
-        lambda s: (
-            step_is(InteractionKind.QUESTIONNAIRE, StepKind.FREE_TEXT)(s)
-            and profile.editor_matches(s.grid, s.prompt, text)
-        ),
-        "notes showing exactly the text",
-        timeout=10,
-    )
-    _took(lab, "typing keys (with the 0.3 s guard) -> notes proven", typed_at, notes.at)
-    rest = expand(attrs.evolve(plan, steps=plan.steps[typed:]), notes.prompt.questions[0].options)
-    assert rest == (TmuxKey("Enter"),)
+    await send_keystrokes(lab, expanded.keys[: check.after])
+    notes = await observe(lab, shown, "notes showing exactly the text", timeout=10)
+    held = notes
+    while held.at - notes.at < check.hold:
+        await trio.sleep(POLL_SECONDS)
+        held = await observe(lab, lambda s: True, "a screen")
+        assert shown(held), "the notes changed during the Enter guard"
+    _took(lab, "typing keys -> notes proven and held for the guard", typed_at, held.at)
+    assert expanded.keys[check.after :] == (TmuxKey("Enter"),)
     sent = time.monotonic()
-    await send_keystrokes(lab, rest)
+    await send_keystrokes(lab, expanded.keys[check.after :])
     return sent
 
 
@@ -343,12 +352,9 @@ async def test_3000_typed_characters_are_never_proven(lab: LabSession) -> None:
         plan = profile.key_plans.plan_for(
             InteractionKind.QUESTIONNAIRE, StepKind.SINGLE_SELECT, Intent.FREE_TEXT
         )
-        (typed, _), _ = plan.boundaries
-        keys = expand(
-            attrs.evolve(plan, steps=plan.steps[:typed]), question.prompt.questions[0].options,
-            text=text,
-        )  # fmt: skip
-        await send_keystrokes(lab, keys)
+        expanded = expand_checked(plan, question.prompt.questions[0].options, text=text)
+        (check,) = expanded.checks
+        await send_keystrokes(lab, expanded.keys[: check.after])
         await lab.wait_stable(quiet=1.0)
         grid = render(await lab.capture(), lab.cols, lab.rows)
         after = profile.classify(grid)

@@ -9,19 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import trio
-
-from akk.profiles.keyplan import Keystroke, LiteralText, TmuxKey, Wait
+from akk.profiles.keyplan import Keystroke, LiteralText, TmuxKey
 from akk.qualify.launcher import LabSession
 
 
 async def send_keystrokes(lab: LabSession, keystrokes: Sequence[Keystroke]) -> None:
-    """One tmux command per keystroke; a `Wait` holds the next key back as the plan says."""
+    """One tmux command per keystroke."""
     for stroke in keystrokes:
         match stroke:
             case TmuxKey(name=name):
                 await lab.send_keys(name)
             case LiteralText(text=text):
                 await lab.send_keys(text, literal=True)
-            case Wait(seconds=seconds):
-                await trio.sleep(seconds)

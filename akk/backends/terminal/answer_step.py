@@ -34,7 +34,6 @@ from akk.profiles.keyplan import (
     TextCheck,
     TmuxKey,
     ToggleCheck,
-    Wait,
 )
 from akk.profiles.observation import PromptView, StepKind
 from akk.runtime.actor import ActorRef
@@ -80,7 +79,7 @@ async def send_answer(
                 case TextCheck():
                     dispatch = await advance(store, dispatch, Stage.TEXT_INJECTED)
                     await faults.reached(Point.ANSWER_TEXT_INJECTED)
-                    proof = await prove_editor(screen, message.answer.text or "")
+                    proof = await prove_editor(screen, message.answer.text or "", check.hold)
                 case EditorCheck():
                     proof = await prove_editor_open(screen, answered)
                 case ToggleCheck():
@@ -119,7 +118,7 @@ def _unproven(check: Check) -> tuple[str, Stage]:
 
 
 async def press(link: ClientLink, pane: str, strokes: Sequence[Keystroke]) -> None:
-    """Send ``strokes`` to ``pane`` in order: named keys, literal text, waits."""
+    """Send ``strokes`` to ``pane`` in order: named keys and literal text."""
     client = link.client()
     for stroke in strokes:
         match stroke:
@@ -127,15 +126,16 @@ async def press(link: ClientLink, pane: str, strokes: Sequence[Keystroke]) -> No
                 await keys.press(client, pane, name)
             case LiteralText(text=text):
                 await keys.type_literal(client, pane, text)
-            case Wait(seconds=seconds):
-                await trio.sleep(seconds)
 
 
-async def prove_editor(screen: Observer, text: str) -> tuple[int, PromptView] | None:
-    """The screen once the prompt's editor shows exactly ``text``; None if it never does."""
+async def prove_editor(screen: Observer, text: str, hold: float) -> tuple[int, PromptView] | None:
+    """The screen once the prompt's editor shows exactly ``text`` and has on every read for
+    ``hold`` seconds since the first that showed it (the client's Enter guard, which opens
+    when it takes the last key: no earlier screen can show that); None if it never does."""
     profile = screen.profile
     assert profile is not None
-    with trio.move_on_after(text_timeout(STEP_TIMEOUT, text)):
+    shown_since: float | None = None  # when a run of reads that all show the text began
+    with trio.move_on_after(text_timeout(STEP_TIMEOUT, text) + hold):
         while True:
             snapshot = await screen.observe(force=True)
             prompt = None if snapshot is None else snapshot.observation.prompt
@@ -146,8 +146,15 @@ async def prove_editor(screen: Observer, text: str) -> tuple[int, PromptView] | 
                 and screen.grid is not None
                 and profile.editor_matches(screen.grid, prompt, text)
             ):
-                return snapshot.seq, prompt
-            await trio.sleep(0.03)
+                now = trio.current_time()
+                if shown_since is None:
+                    shown_since = now
+                if now - shown_since >= hold:
+                    return snapshot.seq, prompt
+                await trio.sleep(min(0.03, shown_since + hold - now))
+            else:
+                shown_since = None
+                await trio.sleep(0.03)
     return None
 
 
