@@ -28,9 +28,10 @@ from _pytest.mark import ParameterSet
 from akk import evidence
 from akk.evidence import Binding, Progress, Snapshot, Tokens, UsageStatus
 from akk.qualify import run_files
+from akk.qualify.capture import PRESS_QUIET_SECONDS
 from akk.qualify.client import AGENTS
-from akk.qualify.launcher import LabSession, launch
-from akk.qualify.model_server import RecordedRequest, RequestTimeout
+from akk.qualify.launcher import LabSession, ScreenTimeout, launch
+from akk.qualify.model_server import RecordedRequest
 from akk.qualify.scenarios import (
     BASH_MARKER,
     DEFAULT_REPLY,
@@ -174,20 +175,30 @@ async def _drive(lab: LabSession, step: Step) -> None:
         elif lab.agent == "codex":
             await lab.send_keys("y")
         else:
-            await _approve_claude(lab)
+            await _approve_claude(lab, prompt)
 
 
-async def _approve_claude(lab: LabSession) -> None:
-    # Keys within ~200 ms of a Claude prompt's first paint are dropped (NOTES.md):
-    # press again only while the tool result has not reached the model.
-    for _attempt in range(10):
+async def _approve_claude(lab: LabSession, prompt: str) -> None:
+    """Press "1" on Claude's permission `prompt` until it leaves; then the tool result must
+    reach the model.
+
+    Keys within ~200 ms of a Claude prompt's first paint are dropped (NOTES.md), so
+    the key goes to a prompt that has been still for a moment, and again only while
+    the prompt still shows 2 s later: a key pressed again once it took would go into
+    the composer the prompt leaves behind (a loaded machine takes its time).
+    """
+    await lab.wait_stable(quiet=PRESS_QUIET_SECONDS)
+    for _attempt in range(5):
         await lab.send_keys("1")
         try:
-            await lab.server.wait_for_request(lambda r: BASH_MARKER in r.newest_input, timeout=0.5)
-            return
-        except RequestTimeout:
+            await lab.wait_for_screen(lambda s: prompt not in s, 2.0, what="the prompt gone")
+        except ScreenTimeout:
             continue
-    raise AssertionError(f"the approval never reached the model: {lab.server.summary()}")
+        await lab.server.wait_for_request(
+            lambda r: BASH_MARKER in r.newest_input, timeout=BIND_TIMEOUT
+        )
+        return
+    raise AssertionError(f"the approval never took: {lab.server.summary()}")
 
 
 async def _wait_bound(snapshot: Snapshot, digest: str) -> Binding:

@@ -645,13 +645,14 @@ async def answer_until_sent(pane: Pane, server: ModelServer, key: str) -> Record
 
     Claude's questionnaire drops (does not queue) keys that arrive within about
     200 ms of its first paint (2.1.263 and 2.1.328), so a key is pressed again
-    only while the questionnaire is still up and no answer has arrived.
+    only while the questionnaire is still up and no answer has arrived 2 s later
+    (sooner, a key a loaded machine is still taking would be pressed twice).
     """
-    for _attempt in range(10):
+    for _attempt in range(5):
         await pane.keys(key)
         try:
             return await server.wait_for_request(
-                lambda r: sc.ANSWERED_CLAUDE in r.newest_input, timeout=0.5
+                lambda r: sc.ANSWERED_CLAUDE in r.newest_input, timeout=2.0
             )
         except RequestTimeout:
             pass
