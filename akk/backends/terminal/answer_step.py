@@ -15,12 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import trio
-
 from akk import faults
+from akk.actors.terminal_board import TerminalSnapshot
 from akk.backends.contract import AnswerReceipt
 from akk.backends.terminal.checks import MOVED_ON, boxes, step_of
-from akk.backends.terminal.observer import Observer
+from akk.backends.terminal.observer import Observer, shown_for
 from akk.backends.terminal.stages import advance, answer_uncertain
 from akk.backends.terminal.steps import DispatchAnswer
 from akk.backends.terminal.typing_step import text_timeout
@@ -134,28 +133,18 @@ async def prove_editor(screen: Observer, text: str, hold: float) -> tuple[int, P
     when it takes the last key: no earlier screen can show that); None if it never does."""
     profile = screen.profile
     assert profile is not None
-    shown_since: float | None = None  # when a run of reads that all show the text began
-    with trio.move_on_after(text_timeout(STEP_TIMEOUT, text) + hold):
-        while True:
-            snapshot = await screen.observe(force=True)
-            prompt = None if snapshot is None else snapshot.observation.prompt
-            if (
-                snapshot is not None
-                and snapshot.seen is not None
-                and prompt is not None
-                and screen.grid is not None
-                and profile.editor_matches(screen.grid, prompt, text)
-            ):
-                now = trio.current_time()
-                if shown_since is None:
-                    shown_since = now
-                if now - shown_since >= hold:
-                    return snapshot.seq, prompt
-                await trio.sleep(min(0.03, shown_since + hold - now))
-            else:
-                shown_since = None
-                await trio.sleep(0.03)
-    return None
+
+    def shows(snapshot: TerminalSnapshot) -> bool:
+        prompt = snapshot.observation.prompt
+        return (
+            snapshot.seen is not None
+            and prompt is not None
+            and snapshot.grid is not None
+            and profile.editor_matches(snapshot.grid, prompt, text)
+        )
+
+    timeout = text_timeout(STEP_TIMEOUT, text) + hold
+    return _proof(await shown_for(screen, shows, timeout, hold=hold))
 
 
 async def prove_editor_open(
@@ -163,59 +152,62 @@ async def prove_editor_open(
 ) -> tuple[int, PromptView] | None:
     """The screen once ``answered``'s question shows its free-text editor open under the
     cursor (its step `StepKind.FREE_TEXT`); None if it never does."""
-    with trio.move_on_after(STEP_TIMEOUT):
-        while True:
-            snapshot = await screen.observe(force=True)
-            if snapshot is not None and snapshot.seen is not None:
-                prompt = snapshot.observation.prompt
-                if (
-                    prompt is not None
-                    and snapshot.observation.actionable
-                    and prompt.step is StepKind.FREE_TEXT
-                    and prompt.kind is answered.kind
-                    and prompt.step_index == answered.step_index
-                    and prompt.questions[0].prompt == answered.questions[0].prompt
-                ):
-                    return snapshot.seq, prompt
-            await trio.sleep(0.03)
-    return None
+
+    def shows(snapshot: TerminalSnapshot) -> bool:
+        prompt = snapshot.observation.prompt
+        return (
+            snapshot.seen is not None
+            and prompt is not None
+            and snapshot.observation.actionable
+            and prompt.step is StepKind.FREE_TEXT
+            and prompt.kind is answered.kind
+            and prompt.step_index == answered.step_index
+            and prompt.questions[0].prompt == answered.questions[0].prompt
+        )
+
+    return _proof(await shown_for(screen, shows, STEP_TIMEOUT))
 
 
 async def prove_boxes(
     screen: Observer, ticked: dict[int, bool], row: int
 ) -> tuple[int, PromptView] | None:
     """The screen once every box shows ``ticked`` and the cursor is on ``row``."""
-    with trio.move_on_after(STEP_TIMEOUT):
-        while True:
-            snapshot = await screen.observe(force=True)
-            if snapshot is not None and snapshot.seen is not None:
-                prompt = snapshot.observation.prompt
-                options = prompt.questions[0].options if prompt and prompt.questions else ()
-                if (
-                    prompt is not None
-                    and prompt.step is StepKind.MULTI_SELECT
-                    and len(options) > row
-                    and options[row].current
-                    and boxes(snapshot) == ticked
-                ):
-                    return snapshot.seq, prompt
-            await trio.sleep(0.03)
-    return None
+
+    def shows(snapshot: TerminalSnapshot) -> bool:
+        prompt = snapshot.observation.prompt
+        options = prompt.questions[0].options if prompt and prompt.questions else ()
+        return (
+            snapshot.seen is not None
+            and prompt is not None
+            and prompt.step is StepKind.MULTI_SELECT
+            and len(options) > row
+            and options[row].current
+            and boxes(snapshot) == ticked
+        )
+
+    return _proof(await shown_for(screen, shows, STEP_TIMEOUT))
+
+
+def _proof(snapshot: TerminalSnapshot | None) -> tuple[int, PromptView] | None:
+    """A proven checkpoint's screen: its sequence number and the prompt it showed."""
+    if snapshot is None:
+        return None
+    prompt = snapshot.observation.prompt
+    assert prompt is not None  # every checkpoint's proof requires one
+    return snapshot.seq, prompt
 
 
 async def prove_moved_on(screen: Observer, answered: PromptView, seq: int) -> bool:
     """Whether a screen after the keys shows the answered step gone: another step, work
     or idle (the same step with its cursor moved or a box ticked is not gone)."""
-    with trio.move_on_after(STEP_TIMEOUT):
-        while True:
-            snapshot = await screen.observe(force=True)
-            if snapshot is not None and snapshot.seq > seq:
-                observation = snapshot.observation
-                shown = observation.prompt
-                if shown is not None and step_of(shown) != step_of(answered):
-                    return True
-                if shown is None and observation.state in MOVED_ON:
-                    return True
-            # Look often: the next screen may pass quickly (an agent asking again at once).
-            await trio.sleep(0.01)
-    return False
+
+    def shows(snapshot: TerminalSnapshot) -> bool:
+        shown = snapshot.observation.prompt
+        if snapshot.seq <= seq:
+            return False
+        if shown is not None:
+            return step_of(shown) != step_of(answered)
+        return snapshot.observation.state in MOVED_ON
+
+    # Look often: the next screen may pass quickly (an agent asking again at once).
+    return await shown_for(screen, shows, STEP_TIMEOUT, poll=0.01) is not None

@@ -23,7 +23,8 @@ write never wakes a controller with ``manual_required`` for a prompt it could
 answer a moment later, and the actor is never blocked waiting for it.
 
 It sends no key; its TerminalActor owns it and asks it for a fresh look before
-and during every step.
+and during every step. `shown_for` is how a step waits for a screen it must see
+(a typed text, a ticked box, an open editor, a prompt gone) before its next key.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
+from collections.abc import Callable
 
 import trio
 
@@ -267,6 +269,35 @@ class Observer:
                 self.identity.terminal_id, bound.reason, shown, " (in a step)" if self.busy else "",
             )  # fmt: skip
         return bound, call, held
+
+
+async def shown_for(
+    screen: Observer,
+    shows: Callable[[TerminalSnapshot], bool],
+    timeout: float,
+    *,
+    hold: float = 0.0,
+    poll: float = 0.03,
+) -> TerminalSnapshot | None:
+    """The first snapshot of ``screen``, read now and every ``poll`` s, that ``shows``, and
+    that every read for ``hold`` s since the first such one showed too; None if none within
+    ``timeout``. A read that does not show it (or no full screen) starts the hold over.
+    """
+    since: float | None = None  # when a run of reads that all show it began
+    with trio.move_on_after(timeout):
+        while True:
+            snapshot = await screen.observe(force=True)
+            if snapshot is None or not shows(snapshot):
+                since = None
+                await trio.sleep(poll)
+                continue
+            now = trio.current_time()
+            if since is None:
+                since = now
+            if now - since >= hold:
+                return snapshot
+            await trio.sleep(min(poll, since + hold - now))
+    return None
 
 
 def classify(grid: Grid, identity: TerminalIdentity, profile: Profile | None) -> Observation:

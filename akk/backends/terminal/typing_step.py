@@ -22,7 +22,8 @@ from __future__ import annotations
 import trio
 
 from akk import faults
-from akk.backends.terminal.observer import Observer
+from akk.actors.terminal_board import TerminalSnapshot
+from akk.backends.terminal.observer import Observer, shown_for
 from akk.backends.terminal.stages import abort_task, advance, settle_task
 from akk.backends.terminal.steps import TaskReceipt
 from akk.faults import Point
@@ -104,19 +105,11 @@ async def prove_composer(screen: Observer, text: str, method: TypingMethod) -> b
     profile = screen.profile
     assert profile is not None
     guard = profile.typing.enter_guard_seconds if method is TypingMethod.LITERAL else 0.0
-    shown_since: float | None = None  # when a run of reads that all show the text began
-    with trio.move_on_after(text_timeout(PROOF_TIMEOUT, text) + guard):
-        while True:
-            snapshot = await screen.observe(force=True)
-            draft = snapshot.observation.draft if snapshot is not None else None
-            if draft is None or not profile.draft_matches(draft, text, method):
-                shown_since = None
-                await trio.sleep(POLL_SECONDS)
-                continue
-            now = trio.current_time()  # the client took the last key before this read ended
-            if shown_since is None:
-                shown_since = now
-            if now - shown_since >= guard:
-                return True
-            await trio.sleep(min(POLL_SECONDS, shown_since + guard - now))
-    return False
+
+    def shows(snapshot: TerminalSnapshot) -> bool:
+        draft = snapshot.observation.draft
+        return draft is not None and profile.draft_matches(draft, text, method)
+
+    # The client took the last key before the first read that shows the text ended.
+    timeout = text_timeout(PROOF_TIMEOUT, text) + guard
+    return await shown_for(screen, shows, timeout, hold=guard, poll=POLL_SECONDS) is not None
