@@ -115,23 +115,13 @@ class Run:
     style: Style
 
 
-@attrs.frozen
-class _RowText:
-    # `columns[i]` is the column of the cell that holds `text[i]`; a cell with
-    # combining marks contributes several characters with the same column.
-    text: str
-    columns: tuple[int, ...]
-
-
-def _row_text(row: tuple[Cell, ...]) -> _RowText:
-    text: list[str] = []
+def _columns(row: tuple[Cell, ...]) -> tuple[int, ...]:
+    # A cell with combining marks holds several characters, all in its column; a wide
+    # character's continuation cell holds none ("").
     columns: list[int] = []
     for x, cell in enumerate(row):
-        if cell.width == 0:
-            continue
-        text.append(cell.char)
         columns.extend([x] * len(cell.char))
-    return _RowText("".join(text), tuple(columns))
+    return tuple(columns)
 
 
 @attrs.frozen
@@ -146,8 +136,10 @@ class Grid:
     cols: int
     rows: int
     _cells: tuple[tuple[Cell, ...], ...] = attrs.field(alias="cells")
-    # Row texts are derived lazily and memoised; the grid itself never changes.
-    _texts: dict[int, _RowText] = attrs.field(
+    # Row texts and their column maps are derived lazily and memoised (the column map
+    # only when asked: most readers need the text alone); the grid itself never changes.
+    _texts: dict[int, str] = attrs.field(factory=dict, init=False, eq=False, repr=False, hash=False)
+    _columns: dict[int, tuple[int, ...]] = attrs.field(
         factory=dict, init=False, eq=False, repr=False, hash=False
     )
 
@@ -179,19 +171,20 @@ class Grid:
             raise IndexError(f"row {y} is outside the {self.cols}x{self.rows} grid")
         return self._cells[y]
 
-    def _text(self, y: int) -> _RowText:
-        cached = self._texts.get(y)
-        if cached is None:
-            cached = self._texts[y] = _row_text(self.row(y))
-        return cached
-
     def row_text(self, y: int) -> str:
         """The text of row `y`, trailing spaces kept, wide continuations dropped."""
-        return self._text(y).text
+        text = self._texts.get(y)
+        if text is None:
+            # A continuation cell's char is "", so a plain join drops it.
+            text = self._texts[y] = "".join([cell.char for cell in self.row(y)])
+        return text
 
     def row_columns(self, y: int) -> tuple[int, ...]:
         """For each index of `row_text(y)`, the column of the cell holding that character."""
-        return self._text(y).columns
+        columns = self._columns.get(y)
+        if columns is None:
+            columns = self._columns[y] = _columns(self.row(y))
+        return columns
 
     def lines(self) -> tuple[str, ...]:
         """The text of every row, top to bottom."""
@@ -214,10 +207,10 @@ class Grid:
         self._check(region)
         texts = []
         for y in range(region.top, region.bottom):
-            entry = self._text(y)
-            start = bisect.bisect_left(entry.columns, region.left)
-            stop = bisect.bisect_left(entry.columns, region.right)
-            texts.append(entry.text[start:stop])
+            columns = self.row_columns(y)
+            start = bisect.bisect_left(columns, region.left)
+            stop = bisect.bisect_left(columns, region.right)
+            texts.append(self.row_text(y)[start:stop])
         return tuple(texts)
 
     def find(self, text: str, region: Region | None = None) -> tuple[TextSpan, ...]:
@@ -232,9 +225,8 @@ class Grid:
         self._check(area)
         spans = []
         for y in range(area.top, area.bottom):
-            entry = self._text(y)
-            columns = entry.columns
-            start = entry.text.find(text)
+            row, columns = self.row_text(y), self.row_columns(y)
+            start = row.find(text)
             while start >= 0:
                 end = start + len(text)
                 left = columns[start]
@@ -244,7 +236,7 @@ class Grid:
                 )
                 if whole and area.left <= left and right <= area.right:
                     spans.append(TextSpan(y=y, left=left, right=right))
-                start = entry.text.find(text, start + 1)
+                start = row.find(text, start + 1)
         return tuple(spans)
 
     def find_last(self, text: str, region: Region | None = None) -> TextSpan | None:

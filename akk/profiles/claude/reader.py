@@ -7,19 +7,14 @@ is not of a kind their shape allows.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from akk.profiles.composer import DraftView
 from akk.profiles.observation import Observation, PromptView, State, Unproven
-from akk.screen.grid import Cell, Grid
+from akk.screen.grid import Grid
 
 if TYPE_CHECKING:
     from akk.profiles.claude.profile import ClaudeProfile
-
-
-def _text_of(row: Sequence[Cell]) -> str:
-    return "".join([cell.char for cell in row])
 
 
 class Reader:
@@ -29,7 +24,7 @@ class Reader:
         self.p = profile
         self.grid = grid
         self.cells = [grid.row(y) for y in range(grid.rows)]
-        self.texts = [_text_of(row) for row in self.cells]
+        self.texts = grid.lines()
         # The open free-text editor, set by the questionnaire once it proved it.
         self.editor: DraftView | None = None
 

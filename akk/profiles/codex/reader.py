@@ -38,11 +38,7 @@ class Reader:
     def __init__(self, profile: CodexProfile, grid: Grid) -> None:
         self.p = profile
         self.grid = grid
-        # Plain joins, not Grid.row_text: no column map is needed (the rows are read
-        # only by ASCII prefixes and one-column glyphs), and this is ~6x faster.
-        self.lines = [
-            "".join([cell.char for cell in grid.row(y)]).rstrip() for y in range(grid.rows)
-        ]
+        self.lines = [line.rstrip() for line in grid.lines()]
         self.notes: DraftView | None = None  # the open notes editor, once a question proved it
 
     def blank(self, y: int, what: str) -> None:
