@@ -157,13 +157,16 @@ def test_a_stale_endpoint_never_gets_the_token(tmp_path: Path) -> None:
         stand_in.bind(("127.0.0.1", endpoint["port"]))
         stand_in.listen()
         stand_in.settimeout(0.2)
+        finished = threading.Event()
 
         def accept_all() -> None:
-            deadline = time.monotonic() + 15
+            deadline = time.monotonic() + 30
             while time.monotonic() < deadline:
                 try:
                     peer, _ = stand_in.accept()
                 except TimeoutError:
+                    if finished.is_set():
+                        return  # the CLI has exited: its connections were all taken
                     continue
                 with peer:
                     peer.settimeout(2)
@@ -184,7 +187,8 @@ def test_a_stale_endpoint_never_gets_the_token(tmp_path: Path) -> None:
             listed = akk(state, "list")
         finally:
             os.close(held)
-        listener.join(20)
+            finished.set()
+        listener.join(30)
     assert listed.returncode == 2
     assert "did not prove" in listed.stderr and "no credential was sent" in listed.stderr
     assert received, "the CLI never tried the stand-in"
