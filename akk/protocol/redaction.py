@@ -293,7 +293,8 @@ def _pem_spans(text: str) -> Iterator[_Span]:
 def _split_spans(text: str, rows: Sequence[_Piece | None]) -> Iterator[_Span]:
     """Secrets that row boundaries cut, as one span per row piece, in `text`'s coordinates.
 
-    From each row, the rows below are joined to it one by one, as long as the
+    From each row (but those inside a soft-wrapped stretch, whose first row's
+    chain reads them), the rows below are joined to it one by one, as long as the
     last one reaches the right edge (`_Piece.full`: a soft wrap), is one word,
     or ends in a secret found in the joined text. Each break is read three ways:
     inside a word (joined as is), at a space the wrap dropped, and as drawn (a
@@ -303,7 +304,14 @@ def _split_spans(text: str, rows: Sequence[_Piece | None]) -> Iterator[_Span]:
     would make one.
     """
     for y in range(len(rows) - 1):
-        if rows[y] is not None and rows[y + 1] is not None:
+        above, row = rows[y - 1] if y > 0 else None, rows[y]
+        if above is not None and above.full and row is not None and row.full:
+            # Inside a soft-wrapped stretch, which the chain from its first row follows
+            # whole and past its end as far as one from here would: reading it again
+            # from each row made a pane of long wrapped output cost rows x 16 rows of
+            # rule passes (3 s for 900x200; tools.bench_redaction).
+            continue
+        if row is not None and rows[y + 1] is not None:
             for way in ("word", "space", "drawn"):
                 yield from _joined_from(text, rows, y, way)
 
