@@ -460,6 +460,38 @@ def test_record_commands_are_listed_with_their_options() -> None:
     assert bad.returncode == 2 and "invalid int value" in bad.stderr
 
 
+_HEAVY = ("trio", "apsw", "jsonschema", "pyte", "mcp", "akk.profiles.registry",
+         "akk.evidence.model", "akk.qualify.qualification", "akk.server.instance")  # fmt: skip
+"""What every `akk` run would pay for if the command line imported the commands."""
+
+_PARSE_EVERY_HELP = """
+import argparse, contextlib, io, sys
+from akk.cli.app import parser
+
+def helps(p, argv):
+    yield [*argv, "--help"]
+    for action in p._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from helps(sub, [*argv, name])
+
+top = parser()
+for argv in [*helps(top, []), ["send", "--scope", "t/r", "x"], ["gc", "--older-than", "1"]]:
+    with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):
+        parser().parse_args(argv)
+print(" ".join(name for name in sys.argv[1:] if name in sys.modules))
+"""
+
+
+def test_the_command_line_and_its_help_import_no_command() -> None:
+    # The command line is built on every run: a heavy import here slows every command.
+    loaded = subprocess.run(
+        [sys.executable, "-c", _PARSE_EVERY_HELP, *_HEAVY], capture_output=True, text=True,
+        check=True,
+    )  # fmt: skip
+    assert loaded.stdout.split() == []
+
+
 def test_record_commands_without_a_server_say_how_to_start_one(tmp_path: Path) -> None:
     for argv in (("unwatch", "watch_1"), ("status", "watch_1"), ("retry-callback", "turn_1")):
         result = akk(tmp_path / "akk", *argv)

@@ -8,7 +8,12 @@ session backend adds its name here.
 
 from __future__ import annotations
 
-from akk.evidence.model import Agent
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    # Only a type: the evidence model imports trio, and the CLI reads these names to build
+    # its command line.
+    from akk.evidence.model import Agent
 
 CODEX_APP_SERVER = "codex_app_server"
 """The Codex app-server backend (`akk.backends.codex_app_server`)."""

@@ -18,6 +18,7 @@ from typing import Any
 import attrs
 import trio
 
+from akk.cli.errors import CliError
 from akk.cli.text import json_text, out, shown
 from akk.discovery.process import VersionCache, find_agent
 from akk.profiles.observation import Observation, State
@@ -32,7 +33,7 @@ CLI_IDENTITY = "akk-screen-cli"
 """The terminal identity fingerprints are bound to outside a server."""
 
 
-class ClassifyError(Exception):
+class ClassifyError(CliError):
     """The screen cannot be read; the message says why and what to do."""
 
 

@@ -26,31 +26,6 @@ SERVER_TIMEOUT = 600.0
 """How long a pass through the server may take (batches wait for the writer's other work)."""
 
 
-def days(text: str) -> float:
-    """A number of days, 0 or more, fractions allowed (the type of --older-than, --retain-days)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of days, 0 or more")
-    return value
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--older-than",
-        type=days,
-        metavar="DAYS",
-        help="prune what settled more than DAYS ago (default: the server's --retain-days, "
-        f"else {retention.DEFAULT_DAYS:g})",
-    )
-    parser.add_argument(
-        "--dry-run", action="store_true", help="count what would be deleted; delete nothing"
-    )
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-
-
 def run(args: argparse.Namespace) -> int:
     state = StateDir.resolve(args.state_dir)
     if server_running(state):

@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
             f"no {args.agent} binary to qualify: no unbound pane of the server runs one and "
             f"`{args.agent}` is not on PATH; pass --binary PATH"
         )
-    registry: Registry = args.registry
+    registry: Registry = PINNED if args.registry is None else args.registry
     attempts = command.run(
         args.agent,
         paths,

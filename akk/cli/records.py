@@ -3,8 +3,8 @@
 Each command is one protocol call on one record (or, for `watch`, one task: a
 terminal's, or a person's Codex thread or Claude session by its own id). This
 module says which call, how the command line becomes its params and which
-fields of the result a person reads; `run` makes the call and prints it, one
-runner for all of them (`akk.cli.app` registers them).
+fields of the result a person reads (`akk.cli.app` builds their command line from it,
+`record_calls.run` makes the call and prints it, one runner for all of them).
 """
 
 from __future__ import annotations
@@ -19,17 +19,13 @@ from typing import Any
 import attrs
 
 from akk.cli.errors import CliError
-from akk.cli.server_calls import operator_session, terminal_id
-from akk.cli.text import json_text, out, shown
-from akk.client import Controller
-from akk.store.location import StateDir
 
 
 class Target(enum.Enum):
     """What the command's one positional argument names, and so its params key."""
 
     TERMINAL = "TERMINAL"
-    """A terminal_id or pane; `run` resolves it to a terminal_id."""
+    """A terminal_id or pane; `record_calls.run` resolves it to a terminal_id."""
     TASK = "[TERMINAL]"
     """A terminal (as TERMINAL), or a person's task by --codex-thread or --claude-session."""
     WATCH = "WATCH_ID"
@@ -132,24 +128,6 @@ def summary(command: RecordCommand, result: Mapping[str, Any]) -> list[str]:
             shown.append((field.label + ":", field.show(value)))
     width = max((len(label) for label, _ in shown), default=0)
     return [f"{label:<{width}} {value}" for label, value in shown]
-
-
-def run(command: RecordCommand, args: argparse.Namespace) -> int:
-    """Run one record command: its one call, then the raw result or its summary."""
-
-    async def call(ctl: Controller) -> Any:
-        target = args.target
-        if command.target in (Target.TERMINAL, Target.TASK) and target is not None:
-            target = await terminal_id(ctl, target)
-        return await ctl.call(command.method, params(command, target, vars(args)))
-
-    result = operator_session(StateDir.resolve(args.state_dir), call)
-    if args.json:
-        print(json_text(result))
-        return 0
-    for line in summary(command, result):
-        out.print(shown(line))
-    return 0
 
 
 def iso_time(stamp: float) -> str:

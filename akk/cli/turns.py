@@ -30,16 +30,6 @@ from akk.server.instance import proven_endpoint
 from akk.store.location import StateDir
 
 
-def parse_scope(value: str) -> dict[str, str]:
-    """`--scope TASK/ROLE[/UNIT]` as the protocol's scope."""
-    parts = value.split("/")
-    if len(parts) not in (2, 3) or not all(part.strip() for part in parts):
-        raise argparse.ArgumentTypeError(
-            f"{value!r} is not TASK/ROLE or TASK/ROLE/UNIT (e.g. fix-login/coder)"
-        )
-    return dict(zip(("task", "role", "unit"), parts, strict=False))
-
-
 def send_target(args: argparse.Namespace) -> dict[str, Any]:
     """The `send` params that say where the task goes, for a --scope send; {} for a terminal.
 

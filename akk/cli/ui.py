@@ -19,10 +19,6 @@ from akk.server.instance import read_endpoint, server_running
 from akk.store.location import StateDir
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--open", action="store_true", help="open the link in a browser too")
-
-
 def run(args: argparse.Namespace) -> int:
     state = StateDir.resolve(args.state_dir)
     if not server_running(state):

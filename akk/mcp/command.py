@@ -14,8 +14,6 @@ import os
 import re
 from pathlib import Path
 
-import trio
-
 from akk.cli.errors import CliError
 from akk.store.location import StateDir, read_private_file
 
@@ -38,8 +36,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     token = credential(args.token_file)
-    # The SDK takes about a second to import: only `akk mcp` pays for it, after the
-    # credential passed its checks.
+    # The SDK takes about a second to import, trio a tenth: only `akk mcp` pays for them,
+    # after the credential passed its checks (the command line reads this module's options).
+    import trio
+
     from akk.mcp.bridge import serve
     from akk.mcp.link import Target
 

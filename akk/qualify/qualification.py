@@ -49,6 +49,7 @@ from akk.qualify.appserver import SchemaCheck, SchemaError
 from akk.qualify.client import Agent, Binary
 from akk.qualify.headless import HeadlessProof
 from akk.qualify.launcher import Confinement
+from akk.qualify.parallel import PARALLEL
 from akk.qualify.plans.plan import Job
 from akk.qualify.row_diff import DEFAULT_MAX_ROWS
 
@@ -58,10 +59,6 @@ QUALIFY_SIZES: tuple[tuple[int, int], ...] = ((120, 40), (80, 24), (100, 30))
 The corpus also holds 132x43 and 200x50; wider panes wrap less, and running
 them too takes Claude past the 5-minute target on 2 cores.
 """
-
-PARALLEL = 3
-"""Plan runs at a time. A run mostly waits on its client's screen, so three share two
-cores: Claude 2.1.332's 136 runs take 190 s at three, with none failed."""
 
 
 class QualifyError(RuntimeError):

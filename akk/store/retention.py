@@ -40,11 +40,10 @@ import attrs
 
 from akk.store import audit
 from akk.store.dispatches import Stage
+from akk.store.retention_days import DEFAULT_DAYS as DEFAULT_DAYS
 from akk.store.turns import TurnState
 
 DAY = 86_400.0
-DEFAULT_DAYS = 30.0
-"""`akk serve --retain-days` and `akk gc --older-than` without a server."""
 TOMBSTONE_DAYS = 365.0
 """How long a tombstone and its prune line outlive the record."""
 BATCH = 50
