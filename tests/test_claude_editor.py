@@ -9,8 +9,6 @@ prompt read off another screen, or a multi-select question's editor.
 
 from __future__ import annotations
 
-import json
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -28,21 +26,19 @@ from akk.profiles.observation import (
     ResponseKind,
     StepKind,
 )
-from akk.screen import Cell, Grid, render
+from akk.screen import Cell, Grid
+from tests import corpus
 from tests.lab.test_claude_plans import EDITOR_FIXTURES, EDITOR_SHOTS, LONG, editor_stem
 
-ROOT = Path(__file__).resolve().parent.parent / "fixtures"
 PROFILES = {profile.version: profile for profile in claude.PROFILES}
 VERSIONS = sorted(PROFILES)
 EDITOR_LABELS = sorted(EDITOR_FIXTURES.glob("*/**/*.json"))
 
 
-@cache
 def load(path: Path) -> tuple[dict[str, Any], Grid, Observation]:
     """A label, its screen and what the exact version's profile makes of it."""
-    label = json.loads(path.read_text())
-    grid = render(path.with_suffix(".ansi").read_text(), label["cols"], label["rows"])
-    return label, grid, PROFILES[label["version"]].classify(grid)
+    label, grid = corpus.screen(path)
+    return label, grid, corpus.observed(path)[1]
 
 
 def typed(label: dict[str, Any]) -> str:
@@ -51,16 +47,12 @@ def typed(label: dict[str, Any]) -> str:
     return text
 
 
-def _name(path: Path) -> str:
-    return str(path.relative_to(ROOT))
-
-
 def _kind(scenario: str, proven: bool) -> list[Path]:
     return [
         path
         for path in EDITOR_LABELS
-        if json.loads(path.read_text())["scenario"] == scenario
-        and (json.loads(path.read_text())["expected"]["state"] != "unknown") == proven
+        if corpus.label(path)["scenario"] == scenario
+        and (corpus.label(path)["expected"]["state"] != "unknown") == proven
     ]
 
 
@@ -106,12 +98,12 @@ def test_every_version_has_every_editor_screen(version: str) -> None:
     for shot in EDITOR_SHOTS:
         stem = editor_stem(version, shot)
         assert stem.with_suffix(".ansi").is_file(), f"missing {stem}; run the capture"
-        label = json.loads(stem.with_suffix(".json").read_text())
+        label = corpus.label(stem.with_suffix(".json"))
         assert (label["version"], label["cols"], label["rows"]) == (version, shot.cols, shot.rows)
         assert typed(label) == shot.text
 
 
-@pytest.mark.parametrize("path", EDITOR_LABELS, ids=_name)
+@pytest.mark.parametrize("path", EDITOR_LABELS, ids=corpus.name)
 def test_editor_screen_classifies_to_its_label(path: Path) -> None:
     label, _, observation = load(path)
     expected = label["expected"]
@@ -132,7 +124,7 @@ def test_editor_screen_classifies_to_its_label(path: Path) -> None:
 # ---------------------------------------------------------------- what proves a text
 
 
-@pytest.mark.parametrize("path", PROVEN, ids=_name)
+@pytest.mark.parametrize("path", PROVEN, ids=corpus.name)
 def test_the_editor_shows_exactly_the_typed_text(path: Path) -> None:
     label, grid, observation = load(path)
     profile, text = PROFILES[label["version"]], typed(label)
@@ -154,7 +146,7 @@ def test_the_editor_shows_exactly_the_typed_text(path: Path) -> None:
         assert not profile.editor_matches(grid, prompt, miss), what
 
 
-@pytest.mark.parametrize("path", PROVEN, ids=_name)
+@pytest.mark.parametrize("path", PROVEN, ids=corpus.name)
 def test_a_changed_cell_in_the_editor_breaks_the_proof(path: Path) -> None:
     label, grid, observation = load(path)
     profile, text = PROFILES[label["version"]], typed(label)
@@ -173,13 +165,13 @@ def test_a_changed_cell_in_the_editor_breaks_the_proof(path: Path) -> None:
         assert found.prompt is None or not profile.editor_matches(changed, found.prompt, text)
 
 
-@pytest.mark.parametrize("path", CLIPPED, ids=_name)
+@pytest.mark.parametrize("path", CLIPPED, ids=corpus.name)
 def test_a_clipped_editor_is_never_proven(path: Path) -> None:
     label, grid, observation = load(path)
     profile, text = PROFILES[label["version"]], typed(label)
     assert not observation.actionable and observation.reason
     # Not with the prompt of the same question on another screen either.
-    other = ROOT / "claude" / label["version"] / "questionnaire_single3-free_text_typed.json"
+    other = corpus.ROOT / "claude" / label["version"] / "questionnaire_single3-free_text_typed.json"
     _, other_grid, other_observation = load(other)
     assert not profile.editor_matches(grid, editor_prompt(other_grid, other_observation), text)
 
@@ -195,7 +187,7 @@ def test_the_3000_characters_are_proven_only_where_they_fit() -> None:
         assert load(clipped)[0]["rows"] == 40
 
 
-@pytest.mark.parametrize("path", PROVEN, ids=_name)
+@pytest.mark.parametrize("path", PROVEN, ids=corpus.name)
 def test_text_longer_than_the_bound_is_never_proven(path: Path) -> None:
     label, grid, observation = load(path)
     text = typed(label)
@@ -210,7 +202,7 @@ def test_text_longer_than_the_bound_is_never_proven(path: Path) -> None:
 @pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("size", ["", "80x24"])
 def test_the_main_corpus_editor_screens(version: str, size: str) -> None:
-    folder = ROOT / "claude" / version / size
+    folder = corpus.ROOT / "claude" / version / size
     profile = PROFILES[version]
     for options in (2, 3, 4):
         label, grid, observation = load(
@@ -238,7 +230,7 @@ def test_only_an_open_editor_proves_text(version: str) -> None:
         ("questionnaire_multi-review", "Submit answers"),
         ("claude_bash-permission", "Yes"),
     ):
-        _, grid, observation = load(ROOT / "claude" / version / f"{name}.json")
+        _, grid, observation = load(corpus.ROOT / "claude" / version / f"{name}.json")
         assert observation.prompt is not None
         assert not profile.editor_matches(grid, observation.prompt, text), name
 
@@ -261,7 +253,7 @@ def test_a_prompt_read_off_another_screen_is_refused(version: str) -> None:
 # ---------------------------------------------------------------- multi-select
 
 
-@pytest.mark.parametrize("path", MULTI, ids=_name)
+@pytest.mark.parametrize("path", MULTI, ids=corpus.name)
 def test_a_multi_select_editor_stays_a_multi_select_step(path: Path) -> None:
     """Enter there ticks or unticks the typed text and answers nothing: no free-text plan."""
     label, grid, observation = load(path)

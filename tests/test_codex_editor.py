@@ -14,19 +14,16 @@ middle row of a note reads as a shorter note). What the lab showed:
 
 from __future__ import annotations
 
-import json
-from functools import cache
-from pathlib import Path
 from typing import Any
 
 import attrs
 import pytest
 
 from akk.profiles.codex import PROFILES, CodexProfile
-from akk.profiles.observation import OptionRole, PromptView, StepKind
-from akk.screen import Cell, Grid, render
+from akk.profiles.observation import Observation, OptionRole, PromptView, StepKind
+from akk.screen import Cell, Grid
+from tests import corpus
 
-ROOT = Path(__file__).resolve().parent.parent / "fixtures" / "codex"
 VERSIONS = [profile.version for profile in PROFILES]
 BY_VERSION = {profile.version: profile for profile in PROFILES}
 PROVEN = [
@@ -49,10 +46,11 @@ class Screen:
     profile: CodexProfile
     label: dict[str, Any]
     grid: Grid
+    observation: Observation
 
     @property
     def prompt(self) -> PromptView:
-        observation = self.profile.classify(self.grid)
+        observation = self.observation
         assert observation.actionable and observation.prompt is not None, observation.reason
         return observation.prompt
 
@@ -68,12 +66,10 @@ class Screen:
         return text
 
 
-@cache
 def screen(version: str, name: str) -> Screen:
-    path = ROOT / version / f"{name}.json"
-    label = json.loads(path.read_text())
-    grid = render(path.with_suffix(".ansi").read_text(), label["cols"], label["rows"])
-    return Screen(BY_VERSION[version], label, grid)
+    path = corpus.ROOT / "codex" / version / f"{name}.json"
+    label, grid = corpus.screen(path)
+    return Screen(BY_VERSION[version], label, grid, corpus.observed(path)[1])
 
 
 def near_misses(text: str) -> dict[str, str]:

@@ -18,31 +18,24 @@ from akk.console.screen import MAX_COLS, MAX_ROWS, screen_view
 from akk.protocol.redaction import MASK, asks_for_secret, redact_screen
 from akk.screen.grid import Cell, Grid
 from akk.screen.render import render
+from tests import corpus
 from tests.test_redaction import (
     ANTHROPIC,
     BASH_SCREENS,
     LABELS,
-    ROOT,
     SECRET_COMMANDS,
     substituted,
 )
 
 # One screen of each kind the corpus holds is enough to cover every style a client draws.
 SAMPLE = [path for path in LABELS if path.parent.name in ("2.1.332", "0.171.0", "80x24")][::7]
-API_KEY_SCREENS = [
-    p for p in LABELS if json.loads(p.read_text())["expected"].get("blocker") == "api_key"
-]
-
-
-def rendered(label_path: Path, capture: str | None = None) -> Grid:
-    label = json.loads(label_path.read_text())
-    text = label_path.with_suffix(".ansi").read_text() if capture is None else capture
-    return render(text, label["cols"], label["rows"])
+API_KEY_SCREENS = [p for p in LABELS if corpus.label(p)["expected"].get("blocker") == "api_key"]
 
 
 def with_command(label_path: Path, command: str) -> Grid:
     """The captured permission screen with ``command`` in place of the one the lab ran."""
-    return rendered(label_path, substituted(label_path, command)[1])
+    label, capture = substituted(label_path, command)
+    return render(capture, label["cols"], label["rows"])
 
 
 def leaks(secret: str, text: str) -> bool:
@@ -80,9 +73,9 @@ def assert_styles_are_shared(view: dict[str, Any]) -> None:
     assert set(range(1, len(styles))) <= used  # no style is listed that no run uses
 
 
-@pytest.mark.parametrize("label_path", SAMPLE, ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize("label_path", SAMPLE, ids=corpus.name)
 def test_a_captured_screen_keeps_its_text_and_styles(label_path: Path) -> None:
-    grid = rendered(label_path)
+    _, grid = corpus.screen(label_path)
     view = screen_view(grid.lines(), grid)
     if asks_for_secret(grid.lines()):
         assert view == {"rows": [], "styles": [], "cols": grid.cols, "withheld": "secret_input"}
@@ -95,7 +88,7 @@ def test_a_captured_screen_keeps_its_text_and_styles(label_path: Path) -> None:
 
 
 def test_the_sample_covers_both_clients_and_both_sizes() -> None:
-    assert {p.relative_to(ROOT).parts[0] for p in SAMPLE} == {"claude", "codex"}
+    assert {p.relative_to(corpus.ROOT).parts[0] for p in SAMPLE} == {"claude", "codex"}
     assert any(p.parent.name == "80x24" for p in SAMPLE) and len(SAMPLE) > 20
 
 
@@ -109,7 +102,7 @@ def test_equal_styles_share_one_index() -> None:
 
 
 @pytest.mark.parametrize(("command", "secret"), SECRET_COMMANDS, ids=["env", "url", "github"])
-@pytest.mark.parametrize("label_path", BASH_SCREENS, ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize("label_path", BASH_SCREENS, ids=corpus.name)
 def test_a_secret_on_a_real_screen_never_leaves(
     label_path: Path, command: str, secret: str
 ) -> None:
@@ -135,9 +128,9 @@ def test_a_secret_without_a_grid_never_leaves() -> None:
     assert not leaks(ANTHROPIC, json.dumps(view))
 
 
-@pytest.mark.parametrize("label_path", API_KEY_SCREENS, ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize("label_path", API_KEY_SCREENS, ids=corpus.name)
 def test_a_screen_asking_for_a_secret_is_withheld(label_path: Path) -> None:
-    grid = rendered(label_path)
+    _, grid = corpus.screen(label_path)
     for view in (screen_view(grid.lines(), grid), screen_view(grid.lines(), None)):
         assert view == {"rows": [], "styles": [], "cols": grid.cols, "withheld": "secret_input"}
 
@@ -148,7 +141,7 @@ def test_the_corpus_has_screens_to_check() -> None:
 
 @pytest.mark.parametrize("size", ["", "80x24/"])
 def test_wide_characters_come_out_whole(size: str) -> None:
-    grid = rendered(ROOT / f"codex/0.171.0/{size}draft_unicode.json")
+    _, grid = corpus.screen(corpus.ROOT / f"codex/0.171.0/{size}draft_unicode.json")
     typed = "lab: 漢字テスト and emoji 😀 🎉 ünïcödé done"
     view = screen_view(grid.lines(), grid)
     rows = [joined(row) for row in view["rows"]]

@@ -10,10 +10,8 @@ import pytest
 
 from akk.evidence.claude_editor import editor_mode
 from akk.profiles.observation import State
-from akk.profiles.registry import PROFILES
-from akk.screen import render
+from tests import corpus
 
-ROOT = Path(__file__).resolve().parent.parent / "fixtures"
 PID = 4242
 
 
@@ -86,13 +84,9 @@ def test_an_unreadable_process_or_command_line_settings_are_unknown(
     assert editor_mode(PID, None, proc, managed) is None
 
 
-@pytest.mark.parametrize(
-    "label", sorted(ROOT.glob("claude/*/*idle.json")), ids=lambda p: str(p.relative_to(ROOT))
-)
+@pytest.mark.parametrize("label", sorted(corpus.ROOT.glob("claude/*/*idle.json")), ids=corpus.name)
 def test_only_vim_s_insert_mode_marks_the_composer(label: Path) -> None:
-    fixture = json.loads(label.read_text())
-    grid = render(label.with_suffix(".ansi").read_text(), fixture["cols"], fixture["rows"])
-    observation = PROFILES[("claude", fixture["version"])].classify(grid)
+    _, observation = corpus.observed(label)
     assert observation.state is State.IDLE
-    vim = fixture["plan"].startswith("vim_")
+    vim = corpus.label(label)["plan"].startswith("vim_")
     assert observation.composer_mode == ("insert" if vim else None)

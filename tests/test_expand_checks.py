@@ -8,9 +8,7 @@ keys, so a ToggleCheck is checked against where its toggle key really lands.
 
 from __future__ import annotations
 
-import functools
 import itertools
-import json
 from pathlib import Path
 
 import attrs
@@ -36,32 +34,18 @@ from akk.profiles.keyplan import (
     expand_checked,
 )
 from akk.profiles.observation import InteractionKind, OptionRole, OptionView, PromptView, StepKind
-from akk.profiles.registry import PROFILES, Profile
-from akk.screen import render
+from akk.profiles.registry import Profile
+from tests import corpus
 
-ROOT = Path(__file__).resolve().parent.parent / "fixtures"
-LABELS = sorted(
-    label
-    for agent in ("claude", "codex")
-    for label in (*(ROOT / agent).glob("*/*.json"), *(ROOT / agent).glob("*/80x24/*.json"))
-)
 TEXT = "Teal, please"
 
 
-def _name(path: Path) -> str:
-    return str(path.relative_to(ROOT))
-
-
-@functools.cache
 def observe(path: Path) -> tuple[Profile, PromptView | None]:
-    label = json.loads(path.read_text())
-    grid = render(path.with_suffix(".ansi").read_text(), label["cols"], label["rows"])
-    profile = PROFILES[(label["agent"], label["version"])]
-    observation = profile.classify(grid)
+    profile, observation = corpus.observed(path)
     return profile, observation.prompt if observation.actionable else None
 
 
-ACTIONABLE = [path for path in LABELS if observe(path)[1] is not None]
+ACTIONABLE = [path for path in corpus.MAIN if observe(path)[1] is not None]
 
 
 def prompt_of(path: Path) -> PromptView:
@@ -168,7 +152,7 @@ def assert_toggles(
 # ---------------------------------------------------------------- multi-select
 
 
-@pytest.mark.parametrize("path", MULTI, ids=_name)
+@pytest.mark.parametrize("path", MULTI, ids=corpus.name)
 def test_every_answer_to_a_multi_select_checks_each_box_it_changes(path: Path) -> None:
     plan, options = plan_of(path, Intent.CHOOSE), options_of(path)
     rows = [row for row, option in enumerate(options) if option.role is OptionRole.CHOICE]
@@ -182,7 +166,7 @@ def test_the_corpus_has_a_ticked_box() -> None:
     assert any(option.checked for path in MULTI for option in options_of(path))
 
 
-@pytest.mark.parametrize("path", MULTI, ids=_name)
+@pytest.mark.parametrize("path", MULTI, ids=corpus.name)
 def test_a_ticked_box_left_out_is_unticked_and_checked_unticked(path: Path) -> None:
     plan, options = plan_of(path, Intent.CHOOSE), options_of(path)
     ticked = [row for row, option in enumerate(options) if option.checked]
@@ -237,7 +221,7 @@ def test_toggle_checks_follow_the_cursor_whatever_the_boxes(
 
 
 @pytest.mark.parametrize(
-    ("path", "intent"), EDITOR, ids=[f"{_name(p)}-{intent}" for p, intent in EDITOR]
+    ("path", "intent"), EDITOR, ids=[f"{corpus.name(p)}-{intent}" for p, intent in EDITOR]
 )
 def test_typed_text_is_checked_once_right_before_the_key_after_it(
     path: Path, intent: Intent
@@ -305,7 +289,7 @@ PLANS = _plans()
 
 
 @pytest.mark.parametrize(
-    ("path", "plan"), PLANS, ids=[f"{_name(p)}-{plan.key.intent}" for p, plan in PLANS]
+    ("path", "plan"), PLANS, ids=[f"{corpus.name(p)}-{plan.key.intent}" for p, plan in PLANS]
 )
 def test_checks_exist_only_for_toggles_editors_and_typed_text(path: Path, plan: KeyPlan) -> None:
     options = options_of(path)

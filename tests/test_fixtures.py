@@ -8,7 +8,6 @@ pasted, and not a near miss.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -18,37 +17,22 @@ from akk.profiles import claude, codex
 from akk.profiles.claude import ClaudeProfile
 from akk.profiles.codex import CodexProfile
 from akk.profiles.composer import TypingMethod
-from akk.profiles.observation import Observation, OptionRole, ResponseKind, StepKind
+from akk.profiles.observation import OptionRole, ResponseKind, StepKind
 from akk.profiles.registry import PROFILES
-from akk.screen.render import render
 from akk.text_rule import screen_refusal
+from tests import corpus
 
-ROOT = Path(__file__).resolve().parent.parent / "fixtures"
 # Screens only: fixtures/<agent>/<version>/[<size>/] (other corpora live beside them).
 SIZE_FOLDERS = ("80x24", "100x30", "132x43", "200x50")
-LABELS = sorted(
-    label
-    for agent in ("claude", "codex")
-    for folder in ("", *SIZE_FOLDERS)
-    for label in (ROOT / agent).glob(f"*/{folder}/*.json" if folder else "*/*.json")
-)
+LABELS = corpus.labels("", *SIZE_FOLDERS)
 QUIET_STATES = {"idle", "idle_draft", "working"}
 CONFIRM_ROLES = (OptionRole.SUBMIT, OptionRole.CANCEL, OptionRole.PROCEED, OptionRole.GO_BACK)
 
 
-def load(label_path: Path) -> tuple[dict[str, Any], Observation]:
-    """The label and what the exact version's profile makes of its screen."""
-    label = json.loads(label_path.read_text())
-    screen = label_path.with_suffix(".ansi").read_text()
-    grid = render(screen, label["cols"], label["rows"])
-    profile = PROFILES[(label["agent"], label["version"])]
-    return label, profile.classify(grid)
-
-
 def test_every_pinned_version_has_a_corpus_at_both_sizes() -> None:
     for agent, version in PROFILES:
-        wide = list((ROOT / agent / version).glob("*.json"))
-        narrow = list((ROOT / agent / version / "80x24").glob("*.json"))
+        wide = list((corpus.ROOT / agent / version).glob("*.json"))
+        narrow = list((corpus.ROOT / agent / version / "80x24").glob("*.json"))
         assert len(wide) >= 15 and len(narrow) >= 15, (agent, version, len(wide), len(narrow))
     versions = {
         (p.parent.parent.name if p.parent.name in SIZE_FOLDERS else p.parent.name) for p in LABELS
@@ -56,9 +40,10 @@ def test_every_pinned_version_has_a_corpus_at_both_sizes() -> None:
     assert versions == {v for _, v in PROFILES}
 
 
-@pytest.mark.parametrize("label_path", LABELS, ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize("label_path", LABELS, ids=corpus.name)
 def test_fixture_classifies_to_its_label(label_path: Path) -> None:
-    label, observation = load(label_path)
+    label = corpus.label(label_path)
+    _, observation = corpus.observed(label_path)
     expected = label["expected"]
     state = "blocked" if expected["manual_only"] else expected["state"]
     assert observation.state.value == state, observation.reason
@@ -111,7 +96,7 @@ def test_fixture_classifies_to_its_label(label_path: Path) -> None:
 
 
 def test_states_cover_every_kind_of_screen() -> None:
-    states = {json.loads(p.read_text())["expected"]["state"] for p in LABELS}
+    states = {corpus.label(p)["expected"]["state"] for p in LABELS}
     assert states >= {"idle", "idle_draft", "working", "permission", "questionnaire", "blocked"}
 
 
@@ -120,7 +105,7 @@ def test_states_cover_every_kind_of_screen() -> None:
 _PROFILES: dict[tuple[str, str], ClaudeProfile | CodexProfile] = {
     (profile.agent, profile.version): profile for profile in (*claude.PROFILES, *codex.PROFILES)
 }
-DRAFTS = [p for p in LABELS if json.loads(p.read_text())["expected"]["state"] == "idle_draft"]
+DRAFTS = [p for p in LABELS if corpus.label(p)["expected"]["state"] == "idle_draft"]
 
 
 def _typed(expected: dict[str, Any]) -> tuple[str, TypingMethod]:
@@ -139,9 +124,10 @@ def _near_misses(text: str) -> dict[str, str]:
     return {"one character": changed, "trailing space": text + " ", "missing line": shorter}
 
 
-@pytest.mark.parametrize("label_path", DRAFTS, ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize("label_path", DRAFTS, ids=corpus.name)
 def test_draft_fixture_matches_exactly_its_text(label_path: Path) -> None:
-    label, observation = load(label_path)
+    label = corpus.label(label_path)
+    _, observation = corpus.observed(label_path)
     profile = _PROFILES[(label["agent"], label["version"])]
     text, how = _typed(label["expected"])
     draft = observation.draft
@@ -174,7 +160,7 @@ def test_draft_fixture_matches_exactly_its_text(label_path: Path) -> None:
 def test_every_pinned_version_has_every_typed_draft() -> None:
     typed = {
         (label["agent"], label["version"], label["cols"])
-        for label in (json.loads(p.read_text()) for p in DRAFTS)
+        for label in map(corpus.label, DRAFTS)
         if "typed" in label["expected"]
     }
     assert {(agent, version, cols) for agent, version in _PROFILES for cols in (80, 120)} <= typed

@@ -36,13 +36,13 @@ from akk.runtime.supervisor import ChildSpec, Supervisor
 from akk.store import turns
 from akk.store.database import open_store
 from akk.tmux.control import ClientLink
+from tests import corpus
 from tests.store_rows import add_ctl_and_t1
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 VERSION = "2.1.332"
 PROFILE = PROFILES[("claude", VERSION)]
-SCREEN = FIXTURES / "claude" / VERSION / "claude_bash-permission"
-TRANSCRIPT = FIXTURES / "evidence" / "claude" / VERSION / "permission.jsonl"
+SCREEN = corpus.ROOT / "claude" / VERSION / "claude_bash-permission"
+TRANSCRIPT = corpus.ROOT / "evidence" / "claude" / VERSION / "permission.jsonl"
 IDENTITY = TerminalIdentity(
     terminal_id="t1", tmux_socket="s", pane_id="%1", pane_pid=1, agent="claude",
     agent_pid=101, process_start=3, executable="claude", version=VERSION, cwd=None,
@@ -124,7 +124,7 @@ async def _observer(
         link = cast(ClientLink, pane or _Pane())
         screen = Observer(IDENTITY, PROFILE, link, board, root.ref("store"))
         screen.announce()
-        label = json.loads(SCREEN.with_suffix(".json").read_text())
+        label = corpus.label(SCREEN.with_suffix(".json"))
         screen.size = (label["cols"], label["rows"])
         yield screen, file, db
         nursery.cancel_scope.cancel()

@@ -7,10 +7,6 @@ replays the expanded keys over the rows to check where each key lands.
 
 from __future__ import annotations
 
-import json
-from functools import cache
-from pathlib import Path
-
 import attrs
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -51,28 +47,16 @@ from akk.profiles.observation import (
     StepKind,
 )
 from akk.profiles.registry import PROFILES, Profile
-from akk.screen import render
 from akk.store.dispatches import Stage
+from tests import corpus
 
-ROOT = Path(__file__).resolve().parent.parent / "fixtures"
-LABELS = sorted(
-    path
-    for agent in ("claude", "codex")
-    for pattern in ("*/*.json", "*/80x24/*.json")
-    for path in (ROOT / agent).glob(pattern)
-)
 VERSIONS = {agent: sorted(v for a, v in PROFILES if a == agent) for agent in ("claude", "codex")}
 TEXT = "Teal, please"
 
 
-@cache
 def observe(agent: str, version: str, name: str) -> tuple[Profile, Observation]:
     """The fixture `name` (120x40) classified by its exact version's profile."""
-    path = ROOT / agent / version / f"{name}.json"
-    label = json.loads(path.read_text())
-    grid = render(path.with_suffix(".ansi").read_text(), label["cols"], label["rows"])
-    profile = PROFILES[(agent, version)]
-    return profile, profile.classify(grid)
+    return corpus.observed(corpus.ROOT / agent / version / f"{name}.json")
 
 
 def prompt_of(observation: Observation) -> PromptView:
@@ -356,14 +340,11 @@ def test_every_lab_verified_plan_has_its_lab_case() -> None:
 
 def actionable_prompts() -> list[tuple[str, Profile, PromptView]]:
     found = []
-    for path in LABELS:
-        label = json.loads(path.read_text())
-        profile = PROFILES[(label["agent"], label["version"])]
-        grid = render(path.with_suffix(".ansi").read_text(), label["cols"], label["rows"])
-        observation = profile.classify(grid)
+    for path in corpus.MAIN:
+        profile, observation = corpus.observed(path)
         if observation.actionable:
             assert observation.prompt is not None
-            found.append((str(path.relative_to(ROOT)), profile, observation.prompt))
+            found.append((corpus.name(path), profile, observation.prompt))
     return found
 
 

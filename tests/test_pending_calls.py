@@ -30,10 +30,10 @@ from akk.profiles.permission import (
 )
 from akk.profiles.registry import PROFILES
 from akk.qualify.scenarios import SCENARIOS, Bash, ExecCommand
-from akk.screen import fingerprint, render
+from akk.screen import fingerprint
+from tests import corpus
 
-ROOT = Path(__file__).resolve().parent.parent / "fixtures"
-EVIDENCE = ROOT / "evidence"
+EVIDENCE = corpus.ROOT / "evidence"
 CASES = sorted(
     path for agent in ("claude", "codex") for path in (EVIDENCE / agent).glob("*/permission*.jsonl")
 )
@@ -95,10 +95,8 @@ def test_the_file_shows_the_call_pending_until_its_result_is_written(
 def _screen(agent: str, version: str) -> tuple[Observation, str]:
     """A captured Bash / exec permission of this version, classified, and its command."""
     scenario = "claude_bash" if agent == "claude" else "codex_exec"
-    label_path = next((ROOT / agent / version).glob(f"**/{scenario}-permission.json"))
-    label = json.loads(label_path.read_text())
-    grid = render(label_path.with_suffix(".ansi").read_text(), label["cols"], label["rows"])
-    observation = PROFILES[(agent, version)].classify(grid)
+    label_path = next((corpus.ROOT / agent / version).glob(f"**/{scenario}-permission.json"))
+    _, observation = corpus.observed(label_path)
     assert observation.actionable, (label_path, observation.reason)
     return observation, _command(scenario)
 
@@ -158,9 +156,8 @@ def test_a_drawn_command_keeps_every_character_and_every_space() -> None:
 
 def test_the_fingerprint_binds_the_pending_call() -> None:
     observation, command = _screen("codex", "0.171.0")
-    label_path = next((ROOT / "codex" / "0.171.0").glob("**/codex_exec-permission.json"))
-    label = json.loads(label_path.read_text())
-    grid = render(label_path.with_suffix(".ansi").read_text(), label["cols"], label["rows"])
+    label_path = next((corpus.ROOT / "codex" / "0.171.0").glob("**/codex_exec-permission.json"))
+    _, grid = corpus.screen(label_path)
     assert observation.prompt is not None
     region = observation.prompt.region
 

@@ -1,17 +1,14 @@
 """Claude Code profiles: what makes a screen actionable, and everything that must not.
 
-Screens are the captured corpus (fixtures/claude), mutated cell by cell or row by
-row. The registry is not imported: this module only needs the Claude rows (and,
-for the cross-family check, the Codex module).
+Screens are the captured corpus (fixtures/claude, read through tests/corpus.py),
+mutated cell by cell or row by row. The profiles under test are the Claude rows
+(and, for the cross-family check, the Codex module's), not the registry's.
 """
 
 from __future__ import annotations
 
-import functools
-import json
 import re
 from pathlib import Path
-from typing import Any
 
 import attrs
 import pytest
@@ -22,27 +19,20 @@ from akk.profiles import claude
 from akk.profiles.observation import Observation, OptionRole, State
 from akk.qualify.plans.claude import CLAUDE_THEMED_PLANS, CLAUDE_THEMES
 from akk.screen import Cell, Grid, fingerprint, render
+from tests import corpus
 
-ROOT = Path(__file__).resolve().parent.parent / "fixtures"
 PROFILES = {profile.version: profile for profile in claude.PROFILES}
 TERMINAL = "pane %1 pid 4242 started 1700000000"
-CLAUDE_LABELS = sorted(ROOT.glob("claude/*/*.json")) + sorted(ROOT.glob("claude/*/*/*.json"))
-CODEX_LABELS = sorted(ROOT.glob("codex/*/*.json")) + sorted(ROOT.glob("codex/*/*/*.json"))
-
-
-@functools.cache
-def load(label_path: Path) -> tuple[dict[str, Any], Grid]:
-    label = json.loads(label_path.read_text())
-    screen = label_path.with_suffix(".ansi").read_text()
-    return label, render(screen, label["cols"], label["rows"])
-
-
-def _name(path: Path) -> str:
-    return str(path.relative_to(ROOT))
+CLAUDE_LABELS = sorted(corpus.ROOT.glob("claude/*/*.json")) + sorted(
+    corpus.ROOT.glob("claude/*/*/*.json")
+)
+CODEX_LABELS = sorted(corpus.ROOT.glob("codex/*/*.json")) + sorted(
+    corpus.ROOT.glob("codex/*/*/*.json")
+)
 
 
 def _actionable(label_path: Path) -> bool:
-    expected = json.loads(label_path.read_text())["expected"]
+    expected = corpus.label(label_path)["expected"]
     return expected["state"] in ("permission", "questionnaire") and not expected["manual_only"]
 
 
@@ -52,14 +42,16 @@ ACTIONABLE = [path for path in CLAUDE_LABELS if _actionable(path)]
 def classify(
     label_path: Path, grid: Grid | None = None
 ) -> tuple[claude.ClaudeProfile, Observation]:
-    label, original = load(label_path)
-    profile = PROFILES[label["version"]]
-    return profile, profile.classify(original if grid is None else grid)
+    """The fixture's own profile and what it makes of its screen, or of ``grid`` instead."""
+    profile = profile_of(label_path)
+    if grid is None:
+        return profile, corpus.observed(label_path)[1]
+    return profile, profile.classify(grid)
 
 
 def proven(label_path: Path) -> tuple[claude.ClaudeProfile, Grid, Observation, bytes]:
     """A fixture that must be actionable, its observation and its fingerprint."""
-    _, grid = load(label_path)
+    _, grid = corpus.screen(label_path)
     profile, observation = classify(label_path)
     assert observation.actionable, observation.reason
     assert observation.prompt is not None
@@ -108,9 +100,9 @@ CELLS = st.builds(
 # ---------------------------------------------------------------- what is proven
 
 
-@pytest.mark.parametrize("label_path", CLAUDE_LABELS, ids=_name)
+@pytest.mark.parametrize("label_path", CLAUDE_LABELS, ids=corpus.name)
 def test_every_fixture_gets_one_observation_under_its_own_profile(label_path: Path) -> None:
-    label, grid = load(label_path)
+    label, grid = corpus.screen(label_path)
     profile, observation = classify(label_path)
     assert observation.profile_id == profile.id == f"claude-code@{label['version']}"
     expected = label["expected"]
@@ -123,7 +115,7 @@ def test_every_fixture_gets_one_observation_under_its_own_profile(label_path: Pa
         assert all(not grid.row_text(y).strip() for y in range(region.bottom, grid.rows))
 
 
-@pytest.mark.parametrize("label_path", ACTIONABLE, ids=_name)
+@pytest.mark.parametrize("label_path", ACTIONABLE, ids=corpus.name)
 def test_region_spans_exactly_the_prompt(label_path: Path) -> None:
     _, grid, observation, _ = proven(label_path)
     assert observation.prompt is not None
@@ -137,7 +129,7 @@ def test_region_spans_exactly_the_prompt(label_path: Path) -> None:
 
 def test_bash_permission_projects_command_and_roles() -> None:
     for version in PROFILES:
-        path = ROOT / "claude" / version / "claude_bash-permission.json"
+        path = corpus.ROOT / "claude" / version / "claude_bash-permission.json"
         _, _, observation, _ = proven(path)
         assert observation.state is State.PERMISSION and observation.prompt is not None
         (question,) = observation.prompt.questions
@@ -154,7 +146,7 @@ def test_bash_permission_projects_command_and_roles() -> None:
 
 
 def test_wrapped_permission_label_is_joined_at_80_columns() -> None:
-    _, _, observation, _ = proven(ROOT / "claude/2.1.263/80x24/claude_bash-permission.json")
+    _, _, observation, _ = proven(corpus.ROOT / "claude/2.1.263/80x24/claude_bash-permission.json")
     assert observation.prompt is not None
     labels = [option.label for option in observation.prompt.questions[0].options]
     assert labels[1].startswith("Yes, and always allow access to /tmp/akk-lab-")
@@ -163,7 +155,7 @@ def test_wrapped_permission_label_is_joined_at_80_columns() -> None:
 
 def test_descriptions_are_kept_apart_from_labels() -> None:
     for version in PROFILES:
-        path = ROOT / "claude" / version / "questionnaire_multi-q1.json"
+        path = corpus.ROOT / "claude" / version / "questionnaire_multi-q1.json"
         _, observation = classify(path)
         assert observation.prompt is not None
         first = observation.prompt.questions[0].options[0]
@@ -172,7 +164,7 @@ def test_descriptions_are_kept_apart_from_labels() -> None:
 
 def test_write_permission_is_blocked_for_a_person() -> None:
     for version in PROFILES:
-        _, observation = classify(ROOT / "claude" / version / "claude_write-permission.json")
+        _, observation = classify(corpus.ROOT / "claude" / version / "claude_write-permission.json")
         assert observation.state is State.BLOCKED and not observation.actionable
         assert observation.reason is not None and "non-Bash" in observation.reason
 
@@ -180,7 +172,7 @@ def test_write_permission_is_blocked_for_a_person() -> None:
 @pytest.mark.parametrize("blocker", ["onboarding", "api_key", "trust"])
 def test_first_run_screens_name_their_blocker(blocker: str) -> None:
     for version in PROFILES:
-        _, observation = classify(ROOT / "claude" / version / f"blocked_{blocker}.json")
+        _, observation = classify(corpus.ROOT / "claude" / version / f"blocked_{blocker}.json")
         assert observation.state is State.BLOCKED and observation.prompt is None
         assert observation.reason is not None and blocker in observation.reason
 
@@ -198,7 +190,7 @@ def _menu_rows(grid: Grid, observation: Observation) -> list[int]:
 
 def test_cursor_on_a_persistent_approval_row_is_blocked() -> None:
     for version in PROFILES:
-        path = ROOT / "claude" / version / "claude_bash-permission.json"
+        path = corpus.ROOT / "claude" / version / "claude_bash-permission.json"
         _, grid, observation, _ = proven(path)
         moved = _cursor_on_second_row(path, grid, observation)
         assert moved.state is State.BLOCKED and not moved.actionable
@@ -218,8 +210,8 @@ def _cursor_on_second_row(path: Path, grid: Grid, observation: Observation) -> O
 
 def test_a_working_line_above_an_idle_composer_is_working() -> None:
     for version in PROFILES:
-        path = ROOT / "claude" / version / "echo-idle.json"
-        _, grid = load(path)
+        path = corpus.ROOT / "claude" / version / "echo-idle.json"
+        _, grid = corpus.screen(path)
         rows = all_rows(grid)
         rows[20] = text_row(grid, "✻ Pondering…")
         _, observation = classify(path, with_rows(grid, rows))
@@ -228,8 +220,8 @@ def test_a_working_line_above_an_idle_composer_is_working() -> None:
 
 def test_a_grey_composer_without_a_working_line_is_unknown() -> None:
     for version in PROFILES:
-        path = ROOT / "claude" / version / "echo-idle.json"
-        _, grid = load(path)
+        path = corpus.ROOT / "claude" / version / "echo-idle.json"
+        _, grid = corpus.screen(path)
         composer = next(y for y in range(grid.rows) if grid.row_text(y).startswith("❯\u00a0"))
         glyph = grid.cell(0, composer)
         _, observation = classify(
@@ -239,8 +231,8 @@ def test_a_grey_composer_without_a_working_line_is_unknown() -> None:
 
 
 def test_a_prompt_footer_above_the_composer_is_not_idle() -> None:
-    path = ROOT / "claude/2.1.263/echo-idle.json"
-    _, grid = load(path)
+    path = corpus.ROOT / "claude/2.1.263/echo-idle.json"
+    _, grid = corpus.screen(path)
     rows = all_rows(grid)
     rows[20] = text_row(grid, " Esc to cancel · Tab to amend")
     _, observation = classify(path, with_rows(grid, rows))
@@ -248,14 +240,14 @@ def test_a_prompt_footer_above_the_composer_is_not_idle() -> None:
 
 
 def test_a_banner_of_another_version_is_refused() -> None:
-    _, grid = load(ROOT / "claude/2.1.263/claude_bash-permission.json")
+    _, grid = corpus.screen(corpus.ROOT / "claude/2.1.263/claude_bash-permission.json")
     observation = claude.V2_1_266.classify(grid)
     assert observation.state is State.UNKNOWN
     assert observation.reason is not None and "version_mismatch" in observation.reason
 
 
 def test_two_prompts_on_screen_are_refused() -> None:
-    path = ROOT / "claude/2.1.263/claude_bash-permission.json"
+    path = corpus.ROOT / "claude/2.1.263/claude_bash-permission.json"
     _, grid, observation, _ = proven(path)
     assert observation.prompt is not None
     rows = all_rows(grid)
@@ -403,7 +395,7 @@ def test_a_changed_option_number_is_never_actionable(
     assert not profile.classify(mutated).actionable
 
 
-@pytest.mark.parametrize("label_path", ACTIONABLE, ids=_name)
+@pytest.mark.parametrize("label_path", ACTIONABLE, ids=corpus.name)
 def test_swapped_option_numbers_are_never_actionable(label_path: Path) -> None:
     profile, grid, observation, _ = proven(label_path)
     first, second = _menu_rows(grid, observation)[:2]
@@ -432,32 +424,34 @@ CROSS_VERSION = [
     if _differs_between_versions(path)
     for other in PROFILES
     if (other in ("2.1.328", "2.1.332"))
-    != (json.loads(path.read_text())["version"] in ("2.1.328", "2.1.332"))
+    != (corpus.label(path)["version"] in ("2.1.328", "2.1.332"))
 ]
 
 
 @pytest.mark.parametrize(
-    ("label_path", "other"), CROSS_VERSION, ids=lambda v: v if isinstance(v, str) else _name(v)
+    ("label_path", "other"),
+    CROSS_VERSION,
+    ids=lambda v: v if isinstance(v, str) else corpus.name(v),
 )
 def test_a_prompt_under_an_incompatible_version_is_never_actionable(
     label_path: Path, other: str
 ) -> None:
-    _, grid = load(label_path)
+    _, grid = corpus.screen(label_path)
     assert not PROFILES[other].classify(grid).actionable
 
 
-@pytest.mark.parametrize("label_path", CODEX_LABELS, ids=_name)
+@pytest.mark.parametrize("label_path", CODEX_LABELS, ids=corpus.name)
 def test_codex_screens_are_never_actionable_under_claude(label_path: Path) -> None:
-    _, grid = load(label_path)
+    _, grid = corpus.screen(label_path)
     for profile in claude.PROFILES:
         assert not profile.classify(grid).actionable
 
 
-@pytest.mark.parametrize("label_path", ACTIONABLE, ids=_name)
+@pytest.mark.parametrize("label_path", ACTIONABLE, ids=corpus.name)
 def test_claude_prompts_are_never_actionable_under_codex(label_path: Path) -> None:
     from akk.profiles import codex  # the other family's rows, nothing else
 
-    _, grid = load(label_path)
+    _, grid = corpus.screen(label_path)
     for profile in codex.PROFILES:
         assert not profile.classify(grid).actionable
 
@@ -466,7 +460,7 @@ def test_claude_prompts_are_never_actionable_under_codex(label_path: Path) -> No
 
 
 def test_a_directory_scoped_grant_is_persistent_and_yes_stays_answerable() -> None:
-    for path in sorted(ROOT.glob("claude/*/**/claude_bash_read_outside-permission.json")):
+    for path in sorted(corpus.ROOT.glob("claude/*/**/claude_bash_read_outside-permission.json")):
         _, _, observation, _ = proven(path)
         assert observation.state is State.PERMISSION and observation.prompt is not None
         options = observation.prompt.questions[0].options
@@ -480,7 +474,7 @@ def test_a_directory_scoped_grant_is_persistent_and_yes_stays_answerable() -> No
 
 
 def test_an_unknown_grant_row_is_refused() -> None:
-    path = ROOT / "claude/2.1.263/claude_bash_read_outside-permission.json"
+    path = corpus.ROOT / "claude/2.1.263/claude_bash_read_outside-permission.json"
     _, grid, observation, _ = proven(path)
     y = _menu_rows(grid, observation)[1]
     x = grid.row_text(y).index("reading")
@@ -493,21 +487,23 @@ def test_an_unknown_grant_row_is_refused() -> None:
 
 
 def test_a_guttered_command_is_projected_whole_and_unwrapped() -> None:
-    for path in sorted(ROOT.glob("claude/*/**/claude_bash_expansion-permission.json")):
-        label, _ = load(path)
+    for path in sorted(corpus.ROOT.glob("claude/*/**/claude_bash_expansion-permission.json")):
+        label = corpus.label(path)
         _, _, observation, _ = proven(path)
         assert observation.prompt is not None
         (question,) = observation.prompt.questions
         assert question.detail == label["expected"]["command"], path
     # At 80 columns the command wraps over two guttered rows.
-    _, grid = load(ROOT / "claude/2.1.263/80x24/claude_bash_expansion-permission.json")
+    _, grid = corpus.screen(
+        corpus.ROOT / "claude/2.1.263/80x24/claude_bash_expansion-permission.json"
+    )
     assert sum(grid.row_text(y).startswith("   │ ") for y in range(grid.rows)) == 2
 
 
 def test_an_advisory_row_is_projected_and_must_be_known() -> None:
     for size in ("", "80x24/"):
-        path = ROOT / f"claude/2.1.328/{size}claude_bash_warning-permission.json"
-        label, _ = load(path)
+        path = corpus.ROOT / f"claude/2.1.328/{size}claude_bash_warning-permission.json"
+        label = corpus.label(path)
         _, grid, observation, _ = proven(path)
         assert observation.prompt is not None
         assert observation.prompt.questions[0].detail == (
@@ -521,20 +517,20 @@ def test_an_advisory_row_is_projected_and_must_be_known() -> None:
 
 
 def profile_of(path: Path) -> claude.ClaudeProfile:
-    return PROFILES[json.loads(path.read_text())["version"]]
+    return PROFILES[corpus.label(path)["version"]]
 
 
-THEMED = sorted(ROOT.glob("claude/*/theme_*.json"))
+THEMED = sorted(corpus.ROOT.glob("claude/*/theme_*.json"))
 
 
-@pytest.mark.parametrize("label_path", THEMED, ids=_name)
+@pytest.mark.parametrize("label_path", THEMED, ids=corpus.name)
 def test_a_themed_screen_is_read_in_its_theme_only(label_path: Path) -> None:
     """Each theme's colours are exact: under the dark row alone another theme's screen is unknown.
 
     Only dark-daltonized draws every colour AKK reads as dark does (it changes a success
     green alone), so it reads the same under the dark row.
     """
-    label, grid = load(label_path)
+    label, grid = corpus.screen(label_path)
     profile = profile_of(label_path)
     observation = profile.classify(grid)
     wanted = "blocked" if label["expected"]["manual_only"] else label["expected"]["state"]
@@ -556,8 +552,8 @@ def test_every_theme_claude_offers_is_read_on_every_version() -> None:
     """The corpus holds every theme of `/theme` on every pinned version, each one a row."""
     for version, profile in PROFILES.items():
         plans = {
-            json.loads(path.read_text())["plan"]
-            for path in (ROOT / "claude" / version).glob("theme_*.json")
+            corpus.label(path)["plan"]
+            for path in (corpus.ROOT / "claude" / version).glob("theme_*.json")
         }
         for theme in CLAUDE_THEMES:
             assert {_theme_prefix(theme) + name for name in CLAUDE_THEMED_PLANS} <= plans
@@ -566,7 +562,7 @@ def test_every_theme_claude_offers_is_read_on_every_version() -> None:
 
 def test_a_screen_mixing_two_themes_is_refused() -> None:
     """A light prompt whose top rule is drawn in the dark colour is no theme's prompt."""
-    path = ROOT / "claude/2.1.328/theme_light_claude_bash-permission.json"
+    path = corpus.ROOT / "claude/2.1.328/theme_light_claude_bash-permission.json"
     _, grid, observation, _ = proven(path)
     assert observation.prompt is not None
     top = observation.prompt.region.top
@@ -579,8 +575,8 @@ def test_a_screen_mixing_two_themes_is_refused() -> None:
 def test_every_version_has_its_screens_at_the_other_sizes(size: str) -> None:
     for version in PROFILES:
         states = {
-            json.loads(path.read_text())["expected"]["state"]
-            for path in (ROOT / "claude" / version / size).glob("*.json")
+            corpus.label(path)["expected"]["state"]
+            for path in (corpus.ROOT / "claude" / version / size).glob("*.json")
         }
         assert states >= {"idle", "idle_draft", "working", "permission", "questionnaire"}
 
@@ -590,8 +586,8 @@ def test_every_version_has_its_screens_at_the_other_sizes(size: str) -> None:
 
 def _status_line_screen(version: str) -> tuple[Path, Grid, int]:
     """A status_line_echo idle screen and the row of the user's status line."""
-    path = ROOT / "claude" / version / "status_line_echo-idle.json"
-    _, grid = load(path)
+    path = corpus.ROOT / "claude" / version / "status_line_echo-idle.json"
+    _, grid = corpus.screen(path)
     row = next(y for y in range(grid.rows) if grid.row_text(y).strip() == "lab-status ▸ main")
     return path, grid, row
 
@@ -636,8 +632,8 @@ def test_a_status_line_of_more_rows_than_the_bound_is_refused() -> None:
 def test_a_working_screen_without_esc_to_interrupt_is_proven_by_its_spinner(setup: str) -> None:
     """2.1.263-2.1.267 under a status line and every version in vim mode hide the marker."""
     for version in PROFILES:
-        path = ROOT / "claude" / version / f"{setup}_slow-working.json"
-        _, grid = load(path)
+        path = corpus.ROOT / "claude" / version / f"{setup}_slow-working.json"
+        _, grid = corpus.screen(path)
         hidden = "esc to interrupt" not in grid.row_text(grid.rows - 1)
         assert hidden == (setup == "vim" or version in ("2.1.263", "2.1.266", "2.1.267"))
         spinner = next(y for y in range(grid.rows) if re.match(r"[·✢*✶✻✽✳] \w", grid.row_text(y)))
@@ -655,7 +651,7 @@ AUTO_MODE_ROW = "Yes, and switch to auto mode · auto mode handles these prompts
 
 def test_the_auto_mode_row_is_persistent_and_resting_on_it_is_blocked() -> None:
     """`approve_once` is the `Yes` row; `switch to auto mode` is never offered nor rested on."""
-    paths = sorted(ROOT.glob("claude/*/**/claude_bash_variable-permission.json"))
+    paths = sorted(corpus.ROOT.glob("claude/*/**/claude_bash_variable-permission.json"))
     assert len(paths) == 2 * len(PROFILES)
     for path in paths:
         _, grid, observation, _ = proven(path)
@@ -671,8 +667,8 @@ def test_the_auto_mode_row_is_persistent_and_resting_on_it_is_blocked() -> None:
 
 
 def test_a_model_without_auto_mode_draws_no_tip_and_no_auto_mode_row() -> None:
-    for path in sorted(ROOT.glob("claude/*/**/claude_bash_no_auto-permission.json")):
-        label, grid = load(path)
+    for path in sorted(corpus.ROOT.glob("claude/*/**/claude_bash_no_auto-permission.json")):
+        label, grid = corpus.screen(path)
         _, _, observation, _ = proven(path)
         assert observation.prompt is not None
         (question,) = observation.prompt.questions
@@ -689,8 +685,8 @@ def test_a_model_without_auto_mode_draws_no_tip_and_no_auto_mode_row() -> None:
 def test_the_parser_reason_between_blank_rows_is_an_advisory(version: str) -> None:
     """2.1.263-2.1.267 print `Contains simple_expansion`; only the binary's own reasons read."""
     for size in ("", "80x24/"):
-        path = ROOT / f"claude/{version}/{size}claude_bash_variable-permission.json"
-        label, grid = load(path)
+        path = corpus.ROOT / f"claude/{version}/{size}claude_bash_variable-permission.json"
+        label, grid = corpus.screen(path)
         _, _, observation, _ = proven(path)
         assert observation.prompt is not None
         assert observation.prompt.questions[0].detail == (
@@ -705,10 +701,10 @@ def test_the_parser_reason_between_blank_rows_is_an_advisory(version: str) -> No
 
 def test_an_ask_rule_is_named_as_an_advisory_with_its_hint() -> None:
     """A user's `permissions.ask` rule: the rule's row and the muted hint, each read whole."""
-    paths = sorted(ROOT.glob("claude/*/**/claude_bash_ask_rule-permission.json"))
+    paths = sorted(corpus.ROOT.glob("claude/*/**/claude_bash_ask_rule-permission.json"))
     assert len(paths) == 2 * len(PROFILES)
     for path in paths:
-        label, grid = load(path)
+        label, grid = corpus.screen(path)
         _, _, observation, _ = proven(path)
         assert observation.prompt is not None
         (question,) = observation.prompt.questions

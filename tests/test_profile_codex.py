@@ -1,16 +1,14 @@
 """The Codex profiles on the captured corpus, and what must never be actionable.
 
-Imports `akk.profiles.codex` directly (not the registry) so these tests stand on
-the Codex family alone. Property tests mutate real fixture screens: one cell
-inside the prompt region, scrollback above it, whole rows dropped, inserted or
-renumbered, and screens read under the wrong profile.
+The profiles under test are `akk.profiles.codex`'s own rows, not the registry's;
+the screens come through tests/corpus.py. Property tests mutate real fixture
+screens: one cell inside the prompt region, scrollback above it, whole rows
+dropped, inserted or renumbered, and screens read under the wrong profile.
 """
 
 from __future__ import annotations
 
-import json
 import re
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -23,14 +21,16 @@ from akk.profiles.codex import PROFILES, CodexProfile
 from akk.profiles.composer import TypingMethod
 from akk.profiles.observation import Observation, OptionRole, State, StepKind
 from akk.screen import Cell, Grid, fingerprint, render
+from tests import corpus
 
-ROOT = Path(__file__).resolve().parent.parent / "fixtures"
 SIZE_FOLDER = re.compile(r"\d+x\d+")
 """A size folder (`80x24`, `100x30`, `132x43`, `200x50`): every size besides 120x40."""
-CODEX_LABELS = sorted(ROOT.glob("codex/*/*.json")) + sorted(
-    path for path in ROOT.glob("codex/*/*/*.json") if SIZE_FOLDER.fullmatch(path.parent.name)
+CODEX_LABELS = sorted(corpus.ROOT.glob("codex/*/*.json")) + sorted(
+    path for path in corpus.ROOT.glob("codex/*/*/*.json") if SIZE_FOLDER.fullmatch(path.parent.name)
 )
-OTHER_LABELS = sorted(ROOT.glob("claude/*/*.json")) + sorted(ROOT.glob("claude/*/80x24/*.json"))
+OTHER_LABELS = sorted(corpus.ROOT.glob("claude/*/*.json")) + sorted(
+    corpus.ROOT.glob("claude/*/80x24/*.json")
+)
 BY_VERSION = {profile.version: profile for profile in PROFILES}
 IDENTITY = "pane %1 / pid 4242 / started 2024-01-01T00:00:00Z"
 PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -40,17 +40,19 @@ PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[Healt
 class Fixture:
     """A captured screen with its label and the profile of its exact version."""
 
-    name: str
+    path: Path
     label: dict[str, object]
     grid: Grid
     profile: CodexProfile | None
 
+    @property
+    def name(self) -> str:
+        return corpus.name(self.path)
 
-@cache
+
 def _load(path: Path) -> Fixture:
-    label = json.loads(path.read_text())
-    grid = render(path.with_suffix(".ansi").read_text(), label["cols"], label["rows"])
-    return Fixture(str(path.relative_to(ROOT)), label, grid, BY_VERSION.get(str(label["version"])))
+    label, grid = corpus.screen(path)
+    return Fixture(path, label, grid, BY_VERSION.get(str(label["version"])))
 
 
 def _prompts() -> list[Fixture]:
@@ -70,7 +72,9 @@ def _answerable(expected: dict[str, Any]) -> bool:
 
 def _observe(fixture: Fixture, grid: Grid | None = None) -> Observation:
     assert fixture.profile is not None, f"{fixture.name}: no Codex profile for its version"
-    return fixture.profile.classify(fixture.grid if grid is None else grid)
+    if grid is None:
+        return corpus.observed(fixture.path)[1]
+    return fixture.profile.classify(grid)
 
 
 def _with_rows(grid: Grid, rows: list[tuple[Cell, ...]]) -> Grid:
@@ -101,7 +105,7 @@ def test_the_codex_corpus_is_there() -> None:
     assert kinds == {"permission", "questionnaire", "confirmation", "async_question"}
 
 
-@pytest.mark.parametrize("path", CODEX_LABELS, ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize("path", CODEX_LABELS, ids=corpus.name)
 def test_each_fixture_gets_its_state_with_a_proven_region(path: Path) -> None:
     fixture = _load(path)
     expected = fixture.label["expected"]
@@ -405,8 +409,7 @@ def test_a_prompt_under_an_incompatible_codex_version_is_never_actionable(
 def test_other_family_screens_are_never_actionable_under_codex() -> None:
     assert OTHER_LABELS, "the Claude corpus is needed to test cross-family classification"
     for path in OTHER_LABELS:
-        label = json.loads(path.read_text())
-        grid = render(path.with_suffix(".ansi").read_text(), label["cols"], label["rows"])
+        _, grid = corpus.screen(path)
         for profile in PROFILES:
             observation = profile.classify(grid)
             assert not observation.actionable, (path, profile.id)
@@ -422,7 +425,7 @@ PLAN_MODE = "Plan mode (shift+tab to cycle)"
 
 
 def _plan_mode(version: str, step: str, size: str = "") -> Fixture:
-    return _load(ROOT / "codex" / version / size / f"codex_plan_mode-{step}.json")
+    return _load(corpus.ROOT / "codex" / version / size / f"codex_plan_mode-{step}.json")
 
 
 def _with_last_row(grid: Grid, row: tuple[Cell, ...]) -> Grid:
@@ -497,7 +500,7 @@ def test_the_mode_indicator_row_of_0_169_0_is_read_exactly() -> None:
 
 SIZED = sorted(
     path
-    for path in ROOT.glob("codex/*/*/*.json")
+    for path in corpus.ROOT.glob("codex/*/*/*.json")
     if SIZE_FOLDER.fullmatch(path.parent.name) and path.parent.name != "80x24"
 )
 """Screens at the sizes beyond the two `tests/test_fixtures.py` reads (100x30, 132x43, 200x50)."""
@@ -508,7 +511,7 @@ def test_every_version_has_the_variant_sizes_and_footers() -> None:
     from akk.qualify.plans.corpus import PLANS
 
     for version in BY_VERSION:
-        base = ROOT / "codex" / version
+        base = corpus.ROOT / "codex" / version
         present = {
             p.relative_to(base).with_suffix("")
             for p in (*CODEX_LABELS, *SIZED)
@@ -523,7 +526,7 @@ def test_every_version_has_the_variant_sizes_and_footers() -> None:
                     assert folder / stem in present, (version, cols, rows, stem)
 
 
-@pytest.mark.parametrize("path", SIZED, ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize("path", SIZED, ids=corpus.name)
 def test_a_screen_at_another_size_classifies_to_its_label(path: Path) -> None:
     from tests.test_fixtures import test_fixture_classifies_to_its_label
 
@@ -531,7 +534,7 @@ def test_a_screen_at_another_size_classifies_to_its_label(path: Path) -> None:
 
 
 def _variant(version: str, name: str, size: str = "") -> Fixture:
-    return _load(ROOT / "codex" / version / size / f"{name}.json")
+    return _load(corpus.ROOT / "codex" / version / size / f"{name}.json")
 
 
 @pytest.mark.parametrize("size", ["", "80x24", "100x30", "132x43", "200x50"])

@@ -31,9 +31,9 @@ from akk.qualify.client import Binary
 from akk.qualify.qualification import Judgement, Probe, QualifyError
 from akk.qualify.scenarios import ECHO_TASK
 from akk.store.location import StateDir
+from tests import corpus
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-EVIDENCE = FIXTURES / "evidence"
+EVIDENCE = corpus.ROOT / "evidence"
 
 
 def stand_in(tmp_path: Path, line: str, name: str = "claude") -> Path:
@@ -209,10 +209,10 @@ class ScriptedPane:
 
 def _finished_echo() -> tuple[str, str, dict[str, object]]:
     """0.169.0's finished echo screen, the same screen before its ``Worked for`` row, the label."""
-    stem = FIXTURES / "codex" / "0.169.0" / "echo-finished"
+    stem = corpus.ROOT / "codex" / "0.169.0" / "echo-finished"
     finished = stem.with_suffix(".ansi").read_text()
     half = "\n".join("\x1b[2m" if "Worked for" in row else row for row in finished.split("\n"))
-    expected = json.loads(stem.with_suffix(".json").read_text())["expected"]
+    expected = corpus.label(stem.with_suffix(".json"))["expected"]
     return finished, half, expected
 
 

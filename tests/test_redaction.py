@@ -43,13 +43,13 @@ from akk.protocol.redaction import (
 from akk.screen.fingerprint import Appearance, IdMinter, fingerprint
 from akk.screen.region import Region
 from akk.screen.render import render
+from tests import corpus
 
-ROOT = Path(__file__).resolve().parent.parent / "fixtures"
 LABELS = [
     path
     for family in ("claude", "codex")
-    for path in sorted((ROOT / family).glob("*/*.json"))
-    + sorted((ROOT / family).glob("*/*/*.json"))
+    for path in sorted((corpus.ROOT / family).glob("*/*.json"))
+    + sorted((corpus.ROOT / family).glob("*/*/*.json"))
 ]
 IDS = IdMinter(bytes(range(32)))
 
@@ -347,7 +347,7 @@ def test_a_redacted_screen_keeps_one_row_per_row() -> None:
 
 def substituted(label_path: Path, command: str) -> tuple[dict[str, Any], str]:
     """The captured screen with `command` in place of the one the lab ran."""
-    label = json.loads(label_path.read_text())
+    label = corpus.label(label_path)
     capture = label_path.with_suffix(".ansi").read_text()
     assert capture.count(label["expected"]["command"]) == 2  # the transcript and the prompt
     assert len(command) <= 70  # still one row at 80 columns
@@ -373,7 +373,7 @@ def classified(label: dict[str, Any], capture: str) -> tuple[Observation, bytes,
 
 
 @pytest.mark.parametrize(("command", "secret"), SECRET_COMMANDS, ids=["env", "url", "github"])
-@pytest.mark.parametrize("label_path", BASH_SCREENS, ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize("label_path", BASH_SCREENS, ids=corpus.name)
 def test_a_secret_in_a_real_bash_permission_never_leaves(
     label_path: Path, command: str, secret: str
 ) -> None:
@@ -393,7 +393,7 @@ def test_a_secret_in_a_real_bash_permission_never_leaves(
     assert any(command.split(secret)[0].strip() in line for line in shown)
 
 
-@pytest.mark.parametrize("label_path", BASH_SCREENS, ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize("label_path", BASH_SCREENS, ids=corpus.name)
 def test_ids_are_minted_from_the_unredacted_screen(label_path: Path) -> None:
     (first, secret), _, _ = SECRET_COMMANDS
     other = first.replace(secret, secret[:13] + secret[:12:-1])  # the same prefix, another key
@@ -411,15 +411,10 @@ def test_ids_are_minted_from_the_unredacted_screen(label_path: Path) -> None:
 # -- screens that ask for a secret
 
 
-def fixture_lines(label_path: Path) -> tuple[dict[str, Any], tuple[str, ...]]:
-    label = json.loads(label_path.read_text())
-    grid = render(label_path.with_suffix(".ansi").read_text(), label["cols"], label["rows"])
-    return label, grid.lines()
-
-
-@pytest.mark.parametrize("label_path", LABELS, ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize("label_path", LABELS, ids=corpus.name)
 def test_ordinary_fixture_screens_pass_untouched(label_path: Path) -> None:
-    label, lines = fixture_lines(label_path)
+    label, grid = corpus.screen(label_path)
+    lines = grid.lines()
     if label["expected"].get("blocker") == "api_key":
         # Claude's API-key screen shows part of the key and asks to use it.
         assert asks_for_secret(lines)
@@ -432,7 +427,7 @@ def test_ordinary_fixture_screens_pass_untouched(label_path: Path) -> None:
 
 
 def test_the_corpus_has_an_api_key_screen() -> None:
-    assert any(json.loads(p.read_text())["expected"].get("blocker") == "api_key" for p in LABELS)
+    assert any(corpus.label(p)["expected"].get("blocker") == "api_key" for p in LABELS)
 
 
 def screen(*bottom: str, rows: int = 24) -> list[str]:

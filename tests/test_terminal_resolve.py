@@ -9,7 +9,6 @@ the projection it would have seen, never from indexes or keys.
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -22,20 +21,14 @@ from hypothesis import strategies as st
 
 from akk.backends.terminal.resolve import PLAN_REFUSALS, Answer, decision, resolve
 from akk.profiles.keyplan import Intent, KeyPlanError, PlanRefusal, expand_checked
-from akk.profiles.observation import InteractionKind, Observation, OptionRole, StepKind
-from akk.profiles.registry import PROFILES, Profile
+from akk.profiles.observation import InteractionKind, OptionRole, StepKind
 from akk.protocol.errors import Reason, RpcError
 from akk.protocol.projection import Shown, project
 from akk.protocol.schema import ANSWER, ID_PATTERN
-from akk.screen import Grid, fingerprint, render
+from akk.screen import fingerprint
 from akk.screen.fingerprint import Appearance, IdMinter
+from tests import corpus
 
-ROOT = Path(__file__).resolve().parent.parent / "fixtures"
-LABELS = sorted(
-    label
-    for agent in ("claude", "codex")
-    for label in (*(ROOT / agent).glob("*/*.json"), *(ROOT / agent).glob("*/80x24/*.json"))
-)
 TERMINAL = "pane %1 pid 4242 started 1700000000"
 IDS = IdMinter(b"test_answers: a server-held secret of 32+ bytes")
 FIRST = 1_700_000_000_000_000_000  # an appearance number: the TerminalActor's clock in ns
@@ -43,22 +36,11 @@ TEXT = "Teal, please"
 PROTOCOL_MODES = ("steer_current_turn", "queue_next_turn")
 
 
-def _name(path: Path) -> str:
-    return str(path.relative_to(ROOT))
-
-
-@functools.cache
-def _observe(path: Path) -> tuple[dict[str, Any], Profile, Grid, Observation]:
-    label = json.loads(path.read_text())
-    grid = render(path.with_suffix(".ansi").read_text(), label["cols"], label["rows"])
-    profile = PROFILES[(label["agent"], label["version"])]
-    return label, profile, grid, profile.classify(grid)
-
-
 @functools.cache
 def shown(path: Path, number: int = FIRST) -> Shown:
     """The fixture's prompt as appearance ``number``, and the projection `status` returns."""
-    label, profile, grid, observation = _observe(path)
+    label, grid = corpus.screen(path)
+    profile, observation = corpus.observed(path)
     prompt = observation.prompt
     assert observation.actionable and prompt is not None, observation.reason
     seen = Appearance(
@@ -69,11 +51,7 @@ def shown(path: Path, number: int = FIRST) -> Shown:
     return Shown(seen, prompt, projection)
 
 
-def _actionable(path: Path) -> bool:
-    return _observe(path)[3].actionable
-
-
-ACTIONABLE = [path for path in LABELS if _actionable(path)]
+ACTIONABLE = [path for path in corpus.MAIN if corpus.observed(path)[1].actionable]
 
 
 def _where(test: Callable[[Shown], bool]) -> list[Path]:
@@ -229,7 +207,7 @@ def labelled(s: Shown, role: OptionRole) -> str:
 # ---------------------------------------------------------------- answers that resolve
 
 
-@pytest.mark.parametrize("path", SINGLE, ids=_name)
+@pytest.mark.parametrize("path", SINGLE, ids=corpus.name)
 def test_single_select_chooses_the_row_of_the_option(path: Path) -> None:
     s = shown(path)
     assert choices(s)
@@ -239,7 +217,7 @@ def test_single_select_chooses_the_row_of_the_option(path: Path) -> None:
         assert resolved.kind == "answer"
 
 
-@pytest.mark.parametrize("path", MULTI, ids=_name)
+@pytest.mark.parametrize("path", MULTI, ids=corpus.name)
 def test_multi_select_chooses_every_selected_row_in_the_order_sent(path: Path) -> None:
     s = shown(path)
     labels = choices(s)
@@ -251,7 +229,7 @@ def test_multi_select_chooses_every_selected_row_in_the_order_sent(path: Path) -
     assert answer(s, [choose(s, *labels)]).chosen == tuple(row(s, label) for label in labels)
 
 
-@pytest.mark.parametrize("path", EDITOR, ids=_name)
+@pytest.mark.parametrize("path", EDITOR, ids=corpus.name)
 def test_free_text_where_the_step_opens_an_editor(path: Path) -> None:
     s = shown(path)
     resolved = answer(s, [typed(s)])
@@ -260,7 +238,7 @@ def test_free_text_where_the_step_opens_an_editor(path: Path) -> None:
     assert TEXT not in repr(resolved)  # the controller's text never reaches a log line
 
 
-@pytest.mark.parametrize("path", REVIEW, ids=_name)
+@pytest.mark.parametrize("path", REVIEW, ids=corpus.name)
 def test_review_submits_and_leaves_cancel_to_a_person(path: Path) -> None:
     s = shown(path)
     submit, cancel = labelled(s, OptionRole.SUBMIT), labelled(s, OptionRole.CANCEL)
@@ -268,7 +246,7 @@ def test_review_submits_and_leaves_cancel_to_a_person(path: Path) -> None:
     assert refused(s, [choose(s, cancel)]).reason is Reason.MANUAL_REQUIRED
 
 
-@pytest.mark.parametrize("path", CONFIRM, ids=_name)
+@pytest.mark.parametrize("path", CONFIRM, ids=corpus.name)
 def test_codex_confirmation_proceeds_or_goes_back(path: Path) -> None:
     s = shown(path)
     assert s.projection["agent"] == "codex"
@@ -277,7 +255,7 @@ def test_codex_confirmation_proceeds_or_goes_back(path: Path) -> None:
     assert answer(s, [choose(s, back)]) == Answer(Intent.GO_BACK)
 
 
-@pytest.mark.parametrize("path", PERMISSION, ids=_name)
+@pytest.mark.parametrize("path", PERMISSION, ids=corpus.name)
 def test_a_permission_takes_a_decision_never_answers(path: Path) -> None:
     s = shown(path)
     approve_once, reject = decision(s.prompt, "approve_once"), decision(s.prompt, "reject")
@@ -295,7 +273,7 @@ def test_a_permission_takes_a_decision_never_answers(path: Path) -> None:
     assert refused(s, [typed(s)]).reason is Reason.INVALID_PARAMS
 
 
-@pytest.mark.parametrize("path", ANSWERABLE, ids=_name)
+@pytest.mark.parametrize("path", ANSWERABLE, ids=corpus.name)
 def test_a_decision_on_anything_but_a_permission_is_invalid(path: Path) -> None:
     s = shown(path)
     for value in ("approve_once", "reject"):
@@ -305,7 +283,7 @@ def test_a_decision_on_anything_but_a_permission_is_invalid(path: Path) -> None:
         assert "respond_interaction" in raised.value.message
 
 
-@pytest.mark.parametrize("path", ASYNC, ids=_name)
+@pytest.mark.parametrize("path", ASYNC, ids=corpus.name)
 def test_an_async_question_takes_the_delivery_modes_it_offers(path: Path) -> None:
     s = shown(path)
     offered = s.projection["delivery_modes"]
@@ -320,7 +298,7 @@ def test_an_async_question_takes_the_delivery_modes_it_offers(path: Path) -> Non
         assert error.reason is Reason.INVALID_PARAMS and mode in error.message
 
 
-@pytest.mark.parametrize("path", QUEUED, ids=_name)
+@pytest.mark.parametrize("path", QUEUED, ids=corpus.name)
 def test_a_queued_async_question_is_opened_by_an_empty_answer(path: Path) -> None:
     """Its question shows only in its picker: `answers: []` opens it, nothing else answers it."""
     s = shown(path)
@@ -336,7 +314,7 @@ def test_a_queued_async_question_is_opened_by_an_empty_answer(path: Path) -> Non
     assert raised.value.reason is Reason.INVALID_PARAMS
 
 
-@pytest.mark.parametrize("path", BLOCKING, ids=_name)
+@pytest.mark.parametrize("path", BLOCKING, ids=corpus.name)
 def test_a_blocking_prompt_refuses_a_delivery_mode(path: Path) -> None:
     s = shown(path)
     sent = good(s)
@@ -350,7 +328,7 @@ def test_a_blocking_prompt_refuses_a_delivery_mode(path: Path) -> None:
 # ---------------------------------------------------------------- ids that are refused
 
 
-@pytest.mark.parametrize("path", ANSWERABLE, ids=_name)
+@pytest.mark.parametrize("path", ANSWERABLE, ids=corpus.name)
 def test_a_wrong_or_forged_question_id_is_invalid(path: Path) -> None:
     s = shown(path)
     sent = good(s)
@@ -372,7 +350,7 @@ def test_a_wrong_or_forged_question_id_is_invalid(path: Path) -> None:
     assert refused(s, []).reason is Reason.INVALID_PARAMS
 
 
-@pytest.mark.parametrize("path", SELECTING, ids=_name)
+@pytest.mark.parametrize("path", SELECTING, ids=corpus.name)
 def test_a_forged_option_id_is_invalid(path: Path) -> None:
     s = shown(path)
     sent = good(s)
@@ -396,7 +374,7 @@ def test_a_forged_option_id_is_invalid(path: Path) -> None:
         assert refused(s, [mixed]).reason is Reason.INVALID_PARAMS
 
 
-@pytest.mark.parametrize("path", ANSWERABLE, ids=_name)
+@pytest.mark.parametrize("path", ANSWERABLE, ids=corpus.name)
 def test_ids_of_another_appearance_of_the_same_prompt_are_refused(path: Path) -> None:
     before, now = shown(path, FIRST), shown(path, FIRST + 1)
     assert before.seen.fingerprint == now.seen.fingerprint
@@ -437,7 +415,7 @@ HIDDEN_SUBMIT = [(p, i) for p, i in _hidden_rows() if _moves_the_widget_on(p, i)
 
 def _hidden_id(case: tuple[Path, int]) -> str:
     path, index = case
-    return f"{_name(path)}-{shown(path).prompt.questions[0].options[index].role}"
+    return f"{corpus.name(path)}-{shown(path).prompt.questions[0].options[index].role}"
 
 
 @pytest.mark.parametrize("case", HIDDEN, ids=_hidden_id)
@@ -471,7 +449,7 @@ def test_every_permission_without_a_persistent_row_is_an_ask_rule_prompt() -> No
     assert without and all("claude_bash_ask_rule" in p.name for p in without), without
 
 
-@pytest.mark.parametrize("path", PERSISTENT, ids=_name)
+@pytest.mark.parametrize("path", PERSISTENT, ids=corpus.name)
 def test_a_persistent_approval_row_is_never_chosen(path: Path) -> None:
     """Even on a prompt that takes answers, the persistent row's id resolves to nothing."""
     s = shown(path)
@@ -500,7 +478,7 @@ def test_a_persistent_approval_row_is_never_chosen(path: Path) -> None:
 # ---------------------------------------------------------------- answers of the wrong kind
 
 
-@pytest.mark.parametrize("path", SINGLE + MULTI, ids=_name)
+@pytest.mark.parametrize("path", SINGLE + MULTI, ids=corpus.name)
 def test_a_choice_with_another_response_kind_is_invalid(path: Path) -> None:
     s = shown(path)
     label = choices(s)[0]
@@ -513,14 +491,14 @@ def test_a_choice_with_another_response_kind_is_invalid(path: Path) -> None:
         )
 
 
-@pytest.mark.parametrize("path", NO_EDITOR, ids=_name)
+@pytest.mark.parametrize("path", NO_EDITOR, ids=corpus.name)
 def test_free_text_where_no_editor_opens_is_invalid(path: Path) -> None:
     s = shown(path)
     error = refused(s, [typed(s)])
     assert error.reason is Reason.INVALID_PARAMS and "selected_option_ids" in error.message
 
 
-@pytest.mark.parametrize("path", NONE_OF_THE_ABOVE, ids=_name)
+@pytest.mark.parametrize("path", NONE_OF_THE_ABOVE, ids=corpus.name)
 def test_none_of_the_above_by_id_asks_for_the_text(path: Path) -> None:
     s = shown(path)
     none = labelled(s, OptionRole.NONE_OF_THE_ABOVE)
@@ -549,7 +527,7 @@ def test_a_codex_option_numbered_ten_is_refused_with_a_reason() -> None:
     tenth = Shown(s.seen, long, projection)
     resolved = answer(tenth, [choose(tenth, "o10")])
     assert resolved == Answer(Intent.CHOOSE, (9,))
-    _, profile, _, _ = _observe(path)
+    profile, _ = corpus.observed(path)
     plan = profile.key_plans.plan_for(long.kind, long.step, resolved.intent)
     with pytest.raises(KeyPlanError) as raised:
         expand_checked(plan, rows, chosen=resolved.chosen)
@@ -558,13 +536,13 @@ def test_a_codex_option_numbered_ten_is_refused_with_a_reason() -> None:
 
 
 def _expand(path: Path, resolved: Answer) -> None:
-    _, profile, _, _ = _observe(path)
+    profile, _ = corpus.observed(path)
     s = shown(path)
     plan = profile.key_plans.plan_for(s.prompt.kind, s.prompt.step, resolved.intent)
     expand_checked(plan, s.prompt.questions[0].options, chosen=resolved.chosen, text=resolved.text)
 
 
-@pytest.mark.parametrize("path", SINGLE, ids=_name)
+@pytest.mark.parametrize("path", SINGLE, ids=corpus.name)
 def test_a_resolved_answer_the_plan_refuses_is_the_controllers_mistake(path: Path) -> None:
     """What resolve leaves to the plan (how many rows, which text) maps to invalid_params."""
     s = shown(path)
@@ -595,7 +573,7 @@ def test_a_resolved_answer_the_plan_refuses_is_the_controllers_mistake(path: Pat
         assert PLAN_REFUSALS[raised.value.reason] is Reason.INVALID_PARAMS
 
 
-@pytest.mark.parametrize("path", ASYNC, ids=_name)
+@pytest.mark.parametrize("path", ASYNC, ids=corpus.name)
 def test_text_for_an_async_question_resolves_and_its_missing_plan_needs_a_person(
     path: Path,
 ) -> None:

@@ -21,7 +21,6 @@ several rows (Claude's ``claude_bash_expansion`` and ``claude_bash_long`` under 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -37,11 +36,11 @@ from akk.profiles.permission import PENDING_CALL_MISMATCH, bind_pending
 from akk.profiles.registry import PROFILES, Profile
 from akk.protocol.projection import project
 from akk.qualify.scenarios import SCENARIOS, Bash, ExecCommand
-from akk.screen import BLANK, Grid, IdMinter, fingerprint, render
+from akk.screen import BLANK, Grid, IdMinter, fingerprint
 from akk.screen.fingerprint import Appearance
+from tests import corpus
 from tests.test_fingerprint import _FIELDS, SECRET, TERMINAL, _changed_cell_in_row
 
-ROOT = Path(__file__).resolve().parent.parent / "fixtures"
 # The plans drawn to wrap or warn; any other permission screen whose command wraps
 # or shows an advisory is picked up from the screens themselves.
 PLANS = (
@@ -142,13 +141,12 @@ def _scenario_command(scenario: str, labelled: str) -> str:
 
 
 def _load(label_path: Path) -> Case | None:
-    label = json.loads(label_path.read_text())
+    label = corpus.label(label_path)
     expected = label["expected"]
     if expected["kind"] != "permission" or expected["manual_only"]:
         return None
-    grid = render(label_path.with_suffix(".ansi").read_text(), label["cols"], label["rows"])
-    profile = PROFILES[(label["agent"], label["version"])]
-    observation = profile.classify(grid)
+    _, grid = corpus.screen(label_path)
+    profile, observation = corpus.observed(label_path)
     command_rows: tuple[int, ...] = ()
     advisory_rows: tuple[int, ...] = ()
     if observation.actionable and observation.prompt is not None:
@@ -161,7 +159,7 @@ def _load(label_path: Path) -> Case | None:
     if label["plan"] not in PLANS and len(command_rows) < 2 and not advisory_rows:
         return None
     return Case(
-        name=str(label_path.relative_to(ROOT)),
+        name=corpus.name(label_path),
         profile=profile,
         grid=grid,
         command=_scenario_command(label["scenario"], expected["command"]),
@@ -174,7 +172,7 @@ def _load(label_path: Path) -> Case | None:
 CASES = [
     case
     for agent in ("claude", "codex")
-    for label_path in sorted((ROOT / agent).glob("*/**/*.json"))
+    for label_path in sorted((corpus.ROOT / agent).glob("*/**/*.json"))
     if (case := _load(label_path)) is not None
 ]
 WRAPPED = [case for case in CASES if len(case.command_rows) >= 2]

@@ -20,7 +20,6 @@ Arabic and Hebrew):
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -33,11 +32,12 @@ from hypothesis import strategies as st
 from akk.profiles import claude
 from akk.profiles.observation import InteractionKind, Observation, OptionRole
 from akk.qualify.scenarios import SCENARIOS, AskUserQuestion
-from akk.screen import Cell, Grid, IdMinter, fingerprint, render
+from akk.screen import Cell, Grid, IdMinter, fingerprint
 from akk.screen.fingerprint import Appearance
+from tests import corpus
 from tests.test_fingerprint import _FIELDS, SECRET, TERMINAL, _changed_cell_in_row
 
-ROOT = Path(__file__).resolve().parent.parent / "fixtures" / "claude"
+CLAUDE = corpus.ROOT / "claude"  # the cases are named by their path under it
 PLANS = ("questionnaire_wrapped", "questionnaire_tall", "questionnaire_unicode")
 PROFILES = {profile.version: profile for profile in claude.PROFILES}
 IDS = IdMinter(SECRET)
@@ -84,23 +84,18 @@ def _question_rows(grid: Grid, observation: Observation) -> tuple[int, ...]:
     return tuple(range(first, end))
 
 
-def _load(label_path: Path) -> tuple[dict[str, Any], Grid]:
-    label = json.loads(label_path.read_text())
-    grid = render(label_path.with_suffix(".ansi").read_text(), label["cols"], label["rows"])
-    return label, grid
-
-
 def _cases() -> list[Case]:
     cases = []
-    for label_path in sorted(ROOT.glob("*/**/questionnaire_*.json")):
-        label, grid = _load(label_path)
+    for label_path in sorted(CLAUDE.glob("*/**/questionnaire_*.json")):
+        label = corpus.label(label_path)
         if not label["plan"].startswith(PLANS) or label["expected"]["kind"] != "questionnaire":
             continue
+        _, grid = corpus.screen(label_path)
+        _, observation = corpus.observed(label_path)
         profile = PROFILES[label["version"]]
-        observation = profile.classify(grid)
         cases.append(
             Case(
-                name=str(label_path.relative_to(ROOT)),
+                name=str(label_path.relative_to(CLAUDE)),
                 plan=label["plan"],
                 size=(label["cols"], label["rows"]),
                 profile=profile,
@@ -269,7 +264,7 @@ def test_a_cjk_label_cut_at_the_edge_is_refused(case: Case) -> None:
 UNREADABLE = sorted(
     path
     for plan in ("questionnaire_selector", "questionnaire_invisible")
-    for path in ROOT.glob(f"*/**/{plan}-q1.json")
+    for path in CLAUDE.glob(f"*/**/{plan}-q1.json")
 )
 
 
@@ -277,10 +272,10 @@ def test_every_version_and_size_has_the_unreadable_questions() -> None:
     assert len(UNREADABLE) == 2 * len(SIZES) * len(PROFILES)
 
 
-@pytest.mark.parametrize("label_path", UNREADABLE, ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize("label_path", UNREADABLE, ids=lambda p: str(p.relative_to(CLAUDE)))
 def test_a_question_the_screen_does_not_show_as_sent_is_refused(label_path: Path) -> None:
-    label, grid = _load(label_path)
-    observation = PROFILES[label["version"]].classify(grid)
+    label, grid = corpus.screen(label_path)
+    _, observation = corpus.observed(label_path)
     assert not observation.actionable
     assert observation.reason is not None and "cannot be read back" in observation.reason
     # The labels show without their selectors, a format character as U+FFFD.

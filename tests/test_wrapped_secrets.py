@@ -33,9 +33,9 @@ from akk.screen.fingerprint import Appearance, IdMinter
 from akk.screen.render import render
 from akk.store import interactions, turns
 from akk.store.database import open_store
+from tests import corpus
 from tests.test_redaction import SHAPES, Shape, leaks
 
-ROOT = Path(__file__).resolve().parent.parent / "fixtures"
 IDS = IdMinter(bytes(range(32)))
 # Real keys run longer than most rows: an Anthropic key has 108 characters.
 _BODY = "Xq7Lm2Pz9Rt4Vb8Nc1Zd6Fh3Jk5Wy0Qa2Ub7Ie4Os9Gx1Tv6" * 4
@@ -105,9 +105,7 @@ def drawn(text: str, cols: int, drawing: str, *, fill: bool) -> list[str]:
 @functools.cache
 def background(cols: int) -> tuple[list[str], list[str]]:
     """A captured idle Claude screen's top rows and its composer, cut or padded to `cols`."""
-    label_path = ROOT / "claude" / "2.1.332" / "echo-finished.json"
-    label = json.loads(label_path.read_text())
-    grid = render(label_path.with_suffix(".ansi").read_text(), label["cols"], label["rows"])
+    _, grid = corpus.screen(corpus.ROOT / "claude" / "2.1.332" / "echo-finished.json")
     rows = [line[:cols].ljust(cols) for line in grid.lines() if line.strip()]
     return rows[:5], rows[-4:]
 
@@ -164,7 +162,7 @@ _SGR = re.compile(r"\x1b\[[0-9;]*m")
 BASH_LONG = sorted(
     p
     for version in ("2.1.263", "2.1.332")
-    for p in (ROOT / "claude" / version).glob("**/claude_bash_long-permission.json")
+    for p in (corpus.ROOT / "claude" / version).glob("**/claude_bash_long-permission.json")
 )
 
 
@@ -175,7 +173,7 @@ def spliced(label_path: Path, command: str, margin: int, *, fill: bool) -> tuple
     history rows (when the capture still shows them) as Claude cuts them: three
     rows and an ellipsis.
     """
-    label = json.loads(label_path.read_text())
+    label = corpus.label(label_path)
     cols = label["cols"]
     lines = label_path.with_suffix(".ansi").read_text().split("\n")
     gutter = [y for y, line in enumerate(lines) if _GUTTER in line]
