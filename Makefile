@@ -24,6 +24,6 @@ check: bootstrap
 test: check lab-clients
 	.venv/bin/pytest -n 2 --maxschedchunk 1 tests
 
-# The inner loop: the checks and every test outside tests/lab (about 3 minutes on 2 cores).
+# The inner loop: the checks and every test outside tests/lab (4-7 minutes on 2 cores; docs/lab.md).
 test-fast: check
 	.venv/bin/pytest -n 2 tests --ignore=tests/lab
