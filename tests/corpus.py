@@ -37,6 +37,11 @@ def labels(*folders: str) -> list[Path]:
     )
 
 
+def every(agent: str) -> list[Path]:
+    """All of ``agent``'s labels: each version's own, sorted, then those in its folders."""
+    return sorted((ROOT / agent).glob("*/*.json")) + sorted((ROOT / agent).glob("*/*/*.json"))
+
+
 MAIN = labels("", "80x24")
 """The main corpus: every pinned version's screens at 120x40 and at 80x24."""
 

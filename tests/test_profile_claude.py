@@ -23,12 +23,8 @@ from tests import corpus
 
 PROFILES = {profile.version: profile for profile in claude.PROFILES}
 TERMINAL = "pane %1 pid 4242 started 1700000000"
-CLAUDE_LABELS = sorted(corpus.ROOT.glob("claude/*/*.json")) + sorted(
-    corpus.ROOT.glob("claude/*/*/*.json")
-)
-CODEX_LABELS = sorted(corpus.ROOT.glob("codex/*/*.json")) + sorted(
-    corpus.ROOT.glob("codex/*/*/*.json")
-)
+CLAUDE_LABELS = corpus.every("claude")
+CODEX_LABELS = corpus.every("codex")
 
 
 def _actionable(label_path: Path) -> bool:

@@ -45,12 +45,7 @@ from akk.screen.region import Region
 from akk.screen.render import render
 from tests import corpus
 
-LABELS = [
-    path
-    for family in ("claude", "codex")
-    for path in sorted((corpus.ROOT / family).glob("*/*.json"))
-    + sorted((corpus.ROOT / family).glob("*/*/*.json"))
-]
+LABELS = [*corpus.every("claude"), *corpus.every("codex")]
 IDS = IdMinter(bytes(range(32)))
 
 
