@@ -290,34 +290,39 @@ def _pem_spans(text: str) -> Iterator[_Span]:
             yield block.start("body") + row.start(), block.start("body") + row.end()
 
 
+_Reads = dict[tuple[int, int, tuple[str, ...], Callable[[str], Iterator[_Span]]], list[_Span]]
+"""What the rules found in a joined text, by its first row's offset, its rows, its breaks."""
+
+
 def _split_spans(text: str, rows: Sequence[_Piece | None]) -> Iterator[_Span]:
     """Secrets that row boundaries cut, as one span per row piece, in `text`'s coordinates.
 
-    From each row (but those inside a soft-wrapped stretch, whose first row's
-    chain reads them), the rows below are joined to it one by one, as long as the
+    From each row, the rows below are joined to it one by one, as long as the
     last one reaches the right edge (`_Piece.full`: a soft wrap), is one word,
     or ends in a secret found in the joined text. Each break is read three ways:
     inside a word (joined as is), at a space the wrap dropped, and as drawn (a
     full row broke inside a word, any other row at a space). Anonymous keys
     count only across soft wraps and breaks between two key-like words
     (`_key_break`): a row ending in a UUID and the next starting with a word
-    would make one.
+    would make one. A reading two ways share (a stretch of full rows reads the
+    same as a word and as drawn) runs the rules once.
     """
+    read: _Reads = {}
     for y in range(len(rows) - 1):
-        above, row = rows[y - 1] if y > 0 else None, rows[y]
-        if above is not None and above.full and row is not None and row.full:
-            # Inside a soft-wrapped stretch, which the chain from its first row follows
-            # whole and past its end as far as one from here would: reading it again
-            # from each row made a pane of long wrapped output cost rows x 16 rows of
-            # rule passes (3 s for 900x200; tools.bench_redaction).
-            continue
-        if row is not None and rows[y + 1] is not None:
+        # A row inside a soft-wrapped stretch starts its own chain too: its first row's
+        # chain glues it to the row above, and a named secret starting here may read
+        # only afresh ("lab" + "Authorization: Basic ..." is no header).
+        if rows[y] is not None and rows[y + 1] is not None:
             for way in ("word", "space", "drawn"):
-                yield from _joined_from(text, rows, y, way)
+                yield from _joined_from(text, rows, y, way, read)
 
 
 def _joined_from(
-    text: str, rows: Sequence[_Piece | None], y: int, way: Literal["word", "space", "drawn"]
+    text: str,
+    rows: Sequence[_Piece | None],
+    y: int,
+    way: Literal["word", "space", "drawn"],
+    read: _Reads,
 ) -> Iterator[_Span]:
     """The secrets in row `y` joined to the rows below it, each break read `way`.
 
@@ -340,7 +345,7 @@ def _joined_from(
         above = pieces[-1]
         if soft and not (above.full or _key_break(text, above, row)):
             if pending:  # what is joined so far, anonymous keys too
-                yield from _cut(text, pieces, seps, _spans)
+                yield from _cut(text, pieces, seps, _spans, read)
             soft = False
             limit = len(pieces) + _CHAIN_ROWS
         seps.append("" if way == "word" or (way == "drawn" and above.full) else " ")
@@ -348,13 +353,13 @@ def _joined_from(
         pending = True
         if row.full or " " not in text[row.start : row.end]:
             continue  # it wraps, or is one word alone (the middle of a secret, maybe)
-        found = list(_cut(text, pieces, seps, _spans if soft else _named_spans))
+        found = list(_cut(text, pieces, seps, _spans if soft else _named_spans, read))
         yield from found
         pending = False
         if all(end < row.end for _, end in found):
             return  # no secret goes on to the row's end: nothing goes on below
     if pending:
-        yield from _cut(text, pieces, seps, _spans if soft else _named_spans)
+        yield from _cut(text, pieces, seps, _spans if soft else _named_spans, read)
 
 
 @attrs.frozen
@@ -397,12 +402,17 @@ def _cut(
     pieces: Sequence[_Piece],
     seps: Sequence[str],
     find: Callable[[str], Iterator[_Span]],
+    read: _Reads,
 ) -> Iterator[_Span]:
-    """The secrets `find` sees in `pieces` joined (``seps[i]`` after piece i), cut into them."""
-    joined = "".join(
-        text[p.start : p.end] + sep for p, sep in zip(pieces, [*seps, ""], strict=True)
-    )
-    found = list(find(joined))
+    """The secrets `find` sees in `pieces` joined (``seps[i]`` after piece i), cut into them;
+    `read` keeps what it saw in each joined text, to be asked once."""
+    key = (pieces[0].start, len(pieces), tuple(seps), find)
+    found = read.get(key)
+    if found is None:
+        joined = "".join(
+            text[p.start : p.end] + sep for p, sep in zip(pieces, [*seps, ""], strict=True)
+        )
+        found = read[key] = list(find(joined))
     at = 0
     for piece, sep in zip(pieces, [*seps, ""], strict=True):
         size = piece.end - piece.start
