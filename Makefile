@@ -3,7 +3,7 @@
 # DEMO_CONTROLLER=claude: a real Claude Code drives a Codex pane through `akk mcp`).
 .PHONY: serve test test-fast demo bootstrap lab-clients check
 
-# Where Python is told to write no bytecode (PYTHONDONTWRITEBYTECODE, as on our CI machines),
+# Where Python is told to write no bytecode (PYTHONDONTWRITEBYTECODE, as on the machines we work on),
 # every test process and every `akk` the tests start compiled all it imports again: 0.8 s
 # more per `akk serve` from a fresh clone. Here they keep it, in the ignored __pycache__.
 unexport PYTHONDONTWRITEBYTECODE
