@@ -447,9 +447,7 @@ async def test_3000_characters_are_not_proven_at_120x40(lab: LabSession) -> None
         # Claude takes the 3,000 keys in bursts, and on a busy machine it pauses between
         # them for longer than a quiet gap: the text's last whole word shows it got them.
         last_word = LONG.rsplit(" ", 2)[-2]
-        await observe(
-            lab, lambda s: any(last_word in row for row in s.grid.lines()), "the text's end", 20
-        )
+        await lab.wait_for_screen(lambda s: last_word in s, 20, what="the text's end")
         await lab.wait_stable(quiet=0.5)
         clipped = await observe(lab, lambda s: True, "any screen")
     assert not clipped.observation.actionable, "a clipped prompt is never proven"
