@@ -67,9 +67,10 @@ def _grid_and_region(draw: st.DrawFn) -> tuple[Grid, Region]:
 
 
 def _with_cell(grid: Grid, x: int, y: int, cell: Cell) -> Grid:
-    rows = [list(grid.row(row)) for row in range(grid.rows)]
-    rows[y][x] = cell
-    return Grid(cols=grid.cols, rows=grid.rows, cells=tuple(map(tuple, rows)))
+    row = grid.row(y)
+    changed = (*row[:x], cell, *row[x + 1 :])
+    rows = tuple(changed if i == y else grid.row(i) for i in range(grid.rows))
+    return Grid(cols=grid.cols, rows=grid.rows, cells=rows)
 
 
 def _changed_cell_in_row(

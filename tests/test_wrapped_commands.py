@@ -21,6 +21,7 @@ several rows (Claude's ``claude_bash_expansion`` and ``claude_bash_long`` under 
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,11 @@ class Case:
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
         # Hypothesis prints the case with every example; its grid runs to a megabyte.
         printer.text(repr(self))
+
+    @functools.cached_property
+    def fingerprint(self) -> bytes:
+        """The fingerprint of the screen as captured (worked out once, not once per example)."""
+        return _fingerprint(self, self.grid, self.observation)
 
     @property
     def text_rows(self) -> tuple[int, ...]:
@@ -247,9 +253,9 @@ def test_a_changed_cell_in_the_command_or_an_advisory_changes_the_interaction(
         return
     event("still actionable")
     fp = _fingerprint(case, changed, observation)
-    original = _fingerprint(case, grid, case.observation)
-    assert fp != original, f"cell ({x}, {y}) {field} is not bound by region {observation.prompt}"
-    assert _interaction_id(fp) != _interaction_id(original)
+    bound = f"cell ({x}, {y}) {field} is not bound by region {observation.prompt}"
+    assert fp != case.fingerprint, bound
+    assert _interaction_id(fp) != _interaction_id(case.fingerprint)
 
 
 # -- 2. a command cut short of its last wrapped rows is never actionable

@@ -20,6 +20,7 @@ Arabic and Hebrew):
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 from typing import Any
@@ -62,6 +63,11 @@ class Case:
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
         printer.text(repr(self))  # the grid runs to a megabyte
+
+    @functools.cached_property
+    def interaction_id(self) -> str:
+        """The id of the screen as captured (worked out once, not once per example)."""
+        return _interaction_id(self, self.grid, self.observation)
 
 
 def _option_rows(grid: Grid, observation: Observation) -> tuple[int, ...]:
@@ -196,8 +202,7 @@ def test_a_changed_cell_in_an_option_changes_the_interaction(
         event("refused")
         return
     event("still actionable")
-    before = _interaction_id(case, grid, case.observation)
-    assert _interaction_id(case, changed, observation) != before, (x, y, field)
+    assert _interaction_id(case, changed, observation) != case.interaction_id, (x, y, field)
 
 
 # -- 3. what cannot be read back is refused
