@@ -29,6 +29,7 @@ check: bootstrap
 test: check lab-clients
 	.venv/bin/pytest -n 2 --maxschedchunk 1 tests
 
-# The inner loop: the checks and every test outside tests/lab (4-7 minutes on 2 cores; docs/lab.md).
+# The inner loop: the checks and every test outside tests/lab, the costliest properties at a
+# fifth of their examples (tests/tier.py; `make test` draws them all).
 test-fast: check
-	.venv/bin/pytest -n 2 tests --ignore=tests/lab
+	AKK_TEST_TIER=fast .venv/bin/pytest -n 2 tests --ignore=tests/lab

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from akk.screen import BLANK, Cell, Grid, IdMinter, Region, fingerprint, render
 from akk.screen.fingerprint import Appearance
+from tests.tier import examples
 
 PROFILE = "claude-code@2.0.0"
 TERMINAL = "default:%3:pid=4242:start=1700000000"
@@ -88,7 +89,7 @@ def _fp(grid: Grid, region: Region, profile: str = PROFILE, terminal: str = TERM
     return fingerprint(grid, region, profile_id=profile, terminal_identity=terminal)
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(_grid_and_region(), st.data(), st.sampled_from(_FIELDS))
 def test_any_change_inside_the_region_changes_the_fingerprint(
     case: tuple[Grid, Region], data: st.DataObject, field: str
@@ -100,7 +101,7 @@ def test_any_change_inside_the_region_changes_the_fingerprint(
     assert _fp(_with_cell(grid, x, y, _mutate(cell, field)), region) != _fp(grid, region)
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(_grid_and_region(), st.data(), _CELLS)
 def test_changes_outside_the_region_do_not(
     case: tuple[Grid, Region], data: st.DataObject, replacement: Cell

@@ -34,6 +34,7 @@ from akk.store import interactions, turns
 from akk.store.database import CasConflict, open_store
 from akk.store.interactions import Interaction, InteractionState, Offer, OfferState
 from akk.store.turns import Turn
+from tests.tier import examples
 
 IDS = IdMinter(b"test_interaction_store: 32+ bytes of secret")
 CONTROLLERS = ("a", "b", "c")
@@ -673,4 +674,6 @@ class InteractionMachine(RuleBasedStateMachine):
 
 
 TestInteractionMachine = InteractionMachine.TestCase
-TestInteractionMachine.settings = settings(max_examples=100, stateful_step_count=40, deadline=None)
+TestInteractionMachine.settings = settings(
+    max_examples=examples(100), stateful_step_count=40, deadline=None
+)

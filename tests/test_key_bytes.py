@@ -30,6 +30,7 @@ from akk.profiles.registry import Profile
 from akk.protocol.errors import RpcError
 from akk.protocol.text_check import check_text
 from akk.tmux import keys, open_control_client
+from tests.tier import examples
 
 ARRIVAL_SECONDS = 5.0
 
@@ -96,7 +97,7 @@ _TEXT = st.text(_CHARS | st.sampled_from("\n ab"), min_size=1, max_size=40) | st
 
 
 @settings(
-    max_examples=120,
+    max_examples=examples(120),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.filter_too_much],
 )

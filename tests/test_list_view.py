@@ -34,6 +34,7 @@ from akk.store.database import open_store
 from akk.store.reader import StoreReader
 from akk.store.turns import TurnState
 from akk.workspace_roots import pane_allowed
+from tests.tier import examples
 
 PANES = 4
 OWNERS = ("ctl_a", "ctl_b")
@@ -199,7 +200,9 @@ changes = st.one_of(
 
 
 @settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(60),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(st.lists(changes, max_size=25))
 def test_the_kept_view_equals_a_rebuild_after_every_change(

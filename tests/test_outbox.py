@@ -14,6 +14,7 @@ from akk.store import outbox, turns
 from akk.store.database import open_store
 from akk.store.schema import MIGRATIONS
 from akk.store.turns import TurnState
+from tests.tier import examples
 
 MAX_ATTEMPTS = 3
 LEASE = 30.0
@@ -56,7 +57,9 @@ operations = st.lists(
 
 
 @settings(
-    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(150),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(ops=operations)
 def test_outbox_follows_its_model(

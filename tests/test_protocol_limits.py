@@ -31,6 +31,7 @@ from akk.store.database import open_store
 from akk.store.location import StateDir
 from tests.conftest import LiveServer
 from tests.test_server import assert_error_reply
+from tests.tier import examples
 
 TURN = "turn_" + "0" * 24  # of the right shape, never minted
 TERMINAL = "term_" + "0" * 32
@@ -258,7 +259,7 @@ hostile_text = st.one_of(
 
 
 @settings(
-    max_examples=40,
+    max_examples=examples(40),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )

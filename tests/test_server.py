@@ -15,6 +15,7 @@ from akk.client import AkkError, ConnectError, connect
 from akk.protocol.errors import Reason
 from akk.protocol.schema import METHODS
 from tests.conftest import LiveServer
+from tests.tier import examples
 
 REASONS = {reason.value for reason in Reason}
 
@@ -164,8 +165,8 @@ frames = st.one_of(
 )
 
 
-FUZZ_BATCHES = 400
-FUZZ_BATCH_SIZE = 25  # 10,000 frames in all
+FUZZ_BATCHES = examples(400)
+FUZZ_BATCH_SIZE = 25  # 10,000 frames in all (2,000 in the fast tier)
 
 
 @settings(

@@ -42,6 +42,7 @@ from akk.store.database import open_store
 from akk.store.dispatches import Kind, Stage
 from akk.store.turns import TurnState
 from akk.tmux.control import ClientLink
+from tests.tier import examples
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "codex" / "0.171.0"
 PROFILE = codex.PROFILES[-1]
@@ -256,7 +257,7 @@ _SCRIPTS = st.lists(
 them within the proof's deadline."""
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(stretches=_SCRIPTS, last=_SHOWN)
 # A person's key comes and goes within the guard: the task's stretch starts again.
 @example(stretches=[(0.1, EMPTY), (0.05, TASK_SHOWN), (0.05, OTHER_SHOWN)], last=TASK_SHOWN)

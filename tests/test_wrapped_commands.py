@@ -41,6 +41,7 @@ from akk.screen import BLANK, Grid, IdMinter, fingerprint
 from akk.screen.fingerprint import Appearance
 from tests import corpus
 from tests.test_fingerprint import _FIELDS, SECRET, TERMINAL, _changed_cell_in_row
+from tests.tier import examples
 
 # The plans drawn to wrap or warn; any other permission screen whose command wraps
 # or shows an advisory is picked up from the screens themselves.
@@ -239,7 +240,7 @@ def test_the_wrapped_and_advised_commands_of_every_pinned_version_are_covered() 
 
 
 @pytest.mark.parametrize("case", CASES, ids=_name)
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(data=st.data(), field=st.sampled_from(_FIELDS))
 def test_a_changed_cell_in_the_command_or_an_advisory_changes_the_interaction(
     case: Case, data: st.DataObject, field: str

@@ -37,6 +37,7 @@ from akk.screen import Cell, Grid, IdMinter, fingerprint
 from akk.screen.fingerprint import Appearance
 from tests import corpus
 from tests.test_fingerprint import _FIELDS, SECRET, TERMINAL, _changed_cell_in_row
+from tests.tier import examples
 
 CLAUDE = corpus.ROOT / "claude"  # the cases are named by their path under it
 PLANS = ("questionnaire_wrapped", "questionnaire_tall", "questionnaire_unicode")
@@ -189,7 +190,7 @@ def test_the_wrapped_questions_wrap() -> None:
 
 
 @pytest.mark.parametrize("case", CASES, ids=_name)
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=examples(20), deadline=None)
 @given(data=st.data(), field=st.sampled_from(_FIELDS))
 def test_a_changed_cell_in_an_option_changes_the_interaction(
     case: Case, data: st.DataObject, field: str
