@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -16,6 +15,7 @@ from akk.config import EndpointLimits, ServiceConfig
 from akk.server.instance import Endpoint
 from akk.service import run_service
 from akk.store.location import StateDir
+from tests import corpus
 from tests.lab.conftest import CLIENT_PROPERTY, START_PROPERTY
 from tools.lab.akk_runner import mint_offline
 
@@ -93,7 +93,6 @@ def state_dir(tmp_path: Path) -> StateDir:
     return StateDir(tmp_path / "akk")
 
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 CORPUS_TEST = "tests/test_fixtures.py::test_fixture_classifies_to_its_label["
 """The regression gate: every captured screen classifies to its label."""
 
@@ -120,13 +119,15 @@ def _corpus_summary(terminalreporter: pytest.TerminalReporter) -> None:
             nodeid = getattr(report, "nodeid", "")
             if not nodeid.startswith(CORPUS_TEST) or report.when != "call":
                 continue
-            label = json.loads((FIXTURES / nodeid[len(CORPUS_TEST) : -1]).read_text())
-            expected = label["expected"]
-            state = "blocked" if expected["manual_only"] else expected["state"]
-            version = f"{label['agent']} {label['version']}"
-            screens.setdefault(version, Counter())[state] += 1
-            if outcome != "passed":
-                failed[version] += 1
+            properties = dict(report.user_properties)
+            for name in properties[corpus.RAN]:
+                label = corpus.label(corpus.ROOT / name)
+                expected = label["expected"]
+                state = "blocked" if expected["manual_only"] else expected["state"]
+                version = f"{label['agent']} {label['version']}"
+                screens.setdefault(version, Counter())[state] += 1
+                if name in properties[corpus.FAILED]:
+                    failed[version] += 1
     if not screens:
         return
     terminalreporter.section("screen corpus (tests/test_fixtures.py)")

@@ -103,7 +103,7 @@ def test_every_version_has_every_editor_screen(version: str) -> None:
         assert typed(label) == shot.text
 
 
-@pytest.mark.parametrize("path", EDITOR_LABELS, ids=corpus.name)
+@corpus.each(EDITOR_LABELS)
 def test_editor_screen_classifies_to_its_label(path: Path) -> None:
     label, _, observation = load(path)
     expected = label["expected"]
@@ -124,7 +124,7 @@ def test_editor_screen_classifies_to_its_label(path: Path) -> None:
 # ---------------------------------------------------------------- what proves a text
 
 
-@pytest.mark.parametrize("path", PROVEN, ids=corpus.name)
+@corpus.each(PROVEN)
 def test_the_editor_shows_exactly_the_typed_text(path: Path) -> None:
     label, grid, observation = load(path)
     profile, text = PROFILES[label["version"]], typed(label)
@@ -146,7 +146,7 @@ def test_the_editor_shows_exactly_the_typed_text(path: Path) -> None:
         assert not profile.editor_matches(grid, prompt, miss), what
 
 
-@pytest.mark.parametrize("path", PROVEN, ids=corpus.name)
+@corpus.each(PROVEN)
 def test_a_changed_cell_in_the_editor_breaks_the_proof(path: Path) -> None:
     label, grid, observation = load(path)
     profile, text = PROFILES[label["version"]], typed(label)
@@ -165,7 +165,7 @@ def test_a_changed_cell_in_the_editor_breaks_the_proof(path: Path) -> None:
         assert found.prompt is None or not profile.editor_matches(changed, found.prompt, text)
 
 
-@pytest.mark.parametrize("path", CLIPPED, ids=corpus.name)
+@corpus.each(CLIPPED)
 def test_a_clipped_editor_is_never_proven(path: Path) -> None:
     label, grid, observation = load(path)
     profile, text = PROFILES[label["version"]], typed(label)
@@ -187,7 +187,7 @@ def test_the_3000_characters_are_proven_only_where_they_fit() -> None:
         assert load(clipped)[0]["rows"] == 40
 
 
-@pytest.mark.parametrize("path", PROVEN, ids=corpus.name)
+@corpus.each(PROVEN)
 def test_text_longer_than_the_bound_is_never_proven(path: Path) -> None:
     label, grid, observation = load(path)
     text = typed(label)
@@ -253,7 +253,7 @@ def test_a_prompt_read_off_another_screen_is_refused(version: str) -> None:
 # ---------------------------------------------------------------- multi-select
 
 
-@pytest.mark.parametrize("path", MULTI, ids=corpus.name)
+@corpus.each(MULTI)
 def test_a_multi_select_editor_stays_a_multi_select_step(path: Path) -> None:
     """Enter there ticks or unticks the typed text and answers nothing: no free-text plan."""
     label, grid, observation = load(path)

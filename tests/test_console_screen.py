@@ -73,7 +73,7 @@ def assert_styles_are_shared(view: dict[str, Any]) -> None:
     assert set(range(1, len(styles))) <= used  # no style is listed that no run uses
 
 
-@pytest.mark.parametrize("label_path", SAMPLE, ids=corpus.name)
+@corpus.each(SAMPLE)
 def test_a_captured_screen_keeps_its_text_and_styles(label_path: Path) -> None:
     _, grid = corpus.screen(label_path)
     view = screen_view(grid.lines(), grid)
@@ -128,7 +128,7 @@ def test_a_secret_without_a_grid_never_leaves() -> None:
     assert not leaks(ANTHROPIC, json.dumps(view))
 
 
-@pytest.mark.parametrize("label_path", API_KEY_SCREENS, ids=corpus.name)
+@corpus.each(API_KEY_SCREENS)
 def test_a_screen_asking_for_a_secret_is_withheld(label_path: Path) -> None:
     _, grid = corpus.screen(label_path)
     for view in (screen_view(grid.lines(), grid), screen_view(grid.lines(), None)):

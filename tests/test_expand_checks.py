@@ -12,7 +12,6 @@ import itertools
 from pathlib import Path
 
 import attrs
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -152,7 +151,7 @@ def assert_toggles(
 # ---------------------------------------------------------------- multi-select
 
 
-@pytest.mark.parametrize("path", MULTI, ids=corpus.name)
+@corpus.each(MULTI)
 def test_every_answer_to_a_multi_select_checks_each_box_it_changes(path: Path) -> None:
     plan, options = plan_of(path, Intent.CHOOSE), options_of(path)
     rows = [row for row, option in enumerate(options) if option.role is OptionRole.CHOICE]
@@ -166,7 +165,7 @@ def test_the_corpus_has_a_ticked_box() -> None:
     assert any(option.checked for path in MULTI for option in options_of(path))
 
 
-@pytest.mark.parametrize("path", MULTI, ids=corpus.name)
+@corpus.each(MULTI)
 def test_a_ticked_box_left_out_is_unticked_and_checked_unticked(path: Path) -> None:
     plan, options = plan_of(path, Intent.CHOOSE), options_of(path)
     ticked = [row for row, option in enumerate(options) if option.checked]
@@ -220,9 +219,7 @@ def test_toggle_checks_follow_the_cursor_whatever_the_boxes(
 # ---------------------------------------------------------------- free text
 
 
-@pytest.mark.parametrize(
-    ("path", "intent"), EDITOR, ids=[f"{corpus.name(p)}-{intent}" for p, intent in EDITOR]
-)
+@corpus.each(EDITOR, lambda case: f"{corpus.name(case[0])}-{case[1]}")
 def test_typed_text_is_checked_once_right_before_the_key_after_it(
     path: Path, intent: Intent
 ) -> None:
@@ -288,9 +285,7 @@ def _plans() -> list[tuple[Path, KeyPlan]]:
 PLANS = _plans()
 
 
-@pytest.mark.parametrize(
-    ("path", "plan"), PLANS, ids=[f"{corpus.name(p)}-{plan.key.intent}" for p, plan in PLANS]
-)
+@corpus.each(PLANS, lambda case: f"{corpus.name(case[0])}-{case[1].key.intent}")
 def test_checks_exist_only_for_toggles_editors_and_typed_text(path: Path, plan: KeyPlan) -> None:
     options = options_of(path)
     chosen, text = _answer(plan, options)

@@ -11,8 +11,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from akk.profiles import claude, codex
 from akk.profiles.claude import ClaudeProfile
 from akk.profiles.codex import CodexProfile
@@ -40,8 +38,8 @@ def test_every_pinned_version_has_a_corpus_at_both_sizes() -> None:
     assert versions == {v for _, v in PROFILES}
 
 
-@pytest.mark.parametrize("label_path", LABELS, ids=corpus.name)
-def test_fixture_classifies_to_its_label(label_path: Path) -> None:
+def classifies_to_its_label(label_path: Path) -> None:
+    """The screen's observation is the one its label expects."""
     label = corpus.label(label_path)
     _, observation = corpus.observed(label_path)
     expected = label["expected"]
@@ -95,6 +93,9 @@ def test_fixture_classifies_to_its_label(label_path: Path) -> None:
         assert [o.label for o in question.options if o.checked] == wanted["checked"]
 
 
+test_fixture_classifies_to_its_label = corpus.each(LABELS)(classifies_to_its_label)
+
+
 def test_states_cover_every_kind_of_screen() -> None:
     states = {corpus.label(p)["expected"]["state"] for p in LABELS}
     assert states >= {"idle", "idle_draft", "working", "permission", "questionnaire", "blocked"}
@@ -124,7 +125,7 @@ def _near_misses(text: str) -> dict[str, str]:
     return {"one character": changed, "trailing space": text + " ", "missing line": shorter}
 
 
-@pytest.mark.parametrize("label_path", DRAFTS, ids=corpus.name)
+@corpus.each(DRAFTS)
 def test_draft_fixture_matches_exactly_its_text(label_path: Path) -> None:
     label = corpus.label(label_path)
     _, observation = corpus.observed(label_path)

@@ -49,6 +49,7 @@ from akk.profiles.observation import (
 from akk.profiles.registry import PROFILES, Profile
 from akk.store.dispatches import Stage
 from tests import corpus
+from tests.tier import examples
 
 VERSIONS = {agent: sorted(v for a, v in PROFILES if a == agent) for agent in ("claude", "codex")}
 TEXT = "Teal, please"
@@ -366,7 +367,7 @@ def test_the_corpus_has_prompts_of_every_step_kind_for_both_families() -> None:
     }
 
 
-@pytest.mark.parametrize(("name", "profile", "prompt"), PROMPTS, ids=[p[0] for p in PROMPTS])
+@corpus.each(PROMPTS, lambda case: case[0])
 def test_every_answer_on_every_captured_prompt_lands_where_it_should(
     name: str, profile: Profile, prompt: PromptView
 ) -> None:
@@ -769,7 +770,7 @@ def cases(draw: st.DrawFn) -> Case:
     return plan, options, tuple(chosen), TEXT if typed else None
 
 
-@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(500), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=cases())
 def test_expansion_never_lands_on_a_persistent_row(case: Case) -> None:
     plan, options, chosen, text = case

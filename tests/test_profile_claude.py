@@ -96,7 +96,7 @@ CELLS = st.builds(
 # ---------------------------------------------------------------- what is proven
 
 
-@pytest.mark.parametrize("label_path", CLAUDE_LABELS, ids=corpus.name)
+@corpus.each(CLAUDE_LABELS)
 def test_every_fixture_gets_one_observation_under_its_own_profile(label_path: Path) -> None:
     label, grid = corpus.screen(label_path)
     profile, observation = classify(label_path)
@@ -111,7 +111,7 @@ def test_every_fixture_gets_one_observation_under_its_own_profile(label_path: Pa
         assert all(not grid.row_text(y).strip() for y in range(region.bottom, grid.rows))
 
 
-@pytest.mark.parametrize("label_path", ACTIONABLE, ids=corpus.name)
+@corpus.each(ACTIONABLE)
 def test_region_spans_exactly_the_prompt(label_path: Path) -> None:
     _, grid, observation, _ = proven(label_path)
     assert observation.prompt is not None
@@ -391,7 +391,7 @@ def test_a_changed_option_number_is_never_actionable(
     assert not profile.classify(mutated).actionable
 
 
-@pytest.mark.parametrize("label_path", ACTIONABLE, ids=corpus.name)
+@corpus.each(ACTIONABLE)
 def test_swapped_option_numbers_are_never_actionable(label_path: Path) -> None:
     profile, grid, observation, _ = proven(label_path)
     first, second = _menu_rows(grid, observation)[:2]
@@ -424,11 +424,7 @@ CROSS_VERSION = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("label_path", "other"),
-    CROSS_VERSION,
-    ids=lambda v: v if isinstance(v, str) else corpus.name(v),
-)
+@corpus.each(CROSS_VERSION, lambda case: f"{corpus.name(case[0])}-{case[1]}")
 def test_a_prompt_under_an_incompatible_version_is_never_actionable(
     label_path: Path, other: str
 ) -> None:
@@ -436,14 +432,14 @@ def test_a_prompt_under_an_incompatible_version_is_never_actionable(
     assert not PROFILES[other].classify(grid).actionable
 
 
-@pytest.mark.parametrize("label_path", CODEX_LABELS, ids=corpus.name)
+@corpus.each(CODEX_LABELS)
 def test_codex_screens_are_never_actionable_under_claude(label_path: Path) -> None:
     _, grid = corpus.screen(label_path)
     for profile in claude.PROFILES:
         assert not profile.classify(grid).actionable
 
 
-@pytest.mark.parametrize("label_path", ACTIONABLE, ids=corpus.name)
+@corpus.each(ACTIONABLE)
 def test_claude_prompts_are_never_actionable_under_codex(label_path: Path) -> None:
     from akk.profiles import codex  # the other family's rows, nothing else
 
@@ -519,7 +515,7 @@ def profile_of(path: Path) -> claude.ClaudeProfile:
 THEMED = sorted(corpus.ROOT.glob("claude/*/theme_*.json"))
 
 
-@pytest.mark.parametrize("label_path", THEMED, ids=corpus.name)
+@corpus.each(THEMED)
 def test_a_themed_screen_is_read_in_its_theme_only(label_path: Path) -> None:
     """Each theme's colours are exact: under the dark row alone another theme's screen is unknown.
 

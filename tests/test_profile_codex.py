@@ -105,7 +105,7 @@ def test_the_codex_corpus_is_there() -> None:
     assert kinds == {"permission", "questionnaire", "confirmation", "async_question"}
 
 
-@pytest.mark.parametrize("path", CODEX_LABELS, ids=corpus.name)
+@corpus.each(CODEX_LABELS)
 def test_each_fixture_gets_its_state_with_a_proven_region(path: Path) -> None:
     fixture = _load(path)
     expected = fixture.label["expected"]
@@ -283,7 +283,7 @@ def test_wrapped_prompts_are_in_the_corpus() -> None:
     assert {"codex_exec_long-permission.json", "codex_rui_long-q1.json"} <= names
 
 
-@pytest.mark.parametrize("fixture", WRAPPED, ids=lambda f: f.name)
+@corpus.each(WRAPPED, lambda f: f.name)
 def test_a_dropped_wrapped_row_changes_the_fingerprint_and_the_projection(
     fixture: Fixture,
 ) -> None:
@@ -396,7 +396,7 @@ def _incompatible(fixture: Fixture) -> list[CodexProfile]:
     ]
 
 
-@pytest.mark.parametrize("fixture", PROMPTS, ids=lambda f: f.name)
+@corpus.each(PROMPTS, lambda f: f.name)
 def test_a_prompt_under_an_incompatible_codex_version_is_never_actionable(
     fixture: Fixture,
 ) -> None:
@@ -526,11 +526,11 @@ def test_every_version_has_the_variant_sizes_and_footers() -> None:
                     assert folder / stem in present, (version, cols, rows, stem)
 
 
-@pytest.mark.parametrize("path", SIZED, ids=corpus.name)
+@corpus.each(SIZED)
 def test_a_screen_at_another_size_classifies_to_its_label(path: Path) -> None:
-    from tests.test_fixtures import test_fixture_classifies_to_its_label
+    from tests.test_fixtures import classifies_to_its_label
 
-    test_fixture_classifies_to_its_label(path)
+    classifies_to_its_label(path)
 
 
 def _variant(version: str, name: str, size: str = "") -> Fixture:

@@ -388,7 +388,7 @@ def test_a_secret_in_a_real_bash_permission_never_leaves(
     assert any(command.split(secret)[0].strip() in line for line in shown)
 
 
-@pytest.mark.parametrize("label_path", BASH_SCREENS, ids=corpus.name)
+@corpus.each(BASH_SCREENS)
 def test_ids_are_minted_from_the_unredacted_screen(label_path: Path) -> None:
     (first, secret), _, _ = SECRET_COMMANDS
     other = first.replace(secret, secret[:13] + secret[:12:-1])  # the same prefix, another key
@@ -406,7 +406,7 @@ def test_ids_are_minted_from_the_unredacted_screen(label_path: Path) -> None:
 # -- screens that ask for a secret
 
 
-@pytest.mark.parametrize("label_path", LABELS, ids=corpus.name)
+@corpus.each(LABELS)
 def test_ordinary_fixture_screens_pass_untouched(label_path: Path) -> None:
     label, grid = corpus.screen(label_path)
     lines = grid.lines()

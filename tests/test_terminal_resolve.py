@@ -28,6 +28,7 @@ from akk.protocol.schema import ANSWER, ID_PATTERN
 from akk.screen import fingerprint
 from akk.screen.fingerprint import Appearance, IdMinter
 from tests import corpus
+from tests.tier import examples
 
 TERMINAL = "pane %1 pid 4242 started 1700000000"
 IDS = IdMinter(b"test_answers: a server-held secret of 32+ bytes")
@@ -207,7 +208,7 @@ def labelled(s: Shown, role: OptionRole) -> str:
 # ---------------------------------------------------------------- answers that resolve
 
 
-@pytest.mark.parametrize("path", SINGLE, ids=corpus.name)
+@corpus.each(SINGLE)
 def test_single_select_chooses_the_row_of_the_option(path: Path) -> None:
     s = shown(path)
     assert choices(s)
@@ -217,7 +218,7 @@ def test_single_select_chooses_the_row_of_the_option(path: Path) -> None:
         assert resolved.kind == "answer"
 
 
-@pytest.mark.parametrize("path", MULTI, ids=corpus.name)
+@corpus.each(MULTI)
 def test_multi_select_chooses_every_selected_row_in_the_order_sent(path: Path) -> None:
     s = shown(path)
     labels = choices(s)
@@ -229,7 +230,7 @@ def test_multi_select_chooses_every_selected_row_in_the_order_sent(path: Path) -
     assert answer(s, [choose(s, *labels)]).chosen == tuple(row(s, label) for label in labels)
 
 
-@pytest.mark.parametrize("path", EDITOR, ids=corpus.name)
+@corpus.each(EDITOR)
 def test_free_text_where_the_step_opens_an_editor(path: Path) -> None:
     s = shown(path)
     resolved = answer(s, [typed(s)])
@@ -238,7 +239,7 @@ def test_free_text_where_the_step_opens_an_editor(path: Path) -> None:
     assert TEXT not in repr(resolved)  # the controller's text never reaches a log line
 
 
-@pytest.mark.parametrize("path", REVIEW, ids=corpus.name)
+@corpus.each(REVIEW)
 def test_review_submits_and_leaves_cancel_to_a_person(path: Path) -> None:
     s = shown(path)
     submit, cancel = labelled(s, OptionRole.SUBMIT), labelled(s, OptionRole.CANCEL)
@@ -246,7 +247,7 @@ def test_review_submits_and_leaves_cancel_to_a_person(path: Path) -> None:
     assert refused(s, [choose(s, cancel)]).reason is Reason.MANUAL_REQUIRED
 
 
-@pytest.mark.parametrize("path", CONFIRM, ids=corpus.name)
+@corpus.each(CONFIRM)
 def test_codex_confirmation_proceeds_or_goes_back(path: Path) -> None:
     s = shown(path)
     assert s.projection["agent"] == "codex"
@@ -255,7 +256,7 @@ def test_codex_confirmation_proceeds_or_goes_back(path: Path) -> None:
     assert answer(s, [choose(s, back)]) == Answer(Intent.GO_BACK)
 
 
-@pytest.mark.parametrize("path", PERMISSION, ids=corpus.name)
+@corpus.each(PERMISSION)
 def test_a_permission_takes_a_decision_never_answers(path: Path) -> None:
     s = shown(path)
     approve_once, reject = decision(s.prompt, "approve_once"), decision(s.prompt, "reject")
@@ -273,7 +274,7 @@ def test_a_permission_takes_a_decision_never_answers(path: Path) -> None:
     assert refused(s, [typed(s)]).reason is Reason.INVALID_PARAMS
 
 
-@pytest.mark.parametrize("path", ANSWERABLE, ids=corpus.name)
+@corpus.each(ANSWERABLE)
 def test_a_decision_on_anything_but_a_permission_is_invalid(path: Path) -> None:
     s = shown(path)
     for value in ("approve_once", "reject"):
@@ -283,7 +284,7 @@ def test_a_decision_on_anything_but_a_permission_is_invalid(path: Path) -> None:
         assert "respond_interaction" in raised.value.message
 
 
-@pytest.mark.parametrize("path", ASYNC, ids=corpus.name)
+@corpus.each(ASYNC)
 def test_an_async_question_takes_the_delivery_modes_it_offers(path: Path) -> None:
     s = shown(path)
     offered = s.projection["delivery_modes"]
@@ -298,7 +299,7 @@ def test_an_async_question_takes_the_delivery_modes_it_offers(path: Path) -> Non
         assert error.reason is Reason.INVALID_PARAMS and mode in error.message
 
 
-@pytest.mark.parametrize("path", QUEUED, ids=corpus.name)
+@corpus.each(QUEUED)
 def test_a_queued_async_question_is_opened_by_an_empty_answer(path: Path) -> None:
     """Its question shows only in its picker: `answers: []` opens it, nothing else answers it."""
     s = shown(path)
@@ -314,7 +315,7 @@ def test_a_queued_async_question_is_opened_by_an_empty_answer(path: Path) -> Non
     assert raised.value.reason is Reason.INVALID_PARAMS
 
 
-@pytest.mark.parametrize("path", BLOCKING, ids=corpus.name)
+@corpus.each(BLOCKING)
 def test_a_blocking_prompt_refuses_a_delivery_mode(path: Path) -> None:
     s = shown(path)
     sent = good(s)
@@ -328,7 +329,7 @@ def test_a_blocking_prompt_refuses_a_delivery_mode(path: Path) -> None:
 # ---------------------------------------------------------------- ids that are refused
 
 
-@pytest.mark.parametrize("path", ANSWERABLE, ids=corpus.name)
+@corpus.each(ANSWERABLE)
 def test_a_wrong_or_forged_question_id_is_invalid(path: Path) -> None:
     s = shown(path)
     sent = good(s)
@@ -350,7 +351,7 @@ def test_a_wrong_or_forged_question_id_is_invalid(path: Path) -> None:
     assert refused(s, []).reason is Reason.INVALID_PARAMS
 
 
-@pytest.mark.parametrize("path", SELECTING, ids=corpus.name)
+@corpus.each(SELECTING)
 def test_a_forged_option_id_is_invalid(path: Path) -> None:
     s = shown(path)
     sent = good(s)
@@ -374,7 +375,7 @@ def test_a_forged_option_id_is_invalid(path: Path) -> None:
         assert refused(s, [mixed]).reason is Reason.INVALID_PARAMS
 
 
-@pytest.mark.parametrize("path", ANSWERABLE, ids=corpus.name)
+@corpus.each(ANSWERABLE)
 def test_ids_of_another_appearance_of_the_same_prompt_are_refused(path: Path) -> None:
     before, now = shown(path, FIRST), shown(path, FIRST + 1)
     assert before.seen.fingerprint == now.seen.fingerprint
@@ -418,7 +419,7 @@ def _hidden_id(case: tuple[Path, int]) -> str:
     return f"{corpus.name(path)}-{shown(path).prompt.questions[0].options[index].role}"
 
 
-@pytest.mark.parametrize("case", HIDDEN, ids=_hidden_id)
+@corpus.each(HIDDEN, _hidden_id)
 def test_an_id_of_a_row_never_projected_is_refused(case: tuple[Path, int]) -> None:
     path, index = case
     s = shown(path)
@@ -449,7 +450,7 @@ def test_every_permission_without_a_persistent_row_is_an_ask_rule_prompt() -> No
     assert without and all("claude_bash_ask_rule" in p.name for p in without), without
 
 
-@pytest.mark.parametrize("path", PERSISTENT, ids=corpus.name)
+@corpus.each(PERSISTENT)
 def test_a_persistent_approval_row_is_never_chosen(path: Path) -> None:
     """Even on a prompt that takes answers, the persistent row's id resolves to nothing."""
     s = shown(path)
@@ -478,7 +479,7 @@ def test_a_persistent_approval_row_is_never_chosen(path: Path) -> None:
 # ---------------------------------------------------------------- answers of the wrong kind
 
 
-@pytest.mark.parametrize("path", SINGLE + MULTI, ids=corpus.name)
+@corpus.each(SINGLE + MULTI)
 def test_a_choice_with_another_response_kind_is_invalid(path: Path) -> None:
     s = shown(path)
     label = choices(s)[0]
@@ -491,14 +492,14 @@ def test_a_choice_with_another_response_kind_is_invalid(path: Path) -> None:
         )
 
 
-@pytest.mark.parametrize("path", NO_EDITOR, ids=corpus.name)
+@corpus.each(NO_EDITOR)
 def test_free_text_where_no_editor_opens_is_invalid(path: Path) -> None:
     s = shown(path)
     error = refused(s, [typed(s)])
     assert error.reason is Reason.INVALID_PARAMS and "selected_option_ids" in error.message
 
 
-@pytest.mark.parametrize("path", NONE_OF_THE_ABOVE, ids=corpus.name)
+@corpus.each(NONE_OF_THE_ABOVE)
 def test_none_of_the_above_by_id_asks_for_the_text(path: Path) -> None:
     s = shown(path)
     none = labelled(s, OptionRole.NONE_OF_THE_ABOVE)
@@ -542,7 +543,7 @@ def _expand(path: Path, resolved: Answer) -> None:
     expand_checked(plan, s.prompt.questions[0].options, chosen=resolved.chosen, text=resolved.text)
 
 
-@pytest.mark.parametrize("path", SINGLE, ids=corpus.name)
+@corpus.each(SINGLE)
 def test_a_resolved_answer_the_plan_refuses_is_the_controllers_mistake(path: Path) -> None:
     """What resolve leaves to the plan (how many rows, which text) maps to invalid_params."""
     s = shown(path)
@@ -573,7 +574,7 @@ def test_a_resolved_answer_the_plan_refuses_is_the_controllers_mistake(path: Pat
         assert PLAN_REFUSALS[raised.value.reason] is Reason.INVALID_PARAMS
 
 
-@pytest.mark.parametrize("path", ASYNC, ids=corpus.name)
+@corpus.each(ASYNC)
 def test_text_for_an_async_question_resolves_and_its_missing_plan_needs_a_person(
     path: Path,
 ) -> None:
@@ -644,7 +645,7 @@ def requests(draw: st.DrawFn) -> tuple[Shown, list[dict[str, Any]], str | None]:
 ANSWER_SHAPE = jsonschema.validators.validator_for(ANSWER)(ANSWER)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(requests())
 def test_resolve_only_ever_refuses_with_a_reason(
     drawn: tuple[Shown, list[dict[str, Any]], str | None],
