@@ -16,13 +16,20 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import attrs
 import pytest
 import trio
 
 from akk.client import ConnectError, connect, tls_context
 from akk.config import ServiceConfig, TlsFiles
 from akk.server.endpoint import ListenError, is_loopback, listen_check
-from akk.server.instance import Endpoint, proven_endpoint, read_endpoint
+from akk.server.instance import (
+    Endpoint,
+    InstanceError,
+    proven_endpoint,
+    read_endpoint,
+    write_endpoint,
+)
 from akk.service import run_service
 from akk.store.location import StateDir
 from tools.lab.akk_runner import mint_offline
@@ -88,6 +95,11 @@ async def test_a_wss_round_trip_checks_the_certificate(
             assert recorded is not None and recorded.scheme == "wss"
             assert recorded.certificate == pem
             assert (await proven_endpoint(state)) == recorded
+            # A record pinning another certificate proves nothing: its handshake fails.
+            write_endpoint(state, attrs.evolve(recorded, certificate=_read(other.cert)))
+            with pytest.raises(InstanceError, match="did not prove"):
+                await proven_endpoint(state)
+            write_endpoint(state, recorded)
             listed = await trio.run_process(
                 [*AKK, "token", "list", "--json", "--state-dir", str(state.path)],
                 capture_stdout=True, capture_stderr=True, check=False,

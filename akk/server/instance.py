@@ -33,9 +33,10 @@ import time
 
 import attrs
 import trio
-from trio_websocket import ConnectionRejected, HandshakeError, open_websocket_url
+import wsproto
+import wsproto.events
+import wsproto.utilities
 
-from akk.client import tls_handshake
 from akk.discovery.process import pid_alive
 from akk.store.location import ENDPOINT_TMP_FILE, StateDir
 
@@ -44,6 +45,7 @@ CHALLENGE_HEADER = b"akk-challenge"
 PROOF_HEADER = b"akk-proof"
 PROOF_STATUS = 403
 _LOCK_WAIT = 2.0  # seconds a starting server waits for a CLI's short hold on the lock
+_PROOF_REPLY_BYTES = 16 * 1024  # the most of a listener's reply to a challenge that is read
 
 
 class InstanceError(Exception):
@@ -237,26 +239,54 @@ async def proven_endpoint(state: StateDir, *, timeout: float = 5.0) -> Endpoint:
 
 
 async def _ask_proof(endpoint: Endpoint, challenge: str, timeout: float) -> str | None:
-    url = endpoint.url.removesuffix("/v1") + PROOF_PATH
+    """The listener's answer to `challenge`, or None: not ours, gone, or silent for `timeout`.
+
+    The upgrade request goes out through wsproto itself: trio-websocket waits out
+    its whole timeout when a listener hangs up mid-handshake, as a stand-in on a
+    reused port may, and this returns at once. At most `_PROOF_REPLY_BYTES` of
+    the reply are read.
+    """
+    host = _WILDCARDS.get(endpoint.host, endpoint.host)
     context = endpoint.tls_context()
     with trio.move_on_after(timeout):
+        stream: trio.abc.Stream | None = None
         try:
+            stream = await trio.open_tcp_stream(host, endpoint.port)
             if context is not None:
-                await tls_handshake(url, context)
-            async with open_websocket_url(
-                url,
-                extra_headers=[(CHALLENGE_HEADER, challenge.encode())],
-                ssl_context=context,
-            ):
-                return None  # a server that accepts this path is not ours
-        except ConnectionRejected as rejected:
-            if rejected.status_code != PROOF_STATUS:
+                stream = trio.SSLStream(stream, context, server_hostname=host)
+                await stream.do_handshake()
+            return await _proof_reply(stream, endpoint, challenge)
+        except (OSError, trio.BrokenResourceError, wsproto.utilities.ProtocolError):
+            return None
+        finally:
+            if stream is not None:
+                await trio.aclose_forcefully(stream)
+    return None
+
+
+async def _proof_reply(stream: trio.abc.Stream, endpoint: Endpoint, challenge: str) -> str | None:
+    connection = wsproto.WSConnection(wsproto.ConnectionType.CLIENT)
+    request = wsproto.events.Request(
+        host=endpoint.url.split("/")[2],
+        target=PROOF_PATH,
+        extra_headers=[(CHALLENGE_HEADER, challenge.encode())],
+    )
+    await stream.send_all(connection.send(request))
+    received = 0
+    while received < _PROOF_REPLY_BYTES:
+        data = await stream.receive_some(_PROOF_REPLY_BYTES - received)
+        received += len(data)
+        connection.receive_data(bytes(data) or None)  # b"": the listener hung up
+        for event in connection.events():
+            if not isinstance(event, wsproto.events.RejectConnection):
+                return None  # accepted (a server that takes this path is not ours), or closed
+            if event.status_code != PROOF_STATUS:
                 return None
-            for name, value in rejected.headers or ():
+            for name, value in event.headers:
                 if name.lower() == PROOF_HEADER:
                     return value.decode(errors="replace")
             return None
-        except (OSError, HandshakeError, trio.BrokenResourceError, trio.TooSlowError):
+        if not data:
             return None
     return None
 
