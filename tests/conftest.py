@@ -120,13 +120,15 @@ def _corpus_summary(terminalreporter: pytest.TerminalReporter) -> None:
             if not nodeid.startswith(CORPUS_TEST) or report.when != "call":
                 continue
             properties = dict(report.user_properties)
-            for name in properties[corpus.RAN]:
+            ran = properties.get(corpus.RAN, ())
+            failing = properties.get(corpus.FAILED, ran if outcome != "passed" else ())
+            for name in ran:
                 label = corpus.label(corpus.ROOT / name)
                 expected = label["expected"]
                 state = "blocked" if expected["manual_only"] else expected["state"]
                 version = f"{label['agent']} {label['version']}"
                 screens.setdefault(version, Counter())[state] += 1
-                if name in properties[corpus.FAILED]:
+                if name in failing:
                     failed[version] += 1
     if not screens:
         return

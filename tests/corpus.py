@@ -33,8 +33,8 @@ ROOT = Path(__file__).resolve().parent.parent / "fixtures"
 
 T = TypeVar("T")
 RAN, FAILED = "corpus_ran", "corpus_failed"
-"""The user properties of an `each` test: the names of the items it checked, and of those
-that failed."""
+"""The user properties of an `each` test: the names of the items it checks, and of those
+that failed (absent if the test stopped before the end: then all count as failed)."""
 Label = dict[str, Any]
 """What the capture tool wrote of a screen: agent, version, cols, rows, plan, expected, ..."""
 
@@ -104,6 +104,8 @@ def each(
 
         def test(screens: list[T], record_property: Callable[[str, object], None]) -> None:
             __tracebackhide__ = True  # the first failure's own traceback is shown above it
+            # For the run's summary (tests/conftest.py): which items ran, which failed.
+            record_property(RAN, [named(item) for item in screens])
             failed: list[tuple[str, Exception]] = []
             for item in screens:
                 try:
@@ -113,8 +115,6 @@ def each(
                         check(item)
                 except Exception as exc:  # every failure is listed, then raised
                     failed.append((named(item), exc))
-            # For the run's summary (tests/conftest.py): which items ran, which failed.
-            record_property(RAN, [named(item) for item in screens])
             record_property(FAILED, [item for item, _ in failed])
             if failed:
                 listing = "\n".join(

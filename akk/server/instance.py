@@ -30,6 +30,7 @@ import re
 import secrets
 import ssl
 import time
+import urllib.parse
 
 import attrs
 import trio
@@ -267,7 +268,7 @@ async def _ask_proof(endpoint: Endpoint, challenge: str, timeout: float) -> str 
 async def _proof_reply(stream: trio.abc.Stream, endpoint: Endpoint, challenge: str) -> str | None:
     connection = wsproto.WSConnection(wsproto.ConnectionType.CLIENT)
     request = wsproto.events.Request(
-        host=endpoint.url.split("/")[2],
+        host=urllib.parse.urlsplit(endpoint.url).netloc,
         target=PROOF_PATH,
         extra_headers=[(CHALLENGE_HEADER, challenge.encode())],
     )
