@@ -88,7 +88,8 @@ def _claude_idle(screen: str) -> bool:
     # The empty composer line sits between two rules; the footer offers shortcuts.
     # A user status line or vim's `-- INSERT --` takes that hint's place, and on
     # some versions hides `esc to interrupt` too: then the last row offers agents
-    # and no working row (`✽ Burrowing…`) shows.
+    # and no working row (`✽ Burrowing…`) shows. After a paste was sent, 2.1.263-2.1.267
+    # keep `paste again to expand` there for about 8 s over the empty composer.
     lines = [line.rstrip() for line in screen.splitlines()]
     if CLAUDE_PROMPT not in lines:
         return False
@@ -96,7 +97,7 @@ def _claude_idle(screen: str) -> bool:
         return True
     footer = next((line for line in reversed(lines) if line), "")
     working = "esc to interrupt" in footer or CLAUDE_SPINNER.search(screen) is not None
-    return footer.endswith("← for agents") and not working
+    return footer.endswith(("← for agents", "paste again to expand")) and not working
 
 
 def _codex_idle(screen: str) -> bool:
