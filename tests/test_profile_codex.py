@@ -22,6 +22,7 @@ from akk.profiles.composer import TypingMethod
 from akk.profiles.observation import Observation, OptionRole, State, StepKind
 from akk.screen import Cell, Grid, fingerprint, render
 from tests import corpus
+from tests.test_fixtures import classifies_to_its_label
 
 SIZE_FOLDER = re.compile(r"\d+x\d+")
 """A size folder (`80x24`, `100x30`, `132x43`, `200x50`): every size besides 120x40."""
@@ -526,11 +527,7 @@ def test_every_version_has_the_variant_sizes_and_footers() -> None:
                     assert folder / stem in present, (version, cols, rows, stem)
 
 
-@corpus.each(SIZED)
-def test_a_screen_at_another_size_classifies_to_its_label(path: Path) -> None:
-    from tests.test_fixtures import classifies_to_its_label
-
-    classifies_to_its_label(path)
+test_a_screen_at_another_size_classifies_to_its_label = corpus.each(SIZED)(classifies_to_its_label)
 
 
 def _variant(version: str, name: str, size: str = "") -> Fixture:

@@ -30,7 +30,6 @@ import re
 import secrets
 import ssl
 import time
-import urllib.parse
 
 import attrs
 import trio
@@ -83,16 +82,22 @@ class Endpoint:
     @property
     def url(self) -> str:
         """Where a client on this host reaches the server (a wildcard bind via loopback)."""
-        return f"{self.scheme}://{self._authority}/v1"
+        return f"{self.scheme}://{self.authority}/v1"
 
     @property
     def web_origin(self) -> str:
         """The server's origin as a browser on this host names it (the console's pages)."""
-        return f"{'https' if self.scheme == 'wss' else 'http'}://{self._authority}"
+        return f"{'https' if self.scheme == 'wss' else 'http'}://{self.authority}"
 
     @property
-    def _authority(self) -> str:
-        host = _WILDCARDS.get(self.host, self.host)
+    def reach_host(self) -> str:
+        """The address a client on this host connects to (a wildcard bind via loopback)."""
+        return _WILDCARDS.get(self.host, self.host)
+
+    @property
+    def authority(self) -> str:
+        """``host:port`` as a URL or a Host header names the server."""
+        host = self.reach_host
         shown = f"[{host}]" if ":" in host else host
         return f"{shown}:{self.port}"
 
@@ -247,7 +252,7 @@ async def _ask_proof(endpoint: Endpoint, challenge: str, timeout: float) -> str 
     reused port may, and this returns at once. At most `_PROOF_REPLY_BYTES` of
     the reply are read.
     """
-    host = _WILDCARDS.get(endpoint.host, endpoint.host)
+    host = endpoint.reach_host
     context = endpoint.tls_context()
     with trio.move_on_after(timeout):
         stream: trio.abc.Stream | None = None
@@ -268,7 +273,7 @@ async def _ask_proof(endpoint: Endpoint, challenge: str, timeout: float) -> str 
 async def _proof_reply(stream: trio.abc.Stream, endpoint: Endpoint, challenge: str) -> str | None:
     connection = wsproto.WSConnection(wsproto.ConnectionType.CLIENT)
     request = wsproto.events.Request(
-        host=urllib.parse.urlsplit(endpoint.url).netloc,
+        host=endpoint.authority,
         target=PROOF_PATH,
         extra_headers=[(CHALLENGE_HEADER, challenge.encode())],
     )
