@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import apsw
 import attrs
@@ -36,6 +36,7 @@ from akk.store.turns import TurnState
 from akk.workspace_roots import pane_allowed
 from tests.tier import examples
 
+T = TypeVar("T")
 PANES = 4
 OWNERS = ("ctl_a", "ctl_b")
 ROOT = "/nonexistent/akk-list-view/a"
@@ -252,5 +253,46 @@ def test_callers_at_once_share_a_read_and_see_what_was_committed_before_they_cal
                 assert shown in (before[viewer], after[viewer])
             for viewer, shown in late:
                 assert shown == after[viewer]
+
+    trio.run(main)
+
+
+class CommitsBeforeItsNextRead(StoreReader):
+    """A reader that lets a write commit at the worst moment for the view: after it has read
+    the store's version, before its next read transaction starts."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.write: Callable[[], None] | None = None
+
+    async def run(self, query: Callable[[apsw.Connection], T]) -> T:
+        write, self.write = self.write, None
+        if write is not None:
+            write()
+        return await super().run(query)
+
+
+def test_a_write_that_commits_as_a_read_starts_is_shown_whole_or_not_at_all(
+    tmp_path: Path,
+) -> None:
+    """A controller's records read after a write are never shown with the holders read
+    before it (the view kept from the operator's call, which was current when the read began)."""
+
+    async def main() -> None:
+        with trio.fail_after(60), world(tmp_path / "store.db") as w:
+            apply(w, ("announce", 0, ROOT, "p"))
+            apply(w, ("send", 0, 0))
+            reader = CommitsBeforeItsNextRead(tmp_path / "store.db")
+            view = ListView(w.board, reader)
+            try:
+                await view.listing(None, ())  # holders and the operator's records, kept
+                before = rebuild(w.board, w.conn, "ctl_a", ())
+                reader.write = lambda: apply(w, ("settle", 0))
+                shown = json.loads((await view.listing("ctl_a", ())).json)
+                after = rebuild(w.board, w.conn, "ctl_a", ())
+            finally:
+                reader.close()
+            assert reader.write is None and before != after
+            assert shown == after
 
     trio.run(main)

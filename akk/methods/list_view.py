@@ -159,13 +159,16 @@ class ListView:
                 self._next = None  # later callers join the next read
             try:
                 # Read after the version: a write committed in between makes the view newer
-                # than its version says, never older, and the next call reads again.
+                # than its version says, never older, and no later call reads that version.
                 version = await self._reader.version()
                 base = self._generation
                 if base is None or base.version != version:
                     base = None
                 owners = read.owners
                 result = await self._reader.run(lambda conn: _read(conn, version, base, owners))
+                if base is not None and await self._reader.version() != version:
+                    # The records may be newer than the base's holders: read all in one go.
+                    result = await self._reader.run(lambda conn: _read(conn, version, None, owners))
                 self._generation = read.result = result
             except Exception as error:
                 read.error = error
