@@ -21,7 +21,6 @@ from akk.screen import (
     Cell,
     Grid,
     Region,
-    TextSpan,
     box_above,
     is_blank_row,
     is_box_drawing,
@@ -277,29 +276,11 @@ def test_render_reproduces_any_styled_grid(case: tuple[int, list[list[Cell]]]) -
 # --- grid API -------------------------------------------------------------
 
 
-def test_find_reports_whole_cell_spans_top_down() -> None:
-    grid = render("a中b ab\nxx ab\n", 8, 2)
-    assert grid.find("ab") == (TextSpan(y=0, left=5, right=7), TextSpan(y=1, left=3, right=5))
-    assert grid.find("中b") == (TextSpan(y=0, left=1, right=4),)
-    assert grid.find_last("ab") == TextSpan(y=1, left=3, right=5)
-    assert grid.find("ab", Region(top=0, bottom=2, left=0, right=5)) == (
-        TextSpan(y=1, left=3, right=5),
-    )
-    assert grid.find_last("zz") is None
-
-
-def test_find_never_matches_part_of_a_grapheme() -> None:
-    grid = render("e\u0301 e", 3, 1)
-    assert grid.find("e") == (TextSpan(y=0, left=2, right=3),)
-    assert grid.find("e\u0301") == (TextSpan(y=0, left=0, right=1),)
-
-
 def test_rows_bottom_up_and_region_reads() -> None:
     grid = render("r0\nr1中\nr2\nr3\n", 4, 4)
     assert list(grid.rows_bottom_up()) == [3, 2, 1, 0]
     region = Region(top=1, bottom=3, left=1, right=4)
     assert list(grid.rows_bottom_up(region)) == [2, 1]
-    assert grid.region_text(region) == ("1中", "2  ")
     assert grid.region_cells(region)[0][1].char == "中"
     with pytest.raises(ValueError, match="leaves the 4x4 grid"):
         grid.region_cells(Region(top=0, bottom=5, left=0, right=1))
@@ -354,7 +335,7 @@ def test_box_above_proves_a_closed_frame_from_its_bottom_corner() -> None:
     box = box_above(grid, 5, 1)
     assert box == Region(top=1, bottom=6, left=1, right=9)
     assert is_closed_box(grid, box)
-    assert grid.region_text(Region(top=2, bottom=3, left=2, right=8)) == (" ask  ",)
+    assert grid.row_text(2)[2:8] == " ask  "
     assert box_above(grid, 5, 2) is None
     assert box_above(grid, 0, 0) is None
 

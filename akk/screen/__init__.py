@@ -6,7 +6,7 @@ Profiles see only this surface: `render` a capture into a `Grid`, isolate a
 """
 
 from akk.screen.fingerprint import IdMinter, fingerprint
-from akk.screen.grid import BLANK, Cell, Grid, Run, Style, TextSpan
+from akk.screen.grid import BLANK, Cell, Grid, Run, Style
 from akk.screen.region import (
     BOTTOM_LEFT,
     BOTTOM_RIGHT,
@@ -42,7 +42,6 @@ __all__ = [
     "Region",
     "Run",
     "Style",
-    "TextSpan",
     "box_above",
     "fingerprint",
     "is_blank_row",

@@ -8,7 +8,6 @@ emoji) is a `Cell` of width 2 followed by a continuation cell of width 0 whose
 
 from __future__ import annotations
 
-import bisect
 import operator
 from collections.abc import Iterator
 
@@ -93,15 +92,6 @@ class Cell:
 BLANK = Cell()
 _style_key = operator.attrgetter(*(field.name for field in attrs.fields(Style)))
 """A cell's style as a tuple in `Style`'s field order."""
-
-
-@attrs.frozen
-class TextSpan:
-    """Columns ``left..right-1`` of row `y` (half-open) holding some text."""
-
-    y: int
-    left: int
-    right: int
 
 
 @attrs.frozen
@@ -201,48 +191,6 @@ class Grid:
         return tuple(
             row[region.left : region.right] for row in self._cells[region.top : region.bottom]
         )
-
-    def region_text(self, region: Region) -> tuple[str, ...]:
-        """The text of each row of `region` (only the characters whose cells lie inside it)."""
-        self._check(region)
-        texts = []
-        for y in range(region.top, region.bottom):
-            columns = self.row_columns(y)
-            start = bisect.bisect_left(columns, region.left)
-            stop = bisect.bisect_left(columns, region.right)
-            texts.append(self.row_text(y)[start:stop])
-        return tuple(texts)
-
-    def find(self, text: str, region: Region | None = None) -> tuple[TextSpan, ...]:
-        """Every occurrence of `text` inside `region` (default: whole grid), top-down.
-
-        Matches cover whole cells only: a match never starts or ends inside a
-        grapheme (so "e" does not match the first half of "e" + U+0301).
-        """
-        if not text:
-            raise ValueError("find() needs non-empty text")
-        area = self.full_region if region is None else region
-        self._check(area)
-        spans = []
-        for y in range(area.top, area.bottom):
-            row, columns = self.row_text(y), self.row_columns(y)
-            start = row.find(text)
-            while start >= 0:
-                end = start + len(text)
-                left = columns[start]
-                right = columns[end] if end < len(columns) else self.cols
-                whole = (start == 0 or columns[start - 1] != left) and (
-                    end == len(columns) or columns[end - 1] != right
-                )
-                if whole and area.left <= left and right <= area.right:
-                    spans.append(TextSpan(y=y, left=left, right=right))
-                start = row.find(text, start + 1)
-        return tuple(spans)
-
-    def find_last(self, text: str, region: Region | None = None) -> TextSpan | None:
-        """The bottom-most (then right-most) occurrence of `text`, or None."""
-        found = self.find(text, region)
-        return found[-1] if found else None
 
     def runs(self, y: int) -> tuple[Run, ...]:
         """Row `y` split into maximal runs of cells that share one style, left to right."""

@@ -360,7 +360,8 @@ async def test_3000_typed_characters_are_never_proven(lab: LabSession) -> None:
         after = profile.classify(grid)
         prompt = after.prompt if after.actionable and after.prompt else question.prompt
         assert not profile.editor_matches(grid, prompt, text)
-        print(f"notes after 3000 typed characters: {grid.region_text(prompt.region)[-3:]}")
+        notes = [grid.row_text(y) for y in range(prompt.region.top, prompt.region.bottom)]
+        print(f"notes after 3000 typed characters: {notes[-3:]}")
     assert not any(ANSWERED_CODEX in r.newest_input for r in lab.server.requests)
 
 
