@@ -339,7 +339,8 @@ def _joined_from(
     soft = above_y is None or not above_y.full
     pending = False  # rows joined since the rules last ran
     limit = _CHAIN_ROWS  # a soft-wrapped stretch is followed whole, other rows this far
-    for row in rows[y + 1 :]:
+    for below in range(y + 1, len(rows)):  # not a slice: that copies the rest for every row
+        row = rows[below]
         if row is None or (len(pieces) >= limit and not soft):
             break
         above = pieces[-1]
