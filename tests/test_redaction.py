@@ -38,6 +38,7 @@ from akk.protocol.redaction import (
     WRAP_MARGIN,
     asks_for_secret,
     redact,
+    redact_head,
     redact_screen,
 )
 from akk.screen.fingerprint import Appearance, IdMinter, fingerprint
@@ -509,3 +510,37 @@ def test_a_planted_key_block_never_survives(above: list[str], below: list[str], 
     block = ["-----BEGIN EC PRIVATE KEY-----", *PEM_BODY[:cut], "-----END EC PRIVATE KEY-----"]
     out = "\n".join(redact_lines([*above, *block, *below]))
     assert all(row not in out for row in PEM_BODY[:cut])
+
+
+# What a long message is made of: words, secrets of every family (named, prefixed,
+# anonymous, a key block's lines, keys a line break cuts), gutters, and the breaks and
+# blank lines between them.
+message_pieces = st.one_of(
+    st.sampled_from(
+        [
+            "the", "value", " ", "\n", "\n\n", "\n \n", "│ ", "password: hunter22",
+            "Authorization: Bearer ab12cd34ef56", "postgres://app:pw1234@db", "--token ",
+            "-----BEGIN RSA PRIVATE KEY-----", "-----END RSA PRIVATE KEY-----",
+            *PEM_BODY[:3], *FAMILIES,
+            *(f"{key[: len(key) // 2]}\n{key[len(key) // 2 :]}" for key in FAMILIES),  # wrapped
+        ]
+    ),
+    st.text(alphabet="ab1/_-\n ", max_size=12),
+)  # fmt: skip
+
+
+@given(st.lists(message_pieces, max_size=80), st.data())
+def test_the_head_of_a_message_redacts_as_the_whole_message_starts(
+    pieces: list[str], data: st.DataObject
+) -> None:
+    text = "".join(pieces)
+    limit = data.draw(st.integers(min_value=0, max_value=len(text)), label="limit")
+    assert redact_head(text, limit) == redact(text)[:limit]
+
+
+@pytest.mark.parametrize("key", FAMILIES)
+def test_a_key_the_limit_cuts_is_masked_before_the_cut(key: str) -> None:
+    """The text is redacted, then cut: a key cut first may be too short to be known."""
+    text = "x " * 95 + key + " and more"
+    head = redact_head(text, 200)
+    assert not leaks(key, head) and MASK in head

@@ -1,4 +1,4 @@
-"""Benchmark `akk.protocol.redaction.redact_screen` on screens of wrapped output.
+"""Benchmark `akk.protocol.redaction` on screens of wrapped output and on long messages.
 
 Run: `.venv/bin/python -m tools.bench_redaction [--runs N]`. `status`, the
 console and `list`'s `asks` redact the whole screen of a pane whenever it
@@ -9,6 +9,12 @@ thread over N screens (each a new one: the redaction's cache never answers):
 - "prose": every row one soft-wrapped stretch of ordinary words, as a long
   paragraph or a log line an agent printed fills a pane;
 - "prose + keys": the same with a named secret and a key in every fifth row.
+
+Then a final message of about a megabyte, as an agent may end a Turn with, in
+three shapes (paragraphs, lines of code, and paragraphs with no blank line
+between them): the CPU time of redacting all of it (`redact`) and of the
+first `FINAL_MESSAGE_LIMIT` characters a Turn keeps (`redact_head`), which is
+what AKK does, also on its own thread.
 """
 
 from __future__ import annotations
@@ -17,8 +23,10 @@ import argparse
 import random
 import statistics
 import time
+from collections.abc import Callable
 
-from akk.protocol.redaction import redact_screen
+from akk.actors.turn import FINAL_MESSAGE_LIMIT
+from akk.protocol.redaction import redact, redact_head, redact_screen
 
 SIZES = ((120, 40), (250, 60), (250, 200), (900, 200))
 _WORDS = ("the", "check", "returned", "value", "error", "src/akk/screen.py", "config", "path")
@@ -32,6 +40,24 @@ def _screen(rng: random.Random, cols: int, rows: int, keys: bool) -> tuple[str, 
         words.append(rng.choice(_SECRETS) if every_fifth_row else rng.choice(_WORDS))
     text = " ".join(words)
     return tuple(text[y * cols : (y + 1) * cols] for y in range(rows))
+
+
+def _messages(rng: random.Random, size: int) -> dict[str, str]:
+    def line() -> str:
+        return " ".join(rng.choice(_WORDS) for _ in range(12))
+
+    count = size // len(line())
+    return {
+        "paragraphs": "\n\n".join(line() for _ in range(count)),
+        "code": "\n".join(f"    x{n} = call(path, {n})" for n in range(size // 25)),
+        "lines, no blank one": "\n".join(line() for _ in range(count)),
+    }
+
+
+def _cpu(work: Callable[..., object], *args: object) -> float:
+    start = time.thread_time()
+    work(*args)
+    return time.thread_time() - start
 
 
 def main() -> None:
@@ -51,6 +77,13 @@ def main() -> None:
                 f"{cols}x{rows} {kind}: median {statistics.median(times) * 1e3:.1f} ms, "
                 f"worst {max(times) * 1e3:.1f} ms ({args.runs} screens)"
             )
+    for kind, text in _messages(rng, 1_000_000).items():
+        whole = _cpu(redact, text)
+        head = _cpu(redact_head, text, FINAL_MESSAGE_LIMIT)
+        print(
+            f"final message, {kind} ({len(text):,} chars): redact {whole * 1e3:.0f} ms, "
+            f"redact_head({FINAL_MESSAGE_LIMIT}) {head * 1e3:.1f} ms"
+        )
 
 
 if __name__ == "__main__":

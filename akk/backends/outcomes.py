@@ -9,7 +9,7 @@ from __future__ import annotations
 from akk import evidence
 from akk.actors.turn import FINAL_MESSAGE_LIMIT
 from akk.actors.turn_follower import Outcome, Usage
-from akk.protocol.redaction import redact
+from akk.protocol.redaction import redact_head
 from akk.store.turns import TurnState
 
 
@@ -20,9 +20,9 @@ def file_outcome(found: evidence.Progress) -> Outcome | None:
     if found.final_message is not None:
         changes["final_message"] = _bounded(found.final_message)
     if found.outcome == "done":
-        return Outcome(TurnState.DONE, None, _summary(found.final_message), changes, usage)
+        return Outcome(TurnState.DONE, None, final_summary(found.final_message), changes, usage)
     if found.outcome == "failed":
-        why = redact((found.failure or "failed")[:200])
+        why = redact_head(found.failure or "failed", 200)
         return Outcome(
             TurnState.FAILED, "agent_error", f"the agent reported: {why}", changes, usage
         )
@@ -32,12 +32,11 @@ def file_outcome(found: evidence.Progress) -> Outcome | None:
 
 
 def _bounded(text: str) -> str:
-    text = redact(text)
+    text = redact_head(text, FINAL_MESSAGE_LIMIT + 1)
     return text if len(text) <= FINAL_MESSAGE_LIMIT else text[: FINAL_MESSAGE_LIMIT - 1] + "…"
 
 
-def _summary(final: str | None) -> str:
-    if not final:
-        return "the agent finished the Turn"
-    first = redact(final.strip().splitlines()[0] if final.strip() else "")
-    return first[:200]
+def final_summary(final: str | None) -> str:
+    """A settled Turn's summary: its final message's first line, redacted, or a stock line."""
+    lines = (final or "").strip().splitlines()  # a blank message has no first line
+    return redact_head(lines[0] if lines else "the agent finished the Turn", 200)

@@ -179,6 +179,25 @@ def redact(text: str, known: Collection[str] = ()) -> str:
     return _masked(text, _merged(spans))
 
 
+def redact_head(text: str, limit: int) -> str:
+    """``redact(text)[:limit]``, reading only as much of `text` as that needs.
+
+    No secret the rules find goes on past a blank line (a private key block's
+    rows are masked one by one, and a blank row ends every join), so the text
+    up to one redacts to the start of the whole text's redaction. The text is
+    read up to the first blank line past `limit` characters, then about twice
+    as far each time, until its redaction is that long: a final message of a
+    megabyte costs what its first few kilobytes cost.
+    """
+    start = limit
+    while (cut := text.find("\n\n", start)) >= 0:
+        head = redact(text[: cut + 1])
+        if len(head) >= limit:
+            return head[:limit]
+        start = 2 * (cut + 1)
+    return redact(text)[:limit]
+
+
 def redact_screen(lines: Sequence[str]) -> RedactedScreen:
     """`lines` (screen rows, top to bottom, none holding a newline) with every secret masked.
 

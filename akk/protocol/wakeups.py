@@ -33,7 +33,7 @@ from typing import Any
 import attrs
 
 from akk.profiles.observation import Observation, State
-from akk.protocol.redaction import asks_for_secret, redact
+from akk.protocol.redaction import asks_for_secret, redact_head
 from akk.screen.fingerprint import Appearance
 
 SETTLE_SECONDS = 0.5
@@ -146,7 +146,7 @@ def follow(
     if reason is None:
         return None
     drawn = digest(lines)
-    detail = redact(observation.reason or "")[:300]
+    detail = redact_head(observation.reason or "", 300)
     permission = asks_permission(agent, lines)
     if current is None:
         return Manual(mint(drawn), reason, detail, permission, drawn, now)

@@ -44,12 +44,13 @@ from akk.backends.claude_headless.actor import Interrupt
 from akk.backends.claude_headless.answers import prompts_of, remember_asked
 from akk.backends.claude_headless.board import RunBoard
 from akk.backends.claude_headless.host import RunDesk
+from akk.backends.outcomes import final_summary
 from akk.discovery import children
 from akk.discovery.process import start_ticks
 from akk.evidence.model import EvidenceError
 from akk.faults import Point
 from akk.protocol.errors import Reason
-from akk.protocol.redaction import redact
+from akk.protocol.redaction import redact_head
 from akk.runtime.actor import ActorError
 from akk.screen.fingerprint import IdMinter
 from akk.sessions.policy import Dispatch, History
@@ -117,7 +118,7 @@ class ClaudeFollower(Attached):
         if board.failed_to_start is not None:
             await self._settle(
                 TurnState.FAILED, "claude_start_failed",
-                f"Claude could not be started ({redact(board.failed_to_start)[:200]}); nothing "
+                f"Claude could not be started ({redact_head(board.failed_to_start, 200)}); nothing "
                 "was sent. Check --claude-bin, then send again",
                 outcome="failed", cleanup=True,
             )  # fmt: skip
@@ -125,14 +126,14 @@ class ClaudeFollower(Attached):
         if board.unsent is not None:
             await self._settle(
                 TurnState.FAILED, "not_sent",
-                f"{redact(board.unsent)[:300]}; nothing was sent. Send it again",
+                f"{redact_head(board.unsent, 300)}; nothing was sent. Send it again",
                 outcome="failed", cleanup=True,
             )  # fmt: skip
             return False
         if board.closed is not None and board.pid is None:
             await self._settle(
                 TurnState.FAILED, "not_sent",
-                f"the round ended before its process started ({redact(board.closed)[:200]}); "
+                f"the round ended before its process started ({redact_head(board.closed, 200)}); "
                 "nothing was sent. Send it again", outcome="failed", cleanup=True,
             )  # fmt: skip
             return False
@@ -259,7 +260,7 @@ class ClaudeFollower(Attached):
         final = round_.final_message
         changes: dict[str, Any] = {}
         if final:
-            changes["final_message"] = redact(final)[:FINAL_MESSAGE_LIMIT]
+            changes["final_message"] = redact_head(final, FINAL_MESSAGE_LIMIT)
         if verdict == "running":
             await self._settle(
                 TurnState.FAILED, "interrupted_by_restart",
@@ -269,7 +270,7 @@ class ClaudeFollower(Attached):
             )  # fmt: skip
         elif verdict == "done":
             await self._settle(
-                TurnState.DONE, None, _summary(final), outcome="done", cleanup=True,
+                TurnState.DONE, None, final_summary(final), outcome="done", cleanup=True,
                 checkpoint=True, usage=usage, **changes,
             )  # fmt: skip
         elif verdict == "cancelled":
@@ -280,7 +281,7 @@ class ClaudeFollower(Attached):
         else:
             await self._settle(
                 TurnState.FAILED, "agent_error",
-                f"the agent reported: {redact(round_.failure or 'an error')[:200]}",
+                f"the agent reported: {redact_head(round_.failure or 'an error', 200)}",
                 outcome="failed", cleanup=True, usage=usage, **changes,
             )  # fmt: skip
 
@@ -321,11 +322,11 @@ class ClaudeFollower(Attached):
         final = result.result if result.result is not None else final_text
         changes: dict[str, Any] = {}
         if final:
-            changes["final_message"] = redact(final)[:FINAL_MESSAGE_LIMIT]
+            changes["final_message"] = redact_head(final, FINAL_MESSAGE_LIMIT)
         if not result.is_error:
             usage = Usage(evidence.UsageStatus.COMPLETE, result.usage)
             await self._settle(
-                TurnState.DONE, None, _summary(final), outcome="done", cleanup=cleanup,
+                TurnState.DONE, None, final_summary(final), outcome="done", cleanup=cleanup,
                 checkpoint=True, usage=usage, context=context, **changes,
             )  # fmt: skip
         elif self._cancelled:
@@ -337,7 +338,7 @@ class ClaudeFollower(Attached):
         else:
             why = final or result.terminal_reason or result.subtype
             await self._settle(
-                TurnState.FAILED, "agent_error", f"the agent reported: {redact(why)[:200]}",
+                TurnState.FAILED, "agent_error", f"the agent reported: {redact_head(why, 200)}",
                 outcome="failed", cleanup=cleanup,
                 usage=Usage(evidence.UsageStatus.PARTIAL, result.usage), **changes,
             )  # fmt: skip
@@ -368,11 +369,6 @@ class ClaudeFollower(Attached):
 
         self._desk.forget(turn.turn_id)
         await self._control.settle(state, reason, summary, usage=usage, also=also, **changes)
-
-
-def _summary(final: str | None) -> str:
-    lines = (final or "").strip().splitlines()
-    return redact(lines[0] if lines else "the agent finished the Turn")[:200]
 
 
 async def _end_orphan(facts: dict[str, Any], turn_id: str) -> None:

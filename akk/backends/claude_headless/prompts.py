@@ -42,7 +42,7 @@ from akk.backends.questions import each_answer
 from akk.profiles.observation import InteractionKind, OptionRole, ResponseKind
 from akk.protocol.errors import Reason, RpcError
 from akk.protocol.projection import backend_option, backend_projection
-from akk.protocol.redaction import redact
+from akk.protocol.redaction import redact, redact_head
 from akk.protocol.text_check import check_text
 from akk.screen.fingerprint import Appearance, IdMinter
 
@@ -314,7 +314,7 @@ def _permission(
     }
     command = _str(tool_input.get("command"))
     detail = command if command is not None else json.dumps(tool_input, ensure_ascii=False)
-    question["detail"] = redact(detail[:DETAIL_MAX_CHARS])
+    question["detail"] = redact_head(detail, DETAIL_MAX_CHARS)
     projection = backend_projection(
         InteractionKind.PERMISSION, seen, ids, agent="claude", turn_id=turn_id, questions=[question]
     )

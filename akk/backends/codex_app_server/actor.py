@@ -42,7 +42,7 @@ from akk.backends.offers import reserve_answer
 from akk.evidence import request_digest
 from akk.faults import Point
 from akk.protocol.errors import Reason
-from akk.protocol.redaction import redact
+from akk.protocol.redaction import redact_head
 from akk.runtime.actor import Actor, ActorRef, Ask, Rank
 from akk.sessions import policy
 from akk.store import dispatches, sessions, turns
@@ -271,7 +271,7 @@ class BackendActor(Actor[BackendMessage]):
             )
         except rpc.ErrorReply as exc:
             # A refusal is the app-server's own answer: the turn was not started.
-            why = f"the app-server refused turn/start: {redact(exc.message)[:200]}"
+            why = f"the app-server refused turn/start: {redact_head(exc.message, 200)}"
             return await self._not_started(invocation, "turn_start_refused", why)
         except rpc.AppServerError as exc:
             return await self._unconfirmed(invocation, exc)
@@ -341,8 +341,8 @@ class BackendActor(Actor[BackendMessage]):
             await self._written(reject, what=f"session {session_id}: resume refused")
             why = (
                 f"the app-server refused to resume the session's thread "
-                f"({redact(exc.message)[:200]}); nothing was sent. Send again: AKK will rebuild "
-                "the session (pass a handoff so the new thread knows the task)"
+                f"({redact_head(exc.message, 200)}); nothing was sent. Send again: AKK will "
+                "rebuild the session (pass a handoff so the new thread knows the task)"
             )
             return await self._not_started(invocation, "resume_rejected", why)
         self._board.loaded.add(thread_id)
@@ -433,7 +433,8 @@ class BackendActor(Actor[BackendMessage]):
         except rpc.ErrorReply as exc:
             # The app-server's own refusal (its turn is no longer the active one): nothing
             # reached the agent.
-            why = f"the turn ended before the answer could join it ({redact(exc.message)[:120]})"
+            refusal = redact_head(exc.message, 120)
+            why = f"the turn ended before the answer could join it ({refusal})"
             await self._written(
                 lambda conn: dispatches.advance(
                     conn, _fresh(conn, reserved), Stage.NOT_ACCEPTED, why
@@ -510,7 +511,7 @@ class BackendActor(Actor[BackendMessage]):
                 timeout=REQUEST_TIMEOUT,
             )
         except rpc.ErrorReply as exc:
-            return f"the app-server refused turn/interrupt: {redact(exc.message)[:200]}"
+            return f"the app-server refused turn/interrupt: {redact_head(exc.message, 200)}"
         return None
 
     async def _read_thread(self, thread_id: str) -> ThreadFacts:
@@ -520,7 +521,7 @@ class BackendActor(Actor[BackendMessage]):
                 timeout=REQUEST_TIMEOUT,
             )  # fmt: skip
         except rpc.ErrorReply as exc:
-            return ThreadFacts(False, None, why=redact(exc.message)[:200])
+            return ThreadFacts(False, None, why=redact_head(exc.message, 200))
         thread = result.get("thread") or {}
         status = (thread.get("status") or {}).get("type")
         records = tuple(_native_record(t) for t in thread.get("turns") or [])
@@ -541,7 +542,7 @@ def _native_record(turn: dict[str, Any]) -> NativeRecord:
         status=str(turn.get("status")),
         request_sha256=request_digest(texts[0]) if texts else None,
         final_message=final_message(turn.get("items")),
-        error=redact(str(error.get("message")))[:300] if isinstance(error, dict) else None,
+        error=redact_head(str(error.get("message")), 300) if isinstance(error, dict) else None,
     )
 
 

@@ -24,7 +24,7 @@ from akk.backends.codex_app_server.prompts import (
     async_prompt_of,
     prompt_of,
 )
-from akk.protocol.redaction import redact
+from akk.protocol.redaction import redact_head
 from akk.screen.fingerprint import IdMinter
 from akk.store.database import StoreUnwritable
 from akk.store.turns import Turn
@@ -180,7 +180,7 @@ class BackendBoard:
             native.final_message = final_message(turn.get("items")) or native.final_message
             error = turn.get("error")
             if isinstance(error, dict) and error.get("message"):
-                native.error = redact(str(error["message"]))[:300]
+                native.error = redact_head(str(error["message"]), 300)
         elif note.method == "item/completed":
             self._async_question(thread_id, params)
             return

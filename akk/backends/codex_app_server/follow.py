@@ -44,11 +44,12 @@ from akk.backends.codex_app_server.actor import (
 )
 from akk.backends.codex_app_server.board import NativeTurn
 from akk.backends.codex_app_server.host import BackendDesk, BackendHost
+from akk.backends.outcomes import final_summary
 from akk.discovery import children
 from akk.discovery.process import start_ticks
 from akk.faults import Point
 from akk.protocol.errors import Reason
-from akk.protocol.redaction import redact
+from akk.protocol.redaction import redact_head
 from akk.runtime.actor import ActorError, ActorRef
 from akk.screen.fingerprint import IdMinter
 from akk.sessions.policy import Dispatch, History
@@ -355,10 +356,9 @@ class AppServerFollower(Attached):
         usage = Usage(evidence.UsageStatus.UNKNOWN) if native is None else native.usage()
         changes: dict[str, Any] = {}
         if final:
-            text = redact(final)
-            changes["final_message"] = text[:FINAL_MESSAGE_LIMIT]
+            changes["final_message"] = redact_head(final, FINAL_MESSAGE_LIMIT)
         if state is TurnState.DONE:
-            summary = redact((final or "the agent finished the Turn").strip().splitlines()[0])[:200]
+            summary = final_summary(final)
         elif state is TurnState.CANCELLED:
             summary = (
                 "the owner rejected the request, which interrupts the turn"

@@ -1,0 +1,49 @@
+"""What an agent's own file proves about how a task ended (`akk.backends.outcomes`): the
+summary and final message a controller is shown, bounded and redacted."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from akk import evidence
+from akk.actors.turn import FINAL_MESSAGE_LIMIT
+from akk.backends.outcomes import file_outcome, final_summary
+from akk.protocol.redaction import MASK
+from akk.store.turns import TurnState
+
+KEY = "ghp_Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0UvWxYz"
+
+
+def progress(outcome: Any, final: str | None, failure: str | None = None) -> evidence.Progress:
+    return evidence.Progress(
+        accepted=True, session_id="s", outcome=outcome, final_message=final, failure=failure,
+        usage=None, usage_status=evidence.UsageStatus.UNKNOWN,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("final", [None, "", "  \n \n", "\n"])
+def test_a_message_with_no_words_gets_the_stock_summary(final: str | None) -> None:
+    assert final_summary(final) == "the agent finished the Turn"
+
+
+def test_the_summary_is_the_first_line_redacted_then_cut() -> None:
+    assert final_summary("\n  Fixed it.\nDetails follow.") == "Fixed it."
+    summary = final_summary("x " * 95 + KEY + " and more")
+    assert len(summary) == 200 and KEY[:8] not in summary and summary.endswith(MASK)
+
+
+def test_a_long_final_message_is_redacted_then_bounded_with_an_ellipsis() -> None:
+    final = "\n\n".join(f"paragraph {n}: token = {KEY}" for n in range(20_000))
+    found = file_outcome(progress("done", final))
+    assert found is not None and found.state is TurnState.DONE
+    shown = found.changes["final_message"]
+    assert isinstance(shown, str) and len(shown) == FINAL_MESSAGE_LIMIT and shown.endswith("…")
+    assert KEY[:8] not in shown and shown.startswith(f"paragraph 0: token = {MASK}")
+
+
+def test_a_failure_is_redacted_before_it_is_cut() -> None:
+    found = file_outcome(progress("failed", None, failure="x " * 95 + KEY))
+    assert found is not None and found.state is TurnState.FAILED
+    assert KEY[:8] not in found.summary and MASK in found.summary
