@@ -187,7 +187,8 @@ def redact_head(text: str, limit: int) -> str:
     up to one redacts to the start of the whole text's redaction. The text is
     read up to the first blank line past `limit` characters, then about twice
     as far each time, until its redaction is that long: a final message of a
-    megabyte costs what its first few kilobytes cost.
+    megabyte costs what its first few kilobytes cost. A text with no blank line
+    past `limit` is read whole.
     """
     start = limit
     while (cut := text.find("\n\n", start)) >= 0:
