@@ -237,6 +237,8 @@ def render(
             )
         )
     parts.append(sse_event({"type": "content_block_stop", "index": 0}))
+    if isinstance(reply, Bash) and reply.close_held is not None:
+        parts.append(Hold(reply.close_held))
     parts.append(
         sse_event(
             {

@@ -371,11 +371,21 @@ class ModelServer:
             headers.append(("content-length", str(length)))
         head = connection.send(h11.Response(status_code=response.status, headers=headers))
         await stream.send_all(head or b"")
+        # Each run of parts between holds goes out in one write, as the real API sends a
+        # message's closing events with its last block: apart, a loaded Claude can draw a
+        # permission before its message is whole, and then writes the call only after the
+        # answer (tools/lab/NOTES.md, "The pending tool call").
+        run = bytearray()
         for part in response.parts:
             if isinstance(part, Hold):
+                if run:
+                    await send(bytes(run))
+                    run.clear()
                 await self._hold(part.signal, response.keepalive, send)
             else:
-                await send(part)
+                run += part
+        if run:
+            await send(bytes(run))
         self.finished_at[index] = time.monotonic()
         await stream.send_all(connection.send(h11.EndOfMessage()) or b"")
 

@@ -75,6 +75,9 @@ class Bash:
 
     command: str
     description: str
+    # A signal the message's close (its stop reason and `message_stop`) waits for: the
+    # prompt is drawn before the message is whole (None: the close follows the block).
+    close_held: str | None = None
 
 
 @attrs.frozen
@@ -177,6 +180,8 @@ ECHO_TASK = "lab: say hello"
 ECHO_REPLY = "Hello from the lab model."
 SLOW_TASK = "lab: work slowly"
 SLOW_SIGNAL = "release"
+CLOSE_SIGNAL = "close"
+"""Releases a held message close (`Bash.close_held`)."""
 ASK_AGAIN = "ask again"
 ASK_TASK = "lab: ask me a question"
 RUN_TASK = "lab: run the command"
@@ -318,6 +323,15 @@ def _build() -> dict[str, Scenario]:
         _command(
             "claude_bash",
             Bash(f"touch {BASH_MARKER}.txt && echo {BASH_MARKER}", "Create the lab marker file"),
+            marker=BASH_MARKER,
+        ),
+        _command(
+            "claude_bash_late_close",
+            Bash(
+                f"touch {BASH_MARKER}.txt && echo {BASH_MARKER}",
+                "Create the lab marker file",
+                close_held=CLOSE_SIGNAL,
+            ),
             marker=BASH_MARKER,
         ),
         Scenario(

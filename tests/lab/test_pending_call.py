@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import trio
 
+from akk.backends.terminal.observer import PENDING_GRACE
 from akk.client import AkkError, Controller
 from akk.qualify import scenarios as sc
 from akk.qualify.launcher import LabSession
@@ -120,3 +121,48 @@ async def test_a_permission_that_is_not_the_files_pending_call_is_manual_with_ze
     assert not ran.exists()
     assert lab.server.count_inputs_containing(marker) == 0
     assert lab.server.count_inputs_containing(sc.RUN_TASK) == 1
+
+
+@pytest.mark.parametrize("lab", lab_params("claude_bash_late_close")[-1:], indirect=True)
+async def test_a_permission_drawn_before_its_message_closes_is_left_to_a_person(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    """Claude draws a Bash permission once the call's block is whole, but writes the call
+    only with the message's close, which it leaves unread while the prompt waits (every
+    pinned version, tools/lab/NOTES.md). So the prompt is held for `PENDING_GRACE`, then
+    woken about as ``manual_required`` / ``pending_call_unknown``, and gets no key, even
+    after the close arrives. The newest pinned version only: the others behave alike."""
+    async with two_controllers(lab, tmp_path) as (_, ctl, _other):
+        turn_id = await send_task(ctl, sc.RUN_TASK)
+        await lab.wait_for_screen(lambda screen: PROMPT["claude"] in screen, 30, what="the prompt")
+        drawn = trio.current_time()
+        event = await next_event(ctl, WAKE_UPS)
+        held = trio.current_time() - drawn
+        assert event["kind"] == "approval_required"
+        assert event["interaction"]["state"] == "manual_required", event
+        assert event["interaction"]["manual_reason"] == "pending_call_unknown"
+        assert held >= PENDING_GRACE - 1.0, f"woken {held:.1f} s after the prompt was drawn"
+        assert lab.transcript_records() and not _tool_uses(lab)
+        lab.server.signal(sc.CLOSE_SIGNAL)
+        with pytest.raises(AkkError) as refused:
+            await ctl.call("approve", {"turn_id": turn_id, "decision": "approve_once"})
+        assert refused.value.reason == "manual_required"
+        # Zero keys: the prompt is still there, unanswered, and nothing ran.
+        assert PROMPT["claude"] in await lab.text()
+        assert lab.server.count_inputs_containing(sc.BASH_MARKER) == 0
+        await lab.send_keys("Escape")  # the person at the terminal rejects it
+        await settled(ctl, turn_id)
+        print(f"{lab.client.name}: manual_required {held:.1f} s after the prompt was drawn")
+    assert not (lab.workdir / f"{sc.BASH_MARKER}.txt").exists()
+    assert lab.server.count_inputs_containing(sc.BASH_MARKER) == 0
+
+
+def _tool_uses(lab: LabSession) -> list[object]:
+    """The tool calls Claude's transcript records."""
+    return [
+        block
+        for record in lab.transcript_records()
+        if isinstance(record, dict) and record.get("type") == "assistant"
+        for block in record["message"]["content"]
+        if isinstance(block, dict) and block.get("type") == "tool_use"
+    ]
