@@ -18,6 +18,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import random
 import ssl
 import urllib.parse
 from collections.abc import AsyncGenerator, AsyncIterator
@@ -35,6 +36,9 @@ from trio_websocket import (
 
 EVENT_BUFFER = 1024
 HANDSHAKE_TIMEOUT = 10.0
+CONNECT_PATIENCE = 30.0
+"""Seconds `connect` keeps retrying a server that answers 503 with Retry-After (its
+handshake slots were full: a burst of controllers connecting at once)."""
 TLS_CA_ENV = "AKK_TLS_CA"
 """A CA file (PEM) to check wss:// servers against instead of the system's authorities."""
 
@@ -158,6 +162,42 @@ async def tls_handshake(url: str, ssl_context: ssl.SSLContext) -> None:
             await trio.aclose_forcefully(stream)
 
 
+async def _admitted(
+    stack: AsyncExitStack,
+    url: str,
+    headers: list[tuple[bytes, bytes]],
+    ssl_context: ssl.SSLContext | None,
+) -> WebSocketConnection:
+    """The connection, entered on ``stack`` once the server admits it.
+
+    A 503 with Retry-After (the server's handshake slots were full) is tried
+    again after a random part of that wait, for up to CONNECT_PATIENCE, so a
+    burst of controllers spreads out instead of failing; any other refusal,
+    and a 503 without it (the connection cap), is raised at once.
+    """
+    deadline = trio.current_time() + CONNECT_PATIENCE
+    while True:
+        try:
+            return await stack.enter_async_context(
+                open_websocket_url(url, extra_headers=headers, ssl_context=ssl_context)
+            )
+        except ConnectionRejected as exc:
+            wait = _retry_after(exc)
+            if wait is None or trio.current_time() + wait > deadline:
+                raise
+        await trio.sleep(wait * random.uniform(0.25, 1.0))
+
+
+def _retry_after(refusal: ConnectionRejected) -> float | None:
+    """The seconds a 503 refusal asks the client to wait before it connects again, if any."""
+    if refusal.status_code != 503:
+        return None
+    for name, value in refusal.headers or ():
+        if name.lower() == b"retry-after" and value.strip().isdigit():
+            return float(value.strip())
+    return None
+
+
 @asynccontextmanager
 async def connect(
     url: str,
@@ -197,9 +237,7 @@ async def connect(
     failure: Exception | None = None
     async with AsyncExitStack() as stack:
         try:
-            ws = await stack.enter_async_context(
-                open_websocket_url(url, extra_headers=headers, ssl_context=ssl_context)
-            )
+            ws = await _admitted(stack, url, headers, ssl_context)
         except ConnectionRejected as exc:
             if exc.status_code == 401:
                 raise ConnectError(

@@ -31,6 +31,9 @@ from tools.lab.akk_runner import mint_offline
 DESCRIPTOR_LIMIT = 1024
 FLOOD_FRAMES = 20
 """Frames each non-reading controller of the multibyte test sends."""
+BURST = 400
+"""Controllers of the burst test, each with its own credential (six times the handshake slots)."""
+"""Frames each non-reading controller of the multibyte test sends."""
 
 
 @attrs.frozen
@@ -59,7 +62,7 @@ def _limit_descriptors() -> None:
 def served(tmp_path: Path) -> Iterator[Served]:
     """`akk serve --port 0` with at most 1024 descriptors, watching no real tmux server."""
     state = StateDir(tmp_path / "akk")
-    controllers = mint_offline(state, *(f"bot-{i}" for i in range(8)))
+    controllers = mint_offline(state, *(f"bot-{i}" for i in range(BURST)))
     env = {**os.environ, "TMUX_TMPDIR": str(tmp_path), "AKK_STATE_DIR": str(state.path)}
     proc = subprocess.Popen(
         [sys.executable, "-m", "akk", "serve", "--port", "0", "--log-level", "WARNING"],
@@ -116,6 +119,12 @@ async def test_stalled_handshakes_cannot_exhaust_descriptors(served: Served) -> 
                 report = await operator.call("doctor")
         stats = report["server"]
         assert stats["handshakes_evicted"] >= 1100 - report["limits"]["max_handshakes"] - 5
+        # An evicted peer is told to come back (a slow controller retries), not hung up on.
+        stalled = attackers[1]
+        stalled.settimeout(10)
+        answer = stalled.recv(4096)
+        assert answer.startswith(b"HTTP/1.1 503 "), answer
+        assert b"\r\nRetry-After: 1\r\n" in answer, answer
         assert report["supervisor"]["escalations"] == 0
         print(
             f"\n1,100 stalled handshakes: server held {served.open_descriptors()} descriptors, "
@@ -124,6 +133,32 @@ async def test_stalled_handshakes_cannot_exhaust_descriptors(served: Served) -> 
     finally:
         for sock in attackers:
             sock.close()
+
+
+async def test_a_burst_of_controllers_beyond_the_handshake_slots_all_connect(
+    served: Served,
+) -> None:
+    """400 controllers connect at once, six times the handshake slots: the ones whose
+    upgrade is too slow are evicted with 503 and Retry-After, retry, and every one is
+    served."""
+    _raise_own_descriptor_limit(4096)
+    served_count = 0
+
+    async def one(token: str) -> None:
+        nonlocal served_count
+        await _serves_a_controller(served, token)
+        served_count += 1
+
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            for token in served.controllers.values():
+                nursery.start_soon(one, token)
+        async with connect(served.url, served.operator) as operator:
+            report = await operator.call("doctor")
+    assert served_count == BURST
+    assert served.proc.poll() is None
+    evicted = report["server"]["handshakes_evicted"]
+    print(f"\n{BURST} controllers at once: {evicted} evicted and retried")
 
 
 async def test_idle_connections_fill_up_to_the_cap_and_no_further(served: Served) -> None:

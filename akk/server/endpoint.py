@@ -59,6 +59,17 @@ EVICT_AFTER = 0.05
 """Seconds a handshake may take before a newer connection may evict it."""
 _ACCEPT_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS}
 _CHALLENGE = re.compile(rb"^[0-9a-f]{64}$")
+RETRY_AFTER = 1
+"""Seconds an evicted handshake's peer is told to wait before it connects again."""
+_BUSY_BODY = b"too many controllers are connecting at once; connect again in a second\n"
+_BUSY = (
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n"
+    b"Retry-After: %d\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s"
+    % (RETRY_AFTER, len(_BUSY_BODY), _BUSY_BODY)
+)
+"""What an evicted handshake's peer reads: a controller that is merely slow retries."""
+_BUSY_SECONDS = 0.5
+"""How long the busy answer may take to send: a peer that does not read gets no more."""
 _NOT_HERE = (
     b"HTTP/1.1 404 Not Found\r\nContent-Type: text/plain\r\nContent-Length: 51\r\n"
     b"Connection: close\r\n\r\nthis port speaks WebSocket; connect to ws://.../v1\n"
@@ -170,6 +181,7 @@ class _Pending:
 
     scope: trio.CancelScope
     started: float
+    evicted: bool = False
 
 
 class ListenError(Exception):
@@ -280,6 +292,7 @@ class ControllerServer:
             oldest = next(iter(self._pending))
             if trio.current_time() - oldest.started >= EVICT_AFTER:
                 del self._pending[oldest]
+                oldest.evicted = True
                 oldest.scope.cancel()
                 self.stats.handshakes_evicted += 1
                 continue
@@ -313,6 +326,13 @@ class ControllerServer:
                         request = await ws._get_request()
                     else:
                         asked = head
+                if pending.evicted and request is None and asked is None:
+                    # A slow controller, or a stalled peer: told to come back, not hung up on.
+                    gone = (trio.BrokenResourceError, trio.ClosedResourceError)
+                    with trio.move_on_after(_BUSY_SECONDS), contextlib.suppress(*gone):
+                        await stream.send_all(_BUSY)
+                    nursery.cancel_scope.cancel()
+                    return
                 if asked is not None:
                     # A plain request: the console's page, login or logout; nothing else.
                     self._release(pending)
