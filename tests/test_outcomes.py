@@ -9,7 +9,7 @@ import pytest
 
 from akk import evidence
 from akk.actors.turn import FINAL_MESSAGE_LIMIT
-from akk.backends.outcomes import file_outcome, final_summary
+from akk.backends.outcomes import bounded_final, file_outcome, final_summary
 from akk.protocol.redaction import MASK
 from akk.store.turns import TurnState
 
@@ -41,6 +41,13 @@ def test_a_long_final_message_is_redacted_then_bounded_with_an_ellipsis() -> Non
     shown = found.changes["final_message"]
     assert isinstance(shown, str) and len(shown) == FINAL_MESSAGE_LIMIT and shown.endswith("…")
     assert KEY[:8] not in shown and shown.startswith(f"paragraph 0: token = {MASK}")
+
+
+def test_a_final_message_at_the_limit_is_kept_whole_and_one_past_it_is_marked_cut() -> None:
+    whole = "x" * FINAL_MESSAGE_LIMIT
+    assert bounded_final(whole) == whole
+    cut = bounded_final(whole + "y")
+    assert len(cut) == FINAL_MESSAGE_LIMIT and cut == "x" * (FINAL_MESSAGE_LIMIT - 1) + "…"
 
 
 def test_a_failure_is_redacted_before_it_is_cut() -> None:

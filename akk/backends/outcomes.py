@@ -18,7 +18,7 @@ def file_outcome(found: evidence.Progress) -> Outcome | None:
     usage = Usage(found.usage_status, found.usage)
     changes: dict[str, object] = {}
     if found.final_message is not None:
-        changes["final_message"] = _bounded(found.final_message)
+        changes["final_message"] = bounded_final(found.final_message)
     if found.outcome == "done":
         return Outcome(TurnState.DONE, None, final_summary(found.final_message), changes, usage)
     if found.outcome == "failed":
@@ -31,7 +31,9 @@ def file_outcome(found: evidence.Progress) -> Outcome | None:
     return None
 
 
-def _bounded(text: str) -> str:
+def bounded_final(text: str) -> str:
+    """A final message as every backend's outcome keeps it: redacted, then at most
+    FINAL_MESSAGE_LIMIT characters, one it cut ending in "…"."""
     text = redact_head(text, FINAL_MESSAGE_LIMIT + 1)
     return text if len(text) <= FINAL_MESSAGE_LIMIT else text[: FINAL_MESSAGE_LIMIT - 1] + "…"
 

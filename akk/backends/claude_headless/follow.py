@@ -37,14 +37,14 @@ import apsw
 
 from akk import evidence, faults
 from akk.actors.store import transact
-from akk.actors.turn import FINAL_MESSAGE_LIMIT, not_running
+from akk.actors.turn import not_running
 from akk.actors.turn_follower import Attached, CancelResult, Usage
 from akk.backends.claude_headless import transcript, wire
 from akk.backends.claude_headless.actor import Interrupt
 from akk.backends.claude_headless.answers import prompts_of, remember_asked
 from akk.backends.claude_headless.board import RunBoard
 from akk.backends.claude_headless.host import RunDesk
-from akk.backends.outcomes import final_summary
+from akk.backends.outcomes import bounded_final, final_summary
 from akk.discovery import children
 from akk.discovery.process import start_ticks
 from akk.evidence.model import EvidenceError
@@ -260,7 +260,7 @@ class ClaudeFollower(Attached):
         final = round_.final_message
         changes: dict[str, Any] = {}
         if final:
-            changes["final_message"] = redact_head(final, FINAL_MESSAGE_LIMIT)
+            changes["final_message"] = bounded_final(final)
         if verdict == "running":
             await self._settle(
                 TurnState.FAILED, "interrupted_by_restart",
@@ -322,7 +322,7 @@ class ClaudeFollower(Attached):
         final = result.result if result.result is not None else final_text
         changes: dict[str, Any] = {}
         if final:
-            changes["final_message"] = redact_head(final, FINAL_MESSAGE_LIMIT)
+            changes["final_message"] = bounded_final(final)
         if not result.is_error:
             usage = Usage(evidence.UsageStatus.COMPLETE, result.usage)
             await self._settle(

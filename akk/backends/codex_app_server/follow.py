@@ -34,7 +34,7 @@ import apsw
 
 from akk import evidence, faults
 from akk.actors.store import transact
-from akk.actors.turn import FINAL_MESSAGE_LIMIT, not_running
+from akk.actors.turn import not_running
 from akk.actors.turn_follower import Attached, CancelResult, Usage
 from akk.backends.codex_app_server.actor import (
     InterruptTurn,
@@ -44,12 +44,11 @@ from akk.backends.codex_app_server.actor import (
 )
 from akk.backends.codex_app_server.board import NativeTurn
 from akk.backends.codex_app_server.host import BackendDesk, BackendHost
-from akk.backends.outcomes import final_summary
+from akk.backends.outcomes import bounded_final, final_summary
 from akk.discovery import children
 from akk.discovery.process import start_ticks
 from akk.faults import Point
 from akk.protocol.errors import Reason
-from akk.protocol.redaction import redact_head
 from akk.runtime.actor import ActorError, ActorRef
 from akk.screen.fingerprint import IdMinter
 from akk.sessions.policy import Dispatch, History
@@ -356,7 +355,7 @@ class AppServerFollower(Attached):
         usage = Usage(evidence.UsageStatus.UNKNOWN) if native is None else native.usage()
         changes: dict[str, Any] = {}
         if final:
-            changes["final_message"] = redact_head(final, FINAL_MESSAGE_LIMIT)
+            changes["final_message"] = bounded_final(final)
         if state is TurnState.DONE:
             summary = final_summary(final)
         elif state is TurnState.CANCELLED:
