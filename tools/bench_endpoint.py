@@ -745,6 +745,7 @@ async def _rounds(server: Process, fleet: Fleet, rounds: int, errors: list[str])
         (f"list, {len(fleet.held)} at once × {len(round_times)} rounds", spread(latencies)),
         ("  (each: request sent → reply received whole; decoded after)", ""),
         ("  one round (all of them)", spread(round_times)),
+        ("  each round, in order", ", ".join(f"{1000 * t:.0f}" for t in round_times) + " ms"),
         (
             "  CPU during the rounds",
             f"server {cpu:.1f} s ({1000 * cpu / max(1, len(latencies)):.2f} ms a call), "
