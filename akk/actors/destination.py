@@ -94,8 +94,13 @@ class DestinationActor(Actor):
 
     async def _deliver_due(self) -> None:
         controller_id, now = self._controller_id, time.time()
-        due: list[Notification] = await self._reader(
-            lambda conn: outbox.due(conn, controller_id, now)
+        # One read for both: a connect wakes every controller's Destination, most with
+        # nothing due, and each read waits its turn on the store's one reader.
+        due, after = await self._reader(
+            lambda conn: (
+                outbox.due(conn, controller_id, now),
+                outbox.next_wakeup(conn, controller_id),
+            )
         )
         policy = self._policy
         self._unleased = {key: at for key, at in self._unleased.items() if at > now}
@@ -127,9 +132,8 @@ class DestinationActor(Actor):
                     )
                 continue
             await faults.reached(Point.DELIVERED)
-        after: float | None = await self._reader(
-            lambda conn: outbox.next_wakeup(conn, controller_id)
-        )
+        if due:  # each one leased or put off since: when the next is due is read again
+            after = await self._reader(lambda conn: outbox.next_wakeup(conn, controller_id))
         held = min(self._unleased.values(), default=math.inf)
         self._report(controller_id, min(held, math.inf if after is None else after))
 
