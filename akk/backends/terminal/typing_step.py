@@ -40,9 +40,11 @@ PROOF_TIMEOUT = 3.0
 POLL_SECONDS = 0.02
 """Seconds between reads of the composer, until its text has shown for the Enter guard."""
 
-RENDER_CHARS_PER_SECOND = 300.0
-"""The slowest rate a client was seen drawing typed text (Claude's editor, 3,000 characters
-on a loaded machine): a proof of typed text waits this much longer per character."""
+RENDER_CHARS_PER_SECOND = 100.0
+"""A rate below the slowest a client was seen drawing typed text: a proof of typed text
+waits this much longer per character. Claude 2.1.266's editor drew 3,000 characters at
+about 150 a second with two lab workers on 2 cores (a CI run), and Claude 2.1.328's at
+under 300; a slow proof only delays the answer, a missed one makes it uncertain."""
 
 
 def text_timeout(base: float, text: str) -> float:
