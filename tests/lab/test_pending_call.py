@@ -141,7 +141,8 @@ async def test_a_permission_drawn_before_its_message_closes_is_left_to_a_person(
         assert event["kind"] == "approval_required"
         assert event["interaction"]["state"] == "manual_required", event
         assert event["interaction"]["manual_reason"] == "pending_call_unknown"
-        assert held >= PENDING_GRACE - 1.0, f"woken {held:.1f} s after the prompt was drawn"
+        # Held, not published at once (the test may see the prompt later than AKK did).
+        assert held >= PENDING_GRACE / 2, f"woken {held:.1f} s after the prompt was drawn"
         assert lab.transcript_records() and not _tool_uses(lab)
         lab.server.signal(sc.CLOSE_SIGNAL)
         with pytest.raises(AkkError) as refused:
