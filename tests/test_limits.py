@@ -33,7 +33,6 @@ FLOOD_FRAMES = 20
 """Frames each non-reading controller of the multibyte test sends."""
 BURST = 400
 """Controllers of the burst test, each with its own credential (six times the handshake slots)."""
-"""Frames each non-reading controller of the multibyte test sends."""
 
 
 @attrs.frozen

@@ -190,6 +190,8 @@ ERROR_TASK = "lab: trigger an error"
 
 BASH_MARKER = "lab-bash-ran"
 EXEC_MARKER = "lab-exec-ran"
+BASH_CALL = Bash(f"touch {BASH_MARKER}.txt && echo {BASH_MARKER}", "Create the lab marker file")
+"""The Bash call of the `claude_bash` scenarios (and the headless capture's)."""
 WRITE_FILE = "lab-written.txt"
 WRITE_CONTENT = "written by the lab model\n"
 
@@ -320,18 +322,10 @@ def _build() -> dict[str, Scenario]:
             # shown at once ("Please run /login · API Error: 403 ...") and sent once.
             steps=(Step(ERROR_TASK, ApiError(403, "lab: simulated forbidden"), repeat=True),),
         ),
-        _command(
-            "claude_bash",
-            Bash(f"touch {BASH_MARKER}.txt && echo {BASH_MARKER}", "Create the lab marker file"),
-            marker=BASH_MARKER,
-        ),
+        _command("claude_bash", BASH_CALL, marker=BASH_MARKER),
         _command(
             "claude_bash_late_close",
-            Bash(
-                f"touch {BASH_MARKER}.txt && echo {BASH_MARKER}",
-                "Create the lab marker file",
-                close_held=CLOSE_SIGNAL,
-            ),
+            attrs.evolve(BASH_CALL, close_held=CLOSE_SIGNAL),
             marker=BASH_MARKER,
         ),
         Scenario(

@@ -26,13 +26,13 @@ from akk.qualify.model_server import ModelServer
 from akk.qualify.run_files import prepare
 from akk.qualify.scenarios import (
     ASK_TASK,
+    BASH_CALL,
     BASH_MARKER,
     ECHO_REPLY,
     ECHO_TASK,
     RUN_TASK,
     SLOW_TASK,
     AskUserQuestion,
-    Bash,
     Option,
     Question,
     Scenario,
@@ -54,11 +54,7 @@ SCENARIO = Scenario(
     agents=frozenset({"claude"}),
     steps=(
         Step(ECHO_TASK, Text(ECHO_REPLY)),
-        Step(
-            RUN_TASK,
-            Bash(f"touch {BASH_MARKER}.txt && echo {BASH_MARKER}", "Create the lab marker file"),
-            repeat=True,
-        ),
+        Step(RUN_TASK, BASH_CALL, repeat=True),
         Step(BASH_MARKER, Text("The command ran.")),
         Step(SLOW_TASK, SlowText("Working on it slowly... done.")),
         Step(ASK_TASK, AskUserQuestion((QUESTION,))),
