@@ -42,9 +42,11 @@ POLL_SECONDS = 0.02
 
 RENDER_CHARS_PER_SECOND = 100.0
 """A rate below the slowest a client was seen drawing typed text: a proof of typed text
-waits this much longer per character. Claude 2.1.266's editor drew 3,000 characters at
-about 150 a second with two lab workers on 2 cores (a CI run), and Claude 2.1.328's at
-under 300; a slow proof only delays the answer, a missed one makes it uncertain."""
+waits this much longer per character (a slow proof only delays the answer, a missed one
+makes it uncertain). Claude 2.1.328's editor drew 3,000 characters at under 300 a second
+on a loaded machine. Claude 2.1.266's once stood 24 characters short of 3,000 at a 20 s
+deadline, and its proof failed again with this allowance (the lab test's 30 s bound): so
+a stall, not a rate, and not explained yet."""
 
 
 def text_timeout(base: float, text: str) -> float:
