@@ -244,6 +244,22 @@ def test_typed_text_is_checked_once_right_before_the_key_after_it(
     assert check.after < len(expanded.keys)  # a key still follows: the one that submits
 
 
+def test_claude_types_a_long_text_in_proven_pieces_and_codex_in_one() -> None:
+    text = " ".join(f"w{i:04d}" for i in range(500))[:3000]
+    for path, intent in EDITOR:
+        agent = observe(path)[0].agent
+        expanded = expand_checked(plan_of(path, intent), options_of(path), text=text)
+        typed = [key for key in expanded.keys if isinstance(key, LiteralText)]
+        texts = [check for check in expanded.checks if isinstance(check, TextCheck)]
+        assert "".join(key.text for key in typed) == text
+        assert len(typed) == len(texts) == (3 if agent == "claude" else 1)
+        assert all(len(key.text.encode()) <= 1024 for key in typed) or agent == "codex"
+        # Each piece's check comes right after it and proves the text so far.
+        for n, check in enumerate(texts):
+            assert expanded.keys[check.after - 1] == typed[n]
+            assert check.shown(text) == "".join(key.text for key in typed[: n + 1])
+
+
 def test_claude_free_text_awaits_its_editor_and_codex_needs_not() -> None:
     waits = {
         observe(path)[0].agent: AwaitEditor() in plan_of(path, intent).steps

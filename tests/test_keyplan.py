@@ -37,6 +37,7 @@ from akk.profiles.keyplan import (
     TypeText,
     expand,
     expand_checked,
+    pieces,
 )
 from akk.profiles.observation import (
     InteractionKind,
@@ -727,6 +728,54 @@ def test_an_enter_guard_holds_typed_text_or_is_refused(steps: tuple[PlanStep, ..
     guarded = KeyPlan(key, (TypeText(), EnterGuard(0.3), Press("Enter")), "test", False)
     (check,) = expand_checked(guarded, (), text=TEXT).checks
     assert check == TextCheck(1, hold=0.3)
+
+
+def test_text_typed_in_pieces_is_proven_piece_by_piece_the_guard_held_on_the_whole() -> None:
+    key = PlanKey(InteractionKind.QUESTIONNAIRE, StepKind.FREE_TEXT, Intent.FREE_TEXT)
+    steps = (TypeText(piece_bytes=8), EnterGuard(0.3), Press("Enter"))
+    text = "aaaa bbbb cccc"
+    expanded = expand_checked(KeyPlan(key, steps, "test", False), (), text=text)
+    typed = (LiteralText("aaaa"), LiteralText(" bbbb"), LiteralText(" cccc"))
+    assert expanded.keys == (*typed, TmuxKey("Enter"))
+    assert expanded.checks == (
+        TextCheck(1, chars=4),
+        TextCheck(2, chars=9),
+        TextCheck(3, hold=0.3),
+    )
+    shown = [check.shown(text) for check in expanded.checks if isinstance(check, TextCheck)]
+    assert shown == ["aaaa", "aaaa bbbb", text]
+    with pytest.raises(ValueError, match="at least 4 bytes"):
+        TypeText(piece_bytes=3)
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(text=st.text(min_size=1, max_size=60), limit=st.integers(4, 20))
+def test_pieces_are_the_text_in_order_each_within_its_bytes(text: str, limit: int) -> None:
+    cut = pieces(text, limit)
+    assert "".join(cut) == text
+    assert all(0 < len(piece.encode()) <= limit for piece in cut)
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(words=st.lists(st.text("abcé日", min_size=1, max_size=5), min_size=1, max_size=30))
+def test_words_are_cut_before_the_space_between_them(words: list[str]) -> None:
+    cut = pieces(" ".join(words), 16)
+    assert all(piece[-1] != " " for piece in cut)
+    assert all(piece.startswith(" ") for piece in cut[1:])
+
+
+@pytest.mark.parametrize(
+    "unit",
+    ["e\u0301", "🇫🇷", "👩\u200d💻", "❤\ufe0f", "👍🏽", "日"],
+    ids=["combining-accent", "flag", "zwj-sequence", "variation-selector", "skin-tone", "cjk"],
+)
+@pytest.mark.parametrize("spare", ["a byte", "a third but a byte"])
+def test_pieces_never_split_a_grapheme(unit: str, spare: str) -> None:
+    """Each piece has room for two of `unit`, and one byte more or all of a third but one."""
+    size = len(unit.encode())
+    cut = pieces(unit * 12, 2 * size + (1 if spare == "a byte" else size - 1))
+    assert len(cut) == 6
+    assert all(piece == unit * 2 for piece in cut)
 
 
 # Persistent-approval and option rows weigh more, so most screens hold both.

@@ -23,6 +23,7 @@ Plans never leave the server (PROTOCOL.md: keys and menu indexes are private).
 from __future__ import annotations
 
 import enum
+import unicodedata
 from collections.abc import Sequence
 
 import attrs
@@ -100,7 +101,22 @@ class TypeText:
 
     Claude's selection widgets read a leading ESC (a bracketed paste start) as
     cancel (LAB.md), so text goes out as plain key events.
+
+    With `piece_bytes`, the text goes out in pieces of at most that many UTF-8
+    bytes, each cut before a space where one fits, and each proven in the
+    editor (`TextCheck.chars`) before the next. Claude's editor adds what it
+    reads to the text of its last drawing: two reads before it draws again
+    keep only the second (a 3,000-character text read as 2,048 characters,
+    then the rest, kept the last 952; tools/lab/NOTES.md). One piece is one
+    read, and a piece proven drawn is in the text the next one adds to.
     """
+
+    piece_bytes: int | None = attrs.field(default=None)
+
+    @piece_bytes.validator
+    def _room_for_a_character(self, _: attrs.Attribute[int | None], value: int | None) -> None:
+        if value is not None and value < _UTF8_MAX:
+            raise ValueError(f"piece_bytes {value}: a piece holds at least {_UTF8_MAX} bytes")
 
 
 @attrs.frozen
@@ -308,11 +324,17 @@ class ToggleCheck:
 
 @attrs.frozen
 class TextCheck:
-    """After the first `after` keys, the open editor shows exactly the controller's text,
-    and has on every screen for `hold` seconds since the first one that showed it."""
+    """After the first `after` keys, the open editor shows exactly the controller's text
+    (its first `chars` characters, while a text typed in pieces is under way), and has on
+    every screen for `hold` seconds since the first one that showed it."""
 
     after: int
     hold: float = 0.0
+    chars: int | None = None
+
+    def shown(self, text: str) -> str:
+        """What the editor must show of ``text`` here."""
+        return text if self.chars is None else text[: self.chars]
 
 
 @attrs.frozen
@@ -398,9 +420,9 @@ class _Expansion:
                     self._move(self.chosen[0])
                 case ToggleChosen(key=key):
                     self._toggle(key)
-                case TypeText():
+                case TypeText(piece_bytes=piece_bytes):
                     assert self.text is not None  # _check_answer proved it
-                    self.keys.append(LiteralText(self.text))
+                    self._type(self.text, piece_bytes)
                 case Press(key=key):
                     self.keys.append(TmuxKey(key))
                 case PressShortcut(role=role, key=key):
@@ -418,6 +440,16 @@ class _Expansion:
             if isinstance(step, TypeText):
                 self.checks.append(TextCheck(len(self.keys)))
         return Expanded(tuple(self.keys), tuple(self.checks))
+
+    def _type(self, text: str, piece_bytes: int | None) -> None:
+        """``text`` as keys, each piece but the last followed by its check (the last one's
+        follows the step)."""
+        typed = 0
+        for piece in [text] if piece_bytes is None else pieces(text, piece_bytes):
+            if typed:
+                self.checks.append(TextCheck(len(self.keys), chars=typed))
+            self.keys.append(LiteralText(piece))
+            typed += len(piece)
 
     # -- what the screen and the answer must be
 
@@ -547,3 +579,66 @@ class _Expansion:
                 self._move(index)
                 self.keys.append(TmuxKey(key))
                 self.checks.append(ToggleCheck(len(self.keys), index, index in wanted))
+
+
+_UTF8_MAX = 4
+"""The most bytes one character takes in UTF-8."""
+_JOINERS = frozenset("\u200d\u200c")  # ZWJ, ZWNJ: they join what is on both sides
+
+
+def pieces(text: str, limit: int) -> list[str]:
+    """``text`` cut into pieces of at most ``limit`` UTF-8 bytes, in order, joined they are
+    ``text``. Each cut is before a space that follows no space where one fits, else between
+    two characters no grapheme joins, else after as much as fits."""
+    cuts: list[str] = []
+    while len(text.encode()) > limit:
+        fits = len(text.encode()[:limit].decode(errors="ignore"))
+        cut = _cut_before_space(text, fits) or _cut_between(text, fits) or fits
+        cuts.append(text[:cut])
+        text = text[cut:]
+    return [*cuts, text]
+
+
+def _cut_before_space(text: str, fits: int) -> int:
+    """The last index at most ``fits`` of a space after a character that is no space; 0 if
+    none."""
+    for i in range(fits, 0, -1):
+        if text[i] == " " and not text[i - 1].isspace():
+            return i
+    return 0
+
+
+def _cut_between(text: str, fits: int) -> int:
+    """The last index at most ``fits`` where no grapheme spans the cut (not before a mark,
+    a variation selector, a skin tone or a joiner, not after a joiner, not inside a flag's
+    pair of regional indicators) and the piece ends in no space; 0 if none."""
+    for i in range(fits, 0, -1):
+        before, after = text[i - 1], text[i]
+        if before.isspace() or before in _JOINERS or _joins_what_precedes(after):
+            continue
+        if _regional_indicator(after) and _indicators_ending_at(text, i) % 2:
+            continue
+        return i
+    return 0
+
+
+def _indicators_ending_at(text: str, end: int) -> int:
+    """How many regional indicators stand right before ``end``: pairs are flags."""
+    start = end
+    while start > 0 and _regional_indicator(text[start - 1]):
+        start -= 1
+    return end - start
+
+
+def _joins_what_precedes(char: str) -> bool:
+    return (
+        unicodedata.category(char) in ("Mn", "Mc", "Me")
+        or char in _JOINERS
+        or "\ufe00" <= char <= "\ufe0f"
+        or "\U000e0100" <= char <= "\U000e01ef"
+        or "\U0001f3fb" <= char <= "\U0001f3ff"
+    )
+
+
+def _regional_indicator(char: str) -> bool:
+    return "\U0001f1e6" <= char <= "\U0001f1ff"

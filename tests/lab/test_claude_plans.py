@@ -223,10 +223,10 @@ async def checkpoints(
         sent = check.after
         match check:
             case TextCheck() if not prove_text:
-                break
+                continue
             case TextCheck():
                 assert text is not None
-                proof = await editor_showing(lab, text)
+                proof = await editor_showing(lab, check.shown(text))
             case EditorCheck():
                 question = screen.prompt.questions[0].prompt
                 opened = step_is(screen.prompt.kind, StepKind.FREE_TEXT, question)
@@ -426,11 +426,14 @@ async def test_free_text_from_the_options(lab: LabSession) -> None:
 
 @pytest.mark.parametrize("lab", _claude("questionnaire_single3", rows=60), indirect=True)
 async def test_free_text_of_3000_characters(lab: LabSession) -> None:
-    with trio.fail_after(30):
+    # Past the editor proof's own deadline (`text_timeout`), so a failure shows its screen.
+    with trio.fail_after(text_timeout(30, LONG)):
         answered = await free_text_from_the_options(lab, LONG)
         request = await the_answer(lab, answered)
     assert len(LONG) == _profile(lab).free_text_max_chars
-    _opened, proof = answered.proofs
+    _opened, *typed = answered.proofs
+    assert len(typed) == 3  # in pieces of at most 1,024 bytes, each proven before the next
+    proof = typed[-1]
     assert proof.prompt.region.height > 30  # the editor grew a row per 114 characters
     assert_answered(lab, request, (COLOR, LONG))
 

@@ -76,9 +76,11 @@ async def send_answer(
             sent = check.after
             match check:
                 case TextCheck():
-                    dispatch = await advance(store, dispatch, Stage.TEXT_INJECTED)
-                    await faults.reached(Point.ANSWER_TEXT_INJECTED)
-                    proof = await prove_editor(screen, message.answer.text or "", check.hold)
+                    if dispatch.stage is not Stage.TEXT_INJECTED:  # the first piece typed
+                        dispatch = await advance(store, dispatch, Stage.TEXT_INJECTED)
+                        await faults.reached(Point.ANSWER_TEXT_INJECTED)
+                    shown = check.shown(message.answer.text or "")
+                    proof = await prove_editor(screen, shown, check.hold)
                 case EditorCheck():
                     proof = await prove_editor_open(screen, answered)
                 case ToggleCheck():

@@ -42,12 +42,19 @@ _ENTER = Press("Enter")
 _LAB = "tests/lab/test_claude_plans.py"  # drives every plan on 2.1.263, 2.1.266, 2.1.267, 2.1.328
 # Text that reaches the editor before it has taken focus is dropped, and that takes up to
 # 0.9 s after the Down on a loaded machine (tools/lab/NOTES.md): the text goes in once the
-# screen shows the editor open, never after a fixed wait.
-_FREE_TEXT_STEPS = (MoveToRole(OptionRole.FREE_TEXT), AwaitEditor(), TypeText(), _ENTER)
+# screen shows the editor open, never after a fixed wait. Two reads before the editor draws
+# again keep only the second: a long text goes in pieces, each one read, each proven.
+_FREE_TEXT_STEPS = (
+    MoveToRole(OptionRole.FREE_TEXT),
+    AwaitEditor(),
+    TypeText(piece_bytes=1024),
+    _ENTER,
+)
 _FREE_TEXT_EVIDENCE = (
     f"{_LAB} test_free_text_from_the_options, test_free_text_of_3000_characters, "
     "test_free_text_into_the_open_editor: Down onto 'Type something.' opens the editor; text "
-    "typed once the screen shows it open (the step FREE_TEXT) shows there as typed (799, 800 "
+    "typed once the screen shows it open (the step FREE_TEXT), in pieces of at most 1,024 "
+    "bytes each proven before the next, shows there as typed (799, 800 "
     "and 3,000 characters, both quotes, é, "
     "日本, an emoji, shell metacharacters, a leading '/' or '!'; never a paste placeholder), "
     "editor_matches proves it, and Enter sends exactly that text once: 'The user answered: "
