@@ -18,7 +18,9 @@ over 127.0.0.1 only:
               controller owns R settled Turns (default 5, written offline),
               so every reply carries P terminal rows and R records. Then
               the same controllers and rounds against `tools.ws_floor`, a
-              server that only answers with that result: the floor.
+              server that only answers with that result: the floor; and
+              once more with an empty `list` result, what a call costs
+              whatever its reply.
 
     .venv/bin/python -m tools.bench_endpoint [--only handshakes|memory|list]
         [--controllers 200 1000] [--panes 200] [--records 5]
@@ -89,6 +91,8 @@ CONNECT_TIMEOUT = 180.0
 ROUND_TIMEOUT = 60.0
 RELEASE_TIMEOUT = 30.0
 CONNECT_ATTEMPTS = 3
+EMPTY_LIST = json.dumps({"terminals": [], "turns": [], "watches": []}, separators=(",", ":"))
+"""The smallest `list` result: a floor that moves no rows measures the calls alone."""
 HALF_REQUEST = b"GET /v1 HTTP/1.1\r\nHost: x\r\n"
 _PR_SET_PDEATHSIG = 1
 _prctl = ctypes.CDLL(None, use_errno=True).prctl
@@ -698,7 +702,9 @@ def bench_list(settings: Settings) -> Callable[[Server, list[Identity]], Awaitab
             await _release(fleet, nursery)
             rows.append(("disconnect them all", f"{time.perf_counter() - started:.1f} s"))
         result = json.dumps(json.loads(first.last)["result"], separators=(",", ":"))
-        rows.extend(await _floor(server.state.path.parent, result, ids, settings, expect))
+        work = server.state.path.parent
+        rows.extend(await _floor(work, result, ids, settings, expect))
+        rows.extend(await _floor(work, EMPTY_LIST, ids, settings, (0, 0)))
         return rows
 
     return bench
