@@ -44,9 +44,9 @@ RENDER_CHARS_PER_SECOND = 100.0
 """A rate below the slowest a client was seen drawing typed text: a proof of typed text
 waits this much longer per character (a slow proof only delays the answer, a missed one
 makes it uncertain). Claude 2.1.328's editor drew 3,000 characters at under 300 a second
-on a loaded machine. Claude 2.1.266's once stood 24 characters short of 3,000 at a 20 s
-deadline, and its proof failed again with this allowance (the lab test's 30 s bound): so
-a stall, not a rate, and not explained yet."""
+on a loaded machine. (Claude 2.1.266's that once stood 24 characters short of 3,000, and
+later 2,048, had lost its first read to the second: no allowance helps there, and a long
+answer now goes in proven pieces, `TypeText.piece_bytes`.)"""
 
 
 def text_timeout(base: float, text: str) -> float:
