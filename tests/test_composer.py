@@ -124,6 +124,13 @@ def test_method_for_follows_the_literal_limit() -> None:
     assert CODEX.method_for("one\ntwo") is PASTE
 
 
+def test_claude_pastes_a_line_of_more_bytes_than_one_read_takes() -> None:
+    assert CLAUDE.method_for("日" * 341) is LITERAL  # 1,023 bytes
+    assert CLAUDE.method_for("日" * 342) is PASTE  # 1,026 bytes, 342 characters
+    assert CLAUDE.method_for("🎉" * 256) is LITERAL  # 1,024 bytes, 512 UTF-16 units
+    assert CODEX.method_for("日" * 1000) is LITERAL
+
+
 def test_what_the_model_receives_for_a_collapsed_paste() -> None:
     text = "x" * 900
     wrapped = claude.V2_1_328.typing.delivered(text, PASTE, 40)

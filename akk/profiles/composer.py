@@ -110,13 +110,17 @@ class Typing:
     without and with line breaks; ``{chars}`` and ``{newlines}`` stand for its
     length and its count of line breaks. `literal_max_length` is the longest
     text `send-keys -l` keeps as typed characters (beyond it both clients take
-    the burst for a paste). `viewport` is ``(least, reserve)`` where the
+    the burst for a paste), and `literal_max_bytes`, where set, the most UTF-8
+    bytes it may hold: Claude adds each read of typed keys to the text of its
+    last drawing, so a line the machine may hand it in two reads goes as a
+    bracketed paste, which it takes whole. `viewport` is ``(least, reserve)`` where the
     composer shows at most ``max(least, pane_rows // 2 - reserve)`` rows and
     scrolls the rest away without a mark (None: the client marks scrolling).
     """
 
     wrapping: Wrapping
     literal_max_length: int
+    literal_max_bytes: int | None = None
     paste_max_length: int
     length_unit: LengthUnit
     paste_max_newlines: int | None
@@ -142,8 +146,11 @@ class Typing:
         return len(text)
 
     def method_for(self, text: str) -> TypingMethod:
-        """LITERAL for one line this client keeps as typed characters; PASTE otherwise."""
+        """LITERAL for one line this client keeps as typed characters, taken in one read;
+        PASTE otherwise."""
         if "\n" in text or self.length(text) > self.literal_max_length:
+            return TypingMethod.PASTE
+        if self.literal_max_bytes is not None and len(text.encode()) > self.literal_max_bytes:
             return TypingMethod.PASTE
         return TypingMethod.LITERAL
 

@@ -42,6 +42,7 @@ class Case:
     name: str
     text: str = ""
     method: TypingMethod = TypingMethod.LITERAL
+    agents: tuple[str, ...] = ("claude", "codex")
 
     def for_profile(
         self, profile: ClaudeProfile | CodexProfile, width: int
@@ -51,6 +52,9 @@ class Case:
             limit = profile.typing.literal_max_length
             words = ("lab literal " + "alpha beta gamma delta " * 60)[:limit]
             return words.rstrip(" ").ljust(limit, "x"), TypingMethod.LITERAL
+        if self.name == "wide_line":  # short enough to type, more bytes than one read takes
+            text = "lab " + "日本語の文" * 90
+            return text, profile.typing.method_for(text)
         if self.name == "full_row":  # a first line that fills its row exactly
             return "lab " + "f" * (width - 4) + "\nthe next line", TypingMethod.PASTE
         if screen_refusal(self.text, profile.typing.specials) is not None:
@@ -73,6 +77,8 @@ CASES = [
         for name in ("paste800", "paste1001", "paste5000")
     ),
     Case("literal_max"),
+    # Claude pastes it; Codex proves no wrapped line of CJK (its breaks are not modelled).
+    Case("wide_line", agents=("claude",)),
     Case("full_row"),
     # tmux expands a leading '~' even inside double quotes (quote_argument escapes it).
     Case("leading_tilde", "~/lab: a path first"),
@@ -173,7 +179,7 @@ async def _a_persons_key_breaks_the_proof(lab: LabSession) -> None:
 async def test_every_text_class_is_proven_then_sent_exactly_once(lab: LabSession) -> None:
     # One pane per client takes every class in turn (each at an idle, empty composer after
     # the last one's turn, as back-to-back sends find it); a person's key comes last.
-    for case in CASES:
+    for case in [case for case in CASES if lab.agent in case.agents]:
         try:
             await _type_prove_send(lab, case)
         except BaseException as exc:

@@ -145,6 +145,7 @@ _SPECIALS = (
 _TYPING = Typing(
     wrapping=Wrapping.WRAP_ANSI,
     literal_max_length=800,
+    literal_max_bytes=1024,  # one read; the editor's answers go in pieces of as much
     paste_max_length=800,
     length_unit=LengthUnit.UTF16,
     paste_max_newlines=2,
@@ -174,6 +175,7 @@ _TYPING = Typing(
 _EDITOR = attrs.evolve(
     _TYPING,
     literal_max_length=3000,
+    literal_max_bytes=None,  # typed in proven pieces (TypeText.piece_bytes)
     length_unit=LengthUnit.CODEPOINTS,
     specials=(),
     viewport=None,
