@@ -43,7 +43,9 @@ async def _next(ctl: Controller, kinds: tuple[str, ...], timeout: float) -> dict
     raise AssertionError("the connection closed first")
 
 
-FREE_TEXT = "Teal, if you have it"
+FREE_TEXT = "Teal, if you have it: " + " ".join(f"t{i:04d}" for i in range(200))
+"""1,221 characters: Claude's plan types them in two pieces, the first proven before the
+second (`TypeText.piece_bytes`), so the kills fall between pieces too."""
 
 
 def _answer_call(
@@ -136,6 +138,10 @@ async def _killed_inside_an_answer(
                 if point in UNSENT:
                     # Killed before the submitting key: the prompt still waits for a person.
                     assert _answers_received(lab) == 0
+                    if typed and point is Point.ANSWER_TEXT_INJECTED and lab.agent == "claude":
+                        # Killed after the first piece's keys: the second never went out.
+                        screen = await lab.text()
+                        assert "t0166" in screen and "t0199" not in screen, screen
                 else:
                     await lab.server.wait_for_request(
                         lambda r: (
