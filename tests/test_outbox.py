@@ -122,6 +122,10 @@ def test_outbox_follows_its_model(
             assert stored[m.event_id].state == m.state
             assert stored[m.event_id].attempts == m.attempts
             assert stored[m.event_id].controller_id == m.controller
+        # Who has something to deliver: what a burst of hellos starts Destinations for.
+        owed = {m.controller for m in model if m.state in ("pending", "delivering")}
+        assert outbox.waiting_among(conn, ["a", "b", "nobody"]) == owed
+        assert set(outbox.controllers_waiting(conn)) == owed
     # Nothing was ever sent to a controller that does not own it.
     for controller, ids in sent_ids.items():
         assert all(m.controller == controller for m in model if m.event_id in ids)

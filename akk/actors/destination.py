@@ -24,6 +24,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
+from functools import partial
 from typing import Any, Protocol
 
 import apsw
@@ -214,6 +215,13 @@ class DestinationDesk:
         self._wanted.update(waiting)
         while True:
             wanted, self._wanted = self._wanted, set()
+            new = wanted - set(self._supervisor.child_keys())
+            if new:
+                # A burst of hellos wakes controllers most of which have nothing waiting: one
+                # read finds those that do. Every wake comes after its news is committed, so
+                # news this read misses wakes the controller again.
+                found = await self._reader(partial(outbox.waiting_among, controller_ids=new))
+                wanted -= new - found
             for controller_id in wanted:
                 await self._ensure(controller_id)
             now = time.time()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime
 import json
 import secrets
+from collections.abc import Iterable
 from typing import Any
 
 import apsw
@@ -122,6 +123,15 @@ def controllers_waiting(conn: apsw.Connection) -> list[str]:
         "SELECT DISTINCT controller_id FROM notifications WHERE state IN ('pending', 'delivering')"
     )
     return [str(row[0]) for row in rows]
+
+
+def waiting_among(conn: apsw.Connection, controller_ids: Iterable[str]) -> set[str]:
+    """Those of ``controller_ids`` with notifications still to deliver (one probe each)."""
+    probe = (
+        "SELECT 1 FROM notifications WHERE controller_id = ? "
+        "AND state IN ('pending', 'delivering') LIMIT 1"
+    )
+    return {c for c in controller_ids if conn.execute(probe, (c,)).fetchone() is not None}
 
 
 def lease(
