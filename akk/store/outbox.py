@@ -107,11 +107,15 @@ def due(
     )
 
 
+_WAITING = "state IN ('pending', 'delivering')"
+"""A notification still to deliver (SQL)."""
+
+
 def next_wakeup(conn: apsw.Connection, controller_id: str) -> float | None:
     """When the next notification of ``controller_id`` becomes due, if any is waiting."""
     row = conn.execute(
         "SELECT min(CASE state WHEN 'pending' THEN next_attempt_at ELSE lease_expires_at END) "
-        "FROM notifications WHERE controller_id = ? AND state IN ('pending', 'delivering')",
+        f"FROM notifications WHERE controller_id = ? AND {_WAITING}",
         (controller_id,),
     ).fetchone()
     return None if row is None or row[0] is None else float(row[0])
@@ -119,18 +123,13 @@ def next_wakeup(conn: apsw.Connection, controller_id: str) -> float | None:
 
 def controllers_waiting(conn: apsw.Connection) -> list[str]:
     """Controllers with notifications still to deliver (a Destination each, after a restart)."""
-    rows = conn.execute(
-        "SELECT DISTINCT controller_id FROM notifications WHERE state IN ('pending', 'delivering')"
-    )
+    rows = conn.execute(f"SELECT DISTINCT controller_id FROM notifications WHERE {_WAITING}")
     return [str(row[0]) for row in rows]
 
 
 def waiting_among(conn: apsw.Connection, controller_ids: Iterable[str]) -> set[str]:
     """Those of ``controller_ids`` with notifications still to deliver (one probe each)."""
-    probe = (
-        "SELECT 1 FROM notifications WHERE controller_id = ? "
-        "AND state IN ('pending', 'delivering') LIMIT 1"
-    )
+    probe = f"SELECT 1 FROM notifications WHERE controller_id = ? AND {_WAITING} LIMIT 1"
     return {c for c in controller_ids if conn.execute(probe, (c,)).fetchone() is not None}
 
 

@@ -42,12 +42,15 @@ _ENTER = Press("Enter")
 _LAB = "tests/lab/test_claude_plans.py"  # drives every plan on 2.1.263, 2.1.266, 2.1.267, 2.1.328
 # Text that reaches the editor before it has taken focus is dropped, and that takes up to
 # 0.9 s after the Down on a loaded machine (tools/lab/NOTES.md): the text goes in once the
-# screen shows the editor open, never after a fixed wait. Two reads before the editor draws
-# again keep only the second: a long text goes in pieces, each one read, each proven.
+# screen shows the editor open, never after a fixed wait.
+_ONE_READ_BYTES = 1024
+"""Typed keys Claude surely takes in one read. Two reads before its text input draws again
+keep only the second (tools/lab/NOTES.md): the editor's answers go in proven pieces of this
+size, and a longer composer line as a paste."""
 _FREE_TEXT_STEPS = (
     MoveToRole(OptionRole.FREE_TEXT),
     AwaitEditor(),
-    TypeText(piece_bytes=1024),
+    TypeText(piece_bytes=_ONE_READ_BYTES),
     _ENTER,
 )
 _FREE_TEXT_EVIDENCE = (
@@ -145,7 +148,7 @@ _SPECIALS = (
 _TYPING = Typing(
     wrapping=Wrapping.WRAP_ANSI,
     literal_max_length=800,
-    literal_max_bytes=1024,  # one read; the editor's answers go in pieces of as much
+    literal_max_bytes=_ONE_READ_BYTES,
     paste_max_length=800,
     length_unit=LengthUnit.UTF16,
     paste_max_newlines=2,
