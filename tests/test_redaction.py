@@ -8,7 +8,10 @@ corpus proves that ordinary screens pass through untouched.
 
 from __future__ import annotations
 
+import base64
+import itertools
 import json
+import random
 from pathlib import Path
 from typing import Any
 
@@ -544,3 +547,55 @@ def test_a_key_the_limit_cuts_is_masked_before_the_cut(key: str) -> None:
     text = "x " * 95 + key + " and more"
     head = redact_head(text, 200)
     assert not leaks(key, head) and MASK in head
+
+
+KEY = "Xa9Qm3Lr7Tz2Wp5Ks8Bn4Hd6Fv1Jc0Ye3Ug7Ri2Oa5Nb8Mq4Pl9Kx"
+
+# A row of a message, as an agent prints one: prose, code, a named secret, a key, a
+# key-like word alone (a base64 line, a wrapped key's half), at the left edge or indented.
+message_rows = st.sampled_from(
+    [
+        "the value was returned", "    x = call(path, 1)", "password: hunter22",
+        "Xa9Qm3Lr7Tz2Wp5Ks8Bn4Hd6Fv1J", "c0Ye3Ug7Ri2Oa5Nb8Mq4Pl9Kx", "  Zm9vYmFyQmF6UXV4MTIz",
+        "configuration_value_for", "│ ghp_Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0UvWxYz", "ab1/_- ab",
+        *FAMILIES,
+    ]
+)  # fmt: skip
+
+
+@st.composite
+def wrapped_key(draw: st.DrawFn) -> str:
+    """A key cut into rows at the left edge or under a gutter, as a narrow wrap leaves it."""
+    key = draw(st.sampled_from([*FAMILIES, KEY]))
+    cuts = sorted(draw(st.sets(st.integers(1, len(key) - 1), max_size=4)))
+    lead = draw(st.sampled_from(["", "  ", "│ "]))
+    return "\n".join(lead + key[a:b] for a, b in itertools.pairwise([0, *cuts, len(key)]))
+
+
+@given(st.lists(st.one_of(message_rows, wrapped_key()), max_size=100), st.data())
+def test_the_head_of_a_message_without_blank_lines_redacts_as_the_whole_starts(
+    rows: list[str], data: st.DataObject
+) -> None:
+    """Chains read a bounded number of rows below, so the head is cut there, not at a blank line."""
+    text = "\n".join(rows)
+    limit = data.draw(st.integers(min_value=0, max_value=len(text)), label="limit")
+    assert redact_head(text, limit) == redact(text)[:limit]
+
+
+@pytest.mark.parametrize("indent", ["", "  "], ids=["left_edge", "indented"])
+def test_a_key_a_message_wraps_is_masked_on_both_rows(indent: str) -> None:
+    """Each half is too short to be a key alone; joined across the break they are one."""
+    text = f"the key is\n{indent}{KEY[:28]}\n{indent}{KEY[28:]}\nand that is all"
+    assert not leaks(KEY, redact(text)) and not leaks(KEY, redact_head(text, 40))
+
+
+@pytest.mark.parametrize("indent", ["", "  "], ids=["left_edge", "indented"])
+def test_base64_in_lines_is_masked_on_every_line(indent: str) -> None:
+    """A message of key-like rows is read in windows of rows, each row's its own."""
+    blob = base64.encodebytes(random.Random(3).randbytes(6_000)).decode()
+    rows = [indent + row for row in blob.splitlines()]
+    text = "Here it is:\n" + "\n".join(rows)
+    out = redact(text)
+    assert out.startswith("Here it is:\n")
+    assert not any(leaks(row.strip(), out) for row in rows[:-1])  # the last may be short
+    assert redact_head(text, 4_000) == out[:4_000]

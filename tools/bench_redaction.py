@@ -11,15 +11,17 @@ thread over N screens (each a new one: the redaction's cache never answers):
 - "prose + keys": the same with a named secret and a key in every fifth row.
 
 Then a final message of about a megabyte, as an agent may end a Turn with, in
-three shapes (paragraphs, lines of code, and paragraphs with no blank line
-between them): the CPU time of redacting all of it (`redact`) and of the
-first `FINAL_MESSAGE_LIMIT` characters a Turn keeps (`redact_head`), which is
-what AKK does, also on its own thread.
+five shapes (paragraphs, lines of code, paragraphs with no blank line
+between them, and base64 in lines at the left edge and indented): the CPU
+time of redacting all of it (`redact`) and of the first `FINAL_MESSAGE_LIMIT`
+characters a Turn keeps (`redact_head`), which is what AKK does, also on its
+own thread.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import random
 import statistics
 import time
@@ -47,10 +49,13 @@ def _messages(rng: random.Random, size: int) -> dict[str, str]:
         return " ".join(rng.choice(_WORDS) for _ in range(12))
 
     count = size // len(line())
+    blob = base64.encodebytes(rng.randbytes(size * 3 // 4)).decode()
     return {
         "paragraphs": "\n\n".join(line() for _ in range(count)),
         "code": "\n".join(f"    x{n} = call(path, {n})" for n in range(size // 25)),
         "lines, no blank one": "\n".join(line() for _ in range(count)),
+        "base64 in lines of 76": blob,
+        "base64 in lines, indented": "\n".join("  " + row for row in blob.splitlines()),
     }
 
 

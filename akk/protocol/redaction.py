@@ -25,6 +25,7 @@ stay.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import itertools
 import re
@@ -118,6 +119,9 @@ _KEY = re.compile(
 _RUN = re.compile(r"[A-Za-z0-9+_-][A-Za-z0-9+/_-]{30,}[A-Za-z0-9+_-]={0,2}", re.ASCII)
 _HEX = re.compile(r"[A-Fa-f0-9]{32,}", re.ASCII)
 _BASE64_MIN = 40
+# A letter or digit whose class (digit, upper, lower) differs from the one before it,
+# counted by the regex engine: a run may be a whole message long.
+_CLASS_CHANGE = re.compile(r"(?<=[0-9])[A-Za-z]|(?<=[A-Z])[a-z0-9]|(?<=[a-z])[A-Z0-9]", re.ASCII)
 
 _PEM = re.compile(
     r"-----BEGIN[A-Z0-9 ]*PRIVATE\ KEY(?:\ BLOCK)?-----"
@@ -137,7 +141,7 @@ _KEY_CHARS = re.compile(r"[A-Za-z0-9+/=_.~-]+", re.ASCII)
 # read as a key a narrow wrap cut, however short the rows (a UUID and a word
 # are not: the word is shorter).
 _KEY_PIECE = re.compile(r"[A-Za-z0-9+/_-]{12,}", re.ASCII)
-_KEY_END = re.compile(r"(?<![^ \t])[A-Za-z0-9+/_-]{12,}\Z", re.ASCII)
+_KEY_END = re.compile(r"(?<![^ \t\n])[A-Za-z0-9+/_-]{12,}\Z", re.ASCII)
 
 # The widest right margin a pinned client's wrapper leaves (Claude's composer
 # wraps at the pane width less 4, Codex's notes leave 3 after their indent): a
@@ -145,8 +149,16 @@ _KEY_END = re.compile(r"(?<![^ \t])[A-Za-z0-9+/_-]{12,}\Z", re.ASCII)
 WRAP_MARGIN = 8
 
 # The most rows one secret is followed over past a soft-wrapped stretch (a
-# 200-character key under a gutter in a 20-column pane).
+# 200-character key under a gutter in a 20-column pane), and the most breaks
+# between key-like words a stretch is followed over: a message of key-like rows
+# (base64 in lines) is read in overlapping windows, not once from every row to
+# its end.
 _CHAIN_ROWS = 16
+
+# The most rows below its first that a chain in a text with no right edge (a
+# message) reads: `_CHAIN_ROWS` breaks between key-like words, then `_CHAIN_ROWS`
+# more rows.
+_MESSAGE_REACH = 2 * _CHAIN_ROWS
 
 # A text a profile copied off the screen shorter than this is not masked where
 # it appears again: it cannot hold an 8-character piece of a secret.
@@ -182,20 +194,28 @@ def redact(text: str, known: Collection[str] = ()) -> str:
 def redact_head(text: str, limit: int) -> str:
     """``redact(text)[:limit]``, reading only as much of `text` as that needs.
 
-    No secret the rules find goes on past a blank line (a private key block's
-    rows are masked one by one, and a blank row ends every join), so the text
-    up to one redacts to the start of the whole text's redaction. The text is
-    read up to the first blank line past `limit` characters, then about twice
-    as far each time, until its redaction is that long: a final message of a
-    megabyte costs what its first few kilobytes cost. A text with no blank line
-    past `limit` is read whole.
+    Every rule reads within a row, except the chains that join a row to the rows
+    below it, which read at most `_MESSAGE_REACH` of them (and a private key
+    block, masked row by row). So the rows up to the one holding the limit
+    redact as they do in the whole text once that many rows below them are
+    read too; masks never span a row's end. If masks shortened those rows below
+    `limit` characters, as much further is read as they shrank by (at least
+    twice as far), and so on: a final message of a megabyte, whether or not it
+    has blank lines, costs what its first few kilobytes cost. A text whose
+    rows are that long is read whole.
     """
     start = limit
-    while (cut := text.find("\n\n", start)) >= 0:
-        head = redact(text[: cut + 1])
+    while (end := text.find("\n", start)) >= 0:  # the row holding `start` ends here
+        cut = end
+        for _ in range(_MESSAGE_REACH):
+            if (cut := text.find("\n", cut + 1)) < 0:
+                return redact(text)[:limit]
+        rows = text.count("\n", 0, end) + 1
+        head = "\n".join(redact(text[:cut]).split("\n", rows)[:rows])
         if len(head) >= limit:
             return head[:limit]
-        start = 2 * (cut + 1)
+        # Masks shortened what was read by len(head) / (end + 1): read that much more, or twice.
+        start = (end + 1) * max(2, -(-limit * 5 // (4 * max(len(head), 1))))
     return redact(text)[:limit]
 
 
@@ -294,13 +314,7 @@ def _looks_random(text: str) -> bool:
     pairs; paths, snake_case and kebab-case hardly ever do, camelCase at ~25%.
     One change per six characters is the line.
     """
-    pairs = itertools.pairwise(text)
-    changes = sum(1 for a, b in pairs if a.isalnum() and b.isalnum() and _kind(a) != _kind(b))
-    return changes * 6 >= len(text)
-
-
-def _kind(char: str) -> int:
-    return 0 if char.isdigit() else 1 if char.isupper() else 2
+    return len(_CLASS_CHANGE.findall(text)) * 6 >= len(text)
 
 
 def _pem_spans(text: str) -> Iterator[_Span]:
@@ -319,9 +333,12 @@ def _split_spans(text: str, rows: Sequence[_Piece | None]) -> Iterator[_Span]:
 
     From each row, the rows below are joined to it one by one, as long as the
     last one reaches the right edge (`_Piece.full`: a soft wrap), is one word,
-    or ends in a secret found in the joined text. Each break is read three ways:
-    inside a word (joined as is), at a space the wrap dropped, and as drawn (a
-    full row broke inside a word, any other row at a space). Anonymous keys
+    or ends in a secret found in the joined text. Breaks between key-like
+    words are followed `_CHAIN_ROWS` deep: past that, each row's own chain
+    reads on, so key-like rows cost a window each, not the rest of the text.
+    Each break is read three ways: inside a word (joined as is), at a space
+    the wrap dropped, and as drawn (a full row broke inside a word, any other
+    row at a space). Anonymous keys
     count only across soft wraps and breaks between two key-like words
     (`_key_break`): a row ending in a UUID and the next starting with a word
     would make one. A reading two ways share (a stretch of full rows reads the
@@ -358,13 +375,18 @@ def _joined_from(
     above_y = rows[y - 1] if y > 0 else None
     soft = above_y is None or not above_y.full
     pending = False  # rows joined since the rules last ran
-    limit = _CHAIN_ROWS  # a soft-wrapped stretch is followed whole, other rows this far
+    limit = _CHAIN_ROWS  # rows that reach the right edge are followed whole, other rows this far
+    key_breaks = 0  # breaks between key-like words followed so far
     for below in range(y + 1, len(rows)):  # not a slice: that copies the rest for every row
         row = rows[below]
         if row is None or (len(pieces) >= limit and not soft):
             break
         above = pieces[-1]
-        if soft and not (above.full or _key_break(text, above, row)):
+        if soft and not above.full and _key_break(text, above, row):
+            key_breaks += 1
+            if key_breaks > _CHAIN_ROWS:
+                break  # each row below starts a window of its own
+        elif soft and not above.full:
             if pending:  # what is joined so far, anonymous keys too
                 yield from _cut(text, pieces, seps, _spans, read)
             soft = False
@@ -434,14 +456,22 @@ def _cut(
             text[p.start : p.end] + sep for p, sep in zip(pieces, [*seps, ""], strict=True)
         )
         found = read[key] = list(find(joined))
-    at = 0
-    for piece, sep in zip(pieces, [*seps, ""], strict=True):
-        size = piece.end - piece.start
-        for start, end in found:
-            low, high = max(start, at), min(end, at + size)
+    if not found:
+        return
+    starts = list(
+        itertools.accumulate(
+            (p.end - p.start + len(sep) for p, sep in zip(pieces[:-1], seps, strict=True)),
+            initial=0,
+        )
+    )
+    for start, end in found:  # each span into the pieces it overlaps, found by bisection
+        for i in range(bisect.bisect_right(starts, start) - 1, len(pieces)):
+            at, piece = starts[i], pieces[i]
+            if at >= end:
+                break
+            low, high = max(start, at), min(end, at + piece.end - piece.start)
             if low < high:
                 yield low - at + piece.start, high - at + piece.start
-        at += size + len(sep)
 
 
 def _continued(text: str, spans: list[_Span], rows: Sequence[_Piece | None]) -> list[_Span]:
