@@ -599,3 +599,49 @@ def test_base64_in_lines_is_masked_on_every_line(indent: str) -> None:
     assert out.startswith("Here it is:\n")
     assert not any(leaks(row.strip(), out) for row in rows[:-1])  # the last may be short
     assert redact_head(text, 4_000) == out[:4_000]
+
+
+# Every prefix the key rule knows, each with a tail that no other rule would take for a
+# key (no class changes, no long hex with digits): only the prefix can mask these.
+PREFIXED_PLAINLY = [
+    "sk-ant-api-abcdefghijklmnopqrstuvwxyz", "sk-proj-abcdefghijklmnop", "sk-svcacct-abcdefghijkl",
+    "sk-admin-abcdefghijklmnop", "sk-abcdefghijklmnopqrstuvwx1", "sk_live_abcdefghijklmn",
+    "pk_test_abcdefghijklmn", "rk_live_abcdefghijklmn", "ghp_abcdefghijklmnopqrstuvwx",
+    "gho_abcdefghijklmnopqrstuvwx", "ghu_abcdefghijklmnopqrstuvwx", "ghs_abcdefghijklmnopqrstuvwx",
+    "ghr_abcdefghijklmnopqrstuvwx", "github_pat_abcdefghijklmnopqrstuvwx",
+    "glpat-abcdefghijklmnopqr",
+    "xoxb-abcdefghijklmn", "xoxp-abcdefghijklmn", "AKIAABCDEFGHIJKLMNOP", "ASIAABCDEFGHIJKLMNOP",
+    "AIzaabcdefghijklmnopqrstuvwxyzabcdef", "hf_abcdefghijklmnopqrstuvwxyzabcdefgh",
+    "npm_abcdefghijklmnopqrstuvwxyzabcdefgh", "pypi-AgEabcdefghijklmnopqrs",
+    "SG.abcdefghijklmnopqr.abcdefghijklmnopqr", f"dop_v1_{'abcdef' * 6}", f"shpat_{'abcdef' * 4}",
+    "akkc_abcdefghijklmnopqrstuvwxyz", "eyJabcdefghijklmnop.abcdefghijk.abcdefghijk",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("key", PREFIXED_PLAINLY)
+def test_every_key_prefix_masks_a_key_by_itself(key: str) -> None:
+    """The key rule's lookahead must let every prefix through (it once left out `akkc_`)."""
+    assert redact(f"the key {key} is set") == f"the key {MASK} is set"
+
+
+# A plain OpenAI key cut short is not told from prose (`sk-learn…`); AWS ids and SendGrid
+# keys are never drawn cut.
+CUT_SHORT = [k for k in PREFIXED_PLAINLY if not k.startswith(("sk-abc", "AKIA", "ASIA", "SG."))]
+
+
+@pytest.mark.parametrize("key", CUT_SHORT)
+def test_a_key_cut_short_to_fit_a_row_is_masked_by_its_prefix(key: str) -> None:
+    assert redact(f"key: {key[:16]}… (cut)") == f"key: {MASK}… (cut)"
+
+
+SECRET_NAMES = [
+    "password", "passwd", "passphrase", "secret", "token", "api_key", "apikey", "access-key",
+    "secret_key", "private_key", "auth_key", "master_key", "signing_key", "encryption_key",
+    "DB_PASSWORD", "X-Api-Key", "GITHUB_TOKEN", "client_secret", "Passphrase2",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", SECRET_NAMES)
+def test_every_secret_name_masks_its_value(name: str) -> None:
+    """The named rule's lookahead must let every name's first two letters through."""
+    assert redact(f"{name}=hunter2hunter2 and more") == f"{name}={MASK} and more"

@@ -61,13 +61,14 @@ _VALUE = r"""
 _FLAGS = re.VERBOSE | re.IGNORECASE | re.ASCII
 
 # Rules whose `value` group is the secret and whose other text is kept. Each
-# starts with a lookahead for its possible first characters: the regex engine
-# then skips most of a screen without trying the alternatives at every column.
+# starts with a lookahead for its possible first characters (the first two,
+# where there are many alternatives): the regex engine then skips most of a
+# screen without trying the alternatives at every column.
 _VALUE_RULES = tuple(
     re.compile(rule, _FLAGS)
     for rule in (
         # password: x, passwd=x, "token": "x", export FOO_TOKEN=x, ?access_token=x, --token=x
-        rf"(?=[pstame]){_SECRET_NAME} [\"']?[ \t]*(?::=|=>|[:=])[ \t]*{_VALUE}",
+        rf"(?=[pstame][aeoprcuin]){_SECRET_NAME} [\"']?[ \t]*(?::=|=>|[:=])[ \t]*{_VALUE}",
         # --password x
         rf"(?=-)(?<![A-Za-z0-9_-])--(?:[A-Za-z0-9]+-)*{_SECRET_NAME}[ \t]+{_VALUE}",
         # Authorization: Bearer x, Authorization: Basic x
@@ -87,7 +88,7 @@ _VALUE_RULES = tuple(
 # open-ended so a longer key (or text glued after it) is masked whole.
 _KEY = re.compile(
     r"""
-    (?=[sprgxAhnSde])
+    (?=[sprgxAhnSdea][khiloKSIfpyG])                         # every prefix's first two
     (?:
       sk-ant-[A-Za-z0-9_.…-]*[A-Za-z0-9]                     # Anthropic, also cut: sk-ant-...tail
     | sk-(?:proj|svcacct|admin)-[A-Za-z0-9_-]{8,}            # OpenAI project and service keys
@@ -107,8 +108,8 @@ _KEY = re.compile(
     | akkc_[A-Za-z0-9_-]{20,}                                # AKK's own controller credentials
     | eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}  # JWT
     | (?:gh[pousr]_|github_pat_|glpat-|xox[abprs]-|sk-(?:proj|svcacct|admin)-  # any of those,
-      |[spr]k_(?:live|test)_|hf_|npm_|pypi-AgE|AIza|akkc_|eyJ)                # cut short to
-      [A-Za-z0-9_-]{4,}(?=…|\.\.\.)                                         # fit a row
+      |[spr]k_(?:live|test)_|hf_|npm_|pypi-AgE|AIza|do[opr]_v1_|shp(?:at|ca|pa|ss)_  # cut
+      |akkc_|eyJ)[A-Za-z0-9_-]{4,}(?=…|\.\.\.)                   # short to fit a row
     )
     """,
     re.VERBOSE | re.ASCII,
