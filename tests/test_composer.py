@@ -22,6 +22,7 @@ from akk.profiles.composer import (
     TypingMethod,
     Wrapping,
     draft_matches,
+    draft_refusal,
     render,
 )
 from akk.text_rule import screen_refusal
@@ -350,3 +351,62 @@ def test_every_rendering_matches_its_own_text(text: str, width: int) -> None:
         draft = attrs.evolve(_draft(wrapping, text, width), pane_rows=200)
         assert draft_matches(typing, draft, text, PASTE)
         assert not draft_matches(typing, draft, text + "a", PASTE)
+
+
+# ---------------------------------------------------------------- refused before a key
+
+
+def test_codex_refuses_a_line_of_cjk_it_would_wrap_and_takes_it_where_it_fits() -> None:
+    refused = draft_refusal(CODEX, "漢" * 60, 117, 40)  # 120 columns
+    assert refused is not None and "117 columns" in refused.message("the text")
+    assert draft_refusal(CODEX, "漢" * 58, 117, 40) is None  # 116 columns: one row
+    assert draft_refusal(CODEX, "漢" * 60, 200, 40) is None
+    assert draft_refusal(CODEX, "漢" * 1001, 117, 40) is None  # pasted: one placeholder
+    assert draft_refusal(CLAUDE, "漢" * 60, 116, 40) is None  # Claude's wrap is modelled
+
+
+@pytest.mark.parametrize(
+    ("typing", "token"),
+    [(CODEX, "[Pasted Content 12 chars]"), (CLAUDE, "[Pasted text #1 +2 lines]")],
+    ids=["codex", "claude"],
+)
+def test_a_text_holding_a_paste_placeholder_is_refused(typing: Typing, token: str) -> None:
+    refused = draft_refusal(typing, f"see {token} here", 116, 40)
+    assert refused is not None and token in refused.reason
+
+
+def test_claude_refuses_a_draft_taller_than_its_composer_shows() -> None:
+    text = " ".join(["word"] * 160)  # 799 characters: typed, about 20 rows at 40 columns
+    refused = draft_refusal(CLAUDE, text, 40, 20)  # shows max(3, 20 // 2 - 5) = 5 rows
+    assert refused is not None and "at most 5" in refused.reason
+    assert draft_refusal(CLAUDE, text, 40, 60) is None  # 25 rows shown
+
+
+@given(
+    st.text(st.sampled_from("ab 漢字,.-🎉"), min_size=1, max_size=300).map(str.strip),
+    st.integers(min_value=10, max_value=120),
+    st.integers(min_value=8, max_value=60),
+    st.sampled_from([CLAUDE, CODEX]),
+)
+def test_a_text_is_refused_before_typing_exactly_when_no_draft_could_prove_it(
+    text: str, width: int, pane_rows: int, typing: Typing
+) -> None:
+    """What `draft_refusal` lets through, its own rendering proves; what it refuses, none."""
+    if not text or screen_refusal(text, typing.specials) is not None:
+        return
+    how = typing.method_for(text)
+    refused = draft_refusal(typing, text, width, pane_rows)
+    rendered = render(typing.wrapping, text, width)
+    if how is PASTE and typing.collapses(text, pane_rows):
+        assert refused is None
+        return
+    event("refused" if refused else "provable")
+    if refused is None:
+        assert rendered is not None
+        rows, cursor = rendered
+        assert draft_matches(typing, DraftView(rows, width, pane_rows, cursor=cursor), text, how)
+    elif rendered is not None:
+        rows, cursor = rendered
+        assert not draft_matches(
+            typing, DraftView(rows, width, pane_rows, cursor=cursor), text, how
+        )

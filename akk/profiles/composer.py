@@ -39,7 +39,7 @@ from collections.abc import Sequence
 import attrs
 from wcwidth import wcwidth
 
-from akk.text_rule import Special, screen_refusal
+from akk.text_rule import Special, TextRefusal, screen_refusal
 
 
 class TypingMethod(enum.StrEnum):
@@ -200,27 +200,65 @@ def draft_matches(typing: Typing, draft: DraftView, text: str, how: TypingMethod
     Pure and deterministic. False whenever the screen cannot prove it: the text
     is not provable on any screen (see the module notes) or holds one of the
     client's specials, LITERAL text holds a line break or is long enough to be read as a
-    paste, the draft may be partly hidden, or its rows, placeholders or cursor
-    differ from the client's own rendering of `text` by one cell.
+    paste, the text could not be proven in this composer (`draft_refusal`), or the
+    draft's rows, placeholders or cursor differ from the client's own rendering
+    of `text` by one cell.
     """
     if not draft.complete or screen_refusal(text, typing.specials) is not None:
         return False
-    if typing.any_placeholder().search(text):
-        return False  # the client would swap a placeholder-like token for a paste
     if how is TypingMethod.LITERAL and typing.method_for(text) is not TypingMethod.LITERAL:
         return False
-    if how is TypingMethod.PASTE and typing.collapses(text, draft.pane_rows):
-        return _shows_placeholder(typing, draft, text)
-    rendered = render(typing.wrapping, text, draft.width)
-    if rendered is None:
+    expected = _expected(typing, text, how, draft.width, draft.pane_rows)
+    if isinstance(expected, TextRefusal):
         return False
-    rows, cursor = rendered
-    limit = typing.visible_rows(draft.pane_rows)
-    if limit is not None and len(rows) >= limit:
-        return False  # as many rows as the viewport: more may be scrolled away
+    if expected is None:
+        return _shows_placeholder(typing, draft, text)
+    rows, cursor = expected
     if draft.rows != rows or draft.placeholders:
         return False
     return draft.cursor in (None, cursor)
+
+
+def draft_refusal(typing: Typing, text: str, width: int, pane_rows: int) -> TextRefusal | None:
+    """Why `text`, typed as this client takes it, could never be proven in a composer `width`
+    columns wide in a pane `pane_rows` high; None where `draft_matches` may prove it.
+
+    Asked before a key is typed: such a text would be typed, never proven, and left
+    in the composer unsent.
+    """
+    expected = _expected(typing, text, typing.method_for(text), width, pane_rows)
+    return expected if isinstance(expected, TextRefusal) else None
+
+
+def _expected(
+    typing: Typing, text: str, how: TypingMethod, width: int, pane_rows: int
+) -> TextRefusal | tuple[tuple[str, ...], tuple[int, int]] | None:
+    """The rows and cursor `text` typed `how` is drawn with, None for a paste's placeholder,
+    or why no screen of this composer could show it exactly."""
+    found = typing.any_placeholder().search(text)
+    if found is not None:
+        return TextRefusal(
+            f"holds {found.group(0)!r}, which this client draws for a paste, so a screen "
+            "could not tell the text from a paste",
+            "reword it",
+        )
+    if how is TypingMethod.PASTE and typing.collapses(text, pane_rows):
+        return None
+    rendered = render(typing.wrapping, text, width)
+    if rendered is None:
+        return TextRefusal(
+            f"has a line wider than this composer's {width} columns that this client may "
+            "break inside CJK, emoji or other such text, where AKK does not model its breaks",
+            f"break it into lines of at most {width} columns, or type it at the pane yourself",
+        )
+    limit = typing.visible_rows(pane_rows)
+    if limit is not None and len(rendered[0]) >= limit:
+        return TextRefusal(
+            f"fills {len(rendered[0])} rows of this composer, which shows at most {limit} "
+            "before it scrolls earlier ones away without a mark",
+            "shorten it, or type it at the pane yourself",
+        )
+    return rendered
 
 
 def _shows_placeholder(typing: Typing, draft: DraftView, text: str) -> bool:

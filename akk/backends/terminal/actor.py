@@ -52,7 +52,7 @@ from akk.backends.terminal.typing_step import type_and_submit
 from akk.discovery.identity import TerminalIdentity
 from akk.evidence import claude_editor
 from akk.faults import Point
-from akk.profiles.composer import TypingMethod
+from akk.profiles.composer import TypingMethod, draft_refusal
 from akk.profiles.keyplan import Intent
 from akk.profiles.observation import State, StepKind
 from akk.profiles.registry import Profile
@@ -300,6 +300,14 @@ class TerminalActor(Actor[TerminalMessage]):
                 f"the pane is {what}, not idle with an empty composer; nothing was sent. Wait "
                 "for the agent (status shows its state) and send again",
             )
+        draft = observation.draft
+        refused = (
+            None
+            if draft is None
+            else draft_refusal(profile.typing, text, draft.width, draft.pane_rows)
+        )
+        if refused is not None:  # it would be typed, never proven, and left there unsent
+            return Refusal(Reason.INVALID_PARAMS, refused.message("the text"))
         if observation.composer_mode is None and identity.agent == "claude":
             mode = await trio.to_thread.run_sync(
                 claude_editor.editor_mode, identity.agent_pid, identity.cwd
