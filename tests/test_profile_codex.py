@@ -706,3 +706,23 @@ def test_a_draft_after_a_turn_under_an_unknown_model_is_read_exactly(
         assert _observe(fixture, _with_last_row(grid, hinted)).state is State.IDLE_DRAFT
     else:  # up to 0.155.1 the warning is a history row; the footer is the status row alone
         assert not any("f2 to view" in grid.row_text(y) for y in range(grid.rows))
+
+
+@pytest.mark.parametrize(
+    ("text", "refused"),
+    [
+        ("漢字" * 40, "113 columns"),  # 160 columns: Codex breaks CJK where AKK cannot tell
+        ("漢字" * 28, None),  # 112 columns: one row
+        (" ".join(["word"] * 120), "fills 6 rows"),  # 599 characters: the notes show 5 whole
+        (" ".join(["word"] * 100), None),  # 499 characters: 5 rows
+        ("see [Pasted Content 9 chars]", "for a paste"),
+    ],
+)
+def test_notes_text_no_screen_could_prove_is_refused_before_a_key(
+    text: str, refused: str | None
+) -> None:
+    found = BY_VERSION["0.171.0"].editor_refusal(text, 120, 40)
+    if refused is None:
+        assert found is None
+    else:
+        assert found is not None and refused in found.reason, found

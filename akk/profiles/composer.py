@@ -247,8 +247,9 @@ def _expected(
     rendered = render(typing.wrapping, text, width)
     if rendered is None:
         return TextRefusal(
-            f"has a line wider than this composer's {width} columns that this client may "
-            "break inside CJK, emoji or other such text, where AKK does not model its breaks",
+            f"has a line wider than the {width} columns it would be typed into, which this "
+            "client may break inside CJK, emoji or other such text, where AKK does not model "
+            "its breaks",
             f"break it into lines of at most {width} columns, or type it at the pane yourself",
         )
     limit = typing.visible_rows(pane_rows)

@@ -19,6 +19,7 @@ from akk.profiles.observation import Observation, PromptView
 from akk.profiles.qualified import as_version
 from akk.screen.grid import Grid
 from akk.store.qualifications import Entry, Malformed
+from akk.text_rule import TextRefusal
 
 
 class Profile(Protocol):
@@ -58,6 +59,11 @@ class Profile(Protocol):
     @property
     def free_text_max_chars(self) -> int:
         """Longest free-text answer whose arrival in the editor this version can prove."""
+        ...
+
+    def editor_refusal(self, text: str, cols: int, rows: int) -> TextRefusal | None:
+        """Why ``text``, typed into a prompt's free-text editor in a pane ``cols`` x ``rows``,
+        could never be proven there (None: the editor's proof decides per screen)."""
         ...
 
     def classify(self, grid: Grid) -> Observation:

@@ -443,7 +443,8 @@ class TerminalActor(Actor[TerminalMessage]):
         refused = delivery_refusal(prompt, observation.state, message.answer)
         if refused is not None:
             return refused
-        planned = answer_plan(profile, prompt, message.answer)
+        assert snapshot.grid is not None  # an Observation was read off it
+        planned = answer_plan(profile, prompt, message.answer, snapshot.grid)
         if isinstance(planned, Refusal):
             return planned
         plan, expanded = planned

@@ -25,6 +25,7 @@ from akk.profiles.keyplan import (
 from akk.profiles.observation import InteractionKind, PromptView, State
 from akk.profiles.registry import Profile
 from akk.protocol.errors import Reason
+from akk.screen.grid import Grid
 from akk.store import interactions, turns
 from akk.store.interactions import InteractionState, OfferState
 
@@ -36,9 +37,10 @@ class Busy(Exception):
 
 
 def answer_plan(
-    profile: Profile, prompt: PromptView, answer: Answer
+    profile: Profile, prompt: PromptView, answer: Answer, grid: Grid
 ) -> tuple[KeyPlan, Expanded] | Refusal:
-    """The profile's proven key plan for ``answer`` on ``prompt``, expanded; or why not."""
+    """The profile's proven key plan for ``answer`` on ``prompt`` (read off ``grid``),
+    expanded; or why not."""
     try:
         plan = profile.key_plans.plan_for(prompt.kind, prompt.step, answer.intent)
         if not plan.lab_verified:
@@ -53,6 +55,13 @@ def answer_plan(
                 f"the text has {len(answer.text)} characters; {profile.id} can prove at most "
                 f"{profile.free_text_max_chars} in its editor. Shorten it; nothing was sent",
             )
+        refused = (
+            None
+            if answer.text is None
+            else profile.editor_refusal(answer.text, grid.cols, grid.rows)
+        )
+        if refused is not None:  # it would be typed, never proven, and left in the editor
+            return Refusal(Reason.INVALID_PARAMS, refused.message("the free text"))
         options = prompt.questions[0].options if prompt.questions else ()
         return plan, expand_checked(plan, options, chosen=answer.chosen, text=answer.text)
     except KeyPlanError as exc:

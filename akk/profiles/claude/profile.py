@@ -23,6 +23,7 @@ from akk.profiles.composer import DraftView, Typing, TypingMethod, draft_matches
 from akk.profiles.keyplan import KeyPlans
 from akk.profiles.observation import Observation, PromptView
 from akk.screen.grid import Grid
+from akk.text_rule import TextRefusal
 
 AGENT = "claude"
 
@@ -143,6 +144,11 @@ class ClaudeProfile:
         120x40 under a three-option question, about 600 at 80x24).
         """
         return self.editor.literal_max_length
+
+    def editor_refusal(self, text: str, cols: int, rows: int) -> TextRefusal | None:
+        """None: Claude's editor wraps as the composer does, which is modelled whatever the
+        script, and how tall a prompt it fits is decided per screen (`free_text_max_chars`)."""
+        return None
 
     def next_turn_message(self, question: str, label: str) -> str | None:
         """Claude Code has no async questions: no answer starts a turn of its own."""
