@@ -219,19 +219,29 @@ def draft_matches(typing: Typing, draft: DraftView, text: str, how: TypingMethod
     return draft.cursor in (None, cursor)
 
 
-def draft_refusal(typing: Typing, text: str, width: int, pane_rows: int) -> TextRefusal | None:
+def draft_refusal(
+    typing: Typing, text: str, width: int, pane_rows: int, *, shown_rows: int | None = None
+) -> TextRefusal | None:
     """Why `text`, typed as this client takes it, could never be proven in a composer `width`
     columns wide in a pane `pane_rows` high; None where `draft_matches` may prove it.
+    `shown_rows`: the most rows a box that is not the composer shows before it scrolls
+    (Codex's notes), where the composer's own viewport does not say.
 
     Asked before a key is typed: such a text would be typed, never proven, and left
     in the composer unsent.
     """
-    expected = _expected(typing, text, typing.method_for(text), width, pane_rows)
+    how = typing.method_for(text)
+    expected = _expected(typing, text, how, width, pane_rows, shown_rows)
     return expected if isinstance(expected, TextRefusal) else None
 
 
 def _expected(
-    typing: Typing, text: str, how: TypingMethod, width: int, pane_rows: int
+    typing: Typing,
+    text: str,
+    how: TypingMethod,
+    width: int,
+    pane_rows: int,
+    shown_rows: int | None = None,
 ) -> TextRefusal | tuple[tuple[str, ...], tuple[int, int]] | None:
     """The rows and cursor `text` typed `how` is drawn with, None for a paste's placeholder,
     or why no screen of this composer could show it exactly."""
@@ -252,11 +262,11 @@ def _expected(
             "its breaks",
             f"break it into lines of at most {width} columns, or type it at the pane yourself",
         )
-    limit = typing.visible_rows(pane_rows)
+    limit = typing.visible_rows(pane_rows) if shown_rows is None else shown_rows
     if limit is not None and len(rendered[0]) >= limit:
         return TextRefusal(
-            f"fills {len(rendered[0])} rows of this composer, which shows at most {limit} "
-            "before it scrolls earlier ones away without a mark",
+            f"fills {len(rendered[0])} rows of the box it would be typed into, which shows at "
+            f"most {limit} before it scrolls earlier ones away without a mark",
             "shorten it, or type it at the pane yourself",
         )
     return rendered

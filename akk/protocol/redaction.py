@@ -383,15 +383,16 @@ def _joined_from(
         if row is None or (len(pieces) >= limit and not soft):
             break
         above = pieces[-1]
-        if soft and not above.full and _key_break(text, above, row):
-            key_breaks += 1
-            if key_breaks > _CHAIN_ROWS:
-                break  # each row below starts a window of its own
-        elif soft and not above.full:
-            if pending:  # what is joined so far, anonymous keys too
-                yield from _cut(text, pieces, seps, _spans, read)
-            soft = False
-            limit = len(pieces) + _CHAIN_ROWS
+        if soft and not above.full:
+            if _key_break(text, above, row):
+                key_breaks += 1
+                if key_breaks > _CHAIN_ROWS:
+                    break  # each row below starts a window of its own
+            else:
+                if pending:  # what is joined so far, anonymous keys too
+                    yield from _cut(text, pieces, seps, _spans, read)
+                soft = False
+                limit = len(pieces) + _CHAIN_ROWS
         seps.append("" if way == "word" or (way == "drawn" and above.full) else " ")
         pieces.append(row)
         pending = True

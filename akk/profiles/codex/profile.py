@@ -32,14 +32,7 @@ from akk.profiles.codex.menu import Highlight, MenuShape
 from akk.profiles.codex.picker import AsyncShape
 from akk.profiles.codex.reader import Footer, Reader
 from akk.profiles.codex.status import ModeIndicator, Notice
-from akk.profiles.composer import (
-    DraftView,
-    Typing,
-    TypingMethod,
-    draft_matches,
-    draft_refusal,
-    render,
-)
+from akk.profiles.composer import DraftView, Typing, TypingMethod, draft_matches, draft_refusal
 from akk.profiles.keyplan import KeyPlans
 from akk.profiles.observation import (
     Observation,
@@ -156,19 +149,9 @@ class CodexProfile:
 
     def editor_refusal(self, text: str, cols: int, rows: int) -> TextRefusal | None:
         """Why `text` typed into the notes of a pane `cols` x `rows` could never be proven:
-        the composer's reasons at the notes' width, or more rows than the notes show."""
+        the composer's reasons at the notes' width, or as many rows as the notes show."""
         width = cols - self.notes_margin
-        refused = draft_refusal(self.editor_typing, text, width, rows)
-        rendered = render(self.editor_typing.wrapping, text, width)
-        if refused is not None or rendered is None:
-            return refused
-        if len(rendered[0]) >= self.notes_max_rows:
-            return TextRefusal(
-                f"fills {len(rendered[0])} rows of the notes, which show {self.notes_max_rows - 1}"
-                f" rows whole at {cols} columns",
-                "shorten it, or answer at the pane yourself",
-            )
-        return None
+        return draft_refusal(self.editor_typing, text, width, rows, shown_rows=self.notes_max_rows)
 
     def draft_matches(self, draft: DraftView, text: str, how: TypingMethod) -> bool:
         """Whether `draft` shows exactly `text`, typed `how`, as this version renders it."""
