@@ -43,7 +43,13 @@ from akk.profiles.observation import (
 from akk.profiles.registry import PROFILES, Profile
 from akk.qualify.launcher import POLL_SECONDS, LabSession, ScreenTimeout
 from akk.qualify.model_server import RecordedRequest
-from akk.qualify.scenarios import ANSWERED_CODEX, EXEC_MARKER, RUN_TASK, SLOW_SIGNAL
+from akk.qualify.scenarios import (
+    ACCEPTED_CODEX_ASYNC,
+    ANSWERED_CODEX,
+    EXEC_MARKER,
+    RUN_TASK,
+    SLOW_SIGNAL,
+)
 from akk.screen.grid import Grid
 from akk.screen.render import render
 from tests.lab.conftest import lab_params
@@ -495,6 +501,10 @@ async def test_async_answer_while_working_steers_the_turn(lab: LabSession) -> No
                 lambda s: "Messages to be submitted after next tool call" in s and "Blue" in s,
                 10,
                 what="the answer waiting for the running turn",
+            )
+            # The screen can show the waiting answer before Codex sends the held request.
+            await lab.server.wait_for_request(
+                lambda r: not r.auxiliary and ACCEPTED_CODEX_ASYNC in r.newest_input, timeout=10
             )
             assert len(lab.server.main_requests()) == 2  # held: nothing sent yet
             lab.server.signal(SLOW_SIGNAL)
