@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -73,6 +74,10 @@ def lab() -> Iterator[Lab]:
     root = Path(tempfile.mkdtemp(prefix="akk-disc-", dir="/tmp"))
     marker = uuid.uuid4().hex
     (root / "home" / ".codex").mkdir(parents=True)
+    # Without a finished onboarding Claude checks its service, finds no network
+    # and exits within a second: the tests would race its exit.
+    onboarded = {"hasCompletedOnboarding": True, "theme": "dark", "autoUpdates": False}
+    (root / "home" / ".claude.json").write_text(json.dumps(onboarded))
     (root / "bin").mkdir()
     (root / "bin" / "claude").symlink_to(CLAUDE.binary())
     env = {
