@@ -12,7 +12,8 @@ leaves no piece; the fingerprint, and so every id, is of the unredacted cells.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -24,7 +25,7 @@ from akk.profiles.observation import (
     ResponseKind,
     StepKind,
 )
-from akk.protocol.redaction import RedactedScreen, redact
+from akk.protocol.redaction import RedactedScreen, redact, redact_head
 from akk.screen.fingerprint import Appearance, IdMinter
 
 SCHEMA = "agent-knock-knock/terminal-interaction"
@@ -177,11 +178,103 @@ def backend_projection(
 
 
 def backend_option(option_id: str, label: object, description: object) -> dict[str, Any]:
-    """One option of a backend's question, its texts redacted (a non-text is shown empty)."""
-    shown = {"option_id": option_id, "label": redact(label if isinstance(label, str) else "")}
+    """One option of a backend's question, its texts bounded and redacted (`backend_text`)."""
+    shown = {"option_id": option_id, "label": backend_text(label, "label")}
     if isinstance(description, str) and description:
-        shown["description"] = redact(description)
+        shown["description"] = backend_text(description, "description")
     return shown
+
+
+BACKEND_TEXT_MAX: dict[str, int] = {
+    "header": 200,
+    "prompt": 4_000,
+    "detail": 2_000,
+    "cwd": 4_096,
+    "label": 500,
+    "description": 1_000,
+}
+"""The most characters of each text field of a backend's prompt a controller is shown.
+
+An agent process may send a prompt as long as its wire allows (16 MiB), and the
+texts in it are the model's, which a hostile repository can steer.
+"""
+BACKEND_MAX_QUESTIONS = 16
+BACKEND_MAX_OPTIONS = 64
+BACKEND_MAX_TEXT = 64_000
+"""The most characters a backend's questions may show in all, each text cut to its bound:
+past it nothing is redacted (redaction reads about a megabyte a second)."""
+PROJECTION_MAX_BYTES = 256 << 10
+"""The most a backend's projection may take as JSON (as sent: non-ASCII escaped),
+so that an event carrying it fits the 1 MiB frame controllers' libraries accept."""
+_CUT = "…[cut: {whole:,} characters in all]"
+
+
+def backend_text(value: object, field: str) -> str:
+    """A backend's text as a controller sees it: redacted, and cut to its field's bound.
+
+    A cut text ends in a mark saying how long the whole was. Only the head is
+    redacted (`redact_head`), so a text of megabytes costs what its bound does.
+    A non-text is shown empty.
+    """
+    if not isinstance(value, str):
+        return ""
+    limit = BACKEND_TEXT_MAX[field]
+    shown = redact_head(value, limit + 1)
+    if len(shown) <= limit:
+        return shown
+    return shown[:limit] + _CUT.format(whole=len(value))
+
+
+def unshowable(
+    questions: Sequence[Mapping[str, Any]],
+    options_of: Callable[[Mapping[str, Any]], Sequence[Mapping[str, Any]]],
+) -> str | None:
+    """Why a backend's questions are too many or too long to project (a `manual_reason`).
+
+    None if they can be shown. Counted before any text is redacted, so a request
+    of a million options costs nothing but this count.
+    """
+    options = [options_of(question) for question in questions]
+    if len(questions) > BACKEND_MAX_QUESTIONS:
+        return f"too_many_questions: {len(questions)} (at most {BACKEND_MAX_QUESTIONS})"
+    most = max(map(len, options), default=0)
+    if most > BACKEND_MAX_OPTIONS:
+        return f"too_many_options: {most} in one question (at most {BACKEND_MAX_OPTIONS})"
+    texts = sum(
+        _length(question.get("header"), "header") + _length(question.get("question"), "prompt")
+        + sum(_length(o.get("label"), "label") + _length(o.get("description"), "description")
+              for o in shown)
+        for question, shown in zip(questions, options, strict=True)
+    )  # fmt: skip
+    if texts > BACKEND_MAX_TEXT:
+        return f"too_large: {texts:,} characters of text (at most {BACKEND_MAX_TEXT:,})"
+    return None
+
+
+def _length(value: object, field: str) -> int:
+    """How many characters of `value` its field shows (the cut mark aside)."""
+    return min(len(value), BACKEND_TEXT_MAX[field]) if isinstance(value, str) else 0
+
+
+def backend_manual(projection: dict[str, Any], reason: str) -> dict[str, Any]:
+    """`projection` as a prompt a person must answer: no questions, decisions or capabilities."""
+    manual = {key: value for key, value in projection.items() if key != "decisions"}
+    return manual | {
+        "questions": [],
+        "capabilities": {"batch_response": False, "free_text": False, "multi_select": False},
+        "state": "manual_required",
+        "manual_reason": reason,
+    }
+
+
+def within_frame(projection: dict[str, Any]) -> dict[str, Any]:
+    """`projection`, or if its JSON is over PROJECTION_MAX_BYTES, the same prompt manual
+    (`too_large`): a controller is never sent an event it cannot receive."""
+    size = len(json.dumps(projection))
+    if size <= PROJECTION_MAX_BYTES:
+        return projection
+    return backend_manual(projection, f"too_large: {size:,} bytes as JSON "
+                                      f"(at most {PROJECTION_MAX_BYTES:,})")  # fmt: skip
 
 
 @attrs.frozen

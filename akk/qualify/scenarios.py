@@ -14,7 +14,10 @@ counting, probes) never consume steps.
 
 from __future__ import annotations
 
+import base64
+import functools
 import json
+import random
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -738,6 +741,38 @@ def _secret_scenarios() -> dict[str, Scenario]:
 
 
 SCENARIOS = {**SCENARIOS, **_secret_scenarios()}
+
+
+# ---------------------------------------------------------------- a megabyte command (issue 23)
+
+HUGE_TASK = "lab: run the huge command"
+HUGE_MARKER = "lab-huge-ran"
+HUGE_BLOB_BYTES = 900_000
+"""Random bytes in the command's here-document: 1.2 MB of base64 in 76-column lines."""
+
+
+@functools.cache
+def huge_command() -> str:
+    """A command of 1.2 MB: a key, a here-document of base64 lines, then the marker.
+
+    Its projection used to outgrow a 1 MiB frame, and redacting it whole took seconds.
+    """
+    blob = base64.encodebytes(random.Random(23).randbytes(HUGE_BLOB_BYTES)).decode()
+    return (f"export GITHUB_TOKEN={COMMAND_SECRET}\ncat > /dev/null <<'AKK'\n{blob}AKK\n"
+            f"touch ../{HUGE_MARKER}.txt && echo {HUGE_MARKER}")  # fmt: skip
+
+
+def _huge_scenarios() -> dict[str, Scenario]:
+    scenarios = [
+        _command("claude_bash_huge", Bash(huge_command(), "Run the huge command"),
+                 marker=HUGE_MARKER, task=HUGE_TASK),
+        _command("codex_exec_huge", ExecCommand(huge_command()), marker=HUGE_MARKER,
+                 task=HUGE_TASK),
+    ]  # fmt: skip
+    return {scenario.name: scenario for scenario in scenarios}
+
+
+SCENARIOS = {**SCENARIOS, **_huge_scenarios()}
 
 
 # ---------------------------------------------------------------- an MCP host drives AKK (issue 22)

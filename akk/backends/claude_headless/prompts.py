@@ -41,8 +41,14 @@ import attrs
 from akk.backends.questions import each_answer
 from akk.profiles.observation import InteractionKind, OptionRole, ResponseKind
 from akk.protocol.errors import Reason, RpcError
-from akk.protocol.projection import backend_option, backend_projection
-from akk.protocol.redaction import redact, redact_head
+from akk.protocol.projection import (
+    backend_manual,
+    backend_option,
+    backend_projection,
+    backend_text,
+    unshowable,
+    within_frame,
+)
 from akk.protocol.text_check import check_text
 from akk.screen.fingerprint import Appearance, IdMinter
 
@@ -55,9 +61,6 @@ REJECTED = "The user rejected this tool use. Do not run it; go on without it or 
 
 FREE_TEXT_MAX_CHARS = 10_000
 """Longest free-text answer AKK passes on (no editor bounds it; docs/claude_headless.md)."""
-
-DETAIL_MAX_CHARS = 2_000
-"""Longest tool input shown as a permission's `detail` (the whole input is what is approved)."""
 
 _JOIN = ", "
 """How the tool joins a multi-select question's labels (its own picker does the same)."""
@@ -243,7 +246,10 @@ def _questionnaire(
     ids: IdMinter,
     turn_id: str | None,
 ) -> dict[str, Any]:
-    reason = "unreadable_questions" if questions is None else _unanswerable(questions)
+    if questions is None:
+        reason: str | None = "unreadable_questions"
+    else:
+        reason = unshowable(questions, _listed_options) or _unanswerable(questions)
     if reason is not None or questions is None:
         return _manual(InteractionKind.QUESTIONNAIRE, seen, ids, turn_id, reason or "")
     shown = []
@@ -252,8 +258,8 @@ def _questionnaire(
         shown.append(
             {
                 "question_id": ids.question_id(seen, index),
-                "header": redact(_str(question.get("header")) or ""),
-                "prompt": redact(str(question["question"])),
+                "header": backend_text(question.get("header"), "header"),
+                "prompt": backend_text(question["question"], "prompt"),
                 "required": True,
                 "response_kind": (
                     ResponseKind.MULTI_SELECT if multi else ResponseKind.SINGLE_SELECT
@@ -275,7 +281,13 @@ def _questionnaire(
         "free_text": True,
         "multi_select": any(q["response_kind"] == ResponseKind.MULTI_SELECT for q in shown),
     }
-    return projection
+    return within_frame(projection)
+
+
+def _listed_options(question: Mapping[str, Any]) -> Sequence[Mapping[str, Any]]:
+    """The options of a question `_questions` read (every one a labelled mapping)."""
+    options: Sequence[Mapping[str, Any]] = question["options"]
+    return options
 
 
 def _unanswerable(questions: list[Mapping[str, Any]]) -> str | None:
@@ -303,8 +315,8 @@ def _permission(
     name = _str(request.get("display_name")) or tool
     question: dict[str, Any] = {
         "question_id": ids.question_id(seen, 0),
-        "header": redact(name),
-        "prompt": redact(_str(request.get("description")) or f"Allow {name}?"),
+        "header": backend_text(name, "header"),
+        "prompt": backend_text(_str(request.get("description")) or f"Allow {name}?", "prompt"),
         "required": True,
         "response_kind": ResponseKind.CONFIRM.value,
         "options": [
@@ -314,7 +326,7 @@ def _permission(
     }
     command = _str(tool_input.get("command"))
     detail = command if command is not None else json.dumps(tool_input, ensure_ascii=False)
-    question["detail"] = redact_head(detail, DETAIL_MAX_CHARS)
+    question["detail"] = backend_text(detail, "detail")  # the whole input is what is approved
     projection = backend_projection(
         InteractionKind.PERMISSION, seen, ids, agent="claude", turn_id=turn_id, questions=[question]
     )
@@ -327,7 +339,7 @@ def _manual(
 ) -> dict[str, Any]:
     """A prompt a person must answer: its kind and reason, and no answerable ids."""
     projection = backend_projection(kind, seen, ids, agent="claude", turn_id=turn_id, questions=[])
-    return projection | {"state": "manual_required", "manual_reason": reason}
+    return backend_manual(projection, reason)
 
 
 def _str(value: object) -> str | None:

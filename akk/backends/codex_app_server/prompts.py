@@ -28,8 +28,14 @@ from akk.backends.codex_app_server.rpc import ServerRequest
 from akk.backends.questions import each_answer
 from akk.profiles.observation import InteractionKind, OptionRole, ResponseKind
 from akk.protocol.errors import Reason, RpcError
-from akk.protocol.projection import backend_option, backend_projection
-from akk.protocol.redaction import redact
+from akk.protocol.projection import (
+    backend_manual,
+    backend_option,
+    backend_projection,
+    backend_text,
+    unshowable,
+    within_frame,
+)
 from akk.protocol.text_check import check_text
 from akk.screen.fingerprint import Appearance, IdMinter
 
@@ -290,16 +296,16 @@ def _permission(
     question: dict[str, Any] = {
         "question_id": ids.question_id(seen, 0),
         "header": "Permission",
-        "prompt": redact(_text(params.get("reason")) or PERMISSIONS[method]),
+        "prompt": backend_text(_text(params.get("reason")) or PERMISSIONS[method], "prompt"),
         "required": True,
         "response_kind": ResponseKind.CONFIRM.value,
         "options": options,
     }
     detail = _text(params.get("command")) or _text(params.get("grantRoot"))
     if detail:
-        question["detail"] = redact(detail)
+        question["detail"] = backend_text(detail, "detail")
     if _text(params.get("cwd")):
-        question["cwd"] = redact(str(params["cwd"]))
+        question["cwd"] = backend_text(params["cwd"], "cwd")
     projection = backend_projection(
         InteractionKind.PERMISSION, seen, ids, agent="codex", turn_id=turn_id, questions=[question]
     )
@@ -312,14 +318,20 @@ def _permission(
 def _questionnaire(
     questions: Sequence[Mapping[str, Any]], seen: Appearance, ids: IdMinter, turn_id: str | None
 ) -> dict[str, Any]:
+    crowded = unshowable(questions, _options)
+    if crowded is not None:
+        empty = backend_projection(
+            InteractionKind.QUESTIONNAIRE, seen, ids, agent="codex", turn_id=turn_id, questions=[]
+        )
+        return backend_manual(empty, crowded)
     shown = []
     for index, question in enumerate(questions):
         options = _options(question)
         shown.append(
             {
                 "question_id": ids.question_id(seen, index),
-                "header": redact(_text(question.get("header")) or ""),
-                "prompt": redact(_text(question.get("question")) or ""),
+                "header": backend_text(question.get("header"), "header"),
+                "prompt": backend_text(question.get("question"), "prompt"),
                 "required": True,
                 "response_kind": (
                     ResponseKind.SINGLE_SELECT if options else ResponseKind.FREE_TEXT
@@ -345,7 +357,7 @@ def _questionnaire(
     }
     if any(q.get("isSecret") for q in questions):
         projection |= {"state": "manual_required", "manual_reason": "secret_input"}
-    return projection
+    return within_frame(projection)
 
 
 def _options(question: Mapping[str, Any]) -> list[Mapping[str, Any]]:

@@ -1,0 +1,77 @@
+"""Lab: a 1.2 MB command from the model, on the newest Codex app-server and headless Claude.
+
+The scripted model asks to run a command that holds a GitHub token and then a
+here-document of 1.2 MB of base64 lines (`scenarios.huge_command`). The
+controller must get the wake-up and `status` (each in a frame its own library
+accepts: 1 MiB), showing the command's head, the token masked, and a mark with
+the whole command's length; the decisions stay offered, since the whole command
+is what a decision answers. A rejection reaches the model once and nothing runs.
+
+Before the projection bounded its texts the command went out whole: the event
+outgrew the controller's frame and the connection closed, and the app-server's
+projection redacted all of it on the server's thread (10 s per MB of base64
+lines).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from akk.client import Controller
+from akk.qualify import scenarios as sc
+from akk.qualify.model_server import ModelServer
+from tests.lab import test_backend, test_claude_backend_answers
+from tests.lab.test_interactions import prompt
+from tools.lab import clients
+from tools.lab.akk_runner import outcome
+
+NEWEST = [clients.newest("codex"), clients.newest("claude")]
+CUT = re.compile(r"…\[cut: (?P<whole>[\d,]+) characters in all\]")
+
+
+async def _shown_cut_then_rejected(ctl: Controller, sent: dict[str, Any]) -> dict[str, Any]:
+    shown = await prompt(ctl, sent["turn_id"])
+    assert shown["kind"] == "permission" and shown["decisions"] == ["approve_once", "reject"]
+    (question,) = shown["questions"]
+    detail = question["detail"]
+    # Codex shows the command as the shell it runs it in (`/bin/bash -lc "…"`).
+    assert "export GITHUB_TOKEN=[redacted]\n" in detail[:100], detail[:100]
+    cut = CUT.fullmatch(detail[2_000:])
+    assert cut is not None, detail[1_900:]
+    assert int(cut["whole"].replace(",", "")) >= len(sc.huge_command())
+    assert sc.COMMAND_SECRET[11:30] not in detail
+    reply = await ctl.call("approve", {"turn_id": sent["turn_id"], "decision": "reject"})
+    assert reply["outcome"] == "dispatched"
+    event = await outcome(ctl, sent["turn_id"], timeout=60)
+    return event
+
+
+def _nothing_ran(model: ModelServer, workdir: Path) -> None:
+    assert not (workdir.parent / f"{sc.HUGE_MARKER}.txt").exists()
+    assert not (workdir / f"{sc.HUGE_MARKER}.txt").exists()
+    assert model.count_inputs_containing(sc.HUGE_TASK) == 1
+    assert model.count_inputs_containing(sc.HUGE_MARKER) == 0
+
+
+@pytest.mark.lab
+@pytest.mark.parametrize("client", NEWEST, ids=lambda client: client.name)
+async def test_a_megabyte_command_is_shown_cut_and_redacted_and_rejected_once(
+    client: clients.Client, tmp_path: Path
+) -> None:
+    if client.agent == "codex":
+        async with test_backend.backend(client, tmp_path, "codex_exec_huge") as codex:
+            sent = await codex.ctl.call("send", codex.send(sc.HUGE_TASK))
+            event = await _shown_cut_then_rejected(codex.ctl, sent)
+            assert event["kind"] == "cancelled", event
+        _nothing_ran(codex.model, codex.files.workdir)
+        return
+    scenario = sc.SCENARIOS["claude_bash_huge"]
+    async with test_claude_backend_answers.serving(client, tmp_path, scenario) as claude:
+        sent = await claude.ctl.call("send", claude.send(sc.HUGE_TASK))
+        event = await _shown_cut_then_rejected(claude.ctl, sent)
+        assert event["kind"] == "done", event  # Claude goes on after the deny message
+    _nothing_ran(claude.model, claude.files.workdir)

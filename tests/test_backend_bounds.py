@@ -1,0 +1,166 @@
+"""A backend's prompt is bounded before a controller sees it (akk.protocol.projection).
+
+The texts and counts in an app-server or headless request are the model's: a
+hostile repository can make them megabytes. Every text is cut to its field's
+bound (with a mark saying how long the whole was) after only its head is
+redacted; too many questions or options, or a projection still too large as
+JSON, make the prompt one a person must answer. So every event fits the 1 MiB
+frame controllers' libraries accept. The real clients' 1.2 MB command is in
+tests/lab/test_huge_prompts.py.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from akk.backends.claude_headless import prompts as claude
+from akk.backends.codex_app_server import prompts as codex
+from akk.backends.codex_app_server.rpc import ServerRequest
+from akk.protocol.projection import (
+    BACKEND_MAX_OPTIONS,
+    BACKEND_MAX_QUESTIONS,
+    BACKEND_TEXT_MAX,
+    PROJECTION_MAX_BYTES,
+    backend_text,
+)
+from akk.protocol.redaction import MASK, redact
+from akk.screen.fingerprint import IdMinter
+
+IDS = IdMinter(b"k" * 32)
+FRAME = 1 << 20
+"""The largest frame trio-websocket and websockets accept by default."""
+KEY = "ghp_" + "Zx9Qm3Lp7Rt2Vb8Nc1Kd" * 2
+
+
+def _codex_questions(questions: list[dict[str, Any]]) -> dict[str, Any]:
+    request = ServerRequest(7, codex.QUESTIONS, {"threadId": "thr", "questions": questions})
+    return codex.prompt_of(request, generation=1, ids=IDS, turn_id="t").projection
+
+
+def _claude_questions(questions: list[dict[str, Any]]) -> dict[str, Any]:
+    request = {"subtype": "can_use_tool", "tool_name": claude.QUESTION_TOOL,
+               "input": {"questions": questions}, "tool_use_id": "toolu_1"}  # fmt: skip
+    return claude.prompt_of("r1", request, generation=1, ids=IDS, turn_id="t").projection
+
+
+BACKENDS: dict[str, Callable[[list[dict[str, Any]]], dict[str, Any]]] = {
+    "codex": _codex_questions,
+    "claude": _claude_questions,
+}
+
+
+def _questions(count: int, options: int, text: str = "") -> list[dict[str, Any]]:
+    """`count` questions of `options` options each; every text `text` plus what tells it apart."""
+    return [
+        {"id": f"q{q}", "header": f"{text}H{q}", "question": f"{text}Question {q}?",
+         "options": [{"label": f"{text}L{q}.{o}", "description": f"{text}D{o}"}
+                     for o in range(options)]}
+        for q in range(count)
+    ]  # fmt: skip
+
+
+def _event_bytes(projection: dict[str, Any]) -> int:
+    """The size of the wake-up frame carrying `projection`, serialized as the endpoint does."""
+    event = {"kind": "interaction_required", "event_id": "evt_" + "0" * 32, "turn_id": "t",
+             "interaction": projection}  # fmt: skip
+    return len(json.dumps({"jsonrpc": "2.0", "method": "event", "params": event}))
+
+
+def test_a_text_over_its_bound_is_cut_with_its_whole_length_and_its_head_redacted() -> None:
+    limit = BACKEND_TEXT_MAX["detail"]
+    command = f"export GITHUB_TOKEN={KEY}; echo lab\n" + "echo lab\n" * 200_000
+    shown = backend_text(command, "detail")
+    assert shown.startswith(f"export GITHUB_TOKEN={MASK}; echo lab\necho lab\n")
+    assert shown == redact(command[:5_000])[:limit] + f"…[cut: {len(command):,} characters in all]"
+    assert backend_text("ls -la", "detail") == "ls -la"
+    assert backend_text(None, "header") == "" and backend_text(12, "prompt") == ""
+
+
+@given(st.text(alphabet=st.sampled_from("ab ghp_Zx9Qm3Lp7Rt2\n=:"), max_size=1_500),
+       st.sampled_from(["header", "label", "description"]))  # fmt: skip
+def test_a_shown_text_is_its_redaction_or_that_cut_and_marked(text: str, field: str) -> None:
+    limit, whole = BACKEND_TEXT_MAX[field], redact(text)
+    cut = (
+        whole if len(whole) <= limit else f"{whole[:limit]}…[cut: {len(text):,} characters in all]"
+    )
+    assert backend_text(text, field) == cut
+
+
+def test_a_megabyte_permission_stays_answerable_and_fits_a_frame() -> None:
+    command = "cat <<'EOF'\n" + "\U0001f600\x01" * 600_000 + "\nEOF"
+    params = {"threadId": "thr", "command": command, "cwd": "/" + "d" * 10_000,
+              "reason": "\U0001f600" * 100_000,
+              "availableDecisions": ["accept", "decline"]}  # fmt: skip
+    shown = codex.prompt_of(
+        ServerRequest(1, "item/commandExecution/requestApproval", params),
+        generation=1, ids=IDS, turn_id="t",
+    ).projection  # fmt: skip
+    assert shown["state"] == "pending" and shown["decisions"] == ["approve_once", "reject"]
+    request = {"subtype": "can_use_tool", "tool_name": "Bash" * 10_000,
+               "description": "\x01" * 100_000, "input": {"command": command},
+               "tool_use_id": "toolu_1"}  # fmt: skip
+    headless = claude.prompt_of("r1", request, generation=1, ids=IDS, turn_id="t").projection
+    assert headless["state"] == "pending" and headless["decisions"] == ["approve_once", "reject"]
+    for projection in (shown, headless):
+        (question,) = projection["questions"]
+        for field in ("header", "prompt", "detail", "cwd"):
+            if field in question:
+                assert len(question[field]) <= BACKEND_TEXT_MAX[field] + 40, field
+        assert _event_bytes(projection) < PROJECTION_MAX_BYTES
+
+
+@pytest.mark.parametrize("agent", sorted(BACKENDS))
+def test_questions_at_the_count_bounds_are_answerable(agent: str) -> None:
+    shown = BACKENDS[agent](_questions(BACKEND_MAX_QUESTIONS, BACKEND_MAX_OPTIONS))
+    assert shown["state"] == "pending"
+    assert len(shown["questions"]) == BACKEND_MAX_QUESTIONS
+    assert {len(q["options"]) for q in shown["questions"]} == {BACKEND_MAX_OPTIONS}
+
+
+@pytest.mark.parametrize("agent", sorted(BACKENDS))
+@pytest.mark.parametrize(
+    ("count", "options", "reason"),
+    [
+        (BACKEND_MAX_QUESTIONS + 1, 2, f"too_many_questions: {BACKEND_MAX_QUESTIONS + 1} "
+                                       f"(at most {BACKEND_MAX_QUESTIONS})"),
+        (1, 100_000, f"too_many_options: 100000 in one question (at most {BACKEND_MAX_OPTIONS})"),
+    ],
+)  # fmt: skip
+def test_too_many_questions_or_options_are_for_a_person(
+    agent: str, count: int, options: int, reason: str
+) -> None:
+    shown = BACKENDS[agent](_questions(count, options))
+    assert (shown["state"], shown["manual_reason"], shown["questions"]) == (
+        "manual_required", reason, [])  # fmt: skip
+    assert shown["capabilities"] == {"batch_response": False, "free_text": False,
+                                     "multi_select": False}  # fmt: skip
+
+
+@pytest.mark.parametrize("agent", sorted(BACKENDS))
+def test_texts_too_long_in_all_are_for_a_person_before_any_is_redacted(agent: str) -> None:
+    long = _questions(BACKEND_MAX_QUESTIONS, BACKEND_MAX_OPTIONS, "x" * 5_000)
+    shown = BACKENDS[agent](long)
+    assert (shown["state"], shown["questions"]) == ("manual_required", [])
+    assert shown["manual_reason"] == (
+        f"too_large: {16 * (200 + 4_000 + 64 * 1_500):,} characters of text (at most 64,000)"
+    )
+
+
+@pytest.mark.parametrize("agent", sorted(BACKENDS))
+def test_a_projection_too_large_as_json_is_for_a_person_and_fits_a_frame(agent: str) -> None:
+    # 40,000 characters, under the text bound, but JSON escapes each to 12 bytes.
+    wide = "\U0001f600" * 1_000
+    shown = BACKENDS[agent](_questions(3, 8, wide))
+    assert shown["state"] == "manual_required" and shown["questions"] == []
+    assert shown["manual_reason"].startswith("too_large: ")
+    assert shown["manual_reason"].endswith(" bytes as JSON (at most 262,144)")
+    assert "decisions" not in shown
+    assert _event_bytes(shown) < 4_096
+    fits = BACKENDS[agent](_questions(3, 8, wide[:300]))
+    assert fits["state"] == "pending" and PROJECTION_MAX_BYTES / 2 < _event_bytes(fits) < FRAME
