@@ -113,6 +113,7 @@ def test_serve_starts_and_list_prints_an_empty_table(served: tuple[Path, str, fl
         "turns": [],
         "watches": [],
         "sessions": [],
+        "omitted": {"turns": 0, "watches": 0, "sessions": 0},
     }
     endpoint = json.loads((state / "endpoint.json").read_text())
     assert url == f"ws://127.0.0.1:{endpoint['port']}/v1"

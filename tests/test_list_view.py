@@ -27,8 +27,15 @@ from hypothesis import HealthCheck, given, settings
 from akk.actors.terminal_board import TerminalBoard, terminal_row
 from akk.discovery.identity import TerminalIdentity
 from akk.methods.common import available_actions
-from akk.methods.list_view import ListView, Owner
+from akk.methods.list_view import (
+    MESSAGE_CHARS,
+    RECORDS_MAX_BYTES,
+    SESSIONS_MAX_BYTES,
+    ListView,
+    Owner,
+)
 from akk.profiles.observation import Observation, State
+from akk.sessions import policy
 from akk.store import credentials, outbox, sessions, terminals, turns
 from akk.store.database import open_store
 from akk.store.reader import StoreReader
@@ -81,13 +88,47 @@ def rebuild(board: TerminalBoard, conn: apsw.Connection, owner: Owner, narrowed:
 
     def shown(record: turns.Turn) -> dict[str, Any]:
         retry = record.turn_id in retryable
-        return record.public() | {"available_actions": available_actions(record, retryable=retry)}
+        row = record.public() | {"available_actions": available_actions(record, retryable=retry)}
+        if row["final_message"] is not None and len(row["final_message"]) > MESSAGE_CHARS:
+            whole = len(row["final_message"])
+            row["final_message"] = (
+                f"{row['final_message'][:MESSAGE_CHARS]}…[cut: {whole:,} characters in all]"
+            )
+        return row
 
+    # Newest first, while the rows (and a comma each) fit their bound.
+    records, used = [], 0
+    for record in reversed(mine):
+        used += len(json.dumps(shown(record), separators=(",", ":"))) + 1
+        if used > RECORDS_MAX_BYTES:
+            break
+        records.insert(0, record)
+    listed, used, session_rows = sessions.listing(conn, owner), 0, []
+    for row in listed:
+        used += len(json.dumps(row, separators=(",", ":"))) + 1
+        if used > SESSIONS_MAX_BYTES:
+            break
+        session_rows.append(row)
+    whose = "controller_id IS NOT NULL" if owner is None else "controller_id = ?"
+    args = () if owner is None else (owner,)
+    open_rows = conn.execute(
+        f"SELECT task_kind FROM turns WHERE {whose} AND closed_at IS NULL", args
+    ).fetchall()
+    current = conn.execute(
+        f"SELECT count(*) FROM sessions WHERE {whose} AND retired_at IS NULL", args
+    ).fetchone()[0]
     return {
         "terminals": rows,
-        "turns": [shown(t) for t in mine if not t.is_watch],
-        "watches": [shown(t) for t in mine if t.is_watch],
-        "sessions": sessions.listing(conn, owner),
+        "turns": [shown(t) for t in records if not t.is_watch],
+        "watches": [shown(t) for t in records if t.is_watch],
+        "sessions": session_rows,
+        "omitted": {
+            "turns": sum(kind != "watch" for (kind,) in open_rows)
+            - sum(not t.is_watch for t in records),
+            "watches": sum(kind == "watch" for (kind,) in open_rows)
+            - sum(t.is_watch for t in records),
+            "sessions": current - sum(r["retired_at"] is None for r in session_rows),
+        },
     }
 
 
@@ -294,5 +335,66 @@ def test_a_write_that_commits_as_a_read_starts_is_shown_whole_or_not_at_all(
                 reader.close()
             assert reader.write is None and before != after
             assert shown == after
+
+    trio.run(main)
+
+
+CREATE = policy.Decision(policy.Action.CREATE, "new_scope_or_role")
+
+
+def test_a_list_of_long_records_fits_a_frame_and_says_what_it_left_out(tmp_path: Path) -> None:
+    """280 open Turns and 20 Watches with 4,000-character final messages (48 KB each as JSON:
+    astral characters are escaped to 12 bytes), and 250 current sessions: `list` was 10 MB,
+    past the 1 MiB frame controllers' libraries accept. Now each message shows its head, the
+    newest rows that fit are kept, and `omitted` counts the open records left out."""
+    message = "\U0001f600" * 4_000
+    binding = policy.ThreadConfig(  # as the app-server backend binds a thread
+        agent_version="0.154.0", protocol_version="v2", model="gpt-5", effort="high",
+        approval_policy="never", sandbox="workspace-write",
+    )  # fmt: skip
+
+    async def main() -> None:
+        with trio.fail_after(60), world(tmp_path / "store.db") as w:
+            with w.conn:
+                for n in range(300):  # every 15th a Watch
+                    common = dict(
+                        controller_id="ctl_a", evidence_status="pending", evidence=None,
+                        evidence_limit=None, inactivity_seconds=60.0, lifetime_seconds=600.0,
+                        now=1_000.0 + n, terminal_id=None,
+                    )  # fmt: skip
+                    record = (
+                        turns.insert_watch(w.conn, **common)  # type: ignore[arg-type]
+                        if n % 15 == 0
+                        else turns.insert(
+                            w.conn, client_request_id=f"{n}" + "\U0001f600" * 190,
+                            request_sha256="0" * 64,
+                            request_chars=1, **common,  # type: ignore[arg-type]
+                        )
+                    )  # fmt: skip
+                    turns.settle(w.conn, record, TurnState.DONE, now=2_000.0 + n,
+                                 summary=message[:200], final_message=message)  # fmt: skip
+                for n in range(250):
+                    owner = policy.Owner(controller_id="ctl_a", task=f"t{n}", unit=None,
+                                         role="coder", workspace="/w/" + "路" * 300)  # fmt: skip
+                    sessions.create(w.conn, owner=owner, backend="codex_app_server",
+                                    binding=binding, home="/h", now=3_000.0 + n,
+                                    decision=CREATE)  # fmt: skip
+            listed = (await w.view.listing("ctl_a", ())).json
+            assert len(listed.encode()) < (1 << 20) - (200 << 10)  # room for 200 panes' rows
+            shown = json.loads(listed)
+            assert shown == rebuild(w.board, w.conn, "ctl_a", ())
+            records = shown["turns"] + shown["watches"]
+            assert shown["turns"] and shown["watches"]
+            newest = max(r["created_at"] for r in records)
+            assert newest == 1_299.0  # the newest are kept
+            assert {r["final_message"] for r in records} == {
+                "\U0001f600" * 200 + "…[cut: 4,000 characters in all]"
+            }
+            omitted = shown["omitted"]
+            assert omitted["turns"] + omitted["watches"] == 300 - len(records) > 100
+            assert omitted["watches"] == 20 - len(shown["watches"])
+            assert omitted["sessions"] == 250 - len(shown["sessions"]) > 0
+            status_message = turns.get(w.conn, records[0]["turn_id"])
+            assert status_message is not None and status_message.final_message == message
 
     trio.run(main)

@@ -36,7 +36,16 @@ def terminals(args: argparse.Namespace) -> int:
     for title, records in (("turns", result["turns"]), ("watches", result["watches"])):
         if records:
             out.print(_records_table(title, records))
+    _say_omitted(result, ("turns", "watches"), "`akk status ID` shows one; close settled Turns")
     return 0
+
+
+def _say_omitted(result: dict[str, Any], kinds: tuple[str, ...], hint: str) -> None:
+    """Name the open records a reply left out (it keeps the newest that fit one frame)."""
+    omitted = result.get("omitted") or {}
+    left = [f"{omitted[kind]} {kind}" for kind in kinds if omitted.get(kind)]
+    if left:
+        out.print(shown(f"not shown, older and still open: {', '.join(left)} ({hint})"))
 
 
 def _records_table(title: str, records: list[dict[str, Any]]) -> Table:
@@ -67,6 +76,7 @@ def sessions(args: argparse.Namespace) -> int:
         print(json_text({"sessions": rows}))
     elif rows:
         out.print(sessions_table(rows))
+        _say_omitted(result, ("sessions",), "a reply holds the newest that fit")
     else:
         out.print(shown("no sessions; `akk send --scope TASK/ROLE TEXT` starts one"))
     return 0

@@ -29,6 +29,7 @@ import trio
 from akk.actors.terminal_board import TerminalBoard, TerminalSnapshot, terminal_row
 from akk.methods.common import available_actions
 from akk.protocol.jsonrpc import Encoded
+from akk.protocol.projection import cut
 from akk.store import outbox, sessions, turns
 from akk.store.reader import StoreReader
 from akk.store.turns import Turn
@@ -38,13 +39,23 @@ Owner = str | None
 """Whose records a view shows: a controller_id, or None for the operator (everyone's)."""
 
 
+MESSAGE_CHARS = 200
+"""The head of a record's final message a `list` row shows (`status` shows all it keeps)."""
+RECORDS_MAX_BYTES = 512 << 10
+"""The most one caller's Turn and Watch rows take as JSON, newest kept first."""
+SESSIONS_MAX_BYTES = 256 << 10
+"""The same for its session rows: with the panes' rows a reply stays within a 1 MiB frame."""
+
+
 @attrs.frozen
 class Records:
-    """One caller's records at one store version, each list encoded as a JSON array."""
+    """One caller's records at one store version, each list encoded as a JSON array, and
+    how many open ones each leaves out (`omitted`, a JSON object)."""
 
     turns: str
     watches: str
     sessions: str
+    omitted: str
 
 
 @attrs.frozen
@@ -129,7 +140,8 @@ class ListView:
             terminals = panes.shown
         return Encoded(
             f'{{"terminals":{terminals},"turns":{records.turns},'
-            f'"watches":{records.watches},"sessions":{records.sessions}}}'
+            f'"watches":{records.watches},"sessions":{records.sessions},'
+            f'"omitted":{records.omitted}}}'
         )
 
     async def _records(self, owner: Owner) -> _Generation:
@@ -250,18 +262,45 @@ def _read(
 
 
 def _records_of(conn: apsw.Connection, owner: Owner) -> Records:
-    mine = turns.of_controller(conn, owner)
+    """``owner``'s newest open records and sessions, as many as fit their byte bounds."""
     retryable = outbox.retryable_records(conn, owner)
-
-    def shown(record: Turn) -> dict[str, Any]:
-        retry = record.turn_id in retryable
-        return record.public() | {"available_actions": available_actions(record, retryable=retry)}
-
+    newest = turns.of_controller(conn, owner)[::-1]
+    rows = _fitting([_json(_listed(r, r.turn_id in retryable)) for r in newest], RECORDS_MAX_BYTES)
+    kept = list(zip(newest, rows, strict=False))  # oldest first again below
+    listed = sessions.listing(conn, owner)
+    shown = _fitting([_json(s) for s in listed], SESSIONS_MAX_BYTES)
+    open_turns, open_watches = turns.count_open(conn, owner)
+    omitted = {
+        "turns": open_turns - sum(not r.is_watch for r, _ in kept),
+        "watches": open_watches - sum(r.is_watch for r, _ in kept),
+        "sessions": sessions.count_current(conn, owner)
+        - sum(s["retired_at"] is None for s in listed[: len(shown)]),
+    }
     return Records(
-        turns=_json([shown(t) for t in mine if not t.is_watch]),
-        watches=_json([shown(t) for t in mine if t.is_watch]),
-        sessions=_json(sessions.listing(conn, owner)),
+        turns=_array(row for r, row in reversed(kept) if not r.is_watch),
+        watches=_array(row for r, row in reversed(kept) if r.is_watch),
+        sessions=_array(shown),
+        omitted=_json(omitted),
     )
+
+
+def _listed(record: Turn, retryable: bool) -> dict[str, Any]:
+    """A record's row: its public fields (the final message cut to its head) and actions."""
+    row = record.public() | {"available_actions": available_actions(record, retryable=retryable)}
+    if isinstance(message := row["final_message"], str):
+        row["final_message"] = cut(message, MESSAGE_CHARS)
+    return row
+
+
+def _fitting(rows: list[str], room: int) -> list[str]:
+    """The leading rows whose array fits in ``room`` bytes."""
+    kept: list[str] = []
+    for row in rows:
+        if len(row) + 1 > room:
+            break
+        room -= len(row) + 1
+        kept.append(row)
+    return kept
 
 
 def _json(value: Any) -> str:

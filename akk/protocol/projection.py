@@ -206,7 +206,6 @@ past it nothing is redacted (redaction reads about a megabyte a second)."""
 PROJECTION_MAX_BYTES = 256 << 10
 """The most a backend's projection may take as JSON (as sent: non-ASCII escaped),
 so that an event carrying it fits the 1 MiB frame controllers' libraries accept."""
-_CUT = "…[cut: {whole:,} characters in all]"
 
 
 def backend_text(value: object, field: str) -> str:
@@ -219,10 +218,15 @@ def backend_text(value: object, field: str) -> str:
     if not isinstance(value, str):
         return ""
     limit = BACKEND_TEXT_MAX[field]
-    shown = redact_head(value, limit + 1)
-    if len(shown) <= limit:
-        return shown
-    return shown[:limit] + _CUT.format(whole=len(value))
+    return cut(redact_head(value, limit + 1), limit, whole=len(value))
+
+
+def cut(text: str, limit: int, *, whole: int | None = None) -> str:
+    """`text`, or if longer than `limit` characters its head with a mark giving the length
+    of the whole (`whole`, default `text`'s own)."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}…[cut: {len(text) if whole is None else whole:,} characters in all]"
 
 
 def unshowable(

@@ -486,6 +486,16 @@ def listing(
     return shown
 
 
+def count_current(conn: apsw.Connection, controller_id: str | None) -> int:
+    """How many sessions of a controller (every one's for None) are current (not retired)."""
+    whose = "controller_id IS NOT NULL" if controller_id is None else "controller_id = ?"
+    return _scalar(
+        conn,
+        f"SELECT count(*) FROM sessions WHERE {whose} AND retired_at IS NULL",
+        () if controller_id is None else (controller_id,),
+    )
+
+
 def _scalar(conn: apsw.Connection, sql: str, args: tuple[object, ...]) -> int:
     row = conn.execute(sql, args).fetchone()
     assert row is not None

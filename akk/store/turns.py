@@ -339,6 +339,19 @@ def of_controller(conn: apsw.Connection, controller_id: str | None, limit: int =
     )[::-1]
 
 
+def count_open(conn: apsw.Connection, controller_id: str | None) -> tuple[int, int]:
+    """How many Turns and Watches of a controller (every one's for None) are not closed."""
+    whose = "controller_id IS NOT NULL" if controller_id is None else "controller_id = ?"
+    row = conn.execute(
+        f"SELECT count(*) FILTER (WHERE task_kind != 'watch'), "
+        f"count(*) FILTER (WHERE task_kind = 'watch') FROM turns WHERE {whose} "
+        "AND closed_at IS NULL",
+        () if controller_id is None else (controller_id,),
+    ).fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1])
+
+
 def update(conn: apsw.Connection, turn: Turn, **changes: object) -> Turn:
     """Compare-and-swap ``changes`` onto ``turn``; raises CasConflict if it moved on."""
     values = {k: (v.value if isinstance(v, enum.Enum) else v) for k, v in changes.items()}
