@@ -212,8 +212,8 @@ def backend_text(value: object, field: str) -> str:
     """A backend's text as a controller sees it: redacted, and cut to its field's bound.
 
     A cut text ends in a mark saying how long the whole was. Only the head is
-    redacted (`redact_head`), so a text of megabytes costs what its bound does.
-    A non-text is shown empty.
+    redacted (`redact_head`), so a text of megabytes in lines costs what its
+    first rows do (one line is read whole). A non-text is shown empty.
     """
     if not isinstance(value, str):
         return ""
