@@ -17,6 +17,8 @@ import pytest
 
 from akk.profiles import claude
 from akk.profiles.claude import ClaudeProfile
+from akk.profiles.claude.profile import EDITOR_MARGIN
+from akk.profiles.composer import render
 from akk.profiles.keyplan import Intent, KeyPlanError, PlanRefusal, expand
 from akk.profiles.observation import (
     InteractionKind,
@@ -174,6 +176,62 @@ def test_a_clipped_editor_is_never_proven(path: Path) -> None:
     other = corpus.ROOT / "claude" / label["version"] / "questionnaire_single3-free_text_typed.json"
     _, other_grid, other_observation = load(other)
     assert not profile.editor_matches(grid, editor_prompt(other_grid, other_observation), text)
+
+
+def _question_before(label: dict[str, Any]) -> tuple[Grid, PromptView] | None:
+    """The question as a controller saw it before the answer: its first screen captured at
+    the editor screen's size (None at 120x60, where none was)."""
+    size = {(120, 40): "", (80, 24): "80x24"}.get((label["cols"], label["rows"]))
+    if size is None:
+        return None
+    path = corpus.ROOT / "claude" / label["version"] / size / "questionnaire_single3-q1.json"
+    _, grid, observation = load(path)
+    assert observation.prompt is not None and observation.prompt.step is StepKind.SINGLE_SELECT
+    return grid, observation.prompt
+
+
+@corpus.each(PROVEN)
+def test_a_text_the_editor_showed_whole_is_not_refused(path: Path) -> None:
+    label, grid, observation = load(path)
+    profile, text = PROFILES[label["version"]], typed(label)
+    assert profile.editor_refusal(text, grid, editor_prompt(grid, observation)) is None
+    before = _question_before(label)
+    if before is not None:
+        assert profile.editor_refusal(text, *before) is None
+
+
+@corpus.each(CLIPPED)
+def test_a_text_the_editor_clipped_is_refused_before_a_key(path: Path) -> None:
+    label = corpus.label(path)
+    before = _question_before(label)
+    assert before is not None
+    refused = PROFILES[label["version"]].editor_refusal(typed(label), *before)
+    assert refused is not None and "Claude cuts off its top" in refused.reason, refused
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("size", ["", "80x24"])
+def test_the_question_may_grow_to_the_pane_and_no_further(version: str, size: str) -> None:
+    """Under three options the question keeps 15 rows besides its editor (every captured
+    editor screen): a text of `rows - 15` editor rows is left to the proof, one more row
+    is refused."""
+    profile = PROFILES[version]
+    path = corpus.ROOT / "claude" / version / size / "questionnaire_single3-q1.json"
+    _, grid, observation = load(path)
+    assert observation.prompt is not None
+    words = [f"w{n:04d}" for n in range(2_000)]
+    width = grid.cols - EDITOR_MARGIN
+
+    def rows(count: int) -> int:
+        rendered = render(profile.editor.wrapping, " ".join(words[:count]), width)
+        assert rendered is not None
+        return len(rendered[0])
+
+    fits = max(n for n in range(1, 600) if rows(n) <= grid.rows - 15)
+    assert profile.editor_refusal(" ".join(words[:fits]), grid, observation.prompt) is None
+    refused = profile.editor_refusal(" ".join(words[: fits + 1]), grid, observation.prompt)
+    assert refused is not None
+    assert refused.reason.startswith(f"would make the question {grid.rows + 1} rows tall")
 
 
 def test_the_3000_characters_are_proven_only_where_they_fit() -> None:

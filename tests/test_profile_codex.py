@@ -721,7 +721,12 @@ def test_a_draft_after_a_turn_under_an_unknown_model_is_read_exactly(
 def test_notes_text_no_screen_could_prove_is_refused_before_a_key(
     text: str, refused: str | None
 ) -> None:
-    found = BY_VERSION["0.171.0"].editor_refusal(text, 120, 40)
+    # The question as the controller saw it, at 120x40: only the pane's size counts.
+    label = corpus.ROOT / "codex" / "0.171.0" / "codex_inline_rui_one-q1.json"
+    _, grid = corpus.screen(label)
+    _, observation = corpus.observed(label)
+    assert observation.prompt is not None and (grid.cols, grid.rows) == (120, 40)
+    found = BY_VERSION["0.171.0"].editor_refusal(text, grid, observation.prompt)
     if refused is None:
         assert found is None
     else:

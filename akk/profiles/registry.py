@@ -61,8 +61,8 @@ class Profile(Protocol):
         """Longest free-text answer whose arrival in the editor this version can prove."""
         ...
 
-    def editor_refusal(self, text: str, cols: int, rows: int) -> TextRefusal | None:
-        """Why ``text``, typed into a prompt's free-text editor in a pane ``cols`` x ``rows``,
+    def editor_refusal(self, text: str, grid: Grid, prompt: PromptView) -> TextRefusal | None:
+        """Why ``text``, typed into ``prompt``'s free-text editor on the screen ``grid``,
         could never be proven there (None: the editor's proof decides per screen)."""
         ...
 

@@ -27,6 +27,9 @@ import trio
 from akk import faults
 from akk.client import AkkError, Controller
 from akk.faults import Point
+from akk.profiles.claude.profile import EDITOR_MARGIN
+from akk.profiles.composer import render
+from akk.profiles.registry import PROFILES
 from akk.qualify import scenarios as sc
 from akk.qualify.launcher import LabSession
 from akk.qualify.model_server import RecordedRequest
@@ -648,6 +651,48 @@ async def _claude_free_text(lab: LabSession, tmp_path: Path, text: str) -> None:
         await settled(ctl, turn_id)
     assert count_since(lab, first, pair) == 1
     assert count_since(lab, first, '"Which color do you prefer?"=') == 1
+
+
+def _editor_rows(version: str, text: str, cols: int) -> int:
+    """How many rows Claude's editor draws `text` in, at the widest it is in `cols`."""
+    profile = PROFILES[("claude", version)]
+    rendered = render(profile.editor_typing.wrapping, text, cols - EDITOR_MARGIN)
+    assert rendered is not None
+    return len(rendered[0])
+
+
+@pytest.mark.parametrize(
+    "lab", lab_params("questionnaire_single3", cols=80, rows=24)[::4], indirect=True
+)
+async def test_claude_free_text_as_tall_as_the_pane_is_proven_and_one_row_more_is_refused(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    """Under three options the question keeps 15 of the 24 rows besides its editor: 9 editor
+    rows are proven and reach the model once; 10 would have Claude cut off the question's
+    top, so they are refused before any key (they used to be typed, never proven, left in
+    the editor and reported response_uncertain)."""
+    version = lab.client.version
+    words = [f"w{n:03d}" for n in range(300)]
+    fits = max(n for n in range(1, 300) if _editor_rows(version, " ".join(words[:n]), 80) <= 9)
+    text, tall = " ".join(words[:fits]), " ".join(words[: fits + 1])
+    assert _editor_rows(version, tall, 80) == 10
+    async with two_controllers(lab, tmp_path) as (served, ctl, _other):
+        assert served.keys is not None
+        turn_id = await send_task(ctl, sc.ASK_TASK)
+        shown = await prompt(ctl, turn_id)
+        before = len(served.keys.keys())
+        with pytest.raises(AkkError) as refused:
+            await ctl.call("respond_interaction", free_text(shown, tall))
+        assert refused.value.reason == "invalid_params", refused.value
+        assert "25 rows tall in a pane of 24" in str(refused.value), refused.value
+        assert served.keys.keys()[before:] == []
+        reply = await ctl.call("respond_interaction", free_text(shown, text))
+        assert reply["outcome"] == "dispatched"
+        pair = f'"Which color do you prefer?"="{text}"'
+        await reached(lab, lambda r: pair in r.newest_input)
+        await settled(ctl, turn_id)
+    assert lab.server.count_inputs_containing(pair) == 1
+    assert lab.server.count_inputs_containing(tall) == 0
 
 
 @pytest.mark.parametrize("lab", lab_params("questionnaire_single3")[-1:], indirect=True)

@@ -55,11 +55,7 @@ def answer_plan(
                 f"the text has {len(answer.text)} characters; {profile.id} can prove at most "
                 f"{profile.free_text_max_chars} in its editor. Shorten it; nothing was sent",
             )
-        refused = (
-            None
-            if answer.text is None
-            else profile.editor_refusal(answer.text, grid.cols, grid.rows)
-        )
+        refused = None if answer.text is None else profile.editor_refusal(answer.text, grid, prompt)
         if refused is not None:  # it would be typed, never proven, and left in the editor
             return Refusal(Reason.INVALID_PARAMS, refused.message("the free text"))
         options = prompt.questions[0].options if prompt.questions else ()

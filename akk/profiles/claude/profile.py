@@ -19,13 +19,17 @@ from akk.profiles.claude.composer import ComposerShape
 from akk.profiles.claude.menu import MenuShape
 from akk.profiles.claude.permission import PermissionShape
 from akk.profiles.claude.questionnaire import QuestionnaireShape
-from akk.profiles.composer import DraftView, Typing, TypingMethod, draft_matches
+from akk.profiles.composer import DraftView, Typing, TypingMethod, draft_matches, render
 from akk.profiles.keyplan import KeyPlans
-from akk.profiles.observation import Observation, PromptView
+from akk.profiles.observation import InteractionKind, Observation, PromptView
 from akk.screen.grid import Grid
 from akk.text_rule import TextRefusal
 
 AGENT = "claude"
+EDITOR_MARGIN = 6
+"""Columns of the pane an open editor's text never takes: the cursor glyph, a one-digit
+option number, its dot and a space, then one column for the text cursor (every pinned
+version, every captured editor; a two-digit number takes one more)."""
 
 
 @attrs.frozen
@@ -139,16 +143,38 @@ class ClaudeProfile:
         """Longest free-text answer `editor_matches` can prove (characters).
 
         A bound, not a promise: the editor grows a row per ~(columns - 6)
-        characters and a prompt taller than the pane is never proven, so
-        `editor_matches` decides per screen (about 2,800 characters fit at
-        120x40 under a three-option question, about 600 at 80x24).
+        characters and a prompt taller than the pane is never proven
+        (`editor_refusal` refuses it before a key; about 2,800 characters fit
+        at 120x40 under a three-option question, about 600 at 80x24).
         """
         return self.editor.literal_max_length
 
-    def editor_refusal(self, text: str, cols: int, rows: int) -> TextRefusal | None:
-        """None: Claude's editor wraps as the composer does, which is modelled whatever the
-        script, and how tall a prompt it fits is decided per screen (`free_text_max_chars`)."""
-        return None
+    def editor_refusal(self, text: str, grid: Grid, prompt: PromptView) -> TextRefusal | None:
+        """Why `text` typed into `prompt`'s "Type something." editor on `grid` could never be
+        proven: the question would grow taller than the pane, and Claude cuts off its top.
+
+        The editor takes a row per row its text wraps to, and the rest of the question
+        keeps its height (lab: 15 rows under three options at every width, 3,000
+        characters fill 27 rows at 120 columns). The text is wrapped at the widest the
+        editor is (`EDITOR_MARGIN`), so its rows are never more than Claude draws, and
+        only a question surely cut off is refused; the proof decides the rest.
+        """
+        if prompt.kind is not InteractionKind.QUESTIONNAIRE:
+            return None
+        editor = read(self, grid).editor  # None: the cursor is not in it, one row shows
+        rest = (
+            prompt.region.bottom - prompt.region.top - (1 if editor is None else len(editor.rows))
+        )
+        width = grid.cols - EDITOR_MARGIN
+        rendered = render(self.editor.wrapping, text, width)
+        if rendered is None or rest + len(rendered[0]) <= grid.rows:
+            return None
+        return TextRefusal(
+            f"would make the question {rest + len(rendered[0])} rows tall in a pane of "
+            f"{grid.rows}: Claude cuts off its top, so AKK could never prove the answer",
+            f"shorten it (the editor shows {grid.rows - rest} rows of {width} columns here), "
+            "make the pane taller, or type it at the pane yourself",
+        )
 
     def next_turn_message(self, question: str, label: str) -> str | None:
         """Claude Code has no async questions: no answer starts a turn of its own."""

@@ -147,11 +147,13 @@ class CodexProfile:
         """
         return self.typing.literal_max_length
 
-    def editor_refusal(self, text: str, cols: int, rows: int) -> TextRefusal | None:
-        """Why `text` typed into the notes of a pane `cols` x `rows` could never be proven:
-        the composer's reasons at the notes' width, or as many rows as the notes show."""
-        width = cols - self.notes_margin
-        return draft_refusal(self.editor_typing, text, width, rows, shown_rows=self.notes_max_rows)
+    def editor_refusal(self, text: str, grid: Grid, prompt: PromptView) -> TextRefusal | None:
+        """Why `text` typed into the notes on `grid` could never be proven: the composer's
+        reasons at the notes' width, or as many rows as the notes show."""
+        width = grid.cols - self.notes_margin
+        return draft_refusal(
+            self.editor_typing, text, width, grid.rows, shown_rows=self.notes_max_rows
+        )
 
     def draft_matches(self, draft: DraftView, text: str, how: TypingMethod) -> bool:
         """Whether `draft` shows exactly `text`, typed `how`, as this version renders it."""
