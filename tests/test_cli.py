@@ -736,3 +736,37 @@ def test_qualify_lists_and_revokes_offline_before_any_server_ran(tmp_path: Path)
     assert run.returncode == 2 and "/opt/claude: no file at /opt/claude" in run.stderr
     both = akk(state, "qualify", "claude", "--list")
     assert both.returncode == 2 and "on their own" in both.stderr
+
+
+def test_list_says_how_many_open_records_it_left_out(tmp_path: Path) -> None:
+    """210 settled Turns never closed: `akk list` shows the newest 200 and names the rest,
+    and the final messages it holds are cut to their heads (`status` has them whole)."""
+    from akk.store import credentials, turns
+    from akk.store.location import StateDir
+    from akk.store.turns import TurnState
+
+    state = tmp_path / "akk"
+    akk(state, "token", "create", "ctl")  # makes the store
+    conn = open_store(StateDir(state).store_path)
+    with conn:
+        credentials.record_use(conn, "ctl", "ctl", time.time())
+        for n in range(210):
+            record = turns.insert(
+                conn, client_request_id=f"r{n}", request_sha256="0" * 64, request_chars=1,
+                controller_id="ctl", evidence_status="pending", evidence=None,
+                evidence_limit=None, inactivity_seconds=60.0, lifetime_seconds=600.0,
+                now=time.time() - 1_000 + n, terminal_id=None,
+            )  # fmt: skip
+            turns.settle(conn, record, TurnState.DONE, now=time.time(), summary="done",
+                         final_message=f"message {n} " + "x" * 1_000)  # fmt: skip
+    conn.close()
+    with serving(state):
+        listed = akk(state, "list")
+        assert listed.returncode == 0, listed.stderr
+        assert "not shown, older and still open: 10 turns" in listed.stdout, listed.stdout
+        as_json = json.loads(akk(state, "list", "--json").stdout)
+    assert as_json["omitted"] == {"turns": 10, "watches": 0, "sessions": 0}
+    assert len(as_json["turns"]) == 200
+    assert as_json["turns"][-1]["final_message"] == (
+        "message 209 " + "x" * 188 + "…[cut: 1,012 characters in all]"
+    )
