@@ -534,3 +534,33 @@ def test_a_stored_string_escapes_what_a_terminal_would_act_on() -> None:
     kept = audit.stored("\x1b]52;c;aGk=\x07<script>[/]\u202e" + "Z" * 200)
     assert kept.startswith("\\u001b]52;c;aGk=\\u0007<script>[/]\\u202e")
     assert len(kept) == audit.MAX_STORED_CHARS and kept.endswith("…")
+
+
+async def test_status_shows_a_turns_newest_dispatches_and_receipts_and_counts_the_rest(
+    live_server: LiveServer,
+) -> None:
+    """A Turn answered 130 times (a Watch a controller answers for through weeks): `status`
+    shows the newest 100 dispatches and 50 receipts, oldest first, and `omitted` the rest,
+    so its reply stays within one frame however long the Turn lives."""
+    turn_id = _seed_turn(live_server.state, "c1")
+    conn = open_store(live_server.state.store_path)
+    try:
+        with conn:
+            for n in range(130):
+                conn.execute(
+                    "INSERT INTO dispatches (dispatch_id, controller_id, turn_id, kind, stage, "
+                    "created_at, updated_at) VALUES (?, 'c1', ?, 'approval', 'accepted', ?, ?)",
+                    (f"dsp_{n:03d}", turn_id, 1_000 + n, 1_000 + n),
+                )
+                audit.record(conn, at=1_000 + n, actor="c1", action="approve", outcome="ok",
+                             controller_id="c1", turn_id=turn_id, detail={"n": n})  # fmt: skip
+    finally:
+        conn.close()
+    with trio.fail_after(10):
+        async with _owner_and_other(live_server) as (owner, _other):
+            status = (await _call(owner, 1, "status", {"turn_id": turn_id}))["result"]
+    assert [d["dispatch_id"] for d in status["dispatches"]] == [
+        f"dsp_{n:03d}" for n in range(30, 130)
+    ]
+    assert [r["detail"]["n"] for r in status["receipts"]] == list(range(80, 130))
+    assert status["omitted"] == {"dispatches": 30, "receipts": 80}

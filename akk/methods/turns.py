@@ -32,6 +32,10 @@ from akk.store import audit, dispatches, outbox, retention, sessions, turns
 from akk.store.turns import TERMINAL, Turn
 
 DISPATCH_TIMEOUT = 60.0
+STATUS_DISPATCHES = 100
+STATUS_RECEIPTS = 50
+"""The newest dispatches and receipts `status` shows of a Turn (`omitted` counts the rest):
+a Watch a controller answers for through weeks stays within one frame."""
 
 
 class TurnCalls:
@@ -108,17 +112,17 @@ class TurnCalls:
         return _send_result(turn)
 
     async def status(self, controller_id: str, operator: bool, turn_id: str) -> dict[str, Any]:
-        def read(conn: Any) -> tuple[Turn | None, list[Any], list[Any], list[Any]]:
+        def read(conn: Any) -> tuple[Turn | None, Any, Any, list[Any]]:
             found = turns.get(conn, turn_id)
             owner = "" if found is None else found.controller_id
             return (
                 found,
-                dispatches.of_turn(conn, turn_id),
-                audit.of_turn(conn, turn_id, owner),
+                dispatches.newest_of_turn(conn, turn_id, STATUS_DISPATCHES),
+                audit.of_turn(conn, turn_id, owner, STATUS_RECEIPTS),
                 outbox.of_turn(conn, turn_id),
             )
 
-        turn, steps, receipts, notes = await self._ctx.reader.run(read)
+        turn, (steps, all_steps), (receipts, all_receipts), notes = await self._ctx.reader.run(read)
         turn = owned(turn, turn_id, controller_id, operator)
         retry = any(n.state == "retryable_failure" for n in notes)
         backend: dict[str, Any] = {}
@@ -139,6 +143,10 @@ class TurnCalls:
             | {"available_actions": available_actions(turn, retryable=retry)},
             "dispatches": [d.public() for d in steps],
             "receipts": receipts,
+            "omitted": {
+                "dispatches": all_steps - len(steps),
+                "receipts": all_receipts - len(receipts),
+            },
             "interaction": await self._ctx.backends.of(turn).shown(turn, controller_id),
             "terminal": None,
             "screen_excerpt": None,

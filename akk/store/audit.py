@@ -92,18 +92,22 @@ def _stored_facts(value: Any) -> Any:
 
 def of_turn(
     conn: apsw.Connection, turn_id: str, owner: str, limit: int = 50
-) -> list[dict[str, Any]]:
-    """The newest rows of ``owner``'s Turn, oldest first: its owner's and those done for it.
+) -> tuple[list[dict[str, Any]], int]:
+    """The newest rows of ``owner``'s Turn, oldest first: its owner's and those done for it,
+    and how many there are in all.
 
     A row another controller left naming this Turn (before refusals were kept
     as the caller's own) is not the Turn's and is never shown.
     """
+    mine = "WHERE turn_id = ? AND (actor = ? OR controller_id = ?)"
+    counted = conn.execute(f"SELECT count(*) FROM audit {mine}", (turn_id, owner, owner))
+    total = next(counted)[0]
     rows = conn.execute(
         "SELECT at, actor, action, outcome, interaction_id, detail FROM audit "
-        "WHERE turn_id = ? AND (actor = ? OR controller_id = ?) ORDER BY audit_id DESC LIMIT ?",
+        f"{mine} ORDER BY audit_id DESC LIMIT ?",
         (turn_id, owner, owner, limit),
     )
-    return [
+    shown = [
         {
             "at": at,
             "controller_id": actor,
@@ -113,4 +117,5 @@ def of_turn(
             "detail": json.loads(detail),
         }
         for at, actor, action, outcome, interaction_id, detail in rows
-    ][::-1]
+    ]
+    return shown[::-1], int(total)

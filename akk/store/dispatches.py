@@ -121,6 +121,16 @@ def of_turn(conn: apsw.Connection, turn_id: str) -> list[Dispatch]:
     return _select(conn, "WHERE turn_id = ? ORDER BY created_at", (turn_id,))
 
 
+def newest_of_turn(conn: apsw.Connection, turn_id: str, limit: int) -> tuple[list[Dispatch], int]:
+    """The Turn's newest ``limit`` dispatches, oldest first, and how many it has in all."""
+    newest = _select(
+        conn, "WHERE turn_id = ? ORDER BY created_at DESC, rowid DESC LIMIT ?", (turn_id, limit)
+    )
+    row = conn.execute("SELECT count(*) FROM dispatches WHERE turn_id = ?", (turn_id,)).fetchone()
+    assert row is not None
+    return newest[::-1], int(row[0])
+
+
 def of_turns(conn: apsw.Connection, turn_ids: list[str]) -> dict[str, list[Dispatch]]:
     """Each of ``turn_ids``' dispatches, oldest first (the stages the console shows)."""
     found: dict[str, list[Dispatch]] = {turn_id: [] for turn_id in turn_ids}
