@@ -19,6 +19,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from akk.actors.terminal_board import project_snapshot
 from akk.backends.claude_headless import prompts as claude
 from akk.backends.codex_app_server import prompts as codex
 from akk.backends.codex_app_server.rpc import ServerRequest
@@ -31,6 +32,7 @@ from akk.protocol.projection import (
 )
 from akk.protocol.redaction import MASK, redact
 from akk.screen.fingerprint import IdMinter
+from tests.test_redaction import permission, snapshot_with
 
 IDS = IdMinter(b"k" * 32)
 FRAME = 1 << 20
@@ -164,3 +166,19 @@ def test_a_projection_too_large_as_json_is_for_a_person_and_fits_a_frame(agent: 
     assert _event_bytes(shown) < 4_096
     fits = BACKENDS[agent](_questions(3, 8, wide[:300]))
     assert fits["state"] == "pending" and PROJECTION_MAX_BYTES / 2 < _event_bytes(fits) < FRAME
+
+
+def test_a_prompt_read_off_a_huge_pane_is_for_a_person_and_fits_a_frame() -> None:
+    """A screen prompt is bounded by its pane, but a pane can be thousands of cells wide: one
+    whose projection passes the bound is the same prompt, manual, saying where to look."""
+    wide = "漢字" * 40_000  # 80,000 characters, 480 KB as JSON in each of four fields
+    shown = project_snapshot(snapshot_with(permission(wide)), IDS, turn_id="t")
+    assert shown is not None and not shown.actionable
+    projection = shown.projection
+    assert projection["state"] == "manual_required" and projection["questions"] == []
+    assert projection["reason"] == projection["manual_reason"]
+    assert projection["manual_reason"].startswith("too_large: ")
+    assert (projection["terminal_id"], projection["pane"]) == ("t1", "%1")
+    assert "decisions" not in projection and _event_bytes(projection) < 4_096
+    fits = project_snapshot(snapshot_with(permission("漢字 ok")), IDS, turn_id="t")
+    assert fits is not None and fits.actionable and fits.projection["decisions"]

@@ -18,7 +18,7 @@ import trio
 from akk.discovery.identity import TerminalIdentity
 from akk.profiles.observation import Observation, State
 from akk.protocol import wakeups
-from akk.protocol.projection import Shown, project
+from akk.protocol.projection import Shown, project, within_frame
 from akk.protocol.redaction import redact_screen
 from akk.protocol.wakeups import Manual
 from akk.runtime.actor import ActorRef
@@ -190,19 +190,21 @@ def project_snapshot(
             pane=identity.pane_id,
         )
         return Shown(manual.seen, None, projection)
-    projection = project(
-        prompt,
-        seen=seen,
-        ids=ids,
-        agent=identity.agent,
-        turn_id=turn_id,
-        manual_reason=snapshot.observation.reason,
-        screen=redact_screen(snapshot.lines),
+    projection = within_frame(
+        project(
+            prompt,
+            seen=seen,
+            ids=ids,
+            agent=identity.agent,
+            turn_id=turn_id,
+            manual_reason=snapshot.observation.reason,
+            screen=redact_screen(snapshot.lines),
+        )
     )
-    if snapshot.observation.reason is not None:
+    if "manual_reason" in projection:
         # Who must look where, as for a prompt-less manual screen (PROTOCOL.md).
         projection |= {
-            "reason": snapshot.observation.reason,
+            "reason": projection["manual_reason"],
             "terminal_id": identity.terminal_id,
             "pane": identity.pane_id,
         }

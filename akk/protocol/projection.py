@@ -204,8 +204,9 @@ BACKEND_MAX_TEXT = 64_000
 """The most characters a backend's questions may show in all, each text cut to its bound:
 past it nothing is redacted (redaction reads about a megabyte a second)."""
 PROJECTION_MAX_BYTES = 256 << 10
-"""The most a backend's projection may take as JSON (as sent: non-ASCII escaped),
-so that an event carrying it fits the 1 MiB frame controllers' libraries accept."""
+"""The most a projection may take as JSON (as sent: non-ASCII escaped), so that an event
+carrying it fits the 1 MiB frame controllers' libraries accept (a backend's, or a prompt
+read off a pane thousands of cells wide)."""
 
 
 def backend_text(value: object, field: str) -> str:
@@ -260,7 +261,7 @@ def _length(value: object, field: str) -> int:
     return min(len(value), BACKEND_TEXT_MAX[field]) if isinstance(value, str) else 0
 
 
-def backend_manual(projection: dict[str, Any], reason: str) -> dict[str, Any]:
+def as_manual(projection: dict[str, Any], reason: str) -> dict[str, Any]:
     """`projection` as a prompt a person must answer: no questions, decisions or capabilities."""
     manual = {key: value for key, value in projection.items() if key != "decisions"}
     return manual | {
@@ -277,7 +278,7 @@ def within_frame(projection: dict[str, Any]) -> dict[str, Any]:
     size = len(json.dumps(projection))
     if size <= PROJECTION_MAX_BYTES:
         return projection
-    return backend_manual(projection, f"too_large: {size:,} bytes as JSON "
+    return as_manual(projection, f"too_large: {size:,} bytes as JSON "
                                       f"(at most {PROJECTION_MAX_BYTES:,})")  # fmt: skip
 
 

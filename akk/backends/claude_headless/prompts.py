@@ -42,7 +42,7 @@ from akk.backends.questions import each_answer
 from akk.profiles.observation import InteractionKind, OptionRole, ResponseKind
 from akk.protocol.errors import Reason, RpcError
 from akk.protocol.projection import (
-    backend_manual,
+    as_manual,
     backend_option,
     backend_projection,
     backend_text,
@@ -339,7 +339,7 @@ def _manual(
 ) -> dict[str, Any]:
     """A prompt a person must answer: its kind and reason, and no answerable ids."""
     projection = backend_projection(kind, seen, ids, agent="claude", turn_id=turn_id, questions=[])
-    return backend_manual(projection, reason)
+    return as_manual(projection, reason)
 
 
 def _str(value: object) -> str | None:

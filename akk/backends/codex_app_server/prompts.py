@@ -29,7 +29,7 @@ from akk.backends.questions import each_answer
 from akk.profiles.observation import InteractionKind, OptionRole, ResponseKind
 from akk.protocol.errors import Reason, RpcError
 from akk.protocol.projection import (
-    backend_manual,
+    as_manual,
     backend_option,
     backend_projection,
     backend_text,
@@ -323,7 +323,7 @@ def _questionnaire(
         empty = backend_projection(
             InteractionKind.QUESTIONNAIRE, seen, ids, agent="codex", turn_id=turn_id, questions=[]
         )
-        return backend_manual(empty, crowded)
+        return as_manual(empty, crowded)
     shown = []
     for index, question in enumerate(questions):
         options = _options(question)
