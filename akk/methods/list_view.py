@@ -39,6 +39,8 @@ Owner = str | None
 """Whose records a view shows: a controller_id, or None for the operator (everyone's)."""
 
 
+LIST_ROWS = 200
+"""The most open Turns and Watches, and the most sessions, one `list` reads of a caller."""
 MESSAGE_CHARS = 200
 """The head of a record's final message a `list` row shows (`status` shows all it keeps)."""
 RECORDS_MAX_BYTES = 512 << 10
@@ -264,17 +266,28 @@ def _read(
 def _records_of(conn: apsw.Connection, owner: Owner) -> Records:
     """``owner``'s newest open records and sessions, as many as fit their byte bounds."""
     retryable = outbox.retryable_records(conn, owner)
-    newest = turns.of_controller(conn, owner)[::-1]
+    newest = turns.of_controller(conn, owner, LIST_ROWS)[::-1]
     rows = _fitting([_json(_listed(r, r.turn_id in retryable)) for r in newest], RECORDS_MAX_BYTES)
     kept = list(zip(newest, rows, strict=False))  # oldest first again below
-    listed = sessions.listing(conn, owner)
+    listed = sessions.listing(conn, owner, LIST_ROWS)
     shown = _fitting([_json(s) for s in listed], SESSIONS_MAX_BYTES)
-    open_turns, open_watches = turns.count_open(conn, owner)
+    # Counted only past a read's row limit: under it, what was read is all there is.
+    if len(newest) < LIST_ROWS:
+        open_turns, open_watches = (
+            sum(not r.is_watch for r in newest),
+            sum(r.is_watch for r in newest),
+        )
+    else:
+        open_turns, open_watches = turns.count_open(conn, owner)
+    current = (
+        sum(s["retired_at"] is None for s in listed)
+        if len(listed) < LIST_ROWS
+        else sessions.count_current(conn, owner)
+    )
     omitted = {
         "turns": open_turns - sum(not r.is_watch for r, _ in kept),
         "watches": open_watches - sum(r.is_watch for r, _ in kept),
-        "sessions": sessions.count_current(conn, owner)
-        - sum(s["retired_at"] is None for s in listed[: len(shown)]),
+        "sessions": current - sum(s["retired_at"] is None for s in listed[: len(shown)]),
     }
     return Records(
         turns=_array(row for r, row in reversed(kept) if not r.is_watch),
