@@ -740,7 +740,8 @@ def test_qualify_lists_and_revokes_offline_before_any_server_ran(tmp_path: Path)
 
 def test_list_says_how_many_open_records_it_left_out(tmp_path: Path) -> None:
     """210 settled Turns never closed: `akk list` shows the newest 200 and names the rest,
-    and the final messages it holds are cut to their heads (`status` has them whole)."""
+    and the final messages it holds are cut to their heads (`status` has them whole); `akk
+    status` of a Turn answered 105 times shows its newest 100 dispatches and names the rest."""
     from akk.store import credentials, turns
     from akk.store.location import StateDir
     from akk.store.turns import TurnState
@@ -759,12 +760,22 @@ def test_list_says_how_many_open_records_it_left_out(tmp_path: Path) -> None:
             )  # fmt: skip
             turns.settle(conn, record, TurnState.DONE, now=time.time(), summary="done",
                          final_message=f"message {n} " + "x" * 1_000)  # fmt: skip
+        for n in range(105):  # the newest Turn answered 105 times
+            conn.execute(
+                "INSERT INTO dispatches (dispatch_id, controller_id, turn_id, kind, stage, "
+                "created_at, updated_at) VALUES (?, 'ctl', ?, 'approval', 'accepted', ?, ?)",
+                (f"dsp_{n:03d}", record.turn_id, n, n),
+            )
     conn.close()
     with serving(state):
         listed = akk(state, "list")
         assert listed.returncode == 0, listed.stderr
         assert "not shown, older and still open: 10 turns" in listed.stdout, listed.stdout
         as_json = json.loads(akk(state, "list", "--json").stdout)
+        status = akk(state, "status", record.turn_id)
+        assert status.returncode == 0, status.stderr
+        assert "5 older dispatches not shown" in status.stdout, status.stdout
+        assert "dsp_005" in status.stdout and "dsp_004" not in status.stdout
     assert as_json["omitted"] == {"turns": 10, "watches": 0, "sessions": 0}
     assert len(as_json["turns"]) == 200
     assert as_json["turns"][-1]["final_message"] == (

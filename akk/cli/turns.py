@@ -151,6 +151,9 @@ def status(args: argparse.Namespace) -> int:
             cells = (step["dispatch_id"], step["kind"], step["stage"], step["reason"] or "")
             table.add_row(*map(shown, cells))
         out.print(table)
+    older = (result.get("omitted") or {}).get("dispatches")
+    if older:
+        out.print(shown(f"{older} older dispatches not shown (`status` keeps the newest)"))
     return 0
 
 
