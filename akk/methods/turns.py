@@ -112,7 +112,14 @@ class TurnCalls:
         return _send_result(turn)
 
     async def status(self, controller_id: str, operator: bool, turn_id: str) -> dict[str, Any]:
-        def read(conn: Any) -> tuple[Turn | None, Any, Any, list[Any]]:
+        def read(
+            conn: Any,
+        ) -> tuple[
+            Turn | None,
+            tuple[list[dispatches.Dispatch], int],
+            tuple[list[dict[str, Any]], int],
+            list[Any],
+        ]:
             found = turns.get(conn, turn_id)
             owner = "" if found is None else found.controller_id
             return (
