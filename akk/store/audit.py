@@ -100,8 +100,8 @@ def of_turn(
     as the caller's own) is not the Turn's and is never shown.
     """
     mine = "WHERE turn_id = ? AND (actor = ? OR controller_id = ?)"
-    counted = conn.execute(f"SELECT count(*) FROM audit {mine}", (turn_id, owner, owner))
-    total = next(counted)[0]
+    counted = conn.execute(f"SELECT count(*) FROM audit {mine}", (turn_id, owner, owner)).fetchone()
+    assert counted is not None
     rows = conn.execute(
         "SELECT at, actor, action, outcome, interaction_id, detail FROM audit "
         f"{mine} ORDER BY audit_id DESC LIMIT ?",
@@ -118,4 +118,4 @@ def of_turn(
         }
         for at, actor, action, outcome, interaction_id, detail in rows
     ]
-    return shown[::-1], int(total)
+    return shown[::-1], int(counted[0])
