@@ -12,6 +12,7 @@ import base64
 import itertools
 import json
 import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,7 @@ from akk.protocol.redaction import (
     redact,
     redact_head,
     redact_screen,
+    withheld,
 )
 from akk.screen.fingerprint import Appearance, IdMinter, fingerprint
 from akk.screen.region import Region
@@ -580,6 +582,57 @@ def test_the_head_of_a_message_redacts_as_the_whole_message_starts(
     text = data.draw(MESSAGES[shape], label="text")
     limit = data.draw(st.integers(min_value=0, max_value=len(text)), label="limit")
     assert redact_head(text, limit) == redact(text)[:limit]
+
+
+@given(data=st.data())
+def test_a_budget_only_ever_withholds_a_head_it_never_changes_one(data: st.DataObject) -> None:
+    """However little the rules may read, the head is exact or not shown at all."""
+    text = data.draw(st.one_of(*MESSAGES.values()), label="text")
+    limit = data.draw(st.integers(min_value=0, max_value=len(text)), label="limit")
+    budget = data.draw(st.integers(min_value=0, max_value=8 * len(text) + 64), label="budget")
+    head = redact_head(text, limit, budget)
+    assert head in (redact(text)[:limit], withheld(len(text))[:limit])
+
+
+def _prose_row(rng: random.Random, length: int) -> str:
+    words = ["the", "value", "was", "returned", "src/akk/screen.py", "password: hunter22", KEY]
+    row: list[str] = []
+    filled = 0
+    while filled < length:
+        row.append(rng.choice(words))
+        filled += len(row[-1]) + 1
+    return " ".join(row)
+
+
+def _random_key_rows(rows: int, length: int) -> list[str]:
+    return [
+        base64.b64encode(random.Random(n).randbytes(length * 3 // 4)).decode() for n in range(rows)
+    ]
+
+
+COSTLY: dict[str, Callable[[], str]] = {
+    # Redacting these took 26 s, 13 s and 4 s of the server's thread (issue 23, 2026-12-04).
+    "rows of 64 KiB of base64": lambda: "\n".join(_random_key_rows(40, 65_536)),
+    "rows of 64 KiB of prose, each ending in a named secret": lambda: "\n".join(
+        _prose_row(random.Random(n), 65_536) + " token=" + KEY for n in range(40)
+    ),
+    "one line of 16 MiB": lambda: "".join(_random_key_rows(1, 16 << 20)),
+}
+
+
+@pytest.mark.parametrize("shape", COSTLY)
+def test_rows_too_costly_to_redact_are_not_shown_at_all(shape: str) -> None:
+    text = COSTLY[shape]()
+    assert redact_head(text, 4_001) == withheld(len(text))
+    assert redact_head(text, 20) == withheld(len(text))[:20]
+
+
+def test_long_rows_of_prose_are_within_the_budget() -> None:
+    """Paragraphs of 6,000 characters with no line between them, with secrets in them:
+    the head is shown, exactly as the whole message redacts."""
+    rng = random.Random(11)
+    text = "\n".join(_prose_row(rng, 6_000) for _ in range(36))
+    assert redact_head(text, 4_001) == redact(text)[:4_001]
 
 
 @pytest.mark.parametrize("indent", ["", "  "], ids=["left_edge", "indented"])

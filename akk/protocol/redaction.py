@@ -161,6 +161,10 @@ _CHAIN_ROWS = 16
 # more rows.
 _MESSAGE_REACH = 2 * _CHAIN_ROWS
 
+# The most characters `redact_head`'s rules read, each joined text counted whole
+# (about half a second of the server's thread): a text that costs more is `withheld`.
+HEAD_READ_BUDGET = 4 << 20
+
 # A text a profile copied off the screen shorter than this is not masked where
 # it appears again: it cannot hold an 8-character piece of a secret.
 _KNOWN_MIN = 4
@@ -187,12 +191,10 @@ def redact(text: str, known: Collection[str] = ()) -> str:
     each is masked wherever it appears, so a wrapped key a profile joined with a
     space between its pieces leaves none of them.
     """
-    spans = [*_pem_spans(text), *_spans(text), *_split_spans(text, _rows(text, None))]
-    spans += _known_spans(text, known)
-    return _masked(text, _merged(spans))
+    return _redacted(text, None, known)
 
 
-def redact_head(text: str, limit: int) -> str:
+def redact_head(text: str, limit: int, budget: int = HEAD_READ_BUDGET) -> str:
     """``redact(text)[:limit]``, reading only as much of `text` as that needs.
 
     Every rule reads within a row, except the chains that join a row to the rows
@@ -202,22 +204,64 @@ def redact_head(text: str, limit: int) -> str:
     read too; masks never span a row's end. If masks shortened those rows below
     `limit` characters, as much further is read as they shrank by (at least
     twice as far), and so on: a final message of a megabyte, whether or not it
-    has blank lines, costs what its first few kilobytes cost. A text whose
-    rows are that long is read whole.
+    has blank lines, costs what its first few kilobytes cost.
+
+    What the rules may read is bounded too (``budget`` characters, each joined
+    text counted whole): a text whose rows cost more (a line of megabytes, or
+    long rows that chains join) is not shown at all, but `withheld`, cut to
+    `limit`.
     """
+    try:
+        return _head(text, limit, _Budget(budget))
+    except _TooCostly:
+        return withheld(len(text))[:limit]
+
+
+def withheld(length: int) -> str:
+    """What `redact_head` shows of a text of `length` characters too costly to redact."""
+    return f"[not shown: {length:,} characters in rows too long to redact]"
+
+
+def _head(text: str, limit: int, budget: _Budget) -> str:
     start = limit
     while (end := text.find("\n", start)) >= 0:  # the row holding `start` ends here
         cut = end
         for _ in range(_MESSAGE_REACH):
             if (cut := text.find("\n", cut + 1)) < 0:
-                return redact(text)[:limit]
+                return _redacted(text, budget)[:limit]
         rows = text.count("\n", 0, end) + 1
-        head = "\n".join(redact(text[:cut]).split("\n", rows)[:rows])
+        head = "\n".join(_redacted(text[:cut], budget).split("\n", rows)[:rows])
         if len(head) >= limit:
             return head[:limit]
         # Masks shortened what was read by len(head) / (end + 1): read that much more, or twice.
         start = (end + 1) * max(2, -(-limit * 5 // (4 * max(len(head), 1))))
-    return redact(text)[:limit]
+    return _redacted(text, budget)[:limit]
+
+
+def _redacted(text: str, budget: _Budget | None, known: Collection[str] = ()) -> str:
+    """`redact(text, known)`, its rules' reading charged to `budget` (None: unbounded)."""
+    if budget is not None:
+        budget.spend(len(text))  # the rules over the whole text, before a chain is joined
+    spans = [*_pem_spans(text), *_spans(text), *_split_spans(text, _rows(text, None), budget)]
+    spans += _known_spans(text, known)
+    return _masked(text, _merged(spans))
+
+
+class _TooCostly(Exception):
+    """The rules would read more than their budget allows."""
+
+
+@attrs.define
+class _Budget:
+    """How many more characters the rules may read, each joined text counted whole."""
+
+    left: int
+
+    def spend(self, chars: int) -> None:
+        """Charge `chars` read; raises `_TooCostly` once the budget is spent."""
+        self.left -= chars
+        if self.left < 0:
+            raise _TooCostly
 
 
 def redact_screen(lines: Sequence[str]) -> RedactedScreen:
@@ -239,7 +283,7 @@ def _redact_screen(lines: tuple[str, ...]) -> RedactedScreen:
     text = "\n".join(lines)
     width = max((_columns(line) for line in lines), default=0)
     rows = _rows(text, width)
-    spans = _merged([*_pem_spans(text), *_spans(text), *_split_spans(text, rows)])
+    spans = _merged([*_pem_spans(text), *_spans(text), *_split_spans(text, rows, None)])
     spans = _continued(text, spans, rows)
     masked = _masked(text, spans).split("\n") if lines else []
     return RedactedScreen(tuple(masked), frozenset(text[start:end] for start, end in spans))
@@ -329,7 +373,9 @@ _Reads = dict[tuple[int, int, tuple[str, ...], Callable[[str], Iterator[_Span]]]
 """What the rules found in a joined text, by its first row's offset, its rows, its breaks."""
 
 
-def _split_spans(text: str, rows: Sequence[_Piece | None]) -> Iterator[_Span]:
+def _split_spans(
+    text: str, rows: Sequence[_Piece | None], budget: _Budget | None
+) -> Iterator[_Span]:
     """Secrets that row boundaries cut, as one span per row piece, in `text`'s coordinates.
 
     From each row, the rows below are joined to it one by one, as long as the
@@ -352,7 +398,7 @@ def _split_spans(text: str, rows: Sequence[_Piece | None]) -> Iterator[_Span]:
         # only afresh ("lab" + "Authorization: Basic ..." is no header).
         if rows[y] is not None and rows[y + 1] is not None:
             for way in ("word", "space", "drawn"):
-                yield from _joined_from(text, rows, y, way, read)
+                yield from _joined_from(text, rows, y, way, read, budget)
 
 
 def _joined_from(
@@ -361,6 +407,7 @@ def _joined_from(
     y: int,
     way: Literal["word", "space", "drawn"],
     read: _Reads,
+    budget: _Budget | None,
 ) -> Iterator[_Span]:
     """The secrets in row `y` joined to the rows below it, each break read `way`.
 
@@ -390,21 +437,23 @@ def _joined_from(
                     break  # each row below starts a window of its own
             else:
                 if pending:  # what is joined so far, anonymous keys too
-                    yield from _cut(text, pieces, seps, _spans, read)
+                    yield from _cut(text, pieces, seps, _spans, read, budget)
                 soft = False
                 limit = len(pieces) + _CHAIN_ROWS
         seps.append("" if way == "word" or (way == "drawn" and above.full) else " ")
         pieces.append(row)
+        if budget is not None:
+            budget.spend(row.end - row.start)  # read for its break and its words
         pending = True
         if row.full or " " not in text[row.start : row.end]:
             continue  # it wraps, or is one word alone (the middle of a secret, maybe)
-        found = list(_cut(text, pieces, seps, _spans if soft else _named_spans, read))
+        found = list(_cut(text, pieces, seps, _spans if soft else _named_spans, read, budget))
         yield from found
         pending = False
         if all(end < row.end for _, end in found):
             return  # no secret goes on to the row's end: nothing goes on below
     if pending:
-        yield from _cut(text, pieces, seps, _spans if soft else _named_spans, read)
+        yield from _cut(text, pieces, seps, _spans if soft else _named_spans, read, budget)
 
 
 @attrs.frozen
@@ -448,6 +497,7 @@ def _cut(
     seps: Sequence[str],
     find: Callable[[str], Iterator[_Span]],
     read: _Reads,
+    budget: _Budget | None,
 ) -> Iterator[_Span]:
     """The secrets `find` sees in `pieces` joined (``seps[i]`` after piece i), cut into them;
     `read` keeps what it saw in each joined text, to be asked once."""
@@ -457,6 +507,8 @@ def _cut(
         joined = "".join(
             text[p.start : p.end] + sep for p, sep in zip(pieces, [*seps, ""], strict=True)
         )
+        if budget is not None:
+            budget.spend(len(joined))
         found = read[key] = list(find(joined))
     if not found:
         return
