@@ -3,14 +3,18 @@ summary and final message a controller is shown, bounded and redacted."""
 
 from __future__ import annotations
 
+import base64
+import random
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from akk import evidence
 from akk.actors.turn import FINAL_MESSAGE_LIMIT
 from akk.backends.outcomes import bounded_final, file_outcome, final_summary
-from akk.protocol.redaction import MASK
+from akk.protocol.redaction import MASK, withheld
 from akk.store.turns import TurnState
 
 KEY = "ghp_Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0UvWxYz"
@@ -54,3 +58,26 @@ def test_a_failure_is_redacted_before_it_is_cut() -> None:
     found = file_outcome(progress("failed", None, failure="x " * 95 + KEY))
     assert found is not None and found.state is TurnState.FAILED
     assert KEY[:8] not in found.summary and MASK in found.summary
+
+
+BREAKS = ["\n", "\r", "\r\n", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"]
+
+
+@given(st.lists(st.sampled_from(["a", " ", "\t", *BREAKS])).map("".join))
+def test_the_first_line_is_the_one_splitlines_reads(final: str) -> None:
+    """The first line is found without splitting the rest: the same line as before."""
+    lines = final.strip().splitlines()
+    expected = lines[0] if lines else "the agent finished the Turn"
+    assert final_summary(final) == expected
+
+
+def test_a_message_of_long_rows_is_withheld_not_redacted_for_seconds() -> None:
+    """40 rows of 64 KiB of base64: redacting their chains read 26 s of the server's thread.
+    The rules' budget runs out first, and nothing of the text is shown. The summary, the
+    first row alone, is within the budget: one key."""
+    rows = [base64.b64encode(random.Random(n).randbytes(49_152)).decode() for n in range(40)]
+    final = "\n".join(rows)
+    found = file_outcome(progress("done", final))
+    assert found is not None and found.state is TurnState.DONE
+    assert found.changes["final_message"] == withheld(len(final))
+    assert found.summary == MASK

@@ -6,6 +6,8 @@ watches (`akk.backends.file_watch`) a person's task found by its native id.
 
 from __future__ import annotations
 
+import re
+
 from akk import evidence
 from akk.actors.turn import FINAL_MESSAGE_LIMIT
 from akk.actors.turn_follower import Outcome, Usage
@@ -38,7 +40,14 @@ def bounded_final(text: str) -> str:
     return text if len(text) <= FINAL_MESSAGE_LIMIT else text[: FINAL_MESSAGE_LIMIT - 1] + "…"
 
 
+# What `str.splitlines` reads as the first line, found without splitting all the others
+# (a message may be megabytes of lines).
+_FIRST_LINE = re.compile("[^\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]*")
+
+
 def final_summary(final: str | None) -> str:
     """A settled Turn's summary: its final message's first line, redacted, or a stock line."""
-    lines = (final or "").strip().splitlines()  # a blank message has no first line
-    return redact_head(lines[0] if lines else "the agent finished the Turn", 200)
+    text = (final or "").strip()  # a blank message has no first line
+    first = _FIRST_LINE.match(text)
+    assert first is not None  # the pattern matches the empty string
+    return redact_head(first.group() if text else "the agent finished the Turn", 200)
