@@ -762,8 +762,22 @@ def huge_command() -> str:
             f"touch ../{HUGE_MARKER}.txt && echo {HUGE_MARKER}")  # fmt: skip
 
 
+HUGE_FINAL_TASK = "lab: answer with the huge message"
+HUGE_FINAL_ROWS = 40
+"""Rows of 64 KiB of base64 in the final message: 2.6 MB that chains join 16 rows at a time."""
+
+
+@functools.cache
+def huge_final() -> str:
+    """A final message whose whole redaction read 26 s of the server's thread."""
+    rows = (random.Random(n).randbytes(49_152) for n in range(HUGE_FINAL_ROWS))
+    return "\n".join(base64.b64encode(row).decode() for row in rows)
+
+
 def _huge_scenarios() -> dict[str, Scenario]:
     scenarios = [
+        Scenario("huge_final", task=HUGE_FINAL_TASK,
+                 steps=(Step(HUGE_FINAL_TASK, Text(huge_final())),)),
         _command("claude_bash_huge", Bash(huge_command(), "Run the huge command"),
                  marker=HUGE_MARKER, task=HUGE_TASK),
         _command("codex_exec_huge", ExecCommand(huge_command()), marker=HUGE_MARKER,

@@ -1,4 +1,5 @@
-"""Lab: a 1.2 MB command from the model, on the newest Codex app-server and headless Claude.
+"""Lab: a 1.2 MB command, and a 2.6 MB final message, from the model, on the newest Codex
+app-server and headless Claude.
 
 The scripted model asks to run a command that holds a GitHub token and then a
 here-document of 1.2 MB of base64 lines (`scenarios.huge_command`). The
@@ -11,6 +12,10 @@ Before the projection bounded its texts the command went out whole: the event
 outgrew the controller's frame and the connection closed, and the app-server's
 projection redacted all of it on the server's thread (10 s per MB of base64
 lines).
+
+The final message is 40 rows of 64 KiB of base64 (`scenarios.huge_final`). Redacting
+its head whole read 26 s of the server's thread, since chains join 16 such rows at a
+time; its rules now stop at their budget and the message is withheld, not shown.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from typing import Any
 import pytest
 
 from akk.client import Controller
+from akk.protocol.redaction import MASK, withheld
 from akk.qualify import scenarios as sc
 from akk.qualify.model_server import ModelServer
 from tests.lab import test_backend, test_claude_backend_answers
@@ -75,3 +81,33 @@ async def test_a_megabyte_command_is_shown_cut_and_redacted_and_rejected_once(
         event = await _shown_cut_then_rejected(claude.ctl, sent)
         assert event["kind"] == "done", event  # Claude goes on after the deny message
     _nothing_ran(claude.model, claude.files.workdir)
+
+
+@pytest.mark.lab
+@pytest.mark.parametrize("client", NEWEST, ids=lambda client: client.name)
+async def test_a_final_message_too_costly_to_redact_is_withheld(
+    client: clients.Client, tmp_path: Path
+) -> None:
+    scenario = sc.SCENARIOS["huge_final"]
+    if client.agent == "codex":
+        async with test_backend.backend(client, tmp_path, scenario.name) as codex:
+            ctl, model, sent = codex.ctl, codex.model, codex.send(sc.HUGE_FINAL_TASK)
+            event, turn = await _settled(ctl, await ctl.call("send", sent))
+    else:
+        async with test_claude_backend_answers.serving(client, tmp_path, scenario) as claude:
+            ctl, model, sent = claude.ctl, claude.model, claude.send(sc.HUGE_FINAL_TASK)
+            event, turn = await _settled(ctl, await ctl.call("send", sent))
+    assert turn["final_message"] == withheld(len(sc.huge_final()))
+    assert event["summary"] == MASK  # the first row alone: one random key
+    assert (
+        len(model.main_requests()) == 1 and model.count_inputs_containing(sc.HUGE_FINAL_TASK) == 1
+    )
+
+
+async def _settled(ctl: Controller, sent: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The Turn's outcome event, and the Turn as `status` shows it."""
+    event = await outcome(ctl, sent["turn_id"], timeout=60)
+    assert event["kind"] == "done", {key: str(value)[:300] for key, value in event.items()}
+    status = await ctl.call("status", {"turn_id": sent["turn_id"]})
+    turn: dict[str, Any] = status["turn"]
+    return event, turn
