@@ -16,6 +16,11 @@ between them, and base64 in lines at the left edge and indented): the CPU
 time of redacting all of it (`redact`) and of the first `FINAL_MESSAGE_LIMIT`
 characters a Turn keeps (`redact_head`), which is what AKK does, also on its
 own thread.
+
+Last, three messages whose rows cost more than the rules may read
+(`HEAD_READ_BUDGET`): 40 rows of 64 KiB of base64, 40 rows of 64 KiB of
+prose each ending in a named secret, and one line of 16 MiB. `redact_head`
+withholds them: the time it takes is the most a message can cost.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ import time
 from collections.abc import Callable
 
 from akk.actors.turn import FINAL_MESSAGE_LIMIT
-from akk.protocol.redaction import redact, redact_head, redact_screen
+from akk.protocol.redaction import redact, redact_head, redact_screen, withheld
 
 SIZES = ((120, 40), (250, 60), (250, 200), (900, 200))
 _WORDS = ("the", "check", "returned", "value", "error", "src/akk/screen.py", "config", "path")
@@ -59,6 +64,22 @@ def _messages(rng: random.Random, size: int) -> dict[str, str]:
     }
 
 
+def _costly(rng: random.Random) -> dict[str, str]:
+    def prose(length: int) -> str:
+        return " ".join(rng.choice(_WORDS) for _ in range(length // 7))
+
+    def key_row(length: int) -> str:
+        return base64.b64encode(rng.randbytes(length * 3 // 4)).decode()
+
+    return {
+        "40 rows of 64 KiB of base64": "\n".join(key_row(65_536) for _ in range(40)),
+        "40 rows of 64 KiB of prose ending in a named secret": "\n".join(
+            prose(65_536) + " " + _SECRETS[0] for _ in range(40)
+        ),
+        "one line of 16 MiB of base64": key_row(16 << 20),
+    }
+
+
 def _cpu(work: Callable[..., object], *args: object) -> float:
     start = time.thread_time()
     work(*args)
@@ -84,6 +105,13 @@ def main() -> None:
         print(
             f"final message, {kind} ({len(text):,} chars): redact {whole * 1e3:.0f} ms, "
             f"redact_head({FINAL_MESSAGE_LIMIT}) {head * 1e3:.1f} ms"
+        )
+    for kind, text in _costly(rng).items():
+        head = _cpu(redact_head, text, FINAL_MESSAGE_LIMIT)
+        shown = redact_head(text, FINAL_MESSAGE_LIMIT) != withheld(len(text))
+        print(
+            f"too costly, {kind} ({len(text):,} chars): redact_head({FINAL_MESSAGE_LIMIT}) "
+            f"{head * 1e3:.0f} ms, {'shown' if shown else 'withheld'}"
         )
 
 
