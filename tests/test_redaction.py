@@ -21,7 +21,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from akk.actors.terminal_board import TerminalSnapshot, terminal_row
+from akk.actors.terminal_board import ASKS_CHARS, TerminalSnapshot, terminal_row
 from akk.discovery.identity import TerminalIdentity
 from akk.profiles.observation import (
     InteractionKind,
@@ -284,6 +284,14 @@ def test_list_asks_masks(shape: Shape) -> None:
     asks = terminal_row(snapshot_with(permission(shape.line)))["asks"]
     assert asks.startswith("permission: ")
     assert_masked(asks, shape)
+
+
+def test_list_asks_shows_the_head_of_a_long_question_redacted_then_cut() -> None:
+    """A question can fill a pane thousands of cells wide; `list` shows its head."""
+    text = "password: hunter22 " + "路" * 20_000
+    asks = terminal_row(snapshot_with(permission(text)))["asks"]
+    head = f"password: {MASK} " + "路" * (ASKS_CHARS - len(MASK) - 11)
+    assert asks == f"permission: {head}…[cut: {len(text) - 8 + len(MASK):,} characters in all]"
 
 
 @by_name

@@ -18,7 +18,7 @@ import trio
 from akk.discovery.identity import TerminalIdentity
 from akk.profiles.observation import Observation, State
 from akk.protocol import wakeups
-from akk.protocol.projection import Shown, project, within_frame
+from akk.protocol.projection import Shown, cut, project, within_frame
 from akk.protocol.redaction import redact_screen
 from akk.protocol.wakeups import Manual
 from akk.runtime.actor import ActorRef
@@ -130,6 +130,11 @@ class TerminalBoard:
         return iter(list(self._snapshots.values()))
 
 
+ASKS_CHARS = 300
+"""The head of a prompt's first question a terminal's row shows as `asks` (a question can
+fill a pane thousands of cells wide; `status` projects it whole)."""
+
+
 def terminal_row(snapshot: TerminalSnapshot) -> dict[str, Any]:
     """One terminal as `list` and `status` show it; no keys, regions or fingerprints."""
     identity, observation = snapshot.identity, snapshot.observation
@@ -162,7 +167,8 @@ def _asks(snapshot: TerminalSnapshot) -> str:
     first = prompt.questions[0] if prompt.questions else None
     text = first.prompt if first is not None else f"{prompt.step.value}, not yet opened"
     more = f" (+{len(prompt.questions) - 1} more)" if len(prompt.questions) > 1 else ""
-    return f"{prompt.kind.value}: {redact_screen(snapshot.lines).text(text)}{more}"
+    shown = cut(redact_screen(snapshot.lines).text(text), ASKS_CHARS)
+    return f"{prompt.kind.value}: {shown}{more}"
 
 
 def project_snapshot(
