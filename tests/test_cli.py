@@ -113,7 +113,7 @@ def test_serve_starts_and_list_prints_an_empty_table(served: tuple[Path, str, fl
         "turns": [],
         "watches": [],
         "sessions": [],
-        "omitted": {"turns": 0, "watches": 0, "sessions": 0},
+        "omitted": {"turns": 0, "watches": 0, "sessions": 0, "terminals": 0},
     }
     endpoint = json.loads((state / "endpoint.json").read_text())
     assert url == f"ws://127.0.0.1:{endpoint['port']}/v1"
@@ -776,8 +776,26 @@ def test_list_says_how_many_open_records_it_left_out(tmp_path: Path) -> None:
         assert status.returncode == 0, status.stderr
         assert "5 older dispatches not shown" in status.stdout, status.stdout
         assert "dsp_005" in status.stdout and "dsp_004" not in status.stdout
-    assert as_json["omitted"] == {"turns": 10, "watches": 0, "sessions": 0}
+    assert as_json["omitted"] == {"turns": 10, "watches": 0, "sessions": 0, "terminals": 0}
     assert len(as_json["turns"]) == 200
     assert as_json["turns"][-1]["final_message"] == (
         "message 209 " + "x" * 188 + "…[cut: 1,012 characters in all]"
     )
+
+
+def test_list_says_how_many_panes_it_left_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A reply holds the panes' rows that fit 224 KiB (about 420 panes); `akk list` names
+    the rest. The reply is the server's, as `tests/test_list_view.py` builds it for 600."""
+    row = {
+        "terminal_id": "term_1", "agent": "claude", "version": "2.1.332",
+        "profile": "claude-2.1.332", "profile_reason": None, "cwd": "/w", "pane": "%1",
+        "tmux_socket": "/tmp/sock", "activity_state": "idle", "asks": None,
+    }  # fmt: skip
+    reply = {"terminals": [row], "turns": [], "watches": [], "sessions": [],
+             "omitted": {"turns": 0, "watches": 0, "sessions": 0, "terminals": 599}}  # fmt: skip
+    monkeypatch.setattr(listing, "operator_call", lambda *_: reply)
+    assert listing.terminals(argparse.Namespace(state_dir=str(tmp_path), json=False)) == 0
+    printed = capsys.readouterr().out
+    assert "%1" in printed and "not shown: 599 more panes" in printed, printed

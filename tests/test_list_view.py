@@ -31,6 +31,7 @@ from akk.methods.list_view import (
     MESSAGE_CHARS,
     RECORDS_MAX_BYTES,
     SESSIONS_MAX_BYTES,
+    TERMINALS_MAX_BYTES,
     ListView,
     Owner,
 )
@@ -85,6 +86,12 @@ def rebuild(board: TerminalBoard, conn: apsw.Connection, owner: Owner, narrowed:
             actions.append({"method": method, "params": {"terminal_id": row["terminal_id"]}})
         row["available_actions"] = actions
         rows.append(row)
+    fitting, used = [], 0
+    for row in rows:  # in pane order, while they fit their bound
+        used += len(json.dumps(row, separators=(",", ":"))) + 1
+        if used > TERMINALS_MAX_BYTES:
+            break
+        fitting.append(row)
 
     def shown(record: turns.Turn) -> dict[str, Any]:
         retry = record.turn_id in retryable
@@ -118,7 +125,7 @@ def rebuild(board: TerminalBoard, conn: apsw.Connection, owner: Owner, narrowed:
         f"SELECT count(*) FROM sessions WHERE {whose} AND retired_at IS NULL", args
     ).fetchone()[0]
     return {
-        "terminals": rows,
+        "terminals": fitting,
         "turns": [shown(t) for t in records if not t.is_watch],
         "watches": [shown(t) for t in records if t.is_watch],
         "sessions": session_rows,
@@ -128,6 +135,7 @@ def rebuild(board: TerminalBoard, conn: apsw.Connection, owner: Owner, narrowed:
             "watches": sum(kind == "watch" for (kind,) in open_rows)
             - sum(t.is_watch for t in records),
             "sessions": current - sum(r["retired_at"] is None for r in session_rows),
+            "terminals": len(rows) - len(fitting),
         },
     }
 
@@ -396,5 +404,28 @@ def test_a_list_of_long_records_fits_a_frame_and_says_what_it_left_out(tmp_path:
             assert omitted["sessions"] == 250 - len(shown["sessions"]) > 0
             status_message = turns.get(w.conn, records[0]["turn_id"])
             assert status_message is not None and status_message.final_message == message
+
+    trio.run(main)
+
+
+def test_the_panes_rows_fit_their_bound_in_pane_order_and_say_how_many_are_left_out(
+    tmp_path: Path,
+) -> None:
+    """600 panes whose cwds are 1,000 CJK characters (6 KB each as JSON): the rows were
+    3.6 MB. Now the first that fit 224 KiB are shown, and `omitted` counts the rest."""
+
+    async def main() -> None:
+        with trio.fail_after(60), world(tmp_path / "store.db") as w:
+            for pane in range(600):
+                cwd = f"/w/{pane:03}/" + "路" * 1_000
+                w.board.announce(identity(pane, cwd, "claude"), None, trio.current_time())
+            for owner, narrowed in VIEWERS[:2]:
+                listed = (await w.view.listing(owner, narrowed)).json
+                assert len(listed.encode()) <= TERMINALS_MAX_BYTES + 1_024
+                shown = json.loads(listed)
+                assert shown == rebuild(w.board, w.conn, owner, narrowed)
+                kept = [row["pane"] for row in shown["terminals"]]
+                assert kept == sorted(f"%{pane}" for pane in range(600))[: len(kept)]
+                assert shown["omitted"]["terminals"] == 600 - len(kept) > 500
 
     trio.run(main)

@@ -46,7 +46,7 @@ async def test_hello_and_empty_list(live_server: LiveServer) -> None:
                 "turns": [],
                 "watches": [],
                 "sessions": [],
-                "omitted": {"turns": 0, "watches": 0, "sessions": 0},
+                "omitted": {"turns": 0, "watches": 0, "sessions": 0, "terminals": 0},
             }
 
 

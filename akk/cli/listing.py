@@ -33,6 +33,10 @@ def terminals(args: argparse.Namespace) -> int:
         )
         table.add_row(*map(shown, cells))
     out.print(table)
+    if more := (result.get("omitted") or {}).get("terminals"):
+        out.print(
+            shown(f"not shown: {more} more panes (a reply holds the first that fit, in pane order)")
+        )
     for title, records in (("turns", result["turns"]), ("watches", result["watches"])):
         if records:
             out.print(_records_table(title, records))

@@ -46,18 +46,21 @@ MESSAGE_CHARS = 200
 RECORDS_MAX_BYTES = 512 << 10
 """The most one caller's Turn and Watch rows take as JSON, newest kept first."""
 SESSIONS_MAX_BYTES = 256 << 10
-"""The same for its session rows: with the panes' rows a reply stays within a 1 MiB frame."""
+"""The same for its session rows."""
+TERMINALS_MAX_BYTES = 224 << 10
+"""The most the panes' rows take as JSON, in pane order (about 420 panes): with the
+records and sessions a reply stays within a 1 MiB frame."""
 
 
 @attrs.frozen
 class Records:
     """One caller's records at one store version, each list encoded as a JSON array, and
-    how many open ones each leaves out (`omitted`, a JSON object)."""
+    how many open ones each leaves out (`omitted`)."""
 
     turns: str
     watches: str
     sessions: str
-    omitted: str
+    omitted: dict[str, int]
 
 
 @attrs.frozen
@@ -105,8 +108,16 @@ class _Panes:
 
     rows: list[_Pane]
     holders: frozenset[str]
-    shown: str  # everyone's rows as a caller that holds none of them sees them
-    held: str  # as the operator sees them (every holder's Turn ids)
+    shown: _Fitted  # everyone's rows as a caller that holds none of them sees them
+    held: _Fitted  # as the operator sees them (every holder's Turn ids)
+
+
+@attrs.frozen
+class _Fitted:
+    """The panes' rows that fit `TERMINALS_MAX_BYTES`, as a JSON array, and how many did not."""
+
+    array: str
+    omitted: int
 
 
 class ListView:
@@ -131,19 +142,20 @@ class ListView:
         records = generation.records[owner]
         panes = self._current_panes(generation)
         if narrowed:
-            terminals = _array(
-                _row_for(p, owner) for p in panes.rows if pane_allowed(p.cwd, narrowed)
+            terminals = _fitted(
+                [_row_for(p, owner) for p in panes.rows if pane_allowed(p.cwd, narrowed)]
             )
         elif owner is None:
             terminals = panes.held
         elif owner in panes.holders:
-            terminals = _array(_row_for(p, owner) for p in panes.rows)
+            terminals = _fitted([_row_for(p, owner) for p in panes.rows])
         else:
             terminals = panes.shown
+        omitted = records.omitted | {"terminals": terminals.omitted}
         return Encoded(
-            f'{{"terminals":{terminals},"turns":{records.turns},'
+            f'{{"terminals":{terminals.array},"turns":{records.turns},'
             f'"watches":{records.watches},"sessions":{records.sessions},'
-            f'"omitted":{records.omitted}}}'
+            f'"omitted":{_json(omitted)}}}'
         )
 
     async def _records(self, owner: Owner) -> _Generation:
@@ -205,8 +217,8 @@ class ListView:
         panes = _Panes(
             rows=rows,
             holders=frozenset(p.holder for p in rows if p.holder is not None),
-            shown=_array(p.shown for p in rows),
-            held=_array(p.held for p in rows),
+            shown=_fitted([p.shown for p in rows]),
+            held=_fitted([p.held for p in rows]),
         )
         self._panes = (board_version, generation.held, panes)
         return panes
@@ -293,7 +305,7 @@ def _records_of(conn: apsw.Connection, owner: Owner) -> Records:
         turns=_array(row for r, row in reversed(kept) if not r.is_watch),
         watches=_array(row for r, row in reversed(kept) if r.is_watch),
         sessions=_array(shown),
-        omitted=_json(omitted),
+        omitted=omitted,
     )
 
 
@@ -314,6 +326,11 @@ def _fitting(rows: list[str], room: int) -> list[str]:
         room -= len(row) + 1
         kept.append(row)
     return kept
+
+
+def _fitted(rows: list[str]) -> _Fitted:
+    kept = _fitting(rows, TERMINALS_MAX_BYTES)
+    return _Fitted(_array(kept), len(rows) - len(kept))
 
 
 def _json(value: Any) -> str:

@@ -246,6 +246,11 @@ METHODS: dict[str, dict[str, Any]] = {
                 "terminals": {"type": "array", "items": TERMINAL_ROW},
                 "turns": {"type": "array", "items": _RECORD},
                 "watches": {"type": "array", "items": _RECORD},
+                # How many of each the reply left out to fit one frame (docs/limits.md).
+                "omitted": {
+                    "type": "object",
+                    "additionalProperties": {"type": "integer", "minimum": 0},
+                },
             },
         },
     },
