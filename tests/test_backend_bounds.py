@@ -23,6 +23,7 @@ from akk.actors.terminal_board import project_snapshot
 from akk.backends.claude_headless import prompts as claude
 from akk.backends.codex_app_server import prompts as codex
 from akk.backends.codex_app_server.rpc import ServerRequest
+from akk.protocol.errors import Reason, RpcError
 from akk.protocol.projection import (
     BACKEND_MAX_OPTIONS,
     BACKEND_MAX_QUESTIONS,
@@ -30,7 +31,7 @@ from akk.protocol.projection import (
     PROJECTION_MAX_BYTES,
     backend_text,
 )
-from akk.protocol.redaction import MASK, redact
+from akk.protocol.redaction import MASK, redact, withheld
 from akk.screen.fingerprint import IdMinter
 from tests.test_redaction import permission, snapshot_with
 
@@ -95,7 +96,7 @@ def test_a_shown_text_is_its_redaction_or_that_cut_and_marked(text: str, field: 
 
 
 def test_a_megabyte_permission_stays_answerable_and_fits_a_frame() -> None:
-    command = "cat <<'EOF'\n" + "\U0001f600\x01" * 600_000 + "\nEOF"
+    command = "cat <<'EOF'\n" + ("\U0001f600\x01" * 100 + "\n") * 6_000 + "EOF"
     params = {"threadId": "thr", "command": command, "cwd": "/" + "d" * 10_000,
               "reason": "\U0001f600" * 100_000,
               "availableDecisions": ["accept", "decline"]}  # fmt: skip
@@ -115,6 +116,47 @@ def test_a_megabyte_permission_stays_answerable_and_fits_a_frame() -> None:
             if field in question:
                 assert len(question[field]) <= BACKEND_TEXT_MAX[field] + 40, field
         assert _event_bytes(projection) < PROJECTION_MAX_BYTES
+
+
+def test_a_command_too_costly_to_show_offers_reject_only() -> None:
+    """A command of one 5 MB line costs more than the redaction's budget: `detail` shows
+    nothing of it, so approving would be blind. Only reject is offered, and approve is
+    refused before anything is built."""
+    command = "echo " + "lab " * 1_250_000
+    params = {"threadId": "thr", "command": command, "cwd": "/w",
+              "availableDecisions": ["accept", "decline"]}  # fmt: skip
+    app_server = codex.prompt_of(
+        ServerRequest(1, "item/commandExecution/requestApproval", params),
+        generation=1, ids=IDS, turn_id="t",
+    )  # fmt: skip
+    request = {"subtype": "can_use_tool", "tool_name": "Bash", "input": {"command": command},
+               "tool_use_id": "toolu_1"}  # fmt: skip
+    headless = claude.prompt_of("r1", request, generation=1, ids=IDS, turn_id="t")
+    for prompt in (app_server, headless):
+        shown = prompt.projection
+        assert shown["state"] == "pending" and shown["decisions"] == ["reject"]
+        (question,) = shown["questions"]
+        assert question["detail"] == withheld(len(command))
+        assert [option["role"] for option in question["options"]] == ["reject"]
+    with pytest.raises(RpcError, match="offers reject only") as refused:
+        codex.decision_result(app_server, "approve_once")
+    assert refused.value.reason is Reason.INVALID_PARAMS
+    with pytest.raises(RpcError, match="offers reject only"):
+        claude.decision_response(headless, "approve_once")
+    assert codex.decision_result(app_server, "reject") == {"decision": "decline"}
+    assert claude.decision_response(headless, "reject")["behavior"] == "deny"
+
+
+def test_a_command_whose_head_shows_is_still_approvable() -> None:
+    """The same command in lines: its head is redacted and shown, so approve stays."""
+    command = "echo lab\n" * 600_000
+    params = {"threadId": "thr", "command": command, "availableDecisions": ["accept", "decline"]}
+    app_server = codex.prompt_of(
+        ServerRequest(1, "item/commandExecution/requestApproval", params),
+        generation=1, ids=IDS, turn_id="t",
+    )  # fmt: skip
+    assert app_server.projection["decisions"] == ["approve_once", "reject"]
+    assert codex.decision_result(app_server, "approve_once") == {"decision": "accept"}
 
 
 @pytest.mark.parametrize("agent", sorted(BACKENDS))

@@ -25,7 +25,7 @@ from akk.profiles.observation import (
     ResponseKind,
     StepKind,
 )
-from akk.protocol.redaction import RedactedScreen, redact, redact_head
+from akk.protocol.redaction import RedactedScreen, redact, redact_head, withheld
 from akk.screen.fingerprint import Appearance, IdMinter
 
 SCHEMA = "agent-knock-knock/terminal-interaction"
@@ -214,12 +214,22 @@ def backend_text(value: object, field: str) -> str:
 
     A cut text ends in a mark saying how long the whole was. Only the head is
     redacted (`redact_head`), so a text of megabytes in lines costs what its
-    first rows do (one line is read whole). A non-text is shown empty.
+    first rows do; one too costly to redact is `withheld` (`shows_nothing`). A
+    non-text is shown empty.
     """
     if not isinstance(value, str):
         return ""
     limit = BACKEND_TEXT_MAX[field]
     return cut(redact_head(value, limit + 1), limit, whole=len(value))
+
+
+def shows_nothing(shown: str, value: str) -> bool:
+    """Whether `backend_text` showed nothing of ``value``: it was too costly to redact.
+
+    A permission whose command shows nothing offers `reject` only: a controller
+    approves what it saw the head of, never a command it saw none of.
+    """
+    return shown == withheld(len(value))
 
 
 def cut(text: str, limit: int, *, whole: int | None = None) -> str:

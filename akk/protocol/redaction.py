@@ -163,7 +163,7 @@ _MESSAGE_REACH = 2 * _CHAIN_ROWS
 
 # The most characters `redact_head`'s rules read, each joined text counted whole
 # (about half a second of the server's thread): a text that costs more is `withheld`.
-HEAD_READ_BUDGET = 4 << 20
+HEAD_READ_BUDGET = 2 << 20
 
 # A text a profile copied off the screen shorter than this is not masked where
 # it appears again: it cannot hold an 8-character piece of a secret.
@@ -442,8 +442,6 @@ def _joined_from(
                 limit = len(pieces) + _CHAIN_ROWS
         seps.append("" if way == "word" or (way == "drawn" and above.full) else " ")
         pieces.append(row)
-        if budget is not None:
-            budget.spend(row.end - row.start)  # read for its break and its words
         pending = True
         if row.full or " " not in text[row.start : row.end]:
             continue  # it wraps, or is one word alone (the middle of a secret, maybe)

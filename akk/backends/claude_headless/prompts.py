@@ -46,6 +46,7 @@ from akk.protocol.projection import (
     backend_option,
     backend_projection,
     backend_text,
+    shows_nothing,
     unshowable,
     within_frame,
 )
@@ -79,6 +80,8 @@ class HeadlessPrompt:
     input: Mapping[str, Any] = attrs.field(factory=dict)
     """The tool's input as the request holds it: `approve_once` sends it back unchanged."""
     questions: tuple[Mapping[str, Any], ...] = ()
+    unseen: bool = False
+    """A permission whose input shows nothing (`shows_nothing`): approve is not offered."""
 
     @property
     def interaction_id(self) -> str:
@@ -137,9 +140,9 @@ def prompt_of(
         )
     if tool == PLAN_TOOL:
         projection = _manual(InteractionKind.PERMISSION, seen, ids, turn_id, "plan_approval")
-    else:
-        projection = _permission(tool, request, tool_input, seen, ids, turn_id)
-    return make(kind=InteractionKind.PERMISSION, projection=projection)
+        return make(kind=InteractionKind.PERMISSION, projection=projection)
+    projection, unseen = _permission(tool, request, tool_input, seen, ids, turn_id)
+    return make(kind=InteractionKind.PERMISSION, projection=projection, unseen=unseen)
 
 
 def decision_response(prompt: HeadlessPrompt, decision: str) -> dict[str, Any]:
@@ -155,6 +158,12 @@ def decision_response(prompt: HeadlessPrompt, decision: str) -> dict[str, Any]:
             Reason.MANUAL_REQUIRED,
             f"AKK does not answer this request ({prompt.projection['manual_reason']}); a person "
             "must",
+        )
+    if decision == "approve_once" and prompt.unseen:
+        raise RpcError(
+            Reason.INVALID_PARAMS,
+            "the tool's input is too costly to show (`detail` shows nothing of it), so AKK "
+            "offers reject only",
         )
     if decision == "approve_once":
         return {"behavior": "allow", "updatedInput": dict(prompt.input)}
@@ -310,7 +319,14 @@ def _permission(
     seen: Appearance,
     ids: IdMinter,
     turn_id: str | None,
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], bool]:
+    """The permission's projection, and whether its input shows nothing (then it offers
+    reject only)."""
+    command = _str(tool_input.get("command"))
+    detail = command if command is not None else json.dumps(tool_input, ensure_ascii=False)
+    shown = backend_text(detail, "detail")  # the whole input is what is approved
+    unseen = shows_nothing(shown, detail)
+    decisions = ["reject"] if unseen else ["approve_once", "reject"]
     labels = (("Yes", OptionRole.APPROVE_ONCE), ("No", OptionRole.REJECT))
     name = _str(request.get("display_name")) or tool
     question: dict[str, Any] = {
@@ -322,16 +338,15 @@ def _permission(
         "options": [
             {"option_id": ids.option_id(seen, 0, row), "label": label, "role": role.value}
             for row, (label, role) in enumerate(labels)
+            if role is OptionRole.REJECT or "approve_once" in decisions
         ],
+        "detail": shown,
     }
-    command = _str(tool_input.get("command"))
-    detail = command if command is not None else json.dumps(tool_input, ensure_ascii=False)
-    question["detail"] = backend_text(detail, "detail")  # the whole input is what is approved
     projection = backend_projection(
         InteractionKind.PERMISSION, seen, ids, agent="claude", turn_id=turn_id, questions=[question]
     )
-    projection["decisions"] = ["approve_once", "reject"]
-    return projection
+    projection["decisions"] = decisions
+    return projection, unseen
 
 
 def _manual(

@@ -33,6 +33,7 @@ from akk.protocol.projection import (
     backend_option,
     backend_projection,
     backend_text,
+    shows_nothing,
     unshowable,
     within_frame,
 )
@@ -81,6 +82,8 @@ class BackendPrompt:
     questions: tuple[Mapping[str, Any], ...] = ()
     running: bool = True
     """An async question's turn still runs (its answer can join it)."""
+    unseen: bool = False
+    """A permission whose command shows nothing (`shows_nothing`): approve is not offered."""
 
     @property
     def interaction_id(self) -> str:
@@ -116,9 +119,13 @@ def prompt_of(
         seen=seen,
     )
     if request.method in PERMISSIONS:
-        decisions = _decisions(params)
-        projection = _permission(request.method, params, decisions, seen, ids, turn_id)
-        return make(kind=InteractionKind.PERMISSION, projection=projection, decisions=decisions)
+        projection, decisions, unseen = _permission(request.method, params, seen, ids, turn_id)
+        return make(
+            kind=InteractionKind.PERMISSION,
+            projection=projection,
+            decisions=decisions,
+            unseen=unseen,
+        )
     if request.method == QUESTIONS:
         questions = tuple(q for q in params.get("questions") or [] if isinstance(q, dict))
         projection = _questionnaire(questions, seen, ids, turn_id)
@@ -217,6 +224,12 @@ def decision_result(prompt: BackendPrompt, value: str) -> dict[str, Any]:
             "with respond_interaction",
         )
     wire = prompt.decisions.get(value)
+    if wire is None and value == "approve_once" and prompt.unseen:
+        raise RpcError(
+            Reason.INVALID_PARAMS,
+            "the command is too costly to show (`detail` shows nothing of it), so AKK offers "
+            "reject only; a person may approve it in the agent's own session",
+        )
     if wire is None:
         raise RpcError(
             Reason.MANUAL_REQUIRED,
@@ -280,13 +293,16 @@ def _decisions(params: Mapping[str, Any]) -> dict[str, str]:
 
 
 def _permission(
-    method: str,
-    params: Mapping[str, Any],
-    decisions: Mapping[str, str],
-    seen: Appearance,
-    ids: IdMinter,
-    turn_id: str | None,
-) -> dict[str, Any]:
+    method: str, params: Mapping[str, Any], seen: Appearance, ids: IdMinter, turn_id: str | None
+) -> tuple[dict[str, Any], dict[str, str], bool]:
+    """The permission's projection, the one-time decisions it offers (wire values), and
+    whether its command shows nothing (then approve is not among them)."""
+    decisions = _decisions(params)
+    detail = _text(params.get("command")) or _text(params.get("grantRoot"))
+    shown = backend_text(detail, "detail") if detail else None
+    unseen = detail is not None and shown is not None and shows_nothing(shown, detail)
+    if unseen:
+        decisions.pop("approve_once", None)
     labels = {"approve_once": ("Yes", OptionRole.APPROVE_ONCE), "reject": ("No", OptionRole.REJECT)}
     options = [
         {"option_id": ids.option_id(seen, 0, row), "label": label, "role": role.value}
@@ -301,9 +317,8 @@ def _permission(
         "response_kind": ResponseKind.CONFIRM.value,
         "options": options,
     }
-    detail = _text(params.get("command")) or _text(params.get("grantRoot"))
-    if detail:
-        question["detail"] = backend_text(detail, "detail")
+    if shown is not None:
+        question["detail"] = shown
     if _text(params.get("cwd")):
         question["cwd"] = backend_text(params["cwd"], "cwd")
     projection = backend_projection(
@@ -312,7 +327,7 @@ def _permission(
     projection["decisions"] = [d for d in ("approve_once", "reject") if d in decisions]
     if not decisions:
         projection |= {"state": "manual_required", "manual_reason": "no_one_time_decision"}
-    return projection
+    return projection, decisions, unseen
 
 
 def _questionnaire(
