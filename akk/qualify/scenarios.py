@@ -762,6 +762,17 @@ def huge_command() -> str:
             f"touch ../{HUGE_MARKER}.txt && echo {HUGE_MARKER}")  # fmt: skip
 
 
+COSTLY_TASK = "lab: run the costly command"
+COSTLY_MARKER = "lab-costly-ran"
+
+
+@functools.cache
+def costly_command() -> str:
+    """A command of one 2.4 MB line: more than the redaction may read, so it shows nothing."""
+    words = "lab " * 600_000
+    return f"echo {words}> /dev/null && touch ../{COSTLY_MARKER}.txt && echo {COSTLY_MARKER}"
+
+
 HUGE_FINAL_TASK = "lab: answer with the huge message"
 HUGE_FINAL_ROWS = 40
 """Rows of 64 KiB of base64 in the final message: 2.6 MB that chains join 16 rows at a time."""
@@ -778,6 +789,10 @@ def _huge_scenarios() -> dict[str, Scenario]:
     scenarios = [
         Scenario("huge_final", task=HUGE_FINAL_TASK,
                  steps=(Step(HUGE_FINAL_TASK, Text(huge_final())),)),
+        _command("claude_bash_costly", Bash(costly_command(), "Run the costly command"),
+                 marker=COSTLY_MARKER, task=COSTLY_TASK),
+        _command("codex_exec_costly", ExecCommand(costly_command()), marker=COSTLY_MARKER,
+                 task=COSTLY_TASK),
         _command("claude_bash_huge", Bash(huge_command(), "Run the huge command"),
                  marker=HUGE_MARKER, task=HUGE_TASK),
         _command("codex_exec_huge", ExecCommand(huge_command()), marker=HUGE_MARKER,

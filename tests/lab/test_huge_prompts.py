@@ -13,6 +13,10 @@ outgrew the controller's frame and the connection closed, and the app-server's
 projection redacted all of it on the server's thread (10 s per MB of base64
 lines).
 
+A command of one 2.4 MB line (`scenarios.costly_command`) is more than the redaction
+may read: its detail shows nothing, so only reject is offered and approve is refused
+with zero sends.
+
 The final message is 40 rows of 64 KiB of base64 (`scenarios.huge_final`). Redacting
 its head whole read 26 s of the server's thread, since chains join 16 such rows at a
 time; its rules now stop at their budget and the message is withheld, not shown.
@@ -26,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from akk.client import Controller
+from akk.client import AkkError, Controller
 from akk.protocol.redaction import MASK, withheld
 from akk.qualify import scenarios as sc
 from akk.qualify.model_server import ModelServer
@@ -111,3 +115,44 @@ async def _settled(ctl: Controller, sent: dict[str, Any]) -> tuple[dict[str, Any
     status = await ctl.call("status", {"turn_id": sent["turn_id"]})
     turn: dict[str, Any] = status["turn"]
     return event, turn
+
+
+@pytest.mark.lab
+@pytest.mark.parametrize("client", NEWEST, ids=lambda client: client.name)
+async def test_a_command_too_costly_to_show_is_offered_for_reject_only(
+    client: clients.Client, tmp_path: Path
+) -> None:
+    if client.agent == "codex":
+        async with test_backend.backend(client, tmp_path, "codex_exec_costly") as codex:
+            sent = await codex.ctl.call("send", codex.send(sc.COSTLY_TASK))
+            event = await _reject_only(codex.ctl, sent)
+            assert event["kind"] == "cancelled", event
+        _nothing_costly_ran(codex.model, codex.files.workdir)
+        return
+    scenario = sc.SCENARIOS["claude_bash_costly"]
+    async with test_claude_backend_answers.serving(client, tmp_path, scenario) as claude:
+        sent = await claude.ctl.call("send", claude.send(sc.COSTLY_TASK))
+        event = await _reject_only(claude.ctl, sent)
+        assert event["kind"] == "done", event  # Claude goes on after the deny message
+    _nothing_costly_ran(claude.model, claude.files.workdir)
+
+
+async def _reject_only(ctl: Controller, sent: dict[str, Any]) -> dict[str, Any]:
+    shown = await prompt(ctl, sent["turn_id"])
+    assert shown["kind"] == "permission" and shown["decisions"] == ["reject"]
+    (question,) = shown["questions"]
+    assert question["detail"].startswith("[not shown: "), question["detail"][:200]
+    assert [option["role"] for option in question["options"]] == ["reject"]
+    with pytest.raises(AkkError) as refused:
+        await ctl.call("approve", {"turn_id": sent["turn_id"], "decision": "approve_once"})
+    assert refused.value.reason == "invalid_params" and "reject only" in str(refused.value)
+    reply = await ctl.call("approve", {"turn_id": sent["turn_id"], "decision": "reject"})
+    assert reply["outcome"] == "dispatched"
+    return await outcome(ctl, sent["turn_id"], timeout=60)
+
+
+def _nothing_costly_ran(model: ModelServer, workdir: Path) -> None:
+    assert not (workdir.parent / f"{sc.COSTLY_MARKER}.txt").exists()
+    asked = [r for r in model.main_requests() if sc.COSTLY_TASK in r.newest_input]
+    assert len(asked) == 1  # the agent's turn reached the model once
+    assert model.count_inputs_containing(sc.COSTLY_MARKER) == 0
