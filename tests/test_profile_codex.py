@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from akk.profiles.codex import PROFILES, CodexProfile
 from akk.profiles.composer import TypingMethod
 from akk.profiles.observation import Observation, OptionRole, State, StepKind
+from akk.protocol.wakeups import PROMPT_CUT_OFF, manual_reason
 from akk.screen import Cell, Grid, fingerprint, render
 from tests import corpus
 from tests.test_fixtures import classifies_to_its_label
@@ -731,3 +732,16 @@ def test_notes_text_no_screen_could_prove_is_refused_before_a_key(
         assert found is None
     else:
         assert found is not None and refused in found.reason, found
+
+
+@pytest.mark.parametrize("version", sorted(BY_VERSION))
+def test_a_command_codex_cut_short_is_named_for_a_person(version: str) -> None:
+    """A 1.2 MB command: Codex draws ``[… 15800 lines] ctrl + a view all`` (``^a`` from
+    0.169.0) in its place. Up to 0.155.1 that read as an unreadable prompt, from 0.169.0 as
+    "expected a blank row above the approval footer"; now every version names the cut."""
+    fixture = _variant(version, "codex_exec_huge-permission")
+    observation = _observe(fixture)
+    assert observation.state is State.UNKNOWN and observation.prompt is None
+    assert (observation.reason or "").startswith("Codex cut off the command (15800 lines")
+    lines = [fixture.grid.row_text(y) for y in range(fixture.grid.rows)]
+    assert manual_reason(observation, profiled=True, lines=lines) == PROMPT_CUT_OFF

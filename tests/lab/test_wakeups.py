@@ -225,3 +225,28 @@ async def test_a_watch_is_woken_the_same_way_for_a_cut_off_permission(
         await lab.send_keys("1" if lab.agent == "claude" else "y")  # the person answers
         assert (await outcome(ctl, watch_id))["kind"] == "done"
     assert lab.server.count_inputs_containing(sc.RUN_TASK) == 1
+
+
+@pytest.mark.parametrize("lab", [lab_params("codex_exec_huge")[i] for i in (0, -1)], indirect=True)
+async def test_a_command_codex_cut_short_wakes_the_owner_and_names_the_cut(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    """A 1.2 MB command: Codex draws ``[… 15800 lines] … view all`` in its place, so AKK
+    cannot read it. The owner is woken once with ``prompt_cut_off`` and a detail naming the
+    cut; nothing is sent. The person then declines at the pane (Esc), and the Turn ends
+    with the command never run."""
+    async with two_controllers(lab, tmp_path) as (served, ctl, _other):
+        turn_id = await send_task(ctl, sc.HUGE_TASK)
+        woken = await next_event(ctl, WAKE_UPS, timeout=60)
+        manual = woken["interaction"]
+        assert woken["kind"] == "approval_required", woken
+        assert (manual["state"], manual["reason"]) == ("manual_required", "prompt_cut_off")
+        assert manual["detail"].startswith("Codex cut off the command (15800 lines not shown")
+        with pytest.raises(AkkError):
+            await ctl.call("approve", {"turn_id": turn_id, "decision": "approve_once"})
+        assert _dispatch_kinds(served, turn_id) == ["task"]
+        await lab.tmux("send-keys", "-t", "lab", "Escape")  # the person declines
+        ended = await outcome(ctl, turn_id, timeout=60)
+        assert ended["kind"] in ("done", "cancelled"), ended
+    assert lab.server.count_inputs_containing(sc.HUGE_TASK) == 1
+    assert lab.server.count_inputs_containing(sc.HUGE_MARKER) == 0

@@ -31,11 +31,15 @@ from akk.profiles.observation import (
 from akk.screen.region import Region
 
 _NAMED_PREFIX = re.compile(r"`(.+)`", re.DOTALL)
+# What Codex draws in place of a command too long for the pane: the rows it left
+# out, and the key that shows them ("ctrl + a" up to 0.155.1, "^a" from 0.169.0).
+_CUT_COMMAND = re.compile(r" *\[… (?P<lines>\d+) lines\] (?:ctrl \+ a|\^a) view all *")
 
 
 def read(r: Reader, footer: Footer, footer_top: int, last: int) -> Observation:
     """The approval whose footer spans rows footer_top..last."""
     p = r.p
+    _refuse_cut_command(r, footer_top)
     r.blank(footer_top - 1, "above the approval footer")
     menu_top = r.run_above(footer_top - 2, "approval options")
     rows = menu(r, menu_top, footer_top - 1, p.permission_menu)
@@ -99,6 +103,19 @@ def read(r: Reader, footer: Footer, footer_top: int, last: int) -> Observation:
             reason="the cursor is on a persistent-approval row; only a person may press Enter",
         )
     return Observation(State.PERMISSION, p.id, prompt)
+
+
+def _refuse_cut_command(r: Reader, footer_top: int) -> None:
+    """Raise Unproven, naming the cut, when Codex drew the command cut short: a person
+    reads it whole in the pane (the prompt's rows between its anchor and its footer)."""
+    for y in range(footer_top - 1, -1, -1):
+        if r.lines[y] == f"  {r.p.permission_anchor}":
+            return
+        if (cut := _CUT_COMMAND.fullmatch(r.lines[y])) is not None:
+            raise Unproven(
+                f"Codex cut off the command ({cut['lines']} lines not shown, row {y}); "
+                "ctrl + a in the pane shows it whole, to decide there"
+            )
 
 
 def _command(r: Reader, top: int, bottom: int) -> str:

@@ -454,6 +454,18 @@ def _short() -> Plan:
     )
 
 
+def _cut_command() -> Plan:
+    """A command of 1.2 MB: Codex cuts it to ``[… N lines] ctrl + a view all``, and AKK
+    names that cut for a person (``prompt_cut_off``)."""
+    return Plan(
+        "codex_exec_huge",
+        "codex_exec_huge",
+        CODEX,
+        (Submit(), wait("view all"), Shot("permission", Expected("unknown"))),
+        sizes=((120, 40),),
+    )
+
+
 def variant_plans(base: Mapping[str, Plan]) -> list[Plan]:
     """The Codex variants: other footers, pane sizes and longer prompts, and `base`'s plans
     drawn inline."""
@@ -464,6 +476,7 @@ def variant_plans(base: Mapping[str, Plan]) -> list[Plan]:
         attrs.evolve(base["echo"], name="codex_narrow", agents=CODEX, sizes=CODEX_NARROW_SIZES),
         # The command wraps over several rows of the approval prompt.
         permission("codex_exec_long", CODEX, "exec_command", manual=False),
+        _cut_command(),
         # The option descriptions wrap under their rows.
         questionnaire("codex_rui_long"),
         *(_inline(base[name]) for name in CODEX_INLINE_PLANS),
