@@ -228,7 +228,7 @@ def decision_result(prompt: BackendPrompt, value: str) -> dict[str, Any]:
         raise RpcError(
             Reason.INVALID_PARAMS,
             "the command is too costly to show (`detail` shows nothing of it), so AKK offers "
-            "reject only; a person may approve it in the agent's own session",
+            "reject only",
         )
     if wire is None:
         raise RpcError(
