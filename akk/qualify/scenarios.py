@@ -780,7 +780,7 @@ HUGE_FINAL_ROWS = 40
 
 @functools.cache
 def huge_final() -> str:
-    """A final message whose whole redaction read 26 s of the server's thread."""
+    """A final message whose head's redaction read 23 s of the server's thread."""
     rows = (random.Random(n).randbytes(49_152) for n in range(HUGE_FINAL_ROWS))
     return "\n".join(base64.b64encode(row).decode() for row in rows)
 
