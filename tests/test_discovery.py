@@ -8,6 +8,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -236,8 +237,31 @@ def test_parse_version() -> None:
     assert parse_version("claude", "Claude Code 2.1.263") is None
 
 
+def test_a_process_inside_execve_is_read_as_one_image_or_not_at_all() -> None:
+    """`bash -c 'exec sleep 30'` is bash, then sleep, under one pid. Polled as fast as
+    Python can, every read shows one image whole: the old order (arguments, then `exe`)
+    gave bash's arguments with sleep's executable in 74 of 300 launches."""
+    shell, sleep = (os.path.realpath(shutil.which(name) or name) for name in ("bash", "sleep"))
+    images = {(shell, shell), (sleep, sleep)}
+    deadline = time.monotonic() + 60
+    for _ in range(300):
+        child = subprocess.Popen([shell, "-c", f"exec {sleep} 30"], env={})
+        try:
+            while True:
+                assert time.monotonic() < deadline
+                info = read_process(child.pid)
+                if info is None:
+                    continue  # inside execve: no read at all
+                assert (info.exe, info.argv[0]) in images, info
+                if info.exe == sleep:
+                    break
+        finally:
+            child.kill()
+            child.wait()
+
+
 def proc(exe: str | None, *argv: str, cwd: str = "/work") -> ProcessInfo:
-    return ProcessInfo(1, 0, 1, 1, 100, "x", exe, argv, cwd)
+    return ProcessInfo(1, 0, 1, 1, 100, exe, argv, cwd)
 
 
 def test_classify_shapes() -> None:

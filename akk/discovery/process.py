@@ -88,15 +88,23 @@ class ProcessInfo:
     pgrp: int
     tpgid: int
     start_ticks: int
-    comm: str
     exe: str | None
     argv: tuple[str, ...]
     cwd: str | None
 
 
 def read_process(pid: int, proc: Path = PROC) -> ProcessInfo | None:
-    """Read one process from /proc, or None if it is gone or unreadable."""
+    """Read one process from /proc, or None if it is gone, unreadable, or inside execve.
+
+    Each file is read separately, so a process that calls execve between two
+    reads would be seen half as its old image and half as its new one: a shell's
+    arguments with the agent's executable (seen 74 times in 300 launches of
+    ``bash -c 'exec …'``). `exe` is read before and after the rest, and a
+    read it changed across is no read at all; the caller's next look sees
+    the new image whole.
+    """
     base = proc / str(pid)
+    exe = _readlink(base / "exe")
     try:
         stat = (base / "stat").read_bytes().decode("utf-8", "surrogateescape")
         argv = (base / "cmdline").read_bytes().decode("utf-8", "surrogateescape")
@@ -106,8 +114,10 @@ def read_process(pid: int, proc: Path = PROC) -> ProcessInfo | None:
         # A zombie, or a process caught inside execve (its new image named by `exe`
         # before its arguments are in place): nothing to identify until it runs.
         return None
-    # comm sits in parentheses and may itself contain spaces and parentheses.
-    comm = stat[stat.index("(") + 1 : stat.rindex(")")]
+    cwd = _readlink(base / "cwd")
+    if _readlink(base / "exe") != exe:
+        return None
+    # Field 2, comm, sits in parentheses and may itself contain spaces and parentheses.
     fields = stat[stat.rindex(")") + 2 :].split()
     return ProcessInfo(
         pid=pid,
@@ -115,10 +125,9 @@ def read_process(pid: int, proc: Path = PROC) -> ProcessInfo | None:
         pgrp=int(fields[2]),
         tpgid=int(fields[5]),
         start_ticks=int(fields[19]),
-        comm=comm,
-        exe=_readlink(base / "exe"),
+        exe=exe,
         argv=tuple(argv.split("\0")[:-1]),
-        cwd=_readlink(base / "cwd"),
+        cwd=cwd,
     )
 
 
