@@ -132,7 +132,7 @@ async def test_native_clients_are_found_with_their_identity(lab: Lab) -> None:
         info = read_process(found.pid)
         assert info is not None and info.start_ticks == found.start_ticks
         assert found.cwd == os.readlink(f"/proc/{found.pid}/cwd")
-        assert found.argv[0].endswith(found.agent)
+        assert info.argv[0].endswith(found.agent)
 
 
 @pytest.mark.parametrize(
@@ -143,12 +143,9 @@ async def test_claude_launched_through_a_shell(lab: Lab, command: str) -> None:
     found = await wait_agent(pane_pid)
     assert found.agent == "claude"
     assert found.executable == str(CLAUDE.binary().resolve())
-    assert found.argv[0] == "claude"
-    if "exec" in command:
-        assert found.pid == pane_pid
-    else:
-        info = read_process(found.pid)
-        assert info is not None and info.ppid == pane_pid
+    info = read_process(found.pid)
+    assert info is not None and info.argv[0] == "claude"
+    assert (info.pid if "exec" in command else info.ppid) == pane_pid
 
 
 @pytest.mark.parametrize("client", [CLAUDE, CODEX], ids=lambda c: c.agent)

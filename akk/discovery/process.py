@@ -73,7 +73,6 @@ class AgentProcess:
     """Field 22 of /proc/PID/stat: start time in clock ticks since boot."""
     executable: str
     """realpath of /proc/PID/exe."""
-    argv: tuple[str, ...]
     cwd: str | None
     """None if the cwd cannot be read (another user's process)."""
     program: tuple[str, ...]
@@ -240,7 +239,6 @@ def find_agent(pane_pid: int, proc: Path = PROC) -> AgentProcess | None:
                 pid=info.pid,
                 start_ticks=info.start_ticks,
                 executable=os.path.realpath(info.exe.removesuffix(" (deleted)")),
-                argv=info.argv,
                 cwd=info.cwd,
                 program=tuple(os.path.realpath(p) for p in program),
             )
