@@ -19,7 +19,14 @@ import trio
 
 from akk.backends.claude_headless.setup import find_claude
 from akk.backends.codex_app_server.host import find_codex
-from akk.discovery import AgentProcess, VersionCache, find_agent, parse_version, terminal_id
+from akk.discovery import (
+    AgentProcess,
+    VersionCache,
+    find_agent,
+    parse_version,
+    process,
+    terminal_id,
+)
 from akk.discovery.process import NotExecutable, ProcessInfo, classify, executable, read_process
 from tools.lab import clients
 
@@ -254,6 +261,29 @@ def test_a_process_inside_execve_is_read_as_one_image_or_not_at_all() -> None:
         finally:
             child.kill()
             child.wait()
+
+
+@pytest.mark.parametrize(
+    ("after", "read"),
+    [("/usr/bin/sleep", False), ("/opt/claude (deleted)", True)],
+    ids=["exec", "replaced_on_disk"],
+)
+def test_exe_read_again_after_the_rest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, after: str, read: bool
+) -> None:
+    """`exe` changing between the first and the last read is an exec: no read. A binary
+    replaced on disk meanwhile (" (deleted)") runs the same image: read as before."""
+    base = tmp_path / "7"
+    base.mkdir()
+    (base / "cmdline").write_bytes(b"claude\0")
+    (base / "stat").write_text(f"7 (claude) S 1 7 7 0 7 {' '.join(['0'] * 13)} 555 0\n")
+    exes = iter(["/opt/claude", after])
+    links = {"exe": lambda: next(exes), "cwd": lambda: "/work"}
+    monkeypatch.setattr(process, "_readlink", lambda path: links[path.name]())
+    info = read_process(7, tmp_path)
+    assert (info is not None) is read
+    if info is not None:
+        assert (info.exe, info.argv, info.start_ticks) == ("/opt/claude", ("claude",), 555)
 
 
 def proc(exe: str | None, *argv: str, cwd: str = "/work") -> ProcessInfo:

@@ -114,7 +114,7 @@ def read_process(pid: int, proc: Path = PROC) -> ProcessInfo | None:
         # before its arguments are in place): nothing to identify until it runs.
         return None
     cwd = _readlink(base / "cwd")
-    if _readlink(base / "exe") != exe:
+    if _image(_readlink(base / "exe") or "") != _image(exe or ""):
         return None
     # Field 2, comm, sits in parentheses and may itself contain spaces and parentheses.
     fields = stat[stat.rindex(")") + 2 :].split()
@@ -140,6 +140,12 @@ def start_ticks(pid: int, proc: Path = PROC) -> int | None:
     except OSError:
         return None
     return int(stat[stat.rindex(b")") + 2 :].split()[19])
+
+
+def _image(exe: str) -> str:
+    """The file a process runs, as `exe` names it: a binary replaced on disk since it
+    started (" (deleted)") is the same image."""
+    return exe.removesuffix(" (deleted)")
 
 
 def _readlink(path: Path) -> str | None:
@@ -191,7 +197,7 @@ def classify(info: ProcessInfo) -> tuple[Agent, Kind, tuple[str, ...]] | None:
     """Say whether a process is an agent (and how it runs), a wrapper of one, or neither."""
     if info.exe is None:
         return None
-    exe = info.exe.removesuffix(" (deleted)")
+    exe = _image(info.exe)
     name = os.path.basename(exe)
     if _NODE.fullmatch(name):
         script = _script(info)
@@ -238,7 +244,7 @@ def find_agent(pane_pid: int, proc: Path = PROC) -> AgentProcess | None:
                 agent=agent,
                 pid=info.pid,
                 start_ticks=info.start_ticks,
-                executable=os.path.realpath(info.exe.removesuffix(" (deleted)")),
+                executable=os.path.realpath(_image(info.exe)),
                 cwd=info.cwd,
                 program=tuple(os.path.realpath(p) for p in program),
             )
