@@ -35,6 +35,7 @@ from akk.profiles.observation import (
     StepKind,
 )
 from akk.profiles.registry import PROFILES
+from akk.protocol import redaction
 from akk.protocol.excerpt import MAX_WIDTH, excerpt
 from akk.protocol.projection import project
 from akk.protocol.redaction import (
@@ -707,3 +708,39 @@ SECRET_NAMES = [
 def test_every_secret_name_masks_its_value(name: str) -> None:
     """The named rule's lookahead must let every name's first two letters through."""
     assert redact(f"{name}=hunter2hunter2 and more") == f"{name}={MASK} and more"
+
+
+# Every shape, key and name above in four cases, alone and glued in twos: the words
+# `_named_spans` looks for before it runs a rule.
+NAMED_TEXTS = [
+    *(shape.line for shape in SHAPES),
+    *(f"the key {key} is set" for key in PREFIXED_PLAINLY),
+    *PREFIXED_PLAINLY,
+    *(f"{name}=hunter2hunter2" for name in SECRET_NAMES),
+    "--user admin:hunter2secret", "bearer abc123def456", "proxy-authorization: token x9y8z7",
+]  # fmt: skip
+CASES = (str, str.lower, str.upper, str.title)
+
+
+def assert_skipped_rules_find_nothing(text: str) -> None:
+    """A rule whose words `text` lacks finds nothing in it, so `_named_spans` may skip it."""
+    for words, rule in redaction._VALUE_RULES:
+        if not any(word in text.lower() for word in words):
+            assert rule.search(text) is None, (words, text)
+    if not any(word in text for word in redaction._KEY_WORDS):
+        assert redaction._KEY.search(text) is None, text
+
+
+@pytest.mark.parametrize("text", NAMED_TEXTS)
+@pytest.mark.parametrize("case", CASES, ids=lambda case: case.__name__)
+def test_a_rule_is_skipped_only_where_it_finds_nothing(
+    text: str, case: Callable[[str], str]
+) -> None:
+    assert_skipped_rules_find_nothing(case(text))
+
+
+@given(st.lists(st.sampled_from(NAMED_TEXTS), min_size=2, max_size=3), st.sampled_from(CASES))
+def test_a_rule_is_skipped_only_where_it_finds_nothing_in_texts_glued_together(
+    texts: list[str], case: Callable[[str], str]
+) -> None:
+    assert_skipped_rules_find_nothing(case("".join(texts)))

@@ -8,7 +8,10 @@ thread over N screens (each a new one: the redaction's cache never answers):
 
 - "prose": every row one soft-wrapped stretch of ordinary words, as a long
   paragraph or a log line an agent printed fills a pane;
-- "prose + keys": the same with a named secret and a key in every fifth row.
+- "prose + keys": the same with a named secret and a key in every fifth row;
+- "code words": the words of AKK's own source, in order from a random place,
+  soft-wrapped the same way: code and its prose, where the names the rules look
+  for (`token`, `key`, `password`, `://`) come as often as they do in code.
 
 Then a final message of about a megabyte, as an agent may end a Turn with, in
 five shapes (paragraphs, lines of code, paragraphs with no blank line
@@ -31,7 +34,9 @@ import random
 import statistics
 import time
 from collections.abc import Callable
+from pathlib import Path
 
+import akk
 from akk.actors.turn import FINAL_MESSAGE_LIMIT
 from akk.protocol.redaction import redact, redact_head, redact_screen, withheld
 
@@ -40,13 +45,24 @@ _WORDS = ("the", "check", "returned", "value", "error", "src/akk/screen.py", "co
 _SECRETS = ("password: c0rrectHorse99", "ghp_Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0UvWxYz")
 
 
-def _screen(rng: random.Random, cols: int, rows: int, keys: bool) -> tuple[str, ...]:
+def _screen(rng: random.Random, cols: int, rows: int, kind: str) -> tuple[str, ...]:
     words: list[str] = []
+    at = rng.randrange(len(_SOURCE_WORDS) - cols * rows)
     while sum(len(word) + 1 for word in words) < cols * rows:
-        every_fifth_row = keys and rng.random() < 1 / (cols / 8 * 5)
+        if kind == "code words":
+            words.append(_SOURCE_WORDS[at + len(words)])
+            continue
+        every_fifth_row = kind == "prose + keys" and rng.random() < 1 / (cols / 8 * 5)
         words.append(rng.choice(_SECRETS) if every_fifth_row else rng.choice(_WORDS))
     text = " ".join(words)
     return tuple(text[y * cols : (y + 1) * cols] for y in range(rows))
+
+
+_SOURCE_WORDS = [
+    word
+    for path in sorted(Path(akk.__file__).parent.rglob("*.py"))
+    for word in path.read_text().split()
+]
 
 
 def _messages(rng: random.Random, size: int) -> dict[str, str]:
@@ -92,8 +108,8 @@ def main() -> None:
     args = parser.parse_args()
     rng = random.Random(7)
     for cols, rows in SIZES:
-        for kind, keys in (("prose", False), ("prose + keys", True)):
-            screens = [_screen(rng, cols, rows, keys) for _ in range(args.runs)]
+        for kind in ("prose", "prose + keys", "code words"):
+            screens = [_screen(rng, cols, rows, kind) for _ in range(args.runs)]
             times = [_cpu(redact_screen, screen) for screen in screens]
             print(
                 f"{cols}x{rows} {kind}: median {statistics.median(times) * 1e3:.1f} ms, "

@@ -60,26 +60,44 @@ _VALUE = r"""
 
 _FLAGS = re.VERBOSE | re.IGNORECASE | re.ASCII
 
-# Rules whose `value` group is the secret and whose other text is kept. Each
-# starts with a lookahead for its possible first characters (the first two,
-# where there are many alternatives): the regex engine then skips most of a
-# screen without trying the alternatives at every column.
-_VALUE_RULES = tuple(
-    re.compile(rule, _FLAGS)
-    for rule in (
+# Every `_SECRET_NAME` holds one of these words.
+_NAME_WORDS = ("pass", "secret", "token", "key")
+
+# Rules whose `value` group is the secret and whose other text is kept, each after
+# the words every match of it holds, in lower case (the rules ignore case): a text
+# with none of a rule's words is not read by it, and most texts of prose and code
+# have none of most. Each rule starts with a lookahead for its possible first
+# characters (the first two, where there are many alternatives): the regex engine
+# then skips most of a screen without trying the alternatives at every column.
+_VALUE_RULES: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = tuple(
+    (words, re.compile(rule, _FLAGS))
+    for words, rule in (
         # password: x, passwd=x, "token": "x", export FOO_TOKEN=x, ?access_token=x, --token=x
-        rf"(?=[pstame][aeoprcuin]){_SECRET_NAME} [\"']?[ \t]*(?::=|=>|[:=])[ \t]*{_VALUE}",
+        (
+            _NAME_WORDS,
+            rf"(?=[pstame][aeoprcuin]){_SECRET_NAME} [\"']?[ \t]*(?::=|=>|[:=])[ \t]*{_VALUE}",
+        ),
         # --password x
-        rf"(?=-)(?<![A-Za-z0-9_-])--(?:[A-Za-z0-9]+-)*{_SECRET_NAME}[ \t]+{_VALUE}",
+        (_NAME_WORDS, rf"(?=-)(?<![A-Za-z0-9_-])--(?:[A-Za-z0-9]+-)*{_SECRET_NAME}[ \t]+{_VALUE}"),
         # Authorization: Bearer x, Authorization: Basic x
-        r"""(?=[ap])\b(?:proxy-)?authorization[\"']?[ \t]*[:=][ \t]*[\"']?
+        (
+            ("authorization",),
+            r"""(?=[ap])\b(?:proxy-)?authorization[\"']?[ \t]*[:=][ \t]*[\"']?
             (?:(?:bearer|basic|token|digest|bot|apikey)[ \t]+)?(?P<value>[^\s"',;]+)""",
+        ),
         # Bearer x (anywhere, when x holds a digit: prose says "bearer tokens")
-        r"(?=b)\bbearer[ \t]+(?P<value>(?=[A-Za-z0-9._~+/-]*\d)[A-Za-z0-9._~+/-]{8,}=*)",
+        (
+            ("bearer",),
+            r"(?=b)\bbearer[ \t]+(?P<value>(?=[A-Za-z0-9._~+/-]*\d)[A-Za-z0-9._~+/-]{8,}=*)",
+        ),
         # postgres://user:x@host, https://user:x@host, redis://:x@host
-        r"(?=:)(?<=[a-z0-9])://[^\s/:@]*:(?P<value>[^\s/?\#]+)(?=@)",
+        (("://",), r"(?=:)(?<=[a-z0-9])://[^\s/:@]*:(?P<value>[^\s/?\#]+)(?=@)"),
         # curl -u user:x
-        r"""(?=-)(?<![A-Za-z0-9_-])(?:-u|--user)[ \t=]+["']?[^\s:"'/]+:(?P<value>(?!//)[^\s"']+)""",
+        (
+            ("-u",),
+            r"""(?=-)(?<![A-Za-z0-9_-])(?:-u|--user)[ \t=]+["']?[^\s:"'/]+:
+            (?P<value>(?!//)[^\s"']+)""",
+        ),
     )
 )
 
@@ -114,6 +132,12 @@ _KEY = re.compile(
     """,
     re.VERBOSE | re.ASCII,
 )
+
+# What every match of `_KEY` holds, in its case: a text with none is not read by it.
+_KEY_WORDS = (
+    "sk-", "k_live_", "k_test_", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-",
+    "xox", "AKIA", "ASIA", "AIza", "hf_", "npm_", "pypi-AgE", "SG.", "_v1_", "shp", "akkc_", "eyJ",
+)  # fmt: skip
 
 # Candidates for anonymous keys: long hex (32+) and long base64 (40+). A run
 # neither starts nor ends with "/", so `https://` and a path's slashes stay.
@@ -333,11 +357,14 @@ def _spans(text: str) -> Iterator[_Span]:
 
 def _named_spans(text: str) -> Iterator[_Span]:
     """Secrets that a name or a prefix announces."""
-    for rule in _VALUE_RULES:
-        for match in rule.finditer(text):
-            yield match.span("value")
-    for match in _KEY.finditer(text):
-        yield match.span()
+    lower = text.lower()
+    for words, rule in _VALUE_RULES:
+        if any(word in lower for word in words):
+            for match in rule.finditer(text):
+                yield match.span("value")
+    if any(word in text for word in _KEY_WORDS):
+        for match in _KEY.finditer(text):
+            yield match.span()
 
 
 def _anonymous_key_spans(run: re.Match[str]) -> Iterator[_Span]:
