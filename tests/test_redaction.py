@@ -731,12 +731,9 @@ def assert_skipped_rules_find_nothing(text: str) -> None:
         assert redaction._KEY.search(text) is None, text
 
 
-@pytest.mark.parametrize("text", NAMED_TEXTS)
-@pytest.mark.parametrize("case", CASES, ids=lambda case: case.__name__)
-def test_a_rule_is_skipped_only_where_it_finds_nothing(
-    text: str, case: Callable[[str], str]
-) -> None:
-    assert_skipped_rules_find_nothing(case(text))
+def test_a_rule_is_skipped_only_where_it_finds_nothing() -> None:
+    for text, case in itertools.product(NAMED_TEXTS, CASES):
+        assert_skipped_rules_find_nothing(case(text))
 
 
 @given(st.lists(st.sampled_from(NAMED_TEXTS), min_size=2, max_size=3), st.sampled_from(CASES))
