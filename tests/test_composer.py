@@ -300,7 +300,7 @@ def test_equal_rows_never_hide_a_different_character() -> None:
     accepted: set[tuple[Wrapping, int, str, str]] = set()  # of those, the ones a draft proves
     lookalikes: set[tuple[Wrapping, int, str, str]] = set()
 
-    @settings(max_examples=400, deadline=None)
+    @settings(max_examples=400)
     @given(
         st.sampled_from(
             [(CLAUDE, Wrapping.WRAP_ANSI, _ALPHABET), (CODEX, Wrapping.TEXTWRAP, _PLAIN)]
@@ -344,7 +344,7 @@ def test_equal_rows_never_hide_a_different_character() -> None:
     assert counts[0] >= 1000 and counts[1] >= 200 and counts[2] >= 1000, counts
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(_texts(_PLAIN), st.integers(min_value=6, max_value=40))
 def test_every_rendering_matches_its_own_text(text: str, width: int) -> None:
     for typing, wrapping in ((CLAUDE, Wrapping.WRAP_ANSI), (CODEX, Wrapping.TEXTWRAP)):

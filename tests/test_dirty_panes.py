@@ -309,7 +309,7 @@ def check_paced(log: PacedLog) -> None:
 _offsets = st.lists(st.floats(0, 0.5, allow_nan=False), min_size=1, max_size=60)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(
     st.dictionaries(st.sampled_from(["%1", "%2", "%3"]), _offsets, min_size=1),
     st.sampled_from([0.0, 0.005, 0.05]),

@@ -216,7 +216,7 @@ def test_a_new_file_counts_only_records_after_the_snapshot(
 # ---------------------------------------------------------------- growing and damaged files
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=120)
 @given(turn=st.sampled_from(TURNS), cut=st.floats(0, 1))
 def test_every_prefix_agrees_with_the_whole_file(turn: Turn, cut: float) -> None:
     with tempfile.TemporaryDirectory() as tmp, pytest.MonkeyPatch.context() as patch:
@@ -246,7 +246,7 @@ def _mkdir(parent: str, name: str) -> str:
     return name
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=80)
 @given(
     turn=st.sampled_from([t for t in TURNS if t.index == 0]),
     garbage=st.lists(st.binary(max_size=200), max_size=5),
@@ -267,7 +267,7 @@ def test_garbage_and_unfinished_lines_never_accept(
         assert bind(taken, turn.digest) is None
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40)
 @given(turn=st.sampled_from(TURNS), tail=st.binary(max_size=300))
 def test_an_unfinished_last_line_changes_nothing(turn: Turn, tail: bytes) -> None:
     with tempfile.TemporaryDirectory() as tmp, pytest.MonkeyPatch.context() as patch:

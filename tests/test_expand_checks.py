@@ -202,7 +202,7 @@ def multi_screens(draw: st.DrawFn) -> tuple[Path, tuple[OptionView, ...], tuple[
     return path, tuple(drawn), tuple(chosen)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(multi_screens())
 def test_toggle_checks_follow_the_cursor_whatever_the_boxes(
     screen: tuple[Path, tuple[OptionView, ...], tuple[int, ...]],

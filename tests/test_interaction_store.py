@@ -674,6 +674,4 @@ class InteractionMachine(RuleBasedStateMachine):
 
 
 TestInteractionMachine = InteractionMachine.TestCase
-TestInteractionMachine.settings = settings(
-    max_examples=examples(100), stateful_step_count=40, deadline=None
-)
+TestInteractionMachine.settings = settings(max_examples=examples(100), stateful_step_count=40)

@@ -98,8 +98,11 @@ _TEXT = st.text(_CHARS | st.sampled_from("\n ab"), min_size=1, max_size=40) | st
 
 @settings(
     max_examples=examples(120),
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.filter_too_much],
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.filter_too_much,
+    ],
 )
 @given(text=_TEXT, profile=st.sampled_from([claude.V2_1_332, codex.PROFILES[-1]]))
 def test_the_pty_receives_exactly_the_utf8_of_every_accepted_text(

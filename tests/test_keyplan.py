@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import attrs
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from akk.profiles.keyplan import (
@@ -748,7 +748,7 @@ def test_text_typed_in_pieces_is_proven_piece_by_piece_the_guard_held_on_the_who
         TypeText(piece_bytes=3)
 
 
-@settings(max_examples=examples(300), deadline=None)
+@settings(max_examples=examples(300))
 @given(text=st.text(min_size=1, max_size=60), limit=st.integers(4, 20))
 def test_pieces_are_the_text_in_order_each_within_its_bytes(text: str, limit: int) -> None:
     cut = pieces(text, limit)
@@ -756,7 +756,7 @@ def test_pieces_are_the_text_in_order_each_within_its_bytes(text: str, limit: in
     assert all(0 < len(piece.encode()) <= limit for piece in cut)
 
 
-@settings(max_examples=examples(200), deadline=None)
+@settings(max_examples=examples(200))
 @given(words=st.lists(st.text("abcé日", min_size=1, max_size=5), min_size=1, max_size=30))
 def test_words_are_cut_before_the_space_between_them(words: list[str]) -> None:
     cut = pieces(" ".join(words), 16)
@@ -819,7 +819,7 @@ def cases(draw: st.DrawFn) -> Case:
     return plan, options, tuple(chosen), TEXT if typed else None
 
 
-@settings(max_examples=examples(500), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(500))
 @given(case=cases())
 def test_expansion_never_lands_on_a_persistent_row(case: Case) -> None:
     plan, options, chosen, text = case

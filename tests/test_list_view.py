@@ -251,8 +251,7 @@ changes = st.one_of(
 
 @settings(
     max_examples=examples(60),
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 @given(st.lists(changes, max_size=25))
 def test_the_kept_view_equals_a_rebuild_after_every_change(

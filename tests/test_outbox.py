@@ -58,8 +58,7 @@ operations = st.lists(
 
 @settings(
     max_examples=examples(150),
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 @given(ops=operations)
 def test_outbox_follows_its_model(

@@ -256,7 +256,7 @@ def test_two_prompts_on_screen_are_refused() -> None:
 # ---------------------------------------------------------------- properties
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(
     label_path=st.sampled_from(ACTIONABLE),
     where=st.tuples(st.floats(0, 1), st.floats(0, 1)),
@@ -280,7 +280,7 @@ def test_any_change_inside_the_region_changes_the_fingerprint(
         assert moved_fp != fp
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(
     label_path=st.sampled_from(ACTIONABLE),
     where=st.tuples(st.floats(0, 1), st.floats(0, 1)),
@@ -311,7 +311,7 @@ def test_changes_above_the_region_keep_the_prompt_and_fingerprint(
 ROW_TEXT = st.text(alphabet=st.sampled_from(list("abcXYZ019.,:;-─❯·… [✔]☐●→")), max_size=80)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(
     version=st.sampled_from(sorted(PROFILES)),
     size=st.sampled_from([(120, 40), (80, 24), (100, 30), (132, 43)]),
@@ -332,7 +332,7 @@ def test_random_garbage_is_never_actionable(
     assert not PROFILES[version].classify(grid).actionable
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(
     label_path=st.sampled_from(ACTIONABLE),
     depth=st.integers(1, 4),
@@ -354,7 +354,7 @@ def test_truncated_prompts_are_never_actionable(label_path: Path, depth: int, cu
     assert not profile.classify(with_rows(grid, rows)).actionable
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(
     label_path=st.sampled_from(ACTIONABLE),
     where=st.floats(0, 1),
@@ -372,7 +372,7 @@ def test_an_unexpected_row_inside_the_region_is_never_actionable(
     assert not profile.classify(with_rows(grid, rows)).actionable
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(
     label_path=st.sampled_from(ACTIONABLE),
     pick=st.floats(0, 1),

@@ -14,7 +14,7 @@ from typing import Any
 
 import attrs
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from akk.profiles.codex import PROFILES, CodexProfile
@@ -35,7 +35,7 @@ OTHER_LABELS = sorted(corpus.ROOT.glob("claude/*/*.json")) + sorted(
 )
 BY_VERSION = {profile.version: profile for profile in PROFILES}
 IDENTITY = "pane %1 / pid 4242 / started 2024-01-01T00:00:00Z"
-PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROPERTY = settings(max_examples=60)
 
 
 @attrs.frozen

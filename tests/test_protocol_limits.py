@@ -260,7 +260,6 @@ hostile_text = st.one_of(
 
 @settings(
     max_examples=examples(40),
-    deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 @given(batch=st.lists(st.tuples(st.sampled_from(FUZZED), hostile_text), min_size=20, max_size=20))

@@ -265,7 +265,7 @@ def _styled_rows(draw: st.DrawFn) -> tuple[int, list[list[Cell]]]:
     return cols, rows
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(_styled_rows())
 def test_render_reproduces_any_styled_grid(case: tuple[int, list[list[Cell]]]) -> None:
     cols, rows = case

@@ -172,7 +172,6 @@ FUZZ_BATCH_SIZE = 25  # 10,000 frames in all (2,000 in the fast tier)
 
 @settings(
     max_examples=FUZZ_BATCHES,
-    deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 @given(batch=st.lists(frames, min_size=FUZZ_BATCH_SIZE, max_size=FUZZ_BATCH_SIZE))

@@ -165,7 +165,7 @@ def may_resume(facts: policy.Facts, lim: policy.RebuildLimits) -> bool:
     )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(fact_sets(), limits)
 def test_unconfirmed_facts_always_wait(facts: policy.Facts, lim: policy.RebuildLimits) -> None:
     decision = policy.decide(facts, lim)
@@ -175,7 +175,7 @@ def test_unconfirmed_facts_always_wait(facts: policy.Facts, lim: policy.RebuildL
         assert decision.action is not Action.WAIT, decision
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(fact_sets(), limits)
 def test_a_decision_never_uses_another_owner_s_thread(
     facts: policy.Facts, lim: policy.RebuildLimits
@@ -190,7 +190,7 @@ def test_a_decision_never_uses_another_owner_s_thread(
         assert decision.reason == "new_scope_or_role"
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(fact_sets(), limits)
 def test_resume_exactly_when_every_eligibility_fact_holds(
     facts: policy.Facts, lim: policy.RebuildLimits
@@ -201,7 +201,7 @@ def test_resume_exactly_when_every_eligibility_fact_holds(
         assert decision.reason == "same_scope_and_role" and decision.turn_id is None
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(fact_sets(), limits)
 def test_rebuild_reasons_map_exactly(facts: policy.Facts, lim: policy.RebuildLimits) -> None:
     decision = policy.decide(facts, lim)
@@ -217,7 +217,7 @@ def test_rebuild_reasons_map_exactly(facts: policy.Facts, lim: policy.RebuildLim
         assert decision.turn_id is None
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(fact_sets(), limits)
 def test_wait_names_the_session_to_wait_for_and_its_latest_turn(
     facts: policy.Facts, lim: policy.RebuildLimits
@@ -253,9 +253,7 @@ def test_the_fact_sets_reach_every_action_and_reason() -> None:
     }  # fmt: skip
     seen: set[str] = set()
 
-    @settings(
-        max_examples=600, phases=[Phase.generate], derandomize=True, database=None, deadline=None
-    )
+    @settings(max_examples=600, phases=[Phase.generate], derandomize=True, database=None)
     @given(fact_sets(), limits)
     def decide(facts: policy.Facts, lim: policy.RebuildLimits) -> None:
         seen.add(policy.decide(facts, lim).reason)
@@ -309,7 +307,7 @@ def test_another_role_s_unsettled_turn_holds_a_new_role_and_a_fresh_context() ->
     )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(
     window=windows,
     used=used_shares,

@@ -491,7 +491,7 @@ async def play(scenario: Scenario) -> None:
         assert escalations[0].child == scenario.key(escalating)
 
 
-@settings(max_examples=examples(300), deadline=None)
+@settings(max_examples=examples(300))
 @given(scenarios())
 def test_crash_schedules_follow_the_model(scenario: Scenario) -> None:
     trio.run(play, scenario, clock=trio.testing.MockClock(autojump_threshold=0))

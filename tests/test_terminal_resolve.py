@@ -645,7 +645,7 @@ def requests(draw: st.DrawFn) -> tuple[Shown, list[dict[str, Any]], str | None]:
 ANSWER_SHAPE = jsonschema.validators.validator_for(ANSWER)(ANSWER)
 
 
-@settings(max_examples=examples(400), deadline=None)
+@settings(max_examples=examples(400))
 @given(requests())
 def test_resolve_only_ever_refuses_with_a_reason(
     drawn: tuple[Shown, list[dict[str, Any]], str | None],

@@ -189,7 +189,7 @@ ANY_TEXT = st.text(
 """Every code point, lone surrogates included (no category left out)."""
 
 
-@settings(max_examples=1000, deadline=None)
+@settings(max_examples=1000)
 @given(text=ANY_TEXT | st.builds(lambda a, b: a + b, ANY_TEXT, st.text(max_size=8)))
 @pytest.mark.parametrize("profile", [claude.V2_1_332, codex.PROFILES[-1]], ids=lambda p: p.id)
 def test_a_send_is_refused_or_written_as_exactly_its_utf8(profile: Profile, text: str) -> None:
@@ -213,7 +213,7 @@ _OPTIONS = (
 )
 
 
-@settings(max_examples=1000, deadline=None)
+@settings(max_examples=1000)
 @given(text=ANY_TEXT)
 def test_free_text_is_refused_or_typed_as_exactly_its_utf8(text: str) -> None:
     try:
@@ -234,7 +234,7 @@ def test_free_text_is_refused_or_typed_as_exactly_its_utf8(text: str) -> None:
     assert client.written == [(command_line(argv) + "\n").encode("utf-8") for argv in client.argv]
 
 
-@settings(max_examples=1000, deadline=None)
+@settings(max_examples=1000)
 @given(text=ANY_TEXT)
 def test_the_key_layer_never_writes_bytes_a_text_does_not_spell(text: str) -> None:
     """Past every rule, strict encoding alone: an unencodable text raises, nothing written."""

@@ -257,7 +257,7 @@ _SCRIPTS = st.lists(
 them within the proof's deadline."""
 
 
-@settings(max_examples=examples(300), deadline=None)
+@settings(max_examples=examples(300))
 @given(stretches=_SCRIPTS, last=_SHOWN)
 # A person's key comes and goes within the guard: the task's stretch starts again.
 @example(stretches=[(0.1, EMPTY), (0.05, TASK_SHOWN), (0.05, OTHER_SHOWN)], last=TASK_SHOWN)

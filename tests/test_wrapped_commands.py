@@ -240,7 +240,7 @@ def test_the_wrapped_and_advised_commands_of_every_pinned_version_are_covered() 
 
 
 @pytest.mark.parametrize("case", CASES, ids=_name)
-@settings(max_examples=examples(30), deadline=None)
+@settings(max_examples=examples(30))
 @given(data=st.data(), field=st.sampled_from(_FIELDS))
 def test_a_changed_cell_in_the_command_or_an_advisory_changes_the_interaction(
     case: Case, data: st.DataObject, field: str
@@ -300,7 +300,7 @@ def _silently_truncated(shown: str, real: str) -> bool:
 
 
 @pytest.mark.parametrize(("case", "how"), _truncations())
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=10)
 @given(data=st.data())
 def test_a_command_missing_its_last_wrapped_rows_is_never_actionable(
     case: Case, how: str, data: st.DataObject

@@ -190,7 +190,7 @@ def test_the_wrapped_questions_wrap() -> None:
 
 
 @pytest.mark.parametrize("case", CASES, ids=_name)
-@settings(max_examples=examples(20), deadline=None)
+@settings(max_examples=examples(20))
 @given(data=st.data(), field=st.sampled_from(_FIELDS))
 def test_a_changed_cell_in_an_option_changes_the_interaction(
     case: Case, data: st.DataObject, field: str

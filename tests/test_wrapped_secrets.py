@@ -119,7 +119,7 @@ def assert_no_piece(secret: str, *texts: str) -> None:
 BASIC_AUTH = next(shape for shape in ONE_ROW if shape.name == "basic_auth")
 
 
-@settings(max_examples=examples(600), deadline=None)
+@settings(max_examples=examples(600))
 # Every row of a 20-column pane reaches the edge: the chain from the top glues the
 # header to "Hello from the lab" above it, so only the header's own row reads it.
 @example(BASIC_AUTH, 20, 0, "claude_history", False)
@@ -228,7 +228,7 @@ def permission_texts(
     return shown, projected
 
 
-@settings(max_examples=examples(300), deadline=None)
+@settings(max_examples=examples(300))
 @given(
     st.one_of(st.sampled_from(LONG), st.sampled_from(ONE_ROW)),
     st.sampled_from(BASH_LONG),
