@@ -105,12 +105,11 @@ class StandIn:
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.paths: list[str] = []
         monkeypatch.setattr(locate, "owned_files", self._owned)
-        monkeypatch.setattr(locate, "alive", lambda pid, ticks, proc=None: pid == PID)
 
-    def _owned(self, agent: str, pid: int, proc: object = None) -> locate.Owned:
-        if pid != PID:
+    def _owned(self, agent: str, pid: int, ticks: int, proc: object = None) -> tuple[str, ...]:
+        if (pid, ticks) != (PID, TICKS):
             raise EvidenceUnavailable(EvidenceReason.PROCESS_GONE, "not the test agent")
-        return locate.Owned(TICKS, tuple(self.paths))
+        return tuple(self.paths)
 
 
 @pytest.fixture
@@ -131,7 +130,7 @@ def replay(turn: Turn, where: Path, agent: StandIn, *, written: int | None = Non
     else:
         path.write_bytes(turn.body[: turn.offset])
         agent.paths = [str(path)]
-    taken = attrs.evolve(snapshot(turn.agent, PID), taken_at_ms=turn.label["taken_at_ms"])
+    taken = attrs.evolve(snapshot(turn.agent, PID, TICKS), taken_at_ms=turn.label["taken_at_ms"])
     end = len(turn.body) if written is None else turn.offset + written
     with path.open("ab") as handle:
         handle.write(turn.body[turn.offset : end])
@@ -492,11 +491,11 @@ def test_claude_files_come_from_its_session_record(tmp_path: Path) -> None:
     record = {"pid": 10, "procStart": "500", "sessionId": session}
     (config / "sessions" / "10.json").write_text(json.dumps(record))
 
-    assert locate.owned_files("claude", 10, proc) == locate.Owned(500, (str(transcript),))
+    assert locate.owned_files("claude", 10, 500, proc) == (str(transcript),)
 
     (config / "sessions" / "10.json").write_text(json.dumps(record | {"procStart": "499"}))
     with pytest.raises(EvidenceUnavailable) as stale:
-        locate.owned_files("claude", 10, proc)
+        locate.owned_files("claude", 10, 500, proc)
     assert stale.value.reason is EvidenceReason.NO_SESSION_RECORD
 
 
@@ -508,7 +507,7 @@ def test_codex_files_are_the_rollouts_it_holds(tmp_path: Path) -> None:
     _hold(tui, 4, rollout)
     _hold(tui, 5, home / "history.jsonl")
 
-    assert locate.owned_files("codex", 20, proc) == locate.Owned(600, (str(rollout),))
+    assert locate.owned_files("codex", 20, 600, proc) == (str(rollout),)
 
 
 def test_a_codex_daemon_client_owns_the_daemons_rollouts(tmp_path: Path) -> None:
@@ -523,18 +522,37 @@ def test_a_codex_daemon_client_owns_the_daemons_rollouts(tmp_path: Path) -> None
     pid_file.parent.mkdir(parents=True)
     pid_file.write_text(json.dumps({"pid": 31, "processIdentity": {"startTicks": 701}}))
 
-    assert locate.owned_files("codex", 30, proc).paths == (str(first), str(second))
+    assert locate.owned_files("codex", 30, 700, proc) == (str(first), str(second))
 
     pid_file.write_text(json.dumps({"pid": 31, "processIdentity": {"startTicks": 9}}))
-    assert locate.owned_files("codex", 30, proc).paths == ()
+    assert locate.owned_files("codex", 30, 700, proc) == ()
+
+
+def test_a_pid_another_process_took_lends_the_agent_none_of_its_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The agent was process 20 started at 600. Another Codex holding a rollout now has pid
+    20 (started at 650), or takes it while the files are read: no files, PROCESS_GONE."""
+    proc, home = tmp_path / "proc", tmp_path / "codex"
+    other = _process(proc, 20, 650, {"HOME": "/nowhere", "CODEX_HOME": str(home)})
+    _hold(other, 4, home / "sessions" / "2026" / "12" / "04" / "rollout-other.jsonl")
+    assert locate.owned_files("codex", 20, 650, proc) != ()  # the other process's own files
+    with pytest.raises(EvidenceUnavailable) as before:
+        locate.owned_files("codex", 20, 600, proc)
+    assert before.value.reason is EvidenceReason.PROCESS_GONE
+    ticks = iter([650, 651])  # the same at the first look, another process at the last
+    monkeypatch.setattr(locate, "start_ticks", lambda pid, proc: next(ticks))
+    with pytest.raises(EvidenceUnavailable) as during:
+        locate.owned_files("codex", 20, 650, proc)
+    assert during.value.reason is EvidenceReason.PROCESS_GONE
 
 
 def test_a_gone_or_unknown_agent_has_no_evidence(tmp_path: Path) -> None:
     with pytest.raises(EvidenceUnavailable) as gone:
-        locate.owned_files("codex", 99, tmp_path)
+        locate.owned_files("codex", 99, 1, tmp_path)
     assert gone.value.reason is EvidenceReason.PROCESS_GONE
     with pytest.raises(EvidenceUnavailable) as unknown:
-        snapshot("gemini", os.getpid())
+        snapshot("gemini", os.getpid(), 1)
     assert unknown.value.reason is EvidenceReason.UNSUPPORTED_AGENT
 
 
@@ -588,7 +606,7 @@ def test_a_watch_begun_while_the_task_runs_binds_that_task_not_an_earlier_one(
     path.write_bytes(turn.body[:cut])
     ended_at_cut = read(attrs.evolve(whole, file=_identify(path)), turn.digest).outcome
     agent.paths = [str(path)]
-    taken = snapshot(turn.agent, PID)
+    taken = snapshot(turn.agent, PID, TICKS)
     with path.open("ab") as handle:
         handle.write(turn.body[cut:])
     found = bind_task(taken)

@@ -179,17 +179,15 @@ def test_the_one_owned_file_is_read_and_several_are_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     paths: list[str] = []
-    monkeypatch.setattr(
-        evidence_locate, "owned_files", lambda agent, pid: evidence_locate.Owned(1, tuple(paths))
-    )
+    monkeypatch.setattr(evidence_locate, "owned_files", lambda agent, pid, ticks: tuple(paths))
     with pytest.raises(EvidenceUnavailable):
-        owned_file("claude", 1)
+        owned_file("claude", 1, 1)
     for name in ("a.jsonl", "b.jsonl"):
         (tmp_path / name).write_text("")
         paths.append(str(tmp_path / name))
     with pytest.raises(EvidenceAmbiguous):
-        owned_file("codex", 1)
+        owned_file("codex", 1, 1)
     paths.pop()
-    assert owned_file("claude", 1).path == paths[0]
+    assert owned_file("claude", 1, 1).path == paths[0]
     with pytest.raises(EvidenceUnavailable):
-        owned_file("gemini", 1)
+        owned_file("gemini", 1, 1)

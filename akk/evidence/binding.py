@@ -53,24 +53,23 @@ SESSION_META_LIMIT = 1024 * 1024
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-def snapshot(agent: str, pid: int) -> Snapshot:
-    """Everything needed before a send, proven from process `pid`.
+def snapshot(agent: str, pid: int, ticks: int) -> Snapshot:
+    """Everything needed before a send, proven from process `pid` started at `ticks`.
 
     Raises EvidenceUnavailable if the agent is not supported or the process's
     files cannot be determined (see `locate.owned_files`).
     """
     family = agent_family(agent)
     taken_at_ms = time.time_ns() // 1_000_000
-    owned = locate.owned_files(family, pid)
     candidates = []
-    for path in owned.paths:
+    for path in locate.owned_files(family, pid, ticks):
         found = files.identify(path)
         if found is None:
             continue
         file, size = found
         totals = _running_total(file, size) if family == "codex" else None
         candidates.append(Candidate(file, size, totals))
-    return Snapshot(family, pid, owned.start_ticks, taken_at_ms, tuple(candidates))
+    return Snapshot(family, pid, ticks, taken_at_ms, tuple(candidates))
 
 
 def bind(snapshot: Snapshot, request_sha256: str) -> Binding | None:
@@ -128,10 +127,9 @@ def _files_now(snapshot: Snapshot) -> list[tuple[EvidenceFile, Candidate | None]
     each with its candidate (None for a file that was not one)."""
     known = {(c.file.device, c.file.inode): c for c in snapshot.candidates}
     paths = {c.file.path for c in snapshot.candidates}
-    if locate.alive(snapshot.pid, snapshot.start_ticks):
-        # If it exits meanwhile, its candidates still count.
-        with contextlib.suppress(EvidenceUnavailable):
-            paths.update(locate.owned_files(snapshot.agent, snapshot.pid).paths)
+    # A process that exited meanwhile owns nothing now; its candidates still count.
+    with contextlib.suppress(EvidenceUnavailable):
+        paths.update(locate.owned_files(snapshot.agent, snapshot.pid, snapshot.start_ticks))
     found = []
     for path in sorted(paths):
         identified = files.identify(path)

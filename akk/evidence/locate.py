@@ -36,8 +36,6 @@ import os
 import re
 from pathlib import Path
 
-import attrs
-
 from akk.discovery.process import start_ticks
 from akk.evidence.model import Agent, EvidenceReason, EvidenceUnavailable
 
@@ -47,35 +45,37 @@ _SESSION_ID = re.compile(r"^[0-9a-fA-F-]{8,64}$")
 _ROLLOUT = re.compile(r"^rollout-.*\.jsonl$")
 
 
-@attrs.frozen
-class Owned:
-    """The files a process owns now, and the start time that identifies the process."""
+def owned_files(agent: Agent, pid: int, ticks: int, proc: Path = PROC) -> tuple[str, ...]:
+    """The transcript (Claude) or rollout (Codex) files that process `pid`, started at
+    `ticks` (field 22 of /proc/PID/stat), owns now.
 
-    start_ticks: int
-    paths: tuple[str, ...]
-
-
-def owned_files(agent: Agent, pid: int, proc: Path = PROC) -> Owned:
-    """The transcript (Claude) or rollout (Codex) files process `pid` owns now.
-
-    An empty `paths` is normal before the first message. Raises
+    The process is checked before its files are read and again after, so a pid
+    the agent left and another process took meanwhile never lends this agent its
+    files. An empty result is normal before the first message. Raises
     EvidenceUnavailable if the process is gone or its environment, session
     record or open files cannot be read.
     """
-    ticks = start_ticks(pid, proc)
-    if ticks is None:
-        raise EvidenceUnavailable(
-            EvidenceReason.PROCESS_GONE, f"process {pid} is gone; find the pane's agent again"
-        )
+    _still_running(pid, ticks, proc)
     environ = environ_of(pid, proc)
     if agent == "claude":
-        return Owned(ticks, _claude_paths(pid, ticks, environ, proc))
-    return Owned(ticks, _codex_paths(pid, environ, proc))
+        paths = _claude_paths(pid, ticks, environ, proc)
+    else:
+        paths = _codex_paths(pid, environ, proc)
+    _still_running(pid, ticks, proc)
+    return paths
 
 
 def alive(pid: int, ticks: int, proc: Path = PROC) -> bool:
     """True while `pid` is still the process that started at `ticks`."""
     return start_ticks(pid, proc) == ticks
+
+
+def _still_running(pid: int, ticks: int, proc: Path) -> None:
+    if not alive(pid, ticks, proc):
+        raise EvidenceUnavailable(
+            EvidenceReason.PROCESS_GONE,
+            f"process {pid} started at {ticks} is gone; find the pane's agent again",
+        )
 
 
 def _claude_paths(pid: int, ticks: int, environ: dict[str, str], proc: Path) -> tuple[str, ...]:

@@ -44,14 +44,14 @@ def open_calls(agent: str, file: EvidenceFile, start: int = 0) -> list[PendingCa
     return claude.open_calls(records) if family == "claude" else codex.open_calls(records)
 
 
-def owned_file(agent: str, pid: int) -> EvidenceFile:
-    """The one transcript or rollout file process `pid` owns now.
+def owned_file(agent: str, pid: int, ticks: int) -> EvidenceFile:
+    """The one transcript or rollout file process `pid`, started at `ticks`, owns now.
 
     Raises EvidenceUnavailable if its files cannot be determined or it owns
     none yet or is no supported agent, EvidenceAmbiguous if it owns several (e.g. Codex's managed
     daemon, which holds every thread it serves).
     """
-    paths = locate.owned_files(agent_family(agent), pid).paths
+    paths = locate.owned_files(agent_family(agent), pid, ticks)
     found = [identified[0] for path in paths if (identified := files.identify(path))]
     if not found:
         raise EvidenceUnavailable(

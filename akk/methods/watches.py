@@ -63,7 +63,7 @@ class WatchCalls:
         identity = snapshot.identity
         try:
             snap = await trio.to_thread.run_sync(
-                evidence.snapshot, identity.agent, identity.agent_pid
+                evidence.snapshot, identity.agent, identity.agent_pid, identity.process_start
             )
             found: tuple[str, str | None, str | None] = ("pending", snap.to_json(), None)
         except evidence.EvidenceUnavailable as exc:

@@ -26,6 +26,7 @@ import trio
 from _pytest.mark import ParameterSet
 
 from akk import evidence
+from akk.discovery.process import start_ticks
 from akk.evidence import Binding, Progress, Snapshot, Tokens, UsageStatus
 from akk.qualify import run_files
 from akk.qualify.capture import PRESS_QUIET_SECONDS
@@ -222,7 +223,9 @@ async def _wait_settled(binding: Binding, digest: str) -> Progress:
 
 async def run_step(lab: LabSession, step: Step) -> TurnRun:
     """Snapshot, send, bind, drive and read one Step until its Turn settles."""
-    snapshot = await trio.to_thread.run_sync(evidence.snapshot, lab.agent, lab.agent_pid)
+    ticks = start_ticks(lab.agent_pid)
+    assert ticks is not None, "the lab's agent is gone"
+    snapshot = await trio.to_thread.run_sync(evidence.snapshot, lab.agent, lab.agent_pid, ticks)
     first = len(lab.server.requests)
     await send_request(lab, step.text)
 

@@ -115,7 +115,7 @@ async def _evidence_start(identity: TerminalIdentity) -> _EvidenceStart:
     """Where the agent's own file stands now, before any key of a new round."""
     try:
         before = await trio.to_thread.run_sync(
-            evidence.snapshot, identity.agent, identity.agent_pid
+            evidence.snapshot, identity.agent, identity.agent_pid, identity.process_start
         )
         proof = _EvidenceStart("pending", before.to_json(), None)
     except evidence.EvidenceUnavailable as exc:

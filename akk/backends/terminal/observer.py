@@ -330,7 +330,9 @@ async def open_calls(
             return await trio.to_thread.run_sync(
                 evidence.open_calls, binding.agent, binding.file, binding.offset
             )
-        file = await trio.to_thread.run_sync(evidence.owned_file, agent, identity.agent_pid)
+        file = await trio.to_thread.run_sync(
+            evidence.owned_file, agent, identity.agent_pid, identity.process_start
+        )
         return await trio.to_thread.run_sync(evidence.open_calls, agent, file)
     except (evidence.EvidenceError, ValueError, OSError) as exc:
         log.info("pending call on %s unknown: %s", terminal_id, exc)
