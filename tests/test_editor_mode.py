@@ -75,13 +75,47 @@ def test_settings_come_before_the_global_config_in_claude_s_order(
     assert editor_mode(PID, str(work), proc, managed) == "vim"
 
 
-def test_an_unreadable_process_or_command_line_settings_are_unknown(
+def test_an_unreadable_process_or_command_line_settings_file_is_unknown(
     tmp_path: Path, home: Path
 ) -> None:
     managed = tmp_path / "managed.json"
     assert editor_mode(PID, None, tmp_path / "no-proc", managed) is None
-    proc = _process(tmp_path, {"HOME": str(home)}, ("claude", "--settings", "vim.json"))
+    proc = _process(tmp_path, {"HOME": str(home)}, ("claude", "--settings", "missing.json"))
     assert editor_mode(PID, None, proc, managed) is None
+    proc = _process(tmp_path / "a", {"HOME": str(home)}, ("claude", "--settings", "{not json"))
+    assert editor_mode(PID, None, proc, managed) is None
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("claude", "--settings", '{"editorMode": "vim"}'),
+        ("claude", '--settings={"editorMode":"vim"}'),
+        ("claude", "--settings", "given.json"),  # relative to the agent's working directory
+        ("claude", "--settings", '{"editorMode": "normal"}', "--settings", "given.json"),
+    ],
+    ids=["json", "json-equals", "file", "last-wins"],
+)
+def test_settings_the_command_line_gives_come_after_managed_and_before_the_files(
+    tmp_path: Path, home: Path, argv: tuple[str, ...]
+) -> None:
+    proc = _process(tmp_path, {"HOME": str(home)}, argv)
+    managed = tmp_path / "managed.json"
+    _write(tmp_path / "given.json", {"editorMode": "vim"})
+    work = tmp_path / "work"
+    _write(work / ".claude" / "settings.local.json", {"editorMode": "normal"})
+    _write(home / ".claude" / "settings.json", {"editorMode": "normal"})
+    assert editor_mode(PID, str(work), proc, managed) == "vim"
+    _write(managed, {"editorMode": "normal"})
+    assert editor_mode(PID, str(work), proc, managed) == "normal"
+
+
+def test_command_line_settings_without_a_mode_leave_it_to_the_files(
+    tmp_path: Path, home: Path
+) -> None:
+    proc = _process(tmp_path, {"HOME": str(home)}, ("claude", "--settings", '{"model": "x"}'))
+    _write(home / ".claude" / "settings.json", {"editorMode": "vim"})
+    assert editor_mode(PID, None, proc, tmp_path / "managed.json") == "vim"
 
 
 @pytest.mark.parametrize("label", sorted(corpus.ROOT.glob("claude/*/*idle.json")), ids=corpus.name)

@@ -359,7 +359,9 @@ class LabSession:
 def _client_argv(client: Client, binary: Path, preseed: Preseed) -> list[str]:
     if client.agent == "claude":
         # 2.1.328 otherwise starts in "auto mode", which hides permission prompts.
-        return [str(binary), "--permission-mode", "default"]
+        argv = [str(binary), "--permission-mode", "default"]
+        given = preseed.claude_settings_argument
+        return argv if given is None else [*argv, "--settings", given]
     return [str(binary), *(() if preseed.codex_alt_screen else ("--no-alt-screen",))]
 
 

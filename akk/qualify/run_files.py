@@ -51,6 +51,8 @@ class Preseed:
     """Claude's user `statusLine` command (`~/.claude/settings.json`); None: no status line."""
     claude_editor_mode: str | None = None
     """Claude's `editorMode` (`vim`); None: the client's default (normal)."""
+    claude_settings_argument: str | None = None
+    """What Claude is started with as `--settings` (a JSON text or a file); None: no flag."""
     claude_ask_rules: tuple[str, ...] = ()
     """Claude's user `permissions.ask` rules (`Bash(touch:*)`): a matching call always asks,
     and its prompt says which rule asked."""

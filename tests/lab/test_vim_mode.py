@@ -21,7 +21,12 @@ from tests.lab.conftest import LabSpec
 from tools.lab import clients
 from tools.lab.akk_runner import idle_terminal, outcome, serving
 
-_VIM = LabSpec(clients.get("claude", "2.1.332"), "echo", preseed=Preseed(claude_editor_mode="vim"))
+_CLAUDE = clients.get("claude", "2.1.332")
+_VIM = LabSpec(_CLAUDE, "echo", preseed=Preseed(claude_editor_mode="vim"))
+# The same mode given on the command line only, where no settings file says it.
+_VIM_FLAG = LabSpec(
+    _CLAUDE, "echo", preseed=Preseed(claude_settings_argument='{"editorMode":"vim"}')
+)
 NORMAL_TEXT = "lab: typed into normal mode"
 
 
@@ -34,7 +39,12 @@ def _composer(screen: str) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    "lab", [pytest.param(_VIM, id=f"{_VIM.id}-vim", marks=pytest.mark.lab)], indirect=True
+    "lab",
+    [
+        pytest.param(_VIM, id=f"{_VIM.id}-vim", marks=pytest.mark.lab),
+        pytest.param(_VIM_FLAG, id=f"{_VIM.id}-vim-settings-flag", marks=pytest.mark.lab),
+    ],
+    indirect=True,
 )
 async def test_send_in_insert_mode_reaches_the_model_once_and_normal_mode_gets_no_enter(
     lab: LabSession, tmp_path: Path
