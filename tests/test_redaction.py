@@ -710,7 +710,7 @@ def test_every_secret_name_masks_its_value(name: str) -> None:
     assert redact(f"{name}=hunter2hunter2 and more") == f"{name}={MASK} and more"
 
 
-# Every shape, key and name above in four cases, alone and glued in twos: the words
+# Every shape, key and name above in four cases, alone and glued in twos or threes: the words
 # `_named_spans` looks for before it runs a rule.
 NAMED_TEXTS = [
     *(shape.line for shape in SHAPES),
