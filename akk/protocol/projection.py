@@ -25,6 +25,7 @@ from akk.profiles.observation import (
     ResponseKind,
     StepKind,
 )
+from akk.protocol.errors import Reason, RpcError
 from akk.protocol.redaction import RedactedScreen, redact, redact_head, withheld
 from akk.screen.fingerprint import Appearance, IdMinter
 
@@ -230,6 +231,14 @@ def shows_nothing(shown: str, value: str) -> bool:
     approves what it saw the head of, never a command it saw none of.
     """
     return shown == withheld(len(value))
+
+
+def unseen_refusal(what: str) -> RpcError:
+    """The refusal of `approve_once` on a permission whose `what` `shows_nothing`."""
+    return RpcError(
+        Reason.INVALID_PARAMS,
+        f"{what} is too costly to show (`detail` shows nothing of it), so AKK offers reject only",
+    )
 
 
 def cut(text: str, limit: int, *, whole: int | None = None) -> str:

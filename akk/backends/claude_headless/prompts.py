@@ -47,6 +47,7 @@ from akk.protocol.projection import (
     backend_projection,
     backend_text,
     shows_nothing,
+    unseen_refusal,
     unshowable,
     within_frame,
 )
@@ -160,11 +161,7 @@ def decision_response(prompt: HeadlessPrompt, decision: str) -> dict[str, Any]:
             "must",
         )
     if decision == "approve_once" and prompt.unseen:
-        raise RpcError(
-            Reason.INVALID_PARAMS,
-            "the tool's input is too costly to show (`detail` shows nothing of it), so AKK "
-            "offers reject only",
-        )
+        raise unseen_refusal("the tool's input")
     if decision == "approve_once":
         return {"behavior": "allow", "updatedInput": dict(prompt.input)}
     if decision == "reject":

@@ -34,6 +34,7 @@ from akk.protocol.projection import (
     backend_projection,
     backend_text,
     shows_nothing,
+    unseen_refusal,
     unshowable,
     within_frame,
 )
@@ -225,11 +226,7 @@ def decision_result(prompt: BackendPrompt, value: str) -> dict[str, Any]:
         )
     wire = prompt.decisions.get(value)
     if wire is None and value == "approve_once" and prompt.unseen:
-        raise RpcError(
-            Reason.INVALID_PARAMS,
-            "the command is too costly to show (`detail` shows nothing of it), so AKK offers "
-            "reject only",
-        )
+        raise unseen_refusal("the command")
     if wire is None:
         raise RpcError(
             Reason.MANUAL_REQUIRED,
