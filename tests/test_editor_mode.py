@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
 
 from akk.evidence.claude_editor import editor_mode
+from akk.evidence.model import EvidenceReason, EvidenceUnavailable
 from akk.profiles.observation import State
 from tests import corpus
 
@@ -75,15 +77,40 @@ def test_settings_come_before_the_global_config_in_claude_s_order(
     assert editor_mode(PID, str(work), proc, managed) == "vim"
 
 
-def test_an_unreadable_process_or_command_line_settings_file_is_unknown(
-    tmp_path: Path, home: Path
+@pytest.mark.parametrize(
+    ("argv", "env", "reason", "says"),
+    [
+        (None, {}, EvidenceReason.PROCESS_GONE, "is gone"),
+        (("claude",), {}, EvidenceReason.PROCESS_UNREADABLE, "neither CLAUDE_CONFIG_DIR nor HOME"),
+        (
+            ("claude", "--settings", "missing.json"),
+            None,
+            EvidenceReason.PROCESS_UNREADABLE,
+            "--settings file 'missing.json' the agent was started with cannot be read",
+        ),
+        (
+            ("claude", "--settings", "{not json"),
+            None,
+            EvidenceReason.PROCESS_UNREADABLE,
+            "are not JSON",
+        ),
+    ],
+    ids=["gone", "no-home", "missing-settings-file", "broken-settings-json"],
+)
+def test_what_cannot_be_read_is_unknown_and_says_why(
+    tmp_path: Path,
+    home: Path,
+    argv: tuple[str, ...] | None,
+    env: dict[str, str] | None,
+    reason: EvidenceReason,
+    says: str,
 ) -> None:
-    managed = tmp_path / "managed.json"
-    assert editor_mode(PID, None, tmp_path / "no-proc", managed) is None
-    proc = _process(tmp_path, {"HOME": str(home)}, ("claude", "--settings", "missing.json"))
-    assert editor_mode(PID, None, proc, managed) is None
-    proc = _process(tmp_path / "a", {"HOME": str(home)}, ("claude", "--settings", "{not json"))
-    assert editor_mode(PID, None, proc, managed) is None
+    proc = tmp_path / "no-proc"
+    if argv is not None:
+        proc = _process(tmp_path, {"HOME": str(home)} if env is None else env, argv)
+    with pytest.raises(EvidenceUnavailable, match=re.escape(says)) as unknown:
+        editor_mode(PID, None, proc, tmp_path / "managed.json")
+    assert unknown.value.reason is reason
 
 
 @pytest.mark.parametrize(

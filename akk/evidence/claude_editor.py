@@ -13,8 +13,9 @@ what the command line gives (``--settings``: a JSON text, or a file relative to 
 agent's working directory), then the project's local and shared files under that
 directory, then the user's ``<config>/settings.json``; the global config is
 ``$CLAUDE_CONFIG_DIR/.claude.json``, else ``$HOME/.claude.json``. A vim mode given
-only on the command line was once read as unknown, and the lab saw a send typed
-into its NORMAL mode (tests/lab/test_vim_mode.py).
+only on the command line was once read as unknown, and unknown once let a send
+through: the lab saw both typed into NORMAL mode (tests/lab/test_vim_mode.py).
+Now what cannot be read raises, and the sender types only under the mark.
 """
 
 from __future__ import annotations
@@ -24,11 +25,9 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-import attrs
-
 from akk.discovery.process import PROC, read_process
 from akk.evidence.locate import config_directory, environ_of
-from akk.evidence.model import EvidenceUnavailable
+from akk.evidence.model import EvidenceReason, EvidenceUnavailable
 
 MANAGED_SETTINGS = Path("/etc/claude-code/managed-settings.json")
 VIM = "vim"
@@ -36,25 +35,25 @@ VIM = "vim"
 
 def editor_mode(
     pid: int, cwd: str | None, proc: Path = PROC, managed: Path = MANAGED_SETTINGS
-) -> str | None:
-    """``vim``, ``normal`` (or another value Claude keeps), or None when the process's
-    environment, or the settings its command line gives (``--settings``), cannot be read
-    (unknown)."""
+) -> str:
+    """``vim``, ``normal`` (or another value Claude keeps).
+
+    Raises EvidenceUnavailable when it cannot be known: the process is gone, its
+    environment cannot be read, or the settings its command line gives
+    (``--settings``) cannot be read; the message says which, and what a person can do.
+    """
     info = read_process(pid, proc)
     if info is None:
-        return None
+        raise EvidenceUnavailable(
+            EvidenceReason.PROCESS_GONE, f"process {pid} is gone or is starting another program"
+        )
     given = _given_settings(info.argv, info.cwd)
-    if given is None:
-        return None
-    try:
-        environ = environ_of(pid, proc)
-        config = config_directory(pid, environ, proc, "CLAUDE_CONFIG_DIR", ".claude")
-    except EvidenceUnavailable:
-        return None
+    environ = environ_of(pid, proc)
+    config = config_directory(pid, environ, proc, "CLAUDE_CONFIG_DIR", ".claude")
     project = [] if cwd is None else [Path(cwd) / ".claude" / name for name in _PROJECT]
     # Claude's order: managed, then the command line's, the project's and the user's.
     files = [_setting(path) for path in (*project, config / "settings.json")]
-    for mode in (_setting(managed), given.mode, *files):
+    for mode in (_setting(managed), given, *files):
         if mode is not None:
             return mode
     # `config` is $CLAUDE_CONFIG_DIR, else $HOME/.claude: the global config sits in the former
@@ -66,19 +65,14 @@ def editor_mode(
 _PROJECT = ("settings.local.json", "settings.json")
 
 
-@attrs.frozen
-class _Given:
-    """What the command line's settings set as ``editorMode`` (None: they set none)."""
-
-    mode: str | None
-
-
-def _given_settings(argv: Sequence[str], cwd: str | None) -> _Given | None:
+def _given_settings(argv: Sequence[str], cwd: str | None) -> str | None:
     """The ``editorMode`` of the settings ``--settings`` gives (its last value: a JSON text,
-    or a file, relative to the process's ``cwd``); None when that text or file cannot be read.
+    or a file, relative to the process's ``cwd``); None without the flag, or when they set
+    none.
 
-    Without the flag: ``_Given(None)``. A vim mode given only here is as real as one in a
-    file: typed text would be vim commands in its NORMAL mode.
+    Raises EvidenceUnavailable when that text or file cannot be read. A vim mode given
+    only here is as real as one in a file: typed text would be vim commands in its
+    NORMAL mode.
     """
     value = None
     for at, arg in enumerate(argv):
@@ -87,19 +81,33 @@ def _given_settings(argv: Sequence[str], cwd: str | None) -> _Given | None:
         elif arg.startswith("--settings="):
             value = arg.removeprefix("--settings=")
     if value is None:
-        return _Given(None)
+        return None
     text = value.strip()
     if not text.startswith("{"):
-        if not os.path.isabs(text) and cwd is None:
-            return None
-        try:
-            text = Path(cwd or "/", text).read_text()
-        except OSError:
-            return None
+        text = _read_given(text, cwd)
     try:
-        return _Given(_mode_in(json.loads(text)))
-    except ValueError:
-        return None
+        return _mode_in(json.loads(text))
+    except ValueError as exc:
+        raise EvidenceUnavailable(
+            EvidenceReason.PROCESS_UNREADABLE,
+            "the --settings the agent was started with are not JSON; start it again with "
+            "settings it can read",
+        ) from exc
+
+
+def _read_given(name: str, cwd: str | None) -> str:
+    if cwd is None and not os.path.isabs(name):
+        why = "the agent's working directory cannot be read"
+    else:
+        try:
+            return Path(cwd or "/", name).read_text()
+        except OSError as exc:
+            why = exc.strerror or type(exc).__name__
+    raise EvidenceUnavailable(
+        EvidenceReason.PROCESS_UNREADABLE,
+        f"the --settings file {name[:200]!r} the agent was started with cannot be read ({why}); "
+        "put it back, or start the agent again",
+    )
 
 
 def _setting(path: Path) -> str | None:

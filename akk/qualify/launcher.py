@@ -30,7 +30,14 @@ import trio
 
 from akk.qualify.client import Agent, Client
 from akk.qualify.model_server import ModelServer
-from akk.qualify.run_files import CODEX_MODEL, MARKER_VAR, READY, Preseed, prepare
+from akk.qualify.run_files import (
+    CODEX_MODEL,
+    MARKER_VAR,
+    READY,
+    SETTINGS_FLAG_FILE,
+    Preseed,
+    prepare,
+)
 from akk.qualify.scenarios import Scenario
 
 POLL_SECONDS = 0.05
@@ -361,6 +368,8 @@ def _client_argv(client: Client, binary: Path, preseed: Preseed) -> list[str]:
         # 2.1.328 otherwise starts in "auto mode", which hides permission prompts.
         argv = [str(binary), "--permission-mode", "default"]
         given = preseed.claude_settings_argument
+        if given is not None and preseed.claude_settings_in_file:
+            given = SETTINGS_FLAG_FILE
         return argv if given is None else [*argv, "--settings", given]
     return [str(binary), *(() if preseed.codex_alt_screen else ("--no-alt-screen",))]
 

@@ -53,6 +53,9 @@ class Preseed:
     """Claude's `editorMode` (`vim`); None: the client's default (normal)."""
     claude_settings_argument: str | None = None
     """What Claude is started with as `--settings` (a JSON text or a file); None: no flag."""
+    claude_settings_in_file: bool = False
+    """True writes `claude_settings_argument` (a JSON text) to `SETTINGS_FLAG_FILE` in the
+    working directory, and Claude is given that file's name (relative) instead."""
     claude_ask_rules: tuple[str, ...] = ()
     """Claude's user `permissions.ask` rules (`Bash(touch:*)`): a matching call always asks,
     and its prompt says which rule asked."""
@@ -75,6 +78,9 @@ class Preseed:
         """True when the client should start straight into its idle composer."""
         return self.onboarded and self.api_key_approved and self.trusted
 
+
+SETTINGS_FLAG_FILE = "lab-settings.json"
+"""The file `Preseed.claude_settings_in_file` writes in the working directory."""
 
 READY = Preseed()
 """Every first-run answer given: the client starts at its idle composer (the default)."""
@@ -192,6 +198,8 @@ def prepare(client: Client, root: Path, port: int, preseed: Preseed = READY) -> 
     (root / "tmp").mkdir()
     workdir = root / "work"
     _git_init(workdir)
+    if preseed.claude_settings_in_file and preseed.claude_settings_argument is not None:
+        (workdir / SETTINGS_FLAG_FILE).write_text(preseed.claude_settings_argument)
     codex_home: Path | None = None
     if client.agent == "claude":
         config = _claude_config(workdir, preseed)

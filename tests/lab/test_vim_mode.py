@@ -3,8 +3,9 @@
 INSERT mode starts the hint row with ``-- INSERT --``; NORMAL mode draws no mark,
 so an empty NORMAL composer is the default idle composer cell for cell. Typed text
 would be vim commands there (``l`` moves, ``a`` opens INSERT), so AKK reads the
-agent's own editorMode setting and, where it is vim, sends only under the mark:
-in NORMAL mode the send is refused with zero keys.
+agent's own editorMode setting and, where it is vim or cannot be read (a
+`--settings` file removed since the start), sends only under the mark: in NORMAL
+mode the send is refused with zero keys.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import pytest
 
 from akk.client import AkkError, connect
 from akk.qualify.launcher import LabSession
-from akk.qualify.run_files import Preseed
+from akk.qualify.run_files import SETTINGS_FLAG_FILE, Preseed
 from akk.qualify.scenarios import ECHO_REPLY, ECHO_TASK
 from tests.lab.conftest import LabSpec
 from tools.lab import clients
@@ -26,6 +27,12 @@ _VIM = LabSpec(_CLAUDE, "echo", preseed=Preseed(claude_editor_mode="vim"))
 # The same mode given on the command line only, where no settings file says it.
 _VIM_FLAG = LabSpec(
     _CLAUDE, "echo", preseed=Preseed(claude_settings_argument='{"editorMode":"vim"}')
+)
+# The same mode in a `--settings` file that is then removed: the mode cannot be read.
+_VIM_GONE = LabSpec(
+    _CLAUDE,
+    "echo",
+    preseed=Preseed(claude_settings_argument='{"editorMode":"vim"}', claude_settings_in_file=True),
 )
 NORMAL_TEXT = "lab: typed into normal mode"
 
@@ -39,17 +46,30 @@ def _composer(screen: str) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    "lab",
+    ("lab", "refusal"),
     [
-        pytest.param(_VIM, id=f"{_VIM.id}-vim", marks=pytest.mark.lab),
-        pytest.param(_VIM_FLAG, id=f"{_VIM.id}-vim-settings-flag", marks=pytest.mark.lab),
+        pytest.param(_VIM, "it is in NORMAL mode", id=f"{_VIM.id}-vim", marks=pytest.mark.lab),
+        pytest.param(
+            _VIM_FLAG,
+            "it is in NORMAL mode",
+            id=f"{_VIM.id}-vim-settings-flag",
+            marks=pytest.mark.lab,
+        ),
+        pytest.param(
+            _VIM_GONE,
+            f"AKK cannot read Claude's editorMode (process_unreadable: the --settings file "
+            f"'{SETTINGS_FLAG_FILE}'",
+            id=f"{_VIM.id}-vim-settings-file-gone",
+            marks=pytest.mark.lab,
+        ),
     ],
-    indirect=True,
+    indirect=["lab"],
 )
 async def test_send_in_insert_mode_reaches_the_model_once_and_normal_mode_gets_no_enter(
-    lab: LabSession, tmp_path: Path
+    lab: LabSession, refusal: str, tmp_path: Path
 ) -> None:
     assert "-- INSERT --" in await lab.text()
+    (lab.workdir / SETTINGS_FLAG_FILE).unlink(missing_ok=True)
     async with (
         serving(lab, tmp_path) as served,
         connect(served.endpoint.url, served.tokens["ctl"]) as ctl,
@@ -75,7 +95,7 @@ async def test_send_in_insert_mode_reaches_the_model_once_and_normal_mode_gets_n
             )
         listed = await ctl.call("list", {})
     assert refused.value.reason == "not_idle", refused.value
-    assert "NORMAL mode" in str(refused.value)
+    assert refusal in str(refused.value)
     # Zero keys: the pane is as it was, no record was made, and the model got nothing.
     assert _composer(await lab.capture()) == before
     assert [t["turn_id"] for t in listed["turns"]] == [sent["turn_id"]]

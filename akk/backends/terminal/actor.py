@@ -111,6 +111,34 @@ class _Ready:
         return TaskReceipt(turn, dispatch, self.seq, None)
 
 
+async def _vim_refusal(identity: TerminalIdentity) -> Refusal | None:
+    """Why a Claude composer that shows no ``-- INSERT --`` may not take keys, if it may not.
+
+    Vim's NORMAL mode draws no mark, so the agent's own setting must prove the
+    composer is not vim: where it says vim, or cannot be read, nothing is typed.
+    """
+    try:
+        mode = await trio.to_thread.run_sync(
+            claude_editor.editor_mode, identity.agent_pid, identity.cwd
+        )
+    except evidence.EvidenceUnavailable as exc:
+        return Refusal(
+            Reason.NOT_IDLE,
+            f"AKK cannot read Claude's editorMode ({exc}), and its composer shows no "
+            "-- INSERT --: if it is vim's NORMAL mode, typed text would be vim commands; "
+            "nothing was sent. If Claude is in vim mode, a person presses i at the pane "
+            "(INSERT) and you send again",
+        )
+    if mode != claude_editor.VIM:
+        return None
+    return Refusal(
+        Reason.NOT_IDLE,
+        "Claude's editorMode is vim and its composer shows no -- INSERT --: it is in NORMAL "
+        "mode, where typed text would be vim commands; nothing was sent. A person presses i "
+        "at the pane (INSERT), then send again",
+    )
+
+
 async def _evidence_start(identity: TerminalIdentity) -> _EvidenceStart:
     """Where the agent's own file stands now, before any key of a new round."""
     try:
@@ -309,16 +337,9 @@ class TerminalActor(Actor[TerminalMessage]):
         if refused is not None:  # it would be typed, never proven, and left there unsent
             return Refusal(Reason.INVALID_PARAMS, refused.message("the text"))
         if observation.composer_mode is None and identity.agent == "claude":
-            mode = await trio.to_thread.run_sync(
-                claude_editor.editor_mode, identity.agent_pid, identity.cwd
-            )
-            if mode == claude_editor.VIM:
-                return Refusal(
-                    Reason.NOT_IDLE,
-                    "Claude's editorMode is vim and its composer shows no -- INSERT --: it is "
-                    "in NORMAL mode, where typed text would be vim commands; nothing was sent. "
-                    "A person presses i at the pane (INSERT), then send again",
-                )
+            vim = await _vim_refusal(identity)
+            if vim is not None:
+                return vim
         proof = await _evidence_start(identity)
         return _Ready(snapshot.seq, profile.typing.method_for(text), proof)
 
