@@ -122,12 +122,16 @@ class _EveryStepPane(_Pane):
 
 @attrs.define
 class _Tmux:
-    """Records every tmux command with its time, as `akk.tmux.keys` issues them."""
+    """Records every key command with its time, as `akk.tmux.keys` issues them; the pane
+    takes keys as spelled (`keys.detour` finds no mode, no synchronized panes)."""
 
     commands: list[tuple[float, tuple[str, ...]]] = attrs.Factory(list)
 
-    async def command(self, *args: str) -> None:
+    async def command(self, *args: str) -> list[str]:
+        if args[0] == "display-message":
+            return ["0||0|0"]
         self.commands.append((trio.current_time(), args))
+        return []
 
     def client(self) -> _Tmux:
         return self

@@ -98,6 +98,15 @@ class SessionCalls:
         def reserve(conn: apsw.Connection) -> _Reserved:
             # Decided again here: the StoreActor runs one transaction at a time, so a terminal
             # Turn reserved meanwhile in the same directory is seen.
+            stone = retention.lookup_request(conn, controller_id, client_request_id)
+            if stone is not None:  # pruned since the first look: never sent again
+                raise pruned_request(stone, client_request_id)
+            if turns.by_request(conn, controller_id, client_request_id) is not None:
+                raise RpcError(
+                    Reason.CONFLICT,
+                    f"client_request_id {client_request_id!r} was used by another send "
+                    "meanwhile; call send again with it for that record, or use a new one",
+                )
             decision = self._decide(conn, request, terminals, verified)
             if decision.action is policy.Action.WAIT:
                 raise _wait(decision)

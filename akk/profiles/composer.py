@@ -228,8 +228,13 @@ def draft_refusal(
     (Codex's notes), where the composer's own viewport does not say.
 
     Asked before a key is typed: such a text would be typed, never proven, and left
-    in the composer unsent.
+    in the composer unsent. A text holding one of the client's specials is refused
+    here too, whatever rule the caller ran before: the client would act on it (a
+    slash command, Codex's ``!`` shell) instead of typing it.
     """
+    special = screen_refusal(text, typing.specials)
+    if special is not None:
+        return special
     how = typing.method_for(text)
     expected = _expected(typing, text, how, width, pane_rows, shown_rows)
     return expected if isinstance(expected, TextRefusal) else None

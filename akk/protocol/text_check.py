@@ -25,7 +25,8 @@ def check_text(
 
     ``specials`` None: no screen (a backend request), the character rule only;
     otherwise the screen rule with the profile's specials (``()`` where the
-    profile is not known yet: the TerminalActor's proof checks them again).
+    profile is not known yet: the TerminalActor's `draft_refusal` checks them again before
+    any key).
     """
     refused = (
         character_refusal(text, lines=lines)

@@ -21,6 +21,7 @@ from akk.qualify.model_server import RecordedRequest
 from akk.qualify.plans.claude import CLAUDE_STATUS_LINE
 from akk.qualify.run_files import Preseed
 from akk.qualify.scenarios import ECHO_REPLY, ECHO_TASK, SLOW_SIGNAL, SLOW_TASK
+from akk.store.database import open_reader
 from tests.lab.conftest import LabSpec, lab_params
 from tools.lab import clients
 from tools.lab.akk_runner import idle_terminal, outcome, serving
@@ -276,6 +277,19 @@ async def test_cancel_interrupts_a_slow_stream(lab: LabSession, tmp_path: Path) 
     assert event["kind"] == "cancelled", event
     await lab.wait_idle(20)
     assert lab.server.count_inputs_containing(SLOW_TASK) == 1
+    # The interrupt key's step ends proven, not open or uncertain: it holds no terminal, and
+    # the settled Turn is retention's to prune.
+    conn = open_reader(served.state.store_path)
+    try:
+        steps = list(
+            conn.execute(
+                "SELECT kind, stage FROM dispatches WHERE turn_id = ? ORDER BY created_at",
+                (sent["turn_id"],),
+            )
+        )
+    finally:
+        conn.close()
+    assert steps == [("task", "accepted"), ("cancel", "accepted")]
 
 
 @pytest.mark.parametrize(

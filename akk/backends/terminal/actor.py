@@ -31,6 +31,7 @@ from akk.backends.terminal.checks import (
     Busy,
     answer_plan,
     delivery_refusal,
+    detour_refusal,
     fence_check,
     next_turn_message,
 )
@@ -58,10 +59,11 @@ from akk.profiles.observation import State, StepKind
 from akk.profiles.registry import Profile
 from akk.protocol.errors import Reason
 from akk.runtime.actor import Actor, ActorRef, Rank
-from akk.store import dispatches, interactions, turns
+from akk.store import dispatches, interactions, retention, turns
 from akk.store.database import StoreUnwritable
 from akk.store.dispatches import Dispatch, Kind, Stage
 from akk.store.turns import Turn
+from akk.text_rule import screen_refusal
 from akk.tmux import keys
 from akk.tmux.control import ClientLink, ControlClientClosed, TmuxCommandError
 from akk.tmux.panes import pane_size
@@ -329,8 +331,10 @@ class TerminalActor(Actor[TerminalMessage]):
                 "for the agent (status shows its state) and send again",
             )
         draft = observation.draft
+        # The version's specials are checked here whatever the caller checked: the pane's
+        # profile may have been bound (a qualification) after the caller looked.
         refused = (
-            None
+            screen_refusal(text, profile.typing.specials)
             if draft is None
             else draft_refusal(profile.typing, text, draft.width, draft.pane_rows)
         )
@@ -340,6 +344,9 @@ class TerminalActor(Actor[TerminalMessage]):
             vim = await _vim_refusal(identity)
             if vim is not None:
                 return vim
+        detour = await keys.detour(self._link.client(), identity.pane_id)
+        if detour is not None:
+            return detour_refusal(detour)
         proof = await _evidence_start(identity)
         return _Ready(snapshot.seq, profile.typing.method_for(text), proof)
 
@@ -361,6 +368,14 @@ class TerminalActor(Actor[TerminalMessage]):
                     Reason.CONFLICT,
                     f"client_request_id {task.client_request_id!r} was already used with another "
                     "text; use a new client_request_id for a new task",
+                )
+            stone = retention.lookup_request(conn, task.controller_id, task.client_request_id)
+            if stone is not None:  # pruned since the caller looked: never typed again
+                return Refusal(
+                    Reason.CONFLICT,
+                    f"client_request_id {task.client_request_id!r} was {stone.record_id}'s, "
+                    "which retention pruned; its task is never typed again. Use a new "
+                    "client_request_id for a new task",
                 )
             holder = turns.unresolved_on(conn, terminal_id)
             if holder is not None:
@@ -483,6 +498,9 @@ class TerminalActor(Actor[TerminalMessage]):
             round_start = (text, await _evidence_start(self._screen.identity))
         # Keys that arrive right after a widget's first paint can be dropped.
         await trio.sleep_until(self._screen.seen_since + profile.typing.settle_seconds)
+        detour = await keys.detour(self._link.client(), self._screen.identity.pane_id)
+        if detour is not None:
+            return detour_refusal(detour)
         now = time.time()
         terminal_id = self._screen.identity.terminal_id
         kind = Kind.APPROVAL if message.answer.kind == "approval" else Kind.ANSWER
@@ -566,27 +584,46 @@ class TerminalActor(Actor[TerminalMessage]):
                 "an async question's picker is open over the composer, so the interrupt key "
                 "would go to it; answer it first (or close it at the terminal). Nothing was sent",
             )
+        pane = self._screen.identity.pane_id
+        detour = await keys.detour(self._link.client(), pane)
+        if detour is not None:
+            return detour_refusal(detour)
         now = time.time()
         turn = message.turn
 
         def reserve(conn: apsw.Connection) -> Dispatch:
-            return dispatches.reserve(
-                conn,
-                controller_id=turn.controller_id,
-                turn_id=turn.turn_id,
-                terminal_id=self._screen.identity.terminal_id,
-                kind=Kind.CANCEL,
-                typing=None,
-                screen_seq=snapshot.seq,
-                now=now,
-            )
+            try:
+                return dispatches.reserve(
+                    conn,
+                    controller_id=turn.controller_id,
+                    turn_id=turn.turn_id,
+                    terminal_id=self._screen.identity.terminal_id,
+                    kind=Kind.CANCEL,
+                    typing=None,
+                    screen_seq=snapshot.seq,
+                    now=now,
+                )
+            except apsw.ConstraintError:
+                raise Busy() from None
 
-        dispatch = await self._reserve(reserve)
+        try:
+            dispatch = await self._reserve(reserve)
+        except Busy:
+            return Refusal(
+                Reason.CONFLICT,
+                "another input-bearing step is still open on this terminal (an earlier cancel "
+                "waits for the interruption to show); nothing was sent. Call status, and cancel "
+                "again once that step has ended",
+            )
         if isinstance(dispatch, Refusal):
             return dispatch
         await faults.reached(Point.INTERRUPT_RESERVED)
+        detour = await keys.detour(self._link.client(), pane)
+        if detour is not None:
+            await advance(self._store, dispatch, Stage.ABORTED, "pane_detour")
+            return detour_refusal(detour)
         try:
-            await keys.press(self._link.client(), self._screen.identity.pane_id, INTERRUPT_KEY)
+            await keys.press(self._link.client(), pane, INTERRUPT_KEY)
         except (TmuxCommandError, ControlClientClosed) as exc:
             why = str(exc)[:200]
             dispatch = await advance(self._store, dispatch, Stage.UNCERTAIN, why)

@@ -72,6 +72,10 @@ async def send_answer(
                 await faults.reached(point)
                 if faults.drops(point):
                     strokes = strokes[:-1]  # the toggle key, or the walk's last, lost on its way
+            if sent:  # the first keys follow the TerminalActor's own look, one write earlier
+                detour = await keys.detour(link.client(), pane)
+                if detour is not None:
+                    return await _detoured(store, dispatch, detour)
             await press(link, pane, strokes)
             sent = check.after
             match check:
@@ -89,6 +93,9 @@ async def send_answer(
             if proof is None:
                 return await answer_uncertain(store, dispatch, *_unproven(check))
             seq, answered = proof
+        detour = await keys.detour(link.client(), pane) if sent else None
+        if detour is not None:
+            return await _detoured(store, dispatch, detour)
         await press(link, pane, expanded.keys[sent:])
     except (TmuxCommandError, ControlClientClosed) as exc:
         return await answer_uncertain(store, dispatch, f"sending keys failed: {exc}"[:200])
@@ -101,6 +108,13 @@ async def send_answer(
         )
     dispatch = await advance(store, dispatch, Stage.ACCEPTED, "postcondition_proven")
     return AnswerReceipt(dispatch, proven=True)
+
+
+async def _detoured(store: ActorRef, dispatch: Dispatch, detour: keys.Detour) -> AnswerReceipt:
+    """End the step, some of whose keys went, where tmux would not give the agent the next."""
+    return await answer_uncertain(
+        store, dispatch, f"the pane {detour.why}; AKK sent no further key"
+    )
 
 
 def _unproven(check: Check) -> tuple[str, Stage]:

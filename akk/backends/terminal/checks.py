@@ -28,6 +28,7 @@ from akk.protocol.errors import Reason
 from akk.screen.grid import Grid
 from akk.store import interactions, turns
 from akk.store.interactions import InteractionState, OfferState
+from akk.tmux.keys import Detour
 
 MOVED_ON = frozenset({State.IDLE, State.IDLE_DRAFT, State.WORKING})
 
@@ -151,3 +152,13 @@ def boxes(snapshot: TerminalSnapshot | None) -> dict[int, bool]:
         for row, option in enumerate(prompt.questions[0].options)
         if option.checked is not None
     }
+
+
+def detour_refusal(detour: Detour) -> Refusal:
+    """The refusal of a step whose keys tmux would not give the agent (`keys.detour`):
+    ``manual_required`` for a setting a person must change, ``not_idle`` for a mode."""
+    return Refusal(
+        Reason.MANUAL_REQUIRED if detour.lasting else Reason.NOT_IDLE,
+        f"the pane does not take keys as they are spelled: {detour.why}; nothing was sent. "
+        f"{detour.next_step}",
+    )

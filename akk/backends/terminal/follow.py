@@ -107,7 +107,11 @@ class TerminalFollower(Attached):
 
     def settling(self, conn: apsw.Connection, fresh: Turn, state: TurnState, now: float) -> None:
         for dispatch in _composer_steps(conn, fresh.turn_id):
-            if dispatch.stage.open:
+            if not dispatch.stage.open:
+                continue
+            if dispatch.kind is Kind.CANCEL and state is TurnState.CANCELLED:
+                dispatches.advance(conn, dispatch, Stage.ACCEPTED)  # the interruption showed
+            else:
                 dispatches.advance(conn, dispatch, Stage.UNCERTAIN, f"turn {state}")
 
     # -- following
@@ -266,7 +270,10 @@ class TerminalFollower(Attached):
             fresh = turns.get(conn, turn_id)
             assert fresh is not None
             for dispatch in _composer_steps(conn, turn_id):
-                if dispatch.stage in (Stage.ENTER_SENT, Stage.UNCERTAIN):
+                if dispatch.kind is not Kind.CANCEL and dispatch.stage in (
+                    Stage.ENTER_SENT,
+                    Stage.UNCERTAIN,
+                ):
                     dispatches.advance(conn, dispatch, Stage.ACCEPTED)
             return turns.update(
                 conn, fresh, state=TurnState.RUNNING, reason=None,
@@ -320,7 +327,7 @@ class TerminalFollower(Attached):
                 await self._settle(TurnState.CANCELLED, None, "the Turn was interrupted")
             elif trio.current_time() >= deadline:
                 self._cancel = None
-                self._turn = await self._update(reason="cancel_uncertain")
+                await self._cancel_not_shown()
 
     async def _announce(
         self, snapshot: TerminalSnapshot, seen: Appearance | None, clock: float
@@ -344,6 +351,8 @@ class TerminalFollower(Attached):
     # -- cancel
 
     async def interrupt(self, turn: Turn) -> CancelResult:
+        if self._cancel is not None:
+            return CancelResult(True)  # the interrupt key went; its interruption is awaited
         terminal = self._board.ref(turn.terminal_id or "")
         if terminal is None:
             return CancelResult(False, Reason.NOT_FOUND, "the terminal is gone; nothing was sent")
@@ -352,6 +361,22 @@ class TerminalFollower(Attached):
             return CancelResult(False, reply.reason, reply.message)
         self._cancel = (trio.current_time() + CANCEL_BOUND, reply.seq)
         return CancelResult(True)
+
+    async def _cancel_not_shown(self) -> None:
+        """The interruption did not show within `CANCEL_BOUND`: the Turn goes on, marked
+        ``cancel_uncertain``, and the cancel step ends ``uncertain``, so that answers and a
+        new cancel can be reserved on the terminal again."""
+        turn_id = self._turn_id
+
+        def mark(conn: apsw.Connection) -> Turn:
+            fresh = turns.get(conn, turn_id)
+            assert fresh is not None
+            for dispatch in _composer_steps(conn, turn_id):
+                if dispatch.kind is Kind.CANCEL and dispatch.stage.open:
+                    dispatches.advance(conn, dispatch, Stage.UNCERTAIN, "interruption_not_shown")
+            return turns.update(conn, fresh, reason="cancel_uncertain")
+
+        self._turn = await transact(self._store, mark)
 
     async def _update(self, **changes: object) -> Turn:
         assert self._control is not None

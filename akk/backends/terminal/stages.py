@@ -88,26 +88,27 @@ async def settle_task(
     return await _record(store, receipt.dispatch, record)
 
 
-async def abort_task(store: ActorRef, receipt: TaskReceipt, dispatch: Dispatch) -> TaskReceipt:
-    """End a task whose typed text the composer never showed: aborted, its Turn failed.
+async def abort_task(
+    store: ActorRef,
+    receipt: TaskReceipt,
+    dispatch: Dispatch,
+    reason: str = "composer_mismatch",
+    summary: str = "the composer did not show exactly the task after typing; AKK pressed no "
+    "Enter and left the text in the pane for the person there",
+) -> TaskReceipt:
+    """End a task AKK pressed no Enter for: aborted, its Turn failed for ``reason``.
 
-    AKK pressed no Enter and deletes nothing: the text stays in the pane for
-    the person there.
+    By default its typed text the composer never showed: AKK deletes nothing, the
+    text stays in the pane for the person there.
     """
     now = time.time()
 
     def abort(conn: apsw.Connection) -> TaskReceipt:
-        aborted = dispatches.advance(conn, dispatch, Stage.ABORTED, "composer_mismatch")
+        aborted = dispatches.advance(conn, dispatch, Stage.ABORTED, reason)
         fresh = turns.get(conn, receipt.turn.turn_id)
         assert fresh is not None
         failed = turns.settle(
-            conn,
-            fresh,
-            TurnState.FAILED,
-            now=now,
-            reason="composer_mismatch",
-            summary="the composer did not show exactly the task after typing; AKK "
-            "pressed no Enter and left the text in the pane for the person there",
+            conn, fresh, TurnState.FAILED, now=now, reason=reason, summary=summary
         )
         return TaskReceipt(failed, aborted, receipt.seq, None)
 

@@ -65,6 +65,12 @@ async def type_and_submit(
     """Type ``text`` for the reserved ``receipt``, prove it, press Enter; record each stage."""
     turn, dispatch = receipt.turn, receipt.dispatch
     pane = screen.identity.pane_id
+    detour = await keys.detour(link.client(), pane)
+    if detour is not None:
+        return await abort_task(
+            store, receipt, dispatch, "pane_detour",
+            f"no key was sent: the pane {detour.why}. {detour.next_step}",
+        )  # fmt: skip
     try:
         client = link.client()
         if method is TypingMethod.LITERAL:
@@ -83,6 +89,13 @@ async def type_and_submit(
         # Someone typed too, or a key was dropped: no Enter, nothing deleted.
         return await abort_task(store, receipt, dispatch)
     await faults.reached(Point.BEFORE_ENTER)
+    detour = await keys.detour(link.client(), pane)
+    if detour is not None:  # the Enter would not be the agent's (a chooser pastes a buffer)
+        return await abort_task(
+            store, receipt, dispatch, "pane_detour",
+            f"the text was typed and AKK pressed no Enter: the pane {detour.why}; the text "
+            "stays in the pane for the person there",
+        )  # fmt: skip
     try:
         await keys.press(link.client(), pane, "Enter")
     except (TmuxCommandError, ControlClientClosed) as exc:
