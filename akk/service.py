@@ -45,7 +45,7 @@ from akk.methods.table import Methods
 from akk.profiles.qualified_versions import QualifiedVersions
 from akk.profiles.registry import qualify_command
 from akk.qualify.auto import AutoQualifier
-from akk.runtime.supervisor import ChildSpec, Supervisor
+from akk.runtime.supervisor import ChildSpec, Restart, Supervisor
 from akk.screen.fingerprint import IdMinter
 from akk.server.auth import CredentialBook
 from akk.server.connections import ConnectionRegistry
@@ -67,7 +67,7 @@ from akk.server.instance import (
 )
 from akk.store import credentials, retention
 from akk.store.credentials import Credential
-from akk.store.database import open_store
+from akk.store.database import StoreUnwritable, open_store
 from akk.store.reader import StoreReader
 from akk.workspace_roots import check_roots, default_roots
 
@@ -222,9 +222,21 @@ async def run_service(
                 qualifier = AutoQualifier(board, store, qualified)
                 await root.start_child(ChildSpec("auto-qualify", qualifier.run))
             await root.start_child(ChildSpec("turns", turn_supervisor.run))
-            resumed = await desk.resume(backends.resumers())
-            if resumed:
-                log.info("resumed %d open turns from the store", resumed)
+            try:
+                resumed = await desk.resume(backends.resumers())
+            except StoreUnwritable as exc:
+                # Serve what is recorded meanwhile; the open Turns follow once it writes.
+                log.warning("open turns are resumed once the store writes: %s", exc)
+
+                async def resume_when_written() -> None:
+                    resumed = await desk.resume(backends.resumers(), wait=True)
+                    log.info("resumed %d open turns from the store", resumed)
+
+                spec = ChildSpec("turn resume", resume_when_written, restart=Restart.TRANSIENT)
+                await root.start_child(spec)
+            else:
+                if resumed:
+                    log.info("resumed %d open turns from the store", resumed)
             await root.start_child(ChildSpec("turn clock", desk.clock))
             nonce = new_nonce()
             server: ControllerServer

@@ -21,6 +21,7 @@ import trio
 
 from akk.actors.store import RETRY_SECONDS, StoreActor, transact
 from akk.actors.terminal_board import TerminalBoard
+from akk.actors.turn_desk import TurnDesk
 from akk.backends.contract import Refusal
 from akk.backends.terminal.actor import TerminalActor
 from akk.backends.terminal.observer import Observer
@@ -37,7 +38,7 @@ from akk.runtime.supervisor import ChildSpec, Supervisor
 from akk.store import dispatches, turns
 from akk.store.database import StoreUnwritable, open_reader
 from akk.store.dispatches import Kind, Stage
-from akk.store.turns import TurnState
+from akk.store.turns import TERMINAL, TurnState
 from akk.tmux.control import ClientLink, ControlClientClosed
 from tests.small_fs import fill, small_filesystem
 from tests.test_typing_proof import EMPTY, PROFILE, TASK, TASK_SHOWN, _Pane, _rows, _Tmux
@@ -176,10 +177,11 @@ async def test_an_enter_whose_stage_is_unrecorded_is_not_pressed_again(tmp_path:
             filled: list[Path] = []
 
             class _FillsOnEnter(_Tmux):
-                async def command(self, *args: str) -> None:
-                    await super().command(*args)
+                async def command(self, *args: str) -> list[str]:
+                    said = await super().command(*args)
                     if args[-1:] == ("Enter",):
                         filled.append(await fill_store(fs, store))
+                    return said
 
             tmux = _FillsOnEnter()
             with pytest.raises(StageUnrecorded) as unrecorded:
@@ -310,3 +312,35 @@ async def test_a_step_left_open_is_settled_by_itself_once_the_store_writes(
                 again = await actor.receive(Refresh(80, 24))
             assert again is None  # nothing left to settle: only the pane's changes matter
             assert stage() is Stage.UNCERTAIN and told == ["ctl"]
+
+
+async def test_a_start_on_a_full_disk_resumes_its_open_turns_once_the_store_writes(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A crash left a task reserved; AKK starts again on a full disk. Settling that step
+    cannot be written: the start goes on (`akk serve` serves what is recorded), and the
+    Turns are resumed, the step settled, once space returns."""
+    followed: list[str] = []
+
+    async def resumer(turn_id: str) -> None:
+        followed.append(turn_id)
+
+    with trio.fail_after(30):
+        async with _store_on_small_fs(tmp_path) as (fs, db, store):
+            receipt = await transact(store, _reserve)
+            filler = await fill_store(fs, store)
+            desk = TurnDesk(
+                Supervisor("turns"), store=store, reader=cast(Any, None), board=TerminalBoard(),
+                notify=lambda _: None,
+            )  # fmt: skip
+            with pytest.raises(StoreUnwritable):
+                await desk.resume({TERMINAL: resumer})
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(partial(desk.resume, {TERMINAL: resumer}, wait=True))
+                while "not recorded yet" not in caplog.text:  # its first try failed
+                    await trio.sleep(0.01)
+                assert followed == []
+                filler.unlink()
+            stage = _read(db, lambda conn: dispatches.get(conn, receipt.dispatch.dispatch_id))
+    assert followed == [receipt.turn.turn_id]
+    assert stage is not None and stage.stage is Stage.UNCERTAIN

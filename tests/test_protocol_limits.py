@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import apsw
@@ -527,6 +528,27 @@ def test_a_stored_string_is_bounded_and_printable(text: str) -> None:
     assert kept.isprintable()
     if text.isprintable() and len(text) <= audit.MAX_STORED_CHARS:
         assert kept == text
+
+
+def test_one_actors_flood_never_pushes_out_anothers_trail(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The audit keeps each actor's newest `KEEP` rows: 100,100 refused approves by one
+    controller once left none of the operator's or another controller's rows."""
+    monkeypatch.setattr(audit, "KEEP", 5)
+    conn = open_store(tmp_path / "akk.sqlite3")
+    try:
+        with conn:
+            for n in range(3):
+                audit.record(conn, at=n, actor="victim", action="send", outcome="ok")
+            for n in range(40):
+                audit.record(conn, at=10 + n, actor="flood", action="approve", outcome="not_found")
+        kept = conn.execute("SELECT actor, at FROM audit ORDER BY audit_id").fetchall()
+    finally:
+        conn.close()
+    assert kept == [("victim", 0), ("victim", 1), ("victim", 2)] + [
+        ("flood", 10 + n) for n in range(35, 40)
+    ]
 
 
 def test_a_stored_string_escapes_what_a_terminal_would_act_on() -> None:

@@ -361,6 +361,31 @@ def test_an_unwatched_watch_goes_once_its_unwatch_is_old_and_nothing_is_owed(
         )
 
 
+def test_a_turn_closed_before_it_settled_goes_once_its_close_is_old(
+    conn: apsw.Connection,
+) -> None:
+    """`close` stops following a Turn: nothing settles it any more, so its close is its end."""
+    closed = _record(conn, OLD - DAY, state=TurnState.RUNNING)
+    recent = _record(conn, OLD - DAY, state=TurnState.RUNNING)
+    unproven = _record(conn, OLD - DAY, state=TurnState.UNCERTAIN)
+    open_ = _record(conn, OLD - DAY, state=TurnState.RUNNING)
+    with conn:
+        for turn_id, at in ((closed, OLD), (recent, RECENT), (unproven, OLD)):
+            fresh = turns.get(conn, turn_id)
+            assert fresh is not None
+            turns.update(conn, fresh, closed_at=at, updated_at=at)
+    plan = Plan(now=NOW, retain_days=30)
+    with conn:
+        counted = retention.count(conn, plan)
+    deleted = retention.run(conn, plan)
+    assert counted == deleted and deleted["turns"] == 1
+    assert not _exists(conn, closed)
+    assert all(_exists(conn, kept) for kept in (recent, unproven, open_))
+    with conn:
+        stone = retention.lookup(conn, closed)
+    assert stone == retention.Tombstone(closed, "ctl", "managed_send", "closed", OLD, NOW)
+
+
 def _terminal(conn: apsw.Connection, terminal_id: str, gone_at: float | None) -> None:
     with conn:
         conn.execute(

@@ -17,7 +17,7 @@ from typing import Any
 import apsw
 import trio
 
-from akk.actors.store import transact
+from akk.actors.store import transact, transact_until_written
 from akk.actors.terminal_board import TerminalBoard, TerminalSnapshot
 from akk.actors.turn import TICK, Notify, Tick, TurnActor
 from akk.actors.turn_follower import TurnFollower
@@ -82,10 +82,14 @@ class TurnDesk:
             return None
         return self._supervisor.ref(turn_id)
 
-    async def resume(self, resumers: Mapping[str, Callable[[str], Awaitable[None]]]) -> int:
+    async def resume(
+        self, resumers: Mapping[str, Callable[[str], Awaitable[None]]], *, wait: bool = False
+    ) -> int:
         """After a start: every unresolved Turn is followed again, by its backend's resumer.
 
-        ``resumers``: per backend name, how a Turn of it is followed again.
+        ``resumers``: per backend name, how a Turn of it is followed again. Raises
+        `StoreUnwritable` if the store cannot write the steps it settles; with ``wait``
+        it tries again until the store writes instead (a start on a full disk).
 
         A dispatch left reserved or half-typed by the previous run may have typed
         anything: it becomes ``uncertain`` and its Turn too. An answer left open
@@ -101,7 +105,11 @@ class TurnDesk:
                 turns.orphaned(conn, dispatch, "interrupted_by_restart", now)
             return turns.unresolved(conn)
 
-        open_turns = await transact(self._store, recover)
+        if wait:
+            what = "settling the steps a restart cut off"
+            open_turns = await transact_until_written(self._store, recover, what=what)
+        else:
+            open_turns = await transact(self._store, recover)
         for turn in open_turns:
             await resumers[turn.backend](turn.turn_id)
         return len(open_turns)

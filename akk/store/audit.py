@@ -3,9 +3,11 @@
 Rows name the actor, the action, its outcome (``ok``, ``dispatched`` or a
 protocol reason code) and the ids it touched; ``detail`` holds small facts
 (a decision, how many answers), never an answer's text, a token or a screen.
-The table keeps the newest ``KEEP`` rows, so a peer that calls without end
-cannot grow it without bound; retention (`akk.store.retention`) also deletes
-rows older than its cutoff, and leaves one ``prune`` line per record it deletes.
+The table keeps the newest ``KEEP`` rows of each actor, so a peer that calls
+without end can neither grow it without bound nor push out another's trail (a
+flood of refused calls once emptied the whole table of everyone else's rows);
+retention (`akk.store.retention`) also deletes rows older than its cutoff, and
+leaves one ``prune`` line per record it deletes.
 
 A record's trail (``of_turn``) holds what its owner did, and what others did
 to it with the right to (the operator, AKK itself): a call refused to another
@@ -22,7 +24,7 @@ from typing import Any
 import apsw
 
 KEEP = 100_000
-"""Rows kept; older ones are deleted as new ones arrive."""
+"""Rows kept per actor; its older ones are deleted as its new ones arrive."""
 MAX_STORED_CHARS = 96
 """Longest string a row keeps; a longer one is cut and ends in "…"."""
 
@@ -47,7 +49,16 @@ def record(
         "detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         (at, *(None if value is None else stored(value) for value in row), facts),
     )
-    conn.execute("DELETE FROM audit WHERE audit_id <= last_insert_rowid() - ?", (KEEP,))
+    _trim(conn, stored(actor))
+
+
+def _trim(conn: apsw.Connection, actor: str) -> None:
+    """Delete ``actor``'s rows older than its newest ``KEEP`` (one, as each row arrives)."""
+    conn.execute(
+        "DELETE FROM audit WHERE actor = ?1 AND audit_id <= (SELECT audit_id FROM audit "
+        "WHERE actor = ?1 ORDER BY audit_id DESC LIMIT 1 OFFSET ?2)",
+        (actor, KEEP),
+    )
 
 
 def record_pruned(

@@ -2,7 +2,8 @@
 
 A record (a Turn or a Watch, both rows of ``turns``) may go once it ended: it
 settled (``done``, ``failed``, ``cancelled``, ``stalled``, ``timed_out``), or it
-is a Watch its owner unwatched before its task settled. It and its notifications
+is a Watch its owner unwatched before its task settled, or a Turn its owner
+closed before it settled (nothing follows it any more). It and its notifications
 have not changed since the cutoff, and nothing of it is still owed or unproven:
 
 - no notification is ``pending`` or ``delivering`` (each was acked, withdrawn,
@@ -14,7 +15,8 @@ have not changed since the cutoff, and nothing of it is still owed or unproven:
 It goes with its notifications, dispatches, offers, interactions, invocations
 and audit rows, and leaves one compact ``prune`` audit line and a tombstone
 (id → outcome, settled and pruned dates; an unwatched Watch's outcome is
-``unwatched``, its date the unwatch) that `lookup` answers by. A retired
+``unwatched``, its date the unwatch; a Turn closed unsettled has ``closed``, its
+date the close) that `lookup` answers by. A retired
 session goes once nothing refers to it and it retired before the cutoff, a
 terminal once nothing refers to it and it was gone before the cutoff. Audit
 rows older than the cutoff go unless they belong to a record still kept; prune
@@ -108,9 +110,11 @@ class Tombstone:
     controller_id: str
     task_kind: str
     outcome: str
-    """Its state when pruned, or `UNWATCHED` for a Watch stopped before its task settled."""
+    """Its state when pruned, `UNWATCHED` for a Watch stopped before its task settled, or
+    `CLOSED` for a Turn closed before it settled."""
     settled_at: float
-    """When it settled (an unwatched Watch: when it was unwatched)."""
+    """When it settled (an unwatched Watch: when it was unwatched; a closed Turn: when it
+    was closed)."""
     pruned_at: float
 
 
@@ -126,14 +130,19 @@ _UNSETTLED_STAGES = _listed(
 UNWATCHED = "unwatched"
 """The outcome a tombstone gives a Watch its owner unwatched before its task settled."""
 
-_ENDED_AT = "coalesce(t.settled_at, t.unwatched_at)"
-"""When a prunable record ended: it settled, or else it was unwatched."""
+CLOSED = "closed"
+"""The outcome a tombstone gives a Turn its owner closed before it settled."""
+
+_ENDED_AT = "coalesce(t.settled_at, t.unwatched_at, t.closed_at)"
+"""When a prunable record ended: it settled, or else it was unwatched or closed."""
 
 _PRUNABLE = f"""
 SELECT t.turn_id FROM turns t
 WHERE t.updated_at < :cutoff
   AND ((t.settled_at < :cutoff AND t.state IN ({_SETTLED}))
        OR (t.unwatched_at < :cutoff AND t.task_kind = 'watch'
+           AND t.state <> '{TurnState.UNCERTAIN.value}')
+       OR (t.closed_at < :cutoff AND t.settled_at IS NULL
            AND t.state <> '{TurnState.UNCERTAIN.value}'))
   AND NOT EXISTS (SELECT 1 FROM notifications n WHERE n.turn_id = t.turn_id
                   AND (n.state IN ('pending', 'delivering') OR n.updated_at >= :cutoff))
@@ -233,8 +242,9 @@ def step(conn: apsw.Connection, plan: Plan) -> Counts:
         given = plan.args | {"ids": json.dumps(records)}
         buried = conn.execute(
             "SELECT turn_id, controller_id, client_request_id, task_kind, "
-            f"CASE WHEN settled_at IS NULL THEN '{UNWATCHED}' ELSE state END, "
-            "coalesce(settled_at, unwatched_at) "
+            f"CASE WHEN settled_at IS NOT NULL THEN state WHEN unwatched_at IS NOT NULL "
+            f"THEN '{UNWATCHED}' ELSE '{CLOSED}' END, "
+            "coalesce(settled_at, unwatched_at, closed_at) "
             "FROM turns WHERE turn_id IN (SELECT value FROM json_each(:ids))",
             given,
         ).fetchall()

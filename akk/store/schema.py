@@ -690,8 +690,16 @@ CREATE INDEX dispatches_by_terminal ON dispatches (terminal_id);
 CREATE INDEX interactions_by_terminal ON interactions (terminal_id);
 """
 
+# v12: the audit keeps its newest rows per actor (akk.store.audit), so one controller's
+# flood of refused calls never pushes out another's trail; retention also prunes a Turn
+# closed before it settled. The indexes find each actor's oldest rows, and closed Turns.
+_V12 = """
+CREATE INDEX audit_by_actor ON audit (actor, audit_id);
+CREATE INDEX turns_closed ON turns (closed_at) WHERE closed_at IS NOT NULL;
+"""
+
 MIGRATIONS: tuple[str, ...] = (
-    _V1, _V2, _V3, _V4, _V5 + _V5_INTERACTIONS, _V6, _V7, _V8, _V9, _V10, _V11
+    _V1, _V2, _V3, _V4, _V5 + _V5_INTERACTIONS, _V6, _V7, _V8, _V9, _V10, _V11, _V12
 )  # fmt: skip
 
 SCHEMA_VERSION = len(MIGRATIONS)
