@@ -6,16 +6,16 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 import trio
 
 from akk import cli
-from akk.backends.codex_app_server import schema
+from akk.backends.codex_app_server import prompts, schema
 from akk.backends.codex_app_server.rpc import (
     AppServer,
     ConnectionClosed,
@@ -27,6 +27,10 @@ from akk.backends.codex_app_server.rpc import (
 )
 from akk.cli import doctor
 from akk.discovery.process import start_ticks
+from akk.screen.fingerprint import IdMinter
+
+T = TypeVar("T")
+IDS = IdMinter(b"k" * 32)
 
 FAKE = Path(__file__).with_name("fake_app_server.py")
 QUICK = WireLimits(close_seconds=0.5, term_seconds=0.5, kill_seconds=5.0)
@@ -159,6 +163,21 @@ async def test_an_undrained_notification_buffer_closes_the_connection(
         ("fake/raw", {"text": "not json\n"}, "not JSON"),
         ("fake/raw", {"text": "[1, 2]\n"}, "not an object"),
         ("fake/raw", {"text": '{"id": 999, "result": {}}\n'}, "no request of ours"),
+        # Deeper than Python's parser goes (a RecursionError, which crashed the host).
+        ("fake/raw", {"text": "[" * 90_000 + "\n"}, "nested too deeply"),
+        ("fake/raw", {"text": '{"a": ' + "[" * 5_000 + "]" * 5_000 + "}\n"}, "nested too deep"),
+        # Python reads it, but later walks of it (fingerprints) could not: over the bound.
+        (
+            "fake/raw",
+            {"text": '{"id": "s", "method": "m", "params": ' + "[" * 900 + "]" * 900 + "}\n"},
+            "nested deeper than 200",
+        ),
+        (
+            "fake/raw",
+            {"text": '{"id": true, "method": "m", "params": {}}\n'},
+            "invalid or repeated",
+        ),
+        ("fake/raw", {"text": '{"id": true, "result": {}}\n'}, "an answer with an invalid id"),
     ],
 )
 async def test_a_misbehaving_peer_is_refused_and_reaped(
@@ -340,3 +359,51 @@ def test_akk_doctor_takes_codex_options(
     assert "codex-cli 0.155.1" in out and "(pinned)" in out
     assert "answers initialize in" in out
     assert status == 0, out
+
+
+async def test_an_answer_with_id_true_does_not_answer_request_1(tmp_path: Path) -> None:
+    """`initialize` is request 1, and JSON `true` is not 1 (though Python's `True == 1`): a
+    server answering it with id true is refused, so the start fails."""
+    liar = tmp_path / "liar"
+    liar.write_text(
+        f"#!{sys.executable}\nimport json, sys\nsys.stdin.readline()\n"
+        'print(json.dumps({"id": True, "result": {"userAgent": "x"}}), flush=True)\n'
+        "sys.stdin.readline()\n"
+    )  # fmt: skip
+    liar.chmod(0o755)
+    with trio.fail_after(20), pytest.raises(StartError, match="an answer with an invalid id"):
+        async with fake(liar, tmp_path, initialize_timeout=5):
+            pass
+
+
+def _nested(levels: int) -> Any:
+    return [_nested(levels - 1)] if levels else []
+
+
+def _deep_in_a_stack(frames: int, work: Callable[[], T]) -> T:
+    return work() if frames == 0 else _deep_in_a_stack(frames - 1, work)
+
+
+async def test_a_request_nested_to_the_bound_is_fingerprinted_deep_in_a_stack(
+    fake_bin: Path, tmp_path: Path
+) -> None:
+    """A request nested exactly `max_depth` deep is delivered; fingerprinting and projecting
+    it from far down a stack (500 frames more than here) cannot reach Python's recursion
+    limit. One level more is refused at the wire."""
+    method = "item/commandExecution/requestApproval"
+    levels = QUICK.max_depth - 3  # the body, its params, and the list nested in them
+    with trio.fail_after(20):
+        async with fake(fake_bin, tmp_path) as server:
+            params = {"threadId": "thr", "turnId": "t", "command": "ls", "x": _nested(levels)}
+            await server.request("fake/ask", {"method": method, "params": params}, timeout=5)
+            asked = await server.server_requests.receive()
+
+            def project() -> dict[str, Any]:
+                prompt = prompts.prompt_of(asked, generation=1, ids=IDS, turn_id="t")
+                assert prompt.seen.fingerprint == prompts.fingerprint(asked, 1)
+                return prompts.decision_result(prompt, "approve_once")
+
+            assert _deep_in_a_stack(500, project) == {"decision": "accept"}
+            params["x"] = _nested(levels + 1)
+            with pytest.raises(ConnectionClosed, match="nested deeper than 200"):
+                await server.request("fake/ask", {"method": method, "params": params}, timeout=5)

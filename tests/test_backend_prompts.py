@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from akk.backends.codex_app_server import prompts as codex
 from akk.backends.codex_app_server.prompts import (
     answers_result,
     decision_result,
@@ -23,10 +24,12 @@ from akk.backends.codex_app_server.prompts import (
     prompt_of,
 )
 from akk.backends.codex_app_server.rpc import ServerRequest
-from akk.protocol.errors import RpcError
+from akk.protocol.errors import Reason, RpcError
+from akk.protocol.redaction import MASK
 from akk.screen.fingerprint import IdMinter
 
 IDS = IdMinter(b"k" * 32)
+KEY = "ghp_" + "Zx9Qm3Lp7Rt2Vb8Nc1Kd" * 2
 
 EXEC: dict[str, Any] = {
     "kind": "command",
@@ -183,3 +186,103 @@ def test_the_same_request_in_another_process_or_with_another_id_is_another_inter
     assert _prompt(method, EXEC, request_id=8).interaction_id != base.interaction_id
     assert _prompt(method, EXEC, generation=2).interaction_id != base.interaction_id
     assert fingerprint(ServerRequest(7, method, EXEC), 1) == base.seen.fingerprint
+
+
+COMMAND = "item/commandExecution/requestApproval"
+BASE: dict[str, Any] = {"threadId": "thr", "turnId": "trn", "itemId": "i", "startedAtMs": 1}
+
+
+@pytest.mark.parametrize(
+    ("params", "detail", "refusal"),
+    [
+        # A network approval has no command: its host is what the controller approves.
+        (BASE | {"command": None,
+                 "networkApprovalContext": {"host": "api.example.net", "protocol": "https"}},
+         "network access to api.example.net (https)", None),
+        (BASE | {"command": "curl https://api.example.net",
+                 "networkApprovalContext": {"host": "api.example.net", "protocol": "https"}},
+         "network access to api.example.net (https)\ncurl https://api.example.net", None),
+        # Input to a running command: the request does not carry the input.
+        (BASE | {"command": None, "kind": "writeStdin"}, None, "the input is not in the request"),
+        (BASE | {"command": "python", "kind": "writeStdin"}, "python",
+         "the input is not in the request"),
+        (BASE | {"command": "ls", "kind": "humanCommand"}, "ls", "of a kind AKK does not know"),
+        (BASE | {"command": None}, None, "shows nothing to approve"),
+        (BASE | {"command": ""}, None, "shows nothing to approve"),
+        # A host that does not show whole (unreadable, cut, or redacted) is not approvable.
+        (BASE | {"command": None, "networkApprovalContext": {"protocol": "https"}}, None,
+         "does not show whole"),
+        (BASE | {"command": "ls", "networkApprovalContext": {"host": "h" * 3_000}},
+         f"network access to {'h' * 1_982}…[cut: 3,021 characters in all]",
+         "does not show whole"),
+        (BASE | {"command": "ls", "networkApprovalContext": {"host": KEY + ".example.net"}},
+         f"network access to {MASK}.example.net\nls", "does not show whole"),
+    ],
+)  # fmt: skip
+def test_a_command_approval_offers_approve_only_for_what_it_shows(
+    params: dict[str, Any], detail: str | None, refusal: str | None
+) -> None:
+    prompt = codex.prompt_of(ServerRequest(5, COMMAND, params), generation=1, ids=IDS, turn_id="t")
+    (question,) = prompt.projection["questions"]
+    assert question.get("detail") == detail
+    assert codex.decision_result(prompt, "reject") == {"decision": "decline"}
+    if refusal is None:
+        assert prompt.projection["decisions"] == ["approve_once", "reject"]
+        assert codex.decision_result(prompt, "approve_once") == {"decision": "accept"}
+        return
+    assert prompt.projection["state"] == "pending" and prompt.projection["decisions"] == ["reject"]
+    assert [option["role"] for option in question["options"]] == ["reject"]
+    with pytest.raises(RpcError, match=refusal) as refused:
+        codex.decision_result(prompt, "approve_once")
+    assert refused.value.reason is Reason.INVALID_PARAMS
+    assert "offers reject only" in refused.value.message
+
+
+def test_a_network_or_stdin_approval_says_what_it_asks() -> None:
+    network = BASE | {"command": None, "networkApprovalContext": {"host": "h", "protocol": "http"}}
+    stdin = BASE | {"command": None, "kind": "writeStdin"}
+    asked = [
+        codex.prompt_of(
+            ServerRequest(5, COMMAND, p), generation=1, ids=IDS, turn_id="t"
+        ).projection["questions"][0]["prompt"]
+        for p in (network, stdin, stdin | {"reason": "feed the REPL"})
+    ]
+    assert asked == ["Allow this network access?", "Write input to a running command?",
+                     "feed the REPL"]  # fmt: skip
+
+
+def test_a_file_change_granting_a_root_for_the_session_offers_reject_only() -> None:
+    """`grantRoot` asks to write under that root for the rest of the session: its accept is a
+    persistent grant. Reject (decline, once) stays, so the turn can go on without it."""
+    params = BASE | {"grantRoot": "/", "reason": "write outside the workspace"}
+    prompt = codex.prompt_of(
+        ServerRequest(5, "item/fileChange/requestApproval", params), generation=1, ids=IDS,
+        turn_id="t",
+    )  # fmt: skip
+    (question,) = prompt.projection["questions"]
+    assert question["detail"] == "/" and prompt.projection["decisions"] == ["reject"]
+    with pytest.raises(RpcError, match="persistent grant AKK never approves"):
+        codex.decision_result(prompt, "approve_once")
+    assert codex.decision_result(prompt, "reject") == {"decision": "decline"}
+
+
+@pytest.mark.parametrize("ids", [["q1", "q1"], ["q1", None], ["1", 1]])
+def test_questions_whose_ids_repeat_are_for_a_person(ids: list[Any]) -> None:
+    """Answers go back keyed by question id: with an id repeated (or none, or not text), two
+    answers would merge into one. As Claude's `repeated_question`."""
+    questions = [
+        {"id": qid, "header": f"H{n}", "question": f"Question {n}?", "options": [{"label": "A"}]}
+        for n, qid in enumerate(ids)
+    ]
+    request = ServerRequest(7, codex.QUESTIONS, {"threadId": "thr", "questions": questions})
+    prompt = codex.prompt_of(request, generation=1, ids=IDS, turn_id="t")
+    assert prompt.projection["state"] == "manual_required"
+    assert prompt.projection["manual_reason"] == "repeated_question"
+    answers = [
+        {"question_id": q["question_id"], "response_kind": "single_select",
+         "selected_option_ids": [q["options"][0]["option_id"]]}
+        for q in prompt.projection["questions"]
+    ]  # fmt: skip
+    with pytest.raises(RpcError) as refused:
+        codex.answers_result(prompt, answers, IDS)
+    assert refused.value.reason is Reason.MANUAL_REQUIRED

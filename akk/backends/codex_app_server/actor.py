@@ -170,6 +170,12 @@ class ThreadFacts:
     why: str = ""
 
 
+_NO_LONGER_ASKED = (
+    "the app-server no longer asks what this answer was for; nothing was sent. "
+    "Call status for the current interaction"
+)
+
+
 class BackendLost(Exception):
     """The app-server's connection closed under the host (its process exited or misbehaved)."""
 
@@ -399,28 +405,30 @@ class BackendActor(Actor[BackendMessage]):
     # -- answering a server request
 
     async def _answer(self, message: AnswerRequest) -> AnswerReceipt | Refusal:
-        """One answer: fence (the request is still pending, same fingerprint), reserve, send."""
+        """One answer: fence (the request is still pending, same fingerprint), reserve, send.
+
+        A store that cannot write refuses it (``internal``): a reservation that is not on
+        disk never reaches the app-server."""
         request = self._board.requests.get(message.request_id)
         if message.steer is not None:
             refused = self._steer_fence(message.steer, message.fingerprint)
             if refused is not None:
                 return refused
         elif request is None or fingerprint(request, self._board.generation) != message.fingerprint:
-            return Refusal(
-                Reason.PROMPT_CHANGED,
-                "the app-server no longer asks what this answer was for; nothing was sent. "
-                "Call status for the current interaction",
-            )
+            return Refusal(Reason.PROMPT_CHANGED, _NO_LONGER_ASKED)
         now = time.time()
 
-        reserved = await transact(
-            self._store,
-            lambda conn: reserve_answer(
-                conn, controller_id=message.controller_id, turn_id=message.turn_id,
-                interaction_id=message.interaction_id, offer_id=message.offer_id,
-                kind=message.kind, fingerprint=message.fingerprint, now=now,
-            ),
-        )  # fmt: skip
+        try:
+            reserved = await transact(
+                self._store,
+                lambda conn: reserve_answer(
+                    conn, controller_id=message.controller_id, turn_id=message.turn_id,
+                    interaction_id=message.interaction_id, offer_id=message.offer_id,
+                    kind=message.kind, fingerprint=message.fingerprint, now=now,
+                ),
+            )  # fmt: skip
+        except StoreUnwritable as exc:
+            return Refusal(Reason.INTERNAL, f"{exc.problem}, so nothing was sent; {exc.next_step}")
         if isinstance(reserved, Refusal):
             return reserved
         await faults.reached(Point.ANSWER_RESERVED)
@@ -430,6 +438,16 @@ class BackendActor(Actor[BackendMessage]):
             else:
                 assert request is not None
                 await self._app.respond(request, message.result)
+        except rpc.NotAwaited:
+            # Resolved (or its turn completed) while the answer was reserved: never written.
+            self._board.requests.pop(message.request_id, None)
+            await self._written(
+                lambda conn: dispatches.advance(
+                    conn, _fresh(conn, reserved), Stage.NOT_ACCEPTED, "no longer asked"
+                ),
+                what=f"answer {reserved.dispatch_id} not sent: the request was resolved",
+            )
+            return Refusal(Reason.PROMPT_CHANGED, _NO_LONGER_ASKED)
         except rpc.ErrorReply as exc:
             # The app-server's own refusal (its turn is no longer the active one): nothing
             # reached the agent.

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -158,6 +159,16 @@ class BackendBoard:
     def forget(self, native_turn_id: str) -> None:
         self.turns.pop(native_turn_id, None)
 
+    def keep_awaited(self, awaiting: Callable[[rpc.RequestId], bool]) -> None:
+        """Let go of the server requests that await no answer any more (resolved by the
+        app-server, or their turn completed): no prompt shows them, no answer is fenced
+        against them."""
+        moot = [request_id for request_id in self.requests if not awaiting(request_id)]
+        for request_id in moot:
+            del self.requests[request_id]
+        if moot:
+            self.seq += 1
+
     def track(self, thread_id: str, turn_id: str) -> NativeTurn:
         """The native turn ``turn_id`` of ``thread_id``, followed from now on."""
         found = self.turns.get(turn_id)
@@ -168,60 +179,131 @@ class BackendBoard:
         return found
 
     def apply(self, note: rpc.ServerNotification) -> None:
-        """Fold one notification into the board (unknown ones are ignored)."""
-        params = note.params if isinstance(note.params, dict) else {}
-        thread_id = params.get("threadId")
+        """Fold one notification into the board. Unknown ones are ignored; a known one of the
+        wrong shape is skipped and logged (its method and what was wrong, never its content)."""
+        fold = _FOLDS.get(note.method)
+        if fold is None:
+            return
+        why = fold(self, note.params) if isinstance(note.params, dict) else "params is no object"
+        if why is not None:
+            log.warning("app-server notification %s skipped: %s", note.method, why)
+
+    def _turn(self, params: dict[str, Any]) -> str | None:
+        """turn/started, turn/completed: the native turn's status, final message and error."""
+        thread_id, turn = params.get("threadId"), params.get("turn")
         if not isinstance(thread_id, str):
-            return
-        if note.method in ("turn/started", "turn/completed"):
-            turn = params.get("turn") or {}
-            native = self.track(thread_id, str(turn.get("id")))
-            native.status = str(turn.get("status", native.status))
-            native.final_message = final_message(turn.get("items")) or native.final_message
-            error = turn.get("error")
-            if isinstance(error, dict) and error.get("message"):
-                native.error = redact_head(str(error["message"]), 300)
-        elif note.method == "item/completed":
-            self._async_question(thread_id, params)
-            return
-        elif note.method == "thread/tokenUsage/updated":
-            turn_id = params.get("turnId")
-            usage = params.get("tokenUsage") or {}
-            total, last = usage.get("total"), usage.get("last")
-            if not (isinstance(turn_id, str) and isinstance(total, dict)):
-                return
-            native = self.track(thread_id, turn_id)
-            if native.settled:
-                return  # a replay of a finished turn's totals (thread/resume sends one)
-            if native.usage_start is None and isinstance(last, dict):
-                native.usage_start = {k: total.get(k, 0) - last.get(k, 0) for k in _USAGE_KEYS}
-            native.usage_total = {k: int(total.get(k, 0)) for k in _USAGE_KEYS}
-            if isinstance(last, dict):
-                native.context_tokens = int(last.get("totalTokens", 0))
-            window = usage.get("modelContextWindow")
-            native.context_window = window if isinstance(window, int) else native.context_window
-        else:
-            return
+            return "threadId is no text"
+        if not isinstance(turn, dict) or not isinstance(turn.get("id"), str):
+            return "turn is no object with a text id"
+        status, error = turn.get("status"), turn.get("error")
+        if status is not None and not isinstance(status, str):
+            return "turn.status is no text"
+        native = self.track(thread_id, turn["id"])
+        native.status = native.status if status is None else status
+        native.final_message = final_message(turn.get("items")) or native.final_message
+        if isinstance(error, dict) and isinstance(error.get("message"), str) and error["message"]:
+            native.error = redact_head(error["message"], 300)
+        self._moved(native)
+        return None
+
+    def _usage(self, params: dict[str, Any]) -> str | None:
+        """thread/tokenUsage/updated: the native turn's running totals."""
+        thread_id, turn_id = params.get("threadId"), params.get("turnId")
+        usage = params.get("tokenUsage")
+        if not (isinstance(thread_id, str) and isinstance(turn_id, str)):
+            return "threadId or turnId is no text"
+        if not isinstance(usage, dict):
+            return "tokenUsage is no object"
+        total, last = _counts(usage.get("total")), _counts(usage.get("last"))
+        window, context = usage.get("modelContextWindow"), _count(usage.get("last"), "totalTokens")
+        if total is None:
+            return "tokenUsage.total is no object of integer counts"
+        if (usage.get("last") is not None and (last is None or context is None)) or not (
+            window is None or _is_count(window)
+        ):
+            return "tokenUsage.last or modelContextWindow holds no integer counts"
+        native = self.track(thread_id, turn_id)
+        if native.settled:
+            return None  # a replay of a finished turn's totals (thread/resume sends one)
+        if native.usage_start is None and last is not None:
+            native.usage_start = {k: total[k] - last[k] for k in _USAGE_KEYS}
+        native.usage_total = total
+        native.context_tokens = context if last is not None else native.context_tokens
+        native.context_window = window if window is not None else native.context_window
+        self._moved(native)
+        return None
+
+    def _moved(self, native: NativeTurn) -> None:
         self.seq += 1
         native.seq = self.seq
 
-    def _async_question(self, thread_id: str, params: dict[str, Any]) -> None:
-        item, turn_id = params.get("item"), params.get("turnId")
-        if not (isinstance(item, dict) and isinstance(turn_id, str)):
-            return
+    def _async_question(self, params: dict[str, Any]) -> str | None:
+        """item/completed: an agent message delivered `async` that asks questions."""
+        thread_id, item, turn_id = params.get("threadId"), params.get("item"), params.get("turnId")
+        if not (isinstance(thread_id, str) and isinstance(item, dict)):
+            return "threadId is no text or item no object"
         asked = item.get("questions")
         if item.get("delivery") != "async" or not isinstance(asked, list) or not asked:
-            return
-        questions = tuple(
-            (str(q.get("title", "")), tuple(str(o) for o in q.get("options") or []))
-            for q in asked
-            if isinstance(q, dict)
+            return None  # any other item: nothing asked
+        questions = tuple(_question(q) for q in asked)
+        if not isinstance(turn_id, str) or not isinstance(item.get("id"), str):
+            return "turnId or item.id is no text"
+        if any(q is None for q in questions):
+            return "a question is no object with a text title and text options"
+        item_id = item["id"]
+        self.questions[item_id] = AsyncQuestion(
+            thread_id, turn_id, item_id, tuple(q for q in questions if q is not None)
         )
-        item_id = str(item.get("id"))
-        self.questions[item_id] = AsyncQuestion(thread_id, turn_id, item_id, questions)
         while len(self.questions) > KEPT_QUESTIONS:
             self.questions.popitem(last=False)
         self.seq += 1
+        return None
+
+
+_FOLDS: dict[str, Callable[[BackendBoard, dict[str, Any]], str | None]] = {
+    "turn/started": BackendBoard._turn,
+    "turn/completed": BackendBoard._turn,
+    "thread/tokenUsage/updated": BackendBoard._usage,
+    "item/completed": BackendBoard._async_question,
+}
+"""The notifications the board folds in, each by a method that says why it skipped one
+(None: folded, or nothing in it for the board)."""
+
+
+MAX_COUNT = 1 << 53
+"""Token counts above it are no counts (they would not fit the store's integers)."""
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < MAX_COUNT
+
+
+def _count(counts: object, key: str) -> int | None:
+    """``counts[key]`` (0 if absent), or None if ``counts`` is no object or it no integer."""
+    if not isinstance(counts, dict):
+        return None
+    value = counts.get(key, 0)
+    return value if _is_count(value) else None
+
+
+def _counts(counts: object) -> dict[str, int] | None:
+    """The usage counts in ``counts`` (absent ones 0), or None if any is no integer."""
+    found = {key: _count(counts, key) for key in _USAGE_KEYS}
+    if any(value is None for value in found.values()):
+        return None
+    return {key: value for key, value in found.items() if value is not None}
+
+
+def _question(question: object) -> tuple[str, tuple[str, ...]] | None:
+    """(title, option labels) of one async question, or None if it is of another shape."""
+    if not isinstance(question, dict):
+        return None
+    title, options = question.get("title", ""), question.get("options") or []
+    if not (isinstance(title, str) and isinstance(options, list)):
+        return None
+    if not all(isinstance(option, str) for option in options):
+        return None
+    return title, tuple(options)
 
 
 def final_message(items: object) -> str | None:
@@ -230,9 +312,12 @@ def final_message(items: object) -> str | None:
     texts = [
         item["text"]
         for item in items
-        if isinstance(item, dict) and item.get("type") == "agentMessage" and item.get("text")
+        if isinstance(item, dict)
+        and item.get("type") == "agentMessage"
+        and isinstance(item.get("text"), str)
+        and item["text"]
     ]
-    return str(texts[-1]) if texts else None
+    return texts[-1] if texts else None
 
 
 # -- messages

@@ -99,18 +99,27 @@ class BackendHost:
             await self._record_exit(ended)
 
     async def _pump(self, app: rpc.AppServer) -> None:
-        """Fold every notification and server request into the board, until the connection ends."""
+        """Fold every notification and server request into the board, until the connection ends.
+
+        The board holds only requests that still await an answer (`rpc.AppServer.awaiting`):
+        a request resolved, or whose turn completed, leaves it with the notification that
+        says so, and one settled before it was taken never joins it. Whichever of the two
+        channels is read first, the board ends as the connection says.
+        """
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._requests, app)
             async for note in app.notifications:
                 self.board.apply(note)
+                if note.method in rpc.SETTLING:
+                    self.board.keep_awaited(app.awaiting)
         raise BackendLost(app.closed_reason or "the app-server's notifications ended")
 
     async def _requests(self, app: rpc.AppServer) -> None:
-        # Bounded by the connection: at most Limits.server_requests are unanswered.
+        # Bounded by the connection: at most Limits.server_requests await an answer.
         async for request in app.server_requests:
-            self.board.requests[request.id] = request
-            self.board.seq += 1
+            if app.awaiting(request.id):
+                self.board.requests[request.id] = request
+                self.board.seq += 1
 
     async def _record_exit(self, ended: rpc.Exit) -> None:
         detail = {

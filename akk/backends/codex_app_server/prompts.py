@@ -12,6 +12,14 @@ request without the list: the version's one-time decisions), and never a
 persistent one (`acceptForSession`, execpolicy or network amendments).
 `approve_once` is `accept`; `reject` is `decline`, else `cancel`. A question
 marked `isSecret` is `manual_required`: AKK never relays secret input.
+
+A controller approves only what it was shown (`detail`): a command approval with
+no command to show (input written to a running command, whose text the request
+does not carry; a kind AKK does not know; nothing at all), one whose network host
+does not show whole, and a file change that grants writes under a root for the
+rest of the session (`grantRoot`: a persistent grant) offer `reject` only.
+Questions whose ids repeat are `manual_required` (`repeated_question`): their
+answers, keyed by id, could not say which is which.
 """
 
 from __future__ import annotations
@@ -41,11 +49,17 @@ from akk.protocol.projection import (
 from akk.protocol.text_check import check_text
 from akk.screen.fingerprint import Appearance, IdMinter
 
+COMMAND = "item/commandExecution/requestApproval"
+FILE_CHANGE = "item/fileChange/requestApproval"
 PERMISSIONS: Mapping[str, str] = {
-    "item/commandExecution/requestApproval": "Run this command?",
-    "item/fileChange/requestApproval": "Apply these file changes?",
+    COMMAND: "Run this command?",
+    FILE_CHANGE: "Apply these file changes?",
 }
 QUESTIONS = "item/tool/requestUserInput"
+
+_STDIN = "writeStdin"
+_ASKS: Mapping[str, str] = {_STDIN: "Write input to a running command?"}
+_NETWORK_ASKS = "Allow this network access?"
 
 _ONE_TIME = ("accept", "decline", "cancel")
 """Wire decisions that decide this request only; everything else persists."""
@@ -83,8 +97,10 @@ class BackendPrompt:
     questions: tuple[Mapping[str, Any], ...] = ()
     running: bool = True
     """An async question's turn still runs (its answer can join it)."""
-    unseen: bool = False
-    """A permission whose command shows nothing (`shows_nothing`): approve is not offered."""
+    unapprovable: str | None = None
+    """Why `approve_once` is not offered though the request may list `accept`: the controller
+    was not shown what it would approve, or it is a persistent grant (None: it is offered
+    if listed). The refusal's message."""
 
     @property
     def interaction_id(self) -> str:
@@ -120,16 +136,23 @@ def prompt_of(
         seen=seen,
     )
     if request.method in PERMISSIONS:
-        projection, decisions, unseen = _permission(request.method, params, seen, ids, turn_id)
+        projection, decisions, unapprovable = _permission(
+            request.method, params, seen, ids, turn_id
+        )
         return make(
             kind=InteractionKind.PERMISSION,
             projection=projection,
             decisions=decisions,
-            unseen=unseen,
+            unapprovable=unapprovable,
         )
     if request.method == QUESTIONS:
-        questions = tuple(q for q in params.get("questions") or [] if isinstance(q, dict))
+        listed = params.get("questions")
+        questions = (
+            tuple(q for q in listed if isinstance(q, dict)) if isinstance(listed, list) else ()
+        )
         projection = _questionnaire(questions, seen, ids, turn_id)
+        if projection["state"] != "manual_required" and _repeated(questions):
+            projection |= {"state": "manual_required", "manual_reason": "repeated_question"}
         return make(kind=InteractionKind.QUESTIONNAIRE, projection=projection, questions=questions)
     projection = backend_projection(
         InteractionKind.CONFIRMATION, seen, ids, agent="codex", turn_id=turn_id, questions=[]
@@ -225,8 +248,8 @@ def decision_result(prompt: BackendPrompt, value: str) -> dict[str, Any]:
             "with respond_interaction",
         )
     wire = prompt.decisions.get(value)
-    if wire is None and value == "approve_once" and prompt.unseen:
-        raise unseen_refusal("the command")
+    if wire is None and value == "approve_once" and prompt.unapprovable is not None:
+        raise RpcError(Reason.INVALID_PARAMS, prompt.unapprovable)
     if wire is None:
         raise RpcError(
             Reason.MANUAL_REQUIRED,
@@ -244,6 +267,8 @@ def answers_result(
         prompt, answers, ids, lambda index, answer: _one(prompt, index, answer, ids)
     )
     wire = {str(prompt.questions[i].get("id")): {"answers": values} for i, values in given.items()}
+    # A prompt whose ids repeat is manual (`_repeated`): `each_answer` refused it already.
+    assert len(wire) == len(given), "answers of repeated question ids"
     return {"answers": wire}
 
 
@@ -291,14 +316,12 @@ def _decisions(params: Mapping[str, Any]) -> dict[str, str]:
 
 def _permission(
     method: str, params: Mapping[str, Any], seen: Appearance, ids: IdMinter, turn_id: str | None
-) -> tuple[dict[str, Any], dict[str, str], bool]:
+) -> tuple[dict[str, Any], dict[str, str], str | None]:
     """The permission's projection, the one-time decisions it offers (wire values), and
-    whether its command shows nothing (then approve is not among them)."""
+    why approve is not among them though listed (None: it is, if listed)."""
     decisions = _decisions(params)
-    detail = _text(params.get("command")) or _text(params.get("grantRoot"))
-    shown = backend_text(detail, "detail") if detail else None
-    unseen = detail is not None and shown is not None and shows_nothing(shown, detail)
-    if unseen:
+    shown, unapprovable = (_file_change if method == FILE_CHANGE else _command)(params)
+    if unapprovable is not None:
         decisions.pop("approve_once", None)
     labels = {"approve_once": ("Yes", OptionRole.APPROVE_ONCE), "reject": ("No", OptionRole.REJECT)}
     options = [
@@ -309,7 +332,7 @@ def _permission(
     question: dict[str, Any] = {
         "question_id": ids.question_id(seen, 0),
         "header": "Permission",
-        "prompt": backend_text(_text(params.get("reason")) or PERMISSIONS[method], "prompt"),
+        "prompt": backend_text(_text(params.get("reason")) or _asks(method, params), "prompt"),
         "required": True,
         "response_kind": ResponseKind.CONFIRM.value,
         "options": options,
@@ -324,7 +347,80 @@ def _permission(
     projection["decisions"] = [d for d in ("approve_once", "reject") if d in decisions]
     if not decisions:
         projection |= {"state": "manual_required", "manual_reason": "no_one_time_decision"}
-    return projection, decisions, unseen
+    return projection, decisions, unapprovable
+
+
+def _asks(method: str, params: Mapping[str, Any]) -> str:
+    """What a permission without its own `reason` asks."""
+    if method == COMMAND and params.get("networkApprovalContext") is not None:
+        return _NETWORK_ASKS
+    if method == COMMAND:
+        return _ASKS.get(str(params.get("kind")), PERMISSIONS[method])
+    return PERMISSIONS[method]
+
+
+def _command(params: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """A command approval's `detail` (its network access first, then its command), and why
+    `approve_once` is not offered (None: it may be)."""
+    kind = params.get("kind")
+    kind = "command" if kind is None else kind  # absent on servers older than the field
+    command = _text(params.get("command")) or None
+    context = params.get("networkApprovalContext")
+    network = None if context is None else _network(context)
+    detail = "\n".join(line for line in (network, command) if line) or None
+    shown = backend_text(detail, "detail") if detail is not None else None
+    if kind == _STDIN:
+        return shown, (
+            "this request writes input to a running command, and the input is not in the "
+            "request, so AKK cannot show it; AKK offers reject only"
+        )
+    if kind != "command":
+        return shown, (
+            "this command approval is of a kind AKK does not know, so it cannot say what "
+            "approving grants; AKK offers reject only"
+        )
+    if context is not None and (network is None or shown is None or not shown.startswith(network)):
+        return shown, (
+            "the network access this request asks for does not show whole in `detail` "
+            "(unreadable, too long, or redacted), so AKK offers reject only"
+        )
+    if detail is None or shown is None:
+        return None, "this request shows nothing to approve (no command), so AKK offers reject only"
+    if shows_nothing(shown, detail):
+        return shown, unseen_refusal("the command").message
+    return shown, None
+
+
+def _network(context: object) -> str | None:
+    """The line saying which network access a command approval asks for (None: unreadable)."""
+    if not isinstance(context, dict) or not _text(context.get("host")):
+        return None
+    protocol = _text(context.get("protocol"))
+    return f"network access to {context['host']}" + (f" ({protocol})" if protocol else "")
+
+
+def _file_change(params: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """A file change approval's `detail` (the root it would grant), and why `approve_once`
+    is not offered (None: it may be).
+
+    With `grantRoot`, `accept` lets the agent write under that root for the rest of the
+    session, not this change only: a persistent grant, which AKK never offers. Reject
+    (`decline`) stays: it refuses this request once, and the turn goes on without the grant.
+    """
+    root = _text(params.get("grantRoot"))
+    if root is None:
+        return None, None
+    return backend_text(root, "detail"), (
+        "this request also grants writes under its root (`detail`) for the rest of the "
+        "session, a persistent grant AKK never approves; AKK offers reject only"
+    )
+
+
+def _repeated(questions: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether answers keyed by question id could not say which is which: an id repeats,
+    or one is no text."""
+    keys = [q.get("id") for q in questions]
+    return len(set(map(str, keys))) != len(keys) or not all(isinstance(k, str) for k in keys)
 
 
 def _questionnaire(

@@ -4,12 +4,18 @@ The wire is newline-delimited JSON on the process's stdin and stdout. `open_app_
 starts the process, performs `initialize` and the `initialized` notification, and
 yields an `AppServer`; leaving the block closes it (see `AppServer.aclose`).
 
-Everything the peer can make us hold is bounded: one line (`WireLimits.max_line_bytes`),
-buffered notifications and undelivered server requests, unanswered server requests,
-late answers to abandoned requests, and the stderr kept (a tail). Past a bound the
-connection is closed with a reason, never silently trimmed. A request is sent once:
-on timeout or a closed connection it raises, and whether the server acted on it is
-unknown to this module (the caller reconciles; it never retries).
+Everything the peer can make us hold is bounded: one line (`WireLimits.max_line_bytes`)
+and how deep its JSON nests (`max_depth`), buffered notifications and undelivered
+server requests, server requests awaiting an answer, late answers to abandoned
+requests, and the stderr kept (a tail). Past a bound the connection is closed with a
+reason, never silently trimmed. A request is sent once: on timeout or a closed
+connection it raises, and whether the server acted on it is unknown to this module
+(the caller reconciles; it never retries).
+
+A server request awaits an answer until it is answered, until the server says it is
+resolved (`serverRequest/resolved`), or, for one of a turn (`TURN_BOUND`), until that
+turn completes: only those awaiting count toward `WireLimits.server_requests`, and
+only those can be answered (`AppServer.awaiting`).
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ import os
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeGuard
 
 import attrs
 import trio
@@ -31,6 +37,21 @@ from akk.discovery import children, pipes
 from akk.discovery.process import start_ticks
 
 RequestId = int | str
+RESOLVED = "serverRequest/resolved"
+"""The server's notice that a server request needs no answer any more."""
+TURN_COMPLETED = "turn/completed"
+TURN_BOUND = frozenset(
+    {
+        "item/commandExecution/requestApproval",
+        "item/fileChange/requestApproval",
+        "item/permissions/requestApproval",
+        "item/tool/requestUserInput",
+    }
+)
+"""Server requests that belong to one turn (their params name it): its completion leaves
+them moot, as Codex's own client treats them. Any other awaits until answered or resolved."""
+SETTLING = frozenset({RESOLVED, TURN_COMPLETED})
+"""Notifications after which fewer server requests may await an answer."""
 Tap = Callable[[Message], None]
 """Sees every message both ways, sent before it is written, received before it is delivered.
 
@@ -43,10 +64,14 @@ class WireLimits:
     """Bounds on what one app-server connection holds, and how long closing may take."""
 
     max_line_bytes: int = 16 << 20
+    max_depth: int = 200
+    """How deep one message's arrays and objects may nest. Codex's own JSON parser stops at
+    128 (a tool's arguments), so no message of it nests much deeper; the bound keeps every
+    later walk of a message (fingerprints, receipts) far from Python's recursion limit."""
     notifications: int = 4096
     """Notifications received and not yet taken from `AppServer.notifications`."""
     server_requests: int = 64
-    """Server requests received and not yet answered."""
+    """Server requests awaiting an answer (see the module's docstring)."""
     abandoned: int = 256
     """Timed-out or cancelled requests whose late answer is recognised (then dropped)."""
     stderr_tail_bytes: int = 64 << 10
@@ -119,6 +144,11 @@ class RequestTimeout(AppServerError):
         self.request_id = request_id
 
 
+class NotAwaited(AppServerError):
+    """The server request awaits no answer (answered already, resolved by the server, its
+    turn completed, or not from this connection): nothing was sent."""
+
+
 class ErrorReply(AppServerError):
     """The app-server answered a request with a JSON-RPC error."""
 
@@ -163,7 +193,7 @@ class AppServer(pipes.Piped):
     _ids: itertools.count[int] = attrs.field(factory=lambda: itertools.count(1))
     _pending: dict[RequestId, _Pending] = attrs.field(factory=dict)
     _abandoned: OrderedDict[RequestId, str] = attrs.field(factory=OrderedDict)
-    _unanswered: dict[RequestId, str] = attrs.field(factory=dict)
+    _unanswered: dict[RequestId, ServerRequest] = attrs.field(factory=dict)
     _pipe: pipes.LinePipe = attrs.field(init=False)
     _exit: Exit | None = None
 
@@ -211,14 +241,21 @@ class AppServer(pipes.Piped):
             body["params"] = params
         await self._send(Message("client", "notification", method, body))
 
+    def awaiting(self, request_id: RequestId) -> bool:
+        """Whether server request ``request_id`` still awaits an answer (see the module)."""
+        return _is_id(request_id) and request_id in self._unanswered
+
     async def respond(self, request: ServerRequest, result: Any) -> None:
-        """Answer a server request with a result (each request once)."""
+        """Answer a server request with a result (each request once).
+
+        Raises NotAwaited (nothing sent) if it awaits no answer any more."""
         method = self._answering(request)
         body = {"id": request.id, "result": result}
         await self._send(Message("client", "result", method, body))
 
     async def respond_error(self, request: ServerRequest, code: int, message: str) -> None:
-        """Answer a server request with a JSON-RPC error (each request once)."""
+        """Answer a server request with a JSON-RPC error (each request once; NotAwaited as
+        `respond`)."""
         self._answering(request)
         body = {"id": request.id, "error": {"code": code, "message": message}}
         await self._send(Message("client", "error", request.method, body))
@@ -241,13 +278,13 @@ class AppServer(pipes.Piped):
         return self._exit
 
     def _answering(self, request: ServerRequest) -> str:
-        method = self._unanswered.pop(request.id, None)
-        if method is None:
-            raise AppServerError(
+        if not self.awaiting(request.id):
+            raise NotAwaited(
                 f"server request {request.id!r} ({request.method}) is not awaiting an answer "
-                "(answered already, or not from this connection)"
+                "(answered already, resolved by the app-server, its turn completed, or not "
+                "from this connection); nothing was sent"
             )
-        return method
+        return self._unanswered.pop(request.id).method
 
     def _abandon(self, request_id: RequestId, method: str) -> None:
         del self._pending[request_id]
@@ -288,8 +325,14 @@ class AppServer(pipes.Piped):
         except ValueError:
             self._pipe.fail("a line that is not JSON")
             return
+        except RecursionError:
+            self._pipe.fail("a line that is not JSON Python can read (nested too deeply)")
+            return
         if not isinstance(body, dict):
             self._pipe.fail("a JSON line that is not an object")
+            return
+        if _nests_deeper(line, body, self.limits.max_depth):
+            self._pipe.fail(f"a JSON line nested deeper than {self.limits.max_depth} (refused)")
             return
         method = body.get("method")
         if "id" in body and method is None and ("result" in body or "error" in body):
@@ -298,6 +341,8 @@ class AppServer(pipes.Piped):
             self._server_request(body, method)
         elif isinstance(method, str):
             self._tapped(Message("server", "notification", method, body))
+            if method in SETTLING:
+                self._settle(method, body.get("params"))
             if self._notify_send is not None:
                 self._deliver(self._notify_send, ServerNotification(method, body.get("params")))
         else:
@@ -306,7 +351,7 @@ class AppServer(pipes.Piped):
     def _answer(self, body: dict[str, Any]) -> None:
         request_id = body["id"]
         kind: Kind = "error" if "error" in body else "result"
-        if not isinstance(request_id, int | str):
+        if not _is_id(request_id):
             self._pipe.fail("an answer with an invalid id")
             return
         pending = self._pending.pop(request_id, None)
@@ -333,16 +378,43 @@ class AppServer(pipes.Piped):
 
     def _server_request(self, body: dict[str, Any], method: str) -> None:
         request_id = body["id"]
-        if not isinstance(request_id, int | str) or request_id in self._unanswered:
-            self._pipe.fail(f"a server request with an invalid or repeated id {request_id!r}")
+        if not _is_id(request_id) or request_id in self._unanswered:
+            self._pipe.fail(f"a server request with an invalid or repeated id {request_id!r:.80}")
             return
         if len(self._unanswered) >= self.limits.server_requests:
             self._pipe.fail(f"over {self.limits.server_requests} server requests unanswered")
             return
         self._tapped(Message("server", "request", method, body))
-        self._unanswered[request_id] = method
+        request = self._unanswered[request_id] = ServerRequest(
+            request_id, method, body.get("params")
+        )
         if self._request_send is not None:
-            self._deliver(self._request_send, ServerRequest(request_id, method, body.get("params")))
+            self._deliver(self._request_send, request)
+
+    def _settle(self, method: str, params: object) -> None:
+        """A request the server resolved, or the requests of a turn that completed, await no
+        answer from now on (a notification of another shape settles nothing)."""
+        if not isinstance(params, dict):
+            return
+        if method == RESOLVED:
+            request_id = params.get("requestId")
+            if _is_id(request_id):
+                self._unanswered.pop(request_id, None)
+            return
+        turn, thread_id = params.get("turn"), params.get("threadId")
+        turn_id = turn.get("id") if isinstance(turn, dict) else None
+        if not (isinstance(turn_id, str) and isinstance(thread_id, str)):
+            return
+        moot = [
+            request.id
+            for request in self._unanswered.values()
+            if request.method in TURN_BOUND
+            and isinstance(request.params, dict)
+            and request.params.get("turnId") == turn_id
+            and request.params.get("threadId") == thread_id
+        ]
+        for request_id in moot:
+            del self._unanswered[request_id]
 
     def _tapped(self, message: Message) -> None:
         if self.tap is not None:
@@ -387,7 +459,8 @@ async def open_app_server(
             f"cannot start {os.fspath(binary)} app-server: {exc}; check --codex-bin"
         ) from exc
     notify_send, notify_receive = trio.open_memory_channel[ServerNotification](limits.notifications)
-    # Never full: at most `server_requests` are unanswered, and so undelivered.
+    # At most `server_requests` await an answer; one resolved before the host took it still
+    # holds its place until taken, and past the bound the connection closes (`_deliver`).
     request_send, request_receive = trio.open_memory_channel[ServerRequest](limits.server_requests)
     server = AppServer(
         process=process,
@@ -418,3 +491,27 @@ async def _initialize(server: AppServer, client_info: ClientInfo, timeout: float
         ) from exc
     server.initialize_seconds = trio.current_time() - server.started_at
     server.initialize_result = result
+
+
+def _is_id(value: object) -> TypeGuard[RequestId]:
+    """A JSON-RPC id as this module matches ids: a text or a true integer (JSON `true` is
+    not the id 1, though Python's `True == 1`)."""
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def _nests_deeper(line: bytes, body: dict[str, Any], limit: int) -> bool:
+    """Whether ``body`` (decoded from ``line``) nests arrays and objects over ``limit`` deep.
+
+    Walked without recursion, and only for a line with more than ``limit`` brackets (none
+    with fewer can nest that deep): an ordinary message costs two byte counts.
+    """
+    if line.count(b"[") + line.count(b"{") <= limit:
+        return False
+    stack: list[tuple[dict[str, Any] | list[Any], int]] = [(body, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = value.values() if isinstance(value, dict) else value
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
