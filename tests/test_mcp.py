@@ -153,17 +153,48 @@ async def test_bad_arguments_are_tool_errors_and_the_bridge_carries_on(
         assert structured(empty) == {"events": [], "dropped": 0}
 
 
-async def _start(live: LiveServer, token: str, *args: str) -> subprocess.CompletedProcess[str]:
-    """`akk mcp ARGS` with ``token`` as $AKK_TOKEN ("" for none), run to its end."""
+async def _start(
+    live: LiveServer, token: str, *args: str, stdin: str = ""
+) -> subprocess.CompletedProcess[str]:
+    """`akk mcp ARGS` with ``token`` as $AKK_TOKEN ("" for none) and ``stdin`` (the MCP
+    wire), run to its end."""
     env = {k: v for k, v in os.environ.items() if k != "AKK_TOKEN"}
     if token:
         env["AKK_TOKEN"] = token
     argv = [sys.executable, "-m", "akk", "mcp", *_state(live), *args]
     return await trio.to_thread.run_sync(
         lambda: subprocess.run(
-            argv, env=env, input="", capture_output=True, text=True, timeout=60, check=False
+            argv, env=env, input=stdin, capture_output=True, text=True, timeout=60, check=False
         )
     )
+
+
+async def test_a_wait_for_nan_seconds_is_a_tool_error_on_the_raw_wire(
+    live_server: LiveServer,
+) -> None:
+    """JSON's NaN (which the SDK's parser takes) passes the schema's bounds; it is refused
+    with a reason, as any bad argument, not raised as an untyped error."""
+
+    def wait(call_id: int, arguments: str) -> str:  # raw: json.dumps would not write NaN
+        name = json.dumps(WAIT_EVENTS)
+        return (
+            f'{{"jsonrpc":"2.0","id":{call_id},"method":"tools/call",'
+            f'"params":{{"name":{name},"arguments":{arguments}}}}}'
+        )
+
+    lines = [
+        json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}}),
+        json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        wait(2, '{"timeout_seconds":NaN}'),
+    ]  # fmt: skip
+    run = await _start(live_server, live_server.controllers["c1"], stdin="\n".join(lines) + "\n")
+    replies = {reply["id"]: reply for reply in map(json.loads, run.stdout.splitlines())}
+    refused = replies[2]["result"]
+    assert refused["isError"] and refused["structuredContent"]["reason"] == "invalid_params"
+    assert "timeout_seconds" in refused["content"][0]["text"]
+    assert "Traceback" not in run.stderr
 
 
 async def test_a_wrong_or_missing_credential_stops_the_start(

@@ -18,6 +18,7 @@ only answer a request, so it cannot wake a host.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import jsonschema
@@ -140,10 +141,13 @@ class Bridge:
                 f"{problem.message} (at {problem.json_path}); pass timeout_seconds "
                 f"(0 to 300) and max (1 to {WAIT_MAX_LIMIT}), or nothing",
             )
-        held = await self._buffer.wait(
-            arguments.get("max", WAIT_MAX_DEFAULT),
-            arguments.get("timeout_seconds", WAIT_TIMEOUT_DEFAULT),
-        )
+        timeout = arguments.get("timeout_seconds", WAIT_TIMEOUT_DEFAULT)
+        if not math.isfinite(timeout):  # JSON's NaN passes the schema's bounds
+            return results.failure(
+                "invalid_params",
+                f"timeout_seconds is {timeout}, not a number of seconds; pass 0 to 300",
+            )
+        held = await self._buffer.wait(arguments.get("max", WAIT_MAX_DEFAULT), timeout)
         return results.events(held, self._buffer.dropped)
 
     async def _list_resources(

@@ -92,7 +92,8 @@ class SessionCalls:
             lambda conn: self._decide(conn, request, terminals, verified)
         )
         if decision.action is policy.Action.WAIT:
-            raise _wait(decision)
+            mine = await self._ctx.reader.run(lambda conn: _holds(conn, decision, controller_id))
+            raise _wait(decision, mine)
         settings, now = self._ctx.settings, time.time()
 
         def reserve(conn: apsw.Connection) -> _Reserved:
@@ -109,7 +110,7 @@ class SessionCalls:
                 )
             decision = self._decide(conn, request, terminals, verified)
             if decision.action is policy.Action.WAIT:
-                raise _wait(decision)
+                raise _wait(decision, _holds(conn, decision, controller_id))
             current = sessions.current(conn, owner)
             if decision.action is policy.Action.RESUME:
                 assert current is not None
@@ -300,7 +301,27 @@ def _check_workspace(workspace: str, roots: tuple[str, ...], cwd: object) -> Non
     )
 
 
-def _wait(decision: policy.Decision) -> RpcError:
+def _holds(conn: apsw.Connection, decision: policy.Decision, controller_id: str) -> bool:
+    """Whether what a wait names (its Turn, else its session) is ``controller_id``'s own."""
+    if decision.turn_id is not None:
+        turn = turns.get(conn, decision.turn_id)
+        return turn is not None and turn.controller_id == controller_id
+    session = None if decision.session_id is None else sessions.get(conn, decision.session_id)
+    return session is not None and session.controller_id == controller_id
+
+
+def _wait(decision: policy.Decision, mine: bool) -> RpcError:
+    """The refusal of a send that must wait. It names the Turn to wait for or reconcile only
+    when that Turn is the caller's: another controller's ids are never disclosed."""
+    what = decision.reason.replace("_", " ")
+    if not mine:
+        return RpcError(
+            Reason.RECONCILE_REQUIRED,
+            f"nothing was started: {what}, held by another controller's Turn in this "
+            "workspace; send again once it has ended (its owner, or the operator with "
+            "`akk list`, can see it)",
+            data={"session_decision": decision.public()},
+        )
     target = decision.turn_id or decision.session_id
     if decision.reason in ("thread_busy", "workspace_busy"):
         step = f"wait for turn {target}'s outcome (or cancel it), then send again"
@@ -308,7 +329,7 @@ def _wait(decision: policy.Decision) -> RpcError:
         step = f"call recover {{turn_id: {target!r}}} to reconcile it, then send again"
     return RpcError(
         Reason.RECONCILE_REQUIRED,
-        f"nothing was started: {decision.reason.replace('_', ' ')}; {step}",
+        f"nothing was started: {what}; {step}",
         data={"session_decision": decision.public() | {"turn_id": decision.turn_id}},
     )
 

@@ -273,6 +273,19 @@ async def test_a_busy_thread_waits_cancel_interrupts_and_the_thread_goes_on(
             assert (decision["action"], decision["reason"]) == ("wait", reason)
             assert decision["turn_id"] == slow["turn_id"]
             assert slow["turn_id"] in wait.value.message
+        # Another controller in the same workspace waits too, and is never told whose Turn
+        # holds it (neither its id nor its session's).
+        with pytest.raises(AkkError) as theirs:
+            await lab.other.call("send", lab.send(ECHO_TASK, request_id="busy-other"))
+        assert theirs.value.reason == "reconcile_required"
+        assert theirs.value.data["session_decision"] == {
+            "action": "wait",
+            "reason": "workspace_busy",
+        }
+        assert "another controller's Turn" in theirs.value.message
+        assert slow["turn_id"] not in str(theirs.value) and slow["session_id"] not in str(
+            theirs.value
+        )
         recovered = await ctl.call("recover", {"turn_id": slow["turn_id"]})
         assert recovered["supervised"] is True
         assert recovered["verification"]["invocation"]["dispatch"] == "accepted"
