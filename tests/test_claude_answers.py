@@ -26,7 +26,7 @@ from akk.backends.claude_headless import prompts, wire
 from akk.backends.claude_headless.actor import RunActor, RunMessage
 from akk.backends.claude_headless.answers import HeadlessAnswers, prompts_of, remember_asked
 from akk.backends.claude_headless.board import RunBoard
-from akk.backends.claude_headless.process import ClaudeProcess, ConnectionClosed
+from akk.backends.claude_headless.process import ClaudeProcess, ConnectionClosed, NotWritten
 from akk.backends.context import BackendContext
 from akk.faults import InjectedFault, Point
 from akk.protocol.errors import Reason, RpcError
@@ -57,8 +57,12 @@ class _Pipe:
 
     lines: list[bytes] = attrs.field(factory=list)
     broken: str | None = None
+    closed: str | None = None
+    """Closed before the line: it refuses it unwritten (`NotWritten`)."""
 
     async def send(self, line: bytes) -> None:
+        if self.closed is not None:
+            raise NotWritten(self.closed)
         if self.broken is not None:
             raise ConnectionClosed(self.broken)
         self.lines.append(line)
@@ -416,3 +420,48 @@ async def test_a_withdrawn_request_or_a_new_process_takes_no_answer(tmp_path: Pa
         with pytest.raises(RpcError) as respond:
             answers.check_respond(turn)
         assert respond.value.reason is Reason.INVALID_PARAMS
+
+
+RESULT = (
+    b'{"type":"result","subtype":"success","is_error":false,"result":"ok","session_id":"sid",'
+    b'"usage":{"input_tokens":1,"output_tokens":2}}'
+)
+
+
+async def test_an_answer_provably_never_written_is_not_accepted_not_uncertain(
+    tmp_path: Path,
+) -> None:
+    """The round ended (its input closed) between the fence and the write: the reserved
+    answer was never written, so it is not_accepted and the controller is told nothing was
+    sent; no response_uncertain."""
+    async with _lab(tmp_path) as lab:
+        lab.ask(_request("bash_allow"))
+        turn, answers = lab.turn, lab.answers
+        shown = await answers.shown(turn, OWNER)
+        assert shown is not None
+        lab.pipe.closed = "stdin is closed (the process is finishing)"
+        with pytest.raises(RpcError) as refused:
+            await answers.approve(turn, await lab.row(shown["interaction_id"]), OWNER, "reject")
+        assert refused.value.reason is Reason.PROMPT_CHANGED
+        assert "nothing was sent" in refused.value.message
+        (step,) = await lab.steps()
+        assert step.stage is Stage.NOT_ACCEPTED
+        assert await lab.events() == ["approval_required"]
+        assert lab.pipe.lines == []
+
+
+async def test_a_request_after_the_result_is_never_offered_nor_answered(tmp_path: Path) -> None:
+    async with _lab(tmp_path) as lab:
+        lab.ask(_request("bash_allow"))
+        turn, answers = lab.turn, lab.answers
+        shown = await answers.shown(turn, OWNER)
+        assert shown is not None
+        row = await lab.row(shown["interaction_id"])
+        lab.board.apply(wire.parse_line(RESULT))
+        lab.ask(_request("bash_deny"))  # after its result: the round is over
+        assert prompts_of(turn, lab.board, lab.ids) == []
+        assert await answers.shown(turn, OWNER) is None
+        with pytest.raises(RpcError) as over:
+            await answers.approve(turn, row, OWNER, "reject")
+        assert over.value.reason is Reason.PROMPT_CHANGED
+        assert await lab.steps() == [] and lab.pipe.lines == []

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from akk.backends.claude_headless import board as board_module
 from akk.backends.claude_headless import wire
 from akk.backends.claude_headless.board import RunBoard
 
@@ -57,3 +58,24 @@ async def test_a_withdrawn_request_leaves_the_board() -> None:
     assert board.alive
     board.closed = "claude closed its output"
     assert not board.alive
+
+
+def _asked(request_id: str) -> wire.ControlRequest:
+    return wire.ControlRequest(request_id, "can_use_tool", {"subtype": "can_use_tool"})
+
+
+async def test_a_board_holds_at_most_the_bound_of_requests_unanswered_and_asked() -> None:
+    board = RunBoard(generation=1)
+    for n in range(board_module.MAX_REQUESTS):
+        assert board.over_bound(_asked(f"r{n}")) is None
+        board.apply(_asked(f"r{n}"))
+    assert board.over_bound(_asked("r0")) is None  # asked again: the same request
+    over = board.over_bound(_asked("one-more"))
+    assert over is not None and f"over {board_module.MAX_REQUESTS}" in over
+    assert board.over_bound(wire.ControlCancel("r0")) is None
+    board.apply(wire.ControlCancel("r0"))
+    assert board.over_bound(_asked("one-more")) is None
+    # Asked and withdrawn, again and again: each is an interaction, so they count too.
+    board.asked = board_module.MAX_ASKED
+    over = board.over_bound(_asked("another"))
+    assert over is not None and f"over {board_module.MAX_ASKED}" in over

@@ -311,3 +311,64 @@ def test_a_manual_prompt_offers_no_answerable_ids() -> None:
     for prompt in (plan, repeated):
         assert prompt.projection["questions"] == []
         assert "decisions" not in prompt.projection
+
+
+def test_every_field_a_bash_approval_carries_is_shown_beside_its_command() -> None:
+    """approve_once sends the input back whole, so the detail shows every field of it: the
+    command, then the other fields as JSON (the sandbox flag included); the approval sends
+    exactly that input."""
+    bash = {"command": "ls", "dangerouslyDisableSandbox": True, "run_in_background": True}
+    request = {**_request("Bash", bash), "description": "list files"}
+    prompt = prompts.prompt_of("r1", request, generation=1, ids=IDS, turn_id=None)
+    (question,) = prompt.projection["questions"]
+    command, fields = question["detail"].split("\n\n")
+    assert command == "ls"
+    assert json.loads(fields) == {"dangerouslyDisableSandbox": True, "run_in_background": True}
+    assert prompt.projection["decisions"] == ["approve_once", "reject"]
+    sent = prompts.decision_response(prompt, "approve_once")
+    assert sent == {"behavior": "allow", "updatedInput": bash}
+
+
+def test_a_long_command_is_cut_but_the_fields_after_it_stay_whole() -> None:
+    command = "echo " + "lab " * 5_000
+    bash = {"command": command, "dangerouslyDisableSandbox": True}
+    prompt = prompts.prompt_of("r1", _request("Bash", bash), generation=1, ids=IDS, turn_id=None)
+    (question,) = prompt.projection["questions"]
+    head, fields = question["detail"].split("\n\n")
+    assert head.startswith("echo lab") and f"{len(command):,} characters in all" in head
+    assert json.loads(fields) == {"dangerouslyDisableSandbox": True}
+    assert prompt.projection["decisions"] == ["approve_once", "reject"]
+
+
+def test_the_request_s_own_description_is_not_shown_twice_but_another_is() -> None:
+    same = {**_request("Bash", {"command": "ls", "description": "list"}), "description": "list"}
+    other = {**_request("Bash", {"command": "ls", "description": "quiet"}), "description": "list"}
+    shown = [
+        prompts.prompt_of("r1", r, generation=1, ids=IDS, turn_id=None).projection["questions"][0]
+        for r in (same, other)
+    ]
+    assert [q["detail"] for q in shown] == ["ls", 'ls\n\n{"description": "quiet"}']
+
+
+def test_fields_too_long_to_show_whole_offer_reject_only() -> None:
+    bash = {"command": "ls", "env": "x" * 2_000, "dangerouslyDisableSandbox": True}
+    prompt = prompts.prompt_of("r1", _request("Bash", bash), generation=1, ids=IDS, turn_id=None)
+    assert prompt.projection["decisions"] == ["reject"]
+    (question,) = prompt.projection["questions"]
+    assert [o["role"] for o in question["options"]] == ["reject"]
+    with pytest.raises(RpcError, match="offers reject only") as refused:
+        prompts.decision_response(prompt, "approve_once")
+    assert refused.value.reason is Reason.INVALID_PARAMS
+    assert prompts.decision_response(prompt, "reject")["behavior"] == "deny"
+
+
+def test_a_long_input_of_another_tool_shows_its_other_fields_whole() -> None:
+    """As JSON, a long field before the path would cut the path off: the longest field is
+    shown by its head, every other whole."""
+    write = {"content": "line\n" * 2_000, "file_path": "/etc/cron.d/job"}
+    prompt = prompts.prompt_of("r1", _request("Write", write), generation=1, ids=IDS, turn_id=None)
+    (question,) = prompt.projection["questions"]
+    label, *_, fields = question["detail"].split("\n\n")
+    assert label.startswith('"content":\nline\nline')
+    assert json.loads(fields) == {"file_path": "/etc/cron.d/job"}
+    assert prompts.decision_response(prompt, "approve_once")["updatedInput"] == write

@@ -9,12 +9,16 @@ replayed here (`python -m tools.lab.headless_capture` records them).
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
+from types import FrameType
+from typing import cast
 
 import pytest
 
-from akk.backends.claude_headless import wire
+from akk.backends.claude_headless import prompts, wire
 from akk.evidence import Tokens
+from akk.screen.fingerprint import IdMinter
 from tools.lab import clients
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "claude_headless"
@@ -194,3 +198,53 @@ def test_a_user_message_can_carry_the_uuid_its_transcript_record_gets() -> None:
         "message": {"role": "user", "content": "hi"},
     }
     assert "uuid" not in json.loads(wire.user_message("hi"))
+
+
+def _nested(depth: int) -> bytes:
+    """A can_use_tool request whose input holds arrays nested so that the line is
+    ``depth`` levels deep in all (the line, its request and its input are three)."""
+    inner = "[" * (depth - 3) + "]" * (depth - 3)
+    return (
+        '{"type":"control_request","request_id":"r1","request":{"subtype":"can_use_tool",'
+        f'"tool_name":"Bash","input":{{"command":"ls","x":{inner}}},"tool_use_id":"t"}}}}'
+    ).encode()
+
+
+@pytest.mark.parametrize("opened", [b"[" * 200_000, b'{"type":"x","a":' + b"[" * 200_000])
+def test_a_line_nested_past_the_parser_s_limit_is_a_bad_line(opened: bytes) -> None:
+    """200 KB of `[` (closed or not) is a WireError, never a RecursionError."""
+    for line in (opened, opened + b"]" * 200_000 + b"}"):
+        with pytest.raises(wire.WireError) as caught:
+            wire.parse_line(line)
+        assert caught.value.reason in ("too_deep", "not_json")
+
+
+def test_a_line_deeper_than_the_bound_is_a_bad_line_and_one_at_it_is_typed() -> None:
+    at_bound = wire.parse_line(_nested(wire.MAX_DEPTH))
+    assert isinstance(at_bound, wire.ControlRequest)
+    for depth in (wire.MAX_DEPTH + 1, 500):
+        with pytest.raises(wire.WireError) as caught:
+            wire.parse_line(_nested(depth))
+        assert caught.value.reason == "too_deep"
+
+
+def test_a_request_at_the_bound_is_fingerprinted_and_projected_deep_in_a_stack() -> None:
+    """What parse_line types can be walked again (json.dumps of a fingerprint, a detail)
+    with only a little of Python's recursion limit left."""
+    message = wire.parse_line(_nested(wire.MAX_DEPTH))
+    assert isinstance(message, wire.ControlRequest)
+
+    def project(levels: int) -> dict[str, object]:
+        if levels:
+            return project(levels - 1)
+        prompt = prompts.prompt_of(
+            message.request_id, message.request, generation=1, ids=IdMinter(b"k" * 32),
+            turn_id=None,
+        )  # fmt: skip
+        return prompt.projection
+
+    frames, frame = 0, cast(FrameType | None, sys._getframe())
+    while frame is not None:
+        frames, frame = frames + 1, frame.f_back
+    shown = project(sys.getrecursionlimit() - frames - 120)
+    assert shown["decisions"] == ["approve_once", "reject"]

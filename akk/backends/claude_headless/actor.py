@@ -10,7 +10,8 @@ one request at a time:
   fingerprint), reserved durably first (the offer consumed, a dispatch
   reserved), with the fault points `faults.CLAUDE_ANSWER_POINTS` from the
   reservation to the record; written once. A line that may have reached the process without
-  being recorded makes the answer `response_uncertain`; nothing is sent again.
+  being recorded makes the answer `response_uncertain`; nothing is sent again. A line
+  provably never written (its input had closed: the round ended) is `not_accepted`.
 - `Interrupt`: the protocol's interrupt (every pinned Claude has it).
 """
 
@@ -28,7 +29,7 @@ from akk import faults
 from akk.actors.store import transact, transact_until_written
 from akk.backends.claude_headless import prompts, wire
 from akk.backends.claude_headless.board import RunBoard
-from akk.backends.claude_headless.process import ClaudeProcess, ConnectionClosed
+from akk.backends.claude_headless.process import ClaudeProcess, ConnectionClosed, NotWritten
 from akk.backends.contract import AnswerReceipt, Refusal
 from akk.backends.offers import reserve_answer
 from akk.faults import Point
@@ -92,6 +93,7 @@ class RunActor(Actor[RunMessage]):
         if (
             request is None
             or not board.alive
+            or board.result is not None
             or prompts.fingerprint(request.request_id, request.request, board.generation)
             != message.fingerprint
         ):
@@ -115,6 +117,16 @@ class RunActor(Actor[RunMessage]):
         await faults.reached(Point.CLAUDE_ANSWER_RESERVED)
         try:
             await self._claude.send(wire.control_success(message.request_id, message.response))
+        except NotWritten as exc:
+            why = f"Claude's round ended before the answer was written ({exc.reason[:120]})"
+            await transact_until_written(
+                self._store,
+                lambda conn: dispatches.advance(
+                    conn, _fresh(conn, reserved), Stage.NOT_ACCEPTED, why
+                ),
+                what=f"answer {reserved.dispatch_id} not written",
+            )
+            return Refusal(Reason.PROMPT_CHANGED, f"{why}; nothing was sent. Call status")
         except ConnectionClosed as exc:
             why = f"the answer may not have reached Claude ({exc.reason[:120]})"
             return AnswerReceipt(await self._uncertain(reserved, why), False, why)
@@ -149,6 +161,8 @@ class RunActor(Actor[RunMessage]):
             return "the round already ended; nothing was sent"
         try:
             await self._claude.send(wire.interrupt(f"akk-interrupt-{uuid.uuid4()}"))
+        except NotWritten:
+            return "the Claude process of this Turn is ending; nothing was sent"
         except ConnectionClosed as exc:
             return f"the interrupt may not have reached Claude ({exc.reason[:120]})"
         self._board.interrupted = True

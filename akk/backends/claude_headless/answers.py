@@ -69,8 +69,9 @@ class Hosts(Protocol):
 
 
 def prompts_of(turn: Turn, board: RunBoard | None, ids: IdMinter) -> list[HeadlessPrompt]:
-    """The interactions ``turn``'s process asks now, oldest first (none once it settled)."""
-    if board is None or not board.alive or not turn.unresolved:
+    """The interactions ``turn``'s process asks now, oldest first (none once it settled, or
+    once the process wrote its `result`: its round is over)."""
+    if board is None or not board.alive or board.result is not None or not turn.unresolved:
         return []
     return [
         prompt_of(

@@ -3,9 +3,12 @@
 One process per round (docs/claude_headless.md): `dispatch` names the round
 before anything reaches a process (a new session's id, a uuid AKK chooses, and
 the user message's uuid are committed first; a resume passes `--resume` with
-the stored id), then starts its `RunHost` and follows the Turn. `history`
-gives the session policy Claude's binding facts; `confirm_ended` proves,
-read-only, that a settled round's process is gone.
+the stored id), then starts its `RunHost` and follows the Turn. A session the
+policy resumed whose transcript is gone is not started afresh under its id: its
+history is recorded `missing` and the Turn fails `history_missing`, nothing sent
+(the next send rebuilds). `history` gives the session policy Claude's binding
+facts; `confirm_ended` proves that a settled round's process is gone (ending
+one an earlier AKK left, as nobody can answer it).
 
 The interaction methods (`shown`, `approve`, `respond`, `still_asked`,
 `check_respond`) are `answers.HeadlessAnswers`, which it delegates to.
@@ -14,6 +17,7 @@ The interaction methods (`shown`, `approve`, `respond`, `still_asked`,
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 import uuid
@@ -27,7 +31,7 @@ from akk.actors.store import transact
 from akk.actors.turn import Tick
 from akk.backends.claude_headless import transcript
 from akk.backends.claude_headless.answers import HeadlessAnswers
-from akk.backends.claude_headless.follow import ClaudeFollower
+from akk.backends.claude_headless.follow import ClaudeFollower, end_orphan
 from akk.backends.claude_headless.host import RoundPlan, RunDesk
 from akk.backends.claude_headless.process import NewSession, Resume
 from akk.backends.claude_headless.setup import ClaudeSetup, refusal, rehashed
@@ -41,7 +45,9 @@ from akk.runtime.actor import ActorError
 from akk.sessions import policy
 from akk.store import qualifications, sessions, turns
 from akk.store.interactions import Interaction
-from akk.store.turns import Turn
+from akk.store.turns import Turn, TurnState
+
+log = logging.getLogger("akk.claude")
 
 START_TIMEOUT = 60.0
 """How long a dispatch waits for its process to take the user message."""
@@ -131,21 +137,24 @@ class ClaudeHeadless:
         message_uuid = str(uuid.uuid4())
         new_id = str(uuid.uuid4())
 
-        def name(conn: apsw.Connection) -> tuple[str, str]:
+        def name(conn: apsw.Connection) -> tuple[str, str, bool]:
             inv = sessions.invocation(conn, turn_id, round_)
             assert inv is not None, (turn_id, round_)
             session = sessions.get(conn, inv.session_id)
             assert session is not None
-            if session.thread_id is None:
+            resumed = session.thread_id is not None
+            if not resumed:
                 session = sessions.update(conn, session, thread_id=new_id)
             sessions.update_invocation(conn, inv, native_turn_id=message_uuid)
             assert session.thread_id is not None
-            return session.thread_id, session.workspace
+            return session.thread_id, session.workspace, resumed
 
-        session_id, cwd = await transact(self._store, name)
+        session_id, cwd, resumed = await transact(self._store, name)
         file = transcript.path(setup.config_dir, cwd, session_id)
         size = await trio.to_thread.run_sync(_size, file)
-        start = NewSession(session_id) if size is None else Resume(session_id)
+        if resumed and size is None:
+            return await self._history_missing(turn)
+        start = Resume(session_id) if resumed else NewSession(session_id)
         plan = RoundPlan(
             turn_id=turn_id, round=round_, start=start, cwd=cwd, text=text,
             message_uuid=message_uuid, transcript_start=size or 0,
@@ -165,19 +174,57 @@ class ClaudeHeadless:
         assert fresh is not None
         return fresh
 
+    async def _history_missing(self, turn: Turn) -> Turn:
+        """The policy resumed a session whose transcript is gone: nothing is started (a
+        fresh conversation under its id would lose its history unsaid). The session's
+        history is `missing`, so the next send rebuilds it; the Turn fails, nothing sent."""
+        turn_id, round_, now = turn.turn_id, turn.round, time.time()
+        why = (
+            "the session's transcript is gone, so Claude cannot resume it; nothing was sent. "
+            "Send again: AKK will rebuild the session (pass a handoff so the new one knows "
+            "the task)"
+        )
+
+        def fail(conn: apsw.Connection) -> Turn:
+            inv = sessions.invocation(conn, turn_id, round_)
+            fresh = turns.get(conn, turn_id)
+            assert inv is not None and fresh is not None
+            sessions.update_invocation(
+                conn, inv, dispatch=policy.Dispatch.NOT_SENT, outcome="failed", outcome_at=now,
+                cleanup="confirmed", cleanup_at=now,
+            )  # fmt: skip
+            session = sessions.get(conn, inv.session_id)
+            if session is not None:
+                sessions.update(conn, session, history=policy.History.MISSING)
+            return turns.settle(
+                conn, fresh, TurnState.FAILED, now=now, reason="history_missing", summary=why
+            )
+
+        log.warning("turn %s: its session's transcript is gone; nothing was sent", turn_id)
+        return await transact(self._store, fail)
+
     async def confirm_ended(self, turn: Turn, invocation: sessions.InvocationRow) -> str:
-        """The settled round's process is gone (this run's host ended, or its pid is
-        another process now): its cleanup is confirmed. settled, running or unknown."""
+        """The settled round's process is gone (this run's host ended it, or its pid is
+        another process now): its cleanup is confirmed. settled, running or unknown.
+
+        A process this run holds is wound down (`RunHost.wind_down`: it ends within its
+        grace and the ladder); one an earlier AKK left is ended now (nobody can answer it).
+        """
         host = self._runs.host(turn.turn_id)
         if host is not None and host.board.exit is None:
+            host.wind_down("its Turn settled")
             return "running"
         try:
             facts = json.loads(turn.evidence or "{}")
         except ValueError:
             return "unknown"
+        if host is None and not await end_orphan(facts, turn.turn_id):
+            return "running"
         pid, ticks = facts.get("pid"), facts.get("start_ticks")
         if isinstance(pid, int) and isinstance(ticks, int) and start_ticks(pid) == ticks:
             return "running"
+        if host is not None:
+            self._runs.forget(turn.turn_id)
         now = time.time()
 
         def confirm(conn: apsw.Connection) -> None:

@@ -13,6 +13,14 @@ import trio
 from akk.backends.claude_headless import wire
 from akk.backends.claude_headless.process import Exit
 
+MAX_REQUESTS = 64
+"""Control requests one process may have unanswered at once (as the app-server's
+connection allows its server requests); one more ends the process (`over_bound`)."""
+
+MAX_ASKED = 4096
+"""Control requests one process may ask over its round (asked, withdrawn, asked again:
+each one a stored interaction); one more ends the process."""
+
 
 @attrs.define(eq=False)
 class RunBoard:
@@ -43,6 +51,10 @@ class RunBoard:
     failed_to_start: str | None = None
     unsent: str | None = None
     """Why the round's line was never written (the store could not mark it sent first)."""
+    bound: str | None = None
+    """Which bound on what it may make AKK hold the process broke (AKK ended it then)."""
+    asked: int = 0
+    """Control requests the process asked so far (`MAX_ASKED`)."""
     last_activity: float = attrs.field(factory=trio.current_time)
     seq: int = 0
     """Moves on with every line (a follower's wake-up)."""
@@ -54,6 +66,7 @@ class RunBoard:
             case wire.Init():
                 self.init = message
             case wire.ControlRequest():
+                self.asked += message.request_id not in self.requests
                 self.requests[message.request_id] = message
             case wire.ControlCancel(request_id):
                 self.requests.pop(request_id, None)
@@ -67,6 +80,17 @@ class RunBoard:
             case _:
                 pass
         self.touch()
+
+    def over_bound(self, message: wire.Message) -> str | None:
+        """Why folding ``message`` in would hold more than a process may make AKK hold
+        (`MAX_REQUESTS`, `MAX_ASKED`); None: it may be applied."""
+        if not isinstance(message, wire.ControlRequest) or message.request_id in self.requests:
+            return None
+        if len(self.requests) >= MAX_REQUESTS:
+            return f"Claude asked over {MAX_REQUESTS} control requests without waiting for answers"
+        if self.asked >= MAX_ASKED:
+            return f"Claude asked over {MAX_ASKED} control requests in one round"
+        return None
 
     def touch(self) -> None:
         """Something happened: wake whoever waits on `changed`."""

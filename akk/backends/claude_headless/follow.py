@@ -13,7 +13,11 @@ session's own transcript (`transcript.py`) otherwise:
   `failed`; the session's history stays in its transcript, so the next send
   resumes it;
 - no activity for the inactivity window -> stalled; past the lifetime ->
-  timed_out (both interrupt best effort first);
+  timed_out (both interrupt best effort first, and the process is ended if it
+  writes no result within `Limits.interrupt_seconds`: `RunHost.wind_down`);
+- a process that broke a bound (`RunBoard.over_bound`: AKK ended it) -> failed
+  `too_many_requests`; one that ignored the owner's cancel and was ended ->
+  cancelled;
 - no board in this run of AKK (it restarted): a process an earlier AKK left is
   ended (nobody can answer it), then the transcript decides, read-only: a
   settled round records its real outcome, a round not in the transcript is
@@ -92,16 +96,18 @@ class ClaudeFollower(Attached):
         """The board, when there is one, is this run's own witness; else the transcript."""
 
     async def before_deadline(self) -> None:
+        """Interrupt the round best effort; the process ends either way (`wind_down`):
+        nobody follows it once the Turn settles."""
         host = self._desk.host(self._turn_id)
         if host is not None and host.board.alive:
             with suppress(ActorError):
                 await host.ref.ask(Interrupt(), timeout=ASK_TIMEOUT)
+            host.wind_down("its Turn reached a deadline")
 
     def settling(self, conn: apsw.Connection, fresh: Turn, state: TurnState, now: float) -> None:
         host = self._desk.host(fresh.turn_id)
-        sessions.settle_invocation(
-            conn, fresh.turn_id, fresh.round, state, now, cleanup=host is None
-        )
+        gone = host is None or (host.board.exit is not None and host.board.exit.reaped)
+        sessions.settle_invocation(conn, fresh.turn_id, fresh.round, state, now, cleanup=gone)
 
     # -- following
 
@@ -162,6 +168,22 @@ class ClaudeFollower(Attached):
             return False
         if board.closed is not None and board.exit is not None:
             code = board.exit.returncode
+            if board.bound is not None:
+                await self._settle(
+                    TurnState.FAILED, "too_many_requests",
+                    f"{redact_head(board.bound, 200)}, so AKK ended its process (a bound on what "
+                    "a process may make AKK hold); its session's history is kept, so the next "
+                    "send resumes it", outcome="failed", cleanup=True,
+                )  # fmt: skip
+                return False
+            if self._cancelled:
+                await self._settle(
+                    TurnState.CANCELLED, None,
+                    "the task was interrupted; Claude's process ended without a result (AKK "
+                    "ends one that does not stop after the interrupt)", outcome="cancelled",
+                    cleanup=True,
+                )  # fmt: skip
+                return False
             await self._settle(
                 TurnState.FAILED, "claude_exited",
                 f"the Claude process ended mid-turn (return code {code}); its session's "
@@ -233,7 +255,7 @@ class ClaudeFollower(Attached):
             facts = json.loads(turn.evidence or "{}")
         except ValueError:
             facts = {}
-        await _end_orphan(facts, turn.turn_id)
+        await end_orphan(facts, turn.turn_id)
         session_id, message_uuid = facts.get("session_id"), facts.get("message_uuid")
         config, cwd = facts.get("config_dir"), facts.get("cwd")
         if not all(isinstance(v, str) for v in (session_id, message_uuid, config, cwd)):
@@ -309,6 +331,7 @@ class ClaudeFollower(Attached):
         if refused is not None:
             return CancelResult(False, Reason.CONFLICT, refused)
         self._cancelled = True
+        host.wind_down("the owner cancelled the Turn")
         return CancelResult(True)
 
     # -- store
@@ -371,15 +394,18 @@ class ClaudeFollower(Attached):
         await self._control.settle(state, reason, summary, usage=usage, also=also, **changes)
 
 
-async def _end_orphan(facts: dict[str, Any], turn_id: str) -> None:
+async def end_orphan(facts: dict[str, Any], turn_id: str) -> bool:
     """The Claude an earlier AKK started for this round, if it outlived AKK: end it.
 
     Nobody can answer it any more (its pipes were that AKK's); its identity (pid and
-    start time) was stored with `maybe_sent`.
+    start time) was stored with `maybe_sent` (``facts``: the Turn's evidence). Returns
+    whether no such process is left.
     """
     pid, ticks = facts.get("pid"), facts.get("start_ticks")
     if not isinstance(pid, int) or not isinstance(ticks, int) or start_ticks(pid) != ticks:
-        return
+        return True
     log.warning("ending claude pid %d left by an earlier run (turn %s)", pid, turn_id)
     if not await children.end_orphan(pid, ticks):
         log.error("claude pid %d survived SIGKILL", pid)
+        return False
+    return True

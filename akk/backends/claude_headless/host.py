@@ -6,10 +6,13 @@ AKK chose and stored first; `--resume` with the stored id otherwise), records
 `maybe_sent` with the process's identity, writes the round's user message (named
 by the uuid stored in the reservation) once, records acceptance when Claude
 starts the invocation (`system/init` of that session), folds every line into
-the `RunBoard`, and runs the `RunActor`'s mailbox beside that pump. After the
-`result` it closes stdin, so Claude exits; however it ends, the process is
-reaped and its exit audited. Fault points `claude_*` mark every step that
-reaches the process.
+the `RunBoard`, and runs the `RunActor`'s mailbox beside that pump. The pump stops
+at the `result` (stdin closed: Claude exits), when Claude closes its output, at
+a bound it breaks (`RunBoard.over_bound`), or when `wind_down`'s grace after an
+interrupt or the Turn's deadline passes without a result. Then the process is
+ended on `Limits.ladder` (a grace to exit, SIGTERM, SIGKILL), always reaped, its
+exit audited, and a settled round's cleanup confirmed. Fault points `claude_*`
+mark every step that reaches the process.
 
 The `RunDesk` starts hosts under the backends supervisor and keeps each Turn's
 latest board for its follower and its answers.
@@ -98,10 +101,25 @@ class RunHost:
         """Set once the user line was written (or the round ended before it)."""
         self._store = store
         self._limits = limits or process.Limits()
+        self._pump = trio.CancelScope()
+        """Folds Claude's lines into the board; its deadline is `wind_down`'s."""
+        self._winding: str | None = None
 
     @property
     def key(self) -> str:
         return self.ref.name
+
+    def wind_down(self, why: str) -> None:
+        """Unless Claude ends its round (its `result`) within `Limits.interrupt_seconds`,
+        end the process (``why`` recorded as the reason its connection closed).
+
+        Called after an interrupt is written and whenever the Turn settles without the
+        process's result; an earlier deadline is kept. Never blocks.
+        """
+        deadline = trio.current_time() + self._limits.interrupt_seconds
+        if deadline < self._pump.deadline:
+            self._pump.deadline = deadline
+            self._winding = f"{why}, and no result came within {self._limits.interrupt_seconds} s"
 
     async def run(self) -> None:
         board, plan = self.board, self.plan
@@ -126,6 +144,7 @@ class RunHost:
             self.ref.close()
             self.written.set()
             board.touch()
+            self._wake()  # its outcome waits for the exit
 
     async def _serve(self, claude: process.ClaudeProcess) -> None:
         board, plan = self.board, self.plan
@@ -149,18 +168,37 @@ class RunHost:
         incarnation = Incarnation(self.ref, actor)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(incarnation.run)
+            ended = await self._fold(claude)
+            board.closed = claude.closed_reason or ended
+            board.touch()
+            incarnation.stop()
+
+    async def _fold(self, claude: process.ClaudeProcess) -> str:
+        """Fold Claude's lines into the board until its round ends; returns why it stopped.
+
+        Nothing after the `result` is folded in (a request then is never offered): the
+        round is over, its process is ending.
+        """
+        board, turn_id = self.board, self.plan.turn_id
+        with self._pump:
             async for message in claude.messages:
                 if isinstance(message, wire.WireError):
-                    log.warning("claude %s: %s", plan.turn_id, message)
+                    log.warning("claude %s: %s", turn_id, message)
                     continue
+                broken = board.over_bound(message)
+                if broken is not None:
+                    board.bound = broken
+                    log.warning("claude %s: %s; ending it", turn_id, broken)
+                    return f"{broken}; AKK ended the process"
                 board.apply(message)
                 if isinstance(message, wire.Init | wire.ControlRequest | wire.Result):
                     self._wake()  # the Turn looks now, before a cancel that may follow
                 if isinstance(message, wire.Result):
                     await claude.close_input()
-            board.closed = claude.closed_reason or "claude closed its output"
-            board.touch()
-            incarnation.stop()
+                    return "the round ended (its result); its input is closed"
+            return "claude closed its output"
+        log.warning("claude %s: %s; ending it", turn_id, self._winding)
+        return self._winding or "ended by akk"
 
     async def _mark_sent(self) -> None:
         """Durably `maybe_sent`, with the process's identity, before the line is written."""
@@ -184,13 +222,22 @@ class RunHost:
             "reason": ended.reason[:200], "stragglers": list(ended.stragglers),
             "pid": self.board.pid,
         }  # fmt: skip
-        turn_id = self.plan.turn_id
+        turn_id, round_, now = self.plan.turn_id, self.plan.round, time.time()
 
         def record(conn: apsw.Connection) -> None:
             audit.record(
-                conn, at=time.time(), actor="akk", action="claude_exit", turn_id=turn_id,
+                conn, at=now, actor="akk", action="claude_exit", turn_id=turn_id,
                 outcome="ok" if ended.reaped else "unreaped", detail=detail,
             )  # fmt: skip
+            inv = sessions.invocation(conn, turn_id, round_)
+            if (
+                ended.reaped
+                and inv is not None
+                and inv.outcome is not sessions.Outcome.PENDING
+                and inv.cleanup is not sessions.Cleanup.CONFIRMED
+            ):
+                # Its Turn settled first (a deadline): the process it left is gone now.
+                sessions.update_invocation(conn, inv, cleanup="confirmed", cleanup_at=now)
 
         with trio.CancelScope(shield=True):
             try:
@@ -208,17 +255,20 @@ class RunDesk:
         *,
         setup: ClaudeSetup | str,
         store: ActorRef,
+        limits: process.Limits | None = None,
     ) -> None:
+        """``limits``: each process's bounds and how long ending it may take."""
         self._supervisor = supervisor
         self.setup = setup
         self._store = store
+        self._limits = limits
         self._hosts: dict[str, RunHost] = {}
 
     async def run(self, plan: RoundPlan, wake: Callable[[], None]) -> RunHost:
         """Start the round's host (the setup must be a ClaudeSetup); ``wake`` makes its
         Turn look at once (called on init, a control request and the result)."""
         assert isinstance(self.setup, ClaudeSetup), self.setup
-        host = RunHost(self.setup, plan, store=self._store, wake=wake)
+        host = RunHost(self.setup, plan, store=self._store, wake=wake, limits=self._limits)
         self._hosts[plan.turn_id] = host
         await self._supervisor.start_child(ChildSpec(host.key, host.run, restart=Restart.TEMPORARY))
         return host

@@ -88,7 +88,12 @@ class Limits:
     stderr_tail_bytes: int = 64 << 10
     write_seconds: float = 10.0
     """How long one line may take to go into the pipe before the connection counts as stuck."""
+    interrupt_seconds: float = 10.0
+    """After an interrupt (or its Turn's deadline), how long Claude has to end its round
+    before AKK ends the process (`ladder`)."""
     ladder: children.Ladder = attrs.field(factory=children.Ladder)
+    """After the `result` (stdin closed), after `interrupt_seconds`, or at a bound: how long
+    the process has to exit before SIGTERM, then SIGKILL."""
 
 
 @attrs.frozen
@@ -114,11 +119,18 @@ class StartError(ClaudeError):
 
 
 class ConnectionClosed(ClaudeError):
-    """The connection is closed (by us, by a bound, or because the process went away)."""
+    """The connection is closed (by us, by a bound, or because the process went away).
+
+    Raised by `ClaudeProcess.send` when the line may have been written in part or whole.
+    """
 
     def __init__(self, reason: str) -> None:
         super().__init__(f"claude connection closed: {reason}")
         self.reason = reason
+
+
+class NotWritten(ConnectionClosed):
+    """The connection or stdin was closed before the line: provably none of it was written."""
 
 
 Received = wire.Message | wire.WireError
@@ -150,6 +162,8 @@ class ClaudeProcess(pipes.Piped):
     _message_send: trio.MemorySendChannel[Received]
     _pipe: pipes.LinePipe = attrs.field(init=False)
     _exit: Exit | None = None
+    _input_closed: bool = False
+    """`close_input` or `aclose` began: no line is written from then on."""
 
     def __attrs_post_init__(self) -> None:
         self._pipe = pipes.LinePipe(
@@ -173,16 +187,24 @@ class ClaudeProcess(pipes.Piped):
         """Write one stdin line (from `wire`'s builders) whole; raises ConnectionClosed.
 
         Shielded once started: a line is written whole or the connection fails.
-        Raises ValueError for bytes that are not exactly one line.
+        Raises NotWritten (nothing of the line was written) when the connection or stdin
+        had closed before it, ConnectionClosed when it may have been written, and
+        ValueError for bytes that are not exactly one line.
         """
         if not line.endswith(b"\n") or line.count(b"\n") != 1:
             raise ValueError("a stream-json line ends in its only newline")
+        # Both only ever close, so a line refused here is one the pipe will never write.
+        if self.closed_reason is not None:
+            raise NotWritten(self.closed_reason)
+        if self._input_closed:
+            raise NotWritten("stdin is closed (the process is finishing)")
         closed = await self._pipe.send(line)
         if closed is not None:
             raise ConnectionClosed(closed)
 
     async def close_input(self) -> None:
         """Close stdin: after a `result` Claude exits (mid-turn: docs/claude_headless.md)."""
+        self._input_closed = True
         await self._pipe.close_input()
 
     async def aclose(self, *, graceful: bool = True) -> Exit:
@@ -193,6 +215,7 @@ class ClaudeProcess(pipes.Piped):
         stdin closes: interrupt it first); otherwise SIGKILL at once.
         Shielded from cancellation, bounded by the ladder's seconds.
         """
+        self._input_closed = True
         if self._exit is None:
             self._exit = await self._pipe.end(Exit, self.limits.ladder, graceful=graceful)
         return self._exit

@@ -15,6 +15,9 @@ fixtures/claude_headless/):
   "allow", "updatedInput": <the input unchanged>}``, `reject` is
   ``{"behavior": "deny", "message": REJECTED}``. AKK never returns permission
   updates (the request's ``permission_suggestions``) and never offers "always".
+  Since the whole input is approved, its `detail` shows every field of it
+  (`_detail`): at most one field by its head, every other whole; an input that
+  cannot be shown so offers `reject` only.
 - ``AskUserQuestion`` is a `questionnaire`: all its questions in one answer
   (`batch_response`), each single- or multi-select as the tool says, and free
   text on every question (the tool takes any text, as its own "Other" row
@@ -42,15 +45,18 @@ from akk.backends.questions import each_answer
 from akk.profiles.observation import InteractionKind, OptionRole, ResponseKind
 from akk.protocol.errors import Reason, RpcError
 from akk.protocol.projection import (
+    BACKEND_TEXT_MAX,
     as_manual,
     backend_option,
     backend_projection,
     backend_text,
+    cut,
     shows_nothing,
     unseen_refusal,
     unshowable,
     within_frame,
 )
+from akk.protocol.redaction import redact, redact_head
 from akk.protocol.text_check import check_text
 from akk.screen.fingerprint import Appearance, IdMinter
 
@@ -60,6 +66,13 @@ PLAN_TOOL = "ExitPlanMode"
 
 REJECTED = "The user rejected this tool use. Do not run it; go on without it or ask the user."
 """The `deny` message Claude passes to the model as the tool's (error) result."""
+
+FIELDS_MAX = 1_000
+"""The most characters (as JSON) a permission's input may hold besides the one field whose
+head may stand for it (`_detail`); past it the permission offers reject only."""
+
+WITHHELD = "withheld"
+"""`HeadlessPrompt.unshown` of an input too costly to redact (`shows_nothing`)."""
 
 FREE_TEXT_MAX_CHARS = 10_000
 """Longest free-text answer AKK passes on (no editor bounds it; docs/claude_headless.md)."""
@@ -81,8 +94,9 @@ class HeadlessPrompt:
     input: Mapping[str, Any] = attrs.field(factory=dict)
     """The tool's input as the request holds it: `approve_once` sends it back unchanged."""
     questions: tuple[Mapping[str, Any], ...] = ()
-    unseen: bool = False
-    """A permission whose input shows nothing (`shows_nothing`): approve is not offered."""
+    unshown: str | None = None
+    """Why `approve_once` is not offered on this permission (its `detail` cannot show the
+    whole input it would approve); None: it is."""
 
     @property
     def interaction_id(self) -> str:
@@ -142,8 +156,8 @@ def prompt_of(
     if tool == PLAN_TOOL:
         projection = _manual(InteractionKind.PERMISSION, seen, ids, turn_id, "plan_approval")
         return make(kind=InteractionKind.PERMISSION, projection=projection)
-    projection, unseen = _permission(tool, request, tool_input, seen, ids, turn_id)
-    return make(kind=InteractionKind.PERMISSION, projection=projection, unseen=unseen)
+    projection, unshown = _permission(tool, request, tool_input, seen, ids, turn_id)
+    return make(kind=InteractionKind.PERMISSION, projection=projection, unshown=unshown)
 
 
 def decision_response(prompt: HeadlessPrompt, decision: str) -> dict[str, Any]:
@@ -160,8 +174,14 @@ def decision_response(prompt: HeadlessPrompt, decision: str) -> dict[str, Any]:
             f"AKK does not answer this request ({prompt.projection['manual_reason']}); a person "
             "must",
         )
-    if decision == "approve_once" and prompt.unseen:
+    if decision == "approve_once" and prompt.unshown == WITHHELD:
         raise unseen_refusal("the tool's input")
+    if decision == "approve_once" and prompt.unshown is not None:
+        raise RpcError(
+            Reason.INVALID_PARAMS,
+            f"the tool's input cannot be shown whole ({prompt.unshown}), and approve_once "
+            "would approve all of it, so AKK offers reject only; a person may answer it",
+        )
     if decision == "approve_once":
         return {"behavior": "allow", "updatedInput": dict(prompt.input)}
     if decision == "reject":
@@ -316,20 +336,18 @@ def _permission(
     seen: Appearance,
     ids: IdMinter,
     turn_id: str | None,
-) -> tuple[dict[str, Any], bool]:
-    """The permission's projection, and whether its input shows nothing (then it offers
-    reject only)."""
-    command = _str(tool_input.get("command"))
-    detail = command if command is not None else json.dumps(tool_input, ensure_ascii=False)
-    shown = backend_text(detail, "detail")  # the whole input is what is approved
-    unseen = shows_nothing(shown, detail)
-    decisions = ["reject"] if unseen else ["approve_once", "reject"]
+) -> tuple[dict[str, Any], str | None]:
+    """The permission's projection, and why its input cannot be shown whole (then it
+    offers reject only; None: approve_once too)."""
+    description = _str(request.get("description"))
+    detail, unshown = _detail(tool_input, description)
+    decisions = ["reject"] if unshown is not None else ["approve_once", "reject"]
     labels = (("Yes", OptionRole.APPROVE_ONCE), ("No", OptionRole.REJECT))
     name = _str(request.get("display_name")) or tool
     question: dict[str, Any] = {
         "question_id": ids.question_id(seen, 0),
         "header": backend_text(name, "header"),
-        "prompt": backend_text(_str(request.get("description")) or f"Allow {name}?", "prompt"),
+        "prompt": backend_text(description or f"Allow {name}?", "prompt"),
         "required": True,
         "response_kind": ResponseKind.CONFIRM.value,
         "options": [
@@ -337,13 +355,55 @@ def _permission(
             for row, (label, role) in enumerate(labels)
             if role is OptionRole.REJECT or "approve_once" in decisions
         ],
-        "detail": shown,
+        "detail": detail,
     }
     projection = backend_projection(
         InteractionKind.PERMISSION, seen, ids, agent="claude", turn_id=turn_id, questions=[question]
     )
     projection["decisions"] = decisions
-    return projection, unseen
+    return projection, unshown
+
+
+def _detail(tool_input: Mapping[str, Any], description: str | None) -> tuple[str, str | None]:
+    """What a permission's `detail` shows of the input `approve_once` would approve, and why
+    that is not all of it (None: every field is shown).
+
+    The head of one field may stand for it, as a terminal shows a long command's head: a
+    string `command` (shown as itself), else, for an input too long to show whole as JSON,
+    its longest field. Every other field is shown whole, as JSON after a blank line
+    (within `FIELDS_MAX` characters), so a flag such as Bash's
+    ``dangerouslyDisableSandbox`` is never approved unseen. The input's ``description``,
+    when it is the request's own (shown whole as the prompt), is not shown twice.
+    """
+    limit = BACKEND_TEXT_MAX["detail"]
+    whole = json.dumps(tool_input, ensure_ascii=False)
+    command = _str(tool_input.get("command"))
+    if command is None and len(whole) <= limit:
+        shown = backend_text(whole, "detail")
+        return shown, WITHHELD if shows_nothing(shown, whole) else None
+    if command is not None:
+        key, head = "command", command
+    else:
+        key = max(tool_input, key=lambda k: len(json.dumps(tool_input[k], ensure_ascii=False)))
+        value = tool_input[key]
+        head = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    prompted = description is not None and len(description) <= BACKEND_TEXT_MAX["prompt"]
+    rest = {
+        k: v
+        for k, v in tool_input.items()
+        if k != key and not (k == "description" and prompted and v == description)
+    }
+    fields = json.dumps(rest, ensure_ascii=False) if rest else ""
+    label = "" if command is not None else json.dumps(key, ensure_ascii=False) + ":\n"
+    besides = len(fields) + len(label)
+    if besides <= FIELDS_MAX:  # short: redacted whole at little cost
+        label, tail = redact(label), f"\n\n{redact(fields)}" if fields else ""
+        room = limit - len(label) - len(tail)
+        if room >= limit // 4:
+            shown = cut(redact_head(head, room + 1), room, whole=len(head))
+            return label + shown + tail, WITHHELD if shows_nothing(shown, head) else None
+    why = f"fields_too_long: {besides:,} characters besides its {key[:40]!r} field"
+    return backend_text(whole, "detail"), why
 
 
 def _manual(

@@ -3,8 +3,11 @@
 `claude -p --input-format stream-json --output-format stream-json --verbose
 --permission-prompt-tool stdio` reads one JSON object per stdin line and writes one
 per stdout line. `parse_line` turns one stdout line into a `Message`; a line over
-`MAX_LINE_BYTES`, not UTF-8 JSON, not an object, or a known type missing a field it
-must carry raises `WireError` with a reason code (never anything else). Types this
+`MAX_LINE_BYTES`, not UTF-8 JSON, nested deeper than `MAX_DEPTH`, not an object, or a
+known type missing a field it must carry raises `WireError` with a reason code (never
+anything else). So every value a `Message` holds is at most `MAX_DEPTH` deep, and any
+later walk of it (`json.dumps` for a fingerprint or a projection) cannot reach
+Python's recursion limit, however deep in a stack it runs. Types this
 module does not know, and known types with subtypes it does not model, come back as
 `Other`, whole. `user_message`, `control_success`, `control_error` and `interrupt`
 build stdin lines (each ends in one newline).
@@ -26,14 +29,19 @@ from akk.evidence.model import Tokens
 MAX_LINE_BYTES = 16 << 20
 """The longest stdout line accepted (a tool result or a file read can be megabytes)."""
 
-WireReason = Literal["line_too_long", "not_json", "not_object", "malformed"]
+MAX_DEPTH = 64
+"""The deepest nesting of arrays and objects a line may hold (Claude's own lines hold a
+handful of levels; a tool's input is the model's JSON, bounded here)."""
+
+WireReason = Literal["line_too_long", "not_json", "too_deep", "not_object", "malformed"]
 
 
 class WireError(ValueError):
     """A stdout line that is not a stream-json message this module can type.
 
     `reason`: line_too_long (over `MAX_LINE_BYTES`), not_json (not UTF-8 JSON),
-    not_object (JSON, but not an object with a string `type`), malformed (a known
+    too_deep (arrays and objects nested deeper than `MAX_DEPTH`), not_object (JSON,
+    but not an object with a string `type`), malformed (a known
     type without a field it must carry, or with the wrong kind of value).
     """
 
@@ -174,9 +182,28 @@ def parse_line(line: bytes) -> Message:
         value = json.loads(line)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise WireError("not_json", str(exc)) from None
+    except RecursionError:
+        raise WireError("too_deep", f"nested past the parser's limit (bound {MAX_DEPTH})") from None
+    if line.count(b"[") + line.count(b"{") > MAX_DEPTH and _deeper(value, MAX_DEPTH):
+        raise WireError("too_deep", f"nested deeper than {MAX_DEPTH} levels")
     if not isinstance(value, dict) or not isinstance(value.get("type"), str):
         raise WireError("not_object", f"expected an object with a string type, got {line[:80]!r}")
     return _typed(value)
+
+
+def _deeper(value: object, limit: int) -> bool:
+    """Whether ``value`` nests arrays and objects more than ``limit`` deep (no recursion)."""
+    stack: list[tuple[object, int]] = [(value, 1)] if isinstance(value, dict | list) else []
+    while stack:
+        item, depth = stack.pop()
+        assert isinstance(item, dict | list)
+        children = item.values() if isinstance(item, dict) else item
+        for child in children:
+            if isinstance(child, dict | list):
+                if depth + 1 > limit:
+                    return True
+                stack.append((child, depth + 1))
+    return False
 
 
 def _typed(value: Mapping[str, object]) -> Message:
