@@ -541,7 +541,7 @@ def test_a_pid_another_process_took_lends_the_agent_none_of_its_files(
         locate.owned_files("codex", 20, 600, proc)
     assert before.value.reason is EvidenceReason.PROCESS_GONE
     ticks = iter([650, 651])  # the same at the first look, another process at the last
-    monkeypatch.setattr(locate, "start_ticks", lambda pid, proc: next(ticks))
+    monkeypatch.setattr(locate, "alive", lambda pid, started, proc: next(ticks) == started)
     with pytest.raises(EvidenceUnavailable) as during:
         locate.owned_files("codex", 20, 650, proc)
     assert during.value.reason is EvidenceReason.PROCESS_GONE

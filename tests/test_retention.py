@@ -14,6 +14,7 @@ from pathlib import Path
 import apsw
 import pytest
 
+from akk.discovery.process import alive, start_ticks
 from akk.store import audit, dispatches, outbox, retention, terminals, turns
 from akk.store.database import open_store
 from akk.store.dispatches import Kind
@@ -443,3 +444,27 @@ def test_a_gone_terminal_goes_once_nothing_kept_refers_to_it(conn: apsw.Connecti
     later = retention.run(conn, Plan(now=RECENT + 31 * DAY, retain_days=30))
     assert later["turns"] == 1 and later["terminals"] == 3
     assert _terminals(conn) == {"live", "prompt", "answer"}
+
+
+def test_a_terminal_whose_agent_ended_unseen_is_recorded_gone_then_ages_out(
+    conn: apsw.Connection,
+) -> None:
+    """A run killed (or a reboot) leaves its terminals un-gone: the sweep before each pass
+    records gone those whose agent process no longer runs (`alive`: pid and start ticks),
+    so their rows age out like any other gone terminal's."""
+    me = os.getpid()
+    ticks = start_ticks(me)
+    assert ticks is not None
+    _terminal(conn, "ended", None)  # agent pid 202 started at tick 4: long gone
+    _terminal(conn, "running", None)
+    with conn:
+        conn.execute(
+            "UPDATE terminals SET agent_pid = ?, process_start = ? WHERE terminal_id = 'running'",
+            (me, ticks),
+        )
+        assert terminals.sweep_ended(conn, alive, OLD) == 2  # `t1` (pid 101) ended too
+        assert terminals.sweep_ended(conn, alive, OLD) == 0
+    gone = dict(conn.execute("SELECT terminal_id, gone_at FROM terminals").fetchall())
+    assert gone == {"t1": OLD, "ended": OLD, "running": None}
+    deleted = retention.run(conn, Plan(now=NOW, retain_days=30))
+    assert deleted["terminals"] == 2 and _terminals(conn) == {"running"}

@@ -1,7 +1,9 @@
 """Pruner: retention in a running `akk serve`, through the one writer.
 
 A pass runs at start, then every ``prune_every`` seconds, and on demand (the
-operator's `gc`). Each batch of `akk.store.retention.step` is one StoreActor
+operator's `gc`). It first records gone the terminals whose agent process ended
+while no watcher saw it (`terminals.sweep_ended`: a run that died), so their rows
+age out too. Each batch of `akk.store.retention.step` is one StoreActor
 transaction, so Turns and reservations wait at most one batch; then the freed
 pages go back to the file system (a few MiB per transaction) and the
 write-ahead log is truncated, so the file size follows the rows. Passes never
@@ -20,8 +22,9 @@ import attrs
 import trio
 
 from akk.actors.store import transact
+from akk.discovery.process import alive
 from akk.runtime.actor import ActorRef
-from akk.store import retention
+from akk.store import retention, terminals
 from akk.store.database import BUSY_TIMEOUT_MS, StoreUnwritable
 from akk.store.reader import StoreReader
 from akk.store.retention import Plan, Report
@@ -71,6 +74,7 @@ class Pruner:
         async with self._lock:
             started, before = time.monotonic(), retention.store_bytes(self._path)
             plan = Plan(now=time.time(), retain_days=days)
+            await transact(self._store, lambda conn: terminals.sweep_ended(conn, alive, plan.now))
             total, batches = dict.fromkeys(retention.TABLES, 0), 0
             while True:
                 done = await transact(self._store, lambda conn: retention.step(conn, plan))

@@ -17,8 +17,9 @@ from rich.table import Table
 
 from akk.cli.server_calls import offline_store, operator_call
 from akk.cli.text import json_text, out, shown, when
+from akk.discovery.process import alive
 from akk.server.instance import server_running
-from akk.store import retention
+from akk.store import retention, terminals
 from akk.store.location import StateDir
 from akk.store.retention import Plan, Report
 
@@ -70,6 +71,8 @@ def _offline(conn: apsw.Connection, path: Path, older_than: float, dry_run: bool
         return Report(True, older_than, plan.cutoff, counts, time.monotonic() - started,
                       before, before)  # fmt: skip
     retention.use_incremental_vacuum(conn)
+    with conn:
+        terminals.sweep_ended(conn, alive, plan.now)
     counts = retention.run(conn, plan)
     return Report(False, older_than, plan.cutoff, counts, time.monotonic() - started,
                   before, retention.store_bytes(path))  # fmt: skip

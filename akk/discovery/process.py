@@ -142,6 +142,11 @@ def start_ticks(pid: int, proc: Path = PROC) -> int | None:
     return int(stat[stat.rindex(b")") + 2 :].split()[19])
 
 
+def alive(pid: int, ticks: int, proc: Path = PROC) -> bool:
+    """True while `pid` is still the process that started at `ticks`."""
+    return start_ticks(pid, proc) == ticks
+
+
 def _image(exe: str) -> str:
     """The file a process runs, as `exe` names it: a binary replaced on disk since it
     started (" (deleted)") is the same image."""

@@ -36,7 +36,7 @@ import os
 import re
 from pathlib import Path
 
-from akk.discovery.process import start_ticks
+from akk.discovery.process import alive
 from akk.evidence.model import Agent, EvidenceReason, EvidenceUnavailable
 
 PROC = Path("/proc")
@@ -63,11 +63,6 @@ def owned_files(agent: Agent, pid: int, ticks: int, proc: Path = PROC) -> tuple[
         paths = _codex_paths(pid, environ, proc)
     _still_running(pid, ticks, proc)
     return paths
-
-
-def alive(pid: int, ticks: int, proc: Path = PROC) -> bool:
-    """True while `pid` is still the process that started at `ticks`."""
-    return start_ticks(pid, proc) == ticks
 
 
 def _still_running(pid: int, ticks: int, proc: Path) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import apsw
 
 from akk.discovery.identity import TerminalIdentity
@@ -44,6 +46,26 @@ def record_gone(conn: apsw.Connection, terminal_id: str, now: float) -> None:
             conn, "terminals", "terminal_id", terminal_id, int(row[0]),
             {"gone_at": now, "last_seen_at": now},
         )  # fmt: skip
+
+
+def sweep_ended(conn: apsw.Connection, running: Callable[[int, int], bool], now: float) -> int:
+    """Record gone every terminal whose agent process no longer runs; return how many.
+
+    ``running(pid, start_ticks)``: whether that process is still the one the row saw.
+    The watcher records a pane that leaves while it watches; this catches the rows a
+    previous run left when it died (SIGKILL, a reboot) or could not write, which would
+    otherwise stay un-gone, and so never pruned, for good.
+    """
+    ended = [
+        str(terminal_id)
+        for terminal_id, pid, ticks in conn.execute(
+            "SELECT terminal_id, agent_pid, process_start FROM terminals WHERE gone_at IS NULL"
+        )
+        if not running(int(pid), int(ticks))
+    ]
+    for terminal_id in ended:
+        record_gone(conn, terminal_id, now)
+    return len(ended)
 
 
 def pane_of(conn: apsw.Connection, terminal_id: str) -> tuple[str, str] | None:
