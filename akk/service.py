@@ -14,6 +14,7 @@ import signal
 from collections.abc import Callable
 from typing import Any
 
+import apsw
 import attrs
 import trio
 
@@ -67,7 +68,7 @@ from akk.server.instance import (
 )
 from akk.store import credentials, retention
 from akk.store.credentials import Credential
-from akk.store.database import StoreUnwritable, open_store
+from akk.store.database import StoreUnwritable, open_store, unwritable
 from akk.store.reader import StoreReader
 from akk.workspace_roots import check_roots, default_roots
 
@@ -97,12 +98,23 @@ def _prepare(config: ServiceConfig) -> _Prepared:
     config.state.ensure()
     lock = acquire(config.state)
     try:
-        conn = open_store(config.state.store_path)
+        path = config.state.store_path
+        conn = open_store(path)
+        pruned = 0
         try:
-            if retention.use_incremental_vacuum(conn):
-                log.info("the store now returns the space of deleted rows (one VACUUM, once)")
+            try:
+                if retention.use_incremental_vacuum(conn):
+                    log.info("the store now returns the space of deleted rows (one VACUUM, once)")
+                with conn:
+                    pruned = credentials.prune(conn)
+            except apsw.Error as exc:
+                # A full disk: serve what is recorded; the writes wait for space to return.
+                cannot = unwritable(path, exc, conn.system_errno)
+                if cannot is None:
+                    raise
+                log.warning("the store cannot write at start (%s); serving, and trying each "
+                            "write again", cannot)  # fmt: skip
             with conn:
-                pruned = credentials.prune(conn)
                 digests = credentials.live_digests(conn)
         finally:
             conn.close()

@@ -7,6 +7,7 @@ The full disk is real: the store lives on a small tmpfs this test mounts
 from __future__ import annotations
 
 import errno
+import os
 from functools import partial
 from pathlib import Path
 
@@ -17,7 +18,9 @@ import trio
 from akk.actors.store import StoreActor, transact
 from akk.cli.doctor import LOW_SPACE, free_space
 from akk.runtime.supervisor import ChildSpec, Supervisor
-from akk.store.database import StoreUnwritable, open_reader, unwritable
+from akk.service import ServiceConfig, _prepare
+from akk.store import credentials
+from akk.store.database import StoreUnwritable, open_reader, open_store, unwritable
 from akk.store.location import StateDir
 from tests.small_fs import fill, small_filesystem
 
@@ -121,3 +124,32 @@ def test_doctor_shows_free_space_without_a_warning_above_the_floor(tmp_path: Pat
     assert check.ok and not check.warning and not check.next_step
     free = float(check.detail.split(" MiB of ")[0])
     assert free * 1024 * 1024 >= LOW_SPACE  # this machine's test directory has room
+
+
+def test_a_start_on_a_full_disk_serves_what_is_recorded(tmp_path: Path) -> None:
+    """`akk serve` on a nearly full disk starts (reads work; each write waits for space),
+    even when its first start on an older store would rewrite it once (the VACUUM that makes
+    deletes return space, which needs room for a copy): that step waits for a start with
+    room. (With no page left at all, SQLite cannot even map its log's index, and the open
+    fails with its reason.)"""
+    with small_filesystem(tmp_path / "fs", size="16m") as fs:
+        state = StateDir(fs / "akk")
+        state.ensure()
+        state.token(), state.id_secret()  # as a server that ran before left them
+        conn = open_store(state.store_path)
+        with conn:
+            minted = credentials.create(conn, "ctl", 0.0, actor="test")
+            for n in range(300):  # about a megabyte: its copy does not fit in what is left
+                _insert(conn, f"old {n}")
+        conn.execute("PRAGMA auto_vacuum = NONE")  # a store from before incremental vacuum
+        conn.execute("VACUUM")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        conn.close()
+        filler = fill(fs)
+        os.truncate(filler, filler.stat().st_size - (256 << 10))
+        try:
+            prepared = _prepare(ServiceConfig(state=state, port=0, tmux_sockets=()))
+            prepared.lock.release()
+        finally:
+            filler.unlink()
+    assert [c.controller_id for c in prepared.credentials.values()] == [minted.controller_id]
