@@ -318,6 +318,34 @@ async def test_reader_keeps_only_the_head_of_an_output_line_still_arriving() -> 
         ]
 
 
+async def test_a_pane_row_spelling_another_commands_end_stays_in_the_answer() -> None:
+    """tmux ends a block with its %begin's time, number and flags. A captured row that
+    spells an %end of the same number but another time is pane text: it once ended the
+    block early, and the rest of the capture then closed the client as out of step."""
+    to_tmux, written = trio.testing.memory_stream_one_way_pair()
+    from_tmux, receive = trio.testing.memory_stream_one_way_pair()
+    process = SimpleNamespace(stdin=to_tmux, stdout=receive)
+    client = ControlClient("test.sock", "$0", process)  # type: ignore[arg-type]
+    rows = ["row one", "%end 1733300000 7 1", "%error 1733300001 7 1", "row four"]
+    answer = "\n".join(["%begin 1733300042 7 1", *rows, "%end 1733300042 7 1", ""])
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(client._read_loop)
+            nursery.start_soon(written.receive_some)  # the command line, read and dropped
+            answered: list[list[str]] = []
+
+            async def ask() -> None:
+                answered.append(await client.command("capture-pane", "-p", "-t", "%1"))
+
+            nursery.start_soon(ask)
+            await trio.testing.wait_all_tasks_blocked()
+            await from_tmux.send_all(answer.encode())
+            await trio.testing.wait_all_tasks_blocked()
+            nursery.cancel_scope.cancel()
+    assert answered == [rows]
+    assert client.closed is None
+
+
 async def test_client_does_not_keep_an_empty_server_alive(server: TmuxServer) -> None:
     with trio.fail_after(10):
         async with open_control_client(server.socket) as client:

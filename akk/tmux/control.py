@@ -385,7 +385,9 @@ class ControlClient:
         stdout = self._process.stdout
         assert stdout is not None
         buffer = b""
-        block: tuple[str, list[str]] | None = None  # (command number, lines)
+        # (its %begin's "time number flags", lines): tmux ends the block with the same three,
+        # so a pane row that spells a guard of another time or command does not end it.
+        block: tuple[str, list[str]] | None = None
         block_flags = 0
         try:
             while True:
@@ -400,7 +402,7 @@ class ControlClient:
                     line = raw.decode("utf-8", "surrogateescape")
                     if block is not None:
                         guard = _GUARD.fullmatch(line)
-                        if guard and guard[1] != "begin" and guard[3] == block[0]:
+                        if guard and guard[1] != "begin" and line.split(" ", 1)[1] == block[0]:
                             self._finish_block(block[1], guard[1] == "error", block_flags)
                             block = None
                         else:
@@ -408,7 +410,7 @@ class ControlClient:
                         continue
                     guard = _GUARD.fullmatch(line)
                     if guard and guard[1] == "begin":
-                        block = (guard[3], [])
+                        block = (line.split(" ", 1)[1], [])
                         block_flags = int(guard[4])
                     elif line.startswith("%") and not guard:
                         self._notify(ControlEvent.parse(line))
