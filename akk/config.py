@@ -44,9 +44,23 @@ class EndpointLimits:
     """A reply not written within this closes the connection (the peer is not reading)."""
     keepalive_interval: float = 30.0
     """Ping this often; no pong within the same time closes the connection."""
+    connections_per_credential: int = 8
+    """Connections one credential may hold at once; past it an upgrade gets HTTP 429."""
+    operator_reserve: int = 4
+    """Of ``max_connections``, the last ones only the operator's credentials may take (at
+    most a quarter of them), so the operator can always connect to revoke a credential."""
+    hello_timeout: float = 10.0
+    """A connection that has not said hello within this is closed (4002)."""
     calls_per_connection: int = 8
+    calls_per_credential: int = 16
+    """Calls in flight across one credential's connections; past it its readers wait."""
     calls_in_flight: int = 128
     """Calls being answered server-wide; past it readers wait (back-pressure)."""
+    parse_share: float = attrs.field(default=0.25, validator=attrs.validators.gt(0))
+    """Of the server's one thread, the part one credential's frames may take to be parsed and
+    checked, over time; past it its connections' readers wait (back-pressure)."""
+    parse_burst: float = 1.0
+    """Seconds of parsing one credential may take at once before ``parse_share`` applies."""
 
     def fit_descriptors(self) -> EndpointLimits:
         """These limits within the process's descriptor limit, raising the soft limit first."""

@@ -33,6 +33,9 @@ FLOOD_FRAMES = 20
 """Frames each non-reading controller of the multibyte test sends."""
 BURST = 400
 """Controllers of the burst test, each with its own credential (six times the handshake slots)."""
+CREDENTIALS = 512
+"""Controller credentials minted: one for each connection the cap test holds, as each says
+hello (a controller's newest hello closes its older connections)."""
 
 
 @attrs.frozen
@@ -61,7 +64,7 @@ def _limit_descriptors() -> None:
 def served(tmp_path: Path) -> Iterator[Served]:
     """`akk serve --port 0` with at most 1024 descriptors, watching no real tmux server."""
     state = StateDir(tmp_path / "akk")
-    controllers = mint_offline(state, *(f"bot-{i}" for i in range(BURST)))
+    controllers = mint_offline(state, *(f"bot-{i}" for i in range(CREDENTIALS)))
     env = {**os.environ, "TMUX_TMPDIR": str(tmp_path), "AKK_STATE_DIR": str(state.path)}
     proc = subprocess.Popen(
         [sys.executable, "-m", "akk", "serve", "--port", "0", "--log-level", "WARNING"],
@@ -150,8 +153,8 @@ async def test_a_burst_of_controllers_beyond_the_handshake_slots_all_connect(
 
     with trio.fail_after(60):
         async with trio.open_nursery() as nursery:
-            for token in served.controllers.values():
-                nursery.start_soon(one, token)
+            for i in range(BURST):
+                nursery.start_soon(one, served.controllers[f"bot-{i}"])
         async with connect(served.url, served.operator) as operator:
             report = await operator.call("doctor")
     assert served_count == BURST
@@ -161,23 +164,31 @@ async def test_a_burst_of_controllers_beyond_the_handshake_slots_all_connect(
 
 
 async def test_idle_connections_fill_up_to_the_cap_and_no_further(served: Served) -> None:
-    """Upgraded connections past --max-connections are refused with 503, never crash."""
+    """Upgraded connections past --max-connections are refused with 503, never crash; the
+    operator's last few connections stay free for it."""
     _raise_own_descriptor_limit(4096)
     with trio.fail_after(60):
         async with connect(served.url, served.operator) as operator:
-            cap = (await operator.call("doctor"))["limits"]["max_connections"]
+            limits = (await operator.call("doctor"))["limits"]
+        cap = limits["max_connections"]
         assert cap <= DESCRIPTOR_LIMIT - 256
+        controllers_cap = cap - min(limits["operator_reserve"], cap // 4)
+        assert controllers_cap < CREDENTIALS
         async with trio.open_nursery() as nursery:
             opened = trio.Event()
             count = 0
 
-            async def hold() -> None:
+            async def hold(token: str) -> None:
                 nonlocal count
-                headers = [(b"Authorization", f"Bearer {served.controllers['bot-1']}".encode())]
+                headers = [(b"Authorization", f"Bearer {token}".encode())]
                 try:
-                    async with open_websocket_url(served.url, extra_headers=headers):
+                    async with open_websocket_url(served.url, extra_headers=headers) as ws:
+                        # Said hello, so the hello timeout does not close it meanwhile.
+                        await ws.send_message(json.dumps({"jsonrpc": "2.0", "id": 0,
+                                                          "method": "hello"}))  # fmt: skip
+                        assert "result" in json.loads(await ws.get_message())
                         count += 1
-                        if count == cap:
+                        if count == controllers_cap:
                             opened.set()
                         await trio.sleep_forever()
                 except Exception:
@@ -185,22 +196,27 @@ async def test_idle_connections_fill_up_to_the_cap_and_no_further(served: Served
 
             # In waves of 32: a burst beyond the handshake slots would evict its own
             # slowest members (by design: stalled upgrades must not hold slots).
-            for _ in range(0, cap, 32):
+            started = 0
+            while started < controllers_cap:
                 before = count
-                for _ in range(min(32, cap - count)):
-                    nursery.start_soon(hold)
-                while count < min(before + 32, cap):
+                for _ in range(min(32, controllers_cap - started)):
+                    nursery.start_soon(hold, served.controllers[f"bot-{started}"])
+                    started += 1
+                while count < min(before + 32, controllers_cap):
                     await trio.sleep(0.01)
             await opened.wait()
             with pytest.raises(Exception, match="503"):
-                await _serves_a_controller(served, served.controllers["bot-2"])
+                await _serves_a_controller(served, served.controllers[f"bot-{CREDENTIALS - 1}"])
+            async with connect(served.url, served.operator) as operator:
+                report = await operator.call("doctor")
+                assert report["server"]["connections"] == controllers_cap + 1
             assert served.proc.poll() is None
             nursery.cancel_scope.cancel()
         # Once they go, a controller is served again.
         with trio.fail_after(20):
             while True:
                 try:
-                    await _serves_a_controller(served, served.controllers["bot-2"])
+                    await _serves_a_controller(served, served.controllers[f"bot-{CREDENTIALS - 1}"])
                     break
                 except Exception:
                     await trio.sleep(0.1)

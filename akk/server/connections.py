@@ -16,6 +16,8 @@ from akk.methods.common import Closable
 # WebSocket close codes in the private-use range (4000-4999), with their reasons.
 SUPERSEDED = 4001
 """Another connection said hello with this controller's credential."""
+NO_HELLO = 4002
+"""The connection did not say hello within the hello timeout of connecting."""
 REVOKED = 4003
 """The credential this connection authenticated with was revoked."""
 NOT_READING = 4008

@@ -6,10 +6,19 @@ the connection. What each method does lives in ``akk.methods``. No frame,
 however malformed, ends the connection handler or the server; every reply to
 a bad frame is a JSON-RPC error with ``data.reason``.
 
-Everything a peer can make the server hold is bounded (see ``EndpointLimits``):
-descriptors (handshakes and connections, the oldest stalled handshake evicted
-first), time (handshake, send and keepalive timeouts), memory (frames measured
-in bytes, ids bounded, calls in flight per connection and server-wide).
+A call that was read runs to its end, in the server's nursery rather than its
+connection's: methods are not written to be cancelled halfway (a backend
+``send`` between its reservation and its run would leave the Turn dispatching
+for ever), and each has its own deadlines. A connection that ends, whoever
+closed it, only drops the replies of its calls still running; server shutdown
+cancels them.
+
+Everything a peer can make the server hold is bounded (see ``EndpointLimits``
+and `akk.server.shares`): descriptors (handshakes, connections per credential
+and in all, the oldest stalled handshake evicted first), time (handshake,
+hello, send and keepalive timeouts), memory (frames measured in bytes, ids
+bounded, calls in flight per connection, per credential and server-wide, held
+until each handler ends).
 """
 
 from __future__ import annotations
@@ -43,8 +52,9 @@ from akk.protocol.errors import Code, Reason, RpcError
 from akk.protocol.jsonrpc import FramingError, Request, error_frame, parse_request, result_frame
 from akk.runtime.actor import Rank, act_as
 from akk.server.auth import CredentialBook
-from akk.server.connections import NOT_READING, ConnectionRegistry
+from akk.server.connections import NO_HELLO, NOT_READING, ConnectionRegistry
 from akk.server.instance import CHALLENGE_HEADER, PROOF_HEADER, PROOF_PATH, PROOF_STATUS, proof_for
+from akk.server.shares import Full, Shares
 from akk.store.credentials import CONSOLE_ID, Credential, Scope
 from akk.store.database import StoreUnwritable
 
@@ -90,9 +100,17 @@ class ServerStats:
     handshakes_evicted: int = 0
     handshakes_timed_out: int = 0
     refused_full: int = 0
+    refused_credential_full: int = 0
     refused_unauthorized: int = 0
     accept_errors: int = 0
     closed_not_reading: int = 0
+    closed_no_hello: int = 0
+    parses_delayed: int = 0
+    """Frames whose parsing waited for their credential's share of the thread."""
+    calls: int = 0
+    """Calls in flight now (a current count)."""
+    replies_dropped: int = 0
+    """Replies not sent because their connection had ended first (their calls ran to the end)."""
 
 
 @attrs.frozen
@@ -211,9 +229,10 @@ class ControllerServer:
         self._nonce = nonce
         self._pending: dict[_Pending, None] = {}  # insertion-ordered: oldest first
         self._slot_freed = trio.Event()
-        self._calls = trio.Semaphore(self._limits.calls_in_flight)
+        self.shares = Shares(self._limits)
+        self._calls: trio.Nursery | None = None
+        """Where calls run: the server's nursery, which outlives every connection."""
         self._accepting: list[trio.CancelScope] = []
-        self._call_finished = trio.Event()
         self.draining = False
         self.stats = ServerStats()
         self._logins = logins
@@ -233,6 +252,7 @@ class ControllerServer:
                 "hold the port (`akk doctor` checks), or pass --port"
             ) from exc
         async with trio.open_nursery() as nursery:
+            self._calls = nursery
             for listener in listeners:
                 nursery.start_soon(self._accept_loop, listener, nursery)
             port = listeners[0].socket.getsockname()[1]
@@ -248,9 +268,7 @@ class ControllerServer:
         for scope in self._accepting:
             scope.cancel()
         with trio.move_on_after(timeout):
-            while self._calls.value < self._limits.calls_in_flight:
-                await self._call_finished.wait()
-                self._call_finished = trio.Event()
+            await self.shares.no_calls()
 
     async def _accept_loop(self, listener: trio.SocketListener, nursery: trio.Nursery) -> None:
         scope = trio.CancelScope()
@@ -414,24 +432,38 @@ class ControllerServer:
     async def _serve_peer(
         self, request: WebSocketRequest, credential: Credential, *, session: str | None = None
     ) -> None:
-        if self.stats.connections >= self._limits.max_connections:
+        full = self.shares.admit(credential)
+        if full is Full.SERVER:
             self.stats.refused_full += 1
             await request.reject(503, body=b"too many controller connections; try again later\n")
             return
-        ws = await request.accept()
-        connection = _Connection(self, ws, self._methods)
-        peer = Peer(credential, connection)
-        self._connections.admit(credential.controller_id, connection)
-        if session is not None:
-            self._consoles.setdefault(session, set()).add(connection)
-        self.stats.connections += 1
+        if full is Full.CREDENTIAL:
+            self.stats.refused_credential_full += 1
+            share = self._limits.connections_per_credential
+            body = (
+                f"this credential holds {share} connections already, its share; close one "
+                "(a controller needs one: its newest hello closes the older ones), or wait "
+                "for them to close\n"
+            )
+            await request.reject(429, body=body.encode())
+            return
         try:
-            await connection.run(peer)
-        finally:
-            self.stats.connections -= 1
-            self._connections.leave(credential.controller_id, connection)
+            ws = await request.accept()
+            connection = _Connection(self, ws, self._methods)
+            peer = Peer(credential, connection)
+            self._connections.admit(credential.controller_id, connection)
             if session is not None:
-                self._consoles.get(session, set()).discard(connection)
+                self._consoles.setdefault(session, set()).add(connection)
+            self.stats.connections += 1
+            try:
+                await connection.run(peer)
+            finally:
+                self.stats.connections -= 1
+                self._connections.leave(credential.controller_id, connection)
+                if session is not None:
+                    self._consoles.get(session, set()).discard(connection)
+        finally:
+            self.shares.leave(credential.controller_id)
 
     def _session_ended(self, key: str) -> None:
         for connection in self._consoles.pop(key, set()):
@@ -471,19 +503,28 @@ def _bearer(headers: list[tuple[bytes, bytes]]) -> str:
 
 
 class _Connection:
-    """One controller connection: reads frames, runs calls, writes replies."""
+    """One controller connection: reads frames, starts calls, writes their replies.
+
+    Its calls run in the server's nursery and may outlive it; a reply whose
+    connection has ended is dropped.
+    """
 
     def __init__(self, server: ControllerServer, ws: WebSocketConnection, methods: Methods) -> None:
         self._server = server
         self._ws = ws
         self._methods = methods
         self._limits = server._limits
+        self._shares = server.shares
+        assert server._calls is not None  # connections exist only while `serve` runs
         self._calls = server._calls
         self._stats = server.stats
         self._send_lock = trio.Lock()
         self._slots = trio.Semaphore(self._limits.calls_per_connection)
         self._scope = trio.CancelScope()
         self._close: tuple[int, str] = (1000, "")
+        self._hello: trio.Event | None = None
+        """Set once the hello being answered has been (None: no hello in flight)."""
+        self._ended = False
 
     def close_soon(self, code: int, reason: str) -> None:
         """Stop reading and close with ``code``; runs from any task, never blocks."""
@@ -510,31 +551,62 @@ class _Connection:
         return False
 
     async def run(self, peer: Peer) -> None:
+        """Read and start calls until the peer or the server closes; calls read go on."""
+        # The calls this task starts inherit its rank (Trio copies context variables).
         act_as(f"connection {peer.controller_id}", Rank.CONNECTION)
-        with self._scope:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._keepalive)
-                with contextlib.suppress(ConnectionClosed):
-                    await self._read(peer, nursery)
-                nursery.cancel_scope.cancel()
-        if self._scope.cancelled_caught:
-            with trio.move_on_after(2) as scope:
-                scope.shield = True
-                await self._ws.aclose(*self._close)
+        try:
+            with self._scope:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._keepalive)
+                    nursery.start_soon(self._hello_deadline, peer)
+                    with contextlib.suppress(ConnectionClosed):
+                        await self._read(peer)
+                    nursery.cancel_scope.cancel()
+            if self._scope.cancelled_caught:
+                with trio.move_on_after(2) as scope:
+                    scope.shield = True
+                    await self._ws.aclose(*self._close)
+        finally:
+            self._ended = True
 
-    async def _read(self, peer: Peer, calls: trio.Nursery) -> None:
+    async def _read(self, peer: Peer) -> None:
         while True:
             frame = await self._ws.get_message()
+            await self._parse_turn(peer)
+            started = trio.current_time()
             call = self._parse(frame)
+            self._shares.parsed(peer.controller_id, trio.current_time() - started)
             del frame  # only the parsed call is kept while it runs
-            await self._slots.acquire()
-            await self._calls.acquire()
+            await self._shares.take_call(self._slots, peer.controller_id)
+            self._stats.calls = self._shares.calls
+            answered = trio.Event()
+            self._calls.start_soon(self._answer, peer, call, answered)
             if isinstance(call, Request) and call.method == "hello":
                 # hello is answered before the next frame is read, so calls
                 # pipelined behind it see its effect.
-                await self._answer(peer, call)
-            else:
-                calls.start_soon(self._answer, peer, call)
+                self._hello = answered
+                await answered.wait()
+                self._hello = None
+
+    async def _parse_turn(self, peer: Peer) -> None:
+        """Wait while this credential has used up its share of parsing (`akk.server.shares`)."""
+        wait = self._shares.parse_wait(peer.controller_id)
+        if wait:
+            self._stats.parses_delayed += 1
+        while wait:
+            await trio.sleep(wait)
+            wait = self._shares.parse_wait(peer.controller_id)
+
+    async def _hello_deadline(self, peer: Peer) -> None:
+        """Close the connection if it has not said hello in time: until then it may call
+        nothing, and it holds a connection of its credential's share."""
+        await trio.sleep(self._limits.hello_timeout)
+        if self._hello is not None:
+            await self._hello.wait()  # one being answered decides
+        if not peer.said_hello:
+            self._stats.closed_no_hello += 1
+            self.close_soon(NO_HELLO, f"no hello within {self._limits.hello_timeout:g} s; "
+                                      "call hello first when you connect")  # fmt: skip
 
     def _parse(self, frame: str | bytes) -> Request | FramingError:
         size = len(frame) if isinstance(frame, bytes) or frame.isascii() else len(frame.encode())
@@ -552,22 +624,37 @@ class _Connection:
         except FramingError as error:
             return error
 
-    async def _answer(self, peer: Peer, call: Request | FramingError) -> None:
+    async def _answer(self, peer: Peer, call: Request | FramingError, answered: trio.Event) -> None:
+        """Run one call to its end and send its reply, if its connection still stands.
+
+        Runs in the server's nursery, so it must never raise: what a call's
+        failure means for its peer is its error reply (`_reply_to`).
+        """
         try:
             reply = await self._reply_to(peer, call)
             del call
-            with trio.move_on_after(self._limits.send_timeout) as sending:
+            await self._send_reply(reply)
+        except Exception:
+            log.exception("answering a call failed")
+        finally:
+            self._shares.give_call(self._slots, peer.controller_id)
+            self._stats.calls = self._shares.calls
+            answered.set()
+
+    async def _send_reply(self, reply: str) -> None:
+        if self._ended:
+            self._stats.replies_dropped += 1
+            return
+        with trio.move_on_after(self._limits.send_timeout) as sending:
+            try:
                 async with self._send_lock:
                     await self._ws.send_message(reply)
-            if sending.cancelled_caught:
-                self._stats.closed_not_reading += 1
-                self.close_soon(NOT_READING, "replies were not read in time")
-        except ConnectionClosed:
-            pass
-        finally:
-            self._calls.release()
-            self._slots.release()
-            self._server._call_finished.set()
+            except ConnectionClosed:
+                self._stats.replies_dropped += 1
+                return
+        if sending.cancelled_caught:
+            self._stats.closed_not_reading += 1
+            self.close_soon(NOT_READING, "replies were not read in time")
 
     async def _reply_to(self, peer: Peer, call: Request | FramingError) -> str:
         if isinstance(call, FramingError):
