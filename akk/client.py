@@ -248,8 +248,11 @@ async def connect(
                 raise ConnectError(
                     "the server is at its connection limit (HTTP 503); try again shortly"
                 ) from exc
+            body = (exc.body or b"")[:300].decode("utf-8", "replace").strip()
+            said = "".join(c if c.isprintable() else " " for c in body)  # the server's reason
             raise ConnectError(
                 f"the server refused the connection (HTTP {exc.status_code})"
+                + (f": {said}" if said else "")
             ) from exc
         except (OSError, HandshakeError, trio.BrokenResourceError) as exc:
             raise ConnectError(

@@ -25,6 +25,7 @@ from trio_websocket import (
     open_websocket_url,
 )
 
+from akk.client import ConnectError, connect
 from akk.config import EndpointLimits
 from akk.methods.common import Peer
 from akk.server.auth import CredentialBook
@@ -261,7 +262,11 @@ async def test_one_credential_holds_at_most_its_share_of_connections() -> None:
                 assert refused.value.status_code == 429
                 assert refused.value.body is not None
                 assert b"holds 3 connections already" in refused.value.body
-                assert served.server.stats.refused_credential_full == 1
+                # AKK's own client passes the server's reason on.
+                with pytest.raises(ConnectError, match=r"HTTP 429.*holds 3 connections already"):
+                    async with connect(served.url, served.tokens["a"]):
+                        pass
+                assert served.server.stats.refused_credential_full == 2
                 for who in ("b", "operator"):
                     async with said_hello(served, who) as ws:
                         assert "result" in await rpc(ws, 1, "hello")

@@ -235,17 +235,20 @@ def server_checks(report: dict[str, Any]) -> list[Check]:
             "wss:// (TLS)" if report["tls"] else "ws:// (plaintext)",
         )
     )
-    refused = server["refused_full"] + server["handshakes_evicted"] + server["accept_errors"]
-    if refused:
+    counted = ("refused_full", "refused_credential_full", "closed_no_hello",
+               "handshakes_evicted", "accept_errors")  # fmt: skip
+    if any(server.get(name, 0) for name in counted):
         checks.append(
             Check(
                 "server load",
                 False,
                 f"{server['refused_full']} upgrades refused at the connection limit, "
+                f"{server.get('refused_credential_full', 0)} past one credential's share, "
+                f"{server.get('closed_no_hello', 0)} connections closed without a hello, "
                 f"{server['handshakes_evicted']} stalled handshakes dropped, "
                 f"{server['accept_errors']} accepts failed (descriptors)",
-                "look for a process opening connections it never uses; raise --max-connections "
-                "or `ulimit -n`",
+                "look for a process opening connections it never uses; raise "
+                "--max-connections or `ulimit -n`",
             )
         )
     checks.extend(backend_checks(report["backends"]))
