@@ -23,8 +23,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from trio_websocket import WebSocketConnection, open_websocket_url
 
-from akk.protocol.errors import RpcError
-from akk.protocol.jsonrpc import MAX_DEPTH, parse_request
+from akk.protocol.errors import Reason, RpcError
+from akk.protocol.jsonrpc import MAX_DEPTH, MAX_ITEMS, parse_request
 from akk.protocol.schema import ID_PATTERN, METHODS, OPERATOR_METHODS
 from akk.screen.fingerprint import Appearance, IdMinter
 from akk.store import audit, sessions, turns
@@ -386,6 +386,25 @@ def test_a_lone_surrogate_anywhere_is_refused_with_where_it_was() -> None:
     # A proper pair is a character, not a surrogate.
     ok = json.dumps({"jsonrpc": "2.0", "id": 3, "method": "list", "params": {}, "x": "\U0001f600"})
     assert parse_request(ok).method == "list"
+
+
+def test_an_array_longer_than_any_call_takes_is_refused_before_its_items_are_checked() -> None:
+    """12,000 well-formed answers once cost the server's thread 0.65 s of schema checks
+    before `maxItems` refused them; now the structure walk refuses them at their length."""
+    answer = {"question_id": "q", "response_kind": "free_text", "text": "a"}
+    for count, refused in ((MAX_ITEMS, False), (MAX_ITEMS + 1, True), (12_000, True)):
+        params = {"turn_id": "t", "interaction_id": "i", "answers": [answer] * count}
+        frame = json.dumps(
+            {"jsonrpc": "2.0", "id": 3, "method": "respond_interaction", "params": params}
+        )
+        try:
+            parse_request(frame)
+        except RpcError as error:
+            assert refused == (f"holds {count} items" in error.message), error.message
+            assert error.reason is Reason.INVALID_PARAMS
+        else:
+            assert not refused
+    assert MAX_ITEMS == 64  # `answers` and `selected_option_ids` take 64 at most
 
 
 def test_every_minted_id_has_the_shipped_id_shape() -> None:
