@@ -182,10 +182,14 @@ async def test_a_request_settled_before_the_host_took_it_never_joins_the_board()
     """The request and the notice that resolves it travel on two channels: read in the other
     order, the request arrives after its resolution and is dropped."""
     send, receive = trio.open_memory_channel[rpc.ServerRequest](4)
+    said, notes = trio.open_memory_channel[rpc.ServerNotification](4)
+    said.close()
     awaited: set[rpc.RequestId] = {"kept"}
     app = cast(
-        rpc.AppServer, SimpleNamespace(server_requests=receive, awaiting=awaited.__contains__)
-    )
+        rpc.AppServer,
+        SimpleNamespace(server_requests=receive, notifications=notes,
+                        awaiting=awaited.__contains__),
+    )  # fmt: skip
     host = BackendHost(SETUP, store=cast(Any, None), reader=cast(Any, None), cwd="/")
     for request_id in ("gone", "kept"):
         send.send_nowait(rpc.ServerRequest(request_id, APPROVAL, {}))

@@ -67,6 +67,14 @@ QUESTIONS: dict[str, Any] = {
 }
 
 
+UPDATE: dict[str, Any] = {
+    "path": "/tmp/work/notes.txt",
+    "kind": {"type": "update", "move_path": None},
+    "diff": "@@ -1 +1 @@\n-draft\n+final\n",
+}
+"""One change of a fileChange item (FileUpdateChange, as every pinned version sends it)."""
+
+
 def _prompt(method: str, params: dict[str, Any], request_id: int = 7, generation: int = 1) -> Any:
     request = ServerRequest(request_id, method, params)
     return prompt_of(request, generation=generation, ids=IDS, turn_id="turn_x")
@@ -108,7 +116,9 @@ def test_decline_is_preferred_and_a_request_with_no_one_time_decision_is_manual(
 def test_a_file_change_request_without_the_list_gets_the_one_time_decisions() -> None:
     params = {"threadId": "thr", "turnId": "trn", "itemId": "i", "startedAtMs": 1,
               "reason": "write the file"}  # fmt: skip
-    prompt = _prompt("item/fileChange/requestApproval", params)
+    request = ServerRequest(7, "item/fileChange/requestApproval", params)
+    changes = codex.file_changes([UPDATE])
+    prompt = prompt_of(request, generation=1, ids=IDS, turn_id="turn_x", changes=changes)
     assert decision_result(prompt, "approve_once") == {"decision": "accept"}
     assert decision_result(prompt, "reject") == {"decision": "decline"}
 
@@ -286,3 +296,85 @@ def test_questions_whose_ids_repeat_are_for_a_person(ids: list[Any]) -> None:
     with pytest.raises(RpcError) as refused:
         codex.answers_result(prompt, answers, IDS)
     assert refused.value.reason is Reason.MANUAL_REQUIRED
+
+
+FILE_CHANGE = "item/fileChange/requestApproval"
+ADD = {"path": "/tmp/work/new.txt", "kind": {"type": "add"}, "diff": "hello\n"}
+MOVE = UPDATE | {"kind": {"type": "update", "move_path": "/tmp/work/final.txt"}}
+
+
+@pytest.mark.parametrize(
+    ("changes", "detail", "refusal"),
+    [
+        ([UPDATE], "update /tmp/work/notes.txt\n@@ -1 +1 @@\n-draft\n+final\n", None),
+        ([ADD, {"path": "/tmp/work/old.txt", "kind": {"type": "delete"}, "diff": "bye\n"}],
+         "add /tmp/work/new.txt\nhello\n\ndelete /tmp/work/old.txt\nbye\n", None),
+        ([MOVE], "update /tmp/work/notes.txt (moved to /tmp/work/final.txt)\n"
+                 "@@ -1 +1 @@\n-draft\n+final\n", None),
+        # The item was never reported (or was forgotten): nothing to show.
+        (None, None, "has not reported the changes"),
+        ([], None, "the item lists no change"),
+        # Cut: the whole is longer than `detail` shows.
+        ([UPDATE | {"diff": "+x\n" * 1_000}], None, "longer than `detail` shows"),
+        ([UPDATE] * 100, None, "longer than `detail` shows"),
+        # Redacted: the controller would approve a key it never saw.
+        ([UPDATE | {"diff": f"+token = {KEY}\n"}],
+         f"update /tmp/work/notes.txt\n+token = {MASK}\n", "part of them is redacted"),
+        # Shapes AKK does not know, and paths that would not read as one line.
+        ([UPDATE | {"kind": "update"}], None, "a shape AKK does not know"),
+        ([UPDATE | {"kind": {"type": "chmod"}}], None, "a shape AKK does not know"),
+        ([ADD | {"kind": {"type": "add", "move_path": "/x"}}], None, "a shape AKK does not know"),
+        ([UPDATE | {"diff": None}], None, "a shape AKK does not know"),
+        ([UPDATE | {"path": "a.txt\nupdate b.txt"}], None, "a shape AKK does not know"),
+        ([MOVE | {"kind": {"type": "update", "move_path": ""}}], None,
+         "a shape AKK does not know"),
+        ({"path": "a.txt"}, None, "a shape AKK does not know"),
+    ],
+)  # fmt: skip
+def test_a_file_change_shows_its_changes_and_offers_approve_only_when_they_show_whole(
+    changes: Any, detail: str | None, refusal: str | None
+) -> None:
+    """The request names its item and carries no changes: `detail` shows the item's, each
+    path with its kind and diff, and approve_once is offered only if all of it shows."""
+    known = None if changes is None else codex.file_changes(changes)
+    request = ServerRequest(5, FILE_CHANGE, BASE)
+    prompt = codex.prompt_of(request, generation=1, ids=IDS, turn_id="t", changes=known)
+    (question,) = prompt.projection["questions"]
+    assert question.get("detail") == detail
+    assert question["prompt"] == "Apply these file changes?"
+    assert codex.decision_result(prompt, "reject") == {"decision": "decline"}
+    if refusal is None:
+        assert prompt.projection["decisions"] == ["approve_once", "reject"]
+        assert codex.decision_result(prompt, "approve_once") == {"decision": "accept"}
+        return
+    assert prompt.projection["state"] == "pending" and prompt.projection["decisions"] == ["reject"]
+    assert [option["role"] for option in question["options"]] == ["reject"]
+    with pytest.raises(RpcError, match=refusal) as refused:
+        codex.decision_result(prompt, "approve_once")
+    assert refused.value.reason is Reason.INVALID_PARAMS
+    assert "offers reject only" in refused.value.message
+
+
+def test_other_changes_to_the_same_request_are_another_interaction() -> None:
+    """The fingerprint covers the item's changes: a controller's answer is fenced against the
+    very changes it was shown, and the ids it saw no longer work once they change."""
+    request = ServerRequest(5, FILE_CHANGE, BASE)
+
+    def seen(changes: Any) -> Any:
+        known = None if changes is None else codex.file_changes(changes)
+        return codex.prompt_of(request, generation=1, ids=IDS, turn_id="t", changes=known)
+
+    shown = [seen(None), seen([UPDATE]), seen([UPDATE | {"diff": "+other\n"}]), seen([MOVE])]
+    assert len({p.seen.fingerprint for p in shown}) == len({p.interaction_id for p in shown}) == 4
+    assert seen([UPDATE]).interaction_id == shown[1].interaction_id
+    assert fingerprint(request, 1, codex.file_changes([UPDATE])) == shown[1].seen.fingerprint
+
+
+def test_a_lone_surrogate_in_a_request_is_fingerprinted_not_a_crash() -> None:
+    """JSON's "\\ud800" decodes to a lone surrogate, which UTF-8 cannot encode: the request
+    is still fingerprinted (status shows it), as every other text is."""
+    params = BASE | {"command": "echo \ud800", "reason": "\udfff"}
+    prompt = codex.prompt_of(ServerRequest(5, COMMAND, params), generation=1, ids=IDS, turn_id="t")
+    assert prompt.projection["kind"] == "permission"
+    question = codex.AsyncQuestion("thr", "trn", "item", (("Pick \ud800?", ("A",)),))
+    codex.async_fingerprint(question, 1)

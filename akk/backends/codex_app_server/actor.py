@@ -14,7 +14,9 @@ they read the TerminalBoard. A process that exits or breaks its protocol
 crashes the host: the supervisor starts a new process, the board's
 `generation` moves on, and the TurnActors reconcile their Turns from
 `thread/read` (never by sending anything again). Every process is reaped
-before the host ends, and its exit is recorded in the audit trail.
+before the host ends, and its exit is recorded in the audit trail. A result of the
+wrong shape to one of its own requests is not such a break: it fails that step,
+recorded as what may have happened (`results`), and the actor goes on.
 """
 
 from __future__ import annotations
@@ -31,15 +33,15 @@ import attrs
 
 from akk import faults
 from akk.actors.store import transact, transact_until_written
-from akk.backends.codex_app_server import rpc
-from akk.backends.codex_app_server.board import BackendBoard, final_message
+from akk.backends.codex_app_server import results, rpc
+from akk.backends.codex_app_server.board import BackendBoard
 from akk.backends.codex_app_server.prompts import (
     async_fingerprint,
     fingerprint,
 )
+from akk.backends.codex_app_server.results import ThreadFacts, Unreadable
 from akk.backends.contract import AnswerReceipt, Refusal
 from akk.backends.offers import reserve_answer
-from akk.evidence import request_digest
 from akk.faults import Point
 from akk.protocol.errors import Reason
 from akk.protocol.redaction import redact_head
@@ -77,8 +79,9 @@ class CodexSetup:
 
 
 @attrs.frozen
-class ReadBinding(Ask[policy.ThreadConfig]):
-    """The binding a thread started now in ``cwd`` would get (config/read)."""
+class ReadBinding(Ask["policy.ThreadConfig | Refusal"]):
+    """The binding a thread started now in ``cwd`` would get (config/read). A refusal: the
+    app-server refused config/read, or answered it with a result of the wrong shape."""
 
     cwd: str
 
@@ -143,31 +146,10 @@ class Steer:
 
 
 @attrs.frozen
-class ReadThread(Ask["ThreadFacts"]):
+class ReadThread(Ask["ThreadFacts | Unreadable"]):
     """thread/read with turns."""
 
     thread_id: str
-
-
-@attrs.frozen
-class NativeRecord:
-    """One turn as the thread's own history holds it."""
-
-    turn_id: str
-    status: str
-    request_sha256: str | None
-    """Digest of the turn's user message text (what AKK sent, if AKK sent it)."""
-    final_message: str | None
-    error: str | None
-
-
-@attrs.frozen
-class ThreadFacts:
-    found: bool
-    """False: the app-server does not know the thread (missing)."""
-    status: str | None
-    turns: tuple[NativeRecord, ...] = ()
-    why: str = ""
 
 
 _NO_LONGER_ASKED = (
@@ -230,9 +212,12 @@ class BackendActor(Actor[BackendMessage]):
         finally:
             self._board.store_wait = None
 
-    async def _binding(self, cwd: str) -> policy.ThreadConfig:
-        result = await self._app.request("config/read", {"cwd": cwd}, timeout=REQUEST_TIMEOUT)
-        config = result.get("config") or {}
+    async def _binding(self, cwd: str) -> policy.ThreadConfig | Refusal:
+        try:
+            result = await self._app.request("config/read", {"cwd": cwd}, timeout=REQUEST_TIMEOUT)
+            config = results.config_of(result)
+        except (rpc.ErrorReply, results.WrongShape) as exc:
+            return Refusal(Reason.INTERNAL, redact_head(str(exc), 300))
 
         def text(key: str) -> str | None:
             value = config.get(key)
@@ -251,13 +236,16 @@ class BackendActor(Actor[BackendMessage]):
 
     async def _start(self, message: StartTurn) -> StartReceipt | Unsent:
         turn_id = message.turn_id
-        invocation, session, turn = await self._read_store(
+        invocation, session, _ = await self._read_store(
             lambda conn: _records(conn, turn_id, message.round)
         )
         assert invocation.dispatch is policy.Dispatch.NOT_SENT, invocation
         thread_id = session.thread_id
         if thread_id is None:
-            thread_id = await self._thread_start(session, turn)
+            started = await self._thread_start(session, invocation)
+            if isinstance(started, StartReceipt):
+                return started
+            thread_id = started
         elif thread_id not in self._board.loaded:
             resumed = await self._thread_resume(session, thread_id, invocation)
             if resumed is not None:
@@ -275,14 +263,15 @@ class BackendActor(Actor[BackendMessage]):
                 {"threadId": thread_id, "input": [{"type": "text", "text": message.text}]},
                 timeout=REQUEST_TIMEOUT,
             )
+            native = results.turn_id_of(result)
         except rpc.ErrorReply as exc:
             # A refusal is the app-server's own answer: the turn was not started.
             why = f"the app-server refused turn/start: {redact_head(exc.message, 200)}"
             return await self._not_started(invocation, "turn_start_refused", why)
         except rpc.AppServerError as exc:
+            # No answer, or one of the wrong shape: the turn may run, under an id not known.
             return await self._unconfirmed(invocation, exc)
         await faults.reached(Point.BACKEND_TURN_WRITTEN)
-        native = str(result["turn"]["id"])
         receipt = hashlib.sha256(json.dumps(result, sort_keys=True).encode()).hexdigest()
         self._board.track(thread_id, native)
 
@@ -307,12 +296,23 @@ class BackendActor(Actor[BackendMessage]):
         await faults.reached(Point.BACKEND_TURN_ACCEPTED)
         return StartReceipt(accepted, self._board.generation)
 
-    async def _thread_start(self, session: SessionRow, turn: Turn) -> str:
+    async def _thread_start(
+        self, session: SessionRow, invocation: InvocationRow
+    ) -> str | StartReceipt:
+        """thread/start; its failure ends the invocation unsent (turn/start was never written;
+        a thread the app-server may have made stays empty and unused)."""
         await faults.reached(Point.BACKEND_THREAD_START)
-        result = await self._app.request(
-            "thread/start", {"cwd": session.workspace}, timeout=REQUEST_TIMEOUT
-        )
-        thread_id = str(result["thread"]["id"])
+        try:
+            result = await self._app.request(
+                "thread/start", {"cwd": session.workspace}, timeout=REQUEST_TIMEOUT
+            )
+            thread_id = results.thread_id_of(result)
+        except rpc.AppServerError as exc:
+            why = (
+                f"thread/start failed ({redact_head(str(exc), 300)}), so the task was never "
+                "sent. Send again; `akk doctor` checks the app-server"
+            )
+            return await self._not_started(invocation, "thread_start_failed", why)
         self._board.loaded.add(thread_id)
         await faults.reached(Point.BACKEND_THREAD_STARTED)
         session_id = session.session_id
@@ -389,7 +389,11 @@ class BackendActor(Actor[BackendMessage]):
     ) -> StartReceipt:
         """turn/start may have reached the app-server: `uncertain`, reconciled, never resent."""
         turn_id = invocation.turn_id
-        why = f"turn/start got no answer ({type(exc).__name__})"
+        why = (
+            str(exc)
+            if isinstance(exc, results.WrongShape)
+            else f"turn/start got no answer ({type(exc).__name__})"
+        )
 
         def mark(conn: apsw.Connection) -> Turn:
             fresh = turns.get(conn, turn_id)
@@ -409,12 +413,16 @@ class BackendActor(Actor[BackendMessage]):
 
         A store that cannot write refuses it (``internal``): a reservation that is not on
         disk never reaches the app-server."""
-        request = self._board.requests.get(message.request_id)
+        board = self._board
+        request = board.requests.get(message.request_id)
         if message.steer is not None:
             refused = self._steer_fence(message.steer, message.fingerprint)
             if refused is not None:
                 return refused
-        elif request is None or fingerprint(request, self._board.generation) != message.fingerprint:
+        elif request is None or message.fingerprint != fingerprint(
+            request, board.generation, board.changes_of(request)
+        ):
+            # Another request, or (a file change) other changes than the controller saw.
             return Refusal(Reason.PROMPT_CHANGED, _NO_LONGER_ASKED)
         now = time.time()
 
@@ -532,36 +540,18 @@ class BackendActor(Actor[BackendMessage]):
             return f"the app-server refused turn/interrupt: {redact_head(exc.message, 200)}"
         return None
 
-    async def _read_thread(self, thread_id: str) -> ThreadFacts:
+    async def _read_thread(self, thread_id: str) -> ThreadFacts | Unreadable:
         try:
             result = await self._app.request(
                 "thread/read", {"threadId": thread_id, "includeTurns": True},
                 timeout=REQUEST_TIMEOUT,
             )  # fmt: skip
+            return results.thread_facts(result)
         except rpc.ErrorReply as exc:
             return ThreadFacts(False, None, why=redact_head(exc.message, 200))
-        thread = result.get("thread") or {}
-        status = (thread.get("status") or {}).get("type")
-        records = tuple(_native_record(t) for t in thread.get("turns") or [])
-        return ThreadFacts(True, status, records)
-
-
-def _native_record(turn: dict[str, Any]) -> NativeRecord:
-    error = turn.get("error")
-    texts = [
-        part.get("text", "")
-        for item in turn.get("items") or []
-        if isinstance(item, dict) and item.get("type") == "userMessage"
-        for part in item.get("content") or []
-        if isinstance(part, dict) and part.get("type") == "text"
-    ]
-    return NativeRecord(
-        turn_id=str(turn.get("id")),
-        status=str(turn.get("status")),
-        request_sha256=request_digest(texts[0]) if texts else None,
-        final_message=final_message(turn.get("items")),
-        error=redact_head(str(error.get("message")), 300) if isinstance(error, dict) else None,
-    )
+        except results.WrongShape as exc:
+            log.warning("thread %s not read: %s", thread_id, exc)
+            return Unreadable(exc.why)
 
 
 def _evidence(app: rpc.AppServer, thread_id: str, native_turn_id: str) -> str:

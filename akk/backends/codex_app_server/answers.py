@@ -18,6 +18,7 @@ message.
 from __future__ import annotations
 
 import time
+from contextlib import suppress
 from typing import Any, TypeVar
 
 import apsw
@@ -311,11 +312,20 @@ class AppServerAnswers:
         start = StartTurn(turn_id, reserved.turn.round, text)
         try:
             receipt = await self._ask(host, start)
+        except _Untaken:
+            await self._never_sent(reserved.dispatch, "the app-server's actor never took it")
+            raise RpcError(
+                Reason.INTERNAL,
+                "the app-server's actor was too busy to take the answer; nothing was sent: "
+                f"turn {turn_id}'s round {reserved.turn.round} ends failed (not_sent). Send the "
+                "answer as a new task",
+                data={"turn_id": turn_id},
+            ) from None
         except RpcError:
             await self._rounds.follow(turn_id, generation=None)
             raise
         if isinstance(receipt, Unsent):
-            await self._rounds.follow(turn_id, generation=None, restarted=True)
+            await self._never_sent(reserved.dispatch, "turn/start was never written")
             raise unsent(turn_id, receipt)
         started = receipt.turn.state in (TurnState.RUNNING, *_SETTLED_AFTER_START)
         stage = Stage.ACCEPTED if started else Stage.NOT_ACCEPTED
@@ -339,6 +349,22 @@ class AppServerAnswers:
             "round": reserved.turn.round,
         }
 
+    async def _never_sent(self, step: Dispatch, why: str) -> None:
+        """A queue_next_turn answer whose round provably never reached the app-server: its
+        step is not_accepted (never `uncertain`), and its Turn ends the round not_sent. On a
+        store that cannot write now, the Turn's follower records both once it writes."""
+        with suppress(StoreUnwritable):  # the follower closes it with the round (`never_sent`)
+            await transact(
+                self._store,
+                lambda conn: dispatches.advance(
+                    conn,
+                    dispatches.get(conn, step.dispatch_id) or step,
+                    Stage.NOT_ACCEPTED,
+                    f"nothing was sent: {why}",
+                ),
+            )
+        await self._rounds.follow(step.turn_id or "", generation=None, restarted=True)
+
     def _host(self) -> BackendHost:
         host = self._hosts.running
         if host is None:
@@ -350,7 +376,7 @@ class AppServerAnswers:
             return await host.ref.ask(message, timeout=ANSWER_TIMEOUT)
         except AskTimeout as exc:
             if not exc.delivered:
-                raise RpcError(
+                raise _Untaken(
                     Reason.INTERNAL,
                     "the app-server's actor was too busy to take the answer; nothing was sent; "
                     "try again",
@@ -361,6 +387,10 @@ class AppServerAnswers:
 
 
 _SETTLED_AFTER_START = (TurnState.DONE, TurnState.FAILED, TurnState.CANCELLED)
+
+
+class _Untaken(RpcError):
+    """The BackendActor never took the message (its mailbox stayed full): nothing was sent."""
 
 
 def _uncertain(why: str) -> RpcError:

@@ -20,9 +20,12 @@ from akk import evidence
 from akk.actors.turn_follower import Usage
 from akk.backends.codex_app_server import rpc
 from akk.backends.codex_app_server.prompts import (
+    FILE_CHANGE,
     AsyncQuestion,
     BackendPrompt,
+    FileChanges,
     async_prompt_of,
+    file_changes,
     prompt_of,
 )
 from akk.protocol.redaction import redact_head
@@ -78,6 +81,14 @@ _USAGE_KEYS = ("inputTokens", "cachedInputTokens", "cacheWriteInputTokens", "out
 KEPT_QUESTIONS = 64
 """Unanswered async questions the board remembers (oldest forgotten first)."""
 
+KEPT_FILE_CHANGES = 256
+"""fileChange items whose changes the board remembers (least recently reported forgotten
+first), each at most `detail`'s bound of text: a file change approval awaiting an answer
+(at most `rpc.WireLimits.server_requests`) names one of the newest."""
+
+ItemKey = tuple[str, str, str]
+"""(thread id, turn id, item id) of an item."""
+
 
 @attrs.define
 class BackendBoard:
@@ -96,6 +107,9 @@ class BackendBoard:
     """Native turns a controller's reject interrupts (the app-server's `cancel` decision)."""
     questions: OrderedDict[str, AsyncQuestion] = attrs.field(factory=OrderedDict)
     """Async questions not answered yet, by item id."""
+    changes: OrderedDict[ItemKey, FileChanges] = attrs.field(factory=OrderedDict)
+    """What each fileChange item of a running turn proposes (a file change approval shows
+    its item's)."""
     start_error: str | None = None
     """Why the latest start failed (None once a process runs)."""
     store_wait: StoreUnwritable | None = None
@@ -112,8 +126,15 @@ class BackendBoard:
         reconciled from their threads)."""
         self.generation += 1
         self.pid, self.alive, self.start_error = pid, True, None
-        for kept in (self.loaded, self.requests, self.questions, self.turns, self.rejected):
+        for kept in (self.loaded, self.requests, self.questions, self.turns, self.rejected,
+                     self.changes):  # fmt: skip
             kept.clear()
+        self._state_changed()
+
+    def starting(self) -> None:
+        """A process is being started: a send waits for it (`settled`), not for an older
+        failure's reason."""
+        self.start_error = None
         self._state_changed()
 
     def start_failed(self, why: str) -> None:
@@ -143,7 +164,13 @@ class BackendBoard:
         found: list[BackendPrompt] = []
         if turn.unresolved:
             made = (
-                prompt_of(r, generation=self.generation, ids=ids, turn_id=turn.turn_id)
+                prompt_of(
+                    r,
+                    generation=self.generation,
+                    ids=ids,
+                    turn_id=turn.turn_id,
+                    changes=self.changes_of(r),
+                )
                 for r in self.requests.values()
             )
             found += [p for p in made if p.native_turn_id == native_turn_id]
@@ -158,6 +185,15 @@ class BackendBoard:
 
     def forget(self, native_turn_id: str) -> None:
         self.turns.pop(native_turn_id, None)
+
+    def changes_of(self, request: rpc.ServerRequest) -> FileChanges | None:
+        """What a file change approval would apply, as its item said (None: another kind of
+        request, or its item was not reported)."""
+        params = request.params
+        if request.method != FILE_CHANGE or not isinstance(params, dict):
+            return None
+        key = _item_key(params, params.get("itemId"))
+        return None if key is None else self.changes.get(key)
 
     def keep_awaited(self, awaiting: Callable[[rpc.RequestId], bool]) -> None:
         """Let go of the server requests that await no answer any more (resolved by the
@@ -200,6 +236,9 @@ class BackendBoard:
             return "turn.status is no text"
         native = self.track(thread_id, turn["id"])
         native.status = native.status if status is None else status
+        if native.settled:  # its approvals are moot: what they would apply is no more asked
+            for key in [k for k in self.changes if k[:2] == (thread_id, native.turn_id)]:
+                del self.changes[key]
         native.final_message = final_message(turn.get("items")) or native.final_message
         if isinstance(error, dict) and isinstance(error.get("message"), str) and error["message"]:
             native.error = redact_head(error["message"], 300)
@@ -237,6 +276,36 @@ class BackendBoard:
         self.seq += 1
         native.seq = self.seq
 
+    def _item(self, params: dict[str, Any]) -> str | None:
+        """item/started: a fileChange item's changes (any other item: nothing for the board)."""
+        item = params.get("item")
+        if not (isinstance(item, dict) and item.get("type") == "fileChange"):
+            return None
+        return self._changes(params, item.get("id"), item.get("changes"))
+
+    def _item_completed(self, params: dict[str, Any]) -> str | None:
+        """item/completed: a fileChange item's changes, or an agent message delivered `async`
+        that asks questions."""
+        item = params.get("item")
+        if isinstance(item, dict) and item.get("type") == "fileChange":
+            return self._item(params)
+        return self._async_question(params)
+
+    def _patch_updated(self, params: dict[str, Any]) -> str | None:
+        """item/fileChange/patchUpdated: a fileChange item's changes, as they stand now."""
+        return self._changes(params, params.get("itemId"), params.get("changes"))
+
+    def _changes(self, params: dict[str, Any], item_id: object, changes: object) -> str | None:
+        key = _item_key(params, item_id)
+        if key is None:
+            return "threadId, turnId or the item's id is no text"
+        self.changes[key] = file_changes(changes)
+        self.changes.move_to_end(key)
+        while len(self.changes) > KEPT_FILE_CHANGES:
+            self.changes.popitem(last=False)
+        self.seq += 1
+        return None
+
     def _async_question(self, params: dict[str, Any]) -> str | None:
         """item/completed: an agent message delivered `async` that asks questions."""
         thread_id, item, turn_id = params.get("threadId"), params.get("item"), params.get("turnId")
@@ -264,10 +333,20 @@ _FOLDS: dict[str, Callable[[BackendBoard, dict[str, Any]], str | None]] = {
     "turn/started": BackendBoard._turn,
     "turn/completed": BackendBoard._turn,
     "thread/tokenUsage/updated": BackendBoard._usage,
-    "item/completed": BackendBoard._async_question,
+    "item/started": BackendBoard._item,
+    "item/completed": BackendBoard._item_completed,
+    "item/fileChange/patchUpdated": BackendBoard._patch_updated,
 }
 """The notifications the board folds in, each by a method that says why it skipped one
 (None: folded, or nothing in it for the board)."""
+
+
+def _item_key(params: dict[str, Any], item_id: object) -> ItemKey | None:
+    """(threadId, turnId, ``item_id``) if all three are text."""
+    thread_id, turn_id = params.get("threadId"), params.get("turnId")
+    if isinstance(thread_id, str) and isinstance(turn_id, str) and isinstance(item_id, str):
+        return thread_id, turn_id, item_id
+    return None
 
 
 MAX_COUNT = 1 << 53

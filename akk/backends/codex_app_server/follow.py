@@ -39,11 +39,11 @@ from akk.actors.turn_follower import Attached, CancelResult, Usage
 from akk.backends.codex_app_server.actor import (
     InterruptTurn,
     ReadThread,
-    ThreadFacts,
     thread_persisted,
 )
 from akk.backends.codex_app_server.board import NativeTurn
 from akk.backends.codex_app_server.host import BackendDesk, BackendHost
+from akk.backends.codex_app_server.results import ThreadFacts, Unreadable
 from akk.backends.outcomes import bounded_final, final_summary
 from akk.discovery import children
 from akk.discovery.process import start_ticks
@@ -52,7 +52,8 @@ from akk.protocol.errors import Reason
 from akk.runtime.actor import ActorError, ActorRef
 from akk.screen.fingerprint import IdMinter
 from akk.sessions.policy import Dispatch, History
-from akk.store import interactions, sessions, turns
+from akk.store import dispatches, interactions, sessions, turns
+from akk.store.dispatches import Kind, Stage
 from akk.store.sessions import InvocationRow
 from akk.store.turns import Turn, TurnState
 
@@ -60,6 +61,17 @@ log = logging.getLogger("akk.backend_turn")
 
 ASK_TIMEOUT = 40.0
 """How long a Turn waits on its BackendActor (longer than one app-server request)."""
+
+
+def never_sent(conn: apsw.Connection, turn_id: str) -> None:
+    """The answer steps of ``turn_id`` still open are `not_accepted`: its round never reached
+    the app-server, so neither did the queue_next_turn answer it carried (never
+    `uncertain`, never a `response_uncertain` event)."""
+    for step in dispatches.of_turn(conn, turn_id):
+        if step.kind is Kind.ANSWER and step.stage.open:
+            dispatches.advance(conn, step, Stage.NOT_ACCEPTED, "nothing was sent: the round "
+                               "carrying it never reached the app-server")  # fmt: skip
+
 
 _OUTCOMES = {
     "completed": TurnState.DONE,
@@ -132,6 +144,7 @@ class AppServerFollower(Attached):
                     TurnState.FAILED, "not_sent",
                     "the task never reached the app-server (AKK stopped first, or could not "
                     "record the send); nothing was sent. Send it again", cleanup=True,
+                    unsent=True,
                 )  # fmt: skip
             return False  # its StartTurn is still queued or running
         host = await self._host()
@@ -159,11 +172,9 @@ class AppServerFollower(Attached):
         return True
 
     async def _host(self) -> BackendHost | None:
-        """The running app-server host; started here after a restart of AKK (None: no Codex)."""
-        host = self._backends.running
-        if host is None and self._backends.available:
-            host = await self._backends.host()
-        return host
+        """The app-server host; started here after a restart of AKK, or after the backends
+        supervisor dropped it (`BackendDesk.host`; None: no Codex)."""
+        return await self._backends.host() if self._backends.available else None
 
     async def _announce(self, host: BackendHost, native: NativeTurn) -> None:
         """Record each server request of this turn as an interaction (its event once); the
@@ -212,6 +223,9 @@ class AppServerFollower(Attached):
         except ActorError:
             return  # the process went away again: the next look retries the read
         generation = host.board.generation
+        if isinstance(facts, Unreadable):
+            await self._unreadable(host, facts)
+            return
         if not facts.found:
             await self._forget_thread(invocation.session_id, History.MISSING)
             await self._settle(
@@ -246,6 +260,25 @@ class AppServerFollower(Attached):
             )  # fmt: skip
             return
         await self._settle_native(record.status, record.final_message, record.error, live)
+
+    async def _unreadable(self, host: BackendHost, facts: Unreadable) -> None:
+        """thread/read answered with a result of the wrong shape: the app-server misbehaves,
+        and what became of the task cannot be read. Unless this process runs the turn (the
+        board follows it), the Turn ends failed `uncertain` now, rather than asking again
+        on every look; its cleanup stays unconfirmed, so its thread is not sent to until
+        `recover` reads it."""
+        invocation = self._invocation
+        assert invocation is not None
+        live = host.board.turn(invocation.native_turn_id)
+        if live is not None and not live.settled:
+            self._generation = host.board.generation
+            return
+        await self._settle(
+            TurnState.FAILED, "uncertain",
+            f"the app-server answered thread/read with a result of the wrong shape "
+            f"({facts.why}), so AKK cannot tell what became of the task; nothing is sent "
+            "again", outcome="uncertain",
+        )  # fmt: skip
 
     async def _find_sent(self, facts: ThreadFacts) -> str | None:
         """The native turn a `maybe_sent` invocation started, found by its text's digest
@@ -386,9 +419,13 @@ class AppServerFollower(Attached):
         checkpoint: bool = False,
         context: tuple[int | None, int | None] = (None, None),
         usage: Usage | None = None,
+        unsent: bool = False,
         **changes: Any,
     ) -> None:
-        """The Turn's outcome, its invocation's facts and the session's checkpoint, at once."""
+        """The Turn's outcome, its invocation's facts and the session's checkpoint, at once.
+
+        ``unsent``: the round provably never reached the app-server, so a queue_next_turn
+        answer still reserved for it was not delivered either (`never_sent`)."""
         now, round_ = time.time(), self._round
 
         def also(conn: apsw.Connection, fresh: Turn) -> None:
@@ -396,6 +433,8 @@ class AppServerFollower(Attached):
                 conn, fresh.turn_id, round_, state, now, outcome=outcome, cleanup=cleanup,
                 checkpoint=checkpoint, context=context,
             )  # fmt: skip
+            if unsent:
+                never_sent(conn, fresh.turn_id)
 
         assert self._control is not None
         await self._control.settle(state, reason, summary, usage=usage, also=also, **changes)

@@ -6,11 +6,19 @@ configured binary and CODEX_HOME, reads everything it says into a
 process is reaped before the host ends, and its exit is audited. The
 `BackendDesk` starts a host on first use and says whether the backend is
 available (`find_codex`: a pinned Codex, or why not).
+
+A process that fails to start, or is the second in a row to end soon after it started,
+is tried again only after START_RETRY_SECONDS, the board saying why meanwhile (a send is
+refused at once with it): so a crash loop never reaches the backends supervisor's
+restart limit. If that supervisor gives up all the same (its other children crash), it
+drops the host; the desk starts it again on the next use, at most once every
+RESTART_SECONDS.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -28,8 +36,15 @@ from akk.backends.codex_app_server.actor import (
 )
 from akk.backends.codex_app_server.board import BackendBoard
 from akk.discovery.process import NotExecutable, VersionCache, executable
+from akk.protocol.redaction import redact_head
 from akk.runtime.actor import ActorRef, Incarnation, Rank
-from akk.runtime.supervisor import ChildSpec, Restart, Supervisor
+from akk.runtime.supervisor import (
+    ChildSpec,
+    DuplicateChild,
+    Restart,
+    Supervisor,
+    SupervisorNotRunning,
+)
 from akk.store import audit
 from akk.store.database import StoreUnwritable
 
@@ -38,6 +53,16 @@ log = logging.getLogger("akk.backend")
 START_RETRY_SECONDS = 30.0
 """After an app-server failed to start, how long before the next try (a slow retry never
 reaches the supervisor's restart limit, so a broken Codex cannot stop `akk serve`)."""
+
+STEADY_SECONDS = 10.0
+"""A process that ended sooner than this after its start ended early. The second in a row
+counts as failing to start (the next waits START_RETRY_SECONDS): one that answers
+`initialize` and then exits would otherwise restart at once, six times within the
+supervisor's period. One killed early once is started again at once."""
+
+RESTART_SECONDS = 30.0
+"""After the backends supervisor dropped the host (it gave up on its children), the least
+time between the desk's starts of it."""
 
 
 class BackendHost:
@@ -65,10 +90,14 @@ class BackendHost:
         self._reader = reader
         self._cwd = cwd
         self._limits = limits or rpc.WireLimits()
+        self._early_exits = 0
+        """Processes in a row that ended sooner than STEADY_SECONDS after their start."""
 
     async def run(self) -> None:
         board = self.board
+        board.starting()
         env = dict(self.setup.env) if self.setup.env is not None else None
+        began = trio.current_time()
         try:
             async with rpc.open_app_server(
                 self.setup.binary, codex_home=self.setup.home, cwd=self._cwd, env=env,
@@ -79,6 +108,19 @@ class BackendHost:
             board.start_failed(str(exc))
             log.error("app-server did not start: %s", exc)
             await trio.sleep(START_RETRY_SECONDS)
+            raise
+        except Exception as exc:
+            lived = trio.current_time() - began
+            self._early_exits = self._early_exits + 1 if lived < STEADY_SECONDS else 0
+            if self._early_exits > 1:
+                why = (
+                    f"the app-server ended {lived:.1f} s after it started ({_reason(exc)}), "
+                    f"{self._early_exits} times in a row; AKK starts it again "
+                    f"{START_RETRY_SECONDS:.0f} s later"
+                )
+                board.start_failed(why)
+                log.error("%s", why)
+                await trio.sleep(START_RETRY_SECONDS)
             raise
 
     async def _serve(self, app: rpc.AppServer) -> None:
@@ -104,22 +146,32 @@ class BackendHost:
         The board holds only requests that still await an answer (`rpc.AppServer.awaiting`):
         a request resolved, or whose turn completed, leaves it with the notification that
         says so, and one settled before it was taken never joins it. Whichever of the two
-        channels is read first, the board ends as the connection says.
+        channels is read first, the board ends as the connection says; and a request joins
+        it only after every notification the app-server sent before it (a file change
+        approval after the item that shows its changes).
         """
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._requests, app)
             async for note in app.notifications:
-                self.board.apply(note)
-                if note.method in rpc.SETTLING:
-                    self.board.keep_awaited(app.awaiting)
+                self._fold(app, note)
         raise BackendLost(app.closed_reason or "the app-server's notifications ended")
 
     async def _requests(self, app: rpc.AppServer) -> None:
         # Bounded by the connection: at most Limits.server_requests await an answer.
         async for request in app.server_requests:
+            while True:  # what was said before it, first (no await: `_pump` holds none)
+                try:
+                    self._fold(app, app.notifications.receive_nowait())
+                except (trio.WouldBlock, trio.EndOfChannel):
+                    break
             if app.awaiting(request.id):
                 self.board.requests[request.id] = request
                 self.board.seq += 1
+
+    def _fold(self, app: rpc.AppServer, note: rpc.ServerNotification) -> None:
+        self.board.apply(note)
+        if note.method in rpc.SETTLING:
+            self.board.keep_awaited(app.awaiting)
 
     async def _record_exit(self, ended: rpc.Exit) -> None:
         detail = {
@@ -138,6 +190,13 @@ class BackendHost:
                 await transact(self._store, record)
             except StoreUnwritable as exc:  # an audit line: logged, never a crash on the way out
                 log.warning("exit of %s not audited: %s; %s", detail, exc.problem, exc.next_step)
+
+
+def _reason(exc: BaseException) -> str:
+    """What ended a host, bounded and redacted (an exception group of one: its one)."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return redact_head(f"{type(exc).__name__}: {exc}", 200)
 
 
 async def find_codex(binary: str | None, home: str, versions: VersionCache) -> CodexSetup | str:
@@ -173,17 +232,42 @@ class BackendDesk:
         self._reader = reader
         self._cwd = cwd
         self._host: BackendHost | None = None
+        self._started_at: float | None = None
 
     async def host(self) -> BackendHost:
-        """The running host, started on first use (the setup must be a CodexSetup)."""
-        assert isinstance(self.setup, CodexSetup), self.setup
+        """The host, started on first use, and started again once the backends supervisor
+        dropped it (it gave up on its children), at most once every RESTART_SECONDS.
+
+        Never waits for the process: until it runs, its board says why not (`start_error`:
+        a send is refused at once). The setup must be a CodexSetup.
+        """
+        setup = self.setup
+        assert isinstance(setup, CodexSetup), setup
         if self._host is None:
-            host = BackendHost(self.setup, store=self._store, reader=self._reader, cwd=self._cwd)
-            await self._supervisor.start_child(
-                ChildSpec(self.setup.key, host.run, restart=Restart.PERMANENT)
+            self._host = BackendHost(setup, store=self._store, reader=self._reader, cwd=self._cwd)
+        host = self._host
+        if setup.key in self._supervisor.child_keys():
+            return host
+        now = trio.current_time()
+        wait = 0.0 if self._started_at is None else self._started_at + RESTART_SECONDS - now
+        if wait > 0:
+            host.board.start_failed(
+                "the backends supervisor stopped the app-server after its children crashed "
+                f"repeatedly; AKK starts it again in {math.ceil(wait)} s"
             )
-            self._host = host
-        return self._host
+            return host
+        try:
+            host.board.starting()
+            await self._supervisor.start_child(ChildSpec(setup.key, host.run, Restart.PERMANENT))
+        except DuplicateChild:
+            return host  # another caller started it meanwhile
+        except SupervisorNotRunning:
+            host.board.start_failed("the backends supervisor is restarting; send again shortly")
+            return host
+        if self._started_at is not None:
+            log.warning("app-server started again: the backends supervisor had stopped it")
+        self._started_at = now
+        return host
 
     @property
     def running(self) -> BackendHost | None:

@@ -16,8 +16,12 @@ marked `isSecret` is `manual_required`: AKK never relays secret input.
 A controller approves only what it was shown (`detail`): a command approval with
 no command to show (input written to a running command, whose text the request
 does not carry; a kind AKK does not know; nothing at all), one whose network host
-does not show whole, and a file change that grants writes under a root for the
-rest of the session (`grantRoot`: a persistent grant) offer `reject` only.
+does not show whole, a file change whose changes do not show whole, and a file
+change that grants writes under a root for the rest of the session (`grantRoot`: a
+persistent grant) offer `reject` only. A file change approval does not carry its
+changes: they come in its fileChange item (`FileChanges`, which the board keeps),
+and its fingerprint covers them, so an answer fenced against it approves those very
+changes.
 Questions whose ids repeat are `manual_required` (`repeated_question`): their
 answers, keyed by id, could not say which is which.
 """
@@ -37,6 +41,7 @@ from akk.backends.questions import each_answer
 from akk.profiles.observation import InteractionKind, OptionRole, ResponseKind
 from akk.protocol.errors import Reason, RpcError
 from akk.protocol.projection import (
+    BACKEND_TEXT_MAX,
     as_manual,
     backend_option,
     backend_projection,
@@ -82,6 +87,72 @@ class AsyncQuestion:
 
 
 @attrs.frozen
+class FileChanges:
+    """What one fileChange item proposes, kept as far as a controller may be shown it.
+
+    A file change approval names its item (`itemId`) and carries no changes; the item
+    does (item/started, item/fileChange/patchUpdated, item/completed). Only the bounded
+    text is kept, never a diff of megabytes.
+    """
+
+    digest: str
+    """SHA-256 of the changes as the app-server sent them: any change to them changes the
+    fingerprint (so the ids) of the request that would apply them."""
+    text: str | None
+    """Each change, `kind path` over its diff (None: it cannot show whole, `why` says why)."""
+    why: str | None = None
+
+
+FILE_CHANGE_KINDS = frozenset({"add", "delete", "update"})
+"""The `kind.type` of a change (PatchChangeKind on every pinned version)."""
+
+
+def file_changes(changes: object) -> FileChanges:
+    """The `FileChanges` of a fileChange item's ``changes`` (any JSON value).
+
+    Text is kept only if every change has the pinned shape (a text path and diff, a
+    known kind, a text `move_path` if any) and all of it fits `detail` whole; the
+    digest is of whatever came.
+    """
+    canonical = json.dumps(changes, sort_keys=True, separators=(",", ":"))
+    digest = hashlib.sha256(canonical.encode()).hexdigest()
+    if not isinstance(changes, list):
+        return FileChanges(digest, None, "changes of a shape AKK does not know")
+    if not changes:
+        return FileChanges(digest, None, "the item lists no change")
+    limit, parts, length = BACKEND_TEXT_MAX["detail"], [], -1
+    for change in changes:
+        line = _change_line(change)
+        if line is None:
+            return FileChanges(digest, None, "a change of a shape AKK does not know")
+        length += len(line) + 1 + len(change["diff"]) + 1  # and the newline before it
+        if length > limit:
+            return FileChanges(digest, None, f"longer than `detail` shows ({limit:,} characters)")
+        parts.append(f"{line}\n{change['diff']}")
+    return FileChanges(digest, "\n".join(parts))
+
+
+def _change_line(change: object) -> str | None:
+    """`kind path` (and where an update moves the file) of one change; None: not the
+    pinned shape, or a path that would not read as one line (a control character)."""
+    if not isinstance(change, dict):
+        return None
+    path, diff, kind = change.get("path"), change.get("diff"), change.get("kind")
+    if not (_one_line(path) and isinstance(diff, str) and isinstance(kind, dict)):
+        return None
+    name, moved = kind.get("type"), kind.get("move_path")
+    if name not in FILE_CHANGE_KINDS or not (moved is None or _one_line(moved)):
+        return None
+    if moved is not None and name != "update":
+        return None
+    return f"{name} {path}" + ("" if moved is None else f" (moved to {moved})")
+
+
+def _one_line(value: object) -> bool:
+    return isinstance(value, str) and value.isprintable() and bool(value)
+
+
+@attrs.frozen
 class BackendPrompt:
     """One server request as an interaction: its appearance, projection and wire facts."""
 
@@ -111,22 +182,33 @@ class BackendPrompt:
         return "manual_reason" not in self.projection
 
 
-def fingerprint(request: ServerRequest, generation: int) -> bytes:
-    """SHA-256 of the request's canonical content and ids, and the process that sent it."""
-    canonical = json.dumps(
-        {"generation": generation, "id": request.id, "method": request.method,
-         "params": request.params},
-        sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-    )  # fmt: skip
-    return hashlib.sha256(canonical.encode()).digest()
+def fingerprint(
+    request: ServerRequest, generation: int, changes: FileChanges | None = None
+) -> bytes:
+    """SHA-256 of the request's canonical content and ids, and the process that sent it
+    (and for a file change approval, of the changes its item showed: ``changes``)."""
+    content = {"generation": generation, "id": request.id, "method": request.method,
+               "params": request.params}  # fmt: skip
+    if changes is not None:
+        content["changes"] = changes.digest
+    canonical = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    # A lone surrogate (JSON's "\\ud800") is text to the app-server: hashed, never a crash.
+    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).digest()
 
 
 def prompt_of(
-    request: ServerRequest, *, generation: int, ids: IdMinter, turn_id: str | None
+    request: ServerRequest,
+    *,
+    generation: int,
+    ids: IdMinter,
+    turn_id: str | None,
+    changes: FileChanges | None = None,
 ) -> BackendPrompt:
-    """The interaction ``request`` is (any method: an unknown one is projected manual_required)."""
+    """The interaction ``request`` is (any method: an unknown one is projected manual_required).
+
+    ``changes``: for a file change approval, what its item proposes (None: not known)."""
     params = request.params if isinstance(request.params, dict) else {}
-    seen = Appearance(fingerprint(request, generation), generation)
+    seen = Appearance(fingerprint(request, generation, changes), generation)
     make = functools.partial(
         BackendPrompt,
         request_id=request.id,
@@ -137,7 +219,7 @@ def prompt_of(
     )
     if request.method in PERMISSIONS:
         projection, decisions, unapprovable = _permission(
-            request.method, params, seen, ids, turn_id
+            request.method, params, changes, seen, ids, turn_id
         )
         return make(
             kind=InteractionKind.PERMISSION,
@@ -171,7 +253,7 @@ def async_fingerprint(question: AsyncQuestion, generation: int) -> bytes:
          "turn": question.native_turn_id, "questions": question.questions},
         sort_keys=True, separators=(",", ":"), ensure_ascii=False,
     )  # fmt: skip
-    return hashlib.sha256(canonical.encode()).digest()
+    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).digest()
 
 
 def async_prompt_of(
@@ -315,12 +397,20 @@ def _decisions(params: Mapping[str, Any]) -> dict[str, str]:
 
 
 def _permission(
-    method: str, params: Mapping[str, Any], seen: Appearance, ids: IdMinter, turn_id: str | None
+    method: str,
+    params: Mapping[str, Any],
+    changes: FileChanges | None,
+    seen: Appearance,
+    ids: IdMinter,
+    turn_id: str | None,
 ) -> tuple[dict[str, Any], dict[str, str], str | None]:
     """The permission's projection, the one-time decisions it offers (wire values), and
     why approve is not among them though listed (None: it is, if listed)."""
     decisions = _decisions(params)
-    shown, unapprovable = (_file_change if method == FILE_CHANGE else _command)(params)
+    if method == FILE_CHANGE:
+        shown, unapprovable = _file_change(params, changes)
+    else:
+        shown, unapprovable = _command(params)
     if unapprovable is not None:
         decisions.pop("approve_once", None)
     labels = {"approve_once": ("Yes", OptionRole.APPROVE_ONCE), "reject": ("No", OptionRole.REJECT)}
@@ -399,21 +489,41 @@ def _network(context: object) -> str | None:
     return f"network access to {context['host']}" + (f" ({protocol})" if protocol else "")
 
 
-def _file_change(params: Mapping[str, Any]) -> tuple[str | None, str | None]:
-    """A file change approval's `detail` (the root it would grant), and why `approve_once`
-    is not offered (None: it may be).
+def _file_change(
+    params: Mapping[str, Any], changes: FileChanges | None
+) -> tuple[str | None, str | None]:
+    """A file change approval's `detail` (its changes, or the root it would grant), and why
+    `approve_once` is not offered (None: it may be).
 
     With `grantRoot`, `accept` lets the agent write under that root for the rest of the
     session, not this change only: a persistent grant, which AKK never offers. Reject
     (`decline`) stays: it refuses this request once, and the turn goes on without the grant.
+    Otherwise `approve_once` is offered only when `detail` shows every change whole: not
+    cut, withheld or redacted.
     """
     root = _text(params.get("grantRoot"))
-    if root is None:
-        return None, None
-    return backend_text(root, "detail"), (
-        "this request also grants writes under its root (`detail`) for the rest of the "
-        "session, a persistent grant AKK never approves; AKK offers reject only"
-    )
+    if root is not None:
+        return backend_text(root, "detail"), (
+            "this request also grants writes under its root (`detail`) for the rest of the "
+            "session, a persistent grant AKK never approves; AKK offers reject only"
+        )
+    if changes is None:
+        return None, (
+            "the app-server has not reported the changes this request would apply (its "
+            "fileChange item), so AKK cannot show them; AKK offers reject only"
+        )
+    if changes.text is None:
+        return None, (
+            f"the changes this request would apply cannot show whole in `detail` "
+            f"({changes.why}), so AKK offers reject only"
+        )
+    shown = backend_text(changes.text, "detail")
+    if shown != changes.text:
+        return shown, (
+            "the changes this request would apply do not show whole in `detail` (part of "
+            "them is redacted), so AKK offers reject only"
+        )
+    return shown, None
 
 
 def _repeated(questions: Sequence[Mapping[str, Any]]) -> bool:

@@ -18,6 +18,7 @@ from akk.backends.codex_app_server import rpc
 from akk.backends.codex_app_server.actor import ReadBinding, ReadThread, StartTurn, Unsent
 from akk.backends.codex_app_server.follow import AppServerFollower
 from akk.backends.codex_app_server.host import BackendDesk, BackendHost
+from akk.backends.codex_app_server.results import Unreadable
 from akk.backends.codex_app_server.schema import RESUME_VERIFIED
 from akk.backends.context import BackendContext
 from akk.backends.contract import History, Refusal, Task
@@ -78,6 +79,12 @@ class AppServerRounds:
                 f"the app-server did not answer config/read ({exc}); nothing was started. "
                 "Try again; `akk doctor` checks the app-server",
             ) from None
+        if isinstance(binding, Refusal):
+            raise RpcError(
+                Reason.INTERNAL,
+                f"{binding.message}; nothing was started. Try again; `akk doctor` checks the "
+                "app-server",
+            )
         return History(
             binding=binding,
             resume_verified=binding.agent_version in RESUME_VERIFIED,
@@ -116,8 +123,9 @@ class AppServerRounds:
 
     async def confirm_ended(self, turn: Turn, invocation: sessions.InvocationRow) -> str:
         """The thread no longer runs the settled ``turn``'s native turn: its cleanup is
-        confirmed. What the thread showed: settled, running, missing, unreachable, unknown
-        (no thread), unchecked (no pinned Codex to ask)."""
+        confirmed. What the thread showed: settled, running, missing, unreachable, unreadable
+        (thread/read's result of the wrong shape), unknown (no thread), unchecked (no pinned
+        Codex to ask)."""
         if not self._hosts.available:
             return "unchecked"
         host = await self._host()
@@ -128,6 +136,8 @@ class AppServerRounds:
             facts = await host.ref.ask(ReadThread(thread_id), timeout=START_TIMEOUT)
         except ActorError:
             return "unreachable"
+        if isinstance(facts, Unreadable):
+            return "unreadable"
         if not facts.found:
             return "missing"
         record = next((r for r in facts.turns if r.turn_id == invocation.native_turn_id), None)

@@ -1,0 +1,192 @@
+"""A queue_next_turn answer whose round provably never reached the app-server.
+
+The answer to an async question its ended turn left starts the Turn's next round: its
+step is reserved, then the BackendActor runs turn/start. When turn/start is never
+written (`Unsent`: the store could not record it first) or the actor never took the
+StartTurn (its mailbox stayed full), nothing reached the agent: the step is recorded
+`not_accepted` at once (never left `reserved`, for the next start to call uncertain with
+a `response_uncertain` event), the call is refused saying nothing was sent, and the Turn
+ends the round not_sent. The methods' side (`AppServerAnswers`) and the store are real;
+the BackendActor is a stand-in replying as the test says.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from functools import partial
+from pathlib import Path
+from typing import Any, cast
+
+import apsw
+import attrs
+import pytest
+import trio
+
+from akk.actors.store import transact
+from akk.backends.codex_app_server.actor import StartTurn, Unsent
+from akk.backends.codex_app_server.answers import AppServerAnswers
+from akk.backends.codex_app_server.board import BackendBoard, NativeTurn
+from akk.backends.codex_app_server.follow import never_sent
+from akk.backends.codex_app_server.prompts import AsyncQuestion
+from akk.backends.context import BackendContext
+from akk.backends.names import CODEX_APP_SERVER
+from akk.protocol.errors import Reason, RpcError
+from akk.runtime.actor import AskTimeout
+from akk.screen.fingerprint import IdMinter
+from akk.sessions import policy
+from akk.store import dispatches, interactions, sessions, turns
+from akk.store.dispatches import Kind, Stage
+from akk.store.reader import StoreReader
+from akk.store.turns import Turn, TurnState
+from tests.test_claude_answers import OWNER
+from tests.test_full_disk_sessions import _reserved, _store
+
+IDS = IdMinter(b"k" * 32)
+QUESTION = AsyncQuestion("thr_1", "t1", "item_q", (("Which color?", ("Red", "Blue")),))
+
+
+@attrs.define
+class _Ref:
+    """The BackendActor's ref: StartTurn gets ``reply`` (raised if an exception)."""
+
+    reply: object
+    asked: list[object] = attrs.field(factory=list)
+
+    async def ask(self, message: object, *, timeout: float) -> object:
+        self.asked.append(message)
+        if isinstance(self.reply, Exception):
+            raise self.reply
+        return self.reply
+
+
+@attrs.define
+class _Desk:
+    """The TurnDesk as the answers use it: who was followed, and how."""
+
+    followed: list[tuple[str, bool]] = attrs.field(factory=list)
+
+    async def follow(self, turn_id: str, make: Any) -> None:
+        follower = make()
+        self.followed.append((turn_id, follower._restarted))
+
+
+def _settled(workspace: Path, conn: apsw.Connection) -> str:
+    """A session Turn whose round 1 ran native turn t1 on thr_1 and ended done."""
+    turn_id = _reserved(workspace, CODEX_APP_SERVER, conn)
+    now = time.time()
+    inv = sessions.invocation(conn, turn_id, 1)
+    turn = turns.get(conn, turn_id)
+    assert inv is not None and turn is not None
+    sessions.update_invocation(conn, inv, dispatch=policy.Dispatch.ACCEPTED, native_turn_id="t1")
+    evidence = json.dumps({"backend": CODEX_APP_SERVER, "thread_id": "thr_1",
+                           "native_turn_id": "t1"})  # fmt: skip
+    turn = turns.update(
+        conn, turn, state=TurnState.RUNNING, native_session="thr_1", evidence=evidence,
+        evidence_status="bound", hard_deadline_at=now + 600, last_activity_at=now,
+    )  # fmt: skip
+    turns.settle(conn, turn, TurnState.DONE, now=now, summary="done")
+    sessions.settle_invocation(conn, turn_id, 1, TurnState.DONE, now, cleanup=True)
+    return turn_id
+
+
+async def _answer(tmp_path: Path, reply: object) -> tuple[RpcError, str, StoreReader, _Ref, _Desk]:
+    """The owner answers the ended turn's async question with queue_next_turn; the actor
+    replies ``reply`` to its StartTurn."""
+    db = tmp_path / "akk.sqlite3"
+    board = BackendBoard(generation=1, alive=True)
+    board.turns["t1"] = NativeTurn("thr_1", "t1", status="completed")
+    board.questions[QUESTION.item_id] = QUESTION
+    board.loaded.add("thr_1")
+    ref, desk = _Ref(reply), _Desk()
+    host = type("Host", (), {"board": board, "ref": ref})()
+    hosts = type("Hosts", (), {"running": host, "version": "0.171.0", "available": True})()
+    async with _store(db) as root:
+        store = root.ref("store")
+        turn_id = await transact(store, lambda conn: _settled(tmp_path, conn))
+        reader = StoreReader(db)
+        turn = await reader.run(lambda conn: turns.get(conn, turn_id))
+        assert isinstance(turn, Turn)
+        (prompt,) = board.prompts("t1", turn, IDS)
+        assert not prompt.running
+
+        def offered(conn: apsw.Connection) -> interactions.Interaction:
+            row, _ = interactions.record(
+                conn, interaction_id=prompt.interaction_id, terminal_id=None, turn_id=turn_id,
+                kind=prompt.kind.value, seen=prompt.seen, profile="codex-app-server",
+                step_index=1, step_total=1, projection=prompt.projection, now=time.time(),
+            )  # fmt: skip
+            interactions.offer(conn, row, OWNER, now=time.time(), lifetime=600)
+            found = interactions.get(conn, row.interaction_id)
+            assert found is not None
+            return found
+
+        row = await transact(store, offered)
+        ctx = BackendContext(
+            store=store, reader=reader, ids=IDS, desk=cast(Any, desk),
+            destinations=cast(Any, type("D", (), {"wake": lambda self, c: None})()),
+            offer_minutes=10.0,
+        )  # fmt: skip
+        answers = AppServerAnswers(ctx, hosts=cast(Any, hosts))
+        (question,) = prompt.projection["questions"]
+        blue = next(o for o in question["options"] if o["label"] == "Blue")
+        params = {
+            "delivery_mode": "queue_next_turn",
+            "answers": [{"question_id": question["question_id"],
+                         "response_kind": "single_select",
+                         "selected_option_ids": [blue["option_id"]]}],
+        }  # fmt: skip
+        with pytest.raises(RpcError) as refused:
+            await answers.respond(turn, row, OWNER, params)
+    return refused.value, turn_id, reader, ref, desk
+
+
+@pytest.mark.parametrize(
+    ("reply", "said"),
+    [
+        (Unsent("the store at /x cannot write: disk full, so the task was never sent to the "
+                "app-server; free some space"), "disk full"),
+        (AskTimeout("the mailbox was full", delivered=False), "too busy to take the answer"),
+    ],
+)  # fmt: skip
+async def test_an_answer_whose_round_was_never_sent_is_not_accepted_at_once(
+    tmp_path: Path, reply: object, said: str
+) -> None:
+    with trio.fail_after(30):
+        refused, turn_id, reader, ref, desk = await _answer(tmp_path, reply)
+    assert len(ref.asked) == 1, refused.message
+    (start,) = ref.asked
+    assert isinstance(start, StartTurn) and start.round == 2
+    assert refused.reason is Reason.INTERNAL
+    assert said in refused.message and "othing was sent" in refused.message
+    assert "may" not in refused.message
+    (step,) = await reader.run(lambda conn: dispatches.of_turn(conn, turn_id))
+    reader.close()
+    assert (step.kind, step.stage) == (Kind.ANSWER, Stage.NOT_ACCEPTED)
+    assert step.reason is not None and step.reason.startswith("nothing was sent")
+    # No StartTurn of it can still run: its follower ends the round not_sent at once.
+    assert desk.followed == [(turn_id, True)]
+
+
+async def test_the_follower_closes_a_step_the_store_could_not_close_then(tmp_path: Path) -> None:
+    """On a full disk the answer's step cannot be recorded at once: the follower that ends
+    the round not_sent (once the store writes) records it not_accepted in the same
+    transaction. Steps already closed, and those of other kinds, are left as they are."""
+    db = tmp_path / "akk.sqlite3"
+    async with _store(db) as root:
+        store = root.ref("store")
+
+        def steps(conn: apsw.Connection) -> list[dispatches.Dispatch]:
+            turn_id = _settled(tmp_path, conn)
+            reserve = partial(
+                dispatches.reserve, conn, controller_id=OWNER, turn_id=turn_id,
+                terminal_id=None, typing=None, screen_seq=None, now=1.0,
+            )  # fmt: skip
+            made = [reserve(kind=kind) for kind in (Kind.ANSWER, Kind.ANSWER, Kind.APPROVAL)]
+            dispatches.advance(conn, made[1], Stage.ACCEPTED)
+            never_sent(conn, turn_id)
+            return [d for step in made if (d := dispatches.get(conn, step.dispatch_id))]
+
+        answer, accepted, approval = await transact(store, steps)
+    assert answer.stage is Stage.NOT_ACCEPTED and "never reached" in str(answer.reason)
+    assert accepted.stage is Stage.ACCEPTED and approval.stage is Stage.RESERVED
