@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from akk.qualify import wire
 from akk.qualify.scenarios import (
     ApiError,
+    ApplyPatch,
     AskUserQuestion,
     Bash,
     ClaudeTool,
@@ -148,7 +149,7 @@ def render(
     """The HTTP response carrying `reply`, streamed if the request asked for a stream."""
     if isinstance(reply, ApiError):
         return error_reply(reply.status, reply.message)
-    if isinstance(reply, RequestUserInput | RequestUserInputAsync | ExecCommand):
+    if isinstance(reply, RequestUserInput | RequestUserInputAsync | ExecCommand | ApplyPatch):
         return error_reply(
             400,
             f"lab: {type(reply).__name__} is Codex-only; use a Claude reply kind here",

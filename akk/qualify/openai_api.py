@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from akk.qualify import wire
 from akk.qualify.scenarios import (
     ApiError,
+    ApplyPatch,
     AskUserQuestion,
     Bash,
     ClaudeTool,
@@ -152,6 +153,15 @@ def render(
             "role": "assistant",
             "status": "completed",
             "content": [{"type": "output_text", "text": reply.text, "annotations": []}],
+        }
+    elif isinstance(reply, ApplyPatch):
+        item = {
+            "type": "custom_tool_call",
+            "id": f"ctc_lab_{ordinal}",
+            "call_id": f"call_lab_{ordinal}",
+            "name": "apply_patch",
+            "input": reply.patch,
+            "status": "completed",
         }
     else:
         name, arguments = function_arguments(reply)

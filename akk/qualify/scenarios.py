@@ -123,6 +123,18 @@ class ExecCommand:
 
 
 @attrs.frozen
+class ApplyPatch:
+    """Codex `apply_patch` call: a custom (freeform) tool call whose input is the patch.
+
+    Every pinned Codex offers `apply_patch` as a `custom` tool with a Lark grammar
+    (`*** Begin Patch` ... `*** End Patch`), not a function: the call is a
+    `custom_tool_call` and its result comes back as a `custom_tool_call_output`.
+    """
+
+    patch: str
+
+
+@attrs.frozen
 class ApiError:
     """An HTTP error from the model API instead of a reply."""
 
@@ -139,6 +151,7 @@ Reply = (
     | RequestUserInput
     | RequestUserInputAsync
     | ExecCommand
+    | ApplyPatch
     | ApiError
 )
 
@@ -179,6 +192,10 @@ ANSWERED_CODEX = '"answers"'
 ACCEPTED_CODEX_ASYNC = '"accepted"'
 """Codex's immediate function_call_output for request_user_input_async: `{"accepted":true}`."""
 
+REJECTED_CODEX_PATCH = "patch rejected by user"
+"""Codex's custom_tool_call_output for an apply_patch whose approval was declined
+(0.153.4 through 0.171.0)."""
+
 ECHO_TASK = "lab: say hello"
 ECHO_REPLY = "Hello from the lab model."
 SLOW_TASK = "lab: work slowly"
@@ -197,6 +214,18 @@ BASH_CALL = Bash(f"touch {BASH_MARKER}.txt && echo {BASH_MARKER}", "Create the l
 """The Bash call of the `claude_bash` scenarios (and the headless capture's)."""
 WRITE_FILE = "lab-written.txt"
 WRITE_CONTENT = "written by the lab model\n"
+PATCH_TASK = "lab: patch the file"
+PATCH_FILE = "lab-patched.txt"
+PATCH_LINE = "patched by the lab model"
+PATCH_CALL = ApplyPatch(
+    f"*** Begin Patch\n*** Add File: ../{PATCH_FILE}\n+{PATCH_LINE}\n*** End Patch\n"
+)
+"""The `codex_patch` call: it adds a file beside the working directory. Codex asks before
+it writes there only if that is outside every writable root: `workspace-write` also
+makes /tmp and $TMPDIR writable, where the lab's runs live, unless its config excludes
+them (`[sandbox_workspace_write]`)."""
+PATCH_DONE = "The file is patched."
+PATCH_DECLINED = "I left the file alone."
 
 _COLORS = (
     Option("Red", "A warm color"),
@@ -354,6 +383,17 @@ def _build() -> dict[str, Scenario]:
             "codex_exec",
             ExecCommand(f"touch ../{EXEC_MARKER}.txt && echo {EXEC_MARKER}"),
             marker=EXEC_MARKER,
+        ),
+        Scenario(
+            "codex_patch",
+            task=PATCH_TASK,
+            agents=frozenset({"codex"}),
+            steps=(
+                Step(PATCH_TASK, PATCH_CALL),
+                # Codex's output names the file it added ("A ../lab-patched.txt").
+                Step(PATCH_FILE, Text(PATCH_DONE)),
+                Step(REJECTED_CODEX_PATCH, Text(PATCH_DECLINED)),
+            ),
         ),
         _codex_questionnaire("codex_rui_one", _color_question(3)),
         Scenario(

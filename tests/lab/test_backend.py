@@ -219,6 +219,68 @@ async def test_exec_approval_approve_runs_once_reject_never_runs(
     assert not list((lab.files.codex_home or Path()).glob("rules/*")), "a rule was persisted"
 
 
+def _temp_dirs_not_writable(files: RunFiles) -> None:
+    """Take /tmp and $TMPDIR out of `workspace-write`'s writable roots: the lab's runs live
+    there, so a write beside the working directory would not ask. Before the first send:
+    the thread AKK starts then reads it."""
+    config = (files.codex_home or Path()) / "config.toml"
+    config.write_text(config.read_text() + "\n[sandbox_workspace_write]\n"
+                      "exclude_slash_tmp = true\nexclude_tmpdir_env_var = true\n")  # fmt: skip
+
+
+def _patch_outputs(request: RecordedRequest) -> list[str]:
+    """The apply_patch results in ``request``'s input (those of its custom tool calls)."""
+    items = request.body.get("input") if request.body else None
+    assert isinstance(items, list), request.body
+    calls = {i["call_id"] for i in items if i.get("type") == "custom_tool_call"}
+    return [i["output"] for i in items
+            if i.get("type") == "custom_tool_call_output" and i["call_id"] in calls]  # fmt: skip
+
+
+@pytest.mark.lab
+@pytest.mark.parametrize("client", CODEX, ids=lambda client: client.name)
+@pytest.mark.parametrize("decision", ["approve_once", "reject"])
+async def test_file_change_approval_shows_its_diff_approve_applies_once_reject_never(
+    client: Client, tmp_path: Path, decision: str
+) -> None:
+    async with backend(client, tmp_path, "codex_patch") as lab:
+        _temp_dirs_not_writable(lab.files)
+        target = lab.files.workdir.parent / sc.PATCH_FILE
+        sent = await lab.ctl.call("send", lab.send(sc.PATCH_TASK))
+        shown = await prompt(lab.ctl, sent["turn_id"])
+        assert shown["kind"] == "permission" and shown["agent"] == "codex"
+        # The changes come from the fileChange item (the request carries none), whole.
+        assert shown["decisions"] == ["approve_once", "reject"]
+        (question,) = shown["questions"]
+        assert question["detail"] == f"add {target}\n{sc.PATCH_LINE}\n"
+        assert [o["role"] for o in question["options"]] == ["approve_once", "reject"]
+        assert not target.exists(), "written before the answer"
+        reply = await lab.ctl.call("approve", {"turn_id": sent["turn_id"], "decision": decision})
+        assert reply["outcome"] == "dispatched"
+        with pytest.raises(AkkError) as replay:
+            await lab.ctl.call("approve", {"turn_id": sent["turn_id"], "decision": decision})
+        assert replay.value.reason in ("conflict", "closed", "prompt_changed")
+        turn = await _done(lab.ctl, sent)
+        approved = decision == "approve_once"
+        assert turn["final_message"] == (sc.PATCH_DONE if approved else sc.PATCH_DECLINED)
+        status = await lab.ctl.call("status", {"turn_id": sent["turn_id"]})
+        assert [(d["kind"], d["stage"]) for d in status["dispatches"]] == [("approval", "accepted")]
+    if approved:
+        assert target.read_text() == f"{sc.PATCH_LINE}\n"
+    else:
+        assert not target.exists()
+    # The agent's turns: the task, then the patch's result, once (title requests aside).
+    asked, answered = lab.model.main_requests()
+    assert asked.newest_input == sc.PATCH_TASK
+    assert answered.codex_turn_id == asked.codex_turn_id
+    (result,) = _patch_outputs(answered)
+    assert result == answered.newest_input
+    if approved:
+        assert f"Success. Updated the following files:\nA ../{sc.PATCH_FILE}\n" in result
+    else:
+        assert result == sc.REJECTED_CODEX_PATCH
+
+
 @pytest.mark.lab
 @pytest.mark.parametrize("client", CODEX, ids=lambda client: client.name)
 async def test_questions_are_answered_together_and_reach_the_model_once(
