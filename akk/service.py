@@ -34,7 +34,7 @@ from akk.backends.file_watch.backend import FileWatches
 from akk.backends.names import FILE_WATCHES
 from akk.backends.registry import Backends
 from akk.backends.terminal.answers import TerminalAnswers
-from akk.backends.terminal.watcher import TmuxWatcher
+from akk.backends.terminal.watcher import TmuxWatcher, distinct_servers
 from akk.config import ServiceConfig, TlsFiles
 from akk.console.feed import ConsoleFeed
 from akk.console.login import LoginBook
@@ -223,7 +223,7 @@ async def run_service(
             await root.start_child(ChildSpec("outbox", destinations.run))
             await qualified.refresh()  # the first panes bind by the stored rows already
             await root.start_child(ChildSpec("qualifications", qualified.run))
-            for socket in dict.fromkeys(config.tmux_sockets):
+            for socket in distinct_servers(config.tmux_sockets):
                 watcher = TmuxWatcher(
                     socket, board, store, versions, digests=digests, qualified=qualified,
                     interval=config.poll_interval, notify=destinations.wake,

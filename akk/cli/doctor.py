@@ -19,7 +19,7 @@ from rich.table import Table
 from akk.backends.codex_app_server import rpc, schema
 from akk.backends.names import CLAUDE_HEADLESS, CODEX_APP_SERVER
 from akk.cli.server_calls import operator_call
-from akk.cli.text import out, shown
+from akk.cli.text import out, shown, when
 from akk.discovery.process import VersionCache, pid_alive
 from akk.profiles.registry import PINNED, qualify_command
 from akk.server.instance import read_endpoint, server_running
@@ -265,6 +265,16 @@ def server_checks(report: dict[str, Any]) -> list[Check]:
         else:
             state = "attached" if watcher["attached"] else "waiting for the tmux server"
             checks.append(Check(f"watcher {watcher['socket']}", True, state))
+        for held in watcher.get("held_terminals", {}).values():
+            checks.append(
+                Check(
+                    f"terminal {held['pane']}",
+                    False,
+                    f"held off the board: its actor gave up {held['crashes']} time(s) in a "
+                    f"row, last {held['reason']}; AKK sends it nothing",
+                    f"it is tried again at {when(held['retry_at'])}; the server log has each crash",
+                )
+            )
     for pane in report["unbound_terminals"]:
         checks.append(
             Check(

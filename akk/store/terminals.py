@@ -30,7 +30,7 @@ def record_seen(conn: apsw.Connection, identity: TerminalIdentity, now: float) -
         return
     cas_update(
         conn, "terminals", "terminal_id", identity.terminal_id, revision,
-        {"last_seen_at": now, "profile": identity.profile,
+        {"last_seen_at": now, "version": identity.version, "profile": identity.profile,
          "profile_reason": identity.profile_reason, "binary_sha256": identity.binary_sha256,
          "gone_at": None},
     )  # fmt: skip

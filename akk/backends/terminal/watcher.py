@@ -8,6 +8,15 @@ incarnation), under this watcher's own supervisor, for as long as that pane and
 process live (across reattachments). When the server goes away the terminals
 go with it, and the watcher waits for the server to come back.
 
+Each terminal runs under a supervisor of its own (OTP: one supervisor per
+worker), whose restart intensity is the pane's: a TerminalActor that crashes
+more than PANE_MAX_RESTARTS times within PANE_RESTART_PERIOD seconds gives up
+on that pane alone. The pane is held off the board, its reason shown in
+`WatcherHealth.held_terminals`, and tried again after a backoff; its siblings,
+the watcher and the server never notice. A `--version` that failed (timed out,
+or printed nothing readable) is asked again after the VersionCache's
+``retry_failed_after``, and the terminal is bound anew once it answers.
+
 A terminal learns of new output within milliseconds: an OutputWatch keeps an
 output client on each session that holds terminals, and a pane's output marks
 it dirty. Dirty marks from output and from the listing both go through one
@@ -19,11 +28,14 @@ while a client reattaches, for size changes and for discovery.
 
 from __future__ import annotations
 
+import functools
 import logging
+import os
 import random
+import stat
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from contextlib import aclosing, suppress
 
 import apsw
@@ -45,10 +57,11 @@ from akk.discovery.process import (
     terminal_id,
 )
 from akk.profiles.qualified_versions import QualifiedVersions
-from akk.profiles.registry import Profile
+from akk.profiles.registry import Profile, ProfileMatch
 from akk.runtime.actor import ActorError, ActorRef
 from akk.runtime.supervisor import (
     ChildSpec,
+    DuplicateChild,
     Restart,
     Supervisor,
     SupervisorEscalation,
@@ -82,6 +95,22 @@ REFRESH_TIMEOUT = 30.0
 """How long a Refresh may wait behind a dispatch in the terminal's mailbox before the
 pacer stops waiting (the Refresh stays queued; the pane's next mark sends another)."""
 
+PANE_MAX_RESTARTS = 5
+PANE_RESTART_PERIOD = 30.0
+"""A pane's restart intensity: its TerminalActor restarted more than PANE_MAX_RESTARTS
+times within PANE_RESTART_PERIOD seconds, and the pane's supervisor gives up (the pane is
+held, see `_Tracking._hold`)."""
+
+HELD_RETRY = 30.0
+"""Seconds a pane whose supervisor gave up is held before it is tried again (at most; with
+jitter), doubled for each time in a row it gave up again."""
+
+HELD_MAX_RETRY = 600.0
+"""The longest hold; a terminal that ran this long before giving up starts its count anew."""
+
+TERMINAL_SHUTDOWN = 5.0
+"""Seconds a stopping TerminalActor may take to finish its message in flight."""
+
 
 @attrs.define
 class WatcherHealth:
@@ -97,6 +126,8 @@ class WatcherHealth:
     last_error: str | None = None
     last_error_at: float | None = None
     retry_in: float | None = None
+    held_terminals: dict[str, HeldTerminal] = attrs.Factory(dict)
+    """Terminals whose actor kept crashing, by terminal_id: off the board until retried."""
 
     def failed(self, error: BaseException, retry_in: float) -> None:
         self.attached = False
@@ -108,6 +139,20 @@ class WatcherHealth:
 
     def report(self) -> dict[str, object]:
         return attrs.asdict(self)
+
+
+@attrs.define
+class HeldTerminal:
+    """A terminal whose pane supervisor gave up: off the board, tried again at ``retry_at``."""
+
+    terminal_id: str
+    pane: str
+    crashes: int
+    """Times in a row its supervisor gave up (each doubles the hold)."""
+    reason: str
+    """The last crash, as ``Type: message``."""
+    held_at: float
+    retry_at: float
 
 
 @attrs.define
@@ -181,6 +226,30 @@ class RefreshPacer:
             self._panes.pop(pane_id, None)
 
 
+class _PaneRun:
+    """One terminal's own supervisor, with its TerminalActor as the only child.
+
+    The supervisor restarts the actor within the pane's restart intensity; past
+    it, it stops the actor and raises `SupervisorEscalation` to `_supervise`.
+    ``ref`` is the actor's stable ref (across its restarts), set once ``started``.
+    """
+
+    def __init__(self, terminal_id: str, start: Callable[[], TerminalActor]) -> None:
+        self.terminal_id = terminal_id
+        spec = ChildSpec(
+            "actor", start, restart=Restart.TRANSIENT, shutdown_timeout=TERMINAL_SHUTDOWN
+        )
+        self.supervisor = Supervisor(
+            f"terminal {terminal_id}",
+            max_restarts=PANE_MAX_RESTARTS,
+            period=PANE_RESTART_PERIOD,
+            children=[spec],
+        )
+        self.ref: ActorRef | None = None
+        self.started = trio.Event()
+        self.started_at = trio.current_time()
+
+
 @attrs.define
 class _Tracked:
     """What the watcher knows of one pane."""
@@ -188,10 +257,28 @@ class _Tracked:
     pane: PaneInfo
     agent: AgentProcess | None = None
     terminal: ActorRef | None = None
+    """The running terminal's actor (None while none runs, e.g. held)."""
     terminal_id: str | None = None
+    """The identified terminal, running or held."""
     identity: TerminalIdentity | None = None
     """The terminal's identity as last bound (what its actor starts, or restarts, with)."""
     profile: Profile | None = None
+    run: _PaneRun | None = None
+    held_until: float | None = None
+    """Trio clock: its supervisor gave up; start it again then (`_Tracking.sweep`)."""
+    gave_up: int = 0
+    """Times in a row its supervisor gave up."""
+    version_retry_at: float | None = None
+    """The VersionCache's clock: its `--version` failed; ask again then."""
+
+    def forget_terminal(self) -> str | None:
+        """Drop everything known of the terminal; return its terminal_id (None if none)."""
+        terminal_id = self.terminal_id
+        self.terminal = self.terminal_id = self.identity = self.profile = self.run = None
+        self.agent = None
+        self.held_until = self.version_retry_at = None
+        self.gave_up = 0
+        return terminal_id
 
 
 class TmuxWatcher:
@@ -235,12 +322,15 @@ class TmuxWatcher:
     async def run(self) -> None:
         """Attach whenever the server is up; never returns until cancelled.
 
-        Running out of a resource (descriptors, processes: OSError) or its
-        terminals' supervisor giving up is this watcher's own trouble: it is
-        recorded in ``health``, logged, and retried with exponential backoff
-        and jitter, so it never reaches the root supervisor and the endpoint.
+        Running out of a resource (descriptors, processes: OSError) is this
+        watcher's own trouble: it is recorded in ``health``, logged, and
+        retried with exponential backoff and jitter, so it never reaches the
+        root supervisor and the endpoint. So is one pane's crash loop, on the
+        scale of that pane (see the module's docstring).
         """
-        terminals = Supervisor(f"terminals {self.socket}", max_restarts=20, period=10.0)
+        # Its children are the panes' own supervisors, temporary: it never restarts
+        # one, so it never escalates; a pane that gives up is held by `_Tracking`.
+        terminals = Supervisor(f"terminals {self.socket}")
         tracking = _Tracking(self, ClientLink(self.socket), terminals)
         async with trio.open_nursery() as nursery:
             await nursery.start(terminals.run)
@@ -264,7 +354,7 @@ class TmuxWatcher:
                     await tracking.follow(client, self._interval)
             except* ControlClientClosed as closed:
                 log.debug("tmux server %s not available: %s", self.socket, closed.exceptions[0])
-            except* (OSError, SupervisorEscalation) as group:
+            except* OSError as group:
                 failure = group.exceptions[0]
             self.health.attached = False
             tracking.link.current = None
@@ -374,68 +464,130 @@ class _Tracking:
             self._mark(entry)
 
     async def sweep(self) -> None:
-        """Every SWEEP_INTERVAL, look again at panes with no live agent.
+        """Every SWEEP_INTERVAL, look again at what the listing may not bring back.
 
         The listing only reports panes whose screen or shape changed, and an
         agent that started without drawing yet (or a pane listed in the instant
         before its shell started the agent) changes neither. Reading /proc
-        spawns nothing.
+        spawns nothing. A live agent is looked at again only when something is
+        due: its `--version` (which failed) or its held terminal.
         """
         while True:
             await trio.sleep(SWEEP_INTERVAL)
+            rebinds: list[tuple[ActorRef, Rebind]] = []
             async with self.lock:
                 for entry in list(self._tracked.values()):
-                    if entry.pane.dead or _agent_alive(entry.agent):
+                    if entry.pane.dead:
                         continue
-                    await self._identify(entry)
-                    self._mark(entry)
+                    if not _agent_alive(entry.agent):
+                        await self._identify(entry)
+                        self._mark(entry)
+                        continue
+                    if self._version_due(entry):
+                        rebinds.extend(await self._version_again(entry))
+                    if entry.held_until is not None and trio.current_time() >= entry.held_until:
+                        log.info("terminal %s: held, tried again", entry.terminal_id)
+                        await self._start(entry)
+                        self._mark(entry)
             self._watch_output()
+            async with trio.open_nursery() as nursery:
+                for terminal, rebind in rebinds:
+                    nursery.start_soon(_tell_rebind, terminal, rebind)
 
     async def rebind(self) -> None:
         """Whenever the qualified versions change, bind every terminal again.
 
         A terminal whose binding differs (an unpinned version just qualified
         for its binary, or a revoked one) is recorded and told to read its
-        pane with the new profile (`Rebind`, handled between its steps). The
-        first pass runs at once: rows may have changed while no attachment was.
+        pane with the new profile (`Rebind`, handled between its steps); a
+        held one starts with it. The first pass runs at once: rows may have
+        changed while no attachment was.
         """
         qualified = self._watcher.qualified
         while True:
             seen = qualified.generation
             async with self.lock:
-                changes = [c for e in self._tracked.values() if (c := self._bound_anew(e))]
-                if changes:
-                    try:
-                        await transact(
-                            self._watcher.store, _recorder([r.identity for _, r in changes])
-                        )
-                    except StoreUnwritable as exc:
-                        # The binding holds in memory; its row is written at the next sighting.
-                        log.warning("new bindings not recorded: %s", exc)
+                changed = [e for e in self._tracked.values() if self._bound_anew(e)]
+                if changed:
+                    await self._record([e.identity for e in changed if e.identity is not None])
+                rebinds = [r for e in changed for r in _rebind(e)]
             async with trio.open_nursery() as nursery:
-                for terminal, rebind in changes:
+                for terminal, rebind in rebinds:
                     nursery.start_soon(_tell_rebind, terminal, rebind)
             await qualified.changed(seen)
 
-    def _bound_anew(self, entry: _Tracked) -> tuple[ActorRef, Rebind] | None:
-        """Bind ``entry``'s terminal again; the Rebind to send if its binding changed."""
-        identity, terminal = entry.identity, entry.terminal
-        if identity is None or terminal is None:
-            return None
+    def _bound_anew(self, entry: _Tracked) -> bool:
+        """Bind ``entry``'s terminal again; whether its binding changed."""
+        identity = entry.identity
+        if identity is None:
+            return False
         binding = self._watcher.qualified.bind(
             identity.agent, identity.version, binary=identity.binary,
             binary_sha256=identity.binary_sha256,
         )  # fmt: skip
         profile_id = None if binding.profile is None else binding.profile.id
         if (profile_id, binding.reason) == (identity.profile, identity.profile_reason):
-            return None
+            return False
         entry.identity = attrs.evolve(identity, profile=profile_id, profile_reason=binding.reason)
         entry.profile = binding.profile
         log.info(
             "terminal %s: %s %s bound anew (profile %s)",
             identity.terminal_id, identity.agent, identity.version, profile_id or binding.reason,
         )  # fmt: skip
-        return terminal, Rebind(entry.identity, binding.profile)
+        return True
+
+    async def _record(self, identities: list[TerminalIdentity]) -> None:
+        try:
+            await transact(self._watcher.store, _recorder(identities))
+        except StoreUnwritable as exc:
+            # The binding holds in memory; its row is written at the next sighting.
+            log.warning("new bindings not recorded: %s", exc)
+
+    def _version_due(self, entry: _Tracked) -> bool:
+        versions = self._watcher.versions
+        return entry.version_retry_at is not None and versions.clock() >= entry.version_retry_at
+
+    async def _version_again(self, entry: _Tracked) -> list[tuple[ActorRef, Rebind]]:
+        """Ask ``entry``'s agent for its version again (its last `--version` failed).
+
+        Once it answers, the terminal is bound by it, recorded, and told (the
+        Rebind to send, for a running terminal); until then it is asked again
+        every ``retry_failed_after``. A version that answers but no profile
+        pins stays as it is: that is no failure.
+        """
+        agent, identity = entry.agent, entry.identity
+        assert agent is not None and identity is not None, "only an identified terminal"
+        versions = self._watcher.versions
+        version = await versions.version_of(agent)
+        if version is None:
+            entry.version_retry_at = versions.clock() + versions.retry_failed_after
+            log.debug("terminal %s: --version failed again", identity.terminal_id)
+            return []
+        entry.version_retry_at = None
+        binding, sha = await self._bind(agent, version, identity.binary)
+        profile_id = None if binding.profile is None else binding.profile.id
+        entry.identity = attrs.evolve(
+            identity, version=version, profile=profile_id, profile_reason=binding.reason,
+            binary_sha256=sha,
+        )  # fmt: skip
+        entry.profile = binding.profile
+        log.info(
+            "terminal %s: %s answered --version at last: %s (profile %s)",
+            identity.terminal_id, agent.agent, version, entry.identity.profile or binding.reason,
+        )  # fmt: skip
+        await self._record([entry.identity])
+        return _rebind(entry)
+
+    async def _bind(
+        self, agent: AgentProcess, version: str | None, binary: str | None
+    ) -> tuple[ProfileMatch, str | None]:
+        """The binding of ``agent`` at ``version``, and its binary's hash if one binds by it."""
+        watcher = self._watcher
+        # Only a version no profile pins binds by its binary's hash (a qualification).
+        pinned = version is None or (agent.agent, version) in watcher.qualified.registry.pinned
+        sha = None if pinned else await watcher.digests.digest_of(agent)
+        binding = watcher.qualified.bind(agent.agent, version, binary=binary, binary_sha256=sha)
+        return binding, sha
 
     def _mark(self, entry: _Tracked) -> None:
         if entry.terminal is not None and self._pacer is not None:
@@ -482,18 +634,18 @@ class _Tracking:
     async def _identify(self, entry: _Tracked) -> None:
         watcher = self._watcher
         agent = None if entry.pane.dead else find_agent(entry.pane.pane_pid)
-        if entry.terminal is not None and _same_process(agent, entry.agent):
-            return
+        if entry.terminal_id is not None and _same_process(agent, entry.agent):
+            return  # running, or held until its retry
         await self._retire(entry)
         entry.agent = agent
         if agent is None:
             return
-        version = await watcher.versions.version_of(agent)
-        # Only a version no profile pins binds by its binary's hash (a qualification).
-        pinned = version is None or (agent.agent, version) in watcher.qualified.registry.pinned
-        sha = None if pinned else await watcher.digests.digest_of(agent)
+        versions = watcher.versions
+        version = await versions.version_of(agent)
+        if version is None:
+            entry.version_retry_at = versions.clock() + versions.retry_failed_after
         binary = binary_of(agent)
-        binding = watcher.qualified.bind(agent.agent, version, binary=binary, binary_sha256=sha)
+        binding, sha = await self._bind(agent, version, binary)
         identity = TerminalIdentity(
             terminal_id=terminal_id(
                 watcher.socket, entry.pane.pane_id, agent.pid, agent.start_ticks
@@ -519,35 +671,94 @@ class _Tracking:
             )
         except StoreUnwritable as exc:
             # A terminal starts recorded, or not at all: the sweep identifies it again.
-            entry.agent = None
+            entry.agent = entry.version_retry_at = None
             log.warning("terminal %s not started until the store writes: %s",
                         identity.terminal_id, exc)  # fmt: skip
             return
-        link, board, store, notify = self.link, watcher.board, watcher.store, watcher.notify
         entry.terminal_id = identity.terminal_id
         entry.identity, entry.profile = identity, binding.profile
-
-        def start() -> TerminalActor:
-            # A restart reads the pane with the binding of the moment (`rebind`).
-            assert entry.identity is not None
-            return TerminalActor(entry.identity, entry.profile, link, board, store, notify)
-
-        entry.terminal = await self._terminals.start_child(
-            ChildSpec(key=identity.terminal_id, start=start, restart=Restart.TRANSIENT)
-        )
-        if entry.terminal is not None:
-            board.bind_ref(identity.terminal_id, entry.terminal)
+        await self._start(entry)
         log.info(
             "terminal %s: %s %s in pane %s (profile %s)",
             identity.terminal_id, identity.agent, version, identity.pane_id,
             identity.profile or binding.reason,
         )  # fmt: skip
 
-    async def _retire(self, entry: _Tracked) -> None:
-        if entry.terminal_id is None:
+    async def _start(self, entry: _Tracked) -> None:
+        """Start ``entry``'s terminal under a supervisor of its own; publish its ref."""
+        watcher, identity = self._watcher, entry.identity
+        assert identity is not None, "only an identified terminal starts"
+        link, board, store, notify = self.link, watcher.board, watcher.store, watcher.notify
+
+        def start() -> TerminalActor:
+            # A restart reads the pane with the binding of the moment (`rebind`).
+            assert entry.identity is not None
+            return TerminalActor(entry.identity, entry.profile, link, board, store, notify)
+
+        run = _PaneRun(identity.terminal_id, start)
+        entry.run, entry.held_until = run, None
+        spec = ChildSpec(
+            key=identity.terminal_id,
+            start=functools.partial(self._supervise, entry, run),
+            restart=Restart.TEMPORARY,
+            # Its supervisor stops the actor within the actor's timeout and a grace.
+            shutdown_timeout=2 * TERMINAL_SHUTDOWN,
+        )
+        try:
+            await self._terminals.start_child(spec)
+        except DuplicateChild:
+            # The run it gave up is still being removed: the next sweep tries again.
+            entry.run, entry.held_until = None, trio.current_time()
             return
-        terminal, entry.terminal, entry.terminal_id = entry.terminal_id, None, None
-        entry.agent = entry.identity = entry.profile = None
+        await run.started.wait()
+        if entry.run is run and run.ref is not None:
+            entry.terminal = run.ref
+            board.bind_ref(identity.terminal_id, run.ref)
+            watcher.health.held_terminals.pop(identity.terminal_id, None)
+
+    async def _supervise(self, entry: _Tracked, run: _PaneRun) -> None:
+        """Run one terminal's supervisor until stopped; if it gives up, hold the pane."""
+        try:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(run.supervisor.run)
+                run.ref = run.supervisor.ref("actor")
+                run.started.set()
+        except* Exception as group:
+            # An escalation (the actor crashed past the pane's intensity), or a first start
+            # that failed: either way this pane's trouble alone, held and tried again.
+            self._hold(entry, run, group.exceptions[0])
+        finally:
+            run.started.set()
+
+    def _hold(self, entry: _Tracked, run: _PaneRun, error: BaseException) -> None:
+        """Take the terminal of ``run`` off the board until a backoff passes; record why."""
+        if entry.run is not run:
+            return  # retired or started anew meanwhile
+        crash = error.__cause__ if isinstance(error, SupervisorEscalation) else None
+        crash = error if crash is None else crash
+        reason = f"{type(crash).__name__}: {crash}"[:300]
+        now = trio.current_time()
+        if now - run.started_at >= HELD_MAX_RETRY:
+            entry.gave_up = 0  # it ran well for long: not the same trouble in a row
+        entry.gave_up += 1
+        delay = min(HELD_RETRY * 2 ** (entry.gave_up - 1), HELD_MAX_RETRY)
+        delay *= random.uniform(0.5, 1.0)
+        entry.run, entry.terminal, entry.held_until = None, None, now + delay
+        self._watcher.board.forget(run.terminal_id)
+        wall = time.time()
+        self._watcher.health.held_terminals[run.terminal_id] = HeldTerminal(
+            run.terminal_id, entry.pane.pane_id, entry.gave_up, reason, wall, wall + delay
+        )
+        log.warning(
+            "terminal %s in pane %s kept crashing (%s); held off the board, tried again in %.0f s",
+            run.terminal_id, entry.pane.pane_id, reason, delay,
+        )  # fmt: skip
+
+    async def _retire(self, entry: _Tracked) -> None:
+        terminal = entry.forget_terminal()
+        if terminal is None:
+            return
+        self._watcher.health.held_terminals.pop(terminal, None)
         # Already stopped if its supervisor is shutting down with the watcher.
         with trio.move_on_after(_CLEANUP_SECONDS), suppress(UnknownChild, SupervisorNotRunning):
             await self._terminals.stop_child(terminal)
@@ -563,6 +774,13 @@ def _recorder(identities: list[TerminalIdentity]) -> Callable[[apsw.Connection],
             terminal_records.record_seen(conn, identity, now)
 
     return record
+
+
+def _rebind(entry: _Tracked) -> list[tuple[ActorRef, Rebind]]:
+    """The Rebind telling ``entry``'s running terminal its binding (none while none runs)."""
+    if entry.terminal is None or entry.identity is None:
+        return []
+    return [(entry.terminal, Rebind(entry.identity, entry.profile))]
 
 
 async def _tell_rebind(terminal: ActorRef, rebind: Rebind) -> None:
@@ -590,3 +808,34 @@ def _identity_may_differ(before: PaneInfo, after: PaneInfo, agent: AgentProcess 
     ):
         return True
     return agent is not None and not _agent_alive(agent)
+
+
+def distinct_servers(sockets: Iterable[str]) -> list[str]:
+    """The tmux servers to watch, one socket each, by its real path, in the order given.
+
+    Two paths reach one server when they resolve to one real path (a symlink
+    on the way) or name one socket file (a hard link: one st_dev and st_ino).
+    Watched twice, each of its panes would be two terminals, with two actors
+    that may send it keys: the later path is dropped, with a warning. A socket
+    that does not exist yet is kept by its real path (its watcher waits for
+    the server), so a server that starts later under two such names is not
+    seen as one.
+    """
+    kept: dict[tuple[int, int] | str, str] = {}
+    for given in sockets:
+        real = os.path.realpath(given)
+        server: tuple[int, int] | str = real
+        try:
+            found = os.stat(real)
+        except OSError:
+            pass
+        else:
+            if stat.S_ISSOCK(found.st_mode):
+                server = (found.st_dev, found.st_ino)
+        if server in kept:
+            log.warning(
+                "tmux socket %s reaches the server of %s: watched once", given, kept[server]
+            )
+            continue
+        kept[server] = real
+    return list(kept.values())
