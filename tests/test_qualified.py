@@ -21,7 +21,13 @@ import attrs
 import pytest
 import trio
 
-from akk.discovery.process import AgentProcess, DigestCache, binary_of, find_agent
+from akk.discovery.process import (
+    CHANGE_SLACK_NS,
+    AgentProcess,
+    DigestCache,
+    binary_of,
+    find_agent,
+)
 from akk.profiles.observation import State
 from akk.profiles.qualified import as_version
 from akk.profiles.registry import PINNED, PROFILES
@@ -331,6 +337,8 @@ def test_a_pure_js_claude_is_hashed_by_its_script(
     script = tmp_path / "node_modules" / "@anthropic-ai" / "claude-code" / "cli.js"
     script.parent.mkdir(parents=True)
     script.write_text("setTimeout(() => {}, 1e9);\n")
+    # Older than the process, or it is not provably the code node loaded (CHANGE_SLACK_NS).
+    time.sleep(2 * CHANGE_SLACK_NS / 1e9)
     proc = subprocess.Popen([node, str(script)])
     running.append(proc)
     deadline = time.monotonic() + 10

@@ -46,11 +46,12 @@ def stand_in(tmp_path: Path, line: str, name: str = "claude") -> Path:
 
 async def test_the_probe_reads_the_version_and_the_sha256_of_the_file(tmp_path: Path) -> None:
     path = stand_in(tmp_path, "2.1.999 (Claude Code)")
-    found = await qualification.probe("claude", path)
-    assert (found.version, found.path) == ("2.1.999", path.resolve())
-    assert found.sha256 == sha256_file(path) and len(found.sha256) == 64
+    async with qualification.pinned("claude", path) as found:
+        assert (found.version, found.path) == ("2.1.999", path.resolve())
+        assert found.sha256 == sha256_file(path) and len(found.sha256) == 64
     path.write_text(path.read_text() + "# another build\n")
-    assert (await qualification.probe("claude", path)).sha256 != found.sha256
+    async with qualification.pinned("claude", path) as again:
+        assert again.sha256 != found.sha256
 
 
 @pytest.mark.parametrize(
@@ -61,9 +62,11 @@ async def test_a_binary_without_its_agents_version_is_not_probed(
     tmp_path: Path, line: str, why: str
 ) -> None:
     with pytest.raises(QualifyError, match=why):
-        await qualification.probe("claude", stand_in(tmp_path, line))
+        async with qualification.pinned("claude", stand_in(tmp_path, line)):
+            pass
     with pytest.raises(QualifyError, match="no file at"):
-        await qualification.probe("claude", tmp_path / "missing")
+        async with qualification.pinned("claude", tmp_path / "missing"):
+            pass
 
 
 @pytest.mark.parametrize(

@@ -2,7 +2,11 @@
 
 Everything here comes from the process, never from the screen: the process
 tree under the pane's pid (from /proc), the executable the kernel actually
-runs (/proc/PID/exe), and what that exact binary prints for `--version`.
+runs (/proc/PID/exe), and what that exact image prints for `--version` and
+hashes to, read through a descriptor of it, never through its path (an
+upgrade may have put another file there). A pure-JS client's script is the
+code it runs only while it is older than the process (`CHANGE_SLACK_NS`);
+otherwise its version and hash are unknown, with the reason.
 
 Shapes recognised under a pane (possibly below shells):
 
@@ -16,8 +20,10 @@ Shapes recognised under a pane (possibly below shells):
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
+import logging
 import os
 import re
 import shutil
@@ -25,12 +31,14 @@ import subprocess
 import tempfile
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import attrs
 import trio
+
+log = logging.getLogger(__name__)
 
 Agent = Literal["claude", "codex"]
 
@@ -198,6 +206,17 @@ def _script(info: ProcessInfo) -> str | None:
 Kind = Literal["native", "pure_js", "wrapper"]
 
 
+def script_role(script: str) -> tuple[Agent, Kind] | None:
+    """What a node script (a real path) is: Claude's pure-JS client, an npm wrapper that
+    starts an agent's native binary, or neither (None)."""
+    if _PURE_JS.fullmatch(script):
+        return "claude", "pure_js"
+    for pattern, agent in _WRAPPERS:
+        if pattern.fullmatch(script):
+            return agent, "wrapper"
+    return None
+
+
 def classify(info: ProcessInfo) -> tuple[Agent, Kind, tuple[str, ...]] | None:
     """Say whether a process is an agent (and how it runs), a wrapper of one, or neither."""
     if info.exe is None:
@@ -206,14 +225,10 @@ def classify(info: ProcessInfo) -> tuple[Agent, Kind, tuple[str, ...]] | None:
     name = os.path.basename(exe)
     if _NODE.fullmatch(name):
         script = _script(info)
-        if script is None:
+        role = None if script is None else script_role(script)
+        if script is None or role is None:
             return None
-        if _PURE_JS.fullmatch(script):
-            return "claude", "pure_js", (exe, script)
-        for pattern, agent in _WRAPPERS:
-            if pattern.fullmatch(script):
-                return agent, "wrapper", (exe, script)
-        return None
+        return role[0], role[1], (exe, script)
     if name in _NATIVE_NAMES:
         return _NATIVE_NAMES[name], "native", (exe,)
     if os.path.basename(os.path.dirname(os.path.dirname(exe))) == "claude" and (
@@ -313,65 +328,161 @@ def parse_version(agent: Agent, output: str) -> str | None:
     return None
 
 
-FileKey = tuple[str, int, int, int, int]
+FileKey = tuple[str, int, int, int, int, int]
+"""(name, st_dev, st_ino, st_mtime_ns, st_ctime_ns, st_size): a file's content, as far as a
+stat can tell (a write in place can put the mtime back, never the ctime)."""
+
+CHANGE_SLACK_NS = 100_000_000
+"""How much older than a pure-JS client's process its script must be to be the code it loaded.
+
+A start time is whole clock ticks (10 ms), a ctime is the kernel's coarse clock (a
+jiffy, up to 10 ms behind): 0.1 s covers both, and a slewing clock."""
+
+_REASONS_KEPT = 256
+"""How many processes' reasons `VersionCache.why_unknown` remembers (the newest)."""
+
+
+def _key(name: str, st: os.stat_result) -> FileKey:
+    return (name, st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
 
 
 def _file_key(path: str) -> FileKey:
-    st = os.stat(path)
-    return (path, st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
+    return _key(path, os.stat(path))
 
 
-def _running(process: AgentProcess, proc: Path) -> tuple[list[str], tuple[FileKey, ...]] | None:
-    """The files ``process`` runs, and their identity; None if it is gone.
+_CLK_TCK = os.sysconf("SC_CLK_TCK")
 
-    If the file at `process.executable` is no longer the one the process runs
-    (replaced by an upgrade), the running image is named by /proc/PID/exe and
-    keyed by the process incarnation.
+
+def started_at_ns(ticks: int) -> int:
+    """When a process that started ``ticks`` clock ticks after boot started, in wall-clock
+    nanoseconds (what file times are in), to within a tick."""
+    since_boot = time.clock_gettime_ns(time.CLOCK_BOOTTIME) - ticks * 1_000_000_000 // _CLK_TCK
+    return time.time_ns() - since_boot
+
+
+class Unproven(Exception):
+    """What a process runs cannot be proven to be the code AKK would read: the reason."""
+
+
+@attrs.frozen
+class _Held:
+    """The code one process runs, held for one question about it.
+
+    ``image`` is an open descriptor of /proc/PID/exe: the running image itself,
+    whatever its path holds now (an upgrade renamed over it, or not), and a
+    file nobody can write while a process runs it (ETXTBSY). Its key's ctime
+    is that of the moment it was held: an upgrade that unlinks it moves the
+    ctime, never the bytes. A pure-JS client's script is only a path: node
+    read it at start and keeps no descriptor, so it is the running code only
+    while it is older than the process and unchanged across the question.
     """
-    running = proc / str(process.pid) / "exe"
+
+    process: AgentProcess
+    image: int
+    image_key: FileKey
+    script_key: FileKey | None
+
+    @property
+    def keys(self) -> tuple[FileKey, ...]:
+        """What the answer is cached by: the image's key, then the script's."""
+        return (self.image_key,) if self.script_key is None else (self.image_key, self.script_key)
+
+    @property
+    def argv(self) -> list[str]:
+        """The program as it is named (the image runs in its place: `VersionCache._ask`)."""
+        return list(self.process.program)
+
+    def check(self) -> None:
+        """Raise Unproven if the script changed since it was held (the image cannot)."""
+        if self.script_key is not None:
+            _script_key(self.process, self.script_key)
+
+
+def _script_key(process: AgentProcess, held: FileKey | None = None) -> FileKey:
+    """The key of a pure-JS process's script, once proven to be the code it loaded."""
+    script = process.program[-1]
     try:
-        image = os.stat(running)
-        program = list(process.program)
-        keys = [_file_key(p) for p in program]
-    except OSError:
-        return None
-    if (keys[0][1], keys[0][2]) != (image.st_dev, image.st_ino):
-        program[0] = str(running)
-        keys[0] = (f"pid:{process.pid}:{process.start_ticks}", image.st_dev, image.st_ino,
-                   image.st_mtime_ns, image.st_size)  # fmt: skip
-    return program, tuple(keys)
+        key = _file_key(script)
+    except OSError as exc:
+        raise Unproven(f"its script {script} cannot be read ({exc.strerror})") from None
+    changed = key[4] + CHANGE_SLACK_NS >= started_at_ns(process.start_ticks)
+    if changed or (held is not None and key != held):
+        raise Unproven(
+            f"{script} changed after the process started (an upgrade?): the code it runs is "
+            "not the file's; restart the client to identify it"
+        )
+    return key
+
+
+@contextlib.contextmanager
+def _hold(process: AgentProcess, proc: Path) -> Iterator[_Held]:
+    """Hold the code ``process`` runs (`_Held`); Unproven when that cannot be done."""
+    exe = proc / str(process.pid) / "exe"
+    try:
+        image = os.open(exe, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise Unproven(f"the process's image cannot be read ({exc.strerror})") from None
+    try:
+        # Read after the open: the pid named this process then too, so `image` is its own.
+        if start_ticks(process.pid, proc) != process.start_ticks:
+            raise Unproven("the process is gone")
+        script = None if len(process.program) == 1 else _script_key(process)
+        yield _Held(process, image, _key("exe", os.fstat(image)), script)
+    finally:
+        os.close(image)
+
+
+def _unknown(process: AgentProcess, why: str) -> None:
+    log.warning("%s process %d: what it runs is unknown: %s", process.agent, process.pid, why)
 
 
 @attrs.define
 class DigestCache:
-    """Hashes the binary a process runs once per file identity, in a worker thread.
+    """Hashes the code a process runs once per file identity, in a worker thread.
 
-    The binary is the native executable, or for a pure-JS Claude its script
-    (what `akk qualify --binary` takes, and what a qualification names by
-    SHA-256). Keyed like `VersionCache`: a binary replaced in place is hashed
-    again, and a process still running a replaced image is hashed from
-    /proc/PID/exe. ``hashes`` counts the files read, for tests.
+    The code is the native executable's running image (read through
+    /proc/PID/exe, so an image an upgrade replaced on disk is hashed as it
+    runs), or for a pure-JS Claude its script (what `akk qualify --binary`
+    takes, and what a qualification names by SHA-256), proven unchanged since
+    the process started (`VersionCache`). Keyed like `VersionCache`.
+    ``hashes`` counts the files read, for tests.
     """
 
     hashes: int = 0
     _known: dict[FileKey, str] = attrs.field(factory=dict)
 
     async def digest_of(self, process: AgentProcess, proc: Path = PROC) -> str | None:
-        """The SHA-256 (64 lowercase hex digits) of what ``process`` runs; None if unreadable."""
-        running = _running(process, proc)
-        if running is None:
-            return None
-        program, keys = running
-        path, key = program[-1], keys[-1]
-        if key in self._known:
-            return self._known[key]
+        """The SHA-256 (64 lowercase hex digits) of what ``process`` runs; None when it cannot
+        be read or proven to be the running code."""
         try:
-            digest = await trio.to_thread.run_sync(sha256_file, path)
-        except OSError:
+            with _hold(process, proc) as held:
+                key = held.keys[-1]
+                digest = self._known.get(key)
+                if digest is None:
+                    digest = await trio.to_thread.run_sync(self._hash, held)
+                held.check()
+        except Unproven as exc:
+            _unknown(process, str(exc))
             return None
-        self.hashes += 1
         self._known[key] = digest
         return digest
+
+    def _hash(self, held: _Held) -> str:
+        if held.script_key is None:
+            self.hashes += 1
+            return _sha256_fd(held.image)
+        script = held.script_key[0]
+        try:
+            fd = os.open(script, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError as exc:
+            raise Unproven(f"its script {script} cannot be read ({exc.strerror})") from None
+        try:
+            if _key(script, os.fstat(fd)) != held.script_key:
+                raise Unproven(f"{script} changed while AKK read it")
+            self.hashes += 1
+            return _sha256_fd(fd)
+        finally:
+            os.close(fd)
 
 
 def binary_of(process: AgentProcess) -> str:
@@ -379,23 +490,32 @@ def binary_of(process: AgentProcess) -> str:
     return process.program[-1]
 
 
+def _sha256_fd(fd: int) -> str:
+    digest = hashlib.sha256()
+    offset = 0
+    while chunk := os.pread(fd, 1 << 20, offset):
+        digest.update(chunk)
+        offset += len(chunk)
+    return digest.hexdigest()
+
+
 def sha256_file(path: str | os.PathLike[str]) -> str:
     """The SHA-256 of a file's bytes, as lowercase hex: what a qualification row holds."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        return _sha256_fd(fd)
+    finally:
+        os.close(fd)
 
 
 @attrs.define
 class VersionCache:
     """Asks binaries for their version once per file identity.
 
-    The key is (path, st_dev, st_ino, st_mtime_ns, st_size) of every file in
-    the program, so polling costs a few stat calls and no process; a binary
-    replaced in place (an upgrade) is asked again. `spawns` counts the
-    processes started, for tests and benchmarks.
+    The key is a `FileKey` of every file in the program, so polling costs a
+    few stat calls and no process; a binary replaced in place (an upgrade) is
+    asked again. `spawns` counts the processes started, for tests and
+    benchmarks.
     """
 
     timeout: float = VERSION_TIMEOUT
@@ -404,57 +524,91 @@ class VersionCache:
     spawns: int = 0
     _known: dict[tuple[FileKey, ...], str] = attrs.field(factory=dict)
     _failed: dict[tuple[FileKey, ...], float] = attrs.field(factory=dict)
+    _reasons: dict[tuple[int, int], str] = attrs.field(factory=dict)
 
     async def version_of(self, process: AgentProcess, proc: Path = PROC) -> str | None:
-        """The exact version of the binary `process` runs, or None if it cannot be proven.
+        """The exact version of the code `process` runs, or None if it cannot be proven.
 
-        A replaced binary is asked through /proc/PID/exe (`_running`). None if
-        the process is gone, the binary fails, times out, or prints no
-        recognisable version.
+        The running image itself is asked (run through a descriptor of
+        /proc/PID/exe), with a pure-JS client's script, which must be older than
+        the process and unchanged until the answer. None if the process is
+        gone, that cannot be proven (`why_unknown` says why), the binary fails,
+        times out, or prints no recognisable version.
         """
-        running = _running(process, proc)
-        if running is None:
+        try:
+            with _hold(process, proc) as held:
+                key = held.keys
+                if self._answered(key):
+                    version = self._known.get(key)
+                else:
+                    version = await self._ask(process.agent, held.argv, held.image)
+                    held.check()  # the answer is the held files' own: keep it
+                    self._keep(key, version)
+        except Unproven as exc:
+            self._remember(process, str(exc))
+            _unknown(process, str(exc))
             return None
-        program, keys = running
-        return await self.version_of_program(process.agent, program, keys)
+        self._remember(process, None)
+        return version
 
-    async def version_of_program(
-        self, agent: Agent, program: Sequence[str], key: tuple[FileKey, ...] | None = None
-    ) -> str | None:
-        """Run `program --version` (cached by `key`, default: the files of `program`)."""
-        if key is None:
-            try:
-                key = tuple(_file_key(p) for p in program)
-            except OSError:
-                return None
-        if key in self._known:
-            return self._known[key]
-        failed_at = self._failed.get(key)
-        if failed_at is not None and self.clock() - failed_at < self.retry_failed_after:
+    def _remember(self, process: AgentProcess, why: str | None) -> None:
+        incarnation = (process.pid, process.start_ticks)
+        self._reasons.pop(incarnation, None)
+        if why is not None:
+            if len(self._reasons) >= _REASONS_KEPT:
+                del self._reasons[next(iter(self._reasons))]  # the oldest
+            self._reasons[incarnation] = why
+
+    def why_unknown(self, process: AgentProcess) -> str | None:
+        """Why the last `version_of` of ``process`` could not prove what it runs (None: it
+        could, or it was not asked)."""
+        return self._reasons.get((process.pid, process.start_ticks))
+
+    async def version_of_program(self, agent: Agent, program: Sequence[str]) -> str | None:
+        """Run `program --version` (cached by the files of `program`)."""
+        try:
+            key = tuple(_file_key(p) for p in program)
+        except OSError:
             return None
-        version = await self._ask(agent, program)
+        if self._answered(key):
+            return self._known.get(key)
+        version = await self._ask(agent, program, None)
+        self._keep(key, version)
+        return version
+
+    def _answered(self, key: tuple[FileKey, ...]) -> bool:
+        """Whether ``key``'s answer is known: a version, or a failure too recent to ask again."""
+        failed_at = self._failed.get(key)
+        recent = failed_at is not None and self.clock() - failed_at < self.retry_failed_after
+        return key in self._known or recent
+
+    def _keep(self, key: tuple[FileKey, ...], version: str | None) -> None:
         if version is None:
             self._failed[key] = self.clock()
         else:
             self._known[key] = version
             self._failed.pop(key, None)
-        return version
 
-    async def _ask(self, agent: Agent, program: Sequence[str]) -> str | None:
+    async def _ask(self, agent: Agent, argv: Sequence[str], image: int | None) -> str | None:
+        """Run ``argv --version``; with ``image`` (an open descriptor), that file is what runs."""
         home = await trio.to_thread.run_sync(_probe_home)
         # A throwaway HOME: `--version` must not read or write the person's config.
         env = {"PATH": "/usr/bin:/bin", "HOME": home, "TMPDIR": home, "LANG": "C.UTF-8"}
+        pinned: dict[str, Any] = {}
+        if image is not None:
+            pinned = {"executable": f"/proc/self/fd/{image}", "pass_fds": (image,)}
         self.spawns += 1
         try:
             with trio.move_on_after(self.timeout):
                 result = await trio.run_process(
-                    [*program, "--version"],
+                    [*argv, "--version"],
                     stdin=subprocess.DEVNULL,
                     capture_stdout=True,
                     capture_stderr=True,
                     check=False,
                     env=env,
                     cwd=home,
+                    **pinned,
                 )
                 if result.returncode == 0:
                     return parse_version(agent, result.stdout.decode("utf-8", "replace"))

@@ -3,11 +3,14 @@
 Off by default. A pane whose binary runs a version no profile pins, and that
 no qualification row binds (`unpinned_version`), is queued once per binary
 (by its SHA-256). One qualification runs at a time, its every process at
-the lowest CPU priority (`nice` 19), with the server's own pinned set. A
+the lowest CPU priority (`nice` 19), with the server's own pinned set. The
+binary is pinned first (`qualification.pinned`): the file at the pane's path
+is copied and must hash as what the pane runs, or nothing runs at all. A
 qualified binary's row is recorded as the operator method would record it,
 and the panes re-bind at once; until then the pane stays unsupported, so
-nothing is ever read with a profile that was not proven. A refused binary is
-not tried again until the server restarts: the log says why it was refused.
+nothing is ever read with a profile that was not proven. A refused binary, or
+one that could not be tried, is not tried again until the server restarts:
+the log says why.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from akk.discovery.identity import TerminalIdentity
 from akk.profiles.qualified_versions import QualifiedVersions
 from akk.qualify import command, qualification
 from akk.qualify.client import Agent
+from akk.qualify.launcher import LabError
 from akk.qualify.qualification import QualifyError
 from akk.runtime.actor import ActorRef
 from akk.store import qualifications
@@ -40,10 +44,11 @@ ACTOR = "akk-auto-qualify"
 
 
 def wanted(identity: TerminalIdentity) -> bool:
-    """Whether a pane's binary is one to qualify: unpinned, unbound, its digest known."""
+    """Whether a pane's binary is one to qualify: unpinned, unbound, its file and digest known."""
     return (
         identity.profile is None
         and identity.version is not None
+        and identity.binary is not None
         and identity.binary_sha256 is not None
         and (identity.profile_reason or "").startswith("unpinned_version")
     )
@@ -77,42 +82,51 @@ class AutoQualifier:
             await trio.sleep(SCAN_INTERVAL)
 
     async def qualify(self, identity: TerminalIdentity) -> None:
-        """Qualify the binary `identity`'s pane runs; record its row if it qualifies."""
+        """Qualify the binary `identity`'s pane runs; record its row if it qualifies.
+
+        Ends with the binary's outcome in `tried`, logged: qualified, refused, or
+        the error that stopped it (never "running" after it returns or raises).
+        """
         sha = identity.binary_sha256
-        assert sha is not None
-        agent: Agent = "claude" if identity.agent == "claude" else "codex"
+        assert sha is not None and identity.binary is not None
         self.tried[sha] = "running"
         log.info(
             "auto-qualify: %s %s at %s (sha256 %s)",
-            identity.agent, identity.version, identity.executable, sha,
+            identity.agent, identity.version, identity.binary, sha,
         )  # fmt: skip
-        registry = self._qualified.registry
         try:
-            found = await qualification.probe(agent, Path(identity.executable))
-            if found.sha256 != sha:
-                raise QualifyError(f"{identity.executable} changed since the pane started it")
+            self.tried[sha] = await self._qualify(identity, Path(identity.binary), sha)
+        except (QualifyError, LabError) as exc:
+            said = str(exc).strip().splitlines()
+            self.tried[sha] = f"error: {said[0] if said else type(exc).__name__}"
+            log.warning("auto-qualify: %s %s: %s", identity.agent, identity.version,
+                        self.tried[sha])  # fmt: skip
+        except BaseException as exc:
+            # A bug, or the server stopping: never retried, never shown as running.
+            self.tried[sha] = f"error: {type(exc).__name__}"
+            raise
+
+    async def _qualify(self, identity: TerminalIdentity, binary: Path, sha: str) -> str:
+        agent: Agent = "claude" if identity.agent == "claude" else "codex"
+        registry = self._qualified.registry
+        async with qualification.pinned(agent, binary, sha256=sha) as found:
             judged = await qualification.qualify(found, registry.pinned, niceness=NICENESS)
-        except QualifyError as exc:
-            self.tried[sha] = f"error: {exc}"
-            log.warning("auto-qualify: %s %s: %s", identity.agent, identity.version, exc)
-            return
         if not judged.qualified:
-            self.tried[sha] = "refused: " + "; ".join(judged.problems)
             log.warning(
                 "auto-qualify: %s %s refused: %s; run `akk qualify %s --binary %s` for the report",
                 identity.agent, identity.version, "; ".join(judged.problems),
-                identity.agent, identity.executable,
+                identity.agent, binary,
             )  # fmt: skip
-            return
+            return "refused: " + "; ".join(judged.problems)
         row = command.row(judged, self._clock())
         pinned = registry.base_agents
         await transact(
             self._store, lambda conn: qualifications.record(conn, row, pinned, actor=ACTOR)
         )
         await self._qualified.refresh()  # its panes re-bind now, not at the next poll
-        self.tried[sha] = "qualified"
         log.info(
             "auto-qualify: %s %s qualified, read as %s (%s)",
             identity.agent, identity.version, judged.base.id,
             ", ".join(phase.describe() for phase in judged.phases),
         )  # fmt: skip
+        return "qualified"

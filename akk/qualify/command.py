@@ -2,9 +2,12 @@
 
 Without ``--binary`` the candidates are the binaries a running server sees in
 its panes of that agent that bind no profile (the terminals table of the
-state directory's store), else the agent's command on PATH. Each candidate is
-probed (`qualification.probe`); a pinned version needs nothing, every other one
-runs the whole plan, one at a time.
+state directory's store), else the agent's command on PATH (an npm wrapper
+there stands for the native binary it starts: `pin`). Each candidate is
+pinned and probed (`qualification.pinned`); a pinned version needs nothing,
+every other one runs the whole plan, one at a time. Each candidate ends with
+its own result, whatever the others do: a judgement (qualified or refused,
+with the reason), or why there was nothing to judge.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import trio
 from akk.profiles.registry import Registry
 from akk.qualify import qualification
 from akk.qualify.client import Agent
+from akk.qualify.launcher import LabError
 from akk.qualify.qualification import Judgement, Probe, QualifyError
 from akk.server.instance import server_running
 from akk.store import qualifications
@@ -70,17 +74,21 @@ async def attempt(
     parallel: int,
     progress: Callable[[str], None],
 ) -> Attempt:
-    """Probe `path` and, unless its version is pinned, qualify it."""
+    """Pin and probe `path` and, unless its version is pinned, qualify its copy.
+
+    Never raises for the binary or the lab: what went wrong is the attempt's `error`.
+    """
     try:
-        found = await qualification.probe(agent, path)
-        if (found.agent, found.version) in registry.pinned:
-            return Attempt(path, pinned=found)
-        progress(f"qualifying {agent} {found.version} at {found.path} (sha256 {found.sha256})")
-        judged = await qualification.qualify(
-            found, registry.pinned, parallel=parallel, progress=progress
-        )
-    except QualifyError as exc:
-        return Attempt(path, error=str(exc))
+        async with qualification.pinned(agent, path) as found:
+            if (found.agent, found.version) in registry.pinned:
+                return Attempt(path, pinned=found)
+            progress(f"qualifying {agent} {found.version} at {found.path} (sha256 {found.sha256})")
+            judged = await qualification.qualify(
+                found, registry.pinned, parallel=parallel, progress=progress
+            )
+    except (QualifyError, LabError) as exc:
+        said = str(exc).strip().splitlines()
+        return Attempt(path, error=said[0] if said else type(exc).__name__)
     return Attempt(path, judgement=judged)
 
 
@@ -91,14 +99,22 @@ def run(
     *,
     parallel: int,
     progress: Callable[[str], None],
+    finished: Callable[[Attempt], None] = lambda attempt: None,
 ) -> list[Attempt]:
-    """Every candidate, one at a time (a qualification already takes both cores)."""
+    """Every candidate, one at a time (a qualification already takes both cores).
+
+    `finished` gets each attempt as it ends (to record a qualified row before the
+    next candidate starts).
+    """
 
     async def each() -> list[Attempt]:
-        return [
-            await attempt(agent, path, registry, parallel=parallel, progress=progress)
-            for path in paths
-        ]
+        attempts = []
+        for path in paths:
+            attempts.append(
+                await attempt(agent, path, registry, parallel=parallel, progress=progress)
+            )
+            finished(attempts[-1])
+        return attempts
 
     return trio.run(each)
 

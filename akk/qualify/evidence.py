@@ -19,7 +19,7 @@ from akk.evidence import claude, codex
 from akk.evidence.files import identify, read_lines, records
 from akk.evidence.model import EvidenceLost, Progress, Record, Tokens, request_digest
 from akk.qualify.client import Client
-from akk.qualify.launcher import POLL_SECONDS, Confinement, launch
+from akk.qualify.launcher import POLL_SECONDS, Confinement, LabError, ScreenTimeout, launch
 from akk.qualify.scenarios import ECHO_REPLY, ECHO_TASK, SCENARIOS
 
 TURN_TIMEOUT_S = 60.0
@@ -37,15 +37,24 @@ class EvidenceCheck:
     usage: dict[str, int] | None
     usage_status: str | None
     problems: tuple[str, ...]
+    ran: bool = True
+    """False when the lab could not start the client and send it the task (`problems` says
+    why): nothing else of the qualification can run either."""
+    screen: str | None = None
+    """The last screen the lab saw when it waited in vain for one (`ran` False)."""
 
     def describe(self) -> str:
-        """One line for the report."""
+        """One line for the report (and the last screen seen, when the lab could not run)."""
         if not self.problems:
             return (
                 f"evidence: accepted, {self.outcome}, final message {self.final_message!r}, "
                 f"usage {self.usage} ({self.usage_status})"
             )
-        return "evidence: " + "; ".join(self.problems)
+        line = "evidence: " + "; ".join(self.problems)
+        if self.screen is None:
+            return line
+        shown = [f"  | {row}" for row in self.screen.rstrip().splitlines()]
+        return "\n".join([line, "  the last screen the lab saw:", *shown])
 
 
 def parse(agent: str, found: Sequence[Record], task: str) -> Progress | None:
@@ -87,18 +96,29 @@ def judge(file: str | None, progress: Progress | None) -> EvidenceCheck:
 
 
 async def check(client: Client, *, confine: Confinement) -> EvidenceCheck:
-    """Run one echo Turn on `client` and judge what its own file says about it."""
-    async with launch(client, SCENARIOS["echo"], confine=confine) as lab:
-        await lab.submit(ECHO_TASK)
-        file: str | None = None
-        progress: Progress | None = None
-        with trio.move_on_after(TURN_TIMEOUT_S):
-            while True:
-                file, progress = _read(client.agent, lab.transcript_files())
-                if progress is not None and progress.outcome is not None:
-                    break
-                await trio.sleep(POLL_SECONDS)
-        return judge(file, progress)
+    """Run one echo Turn on `client` and judge what its own file says about it.
+
+    A client the lab cannot start, or that never shows its idle composer or
+    the task, is a failed check (`ran` False) with what the lab saw, never an
+    error; its processes are gone when this returns.
+    """
+    try:
+        async with launch(client, SCENARIOS["echo"], confine=confine) as lab:
+            await lab.submit(ECHO_TASK)
+            file: str | None = None
+            progress: Progress | None = None
+            with trio.move_on_after(TURN_TIMEOUT_S):
+                while True:
+                    file, progress = _read(client.agent, lab.transcript_files())
+                    if progress is not None and progress.outcome is not None:
+                        break
+                    await trio.sleep(POLL_SECONDS)
+            return judge(file, progress)
+    except LabError as exc:
+        said = str(exc).strip().splitlines()
+        problem = f"the lab could not run the echo Turn: {said[0] if said else type(exc).__name__}"
+        screen = exc.screen if isinstance(exc, ScreenTimeout) else None
+        return EvidenceCheck(None, False, None, None, None, None, (problem,), False, screen)
 
 
 def _read(agent: str, paths: Sequence[Path]) -> tuple[str | None, Progress | None]:

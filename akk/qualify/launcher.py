@@ -28,6 +28,7 @@ from pathlib import Path
 import attrs
 import trio
 
+from akk.discovery.process import classify, read_process
 from akk.qualify.client import Agent, Client
 from akk.qualify.model_server import ModelServer
 from akk.qualify.run_files import (
@@ -433,13 +434,20 @@ def _child_running(pid: int, binary: Path, depth: int = 2) -> int | None:
     wanted = binary.resolve()
     for child in _children(pid):
         try:
-            if Path(f"/proc/{child}/exe").resolve() == wanted:
+            if Path(f"/proc/{child}/exe").resolve() == wanted or _runs_script(child, wanted):
                 return child
         except OSError:
             continue
         if depth > 1 and (found := _child_running(child, binary, depth - 1)) is not None:
             return found
     return None
+
+
+def _runs_script(pid: int, script: Path) -> bool:
+    """Whether ``pid`` is node running ``script`` as a pure-JS Claude (discovery's rule)."""
+    info = read_process(pid)
+    found = None if info is None else classify(info)
+    return found is not None and found[1] == "pure_js" and Path(found[2][-1]) == script
 
 
 def _children(pid: int) -> list[int]:

@@ -2,10 +2,11 @@
 
 The phases, each timed:
 
-1. probe: the binary's version (what it prints for ``--version``, in a
-   throwaway HOME) and its SHA-256;
+1. probe: the binary pinned (`pinned`: hashed while copied into a private
+   directory, the copy checked), then the version the copy prints for
+   ``--version``, in a throwaway HOME; every later phase runs the copy only;
 2. evidence: one echo Turn, and what the client's own file says about it
-   (`evidence.check`);
+   (`evidence.check`); a client the lab cannot drive that far is refused here;
    headless (Claude): the stream-json protocol the headless backend relies on,
    through the backend's own code (`headless.prove`; reported, it does not
    decide: the headless backend runs the binary only when it held);
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import collections
 import enum
+import functools
 import hashlib
 import json
 import re
@@ -35,16 +37,17 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import attrs
 import trio
 
-from akk.discovery.process import VersionCache, sha256_file
+from akk.discovery.process import VersionCache
 from akk.profiles.registry import Profile
-from akk.qualify import appserver, compare, evidence, headless, trial
+from akk.qualify import appserver, compare, evidence, headless, pin, trial
 from akk.qualify.appserver import SchemaCheck, SchemaError
 from akk.qualify.client import Agent, Binary
 from akk.qualify.headless import HeadlessProof
@@ -72,26 +75,42 @@ class Probe:
     agent: Agent
     version: str
     path: Path
+    """The file qualified (its real path; for an npm wrapper, its native binary): what the
+    report names."""
     sha256: str
     seconds: float = 0.0
     """How long the probe took (the report's first phase)."""
+    copy: Path | None = None
+    """The private copy of `path` that every run of the qualification starts; it exists
+    only inside `pinned`'s block (None: not pinned, nothing may run it)."""
 
 
-async def probe(agent: Agent, binary: Path) -> Probe:
-    """The binary's version (from ``--version``) and SHA-256; QualifyError if it has none."""
+@asynccontextmanager
+async def pinned(agent: Agent, binary: Path, *, sha256: str | None = None) -> AsyncIterator[Probe]:
+    """Pin ``binary`` (`pin.pinned`: a private copy of the file hashed) and probe the copy.
+
+    The copy prints its version for ``--version`` in a throwaway HOME; nothing
+    else ever runs for the probe. ``sha256`` is the hash the binary must have
+    (what a pane runs): another is refused before anything runs. Raises
+    QualifyError with the reason (no file, owned or writable by others, an npm
+    wrapper without its binary, another hash, no version). The copy is gone
+    when the block ends.
+    """
     start = time.monotonic()
-    path = await trio.to_thread.run_sync(lambda: binary.expanduser().resolve())
-    if not await trio.Path(path).is_file():
-        raise QualifyError(f"no file at {binary}")
-    version = await VersionCache().version_of_program(agent, [str(path)])
-    if version is None:
-        raise QualifyError(f"{path} printed no {agent} version for --version")
-    try:
-        compare.version_key(version)
-    except ValueError as exc:
-        raise QualifyError(f"{path}: {exc}") from None
-    sha256 = await trio.to_thread.run_sync(sha256_file, path)
-    return Probe(agent, version, path, sha256, time.monotonic() - start)
+    async with AsyncExitStack() as stack:
+        try:
+            held = await stack.enter_async_context(pin.pinned(agent, binary, sha256=sha256))
+        except pin.PinError as exc:
+            raise QualifyError(str(exc)) from None
+        version = await VersionCache().version_of_program(agent, [str(held.runs)])
+        if version is None:
+            raise QualifyError(f"{held.named} printed no {agent} version for --version")
+        try:
+            compare.version_key(version)
+        except ValueError as exc:
+            raise QualifyError(f"{held.named}: {exc}") from None
+        seconds = time.monotonic() - start
+        yield Probe(agent, version, held.named, held.sha256, seconds, copy=held.runs)
 
 
 def plan(client: Binary, nearest: str, plans: Iterable[str] | None = None) -> list[Job]:
@@ -275,33 +294,44 @@ async def qualify(
     plans: Iterable[str] | None = None,
     progress: Callable[[str], None] = lambda line: None,
 ) -> Judgement:
-    """Run the plan on `found`'s binary and judge it against the nearest pinned profile.
+    """Run the plan on `found`'s pinned copy and judge it against the nearest pinned profile.
 
     `sandbox` None: bubblewrap when present. `niceness` lowers the priority of
     every process a run starts (`akk serve --auto-qualify` passes 19). `plans`
     runs only those capture plans: a check that can refuse, never a whole qualification (`command`
-    runs the whole plan). Raises QualifyError when there is nothing to qualify
-    against (`nearest_profile`).
+    runs the whole plan). A client the lab cannot start and drive through one
+    echo Turn (`evidence.check`) is refused at once, with what the lab saw.
+    Raises QualifyError when there is nothing to qualify against
+    (`nearest_profile`), or `found` is not pinned (only `pinned`'s copy runs).
     """
+    if found.copy is None:
+        raise QualifyError(f"{found.path} is not pinned: a qualification runs only its copy")
     base = nearest_profile(found.agent, found.version, pinned)
-    client = Binary(found.agent, found.version, found.path)
+    client = Binary(found.agent, found.version, found.copy)
     chosen = None if plans is None else tuple(plans)
     jobs = plan(client, base.version, chosen)
     sandboxed = sandbox_available() if sandbox is None else sandbox
     confine = Confinement(sandbox=sandboxed, niceness=niceness)
-    phases = [compare.Phase("probe", found.seconds, "--version and SHA-256")]
+    phases = [compare.Phase("probe", found.seconds, "SHA-256, private copy, --version")]
+    judged = functools.partial(
+        Judgement, found, base, plan_digest(jobs), sandboxed=sandboxed, partial=chosen or ()
+    )
+    start = time.monotonic()
+    checked = await evidence.check(client, confine=confine)
+    phases.append(compare.Phase("evidence", time.monotonic() - start, "one echo Turn"))
+    progress(checked.describe())
+    if not checked.ran:
+        # Every plan run would fail the same way, each after its own wait.
+        unrun = "not generated: the client did not run" if found.agent == "codex" else None
+        return judged((), checked, None, unrun, phases=tuple(phases))
+    proof: HeadlessProof | None = None
+    if found.agent == "claude":
+        proof = await headless.prove(found.copy, found.version, confine=confine)
+        phases.append(compare.Phase("headless", proof.seconds, "stream-json, two processes"))
+        progress(proof.describe())
+
     out = Path(tempfile.mkdtemp(prefix="akk-qualify-"))
     try:
-        start = time.monotonic()
-        checked = await evidence.check(client, confine=confine)
-        phases.append(compare.Phase("evidence", time.monotonic() - start, "one echo Turn"))
-        progress(checked.describe())
-        proof: HeadlessProof | None = None
-        if found.agent == "claude":
-            proof = await headless.prove(found.path, found.version, confine=confine)
-            phases.append(compare.Phase("headless", proof.seconds, "stream-json, two processes"))
-            progress(proof.describe())
-
         start = time.monotonic()
         failures = await trial.capture_jobs(
             jobs, out, parallel=parallel, confine=confine, progress=progress
@@ -324,21 +354,9 @@ async def qualify(
     if found.agent == "codex":
         start = time.monotonic()
         try:
-            bundle = await trio.to_thread.run_sync(appserver.generate, found.path)
+            bundle = await trio.to_thread.run_sync(appserver.generate, found.copy)
             schema = appserver.check(bundle, base.version)
         except (SchemaError, OSError, subprocess.SubprocessError) as exc:
             note = f"not generated: {exc}"
         phases.append(compare.Phase("schema", time.monotonic() - start))
-    return Judgement(
-        found,
-        base,
-        plan_digest(jobs),
-        tuple(comparisons),
-        checked,
-        schema,
-        note,
-        sandboxed,
-        tuple(phases),
-        chosen or (),
-        proof,
-    )
+    return judged(tuple(comparisons), checked, schema, note, phases=tuple(phases), headless=proof)

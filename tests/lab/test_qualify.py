@@ -67,8 +67,8 @@ async def test_an_old_claude_read_with_a_newer_profile_is_refused_and_binds_noth
     registry = PINNED
     for version in ("2.1.263", "2.1.266", "2.1.267"):
         registry = registry.without("claude", version)
-    found = await qualification.probe("claude", OLD.binary())
-    judged = await qualification.qualify(found, registry.pinned, plans=MISMATCH_PLANS)
+    async with qualification.pinned("claude", OLD.binary()) as found:
+        judged = await qualification.qualify(found, registry.pinned, plans=MISMATCH_PLANS)
 
     text = judged.text()
     assert judged.base.id == "claude-code@2.1.328" and not judged.qualified, text
