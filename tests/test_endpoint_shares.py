@@ -320,14 +320,15 @@ async def test_a_connection_that_never_says_hello_is_closed() -> None:
 
 
 async def test_a_credential_past_its_share_of_parsing_waits_and_others_do_not() -> None:
-    """A frame within the size limit whose schema check costs far more than a's bucket
-    (50 ms, refilled at a millionth of real time) empties it: a's next frame waits, while
-    b's frames, costing microseconds each, are answered."""
-    limits = EndpointLimits(parse_share=1e-6, parse_burst=0.05)
-    answer = {"question_id": "q", "response_kind": "single_select", "selected_option_ids": ["a"]}
+    """A frame within the size limit whose parse and schema check cost far more than a's
+    bucket (5 ms, refilled at a millionth of real time; 60,000 names cost some 80 ms)
+    empties it: a's next frame waits, while b's frames, costing microseconds each, are
+    answered."""
+    limits = EndpointLimits(parse_share=1e-6, parse_burst=0.005)
+    names = {f"k{n}": 0 for n in range(60_000)}
     costly = json.dumps({
         "jsonrpc": "2.0", "id": 1, "method": "respond_interaction",
-        "params": {"turn_id": "t", "interaction_id": "i", "answers": [answer] * 12_000},
+        "params": {"turn_id": "t", "interaction_id": "i", **names},
     })  # fmt: skip
     assert len(costly) < limits.max_frame_bytes
     with trio.fail_after(20):
