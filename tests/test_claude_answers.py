@@ -39,6 +39,8 @@ from akk.store.dispatches import Stage
 from akk.store.interactions import Interaction, InteractionState
 from akk.store.reader import StoreReader
 from akk.store.turns import Turn, TurnState
+from tests.small_fs import small_filesystem
+from tests.test_full_disk_terminal import fill_store
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "claude_headless" / "2.1.332"
 OWNER, OTHER = "ctl_owner", "ctl_other"
@@ -465,3 +467,31 @@ async def test_a_request_after_the_result_is_never_offered_nor_answered(tmp_path
             await answers.approve(turn, row, OWNER, "reject")
         assert over.value.reason is Reason.PROMPT_CHANGED
         assert await lab.steps() == [] and lab.pipe.lines == []
+
+
+async def test_an_answer_the_store_cannot_reserve_is_refused_and_nothing_is_written(
+    tmp_path: Path,
+) -> None:
+    """A full disk (real, `tests.small_fs`) between the offer and the answer: the answer
+    is refused (`internal`, naming the store's problem), nothing reaches Claude, and the
+    RunActor stays up to write the same answer once the store writes again."""
+    with small_filesystem(tmp_path / "fs") as fs:
+        async with _lab(fs) as lab:
+            lab.ask(_request("bash_allow"))
+            turn, answers = lab.turn, lab.answers
+            asked = answers.prompts(turn)[0]
+            await _recorded(lab)
+            assert await answers.shown(turn, OWNER) is not None  # offered to its owner
+            filler = await fill_store(fs, lab.store)
+            with pytest.raises(RpcError) as refused:
+                await answers.approve(
+                    turn, await lab.row(asked.interaction_id), OWNER, "approve_once"
+                )
+            assert refused.value.reason is Reason.INTERNAL
+            assert "so nothing was sent" in refused.value.message
+            assert lab.pipe.lines == []
+            filler.unlink()
+            reply = await answers.approve(
+                turn, await lab.row(asked.interaction_id), OWNER, "approve_once"
+            )
+            assert reply["outcome"] == "dispatched" and len(lab.pipe.lines) == 1

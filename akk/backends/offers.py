@@ -12,8 +12,10 @@ from typing import Any
 
 import apsw
 
+from akk.actors.store import transact
 from akk.backends.contract import Refusal
 from akk.protocol.errors import Reason, RpcError
+from akk.runtime.actor import ActorRef
 from akk.store import dispatches, interactions
 from akk.store.database import StoreUnwritable
 from akk.store.dispatches import Dispatch, Kind
@@ -77,8 +79,8 @@ def offer_refusal(exc: interactions.OfferUnusable) -> tuple[Reason, str]:
     return Reason.STATUS_REQUIRED, f"{exc}: call status first, then answer what it shows"
 
 
-def reserve_answer(
-    conn: apsw.Connection,
+async def reserve_answer(
+    store: ActorRef,
     *,
     controller_id: str,
     turn_id: str,
@@ -86,19 +88,29 @@ def reserve_answer(
     offer_id: str,
     kind: Kind,
     fingerprint: bytes,
-    now: float,
 ) -> Dispatch | Refusal:
     """In one transaction: take the controller's offer and reserve the answer's dispatch.
 
     For a backend whose prompts are requests of its process (no terminal): from this
-    reservation on, the answer is never written again. A Refusal reserved nothing.
+    reservation on, the answer is never written again. A Refusal reserved nothing: an
+    offer that cannot be used, or a store that cannot write (``internal``; a reservation
+    that is not on disk never reaches the process).
     """
+    now = time.time()
+
+    def reserve(conn: apsw.Connection) -> Dispatch | Refusal:
+        try:
+            interactions.take_offer(conn, interaction_id, controller_id, offer_id, now)
+        except interactions.OfferUnusable as exc:
+            return Refusal(*offer_refusal(exc))
+        return dispatches.reserve(
+            conn, controller_id=controller_id, turn_id=turn_id, terminal_id=None, kind=kind,
+            typing=None, screen_seq=None, now=now, interaction_id=interaction_id,
+            offer_id=offer_id, fingerprint=fingerprint,
+        )  # fmt: skip
+
     try:
-        interactions.take_offer(conn, interaction_id, controller_id, offer_id, now)
-    except interactions.OfferUnusable as exc:
-        return Refusal(*offer_refusal(exc))
-    return dispatches.reserve(
-        conn, controller_id=controller_id, turn_id=turn_id, terminal_id=None, kind=kind,
-        typing=None, screen_seq=None, now=now, interaction_id=interaction_id,
-        offer_id=offer_id, fingerprint=fingerprint,
-    )  # fmt: skip
+        reserved: Dispatch | Refusal = await transact(store, reserve)
+    except StoreUnwritable as exc:
+        return Refusal(Reason.INTERNAL, f"{exc.problem}, so nothing was sent; {exc.next_step}")
+    return reserved

@@ -378,6 +378,23 @@ def update_invocation(
     return fresh
 
 
+def fail_unsent(
+    conn: apsw.Connection, turn_id: str, round_: int, *, reason: str, summary: str, now: float
+) -> tuple[turns.Turn, InvocationRow]:
+    """A round that provably never reached its agent: its invocation ``not_sent`` (failed,
+    nothing to clean up) and its Turn ``failed`` for ``reason``. Returns both as stored."""
+    inv = invocation(conn, turn_id, round_)
+    fresh = turns.get(conn, turn_id)
+    assert inv is not None and fresh is not None
+    update_invocation(
+        conn, inv, dispatch=policy.Dispatch.NOT_SENT, outcome="failed", outcome_at=now,
+        cleanup="confirmed", cleanup_at=now,
+    )  # fmt: skip
+    failed = turns.settle(conn, fresh, turns.TurnState.FAILED, now=now, reason=reason,
+                          summary=summary)  # fmt: skip
+    return failed, inv
+
+
 def settle_invocation(
     conn: apsw.Connection,
     turn_id: str,

@@ -26,7 +26,7 @@ import apsw
 import attrs
 
 from akk import faults
-from akk.actors.store import transact, transact_until_written
+from akk.actors.store import transact_until_written
 from akk.backends.claude_headless import prompts, wire
 from akk.backends.claude_headless.board import RunBoard
 from akk.backends.claude_headless.process import ClaudeProcess, ConnectionClosed, NotWritten
@@ -102,15 +102,10 @@ class RunActor(Actor[RunMessage]):
                 "Claude no longer asks what this answer was for; nothing was sent. Call "
                 "status for the current interaction",
             )
-        now = time.time()
-
-        reserved = await transact(
-            self._store,
-            lambda conn: reserve_answer(
-                conn, controller_id=message.controller_id, turn_id=message.turn_id,
-                interaction_id=message.interaction_id, offer_id=message.offer_id,
-                kind=message.kind, fingerprint=message.fingerprint, now=now,
-            ),
+        reserved = await reserve_answer(
+            self._store, controller_id=message.controller_id, turn_id=message.turn_id,
+            interaction_id=message.interaction_id, offer_id=message.offer_id,
+            kind=message.kind, fingerprint=message.fingerprint,
         )  # fmt: skip
         if isinstance(reserved, Refusal):
             return reserved

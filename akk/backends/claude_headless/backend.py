@@ -45,7 +45,7 @@ from akk.runtime.actor import ActorError
 from akk.sessions import policy
 from akk.store import qualifications, sessions, turns
 from akk.store.interactions import Interaction
-from akk.store.turns import Turn, TurnState
+from akk.store.turns import Turn
 
 log = logging.getLogger("akk.claude")
 
@@ -186,19 +186,13 @@ class ClaudeHeadless:
         )
 
         def fail(conn: apsw.Connection) -> Turn:
-            inv = sessions.invocation(conn, turn_id, round_)
-            fresh = turns.get(conn, turn_id)
-            assert inv is not None and fresh is not None
-            sessions.update_invocation(
-                conn, inv, dispatch=policy.Dispatch.NOT_SENT, outcome="failed", outcome_at=now,
-                cleanup="confirmed", cleanup_at=now,
-            )  # fmt: skip
+            failed, inv = sessions.fail_unsent(
+                conn, turn_id, round_, reason="history_missing", summary=why, now=now
+            )
             session = sessions.get(conn, inv.session_id)
             if session is not None:
                 sessions.update(conn, session, history=policy.History.MISSING)
-            return turns.settle(
-                conn, fresh, TurnState.FAILED, now=now, reason="history_missing", summary=why
-            )
+            return failed
 
         log.warning("turn %s: its session's transcript is gone; nothing was sent", turn_id)
         return await transact(self._store, fail)

@@ -372,14 +372,10 @@ class BackendActor(Actor[BackendMessage]):
         turn_id, round_, now = invocation.turn_id, invocation.round, time.time()
 
         def fail(conn: apsw.Connection) -> Turn:
-            inv = sessions.invocation(conn, turn_id, round_)
-            fresh = turns.get(conn, turn_id)
-            assert inv is not None and fresh is not None
-            sessions.update_invocation(
-                conn, inv, dispatch=policy.Dispatch.NOT_SENT, outcome="failed", outcome_at=now,
-                cleanup="confirmed", cleanup_at=now,
-            )  # fmt: skip
-            return turns.settle(conn, fresh, TurnState.FAILED, now=now, reason=reason, summary=why)
+            failed, _ = sessions.fail_unsent(
+                conn, turn_id, round_, reason=reason, summary=why, now=now
+            )
+            return failed
 
         failed = await self._written(fail, what=f"turn {turn_id}: {reason}")
         return StartReceipt(failed, self._board.generation)
@@ -424,19 +420,11 @@ class BackendActor(Actor[BackendMessage]):
         ):
             # Another request, or (a file change) other changes than the controller saw.
             return Refusal(Reason.PROMPT_CHANGED, _NO_LONGER_ASKED)
-        now = time.time()
-
-        try:
-            reserved = await transact(
-                self._store,
-                lambda conn: reserve_answer(
-                    conn, controller_id=message.controller_id, turn_id=message.turn_id,
-                    interaction_id=message.interaction_id, offer_id=message.offer_id,
-                    kind=message.kind, fingerprint=message.fingerprint, now=now,
-                ),
-            )  # fmt: skip
-        except StoreUnwritable as exc:
-            return Refusal(Reason.INTERNAL, f"{exc.problem}, so nothing was sent; {exc.next_step}")
+        reserved = await reserve_answer(
+            self._store, controller_id=message.controller_id, turn_id=message.turn_id,
+            interaction_id=message.interaction_id, offer_id=message.offer_id,
+            kind=message.kind, fingerprint=message.fingerprint,
+        )  # fmt: skip
         if isinstance(reserved, Refusal):
             return reserved
         await faults.reached(Point.ANSWER_RESERVED)
