@@ -16,7 +16,7 @@ import os
 import subprocess
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import attrs
 import trio
@@ -292,3 +292,24 @@ async def running(
         raise
     finally:
         await aclose()
+
+
+def nests_deeper(line: bytes, value: object, limit: int) -> bool:
+    """Whether ``value`` (decoded from the JSON ``line``) nests arrays and objects more
+    than ``limit`` deep.
+
+    Walked without recursion, and only for a line with more than ``limit`` brackets
+    (none with fewer can nest that deep): an ordinary line costs two byte counts.
+    """
+    if line.count(b"[") + line.count(b"{") <= limit:
+        return False
+    stack: list[tuple[dict[Any, Any] | list[Any], int]] = (
+        [(value, 1)] if isinstance(value, dict | list) else []
+    )
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False

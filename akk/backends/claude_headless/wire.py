@@ -24,6 +24,7 @@ from typing import Literal
 
 import attrs
 
+from akk.discovery.pipes import nests_deeper
 from akk.evidence.model import Tokens
 
 MAX_LINE_BYTES = 16 << 20
@@ -184,26 +185,11 @@ def parse_line(line: bytes) -> Message:
         raise WireError("not_json", str(exc)) from None
     except RecursionError:
         raise WireError("too_deep", f"nested past the parser's limit (bound {MAX_DEPTH})") from None
-    if line.count(b"[") + line.count(b"{") > MAX_DEPTH and _deeper(value, MAX_DEPTH):
+    if nests_deeper(line, value, MAX_DEPTH):
         raise WireError("too_deep", f"nested deeper than {MAX_DEPTH} levels")
     if not isinstance(value, dict) or not isinstance(value.get("type"), str):
         raise WireError("not_object", f"expected an object with a string type, got {line[:80]!r}")
     return _typed(value)
-
-
-def _deeper(value: object, limit: int) -> bool:
-    """Whether ``value`` nests arrays and objects more than ``limit`` deep (no recursion)."""
-    stack: list[tuple[object, int]] = [(value, 1)] if isinstance(value, dict | list) else []
-    while stack:
-        item, depth = stack.pop()
-        assert isinstance(item, dict | list)
-        children = item.values() if isinstance(item, dict) else item
-        for child in children:
-            if isinstance(child, dict | list):
-                if depth + 1 > limit:
-                    return True
-                stack.append((child, depth + 1))
-    return False
 
 
 def _typed(value: Mapping[str, object]) -> Message:

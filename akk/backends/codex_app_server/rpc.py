@@ -331,7 +331,7 @@ class AppServer(pipes.Piped):
         if not isinstance(body, dict):
             self._pipe.fail("a JSON line that is not an object")
             return
-        if _nests_deeper(line, body, self.limits.max_depth):
+        if pipes.nests_deeper(line, body, self.limits.max_depth):
             self._pipe.fail(f"a JSON line nested deeper than {self.limits.max_depth} (refused)")
             return
         method = body.get("method")
@@ -497,21 +497,3 @@ def _is_id(value: object) -> TypeGuard[RequestId]:
     """A JSON-RPC id as this module matches ids: a text or a true integer (JSON `true` is
     not the id 1, though Python's `True == 1`)."""
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
-
-
-def _nests_deeper(line: bytes, body: dict[str, Any], limit: int) -> bool:
-    """Whether ``body`` (decoded from ``line``) nests arrays and objects over ``limit`` deep.
-
-    Walked without recursion, and only for a line with more than ``limit`` brackets (none
-    with fewer can nest that deep): an ordinary message costs two byte counts.
-    """
-    if line.count(b"[") + line.count(b"{") <= limit:
-        return False
-    stack: list[tuple[dict[str, Any] | list[Any], int]] = [(body, 1)]
-    while stack:
-        value, depth = stack.pop()
-        if depth > limit:
-            return True
-        children = value.values() if isinstance(value, dict) else value
-        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
-    return False
