@@ -133,12 +133,12 @@ async def test_a_call_runs_to_its_end_after_its_peer_hangs_up() -> None:
             assert served.connections.current("a") is None
             assert (methods.ended, methods.cancelled) == (0, 0)
             assert server.shares.held("a") == (0, 1)
-            assert server.stats.calls == 1
+            assert server.shares.calls == 1
             methods.release.set()
             await until(lambda: server.shares.calls == 0)
             assert (methods.ended, methods.cancelled) == (1, 0)
             assert server.shares.held("a") == (0, 0)
-            assert (server.stats.calls, server.stats.replies_dropped) == (0, 1)
+            assert (server.shares.calls, server.stats.replies_dropped) == (0, 1)
 
 
 async def test_a_call_runs_to_its_end_after_the_server_closes_its_connection() -> None:

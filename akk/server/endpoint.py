@@ -107,8 +107,6 @@ class ServerStats:
     closed_no_hello: int = 0
     parses_delayed: int = 0
     """Frames whose parsing waited for their credential's share of the thread."""
-    calls: int = 0
-    """Calls in flight now (a current count)."""
     replies_dropped: int = 0
     """Replies not sent because their connection had ended first (their calls ran to the end)."""
 
@@ -578,7 +576,6 @@ class _Connection:
             self._shares.parsed(peer.controller_id, trio.current_time() - started)
             del frame  # only the parsed call is kept while it runs
             await self._shares.take_call(self._slots, peer.controller_id)
-            self._stats.calls = self._shares.calls
             answered = trio.Event()
             self._calls.start_soon(self._answer, peer, call, answered)
             if isinstance(call, Request) and call.method == "hello":
@@ -638,7 +635,6 @@ class _Connection:
             log.exception("answering a call failed")
         finally:
             self._shares.give_call(self._slots, peer.controller_id)
-            self._stats.calls = self._shares.calls
             answered.set()
 
     async def _send_reply(self, reply: str) -> None:
