@@ -162,9 +162,7 @@ async def send_request(lab: LabSession, text: str) -> None:
 async def _drive(lab: LabSession, step: Step) -> None:
     """Do what the Step's kind needs once the request is accepted (interrupt, answer a prompt)."""
     if step.kind == "interrupt":
-        # The model server holds the reply; 0.169.0 may show its streamed first
-        # word instead of "esc to interrupt", so the request is the signal.
-        await lab.send_keys("Escape")
+        await _interrupt(lab)
         await lab.wait_idle(SETTLE_TIMEOUT)
         # 2.1.328 and 0.153.4 leave the held stream open after Esc; end it.
         lab.server.signal(SLOW_SIGNAL)
@@ -177,6 +175,40 @@ async def _drive(lab: LabSession, step: Step) -> None:
             await lab.send_keys("y")
         else:
             await _approve_claude(lab, prompt)
+
+
+INTERRUPTED = {
+    "claude": "Interrupted · What should Claude do instead?",
+    "codex": "■ Conversation interrupted",
+}
+"""The line each client draws under a turn that Escape interrupted."""
+
+INTERRUPT_SHOW_SECONDS = 3.0
+"""How long a taken Escape may take to draw its interruption (0.3 s on a quiet machine)."""
+
+
+async def _interrupt(lab: LabSession) -> None:
+    """Press Escape until the client draws its interruption; fail if it never does.
+
+    The model server holds the reply, and the request reaching it is the signal to press:
+    0.169.0 draws the streamed first word in place of "esc to interrupt", so the screen
+    cannot say when the turn began. An Escape that lands as the turn starts is dropped
+    (seen once in a loaded suite: the Turn then ran to `done`), so it is pressed again,
+    but only while the interruption has not shown: a second Escape at Codex's idle
+    composer would begin editing the previous message.
+    """
+    sign = INTERRUPTED[lab.agent]
+    shown = (await lab.text()).count(sign)  # an earlier turn's interruption is not this one's
+    for _attempt in range(3):
+        await lab.send_keys("Escape")
+        try:
+            await lab.wait_for_screen(
+                lambda s: s.count(sign) > shown, INTERRUPT_SHOW_SECONDS, what="the interruption"
+            )
+        except ScreenTimeout:
+            continue
+        return
+    raise AssertionError(f"Escape never interrupted the turn: {lab.server.summary()}")
 
 
 async def _approve_claude(lab: LabSession, prompt: str) -> None:
