@@ -256,7 +256,8 @@ async def run_service(
             def health() -> dict[str, Any]:
                 return {
                     "pid": os.getpid(),
-                    "server": attrs.asdict(server.stats) | {"calls": server.shares.calls},
+                    "server": attrs.asdict(server.stats)
+                    | {"connections": server.shares.connections, "calls": server.shares.calls},
                     "limits": attrs.asdict(server_settings.limits),
                     "connected_controllers": connections.live,
                     "credentials": len(book),

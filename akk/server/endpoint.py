@@ -93,10 +93,9 @@ LOGGED_OUT = 4010
 
 @attrs.define
 class ServerStats:
-    """Counters `akk doctor` shows; they only grow, except the current ones."""
+    """Counters `akk doctor` shows; they only grow (what is held now is `Shares`')."""
 
     handshakes: int = 0
-    connections: int = 0
     handshakes_evicted: int = 0
     handshakes_timed_out: int = 0
     refused_full: int = 0
@@ -452,11 +451,9 @@ class ControllerServer:
             self._connections.admit(credential.controller_id, connection)
             if session is not None:
                 self._consoles.setdefault(session, set()).add(connection)
-            self.stats.connections += 1
             try:
                 await connection.run(peer)
             finally:
-                self.stats.connections -= 1
                 self._connections.leave(credential.controller_id, connection)
                 if session is not None:
                     self._consoles.get(session, set()).discard(connection)
