@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import attrs
+import jsonschema
 import pytest
 import trio
 
@@ -30,6 +31,7 @@ from akk.backends.claude_headless.process import ClaudeProcess, ConnectionClosed
 from akk.backends.context import BackendContext
 from akk.faults import InjectedFault, Point
 from akk.protocol.errors import Reason, RpcError
+from akk.protocol.schema import METHODS
 from akk.runtime.actor import ActorRef, Incarnation, Rank
 from akk.runtime.supervisor import ChildSpec, Supervisor
 from akk.screen.fingerprint import IdMinter
@@ -221,6 +223,7 @@ async def test_a_permission_is_offered_to_its_owner_and_answered_once(
 
         reply = await answers.approve(turn, await lab.row(asked.interaction_id), OWNER, decision)
         assert reply["outcome"] == "dispatched"
+        jsonschema.validate(reply, METHODS["approve"]["result"])  # what the method returns
         (line,) = lab.pipe.lines
         sent = _sent(line)
         assert sent["request_id"] == request.request_id
@@ -315,6 +318,7 @@ async def test_questions_are_validated_then_answered_together_once(tmp_path: Pat
         picks[headers[1]] = "Medium, please"
         reply = await answers.respond(turn, row, OWNER, {"answers": _choose(shown, picks)})
         assert reply["outcome"] == "dispatched"
+        jsonschema.validate(reply, METHODS["respond_interaction"]["result"])
         (line,) = lab.pipe.lines
         given = _sent(line)["response"]
         questions = request.request["input"]["questions"]  # type: ignore[index]

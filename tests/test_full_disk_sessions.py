@@ -23,6 +23,7 @@ from typing import Any, cast
 
 import apsw
 import attrs
+import jsonschema
 import pytest
 import trio
 
@@ -47,6 +48,7 @@ from akk.backends.names import CLAUDE_HEADLESS, CODEX_APP_SERVER
 from akk.methods.common import MethodContext
 from akk.methods.interactions import InteractionCalls
 from akk.protocol.errors import Reason, RpcError
+from akk.protocol.schema import METHODS
 from akk.runtime.supervisor import ChildSpec, Supervisor
 from akk.screen.fingerprint import Appearance
 from akk.sessions import policy
@@ -116,6 +118,7 @@ async def test_status_shows_a_request_not_answerable_while_the_store_cannot_writ
             assert offered is not None and "not_answerable" not in offered
             reply = await _calls(lab).approve(OWNER, params)
             assert reply["outcome"] == "dispatched"
+            jsonschema.validate(reply, METHODS["approve"]["result"])
             (line,) = lab.pipe.lines
             assert _sent(line)["request_id"] == asked.request_id
 

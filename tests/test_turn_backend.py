@@ -17,6 +17,7 @@ from typing import Any
 
 import apsw
 import attrs
+import jsonschema
 import pytest
 import trio
 import trio.testing
@@ -33,12 +34,14 @@ from akk.backends.contract import History, Refusal, Task
 from akk.backends.offers import check_offer, offer_refusal
 from akk.backends.registry import Backends
 from akk.config import TurnSettings
+from akk.discovery.identity import TerminalIdentity
 from akk.methods.common import MethodContext
 from akk.methods.interactions import InteractionCalls
 from akk.methods.turns import TurnCalls
 from akk.profiles.qualified_versions import QualifiedVersions
 from akk.profiles.registry import PINNED
 from akk.protocol.errors import Reason, RpcError
+from akk.protocol.schema import METHODS, TERMINAL_ROW
 from akk.runtime.actor import ActorRef
 from akk.runtime.supervisor import ChildSpec, Restart, Supervisor
 from akk.screen.fingerprint import Appearance, IdMinter
@@ -341,8 +344,12 @@ async def test_one_turn_actor_runs_a_backend_through_the_outbox_offers_and_fence
                 task = {"terminal_id": "term_seam", "request": "do it", "client_request_id": "r1"}
                 sent = await calls.send(OWNER, task)
                 assert await calls.send(OWNER, task) == sent
+                jsonschema.validate(sent, METHODS["send"]["result"])
                 assert agent.rounds == ["do it"]
                 turn_id = sent["turn_id"]
+                asks, agent.asks = agent.asks, {}  # nothing asked yet: status offers nothing
+                await _status_shows_the_pane_as_list_does(ctx, calls, turn_id)
+                agent.asks = asks
                 actor = backend.actor
                 assert actor is not None
 
@@ -387,6 +394,7 @@ async def test_one_turn_actor_runs_a_backend_through_the_outbox_offers_and_fence
                 assert status["interaction"]["interaction_id"] == "int_2"
                 result = await answers.approve(OWNER, approve)
                 assert result["outcome"] == "dispatched"
+                jsonschema.validate(result, METHODS["approve"]["result"])
                 assert agent.received == [("int_2", "allow")]
                 agent.asks = {"int_2": SECOND}  # even asked again, the fence holds: once
                 with pytest.raises(RpcError) as refused:
@@ -417,6 +425,7 @@ async def test_one_turn_actor_runs_a_backend_through_the_outbox_offers_and_fence
                 agent.finished, agent.spent = None, None
                 reopened = await calls.respond(OWNER, False, turn_id, "and then")
                 assert reopened["round"] == 2 and reopened["state"] == "running"
+                jsonschema.validate(reopened, METHODS["respond"]["result"])
                 assert agent.rounds == ["do it", "and then"]
                 actor = backend.actor
                 assert actor is not None
@@ -431,6 +440,38 @@ async def test_one_turn_actor_runs_a_backend_through_the_outbox_offers_and_fence
                 nursery.cancel_scope.cancel()
     finally:
         reader.close()
+
+
+async def _status_shows_the_pane_as_list_does(
+    ctx: MethodContext, calls: TurnCalls, turn_id: str
+) -> None:
+    """`status` shows a held pane's row as `list` does: the holding Turn's ids to its owner
+    and the operator only, and the calls valid on the pane (status alone while it is held)."""
+    ctx.board.announce(SEAM, None, trio.current_time())
+    try:
+        status_only = [{"method": "status", "params": {"terminal_id": "term_seam"}}]
+        for caller, operator, shown in [
+            (OWNER, False, turn_id), ("b", False, None), ("b", True, turn_id),
+        ]:  # fmt: skip
+            result = await calls.terminal_status(caller, operator, "term_seam")
+            row = result["terminal"]
+            jsonschema.validate(result, METHODS["status"]["result"])
+            jsonschema.validate(row, TERMINAL_ROW)
+            assert (row["turn_id"], row["available_actions"]) == (shown, status_only), caller
+        row = (await calls.status(OWNER, False, turn_id))["terminal"]
+        assert (row["turn_id"], row["watch_id"]) == (turn_id, turn_id)
+        assert row["available_actions"] == status_only
+    finally:
+        ctx.board.retire("term_seam")
+        ctx.board.forget("term_seam")
+
+
+SEAM = TerminalIdentity(
+    terminal_id="term_seam", tmux_socket="s", pane_id="%1", pane_pid=1, agent="claude",
+    agent_pid=2, process_start=3, executable="claude", version="1.0.0", cwd=None,
+    profile="claude-code@1.0.0", profile_reason=None,
+)  # fmt: skip
+"""The pane the seam's Turns are sent to, as the watcher announces it."""
 
 
 def _context(

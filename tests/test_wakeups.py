@@ -168,7 +168,8 @@ def test_a_settled_manual_screen_is_projected_with_nothing_to_answer() -> None:
     assert (projection["terminal_id"], projection["pane"]) == ("t1", "%7")
     assert projection["questions"] == [] and "decisions" not in projection
     other = project_snapshot(_manual(("Trust this folder?",)), IDS, None, now=1.0)
-    assert other is not None and other.kind == "unknown"
+    assert other is not None and other.kind == "confirmation"  # one of PROTOCOL's kinds
+    jsonschema.validate(other.projection, INTERACTION)
 
 
 def _stage(conn: apsw.Connection) -> None:

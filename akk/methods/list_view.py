@@ -228,7 +228,7 @@ class ListView:
         known = self._rows.get(terminal_id)
         if known is None or known.snapshot is not snapshot:
             row = terminal_row(snapshot)
-            known = _Row(snapshot, row, _json(_with_holder(row, None, visible=False)))
+            known = _Row(snapshot, row, _json(with_holder(row, None, visible=False)))
             self._rows[terminal_id] = known
         holder = held.get(terminal_id)
         if holder is None:
@@ -236,8 +236,8 @@ class ListView:
         return _Pane(
             cwd=snapshot.identity.cwd,
             holder=holder.controller_id,
-            shown=_json(_with_holder(known.row, holder, visible=False)),
-            held=_json(_with_holder(known.row, holder, visible=True)),
+            shown=_json(with_holder(known.row, holder, visible=False)),
+            held=_json(with_holder(known.row, holder, visible=True)),
         )
 
 
@@ -245,9 +245,9 @@ def _row_for(pane: _Pane, owner: Owner) -> str:
     return pane.held if owner in (None, pane.holder) else pane.shown
 
 
-def _with_holder(row: dict[str, Any], holder: Turn | None, *, visible: bool) -> dict[str, Any]:
-    """A terminal's row with the Turn that holds it (its ids only if ``visible``) and the
-    calls valid on the pane now."""
+def with_holder(row: dict[str, Any], holder: Turn | None, *, visible: bool) -> dict[str, Any]:
+    """A terminal's row with the Turn that holds it (its ids only if ``visible``: to its
+    owner and the operator) and the calls valid on the pane now; `status` shows this too."""
     shown = dict(row)
     terminal_id = shown["terminal_id"]
     if visible and holder is not None:

@@ -65,7 +65,7 @@ class SessionCalls:
         _check_text(text, "request")
         if handoff is not None:
             _check_text(handoff, "handoff")
-        if "scope" in params or "backend" in params:
+        if "scope" in params:
             self._session_backend(params)  # refused before anything, a repeat included
         client_request_id: str = params["client_request_id"]
         existing = await self._ctx.reader.run(
@@ -233,6 +233,17 @@ class SessionCalls:
                 lambda conn: sessions.get(conn, session_id)
             )
             if row is None or row.controller_id != controller_id:
+                terminal_id = await self._ctx.reader.run(
+                    lambda conn: _terminal_of(conn, controller_id, session_id)
+                )
+                if terminal_id is not None:
+                    raise RpcError(
+                        Reason.NOT_FOUND,
+                        f"{session_id} is the agent's own session id of terminal "
+                        f"{terminal_id} (a terminal conversation), not a session AKK runs on a "
+                        "backend; nothing was sent. Send with terminal_id "
+                        f"{terminal_id!r} to type into that conversation",
+                    )
                 raise RpcError(
                     Reason.NOT_FOUND,
                     f"this controller has no session {session_id[:80]!r}; list shows its "
@@ -247,8 +258,8 @@ class SessionCalls:
             return row.owner, row.backend
         name = self._session_backend(params)
         scope = params["scope"]
-        cwd = params.get("cwd")
-        if not isinstance(cwd, str) or not os.path.isabs(cwd):
+        cwd: str = params["cwd"]
+        if not os.path.isabs(cwd):
             raise RpcError(
                 Reason.INVALID_PARAMS, "send with scope needs cwd: an absolute directory path"
             )
@@ -263,20 +274,20 @@ class SessionCalls:
         return owner, name
 
     def _session_backend(self, params: dict[str, Any]) -> str:
-        """The registered session backend the send names; refused (invalid_params, nothing
-        started) for none, or one that is unknown or keeps no sessions."""
-        name = params.get("backend")
+        """The registered session backend the send names (the schema allows only the names
+        of `akk.backends.names`); refused (invalid_params, nothing started) for one this
+        server does not run."""
+        name: str = params["backend"]
         choices = self._ctx.backends.sessions()
         if name not in choices:
-            given = "no backend" if name is None else f"backend {str(name)[:80]!r}"
             named = ", ".join(f'"{choice}"' for choice in choices) or "none registered"
             raise RpcError(
                 Reason.INVALID_PARAMS,
-                f"send with scope names {given}, not one that keeps sessions ({named}); "
+                f"send with scope names backend {name!r}, not one this server runs ({named}); "
                 "nothing was started. Pass one of them, or pass terminal_id instead to type "
                 "into a terminal",
             )
-        return str(name)
+        return name
 
 
 def _check_workspace(workspace: str, roots: tuple[str, ...], cwd: object) -> None:
@@ -298,6 +309,19 @@ def _check_workspace(workspace: str, roots: tuple[str, ...], cwd: object) -> Non
         "nothing was started. Pass a cwd under one of them, or ask the operator to add the "
         "directory (`akk serve --workspace-root DIR`, or a credential minted with "
         "`akk token create NAME --workspace-root DIR`)",
+    )
+
+
+def _terminal_of(conn: apsw.Connection, controller_id: str, native_session: str) -> str | None:
+    """The terminal whose agent's own session is ``native_session``, if one of the records
+    `list` shows ``controller_id`` was typed into it (another's records are never named)."""
+    return next(
+        (
+            turn.terminal_id
+            for turn in reversed(turns.of_controller(conn, controller_id))
+            if turn.native_session == native_session and turn.terminal_id is not None
+        ),
+        None,
     )
 
 

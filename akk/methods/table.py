@@ -135,7 +135,7 @@ class Methods:
             return await self._turns.status(peer.controller_id, peer.operator, record_id)
         terminal_id: str = params["terminal_id"]
         await check_pane(self._ctx, peer, terminal_id)
-        return await self._turns.terminal_status(terminal_id)
+        return await self._turns.terminal_status(peer.controller_id, peer.operator, terminal_id)
 
     async def _send(self, peer: Peer, params: dict[str, Any]) -> dict[str, Any]:
         if "terminal_id" in params:

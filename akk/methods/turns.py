@@ -13,7 +13,7 @@ from typing import Any
 
 from akk import faults
 from akk.actors.store import transact
-from akk.actors.terminal_board import project_snapshot, terminal_row
+from akk.actors.terminal_board import TerminalSnapshot, project_snapshot, terminal_row
 from akk.actors.turn import Cancel, Close
 from akk.backends.contract import Refusal, Task
 from akk.evidence import request_digest
@@ -25,6 +25,7 @@ from akk.methods.common import (
     owned,
     pruned_request,
 )
+from akk.methods.list_view import with_holder
 from akk.protocol.errors import Reason, RpcError
 from akk.protocol.excerpt import excerpt
 from akk.protocol.text_check import check_text
@@ -162,13 +163,15 @@ class TurnCalls:
         snapshot = self._ctx.board.get(turn.terminal_id or "")
         if snapshot is not None:
             shown = excerpt(snapshot.lines)
-            result["terminal"] = terminal_row(snapshot)
+            result["terminal"] = await self._terminal_row(snapshot, controller_id, operator)
             result["screen_excerpt"] = shown
             if shown is None:
                 result["screen_excerpt_withheld"] = "secret_input"
         return result
 
-    async def terminal_status(self, terminal_id: str) -> dict[str, Any]:
+    async def terminal_status(
+        self, controller_id: str, operator: bool, terminal_id: str
+    ) -> dict[str, Any]:
         """`status {terminal_id}`: the pane's row, its prompt (shown, not offered), excerpt."""
         snapshot = self._ctx.board.get(terminal_id)
         if snapshot is None:
@@ -181,13 +184,23 @@ class TurnCalls:
         projected = project_snapshot(snapshot, self._ctx.ids, None)
         shown = excerpt(snapshot.lines)
         result: dict[str, Any] = {
-            "terminal": terminal_row(snapshot),
+            "terminal": await self._terminal_row(snapshot, controller_id, operator),
             "interaction": None if projected is None else projected.projection,
             "screen_excerpt": shown,
         }
         if shown is None:
             result["screen_excerpt_withheld"] = "secret_input"
         return result
+
+    async def _terminal_row(
+        self, snapshot: TerminalSnapshot, controller_id: str, operator: bool
+    ) -> dict[str, Any]:
+        """The terminal's row as `list` shows it to this caller: the Turn holding the pane
+        (its ids to its owner and the operator only) and the calls valid on it now."""
+        terminal_id = snapshot.identity.terminal_id
+        holder = await self._ctx.reader.run(lambda conn: turns.unresolved_on(conn, terminal_id))
+        visible = holder is not None and (operator or holder.controller_id == controller_id)
+        return with_holder(terminal_row(snapshot), holder, visible=visible)
 
     async def cancel(self, controller_id: str, operator: bool, turn_id: str) -> dict[str, Any]:
         turn = owned(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import unicodedata
+from collections.abc import Iterable
 from typing import Any
 
 import attrs
@@ -109,6 +110,9 @@ def parse_request(frame: str | bytes) -> Request:
     if not isinstance(message, dict):
         raise _error(None, Code.INVALID_REQUEST, "send one JSON-RPC request object per frame")
     request_id = message.get("id")
+    # A JSON-RPC notification (no id) is refused with a reply, against the spec's silence:
+    # every method's result matters, and one run unanswered could type into a pane unseen
+    # (docs/limits.md).
     if not isinstance(request_id, str | int) or isinstance(request_id, bool):
         raise _error(
             None, Code.INVALID_REQUEST, "every call needs an 'id' that is a string or an integer"
@@ -138,14 +142,14 @@ def parse_request(frame: str | bytes) -> Request:
     params = message.get("params", {})
     if not isinstance(params, dict):
         raise _error(request_id, Code.INVALID_PARAMS, "'params' must be a JSON object")
-    error = jsonschema.exceptions.best_match(_VALIDATORS[method].iter_errors(params))
+    error = _meant(_VALIDATORS[method].iter_errors(params))
     if error is not None:
         where = "/".join(str(p) for p in error.absolute_path) or "params"
         raise _error(
             request_id,
             Code.INVALID_PARAMS,
-            f"{method}: {where}: {_shorten(_explain(error))}; "
-            f"`akk schema` shows the params of {method}",
+            f"{method}: {where}: {_shorten(_explain(error), 400)}; nothing was sent or "
+            f"recorded; `akk schema` shows the params of {method}",
         )
     return Request(id=request_id, method=method, params=params)
 
@@ -221,15 +225,86 @@ def _too_deep(request_id: RequestId) -> FramingError:
     )
 
 
+def _meant(errors: Iterable[jsonschema.ValidationError]) -> jsonschema.ValidationError | None:
+    """The error to report: jsonschema's best match, except that a failed ``oneOf`` is
+    explained by the branch the caller evidently meant (the least `_astray`), not the first
+    sibling error its ranking happens to prefer; with no such branch, by the ``oneOf``."""
+    best = max(errors, key=jsonschema.exceptions.relevance, default=None)
+    if best is None or best.validator != "oneOf" or not best.context:
+        return None if best is None else jsonschema.exceptions.best_match([best])
+    branches: dict[object, list[jsonschema.ValidationError]] = {}
+    for error in best.context:
+        branches.setdefault(error.relative_schema_path[0], []).append(error)
+    ranked = sorted(branches.values(), key=_astray)
+    if len(ranked) > 1 and _astray(ranked[0]) == _astray(ranked[1]):
+        return best  # no branch stands out: say which shapes there are
+    return _meant(ranked[0])
+
+
+def _astray(branch: list[jsonschema.ValidationError]) -> int:
+    """How plainly a oneOf branch is not the one the caller meant: each field it needs that
+    is missing, each field it does not take, and each discriminating value (a ``const`` or
+    ``enum`` one level down, like an answer's ``response_kind``) that does not match."""
+    return sum(
+        1
+        for error in branch
+        if (error.validator in ("required", "additionalProperties") and not error.relative_path)
+        or (error.validator in ("const", "enum") and len(error.relative_path) == 1)
+    )
+
+
 def _explain(error: jsonschema.ValidationError) -> str:
-    """The schema's own description of a string field that failed its shape, else the message."""
-    if error.validator in ("pattern", "format", "maxLength", "minLength") and isinstance(
-        error.schema, dict
-    ):
-        description = error.schema.get("description")
-        if isinstance(description, str):
-            return f"must be {description}"
-    return error.message
+    """What rule a field broke, in words; never the caller's value (it may be long, secret
+    or made to mislead whoever reads the error)."""
+    rule = error.validator
+    limit: Any = error.validator_value
+    instance: Any = error.instance
+    schema = error.schema if isinstance(error.schema, dict) else {}
+    description = schema.get("description")
+    if rule == "maxLength":
+        return f"more than {limit:,} characters"
+    if rule == "minLength":
+        return "empty" if limit == 1 else f"fewer than {limit:,} characters"
+    if rule in ("pattern", "format") and isinstance(description, str):
+        return f"must be {description}"
+    if rule == "pattern":
+        return "is not of the allowed form"
+    if rule == "format":
+        return f"is not a valid {limit}"
+    if rule == "maxItems":
+        return f"more than {limit:,} items"
+    if rule == "minItems":
+        return f"fewer than {limit:,} items"
+    if rule == "enum":
+        return "must be one of " + ", ".join(json.dumps(choice) for choice in limit)
+    if rule == "const":
+        return f"must be {json.dumps(limit)}"
+    if rule == "type":
+        kinds = limit if isinstance(limit, list) else [limit]
+        return "must be " + " or ".join(f"a JSON {kind}" for kind in kinds)
+    if rule in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+        words = {
+            "minimum": "at least",
+            "maximum": "at most",
+            "exclusiveMinimum": "more than",
+            "exclusiveMaximum": "less than",
+        }
+        return f"must be {words[rule]} {limit}"
+    if rule == "required":  # names the schema's field, never a value
+        missing = next(name for name in limit if name not in instance)
+        choices = schema.get("properties", {}).get(missing, {}).get("enum")
+        also = "" if choices is None else " (" + ", ".join(json.dumps(c) for c in choices) + ")"
+        return f"{missing!r} is required{also}"
+    if rule == "additionalProperties":
+        # The names are the caller's (bounded by `_shorten`); the values are never shown.
+        unexpected = sorted(set(instance) - set(schema.get("properties", {})))
+        names = ", ".join(repr(name) for name in unexpected)
+        also = f" ({description})" if isinstance(description, str) else ""
+        return f"{names} not allowed here{also}"
+    if rule == "oneOf":
+        shapes = " | ".join("{" + ", ".join(branch.get("required", ())) + "}" for branch in limit)
+        return f"give the fields of exactly one of {shapes}"
+    return f"breaks the schema's {rule!r} rule"
 
 
 def _error(

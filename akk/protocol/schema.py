@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from akk.backends.names import SESSION_BACKENDS
+
 PROTOCOL_VERSION = 1
 
 MAX_ID_CHARS = 128
@@ -67,6 +69,15 @@ def _params(required: dict[str, Any], optional: dict[str, Any] | None = None) ->
     }
 
 
+def _result(required: dict[str, Any], optional: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A result's schema: the fields it always has; the server may add fields freely."""
+    return {
+        "type": "object",
+        "properties": {**required, **(optional or {})},
+        "required": sorted(required),
+    }
+
+
 def _one_of_ids(names: tuple[str, ...], optional: dict[str, Any] | None = None) -> dict[str, Any]:
     """Params naming exactly one record by one of several id fields."""
     schema = _params({}, {name: _ID for name in names} | (optional or {}))
@@ -113,10 +124,7 @@ INTERACTION = {
         "interaction_id": _ID,
         "turn_id": _NULLABLE_ID,
         "agent": {"enum": ["claude", "codex"]},
-        "kind": {
-            # unknown: a screen a person must handle that no profile read (docs/wakeups.md)
-            "enum": ["questionnaire", "permission", "async_question", "confirmation", "unknown"]
-        },
+        "kind": {"enum": ["questionnaire", "permission", "async_question", "confirmation"]},
         "state": {"type": "string"},
         "step": {
             "type": ["object", "null"],  # null: a queued async question, not yet opened
@@ -221,10 +229,55 @@ EVENT = {
 
 _RECORD = {"type": "object"}
 
+_SEND_FIELDS = {"request": _TEXT, "client_request_id": _LABEL}
+_HANDOFF = _TEXT | {
+    "description": "text put before request when the session is rebuilt in a new thread; "
+    "only with session_id or scope"
+}
+_SEND_SHAPES: tuple[tuple[dict[str, Any], dict[str, Any], str], ...] = (
+    (
+        {"terminal_id": _ID},
+        _SEND_FIELDS,
+        "send {terminal_id, request, client_request_id} types request into that terminal's "
+        "agent, in its own conversation; backend and cwd belong to a send with scope, and "
+        "handoff to one with scope or session_id",
+    ),
+    (
+        {"session_id": _ID},
+        _SEND_FIELDS | {"handoff": _HANDOFF},
+        "send {session_id, request, client_request_id, handoff?} continues that session on its "
+        "own backend and workspace; backend and cwd belong to a send with scope",
+    ),
+    (
+        {
+            "scope": _params({"task": _LABEL, "role": _LABEL}, {"unit": _LABEL}),
+            "backend": {
+                "enum": list(SESSION_BACKENDS),
+                "description": "the session backend that runs the Turn; only with scope",
+            },
+            "cwd": _PATH
+            | {"description": f"{_PATH['description']} (the session's workspace; only with scope)"},
+        },
+        _SEND_FIELDS | {"handoff": _HANDOFF},
+        "send {scope, backend, cwd, request, client_request_id, handoff?} runs the scope's "
+        "session on that backend in that directory",
+    ),
+)
+"""Each shape of `send`: the fields that name where it goes, the others it takes, and what
+it does (a field of another shape is refused before anything is reserved)."""
+_DISPATCHED = _result(
+    {"outcome": {"const": "dispatched"}, "interaction_id": _ID, "dispatch_id": _ID},
+    {"round": {"type": "integer", "minimum": 1}},
+)
+"""An answer or decision that went out: its interaction and the dispatch that carried it."""
+
 METHODS: dict[str, dict[str, Any]] = {
     "hello": {
         # The credential names the controller; controller_id, if given, must match it.
-        "params": _params({}, {"controller_id": _ID, "name": _LABEL}),
+        # events false: a one-shot connection that takes no events (claims and releases nothing).
+        "params": _params(
+            {}, {"controller_id": _ID, "name": _LABEL, "events": {"type": "boolean"}}
+        ),
         "result": {
             "type": "object",
             "required": ["protocol", "server_version", "controller_id", "scope", "capabilities"],
@@ -255,19 +308,22 @@ METHODS: dict[str, dict[str, Any]] = {
         },
     },
     "send": {
-        "params": _one_of_ids(
-            ("terminal_id", "session_id", "scope"),
-            {
-                "request": _TEXT,
-                "client_request_id": _LABEL,
-                "scope": _params({"task": _LABEL, "role": _LABEL}, {"unit": _LABEL}),
-                "backend": _LABEL,
-                "cwd": _PATH,
-                "handoff": _TEXT,
+        # Exactly one shape: each takes only the fields that mean something for it.
+        "params": {
+            "type": "object",
+            "properties": {
+                name: spec
+                for names, others, _ in _SEND_SHAPES
+                for name, spec in (names | others).items()
             },
-        )
-        | {"required": ["request", "client_request_id"]},
-        "result": _params(
+            "required": ["client_request_id", "request"],
+            "additionalProperties": False,
+            "oneOf": [
+                _params(names, others) | {"description": words}
+                for names, others, words in _SEND_SHAPES
+            ],
+        },
+        "result": _result(
             {
                 "turn_id": _ID,
                 "session_id": _NULLABLE_ID,
@@ -308,11 +364,11 @@ METHODS: dict[str, dict[str, Any]] = {
             },
             {"delivery_mode": {"enum": ["steer_current_turn", "queue_next_turn"]}},
         ),
-        "result": _params({"outcome": {"const": "dispatched"}}),
+        "result": _DISPATCHED,
     },
     "approve": {
         "params": _params({"turn_id": _ID, "decision": {"enum": ["approve_once", "reject"]}}),
-        "result": _params({"outcome": {"const": "dispatched"}}),
+        "result": _DISPATCHED,
     },
     "respond": {"params": _params({"turn_id": _ID, "request": _TEXT}), "result": _RECORD},
     "cancel": {"params": _params({"turn_id": _ID}), "result": _RECORD},
@@ -363,18 +419,18 @@ OPERATOR_METHODS: dict[str, dict[str, Any]] = {
                 }
             },
         ),
-        "result": _params(
+        "result": _result(
             {"controller_id": _ID, "token": {"type": "string"}},
             {"workspace_roots": {"type": "array", "items": {"type": "string"}}},
         ),
     },
     "token_list": {
         "params": _params({}),
-        "result": _params({"credentials": {"type": "array", "items": _RECORD}}),
+        "result": _result({"credentials": {"type": "array", "items": _RECORD}}),
     },
     "token_revoke": {
         "params": _params({"controller_id": _ID}),
-        "result": _params(
+        "result": _result(
             {
                 "controller_id": _ID,
                 "revoked": {"const": True},
@@ -398,11 +454,11 @@ OPERATOR_METHODS: dict[str, dict[str, Any]] = {
     },
     "qualification_list": {
         "params": _params({}),
-        "result": _params({"qualifications": {"type": "array", "items": _RECORD}}),
+        "result": _result({"qualifications": {"type": "array", "items": _RECORD}}),
     },
     "qualification_revoke": {
         "params": _params({"agent": {"enum": ["claude", "codex"]}, "version": _VERSION}),
-        "result": _params(
+        "result": _result(
             {"agent": {"type": "string"}, "version": {"type": "string"}, "revoked": {"const": True}}
         ),
     },
@@ -415,7 +471,7 @@ OPERATOR_METHODS: dict[str, dict[str, Any]] = {
                 "dry_run": {"type": "boolean"},
             },
         ),
-        "result": _params(
+        "result": _result(
             {
                 "dry_run": {"type": "boolean"},
                 "retain_days": {"type": "number"},
@@ -429,7 +485,7 @@ OPERATOR_METHODS: dict[str, dict[str, Any]] = {
     },
     "ui_login": {
         "params": _params({}),
-        "result": _params(
+        "result": _result(
             {
                 "code": {"type": "string"},
                 "expires_in": {"type": "number"},
@@ -439,7 +495,7 @@ OPERATOR_METHODS: dict[str, dict[str, Any]] = {
     },
     "console_follow": {
         "params": _params({}),
-        "result": _params({"view": _RECORD, "events": {"type": "array", "items": _RECORD}}),
+        "result": _result({"view": _RECORD, "events": {"type": "array", "items": _RECORD}}),
     },
 }
 

@@ -175,7 +175,10 @@ def project(
     """The projection of a manual appearance: who must look where, and why; nothing to answer.
 
     It carries no question, option or decision: there is nothing a controller
-    could answer (PROTOCOL.md "The interaction projection").
+    could answer (PROTOCOL.md "The interaction projection"). Its ``kind`` is
+    ``permission`` when the screen shows a permission's anchor, else
+    ``confirmation``: the screen waits for the person to confirm or enter something
+    AKK could not read, and no PROTOCOL kind claims less (docs/wakeups.md).
     """
     return {
         "schema": "agent-knock-knock/terminal-interaction",
@@ -183,7 +186,7 @@ def project(
         "interaction_id": interaction_id,
         "turn_id": turn_id,
         "agent": agent,
-        "kind": "permission" if manual.permission else "unknown",
+        "kind": "permission" if manual.permission else "confirmation",
         "state": "manual_required",
         "reason": manual.reason,
         "manual_reason": manual.reason,

@@ -173,7 +173,8 @@ def _one(
         if answer["response_kind"] != expected:
             raise RpcError(
                 Reason.INVALID_PARAMS,
-                f"this question's response_kind is {expected}, not {answer['response_kind']}",
+                f"this question's response_kind is {expected}, not {answer['response_kind']}; "
+                f"nothing was sent. Answer with response_kind {expected!r}, as status shows it",
             )
         return Answer(Intent.CHOOSE, tuple(chosen))
     if len(chosen) == 1 and (intent := _ROLE_INTENT.get(question.options[chosen[0]].role)):
