@@ -206,11 +206,14 @@ async def connect(
     controller_id: str | None = None,
     name: str | None = None,
     ssl_context: ssl.SSLContext | None = None,
+    events: bool = True,
 ) -> AsyncIterator[Controller]:
     """Connect, authenticate and say hello; yield the ready Controller.
 
     The credential names the controller; ``controller_id``, if given, is
-    checked against it (a mismatch raises AkkError ``unauthorized``). A
+    checked against it (a mismatch raises AkkError ``unauthorized``).
+    ``events`` False: a one-shot connection that takes none of the
+    controller's events (they keep going to its connections that do). A
     ``wss://`` URL uses ``ssl_context``, else ``tls_context()``. Raises
     ConnectError when the server cannot be reached, fails the certificate
     check (the credential is then never sent) or refuses the credential.
@@ -266,6 +269,8 @@ async def connect(
             hello["controller_id"] = controller_id
         if name is not None:
             hello["name"] = name
+        if not events:
+            hello["events"] = False
         try:
             controller.server = await controller.call("hello", hello)
             yield controller

@@ -37,7 +37,7 @@ from akk.faults import Point
 from akk.runtime.actor import Actor, ActorRef, ActorStopped, MailboxFull, Rank
 from akk.runtime.supervisor import ChildSpec, Restart, Supervisor
 from akk.store import outbox
-from akk.store.database import StoreUnwritable
+from akk.store.database import CasConflict, StoreUnwritable
 from akk.store.outbox import Notification
 
 
@@ -118,6 +118,8 @@ class DestinationActor(Actor):
             except StoreUnwritable as exc:
                 await self._send_unleased(sink, notification, exc)
                 continue
+            except CasConflict:
+                continue  # acked, withdrawn or leased since it was read: read again next wake
             if leased is None:
                 log.warning(
                     "notification %s for %s: no ack after %d attempts; retryable_failure",
@@ -127,7 +129,9 @@ class DestinationActor(Actor):
             await faults.reached(Point.LEASED)
             sent = await sink.send_event(leased.event(), timeout=policy.send_timeout)
             if not sent:
-                with suppress(StoreUnwritable):  # then it stays leased: due when the lease ends
+                # Unwritable: it stays leased, due when the lease ends. A conflict: it was acked,
+                # withdrawn or released to a new connection meanwhile, which decided already.
+                with suppress(StoreUnwritable, CasConflict):
                     await transact(
                         self._store, _postponer(leased, _backoff(policy, leased.attempts))
                     )

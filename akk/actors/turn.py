@@ -57,7 +57,13 @@ class Cancel(Ask[CancelResult]):
 
 @attrs.frozen
 class Close(Ask[None]):
-    """Management released (already recorded): stop following."""
+    """Management released (already recorded): stop following.
+
+    ``round``: the round it was released in. A renew that revived the record into a
+    later round before this Close was read wins: the actor follows that round on.
+    """
+
+    round: int | None = None
 
 
 @attrs.frozen
@@ -119,8 +125,10 @@ class TurnActor(Actor[TurnMessage]):
                     self._unwritable = False
             case Cancel():
                 return await self._start_cancel()
-            case Close():
-                raise StopActor()
+            case Close(round):
+                if round is None or not await self._revived_since(round):
+                    raise StopActor()
+                self._follower.reloaded(False)
             case Reload(reconcile):
                 await self._load()
                 self._follower.reloaded(reconcile)
@@ -138,6 +146,11 @@ class TurnActor(Actor[TurnMessage]):
         self.turn = await self._read_store(read)
         assert self.turn is not None, turn_id
 
+    async def _revived_since(self, round: int) -> bool:
+        """Read the record again; whether it is followed in a round after ``round``."""
+        await self._load()
+        return self.turn is not None and self.turn.unresolved and self.turn.round > round
+
     # -- following
 
     async def _follow(self) -> None:
@@ -152,18 +165,26 @@ class TurnActor(Actor[TurnMessage]):
                 if turn.is_watch
                 else "the Turn reached its lifetime"
             )
-            await self._follower.before_deadline()
-            await self.settle(TurnState.TIMED_OUT, "timed_out", why)
+            await self._expire(TurnState.TIMED_OUT, why)
             return
         if not await self._follower.look(now):
             return
         turn = self.turn
         assert turn is not None
         if turn.unresolved and now - turn.last_activity_at >= turn.inactivity_seconds:
-            await self._follower.before_deadline()
-            await self.settle(
-                TurnState.STALLED, "stalled", "no activity for the Turn's inactivity window"
-            )
+            await self._expire(TurnState.STALLED, "no activity for the Turn's inactivity window")
+
+    async def _expire(self, state: TurnState, summary: str) -> None:
+        """Settle ``state`` (timed_out, stalled) unless a renew moved its deadline meanwhile.
+
+        The stored record decides, read first (so a renewed Turn is not interrupted) and
+        again in the settle's own transaction."""
+        stored = await self._read_store(lambda conn: turns.get(conn, self._turn_id))
+        if stored is not None and not _past(stored, state, time.time()):
+            await self._load()
+            return
+        await self._follower.before_deadline()
+        await self.settle(state, state.value, summary)
 
     async def announce(
         self,
@@ -220,7 +241,7 @@ class TurnActor(Actor[TurnMessage]):
         def settle(conn: apsw.Connection) -> Turn:
             fresh = turns.get(conn, turn_id)
             assert fresh is not None
-            if not fresh.unresolved:
+            if not fresh.unresolved or not _past(fresh, state, now):
                 return fresh
             if also is None:
                 follower.settling(conn, fresh, state, now)
@@ -230,11 +251,26 @@ class TurnActor(Actor[TurnMessage]):
                 conn, fresh, state, now=now, reason=reason, summary=redact(summary), **changes
             )
 
-        self.turn = await transact(self._store, settle)
+        stored = await transact(self._store, settle)
+        if stored.unresolved:  # a renew moved the deadline that ``state`` was for
+            await self._load()
+            return
+        self.turn = stored
         await faults.reached(Point.OUTCOME)
         self._notify(self.turn.controller_id)
         log.info("turn %s settled %s (%s)", turn_id, state, reason or "-")
         raise StopActor()
+
+
+def _past(turn: Turn, state: TurnState, now: float) -> bool:
+    """Whether ``turn`` as stored is still past the deadline that settles it as ``state``:
+    its hard lifetime (timed_out), its inactivity window (stalled); any other outcome
+    has no deadline to move."""
+    if state is TurnState.TIMED_OUT:
+        return now >= turn.hard_deadline_at
+    if state is TurnState.STALLED:
+        return now - turn.last_activity_at >= turn.inactivity_seconds
+    return True
 
 
 def not_running(turn: Turn) -> CancelResult:

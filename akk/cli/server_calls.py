@@ -65,13 +65,15 @@ def operator_session(
     state: StateDir, work: Callable[[Controller], Awaitable[T]], *, timeout: float = 10.0
 ) -> T:
     """Run ``work`` on one operator connection to the proven running server (``timeout``
-    seconds in all)."""
+    seconds in all). The connection takes no events: they keep going to the operator's
+    `akk events` and `akk send --wait`."""
     token = state.token()
 
     async def run() -> T:
         with trio.fail_after(timeout):
             endpoint = await proven_endpoint(state)
-            async with connect(endpoint.url, token, ssl_context=endpoint.tls_context()) as ctl:
+            tls = endpoint.tls_context()
+            async with connect(endpoint.url, token, ssl_context=tls, events=False) as ctl:
                 return await work(ctl)
 
     return trio.run(run)

@@ -2,7 +2,7 @@
 
 `send` goes into an idle terminal's composer or, with --scope, through a
 session of a backend (`--backend`: the Codex app-server or Claude headless);
-`--wait` follows the Turn to its outcome event.
+`--wait` follows the Turn to its outcome (its event, or its status settled).
 """
 
 from __future__ import annotations
@@ -72,7 +72,8 @@ def send(args: argparse.Namespace) -> int:
     async def run() -> int:
         with trio.fail_after(30):
             endpoint = await proven_endpoint(state)
-        async with connect(endpoint.url, token, ssl_context=endpoint.tls_context()) as ctl:
+        tls = endpoint.tls_context()
+        async with connect(endpoint.url, token, ssl_context=tls, events=args.wait) as ctl:
             with trio.fail_after(90):
                 where = target or {"terminal_id": await terminal_id(ctl, args.terminal)}
                 sent = await ctl.call(
@@ -95,36 +96,53 @@ def send(args: argparse.Namespace) -> int:
 
 
 async def _follow(ctl: Controller, turn_id: str, *, quiet: bool) -> dict[str, Any]:
-    """Wait for the Turn's outcome event (acking it), showing a live progress line."""
+    """Wait for the Turn's outcome, showing a live progress line; its status at the end.
+
+    Ends at the Turn's outcome event (acked) or when its status shows it settled,
+    whichever comes first: the operator's other commands (`akk events`) may take
+    and ack the event first.
+    """
+    heard = trio.Event()
     async with trio.open_nursery() as nursery:
-        done = trio.Event()
-
-        async def progress() -> None:
-            while not done.is_set():
-                status = await ctl.call("status", {"turn_id": turn_id})
-                if not quiet:
-                    turn = status["turn"]
-                    stages = ",".join(d["stage"] for d in status["dispatches"]) or "-"
-                    # On a terminal the line redraws in place (rich strips a "\r" from text).
-                    if err.is_terminal:
-                        err.control(Control(ControlType.CARRIAGE_RETURN))
-                    line = shown(f"{turn_id}: {turn['state']} (dispatch {stages})")
-                    err.print(line, end="" if err.is_terminal else "\n")
-                with trio.move_on_after(1):
-                    await done.wait()
-
-        nursery.start_soon(progress)
-        async with aclosing(ctl.events()) as events:
-            async for event in events:
-                await ctl.ack(event["event_id"])
-                if event.get("turn_id") == turn_id and event["kind"] in _OUTCOMES:
-                    break
-        done.set()
+        nursery.start_soon(_ack_own, ctl, turn_id, heard)
+        while not heard.is_set():
+            status = await ctl.call("status", {"turn_id": turn_id})
+            turn = status["turn"]
+            if not quiet:
+                stages = ",".join(d["stage"] for d in status["dispatches"]) or "-"
+                # On a terminal the line redraws in place (rich strips a "\r" from text).
+                if err.is_terminal:
+                    err.control(Control(ControlType.CARRIAGE_RETURN))
+                line = shown(f"{turn_id}: {turn['state']} (dispatch {stages})")
+                err.print(line, end="" if err.is_terminal else "\n")
+            # Settled: its outcome event, if it comes at once, is acked before leaving.
+            wait = OUTCOME_GRACE if turn["state"] in _OUTCOMES else 1.0
+            with trio.move_on_after(wait):
+                await heard.wait()
+            if turn["state"] in _OUTCOMES:
+                break
+        nursery.cancel_scope.cancel()
     if not quiet and err.is_terminal:
         err.print()
     result: dict[str, Any] = await ctl.call("status", {"turn_id": turn_id})
     return result
 
+
+async def _ack_own(ctl: Controller, turn_id: str, heard: trio.Event) -> None:
+    """Ack the Turn's own events as they come; set ``heard`` at its outcome. Events of other
+    records are left alone: they are for the operator's other commands to ack."""
+    async with aclosing(ctl.events()) as events:
+        async for event in events:
+            if event.get("turn_id") != turn_id:
+                continue
+            await ctl.ack(event["event_id"])
+            if event["kind"] in _OUTCOMES:
+                heard.set()
+                return
+
+
+OUTCOME_GRACE = 2.0
+"""Seconds a settled Turn's follower waits for its outcome event, to ack it."""
 
 _OUTCOMES = {"done", "failed", "cancelled", "stalled", "timed_out"}
 

@@ -4,7 +4,8 @@ A notification the outbox gave up on (``retryable_failure``, its automatic
 attempts used up) can be sent once more, unchanged: the same body, controller
 and ``event_id``, its attempts counted on. Only that state may be retried; an
 accepted, in-flight or withdrawn notification, one of a closed or unwatched
-record, or a wake-up about a question that was answered or left the screen is
+record, an outcome of a round a later one superseded (a renew's revival, a
+respond), or a wake-up about a question that was answered or left the screen is
 refused with zero side effects. The record is named by its exact id; nothing
 here ever picks "the latest" notification when several could be meant.
 """
@@ -23,10 +24,13 @@ from akk.protocol.errors import Reason, RpcError
 from akk.store import audit, interactions, outbox, turns
 from akk.store.interactions import Interaction, InteractionState
 from akk.store.outbox import Notification
-from akk.store.turns import Turn
+from akk.store.turns import Turn, TurnState
 
 INTERACTION_KINDS = frozenset({"interaction_required", "approval_required"})
 """Wake-ups about a prompt: retried only while that same prompt is still asked."""
+
+OUTCOME_KINDS = frozenset(state.value for state in TurnState if state.settled)
+"""A round's outcome: superseded, so never retried, once a later round started."""
 
 RETRYABLE = "retryable_failure"
 
@@ -58,6 +62,7 @@ class CallbackCalls:
         _check_open(turn)
         chosen = _choose(record_id, notes, wanted)
         _check_retryable(chosen)
+        _check_current(turn, chosen)
         asked = await self._still_asked(turn, chosen) if chosen.kind in INTERACTION_KINDS else None
         now = time.time()
 
@@ -70,6 +75,7 @@ class CallbackCalls:
             fresh = outbox.get(conn, chosen.notification_id)
             assert fresh is not None
             _check_retryable(fresh)
+            _check_current(fresh_turn, fresh)
             if asked is not None:
                 row = interactions.get(conn, asked.interaction_id)
                 if row is None or row.state is not InteractionState.PENDING:
@@ -172,6 +178,18 @@ def _check_retryable(notification: Notification) -> None:
     else:
         why = f"is {state}; only a notification in {RETRYABLE} can be retried"
     raise RpcError(Reason.CONFLICT, f"notification {name} {why}")
+
+
+def _check_current(turn: Turn, notification: Notification) -> None:
+    """An outcome of an earlier round is superseded: a later round (a renew's revival, a
+    respond) followed it, so it no longer says how the record stands."""
+    if notification.kind in OUTCOME_KINDS and notification.round < turn.round:
+        raise RpcError(
+            Reason.CONFLICT,
+            f"notification {notification.notification_id} ({notification.kind}) is about round "
+            f"{notification.round} of {turn.turn_id}, superseded by round {turn.round}; it is "
+            "not sent again. Call status for the record's current state",
+        )
 
 
 def _answered(notification: Notification) -> RpcError:

@@ -38,7 +38,9 @@ class OperatorCalls:
     async def hello(self, peer: Peer, params: dict[str, Any], offered: list[str]) -> dict[str, Any]:
         """Name the caller's controller; its first hello redelivers what it did not ack.
 
-        ``offered``: the methods ``peer`` may call (the table's).
+        ``offered``: the methods ``peer`` may call (the table's). With ``events``
+        false (a one-shot command) the connection takes no events: it claims
+        nothing and leaves every lease as it is.
         """
         claimed = params.get("controller_id", peer.controller_id)
         if claimed != peer.controller_id:
@@ -60,16 +62,8 @@ class OperatorCalls:
                     lambda conn: credentials.record_use(conn, controller_id, name, now),
                 )
             peer.said_hello = True
-            # A controller has one live connection, the newest; the operator's
-            # commands (`akk list`, `akk events`) run side by side (akk.server.connections).
-            self._ctx.connections.claim(controller_id, peer.connection, exclusive=not peer.operator)
-            released = time.time()
-            with suppress(StoreUnwritable):  # then its leases run out by themselves
-                await transact(
-                    self._ctx.store,
-                    lambda conn: outbox.release_leases(conn, controller_id, released),
-                )
-            self._ctx.destinations.wake(controller_id)
+            if params.get("events", True):
+                await self._take_events(controller_id, peer)
         return {
             "protocol": PROTOCOL_VERSION,
             "server_version": akk.__version__,
@@ -81,6 +75,26 @@ class OperatorCalls:
                 "pane_roots": list(peer.credential.roots) or None,
             },
         }
+
+    async def _take_events(self, controller_id: str, peer: Peer) -> None:
+        """``peer``'s connection takes ``controller_id``'s events from now on.
+
+        A controller has one live connection, the newest: what the one it supersedes
+        did not ack is due again at once. The operator's commands (`akk send --wait`,
+        `akk events`) run side by side (akk.server.connections), so a new one leaves
+        the leases of those still live as they are: they may ack yet.
+        """
+        connections = self._ctx.connections
+        others = peer.operator and connections.current(controller_id) is not None
+        connections.claim(controller_id, peer.connection, exclusive=not peer.operator)
+        if not others:
+            released = time.time()
+            with suppress(StoreUnwritable):  # then its leases run out by themselves
+                await transact(
+                    self._ctx.store,
+                    lambda conn: outbox.release_leases(conn, controller_id, released),
+                )
+        self._ctx.destinations.wake(controller_id)
 
     async def token_create(self, peer: Peer, params: dict[str, Any]) -> dict[str, Any]:
         controller_id: str = params["controller_id"]

@@ -165,7 +165,7 @@ class WatchCalls:
             record, withdrawn = await transact(self._ctx.store, stop)
             actor = self._ctx.desk.ref(watch_id)
             if actor is not None:
-                actor.tell(Close())
+                actor.tell(Close(record.round))  # a renew reviving it first wins
         return _result(record) | {"withdrawn": withdrawn}
 
     async def renew(
@@ -173,24 +173,21 @@ class WatchCalls:
     ) -> dict[str, Any]:
         """Verify the original task and extend its observation (see the module docstring)."""
         record = await self._owned(controller_id, operator, record_id)
-        if record.closed_at is not None:
-            raise RpcError(
-                Reason.CLOSED,
-                f"{record_id} is closed, and closed management is never reopened; send a new "
-                "task instead",
-            )
+        _check_not_closed(record)
         now = time.time()
         seconds = (minutes or self._ctx.settings.lifetime_minutes) * 60
         if record.unresolved:
-            deadline = turns.renewed_deadline(record, now, seconds)
-            renewed = await self._update(
-                record_id, {"last_activity_at": now, "hard_deadline_at": deadline}
+            record = await transact(
+                self._ctx.store, lambda conn: _extend(conn, record_id, now, seconds)
             )
-            actor = self._ctx.desk.ref(record_id)
-            if actor is not None:
-                with suppress(MailboxFull, ActorStopped):
-                    actor.tell(Reload())  # its deadlines moved
-            return _result(renewed) | {"renewed": True}
+            if record.unresolved:
+                actor = self._ctx.desk.ref(record_id)
+                if actor is not None:
+                    with suppress(MailboxFull, ActorStopped):
+                        actor.tell(Reload())  # its deadlines moved
+                return _result(record) | {"renewed": True}
+            # It settled meanwhile (its deadline passed first): revived as any expired Watch.
+            _check_not_closed(record)
         revivable = record.is_watch and (
             record.state is TurnState.TIMED_OUT or record.unwatched_at is not None
         )
@@ -205,6 +202,13 @@ class WatchCalls:
             fresh = _fresh(conn, record_id)
             if fresh.revision != record.revision:
                 raise RpcError(Reason.CONFLICT, f"{record_id} changed meanwhile; renew again")
+            if turns.follower_of(conn, fresh) is not None:
+                raise RpcError(
+                    Reason.CONFLICT,
+                    f"another record follows the task of {record_id} now (a managed Send or "
+                    "another controller's watch), and one record follows a task; nothing "
+                    "changed. Call list for your own records",
+                )
             outcome = None
             if ended is not None:
                 spent = {} if ended.usage is None else ended.usage.columns()
@@ -262,13 +266,6 @@ class WatchCalls:
         record = await self._ctx.reader.run(lambda conn: turns.get(conn, record_id))
         return owned(record, record_id, controller_id, operator)
 
-    async def _update(self, record_id: str, changes: dict[str, object]) -> Turn:
-        def apply(conn: apsw.Connection) -> Turn:
-            return turns.update(conn, _fresh(conn, record_id), **changes)
-
-        updated: Turn = await transact(self._ctx.store, apply)
-        return updated
-
 
 def _mine(held: Turn, controller_id: str) -> dict[str, Any]:
     """The caller's own Watch of this task again; refused if another record follows it."""
@@ -279,6 +276,25 @@ def _mine(held: Turn, controller_id: str) -> dict[str, Any]:
         "another record already follows this terminal's task (a managed Send or another "
         "controller's watch); one record follows a task. Call list for your own records",
     )
+
+
+def _check_not_closed(record: Turn) -> None:
+    if record.closed_at is not None:
+        raise RpcError(
+            Reason.CLOSED,
+            f"{record.turn_id} is closed, and closed management is never reopened; send a new "
+            "task instead",
+        )
+
+
+def _extend(conn: apsw.Connection, record_id: str, now: float, seconds: float) -> Turn:
+    """The record with its deadlines moved while it is still followed; else as stored (it
+    settled meanwhile, and a settled record's deadline is never written)."""
+    fresh = _fresh(conn, record_id)
+    if not fresh.unresolved:
+        return fresh
+    deadline = turns.renewed_deadline(fresh, now, seconds)
+    return turns.update(conn, fresh, last_activity_at=now, hard_deadline_at=deadline)
 
 
 def _fresh(conn: apsw.Connection, record_id: str) -> Turn:

@@ -5,11 +5,19 @@ is closed with ``SUPERSEDED`` (a controller that crashed and reconnects must
 not wait for its dead connection to time out). Events for a controller go to
 its current connection only; anything the old one did not ack stays in the
 outbox and is redelivered on the new one with the same ``event_id``.
+
+The operator's commands run side by side: each of its connections that takes
+events gets each event (the first ack accepts it). A connection whose hello
+said ``"events": false`` (a one-shot command) claims nothing: it takes no
+events and supersedes no one.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
+import trio
 
 from akk.methods.common import Closable
 
@@ -30,7 +38,7 @@ class ConnectionRegistry:
 
     A controller's newest connection is its live one: claiming closes the
     older ones. The operator's commands run side by side, so its claims close
-    nothing; its events go to its newest connection.
+    nothing; its events go to each of its live connections.
     """
 
     _admitted: dict[str, set[Closable]] = attrs.field(factory=dict)
@@ -79,10 +87,42 @@ class ConnectionRegistry:
         return len(connections)
 
     def current(self, controller_id: str) -> Closable | None:
-        """The connection that speaks for ``controller_id`` (where its events go)."""
+        """Where ``controller_id``'s events go: its live connection, or the operator's
+        live connections side by side, as one."""
         live = self._live.get(controller_id)
-        return live[-1] if live else None
+        if not live:
+            return None
+        return live[0] if len(live) == 1 else SideBySide(tuple(live))
 
     @property
     def live(self) -> int:
         return len(self._live)
+
+
+@attrs.frozen
+class SideBySide:
+    """Several live connections of one controller (the operator's) as one: each event,
+    frame or close goes to each of them."""
+
+    connections: tuple[Closable, ...]
+
+    async def send_event(self, event: dict[str, Any], *, timeout: float) -> bool:
+        """Write the event to each connection at once; True if any took it in time."""
+        taken: list[bool] = []
+
+        async def one(connection: Closable) -> None:
+            taken.append(await connection.send_event(event, timeout=timeout))
+
+        async with trio.open_nursery() as nursery:
+            for connection in self.connections:
+                nursery.start_soon(one, connection)
+        return any(taken)
+
+    async def send_frame(self, frame: str, *, timeout: float) -> bool:
+        """Write the frame to each connection in turn; True if any took it in time."""
+        taken = [await c.send_frame(frame, timeout=timeout) for c in self.connections]
+        return any(taken)
+
+    def close_soon(self, code: int, reason: str) -> None:
+        for connection in self.connections:
+            connection.close_soon(code, reason)

@@ -14,13 +14,14 @@ from __future__ import annotations
 import datetime
 import json
 import secrets
+import time
 from collections.abc import Iterable
 from typing import Any
 
 import apsw
 import attrs
 
-from akk.store.database import cas_update
+from akk.store.database import CasConflict, cas_update
 
 
 @attrs.frozen
@@ -38,6 +39,8 @@ class Notification:
     revision: int
     retries: int = 0
     """Delivery attempts granted by `retry_callback`, each one past ``max_attempts``."""
+    round: int = 1
+    """The round (observation generation) of its record it is about."""
 
     def event(self) -> dict[str, Any]:
         """The PROTOCOL event this notification carries."""
@@ -143,19 +146,20 @@ def lease(
 ) -> Notification | None:
     """Take the next attempt; None once the attempts are used up (then retryable_failure).
 
-    Each granted retry adds one attempt to ``max_attempts``.
+    Each granted retry adds one attempt to ``max_attempts``. Conditional on the
+    row still waiting with the attempts ``notification`` was read with, not on
+    its revision: a new connection's release in between leaves it to send. Raises
+    CasConflict if it moved on since (acked, withdrawn, or leased already).
     """
     if notification.attempts >= max_attempts + notification.retries:
-        cas_update(
-            conn, "notifications", "notification_id", notification.notification_id,
-            notification.revision,
+        _move(
+            conn, notification, _WAITING,
             {"state": "retryable_failure", "lease_expires_at": None,
              "last_error": f"not acked after {notification.attempts} attempts"},
         )  # fmt: skip
         return None
-    cas_update(
-        conn, "notifications", "notification_id", notification.notification_id,
-        notification.revision,
+    _move(
+        conn, notification, _WAITING,
         {"state": "delivering", "attempts": notification.attempts + 1,
          "lease_expires_at": now + lease_seconds},
     )  # fmt: skip
@@ -186,13 +190,36 @@ def of_turn(conn: apsw.Connection, turn_id: str) -> list[Notification]:
 
 
 def postpone(conn: apsw.Connection, notification: Notification, until: float, error: str) -> None:
-    """An attempt failed (no connection took it): due again at ``until``."""
-    cas_update(
-        conn, "notifications", "notification_id", notification.notification_id,
-        notification.revision,
+    """An attempt failed (no connection took it): due again at ``until``.
+
+    Conditional on ``notification``'s lease still running: raises CasConflict if
+    the row moved on meanwhile (acked, withdrawn, or released to a new connection).
+    """
+    _move(
+        conn, notification, "state = 'delivering'",
         {"state": "pending", "next_attempt_at": until, "lease_expires_at": None,
          "last_error": error[:200]},
     )  # fmt: skip
+
+
+def _move(
+    conn: apsw.Connection, notification: Notification, where: str, changes: dict[str, object]
+) -> None:
+    """Write ``changes`` if the row is still as ``where`` (SQL) says, with the attempts
+    ``notification`` was read with; else raise CasConflict (it moved on)."""
+    columns = changes | {"updated_at": time.time()}
+    assignments = ", ".join(f"{name} = ?" for name in columns)
+    conn.execute(
+        f"UPDATE notifications SET {assignments}, revision = revision + 1 "
+        f"WHERE notification_id = ? AND attempts = ? AND {where}",
+        (*columns.values(), notification.notification_id, notification.attempts),
+    )
+    if conn.changes() != 1:
+        found = get(conn, notification.notification_id)
+        revision = None if found is None else found.revision
+        raise CasConflict(
+            "notifications", notification.notification_id, notification.revision, revision
+        )
 
 
 def release_leases(conn: apsw.Connection, controller_id: str, now: float) -> int:
@@ -240,14 +267,31 @@ def retryable_records(conn: apsw.Connection, controller_id: str | None) -> set[s
     return {str(row[0]) for row in rows}
 
 
-def withdraw_pending(
-    conn: apsw.Connection, turn_id: str, now: float, *, kind: str | None = None
-) -> int:
-    """Withdraw the record's notifications not yet sent (of ``kind`` only, if given); how many."""
+def withdraw_pending(conn: apsw.Connection, turn_id: str, now: float) -> int:
+    """Withdraw the record's notifications never dispatched (no attempt yet); how many.
+
+    One sent already stays as it is, whether its lease runs or a reconnect made
+    it due again: its controller may have it, so its ack or redelivery decides.
+    """
     conn.execute(
         "UPDATE notifications SET state = 'withdrawn', updated_at = ?, revision = revision + 1 "
-        "WHERE turn_id = ? AND state = 'pending' AND coalesce(?, kind) = kind",
-        (now, turn_id, kind),
+        "WHERE turn_id = ? AND state = 'pending' AND attempts = 0",
+        (now, turn_id),
+    )
+    return conn.changes()
+
+
+def withdraw_superseded(
+    conn: apsw.Connection, turn_id: str, kind: str, round: int, now: float
+) -> int:
+    """Withdraw the record's ``kind`` notifications of rounds before ``round`` not accepted and
+    not in flight: waiting to be sent (again) or given up on (``retryable_failure``); how many.
+    """
+    conn.execute(
+        "UPDATE notifications SET state = 'withdrawn', updated_at = ?, revision = revision + 1 "
+        "WHERE turn_id = ? AND kind = ? AND round < ? "
+        "AND state IN ('pending', 'retryable_failure')",
+        (now, turn_id, kind, round),
     )
     return conn.changes()
 

@@ -324,6 +324,16 @@ def unresolved_of_native(conn: apsw.Connection, native_session: str) -> Turn | N
     )
 
 
+def follower_of(conn: apsw.Connection, record: Turn) -> Turn | None:
+    """The unresolved record that follows ``record``'s task now (itself, or another), if any:
+    on its terminal, or of its agent's own session or thread."""
+    if record.terminal_id is not None:
+        return unresolved_on(conn, record.terminal_id)
+    if record.native_session is not None:
+        return unresolved_of_native(conn, record.native_session)
+    return None
+
+
 def unresolved(conn: apsw.Connection) -> list[Turn]:
     """Every Turn still followed (resumed after a restart)."""
     return _many(conn, f"WHERE {_FOLLOWED} ORDER BY created_at", ())
@@ -421,12 +431,13 @@ def revive(
 ) -> Turn:
     """An expired or unwatched Watch observes again, in its next generation (``round``).
 
-    The old generation's expiry notice, if still unsent, is withdrawn. ``ended``
+    The old generations' expiry notices not accepted and not in flight (unsent, or
+    given up on in ``retryable_failure``) are withdrawn. ``ended``
     (state, reason, summary, changes): the task ended meanwhile, so the new
     generation records that actual outcome at once instead of running.
     """
     assert watch.is_watch and not watch.unresolved
-    outbox.withdraw_pending(conn, watch.turn_id, now, kind=TurnState.TIMED_OUT.value)
+    outbox.withdraw_superseded(conn, watch.turn_id, TurnState.TIMED_OUT.value, watch.round + 1, now)
     revived = update(
         conn, watch, round=watch.round + 1, state=TurnState.RUNNING, reason=None,
         settled_at=None, unwatched_at=None, hard_deadline_at=deadline, last_activity_at=now,

@@ -107,9 +107,16 @@ class TerminalAnswers:
         now, offer = time.time(), mine and shown.actionable
 
         def record(conn: Any) -> tuple[Interaction, bool] | None:
-            if not turn.unresolved and turns.unresolved_on(conn, turn.terminal_id or ""):
-                return None  # another record follows the terminal now
-            row, new = interactions.remember(conn, turn, sighting(snapshot, shown), now)
+            # As stored now: a close, unwatch or settle since the read above decides.
+            fresh = turns.get(conn, turn.turn_id)
+            if fresh is None or fresh.closed_at is not None:
+                return None
+            if not fresh.unresolved and (
+                not _next_turn_question(fresh, snapshot)
+                or turns.unresolved_on(conn, fresh.terminal_id or "")
+            ):
+                return None  # nothing of it is asked, or another record follows the terminal
+            row, new = interactions.remember(conn, fresh, sighting(snapshot, shown), now)
             if offer and row.state is InteractionState.PENDING:
                 interactions.offer(conn, row, controller_id, now=now, lifetime=self._offer_seconds)
             return row, new
