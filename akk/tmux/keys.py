@@ -8,16 +8,37 @@ partial step means (never a retry).
 
 They add nothing to the text: the bytes that reach the pane are exactly its
 UTF-8 (tests/test_key_bytes.py reads them back from a raw pty). A text UTF-8
-cannot encode raises ``UnencodableCommand`` before any byte is written.
+cannot encode raises ``UnencodableCommand`` before any byte is written; a paste
+whose text could not be staged raises ``NothingPasted`` (no key reached the pane).
 """
 
 from __future__ import annotations
 
 import secrets
+from contextlib import suppress
 
 import attrs
+import trio
 
-from akk.tmux.control import ControlClient, ControlClientClosed, TmuxCommandError
+from akk.tmux.control import (
+    ControlClient,
+    ControlClientClosed,
+    TmuxCommandError,
+    UnencodableCommand,
+)
+
+DROP_SECONDS = 2.0
+"""How long the best-effort removal of a paste's private buffer may take."""
+
+
+class NothingPasted(TmuxCommandError):
+    """The paste's private buffer could not be set, so paste-buffer was never sent: no key
+    reached the pane. Its text is not in the message (the command's name only)."""
+
+    def __init__(self, cause: TmuxCommandError | ControlClientClosed) -> None:
+        lines = cause.lines if isinstance(cause, TmuxCommandError) else [str(cause)]
+        super().__init__(("set-buffer",), lines)
+
 
 _WAY_FORMAT = "#{pane_in_mode}|#{pane_mode}|#{pane_synchronized}|#{pane_input_off}"
 
@@ -98,8 +119,28 @@ async def paste(client: ControlClient, pane_id: str, text: str) -> None:
     ``-r`` keeps line feeds as they are; ``-d`` deletes the private buffer.
     """
     buffer = "akk-" + secrets.token_hex(8)
-    await client.command("set-buffer", "-b", buffer, "--", text)
-    await client.command("paste-buffer", "-p", "-r", "-d", "-b", buffer, "-t", pane_id)
+    try:
+        await client.command("set-buffer", "-b", buffer, "--", text)
+    except (TmuxCommandError, ControlClientClosed) as exc:
+        if not isinstance(exc, UnencodableCommand):  # else nothing was written at all
+            await _drop_buffer(client, buffer)  # a lost answer may hide a set buffer
+        raise NothingPasted(exc) from exc
+    try:
+        await client.command("paste-buffer", "-p", "-r", "-d", "-b", buffer, "-t", pane_id)
+    except BaseException:
+        await _drop_buffer(client, buffer)  # `-d` deletes it only after a paste
+        raise
+
+
+async def _drop_buffer(client: ControlClient, buffer: str) -> None:
+    """Delete the private buffer, best effort: the text must not stay on the tmux server.
+    Shielded and bounded (it runs on the way out of a failure or a cancellation)."""
+    with (
+        trio.CancelScope(shield=True),
+        trio.move_on_after(DROP_SECONDS),
+        suppress(TmuxCommandError, ControlClientClosed),
+    ):
+        await client.command("delete-buffer", "-b", buffer)
 
 
 async def press(client: ControlClient, pane_id: str, key: str) -> None:

@@ -32,7 +32,12 @@ from akk.runtime.actor import ActorRef
 from akk.store.dispatches import Stage
 from akk.store.turns import TurnState
 from akk.tmux import keys
-from akk.tmux.control import ClientLink, ControlClientClosed, TmuxCommandError
+from akk.tmux.control import (
+    ClientLink,
+    ControlClientClosed,
+    TmuxCommandError,
+    UnencodableCommand,
+)
 
 PROOF_TIMEOUT = 3.0
 """How long the composer may take to show the typed text before the proof fails."""
@@ -47,6 +52,11 @@ makes it uncertain). Claude 2.1.328's editor drew 3,000 characters at under 300 
 on a loaded machine. (Claude 2.1.266's that once stood 24 characters short of 3,000, and
 later 2,048, had lost its first read to the second: no allowance helps there, and a long
 answer now goes in proven pieces, `TypeText.piece_bytes`.)"""
+
+
+def _said(exc: TmuxCommandError) -> str:
+    """What tmux said, with the command's name only (its arguments hold the task's text)."""
+    return f"{exc.argv[0] if exc.argv else 'tmux'}: {'; '.join(exc.lines)[:150]}"
 
 
 def text_timeout(base: float, text: str) -> float:
@@ -77,11 +87,18 @@ async def type_and_submit(
             await keys.type_literal(client, pane, text)
         else:
             await keys.paste(client, pane, text)
+    except (UnencodableCommand, keys.NothingPasted) as exc:
+        # The command that types was never sent (not encodable, or the paste's text never
+        # staged): provably no key reached the pane.
+        return await abort_task(
+            store, receipt, dispatch, "not_typed",
+            f"no key was sent: tmux was never asked to type the task "
+            f"({_said(exc)}). Call status, then send it again",
+        )  # fmt: skip
     except (TmuxCommandError, ControlClientClosed) as exc:
         # Some of the text may be in the composer: never typed again, never submitted.
-        return await settle_task(
-            store, receipt, Stage.UNCERTAIN, f"typing failed: {exc}"[:200], TurnState.UNCERTAIN
-        )
+        why = f"typing failed: {_said(exc) if isinstance(exc, TmuxCommandError) else exc}"
+        return await settle_task(store, receipt, Stage.UNCERTAIN, why[:200], TurnState.UNCERTAIN)
     await faults.reached(Point.TEXT_TYPED)
     dispatch = await advance(store, dispatch, Stage.TEXT_INJECTED)
     await faults.reached(Point.TEXT_INJECTED)
