@@ -630,4 +630,5 @@ class TerminalActor(Actor[TerminalMessage]):
             return InterruptReceipt(dispatch, snapshot.seq)
         await faults.reached(Point.INTERRUPT_SENT)
         dispatch = await advance(self._store, dispatch, Stage.ENTER_SENT)
+        await faults.reached(Point.INTERRUPT_RECORDED)
         return InterruptReceipt(dispatch, snapshot.seq)

@@ -82,6 +82,7 @@ class TerminalFollower(Attached):
         self._enter_at = enter_at
         self._accept_deadline = 0.0
         self._cancel: tuple[float, int] | None = None  # (deadline, screen seq) after the key
+        self._cancel_sent_at: float | None = None  # a stored cancel's key, read with the Turn
         self._last_seq = -1
         self._last_size = -1
         self._saw_working = False
@@ -91,16 +92,38 @@ class TerminalFollower(Attached):
         self._idle_unbound_since: float | None = None
 
     def read(self, conn: apsw.Connection, turn: Turn) -> None:
-        """The Turn alone is the terminal's record."""
+        """The Turn is the terminal's record, with its cancel whose interrupt key went out
+        (`enter_sent`) and whose interruption is still awaited (one cut off by a restart)."""
+        self._cancel_sent_at = max(
+            (
+                d.updated_at
+                for d in _composer_steps(conn, turn.turn_id)
+                if d.kind is Kind.CANCEL and d.stage is Stage.ENTER_SENT
+            ),
+            default=None,
+        )
 
     def started(self, turn: Turn) -> None:
         # A Watch begins on a task the agent already works on.
         self._saw_working = turn.is_watch
         base = self._enter_at if self._enter_at is not None else trio.current_time()
         self._accept_deadline = base + self._accept_seconds
+        self._await_cancel()
 
     def reloaded(self, reconcile: bool) -> None:
         """The screen and the file are read afresh at every look anyway."""
+        self._await_cancel()
+
+    def _await_cancel(self) -> None:
+        """Await the interruption of a cancel whose key went out before this follower (AKK
+        restarted after recording it): within `CANCEL_BOUND` of its record, never longer
+        than that from now, it shows or the cancel ends `uncertain` (`_cancel_not_shown`),
+        so the terminal takes input again. Every screen read from now on is after the key."""
+        sent_at, self._cancel_sent_at = self._cancel_sent_at, None
+        if sent_at is None or self._cancel is not None:
+            return
+        left = min(max(sent_at + CANCEL_BOUND - time.time(), 0.0), CANCEL_BOUND)
+        self._cancel = (trio.current_time() + left, -1)
 
     async def before_deadline(self) -> None:
         """A terminal Turn past its deadline is left as it is: no key is sent."""
