@@ -63,6 +63,7 @@ class Point(enum.StrEnum):
     # Cancel.
     INTERRUPT_RESERVED = "interrupt_reserved"  # after the cancel's reservation, before the key
     INTERRUPT_SENT = "interrupt_sent"  # after the interrupt key, before its stage
+    INTERRUPT_RECORDED = "interrupt_recorded"  # after `enter_sent` committed, before the reply
     # A Turn on the Codex app-server backend, under the BackendActor and the TurnActor.
     BACKEND_THREAD_START = "backend_thread_start"  # before thread/start is written
     BACKEND_THREAD_STARTED = "backend_thread_started"  # after its result, before it is stored
@@ -72,6 +73,11 @@ class Point(enum.StrEnum):
     BACKEND_TURN_ACCEPTED = "backend_turn_accepted"  # after the native turn id committed
     BACKEND_TURN_RUNNING = "backend_turn_running"  # during the turn (a TurnActor's look)
     BACKEND_COMPLETED = "backend_completed"  # after turn/completed, before the outcome commits
+    # A cancel of a Turn on the app-server, under the BackendActor.
+    BACKEND_INTERRUPT_RESERVED = "backend_interrupt_reserved"  # after its step, before the request
+    BACKEND_INTERRUPT_SENT = "backend_interrupt_sent"  # after turn/interrupt's answer, before stage
+    # A queue_next_turn answer's round (under the methods), before its StartTurn is asked.
+    BACKEND_ANSWER_QUEUED = "backend_answer_queued"  # after its step and round committed
     # A Turn on the Claude headless backend, under its RunHost and the TurnActor.
     CLAUDE_SPAWN = "claude_spawn"  # after the session and message ids committed, before spawn
     CLAUDE_SPAWNED = "claude_spawned"  # after the process started, before `maybe_sent`

@@ -23,19 +23,28 @@ import attrs
 import pytest
 import trio
 
+from akk import faults
 from akk.actors.store import transact
-from akk.backends.codex_app_server.actor import StartTurn, Unsent
+from akk.backends.codex_app_server.actor import (
+    BackendActor,
+    CodexSetup,
+    StartReceipt,
+    StartTurn,
+    Unsent,
+    never_sent,
+)
 from akk.backends.codex_app_server.answers import AppServerAnswers
 from akk.backends.codex_app_server.board import BackendBoard, NativeTurn
-from akk.backends.codex_app_server.follow import never_sent
 from akk.backends.codex_app_server.prompts import AsyncQuestion
 from akk.backends.context import BackendContext
 from akk.backends.names import CODEX_APP_SERVER
+from akk.faults import InjectedFault, Point
 from akk.protocol.errors import Reason, RpcError
 from akk.runtime.actor import AskTimeout
 from akk.screen.fingerprint import IdMinter
 from akk.sessions import policy
 from akk.store import dispatches, interactions, sessions, turns
+from akk.store.database import open_store
 from akk.store.dispatches import Kind, Stage
 from akk.store.reader import StoreReader
 from akk.store.turns import Turn, TurnState
@@ -57,6 +66,8 @@ class _Ref:
         self.asked.append(message)
         if isinstance(self.reply, Exception):
             raise self.reply
+        if callable(self.reply):
+            return await self.reply(message)
         return self.reply
 
 
@@ -190,3 +201,212 @@ async def test_the_follower_closes_a_step_the_store_could_not_close_then(tmp_pat
         answer, accepted, approval = await transact(store, steps)
     assert answer.stage is Stage.NOT_ACCEPTED and "never reached" in str(answer.reason)
     assert accepted.stage is Stage.ACCEPTED and approval.stage is Stage.RESERVED
+
+
+async def test_an_answer_whose_round_the_app_server_refused_is_not_accepted(
+    tmp_path: Path,
+) -> None:
+    """turn/start refused (or thread/start failed): the actor replies a StartReceipt of the
+    round `fail_unsent` ended. The answer it carried reached nobody: refused, step
+    `not_accepted`, never "dispatched" or `accepted`."""
+
+    async def refuse(message: object) -> StartReceipt:
+        assert isinstance(message, StartTurn)
+        conn = open_store(tmp_path / "akk.sqlite3")
+        try:
+            with conn:
+                failed, _ = sessions.fail_unsent(
+                    conn, message.turn_id, message.round, reason="turn_start_refused",
+                    summary="the app-server refused turn/start: no such thread", now=time.time(),
+                )  # fmt: skip
+        finally:
+            conn.close()
+        return StartReceipt(failed, 1)
+
+    with trio.fail_after(30):
+        refused, turn_id, reader, _, desk = await _answer(tmp_path, refuse)
+    assert refused.reason is Reason.INTERNAL
+    assert "turn_start_refused" in refused.message and "othing was sent" in refused.message
+    assert "may" not in refused.message and "once the store" not in refused.message
+    (step,) = await reader.run(lambda conn: dispatches.of_turn(conn, turn_id))
+    turn = await reader.run(lambda conn: turns.get(conn, turn_id))
+    reader.close()
+    assert (step.kind, step.stage) == (Kind.ANSWER, Stage.NOT_ACCEPTED)
+    assert step.reason is not None and step.reason.startswith("nothing was sent")
+    assert turn is not None and (turn.state, turn.reason) == (TurnState.FAILED,
+                                                              "turn_start_refused")  # fmt: skip
+    assert desk.followed == []  # the round already ended: nothing left to follow
+
+
+async def test_a_refused_start_closes_the_answer_it_carried_with_the_round(
+    tmp_path: Path,
+) -> None:
+    """The BackendActor's own `_not_started` records the round not_sent and its open
+    answer step not_accepted in one transaction (no window where the step stays open)."""
+    db = tmp_path / "akk.sqlite3"
+    async with _store(db) as root:
+        store = root.ref("store")
+
+        def reopened(conn: apsw.Connection) -> tuple[str, dispatches.Dispatch]:
+            turn_id = _settled(tmp_path, conn)
+            step = dispatches.reserve(
+                conn, controller_id=OWNER, turn_id=turn_id, terminal_id=None,
+                kind=Kind.ANSWER, typing=None, screen_seq=None, now=time.time(),
+            )  # fmt: skip
+            fresh = turns.get(conn, turn_id)
+            assert fresh is not None
+            again = turns.reopen(
+                conn, fresh, request_sha256="0" * 64, request_chars=4,
+                evidence_status="pending", evidence=None, evidence_limit=None, now=time.time(),
+            )  # fmt: skip
+            session = sessions.get(conn, fresh.session_id or "")
+            assert session is not None
+            sessions.reserve(conn, session, turn_id=turn_id, round=again.round, now=time.time(),
+                             thread_intent=sessions.ThreadIntent.LOADED)  # fmt: skip
+            return turn_id, step
+
+        turn_id, step = await transact(store, reopened)
+        reader = StoreReader(db)
+        actor = BackendActor(
+            cast(Any, None), setup=CodexSetup("codex", str(tmp_path), "0.171.0"),
+            board=BackendBoard(generation=1, alive=True), store=store, reader=reader.run,
+        )  # fmt: skip
+        invocation = await reader.run(lambda conn: sessions.invocation(conn, turn_id, 2))
+        assert invocation is not None
+        receipt = await actor._not_started(invocation, "turn_start_refused", "refused")
+        closed = await reader.run(lambda conn: dispatches.get(conn, step.dispatch_id))
+        reader.close()
+    assert receipt.turn.state is TurnState.FAILED
+    assert closed is not None and closed.stage is Stage.NOT_ACCEPTED
+
+
+async def test_a_crash_after_the_queued_answer_is_reserved_leaves_its_round_unsent(
+    tmp_path: Path,
+) -> None:
+    """`backend_answer_queued`: AKK dies after the answer's step and its round committed,
+    before the StartTurn is asked. What a restart finds: the step open, the round's
+    invocation `not_sent` (proof that nothing reached the app-server)."""
+
+    async def never(message: object) -> object:
+        raise AssertionError(f"asked {message!r} after the crash")
+
+    faults.arm(f"{Point.BACKEND_ANSWER_QUEUED}:raise")
+    crashed = False
+    try:
+        with trio.fail_after(30):
+            await _answer(tmp_path, never)
+    except* InjectedFault:  # out through the store's nursery
+        crashed = True
+    finally:
+        faults.disarm()
+    assert crashed
+    reader = StoreReader(tmp_path / "akk.sqlite3")
+
+    def found(conn: apsw.Connection) -> tuple[dispatches.Dispatch, sessions.InvocationRow]:
+        (step,) = dispatches.all_open(conn)
+        invocation = sessions.invocation(conn, step.turn_id or "", 2)
+        assert invocation is not None
+        return step, invocation
+
+    step, invocation = await reader.run(found)
+    reader.close()
+    assert (step.kind, step.stage, step.terminal_id) == (Kind.ANSWER, Stage.RESERVED, None)
+    assert invocation.dispatch is policy.Dispatch.NOT_SENT
+
+
+def _orphaned_after_restart(db: Path, maybe_sent: bool) -> tuple[Stage, str | None, list[str]]:
+    """What a restart's `turns.orphaned` makes of the one open step (its round's invocation
+    first moved to maybe_sent if asked): the step's stage and reason, and the Turn's events."""
+    conn = open_store(db)
+    try:
+        with conn:
+            (step,) = dispatches.all_open(conn)
+            turn_id = step.turn_id or ""
+            if maybe_sent:
+                invocation = sessions.invocation(conn, turn_id, 2)
+                assert invocation is not None
+                sessions.update_invocation(conn, invocation, dispatch=policy.Dispatch.MAYBE_SENT)
+            assert turns.orphaned(conn, step, "interrupted_by_restart", time.time())
+            after = dispatches.get(conn, step.dispatch_id)
+            assert after is not None
+            kinds = [
+                kind
+                for (kind,) in conn.execute(
+                    "SELECT kind FROM notifications WHERE turn_id = ?", (turn_id,)
+                )
+            ]
+    finally:
+        conn.close()
+    return after.stage, after.reason, kinds
+
+
+@pytest.mark.parametrize("maybe_sent", [False, True], ids=["round_not_sent", "round_maybe_sent"])
+async def test_a_restart_after_the_queued_answer_was_reserved_says_what_the_round_proves(
+    tmp_path: Path, maybe_sent: bool
+) -> None:
+    """AKK died at `backend_answer_queued`. The restart settles the open step from its round:
+    never sent, so `not_accepted` with no event (nothing could have reached the agent); once
+    the round may have gone out, `uncertain` with a `response_uncertain` event that points at
+    status, not at a terminal this backend does not have."""
+
+    async def never(message: object) -> object:
+        raise AssertionError(f"asked {message!r} after the crash")
+
+    faults.arm(f"{Point.BACKEND_ANSWER_QUEUED}:raise")
+    try:
+        with trio.fail_after(30), pytest.raises(BaseExceptionGroup):
+            await _answer(tmp_path, never)
+    finally:
+        faults.disarm()
+    stage, reason, kinds = _orphaned_after_restart(tmp_path / "akk.sqlite3", maybe_sent)
+    if maybe_sent:
+        assert stage is Stage.UNCERTAIN and kinds.count("response_uncertain") == 1
+        conn = open_store(tmp_path / "akk.sqlite3")
+        try:
+            (payload,) = next(
+                iter(
+                    conn.execute(
+                        "SELECT payload FROM notifications WHERE kind = 'response_uncertain'"
+                    )
+                )
+            )
+        finally:
+            conn.close()
+        assert "call status" in payload and "terminal" not in payload
+    else:
+        assert stage is Stage.NOT_ACCEPTED and "response_uncertain" not in kinds
+        assert reason is not None and reason.startswith("nothing was sent")
+
+
+async def test_an_answer_whose_round_start_went_unconfirmed_is_uncertain(tmp_path: Path) -> None:
+    """turn/start was written but the app-server never confirmed it (the Turn is uncertain):
+    the answer may have reached the agent with it. It is `response_uncertain`, its step
+    `uncertain` with its event, never "dispatched" and never `not_accepted`."""
+
+    async def unconfirmed(message: object) -> StartReceipt:
+        assert isinstance(message, StartTurn)
+        conn = open_store(tmp_path / "akk.sqlite3")
+        try:
+            with conn:
+                invocation = sessions.invocation(conn, message.turn_id, message.round)
+                turn = turns.get(conn, message.turn_id)
+                assert invocation is not None and turn is not None
+                sessions.update_invocation(conn, invocation, dispatch=policy.Dispatch.MAYBE_SENT)
+                turn = turns.update(
+                    conn, turn, state=TurnState.UNCERTAIN, reason="turn_start_unconfirmed"
+                )
+        finally:
+            conn.close()
+        return StartReceipt(turn, 1)
+
+    with trio.fail_after(30):
+        refused, turn_id, reader, _, _ = await _answer(tmp_path, unconfirmed)
+    assert refused.reason is Reason.RESPONSE_UNCERTAIN
+    assert "turn_start_unconfirmed" in refused.message
+    (step,) = await reader.run(lambda conn: dispatches.of_turn(conn, turn_id))
+    kinds = await reader.run(
+        lambda conn: [k for (k,) in conn.execute("SELECT kind FROM notifications")]
+    )
+    reader.close()
+    assert (step.kind, step.stage) == (Kind.ANSWER, Stage.UNCERTAIN)
+    assert kinds.count("response_uncertain") == 1

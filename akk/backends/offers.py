@@ -16,9 +16,9 @@ from akk.actors.store import transact
 from akk.backends.contract import Refusal
 from akk.protocol.errors import Reason, RpcError
 from akk.runtime.actor import ActorRef
-from akk.store import dispatches, interactions
+from akk.store import dispatches, interactions, turns
 from akk.store.database import StoreUnwritable
-from akk.store.dispatches import Dispatch, Kind
+from akk.store.dispatches import Dispatch, Kind, Stage
 from akk.store.interactions import Interaction, Offer, OfferState
 from akk.store.reader import StoreReader
 
@@ -114,3 +114,22 @@ async def reserve_answer(
     except StoreUnwritable as exc:
         return Refusal(Reason.INTERNAL, f"{exc.problem}, so nothing was sent; {exc.next_step}")
     return reserved
+
+
+def settle_lost(
+    conn: apsw.Connection, turn_id: str, interaction_id: str, offer_id: str, why: str
+) -> bool:
+    """An answer's ask lost on the way (its backend actor failed or timed out after taking
+    it): False when no reservation of that offer was made (nothing was written); else its
+    dispatch, if still open, is ``uncertain`` with its event, once. Shared by the backends
+    whose actor reserves an answer before writing it."""
+    mine = [
+        d
+        for d in dispatches.of_turn(conn, turn_id)
+        if d.offer_id == offer_id and d.interaction_id == interaction_id
+    ]
+    for step in mine:
+        if step.stage.open:
+            found = dispatches.advance(conn, step, Stage.UNCERTAIN, why)
+            turns.answer_uncertain(conn, found, why, time.time())
+    return bool(mine)

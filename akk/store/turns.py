@@ -464,7 +464,8 @@ def answer_uncertain(conn: apsw.Connection, dispatch: Dispatch, why: str, now: f
         conn, turn, "response_uncertain", now, interaction=None,
         interaction_id=dispatch.interaction_id, dispatch_id=dispatch.dispatch_id,
         summary=f"AKK cannot prove the answer took effect: {why}. It will not send it again; "
-        "look at the terminal (status shows its screen)",
+        + ("look at the terminal (status shows its screen)" if turn.terminal_id is not None
+           else "call status to see what the agent did"),
     )  # fmt: skip
 
 
@@ -478,6 +479,10 @@ def orphaned(conn: apsw.Connection, dispatch: Dispatch, cause: str, now: float) 
     Returns whether the step was settled here. ``cause`` is a reason code.
     """
     if dispatch.kind in (Kind.ANSWER, Kind.APPROVAL):
+        if dispatch.terminal_id is None and _round_never_sent(conn, dispatch.turn_id or ""):
+            why = f"nothing was sent: the round carrying it never reached the agent ({cause})"
+            dispatches.advance(conn, dispatch, Stage.NOT_ACCEPTED, why)
+            return True
         why = f"the answer's effect was never proven ({cause})"
         answer_uncertain(conn, dispatches.advance(conn, dispatch, Stage.UNCERTAIN, why), why, now)
         return True
@@ -488,6 +493,17 @@ def orphaned(conn: apsw.Connection, dispatch: Dispatch, cause: str, now: float) 
     if turn is not None and turn.unresolved and dispatch.kind is not Kind.CANCEL:
         update(conn, turn, state=TurnState.UNCERTAIN, reason=cause)
     return True
+
+
+def _round_never_sent(conn: apsw.Connection, turn_id: str) -> bool:
+    """Whether the Turn's current round is a backend invocation provably never sent (an
+    answer queued as its next round went nowhere with it)."""
+    row = conn.execute(
+        "SELECT i.dispatch FROM invocations i JOIN turns t"
+        " ON t.turn_id = i.turn_id AND i.round = t.round WHERE t.turn_id = ?",
+        (turn_id,),
+    ).fetchone()
+    return row is not None and row[0] == "not_sent"
 
 
 def reopen(

@@ -32,13 +32,13 @@ from akk.backends.claude_headless.prompts import (
 )
 from akk.backends.context import BackendContext
 from akk.backends.contract import AnswerReceipt, Refusal
-from akk.backends.offers import check_offer, unoffered
+from akk.backends.offers import check_offer, settle_lost, unoffered
 from akk.protocol.errors import Reason, RpcError
 from akk.runtime.actor import ActorError, ActorRef, AskTimeout
 from akk.screen.fingerprint import IdMinter
-from akk.store import dispatches, interactions, turns
+from akk.store import interactions, turns
 from akk.store.database import StoreUnwritable
-from akk.store.dispatches import Kind, Stage
+from akk.store.dispatches import Kind
 from akk.store.interactions import Interaction, InteractionState, Offer, Sighting
 from akk.store.turns import Turn
 
@@ -286,28 +286,18 @@ class HeadlessAnswers:
             why = "the answer did not finish in time"
         except ActorError as exc:
             why = f"the Turn's Claude actor stopped during the answer ({exc.reason})"
-        if not await transact(self._store, lambda conn: _settle_lost(conn, message, why)):
+        if not await transact(
+            self._store,
+            lambda conn: settle_lost(
+                conn, message.turn_id, message.interaction_id, message.offer_id, why
+            ),
+        ):
             return Refusal(
                 Reason.PROMPT_CHANGED,
                 f"{why} before reserving it; nothing was sent. Call status",
             )
         self._destinations.wake(turn.controller_id)
         raise _uncertain(why)
-
-
-def _settle_lost(conn: apsw.Connection, message: Answer, why: str) -> bool:
-    """An ask lost on the way: False when no reservation was made (nothing was written);
-    else its dispatch, if still open, is ``uncertain`` with its event, once."""
-    mine = [
-        d
-        for d in dispatches.of_turn(conn, message.turn_id)
-        if d.offer_id == message.offer_id and d.interaction_id == message.interaction_id
-    ]
-    for step in mine:
-        if step.stage.open:
-            found = dispatches.advance(conn, step, Stage.UNCERTAIN, why)
-            turns.answer_uncertain(conn, found, why, time.time())
-    return bool(mine)
 
 
 def _uncertain(why: str) -> RpcError:

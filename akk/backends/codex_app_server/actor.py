@@ -112,10 +112,13 @@ class Unsent:
 
 @attrs.frozen
 class InterruptTurn(Ask["str | None"]):
-    """turn/interrupt. Reply: None, or the refusal's text."""
+    """turn/interrupt of the Turn's native turn, reserved first as the Turn's cancel step
+    (of ``controller_id``). Reply: None, or why nothing was interrupted."""
 
     thread_id: str
     native_turn_id: str
+    turn_id: str
+    controller_id: str
 
 
 @attrs.frozen
@@ -375,6 +378,7 @@ class BackendActor(Actor[BackendMessage]):
             failed, _ = sessions.fail_unsent(
                 conn, turn_id, round_, reason=reason, summary=why, now=now
             )
+            never_sent(conn, turn_id)  # a queue_next_turn answer it carried went nowhere either
             return failed
 
         failed = await self._written(fail, what=f"turn {turn_id}: {reason}")
@@ -518,6 +522,23 @@ class BackendActor(Actor[BackendMessage]):
     # -- interrupt and read
 
     async def _interrupt(self, message: InterruptTurn) -> str | None:
+        """turn/interrupt, its cancel step reserved durably first: `accepted` once the
+        app-server took it, `not_accepted` on its refusal, `uncertain` without an answer
+        (a restart finds one cut off open and calls it `uncertain`)."""
+        now = time.time()
+
+        def reserve(conn: apsw.Connection) -> Dispatch:
+            return dispatches.reserve(
+                conn, controller_id=message.controller_id, turn_id=message.turn_id,
+                terminal_id=None, kind=Kind.CANCEL, typing=None, screen_seq=None, now=now,
+            )  # fmt: skip
+
+        try:
+            step = await transact(self._store, reserve)
+        except StoreUnwritable as exc:
+            return f"{exc.problem}, so turn/interrupt was never sent; {exc.next_step}"
+        await faults.reached(Point.BACKEND_INTERRUPT_RESERVED)
+        what = f"cancel {step.dispatch_id} of turn {message.turn_id}"
         try:
             await self._app.request(
                 "turn/interrupt",
@@ -525,7 +546,24 @@ class BackendActor(Actor[BackendMessage]):
                 timeout=REQUEST_TIMEOUT,
             )
         except rpc.ErrorReply as exc:
-            return f"the app-server refused turn/interrupt: {redact_head(exc.message, 200)}"
+            why = f"the app-server refused turn/interrupt: {redact_head(exc.message, 200)}"
+            await self._written(
+                lambda conn: dispatches.advance(conn, _fresh(conn, step), Stage.NOT_ACCEPTED, why),
+                what=f"{what} refused",
+            )
+            return why
+        except rpc.AppServerError as exc:
+            why = f"turn/interrupt got no answer ({type(exc).__name__})"
+            await self._written(
+                lambda conn: dispatches.advance(conn, _fresh(conn, step), Stage.UNCERTAIN, why),
+                what=f"{what} unanswered",
+            )
+            raise
+        await faults.reached(Point.BACKEND_INTERRUPT_SENT)
+        await self._written(
+            lambda conn: dispatches.advance(conn, _fresh(conn, step), Stage.ACCEPTED),
+            what=f"{what} taken by the app-server",
+        )
         return None
 
     async def _read_thread(self, thread_id: str) -> ThreadFacts | Unreadable:
@@ -559,6 +597,16 @@ def thread_persisted(conn: apsw.Connection, session_id: str) -> None:
     session = sessions.get(conn, session_id)
     if session is not None and session.history is policy.History.UNKNOWN:
         sessions.update(conn, session, history=policy.History.PERSISTED)
+
+
+def never_sent(conn: apsw.Connection, turn_id: str) -> None:
+    """The answer steps of ``turn_id`` still open are `not_accepted`: its round never reached
+    the app-server, so neither did the queue_next_turn answer it carried (never
+    `uncertain`, never a `response_uncertain` event)."""
+    for step in dispatches.of_turn(conn, turn_id):
+        if step.kind is Kind.ANSWER and step.stage.open:
+            dispatches.advance(conn, step, Stage.NOT_ACCEPTED, "nothing was sent: the round "
+                               "carrying it never reached the app-server")  # fmt: skip
 
 
 def _fresh(conn: apsw.Connection, dispatch: Dispatch) -> Dispatch:

@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 import apsw
 import attrs
 
+from akk import faults
 from akk.actors.store import transact
 from akk.backends.codex_app_server.actor import AnswerRequest, StartTurn, Steer, Unsent
 from akk.backends.codex_app_server.host import BackendDesk, BackendHost
@@ -37,11 +38,13 @@ from akk.backends.codex_app_server.rounds import AppServerRounds, unsent
 from akk.backends.context import BackendContext
 from akk.backends.contract import History, Refusal, Task
 from akk.backends.names import CODEX_APP_SERVER
-from akk.backends.offers import check_offer, offer_refusal, unoffered
+from akk.backends.offers import check_offer, offer_refusal, settle_lost, unoffered
 from akk.evidence import request_digest
+from akk.faults import Point
 from akk.profiles.observation import InteractionKind
 from akk.protocol.errors import Reason, RpcError
 from akk.runtime.actor import ActorError, Ask, AskTimeout
+from akk.sessions.policy import Dispatch as Dispatched
 from akk.store import dispatches, interactions, sessions, turns
 from akk.store.database import StoreUnwritable
 from akk.store.dispatches import Dispatch, Kind, Stage
@@ -236,7 +239,21 @@ class AppServerAnswers:
             request_id=prompt.request_id, fingerprint=prompt.seen.fingerprint, kind=kind,
             result=result, steer=steer,
         )  # fmt: skip
-        reply = await self._ask(self._host(), message)
+        try:
+            reply = await self._ask(self._host(), message)
+        except _Lost as lost:
+            why = lost.why
+
+            def settle(conn: apsw.Connection) -> bool:
+                return settle_lost(conn, turn.turn_id, row.interaction_id, offer.offer_id, why)
+
+            if not await transact(self._store, settle):
+                raise RpcError(
+                    Reason.PROMPT_CHANGED,
+                    f"{why} before reserving it; nothing was sent. Call status",
+                ) from None
+            self._destinations.wake(turn.controller_id)
+            raise
         if isinstance(reply, Refusal):
             raise RpcError(reply.reason, reply.message)
         if not reply.proven:
@@ -308,6 +325,7 @@ class AppServerAnswers:
             return _NextRound(reopened, step)
 
         reserved = await transact(self._store, reserve)
+        await faults.reached(Point.BACKEND_ANSWER_QUEUED)
         host.board.questions.pop(str(prompt.request_id), None)
         start = StartTurn(turn_id, reserved.turn.round, text)
         try:
@@ -327,21 +345,32 @@ class AppServerAnswers:
         if isinstance(receipt, Unsent):
             await self._never_sent(reserved.dispatch, "turn/start was never written")
             raise unsent(turn_id, receipt)
+        round_ = reserved.turn.round
+        ran = await self._reader.run(lambda conn: sessions.invocation(conn, turn_id, round_))
+        if ran is None or ran.dispatch is Dispatched.NOT_SENT:
+            # Refused before turn/start went out (thread/start failed, resume or turn/start
+            # refused): the round failed not_sent, and the answer it carried went nowhere.
+            why = f"the app-server did not start the round ({receipt.turn.reason or 'refused'})"
+            await self._never_sent(reserved.dispatch, why, follow=receipt.turn.unresolved)
+            self._destinations.wake(turn.controller_id)
+            raise unsent(turn_id, Unsent(why), settled=not receipt.turn.unresolved)
         started = receipt.turn.state in (TurnState.RUNNING, *_SETTLED_AFTER_START)
-        stage = Stage.ACCEPTED if started else Stage.NOT_ACCEPTED
-        await transact(
-            self._store,
-            lambda conn: dispatches.advance(
-                conn,
-                dispatches.get(conn, reserved.dispatch.dispatch_id) or reserved.dispatch,
-                stage,
-                None if started else receipt.turn.reason,
-            ),
-        )
+        why = f"turn/start was written but not confirmed ({receipt.turn.reason or 'no answer'})"
+
+        def record(conn: apsw.Connection) -> None:
+            step = dispatches.get(conn, reserved.dispatch.dispatch_id) or reserved.dispatch
+            if started:
+                dispatches.advance(conn, step, Stage.ACCEPTED, None)
+            else:  # the round may have reached the app-server, and the answer with it
+                found = dispatches.advance(conn, step, Stage.UNCERTAIN, why)
+                turns.answer_uncertain(conn, found, why, time.time())
+
+        await transact(self._store, record)
         if receipt.turn.unresolved:
             await self._rounds.follow(turn_id, generation=receipt.generation)
-        else:
-            self._destinations.wake(turn.controller_id)
+        self._destinations.wake(turn.controller_id)
+        if not started:
+            raise _uncertain(why)
         return {
             "outcome": "dispatched",
             "interaction_id": row.interaction_id,
@@ -349,21 +378,21 @@ class AppServerAnswers:
             "round": reserved.turn.round,
         }
 
-    async def _never_sent(self, step: Dispatch, why: str) -> None:
+    async def _never_sent(self, step: Dispatch, why: str, *, follow: bool = True) -> None:
         """A queue_next_turn answer whose round provably never reached the app-server: its
         step is not_accepted (never `uncertain`), and its Turn ends the round not_sent. On a
-        store that cannot write now, the Turn's follower records both once it writes."""
+        store that cannot write now, the Turn's follower records both once it writes.
+        ``follow`` False: the round already ended (nothing left for a follower to do)."""
+
+        def close(conn: apsw.Connection) -> None:
+            fresh = dispatches.get(conn, step.dispatch_id) or step
+            if fresh.stage.open:  # a refused round's own transaction may have closed it
+                dispatches.advance(conn, fresh, Stage.NOT_ACCEPTED, f"nothing was sent: {why}")
+
         with suppress(StoreUnwritable):  # the follower closes it with the round (`never_sent`)
-            await transact(
-                self._store,
-                lambda conn: dispatches.advance(
-                    conn,
-                    dispatches.get(conn, step.dispatch_id) or step,
-                    Stage.NOT_ACCEPTED,
-                    f"nothing was sent: {why}",
-                ),
-            )
-        await self._rounds.follow(step.turn_id or "", generation=None, restarted=True)
+            await transact(self._store, close)
+        if follow:
+            await self._rounds.follow(step.turn_id or "", generation=None, restarted=True)
 
     def _host(self) -> BackendHost:
         host = self._hosts.running
@@ -381,9 +410,9 @@ class AppServerAnswers:
                     "the app-server's actor was too busy to take the answer; nothing was sent; "
                     "try again",
                 ) from None
-            raise _uncertain("the answer did not finish in time") from None
+            raise _Lost("the answer did not finish in time") from None
         except ActorError as exc:
-            raise _uncertain(f"the app-server failed during the answer ({exc.reason})") from None
+            raise _Lost(f"the app-server failed during the answer ({exc.reason})") from None
 
 
 _SETTLED_AFTER_START = (TurnState.DONE, TurnState.FAILED, TurnState.CANCELLED)
@@ -391,6 +420,16 @@ _SETTLED_AFTER_START = (TurnState.DONE, TurnState.FAILED, TurnState.CANCELLED)
 
 class _Untaken(RpcError):
     """The BackendActor never took the message (its mailbox stayed full): nothing was sent."""
+
+
+class _Lost(RpcError):
+    """The BackendActor took the message but its reply was lost (it failed, or did not
+    finish in time): what it was doing may have reached the app-server."""
+
+    def __init__(self, why: str) -> None:
+        uncertain = _uncertain(why)
+        super().__init__(uncertain.reason, uncertain.message)
+        self.why = why
 
 
 def _uncertain(why: str) -> RpcError:

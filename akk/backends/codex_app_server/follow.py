@@ -39,6 +39,7 @@ from akk.actors.turn_follower import Attached, CancelResult, Usage
 from akk.backends.codex_app_server.actor import (
     InterruptTurn,
     ReadThread,
+    never_sent,
     thread_persisted,
 )
 from akk.backends.codex_app_server.board import NativeTurn
@@ -52,8 +53,7 @@ from akk.protocol.errors import Reason
 from akk.runtime.actor import ActorError, ActorRef
 from akk.screen.fingerprint import IdMinter
 from akk.sessions.policy import Dispatch, History
-from akk.store import dispatches, interactions, sessions, turns
-from akk.store.dispatches import Kind, Stage
+from akk.store import interactions, sessions, turns
 from akk.store.sessions import InvocationRow
 from akk.store.turns import Turn, TurnState
 
@@ -61,16 +61,6 @@ log = logging.getLogger("akk.backend_turn")
 
 ASK_TIMEOUT = 40.0
 """How long a Turn waits on its BackendActor (longer than one app-server request)."""
-
-
-def never_sent(conn: apsw.Connection, turn_id: str) -> None:
-    """The answer steps of ``turn_id`` still open are `not_accepted`: its round never reached
-    the app-server, so neither did the queue_next_turn answer it carried (never
-    `uncertain`, never a `response_uncertain` event)."""
-    for step in dispatches.of_turn(conn, turn_id):
-        if step.kind is Kind.ANSWER and step.stage.open:
-            dispatches.advance(conn, step, Stage.NOT_ACCEPTED, "nothing was sent: the round "
-                               "carrying it never reached the app-server")  # fmt: skip
 
 
 _OUTCOMES = {
@@ -343,7 +333,9 @@ class AppServerFollower(Attached):
         host = self._backends.running
         if invocation.native_turn_id is None or host is None:
             return not_running(turn)
-        message = InterruptTurn(turn.native_session or "", invocation.native_turn_id)
+        message = InterruptTurn(
+            turn.native_session or "", invocation.native_turn_id, turn.turn_id, turn.controller_id
+        )
         try:
             refused = await host.ref.ask(message, timeout=ASK_TIMEOUT)
         except ActorError as exc:
@@ -363,10 +355,11 @@ class AppServerFollower(Attached):
         if turn is None or invocation is None or invocation.native_turn_id is None or not host:
             return
         with suppress(ActorError):
-            await host.ref.ask(
-                InterruptTurn(turn.native_session or "", invocation.native_turn_id),
-                timeout=ASK_TIMEOUT,
-            )
+            message = InterruptTurn(
+                turn.native_session or "", invocation.native_turn_id, turn.turn_id,
+                turn.controller_id,
+            )  # fmt: skip
+            await host.ref.ask(message, timeout=ASK_TIMEOUT)
 
     # -- store
 

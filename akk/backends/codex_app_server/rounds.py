@@ -175,12 +175,14 @@ class AppServerRounds:
         return host
 
 
-def unsent(turn_id: str, receipt: Unsent) -> RpcError:
-    """The refusal of a Turn whose turn/start was never written (nothing reached the agent)."""
+def unsent(turn_id: str, receipt: Unsent, *, settled: bool = False) -> RpcError:
+    """The refusal of a Turn whose turn/start was never written (nothing reached the agent).
+    ``settled``: its round already ended failed (not_sent)."""
+    when = "ended" if settled else "ends"
+    after = "" if settled else " once the store writes again"
     return RpcError(
         Reason.INTERNAL,
-        f"{receipt.why}. Nothing was sent; turn {turn_id} ends failed (not_sent) once the store "
-        "writes again",
+        f"{receipt.why}. Nothing was sent; turn {turn_id} {when} failed (not_sent){after}",
         data={"turn_id": turn_id},
     )
 
