@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
@@ -26,6 +27,7 @@ import trio
 from akk.cli import app, listing, records, turns
 from akk.cli.errors import CliError
 from akk.cli.qualify import record_qualification
+from akk.cli.server_calls import terminal_id
 from akk.client import ConnectError, connect
 from akk.store.database import open_store
 from akk.store.location import StateDir
@@ -799,3 +801,32 @@ def test_list_says_how_many_panes_it_left_out(
     assert listing.terminals(argparse.Namespace(state_dir=str(tmp_path), json=False)) == 0
     printed = capsys.readouterr().out
     assert "%1" in printed and "not shown: 599 more panes" in printed, printed
+
+
+@attrs.define
+class _Listing:
+    """A connection whose `list` shows ``terminals``."""
+
+    terminals: list[dict[str, str]]
+
+    async def call(self, method: str, params: object = None) -> dict[str, object]:
+        assert method == "list"
+        return {"terminals": self.terminals}
+
+
+def test_a_pane_id_on_several_tmux_servers_is_never_guessed() -> None:
+    """`%0` on two sockets names no terminal: the CLI lists SOCKET:PANE and picks none
+    (it typed into the first row before); a socket-qualified pane or an id picks one."""
+    rows = [
+        {"terminal_id": "term_a", "pane": "%0", "tmux_socket": "/tmp/a"},
+        {"terminal_id": "term_b", "pane": "%0", "tmux_socket": "/tmp/b"},
+        {"terminal_id": "term_c", "pane": "%1", "tmux_socket": "/tmp/b"},
+    ]
+    ctl: Any = _Listing(rows)
+    with pytest.raises(CliError, match=r"2 tmux servers; nothing was sent.*/tmp/a:%0, /tmp/b:%0"):
+        trio.run(terminal_id, ctl, "%0")
+    assert trio.run(terminal_id, ctl, "/tmp/b:%0") == "term_b"
+    assert trio.run(terminal_id, ctl, "%1") == "term_c"
+    assert trio.run(terminal_id, ctl, "term_a") == "term_a"
+    with pytest.raises(CliError, match="no terminal '%9'"):
+        trio.run(terminal_id, ctl, "%9")

@@ -82,7 +82,17 @@ def operator_session(
 async def terminal_id(ctl: Controller, wanted: str) -> str:
     """The terminal_id of ``wanted``: a terminal_id, a pane (`%3`) or `SOCKET:PANE`."""
     rows = (await ctl.call("list"))["terminals"]
-    for row in rows:
-        if wanted in (row["terminal_id"], row["pane"], f"{row['tmux_socket']}:{row['pane']}"):
-            return str(row["terminal_id"])
-    raise CliError(f"no terminal {wanted!r}; `akk list` shows the panes AKK sees")
+    matches = [
+        row
+        for row in rows
+        if wanted in (row["terminal_id"], row["pane"], f"{row['tmux_socket']}:{row['pane']}")
+    ]
+    if not matches:
+        raise CliError(f"no terminal {wanted!r}; `akk list` shows the panes AKK sees")
+    if len(matches) > 1:  # one pane id on several tmux servers: never guess which
+        choices = ", ".join(sorted(f"{row['tmux_socket']}:{row['pane']}" for row in matches))
+        raise CliError(
+            f"pane {wanted!r} is on {len(matches)} tmux servers; nothing was sent. Name one "
+            f"as SOCKET:PANE ({choices}) or by its terminal_id"
+        )
+    return str(matches[0]["terminal_id"])
