@@ -61,12 +61,8 @@ _NULLABLE_ID = {"type": ["string", "null"]}
 
 
 def _params(required: dict[str, Any], optional: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": {**required, **(optional or {})},
-        "required": sorted(required),
-        "additionalProperties": False,
-    }
+    """A call's params: these fields and no others."""
+    return _result(required, optional) | {"additionalProperties": False}
 
 
 def _result(required: dict[str, Any], optional: dict[str, Any] | None = None) -> dict[str, Any]:
