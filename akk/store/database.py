@@ -181,6 +181,23 @@ def cas_update(
     Raises CasConflict when the row moved on (or is gone). ``updated_at`` is
     set when the table has it.
     """
+    update_if(conn, table, key_column, key, ("revision = ?", (revision,)), changes, revision)
+    return revision + 1
+
+
+def update_if(
+    conn: apsw.Connection,
+    table: str,
+    key_column: str,
+    key: str,
+    condition: tuple[str, tuple[object, ...]],
+    changes: Mapping[str, object],
+    revision: int,
+) -> None:
+    """Update one row only while ``condition`` (SQL and its parameters) holds of it, and
+    count its revision on. Raises CasConflict naming ``revision``, the one the caller read,
+    when the row moved on (or is gone). ``updated_at`` is set when the table has it.
+    """
     columns = dict(changes)
     for name in (table, key_column, *columns):
         if not _IDENTIFIER.match(name):
@@ -188,13 +205,14 @@ def cas_update(
     if _has_column(conn, table, "updated_at"):
         columns.setdefault("updated_at", time.time())
     assignments = ", ".join(f"{name} = ?" for name in columns)
+    where, parameters = condition
     conn.execute(
         f"UPDATE {table} SET {assignments}, revision = revision + 1 "
-        f"WHERE {key_column} = ? AND revision = ?",
-        (*columns.values(), key, revision),
+        f"WHERE {key_column} = ? AND ({where})",
+        (*columns.values(), key, *parameters),
     )
     if conn.changes() == 1:
-        return revision + 1
+        return
     row = conn.execute(f"SELECT revision FROM {table} WHERE {key_column} = ?", (key,)).fetchone()
     raise CasConflict(table, key, revision, None if row is None else int(row[0]))
 

@@ -14,14 +14,13 @@ from __future__ import annotations
 import datetime
 import json
 import secrets
-import time
 from collections.abc import Iterable
 from typing import Any
 
 import apsw
 import attrs
 
-from akk.store.database import CasConflict, cas_update
+from akk.store.database import cas_update, update_if
 
 
 @attrs.frozen
@@ -207,19 +206,10 @@ def _move(
 ) -> None:
     """Write ``changes`` if the row is still as ``where`` (SQL) says, with the attempts
     ``notification`` was read with; else raise CasConflict (it moved on)."""
-    columns = changes | {"updated_at": time.time()}
-    assignments = ", ".join(f"{name} = ?" for name in columns)
-    conn.execute(
-        f"UPDATE notifications SET {assignments}, revision = revision + 1 "
-        f"WHERE notification_id = ? AND attempts = ? AND {where}",
-        (*columns.values(), notification.notification_id, notification.attempts),
-    )
-    if conn.changes() != 1:
-        found = get(conn, notification.notification_id)
-        revision = None if found is None else found.revision
-        raise CasConflict(
-            "notifications", notification.notification_id, notification.revision, revision
-        )
+    update_if(
+        conn, "notifications", "notification_id", notification.notification_id,
+        (f"attempts = ? AND {where}", (notification.attempts,)), changes, notification.revision,
+    )  # fmt: skip
 
 
 def release_leases(conn: apsw.Connection, controller_id: str, now: float) -> int:
