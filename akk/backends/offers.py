@@ -116,20 +116,28 @@ async def reserve_answer(
     return reserved
 
 
-def settle_lost(
-    conn: apsw.Connection, turn_id: str, interaction_id: str, offer_id: str, why: str
-) -> bool:
+async def settle_lost(
+    store: ActorRef, turn_id: str, interaction_id: str, offer_id: str, why: str
+) -> Refusal | None:
     """An answer's ask lost on the way (its backend actor failed or timed out after taking
-    it): False when no reservation of that offer was made (nothing was written); else its
-    dispatch, if still open, is ``uncertain`` with its event, once. Shared by the backends
-    whose actor reserves an answer before writing it."""
-    mine = [
-        d
-        for d in dispatches.of_turn(conn, turn_id)
-        if d.offer_id == offer_id and d.interaction_id == interaction_id
-    ]
-    for step in mine:
-        if step.stage.open:
-            found = dispatches.advance(conn, step, Stage.UNCERTAIN, why)
-            turns.answer_uncertain(conn, found, why, time.time())
-    return bool(mine)
+    it): the refusal to give when no reservation of that offer was made (nothing was
+    written); else None, its dispatch, if still open, now ``uncertain`` with its event,
+    once. Shared by the backends whose actor reserves an answer before writing it."""
+
+    def settle(conn: apsw.Connection) -> bool:
+        mine = [
+            d
+            for d in dispatches.of_turn(conn, turn_id)
+            if d.offer_id == offer_id and d.interaction_id == interaction_id
+        ]
+        for step in mine:
+            if step.stage.open:
+                found = dispatches.advance(conn, step, Stage.UNCERTAIN, why)
+                turns.answer_uncertain(conn, found, why, time.time())
+        return bool(mine)
+
+    if await transact(store, settle):
+        return None
+    return Refusal(
+        Reason.PROMPT_CHANGED, f"{why} before reserving it; nothing was sent. Call status"
+    )

@@ -286,16 +286,11 @@ class HeadlessAnswers:
             why = "the answer did not finish in time"
         except ActorError as exc:
             why = f"the Turn's Claude actor stopped during the answer ({exc.reason})"
-        if not await transact(
-            self._store,
-            lambda conn: settle_lost(
-                conn, message.turn_id, message.interaction_id, message.offer_id, why
-            ),
-        ):
-            return Refusal(
-                Reason.PROMPT_CHANGED,
-                f"{why} before reserving it; nothing was sent. Call status",
-            )
+        refused = await settle_lost(
+            self._store, message.turn_id, message.interaction_id, message.offer_id, why
+        )
+        if refused is not None:
+            return refused
         self._destinations.wake(turn.controller_id)
         raise _uncertain(why)
 

@@ -242,16 +242,11 @@ class AppServerAnswers:
         try:
             reply = await self._ask(self._host(), message)
         except _Lost as lost:
-            why = lost.why
-
-            def settle(conn: apsw.Connection) -> bool:
-                return settle_lost(conn, turn.turn_id, row.interaction_id, offer.offer_id, why)
-
-            if not await transact(self._store, settle):
-                raise RpcError(
-                    Reason.PROMPT_CHANGED,
-                    f"{why} before reserving it; nothing was sent. Call status",
-                ) from None
+            refused = await settle_lost(
+                self._store, turn.turn_id, row.interaction_id, offer.offer_id, lost.why
+            )
+            if refused is not None:
+                raise RpcError(refused.reason, refused.message) from None
             self._destinations.wake(turn.controller_id)
             raise
         if isinstance(reply, Refusal):
