@@ -215,6 +215,14 @@ class BackendActor(Actor[BackendMessage]):
         finally:
             self._board.store_wait = None
 
+    async def _advance(
+        self, step: Dispatch, stage: Stage, why: str | None = None, *, what: str
+    ) -> Dispatch:
+        """Record ``step``'s ``stage`` on the row as stored now (`_written`: never lost)."""
+        return await self._written(
+            lambda conn: dispatches.advance(conn, _fresh(conn, step), stage, why), what=what
+        )
+
     async def _binding(self, cwd: str) -> policy.ThreadConfig | Refusal:
         try:
             result = await self._app.request("config/read", {"cwd": cwd}, timeout=REQUEST_TIMEOUT)
@@ -441,24 +449,20 @@ class BackendActor(Actor[BackendMessage]):
         except rpc.NotAwaited:
             # Resolved (or its turn completed) while the answer was reserved: never written.
             self._board.requests.pop(message.request_id, None)
-            await self._written(
-                lambda conn: dispatches.advance(
-                    conn, _fresh(conn, reserved), Stage.NOT_ACCEPTED, "no longer asked"
-                ),
+            await self._advance(
+                reserved, Stage.NOT_ACCEPTED, "no longer asked",
                 what=f"answer {reserved.dispatch_id} not sent: the request was resolved",
-            )
+            )  # fmt: skip
             return Refusal(Reason.PROMPT_CHANGED, _NO_LONGER_ASKED)
         except rpc.ErrorReply as exc:
             # The app-server's own refusal (its turn is no longer the active one): nothing
             # reached the agent.
             refusal = redact_head(exc.message, 120)
             why = f"the turn ended before the answer could join it ({refusal})"
-            await self._written(
-                lambda conn: dispatches.advance(
-                    conn, _fresh(conn, reserved), Stage.NOT_ACCEPTED, why
-                ),
+            await self._advance(
+                reserved, Stage.NOT_ACCEPTED, why,
                 what=f"answer {reserved.dispatch_id} refused by the app-server",
-            )
+            )  # fmt: skip
             return Refusal(
                 Reason.CLOSED,
                 f"{why}; nothing was delivered. Call status: a question its turn left is "
@@ -476,9 +480,8 @@ class BackendActor(Actor[BackendMessage]):
                 self._board.rejected.add(str(params.get("turnId")))
         await faults.reached(Point.ANSWER_SENT)
         # The answer is out: its receipt waits for a store that cannot write, never lost.
-        sent = await self._written(
-            lambda conn: dispatches.advance(conn, _fresh(conn, reserved), Stage.ACCEPTED),
-            what=f"answer {reserved.dispatch_id} sent to the app-server",
+        sent = await self._advance(
+            reserved, Stage.ACCEPTED, what=f"answer {reserved.dispatch_id} sent to the app-server"
         )
         await faults.reached(Point.ANSWER_RECORDED)
         return AnswerReceipt(sent, True)
@@ -547,23 +550,14 @@ class BackendActor(Actor[BackendMessage]):
             )
         except rpc.ErrorReply as exc:
             why = f"the app-server refused turn/interrupt: {redact_head(exc.message, 200)}"
-            await self._written(
-                lambda conn: dispatches.advance(conn, _fresh(conn, step), Stage.NOT_ACCEPTED, why),
-                what=f"{what} refused",
-            )
+            await self._advance(step, Stage.NOT_ACCEPTED, why, what=f"{what} refused")
             return why
         except rpc.AppServerError as exc:
             why = f"turn/interrupt got no answer ({type(exc).__name__})"
-            await self._written(
-                lambda conn: dispatches.advance(conn, _fresh(conn, step), Stage.UNCERTAIN, why),
-                what=f"{what} unanswered",
-            )
+            await self._advance(step, Stage.UNCERTAIN, why, what=f"{what} unanswered")
             raise
         await faults.reached(Point.BACKEND_INTERRUPT_SENT)
-        await self._written(
-            lambda conn: dispatches.advance(conn, _fresh(conn, step), Stage.ACCEPTED),
-            what=f"{what} taken by the app-server",
-        )
+        await self._advance(step, Stage.ACCEPTED, what=f"{what} taken by the app-server")
         return None
 
     async def _read_thread(self, thread_id: str) -> ThreadFacts | Unreadable:
