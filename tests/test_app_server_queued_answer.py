@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import apsw
 import attrs
@@ -45,11 +46,13 @@ from akk.screen.fingerprint import IdMinter
 from akk.sessions import policy
 from akk.store import dispatches, interactions, sessions, turns
 from akk.store.database import open_store
-from akk.store.dispatches import Kind, Stage
+from akk.store.dispatches import Dispatch, Kind, Stage
 from akk.store.reader import StoreReader
 from akk.store.turns import Turn, TurnState
 from tests.test_claude_answers import OWNER
 from tests.test_full_disk_sessions import _reserved, _store
+
+T = TypeVar("T")
 
 IDS = IdMinter(b"k" * 32)
 QUESTION = AsyncQuestion("thr_1", "t1", "item_q", (("Which color?", ("Red", "Blue")),))
@@ -212,15 +215,13 @@ async def test_an_answer_whose_round_the_app_server_refused_is_not_accepted(
 
     async def refuse(message: object) -> StartReceipt:
         assert isinstance(message, StartTurn)
-        conn = open_store(tmp_path / "akk.sqlite3")
-        try:
-            with conn:
-                failed, _ = sessions.fail_unsent(
-                    conn, message.turn_id, message.round, reason="turn_start_refused",
-                    summary="the app-server refused turn/start: no such thread", now=time.time(),
-                )  # fmt: skip
-        finally:
-            conn.close()
+        failed, _ = _in_store(
+            tmp_path / "akk.sqlite3",
+            lambda conn: sessions.fail_unsent(
+                conn, message.turn_id, message.round, reason="turn_start_refused",
+                summary="the app-server refused turn/start: no such thread", now=time.time(),
+            ),
+        )  # fmt: skip
         return StartReceipt(failed, 1)
 
     with trio.fail_after(30):
@@ -314,30 +315,40 @@ async def test_a_crash_after_the_queued_answer_is_reserved_leaves_its_round_unse
     assert invocation.dispatch is policy.Dispatch.NOT_SENT
 
 
-def _orphaned_after_restart(db: Path, maybe_sent: bool) -> tuple[Stage, str | None, list[str]]:
-    """What a restart's `turns.orphaned` makes of the one open step (its round's invocation
-    first moved to maybe_sent if asked): the step's stage and reason, and the Turn's events."""
+def _in_store(db: Path, work: Callable[[apsw.Connection], T]) -> T:
+    """``work`` in one transaction on a connection of its own to the store at ``db`` (as the
+    actor a test stands in for, or a restart, would write)."""
     conn = open_store(db)
     try:
         with conn:
-            (step,) = dispatches.all_open(conn)
-            turn_id = step.turn_id or ""
-            if maybe_sent:
-                invocation = sessions.invocation(conn, turn_id, 2)
-                assert invocation is not None
-                sessions.update_invocation(conn, invocation, dispatch=policy.Dispatch.MAYBE_SENT)
-            assert turns.orphaned(conn, step, "interrupted_by_restart", time.time())
-            after = dispatches.get(conn, step.dispatch_id)
-            assert after is not None
-            kinds = [
-                kind
-                for (kind,) in conn.execute(
-                    "SELECT kind FROM notifications WHERE turn_id = ?", (turn_id,)
-                )
-            ]
+            result = work(conn)
     finally:
         conn.close()
-    return after.stage, after.reason, kinds
+    return result
+
+
+def _events(conn: apsw.Connection, turn_id: str) -> dict[str, list[str]]:
+    """The Turn's notifications: each kind's payloads."""
+    found: dict[str, list[str]] = {}
+    rows = conn.execute("SELECT kind, payload FROM notifications WHERE turn_id = ?", (turn_id,))
+    for kind, payload in rows:
+        found.setdefault(kind, []).append(payload)
+    return found
+
+
+def _orphaned(conn: apsw.Connection, maybe_sent: bool) -> tuple[Dispatch, dict[str, list[str]]]:
+    """What a restart's `turns.orphaned` makes of the one open step (its round's invocation
+    first moved to maybe_sent if asked): the step as stored after, and the Turn's events."""
+    (step,) = dispatches.all_open(conn)
+    turn_id = step.turn_id or ""
+    if maybe_sent:
+        invocation = sessions.invocation(conn, turn_id, 2)
+        assert invocation is not None
+        sessions.update_invocation(conn, invocation, dispatch=policy.Dispatch.MAYBE_SENT)
+    assert turns.orphaned(conn, step, "interrupted_by_restart", time.time())
+    after = dispatches.get(conn, step.dispatch_id)
+    assert after is not None
+    return after, _events(conn, turn_id)
 
 
 @pytest.mark.parametrize("maybe_sent", [False, True], ids=["round_not_sent", "round_maybe_sent"])
@@ -358,24 +369,14 @@ async def test_a_restart_after_the_queued_answer_was_reserved_says_what_the_roun
             await _answer(tmp_path, never)
     finally:
         faults.disarm()
-    stage, reason, kinds = _orphaned_after_restart(tmp_path / "akk.sqlite3", maybe_sent)
+    step, events = _in_store(tmp_path / "akk.sqlite3", lambda conn: _orphaned(conn, maybe_sent))
     if maybe_sent:
-        assert stage is Stage.UNCERTAIN and kinds.count("response_uncertain") == 1
-        conn = open_store(tmp_path / "akk.sqlite3")
-        try:
-            (payload,) = next(
-                iter(
-                    conn.execute(
-                        "SELECT payload FROM notifications WHERE kind = 'response_uncertain'"
-                    )
-                )
-            )
-        finally:
-            conn.close()
+        (payload,) = events["response_uncertain"]
+        assert step.stage is Stage.UNCERTAIN
         assert "call status" in payload and "terminal" not in payload
     else:
-        assert stage is Stage.NOT_ACCEPTED and "response_uncertain" not in kinds
-        assert reason is not None and reason.startswith("nothing was sent")
+        assert step.stage is Stage.NOT_ACCEPTED and "response_uncertain" not in events
+        assert step.reason is not None and step.reason.startswith("nothing was sent")
 
 
 async def test_an_answer_whose_round_start_went_unconfirmed_is_uncertain(tmp_path: Path) -> None:
@@ -383,20 +384,17 @@ async def test_an_answer_whose_round_start_went_unconfirmed_is_uncertain(tmp_pat
     the answer may have reached the agent with it. It is `response_uncertain`, its step
     `uncertain` with its event, never "dispatched" and never `not_accepted`."""
 
+    def unconfirm(conn: apsw.Connection, turn_id: str, round_: int) -> Turn:
+        invocation = sessions.invocation(conn, turn_id, round_)
+        turn = turns.get(conn, turn_id)
+        assert invocation is not None and turn is not None
+        sessions.update_invocation(conn, invocation, dispatch=policy.Dispatch.MAYBE_SENT)
+        return turns.update(conn, turn, state=TurnState.UNCERTAIN, reason="turn_start_unconfirmed")
+
     async def unconfirmed(message: object) -> StartReceipt:
         assert isinstance(message, StartTurn)
-        conn = open_store(tmp_path / "akk.sqlite3")
-        try:
-            with conn:
-                invocation = sessions.invocation(conn, message.turn_id, message.round)
-                turn = turns.get(conn, message.turn_id)
-                assert invocation is not None and turn is not None
-                sessions.update_invocation(conn, invocation, dispatch=policy.Dispatch.MAYBE_SENT)
-                turn = turns.update(
-                    conn, turn, state=TurnState.UNCERTAIN, reason="turn_start_unconfirmed"
-                )
-        finally:
-            conn.close()
+        db = tmp_path / "akk.sqlite3"
+        turn = _in_store(db, lambda conn: unconfirm(conn, message.turn_id, message.round))
         return StartReceipt(turn, 1)
 
     with trio.fail_after(30):
@@ -404,9 +402,7 @@ async def test_an_answer_whose_round_start_went_unconfirmed_is_uncertain(tmp_pat
     assert refused.reason is Reason.RESPONSE_UNCERTAIN
     assert "turn_start_unconfirmed" in refused.message
     (step,) = await reader.run(lambda conn: dispatches.of_turn(conn, turn_id))
-    kinds = await reader.run(
-        lambda conn: [k for (k,) in conn.execute("SELECT kind FROM notifications")]
-    )
+    events = await reader.run(lambda conn: _events(conn, turn_id))
     reader.close()
     assert (step.kind, step.stage) == (Kind.ANSWER, Stage.UNCERTAIN)
-    assert kinds.count("response_uncertain") == 1
+    assert len(events["response_uncertain"]) == 1
