@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import collections
 import itertools
-import os
 import shutil
 import subprocess
-import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -32,7 +30,7 @@ from akk.tmux import capture, open_control_client
 from akk.tmux import output as tmux_output
 from akk.tmux.control import DATA_NOTIFICATIONS, OUTPUT_ATTACH_FLAGS, ControlClient
 from akk.tmux.output import OutputWatch
-from tests.test_tmux_control import TmuxServer
+from tests.test_tmux_control import TmuxServer, running_tmux
 from tools.lab.akk_runner import mint_offline
 
 COUNTER = "i=0; while :; do i=$((i+1)); echo $i; done"
@@ -41,18 +39,8 @@ COUNTER = "i=0; while :; do i=$((i+1)); echo $i; done"
 
 @pytest.fixture
 def server() -> Iterator[TmuxServer]:
-    root = tempfile.mkdtemp(prefix="akk-dirty-", dir="/tmp")
-    srv = TmuxServer(os.path.join(root, "s.sock"))
-    subprocess.run(
-        ["tmux", "-S", srv.socket, "-f", "/dev/null", "new-session", "-d", "-s", "main",
-         "-x", "80", "-y", "24", "sleep 600"],
-        check=True,
-    )  # fmt: skip
-    try:
+    with running_tmux("akk-dirty-") as srv:
         yield srv
-    finally:
-        subprocess.run(["tmux", "-S", srv.socket, "kill-server"], capture_output=True)
-        shutil.rmtree(root, ignore_errors=True)
     assert not srv.answers(), "the test's tmux server outlived it"
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -56,10 +57,11 @@ class TmuxServer:
         return True
 
 
-@pytest.fixture
-def server() -> Iterator[TmuxServer]:
-    # Short path: unix socket paths are limited to ~107 bytes.
-    root = tempfile.mkdtemp(prefix="akk-tmux-", dir="/tmp")
+@contextlib.contextmanager
+def running_tmux(prefix: str) -> Iterator[TmuxServer]:
+    """A private tmux server with one 80x24 session, killed (its directory removed) however
+    the block ends. Short path: unix socket paths are limited to ~107 bytes."""
+    root = tempfile.mkdtemp(prefix=prefix, dir="/tmp")
     srv = TmuxServer(os.path.join(root, "s.sock"))
     subprocess.run(
         ["tmux", "-S", srv.socket, "-f", "/dev/null", "new-session", "-d", "-s", "main",
@@ -71,6 +73,12 @@ def server() -> Iterator[TmuxServer]:
     finally:
         subprocess.run(["tmux", "-S", srv.socket, "kill-server"], capture_output=True)
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def server() -> Iterator[TmuxServer]:
+    with running_tmux("akk-tmux-") as srv:
+        yield srv
 
 
 async def wait_until_gone(srv: TmuxServer) -> None:

@@ -10,10 +10,6 @@ private buffer (the task's text) on the tmux server.
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import cast
@@ -30,7 +26,7 @@ from akk.store.dispatches import Stage
 from akk.store.turns import TurnState
 from akk.tmux import keys
 from akk.tmux.control import ClientLink, TmuxCommandError, encode_command, open_control_client
-from tests.test_tmux_control import TmuxServer
+from tests.test_tmux_control import TmuxServer, running_tmux
 from tests.test_typing_proof import EMPTY, TASK, _EveryStepPane, _reserved
 
 
@@ -103,18 +99,8 @@ async def test_an_error_after_the_typing_command_went_out_stays_uncertain(
 
 @pytest.fixture
 def server() -> Iterator[TmuxServer]:
-    root = tempfile.mkdtemp(prefix="akk-paste-", dir="/tmp")
-    srv = TmuxServer(os.path.join(root, "s.sock"))
-    subprocess.run(
-        ["tmux", "-S", srv.socket, "-f", "/dev/null", "new-session", "-d", "-s", "main",
-         "-x", "80", "-y", "24", "sleep 600"],
-        check=True,
-    )  # fmt: skip
-    try:
+    with running_tmux("akk-paste-") as srv:
         yield srv
-    finally:
-        subprocess.run(["tmux", "-S", srv.socket, "kill-server"], capture_output=True)
-        shutil.rmtree(root, ignore_errors=True)
 
 
 async def test_a_failed_paste_leaves_no_buffer_on_the_server(server: TmuxServer) -> None:
