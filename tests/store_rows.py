@@ -1,19 +1,32 @@
-"""Rows a store test builds on: controller ``ctl`` and Claude terminal ``t1``."""
+"""Rows a store test builds on: controllers and a Claude terminal (``ctl`` and ``t1``)."""
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 import apsw
 
 
-def add_ctl_and_t1(conn: apsw.Connection) -> None:
-    """Insert controller ``ctl`` and terminal ``t1`` (pane %1 of socket ``s``), one transaction."""
+def add_rows(
+    conn: apsw.Connection, controllers: Iterable[str], terminal_id: str, *, agent_pid: int = 2
+) -> None:
+    """Insert ``controllers`` and Claude terminal ``terminal_id`` (pane %1 of socket ``s``),
+    one transaction."""
     with conn:
-        conn.execute(
-            "INSERT INTO controllers (controller_id, name, first_seen_at, last_seen_at) "
-            "VALUES ('ctl', 'ctl', 0, 0)"
-        )
+        for controller in controllers:
+            conn.execute(
+                "INSERT INTO controllers (controller_id, name, first_seen_at, last_seen_at) "
+                "VALUES (?, ?, 0, 0)",
+                (controller, controller),
+            )
         conn.execute(
             "INSERT INTO terminals (terminal_id, tmux_socket, pane_id, pane_pid, agent, "
             "agent_pid, process_start, executable, first_seen_at, last_seen_at) "
-            "VALUES ('t1', 's', '%1', 1, 'claude', 101, 3, 'claude', 0, 0)"
+            "VALUES (?, 's', '%1', 1, 'claude', ?, 3, 'claude', 0, 0)",
+            (terminal_id, agent_pid),
         )
+
+
+def add_ctl_and_t1(conn: apsw.Connection) -> None:
+    """Insert controller ``ctl`` and terminal ``t1`` (pane %1 of socket ``s``), one transaction."""
+    add_rows(conn, ("ctl",), "t1", agent_pid=101)

@@ -32,6 +32,7 @@ from akk.store import turns
 from akk.store.database import open_store
 from akk.store.reader import StoreReader
 from tests.conftest import LiveServer
+from tests.store_rows import add_rows
 from tests.test_protocol_limits import BASELINES, CASES, _call, _headers, _hello, _replaced
 from tests.test_server import assert_error_reply
 
@@ -183,18 +184,8 @@ async def test_a_terminal_conversations_session_id_points_to_its_terminal(
     native = str(uuid.uuid4())
     conn = open_store(path)
     try:
+        add_rows(conn, ("ctl_a", "ctl_b"), "term_conv")
         with conn:
-            for controller in ("ctl_a", "ctl_b"):
-                conn.execute(
-                    "INSERT INTO controllers (controller_id, name, first_seen_at, last_seen_at) "
-                    "VALUES (?, ?, 0, 0)",
-                    (controller, controller),
-                )
-            conn.execute(
-                "INSERT INTO terminals (terminal_id, tmux_socket, pane_id, pane_pid, agent, "
-                "agent_pid, process_start, executable, first_seen_at, last_seen_at) "
-                "VALUES ('term_conv', 's', '%1', 1, 'claude', 2, 3, 'claude', 0, 0)"
-            )
             sent = turns.insert(
                 conn, controller_id="ctl_a", client_request_id="r1", terminal_id="term_conv",
                 request_sha256="0" * 64, request_chars=2, evidence_status="unknown",
