@@ -15,6 +15,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -224,3 +225,20 @@ def test_a_prompt_read_off_a_huge_pane_is_for_a_person_and_fits_a_frame() -> Non
     assert "decisions" not in projection and _event_bytes(projection) < 4_096
     fits = project_snapshot(snapshot_with(permission("漢字 ok")), IDS, turn_id="t")
     assert fits is not None and fits.actionable and fits.projection["decisions"]
+
+
+def test_a_screen_prompt_the_profile_refuses_carries_no_answerable_id() -> None:
+    """A prompt on screen that AKK will not answer says why and where, and offers nothing to
+    answer with: no question or option id, no decision (PROTOCOL.md)."""
+    refused = snapshot_with(permission("Enter your password"))
+    refused = attrs.evolve(
+        refused, observation=attrs.evolve(refused.observation, reason="secret_input")
+    )
+    shown = project_snapshot(refused, IDS, turn_id="t")
+    assert shown is not None and not shown.actionable
+    projection = shown.projection
+    assert projection["state"] == "manual_required"
+    assert projection["reason"] == projection["manual_reason"] == "secret_input"
+    assert (projection["terminal_id"], projection["pane"]) == ("t1", "%1")
+    assert projection["questions"] == [] and "decisions" not in projection
+    assert "password" not in json.dumps(projection)

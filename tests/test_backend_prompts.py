@@ -108,8 +108,9 @@ def test_decline_is_preferred_and_a_request_with_no_one_time_decision_is_manual(
         "item/commandExecution/requestApproval",
         EXEC | {"availableDecisions": ["acceptForSession", {"applyNetworkPolicyAmendment": {}}]},
     )
-    assert persistent.projection["state"] == "manual_required"
-    assert persistent.projection["decisions"] == []
+    manual = persistent.projection
+    assert manual["state"] == "manual_required" and manual["reason"] == "no_one_time_decision"
+    assert "decisions" not in manual and manual["questions"] == []  # nothing to answer with
     assert not persistent.actionable
 
 
@@ -147,9 +148,11 @@ def test_a_secret_question_is_never_answered() -> None:
     params = QUESTIONS | {"questions": [_question("q1", "Token", [], isSecret=True)]}
     prompt = _prompt("item/tool/requestUserInput", params)
     assert prompt.projection["state"] == "manual_required"
-    assert prompt.projection["manual_reason"] == "secret_input"
-    (question,) = prompt.projection["questions"]
-    answer = {"question_id": question["question_id"], "response_kind": "free_text", "text": "s"}
+    assert prompt.projection["reason"] == prompt.projection["manual_reason"] == "secret_input"
+    assert prompt.projection["questions"] == []  # no id to answer with, and no question text
+    # Even the question's id (minted as an answerable one would be) is refused.
+    answer = {"question_id": IDS.question_id(prompt.seen, 0), "response_kind": "free_text",
+              "text": "s"}  # fmt: skip
     with pytest.raises(RpcError) as refused:
         answers_result(prompt, [answer], IDS)
     assert refused.value.reason.value == "manual_required"

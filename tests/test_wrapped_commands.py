@@ -215,7 +215,6 @@ def _projection(case: Case, observation: Observation, grid: Grid) -> dict[str, A
         ids=IDS,
         agent=case.profile.agent,
         turn_id=None,
-        manual_reason=observation.reason,
     )
 
 

@@ -18,7 +18,7 @@ import trio
 from akk.discovery.identity import TerminalIdentity
 from akk.profiles.observation import Observation, State
 from akk.protocol import wakeups
-from akk.protocol.projection import Shown, cut, project, within_frame
+from akk.protocol.projection import Shown, as_manual, cut, project, within_frame
 from akk.protocol.redaction import redact_screen
 from akk.protocol.wakeups import Manual
 from akk.runtime.actor import ActorRef
@@ -203,17 +203,14 @@ def project_snapshot(
             ids=ids,
             agent=identity.agent,
             turn_id=turn_id,
-            manual_reason=snapshot.observation.reason,
             screen=redact_screen(snapshot.lines),
         )
     )
+    if snapshot.observation.reason is not None:
+        projection = as_manual(projection, snapshot.observation.reason)
     if "manual_reason" in projection:
         # Who must look where, as for a prompt-less manual screen (PROTOCOL.md).
-        projection |= {
-            "reason": projection["manual_reason"],
-            "terminal_id": identity.terminal_id,
-            "pane": identity.pane_id,
-        }
+        projection |= {"terminal_id": identity.terminal_id, "pane": identity.pane_id}
     return Shown(seen, prompt, projection)
 
 

@@ -56,15 +56,13 @@ def project(
     ids: IdMinter,
     agent: str,
     turn_id: str | None,
-    manual_reason: str | None = None,
     screen: RedactedScreen | None = None,
 ) -> dict[str, Any]:
-    """The JSON object `status` returns for a prompt on screen.
+    """The JSON object `status` returns for a prompt on screen, answerable.
 
-    A prompt AKK will not answer (``manual_reason``: secret input, a shape the
-    profile refuses) is still projected, with ``state: manual_required`` and
-    the reason, so a controller knows a person must answer it. ``screen`` is
-    the redacted screen the prompt was read off: pass it whenever there is one.
+    A prompt AKK will not answer (secret input, a shape the profile refuses) is
+    this projection passed through `as_manual`. ``screen`` is the redacted screen
+    the prompt was read off: pass it whenever there is one.
     """
     text = redact if screen is None else screen.text
     roles = shown_roles(prompt.step)
@@ -108,7 +106,7 @@ def project(
         "turn_id": turn_id,
         "agent": agent,
         "kind": prompt.kind.value,
-        "state": "pending" if manual_reason is None else "manual_required",
+        "state": "pending",
         # A queued async question has no step to show until it is opened.
         "step": None
         if prompt.step is StepKind.QUEUED
@@ -120,8 +118,6 @@ def project(
             "multi_select": ResponseKind.MULTI_SELECT in kinds,
         },
     }
-    if manual_reason is not None:
-        projection["manual_reason"] = manual_reason
     if prompt.kind is InteractionKind.ASYNC_QUESTION:
         # Codex takes a picker's answer into the running turn while the agent works
         # (steer_current_turn); once it is idle the answer starts the Turn's next round
@@ -281,12 +277,19 @@ def _length(value: object, field: str) -> int:
 
 
 def as_manual(projection: dict[str, Any], reason: str) -> dict[str, Any]:
-    """`projection` as a prompt a person must answer: no questions, decisions or capabilities."""
-    manual = {key: value for key, value in projection.items() if key != "decisions"}
+    """`projection` as a prompt a person must answer, with its ``reason``: no questions,
+    decisions or capabilities, so no id a controller could answer with (PROTOCOL.md
+    "The interaction projection"); only the interaction's own id, which names it."""
+    manual = {
+        key: value
+        for key, value in projection.items()
+        if key not in ("decisions", "delivery_modes")
+    }
     return manual | {
         "questions": [],
         "capabilities": {"batch_response": False, "free_text": False, "multi_select": False},
         "state": "manual_required",
+        "reason": reason,
         "manual_reason": reason,
     }
 

@@ -234,15 +234,12 @@ def prompt_of(
         )
         projection = _questionnaire(questions, seen, ids, turn_id)
         if projection["state"] != "manual_required" and _repeated(questions):
-            projection |= {"state": "manual_required", "manual_reason": "repeated_question"}
+            projection = as_manual(projection, "repeated_question")
         return make(kind=InteractionKind.QUESTIONNAIRE, projection=projection, questions=questions)
     projection = backend_projection(
         InteractionKind.CONFIRMATION, seen, ids, agent="codex", turn_id=turn_id, questions=[]
     )
-    projection |= {
-        "state": "manual_required",
-        "manual_reason": f"unsupported_request: {request.method[:80]}",
-    }
+    projection = as_manual(projection, f"unsupported_request: {request.method[:80]}")
     return make(kind=InteractionKind.CONFIRMATION, projection=projection)
 
 
@@ -281,7 +278,7 @@ def async_prompt_of(
     for shown in projection["questions"]:
         shown["free_text"] = False
     if len(asked) != 1 or not asked[0]["options"]:
-        projection |= {"state": "manual_required", "manual_reason": "unsupported_async_question"}
+        projection = as_manual(projection, "unsupported_async_question")
     return BackendPrompt(
         request_id=question.item_id,
         method="async_question",
@@ -436,7 +433,7 @@ def _permission(
     )
     projection["decisions"] = [d for d in ("approve_once", "reject") if d in decisions]
     if not decisions:
-        projection |= {"state": "manual_required", "manual_reason": "no_one_time_decision"}
+        projection = as_manual(projection, "no_one_time_decision")
     return projection, decisions, unapprovable
 
 
@@ -574,7 +571,7 @@ def _questionnaire(
         "multi_select": False,
     }
     if any(q.get("isSecret") for q in questions):
-        projection |= {"state": "manual_required", "manual_reason": "secret_input"}
+        return as_manual(projection, "secret_input")
     return within_frame(projection)
 
 
