@@ -378,6 +378,11 @@ async def test_one_turn_actor_runs_a_backend_through_the_outbox_offers_and_fence
                 await actor.ask(Tick(), timeout=5)
                 gone = await reader.run(lambda conn: interactions.get(conn, "int_1"))
                 assert gone is not None and gone.state is InteractionState.GONE
+                # Its owner is told once, with the interaction as it now stands.
+                stored = await reader.run(lambda conn: outbox.of_turn(conn, turn_id))
+                (told,) = [n.event() for n in stored if n.kind == "invalidated"]
+                assert told["interaction"]["interaction_id"] == "int_1"
+                assert told["interaction"]["state"] == "gone"
                 stale = {"turn_id": turn_id, "interaction_id": "int_1", "answers": []}
                 with pytest.raises(RpcError) as refused:
                     await answers.respond_interaction(OWNER, stale)
@@ -409,7 +414,9 @@ async def test_one_turn_actor_runs_a_backend_through_the_outbox_offers_and_fence
                 agent.spent = Usage(evidence.UsageStatus.COMPLETE, evidence.Tokens(7, 5, 3, 2))
                 await actor.ask(Tick(), timeout=5)
                 await sink.until(lambda: "done" in sink.kinds())
-                assert sink.kinds() == ["approval_required", "approval_required", "done"]
+                assert sink.kinds() == [
+                    "approval_required", "approval_required", "done", "invalidated"
+                ]  # fmt: skip
                 settled = await reader.run(lambda conn: turns.get(conn, turn_id))
                 assert settled is not None and settled.state is TurnState.DONE
                 (outcome,) = [e for e in sink.events.values() if e["kind"] == "done"]

@@ -33,7 +33,7 @@ from akk.protocol.redaction import redact
 from akk.runtime.actor import Actor, ActorRef, Ask, Rank, StopActor
 from akk.store import interactions, turns
 from akk.store.database import StoreUnwritable
-from akk.store.interactions import Interaction, InteractionState
+from akk.store.interactions import Interaction
 from akk.store.turns import Turn, TurnState
 
 log = logging.getLogger("akk.turn")
@@ -195,12 +195,13 @@ class TurnActor(Actor[TurnMessage]):
         assert turn is not None
 
         def announce(conn: apsw.Connection) -> bool:
-            for row in interactions.pending_of_turn(conn, turn.turn_id):
-                if not still_asked(row):
-                    interactions.set_state(conn, row, InteractionState.GONE)
             fresh = turns.get(conn, turn.turn_id)
             assert fresh is not None
-            return record(conn, fresh)
+            pending = interactions.pending_of_turn(conn, turn.turn_id)
+            left = [row for row in pending if not still_asked(row)]
+            for row in left:
+                interactions.invalidate(conn, row, fresh, time.time())
+            return record(conn, fresh) or bool(left)
 
         if await transact(self._store, announce):
             self._notify(turn.controller_id)

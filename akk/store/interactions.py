@@ -149,6 +149,18 @@ def _summary(projection: dict[str, Any]) -> str:
     )
 
 
+def invalidate(conn: apsw.Connection, row: Interaction, turn: turns.Turn, now: float) -> None:
+    """``row`` left unanswered by AKK (a person answered it, or another prompt replaced it):
+    mark it ``gone`` and tell ``turn``'s controller with one ``invalidated`` event, so a
+    controller that was woken for it stops (an answer to it gets ``prompt_changed``)."""
+    gone = set_state(conn, row, InteractionState.GONE)
+    summary = (
+        f"{gone.kind}: no longer asked; it was answered at the terminal or replaced, "
+        "and nothing was sent for it. Call status for what is asked now"
+    )
+    turns.enqueue_event(conn, turn, "invalidated", now, interaction=gone.public(), summary=summary)
+
+
 def get(conn: apsw.Connection, interaction_id: str) -> Interaction | None:
     found = _interactions(conn, "WHERE interaction_id = ?", (interaction_id,))
     return found[0] if found else None

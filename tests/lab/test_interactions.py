@@ -423,6 +423,12 @@ async def test_a_prompt_changed_after_status_gets_prompt_changed_and_zero_keys(
         with pytest.raises(AkkError) as changed:
             await ctl.call("respond_interaction", choose(seen, "Red"))
         assert changed.value.reason == "prompt_changed"
+        # The owner is told, once, that what it was woken for is no longer asked.
+        told = await next_event(ctl, ("invalidated",))
+        assert (told["turn_id"], told["interaction"]["interaction_id"]) == (
+            turn_id, seen["interaction_id"]
+        )
+        assert told["interaction"]["state"] == "gone" and "nothing was sent" in told["summary"]
         fresh = (await ctl.call("status", {"turn_id": turn_id}))["interaction"]
         assert fresh["interaction_id"] != seen["interaction_id"]
         await ctl.call("respond_interaction", choose(fresh, "Red"))
