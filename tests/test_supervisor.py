@@ -55,11 +55,17 @@ class Worker(Actor):
         self.tracker = tracker
         self.incarnation = 0
         self.gate = trio.Event()
+        self.ending: trio.Event | None = None
+        """Set by a test: its stop waits for this (ending, not yet removed)."""
 
     async def started(self) -> None:
         self.tracker.starts[self.key] += 1
         self.tracker.latest[self.key] = self
         self.incarnation = self.tracker.starts[self.key]
+
+    async def stopped(self) -> None:
+        if self.ending is not None:
+            await self.ending.wait()
 
     async def receive(self, message: object) -> object:
         if message == "crash":
@@ -495,3 +501,35 @@ async def play(scenario: Scenario) -> None:
 @given(scenarios())
 def test_crash_schedules_follow_the_model(scenario: Scenario) -> None:
     trio.run(play, scenario, clock=trio.testing.MockClock(autojump_threshold=0))
+
+
+async def test_a_child_ending_of_itself_is_replaced_on_request_never_taken_as_running() -> None:
+    """A TurnActor that read an unwatch's Close stops; a renew that revives the record a
+    moment later must get a new actor, not "it runs already" from the one that is ending."""
+    tracker = Tracker()
+    sup = Supervisor("turns")
+    spec = worker_spec("turn:1", tracker, Restart.TRANSIENT)
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            await start(nursery, sup)
+            old = await sup.start_child(spec)
+            assert old is not None and await old.ask("ping", timeout=5) == 1
+            tracker.latest["turn:1"].ending = ending = trio.Event()
+            await old.ask("exit", timeout=5)
+            assert sup.child_keys() == ["turn:1"]  # ending, not yet removed
+            with pytest.raises(DuplicateChild):
+                await sup.start_child(spec)
+
+            async def finish() -> None:
+                await trio.testing.wait_all_tasks_blocked()
+                ending.set()
+
+            nursery.start_soon(finish)
+            new = await sup.start_child(spec, replace_ending=True)
+            assert new is not None and new is not old
+            await trio.testing.wait_all_tasks_blocked()
+            assert sup.child_keys() == ["turn:1"]  # the old run's exit removed nothing
+            assert await new.ask("ping", timeout=5) == 2
+            with pytest.raises(ActorStopped):
+                old.tell("ping")
+            nursery.cancel_scope.cancel()

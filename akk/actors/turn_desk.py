@@ -22,7 +22,13 @@ from akk.actors.terminal_board import TerminalBoard, TerminalSnapshot
 from akk.actors.turn import TICK, Notify, Tick, TurnActor
 from akk.actors.turn_follower import TurnFollower
 from akk.runtime.actor import ActorRef, ActorStopped, MailboxFull
-from akk.runtime.supervisor import ChildSpec, Restart, Supervisor, UnknownChild
+from akk.runtime.supervisor import (
+    ChildSpec,
+    DuplicateChild,
+    Restart,
+    Supervisor,
+    UnknownChild,
+)
 from akk.screen.fingerprint import Appearance
 from akk.store import dispatches, turns
 from akk.store.turns import Turn
@@ -50,10 +56,10 @@ class TurnDesk:
     async def follow(self, turn_id: str, make_follower: Callable[[], TurnFollower]) -> None:
         """Start following the Turn or Watch ``turn_id`` (idempotent: once per Turn).
 
-        ``make_follower`` builds its backend's follower, again after each restart.
+        ``make_follower`` builds its backend's follower, again after each restart. An
+        actor of ``turn_id`` that is stopping (it read an unwatch's Close a moment
+        before a renew revived the record) is replaced: it follows nothing more.
         """
-        if turn_id in self._supervisor.child_keys():
-            return
         spec = ChildSpec(
             turn_id,
             lambda: TurnActor(
@@ -62,7 +68,8 @@ class TurnDesk:
             ),
             restart=Restart.TRANSIENT,
         )  # fmt: skip
-        await self._supervisor.start_child(spec)
+        with suppress(DuplicateChild):
+            await self._supervisor.start_child(spec, replace_ending=True)
 
     def _published(self, snapshot: TerminalSnapshot) -> None:
         """A terminal shows a different prompt (or none): look at once, not at the next tick."""

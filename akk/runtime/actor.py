@@ -354,6 +354,11 @@ class Incarnation(Generic[Message]):
         self._stopping = False
         self._cleanup_deadline = math.inf
 
+    @property
+    def stopping(self) -> bool:
+        """True once it ends normally (`StopActor` or `stop`): it reads no further message."""
+        return self._stopping
+
     def stop(self) -> None:
         """Stop gracefully: finish the message in flight, then end.
 

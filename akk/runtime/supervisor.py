@@ -154,6 +154,12 @@ class _Child:
     stop_requested: bool = False
 
 
+def _ending(child: _Child) -> bool:
+    """Whether ``child``'s current run is over or ending of itself (not a restart)."""
+    incarnation = child.incarnation
+    return child.done.is_set() or (incarnation is not None and incarnation.stopping)
+
+
 def _discard(made: Actor[Any] | Awaitable[None]) -> None:
     """Close a coroutine that will never run, so it does not warn."""
     if inspect.iscoroutine(made):
@@ -273,8 +279,15 @@ class Supervisor:
         if escalation is not None:
             raise escalation
 
-    async def start_child(self, spec: ChildSpec) -> ActorRef[Any] | None:
+    async def start_child(
+        self, spec: ChildSpec, *, replace_ending: bool = False
+    ) -> ActorRef[Any] | None:
         """Start a dynamic child; return its ref (None for a plain task).
+
+        ``replace_ending``: a child under `spec.key` that is ending (its actor raised
+        `StopActor`, or its run returned) but not yet removed is waited for and replaced,
+        instead of counting as running: who starts it again is never told "it runs"
+        by one that reads no further message.
 
         Raises `DuplicateChild` if `spec.key` runs already,
         `SupervisorNotRunning` outside `run`, and whatever the factory raises.
@@ -284,6 +297,10 @@ class Supervisor:
                 raise SupervisorNotRunning(
                     f"supervisor {self.name!r} is not running; start it before adding children"
                 )
+            ending = self._children.get(spec.key)
+            if replace_ending and ending is not None and _ending(ending):
+                await self._stop(ending)
+                self._remove(ending)
             if spec.key in self._children:
                 raise DuplicateChild(
                     f"supervisor {self.name!r} already runs a child {spec.key!r}; "
