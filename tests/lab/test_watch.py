@@ -264,7 +264,8 @@ async def wake_up(ctl: Controller, watch_id: str, timeout: float = 20) -> dict[s
         async with aclosing(ctl.events()) as events:
             async for event in events:
                 await ctl.ack(event["event_id"])
-                if event["watch_id"] == watch_id and event["interaction"] is not None:
+                wakes = event["kind"] in ("interaction_required", "approval_required")
+                if event["watch_id"] == watch_id and wakes:
                     return event
     raise AssertionError("the connection closed first")
 

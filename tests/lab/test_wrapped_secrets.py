@@ -117,10 +117,12 @@ def excerpt_of(status: dict[str, Any]) -> str:
 
 
 def asks(status: dict[str, Any], answerable: bool) -> bool:
-    """Whether the pane shows the command's prompt, projected when ``answerable``."""
+    """Whether the pane shows the command's prompt, projected when ``answerable`` (and then
+    answerable: a prompt held or refused a moment is projected manual, with nothing shown)."""
     drawn = excerpt_of(status)
     prompted = any(ask in drawn for ask in ("Do you want to proceed?", "Would you like"))
-    projected = status["interaction"] is not None
+    interaction = status["interaction"]
+    projected = interaction is not None and (not answerable or interaction["state"] == "pending")
     return sc.SECRET_MARKER in drawn and prompted and projected is answerable
 
 
