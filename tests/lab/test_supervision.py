@@ -99,6 +99,10 @@ def _all_keys(value: object) -> set[str]:
     return set()
 
 
+def _answerable(interaction: dict[str, Any] | None) -> bool:
+    return interaction is not None and interaction["state"] == "pending"
+
+
 def _state(wanted: str) -> Callable[[dict[str, Any]], bool]:
     return lambda status: status["terminal"]["activity_state"] == wanted
 
@@ -142,7 +146,12 @@ async def _supervise(lab: LabSession, tmp_path: Path) -> None:
             await _wait_status(ctl, first_id, _state("idle"), "idle after the slow reply")
 
             await lab.submit(RUN_TASK)
-            status = await _wait_status(ctl, first_id, _state("awaiting_approval"), "permission")
+            # Answerable once Claude wrote the call (until then it is held, projected manual).
+            status = await _wait_status(
+                ctl, first_id,
+                lambda s: _state("awaiting_approval")(s) and _answerable(s["interaction"]),
+                "permission",
+            )  # fmt: skip
             interaction = status["interaction"]
             assert interaction["kind"] == "permission"
             assert interaction["decisions"] == ["approve_once", "reject"]
