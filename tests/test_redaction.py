@@ -92,6 +92,13 @@ SHAPES = [
     Shape("apikey_yaml", "  apikey: Zx9Yw8Vu7Ts6Rq5Pp4", "Zx9Yw8Vu7Ts6Rq5Pp4", ("  apikey: ",)),
     Shape("json_password", '{"user": "alice", "password": "c0rrect horse battery"}',
           "c0rrect horse battery", ('"user": "alice", "password": ',)),
+    # JSON inside a shell string: its quotes are escaped (curl -d, a tool's input as JSON).
+    Shape("escaped_json_password", 'curl -d "{\\"password\\":\\"Hunter2pw\\"}" x.io',
+          "Hunter2pw", ('curl -d "{\\"password\\":', '}" x.io')),
+    Shape("escaped_assignment", 'PASSWORD=\\"Hunter2-prod\\" ./deploy', "Hunter2-prod",
+          ("PASSWORD=", " ./deploy")),
+    Shape("escaped_json_token", '{\\"token\\": \\"s3cr3tvalue99\\"}', "s3cr3tvalue99",
+          ('{\\"token\\": ',)),
     Shape("password_flag", "mysqldump --password s3cretPassw0rd appdb", "s3cretPassw0rd",
           ("mysqldump --password ", " appdb")),
     Shape("anthropic_env", f"ANTHROPIC_API_KEY={ANTHROPIC} claude", ANTHROPIC,

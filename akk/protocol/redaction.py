@@ -48,14 +48,17 @@ _SECRET_NAME = r"""
     \d*(?![A-Za-z0-9_])
 """
 
-# The secret itself: quoted (to the closing quote or the end of the line) or
-# bare. Type names and references to other values are code, not secrets
-# (`password: str`, `TOKEN=$GH_TOKEN`, `token = get_token()`).
+# The secret itself: quoted (to the closing quote or the end of the line), quoted
+# with escaped quotes as JSON inside a shell string writes it (`\"pw\"`), or bare
+# (never from an escaped quote on: that is the quoted form). Type names and
+# references to other values are code, not secrets (`password: str`,
+# `TOKEN=$GH_TOKEN`, `token = get_token()`).
 _VALUE = r"""
     (?!(?:str|string|bytes|bool|int|float|none|null|nil|true|false|undefined|optional|any)
        (?![A-Za-z0-9_]))
     (?![$%=])
-    (?P<value>"[^"\n]+"?|'[^'\n]+'?|[^\s"'`,;&<>()\[\]{}]++(?![(\[]))
+    (?P<value>\\"(?:(?!\\")[^\n])+(?:\\")?|"[^"\n]+"?|'[^'\n]+'?
+      |(?!\\")[^\s"'`,;&<>()\[\]{}]++(?![(\[]))
 """
 
 _FLAGS = re.VERBOSE | re.IGNORECASE | re.ASCII
@@ -75,7 +78,8 @@ _VALUE_RULES: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = tuple(
         # password: x, passwd=x, "token": "x", export FOO_TOKEN=x, ?access_token=x, --token=x
         (
             _NAME_WORDS,
-            rf"(?=[pstame][aeoprcuin]){_SECRET_NAME} [\"']?[ \t]*(?::=|=>|[:=])[ \t]*{_VALUE}",
+            rf"""(?=[pstame][aeoprcuin]){_SECRET_NAME} (?:\\?[\"'])?
+            [ \t]*(?::=|=>|[:=])[ \t]*{_VALUE}""",
         ),
         # --password x
         (_NAME_WORDS, rf"(?=-)(?<![A-Za-z0-9_-])--(?:[A-Za-z0-9]+-)*{_SECRET_NAME}[ \t]+{_VALUE}"),
