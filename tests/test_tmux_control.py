@@ -140,6 +140,20 @@ async def test_error_block_raises_and_the_channel_stays_in_step(server: TmuxServ
             ) == [client.session_id]
 
 
+async def test_a_rejected_command_never_tells_its_arguments(server: TmuxServer) -> None:
+    """An answer typed at a pane that closed a moment ago: tmux refuses the send-keys, and
+    nothing said of it (message, `said`) holds the answer's text."""
+    answer = "use the deploy key Zx8Qw2Er5Ty7Ui9OpAs3Df6Gh for prod"
+    with trio.fail_after(10):
+        async with open_control_client(server.socket) as client:
+            with pytest.raises(TmuxCommandError) as info:
+                await client.command("send-keys", "-t", "%999", "-l", "--", answer)
+    refused = info.value
+    assert refused.argv[-1] == answer  # the caller still has it
+    assert "Zx8Qw2" not in str(refused) and "Zx8Qw2" not in refused.said
+    assert refused.said.startswith("send-keys: can't find pane")
+
+
 async def test_cancelled_waiter_does_not_shift_answers(server: TmuxServer) -> None:
     with trio.fail_after(10):
         async with open_control_client(server.socket) as client:

@@ -99,16 +99,29 @@ TOPOLOGY_NOTIFICATIONS = frozenset(
 
 
 class TmuxCommandError(Exception):
-    """tmux answered a command with `%error`; `lines` is what it said."""
+    """tmux answered a command with `%error`; `lines` is what it said.
+
+    Its message names the command only: the arguments of `send-keys` and
+    `set-buffer` are a task's or an answer's text, which no log, record or
+    reply may carry (``argv`` keeps them for the caller's own checks).
+    """
 
     def __init__(self, argv: tuple[str, ...], lines: list[str]) -> None:
-        detail = "; ".join(lines) or "no message"
         super().__init__(
-            f"tmux rejected `{' '.join(argv)}`: {detail}. "
+            f"tmux rejected `{argv[0] if argv else '?'}`: {self.said_by(lines)}. "
             "Check the target still exists (panes and sessions come and go)."
         )
         self.argv = argv
         self.lines = lines
+
+    @staticmethod
+    def said_by(lines: list[str]) -> str:
+        return "; ".join(lines)[:150] or "no message"
+
+    @property
+    def said(self) -> str:
+        """What tmux said, after the command's name (never its arguments)."""
+        return f"{self.argv[0] if self.argv else 'tmux'}: {self.said_by(self.lines)}"
 
 
 class UnencodableCommand(TmuxCommandError):

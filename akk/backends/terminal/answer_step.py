@@ -98,7 +98,8 @@ async def send_answer(
             return await _detoured(store, dispatch, detour)
         await press(link, pane, expanded.keys[sent:])
     except (TmuxCommandError, ControlClientClosed) as exc:
-        return await answer_uncertain(store, dispatch, f"sending keys failed: {exc}"[:200])
+        said = exc.said if isinstance(exc, TmuxCommandError) else str(exc)
+        return await answer_uncertain(store, dispatch, f"sending keys failed: {said}"[:200])
     await faults.reached(Point.ANSWER_SENT)
     dispatch = await advance(store, dispatch, Stage.ENTER_SENT)
     await faults.reached(Point.ANSWER_RECORDED)

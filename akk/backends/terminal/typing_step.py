@@ -54,11 +54,6 @@ later 2,048, had lost its first read to the second: no allowance helps there, an
 answer now goes in proven pieces, `TypeText.piece_bytes`.)"""
 
 
-def _said(exc: TmuxCommandError) -> str:
-    """What tmux said, with the command's name only (its arguments hold the task's text)."""
-    return f"{exc.argv[0] if exc.argv else 'tmux'}: {'; '.join(exc.lines)[:150]}"
-
-
 def text_timeout(base: float, text: str) -> float:
     """How long the screen may take to show ``text`` typed: ``base``, longer for long text."""
     return base + len(text) / RENDER_CHARS_PER_SECOND
@@ -93,11 +88,11 @@ async def type_and_submit(
         return await abort_task(
             store, receipt, dispatch, "not_typed",
             f"no key was sent: tmux was never asked to type the task "
-            f"({_said(exc)}). Call status, then send it again",
+            f"({exc.said}). Call status, then send it again",
         )  # fmt: skip
     except (TmuxCommandError, ControlClientClosed) as exc:
         # Some of the text may be in the composer: never typed again, never submitted.
-        why = f"typing failed: {_said(exc) if isinstance(exc, TmuxCommandError) else exc}"
+        why = f"typing failed: {exc.said if isinstance(exc, TmuxCommandError) else exc}"
         return await settle_task(store, receipt, Stage.UNCERTAIN, why[:200], TurnState.UNCERTAIN)
     await faults.reached(Point.TEXT_TYPED)
     dispatch = await advance(store, dispatch, Stage.TEXT_INJECTED)
