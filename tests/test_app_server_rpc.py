@@ -271,6 +271,22 @@ async def test_a_binary_that_cannot_start_or_initialize_is_a_start_error(
     assert not [p for p in os.listdir("/proc") if p.isdigit() and _runs(int(p), str(silent))]
 
 
+async def test_a_start_error_never_carries_a_key_the_client_printed(
+    fake_bin: Path, tmp_path: Path
+) -> None:
+    """A client that prints its environment and never initializes: the start error (logged,
+    kept on the board, told to a `send`) shows its stderr redacted."""
+    key = "sk-proj-Abc123Def456Ghi789Jkl012Mno345"
+    loud = tmp_path / "loud"
+    loud.write_text(f"#!/bin/sh\necho 'auth failed: OPENAI_API_KEY={key}' >&2\nexec sleep 30\n")
+    loud.chmod(0o755)
+    with trio.fail_after(20), pytest.raises(StartError, match="did not initialize") as failed:
+        async with fake(loud, tmp_path, initialize_timeout=0.5):
+            pass
+    assert "auth failed: OPENAI_API_KEY=[redacted]" in str(failed.value)
+    assert "Abc123Def456" not in str(failed.value)
+
+
 def _runs(pid: int, needle: str) -> bool:
     try:
         return needle.encode() in Path(f"/proc/{pid}/cmdline").read_bytes()

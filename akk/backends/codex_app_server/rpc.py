@@ -35,6 +35,7 @@ import akk
 from akk.backends.codex_app_server.schema import Kind, Message
 from akk.discovery import children, pipes
 from akk.discovery.process import start_ticks
+from akk.protocol.redaction import redact
 
 RequestId = int | str
 RESOLVED = "serverRequest/resolved"
@@ -485,9 +486,12 @@ async def _initialize(server: AppServer, client_info: ClientInfo, timeout: float
         await server.notify("initialized")
     except AppServerError as exc:
         await server.aclose()
+        # Redacted here: the text goes to the log, the host's board and a send's refusal,
+        # and a failing client's stderr may print its environment (an API key).
+        tail = redact(server.stderr_tail()[-4_000:])[-500:]
         raise StartError(
-            f"app-server (pid {server.pid}) did not initialize: {exc}; "
-            f"its stderr ends: {server.stderr_tail()[-500:]!r}"
+            f"app-server (pid {server.pid}) did not initialize: {redact(str(exc))}; "
+            f"its stderr ends: {tail!r}"
         ) from exc
     server.initialize_seconds = trio.current_time() - server.started_at
     server.initialize_result = result
