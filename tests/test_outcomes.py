@@ -37,6 +37,21 @@ def test_the_summary_is_the_first_line_redacted_then_cut() -> None:
     assert len(summary) == 200 and KEY[:8] not in summary and summary.endswith(MASK)
 
 
+@pytest.mark.parametrize(
+    "final",
+    [
+        "Here it is: 9f86d081884c7d659a2feaa0\nc55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+        "Key: Zx8Qw2Er5Ty7Ui9OpAs3Df6Gh\nJk1Lz4Xc7Vb0Nm2Qw5Er8Ty1Ui",
+    ],
+    ids=["hex", "mixed"],
+)
+def test_a_key_the_message_wraps_is_masked_in_the_summary_as_in_the_message(final: str) -> None:
+    head = final.split("\n")[0].split(": ")[1]
+    assert bounded_final(final).split("\n")[0].endswith(MASK)  # masked with the next row
+    summary = final_summary(final)
+    assert summary.endswith(MASK) and head[:8] not in summary, summary
+
+
 def test_a_long_final_message_is_redacted_then_bounded_with_an_ellipsis() -> None:
     final = "\n\n".join(f"paragraph {n}: token = {KEY}" for n in range(20_000))
     found = file_outcome(progress("done", final))

@@ -46,8 +46,13 @@ _FIRST_LINE = re.compile("[^\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]*")
 
 
 def final_summary(final: str | None) -> str:
-    """A settled Turn's summary: its final message's first line, redacted, or a stock line."""
+    """A settled Turn's summary: its final message's first line, redacted, or a stock line.
+
+    Redacted with the rows below it, then cut: a key the message wraps onto the next
+    line is masked in its first half too, as in the final message."""
     text = (final or "").strip()  # a blank message has no first line
-    first = _FIRST_LINE.match(text)
+    if not text:
+        return "the agent finished the Turn"
+    first = _FIRST_LINE.match(redact_head(text, 201))
     assert first is not None  # the pattern matches the empty string
-    return redact_head(first.group() if text else "the agent finished the Turn", 200)
+    return first.group()[:200]
