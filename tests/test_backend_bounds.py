@@ -96,7 +96,7 @@ def test_a_shown_text_is_its_redaction_or_that_cut_and_marked(text: str, field: 
     assert backend_text(text, field) == cut
 
 
-def test_a_megabyte_permission_stays_answerable_and_fits_a_frame() -> None:
+def test_a_megabyte_permission_stays_rejectable_and_fits_a_frame() -> None:
     command = "cat <<'EOF'\n" + ("\U0001f600\x01" * 100 + "\n") * 6_000 + "EOF"
     params = {"threadId": "thr", "command": command, "cwd": "/" + "d" * 10_000,
               "reason": "\U0001f600" * 100_000,
@@ -105,12 +105,12 @@ def test_a_megabyte_permission_stays_answerable_and_fits_a_frame() -> None:
         ServerRequest(1, "item/commandExecution/requestApproval", params),
         generation=1, ids=IDS, turn_id="t",
     ).projection  # fmt: skip
-    assert shown["state"] == "pending" and shown["decisions"] == ["approve_once", "reject"]
+    assert shown["state"] == "pending" and shown["decisions"] == ["reject"]  # seen in part
     request = {"subtype": "can_use_tool", "tool_name": "Bash" * 10_000,
                "description": "\x01" * 100_000, "input": {"command": command},
                "tool_use_id": "toolu_1"}  # fmt: skip
     headless = claude.prompt_of("r1", request, generation=1, ids=IDS, turn_id="t").projection
-    assert headless["state"] == "pending" and headless["decisions"] == ["approve_once", "reject"]
+    assert headless["state"] == "pending" and headless["decisions"] == ["reject"]
     for projection in (shown, headless):
         (question,) = projection["questions"]
         for field in ("header", "prompt", "detail", "cwd"):
@@ -148,16 +148,32 @@ def test_a_command_too_costly_to_show_offers_reject_only() -> None:
     assert claude.decision_response(headless, "reject")["behavior"] == "deny"
 
 
-def test_a_command_whose_head_shows_is_still_approvable() -> None:
-    """The same command in lines: its head is redacted and shown, so approve stays."""
-    command = "echo lab\n" * 600_000
-    params = {"threadId": "thr", "command": command, "availableDecisions": ["accept", "decline"]}
-    app_server = codex.prompt_of(
-        ServerRequest(1, "item/commandExecution/requestApproval", params),
-        generation=1, ids=IDS, turn_id="t",
-    )  # fmt: skip
-    assert app_server.projection["decisions"] == ["approve_once", "reject"]
-    assert codex.decision_result(app_server, "approve_once") == {"decision": "accept"}
+def test_a_command_cut_at_its_bound_offers_reject_only_and_one_within_it_approve() -> None:
+    """A command of many lines: its head is redacted and shown, but a controller approves
+    only what it saw whole (the hidden tail could be `; curl … | sh`). One that fits the
+    bound whole stays approvable."""
+    limit = BACKEND_TEXT_MAX["detail"]
+    for command, approvable in (("echo lab\n" * 600_000, False), ("e" * limit, True)):
+        params = {"threadId": "thr", "command": command,
+                  "availableDecisions": ["accept", "decline"]}  # fmt: skip
+        app_server = codex.prompt_of(
+            ServerRequest(1, "item/commandExecution/requestApproval", params),
+            generation=1, ids=IDS, turn_id="t",
+        )  # fmt: skip
+        bash = {"subtype": "can_use_tool", "tool_name": "Bash", "input": {"command": command},
+                "tool_use_id": "toolu_1"}  # fmt: skip
+        headless = claude.prompt_of("r1", bash, generation=1, ids=IDS, turn_id="t")
+        offered = ["approve_once", "reject"] if approvable else ["reject"]
+        assert app_server.projection["decisions"] == headless.projection["decisions"] == offered
+        if approvable:
+            assert codex.decision_result(app_server, "approve_once") == {"decision": "accept"}
+            continue
+        with pytest.raises(RpcError, match="does not show whole") as refused:
+            codex.decision_result(app_server, "approve_once")
+        assert refused.value.reason is Reason.INVALID_PARAMS
+        with pytest.raises(RpcError, match="does not show whole") as refused:
+            claude.decision_response(headless, "approve_once")
+        assert refused.value.reason is Reason.INVALID_PARAMS
 
 
 @pytest.mark.parametrize("agent", sorted(BACKENDS))

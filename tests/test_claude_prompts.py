@@ -337,7 +337,9 @@ def test_a_long_command_is_cut_but_the_fields_after_it_stay_whole() -> None:
     head, fields = question["detail"].split("\n\n")
     assert head.startswith("echo lab") and f"{len(command):,} characters in all" in head
     assert json.loads(fields) == {"dangerouslyDisableSandbox": True}
-    assert prompt.projection["decisions"] == ["approve_once", "reject"]
+    assert prompt.projection["decisions"] == ["reject"]  # its tail is not seen
+    with pytest.raises(RpcError, match="does not show whole"):
+        prompts.decision_response(prompt, "approve_once")
 
 
 def test_the_request_s_own_description_is_not_shown_twice_but_another_is() -> None:
@@ -364,11 +366,13 @@ def test_fields_too_long_to_show_whole_offer_reject_only() -> None:
 
 def test_a_long_input_of_another_tool_shows_its_other_fields_whole() -> None:
     """As JSON, a long field before the path would cut the path off: the longest field is
-    shown by its head, every other whole."""
+    shown by its head, every other whole; unseen in part, it may only be rejected."""
     write = {"content": "line\n" * 2_000, "file_path": "/etc/cron.d/job"}
     prompt = prompts.prompt_of("r1", _request("Write", write), generation=1, ids=IDS, turn_id=None)
     (question,) = prompt.projection["questions"]
     label, *_, fields = question["detail"].split("\n\n")
     assert label.startswith('"content":\nline\nline')
     assert json.loads(fields) == {"file_path": "/etc/cron.d/job"}
-    assert prompts.decision_response(prompt, "approve_once")["updatedInput"] == write
+    assert prompt.projection["decisions"] == ["reject"]  # the content's tail is not seen
+    with pytest.raises(RpcError, match="does not show whole"):
+        prompts.decision_response(prompt, "approve_once")

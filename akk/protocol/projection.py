@@ -211,7 +211,7 @@ def backend_text(value: object, field: str) -> str:
 
     A cut text ends in a mark saying how long the whole was. Only the head is
     redacted (`redact_head`), so a text of megabytes in lines costs what its
-    first rows do; one too costly to redact is `withheld` (`shows_nothing`). A
+    first rows do; one too costly to redact is `withheld` (`unseen`). A
     non-text is shown empty.
     """
     if not isinstance(value, str):
@@ -220,20 +220,23 @@ def backend_text(value: object, field: str) -> str:
     return cut(redact_head(value, limit + 1), limit, whole=len(value))
 
 
-def shows_nothing(shown: str, value: str) -> bool:
-    """Whether `backend_text` showed nothing of ``value``: it was too costly to redact.
+def unseen(shown: str, value: str, limit: int) -> bool:
+    """Whether `backend_text` (or its head, cut to ``limit``) showed less than the whole of
+    ``value``: it was cut at its bound, or too costly to redact (`withheld`).
 
-    A permission whose command shows nothing offers `reject` only: a controller
-    approves what it saw the head of, never a command it saw none of.
+    A permission whose command or input is unseen offers `reject` only: a controller
+    approves only what it saw whole (a command's hidden tail may be `; curl … | sh`).
     """
-    return shown == withheld(len(value))
+    return len(value) > limit or shown == withheld(len(value))
 
 
 def unseen_refusal(what: str) -> RpcError:
-    """The refusal of `approve_once` on a permission whose `what` `shows_nothing`."""
+    """The refusal of `approve_once` on a permission whose `what` is `unseen`."""
     return RpcError(
         Reason.INVALID_PARAMS,
-        f"{what} is too costly to show (`detail` shows nothing of it), so AKK offers reject only",
+        f"{what} does not show whole in `detail` (cut at its bound, or too costly to "
+        "redact), so AKK offers reject only; nothing was sent. Reject it, or let a person "
+        "approve it where the agent runs",
     )
 
 

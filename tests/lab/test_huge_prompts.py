@@ -5,8 +5,9 @@ The scripted model asks to run a command that holds a GitHub token and then a
 here-document of 1.2 MB of base64 lines (`scenarios.huge_command`). The
 controller must get the wake-up and `status` (each in a frame its own library
 accepts: 1 MiB), showing the command's head, the token masked, and a mark with
-the whole command's length; the decisions stay offered, since the whole command
-is what a decision answers. A rejection reaches the model once and nothing runs.
+the whole command's length. Only reject is offered, and approve_once is refused
+with zero sends: a controller approves only what it saw whole. A rejection
+reaches the model once and nothing runs.
 
 Before the projection bounded its texts the command went out whole: the event
 outgrew the controller's frame and the connection closed, and the app-server's
@@ -46,7 +47,7 @@ CUT = re.compile(r"…\[cut: (?P<whole>[\d,]+) characters in all\]")
 
 async def _shown_cut_then_rejected(ctl: Controller, sent: dict[str, Any]) -> dict[str, Any]:
     shown = await prompt(ctl, sent["turn_id"])
-    assert shown["kind"] == "permission" and shown["decisions"] == ["approve_once", "reject"]
+    assert shown["kind"] == "permission" and shown["decisions"] == ["reject"]
     (question,) = shown["questions"]
     detail = question["detail"]
     # Codex shows the command as the shell it runs it in (`/bin/bash -lc "…"`).
@@ -55,6 +56,9 @@ async def _shown_cut_then_rejected(ctl: Controller, sent: dict[str, Any]) -> dic
     assert cut is not None, detail[1_900:]
     assert int(cut["whole"].replace(",", "")) >= len(sc.huge_command())
     assert sc.COMMAND_SECRET[11:30] not in detail
+    with pytest.raises(AkkError) as refused:
+        await ctl.call("approve", {"turn_id": sent["turn_id"], "decision": "approve_once"})
+    assert refused.value.reason == "invalid_params", refused.value
     reply = await ctl.call("approve", {"turn_id": sent["turn_id"], "decision": "reject"})
     assert reply["outcome"] == "dispatched"
     event = await outcome(ctl, sent["turn_id"], timeout=60)

@@ -425,9 +425,8 @@ async def test_a_prompt_changed_after_status_gets_prompt_changed_and_zero_keys(
         assert changed.value.reason == "prompt_changed"
         # The owner is told, once, that what it was woken for is no longer asked.
         told = await next_event(ctl, ("invalidated",))
-        assert (told["turn_id"], told["interaction"]["interaction_id"]) == (
-            turn_id, seen["interaction_id"]
-        )
+        assert told["turn_id"] == turn_id
+        assert told["interaction"]["interaction_id"] == seen["interaction_id"]
         assert told["interaction"]["state"] == "gone" and "nothing was sent" in told["summary"]
         fresh = (await ctl.call("status", {"turn_id": turn_id}))["interaction"]
         assert fresh["interaction_id"] != seen["interaction_id"]

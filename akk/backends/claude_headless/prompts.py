@@ -51,7 +51,7 @@ from akk.protocol.projection import (
     backend_projection,
     backend_text,
     cut,
-    shows_nothing,
+    unseen,
     unseen_refusal,
     unshowable,
     within_frame,
@@ -72,7 +72,7 @@ FIELDS_MAX = 1_000
 head may stand for it (`_detail`); past it the permission offers reject only."""
 
 WITHHELD = "withheld"
-"""`HeadlessPrompt.unshown` of an input too costly to redact (`shows_nothing`)."""
+"""`HeadlessPrompt.unshown` of an input `detail` does not show whole (`unseen`)."""
 
 FREE_TEXT_MAX_CHARS = 10_000
 """Longest free-text answer AKK passes on (no editor bounds it; docs/claude_headless.md)."""
@@ -380,7 +380,7 @@ def _detail(tool_input: Mapping[str, Any], description: str | None) -> tuple[str
     command = _str(tool_input.get("command"))
     if command is None and len(whole) <= limit:
         shown = backend_text(whole, "detail")
-        return shown, WITHHELD if shows_nothing(shown, whole) else None
+        return shown, WITHHELD if unseen(shown, whole, limit) else None
     if command is not None:
         key, head = "command", command
     else:
@@ -401,7 +401,7 @@ def _detail(tool_input: Mapping[str, Any], description: str | None) -> tuple[str
         room = limit - len(label) - len(tail)
         if room >= limit // 4:
             shown = cut(redact_head(head, room + 1), room, whole=len(head))
-            return label + shown + tail, WITHHELD if shows_nothing(shown, head) else None
+            return label + shown + tail, WITHHELD if unseen(shown, head, room) else None
     why = f"fields_too_long: {besides:,} characters besides its {key[:40]!r} field"
     return backend_text(whole, "detail"), why
 

@@ -46,7 +46,7 @@ from akk.protocol.projection import (
     backend_option,
     backend_projection,
     backend_text,
-    shows_nothing,
+    unseen,
     unseen_refusal,
     unshowable,
     within_frame,
@@ -473,7 +473,7 @@ def _command(params: Mapping[str, Any]) -> tuple[str | None, str | None]:
         )
     if detail is None or shown is None:
         return None, "this request shows nothing to approve (no command), so AKK offers reject only"
-    if shows_nothing(shown, detail):
+    if unseen(shown, detail, BACKEND_TEXT_MAX["detail"]):
         return shown, unseen_refusal("the command").message
     return shown, None
 
