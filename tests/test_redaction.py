@@ -748,3 +748,21 @@ def test_a_rule_is_skipped_only_where_it_finds_nothing_in_texts_glued_together(
     texts: list[str], case: Callable[[str], str]
 ) -> None:
     assert_skipped_rules_find_nothing(case("".join(texts)))
+
+
+@pytest.mark.parametrize("above", ["─" * 80, "╭" + "─" * 78 + "╮", "━" * 80], ids=repr)
+@pytest.mark.parametrize(
+    "key",
+    [
+        "Zx8Qw2Er5Ty7Ui9OpAs3Df6GhJk1Lz4Xc7Vb0Nm2Qw5Er8Ty1UiAa9Bb8Cc7",
+        "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+    ],
+    ids=["base64", "hex"],
+)
+def test_a_rule_above_a_key_cut_by_a_line_break_does_not_unmask_it(above: str, key: str) -> None:
+    """A row of rule or border glyphs reaches the right edge but holds no text: the row
+    below it starts a chain of its own, which joins a key cut at its end as anywhere else."""
+    lines = [line.ljust(80) for line in ("", above, "  Use this: " + key[:22], "  " + key[22:])]
+    shown = "\n".join(redact_screen(lines).lines)
+    assert not leaks(key, shown), shown
+    assert above.strip() in shown  # the drawing itself is kept

@@ -165,6 +165,10 @@ _PEM_ROW = re.compile(r"\S(?:[^\n]*\S)?", re.ASCII)
 # their text, never at their cells.
 _LEAD = re.compile(r"[ \t]*(?:[│┃║|▌⎿❯›>•⏺●→$#*+-][ \t]+)*")
 _TRAIL = re.compile(r"(?:[ \t]+[│┃║|])?[ \t]*\Z")
+# A row of only rules and box edges (Claude's `────`, a `╭──╮` border) holds no text:
+# read as text, it would reach the right edge and make the row below the middle of
+# a soft wrap, whose chain reads named secrets only.
+_DRAWN = re.compile(r"[\s─━═╌╍┄┅┈┉╭╮╰╯┌┐└┘├┤┬┴┼│┃║▔▁-]*")
 _KEY_CHARS = re.compile(r"[A-Za-z0-9+/=_.~-]+", re.ASCII)
 # A row that ends in a key-like word and a next row that starts with one are
 # read as a key a narrow wrap cut, however short the rows (a UUID and a word
@@ -504,7 +508,8 @@ def _rows(text: str, width: int | None) -> list[_Piece | None]:
         assert lead is not None and trail is not None
         start, end = lead.end(), max(lead.end(), trail.start())
         full = width is not None and _columns(line[:end]) >= width - WRAP_MARGIN
-        rows.append(_Piece(offset + start, offset + end, full) if start < end else None)
+        text_row = start < end and not _DRAWN.fullmatch(line, start, end)
+        rows.append(_Piece(offset + start, offset + end, full) if text_row else None)
         offset += len(line) + 1
     return rows
 
