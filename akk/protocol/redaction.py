@@ -96,6 +96,16 @@ _VALUE_RULES: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = tuple(
         ),
         # postgres://user:x@host, https://user:x@host, redis://:x@host
         (("://",), r"(?=:)(?<=[a-z0-9])://[^\s/:@]*:(?P<value>[^\s/?\#]+)(?=@)"),
+        # Cookie: session=x, Set-Cookie: id=x (its first pair, the session's by custom), as a
+        # header starts a row or a quoted string
+        (
+            ("cookie",),
+            r"""(?=[cs])(?<![^\n"'])(?:set-)?cookie[ \t]*:[ \t]*(?:[^\s=;"']+=)?
+            (?P<value>[^\s;"']+)""",
+        ),
+        # sshpass -p x, MYSQL_PWD=x (a name no `_SECRET_NAME` ends with)
+        (("sshpass",), rf"(?=s)\bsshpass[ \t]+-p[ \t]*{_VALUE}"),
+        (("mysql_pwd",), rf"(?=m)\bmysql_pwd[ \t]*=[ \t]*{_VALUE}"),
         # curl -u user:x
         (
             ("-u",),
@@ -119,6 +129,7 @@ _KEY = re.compile(
     | gh[pousr]_[A-Za-z0-9]{20,} | github_pat_[A-Za-z0-9_]{20,}  # GitHub
     | glpat-[A-Za-z0-9_-]{16,}                               # GitLab
     | xox[abprs]-[A-Za-z0-9-]{10,}                           # Slack
+    | hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9/_-]{16,}  # Slack webhooks
     | (?:AKIA|ASIA)[A-Z0-9]{16}                              # AWS access key ids
     | AIza[A-Za-z0-9_-]{30,}                                 # Google
     | hf_[A-Za-z0-9]{30,}                                    # Hugging Face
@@ -141,6 +152,7 @@ _KEY = re.compile(
 _KEY_WORDS = (
     "sk-", "k_live_", "k_test_", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-",
     "xox", "AKIA", "ASIA", "AIza", "hf_", "npm_", "pypi-AgE", "SG.", "_v1_", "shp", "akkc_", "eyJ",
+    "hooks.slack.com/",
 )  # fmt: skip
 
 # Candidates for anonymous keys: long hex (32+) and long base64 (40+). A run
