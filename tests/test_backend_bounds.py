@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from akk.actors.terminal_board import project_snapshot
+from akk.actors.terminal_board import project_snapshot, terminal_row
 from akk.backends.claude_headless import prompts as claude
 from akk.backends.codex_app_server import prompts as codex
 from akk.backends.codex_app_server.rpc import ServerRequest
@@ -258,3 +258,19 @@ def test_a_screen_prompt_the_profile_refuses_carries_no_answerable_id() -> None:
     assert (projection["terminal_id"], projection["pane"]) == ("t1", "%1")
     assert projection["questions"] == [] and "decisions" not in projection
     assert "password" not in json.dumps(projection)
+
+
+def test_a_reason_that_quotes_the_screen_is_redacted_wherever_it_is_shown() -> None:
+    """A profile's reason may quote a row of the screen (a permission's title): the
+    terminal's row and the manual projection show it redacted."""
+    key = "ghp_Zx8Qw2Er5Ty7Ui9OpAs3Df6GhJk1Lz4Xc7V"
+    quoting = snapshot_with(permission("Run it?"))
+    quoting = attrs.evolve(
+        quoting,
+        observation=attrs.evolve(quoting.observation, reason=f"unknown title: export T={key}"),
+    )
+    shown = project_snapshot(quoting, IDS, turn_id="t")
+    assert shown is not None
+    row = terminal_row(quoting)
+    for said in (shown.projection["reason"], row["observation"]["reason"]):
+        assert said == f"unknown title: export T={MASK}"

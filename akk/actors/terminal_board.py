@@ -19,7 +19,7 @@ from akk.discovery.identity import TerminalIdentity
 from akk.profiles.observation import Observation, State
 from akk.protocol import wakeups
 from akk.protocol.projection import Shown, as_manual, cut, project, within_frame
-from akk.protocol.redaction import redact_screen
+from akk.protocol.redaction import redact_head, redact_screen
 from akk.protocol.wakeups import Manual
 from akk.runtime.actor import ActorRef
 from akk.screen.fingerprint import Appearance, IdMinter
@@ -135,6 +135,12 @@ ASKS_CHARS = 300
 fill a pane thousands of cells wide; `status` projects it whole)."""
 
 
+def _reason(observation: Observation) -> str | None:
+    """Why the screen is not actionable, as a controller may read it: a profile's reason
+    can quote the screen (a permission's title row), so it is redacted and bounded."""
+    return None if observation.reason is None else redact_head(observation.reason, 200)
+
+
 def terminal_row(snapshot: TerminalSnapshot) -> dict[str, Any]:
     """One terminal as `list` and `status` show it; no keys, regions or fingerprints."""
     identity, observation = snapshot.identity, snapshot.observation
@@ -151,7 +157,7 @@ def terminal_row(snapshot: TerminalSnapshot) -> dict[str, Any]:
         "activity_state": observation.activity.value,
         "observation": {
             "state": observation.state.value,
-            "reason": observation.reason,
+            "reason": _reason(observation),
             "actionable": observation.actionable and identity.profile is not None,
         },
         "asks": None if prompt is None else _asks(snapshot),
@@ -206,8 +212,9 @@ def project_snapshot(
             screen=redact_screen(snapshot.lines),
         )
     )
-    if snapshot.observation.reason is not None:
-        projection = as_manual(projection, snapshot.observation.reason)
+    reason = _reason(snapshot.observation)
+    if reason is not None:
+        projection = as_manual(projection, reason)
     if "manual_reason" in projection:
         # Who must look where, as for a prompt-less manual screen (PROTOCOL.md).
         projection |= {"terminal_id": identity.terminal_id, "pane": identity.pane_id}
