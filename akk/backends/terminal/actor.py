@@ -461,6 +461,9 @@ class TerminalActor(Actor[TerminalMessage]):
         profile = self._screen.profile
         if profile is None:
             return self._unprofiled()
+        # Keys that arrive right after a widget's first paint can be dropped: wait that out
+        # first, so the look below, which the first keys follow, is not an older one.
+        await trio.sleep_until(self._screen.seen_since + profile.typing.settle_seconds)
         snapshot = await self._screen.observe(force=True)
         if snapshot is None or snapshot.seen != message.seen:
             return Refusal(
@@ -496,8 +499,6 @@ class TerminalActor(Actor[TerminalMessage]):
                     "terminal. Nothing was sent",
                 )
             round_start = (text, await _evidence_start(self._screen.identity))
-        # Keys that arrive right after a widget's first paint can be dropped.
-        await trio.sleep_until(self._screen.seen_since + profile.typing.settle_seconds)
         detour = await keys.detour(self._link.client(), self._screen.identity.pane_id)
         if detour is not None:
             return detour_refusal(detour)
