@@ -89,6 +89,9 @@ class Point(enum.StrEnum):
     CLAUDE_ANSWER_RESERVED = "claude_answer_reserved"  # after the reservation, before the line
     CLAUDE_ANSWER_SENT = "claude_answer_sent"  # after the control_response line, before its stage
     CLAUDE_ANSWER_RECORDED = "claude_answer_recorded"  # after `accepted` committed
+    # A cancel of a headless Claude's round, under its RunActor.
+    CLAUDE_INTERRUPT_RESERVED = "claude_interrupt_reserved"  # after its step, before the line
+    CLAUDE_INTERRUPT_SENT = "claude_interrupt_sent"  # after the interrupt line, before its stage
     # The outbox.
     LEASED = "leased"  # after a notification's lease committed, before it is sent
     DELIVERED = "delivered"  # after the event frame was written, before the ack
@@ -146,6 +149,9 @@ CLAUDE_ANSWER_POINTS = (
     Point.CLAUDE_ANSWER_RECORDED,
 )
 """The points of an answer to a headless Claude, in order (its fault tests visit each)."""
+
+CLAUDE_INTERRUPT_POINTS = (Point.CLAUDE_INTERRUPT_RESERVED, Point.CLAUDE_INTERRUPT_SENT)
+"""The points of the owner's cancel of a headless Claude round (its fault tests visit each)."""
 
 ANSWER_POINTS = (
     Point.ANSWER_RESERVED,

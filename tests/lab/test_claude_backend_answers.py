@@ -36,7 +36,7 @@ import trio
 
 from akk.backends.claude_headless import prompts
 from akk.client import AkkError, Controller, connect
-from akk.faults import CLAUDE_ANSWER_POINTS, Point
+from akk.faults import CLAUDE_ANSWER_POINTS, CLAUDE_INTERRUPT_POINTS, Point
 from akk.qualify.launcher import run_processes
 from akk.qualify.model_server import ModelServer
 from akk.qualify.run_files import RunFiles
@@ -417,6 +417,54 @@ async def test_sigkill_at_each_answer_point_then_restart(
     if point is Point.CLAUDE_ANSWER_RESERVED:
         assert ran == 0 and not (work / f"{ALLOW_MARKER}.txt").exists(), model.summary()
     assert ran <= 1, model.summary()
+    assert model.count_inputs_containing(ALLOW_TASK) == 1, model.summary()
+    assert model.count_inputs_containing(AFTER_TASK) == 1, model.summary()
+
+
+@pytest.mark.lab
+@pytest.mark.parametrize("point", CLAUDE_INTERRUPT_POINTS, ids=str)
+async def test_sigkill_at_each_cancel_point_then_restart(tmp_path: Path, point: Point) -> None:
+    """The owner cancels a round waiting on a permission; AKK dies between the cancel's
+    reservation and its line, or between the line and its record. Started again, it knows
+    the owner asked: the Turn is `cancelled` (or, where the line was never written, what
+    Claude's transcript says), never `interrupted_by_restart`; the step is `uncertain`
+    (never written again), the command never ran, and the role's next send runs. The
+    newest Claude: the step is AKK's own, not the client's."""
+    seen: list[dict[str, Any]] = []
+    client = OLDEST_AND_NEWEST[-1]
+    await ensure_installed(client)
+    model = ModelServer(SCENARIO)
+    async with backend_child(client, tmp_path, model) as lab:
+        akk, args, work = lab.akk, lab.serve_args, lab.files.workdir
+        url = await trio.to_thread.run_sync(akk.start, f"{point}:crash", *args)
+        with trio.fail_after(90):
+            async with connect(url, akk.tokens["ctl"]) as ctl:
+                sent = await ctl.call("send", _params(work, ALLOW_TASK))
+                turn_id = sent["turn_id"]
+                await prompt(ctl, turn_id, 60)
+                with pytest.raises(Exception):  # noqa: B017  the server dies under the call
+                    await ctl.call("cancel", {"turn_id": turn_id})
+        await trio.to_thread.run_sync(akk.died_at, point)
+        url = await trio.to_thread.run_sync(akk.start, None, *args)
+        with trio.fail_after(120):
+            async with connect(url, akk.tokens["ctl"]) as ctl:
+                assert await _events_until_outcome(ctl, seen, timeout=60), (point, seen)
+                status = await ctl.call("status", {"turn_id": turn_id})
+                after = await ctl.call("send", _params(work, AFTER_TASK))
+                assert (await outcome(ctl, after["turn_id"], timeout=60))["kind"] == "done"
+    outcomes = [e for e in seen if e.get("turn_id") == turn_id and e["kind"] in OUTCOMES]
+    assert len({e["event_id"] for e in outcomes}) == 1, outcomes
+    turn = status["turn"]
+    if point is Point.CLAUDE_INTERRUPT_SENT:
+        assert turn["state"] == "cancelled", turn
+    else:
+        # The line was never written: with AKK's pipes gone Claude may still end its round
+        # itself (the permission denied), and its transcript says so; never a restart's cut.
+        assert turn["state"] in ("cancelled", "done"), turn
+    steps = [(d["kind"], d["stage"]) for d in status["dispatches"]]
+    assert steps == [("cancel", "uncertain")], status["dispatches"]
+    assert model.count_inputs_containing(ALLOW_MARKER) == 0, model.summary()
+    assert not (work / f"{ALLOW_MARKER}.txt").exists()
     assert model.count_inputs_containing(ALLOW_TASK) == 1, model.summary()
     assert model.count_inputs_containing(AFTER_TASK) == 1, model.summary()
 

@@ -12,7 +12,11 @@ one request at a time:
   reservation to the record; written once. A line that may have reached the process without
   being recorded makes the answer `response_uncertain`; nothing is sent again. A line
   provably never written (its input had closed: the round ended) is `not_accepted`.
-- `Interrupt`: the protocol's interrupt (every pinned Claude has it).
+- `Interrupt`: the protocol's interrupt (every pinned Claude has it), reserved durably
+  first as the Turn's cancel step, with the fault points `claude_interrupt_reserved`
+  and `claude_interrupt_sent`: `accepted` once written, `not_accepted` when provably
+  never written, `uncertain` when it may have been (a restart finds one cut off open
+  and calls it `uncertain`). Never written twice.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import apsw
 import attrs
 
 from akk import faults
-from akk.actors.store import transact_until_written
+from akk.actors.store import transact, transact_until_written
 from akk.backends.claude_headless import prompts, wire
 from akk.backends.claude_headless.board import RunBoard
 from akk.backends.claude_headless.process import ClaudeProcess, ConnectionClosed, NotWritten
@@ -36,6 +40,7 @@ from akk.faults import Point
 from akk.protocol.errors import Reason
 from akk.runtime.actor import Actor, ActorRef, Ask, Rank
 from akk.store import dispatches, turns
+from akk.store.database import StoreUnwritable
 from akk.store.dispatches import Dispatch, Kind, Stage
 
 
@@ -61,7 +66,12 @@ class Answer(Ask["AnswerReceipt | Refusal"]):
 
 @attrs.frozen
 class Interrupt(Ask["str | None"]):
-    """Interrupt the running invocation. Reply: None once written, else why not."""
+    """Interrupt the running invocation, reserved first as the Turn's cancel step (of
+    ``controller_id``). Reply: None once written, else why not. ``turn_id`` None: a
+    deadline's best-effort interrupt, which is no one's step."""
+
+    turn_id: str | None = None
+    controller_id: str | None = None
 
 
 RunMessage = Answer | Interrupt
@@ -84,7 +94,7 @@ class RunActor(Actor[RunMessage]):
             case Answer():
                 return await self._answer(message)
             case Interrupt():
-                return await self._interrupt()
+                return await self._interrupt(message)
 
     async def _answer(self, message: Answer) -> AnswerReceipt | Refusal:
         """One answer: fence (still pending, same fingerprint), reserve, write, record."""
@@ -149,20 +159,50 @@ class RunActor(Actor[RunMessage]):
             self._store, mark, what=f"answer {reserved.dispatch_id} uncertain"
         )
 
-    async def _interrupt(self) -> str | None:
+    async def _interrupt(self, message: Interrupt) -> str | None:
         if not self._board.alive:
             return "the Claude process of this Turn has ended; nothing was sent"
         if self._board.result is not None:
             return "the round already ended; nothing was sent"
+        step = None
+        if message.turn_id is not None and message.controller_id is not None:
+            turn_id, controller_id, now = message.turn_id, message.controller_id, time.time()
+
+            def reserve(conn: apsw.Connection) -> Dispatch:
+                return dispatches.reserve(
+                    conn, controller_id=controller_id, turn_id=turn_id, terminal_id=None,
+                    kind=Kind.CANCEL, typing=None, screen_seq=None, now=now,
+                )  # fmt: skip
+
+            try:
+                step = await transact(self._store, reserve)
+            except StoreUnwritable as exc:
+                return f"{exc.problem}, so the interrupt was never written; {exc.next_step}"
+            await faults.reached(Point.CLAUDE_INTERRUPT_RESERVED)
         try:
             await self._claude.send(wire.interrupt(f"akk-interrupt-{uuid.uuid4()}"))
         except NotWritten:
-            return "the Claude process of this Turn is ending; nothing was sent"
+            why = "the Claude process of this Turn is ending; nothing was sent"
+            await self._record(step, Stage.NOT_ACCEPTED, why)
+            return why
         except ConnectionClosed as exc:
-            return f"the interrupt may not have reached Claude ({exc.reason[:120]})"
+            why = f"the interrupt may not have reached Claude ({exc.reason[:120]})"
+            await self._record(step, Stage.UNCERTAIN, why)
+            return why
         self._board.interrupted = True
         self._board.touch()
+        await faults.reached(Point.CLAUDE_INTERRUPT_SENT)
+        await self._record(step, Stage.ACCEPTED, None)
         return None
+
+    async def _record(self, step: Dispatch | None, stage: Stage, why: str | None) -> None:
+        """The cancel step's stage, once its line is known written or not (none: no step)."""
+        if step is not None:
+            await transact_until_written(
+                self._store,
+                lambda conn: dispatches.advance(conn, _fresh(conn, step), stage, why),
+                what=f"cancel {step.dispatch_id} {stage.value}",
+            )
 
 
 def _fresh(conn: apsw.Connection, dispatch: Dispatch) -> Dispatch:

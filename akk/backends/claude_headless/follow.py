@@ -58,7 +58,8 @@ from akk.protocol.redaction import redact_head
 from akk.runtime.actor import ActorError
 from akk.screen.fingerprint import IdMinter
 from akk.sessions.policy import Dispatch, History
-from akk.store import sessions, turns
+from akk.store import dispatches, sessions, turns
+from akk.store.dispatches import Kind, Stage
 from akk.store.sessions import InvocationRow
 from akk.store.turns import Turn, TurnState
 
@@ -88,6 +89,14 @@ class ClaudeFollower(Attached):
     def read(self, conn: apsw.Connection, turn: Turn) -> None:
         self._invocation = sessions.invocation(conn, turn.turn_id, turn.round)
         assert self._invocation is not None, turn.turn_id
+        # The owner's cancel of this round, as stored: a run that follows it again (after a
+        # restart) still knows the owner asked, and never writes it again.
+        since = self._invocation.reserved_at
+        self._cancelled |= any(
+            step.kind is Kind.CANCEL and step.stage is not Stage.NOT_ACCEPTED
+            and step.created_at >= since
+            for step in dispatches.of_turn(conn, turn.turn_id)
+        )  # fmt: skip
 
     def started(self, turn: Turn) -> None:
         """Nothing to prepare: the first look decides from the board or the transcript."""
@@ -283,7 +292,14 @@ class ClaudeFollower(Attached):
         changes: dict[str, Any] = {}
         if final:
             changes["final_message"] = bounded_final(final)
-        if verdict == "running":
+        if verdict == "running" and self._cancelled:
+            await self._settle(
+                TurnState.CANCELLED, None,
+                "the owner cancelled the task, and AKK restarted before Claude ended its round; "
+                "its process is gone, and the transcript holds what it did",
+                outcome="cancelled", cleanup=True, usage=usage, **changes,
+            )  # fmt: skip
+        elif verdict == "running":
             await self._settle(
                 TurnState.FAILED, "interrupted_by_restart",
                 "AKK restarted while Claude ran the round, and its process is gone; the "
@@ -320,8 +336,11 @@ class ClaudeFollower(Attached):
         host = self._desk.host(turn.turn_id)
         if host is None or not host.board.alive or host.board.result is not None:
             return not_running(turn)
+        if self._cancelled:  # its interrupt is written: the round is ending
+            return CancelResult(True)
         try:
-            refused = await host.ref.ask(Interrupt(), timeout=ASK_TIMEOUT)
+            asked = Interrupt(turn.turn_id, turn.controller_id)
+            refused = await host.ref.ask(asked, timeout=ASK_TIMEOUT)
         except ActorError as exc:
             return CancelResult(
                 False, Reason.RESPONSE_UNCERTAIN,
