@@ -178,3 +178,14 @@ def _select(conn: apsw.Connection, where: str, args: tuple[object, ...]) -> list
         values["stage"] = Stage(values["stage"])
         found.append(Dispatch(**values))
     return found
+
+
+def cancel_asked(conn: apsw.Connection, turn_id: str, since: float) -> bool:
+    """Whether the owner's cancel of ``turn_id`` was reserved at or after ``since`` (its
+    round's start) and not provably refused: a run that follows the Turn again (after a
+    restart) still knows the owner asked, and never sends it again."""
+    return any(
+        step.kind is Kind.CANCEL and step.stage is not Stage.NOT_ACCEPTED
+        and step.created_at >= since
+        for step in of_turn(conn, turn_id)
+    )  # fmt: skip

@@ -73,6 +73,47 @@ async def _send(ctl: Controller, params: dict[str, Any]) -> dict[str, Any] | Non
 
 
 @pytest.mark.lab
+@pytest.mark.parametrize(
+    "point", [Point.BACKEND_INTERRUPT_RESERVED, Point.BACKEND_INTERRUPT_SENT], ids=str
+)
+async def test_sigkill_at_each_cancel_point_then_restart(tmp_path: Path, point: Point) -> None:
+    """The owner cancels a running turn and AKK dies before its turn/interrupt, or after it
+    before its record. Started again, the stored cancel step says the owner asked: the turn
+    the thread shows interrupted is `cancelled`, not `failed` / `interrupted`; the step is
+    `uncertain`, never sent again. The newest Codex: the step is AKK's own."""
+    seen: list[dict[str, Any]] = []
+    client = CODEX[-1]
+    await ensure_installed(client)
+    model = ModelServer(SCENARIOS["slow"])
+    async with backend_child(client, tmp_path, model) as lab:
+        akk, codex = lab.akk, lab.serve_args
+        url = await trio.to_thread.run_sync(akk.start, f"{point}:crash", *codex)
+        with trio.fail_after(90):
+            async with connect(url, akk.tokens["ctl"]) as ctl:
+                sent = await ctl.call("send", _params(lab.files.workdir, SLOW_TASK, "c1"))
+                turn_id = sent["turn_id"]
+                await model.wait_for_request(lambda r: SLOW_TASK in r.newest_input, timeout=60)
+                while (await ctl.call("status", {"turn_id": turn_id}))["turn"]["state"] != (
+                    "running"
+                ):
+                    await trio.sleep(0.1)
+                with pytest.raises(Exception):  # noqa: B017  the server dies under the call
+                    await ctl.call("cancel", {"turn_id": turn_id})
+        await trio.to_thread.run_sync(akk.died_at, point)
+        url = await trio.to_thread.run_sync(akk.start, None, *codex)
+        with trio.fail_after(120):
+            async with connect(url, akk.tokens["ctl"]) as ctl:
+                assert await _events_until_outcome(ctl, seen, timeout=60), (point, seen)
+                status = await ctl.call("status", {"turn_id": turn_id})
+    outcomes = [e for e in seen if e["kind"] in OUTCOMES and e["turn_id"] == turn_id]
+    assert [e["kind"] for e in outcomes] == ["cancelled"], outcomes
+    assert status["turn"]["state"] == "cancelled", status["turn"]
+    cancels = [d["stage"] for d in status["dispatches"] if d["kind"] == "cancel"]
+    assert cancels == ["uncertain"], status["dispatches"]
+    assert len(model.main_requests()) >= 1 and model.count_inputs_containing(SLOW_TASK) >= 1
+
+
+@pytest.mark.lab
 @pytest.mark.parametrize("point", BACKEND_POINTS, ids=str)
 @pytest.mark.parametrize("client", [CODEX[0], CODEX[-1]], ids=lambda client: client.name)
 async def test_sigkill_at_each_backend_point_then_restart(

@@ -59,7 +59,6 @@ from akk.runtime.actor import ActorError
 from akk.screen.fingerprint import IdMinter
 from akk.sessions.policy import Dispatch, History
 from akk.store import dispatches, sessions, turns
-from akk.store.dispatches import Kind, Stage
 from akk.store.sessions import InvocationRow
 from akk.store.turns import Turn, TurnState
 
@@ -89,14 +88,9 @@ class ClaudeFollower(Attached):
     def read(self, conn: apsw.Connection, turn: Turn) -> None:
         self._invocation = sessions.invocation(conn, turn.turn_id, turn.round)
         assert self._invocation is not None, turn.turn_id
-        # The owner's cancel of this round, as stored: a run that follows it again (after a
-        # restart) still knows the owner asked, and never writes it again.
-        since = self._invocation.reserved_at
-        self._cancelled |= any(
-            step.kind is Kind.CANCEL and step.stage is not Stage.NOT_ACCEPTED
-            and step.created_at >= since
-            for step in dispatches.of_turn(conn, turn.turn_id)
-        )  # fmt: skip
+        self._cancelled |= dispatches.cancel_asked(
+            conn, turn.turn_id, self._invocation.reserved_at
+        )
 
     def started(self, turn: Turn) -> None:
         """Nothing to prepare: the first look decides from the board or the transcript."""

@@ -53,7 +53,7 @@ from akk.protocol.errors import Reason
 from akk.runtime.actor import ActorError, ActorRef
 from akk.screen.fingerprint import IdMinter
 from akk.sessions.policy import Dispatch, History
-from akk.store import interactions, sessions, turns
+from akk.store import dispatches, interactions, sessions, turns
 from akk.store.sessions import InvocationRow
 from akk.store.turns import Turn, TurnState
 
@@ -104,6 +104,9 @@ class AppServerFollower(Attached):
         """The invocation of the Turn's round, read with it."""
         self._invocation = sessions.invocation(conn, turn.turn_id, turn.round)
         assert self._invocation is not None, turn.turn_id
+        self._cancelled |= dispatches.cancel_asked(
+            conn, turn.turn_id, self._invocation.reserved_at
+        )
 
     def started(self, turn: Turn) -> None:
         """The generation and the restart flag the TurnDesk gave decide the first look."""
