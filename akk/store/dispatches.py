@@ -180,6 +180,16 @@ def _select(conn: apsw.Connection, where: str, args: tuple[object, ...]) -> list
     return found
 
 
+def reserve_cancel(
+    conn: apsw.Connection, *, controller_id: str, turn_id: str, now: float
+) -> Dispatch:
+    """Reserve the owner's cancel of a backend Turn (no terminal: a protocol's interrupt)."""
+    return reserve(
+        conn, controller_id=controller_id, turn_id=turn_id, terminal_id=None,
+        kind=Kind.CANCEL, typing=None, screen_seq=None, now=now,
+    )  # fmt: skip
+
+
 def cancel_asked(conn: apsw.Connection, turn_id: str, since: float) -> bool:
     """Whether the owner's cancel of ``turn_id`` was reserved at or after ``since`` (its
     round's start) and not provably refused: a run that follows the Turn again (after a

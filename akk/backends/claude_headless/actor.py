@@ -21,6 +21,7 @@ one request at a time:
 
 from __future__ import annotations
 
+import functools
 import time
 import uuid
 from collections.abc import Mapping
@@ -166,14 +167,10 @@ class RunActor(Actor[RunMessage]):
             return "the round already ended; nothing was sent"
         step = None
         if message.turn_id is not None and message.controller_id is not None:
-            turn_id, controller_id, now = message.turn_id, message.controller_id, time.time()
-
-            def reserve(conn: apsw.Connection) -> Dispatch:
-                return dispatches.reserve(
-                    conn, controller_id=controller_id, turn_id=turn_id, terminal_id=None,
-                    kind=Kind.CANCEL, typing=None, screen_seq=None, now=now,
-                )  # fmt: skip
-
+            reserve = functools.partial(
+                dispatches.reserve_cancel, controller_id=message.controller_id,
+                turn_id=message.turn_id, now=time.time(),
+            )  # fmt: skip
             try:
                 step = await transact(self._store, reserve)
             except StoreUnwritable as exc:

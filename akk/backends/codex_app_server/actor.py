@@ -21,6 +21,7 @@ recorded as what may have happened (`results`), and the actor goes on.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -528,14 +529,10 @@ class BackendActor(Actor[BackendMessage]):
         """turn/interrupt, its cancel step reserved durably first: `accepted` once the
         app-server took it, `not_accepted` on its refusal, `uncertain` without an answer
         (a restart finds one cut off open and calls it `uncertain`)."""
-        now = time.time()
-
-        def reserve(conn: apsw.Connection) -> Dispatch:
-            return dispatches.reserve(
-                conn, controller_id=message.controller_id, turn_id=message.turn_id,
-                terminal_id=None, kind=Kind.CANCEL, typing=None, screen_seq=None, now=now,
-            )  # fmt: skip
-
+        reserve = functools.partial(
+            dispatches.reserve_cancel, controller_id=message.controller_id,
+            turn_id=message.turn_id, now=time.time(),
+        )  # fmt: skip
         try:
             step = await transact(self._store, reserve)
         except StoreUnwritable as exc:
