@@ -104,8 +104,12 @@ def test_claude_specials_per_version(profile: claude.ClaudeProfile) -> None:
         assert refused is not None and "instead of typing it" in refused.reason, text
     for text in PLAIN:
         assert screen_refusal(text, profile.typing.specials) is None, text
-    # The questionnaire editor takes a leading '/' or '!' as text (its evidence).
-    assert profile.editor.specials == ()
+    # The questionnaire editor takes a leading '/' or '!' as text (its evidence), but a
+    # trailing backslash makes its Enter a newline there too.
+    for text in ("/Teal", "!Teal", "@README", "?", "Teal \\ blue"):
+        assert screen_refusal(text, profile.editor_typing.specials) is None, text
+    refused = screen_refusal("Teal \\", profile.editor_typing.specials)
+    assert refused is not None and "newline" in refused.reason
 
 
 @pytest.mark.parametrize("profile", codex.PROFILES, ids=lambda p: p.id)

@@ -65,11 +65,11 @@ FREE_TEXT_PROBES = {
     "line break": "Teal\nzq35zq",
 }
 EDITOR_PROBES: dict[str, dict[str, str]] = {
-    "claude": {},
+    "claude": {"trailing backslash": "Teal zq39zq \\"},
     "codex": {"shell mode": "!zq36zq", "help": "?zq37zq"},
 }
-"""The editor's own specials: Claude's takes a leading '!' as text, Codex's notes do not
-(0.153.4 reads it as shell mode there)."""
+"""The editor's own specials: Claude's takes a leading '!' as text but a trailing '\\' makes
+its Enter a newline; Codex's notes take a leading '!' as shell mode on 0.153.4."""
 USABLE = "lab: the pane is still usable"
 HEADING = "# lab: a leading hash is plain text"
 """Typed, not refused: no pinned version has a '#' (memory) mode (docs/input.md)."""

@@ -135,6 +135,7 @@ _BLOCKERS = (
     Blocker("trust", ("Accessing workspace:", "Yes, I trust this folder")),
 )
 
+_LINE_BREAK = Special(r"\\$", "a line break: backslash then Enter is a newline, not a submit")
 # What the composer of every pinned version (2.1.263 to 2.1.332) does with text instead of
 # typing it (tests/lab/test_hostile_input.py; docs/input.md). A leading '#' is plain text
 # on every one of them (no memory mode), so it is typed.
@@ -143,7 +144,7 @@ _SPECIALS = (
     Special(r"^/", "the command menu (Enter would run the highlighted command)"),
     Special(r"(?:^|\s)@", "a file and agent mention popup over the composer"),
     Special(r"^\?", "the shortcuts help (a '?' alone in an empty composer is eaten)"),
-    Special(r"\\$", "a line break: backslash then Enter is a newline, not a submit"),
+    _LINE_BREAK,
 )
 _TYPING = Typing(
     wrapping=Wrapping.WRAP_ANSI,
@@ -180,9 +181,12 @@ _EDITOR = attrs.evolve(
     literal_max_length=3000,
     literal_max_bytes=None,  # typed in proven pieces (TypeText.piece_bytes)
     length_unit=LengthUnit.CODEPOINTS,
-    specials=(),
+    specials=(_LINE_BREAK,),
     viewport=None,
     evidence=(
+        "a trailing '\\' then Enter is a newline in the editor too: probed on 2.1.263 and "
+        "2.1.332 with the free-text steps of tests/lab/test_claude_plans.py, no answer reached "
+        "the model; refused on every version by tests/lab/test_hostile_input.py; "
         "tests/lab/test_claude_plans.py (all four versions): send-keys -l of 799, 800 and "
         "3,000 characters shows every character in the editor, never '[Pasted text #N]', and "
         "the whole text reaches the model; a leading '/' or '!' is plain text there; the "
