@@ -135,10 +135,10 @@ SHAPES = [
           ("curl -u admin:", " https://x.io/api")),
     Shape("query_token", "GET https://x.io/cb?access_token=abc123def456ghi&state=1",
           "abc123def456ghi", ("?access_token=", "&state=1")),
-    Shape("jwt", "cookie: session=eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0."
+    Shape("jwt", "set-cookie: session=eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0."
           "dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U; Path=/",
           "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0."
-          "dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U", ("cookie: session=", "; Path=/")),
+          "dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U", ("set-cookie: session=", "; Path=/")),
     Shape("github_ghp", "git push https://ghp_Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0UvWxYz@github.com/a/b",
           "ghp_Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0UvWxYz", ("git push https://", "@github.com/a/b")),
     Shape("github_gho", "oauth: gho_16C7e42F292c6912E7710c838347Ae178B4a (scopes: repo)",
@@ -339,6 +339,19 @@ def test_masked_output_keeps_its_context_readable() -> None:
     assert redact("Authorization: Bearer abc123def456") == f"Authorization: Bearer {MASK}"
     assert redact(f"ANTHROPIC_API_KEY={ANTHROPIC}") == f"ANTHROPIC_API_KEY={MASK}"
     assert redact(f"run {ANTHROPIC} now") == f"run {MASK} now"
+
+
+def test_every_pair_of_a_cookie_header_is_masked() -> None:
+    # Any cookie may be the session; a Set-Cookie's attributes after its first pair are not.
+    line = 'curl -H "Cookie: theme=dark; sessionid=q8Zr4Lw2Nx7Kp1Vd; csrftoken=Tx9Pw" x.io'
+    assert redact(line) == (
+        f'curl -H "Cookie: theme={MASK}; sessionid={MASK}; csrftoken={MASK}" x.io'
+    )
+    assert redact("Cookie: q8Zr4Lw2Nx7Kp1Vd") == f"Cookie: {MASK}"
+    assert redact("Set-Cookie: sid=q8Zr4Lw2; Path=/; HttpOnly") == (
+        f"Set-Cookie: sid={MASK}; Path=/; HttpOnly"
+    )
+    assert redact("the cookie: it is a snack; eat it") == "the cookie: it is a snack; eat it"
 
 
 def test_a_key_block_is_masked_row_by_row() -> None:

@@ -96,11 +96,11 @@ _VALUE_RULES: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = tuple(
         ),
         # postgres://user:x@host, https://user:x@host, redis://:x@host
         (("://",), r"(?=:)(?<=[a-z0-9])://[^\s/:@]*:(?P<value>[^\s/?\#]+)(?=@)"),
-        # Cookie: session=x, Set-Cookie: id=x (its first pair, the session's by custom), as a
-        # header starts a row or a quoted string
+        # Set-Cookie: id=x; Path=/ (its first pair: the rest are the cookie's attributes), as
+        # a header starts a row or a quoted string; a Cookie header is `_COOKIE`'s
         (
-            ("cookie",),
-            r"""(?=[cs])(?<![^\n"'])(?:set-)?cookie[ \t]*:[ \t]*(?:[^\s=;"']+=)?
+            ("set-cookie",),
+            r"""(?=s)(?<![^\n"'])set-cookie[ \t]*:[ \t]*(?:[^\s=;"']+=)?
             (?P<value>[^\s;"']+)""",
         ),
         # sshpass -p x, MYSQL_PWD=x (a name no `_SECRET_NAME` ends with)
@@ -114,6 +114,14 @@ _VALUE_RULES: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = tuple(
         ),
     )
 )
+
+# Cookie: a=x; b=y, as a header starts a row or a quoted string: every pair is a cookie,
+# and any of them may be a session, so each value is masked and each name kept.
+_COOKIE = re.compile(
+    r"""(?=c)(?<![^\n"'])cookie[ \t]*:[ \t]*(?P<pairs>[^\s;"']+(?:;[ \t]*[^\s;"']+)*)""",
+    _FLAGS,
+)
+_COOKIE_PAIR = re.compile(r"(?:^|;)[ \t]*(?:[^\s=;]+=)?(?P<value>[^\s;]+)", re.ASCII)
 
 # Keys that say what they are. No leading word boundary, so a key glued to the
 # word before it (KEY=abcsk-ant-…, tokensk-ant-…) is still found; tails are
@@ -382,6 +390,11 @@ def _named_spans(text: str) -> Iterator[_Span]:
         if any(word in lower for word in words):
             for match in rule.finditer(text):
                 yield match.span("value")
+    if "cookie" in lower:
+        for header in _COOKIE.finditer(text):
+            start = header.start("pairs")
+            for pair in _COOKIE_PAIR.finditer(header.group("pairs")):
+                yield start + pair.start("value"), start + pair.end("value")
     if any(word in text for word in _KEY_WORDS):
         for match in _KEY.finditer(text):
             yield match.span()
