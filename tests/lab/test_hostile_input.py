@@ -145,8 +145,9 @@ async def test_hostile_text_is_refused_with_zero_keys_and_the_pane_stays_usable(
         shown = await prompt(ctl, turn_id)
         for text in (FREE_TEXT_PROBES | EDITOR_PROBES[lab.agent]).values():
             await _refused(keys, ctl.call("respond_interaction", free_text(shown, text)))
-        # Claude's editor takes a leading '/' as text (docs/input.md); Codex's notes do not.
-        answer = "/Teal" if lab.agent == "claude" else "Teal"
+        # Claude's editor takes a leading '/' as text (docs/input.md); Codex's notes do not,
+        # but take a trailing '\' as text, where Claude's Enter would add a line.
+        answer = "/Teal" if lab.agent == "claude" else "Teal \\"
         reply = await ctl.call("respond_interaction", free_text(shown, answer))
         assert reply["outcome"] == "dispatched"
         # Claude words a typed answer its own way; Codex sends it as the notes.
