@@ -20,10 +20,19 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from akk.actors.terminal_board import project_snapshot, terminal_row
+from akk.actors.terminal_board import TerminalSnapshot, project_snapshot, terminal_row
 from akk.backends.claude_headless import prompts as claude
 from akk.backends.codex_app_server import prompts as codex
 from akk.backends.codex_app_server.rpc import ServerRequest
+from akk.profiles.observation import (
+    InteractionKind,
+    OptionRole,
+    OptionView,
+    PromptView,
+    QuestionView,
+    ResponseKind,
+    StepKind,
+)
 from akk.protocol.errors import Reason, RpcError
 from akk.protocol.projection import (
     BACKEND_MAX_OPTIONS,
@@ -34,6 +43,7 @@ from akk.protocol.projection import (
 )
 from akk.protocol.redaction import MASK, redact, withheld
 from akk.screen.fingerprint import IdMinter
+from akk.screen.region import Region
 from tests.test_redaction import permission, snapshot_with
 
 IDS = IdMinter(b"k" * 32)
@@ -258,6 +268,35 @@ def test_a_screen_prompt_the_profile_refuses_carries_no_answerable_id() -> None:
     assert (projection["terminal_id"], projection["pane"]) == ("t1", "%1")
     assert projection["questions"] == [] and "decisions" not in projection
     assert "password" not in json.dumps(projection)
+
+
+def test_a_screen_question_that_asks_for_a_secret_is_left_to_a_person() -> None:
+    """A question whose own words ask for a secret is answerable by nobody but the person at
+    the pane: its excerpt is withheld, and its answer must never be relayed either."""
+
+    def asking(text: str) -> TerminalSnapshot:
+        question = QuestionView(
+            prompt=text,
+            response_kind=ResponseKind.SINGLE_SELECT,
+            options=(
+                OptionView("Use the saved one", OptionRole.CHOICE, 1, current=True),
+                OptionView("Type something.", OptionRole.FREE_TEXT, 2),
+            ),
+            header="Key",
+        )
+        region = Region(top=0, bottom=1, left=0, right=1)
+        prompt = PromptView(InteractionKind.QUESTIONNAIRE, StepKind.SINGLE_SELECT,
+                            (question,), region)  # fmt: skip
+        return snapshot_with(prompt)
+
+    for text in ("Enter your API key:", "Please enter the password for the staging database:"):
+        shown = project_snapshot(asking(text), IDS, turn_id="t")
+        assert shown is not None and not shown.actionable, text
+        assert shown.projection["manual_reason"] == "secret_input"
+        assert shown.projection["questions"] == []
+    shown = project_snapshot(asking("Which API key should I use?"), IDS, turn_id="t")
+    assert shown is not None and shown.actionable
+    assert shown.projection["state"] == "pending"
 
 
 def test_a_reason_that_quotes_the_screen_is_redacted_wherever_it_is_shown() -> None:

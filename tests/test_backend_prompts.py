@@ -158,6 +158,19 @@ def test_a_secret_question_is_never_answered() -> None:
     assert refused.value.reason.value == "manual_required"
 
 
+def test_a_question_that_asks_for_a_secret_is_a_person_s_even_unflagged() -> None:
+    # A question's own words ask for a key: the same rule as a screen's prompt row.
+    asking = _question("q2", "Key", ["Skip"]) | {"question": "Enter your API key:"}
+    prompt = _prompt("item/tool/requestUserInput", QUESTIONS | {"questions": [asking]})
+    assert (prompt.projection["state"], prompt.projection["reason"]) == (
+        "manual_required",
+        "secret_input",
+    )
+    naming = _question("q2", "Key", ["Skip"]) | {"question": "Which API key should I use?"}
+    prompt = _prompt("item/tool/requestUserInput", QUESTIONS | {"questions": [naming]})
+    assert prompt.projection["state"] == "pending"
+
+
 def test_an_unknown_request_is_projected_manual_required() -> None:
     prompt = _prompt("mcpServer/elicitation/request", {"threadId": "thr", "turnId": "trn"})
     assert prompt.projection["state"] == "manual_required"

@@ -252,6 +252,13 @@ def _question(text: str, labels: list[str], multi: bool = False) -> dict[str, An
             ),
             "ambiguous_label",
         ),
+        (
+            _request(
+                "AskUserQuestion",
+                {"questions": [_question("Q?", ["a"]), _question("Enter your API key:", ["b"])]},
+            ),
+            "secret_input",
+        ),
     ],
 )
 def test_what_akk_cannot_answer_exactly_is_manual(request_: dict[str, Any], reason: str) -> None:

@@ -19,7 +19,7 @@ from akk.discovery.identity import TerminalIdentity
 from akk.profiles.observation import Observation, State
 from akk.protocol import wakeups
 from akk.protocol.projection import Shown, as_manual, cut, project, within_frame
-from akk.protocol.redaction import redact_head, redact_screen
+from akk.protocol.redaction import asks_secret_question, redact_head, redact_screen
 from akk.protocol.wakeups import Manual
 from akk.runtime.actor import ActorRef
 from akk.screen.fingerprint import Appearance, IdMinter
@@ -213,6 +213,8 @@ def project_snapshot(
         )
     )
     reason = _reason(snapshot.observation)
+    if reason is None and any(asks_secret_question(q.prompt) for q in prompt.questions):
+        reason = wakeups.SECRET_INPUT  # its answer is a person's to type, never relayed
     if reason is not None:
         projection = as_manual(projection, reason)
     if "manual_reason" in projection:

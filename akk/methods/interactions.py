@@ -134,7 +134,15 @@ class InteractionCalls:
                 f"turn {turn.turn_id} has no interaction {interaction_id[:80]!r} (ids change "
                 "whenever the prompt does); call status and answer the interaction it shows",
             )
-
+        shown = row.public()
+        if shown.get("state") == "manual_required":
+            # Never offered, so no status could make it answerable: say who must act.
+            raise RpcError(
+                Reason.MANUAL_REQUIRED,
+                f"interaction {interaction_id} of turn {turn.turn_id} needs a person "
+                f"({shown.get('manual_reason') or 'not answerable by AKK'}); AKK sends nothing "
+                "for it. Answer it where the agent runs, or cancel the Turn",
+            )
         return await self._ctx.backends.of(turn).respond(turn, row, controller_id, params)
 
     # -- the shared path

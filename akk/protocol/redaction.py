@@ -650,8 +650,15 @@ def asks_for_secret(lines: Sequence[str]) -> bool:
     if any(all(any(a in line for line in lines) for a in screen) for screen in _SECRET_SCREENS):
         return True
     shown = [line for line in lines if line.strip()][-_PROMPT_ROWS:]
-    for line in shown:
-        prompt = _SECRET_PROMPT.match(line)
-        if prompt is not None and (prompt["verb"] or prompt["separator"]):
-            return True
-    return False
+    return any(_prompts_for_secret(line) for line in shown)
+
+
+def asks_secret_question(question: str) -> bool:
+    """Whether a question's own text asks a person for a secret ("Enter your API key:"), by
+    the rule of a screen's prompt row: its answer must be typed by a person, never relayed."""
+    return any(_prompts_for_secret(line) for line in question.splitlines())
+
+
+def _prompts_for_secret(line: str) -> bool:
+    prompt = _SECRET_PROMPT.match(line)
+    return prompt is not None and bool(prompt["verb"] or prompt["separator"])

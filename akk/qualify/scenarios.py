@@ -782,6 +782,37 @@ def _secret_scenarios() -> dict[str, Scenario]:
 
 SCENARIOS = {**SCENARIOS, **_secret_scenarios()}
 
+SECRET_ASK_TASK = "lab: ask me for a key"
+SECRET_QUESTION = Question(
+    question="Enter your API key:",
+    header="Key",
+    options=(Option("Use the saved one", "from the keychain"), Option("Skip", "go on without")),
+)
+"""A question whose own words ask for a secret: its answer is a person's to type."""
+SECRET_QUESTION_DONE = "I will go on with the saved key."
+
+SCENARIOS = {
+    **SCENARIOS,
+    "questionnaire_secret": Scenario(
+        "questionnaire_secret",
+        task=SECRET_ASK_TASK,
+        agents=frozenset({"claude"}),
+        steps=(
+            Step(SECRET_ASK_TASK, AskUserQuestion((SECRET_QUESTION,))),
+            Step(ANSWERED_CLAUDE, Text(SECRET_QUESTION_DONE)),
+        ),
+    ),
+    "codex_rui_secret": Scenario(
+        "codex_rui_secret",
+        task=SECRET_ASK_TASK,
+        agents=frozenset({"codex"}),
+        steps=(
+            Step(SECRET_ASK_TASK, RequestUserInput((SECRET_QUESTION,))),
+            Step(ANSWERED_CODEX, Text(SECRET_QUESTION_DONE)),
+        ),
+    ),
+}
+
 
 # ---------------------------------------------------------------- a megabyte command (issue 23)
 

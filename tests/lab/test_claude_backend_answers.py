@@ -41,6 +41,9 @@ from akk.qualify.launcher import run_processes
 from akk.qualify.model_server import ModelServer
 from akk.qualify.run_files import RunFiles
 from akk.qualify.scenarios import (
+    ANSWERED_CLAUDE,
+    SCENARIOS,
+    SECRET_ASK_TASK,
     AskUserQuestion,
     Bash,
     ClaudeTool,
@@ -347,6 +350,37 @@ async def test_a_plan_approval_is_manual_required_and_only_cancel_ends_it(
     seconds = woken_at - model.finished_at[asked.index]
     request.node.user_properties.append(("plan_reply_to_wake_up_s", seconds))
     print(f"{client.name} ExitPlanMode reply -> manual_required wake-up: {seconds:.3f} s")
+
+
+@pytest.mark.parametrize("client", OLDEST_AND_NEWEST[-1:], ids=lambda client: client.name)
+async def test_a_question_asking_for_a_secret_is_a_person_s_and_cancel_ends_it(
+    client: Client, tmp_path: Path
+) -> None:
+    """The model asks "Enter your API key:" through AskUserQuestion: the owner is woken with
+    `secret_input` and nothing to answer with, an answer is refused, and the owner's
+    cancel ends the Turn with no answer ever at the model."""
+    async with serving(client, tmp_path, SCENARIOS["questionnaire_secret"]) as lab:
+        ctl, model = lab.ctl, lab.model
+        sent = await ctl.call("send", lab.send(SECRET_ASK_TASK))
+        woken = await next_event(ctl, WAKE_UPS, 60)
+        shown = woken["interaction"]
+        assert (shown["kind"], shown["state"], shown["manual_reason"]) == (
+            "questionnaire", "manual_required", "secret_input"
+        ), shown  # fmt: skip
+        assert shown["questions"] == [], shown
+        answer = {"question_id": "q_lab", "response_kind": "free_text", "text": "lab-not-a-key"}
+        with pytest.raises(AkkError) as respond:
+            params = {"turn_id": sent["turn_id"], "answers": [answer],
+                      "interaction_id": shown["interaction_id"]}  # fmt: skip
+            await ctl.call("respond_interaction", params)
+        assert respond.value.reason == "manual_required", respond.value
+        await ctl.call("cancel", {"turn_id": sent["turn_id"]})
+        ended = await _events_until_outcome(ctl, [], timeout=60)
+        assert ended is not None and (ended["kind"], ended["turn_id"]) == (
+            "cancelled", sent["turn_id"]
+        )  # fmt: skip
+    assert model.count_inputs_containing(ANSWERED_CLAUDE) == 0, model.summary()
+    assert model.count_inputs_containing("lab-not-a-key") == 0
 
 
 def _plan_results(body: Mapping[str, Any] | None) -> list[dict[str, Any]]:

@@ -250,3 +250,47 @@ async def test_a_command_codex_cut_short_wakes_the_owner_and_names_the_cut(
         assert ended["kind"] in ("done", "cancelled"), ended
     assert lab.server.count_inputs_containing(sc.HUGE_TASK) == 1
     assert lab.server.count_inputs_containing(sc.HUGE_MARKER) == 0
+
+
+@pytest.mark.parametrize(
+    "lab",
+    [
+        *[lab_params("questionnaire_secret")[i] for i in (0, -1)],
+        *[lab_params("codex_rui_secret", plan_mode=True)[i] for i in (0, -1)],
+    ],
+    indirect=True,
+)
+async def test_a_question_asking_for_a_secret_is_the_person_s_to_answer(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    """The model asks "Enter your API key:" as a question. Its answer must be typed by the
+    person, never relayed: the owner is woken once with ``secret_input`` and nothing to
+    answer with, an answer sent anyway is refused with zero keys, and once the person
+    answers at the pane the model hears it exactly once."""
+    async with two_controllers(lab, tmp_path) as (served, ctl, _other):
+        assert served.keys is not None
+        turn_id = await send_task(ctl, sc.SECRET_ASK_TASK)
+        woken = await next_event(ctl, WAKE_UPS)
+        typed = len(served.keys.keys())  # the task's keys, long sent: the question shows
+        shown = woken["interaction"]
+        assert (shown["state"], shown["reason"]) == ("manual_required", "secret_input")
+        assert shown["questions"] == [] and shown["pane"] == lab.pane
+        status = await _status(ctl, turn_id)
+        assert (status["interaction_id"], status["state"]) == (
+            shown["interaction_id"],
+            "manual_required",
+        )
+        answer = {"question_id": "q_lab", "response_kind": "free_text", "text": "lab-not-a-key"}
+        params = {"interaction_id": shown["interaction_id"], "turn_id": turn_id,
+                  "answers": [answer]}  # fmt: skip
+        with pytest.raises(AkkError) as refused:
+            await ctl.call("respond_interaction", params)
+        assert refused.value.reason == "manual_required", refused.value
+        assert "secret_input" in refused.value.message
+        assert served.keys.keys()[typed:] == []
+        await lab.wait_stable()
+        await lab.send_keys("1")  # the person picks "Use the saved one"
+        assert (await settled(ctl, turn_id))["kind"] == "done"
+        assert served.keys.keys()[typed:] == []
+    assert lab.server.count_inputs_containing("Use the saved one") == 1, lab.server.summary()
+    assert lab.server.count_inputs_containing("lab-not-a-key") == 0

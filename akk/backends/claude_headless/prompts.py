@@ -56,7 +56,7 @@ from akk.protocol.projection import (
     unshowable,
     within_frame,
 )
-from akk.protocol.redaction import redact, redact_head
+from akk.protocol.redaction import asks_secret_question, redact, redact_head
 from akk.protocol.text_check import check_text
 from akk.screen.fingerprint import Appearance, IdMinter
 
@@ -276,6 +276,8 @@ def _questionnaire(
         reason: str | None = "unreadable_questions"
     else:
         reason = unshowable(questions, _listed_options) or _unanswerable(questions)
+        if reason is None and any(asks_secret_question(q["question"]) for q in questions):
+            reason = "secret_input"  # its answer is a person's to type, never relayed
     if reason is not None or questions is None:
         return _manual(InteractionKind.QUESTIONNAIRE, seen, ids, turn_id, reason or "")
     shown = []

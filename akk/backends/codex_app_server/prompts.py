@@ -51,6 +51,7 @@ from akk.protocol.projection import (
     unshowable,
     within_frame,
 )
+from akk.protocol.redaction import asks_secret_question
 from akk.protocol.text_check import check_text
 from akk.screen.fingerprint import Appearance, IdMinter
 
@@ -570,7 +571,8 @@ def _questionnaire(
         "free_text": any(q["free_text"] for q in shown),
         "multi_select": False,
     }
-    if any(q.get("isSecret") for q in questions):
+    if any(q.get("isSecret") or asks_secret_question(_text(q.get("question")) or "")
+           for q in questions):  # fmt: skip
         return as_manual(projection, "secret_input")
     return within_frame(projection)
 
