@@ -27,7 +27,7 @@ from akk.qualify.model_server import ModelServer, RecordedRequest
 from akk.qualify.run_files import Preseed, RunFiles
 from akk.qualify.scenarios import ECHO_REPLY, ECHO_TASK, SCENARIOS
 from tests.lab.conftest import ensure_installed
-from tests.lab.test_interactions import WAKE_UPS, choose, next_event, prompt
+from tests.lab.test_interactions import SECRET_ANSWER, choose, prompt, secret_question_refused
 from tools.lab import clients
 from tools.lab.akk_runner import outcome, serving_backend
 from tools.lab.clients import Client
@@ -328,22 +328,11 @@ async def test_a_question_asking_for_a_secret_is_a_person_s_and_cancel_ends_it(
     refused, and the owner's cancel ends the Turn with no answer ever at the model."""
     async with backend(client, tmp_path, "codex_rui_secret", QUESTIONS) as lab:
         sent = await lab.ctl.call("send", lab.send(sc.SECRET_ASK_TASK))
-        woken = await next_event(lab.ctl, WAKE_UPS, 60)
-        shown = woken["interaction"]
-        assert (shown["kind"], shown["state"], shown["manual_reason"]) == (
-            "questionnaire", "manual_required", "secret_input"
-        ), shown  # fmt: skip
-        assert shown["questions"] == [], shown
-        answer = {"question_id": "q_lab", "response_kind": "free_text", "text": "lab-not-a-key"}
-        with pytest.raises(AkkError) as respond:
-            params = {"turn_id": sent["turn_id"], "answers": [answer],
-                      "interaction_id": shown["interaction_id"]}  # fmt: skip
-            await lab.ctl.call("respond_interaction", params)
-        assert respond.value.reason == "manual_required", respond.value
+        await secret_question_refused(lab.ctl, sent["turn_id"])
         await lab.ctl.call("cancel", {"turn_id": sent["turn_id"]})
         await _done(lab.ctl, sent, "cancelled")
     assert lab.model.count_inputs_containing(sc.ANSWERED_CODEX) == 0, lab.model.summary()
-    assert lab.model.count_inputs_containing("lab-not-a-key") == 0
+    assert lab.model.count_inputs_containing(SECRET_ANSWER) == 0
 
 
 @pytest.mark.lab

@@ -55,7 +55,13 @@ from akk.qualify.scenarios import (
 )
 from tests.lab.conftest import ensure_installed
 from tests.lab.test_faults import _events_until_outcome
-from tests.lab.test_interactions import WAKE_UPS, next_event, prompt
+from tests.lab.test_interactions import (
+    SECRET_ANSWER,
+    WAKE_UPS,
+    next_event,
+    prompt,
+    secret_question_refused,
+)
 from tools.lab import clients
 from tools.lab.akk_runner import OUTCOMES, backend_child, outcome, serving_backend
 from tools.lab.clients import Client
@@ -362,25 +368,14 @@ async def test_a_question_asking_for_a_secret_is_a_person_s_and_cancel_ends_it(
     async with serving(client, tmp_path, SCENARIOS["questionnaire_secret"]) as lab:
         ctl, model = lab.ctl, lab.model
         sent = await ctl.call("send", lab.send(SECRET_ASK_TASK))
-        woken = await next_event(ctl, WAKE_UPS, 60)
-        shown = woken["interaction"]
-        assert (shown["kind"], shown["state"], shown["manual_reason"]) == (
-            "questionnaire", "manual_required", "secret_input"
-        ), shown  # fmt: skip
-        assert shown["questions"] == [], shown
-        answer = {"question_id": "q_lab", "response_kind": "free_text", "text": "lab-not-a-key"}
-        with pytest.raises(AkkError) as respond:
-            params = {"turn_id": sent["turn_id"], "answers": [answer],
-                      "interaction_id": shown["interaction_id"]}  # fmt: skip
-            await ctl.call("respond_interaction", params)
-        assert respond.value.reason == "manual_required", respond.value
+        await secret_question_refused(ctl, sent["turn_id"])
         await ctl.call("cancel", {"turn_id": sent["turn_id"]})
         ended = await _events_until_outcome(ctl, [], timeout=60)
         assert ended is not None and (ended["kind"], ended["turn_id"]) == (
             "cancelled", sent["turn_id"]
         )  # fmt: skip
     assert model.count_inputs_containing(ANSWERED_CLAUDE) == 0, model.summary()
-    assert model.count_inputs_containing("lab-not-a-key") == 0
+    assert model.count_inputs_containing(SECRET_ANSWER) == 0
 
 
 def _plan_results(body: Mapping[str, Any] | None) -> list[dict[str, Any]]:

@@ -76,6 +76,28 @@ async def prompt(ctl: Controller, turn_id: str, timeout: float = 30) -> dict[str
     return interaction
 
 
+SECRET_ANSWER = "lab-not-a-key"
+"""What a controller tries to answer a secret question with: it must never reach the model."""
+
+
+async def secret_question_refused(ctl: Controller, turn_id: str) -> dict[str, Any]:
+    """The wake-up for a question asking for a secret: `secret_input`, nothing to answer
+    with, and an answer sent anyway refused `manual_required`. The interaction shown."""
+    woken = await next_event(ctl, WAKE_UPS, 60)
+    shown: dict[str, Any] = woken["interaction"]
+    assert (woken["turn_id"], shown["kind"], shown["state"], shown["manual_reason"]) == (
+        turn_id, "questionnaire", "manual_required", "secret_input"
+    ), woken  # fmt: skip
+    assert shown["questions"] == [], shown
+    answer = {"question_id": "q_lab", "response_kind": "free_text", "text": SECRET_ANSWER}
+    params = {"interaction_id": shown["interaction_id"], "turn_id": turn_id, "answers": [answer]}
+    with pytest.raises(AkkError) as refused:
+        await ctl.call("respond_interaction", params)
+    assert refused.value.reason == "manual_required", refused.value
+    assert "secret_input" in refused.value.message
+    return shown
+
+
 def option_ids(interaction: dict[str, Any], *labels: str) -> list[str]:
     (question,) = interaction["questions"]
     by_label = {option["label"]: option["option_id"] for option in question["options"]}
