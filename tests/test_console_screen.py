@@ -135,6 +135,17 @@ def test_a_screen_asking_for_a_secret_is_withheld(label_path: Path) -> None:
         assert view == {"rows": [], "styles": [], "cols": grid.cols, "withheld": "secret_input"}
 
 
+def test_a_screen_whose_question_asks_for_a_secret_is_withheld() -> None:
+    # The question is far above the bottom rows; its editor below shows what a person types.
+    lines = ("Enter your API key:", "", "  1. Use the saved one", "     from the keychain",
+             "  2. Skip", "     go on without", "❯ 3. lab-pw-hunter2", "", "────",
+             "  4. Chat about this", "", "Enter to select · ↑/↓ to navigate · Esc to cancel",
+             "", "")  # fmt: skip
+    assert "lab-pw-hunter2" in json.dumps(screen_view(lines, None))  # no row rule hides it
+    view = screen_view(lines, None, secret=True)
+    assert view == {"rows": [], "styles": [], "cols": len(lines[-3]), "withheld": "secret_input"}
+
+
 def test_the_corpus_has_screens_to_check() -> None:
     assert BASH_SCREENS and API_KEY_SCREENS
 

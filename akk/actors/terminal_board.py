@@ -62,6 +62,14 @@ class TerminalSnapshot:
     grid the Observer keeps anyway, so the board holds one grid per terminal and no more.
     Redact before showing it (`akk.console.screen`)."""
 
+    @property
+    def secret_question(self) -> bool:
+        """Whether the prompt on screen asks for a secret in a question's own words
+        ("Enter your API key:"): its answer is the person's to type, never relayed, and
+        nothing of the screen is shown (the editor below the question shows what they type)."""
+        prompt = self.observation.prompt
+        return prompt is not None and any(asks_secret_question(q.prompt) for q in prompt.questions)
+
     def showing(self, now: float) -> Appearance | None:
         """The appearance a controller is shown at trio time ``now``: the prompt's, or a
         manual screen's once it settled (`Manual.settled`); None when neither."""
@@ -213,7 +221,7 @@ def project_snapshot(
         )
     )
     reason = _reason(snapshot.observation)
-    if reason is None and any(asks_secret_question(q.prompt) for q in prompt.questions):
+    if reason is None and snapshot.secret_question:
         reason = wakeups.SECRET_INPUT  # its answer is a person's to type, never relayed
     if reason is not None:
         projection = as_manual(projection, reason)

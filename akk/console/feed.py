@@ -207,7 +207,9 @@ class ConsoleFeed:
         if cached is not None and now - cached[2] < SCREEN_INTERVAL:
             self._behind = True
             return cached[1]
-        shown = json.dumps(screen_view(snapshot.lines, snapshot.grid))
+        shown = json.dumps(
+            screen_view(snapshot.lines, snapshot.grid, secret=snapshot.secret_question)
+        )
         self._screens[terminal_id] = (snapshot, shown, now)
         return shown
 

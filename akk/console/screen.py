@@ -34,7 +34,7 @@ _FLAGS = tuple(field.name for field in attrs.fields(Style) if field.name not in 
 _Row = list[tuple[str, Style]]
 
 
-def screen_view(lines: Sequence[str], grid: Grid | None) -> dict[str, Any]:
+def screen_view(lines: Sequence[str], grid: Grid | None, *, secret: bool = False) -> dict[str, Any]:
     """The screen ``lines`` (a snapshot's) shows, styled from ``grid``, for the console.
 
     ``{"rows": [[[text, style], ...], ...], "styles": [{...}, ...], "cols": n,
@@ -46,12 +46,13 @@ def screen_view(lines: Sequence[str], grid: Grid | None) -> dict[str, Any]:
     grid, it is its redacted text in one default run. Trailing blank rows and
     invisible trailing spaces are left out.
 
-    When the screen asks for secret input nothing of it is returned:
+    When the screen asks for secret input (or ``secret``: its prompt does, in a question's
+    own words) nothing of it is returned:
     ``{"rows": [], "styles": [], "cols": n, "withheld": "secret_input"}``.
     """
     width = grid.cols if grid is not None else max((_columns(line) for line in lines), default=0)
     cols = min(width, MAX_COLS)
-    if asks_for_secret(lines):
+    if secret or asks_for_secret(lines):
         return {"rows": [], "styles": [], "cols": cols, "withheld": WITHHELD_SECRET_INPUT}
     rows: list[_Row] = []
     for y, redacted in enumerate(redact_screen(lines).lines):

@@ -14,6 +14,7 @@ registry row were missing) shows every screen ``manual_required`` for
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,9 @@ from tests.lab.test_interactions import (
 )
 from tests.lab.test_watch import wake_up
 from tools.lab.akk_runner import Served, idle_terminal, outcome, two_controllers
+
+PERSON_S_KEY = "lab-pw-hunter2"
+"""What the person types for the key: no key shape, so only withholding hides it."""
 
 WAKE_UP_BOUND = 2.0
 """Seconds from the resize to the wake-up (the settle time included)."""
@@ -273,13 +277,15 @@ async def test_a_question_asking_for_a_secret_is_the_person_s_to_answer(
     """The model asks "Enter your API key:" as a question. Its answer must be typed by the
     person, never relayed: the owner is woken once with ``secret_input`` and nothing to
     answer with, an answer sent anyway is refused with zero keys, and once the person
-    answers at the pane the model hears it exactly once."""
+    types the key into the question's editor, nothing of the screen is shown; the model
+    hears the person's answer exactly once."""
     async with two_controllers(lab, tmp_path) as (served, ctl, _other):
         assert served.keys is not None
         turn_id = await send_task(ctl, sc.SECRET_ASK_TASK)
         shown = await secret_question_refused(ctl, turn_id)
-        typed = len(served.keys.keys())  # the task's keys, long sent: the question shows
-        assert not any(SECRET_ANSWER in " ".join(argv) for argv in served.keys.keys())
+        sent = served.keys.keys()  # the task's keys, long sent: the question shows
+        typed = len(sent)
+        assert not any(SECRET_ANSWER in " ".join(argv) for argv in sent)
         assert shown["pane"] == lab.pane
         status = await _status(ctl, turn_id)
         assert (status["interaction_id"], status["state"]) == (
@@ -287,9 +293,21 @@ async def test_a_question_asking_for_a_secret_is_the_person_s_to_answer(
             "manual_required",
         )
         assert served.keys.keys()[typed:] == []
+        # The person types the key into the question's own editor: nothing of the screen,
+        # which shows it below the question, reaches the controller.
         await lab.wait_stable()
-        await lab.send_keys("1")  # the person picks "Use the saved one"
+        await lab.send_keys(*("Down",) * 2, *(("Tab",) if lab.agent == "codex" else ()))
+        await lab.type_text(PERSON_S_KEY)
+        await lab.wait_for_screen(lambda screen: PERSON_S_KEY in screen, 10)
+        await lab.wait_stable()
+        status = await ctl.call("status", {"turn_id": turn_id})
+        assert status["screen_excerpt"] is None, status["screen_excerpt"]
+        assert status["screen_excerpt_withheld"] == "secret_input"
+        row = await ctl.call("status", {"terminal_id": status["terminal"]["terminal_id"]})
+        assert row["screen_excerpt"] is None
+        assert PERSON_S_KEY not in json.dumps([status, row])
+        await lab.send_keys("Enter")  # the person's own answer
         assert (await settled(ctl, turn_id))["kind"] == "done"
         assert served.keys.keys()[typed:] == []
-    assert lab.server.count_inputs_containing("Use the saved one") == 1, lab.server.summary()
+    assert lab.server.count_inputs_containing(PERSON_S_KEY) == 1, lab.server.summary()
     assert lab.server.count_inputs_containing(SECRET_ANSWER) == 0
