@@ -42,6 +42,7 @@ from akk.protocol.redaction import (
     MASK,
     WRAP_MARGIN,
     asks_for_secret,
+    asks_secret_question,
     redact,
     redact_head,
     redact_screen,
@@ -502,6 +503,25 @@ ORDINARY = {
     "scrolled_off": ["Password: ", *[f"line {i}" for i in range(12)]],
     "words": screen("  passwordless sign-in · token_count=42 · secrets manager"),
 }
+
+
+SECRET_QUESTIONS = [
+    "Enter your API key:", "Password:", "Please enter the password for the staging database:",
+    "What is your API key?", "What's the database password?", "Please share your password",
+    "Could you paste your GitHub token here?", "Can you please provide the access token for CI?",
+]  # fmt: skip
+OTHER_QUESTIONS = [
+    "Which API key should I use?", "What is the token for?", "What token budget should I use?",
+    "What is the password policy?", "What is the purpose of the token?", "What is your name?",
+    "Could you share the plan?", "Which token format should we use?", "Which color do you prefer?",
+]  # fmt: skip
+
+
+def test_a_question_asking_for_a_secret_is_told_from_one_asking_about_it() -> None:
+    for question in SECRET_QUESTIONS:
+        assert asks_secret_question(question), question
+    for question in OTHER_QUESTIONS:
+        assert not asks_secret_question(question), question
 
 
 @pytest.mark.parametrize("lines", SECRET_INPUT.values(), ids=SECRET_INPUT.keys())

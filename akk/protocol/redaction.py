@@ -612,22 +612,45 @@ def _continued(text: str, spans: list[_Span], rows: Sequence[_Piece | None]) -> 
 # ("Enter your password", "Paste or type your API key below") or a separator
 # ("Password:", "[sudo] password for alice:") must be there, and nothing else:
 # a sentence that mentions a password is not a prompt.
+_SECRET_NOUN = r"""
+    (?:password|passphrase|pass[ \t]phrase|api[ _-]?key|access[ \t]token|auth[ \t]token
+      |token|secret(?:[ \t]key)?)
+"""
 _SECRET_PROMPT = re.compile(
-    r"""
+    rf"""
     ^[\s│┃║|>❯›▌]*
     (?:\[sudo\][ \t]+)?
     (?:please[ \t]+)?
     (?P<verb>(?:enter|paste|type|input|provide|re-?enter|retype|confirm|verify|repeat)
       (?:[ \t]+or[ \t]+(?:enter|paste|type))?[ \t]+)?
     (?:(?:your|the|a|an|new|current|old|same|ssh|pem|gpg|key|admin|root|master|vault
-      |login|account|api|access|personal|anthropic|openai|github)[ \t]+){0,3}
-    (?:password|passphrase|pass[ \t]phrase|api[ _-]?key|access[ \t]token|auth[ \t]token
-      |token|secret(?:[ \t]key)?)
-    (?:[ \t]+(?:for|of|to)[ \t]+[^\n:>]{1,80})?
+      |login|account|api|access|personal|anthropic|openai|github)[ \t]+){{0,3}}
+    {_SECRET_NOUN}
+    (?:[ \t]+(?:for|of|to)[ \t]+[^\n:>]{{1,80}})?
     (?:[ \t]+(?:here|below|again|now))?
     [ \t]*(?P<separator>[:>]|\.{3}|…)?
     [ \t]*[^\s│┃║|]*
     [\s│┃║|]*$
+    """,
+    re.VERBOSE | re.IGNORECASE,
+)
+
+# A question that asks for a secret in the words of a request ("What is your API key?",
+# "Could you paste the database password here?"): the secret is the whole answer, so
+# the noun ends the question. "What is the token for?" and "Which API key should I
+# use?" ask about one, and are not.
+_SECRET_QUESTION = re.compile(
+    rf"""
+    ^[ \t]*
+    (?:what(?:'s|’s|[ \t]+is)
+      |(?:can|could|would|will)[ \t]+you[ \t]+(?:please[ \t]+)?
+        (?:enter|paste|type|provide|give[ \t]+me|share|send(?:[ \t]+me)?|tell[ \t]+me)
+      |please[ \t]+(?:share|give[ \t]+me|send(?:[ \t]+me)?|tell[ \t]+me))
+    [ \t]+(?:[\w'-]+[ \t]+){{0,3}}?
+    {_SECRET_NOUN}
+    (?:[ \t]+(?:for|of|to)[ \t]+[^\n?:]{{1,80}})?
+    (?:[ \t]+(?:here|below|again|now|please))?
+    [ \t]*[?.:]?[ \t]*$
     """,
     re.VERBOSE | re.IGNORECASE,
 )
@@ -654,9 +677,13 @@ def asks_for_secret(lines: Sequence[str]) -> bool:
 
 
 def asks_secret_question(question: str) -> bool:
-    """Whether a question's own text asks a person for a secret ("Enter your API key:"), by
-    the rule of a screen's prompt row: its answer must be typed by a person, never relayed."""
-    return any(_prompts_for_secret(line) for line in question.splitlines())
+    """Whether a question's own text asks a person for a secret ("Enter your API key:", by
+    the rule of a screen's prompt row, or "What is your API key?"): its answer must be
+    typed by a person, never relayed."""
+    return any(
+        _prompts_for_secret(line) or _SECRET_QUESTION.match(line) is not None
+        for line in question.splitlines()
+    )
 
 
 def _prompts_for_secret(line: str) -> bool:
