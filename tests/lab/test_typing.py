@@ -82,6 +82,9 @@ CASES = [
     Case("full_row"),
     # tmux expands a leading '~' even inside double quotes (quote_argument escapes it).
     Case("leading_tilde", "~/lab: a path first"),
+    # Claude's backslash-Enter line break: a pasted line may end in one (only the text's
+    # own end is refused, docs/input.md).
+    Case("line_backslash", "lab: a line ends in a backslash \\\nthe next", TypingMethod.PASTE),
 ]
 
 
