@@ -22,6 +22,7 @@ lab-clients: bootstrap
 
 check: bootstrap
 	.venv/bin/ruff check akk tools tests
+	.venv/bin/ruff format --check akk tools tests
 	.venv/bin/mypy akk tools
 
 # Each worker takes the next test as it frees up: xdist's default hands out chunks of

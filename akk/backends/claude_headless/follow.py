@@ -88,9 +88,7 @@ class ClaudeFollower(Attached):
     def read(self, conn: apsw.Connection, turn: Turn) -> None:
         self._invocation = sessions.invocation(conn, turn.turn_id, turn.round)
         assert self._invocation is not None, turn.turn_id
-        self._cancelled |= dispatches.cancel_asked(
-            conn, turn.turn_id, self._invocation.reserved_at
-        )
+        self._cancelled |= dispatches.cancel_asked(conn, turn.turn_id, self._invocation.reserved_at)
 
     def started(self, turn: Turn) -> None:
         """Nothing to prepare: the first look decides from the board or the transcript."""

@@ -104,9 +104,7 @@ class AppServerFollower(Attached):
         """The invocation of the Turn's round, read with it."""
         self._invocation = sessions.invocation(conn, turn.turn_id, turn.round)
         assert self._invocation is not None, turn.turn_id
-        self._cancelled |= dispatches.cancel_asked(
-            conn, turn.turn_id, self._invocation.reserved_at
-        )
+        self._cancelled |= dispatches.cancel_asked(conn, turn.turn_id, self._invocation.reserved_at)
 
     def started(self, turn: Turn) -> None:
         """The generation and the restart flag the TurnDesk gave decide the first look."""
