@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -44,6 +45,7 @@ from akk.protocol.projection import (
 from akk.protocol.redaction import MASK, redact, withheld
 from akk.screen.fingerprint import IdMinter
 from akk.screen.region import Region
+from tests import corpus
 from tests.test_redaction import permission, snapshot_with
 
 IDS = IdMinter(b"k" * 32)
@@ -297,6 +299,43 @@ def test_a_screen_question_that_asks_for_a_secret_is_left_to_a_person() -> None:
     shown = project_snapshot(asking("Which API key should I use?"), IDS, turn_id="t")
     assert shown is not None and shown.actionable
     assert shown.projection["state"] == "pending"
+
+
+REVIEWS = sorted(corpus.ROOT.glob("claude/*/questionnaire_multi_question-review.json"))
+
+
+@pytest.mark.parametrize("path", REVIEWS, ids=corpus.name)
+def test_a_review_lists_the_questions_it_shows_answered(path: Path) -> None:
+    _, observation = corpus.observed(path)
+    assert observation.prompt is not None and observation.prompt.step is StepKind.REVIEW
+    assert observation.prompt.reviewed == (
+        "Which color do you prefer?",
+        "Which size should the widget be?",
+        "Which shape should it have?",
+    )
+
+
+def test_a_review_of_a_secret_question_is_left_to_a_person() -> None:
+    """A review lists the answers: a person's typed key among them is never shown, and the
+    person submits it."""
+    review = QuestionView(
+        prompt="Review your answers",
+        response_kind=ResponseKind.CONFIRM,
+        options=(
+            OptionView("Submit answers", OptionRole.SUBMIT, 1, current=True),
+            OptionView("Cancel", OptionRole.CANCEL, 2),
+        ),
+    )
+    region = Region(top=0, bottom=1, left=0, right=1)
+    for reviewed, manual in (
+        (("Which color do you prefer?", "Enter your API key:"), True),
+        (("Which color do you prefer?", "Which API key should I use?"), False),
+    ):
+        prompt = PromptView(InteractionKind.CONFIRMATION, StepKind.REVIEW, (review,), region,
+                            reviewed=reviewed)  # fmt: skip
+        shown = project_snapshot(snapshot_with(prompt), IDS, turn_id="t")
+        assert shown is not None and shown.actionable is not manual, reviewed
+        assert (shown.projection.get("manual_reason") == "secret_input") is manual
 
 
 def test_a_reason_that_quotes_the_screen_is_redacted_wherever_it_is_shown() -> None:

@@ -65,10 +65,14 @@ class TerminalSnapshot:
     @property
     def secret_question(self) -> bool:
         """Whether the prompt on screen asks for a secret in a question's own words
-        ("Enter your API key:"): its answer is the person's to type, never relayed, and
-        nothing of the screen is shown (the editor below the question shows what they type)."""
+        ("Enter your API key:"), or a review lists one: its answer is the person's to type,
+        never relayed, and nothing of the screen is shown (the editor below the question, or
+        the review, shows what they typed)."""
         prompt = self.observation.prompt
-        return prompt is not None and any(asks_secret_question(q.prompt) for q in prompt.questions)
+        if prompt is None:
+            return False
+        asked = (*(q.prompt for q in prompt.questions), *prompt.reviewed)
+        return any(asks_secret_question(text) for text in asked)
 
     def showing(self, now: float) -> Appearance | None:
         """The appearance a controller is shown at trio time ``now``: the prompt's, or a

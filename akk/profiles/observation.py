@@ -120,6 +120,9 @@ class PromptView:
     step_index: int = 1
     step_total: int = 1
     tabs: tuple[str, ...] = ()  # the tab headers of a multi-question questionnaire
+    reviewed: tuple[str, ...] = ()
+    """The questions a review step lists with their answers (never projected: it says
+    whether one asked for a secret, which the screen then shows answered)."""
 
 
 @attrs.frozen

@@ -802,6 +802,16 @@ SCENARIOS = {
             Step(ANSWERED_CLAUDE, Text(SECRET_QUESTION_DONE)),
         ),
     ),
+    "questionnaire_secret_second": Scenario(
+        # Answered by the controller first, then the key, then the review listing both.
+        "questionnaire_secret_second",
+        task=SECRET_ASK_TASK,
+        agents=frozenset({"claude"}),
+        steps=(
+            Step(SECRET_ASK_TASK, AskUserQuestion((_color_question(3), SECRET_QUESTION))),
+            Step(ANSWERED_CLAUDE, Text(SECRET_QUESTION_DONE)),
+        ),
+    ),
     "codex_rui_secret": Scenario(
         "codex_rui_secret",
         task=SECRET_ASK_TASK,

@@ -34,7 +34,9 @@ from tests.lab.conftest import lab_params
 from tests.lab.test_interactions import (
     SECRET_ANSWER,
     WAKE_UPS,
+    choose,
     next_event,
+    prompt,
     secret_question_refused,
     send_task,
     settled,
@@ -311,3 +313,55 @@ async def test_a_question_asking_for_a_secret_is_the_person_s_to_answer(
         assert served.keys.keys()[typed:] == []
     assert lab.server.count_inputs_containing(PERSON_S_KEY) == 1, lab.server.summary()
     assert lab.server.count_inputs_containing(SECRET_ANSWER) == 0
+
+
+@pytest.mark.parametrize(
+    "lab", [lab_params("questionnaire_secret_second")[i] for i in (0, -1)], indirect=True
+)
+async def test_a_secret_question_after_an_answered_one_is_the_person_s_to_the_end(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    """The controller answers the first question; the second asks for a key, so the person
+    types it, and Claude's review then lists it answered: the review is the person's too
+    (nothing of it shown, nothing to submit with), and the model hears both answers once."""
+    async with two_controllers(lab, tmp_path) as (served, ctl, _other):
+        assert served.keys is not None
+        turn_id = await send_task(ctl, sc.SECRET_ASK_TASK)
+        color = await prompt(ctl, turn_id)
+        reply = await ctl.call("respond_interaction", choose(color, "Blue"))
+        assert reply["outcome"] == "dispatched"
+        await secret_question_refused(ctl, turn_id)
+        typed = len(served.keys.keys())  # the answer's keys, proven before the key showed
+        await lab.wait_stable()
+        await lab.send_keys(*("Down",) * 2)
+        await lab.type_text(PERSON_S_KEY)
+        await lab.wait_for_screen(lambda screen: PERSON_S_KEY in screen, 10)
+        await lab.send_keys("Enter")  # the person's answer: on to the review, which lists it
+        # The key's question, redrawn as the person typed, is still theirs; then the review.
+        while (review := await next_event(ctl, WAKE_UPS))["interaction"]["kind"] != (
+            "confirmation"
+        ):
+            assert review["interaction"]["manual_reason"] == "secret_input", review
+        assert (review["interaction"]["kind"], review["interaction"]["manual_reason"]) == (
+            "confirmation",
+            "secret_input",
+        ), review
+        await lab.wait_for_screen(lambda screen: "Submit answers" in screen, 10)
+        await lab.wait_stable()
+        status = await ctl.call("status", {"turn_id": turn_id})
+        assert status["screen_excerpt"] is None and status["interaction"]["questions"] == []
+        assert PERSON_S_KEY in await lab.text() and PERSON_S_KEY not in json.dumps(status)
+        with pytest.raises(AkkError) as refused:
+            await ctl.call("respond_interaction", {"interaction_id":
+                           review["interaction"]["interaction_id"], "turn_id": turn_id,
+                           "answers": []})  # fmt: skip
+        assert refused.value.reason == "manual_required", refused.value
+        await lab.send_keys("1")  # the person submits
+        assert (await settled(ctl, turn_id))["kind"] == "done"
+        assert served.keys.keys()[typed:] == []
+    answers = [r for r in lab.server.main_requests() if PERSON_S_KEY in r.newest_input]
+    assert len(answers) == 1, lab.server.summary()
+    (answered,) = answers
+    assert '"Which color do you prefer?"="Blue"' in answered.newest_input
+    assert f'"Enter your API key:"="{PERSON_S_KEY}"' in answered.newest_input
+    assert lab.server.count_inputs_containing(PERSON_S_KEY) == 1, lab.server.summary()

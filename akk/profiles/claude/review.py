@@ -59,7 +59,7 @@ def read(r: Reader, bottom: int) -> Observation | None:
     if r.texts[title].rstrip() != shape.review_title or not r.cells[title][0].bold:
         raise Unproven(f"row {title} is not the review title")
     r.expect_blank(title + 1, "under the review title")
-    _answers(r, title + 2, answers_end)
+    reviewed = _answers(r, title + 2, answers_end)
     prove_numbers(rows)
     options = (option_view(rows[0], OptionRole.SUBMIT), option_view(rows[1], OptionRole.CANCEL))
     prove_cursor(rows, exempt=None)
@@ -74,18 +74,29 @@ def read(r: Reader, bottom: int) -> Observation | None:
         step_index=tab + 1,
         step_total=len(tabs),
         tabs=tabs,
+        reviewed=reviewed,
     )
     return r.result(State.QUESTIONNAIRE, prompt)
 
 
-def _answers(r: Reader, first: int, last: int) -> None:
-    """Rows first..last-1 must be ``● question`` / ``→ answer`` pairs (wrapped or not)."""
+def _answers(r: Reader, first: int, last: int) -> tuple[str, ...]:
+    """Rows first..last-1 must be ``● question`` / ``→ answer`` pairs (wrapped or not); the
+    questions they list, each its rows joined."""
     shape = r.p.questionnaire
     if first >= last:
         raise Unproven("review lists no answers")
+    questions: list[list[str]] = []
+    in_question = False
     for y in range(first, last):
         text = r.texts[y].strip()
         start = r.indent(y)
-        marked = text.startswith((shape.review_question_mark + " ", shape.review_answer_mark + " "))
+        asked = text.startswith(shape.review_question_mark + " ")
+        marked = asked or text.startswith(shape.review_answer_mark + " ")
         if not marked and (y == first or start < 3 or not text):
             raise Unproven(f"unexpected row {y} in the review")
+        if asked:
+            questions.append([text.removeprefix(shape.review_question_mark + " ")])
+        elif not marked and in_question:
+            questions[-1].append(text)
+        in_question = asked or (in_question and not marked)
+    return tuple(" ".join(rows) for rows in questions)
