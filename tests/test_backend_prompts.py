@@ -171,6 +171,15 @@ def test_a_question_that_asks_for_a_secret_is_a_person_s_even_unflagged() -> Non
     assert prompt.projection["state"] == "pending"
 
 
+def test_an_async_question_that_asks_for_a_secret_offers_no_way_to_answer() -> None:
+    for title, manual in (("What is your API key?", True), ("Which color?", False)):
+        question = codex.AsyncQuestion("thr", "trn", "item", ((title, ("Skip", "Later")),))
+        prompt = codex.async_prompt_of(question, generation=1, ids=IDS, turn_id="t", running=True)
+        assert prompt.projection["kind"] == "async_question"
+        assert (prompt.projection.get("manual_reason") == "secret_input") is manual, title
+        assert ("delivery_modes" in prompt.projection) is not manual, prompt.projection
+
+
 def test_an_unknown_request_is_projected_manual_required() -> None:
     prompt = _prompt("mcpServer/elicitation/request", {"threadId": "thr", "turnId": "trn"})
     assert prompt.projection["state"] == "manual_required"

@@ -271,13 +271,14 @@ def async_prompt_of(
         for title, labels in question.questions
     )  # fmt: skip
     projection = _questionnaire(asked, seen, ids, turn_id)
-    projection |= {
-        "kind": InteractionKind.ASYNC_QUESTION.value,
-        "delivery_modes": ["steer_current_turn", "queue_next_turn"],
-        "capabilities": {"batch_response": False, "free_text": False, "multi_select": False},
-    }
-    for shown in projection["questions"]:
-        shown["free_text"] = False
+    projection["kind"] = InteractionKind.ASYNC_QUESTION.value
+    if "manual_reason" not in projection:  # a manual one (a secret) offers no way to answer
+        projection |= {
+            "delivery_modes": ["steer_current_turn", "queue_next_turn"],
+            "capabilities": {"batch_response": False, "free_text": False, "multi_select": False},
+        }
+        for shown in projection["questions"]:
+            shown["free_text"] = False
     if len(asked) != 1 or not asked[0]["options"]:
         projection = as_manual(projection, "unsupported_async_question")
     return BackendPrompt(
