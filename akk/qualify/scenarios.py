@@ -812,6 +812,15 @@ SCENARIOS = {
             Step(ANSWERED_CLAUDE, Text(SECRET_QUESTION_DONE)),
         ),
     ),
+    "codex_rui_async_secret": Scenario(
+        "codex_rui_async_secret",
+        task=SECRET_ASK_TASK,
+        agents=frozenset({"codex"}),
+        steps=(
+            Step(SECRET_ASK_TASK, RequestUserInputAsync((SECRET_QUESTION,))),
+            Step(ACCEPTED_CODEX_ASYNC, Text("I asked for the key; I will wait for it.")),
+        ),
+    ),
     "codex_rui_secret": Scenario(
         "codex_rui_secret",
         task=SECRET_ASK_TASK,

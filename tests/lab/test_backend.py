@@ -460,6 +460,34 @@ def _choose_async(shown: dict[str, Any], label: str, mode: str | None) -> dict[s
 
 
 @pytest.mark.lab
+@pytest.mark.parametrize("client", CODEX[-1:], ids=lambda client: client.name)
+async def test_an_async_question_asking_for_a_secret_is_never_answered(
+    client: Client, tmp_path: Path
+) -> None:
+    """An async question left by a finished turn asks "Enter your API key:": it shows
+    manual_required (`secret_input`, no delivery mode, nothing to answer with), and a
+    queued answer is refused, so no next round starts."""
+    async with backend(client, tmp_path, "codex_rui_async_secret", QUESTIONS) as lab:
+        ctl, model = lab.ctl, lab.model
+        sent = await ctl.call("send", lab.send(sc.SECRET_ASK_TASK))
+        await _done(ctl, sent)
+        shown = (await ctl.call("status", {"turn_id": sent["turn_id"]}))["interaction"]
+        assert (shown["kind"], shown["state"], shown["manual_reason"]) == (
+            "async_question", "manual_required", "secret_input"
+        ), shown  # fmt: skip
+        assert shown["questions"] == [] and "delivery_modes" not in shown, shown
+        queued = {"interaction_id": shown["interaction_id"], "turn_id": sent["turn_id"],
+                  "delivery_mode": "queue_next_turn", "answers": []}  # fmt: skip
+        with pytest.raises(AkkError) as refused:
+            await ctl.call("respond_interaction", queued)
+        assert refused.value.reason == "manual_required", refused.value
+        turn = (await ctl.call("status", {"turn_id": sent["turn_id"]}))["turn"]
+        assert turn["round"] == 1, turn
+    assert len(_requests_of(model, sc.SECRET_ASK_TASK)) == 1, model.summary()
+    assert len(model.main_requests()) == 2, model.summary()  # the task, the tool's output
+
+
+@pytest.mark.lab
 @pytest.mark.parametrize("client", CODEX, ids=lambda client: client.name)
 async def test_an_async_question_left_by_a_finished_turn_starts_its_next_round(
     client: Client, tmp_path: Path
