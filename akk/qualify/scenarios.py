@@ -284,27 +284,28 @@ _EXTRAS_QUESTION = Question(
 )
 
 
-def _claude_questionnaire(name: str, *questions: Question) -> Scenario:
+NOTED = "Thanks, I noted your answers."
+
+
+def _claude_questionnaire(
+    name: str, *questions: Question, task: str = ASK_TASK, reply: str = NOTED
+) -> Scenario:
     return Scenario(
         name=name,
-        task=ASK_TASK,
+        task=task,
         agents=frozenset({"claude"}),
-        steps=(
-            Step(ASK_TASK, AskUserQuestion(questions)),
-            Step(ANSWERED_CLAUDE, Text("Thanks, I noted your answers.")),
-        ),
+        steps=(Step(task, AskUserQuestion(questions)), Step(ANSWERED_CLAUDE, Text(reply))),
     )
 
 
-def _codex_questionnaire(name: str, *questions: Question) -> Scenario:
+def _codex_questionnaire(
+    name: str, *questions: Question, task: str = ASK_TASK, reply: str = NOTED
+) -> Scenario:
     return Scenario(
         name=name,
-        task=ASK_TASK,
+        task=task,
         agents=frozenset({"codex"}),
-        steps=(
-            Step(ASK_TASK, RequestUserInput(questions)),
-            Step(ANSWERED_CODEX, Text("Thanks, I noted your answers.")),
-        ),
+        steps=(Step(task, RequestUserInput(questions)), Step(ANSWERED_CODEX, Text(reply))),
     )
 
 
@@ -791,28 +792,19 @@ SECRET_QUESTION = Question(
 """A question whose own words ask for a secret: its answer is a person's to type."""
 SECRET_QUESTION_DONE = "I will go on with the saved key."
 
-SCENARIOS = {
-    **SCENARIOS,
-    "questionnaire_secret": Scenario(
-        "questionnaire_secret",
-        task=SECRET_ASK_TASK,
-        agents=frozenset({"claude"}),
-        steps=(
-            Step(SECRET_ASK_TASK, AskUserQuestion((SECRET_QUESTION,))),
-            Step(ANSWERED_CLAUDE, Text(SECRET_QUESTION_DONE)),
-        ),
+_SECRET_SCENARIOS = (
+    _claude_questionnaire(
+        "questionnaire_secret", SECRET_QUESTION, task=SECRET_ASK_TASK, reply=SECRET_QUESTION_DONE
     ),
-    "questionnaire_secret_second": Scenario(
-        # Answered by the controller first, then the key, then the review listing both.
-        "questionnaire_secret_second",
-        task=SECRET_ASK_TASK,
-        agents=frozenset({"claude"}),
-        steps=(
-            Step(SECRET_ASK_TASK, AskUserQuestion((_color_question(3), SECRET_QUESTION))),
-            Step(ANSWERED_CLAUDE, Text(SECRET_QUESTION_DONE)),
-        ),
+    # Answered by the controller first, then the key, then the review listing both.
+    _claude_questionnaire(
+        "questionnaire_secret_second", _color_question(3), SECRET_QUESTION,
+        task=SECRET_ASK_TASK, reply=SECRET_QUESTION_DONE,
+    ),  # fmt: skip
+    _codex_questionnaire(
+        "codex_rui_secret", SECRET_QUESTION, task=SECRET_ASK_TASK, reply=SECRET_QUESTION_DONE
     ),
-    "codex_rui_async_secret": Scenario(
+    Scenario(
         "codex_rui_async_secret",
         task=SECRET_ASK_TASK,
         agents=frozenset({"codex"}),
@@ -821,16 +813,8 @@ SCENARIOS = {
             Step(ACCEPTED_CODEX_ASYNC, Text("I asked for the key; I will wait for it.")),
         ),
     ),
-    "codex_rui_secret": Scenario(
-        "codex_rui_secret",
-        task=SECRET_ASK_TASK,
-        agents=frozenset({"codex"}),
-        steps=(
-            Step(SECRET_ASK_TASK, RequestUserInput((SECRET_QUESTION,))),
-            Step(ANSWERED_CODEX, Text(SECRET_QUESTION_DONE)),
-        ),
-    ),
-}
+)
+SCENARIOS = {**SCENARIOS, **{scenario.name: scenario for scenario in _SECRET_SCENARIOS}}
 
 
 # ---------------------------------------------------------------- a megabyte command (issue 23)
