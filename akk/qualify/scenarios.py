@@ -798,9 +798,12 @@ _SECRET_SCENARIOS = (
     ),
     # Answered by the controller first, then the key, then the review listing both.
     _claude_questionnaire(
-        "questionnaire_secret_second", _color_question(3), SECRET_QUESTION,
-        task=SECRET_ASK_TASK, reply=SECRET_QUESTION_DONE,
-    ),  # fmt: skip
+        "questionnaire_secret_second",
+        _color_question(3),
+        SECRET_QUESTION,
+        task=SECRET_ASK_TASK,
+        reply=SECRET_QUESTION_DONE,
+    ),
     _codex_questionnaire(
         "codex_rui_secret", SECRET_QUESTION, task=SECRET_ASK_TASK, reply=SECRET_QUESTION_DONE
     ),
