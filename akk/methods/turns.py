@@ -162,7 +162,7 @@ class TurnCalls:
         }
         snapshot = self._ctx.board.get(turn.terminal_id or "")
         if snapshot is not None:
-            shown = None if snapshot.secret_question else excerpt(snapshot.lines)
+            shown = excerpt(snapshot.lines, secret=snapshot.secret_question)
             result["terminal"] = await self._terminal_row(snapshot, controller_id, operator)
             result["screen_excerpt"] = shown
             if shown is None:
@@ -182,7 +182,7 @@ class TurnCalls:
             )
         # A terminal's prompt is shown, never offered: answers go through the Turn.
         projected = project_snapshot(snapshot, self._ctx.ids, None)
-        shown = None if snapshot.secret_question else excerpt(snapshot.lines)
+        shown = excerpt(snapshot.lines, secret=snapshot.secret_question)
         result: dict[str, Any] = {
             "terminal": await self._terminal_row(snapshot, controller_id, operator),
             "interaction": None if projected is None else projected.projection,

@@ -16,12 +16,13 @@ MAX_LINES = 24
 MAX_WIDTH = 240
 
 
-def excerpt(lines: Sequence[str]) -> list[str] | None:
+def excerpt(lines: Sequence[str], *, secret: bool = False) -> list[str] | None:
     """The last non-blank stretch of the screen, bounded and redacted.
 
-    None when the screen asks for secret input: then nothing of it is shown.
+    None when the screen asks for secret input (or ``secret``: its prompt does, in a
+    question's own words): then nothing of it is shown.
     """
-    if asks_for_secret(lines):
+    if secret or asks_for_secret(lines):
         return None
     # The whole screen is redacted, padding and all, before the stretch is
     # chosen: a key block that starts above the stretch is still masked inside
