@@ -106,13 +106,7 @@ class InteractionCalls:
         if row is None:
             manual = await self._ctx.reader.run(lambda conn: _manual_permission(conn, turn.turn_id))
             if manual is not None:
-                # Never offered, so no status could make it answerable: say who must act.
-                raise RpcError(
-                    Reason.MANUAL_REQUIRED,
-                    f"the permission prompt of turn {turn.turn_id} needs a person "
-                    f"({manual.public().get('manual_reason') or 'not answerable by AKK'}); AKK "
-                    "sends nothing for it. Answer it where the agent runs, or cancel the Turn",
-                )
+                raise _needs_a_person(manual, f"the permission prompt of turn {turn.turn_id}")
             raise RpcError(
                 Reason.STATUS_REQUIRED,
                 f"this controller has not seen a permission prompt of turn {turn.turn_id}; call "
@@ -134,15 +128,8 @@ class InteractionCalls:
                 f"turn {turn.turn_id} has no interaction {interaction_id[:80]!r} (ids change "
                 "whenever the prompt does); call status and answer the interaction it shows",
             )
-        shown = row.public()
-        if shown.get("state") == "manual_required":
-            # Never offered, so no status could make it answerable: say who must act.
-            raise RpcError(
-                Reason.MANUAL_REQUIRED,
-                f"interaction {interaction_id} of turn {turn.turn_id} needs a person "
-                f"({shown.get('manual_reason') or 'not answerable by AKK'}); AKK sends nothing "
-                "for it. Answer it where the agent runs, or cancel the Turn",
-            )
+        if row.public().get("state") == "manual_required":
+            raise _needs_a_person(row, f"interaction {interaction_id} of turn {turn.turn_id}")
         return await self._ctx.backends.of(turn).respond(turn, row, controller_id, params)
 
     # -- the shared path
@@ -181,6 +168,17 @@ class InteractionCalls:
 
 _WENT_OUT = frozenset({"dispatched", Reason.RESPONSE_UNCERTAIN.value})
 """Outcomes of an answer whose input went out (or may have): never hidden by a lost receipt."""
+
+
+def _needs_a_person(row: interactions.Interaction, what: str) -> RpcError:
+    """The refusal of an answer to ``row``, a manual prompt: never offered, so no status
+    could make it answerable; it says who must act."""
+    reason = row.public().get("manual_reason") or "not answerable by AKK"
+    return RpcError(
+        Reason.MANUAL_REQUIRED,
+        f"{what} needs a person ({reason}); AKK sends nothing for it. Answer it where the "
+        "agent runs, or cancel the Turn",
+    )
 
 
 def _manual_permission(conn: Any, turn_id: str) -> interactions.Interaction | None:
