@@ -68,11 +68,7 @@ class TerminalSnapshot:
         ("Enter your API key:"), or a review lists one: its answer is the person's to type,
         never relayed, and nothing of the screen is shown (the editor below the question, or
         the review, shows what they typed)."""
-        prompt = self.observation.prompt
-        if prompt is None:
-            return False
-        asked = (*(q.prompt for q in prompt.questions), *prompt.reviewed)
-        return any(asks_secret_question(text) for text in asked)
+        return _asks_secret(self.observation)
 
     def showing(self, now: float) -> Appearance | None:
         """The appearance a controller is shown at trio time ``now``: the prompt's, or a
@@ -145,6 +141,26 @@ class TerminalBoard:
 ASKS_CHARS = 300
 """The head of a prompt's first question a terminal's row shows as `asks` (a question can
 fill a pane thousands of cells wide; `status` projects it whole)."""
+
+
+def _asks_secret(observation: Observation) -> bool:
+    prompt = observation.prompt
+    if prompt is None:
+        return False
+    asked = (*(q.prompt for q in prompt.questions), *prompt.reviewed)
+    return any(asks_secret_question(text) for text in asked)
+
+
+def refused_for(observation: Observation) -> str | None:
+    """Why the prompt ``observation`` read is a person's to answer, as its projection says
+    (`manual_reason`): the profile's reason, redacted, or ``secret_input`` for a question
+    that asks for a secret in its own words; None when AKK may answer it (or no prompt)."""
+    if observation.prompt is None:
+        return None
+    reason = _reason(observation)
+    if reason is None and _asks_secret(observation):
+        return wakeups.SECRET_INPUT  # its answer is a person's to type, never relayed
+    return reason
 
 
 def _reason(observation: Observation) -> str | None:
@@ -224,9 +240,7 @@ def project_snapshot(
             screen=redact_screen(snapshot.lines),
         )
     )
-    reason = _reason(snapshot.observation)
-    if reason is None and snapshot.secret_question:
-        reason = wakeups.SECRET_INPUT  # its answer is a person's to type, never relayed
+    reason = refused_for(snapshot.observation)
     if reason is not None:
         projection = as_manual(projection, reason)
     if "manual_reason" in projection:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import time
+from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,7 @@ from tests.lab.test_interactions import (
     settled,
 )
 from tests.lab.test_watch import wake_up
-from tools.lab.akk_runner import Served, idle_terminal, outcome, two_controllers
+from tools.lab.akk_runner import OUTCOMES, Served, idle_terminal, outcome, two_controllers
 
 PERSON_S_KEY = "lab-pw-hunter2"
 """What the person types for the key: no key shape, so only withholding hides it."""
@@ -65,6 +66,20 @@ def _dispatch_kinds(served: Served, turn_id: str) -> list[str]:
         ]
     finally:
         conn.close()
+
+
+async def _until_settled(ctl: Controller, turn_id: str) -> list[dict[str, Any]]:
+    """Every event the owner is sent from now until the Turn's outcome, that included."""
+    told: list[dict[str, Any]] = []
+    with trio.fail_after(60):
+        async with aclosing(ctl.events()) as events:
+            async for event in events:
+                await ctl.ack(event["event_id"])
+                assert event["turn_id"] == turn_id, event
+                told.append(event)
+                if event["kind"] in OUTCOMES:
+                    return told
+    raise AssertionError(f"the connection closed first; told {told}")
 
 
 async def _status(ctl: Controller, turn_id: str) -> dict[str, Any]:
@@ -279,14 +294,16 @@ async def test_a_question_asking_for_a_secret_is_the_person_s_to_answer(
     """The model asks "Enter your API key:" as a question. Its answer must be typed by the
     person, never relayed: the owner is woken once with ``secret_input`` and nothing to
     answer with, an answer sent anyway is refused with zero keys, and once the person
-    types the key into the question's editor, nothing of the screen is shown; the model
-    hears the person's answer exactly once."""
+    types the key into the question's editor, nothing of the screen is shown. The person
+    typing, key by key, is answering the same question: one interaction, no new wake-up
+    (PROTOCOL: one per appearance), and at most one ``invalidated`` once they answered
+    it. The model hears the person's answer exactly once."""
     async with two_controllers(lab, tmp_path) as (served, ctl, _other):
         assert served.keys is not None
         turn_id = await send_task(ctl, sc.SECRET_ASK_TASK)
         shown = await secret_question_refused(ctl, turn_id)
         sent = served.keys.keys()  # the task's keys, long sent: the question shows
-        typed = len(sent)
+        sent_before = len(sent)
         assert not any(SECRET_ANSWER in " ".join(argv) for argv in sent)
         assert shown["pane"] == lab.pane
         status = await _status(ctl, turn_id)
@@ -294,23 +311,30 @@ async def test_a_question_asking_for_a_secret_is_the_person_s_to_answer(
             shown["interaction_id"],
             "manual_required",
         )
-        assert served.keys.keys()[typed:] == []
+        assert served.keys.keys()[sent_before:] == []
         # The person types the key into the question's own editor: nothing of the screen,
         # which shows it below the question, reaches the controller.
         await lab.wait_stable()
         await lab.send_keys(*("Down",) * 2, *(("Tab",) if lab.agent == "codex" else ()))
-        await lab.type_text(PERSON_S_KEY)
-        await lab.wait_for_screen(lambda screen: PERSON_S_KEY in screen, 10)
+        for typed in range(1, len(PERSON_S_KEY) + 1):  # as a person types: each key drawn
+            await lab.type_text(PERSON_S_KEY[typed - 1])
+            await lab.wait_for_screen(lambda screen, n=typed: PERSON_S_KEY[:n] in screen, 10)
         await lab.wait_stable()
         status = await ctl.call("status", {"turn_id": turn_id})
+        assert status["interaction"]["interaction_id"] == shown["interaction_id"], status
         assert status["screen_excerpt"] is None, status["screen_excerpt"]
         assert status["screen_excerpt_withheld"] == "secret_input"
         row = await ctl.call("status", {"terminal_id": status["terminal"]["terminal_id"]})
         assert row["screen_excerpt"] is None
         assert PERSON_S_KEY not in json.dumps([status, row])
         await lab.send_keys("Enter")  # the person's own answer
-        assert (await settled(ctl, turn_id))["kind"] == "done"
-        assert served.keys.keys()[typed:] == []
+        told = [(event["kind"], (event["interaction"] or {}).get("interaction_id"))
+                for event in await _until_settled(ctl, turn_id)]  # fmt: skip
+        # Answered by the person, the question is ``invalidated``, unless the Turn's
+        # outcome came first (it then says so itself): no wake-up came while they typed.
+        assert told in ([("invalidated", shown["interaction_id"]), ("done", None)],
+                        [("done", None)]), told  # fmt: skip
+        assert served.keys.keys()[sent_before:] == []
     assert lab.server.count_inputs_containing(PERSON_S_KEY) == 1, lab.server.summary()
     assert lab.server.count_inputs_containing(SECRET_ANSWER) == 0
 
@@ -337,11 +361,9 @@ async def test_a_secret_question_after_an_answered_one_is_the_person_s_to_the_en
         await lab.type_text(PERSON_S_KEY)
         await lab.wait_for_screen(lambda screen: PERSON_S_KEY in screen, 10)
         await lab.send_keys("Enter")  # the person's answer: on to the review, which lists it
-        # The key's question, redrawn as the person typed, is still theirs; then the review.
-        while (review := await next_event(ctl, WAKE_UPS))["interaction"]["kind"] != (
-            "confirmation"
-        ):
-            assert review["interaction"]["manual_reason"] == "secret_input", review
+        # The key's question, redrawn as the person typed, stayed the one interaction it
+        # was: the next wake-up is the review's.
+        review = await next_event(ctl, WAKE_UPS)
         assert (review["interaction"]["kind"], review["interaction"]["manual_reason"]) == (
             "confirmation",
             "secret_input",

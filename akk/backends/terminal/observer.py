@@ -38,7 +38,7 @@ import trio
 
 from akk import evidence
 from akk.actors.store import transact
-from akk.actors.terminal_board import TerminalBoard, TerminalSnapshot
+from akk.actors.terminal_board import TerminalBoard, TerminalSnapshot, refused_for
 from akk.discovery.identity import TerminalIdentity
 from akk.profiles.observation import Observation, State
 from akk.profiles.permission import asks_permission, awaits_call, bind_pending
@@ -103,6 +103,7 @@ class Observer:
         self._drawn_at = 0.0  # trio clock: when the last capture first showed as it is
         self._seq = 0
         self._seen: Appearance | None = None  # the prompt's appearance on the last screen
+        self._persons: _PersonS | None = None  # what it asks, if a person's (`_persons`)
         self._resumed: Appearance | None = None  # the store's last appearance, until first look
         self._last_number = 0
         # Trio clock: since when the permission on screen has been held (None: none is).
@@ -179,11 +180,13 @@ class Observer:
                     profile_id=self.profile.id,
                     terminal_identity=self.identity.fingerprint_identity,
                     pending=pending.identity if pending is not None else "",
-                )
+                ),
+                _persons(observation),
             )
         if seen is None:
             self._resumed = None
         self._seen = seen
+        self._persons = None if seen is None else _persons(observation)
         self.grid = grid
         lines = grid.lines()
         self._manual = wakeups.follow(
@@ -213,17 +216,25 @@ class Observer:
         fp = hashlib.sha256(b"akk-manual\x1f" + identity + b"\x1f" + screen).digest()
         return Appearance(fp, self._next_number())
 
-    def _appearance(self, fp: bytes) -> Appearance:
+    def _appearance(self, fp: bytes, persons: _PersonS | None) -> Appearance:
         """The appearance this prompt belongs to: the current one while it stays on screen.
 
-        A prompt that was not on the previous screen is a new appearance, unless
+        A prompt that is a person's to answer (``persons``: its reason and what it asks,
+        `_persons`) stays the appearance it began as while it asks the same for the same
+        reason, however it is redrawn: the person moving its cursor or typing into its
+        editor is answering it, and PROTOCOL wakes its owner once per appearance. Nothing
+        is ever sent for it, so no fence rests on its drawing.
+
+        Any other prompt that was not on the previous screen is a new appearance, unless
         it is the first screen since this actor started and the store's last
         appearance on this terminal has the same fingerprint: what happened
         while no actor watched cannot be known, so it is taken as the same
         appearance (its fence, if answered, holds).
         """
         resumed, self._resumed = self._resumed, None
-        if self._seen is not None and self._seen.fingerprint == fp:
+        if self._seen is not None and (
+            self._seen.fingerprint == fp or (persons is not None and persons == self._persons)
+        ):
             return self._seen
         if resumed is not None and resumed.fingerprint == fp:
             self.seen_since = trio.current_time()
@@ -269,6 +280,23 @@ class Observer:
                 self.identity.terminal_id, bound.reason, shown, " (in a step)" if self.busy else "",
             )  # fmt: skip
         return bound, call, held
+
+
+_PersonS = tuple[object, ...]
+
+
+def _persons(observation: Observation) -> _PersonS | None:
+    """What the prompt ``observation`` read asks, if it is a person's to answer
+    (`terminal_board.refused_for`): its reason, kind, step number and questions' words,
+    without its cursor, its options' marks, its editor's text or which of them has focus
+    (Claude draws a question as a free-text step while its editor does); None for a prompt
+    AKK may answer."""
+    prompt, reason = observation.prompt, refused_for(observation)
+    if prompt is None or reason is None:
+        return None
+    asked = tuple(question.prompt for question in prompt.questions)
+    return (reason, prompt.kind, prompt.step_index, prompt.step_total, asked, prompt.tabs,
+            prompt.reviewed)  # fmt: skip
 
 
 async def shown_for(

@@ -1,0 +1,122 @@
+"""A prompt a person must answer stays one appearance while they answer it.
+
+The Observer reads captured Claude 2.1.332 screens of one question through a
+stand-in for tmux: the cursor on its first option, then in its editor, then
+with text typed there. As an ordinary question each drawing is a new appearance
+(ids change whenever the prompt does, and an answer is fenced on the drawing it
+was offered for). With the question asking for a secret, the same drawings are
+one appearance with one interaction id: the person moving the cursor and typing
+is answering it, and PROTOCOL wakes its owner once per appearance. Once the
+prompt leaves, its next showing is a new one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import cast
+
+import trio
+
+from akk.actors.store import StoreActor
+from akk.actors.terminal_board import TerminalBoard, project_snapshot
+from akk.backends.terminal.observer import Observer
+from akk.discovery.identity import TerminalIdentity
+from akk.profiles.registry import PROFILES
+from akk.runtime.supervisor import ChildSpec, Supervisor
+from akk.screen.fingerprint import Appearance, IdMinter
+from akk.tmux.control import ClientLink
+from tests import corpus
+
+VERSION = "2.1.332"
+PROFILE = PROFILES[("claude", VERSION)]
+FOLDER = corpus.ROOT / "claude" / VERSION
+ANSWERING = ("q1", "free_text_empty", "free_text_typed")
+"""The drawings of one question as a person answers it: cursor on Red, in the editor,
+text typed there."""
+ASKED = "Which color do you prefer?"
+IDS = IdMinter(b"k" * 32)
+IDENTITY = TerminalIdentity(
+    terminal_id="t1", tmux_socket="s", pane_id="%1", pane_pid=1, agent="claude",
+    agent_pid=101, process_start=3, executable="claude", version=VERSION, cwd=None,
+    profile=PROFILE.id, profile_reason=None,
+)  # fmt: skip
+
+
+class _Pane:
+    """A tmux link whose one pane shows ``screen`` (as captured)."""
+
+    def __init__(self) -> None:
+        self.screen: list[str] = []
+
+    async def command(self, *args: str) -> list[str]:
+        assert args[0] == "capture-pane"
+        return self.screen
+
+    def client(self) -> _Pane:
+        return self
+
+
+def _screen(name: str, asks: str = ASKED) -> list[str]:
+    lines = (FOLDER / f"{name}.ansi").read_text().splitlines()
+    return [line.replace(ASKED, asks) for line in lines]
+
+
+@asynccontextmanager
+async def _observer(tmp_path: Path) -> AsyncIterator[tuple[Observer, _Pane]]:
+    db = tmp_path / "akk.sqlite3"
+    root = Supervisor("root", children=[ChildSpec("store", lambda: StoreActor(db))])
+    async with trio.open_nursery() as nursery:
+        await nursery.start(root.run)
+        pane = _Pane()
+        screen = Observer(IDENTITY, PROFILE, cast(ClientLink, pane), TerminalBoard(),
+                          root.ref("store"))  # fmt: skip
+        screen.announce()
+        screen.size = (120, 40)
+        yield screen, pane
+        nursery.cancel_scope.cancel()
+
+
+async def _shown(screen: Observer, pane: _Pane, lines: list[str]) -> tuple[Appearance, str]:
+    """The appearance of the prompt ``lines`` show, and the manual reason it is shown with."""
+    pane.screen = lines
+    snapshot = await screen.observe()
+    assert snapshot is not None and snapshot.seen is not None
+    shown = project_snapshot(snapshot, IDS, None)
+    assert shown is not None
+    return snapshot.seen, shown.projection.get("manual_reason", "")
+
+
+async def test_a_question_answered_at_the_terminal_is_a_new_appearance_at_each_drawing(
+    tmp_path: Path,
+) -> None:
+    with trio.fail_after(20):
+        async with _observer(tmp_path) as (screen, pane):
+            seen = [await _shown(screen, pane, _screen(f"questionnaire_single2-{step}"))
+                    for step in ANSWERING]  # fmt: skip
+    assert [reason for _, reason in seen] == ["", "", ""]
+    assert len({appearance for appearance, _ in seen}) == 3
+
+
+async def test_a_secret_question_is_one_appearance_while_the_person_answers_it(
+    tmp_path: Path,
+) -> None:
+    asks = "Enter your API key:"
+    with trio.fail_after(20):
+        async with _observer(tmp_path) as (screen, pane):
+            seen = [await _shown(screen, pane, _screen(f"questionnaire_single2-{step}", asks))
+                    for step in ANSWERING]  # fmt: skip
+            # The person moved the cursor and typed: one appearance, one wake-up.
+            assert [reason for _, reason in seen] == ["secret_input"] * 3
+            assert len({appearance for appearance, _ in seen}) == 1
+            pane.screen = _screen("echo-idle")
+            idle = await screen.observe()
+            assert idle is not None and idle.seen is None
+            again, _ = await _shown(screen, pane, _screen("questionnaire_single2-q1", asks))
+            assert again != seen[0][0]  # asked again after it left: a new appearance
+            # Another question with the same drawing of the editor is another appearance.
+            other, reason = await _shown(
+                screen, pane, _screen("questionnaire_single2-q1", "Enter your password:")
+            )
+            assert reason == "secret_input" and other != again
