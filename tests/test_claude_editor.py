@@ -335,3 +335,21 @@ def test_a_multi_select_editor_stays_a_multi_select_step(path: Path) -> None:
         assert ticked.value.reason is PlanRefusal.NOT_A_CHOICE
     else:
         assert expand(plan, question.options, chosen=(0,))
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_only_an_empty_or_closed_editor_takes_an_answer(version: str) -> None:
+    """Text in the open editor (a person's) would be typed after: `editor_taken` says so,
+    and the answer is refused before a key. The placeholder of an empty editor is no text."""
+    profile = PROFILES[version]
+    folder = corpus.ROOT / "claude" / version
+    taken = {}
+    for step in ("q1", "free_text_empty", "free_text_typed"):
+        _, grid, observation = load(folder / f"questionnaire_single2-{step}.json")
+        assert observation.prompt is not None and observation.actionable
+        taken[step] = profile.editor_taken(grid, observation.prompt)
+    assert taken == {
+        "q1": None,
+        "free_text_empty": None,
+        "free_text_typed": "editor holds text typed there",
+    }

@@ -171,3 +171,24 @@ def test_text_no_screen_can_show_is_never_proven(version: str) -> None:
     profile, prompt = shown.profile, shown.prompt
     for text in ("", " " + shown.text, shown.text + "\t", "/model", "[Pasted Content 5 chars]"):
         assert not profile.editor_matches(shown.grid, prompt, text), repr(text)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_only_closed_or_empty_notes_take_an_answer(version: str) -> None:
+    """Text in the notes (a person's) would be typed after: `editor_taken` says so, and the
+    answer is refused before a key; as it is on notes of another row ("Red" + the note)."""
+    taken = {}
+    for name in (
+        "codex_rui_one-q1",
+        "codex_rui_notes-notes_empty",
+        "codex_rui_notes-notes_typed",
+        "codex_notes_red-typed",
+    ):
+        shown = screen(version, name)
+        taken[name] = shown.profile.editor_taken(shown.grid, shown.prompt)
+    assert taken == {
+        "codex_rui_one-q1": None,
+        "codex_rui_notes-notes_empty": None,
+        "codex_rui_notes-notes_typed": "notes hold text typed there",
+        "codex_notes_red-typed": "notes hold text typed there",
+    }

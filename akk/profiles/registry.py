@@ -66,6 +66,12 @@ class Profile(Protocol):
         could never be proven there (None: the editor's proof decides per screen)."""
         ...
 
+    def editor_taken(self, grid: Grid, prompt: PromptView) -> str | None:
+        """Why ``prompt``'s free-text editor on the screen ``grid`` cannot take an answer now
+        (it holds text, so typing would add to it; or it belongs to another option), in
+        words that follow "the question's"; None when it can."""
+        ...
+
     def classify(self, grid: Grid) -> Observation:
         """The one Observation this screen shows under this profile."""
         ...

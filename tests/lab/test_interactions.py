@@ -35,7 +35,7 @@ from akk.qualify.launcher import LabSession
 from akk.qualify.model_server import RecordedRequest
 from akk.store.database import open_reader
 from tests.lab.conftest import lab_params
-from tools.lab.akk_runner import OUTCOMES, Served, idle_terminal, two_controllers
+from tools.lab.akk_runner import OUTCOMES, KeyLog, Served, idle_terminal, two_controllers
 
 WAKE_UPS = ("interaction_required", "approval_required")
 
@@ -678,6 +678,82 @@ async def _claude_free_text(lab: LabSession, tmp_path: Path, text: str) -> None:
         await settled(ctl, turn_id)
     assert count_since(lab, first, pair) == 1
     assert count_since(lab, first, '"Which color do you prefer?"=') == 1
+
+
+async def _offered_anew(ctl: Controller, turn_id: str, old: str) -> dict[str, Any]:
+    """The pending interaction `status` shows once the prompt is no longer ``old`` (a person
+    changed it at the terminal; AKK reads the pane within milliseconds)."""
+    with trio.fail_after(10):
+        while True:
+            shown = (await ctl.call("status", {"turn_id": turn_id}))["interaction"]
+            if shown is not None and shown["interaction_id"] != old:
+                assert shown["state"] == "pending", shown
+                return dict(shown)
+            await trio.sleep(0.05)
+
+
+async def _editor_refused(ctl: Controller, keys: KeyLog, shown: dict[str, Any], why: str) -> None:
+    """A free-text answer to ``shown`` is refused ``not_idle`` for ``why``, with no key."""
+    before = len(keys.keys())
+    with pytest.raises(AkkError) as refused:
+        await ctl.call("respond_interaction", free_text(shown, EDITOR_ANSWER))
+    assert refused.value.reason == "not_idle", refused.value
+    assert why in refused.value.message and "Nothing was sent" in refused.value.message
+    assert keys.keys()[before:] == []
+
+
+EDITOR_ANSWER = "Blue zq41zq"
+PERSON_S_DRAFT = "Teal"
+
+
+@pytest.mark.parametrize(
+    "lab",
+    [
+        *[lab_params("questionnaire_single3")[i] for i in (0, -1)],
+        *[lab_params("codex_rui_one", plan_mode=True)[i] for i in (0, -1)],
+    ],
+    indirect=True,
+)
+async def test_a_free_text_answer_waits_while_the_editor_holds_a_person_s_text(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    """A person opened the question's editor (Claude's "Type something.", Codex's notes) and
+    typed there. A controller's free text would be typed after theirs and never proven:
+    it is refused ``not_idle`` with zero keys, as it is (on Codex) while the notes are open
+    on another option, whose note it would become. Once the person cleared the editor, the
+    answer goes through and reaches the model once, without the person's draft. (It used
+    to be typed, fail its proof, end ``response_uncertain``, and leave "TealBlue …" in the
+    person's editor.)"""
+    first = len(lab.server.requests)
+    async with two_controllers(lab, tmp_path) as (served, ctl, _other):
+        assert served.keys is not None
+        turn_id = await send_task(ctl, sc.ASK_TASK)
+        shown = await prompt(ctl, turn_id)
+        await lab.wait_stable()
+        if lab.agent == "codex":
+            await lab.send_keys("Tab")  # notes on the row under the cursor, Red
+            await lab.wait_for_screen(lambda screen: "clear notes" in screen, 10)
+            shown = await _offered_anew(ctl, turn_id, shown["interaction_id"])
+            await _editor_refused(ctl, served.keys, shown, "open on another option")
+            await lab.send_keys("Escape")
+            await lab.wait_for_screen(lambda screen: "clear notes" not in screen, 10)
+            await lab.send_keys("Down", "Down", "Down", "Tab")  # None of the above's notes
+        else:
+            await lab.send_keys("Down", "Down", "Down")  # onto "Type something."
+        await lab.wait_stable()
+        await lab.type_text(PERSON_S_DRAFT)
+        await lab.wait_for_screen(lambda screen: PERSON_S_DRAFT in screen, 10)
+        shown = await _offered_anew(ctl, turn_id, shown["interaction_id"])
+        await _editor_refused(ctl, served.keys, shown, "hold")
+        await lab.send_keys(*("BSpace",) * len(PERSON_S_DRAFT))  # the person clears it
+        await lab.wait_for_screen(lambda screen: PERSON_S_DRAFT not in screen, 10)
+        shown = await _offered_anew(ctl, turn_id, shown["interaction_id"])
+        reply = await ctl.call("respond_interaction", free_text(shown, EDITOR_ANSWER))
+        assert reply["outcome"] == "dispatched", reply
+        await reached(lab, lambda r: EDITOR_ANSWER in r.newest_input, first)
+        assert (await settled(ctl, turn_id))["kind"] == "done"
+    assert count_since(lab, first, EDITOR_ANSWER) == 1
+    assert count_since(lab, first, PERSON_S_DRAFT) == 0
 
 
 def _editor_rows(version: str, text: str, cols: int) -> int:

@@ -162,9 +162,8 @@ class ClaudeProfile:
         if prompt.kind is not InteractionKind.QUESTIONNAIRE:
             return None
         editor = read(self, grid).editor  # None: the cursor is not in it, one row shows
-        rest = (
-            prompt.region.bottom - prompt.region.top - (1 if editor is None else len(editor.rows))
-        )
+        shown = 1 if editor is None else max(1, len(editor.rows))  # the placeholder: one row
+        rest = prompt.region.bottom - prompt.region.top - shown
         width = grid.cols - EDITOR_MARGIN
         rendered = render(self.editor.wrapping, text, width)
         if rendered is None or rest + len(rendered[0]) <= grid.rows:
@@ -175,6 +174,16 @@ class ClaudeProfile:
             f"shorten it (the editor shows {grid.rows - rest} rows of {width} columns here), "
             "make the pane taller, or type it at the pane yourself",
         )
+
+    def editor_taken(self, grid: Grid, prompt: PromptView) -> str | None:
+        """Why `prompt`'s "Type something." editor on `grid` cannot take an answer now: it is
+        open and not proven empty (a person's text, or an earlier answer left unproven), so
+        the answer's keys would add to what it holds. None: empty, or not open (a closed
+        editor that holds text reads no question at all)."""
+        editor = read(self, grid).editor
+        if editor is None or editor.empty:
+            return None
+        return "editor holds text typed there"
 
     def next_turn_message(self, question: str, label: str) -> str | None:
         """Claude Code has no async questions: no answer starts a turn of its own."""

@@ -269,7 +269,8 @@ def _open_editor(r: Reader, free: Row, end: int) -> DraftView:
 
     It wraps like the composer, its soft-wrapped rows under its first
     character. The empty editor shows its placeholder dim with the cursor on
-    the first character: never complete, so it matches no text.
+    the first character: it has no rows (as an empty composer) and is never
+    complete, so it matches no text.
     """
     col = free.label_col
     cells = [
@@ -280,7 +281,7 @@ def _open_editor(r: Reader, free: Row, end: int) -> DraftView:
     cursors = [(row, x) for row, x, cell in cells if cell.reverse]
     placeholder = any(cell.dim and cell.char.strip() for _, _, cell in cells)
     return DraftView(
-        rows=tuple(r.texts[y][col:].rstrip(" ") for y in range(free.y, end)),
+        rows=() if placeholder else tuple(r.texts[y][col:].rstrip(" ") for y in range(free.y, end)),
         width=r.grid.cols - col - r.p.questionnaire.editor_wrap_margin,
         pane_rows=r.grid.rows,
         cursor=cursors[0] if len(cursors) == 1 else None,

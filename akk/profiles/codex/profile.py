@@ -155,6 +155,26 @@ class CodexProfile:
             self.editor_typing, text, width, grid.rows, shown_rows=self.notes_max_rows
         )
 
+    def editor_taken(self, grid: Grid, prompt: PromptView) -> str | None:
+        """Why `prompt`'s notes on `grid` cannot take a free-text answer now: they are open
+        and hold text (a person's, or an earlier answer left unproven), so the answer's keys
+        would add to it; or they are open on another option than ``None of the above``,
+        whose note the answer would become. None: closed, or empty on that row."""
+        reader = Reader(self, grid)
+        try:
+            observe(reader)
+        except Unproven:
+            return None  # the answer's own plan and proof refuse such a screen
+        notes = reader.notes
+        if notes is None:
+            return None
+        if not notes.empty:
+            return "notes hold text typed there"
+        current = [option.role for option in prompt.questions[0].options if option.current]
+        if current != [OptionRole.NONE_OF_THE_ABOVE]:
+            return "notes are open on another option than 'None of the above'"
+        return None
+
     def draft_matches(self, draft: DraftView, text: str, how: TypingMethod) -> bool:
         """Whether `draft` shows exactly `text`, typed `how`, as this version renders it."""
         return draft_matches(self.typing, draft, text, how)
