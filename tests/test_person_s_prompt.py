@@ -6,8 +6,10 @@ with text typed there. As an ordinary question each drawing is a new appearance
 (ids change whenever the prompt does, and an answer is fenced on the drawing it
 was offered for). With the question asking for a secret, the same drawings are
 one appearance with one interaction id: the person moving the cursor and typing
-is answering it, and PROTOCOL wakes its owner once per appearance. Once the
-prompt leaves, its next showing is a new one.
+is answering it, and PROTOCOL wakes its owner once per appearance. A frame caught
+mid-draw between two drawings (no profile reads it) does not end it, unless it stays
+for `SETTLE_SECONDS`. Once the prompt leaves for a screen read whole, its next showing
+is a new one.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from akk.actors.terminal_board import TerminalBoard, project_snapshot
 from akk.backends.terminal.observer import Observer
 from akk.discovery.identity import TerminalIdentity
 from akk.profiles.registry import PROFILES
+from akk.protocol.wakeups import SETTLE_SECONDS
 from akk.runtime.supervisor import ChildSpec, Supervisor
 from akk.screen.fingerprint import Appearance, IdMinter
 from akk.tmux.control import ClientLink
@@ -61,6 +64,11 @@ class _Pane:
 def _screen(name: str, asks: str = ASKED) -> list[str]:
     lines = (FOLDER / f"{name}.ansi").read_text().splitlines()
     return [line.replace(ASKED, asks) for line in lines]
+
+
+def _mid_draw(lines: list[str]) -> list[str]:
+    """``lines`` caught while drawn: the bottom half not yet (no profile reads it)."""
+    return lines[: len(lines) // 2] + [""] * (len(lines) - len(lines) // 2)
 
 
 @asynccontextmanager
@@ -120,3 +128,39 @@ async def test_a_secret_question_is_one_appearance_while_the_person_answers_it(
                 screen, pane, _screen("questionnaire_single2-q1", "Enter your password:")
             )
             assert reason == "secret_input" and other != again
+
+
+async def test_a_frame_caught_mid_draw_does_not_end_a_person_s_prompt(tmp_path: Path) -> None:
+    asks = "Enter your API key:"
+    with trio.fail_after(20):
+        async with _observer(tmp_path) as (screen, pane):
+            first, _ = await _shown(screen, pane, _screen("questionnaire_single2-q1", asks))
+            pane.screen = _mid_draw(_screen("questionnaire_single2-free_text_empty", asks))
+            passing = await screen.observe()
+            assert passing is not None and passing.seen is None
+            assert passing.manual is not None and passing.manual.passing(trio.current_time())
+            typed = _screen("questionnaire_single2-free_text_typed", asks)
+            again, reason = await _shown(screen, pane, typed)
+            assert (again, reason) == (first, "secret_input")
+            # A frame no profile reads that stays: the prompt left, and is asked anew.
+            pane.screen = _mid_draw(typed)
+            await screen.observe()
+            await trio.sleep(SETTLE_SECONDS)
+            anew, _ = await _shown(screen, pane, typed)
+            assert anew != first
+            # An idle screen between: asked anew, however quickly.
+            pane.screen = _screen("echo-idle")
+            await screen.observe()
+            assert (await _shown(screen, pane, typed))[0] != anew
+
+
+async def test_a_question_a_controller_may_answer_is_new_after_a_frame_caught_mid_draw(
+    tmp_path: Path,
+) -> None:
+    """An answer is fenced on the drawing it was offered for: no id survives a redraw."""
+    with trio.fail_after(20):
+        async with _observer(tmp_path) as (screen, pane):
+            first, _ = await _shown(screen, pane, _screen("questionnaire_single2-q1"))
+            pane.screen = _mid_draw(_screen("questionnaire_single2-q1"))
+            await screen.observe()
+            assert (await _shown(screen, pane, _screen("questionnaire_single2-q1")))[0] != first

@@ -153,6 +153,22 @@ def _manual(lines: tuple[str, ...], *, since: float = 0.0) -> TerminalSnapshot:
     return TerminalSnapshot(IDENTITY, CUT, None, lines, since, manual=current)
 
 
+def test_a_manual_screen_may_be_passing_only_for_its_first_settle_time() -> None:
+    """Passing: possibly a frame caught between two drawings of a prompt, so the prompt
+    before it is not taken off the screen yet (`TurnFollower.look`). Not once it settled,
+    and not past SETTLE_SECONDS from its first drawing, however it keeps changing."""
+    mint = lambda screen: Appearance(screen, 42)  # noqa: E731
+    first = follow(None, _unread(1), profiled=True, agent="claude", lines=("a",), now=10.0,
+                   mint=mint)  # fmt: skip
+    assert first is not None
+    assert first.passing(10.0) and first.passing(10.0 + SETTLE_SECONDS * 0.9)
+    assert not first.passing(10.0 + SETTLE_SECONDS)  # settled
+    redrawn = follow(first, _unread(2), profiled=True, agent="claude", lines=("b",),
+                     now=10.0 + SETTLE_SECONDS * 0.9, mint=mint)  # fmt: skip
+    assert redrawn is not None and redrawn.began == 10.0
+    assert not redrawn.settled(10.0 + SETTLE_SECONDS) and not redrawn.passing(10.0 + SETTLE_SECONDS)
+
+
 def test_a_settled_manual_screen_is_projected_with_nothing_to_answer() -> None:
     snapshot = _manual((" Do you want to proceed?", " ❯ 1. Yes", " ↑ 3 more lines"))
     assert project_snapshot(snapshot, IDS, "turn_1", now=SETTLE_SECONDS / 2) is None

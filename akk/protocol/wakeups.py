@@ -119,6 +119,13 @@ class Manual:
     stable_since: float
     held: bool = False
     """An earlier drawing of it settled: it stays settled for the rest of its run."""
+    began: float = 0.0
+    """Trio clock of its first drawing."""
+
+    def passing(self, now: float) -> bool:
+        """Whether it may still be a frame caught between two drawings of one prompt: it
+        began less than SETTLE_SECONDS before trio time ``now`` and has not settled."""
+        return now - self.began < SETTLE_SECONDS and not self.settled(now)
 
     def settled(self, now: float) -> bool:
         """Whether it settled by trio time ``now``: one of its drawings stayed unchanged for
@@ -149,7 +156,7 @@ def follow(
     detail = redact_head(observation.reason or "", 300)
     permission = asks_permission(agent, lines)
     if current is None:
-        return Manual(mint(drawn), reason, detail, permission, drawn, now)
+        return Manual(mint(drawn), reason, detail, permission, drawn, now, began=now)
     if current.screen == drawn:
         return attrs.evolve(current, reason=reason, detail=detail)
     return attrs.evolve(

@@ -175,9 +175,15 @@ class TerminalFollower(Attached):
         # is still open and no answer could be reserved.
         accepted = turn.state is TurnState.RUNNING
         # A manual screen counts once it settled (akk.protocol.wakeups): its wake-up waits for that.
+        # Nor does one that may be a frame caught mid-draw take the prompt before it off the
+        # screen: a person's prompt redrawn after it is the same appearance (the Observer's
+        # `_appearance`), and is neither invalidated nor announced again.
         clock = trio.current_time()
         shows = snapshot.showing(clock)
-        if turn.unresolved and accepted and shows != self._announced and not snapshot.busy:
+        manual = snapshot.manual
+        passing = shows is None and manual is not None and manual.passing(clock)
+        if (turn.unresolved and accepted and shows != self._announced and not snapshot.busy
+                and not passing):  # fmt: skip
             await self._announce(snapshot, shows, clock)
         return True
 

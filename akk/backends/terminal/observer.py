@@ -104,6 +104,9 @@ class Observer:
         self._seq = 0
         self._seen: Appearance | None = None  # the prompt's appearance on the last screen
         self._persons: _PersonS | None = None  # what it asks, if a person's (`_persons`)
+        # A person's prompt that left for frames no profile reads: what it asks, its
+        # appearance, and when it left (trio clock); see `_appearance`.
+        self._left: tuple[_PersonS, Appearance, float] | None = None
         self._resumed: Appearance | None = None  # the store's last appearance, until first look
         self._last_number = 0
         # Trio clock: since when the permission on screen has been held (None: none is).
@@ -185,6 +188,10 @@ class Observer:
             )
         if seen is None:
             self._resumed = None
+            if observation.state is not State.UNKNOWN:
+                self._left = None  # a screen read whole: whatever left is gone
+            elif self._seen is not None and self._persons is not None:
+                self._left = (self._persons, self._seen, trio.current_time())
         self._seen = seen
         self._persons = None if seen is None else _persons(observation)
         self.grid = grid
@@ -223,7 +230,9 @@ class Observer:
         `_persons`) stays the appearance it began as while it asks the same for the same
         reason, however it is redrawn: the person moving its cursor or typing into its
         editor is answering it, and PROTOCOL wakes its owner once per appearance. Nothing
-        is ever sent for it, so no fence rests on its drawing.
+        is ever sent for it, so no fence rests on its drawing. Frames no profile reads
+        (caught mid-draw) for less than `wakeups.SETTLE_SECONDS` between two of its
+        drawings do not end it either.
 
         Any other prompt that was not on the previous screen is a new appearance, unless
         it is the first screen since this actor started and the store's last
@@ -232,10 +241,14 @@ class Observer:
         appearance (its fence, if answered, holds).
         """
         resumed, self._resumed = self._resumed, None
+        left, self._left = self._left, None
         if self._seen is not None and (
             self._seen.fingerprint == fp or (persons is not None and persons == self._persons)
         ):
             return self._seen
+        if (persons is not None and left is not None and left[0] == persons
+                and trio.current_time() - left[2] < wakeups.SETTLE_SECONDS):  # fmt: skip
+            return left[1]
         if resumed is not None and resumed.fingerprint == fp:
             self.seen_since = trio.current_time()
             return resumed
