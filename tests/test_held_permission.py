@@ -28,40 +28,23 @@ from akk.actors.store import StoreActor
 from akk.actors.terminal_board import TerminalBoard, TerminalSnapshot
 from akk.backends.terminal import observer as observer_module
 from akk.backends.terminal.observer import PENDING_GRACE, PENDING_POLL, Observer
-from akk.discovery.identity import TerminalIdentity
 from akk.evidence.files import identify
 from akk.profiles.permission import PENDING_CALL_MISMATCH, PENDING_CALL_UNKNOWN
-from akk.profiles.registry import PROFILES
 from akk.runtime.supervisor import ChildSpec, Supervisor
 from akk.store import turns
 from akk.store.database import open_store
 from akk.tmux.control import ClientLink
 from tests import corpus
+from tests.captured_pane import IDENTITY, PROFILE, VERSION, CapturedPane
 from tests.store_rows import add_ctl_and_t1
 
-VERSION = "2.1.332"
-PROFILE = PROFILES[("claude", VERSION)]
 SCREEN = corpus.ROOT / "claude" / VERSION / "claude_bash-permission"
 TRANSCRIPT = corpus.ROOT / "evidence" / "claude" / VERSION / "permission.jsonl"
-IDENTITY = TerminalIdentity(
-    terminal_id="t1", tmux_socket="s", pane_id="%1", pane_pid=1, agent="claude",
-    agent_pid=101, process_start=3, executable="claude", version=VERSION, cwd=None,
-    profile=PROFILE.id, profile_reason=None,
-)  # fmt: skip
 
 
-class _Pane:
-    """A tmux link whose one pane shows the permission screen (``screen``: as captured)."""
-
-    def __init__(self) -> None:
-        self.screen = SCREEN.with_suffix(".ansi").read_text().splitlines()
-
-    async def command(self, *args: str) -> list[str]:
-        assert args[0] == "capture-pane"
-        return self.screen
-
-    def client(self) -> _Pane:
-        return self
+def _pane() -> CapturedPane:
+    """A pane showing the permission screen."""
+    return CapturedPane(SCREEN.with_suffix(".ansi").read_text().splitlines())
 
 
 def _lines() -> tuple[list[bytes], int]:
@@ -104,7 +87,7 @@ def _mid_draw(screen: list[str]) -> list[str]:
 
 @asynccontextmanager
 async def _observer(
-    tmp_path: Path, *, upto: int | None = None, bound: bool = True, pane: _Pane | None = None
+    tmp_path: Path, *, upto: int | None = None, bound: bool = True, pane: CapturedPane | None = None
 ) -> AsyncIterator[tuple[Observer, Path, Path]]:
     """An Observer of the permission screen, its Turn's transcript written up to line ``upto``
     (default: up to the call); with the file and the store."""
@@ -121,7 +104,7 @@ async def _observer(
     async with trio.open_nursery() as nursery:
         await nursery.start(root.run)
         board = TerminalBoard()
-        link = cast(ClientLink, pane or _Pane())
+        link = cast(ClientLink, pane or _pane())
         screen = Observer(IDENTITY, PROFILE, link, board, root.ref("store"))
         screen.announce()
         label = corpus.label(SCREEN.with_suffix(".json"))
@@ -206,7 +189,7 @@ async def test_a_permission_of_a_turn_not_bound_yet_is_held_until_its_binding(
 async def test_a_screen_caught_mid_draw_is_read_again_not_published(tmp_path: Path) -> None:
     """The command half drawn does not match the call: held, and bound once drawn whole."""
     _, call_at = _lines()
-    pane = _Pane()
+    pane = _pane()
     whole, pane.screen = pane.screen, _mid_draw(pane.screen)
     with trio.fail_after(20):
         async with _observer(tmp_path, upto=call_at + 1, pane=pane) as (screen, _file, _db):
@@ -227,7 +210,7 @@ async def test_a_screen_that_disagrees_with_its_call_is_published_once_it_stood_
     settle = 0.3
     monkeypatch.setattr(observer_module, "SETTLE", settle)
     _, call_at = _lines()
-    pane = _Pane()
+    pane = _pane()
     pane.screen = _mid_draw(pane.screen)
     with trio.fail_after(20):
         async with _observer(tmp_path, upto=call_at + 1, pane=pane) as (screen, _file, _db):

@@ -24,41 +24,19 @@ import trio
 from akk.actors.store import StoreActor
 from akk.actors.terminal_board import TerminalBoard, project_snapshot
 from akk.backends.terminal.observer import Observer
-from akk.discovery.identity import TerminalIdentity
-from akk.profiles.registry import PROFILES
 from akk.protocol.wakeups import SETTLE_SECONDS
 from akk.runtime.supervisor import ChildSpec, Supervisor
 from akk.screen.fingerprint import Appearance, IdMinter
 from akk.tmux.control import ClientLink
 from tests import corpus
+from tests.captured_pane import IDENTITY, PROFILE, VERSION, CapturedPane
 
-VERSION = "2.1.332"
-PROFILE = PROFILES[("claude", VERSION)]
 FOLDER = corpus.ROOT / "claude" / VERSION
 ANSWERING = ("q1", "free_text_empty", "free_text_typed")
 """The drawings of one question as a person answers it: cursor on Red, in the editor,
 text typed there."""
 ASKED = "Which color do you prefer?"
 IDS = IdMinter(b"k" * 32)
-IDENTITY = TerminalIdentity(
-    terminal_id="t1", tmux_socket="s", pane_id="%1", pane_pid=1, agent="claude",
-    agent_pid=101, process_start=3, executable="claude", version=VERSION, cwd=None,
-    profile=PROFILE.id, profile_reason=None,
-)  # fmt: skip
-
-
-class _Pane:
-    """A tmux link whose one pane shows ``screen`` (as captured)."""
-
-    def __init__(self) -> None:
-        self.screen: list[str] = []
-
-    async def command(self, *args: str) -> list[str]:
-        assert args[0] == "capture-pane"
-        return self.screen
-
-    def client(self) -> _Pane:
-        return self
 
 
 def _screen(name: str, asks: str = ASKED) -> list[str]:
@@ -72,12 +50,12 @@ def _mid_draw(lines: list[str]) -> list[str]:
 
 
 @asynccontextmanager
-async def _observer(tmp_path: Path) -> AsyncIterator[tuple[Observer, _Pane]]:
+async def _observer(tmp_path: Path) -> AsyncIterator[tuple[Observer, CapturedPane]]:
     db = tmp_path / "akk.sqlite3"
     root = Supervisor("root", children=[ChildSpec("store", lambda: StoreActor(db))])
     async with trio.open_nursery() as nursery:
         await nursery.start(root.run)
-        pane = _Pane()
+        pane = CapturedPane()
         screen = Observer(IDENTITY, PROFILE, cast(ClientLink, pane), TerminalBoard(),
                           root.ref("store"))  # fmt: skip
         screen.announce()
@@ -86,7 +64,7 @@ async def _observer(tmp_path: Path) -> AsyncIterator[tuple[Observer, _Pane]]:
         nursery.cancel_scope.cancel()
 
 
-async def _shown(screen: Observer, pane: _Pane, lines: list[str]) -> tuple[Appearance, str]:
+async def _shown(screen: Observer, pane: CapturedPane, lines: list[str]) -> tuple[Appearance, str]:
     """The appearance of the prompt ``lines`` show, and the manual reason it is shown with."""
     pane.screen = lines
     snapshot = await screen.observe()
