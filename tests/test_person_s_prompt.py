@@ -74,14 +74,15 @@ async def _shown(screen: Observer, pane: CapturedPane, lines: list[str]) -> tupl
     return snapshot.seen, shown.projection.get("manual_reason", "")
 
 
-async def test_a_question_answered_at_the_terminal_is_a_new_appearance_at_each_drawing(
+async def test_a_question_answered_at_the_terminal_is_a_new_appearance_at_each_change(
     tmp_path: Path,
 ) -> None:
     with trio.fail_after(20):
         async with _observer(tmp_path) as (screen, pane):
             seen = [await _shown(screen, pane, _screen(f"questionnaire_single2-{step}"))
                     for step in ANSWERING]  # fmt: skip
-    assert [reason for _, reason in seen] == ["", "", ""]
+    # Typed into, it is the person's (editor_in_use): an answer would be typed after.
+    assert [reason for _, reason in seen] == ["", "", "editor_in_use"]
     assert len({appearance for appearance, _ in seen}) == 3
 
 
@@ -142,3 +143,21 @@ async def test_a_question_a_controller_may_answer_is_new_after_a_frame_caught_mi
             pane.screen = _mid_draw(_screen("questionnaire_single2-q1"))
             await screen.observe()
             assert (await _shown(screen, pane, _screen("questionnaire_single2-q1")))[0] != first
+
+
+async def test_a_question_a_person_types_into_is_one_appearance_while_they_type(
+    tmp_path: Path,
+) -> None:
+    typed = _screen("questionnaire_single2-free_text_typed")
+    shorter = [line.replace("Teal, please", "Teal, pleas") for line in typed]
+    assert shorter != typed
+    with trio.fail_after(20):
+        async with _observer(tmp_path) as (screen, pane):
+            seen = [await _shown(screen, pane, lines) for lines in (shorter, typed)]
+            assert [reason for _, reason in seen] == ["editor_in_use"] * 2
+            assert seen[0][0] == seen[1][0]
+            # Cleared, it is answerable again: a new appearance.
+            empty, reason = await _shown(
+                screen, pane, _screen("questionnaire_single2-free_text_empty")
+            )
+            assert reason == "" and empty != seen[0][0]

@@ -61,6 +61,9 @@ class TerminalSnapshot:
     """The styled screen ``lines`` were read from (None before the first Observation): the
     grid the Observer keeps anyway, so the board holds one grid per terminal and no more.
     Redact before showing it (`akk.console.screen`)."""
+    editor_taken: str | None = None
+    """Why the prompt's open free-text editor cannot take an answer (`Profile.editor_taken`:
+    a person typed into it), None when it can or none is open."""
 
     @property
     def secret_question(self) -> bool:
@@ -151,15 +154,19 @@ def _asks_secret(observation: Observation) -> bool:
     return any(asks_secret_question(text) for text in asked)
 
 
-def refused_for(observation: Observation) -> str | None:
+def refused_for(observation: Observation, editor_taken: str | None = None) -> str | None:
     """Why the prompt ``observation`` read is a person's to answer, as its projection says
-    (`manual_reason`): the profile's reason, redacted, or ``secret_input`` for a question
-    that asks for a secret in its own words; None when AKK may answer it (or no prompt)."""
+    (`manual_reason`): the profile's reason, redacted; ``secret_input`` for a question
+    that asks for a secret in its own words; ``editor_in_use`` when its editor holds text
+    a person typed (``editor_taken``, `TerminalSnapshot.editor_taken`), which any answer
+    would be typed after; None when AKK may answer it (or no prompt)."""
     if observation.prompt is None:
         return None
     reason = _reason(observation)
     if reason is None and _asks_secret(observation):
         return wakeups.SECRET_INPUT  # its answer is a person's to type, never relayed
+    if reason is None and editor_taken is not None:
+        return wakeups.EDITOR_IN_USE  # a person is answering it at the terminal
     return reason
 
 
@@ -240,7 +247,7 @@ def project_snapshot(
             screen=redact_screen(snapshot.lines),
         )
     )
-    reason = refused_for(snapshot.observation)
+    reason = refused_for(snapshot.observation, snapshot.editor_taken)
     if reason is not None:
         projection = as_manual(projection, reason)
     if "manual_reason" in projection:

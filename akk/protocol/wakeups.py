@@ -40,6 +40,9 @@ SETTLE_SECONDS = 0.5
 """How long a manual screen must stay unchanged before its owner is woken."""
 
 PROMPT_CUT_OFF = "prompt_cut_off"
+EDITOR_IN_USE = "editor_in_use"
+"""A question whose editor a person is typing into (`Profile.editor_taken`): theirs until
+they finish it or clear it."""
 SECRET_INPUT = "secret_input"
 UNREADABLE_PROMPT = "unreadable_prompt"
 USER_VERIFICATION = "user_verification"

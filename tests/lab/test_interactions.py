@@ -680,26 +680,45 @@ async def _claude_free_text(lab: LabSession, tmp_path: Path, text: str) -> None:
     assert count_since(lab, first, '"Which color do you prefer?"=') == 1
 
 
-async def _offered_anew(ctl: Controller, turn_id: str, old: str) -> dict[str, Any]:
-    """The pending interaction `status` shows once the prompt is no longer ``old`` (a person
-    changed it at the terminal; AKK reads the pane within milliseconds)."""
+async def _shown_anew(ctl: Controller, turn_id: str, old: str, state: str) -> dict[str, Any]:
+    """The interaction `status` shows once the prompt is no longer ``old`` (a person changed
+    it at the terminal; AKK reads the pane within milliseconds), in ``state``."""
     with trio.fail_after(10):
         while True:
             shown = (await ctl.call("status", {"turn_id": turn_id}))["interaction"]
-            if shown is not None and shown["interaction_id"] != old:
-                assert shown["state"] == "pending", shown
+            if shown is not None and shown["interaction_id"] != old and shown["state"] == state:
                 return dict(shown)
             await trio.sleep(0.05)
 
 
-async def _editor_refused(ctl: Controller, keys: KeyLog, shown: dict[str, Any], why: str) -> None:
-    """A free-text answer to ``shown`` is refused ``not_idle`` for ``why``, with no key."""
+async def _person_s(ctl: Controller, keys: KeyLog, turn_id: str, old: str) -> dict[str, Any]:
+    """The question a person is typing into, as `status` shows it: ``editor_in_use``, nothing
+    to answer with; a free-text answer to it is refused with no key. It is returned."""
+    shown = await _shown_anew(ctl, turn_id, old, "manual_required")
+    assert (shown["manual_reason"], shown["questions"]) == ("editor_in_use", []), shown
     before = len(keys.keys())
+    answer = {"question_id": "q_lab", "response_kind": "free_text", "text": EDITOR_ANSWER}
     with pytest.raises(AkkError) as refused:
-        await ctl.call("respond_interaction", free_text(shown, EDITOR_ANSWER))
-    assert refused.value.reason == "not_idle", refused.value
-    assert why in refused.value.message and "Nothing was sent" in refused.value.message
+        await ctl.call("respond_interaction", {"interaction_id": shown["interaction_id"],
+                       "turn_id": turn_id, "answers": [answer]})  # fmt: skip
+    assert refused.value.reason == "manual_required", refused.value
+    assert "editor_in_use" in refused.value.message
     assert keys.keys()[before:] == []
+    return shown
+
+
+async def told_until_outcome(ctl: Controller, turn_id: str) -> list[dict[str, Any]]:
+    """Every event the owner is sent from now until the Turn's outcome, that included."""
+    told: list[dict[str, Any]] = []
+    with trio.fail_after(60):
+        async with aclosing(ctl.events()) as events:
+            async for event in events:
+                await ctl.ack(event["event_id"])
+                assert event["turn_id"] == turn_id, event
+                told.append(event)
+                if event["kind"] in OUTCOMES:
+                    return told
+    raise AssertionError(f"the connection closed first; told {told}")
 
 
 EDITOR_ANSWER = "Blue zq41zq"
@@ -714,16 +733,19 @@ PERSON_S_DRAFT = "Teal"
     ],
     indirect=True,
 )
-async def test_a_free_text_answer_waits_while_the_editor_holds_a_person_s_text(
+async def test_a_question_a_person_types_into_is_theirs_until_they_clear_it(
     lab: LabSession, tmp_path: Path
 ) -> None:
     """A person opened the question's editor (Claude's "Type something.", Codex's notes) and
-    typed there. A controller's free text would be typed after theirs and never proven:
-    it is refused ``not_idle`` with zero keys, as it is (on Codex) while the notes are open
-    on another option, whose note it would become. Once the person cleared the editor, the
-    answer goes through and reaches the model once, without the person's draft. (It used
-    to be typed, fail its proof, end ``response_uncertain``, and leave "TealBlue …" in the
-    person's editor.)"""
+    types there, key by key. A controller's free text would be typed after theirs and
+    never proven, so the question is the person's: ``manual_required`` for
+    ``editor_in_use``, one interaction and one wake-up however many keys they type, and an
+    answer is refused with zero keys. So is it (on Codex) while the notes are open on
+    another option, whose note an answer would become. Once the person cleared the
+    editor, the question is answerable again, and the answer reaches the model once,
+    without the person's draft. (A free-text answer used to be typed after the draft,
+    fail its proof, end ``response_uncertain`` and leave "TealBlue …" in the editor; and
+    each key the person typed woke the owner with a new answerable interaction.)"""
     first = len(lab.server.requests)
     async with two_controllers(lab, tmp_path) as (served, ctl, _other):
         assert served.keys is not None
@@ -733,25 +755,31 @@ async def test_a_free_text_answer_waits_while_the_editor_holds_a_person_s_text(
         if lab.agent == "codex":
             await lab.send_keys("Tab")  # notes on the row under the cursor, Red
             await lab.wait_for_screen(lambda screen: "clear notes" in screen, 10)
-            shown = await _offered_anew(ctl, turn_id, shown["interaction_id"])
-            await _editor_refused(ctl, served.keys, shown, "open on another option")
+            shown = await _person_s(ctl, served.keys, turn_id, shown["interaction_id"])
             await lab.send_keys("Escape")
             await lab.wait_for_screen(lambda screen: "clear notes" not in screen, 10)
             await lab.send_keys("Down", "Down", "Down", "Tab")  # None of the above's notes
         else:
             await lab.send_keys("Down", "Down", "Down")  # onto "Type something."
         await lab.wait_stable()
-        await lab.type_text(PERSON_S_DRAFT)
-        await lab.wait_for_screen(lambda screen: PERSON_S_DRAFT in screen, 10)
-        shown = await _offered_anew(ctl, turn_id, shown["interaction_id"])
-        await _editor_refused(ctl, served.keys, shown, "hold")
+        for typed in range(1, len(PERSON_S_DRAFT) + 1):  # as a person types: each key drawn
+            await lab.type_text(PERSON_S_DRAFT[typed - 1])
+            await lab.wait_for_screen(lambda screen, n=typed: PERSON_S_DRAFT[:n] in screen, 10)
+        await lab.wait_stable()
+        shown = await _person_s(ctl, served.keys, turn_id, shown["interaction_id"])
         await lab.send_keys(*("BSpace",) * len(PERSON_S_DRAFT))  # the person clears it
         await lab.wait_for_screen(lambda screen: PERSON_S_DRAFT not in screen, 10)
-        shown = await _offered_anew(ctl, turn_id, shown["interaction_id"])
+        shown = await _shown_anew(ctl, turn_id, shown["interaction_id"], "pending")
         reply = await ctl.call("respond_interaction", free_text(shown, EDITOR_ANSWER))
         assert reply["outcome"] == "dispatched", reply
         await reached(lab, lambda r: EDITOR_ANSWER in r.newest_input, first)
-        assert (await settled(ctl, turn_id))["kind"] == "done"
+        told = await told_until_outcome(ctl, turn_id)
+    assert told[-1]["kind"] == "done", told
+    in_use = [event for event in told if event["kind"] in WAKE_UPS
+              and event["interaction"]["state"] == "manual_required"]  # fmt: skip
+    assert [event["interaction"]["manual_reason"] for event in in_use] == ["editor_in_use"] * (
+        2 if lab.agent == "codex" else 1  # Codex: Red's notes, then the typed ones
+    ), told
     assert count_since(lab, first, EDITOR_ANSWER) == 1
     assert count_since(lab, first, PERSON_S_DRAFT) == 0
 

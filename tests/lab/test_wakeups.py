@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import time
-from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
@@ -41,9 +40,10 @@ from tests.lab.test_interactions import (
     secret_question_refused,
     send_task,
     settled,
+    told_until_outcome,
 )
 from tests.lab.test_watch import wake_up
-from tools.lab.akk_runner import OUTCOMES, Served, idle_terminal, outcome, two_controllers
+from tools.lab.akk_runner import Served, idle_terminal, outcome, two_controllers
 
 PERSON_S_KEY = "lab-pw-hunter2"
 """What the person types for the key: no key shape, so only withholding hides it."""
@@ -66,20 +66,6 @@ def _dispatch_kinds(served: Served, turn_id: str) -> list[str]:
         ]
     finally:
         conn.close()
-
-
-async def _until_settled(ctl: Controller, turn_id: str) -> list[dict[str, Any]]:
-    """Every event the owner is sent from now until the Turn's outcome, that included."""
-    told: list[dict[str, Any]] = []
-    with trio.fail_after(60):
-        async with aclosing(ctl.events()) as events:
-            async for event in events:
-                await ctl.ack(event["event_id"])
-                assert event["turn_id"] == turn_id, event
-                told.append(event)
-                if event["kind"] in OUTCOMES:
-                    return told
-    raise AssertionError(f"the connection closed first; told {told}")
 
 
 async def _status(ctl: Controller, turn_id: str) -> dict[str, Any]:
@@ -329,7 +315,7 @@ async def test_a_question_asking_for_a_secret_is_the_person_s_to_answer(
         assert PERSON_S_KEY not in json.dumps([status, row])
         await lab.send_keys("Enter")  # the person's own answer
         told = [(event["kind"], (event["interaction"] or {}).get("interaction_id"))
-                for event in await _until_settled(ctl, turn_id)]  # fmt: skip
+                for event in await told_until_outcome(ctl, turn_id)]  # fmt: skip
         # Answered by the person, the question is ``invalidated``, unless the Turn's
         # outcome came first (it then says so itself): no wake-up came while they typed.
         assert told in ([("invalidated", shown["interaction_id"]), ("done", None)],

@@ -40,7 +40,7 @@ from akk import evidence
 from akk.actors.store import transact
 from akk.actors.terminal_board import TerminalBoard, TerminalSnapshot, refused_for
 from akk.discovery.identity import TerminalIdentity
-from akk.profiles.observation import Observation, State
+from akk.profiles.observation import Observation, State, StepKind
 from akk.profiles.permission import asks_permission, awaits_call, bind_pending
 from akk.profiles.registry import Profile
 from akk.protocol import wakeups
@@ -174,17 +174,19 @@ class Observer:
             self.composer_since = None
         elif self.composer_since is None:
             self.composer_since = trio.current_time()
-        seen = None
-        if observation.prompt is not None and self.profile is not None:
+        seen, taken, prompt = None, None, observation.prompt
+        if prompt is not None and self.profile is not None:
+            if prompt.step is StepKind.FREE_TEXT:  # only an open editor can hold text
+                taken = self.profile.editor_taken(grid, prompt)
             seen = self._appearance(
                 fingerprint(
                     grid,
-                    observation.prompt.region,
+                    prompt.region,
                     profile_id=self.profile.id,
                     terminal_identity=self.identity.fingerprint_identity,
                     pending=pending.identity if pending is not None else "",
                 ),
-                _persons(observation),
+                _persons(observation, taken),
             )
         if seen is None:
             self._resumed = None
@@ -193,7 +195,7 @@ class Observer:
             elif self._seen is not None and self._persons is not None:
                 self._left = (self._persons, self._seen, trio.current_time())
         self._seen = seen
-        self._persons = None if seen is None else _persons(observation)
+        self._persons = None if seen is None else _persons(observation, taken)
         self.grid = grid
         lines = grid.lines()
         self._manual = wakeups.follow(
@@ -213,6 +215,7 @@ class Observer:
             manual=self._manual,
             profile=self.profile,
             grid=grid,
+            editor_taken=taken,
         )
         self._board.publish(snapshot)
         return snapshot
@@ -298,13 +301,13 @@ class Observer:
 _PersonS = tuple[object, ...]
 
 
-def _persons(observation: Observation) -> _PersonS | None:
+def _persons(observation: Observation, editor_taken: str | None) -> _PersonS | None:
     """What the prompt ``observation`` read asks, if it is a person's to answer
     (`terminal_board.refused_for`): its reason, kind, step number and questions' words,
     without its cursor, its options' marks, its editor's text or which of them has focus
     (Claude draws a question as a free-text step while its editor does); None for a prompt
     AKK may answer."""
-    prompt, reason = observation.prompt, refused_for(observation)
+    prompt, reason = observation.prompt, refused_for(observation, editor_taken)
     if prompt is None or reason is None:
         return None
     asked = tuple(question.prompt for question in prompt.questions)
