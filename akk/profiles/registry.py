@@ -68,8 +68,8 @@ class Profile(Protocol):
 
     def editor_taken(self, grid: Grid, prompt: PromptView) -> str | None:
         """Why ``prompt``'s free-text editor on the screen ``grid`` cannot take an answer now
-        (it holds text, so typing would add to it; or it belongs to another option), in
-        words that follow "the question's"; None when it can."""
+        (it holds text, so typing would add to it; or it belongs to another option): the
+        question is then a person's (``editor_in_use``). None when it can."""
         ...
 
     def classify(self, grid: Grid) -> Observation:

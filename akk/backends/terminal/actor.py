@@ -24,7 +24,7 @@ import trio
 
 from akk import evidence, faults
 from akk.actors.store import RETRY_SECONDS, transact
-from akk.actors.terminal_board import TerminalBoard
+from akk.actors.terminal_board import TerminalBoard, refused_for
 from akk.backends.contract import AnswerReceipt, Refusal
 from akk.backends.terminal.answer_step import send_answer
 from akk.backends.terminal.checks import (
@@ -473,10 +473,11 @@ class TerminalActor(Actor[TerminalMessage]):
             )
         observation, prompt = snapshot.observation, snapshot.observation.prompt
         assert prompt is not None  # an appearance is only given to a prompt
-        if observation.reason is not None:
+        person_s = refused_for(observation, snapshot.editor_taken)
+        if person_s is not None:  # the projection's rule: a profile's reason, a secret, a draft
             return Refusal(
                 Reason.MANUAL_REQUIRED,
-                f"AKK does not answer this prompt ({observation.reason}); answer it in the "
+                f"AKK does not answer this prompt ({person_s}); answer it in the "
                 "terminal. Nothing was sent",
             )
         refused = delivery_refusal(prompt, observation.state, message.answer)

@@ -59,14 +59,6 @@ def answer_plan(
         refused = None if answer.text is None else profile.editor_refusal(answer.text, grid, prompt)
         if refused is not None:  # it would be typed, never proven, and left in the editor
             return Refusal(Reason.INVALID_PARAMS, refused.message("the free text"))
-        taken = None if answer.text is None else profile.editor_taken(grid, prompt)
-        if taken is not None:  # the text would be typed after what is there, never proven
-            return Refusal(
-                Reason.NOT_IDLE,
-                f"the question's {taken}: the answer would be typed into it, so AKK sends "
-                "nothing. A person may be answering at the terminal: let them finish, or "
-                "clear it there, then call status again. Nothing was sent",
-            )
         options = prompt.questions[0].options if prompt.questions else ()
         return plan, expand_checked(plan, options, chosen=answer.chosen, text=answer.text)
     except KeyPlanError as exc:

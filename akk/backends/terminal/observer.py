@@ -174,10 +174,11 @@ class Observer:
             self.composer_since = None
         elif self.composer_since is None:
             self.composer_since = trio.current_time()
-        seen, taken, prompt = None, None, observation.prompt
+        seen, taken, persons, prompt = None, None, None, observation.prompt
         if prompt is not None and self.profile is not None:
             if prompt.step is StepKind.FREE_TEXT:  # only an open editor can hold text
                 taken = self.profile.editor_taken(grid, prompt)
+            persons = _persons(observation, taken)
             seen = self._appearance(
                 fingerprint(
                     grid,
@@ -186,7 +187,7 @@ class Observer:
                     terminal_identity=self.identity.fingerprint_identity,
                     pending=pending.identity if pending is not None else "",
                 ),
-                _persons(observation, taken),
+                persons,
             )
         if seen is None:
             self._resumed = None
@@ -195,7 +196,7 @@ class Observer:
             elif self._seen is not None and self._persons is not None:
                 self._left = (self._persons, self._seen, trio.current_time())
         self._seen = seen
-        self._persons = None if seen is None else _persons(observation, taken)
+        self._persons = persons
         self.grid = grid
         lines = grid.lines()
         self._manual = wakeups.follow(
