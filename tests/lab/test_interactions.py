@@ -707,6 +707,13 @@ async def _person_s(ctl: Controller, keys: KeyLog, turn_id: str, old: str) -> di
     return shown
 
 
+async def type_key_by_key(lab: LabSession, text: str) -> None:
+    """Type ``text`` as a person does, one key at a time, each drawn before the next."""
+    for typed in range(1, len(text) + 1):
+        await lab.type_text(text[typed - 1])
+        await lab.wait_for_screen(lambda screen, n=typed: text[:n] in screen, 10)
+
+
 async def told_until_outcome(ctl: Controller, turn_id: str) -> list[dict[str, Any]]:
     """Every event the owner is sent from now until the Turn's outcome, that included."""
     told: list[dict[str, Any]] = []
@@ -762,9 +769,7 @@ async def test_a_question_a_person_types_into_is_theirs_until_they_clear_it(
         else:
             await lab.send_keys("Down", "Down", "Down")  # onto "Type something."
         await lab.wait_stable()
-        for typed in range(1, len(PERSON_S_DRAFT) + 1):  # as a person types: each key drawn
-            await lab.type_text(PERSON_S_DRAFT[typed - 1])
-            await lab.wait_for_screen(lambda screen, n=typed: PERSON_S_DRAFT[:n] in screen, 10)
+        await type_key_by_key(lab, PERSON_S_DRAFT)
         await lab.wait_stable()
         shown = await _person_s(ctl, served.keys, turn_id, shown["interaction_id"])
         await lab.send_keys(*("BSpace",) * len(PERSON_S_DRAFT))  # the person clears it

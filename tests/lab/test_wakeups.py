@@ -41,6 +41,7 @@ from tests.lab.test_interactions import (
     send_task,
     settled,
     told_until_outcome,
+    type_key_by_key,
 )
 from tests.lab.test_watch import wake_up
 from tools.lab.akk_runner import Served, idle_terminal, outcome, two_controllers
@@ -302,9 +303,7 @@ async def test_a_question_asking_for_a_secret_is_the_person_s_to_answer(
         # which shows it below the question, reaches the controller.
         await lab.wait_stable()
         await lab.send_keys(*("Down",) * 2, *(("Tab",) if lab.agent == "codex" else ()))
-        for typed in range(1, len(PERSON_S_KEY) + 1):  # as a person types: each key drawn
-            await lab.type_text(PERSON_S_KEY[typed - 1])
-            await lab.wait_for_screen(lambda screen, n=typed: PERSON_S_KEY[:n] in screen, 10)
+        await type_key_by_key(lab, PERSON_S_KEY)
         await lab.wait_stable()
         status = await ctl.call("status", {"turn_id": turn_id})
         assert status["interaction"]["interaction_id"] == shown["interaction_id"], status
