@@ -707,6 +707,17 @@ async def _person_s(ctl: Controller, keys: KeyLog, turn_id: str, old: str) -> di
     return shown
 
 
+EDITOR_FOCUSED = {"claude": "ctrl+g to edit in Vim", "codex": "clear notes"}
+"""The footer a question shows while its free-text editor (Claude's "Type something.",
+Codex's notes) has focus: keys sent before it shows are dropped."""
+
+
+async def open_editor(lab: LabSession, *keys: str) -> None:
+    """Press ``keys`` as the person does to reach the question's editor; wait for its focus."""
+    await lab.send_keys(*keys)
+    await lab.wait_for_screen(lambda screen: EDITOR_FOCUSED[lab.agent] in screen, 10)
+
+
 async def type_key_by_key(lab: LabSession, text: str) -> None:
     """Type ``text`` as a person does, one key at a time, each drawn before the next."""
     for typed in range(1, len(text) + 1):
@@ -760,15 +771,13 @@ async def test_a_question_a_person_types_into_is_theirs_until_they_clear_it(
         shown = await prompt(ctl, turn_id)
         await lab.wait_stable()
         if lab.agent == "codex":
-            await lab.send_keys("Tab")  # notes on the row under the cursor, Red
-            await lab.wait_for_screen(lambda screen: "clear notes" in screen, 10)
+            await open_editor(lab, "Tab")  # notes on the row under the cursor, Red
             shown = await _person_s(ctl, served.keys, turn_id, shown["interaction_id"])
             await lab.send_keys("Escape")
             await lab.wait_for_screen(lambda screen: "clear notes" not in screen, 10)
-            await lab.send_keys("Down", "Down", "Down", "Tab")  # None of the above's notes
+            await open_editor(lab, "Down", "Down", "Down", "Tab")  # None of the above's notes
         else:
-            await lab.send_keys("Down", "Down", "Down")  # onto "Type something."
-        await lab.wait_stable()
+            await open_editor(lab, "Down", "Down", "Down")  # onto "Type something."
         await type_key_by_key(lab, PERSON_S_DRAFT)
         await lab.wait_stable()
         shown = await _person_s(ctl, served.keys, turn_id, shown["interaction_id"])

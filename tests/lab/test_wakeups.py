@@ -36,6 +36,7 @@ from tests.lab.test_interactions import (
     WAKE_UPS,
     choose,
     next_event,
+    open_editor,
     prompt,
     secret_question_refused,
     send_task,
@@ -302,7 +303,7 @@ async def test_a_question_asking_for_a_secret_is_the_person_s_to_answer(
         # The person types the key into the question's own editor: nothing of the screen,
         # which shows it below the question, reaches the controller.
         await lab.wait_stable()
-        await lab.send_keys(*("Down",) * 2, *(("Tab",) if lab.agent == "codex" else ()))
+        await open_editor(lab, *("Down",) * 2, *(("Tab",) if lab.agent == "codex" else ()))
         await type_key_by_key(lab, PERSON_S_KEY)
         await lab.wait_stable()
         status = await ctl.call("status", {"turn_id": turn_id})
@@ -342,7 +343,7 @@ async def test_a_secret_question_after_an_answered_one_is_the_person_s_to_the_en
         await secret_question_refused(ctl, turn_id)
         typed = len(served.keys.keys())  # the answer's keys, proven before the key showed
         await lab.wait_stable()
-        await lab.send_keys(*("Down",) * 2)
+        await open_editor(lab, "Down", "Down")
         await lab.type_text(PERSON_S_KEY)
         await lab.wait_for_screen(lambda screen: PERSON_S_KEY in screen, 10)
         await lab.send_keys("Enter")  # the person's answer: on to the review, which lists it
