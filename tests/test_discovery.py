@@ -290,6 +290,16 @@ def proc(exe: str | None, *argv: str, cwd: str = "/work") -> ProcessInfo:
     return ProcessInfo(1, 0, 1, 1, 100, exe, argv, cwd)
 
 
+def test_a_process_that_ends_while_its_children_are_listed_has_none(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The race: its /proc directory is gone by the time it is read, whatever a
+    # check just before it said. A pane whose shell just exited is that case.
+    gone = max(int(name) for name in os.listdir("/proc") if name.isdigit()) + 1_000_000
+    monkeypatch.setattr(Path, "is_dir", lambda self: True)
+    assert process.children(gone) == []
+
+
 def test_classify_shapes() -> None:
     lib = "/usr/lib/node_modules"
     assert classify(proc("/opt/x/claude", "claude")) == ("claude", "native", ("/opt/x/claude",))

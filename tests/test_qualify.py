@@ -377,6 +377,16 @@ async def test_at_rest_sees_a_running_descendant_and_a_sleeping_tree() -> None:
     assert capture.at_rest([spinning.pid, sleeping.pid])  # gone: nothing left to draw
 
 
+def test_a_process_that_ends_while_at_rest_reads_it_is_at_rest(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The race: a child is listed, then ends before its threads are read. Its
+    # /proc directory is gone by then, whatever a check just before it said.
+    gone = max(int(name) for name in os.listdir("/proc") if name.isdigit()) + 1_000_000
+    monkeypatch.setattr(Path, "is_dir", lambda self: True)
+    assert capture.at_rest([gone])
+
+
 def _children(pid: int) -> list[int]:
     path = Path(f"/proc/{pid}/task/{pid}/children")
     return [int(child) for child in path.read_text().split()] if path.exists() else []

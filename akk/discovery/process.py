@@ -171,7 +171,10 @@ def _readlink(path: Path) -> str | None:
 def children(pid: int, proc: Path = PROC) -> list[int]:
     """Direct children of `pid` (from /proc/PID/task/*/children, else by scanning ppids)."""
     found: list[int] = []
-    tasks = list((proc / str(pid) / "task").glob("*/children"))
+    try:
+        tasks = list((proc / str(pid) / "task").glob("*/children"))
+    except OSError:
+        return found  # it ended meanwhile: no children
     if tasks:
         for task in tasks:
             try:

@@ -125,7 +125,11 @@ def at_rest(pids: Iterable[int]) -> bool:
     stack = list(pids)
     while stack:
         pid = stack.pop()
-        for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            tasks = list(Path(f"/proc/{pid}/task").iterdir())
+        except OSError:
+            continue  # the process ended meanwhile
+        for task in tasks:
             try:
                 state = (task / "stat").read_text().rpartition(")")[2].split()[0]
                 stack += [int(child) for child in (task / "children").read_text().split()]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -403,12 +404,17 @@ async def test_codex_daemon_threads_bind_by_request_text(monkeypatch: pytest.Mon
 
 def _holders(path: Path) -> set[int]:
     found = set()
-    for fd in Path("/proc").glob("[0-9]*/fd/*"):
+    for pid in (int(name) for name in os.listdir("/proc") if name.isdigit()):
         try:
-            if fd.readlink() == path:
-                found.add(int(fd.parts[2]))
+            fds = list(Path(f"/proc/{pid}/fd").iterdir())
         except OSError:
-            continue
+            continue  # gone meanwhile, or not ours to read
+        for fd in fds:
+            try:
+                if fd.readlink() == path:
+                    found.add(pid)
+            except OSError:
+                continue
     return found
 
 
