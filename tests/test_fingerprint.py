@@ -12,7 +12,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from akk.screen import BLANK, Cell, Grid, IdMinter, Region, fingerprint, render
-from akk.screen.fingerprint import Appearance
+from akk.screen.fingerprint import Appearance, asked_fingerprint
 from tests.tier import examples
 
 PROFILE = "claude-code@2.0.0"
@@ -138,6 +138,30 @@ def test_field_boundaries_are_unambiguous() -> None:
     )
     joined = Grid(cols=2, rows=1, cells=((attrs.evolve(BLANK, char="ab"), BLANK),))
     assert _fp(split, split.full_region) != _fp(joined, joined.full_region)
+
+
+def test_what_a_person_s_prompt_asks_is_bound_field_by_field_apart_from_cells() -> None:
+    def asked(
+        text: str, profile: str = PROFILE, terminal: str = TERMINAL, pending: str = ""
+    ) -> bytes:
+        return asked_fingerprint(
+            text, profile_id=profile, terminal_identity=terminal, pending=pending
+        )
+
+    secret = '["secret_input"]'
+    base = asked(secret)
+    assert asked(secret) == base
+    others = [
+        asked('["editor_in_use"]'),
+        asked(secret, profile="p"),
+        asked(secret, terminal="t"),
+        asked(secret, pending="c"),
+    ]
+    assert base not in others and len(set(others)) == len(others)
+    assert asked("a", profile="bc") != asked("ab", profile="c")
+    # Never a cells' fingerprint, whatever the cells: its own domain.
+    grid = render('["secret_input"]\n', 16, 1)
+    assert _fp(grid, grid.full_region) != base
 
 
 def test_fingerprint_is_a_stable_sha256() -> None:

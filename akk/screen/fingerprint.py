@@ -11,6 +11,12 @@ bytes. Where the region sits on the screen is deliberately
 not hashed: the same prompt redrawn one row lower is the same prompt, while its
 size (rows, and cells per row) is.
 
+A prompt that is a person's to answer (a secret question, one AKK cannot
+read whole, one whose editor a person is typing into) is fingerprinted by what
+it asks instead (`asked_fingerprint`): the person moving its cursor and typing
+redraws its cells, yet it is the one prompt it began as, and nothing is ever
+sent for it, so no fence rests on its cells.
+
 Opaque ids are HMAC-SHA256 of one appearance of a prompt (its fingerprint and
 the appearance number the TerminalActor gave it when it came on screen) under a
 server-held secret. So they change whenever the fingerprint does, differ when
@@ -33,6 +39,7 @@ from akk.screen.region import Region
 
 _FINGERPRINT_DOMAIN = b"akk.fingerprint.v1"
 _PENDING_DOMAIN = b"akk.fingerprint.pending.v1"  # a prompt bound to a pending tool call
+_ASKED_DOMAIN = b"akk.fingerprint.asked.v1"  # a person's prompt: what it asks, not its cells
 _MIN_SECRET_BYTES = 32
 _ID_BYTES = 16
 
@@ -86,6 +93,18 @@ def fingerprint(
     digest.update(struct.pack(">II", region.height, region.width))
     for row in cells:
         digest.update(b"".join(map(_encode_cell, row)))
+    return digest.digest()
+
+
+def asked_fingerprint(
+    asked: str, *, profile_id: str, terminal_identity: str, pending: str = ""
+) -> bytes:
+    """SHA-256 over what a person's prompt asks (``asked``: its reason, kind, step and
+    questions' words, as one canonical text), `profile_id`, `terminal_identity` and
+    `pending`, in its own domain: never equal to a `fingerprint` of cells."""
+    digest = hashlib.sha256(_field(_ASKED_DOMAIN))
+    for text in (pending, profile_id, terminal_identity, asked):
+        digest.update(_field(text.encode("utf-8", "surrogatepass")))
     return digest.digest()
 
 

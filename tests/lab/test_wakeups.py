@@ -23,7 +23,7 @@ import pytest
 import trio
 
 from akk.cli.qualify import record_qualification
-from akk.client import AkkError, Controller
+from akk.client import AkkError, Controller, connect
 from akk.profiles.registry import PINNED
 from akk.qualify import scenarios as sc
 from akk.qualify.compare import version_key
@@ -45,7 +45,7 @@ from tests.lab.test_interactions import (
     type_key_by_key,
 )
 from tests.lab.test_watch import wake_up
-from tools.lab.akk_runner import Served, idle_terminal, outcome, two_controllers
+from tools.lab.akk_runner import AkkProcess, Served, idle_terminal, outcome, two_controllers
 
 PERSON_S_KEY = "lab-pw-hunter2"
 """What the person types for the key: no key shape, so only withholding hides it."""
@@ -321,6 +321,48 @@ async def test_a_question_asking_for_a_secret_is_the_person_s_to_answer(
         assert told in ([("invalidated", shown["interaction_id"]), ("done", None)],
                         [("done", None)]), told  # fmt: skip
         assert served.keys.keys()[sent_before:] == []
+    assert lab.server.count_inputs_containing(PERSON_S_KEY) == 1, lab.server.summary()
+    assert lab.server.count_inputs_containing(SECRET_ANSWER) == 0
+
+
+@pytest.mark.parametrize(
+    "lab",
+    [lab_params("questionnaire_secret")[-1], lab_params("codex_rui_secret", plan_mode=True)[-1]],
+    indirect=True,
+)
+async def test_a_secret_question_the_person_answers_across_a_restart_wakes_its_owner_once(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    """AKK restarts while the person types the key: the question on screen, redrawn since
+    its owner was woken, is still that interaction, so nobody is woken again."""
+    akk = AkkProcess(lab, tmp_path)
+    try:
+        async with connect(akk.start(), akk.tokens["ctl"]) as ctl:
+            turn_id = await send_task(ctl, sc.SECRET_ASK_TASK)
+            shown = await secret_question_refused(ctl, turn_id)
+            await lab.wait_stable()
+            await open_editor(lab, *("Down",) * 2, *(("Tab",) if lab.agent == "codex" else ()))
+            await type_key_by_key(lab, PERSON_S_KEY[:6])
+        await trio.to_thread.run_sync(akk.stop)
+        async with connect(akk.start(), akk.tokens["ctl"]) as ctl:
+            await type_key_by_key(lab, PERSON_S_KEY[6:])
+            await lab.wait_stable()
+            with trio.fail_after(20):  # until the restarted actor has read the screen
+                while (
+                    status := (await ctl.call("status", {"turn_id": turn_id}))["interaction"]
+                ) is None:
+                    await trio.sleep(0.1)
+            assert (status["interaction_id"], status["state"]) == (
+                shown["interaction_id"],
+                "manual_required",
+            ), status
+            await lab.send_keys("Enter")  # the person's own answer
+            told = [(event["kind"], (event["interaction"] or {}).get("interaction_id"))
+                    for event in await told_until_outcome(ctl, turn_id)]  # fmt: skip
+            assert told in ([("invalidated", shown["interaction_id"]), ("done", None)],
+                            [("done", None)]), told  # fmt: skip
+    finally:
+        akk.kill()
     assert lab.server.count_inputs_containing(PERSON_S_KEY) == 1, lab.server.summary()
     assert lab.server.count_inputs_containing(SECRET_ANSWER) == 0
 

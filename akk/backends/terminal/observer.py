@@ -30,6 +30,7 @@ and during every step. `shown_for` is how a step waits for a screen it must see
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -45,7 +46,7 @@ from akk.profiles.permission import asks_permission, awaits_call, bind_pending
 from akk.profiles.registry import Profile
 from akk.protocol import wakeups
 from akk.runtime.actor import ActorRef
-from akk.screen.fingerprint import Appearance, fingerprint
+from akk.screen.fingerprint import Appearance, asked_fingerprint, fingerprint
 from akk.screen.grid import Grid
 from akk.screen.render import CaptureMismatch, render
 from akk.store import interactions, turns
@@ -103,10 +104,10 @@ class Observer:
         self._drawn_at = 0.0  # trio clock: when the last capture first showed as it is
         self._seq = 0
         self._seen: Appearance | None = None  # the prompt's appearance on the last screen
-        self._persons: _PersonS | None = None  # what it asks, if a person's (`_persons`)
-        # A person's prompt that left for frames no profile reads: what it asks, its
-        # appearance, and when it left (trio clock); see `_appearance`.
-        self._left: tuple[_PersonS, Appearance, float] | None = None
+        self._person_s = False  # whether that prompt is a person's to answer (`_asks`)
+        # A person's prompt that left for frames no profile reads: its appearance, and when
+        # it left (trio clock); see `_appearance`.
+        self._left: tuple[Appearance, float] | None = None
         self._resumed: Appearance | None = None  # the store's last appearance, until first look
         self._last_number = 0
         # Trio clock: since when the permission on screen has been held (None: none is).
@@ -174,29 +175,30 @@ class Observer:
             self.composer_since = None
         elif self.composer_since is None:
             self.composer_since = trio.current_time()
-        seen, taken, persons, prompt = None, None, None, observation.prompt
+        seen, taken, asked, prompt = None, None, None, observation.prompt
         if prompt is not None and self.profile is not None:
             if prompt.step is StepKind.FREE_TEXT:  # only an open editor can hold text
                 taken = self.profile.editor_taken(grid, prompt)
-            persons = _persons(observation, taken)
+            asked = _asks(observation, taken)
+            drawn = {
+                "profile_id": self.profile.id,
+                "terminal_identity": self.identity.fingerprint_identity,
+                "pending": pending.identity if pending is not None else "",
+            }
             seen = self._appearance(
-                fingerprint(
-                    grid,
-                    prompt.region,
-                    profile_id=self.profile.id,
-                    terminal_identity=self.identity.fingerprint_identity,
-                    pending=pending.identity if pending is not None else "",
-                ),
-                persons,
+                fingerprint(grid, prompt.region, **drawn)
+                if asked is None
+                else asked_fingerprint(asked, **drawn),
+                person_s=asked is not None,
             )
         if seen is None:
             self._resumed = None
             if observation.state is not State.UNKNOWN:
                 self._left = None  # a screen read whole: whatever left is gone
-            elif self._seen is not None and self._persons is not None:
-                self._left = (self._persons, self._seen, trio.current_time())
+            elif self._seen is not None and self._person_s:
+                self._left = (self._seen, trio.current_time())
         self._seen = seen
-        self._persons = persons
+        self._person_s = asked is not None
         self.grid = grid
         lines = grid.lines()
         self._manual = wakeups.follow(
@@ -227,32 +229,31 @@ class Observer:
         fp = hashlib.sha256(b"akk-manual\x1f" + identity + b"\x1f" + screen).digest()
         return Appearance(fp, self._next_number())
 
-    def _appearance(self, fp: bytes, persons: _PersonS | None) -> Appearance:
+    def _appearance(self, fp: bytes, *, person_s: bool) -> Appearance:
         """The appearance this prompt belongs to: the current one while it stays on screen.
 
-        A prompt that is a person's to answer (``persons``: its reason and what it asks,
-        `_persons`) stays the appearance it began as while it asks the same for the same
-        reason, however it is redrawn: the person moving its cursor or typing into its
-        editor is answering it, and PROTOCOL wakes its owner once per appearance. Nothing
-        is ever sent for it, so no fence rests on its drawing. Frames no profile reads
-        (caught mid-draw) for less than `wakeups.SETTLE_SECONDS` between two of its
+        A prompt that is a person's to answer (``person_s``) is fingerprinted by what it
+        asks (`_asks`), so it stays the appearance it began as while it asks the same for
+        the same reason, however it is redrawn: the person moving its cursor or typing into
+        its editor is answering it, and PROTOCOL wakes its owner once per appearance.
+        Nothing is ever sent for it, so no fence rests on its drawing. Frames no profile
+        reads (caught mid-draw) for less than `wakeups.SETTLE_SECONDS` between two of its
         drawings do not end it either.
 
         Any other prompt that was not on the previous screen is a new appearance, unless
         it is the first screen since this actor started and the store's last
         appearance on this terminal has the same fingerprint: what happened
         while no actor watched cannot be known, so it is taken as the same
-        appearance (its fence, if answered, holds).
+        appearance (its fence, if answered, holds). A person's prompt redrawn meanwhile
+        has the same fingerprint too, so it is resumed as well.
         """
         resumed, self._resumed = self._resumed, None
         left, self._left = self._left, None
-        if self._seen is not None and (
-            self._seen.fingerprint == fp or (persons is not None and persons == self._persons)
-        ):
+        if self._seen is not None and self._seen.fingerprint == fp:
             return self._seen
-        if (persons is not None and left is not None and left[0] == persons
-                and trio.current_time() - left[2] < wakeups.SETTLE_SECONDS):  # fmt: skip
-            return left[1]
+        if (person_s and left is not None and left[0].fingerprint == fp
+                and trio.current_time() - left[1] < wakeups.SETTLE_SECONDS):  # fmt: skip
+            return left[0]
         if resumed is not None and resumed.fingerprint == fp:
             self.seen_since = trio.current_time()
             return resumed
@@ -299,21 +300,18 @@ class Observer:
         return bound, call, held
 
 
-_PersonS = tuple[object, ...]
-
-
-def _persons(observation: Observation, editor_taken: str | None) -> _PersonS | None:
-    """What the prompt ``observation`` read asks, if it is a person's to answer
-    (`terminal_board.refused_for`): its reason, kind, step number and questions' words,
-    without its cursor, its options' marks, its editor's text or which of them has focus
-    (Claude draws a question as a free-text step while its editor does); None for a prompt
-    AKK may answer."""
+def _asks(observation: Observation, editor_taken: str | None) -> str | None:
+    """What the prompt ``observation`` read asks, as one canonical text, if it is a
+    person's to answer (`terminal_board.refused_for`): its reason, kind, step number and
+    questions' words, without its cursor, its options' marks, its editor's text or which of
+    them has focus (Claude draws a question as a free-text step while its editor does);
+    None for a prompt AKK may answer."""
     prompt, reason = observation.prompt, refused_for(observation, editor_taken)
     if prompt is None or reason is None:
         return None
-    asked = tuple(question.prompt for question in prompt.questions)
-    return (reason, prompt.kind, prompt.step_index, prompt.step_total, asked, prompt.tabs,
-            prompt.reviewed)  # fmt: skip
+    asked = [question.prompt for question in prompt.questions]
+    return json.dumps([reason, prompt.kind, prompt.step_index, prompt.step_total, asked,
+                       prompt.tabs, prompt.reviewed])  # fmt: skip
 
 
 async def shown_for(
