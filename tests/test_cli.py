@@ -323,6 +323,26 @@ def test_screen_classify_prints_the_projection_of_a_fixture() -> None:
     assert "fingerprint" not in done.stdout and "region" not in done.stdout
 
 
+def test_screen_classify_shows_a_person_s_prompt_as_a_server_does(tmp_path: Path) -> None:
+    typed = FIXTURES / "claude/2.1.332/questionnaire_single2-free_text_typed.ansi"
+    secret = tmp_path / typed.name
+    secret.write_text(
+        typed.read_text().replace("Which color do you prefer?", "Enter your API key:")
+    )
+    shutil.copy(typed.with_suffix(".json"), secret.with_suffix(".json"))
+    for path, reason in ((typed, "editor_in_use"), (secret, "secret_input")):
+        result = json.loads(_classify(path, "--json").stdout)
+        projection = result["projection"]
+        assert (projection["state"], projection["manual_reason"]) == ("manual_required", reason)
+        assert projection["questions"] == []
+        assert "Teal, please" not in json.dumps(result)  # what the person typed
+        text = _classify(path).stdout
+        assert "step 1 of 1" in text and f"manual:  {reason}" in text, text
+    # The same question, no text typed: answerable.
+    empty = json.loads(_classify(typed.with_name("questionnaire_single2-q1.ansi"), "--json").stdout)
+    assert empty["projection"]["state"] == "pending"
+
+
 def test_screen_classify_private_adds_region_and_fingerprint() -> None:
     done = _classify(FIXTURES / "codex/0.169.0/codex_exec-permission.ansi", "--json", "--private")
     result = json.loads(done.stdout)

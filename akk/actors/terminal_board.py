@@ -237,23 +237,36 @@ def project_snapshot(
             pane=identity.pane_id,
         )
         return Shown(manual.seen, None, projection)
-    projection = within_frame(
-        project(
-            prompt,
-            seen=seen,
-            ids=ids,
-            agent=identity.agent,
-            turn_id=turn_id,
-            screen=redact_screen(snapshot.lines),
-        )
-    )
-    reason = refused_for(snapshot.observation, snapshot.editor_taken)
-    if reason is not None:
-        projection = as_manual(projection, reason)
+    projection = prompt_projection(
+        snapshot.observation, snapshot.editor_taken, seen=seen, ids=ids, agent=identity.agent,
+        turn_id=turn_id, lines=snapshot.lines,
+    )  # fmt: skip
     if "manual_reason" in projection:
         # Who must look where, as for a prompt-less manual screen (PROTOCOL.md).
         projection |= {"terminal_id": identity.terminal_id, "pane": identity.pane_id}
     return Shown(seen, prompt, projection)
+
+
+def prompt_projection(
+    observation: Observation,
+    editor_taken: str | None,
+    *,
+    seen: Appearance,
+    ids: IdMinter,
+    agent: str,
+    turn_id: str | None,
+    lines: tuple[str, ...],
+) -> dict[str, Any]:
+    """The projection of the prompt ``observation`` read off a screen of ``lines`` (its
+    editor holding ``editor_taken``): ``manual_required`` with its reason when it is a
+    person's to answer (`refused_for`), else what a controller may answer it with."""
+    assert observation.prompt is not None
+    projection = within_frame(
+        project(observation.prompt, seen=seen, ids=ids, agent=agent, turn_id=turn_id,
+                screen=redact_screen(lines))
+    )  # fmt: skip
+    reason = refused_for(observation, editor_taken)
+    return projection if reason is None else as_manual(projection, reason)
 
 
 def sighting(snapshot: TerminalSnapshot, shown: Shown) -> Sighting:

@@ -1,10 +1,11 @@
 """`akk screen classify | capture`: what AKK makes of one screen, for operators.
 
 Reads one JSON object (printed with --json, else as lines): ``state``,
-``profile``, ``projection`` (the PROTOCOL projection of an actionable prompt,
-else null) and ``reason``. With ``private``, also the prompt region and its
-fingerprint, for debugging. Ids in the projection are minted with a throwaway
-secret: they only mean something inside a running server.
+``profile``, ``projection`` (the PROTOCOL projection of the prompt on screen, as
+a server shows it: ``manual_required`` with its reason when it is a person's to
+answer; else null) and ``reason``. With ``private``, also the prompt region and
+its fingerprint, for debugging. Ids in the projection are minted with a
+throwaway secret: they only mean something inside a running server.
 """
 
 from __future__ import annotations
@@ -18,14 +19,14 @@ from typing import Any
 import attrs
 import trio
 
+from akk.actors.terminal_board import prompt_projection
+from akk.backends.terminal.observer import read_prompt
 from akk.cli.errors import CliError
 from akk.cli.text import json_text, out, shown
 from akk.discovery.process import VersionCache, find_agent
 from akk.profiles.observation import Observation, State
-from akk.profiles.registry import PINNED
-from akk.protocol.projection import project
-from akk.protocol.redaction import redact_screen
-from akk.screen.fingerprint import Appearance, IdMinter, fingerprint
+from akk.profiles.registry import PINNED, Profile
+from akk.screen.fingerprint import Appearance, IdMinter
 from akk.screen.grid import Grid
 from akk.screen.render import render
 
@@ -49,7 +50,7 @@ def classify_capture(
     if binding.profile is None:
         observation = Observation(State.UNKNOWN, None, reason=binding.reason)
         return _result(observation, grid, agent, None, private)
-    return _result(binding.profile.classify(grid), grid, agent, binding.profile.id, private)
+    return _result(binding.profile.classify(grid), grid, agent, binding.profile, private)
 
 
 def classify_pane(target: str, *, socket: str | None, private: bool) -> dict[str, Any]:
@@ -101,7 +102,10 @@ def _print_classification(result: dict[str, Any], as_json: bool) -> int:
         out.print(shown(f"reason:  {result['reason']}"))
     projection = result["projection"]
     if projection is not None:
-        out.print(shown(f"asks:    {projection['kind']} step {projection['step']}"))
+        step = projection["step"]
+        out.print(shown(f"asks:    {projection['kind']}, step {step['index']} of {step['total']}"))
+        if projection["state"] == "manual_required":
+            out.print(shown(f"manual:  {projection['manual_reason']} (a person answers it)"))
         for question in projection["questions"]:
             out.print(shown(f"  {question['header'] or '-'}: {question['prompt']}"))
             for option in question["options"]:
@@ -110,32 +114,25 @@ def _print_classification(result: dict[str, Any], as_json: bool) -> int:
 
 
 def _result(
-    observation: Observation, grid: Grid, agent: str, profile_id: str | None, private: bool
+    observation: Observation, grid: Grid, agent: str, profile: Profile | None, private: bool
 ) -> dict[str, Any]:
     prompt = observation.prompt
     result: dict[str, Any] = {
         "state": observation.state.value,
-        "profile": profile_id,
+        "profile": None if profile is None else profile.id,
         "projection": None,
         "reason": observation.reason,
     }
-    if prompt is None or profile_id is None:
+    if prompt is None or profile is None:
         return result
-    fp = fingerprint(grid, prompt.region, profile_id=profile_id, terminal_identity=CLI_IDENTITY)
-    if observation.actionable:
-        ids = IdMinter(secrets.token_bytes(32))
-        # One look is one appearance: number 0.
-        seen = Appearance(fp, 0)
-        result["projection"] = project(
-            prompt,
-            seen=seen,
-            ids=ids,
-            agent=agent,
-            turn_id=None,
-            screen=redact_screen(grid.lines()),
-        )
+    read = read_prompt(grid, observation, profile, terminal_identity=CLI_IDENTITY)
+    result["projection"] = prompt_projection(
+        observation, read.editor_taken, seen=Appearance(read.fingerprint, 0),  # one look
+        ids=IdMinter(secrets.token_bytes(32)), agent=agent, turn_id=None, lines=grid.lines(),
+    )  # fmt: skip
     if private:
-        result["private"] = {"region": attrs.asdict(prompt.region), "fingerprint": fp.hex()}
+        region = attrs.asdict(prompt.region)
+        result["private"] = {"region": region, "fingerprint": read.fingerprint.hex()}
     return result
 
 

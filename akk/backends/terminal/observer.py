@@ -35,6 +35,7 @@ import logging
 import time
 from collections.abc import Callable
 
+import attrs
 import trio
 
 from akk import evidence
@@ -175,22 +176,16 @@ class Observer:
             self.composer_since = None
         elif self.composer_since is None:
             self.composer_since = trio.current_time()
-        seen, taken, asked, prompt = None, None, None, observation.prompt
-        if prompt is not None and self.profile is not None:
-            if prompt.step is StepKind.FREE_TEXT:  # only an open editor can hold text
-                taken = self.profile.editor_taken(grid, prompt)
-            asked = _asks(observation, taken)
-            drawn = {
-                "profile_id": self.profile.id,
-                "terminal_identity": self.identity.fingerprint_identity,
-                "pending": pending.identity if pending is not None else "",
-            }
-            seen = self._appearance(
-                fingerprint(grid, prompt.region, **drawn)
-                if asked is None
-                else asked_fingerprint(asked, **drawn),
-                person_s=asked is not None,
+        seen, read = None, None
+        if observation.prompt is not None and self.profile is not None:
+            read = read_prompt(
+                grid,
+                observation,
+                self.profile,
+                terminal_identity=self.identity.fingerprint_identity,
+                pending=pending.identity if pending is not None else "",
             )
+            seen = self._appearance(read.fingerprint, person_s=read.person_s)
         if seen is None:
             self._resumed = None
             if observation.state is not State.UNKNOWN:
@@ -198,7 +193,7 @@ class Observer:
             elif self._seen is not None and self._person_s:
                 self._left = (self._seen, trio.current_time())
         self._seen = seen
-        self._person_s = asked is not None
+        self._person_s = read is not None and read.person_s
         self.grid = grid
         lines = grid.lines()
         self._manual = wakeups.follow(
@@ -218,7 +213,7 @@ class Observer:
             manual=self._manual,
             profile=self.profile,
             grid=grid,
-            editor_taken=taken,
+            editor_taken=None if read is None else read.editor_taken,
         )
         self._board.publish(snapshot)
         return snapshot
@@ -298,6 +293,42 @@ class Observer:
                 self.identity.terminal_id, bound.reason, shown, " (in a step)" if self.busy else "",
             )  # fmt: skip
         return bound, call, held
+
+
+@attrs.frozen
+class PromptRead:
+    """What one look makes of the prompt on screen, beyond its Observation."""
+
+    editor_taken: str | None
+    """Why its editor cannot take an answer (a person's text is in it), if so."""
+    fingerprint: bytes
+    """Its drawing's cells (`fingerprint`), or what it asks if it is a person's to answer
+    (`asked_fingerprint`: the person redrawing it is answering it)."""
+    person_s: bool
+    """Whether it is a person's to answer (`terminal_board.refused_for`)."""
+
+
+def read_prompt(
+    grid: Grid,
+    observation: Observation,
+    profile: Profile,
+    *,
+    terminal_identity: str,
+    pending: str = "",
+) -> PromptRead:
+    """What the prompt ``observation`` read off ``grid`` under ``profile`` is, seen on the
+    terminal ``terminal_identity`` (`TerminalIdentity.fingerprint_identity`), for the pending
+    call ``pending`` (`evidence.PendingCall.identity`) if it asks about one."""
+    prompt = observation.prompt
+    assert prompt is not None
+    taken = None
+    if prompt.step is StepKind.FREE_TEXT:  # only an open editor can hold text
+        taken = profile.editor_taken(grid, prompt)
+    asked = _asks(observation, taken)
+    drawn = {"profile_id": profile.id, "terminal_identity": terminal_identity, "pending": pending}
+    if asked is None:
+        return PromptRead(taken, fingerprint(grid, prompt.region, **drawn), person_s=False)
+    return PromptRead(taken, asked_fingerprint(asked, **drawn), person_s=True)
 
 
 def _asks(observation: Observation, editor_taken: str | None) -> str | None:
