@@ -185,7 +185,7 @@ class Observer:
                 terminal_identity=self.identity.fingerprint_identity,
                 pending=pending.identity if pending is not None else "",
             )
-            seen = self._appearance(read.fingerprint, person_s=read.person_s)
+            seen = self._appearance(read.fingerprint)
         if seen is None:
             self._resumed = None
             if observation.state is not State.UNKNOWN:
@@ -224,16 +224,16 @@ class Observer:
         fp = hashlib.sha256(b"akk-manual\x1f" + identity + b"\x1f" + screen).digest()
         return Appearance(fp, self._next_number())
 
-    def _appearance(self, fp: bytes, *, person_s: bool) -> Appearance:
+    def _appearance(self, fp: bytes) -> Appearance:
         """The appearance this prompt belongs to: the current one while it stays on screen.
 
-        A prompt that is a person's to answer (``person_s``) is fingerprinted by what it
-        asks (`_asks`), so it stays the appearance it began as while it asks the same for
+        A prompt that is a person's to answer is fingerprinted by what it asks
+        (`read_prompt`), so it stays the appearance it began as while it asks the same for
         the same reason, however it is redrawn: the person moving its cursor or typing into
         its editor is answering it, and PROTOCOL wakes its owner once per appearance.
         Nothing is ever sent for it, so no fence rests on its drawing. Frames no profile
         reads (caught mid-draw) for less than `wakeups.SETTLE_SECONDS` between two of its
-        drawings do not end it either.
+        drawings do not end it either (``_left`` holds only a person's prompt).
 
         Any other prompt that was not on the previous screen is a new appearance, unless
         it is the first screen since this actor started and the store's last
@@ -246,7 +246,7 @@ class Observer:
         left, self._left = self._left, None
         if self._seen is not None and self._seen.fingerprint == fp:
             return self._seen
-        if (person_s and left is not None and left[0].fingerprint == fp
+        if (left is not None and left[0].fingerprint == fp
                 and trio.current_time() - left[1] < wakeups.SETTLE_SECONDS):  # fmt: skip
             return left[0]
         if resumed is not None and resumed.fingerprint == fp:
