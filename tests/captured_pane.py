@@ -1,13 +1,27 @@
 """A stand-in for tmux whose one Claude 2.1.332 pane shows captured screens.
 
 The Observer reads it as it reads a real pane (``capture-pane``), so a test sets
-``screen`` to the rows of a fixture (or a changed copy) and observes.
+``screen`` to the rows of a fixture (or a changed copy) and observes. `observing`
+starts such an Observer on a real store (`store_actor`), as a TerminalActor does.
 """
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import cast
+
+import trio
+
+from akk.actors.store import StoreActor
+from akk.actors.terminal_board import TerminalBoard
+from akk.backends.terminal.observer import Observer
 from akk.discovery.identity import TerminalIdentity
 from akk.profiles.registry import PROFILES
+from akk.runtime.actor import ActorRef
+from akk.runtime.supervisor import ChildSpec, Supervisor
+from akk.tmux.control import ClientLink
 
 VERSION = "2.1.332"
 PROFILE = PROFILES[("claude", VERSION)]
@@ -30,3 +44,25 @@ class CapturedPane:
 
     def client(self) -> CapturedPane:
         return self
+
+
+@asynccontextmanager
+async def store_actor(db: Path) -> AsyncIterator[ActorRef]:
+    """A StoreActor running on the store file ``db``, under a supervisor as in a server."""
+    root = Supervisor("root", children=[ChildSpec("store", lambda: StoreActor(db))])
+    async with trio.open_nursery() as nursery:
+        await nursery.start(root.run)
+        yield root.ref("store")
+        nursery.cancel_scope.cancel()
+
+
+def observing(
+    store: ActorRef, pane: CapturedPane | None = None, size: tuple[int, int] = (120, 40)
+) -> tuple[Observer, CapturedPane]:
+    """An Observer of ``pane`` (a new one by default) on ``store``, as its TerminalActor
+    starts it: announced, of ``size``, nothing looked at yet."""
+    pane = pane or CapturedPane()
+    screen = Observer(IDENTITY, PROFILE, cast(ClientLink, pane), TerminalBoard(), store)
+    screen.announce()
+    screen.size = size
+    return screen, pane

@@ -17,25 +17,21 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import cast
 
 import apsw
 import pytest
 import trio
 
 from akk import evidence
-from akk.actors.store import StoreActor
-from akk.actors.terminal_board import TerminalBoard, TerminalSnapshot
+from akk.actors.terminal_board import TerminalSnapshot
 from akk.backends.terminal import observer as observer_module
 from akk.backends.terminal.observer import PENDING_GRACE, PENDING_POLL, Observer
 from akk.evidence.files import identify
 from akk.profiles.permission import PENDING_CALL_MISMATCH, PENDING_CALL_UNKNOWN
-from akk.runtime.supervisor import ChildSpec, Supervisor
 from akk.store import turns
 from akk.store.database import open_store
-from akk.tmux.control import ClientLink
 from tests import corpus
-from tests.captured_pane import IDENTITY, PROFILE, VERSION, CapturedPane
+from tests.captured_pane import VERSION, CapturedPane, observing, store_actor
 from tests.store_rows import add_ctl_and_t1
 
 SCREEN = corpus.ROOT / "claude" / VERSION / "claude_bash-permission"
@@ -100,17 +96,10 @@ async def _observer(
         _turn(conn, file, bound=bound)
     finally:
         conn.close()
-    root = Supervisor("root", children=[ChildSpec("store", lambda: StoreActor(db))])
-    async with trio.open_nursery() as nursery:
-        await nursery.start(root.run)
-        board = TerminalBoard()
-        link = cast(ClientLink, pane or _pane())
-        screen = Observer(IDENTITY, PROFILE, link, board, root.ref("store"))
-        screen.announce()
-        label = corpus.label(SCREEN.with_suffix(".json"))
-        screen.size = (label["cols"], label["rows"])
+    label = corpus.label(SCREEN.with_suffix(".json"))
+    async with store_actor(db) as store:
+        screen, _ = observing(store, pane or _pane(), (label["cols"], label["rows"]))
         yield screen, file, db
-        nursery.cancel_scope.cancel()
 
 
 async def _published(screen: Observer) -> tuple[TerminalSnapshot, float]:

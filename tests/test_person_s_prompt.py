@@ -17,22 +17,18 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import cast
 
 import apsw
 import trio
 
-from akk.actors.store import StoreActor, transact
-from akk.actors.terminal_board import TerminalBoard, project_snapshot
+from akk.actors.store import transact
+from akk.actors.terminal_board import project_snapshot
 from akk.backends.terminal.observer import Observer
 from akk.protocol.wakeups import SETTLE_SECONDS
-from akk.runtime.actor import ActorRef
-from akk.runtime.supervisor import ChildSpec, Supervisor
 from akk.screen.fingerprint import Appearance, IdMinter
 from akk.store import interactions, terminals
-from akk.tmux.control import ClientLink
 from tests import corpus
-from tests.captured_pane import IDENTITY, PROFILE, VERSION, CapturedPane
+from tests.captured_pane import IDENTITY, PROFILE, VERSION, CapturedPane, observing, store_actor
 
 FOLDER = corpus.ROOT / "claude" / VERSION
 ANSWERING = ("q1", "free_text_empty", "free_text_typed")
@@ -53,28 +49,9 @@ def _mid_draw(lines: list[str]) -> list[str]:
 
 
 @asynccontextmanager
-async def _store(tmp_path: Path) -> AsyncIterator[ActorRef]:
-    db = tmp_path / "akk.sqlite3"
-    root = Supervisor("root", children=[ChildSpec("store", lambda: StoreActor(db))])
-    async with trio.open_nursery() as nursery:
-        await nursery.start(root.run)
-        yield root.ref("store")
-        nursery.cancel_scope.cancel()
-
-
-def _reading(store: ActorRef) -> tuple[Observer, CapturedPane]:
-    """A TerminalActor's Observer of the captured pane, as it starts."""
-    pane = CapturedPane()
-    screen = Observer(IDENTITY, PROFILE, cast(ClientLink, pane), TerminalBoard(), store)
-    screen.announce()
-    screen.size = (120, 40)
-    return screen, pane
-
-
-@asynccontextmanager
 async def _observer(tmp_path: Path) -> AsyncIterator[tuple[Observer, CapturedPane]]:
-    async with _store(tmp_path) as store:
-        yield _reading(store)
+    async with store_actor(tmp_path / "akk.sqlite3") as store:
+        yield observing(store)
 
 
 async def _shown(screen: Observer, pane: CapturedPane, lines: list[str]) -> tuple[Appearance, str]:
@@ -183,8 +160,8 @@ async def test_a_person_s_prompt_redrawn_before_a_restart_is_resumed_after_it(
     first reads it redrawn (the person typed meanwhile): the same appearance, and id."""
     asks = "Enter your API key:"
     with trio.fail_after(20):
-        async with _store(tmp_path) as store:
-            screen, pane = _reading(store)
+        async with store_actor(tmp_path / "akk.sqlite3") as store:
+            screen, pane = observing(store)
             first, _ = await _shown(screen, pane, _screen("questionnaire_single2-q1", asks))
 
             def woken(conn: apsw.Connection) -> None:  # as the owner's wake-up records it
@@ -204,7 +181,7 @@ async def test_a_person_s_prompt_redrawn_before_a_restart_is_resumed_after_it(
                 )
 
             await transact(store, woken)
-            restarted, pane = _reading(store)
+            restarted, pane = observing(store)
             await restarted.resume()
             typed = _screen("questionnaire_single2-free_text_typed", asks)
             again, reason = await _shown(restarted, pane, typed)
