@@ -368,6 +368,38 @@ async def test_a_secret_question_the_person_answers_across_a_restart_wakes_its_o
 
 
 @pytest.mark.parametrize(
+    "lab", [lab_params("claude_write")[-1], lab_params("codex_exec_huge")[-1]], indirect=True
+)
+async def test_a_permission_left_to_a_person_wakes_its_owner_once_across_a_restart(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    """AKK restarts while a permission it cannot answer waits for the person (Claude's file
+    write, Codex's cut-off command): the screen, unchanged, is the interaction its owner
+    was woken for, so nobody is woken again; the person answers it."""
+    akk = AkkProcess(lab, tmp_path)
+    try:
+        async with connect(akk.start(), akk.tokens["ctl"]) as ctl:
+            turn_id = await send_task(ctl, lab.scenario.task)
+            woken = await next_event(ctl, WAKE_UPS, timeout=60)
+            shown = woken["interaction"]
+            assert (woken["turn_id"], shown["state"]) == (turn_id, "manual_required"), woken
+        await trio.to_thread.run_sync(akk.stop)
+        async with connect(akk.start(), akk.tokens["ctl"]) as ctl:
+            with trio.fail_after(20):  # until the restarted actor has read the screen
+                while (
+                    status := (await ctl.call("status", {"turn_id": turn_id}))["interaction"]
+                ) is None:
+                    await trio.sleep(0.1)
+            assert status["interaction_id"] == shown["interaction_id"], (status, shown)
+            await lab.send_keys("1" if lab.agent == "claude" else "Escape")  # the person
+            told = await told_until_outcome(ctl, turn_id)
+            assert not [event for event in told if event["kind"] in WAKE_UPS], told
+    finally:
+        akk.kill()
+    assert lab.server.count_inputs_containing(lab.scenario.task) == 1, lab.server.summary()
+
+
+@pytest.mark.parametrize(
     "lab", [lab_params("questionnaire_secret_second")[i] for i in (0, -1)], indirect=True
 )
 async def test_a_secret_question_after_an_answered_one_is_the_person_s_to_the_end(

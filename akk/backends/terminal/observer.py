@@ -135,11 +135,16 @@ class Observer:
         return self._board.get(self.identity.terminal_id)
 
     async def resume(self) -> None:
-        """Continue from the store's last prompt appearance on this terminal, if any."""
+        """Continue from the store's last prompt appearance on this terminal, if any.
+
+        One the store records gone is not continued: it was seen to leave, so the same
+        drawing shown now was drawn again since, and is a new appearance to wake for.
+        """
         terminal_id = self.identity.terminal_id
         latest = await transact(self._store, lambda conn: interactions.latest_on(conn, terminal_id))
         if latest is not None:
-            self._resumed = latest.seen
+            if latest.state is not interactions.InteractionState.GONE:
+                self._resumed = latest.seen
             self._last_number = latest.appearance
 
     async def observe(self, *, force: bool = False) -> TerminalSnapshot | None:
@@ -187,7 +192,6 @@ class Observer:
             )
             seen = self._appearance(read.fingerprint)
         if seen is None:
-            self._resumed = None
             if observation.state is not State.UNKNOWN:
                 self._left = None  # a screen read whole: whatever left is gone
             elif self._seen is not None and self._person_s:
@@ -201,6 +205,7 @@ class Observer:
             agent=self.identity.agent, lines=lines, now=trio.current_time(),
             mint=self._manual_appearance,
         )  # fmt: skip
+        self._resumed = None  # only the first look since the actor started continues it
         self._seq += 1
         snapshot = TerminalSnapshot(
             identity=self.identity,
@@ -219,9 +224,16 @@ class Observer:
         return snapshot
 
     def _manual_appearance(self, screen: bytes) -> Appearance:
-        """A new appearance of a manual screen first drawn as ``screen`` (akk.protocol.wakeups)."""
+        """A new appearance of a manual screen first drawn as ``screen`` (akk.protocol.wakeups).
+
+        On the first look since this actor started, the store's last appearance on this
+        terminal continues if it was this very drawing (a screen waiting for a person
+        does not change while it waits): it is the one its owner was woken for.
+        """
         identity = self.identity.fingerprint_identity.encode("utf-8", "surrogatepass")
         fp = hashlib.sha256(b"akk-manual\x1f" + identity + b"\x1f" + screen).digest()
+        if self._resumed is not None and self._resumed.fingerprint == fp:
+            return self._resumed
         return Appearance(fp, self._next_number())
 
     def _appearance(self, fp: bytes) -> Appearance:
