@@ -70,20 +70,15 @@ async def _first_look(db: Path, name: str, state: InteractionState) -> tuple[str
         return shown.interaction_id, again.interaction_id
 
 
-async def test_a_question_still_on_screen_is_the_one_its_owner_was_woken_for(
+async def test_a_prompt_or_a_screen_left_to_a_person_still_on_show_is_the_one_woken_for(
     tmp_path: Path,
 ) -> None:
     with trio.fail_after(20):
-        before, after = await _first_look(tmp_path / "akk.db", QUESTION, InteractionState.PENDING)
-    assert after == before
-
-
-async def test_a_screen_waiting_for_a_person_is_the_one_its_owner_was_woken_for(
-    tmp_path: Path,
-) -> None:
-    with trio.fail_after(20):
-        before, after = await _first_look(tmp_path / "akk.db", WRITE, InteractionState.PENDING)
-    assert after == before
+        for name in (QUESTION, WRITE):
+            before, after = await _first_look(
+                tmp_path / f"{name}.db", name, InteractionState.PENDING
+            )
+            assert after == before, name
 
 
 async def test_a_prompt_the_store_saw_leave_is_a_new_appearance_though_drawn_the_same(
