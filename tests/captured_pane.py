@@ -2,7 +2,8 @@
 
 The Observer reads it as it reads a real pane (``capture-pane``), so a test sets
 ``screen`` to the rows of a fixture (or a changed copy) and observes. `observing`
-starts such an Observer on a real store (`store_actor`), as a TerminalActor does.
+starts such an Observer on a real store (`store_actor`), as a TerminalActor does;
+`across_a_restart` starts a second one after its owner was woken for the first's.
 """
 
 from __future__ import annotations
@@ -12,15 +13,21 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import cast
 
+import apsw
 import trio
 
-from akk.actors.store import StoreActor
-from akk.actors.terminal_board import TerminalBoard
+from akk.actors.store import StoreActor, transact
+from akk.actors.terminal_board import TerminalBoard, project_snapshot
 from akk.backends.terminal.observer import Observer
 from akk.discovery.identity import TerminalIdentity
 from akk.profiles.registry import PROFILES
+from akk.protocol.projection import Shown
+from akk.protocol.wakeups import SETTLE_SECONDS
 from akk.runtime.actor import ActorRef
 from akk.runtime.supervisor import ChildSpec, Supervisor
+from akk.screen.fingerprint import IdMinter
+from akk.store import interactions, terminals
+from akk.store.interactions import InteractionState
 from akk.tmux.control import ClientLink
 
 VERSION = "2.1.332"
@@ -30,6 +37,7 @@ IDENTITY = TerminalIdentity(
     agent_pid=101, process_start=3, executable="claude", version=VERSION, cwd=None,
     profile=PROFILE.id, profile_reason=None,
 )  # fmt: skip
+IDS = IdMinter(b"c" * 32)
 
 
 class CapturedPane:
@@ -66,3 +74,45 @@ def observing(
     screen.announce()
     screen.size = size
     return screen, pane
+
+
+async def shown_settled(screen: Observer, pane: CapturedPane, lines: list[str]) -> Shown:
+    """What ``screen`` shows of ``lines`` once they have stayed on ``pane`` for
+    `SETTLE_SECONDS` (a manual screen is shown only then; a prompt at once)."""
+    pane.screen = lines
+    await screen.observe()
+    await trio.sleep(SETTLE_SECONDS)
+    snapshot = await screen.observe(force=True)
+    assert snapshot is not None
+    shown = project_snapshot(snapshot, IDS, None)
+    assert shown is not None
+    return shown
+
+
+async def across_a_restart(
+    db: Path,
+    before: list[str],
+    after: list[str],
+    state: InteractionState = InteractionState.PENDING,
+) -> tuple[Shown, Shown]:
+    """What an Observer on the store ``db`` shows of the screen ``before``, recorded as
+    its owner's wake-up records it (then left in ``state``); and what a restarted one,
+    resumed from the store, shows of the screen ``after`` on its first looks."""
+    async with store_actor(db) as store:
+        screen, pane = observing(store)
+        shown = await shown_settled(screen, pane, before)
+
+        def woken(conn: apsw.Connection) -> None:
+            terminals.record_seen(conn, IDENTITY, 1.0)
+            row, _ = interactions.record(
+                conn, interaction_id=shown.interaction_id, terminal_id="t1", turn_id=None,
+                kind=shown.kind, seen=shown.seen, profile=PROFILE.id, step_index=1,
+                step_total=1, projection=shown.projection, now=1.0,
+            )  # fmt: skip
+            if state is not row.state:
+                interactions.set_state(conn, row, state)
+
+        await transact(store, woken)
+        restarted, pane = observing(store)
+        await restarted.resume()
+        return shown, await shown_settled(restarted, pane, after)

@@ -18,17 +18,14 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-import apsw
 import trio
 
-from akk.actors.store import transact
 from akk.actors.terminal_board import project_snapshot
 from akk.backends.terminal.observer import Observer
 from akk.protocol.wakeups import SETTLE_SECONDS
 from akk.screen.fingerprint import Appearance, IdMinter
-from akk.store import interactions, terminals
 from tests import corpus
-from tests.captured_pane import IDENTITY, PROFILE, VERSION, CapturedPane, observing, store_actor
+from tests.captured_pane import VERSION, CapturedPane, across_a_restart, observing, store_actor
 
 FOLDER = corpus.ROOT / "claude" / VERSION
 ANSWERING = ("q1", "free_text_empty", "free_text_typed")
@@ -160,29 +157,9 @@ async def test_a_person_s_prompt_redrawn_before_a_restart_is_resumed_after_it(
     first reads it redrawn (the person typed meanwhile): the same appearance, and id."""
     asks = "Enter your API key:"
     with trio.fail_after(20):
-        async with store_actor(tmp_path / "akk.sqlite3") as store:
-            screen, pane = observing(store)
-            first, _ = await _shown(screen, pane, _screen("questionnaire_single2-q1", asks))
-
-            def woken(conn: apsw.Connection) -> None:  # as the owner's wake-up records it
-                terminals.record_seen(conn, IDENTITY, 1.0)
-                interactions.record(
-                    conn,
-                    interaction_id=IDS.interaction_id(first),
-                    terminal_id="t1",
-                    turn_id=None,
-                    kind="questionnaire",
-                    seen=first,
-                    profile=PROFILE.id,
-                    step_index=1,
-                    step_total=1,
-                    projection={},
-                    now=1.0,
-                )
-
-            await transact(store, woken)
-            restarted, pane = observing(store)
-            await restarted.resume()
-            typed = _screen("questionnaire_single2-free_text_typed", asks)
-            again, reason = await _shown(restarted, pane, typed)
-            assert (again, reason) == (first, "secret_input")
+        first, again = await across_a_restart(
+            tmp_path / "akk.sqlite3",
+            _screen("questionnaire_single2-q1", asks),
+            _screen("questionnaire_single2-free_text_typed", asks),
+        )
+    assert (again.seen, again.projection["manual_reason"]) == (first.seen, "secret_input")
