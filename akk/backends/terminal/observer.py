@@ -254,7 +254,7 @@ class Observer:
         appearance (its fence, if answered, holds). A person's prompt redrawn meanwhile
         has the same fingerprint too, so it is resumed as well.
         """
-        resumed, self._resumed = self._resumed, None
+        resumed = self._resumed  # cleared after each look (`observe`)
         left, self._left = self._left, None
         if self._seen is not None and self._seen.fingerprint == fp:
             return self._seen
