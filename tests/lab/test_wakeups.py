@@ -70,6 +70,15 @@ def _dispatch_kinds(served: Served, turn_id: str) -> list[str]:
         conn.close()
 
 
+async def _shown_after_a_restart(ctl: Controller, turn_id: str) -> dict[str, Any]:
+    """The interaction `status` shows once the restarted server has read the screen."""
+    with trio.fail_after(20):
+        while (shown := (await ctl.call("status", {"turn_id": turn_id}))["interaction"]) is None:
+            await trio.sleep(0.1)
+    assert isinstance(shown, dict)
+    return shown
+
+
 async def _status(ctl: Controller, turn_id: str) -> dict[str, Any]:
     shown: dict[str, Any] = (await ctl.call("status", {"turn_id": turn_id}))["interaction"]
     return shown
@@ -347,11 +356,7 @@ async def test_a_secret_question_the_person_answers_across_a_restart_wakes_its_o
         async with connect(akk.start(), akk.tokens["ctl"]) as ctl:
             await type_key_by_key(lab, PERSON_S_KEY[6:])
             await lab.wait_stable()
-            with trio.fail_after(20):  # until the restarted actor has read the screen
-                while (
-                    status := (await ctl.call("status", {"turn_id": turn_id}))["interaction"]
-                ) is None:
-                    await trio.sleep(0.1)
+            status = await _shown_after_a_restart(ctl, turn_id)
             assert (status["interaction_id"], status["state"]) == (
                 shown["interaction_id"],
                 "manual_required",
@@ -385,11 +390,7 @@ async def test_a_permission_left_to_a_person_wakes_its_owner_once_across_a_resta
             assert (woken["turn_id"], shown["state"]) == (turn_id, "manual_required"), woken
         await trio.to_thread.run_sync(akk.stop)
         async with connect(akk.start(), akk.tokens["ctl"]) as ctl:
-            with trio.fail_after(20):  # until the restarted actor has read the screen
-                while (
-                    status := (await ctl.call("status", {"turn_id": turn_id}))["interaction"]
-                ) is None:
-                    await trio.sleep(0.1)
+            status = await _shown_after_a_restart(ctl, turn_id)
             assert status["interaction_id"] == shown["interaction_id"], (status, shown)
             await lab.send_keys("1" if lab.agent == "claude" else "Escape")  # the person
             told = await told_until_outcome(ctl, turn_id)
