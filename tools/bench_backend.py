@@ -59,7 +59,7 @@ from akk.qualify.run_files import prepare
 from akk.qualify.scenarios import ECHO_TASK, SCENARIOS
 from tools.bench_turns import controller, load, parse_client, spread, start_akk, table
 from tools.lab import clients
-from tools.lab.akk_runner import AkkProcess, BackendChild, backend_child
+from tools.lab.akk_runner import AkkProcess, BackendChild, backend_child, backend_processes
 from tools.lab.clients import Client
 from tools.lab.installer import install
 
@@ -128,19 +128,6 @@ def _rss_of(pid: int) -> int | None:
     return None
 
 
-def _backend_processes(client: Client, root: Path) -> list[int]:
-    """The run's processes of ``client``'s backend (`BACKEND_PROCESS`)."""
-    found = []
-    for pid in run_processes(root):
-        try:
-            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if BACKEND_PROCESS[client.agent] in argv:
-            found.append(pid)
-    return found
-
-
 async def measure_sends(client: Client, sends: int, root: Path, samples: Samples) -> None:
     """N sends of one scope through one `akk serve` child; an error ends the part early."""
     model = ModelServer(SCENARIOS["echo"])
@@ -192,7 +179,7 @@ async def _sends(
                 samples.problems.append(f"send {n}: the last reply was not written whole")
                 continue
             samples.done.append(received - finished)
-        samples.after_sends = _backend_processes(client, lab.root)
+        samples.after_sends = backend_processes(lab.akk.proc.pid, BACKEND_PROCESS[client.agent])
         rss_after = _rss_of(lab.akk.proc.pid)
     if rss_before is not None and rss_after is not None:
         samples.akk_rss = (rss_before, rss_after)

@@ -22,13 +22,12 @@ import trio
 from akk.client import Controller, connect
 from akk.discovery.process import start_ticks
 from akk.faults import BACKEND_POINTS, Point
-from akk.qualify.launcher import run_processes
 from akk.qualify.model_server import ModelServer
 from akk.qualify.scenarios import ECHO_TASK, SCENARIOS, SLOW_SIGNAL, SLOW_TASK
 from tests.lab.conftest import ensure_installed
 from tests.lab.test_faults import _events_until_outcome
 from tools.lab import clients
-from tools.lab.akk_runner import OUTCOMES, backend_child, outcome
+from tools.lab.akk_runner import OUTCOMES, backend_child, backend_processes, outcome
 from tools.lab.clients import Client
 
 CODEX = [client for client in clients.PINNED if client.agent == "codex"]
@@ -179,7 +178,8 @@ async def test_a_killed_app_server_fails_its_turn_once_and_a_new_process_serves_
             async with connect(url, akk.tokens["ctl"]) as ctl:
                 sent = await ctl.call("send", _params(lab.files.workdir, SLOW_TASK, "s1"))
                 await model.wait_for_request(lambda r: SLOW_TASK in r.newest_input, timeout=30)
-                victims = [p for p in run_processes(lab.root) if _is_app_server(p)]
+                assert akk.proc is not None
+                victims = backend_processes(akk.proc.pid, b"app-server")
                 assert len(victims) == 1, victims
                 os.kill(victims[0], signal.SIGKILL)
                 ended = await outcome(ctl, sent["turn_id"], timeout=60)
@@ -194,11 +194,3 @@ async def test_a_killed_app_server_fails_its_turn_once_and_a_new_process_serves_
     assert [e for e in seen if e["kind"] in OUTCOMES] == []
     assert model.count_inputs_containing(SLOW_TASK) == 1, model.summary()
     assert model.count_inputs_containing(ECHO_TASK) == 1, model.summary()
-
-
-def _is_app_server(pid: int) -> bool:
-    try:
-        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return False
-    return b"app-server" in argv

@@ -31,7 +31,7 @@ from akk.qualify.scenarios import ECHO_REPLY, ECHO_TASK, SLOW_TASK, Scenario, Sl
 from akk.store.database import open_reader
 from tests.lab.conftest import ensure_installed
 from tools.lab import clients
-from tools.lab.akk_runner import outcome, serving_backend
+from tools.lab.akk_runner import backend_processes, outcome, serving_backend
 from tools.lab.clients import Client
 
 CLAUDE = [client for client in clients.PINNED if client.agent == "claude"]
@@ -111,18 +111,9 @@ class Clock:
         return sent, turn
 
 
-def _claude_pids(root: Path) -> list[int]:
-    """The headless Claude processes of the run that lead their process group (AKK's own)."""
-    found = []
-    for pid in run_processes(root):
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-            leader = os.getpgid(pid) == pid
-        except OSError:
-            continue
-        if b"stream-json" in cmdline and leader:
-            found.append(pid)
-    return found
+def _claude_pids() -> list[int]:
+    """The headless Claude processes this test's in-process AKK started."""
+    return backend_processes(os.getpid(), b"stream-json")
 
 
 @pytest.mark.lab
@@ -185,7 +176,7 @@ async def test_create_resume_role_cancel_and_kill(
                 # SIGKILL of the Claude process mid-turn: one failed, and the next send works.
                 killed = await ctl.call("send", _send(work, KILL_TASK))
                 asked_kill = await _reached(model, KILL_TASK)
-                (pid,) = _claude_pids(root)
+                (pid,) = _claude_pids()
                 os.kill(pid, signal.SIGKILL)
                 event = await outcome(ctl, killed["turn_id"], timeout=60)
                 assert event["kind"] == "failed", event
@@ -199,7 +190,7 @@ async def test_create_resume_role_cancel_and_kill(
                 listed = await ctl.call("list")
                 backends = {s["scope"]["role"]: s["backend"] for s in listed["sessions"]}
                 assert backends == {"executor": "claude_headless", "reviewer": "claude_headless"}
-                assert _claude_pids(root) == []
+                assert _claude_pids() == []
                 # Every process was reaped and its exit audited: one per send.
                 conn = open_reader(served.state.store_path)
                 try:

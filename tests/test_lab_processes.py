@@ -1,0 +1,41 @@
+"""The lab names a backend's process by its parent, never by a command line its forks share."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from tools.lab.akk_runner import backend_processes
+
+_FORKS = """
+import os, sys, time
+if os.fork() == 0:
+    time.sleep(60)  # a fork that has not exec'd yet: its parent's command line
+    os._exit(0)
+print("forked", flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_backend_s_fork_is_not_counted_as_a_second_backend_process() -> None:
+    with subprocess.Popen(
+        [sys.executable, "-c", _FORKS, "app-server"],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # one group: the fork ends with it
+    ) as backend:
+        try:
+            assert backend.stdout is not None and backend.stdout.readline() == "forked\n"
+            (fork,) = [
+                int(pid)
+                for pid in Path(f"/proc/{backend.pid}/task/{backend.pid}/children")
+                .read_text()
+                .split()
+            ]
+            assert b"app-server" in Path(f"/proc/{fork}/cmdline").read_bytes().split(b"\0")
+            assert backend_processes(os.getpid(), b"app-server") == [backend.pid]
+        finally:
+            os.killpg(backend.pid, signal.SIGKILL)
