@@ -53,7 +53,7 @@ import trio
 
 from akk.backends.codex_app_server.rpc import AppServer, open_app_server
 from akk.backends.names import CLAUDE_HEADLESS, CODEX_APP_SERVER
-from akk.qualify.launcher import LabError, run_processes
+from akk.qualify.launcher import LabError, wait_gone
 from akk.qualify.model_server import ModelServer, RecordedRequest
 from akk.qualify.run_files import prepare
 from akk.qualify.scenarios import ECHO_TASK, SCENARIOS
@@ -74,6 +74,8 @@ OUTCOME_TIMEOUT = 60.0
 """Seconds one send may take from its call to its outcome."""
 START_TIMEOUT = 60.0
 """Seconds one app-server start and its echo turn may take."""
+LEFT_SECONDS = 10.0
+"""Seconds a run's processes get to end before what is left counts as left running."""
 MIB = 1 << 20
 
 
@@ -146,7 +148,7 @@ async def measure_sends(client: Client, sends: int, root: Path, samples: Samples
     except LabError as exc:  # a process of the run outlived akk serve: listed below
         samples.problems.append(str(exc)[:300])
     for lab_root in roots:
-        samples.left_running += await _left_running(lab_root)
+        samples.left_running += await wait_gone(lab_root, LEFT_SECONDS)
 
 
 async def _sends(
@@ -198,14 +200,6 @@ async def _stop_akk(akk: AkkProcess) -> None:
         await trio.to_thread.run_sync(akk.stop)
 
 
-async def _left_running(root: Path, timeout: float = 10.0) -> list[int]:
-    """What of the run still runs once everything had `timeout` seconds to end."""
-    with trio.move_on_after(timeout):
-        while run_processes(root):
-            await trio.sleep(0.1)
-    return run_processes(root)
-
-
 async def _echo_turn(app: AppServer, workdir: Path) -> None:
     started = await app.request("thread/start", {"cwd": str(workdir)}, timeout=30)
     turn = await app.request(
@@ -252,7 +246,7 @@ async def measure_starts(client: Client, starts: int, root: Path, samples: Sampl
             samples.problems.append(f"starts aborted: {type(exc).__name__}: {exc}"[:300])
         finally:
             nursery.cancel_scope.cancel()
-    samples.left_running += await _left_running(lab)
+    samples.left_running += await wait_gone(lab, LEFT_SECONDS)
 
 
 async def measure(client: Client, sends: int, root: Path) -> Samples:

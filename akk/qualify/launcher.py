@@ -396,11 +396,22 @@ def run_processes(root: Path) -> list[int]:
     return found
 
 
-async def _wait_gone(root: Path, seconds: float) -> list[int]:
+async def wait_gone(root: Path, seconds: float) -> list[int]:
+    """The run's processes still there once they had ``seconds`` to end."""
     with trio.move_on_after(seconds):
         while run_processes(root):
             await trio.sleep(POLL_SECONDS)
     return run_processes(root)
+
+
+async def end_run(root: Path, grace: float, after_kill: float) -> list[int]:
+    """Give the run's processes ``grace`` seconds to end, SIGKILL the rest; the survivors."""
+    for pid in await wait_gone(root, grace):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            continue
+    return await wait_gone(root, after_kill)
 
 
 async def _teardown(root: Path, socket: Path) -> None:
@@ -409,13 +420,7 @@ async def _teardown(root: Path, socket: Path) -> None:
         await trio.run_process(
             ["tmux", "-S", str(socket), "kill-server"], check=False, capture_stderr=True
         )
-    left = await _wait_gone(root, _TEARDOWN_GRACE_SECONDS)
-    for pid in left:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            continue
-    left = await _wait_gone(root, _TEARDOWN_KILL_SECONDS)
+    left = await end_run(root, _TEARDOWN_GRACE_SECONDS, _TEARDOWN_KILL_SECONDS)
     shutil.rmtree(root, ignore_errors=True)
     if left:
         raise LabError(f"lab processes survived SIGKILL: {left}; inspect them with `ps -fp PID`")

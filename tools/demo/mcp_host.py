@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -34,7 +33,7 @@ import attrs
 import trio
 
 from akk.qualify import scenarios as sc
-from akk.qualify.launcher import LabError, run_processes
+from akk.qualify.launcher import LabError, end_run
 from akk.qualify.model_server import ModelServer
 from akk.qualify.run_files import RunFiles, prepare
 from akk.qualify.scenarios import Scenario
@@ -221,24 +220,7 @@ async def claude_host(client: Client, scenario: Scenario) -> AsyncIterator[Claud
                 nursery.cancel_scope.cancel()
     finally:
         with trio.CancelScope(shield=True):
-            left = await _gone(root)
+            left = await end_run(root, GONE_SECONDS, GONE_SECONDS)
         shutil.rmtree(root, ignore_errors=True)
     if left:
         raise LabError(f"processes of the host run survived SIGKILL: {left}")
-
-
-async def _gone(root: Path) -> list[int]:
-    """Wait for the run's processes to exit, SIGKILL what is left; the pids that survive."""
-    with trio.move_on_after(GONE_SECONDS):
-        while run_processes(root):
-            await trio.sleep(0.05)
-    for pid in run_processes(root):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            continue
-    with trio.move_on_after(GONE_SECONDS):
-        while left := run_processes(root):
-            await trio.sleep(0.05)
-        return []
-    return left
