@@ -64,6 +64,9 @@ class TerminalSnapshot:
     editor_taken: str | None = None
     """Why the prompt's open free-text editor cannot take an answer (`Profile.editor_taken`:
     a person typed into it), None when it can or none is open."""
+    seen_secrets: frozenset[str] = frozenset()
+    """Pieces of what was masked on the terminal's earlier drawings (`SeenSecrets.pieces`):
+    every text read off ``lines`` masks them too (`redact_screen`)."""
 
     @property
     def secret_question(self) -> bool:
@@ -208,7 +211,7 @@ def _asks(snapshot: TerminalSnapshot) -> str:
     first = prompt.questions[0] if prompt.questions else None
     text = first.prompt if first is not None else f"{prompt.step.value}, not yet opened"
     more = f" (+{len(prompt.questions) - 1} more)" if len(prompt.questions) > 1 else ""
-    shown = cut(redact_screen(snapshot.lines).text(text), ASKS_CHARS)
+    shown = cut(redact_screen(snapshot.lines, snapshot.seen_secrets).text(text), ASKS_CHARS)
     return f"{prompt.kind.value}: {shown}{more}"
 
 
@@ -239,7 +242,7 @@ def project_snapshot(
         return Shown(manual.seen, None, projection)
     projection = prompt_projection(
         snapshot.observation, snapshot.editor_taken, seen=seen, ids=ids, agent=identity.agent,
-        turn_id=turn_id, lines=snapshot.lines,
+        turn_id=turn_id, lines=snapshot.lines, seen_secrets=snapshot.seen_secrets,
     )  # fmt: skip
     if "manual_reason" in projection:
         # Who must look where, as for a prompt-less manual screen (PROTOCOL.md).
@@ -256,14 +259,16 @@ def prompt_projection(
     agent: str,
     turn_id: str | None,
     lines: tuple[str, ...],
+    seen_secrets: frozenset[str] = frozenset(),
 ) -> dict[str, Any]:
     """The projection of the prompt ``observation`` read off a screen of ``lines`` (its
-    editor holding ``editor_taken``): ``manual_required`` with its reason when it is a
-    person's to answer (`refused_for`), else what a controller may answer it with."""
+    editor holding ``editor_taken``; ``seen_secrets`` as `TerminalSnapshot` has them):
+    ``manual_required`` with its reason when it is a person's to answer (`refused_for`),
+    else what a controller may answer it with."""
     assert observation.prompt is not None
     projection = within_frame(
         project(observation.prompt, seen=seen, ids=ids, agent=agent, turn_id=turn_id,
-                screen=redact_screen(lines))
+                screen=redact_screen(lines, seen_secrets))
     )  # fmt: skip
     reason = refused_for(observation, editor_taken)
     return projection if reason is None else as_manual(projection, reason)

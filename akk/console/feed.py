@@ -208,7 +208,12 @@ class ConsoleFeed:
             self._behind = True
             return cached[1]
         shown = json.dumps(
-            screen_view(snapshot.lines, snapshot.grid, secret=snapshot.secret_question)
+            screen_view(
+                snapshot.lines,
+                snapshot.grid,
+                secret=snapshot.secret_question,
+                seen=snapshot.seen_secrets,
+            )
         )
         self._screens[terminal_id] = (snapshot, shown, now)
         return shown

@@ -34,8 +34,15 @@ _FLAGS = tuple(field.name for field in attrs.fields(Style) if field.name not in 
 _Row = list[tuple[str, Style]]
 
 
-def screen_view(lines: Sequence[str], grid: Grid | None, *, secret: bool = False) -> dict[str, Any]:
-    """The screen ``lines`` (a snapshot's) shows, styled from ``grid``, for the console.
+def screen_view(
+    lines: Sequence[str],
+    grid: Grid | None,
+    *,
+    secret: bool = False,
+    seen: frozenset[str] = frozenset(),
+) -> dict[str, Any]:
+    """The screen ``lines`` (a snapshot's) shows, styled from ``grid``, for the console
+    (``seen``: pieces masked on its earlier drawings, `redact_screen`).
 
     ``{"rows": [[[text, style], ...], ...], "styles": [{...}, ...], "cols": n,
     "withheld": None}``: each row a list of runs, each run its text and an index
@@ -55,7 +62,7 @@ def screen_view(lines: Sequence[str], grid: Grid | None, *, secret: bool = False
     if secret or asks_for_secret(lines):
         return {"rows": [], "styles": [], "cols": cols, "withheld": WITHHELD_SECRET_INPUT}
     rows: list[_Row] = []
-    for y, redacted in enumerate(redact_screen(lines).lines):
+    for y, redacted in enumerate(redact_screen(lines, seen).lines):
         if grid is not None and y < grid.rows and redacted == grid.row_text(y):
             rows.append(_styled_row(grid, y))
         else:

@@ -162,7 +162,9 @@ class TurnCalls:
         }
         snapshot = self._ctx.board.get(turn.terminal_id or "")
         if snapshot is not None:
-            shown = excerpt(snapshot.lines, secret=snapshot.secret_question)
+            shown = excerpt(
+                snapshot.lines, secret=snapshot.secret_question, seen=snapshot.seen_secrets
+            )
             result["terminal"] = await self._terminal_row(snapshot, controller_id, operator)
             result["screen_excerpt"] = shown
             if shown is None:
@@ -182,7 +184,7 @@ class TurnCalls:
             )
         # A terminal's prompt is shown, never offered: answers go through the Turn.
         projected = project_snapshot(snapshot, self._ctx.ids, None)
-        shown = excerpt(snapshot.lines, secret=snapshot.secret_question)
+        shown = excerpt(snapshot.lines, secret=snapshot.secret_question, seen=snapshot.seen_secrets)
         result: dict[str, Any] = {
             "terminal": await self._terminal_row(snapshot, controller_id, operator),
             "interaction": None if projected is None else projected.projection,

@@ -16,8 +16,11 @@ MAX_LINES = 24
 MAX_WIDTH = 240
 
 
-def excerpt(lines: Sequence[str], *, secret: bool = False) -> list[str] | None:
-    """The last non-blank stretch of the screen, bounded and redacted.
+def excerpt(
+    lines: Sequence[str], *, secret: bool = False, seen: frozenset[str] = frozenset()
+) -> list[str] | None:
+    """The last non-blank stretch of the screen, bounded and redacted (``seen``: pieces
+    masked on its earlier drawings, `redact_screen`).
 
     None when the screen asks for secret input (or ``secret``: its prompt does, in a
     question's own words): then nothing of it is shown.
@@ -28,7 +31,7 @@ def excerpt(lines: Sequence[str], *, secret: bool = False) -> list[str] | None:
     # chosen: a key block that starts above the stretch is still masked inside
     # it, and a row's padding tells whether it wrapped onto the next. Lines are
     # cut to width only after, so a secret straddling the cut is masked whole.
-    kept = [line.rstrip() for line in redact_screen(lines).lines]
+    kept = [line.rstrip() for line in redact_screen(lines, seen).lines]
     while kept and not kept[-1]:
         kept.pop()
     kept = kept[-MAX_LINES:]

@@ -148,9 +148,10 @@ _KEY = re.compile(
     | shp(?:at|ca|pa|ss)_[a-fA-F0-9]{20,}                    # Shopify
     | akkc_[A-Za-z0-9_-]{20,}                                # AKK's own controller credentials
     | eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}  # JWT
-    | (?:gh[pousr]_|github_pat_|glpat-|xox[abprs]-|sk-(?:proj|svcacct|admin)-  # any of those,
-      |[spr]k_(?:live|test)_|hf_|npm_|pypi-AgE|AIza|do[opr]_v1_|shp(?:at|ca|pa|ss)_  # cut
-      |akkc_|eyJ)[A-Za-z0-9_-]{4,}(?=…|\.\.\.)                   # short to fit a row
+    | (?:gh[pousr]_|github_pat_|glpat-|xox[abprs]-|sk-(?:proj|svcacct|admin)-  # those no
+      |[spr]k_(?:live|test)_|pypi-AgE|AIza|do[opr]_v1_|akkc_)  # word starts with, however
+      [A-Za-z0-9_-]{4,}                                        # cut (a drawing half done)
+    | (?:hf_|npm_|shp(?:at|ca|pa|ss)_|eyJ)[A-Za-z0-9_-]{4,}(?=…|\.\.\.)  # others, cut short
     )
     """,
     re.VERBOSE | re.ASCII,
@@ -220,6 +221,11 @@ HEAD_READ_BUDGET = 2 << 20
 # A text a profile copied off the screen shorter than this is not masked where
 # it appears again: it cannot hold an 8-character piece of a secret.
 _KNOWN_MIN = 4
+
+# Any piece this long of a secret masked on an earlier drawing of the same screen is
+# masked where it appears again (`SeenSecrets`).
+FRAGMENT = 8
+_FRAGMENT_RUN = re.compile(rf"\S{{{FRAGMENT},}}")
 
 
 @attrs.frozen
@@ -316,7 +322,7 @@ class _Budget:
             raise _TooCostly
 
 
-def redact_screen(lines: Sequence[str]) -> RedactedScreen:
+def redact_screen(lines: Sequence[str], seen: frozenset[str] = frozenset()) -> RedactedScreen:
     """`lines` (screen rows, top to bottom, none holding a newline) with every secret masked.
 
     The rows are read as the logical text they show (docs/redaction.md): a
@@ -325,17 +331,25 @@ def redact_screen(lines: Sequence[str]) -> RedactedScreen:
     boundary) or it is an anonymous key (across soft wraps: rows whose text
     reaches within `WRAP_MARGIN` columns of the pane's right edge). Each row
     keeps its place and its drawing; only the masked stretches change.
+
+    ``seen`` are the `FRAGMENT`-character pieces of what was masked on earlier
+    drawings of the same screen (`SeenSecrets.pieces`): each is masked here too.
+    A drawing caught half done may show a key's row half redrawn, or its tail
+    without the row that named it, which no rule can tell from other text.
     """
-    return _redact_screen(tuple(lines))
+    return _redact_screen(tuple(lines), seen)
 
 
 @functools.lru_cache(maxsize=32)
-def _redact_screen(lines: tuple[str, ...]) -> RedactedScreen:
+def _redact_screen(lines: tuple[str, ...], seen: frozenset[str]) -> RedactedScreen:
     # `status` reads one snapshot three ways (excerpt, projection, list row).
     text = "\n".join(lines)
     width = max((_columns(line) for line in lines), default=0)
     rows = _rows(text, width)
-    spans = _merged([*_pem_spans(text), *_spans(text), *_split_spans(text, rows, None)])
+    spans = _merged(
+        [*_pem_spans(text), *_spans(text), *_split_spans(text, rows, None),
+         *_fragment_spans(text, seen)]
+    )  # fmt: skip
     spans = _continued(text, spans, rows)
     masked = _masked(text, spans).split("\n") if lines else []
     return RedactedScreen(tuple(masked), frozenset(text[start:end] for start, end in spans))
@@ -368,6 +382,66 @@ def _known_spans(text: str, known: Collection[str]) -> list[_Span]:
         return []
     pattern = re.compile("|".join(map(re.escape, pieces)))
     return [match.span() for match in pattern.finditer(text)]
+
+
+def _fragment_spans(text: str, seen: frozenset[str]) -> list[_Span]:
+    """Every `FRAGMENT`-character window of `text` that ``seen`` holds."""
+    if not seen:
+        return []
+    return [
+        (at, at + FRAGMENT)
+        for run in _FRAGMENT_RUN.finditer(text)
+        for at in range(run.start(), run.end() - FRAGMENT + 1)
+        if text[at : at + FRAGMENT] in seen
+    ]
+
+
+@attrs.define
+class SeenSecrets:
+    """The stretches masked on one screen's drawings so far, at most `limit` characters of
+    them, the least recently drawn forgotten first; `pieces` is what `redact_screen` masks
+    on the screen's next drawing."""
+
+    limit: int
+    _kept: dict[str, None] = attrs.field(factory=dict)
+    _chars: int = 0
+    _pieces: frozenset[str] = frozenset()
+
+    @property
+    def pieces(self) -> frozenset[str]:
+        """Every `FRAGMENT`-character piece of a kept stretch."""
+        return self._pieces
+
+    def add(self, secrets: Collection[str]) -> None:
+        """Keep ``secrets`` as drawn most recently (one shorter than `FRAGMENT` has no piece)."""
+        changed = False
+        for secret in secrets:
+            if len(secret) < FRAGMENT:
+                continue
+            if secret not in self._kept and self._drawn_before(secret):
+                continue  # pieces of a kept one, masked by them
+            if secret in self._kept:
+                del self._kept[secret]
+            else:
+                self._chars += len(secret)
+                changed = True
+            self._kept[secret] = None
+        while self._chars > self.limit:
+            oldest = next(iter(self._kept))
+            del self._kept[oldest]
+            self._chars -= len(oldest)
+        if changed:
+            self._pieces = frozenset(
+                kept[at : at + FRAGMENT]
+                for kept in self._kept
+                for at in range(len(kept) - FRAGMENT + 1)
+            )
+
+    def _drawn_before(self, secret: str) -> bool:
+        """Whether every piece of ``secret`` is a kept one's (a piece this very memory masked)."""
+        return all(
+            secret[at : at + FRAGMENT] in self._pieces for at in range(len(secret) - FRAGMENT + 1)
+        )
 
 
 def _columns(text: str) -> int:

@@ -747,10 +747,12 @@ SCENARIOS = {
 # ---------------------------------------------------------------- wrapped secrets (issue 26)
 
 _FAKE_BODY = "Xq7Lm2Pz9Rt4Vb8Nc1Zd6Fh3Jk5Wy0Qa2Ub7Ie4Os9Gx1Tv6" * 3
-TASK_SECRET = f"sk-ant-api03-{_FAKE_BODY[:77]}"
+TASK_SECRET_BODY = _FAKE_BODY[:77]
+TASK_SECRET = f"sk-ant-api03-{TASK_SECRET_BODY}"
 """A fake Anthropic key of 90 characters, typed in a task: the composer and the history wrap it."""
 
-COMMAND_SECRET = f"github_pat_{_FAKE_BODY[::-1][:82]}"
+COMMAND_SECRET_BODY = _FAKE_BODY[::-1][:82]
+COMMAND_SECRET = f"github_pat_{COMMAND_SECRET_BODY}"
 """A fake GitHub token of 93 characters in the command the model asks to run."""
 
 SECRET_TASK = f"lab: keep {TASK_SECRET} safe"

@@ -4,14 +4,21 @@ A controller sends a task holding a fake 90-character Anthropic key into an
 80-column pane, so the composer and the history wrap it; the scripted model
 then asks to run a command holding a fake 93-character GitHub token, so the
 permission prompt wraps it too. While the prompt waits, and again once the
-Turn is over, no 8-character piece of either key may appear in `status` by
+Turn is over, no 8-character piece of either key's random part may appear in `status` by
 Turn and by terminal, `list`, `akk status --json`, any event, any row of the
 store file, or any log line of the server. The model server is the oracle that
 the task reached the agent, once.
+
+tmux may be caught between two drawings: its capture then shows some rows of the
+new one and the rest of the old (the secret's tail row without the row that named
+it, or a row half redrawn). Every screen the client drew is sampled as it runs,
+and every such mix of two screens in a row, redacted as the server redacts a
+pane's newest drawing (`SeenSecrets`), must leave no piece either.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
@@ -26,18 +33,18 @@ from typing import Any
 import pytest
 import trio
 
+from akk.backends.terminal.observer import SEEN_SECRET_CHARS
 from akk.client import Controller
-from akk.protocol.redaction import MASK
+from akk.protocol.excerpt import excerpt
+from akk.protocol.redaction import MASK, SeenSecrets, redact_screen
 from akk.qualify import scenarios as sc
 from akk.qualify.launcher import LabSession
 from tests.lab.conftest import lab_params
 from tools.lab.akk_runner import OUTCOMES, Served, idle_terminal, two_controllers
 
-SECRETS = (sc.TASK_SECRET, sc.COMMAND_SECRET)
-
-
-def pieces(secret: str) -> set[str]:
-    return {secret[start : start + 8] for start in range(len(secret) - 7)}
+SECRETS = (sc.TASK_SECRET_BODY, sc.COMMAND_SECRET_BODY)
+"""What of each key is secret: its prefix (``sk-ant-api03-``, ``github_pat_``) is every such
+key's, and the excerpt of a drawing caught half done may show it."""
 
 
 def leaked(texts: dict[str, str]) -> dict[str, int]:
@@ -143,11 +150,66 @@ async def probe(
 ) -> tuple[dict[str, dict[str, int]], dict[str, Any]]:
     """Send the task, probe every place while it works, at the prompt and after the Turn.
 
-    Returns the characters leaked by moment and place, and the pane's `status`
-    while it showed the prompt.
+    Returns the characters leaked by moment and place (and by mixes of two drawings
+    in a row, `half_drawn`), and the pane's `status` while it showed the prompt.
     """
     logs.set_level(logging.DEBUG)
     events: list[dict[str, Any]] = []
+    drawings: list[list[str]] = []
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(sample, lab, drawings)
+        leaks, shown = await _probe(lab, tmp_path, logs, events, answerable)
+        nursery.cancel_scope.cancel()
+    leaks["half_drawn"] = half_drawn(drawings, lab.cols)
+    assert len(drawings) >= 3, drawings  # the task, the prompt, the Turn's end
+    return leaks, shown
+
+
+SAMPLE_SECONDS = 0.02
+"""Between two samples of the pane: each costs a tmux process, and the screens that matter
+(the task drawn, the prompt, the Turn's end) stand for longer."""
+
+
+async def sample(lab: LabSession, drawings: list[list[str]]) -> None:
+    """Append each new screen of the pane, rows padded to its width as the server reads them."""
+    while True:
+        rows = [row.ljust(lab.cols) for row in (await lab.text()).split("\n")[: lab.rows]]
+        if not drawings or rows != drawings[-1]:
+            drawings.append(rows)
+        await trio.sleep(SAMPLE_SECONDS)
+
+
+def half_drawn(drawings: list[list[str]], cols: int) -> dict[str, int]:
+    """The characters each mix of two drawings in a row shows in its excerpt, by mix.
+
+    A mix is the newer drawing's rows down to one row and the older's below it,
+    that row cut at a tenth of the width (new text left, the old or nothing right);
+    or the older drawing scrolled up by some rows. Each is redacted knowing what
+    the drawings before it masked, as the pane's Observer knows it.
+    """
+    seen = SeenSecrets(SEEN_SECRET_CHARS)
+    found: dict[str, int] = {}
+    for n, (old, new) in enumerate(itertools.pairwise(drawings)):
+        seen.add(redact_screen(old, seen.pieces).secrets)
+        mixes = [old[up:] + [" " * cols] * up for up in range(1, len(old))]
+        for y in range(len(new)):
+            for cut in range(0, cols, max(cols // 10, 1)):
+                for rest in (old[y][cut:], " " * (cols - cut)):
+                    mixes.append([*new[:y], new[y][:cut] + rest, *old[y + 1 :]])
+        for m, mix in enumerate(mixes):
+            shown = excerpt(mix, seen=seen.pieces)
+            if shown is not None and (count := leaked({"mix": "\n".join(shown)})["mix"]):
+                found[f"drawing {n + 1}, mix {m}"] = count
+    return found
+
+
+async def _probe(
+    lab: LabSession,
+    tmp_path: Path,
+    logs: pytest.LogCaptureFixture,
+    events: list[dict[str, Any]],
+    answerable: bool,
+) -> tuple[dict[str, dict[str, int]], dict[str, Any]]:
     async with two_controllers(lab, tmp_path) as (served, ctl, _other):
         row = await idle_terminal(ctl, timeout=30)
         terminal_id = row["terminal_id"]

@@ -298,6 +298,7 @@ class TerminalActor(Actor[TerminalMessage]):
     async def _prove_idle(self, text: str) -> _Ready | Refusal:
         """The first steps of any composer message: an exact profile, a settled idle pane
         with an empty composer, and the evidence position recorded before any key."""
+        self._screen.typing(text)
         identity, profile = self._screen.identity, self._screen.profile
         if profile is None:
             return Refusal(
@@ -488,6 +489,8 @@ class TerminalActor(Actor[TerminalMessage]):
         if isinstance(planned, Refusal):
             return planned
         plan, expanded = planned
+        if message.answer.text is not None:
+            self._screen.typing(message.answer.text)
         # An async answer at an idle agent starts its next turn: the Turn's next round,
         # with the message it will send and the evidence position taken before any key.
         round_start: tuple[str, _EvidenceStart] | None = None

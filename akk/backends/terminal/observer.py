@@ -46,6 +46,7 @@ from akk.profiles.observation import Observation, State, StepKind
 from akk.profiles.permission import asks_permission, awaits_call, bind_pending
 from akk.profiles.registry import Profile
 from akk.protocol import wakeups
+from akk.protocol.redaction import SeenSecrets, redact_screen
 from akk.runtime.actor import ActorRef
 from akk.screen.fingerprint import Appearance, asked_fingerprint, fingerprint
 from akk.screen.grid import Grid
@@ -60,6 +61,10 @@ PENDING_GRACE = 8.0
 """How long a permission prompt is held while the agent's file shows no call of its tool
 yet, before it is published ``manual_required`` (Claude writes the call ~220 ms after
 drawing its prompt when idle, tools/lab/NOTES.md, and past 2 s with six clients on 2 cores)."""
+
+SEEN_SECRET_CHARS = 4096
+"""How many characters of what was masked on its earlier drawings a pane remembers, to
+mask their pieces on a drawing caught half done (`SeenSecrets`): a few dozen keys."""
 
 PENDING_POLL = 0.05
 """Seconds between looks at a held permission (each reads the agent's file once)."""
@@ -116,6 +121,7 @@ class Observer:
         self._manual: wakeups.Manual | None = (
             None  # the manual screen on show (akk.protocol.wakeups)
         )
+        self._secrets = SeenSecrets(SEEN_SECRET_CHARS)  # masked on this pane's drawings so far
 
     def announce(self) -> None:
         """Put this terminal on the board as it is read now (before its first Observation)."""
@@ -200,6 +206,8 @@ class Observer:
         self._person_s = read is not None and read.person_s
         self.grid = grid
         lines = grid.lines()
+        seen_secrets = self._secrets.pieces
+        self._secrets.add(redact_screen(lines, seen_secrets).secrets)
         self._manual = wakeups.follow(
             self._manual, observation, profiled=self.profile is not None,
             agent=self.identity.agent, lines=lines, now=trio.current_time(),
@@ -219,9 +227,15 @@ class Observer:
             profile=self.profile,
             grid=grid,
             editor_taken=None if read is None else read.editor_taken,
+            seen_secrets=seen_secrets,
         )
         self._board.publish(snapshot)
         return snapshot
+
+    def typing(self, text: str) -> None:
+        """``text`` is about to be typed into the pane: its secrets are masked from its first
+        drawing on, though that drawing be caught half done."""
+        self._secrets.add(redact_screen(text.split("\n")).secrets)
 
     def _manual_appearance(self, screen: bytes) -> Appearance:
         """A new appearance of a manual screen first drawn as ``screen`` (akk.protocol.wakeups).
