@@ -183,7 +183,7 @@ def half_drawn(drawings: list[list[str]], cols: int) -> dict[str, int]:
     """The characters each mix of two drawings in a row shows in its excerpt, by mix.
 
     A mix is the newer drawing's rows down to one row and the older's below it,
-    that row cut at a tenth of the width (new text left, the old or nothing right);
+    that row cut at each tenth of its width (new text left, the old or nothing right);
     or the older drawing scrolled up by some rows. Each is redacted knowing what
     the drawings before it masked, as the pane's Observer knows it.
     """
