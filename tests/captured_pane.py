@@ -94,12 +94,17 @@ async def across_a_restart(
     before: list[str],
     after: list[str],
     state: InteractionState = InteractionState.PENDING,
+    first: list[str] | None = None,
 ) -> tuple[Shown, Shown]:
-    """What an Observer on the store ``db`` shows of the screen ``before``, recorded as
-    its owner's wake-up records it (then left in ``state``); and what a restarted one,
-    resumed from the store, shows of the screen ``after`` on its first looks."""
+    """What an Observer on the store ``db`` shows of the screen ``before`` (``first``: a
+    drawing it saw just before, one caught half done), recorded as its owner's wake-up
+    records it (then left in ``state``); and what a restarted one, resumed from the
+    store, shows of the screen ``after`` on its first looks."""
     async with store_actor(db) as store:
         screen, pane = observing(store)
+        if first is not None:
+            pane.screen = first
+            await screen.observe()
         shown = await shown_settled(screen, pane, before)
 
         def woken(conn: apsw.Connection) -> None:

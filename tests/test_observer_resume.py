@@ -47,3 +47,15 @@ async def test_a_prompt_the_store_saw_leave_is_a_new_appearance_though_drawn_the
                 tmp_path / f"{name}.db", _screen(name), _screen(name), InteractionState.GONE
             )
             assert after.interaction_id != before.interaction_id, name
+
+
+async def test_a_screen_left_to_a_person_is_named_by_the_drawing_it_settled_on(
+    tmp_path: Path,
+) -> None:
+    """Its first frame was caught half done (the file write's options not drawn yet): the
+    owner was woken for the drawing that settled, and a restart finds that one."""
+    full = _screen(WRITE)
+    half = [*full[:-5], *[""] * 5]
+    with trio.fail_after(20):
+        before, after = await across_a_restart(tmp_path / "akk.db", full, full, first=half)
+    assert after.interaction_id == before.interaction_id

@@ -29,7 +29,7 @@ from akk.profiles.observation import (
     StepKind,
 )
 from akk.protocol.schema import INTERACTION
-from akk.protocol.wakeups import SETTLE_SECONDS, Manual, follow, manual_reason
+from akk.protocol.wakeups import SETTLE_SECONDS, Manual, digest, follow, manual_reason
 from akk.screen.fingerprint import Appearance, IdMinter
 from akk.screen.region import Region
 from akk.store import interactions, turns
@@ -118,10 +118,12 @@ def test_one_wake_up_per_run_that_settles_none_per_redraw(
             run_settled, drawn = False, None
         else:
             assert current is not None
-            if before is not None:
-                assert current.seen == before.seen  # a redraw keeps the appearance
-            else:
+            if before is None or (before.screen != digest(lines) and not before.settled(clock)):
+                # Named by its newest drawing until it settles: nobody was shown it yet.
+                assert current.seen.fingerprint == digest(lines)
                 run_ids.append(current.seen)
+            else:
+                assert current.seen == before.seen  # once shown, a redraw keeps it
             if shown != drawn:
                 drawn, drawn_since = shown, clock
         # The TurnActor looks every tick until the next observation.

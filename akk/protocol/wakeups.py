@@ -150,7 +150,10 @@ def follow(
 
     A manual screen continues ``current`` (its id kept; its settle clock
     restarted when the drawing changed) or, with no ``current``, begins a new
-    appearance named by ``mint(digest)``.
+    appearance named by ``mint(digest)``. Until it settles, nobody was shown it, so a
+    new drawing names it afresh: it is named by the drawing it settles on, the one its
+    owner is woken for, never by a frame caught half done before it (a restarted
+    Observer continues it by that drawing, `Observer._manual_appearance`).
     """
     reason = manual_reason(observation, profiled=profiled, lines=lines)
     if reason is None:
@@ -162,6 +165,10 @@ def follow(
         return Manual(mint(drawn), reason, detail, permission, drawn, now, began=now)
     if current.screen == drawn:
         return attrs.evolve(current, reason=reason, detail=detail)
+    if not current.settled(now):
+        named = mint(drawn)
+        return Manual(named, reason, detail, current.permission or permission, drawn, now,
+                      began=current.began)  # fmt: skip
     return attrs.evolve(
         current,
         reason=reason,
