@@ -166,9 +166,8 @@ def follow(
     if current.screen == drawn:
         return attrs.evolve(current, reason=reason, detail=detail)
     if not current.settled(now):
-        named = mint(drawn)
-        return Manual(named, reason, detail, current.permission or permission, drawn, now,
-                      began=current.began)  # fmt: skip
+        permission = current.permission or permission
+        return Manual(mint(drawn), reason, detail, permission, drawn, now, began=current.began)
     return attrs.evolve(
         current,
         reason=reason,
