@@ -6,8 +6,8 @@ import os
 import signal
 import subprocess
 import sys
-from pathlib import Path
 
+from akk.discovery.process import children, read_process
 from tools.lab.akk_runner import backend_processes
 
 _FORKS = """
@@ -29,13 +29,9 @@ def test_a_backend_s_fork_is_not_counted_as_a_second_backend_process() -> None:
     ) as backend:
         try:
             assert backend.stdout is not None and backend.stdout.readline() == "forked\n"
-            (fork,) = [
-                int(pid)
-                for pid in Path(f"/proc/{backend.pid}/task/{backend.pid}/children")
-                .read_text()
-                .split()
-            ]
-            assert b"app-server" in Path(f"/proc/{fork}/cmdline").read_bytes().split(b"\0")
-            assert backend_processes(os.getpid(), b"app-server") == [backend.pid]
+            (fork,) = children(backend.pid)
+            forked = read_process(fork)
+            assert forked is not None and "app-server" in forked.argv
+            assert backend_processes(os.getpid(), "app-server") == [backend.pid]
         finally:
             os.killpg(backend.pid, signal.SIGKILL)

@@ -65,7 +65,7 @@ from tools.lab.installer import install
 
 SESSION_BACKEND = {"codex": CODEX_APP_SERVER, "claude": CLAUDE_HEADLESS}
 """The session backend each client runs on."""
-BACKEND_PROCESS = {"codex": b"app-server", "claude": b"stream-json"}
+BACKEND_PROCESS = {"codex": "app-server", "claude": "stream-json"}
 """An argument only that backend's client processes carry (`codex app-server`, `claude -p
 --input-format stream-json ...`)."""
 LIVES_ON = {"codex": 1, "claude": 0}

@@ -179,7 +179,7 @@ async def test_a_killed_app_server_fails_its_turn_once_and_a_new_process_serves_
                 sent = await ctl.call("send", _params(lab.files.workdir, SLOW_TASK, "s1"))
                 await model.wait_for_request(lambda r: SLOW_TASK in r.newest_input, timeout=30)
                 assert akk.proc is not None
-                victims = backend_processes(akk.proc.pid, b"app-server")
+                victims = backend_processes(akk.proc.pid, "app-server")
                 assert len(victims) == 1, victims
                 os.kill(victims[0], signal.SIGKILL)
                 ended = await outcome(ctl, sent["turn_id"], timeout=60)

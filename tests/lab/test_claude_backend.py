@@ -113,7 +113,7 @@ class Clock:
 
 def _claude_pids() -> list[int]:
     """The headless Claude processes this test's in-process AKK started."""
-    return backend_processes(os.getpid(), b"stream-json")
+    return backend_processes(os.getpid(), "stream-json")
 
 
 @pytest.mark.lab

@@ -25,7 +25,7 @@ from akk import faults
 from akk.backends.codex_app_server.rpc import Tap
 from akk.client import Controller, connect
 from akk.config import ServiceConfig, TurnSettings
-from akk.discovery.process import children
+from akk.discovery.process import children, read_process
 from akk.profiles.registry import PINNED, Registry
 from akk.qualify.launcher import LabError, LabSession, run_processes
 from akk.qualify.model_server import ModelServer
@@ -285,22 +285,18 @@ async def outcome(ctl: Controller, record_id: str, timeout: float = 60) -> dict[
     raise AssertionError("the connection closed before the outcome")
 
 
-def backend_processes(parent: int, argument: bytes) -> list[int]:
+def backend_processes(parent: int, argument: str) -> list[int]:
     """Pids of ``parent``'s direct children whose command line has ``argument``: the
     backend processes an AKK running as ``parent`` started.
 
     Matching on the whole run instead would also count their forks: a child forked before
     it execs keeps its parent's command line (Codex's app-server forks for its helpers).
     """
-    found = []
-    for pid in children(parent):
-        try:
-            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue  # it ended meanwhile
-        if argument in argv:
-            found.append(pid)
-    return found
+    return [
+        pid
+        for pid in children(parent)
+        if (info := read_process(pid)) is not None and argument in info.argv
+    ]
 
 
 class AkkProcess:
