@@ -413,15 +413,13 @@ class SeenSecrets:
         return self._pieces
 
     def add(self, secrets: Collection[str]) -> None:
-        """Keep ``secrets`` as drawn most recently (one shorter than `FRAGMENT` has no piece)."""
+        """Keep ``secrets`` as drawn most recently."""
         changed = False
         for secret in secrets:
-            if len(secret) < FRAGMENT:
-                continue
-            if secret not in self._kept and self._drawn_before(secret):
-                continue  # pieces of a kept one, masked by them
             if secret in self._kept:
-                del self._kept[secret]
+                del self._kept[secret]  # kept again below, as the newest
+            elif len(secret) < FRAGMENT or self._pieces.issuperset(_pieces_of(secret)):
+                continue  # no piece of its own, or only pieces of kept ones
             else:
                 self._chars += len(secret)
                 changed = True
@@ -431,17 +429,12 @@ class SeenSecrets:
             del self._kept[oldest]
             self._chars -= len(oldest)
         if changed:
-            self._pieces = frozenset(
-                kept[at : at + FRAGMENT]
-                for kept in self._kept
-                for at in range(len(kept) - FRAGMENT + 1)
-            )
+            self._pieces = frozenset(piece for kept in self._kept for piece in _pieces_of(kept))
 
-    def _drawn_before(self, secret: str) -> bool:
-        """Whether every piece of ``secret`` is a kept one's (a piece this very memory masked)."""
-        return all(
-            secret[at : at + FRAGMENT] in self._pieces for at in range(len(secret) - FRAGMENT + 1)
-        )
+
+def _pieces_of(secret: str) -> Iterator[str]:
+    """Every `FRAGMENT`-character piece of ``secret``."""
+    return (secret[at : at + FRAGMENT] for at in range(len(secret) - FRAGMENT + 1))
 
 
 def _columns(text: str) -> int:

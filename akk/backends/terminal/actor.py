@@ -296,8 +296,9 @@ class TerminalActor(Actor[TerminalMessage]):
     # -- a task
 
     async def _prove_idle(self, text: str) -> _Ready | Refusal:
-        """The first steps of any composer message: an exact profile, a settled idle pane
-        with an empty composer, and the evidence position recorded before any key."""
+        """The first steps of any composer message: its secrets remembered for the pane's
+        redaction (`Observer.typing`), an exact profile, a settled idle pane with an empty
+        composer, and the evidence position recorded before any key."""
         self._screen.typing(text)
         identity, profile = self._screen.identity, self._screen.profile
         if profile is None:
