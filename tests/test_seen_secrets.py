@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from akk.actors.terminal_board import terminal_row
 from akk.protocol.excerpt import excerpt
 from akk.protocol.redaction import FRAGMENT, MASK, SeenSecrets, redact, redact_screen
 from akk.qualify.scenarios import (
@@ -27,7 +28,8 @@ from akk.qualify.scenarios import (
     TASK_SECRET,
     TASK_SECRET_BODY,
 )
-from tests.captured_pane import observing, store_actor
+from tests import corpus
+from tests.captured_pane import VERSION, observing, shown_settled, store_actor
 
 COLS, ROWS = 80, 24
 
@@ -120,6 +122,29 @@ async def test_what_akk_types_is_masked_from_its_first_drawing(tmp_path: Path) -
     assert TASK_SECRET_BODY[:30] in "\n".join(excerpt(snapshot.lines) or [])
     shown = excerpt(snapshot.lines, seen=snapshot.seen_secrets)
     assert not _shows(TASK_SECRET, "\n".join(shown or [])), shown
+
+
+async def test_a_reason_quoting_a_row_caught_half_done_masks_what_earlier_drawings_masked(
+    tmp_path: Path,
+) -> None:
+    """Claude 2.1.332 leaves a file write to a person, and the profile's reason quotes the
+    permission's title row: here that row shows the tail of a key drawn whole before."""
+    tail = COMMAND_SECRET[78:]
+    drawn = (corpus.ROOT / "claude" / VERSION / "claude_write-permission.ansi").read_text()
+    write = drawn.replace("Create file", f"Create file {tail}").splitlines()
+    with trio.fail_after(20):
+        async with store_actor(tmp_path / "akk.db") as store:
+            screen, pane = observing(store)
+            pane.screen = [*[""] * 39, f"  $ echo {COMMAND_SECRET}"]  # the whole key drawn
+            await screen.observe()
+            shown = await shown_settled(screen, pane, write)
+            snapshot = await screen.observe(force=True)
+    assert snapshot is not None and snapshot.observation.reason is not None
+    assert tail in redact(snapshot.observation.reason)  # on its own, text like any other
+    reason = terminal_row(snapshot)["observation"]["reason"]
+    detail = shown.projection["detail"]
+    for text in (reason, detail):
+        assert "non-Bash permission" in text and not _shows(COMMAND_SECRET_BODY, text), text
 
 
 def test_the_memory_keeps_the_newest_drawn_within_its_bound() -> None:

@@ -68,6 +68,11 @@ class TerminalSnapshot:
     """Pieces of what was masked on the terminal's earlier drawings (`SeenSecrets.pieces`):
     every text read off ``lines`` masks them too (`redact_screen`)."""
 
+    def quoted(self, text: str) -> str:
+        """``text``, read off this screen (a profile's reason, a question), with every secret
+        masked as the screen masks it: what its earlier drawings masked too."""
+        return redact_screen(self.lines, self.seen_secrets).text(text)
+
     @property
     def secret_question(self) -> bool:
         """Whether the prompt on screen asks for a secret in a question's own words
@@ -182,7 +187,7 @@ def _reason(observation: Observation) -> str | None:
 def terminal_row(snapshot: TerminalSnapshot) -> dict[str, Any]:
     """One terminal as `list` and `status` show it; no keys, regions or fingerprints."""
     identity, observation = snapshot.identity, snapshot.observation
-    prompt = observation.prompt
+    prompt, reason = observation.prompt, _reason(observation)
     return {
         "terminal_id": identity.terminal_id,
         "agent": identity.agent,
@@ -195,7 +200,7 @@ def terminal_row(snapshot: TerminalSnapshot) -> dict[str, Any]:
         "activity_state": observation.activity.value,
         "observation": {
             "state": observation.state.value,
-            "reason": _reason(observation),
+            "reason": None if reason is None else snapshot.quoted(reason),
             "actionable": observation.actionable and identity.profile is not None,
         },
         "asks": None if prompt is None else _asks(snapshot),
@@ -211,7 +216,7 @@ def _asks(snapshot: TerminalSnapshot) -> str:
     first = prompt.questions[0] if prompt.questions else None
     text = first.prompt if first is not None else f"{prompt.step.value}, not yet opened"
     more = f" (+{len(prompt.questions) - 1} more)" if len(prompt.questions) > 1 else ""
-    shown = cut(redact_screen(snapshot.lines, snapshot.seen_secrets).text(text), ASKS_CHARS)
+    shown = cut(snapshot.quoted(text), ASKS_CHARS)
     return f"{prompt.kind.value}: {shown}{more}"
 
 
@@ -266,12 +271,13 @@ def prompt_projection(
     ``manual_required`` with its reason when it is a person's to answer (`refused_for`),
     else what a controller may answer it with."""
     assert observation.prompt is not None
+    screen = redact_screen(lines, seen_secrets)
     projection = within_frame(
         project(observation.prompt, seen=seen, ids=ids, agent=agent, turn_id=turn_id,
-                screen=redact_screen(lines, seen_secrets))
+                screen=screen)
     )  # fmt: skip
     reason = refused_for(observation, editor_taken)
-    return projection if reason is None else as_manual(projection, reason)
+    return projection if reason is None else as_manual(projection, screen.text(reason))
 
 
 def sighting(snapshot: TerminalSnapshot, shown: Shown) -> Sighting:

@@ -27,13 +27,13 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 import attrs
 
 from akk.profiles.observation import Observation, State
-from akk.protocol.redaction import asks_for_secret, redact_head
+from akk.protocol.redaction import asks_for_secret, redact
 from akk.screen.fingerprint import Appearance
 
 SETTLE_SECONDS = 0.5
@@ -145,6 +145,7 @@ def follow(
     lines: Sequence[str],
     now: float,
     mint: Callable[[bytes], Appearance],
+    secrets: Collection[str] = (),
 ) -> Manual | None:
     """The manual appearance after one more observation (None: the screen is not manual).
 
@@ -153,13 +154,15 @@ def follow(
     appearance named by ``mint(digest)``. Until it settles, nobody was shown it, so a
     new drawing names it afresh: it is named by the drawing it settles on, the one its
     owner is woken for, never by a frame caught half done before it (a restarted
-    Observer continues it by that drawing, `Observer._manual_appearance`).
+    Observer continues it by that drawing, `Observer._manual_appearance`). Its
+    ``detail``, the profile's reason, is masked as the screen is (``secrets``:
+    `RedactedScreen.secrets` of ``lines``): it may quote a row.
     """
     reason = manual_reason(observation, profiled=profiled, lines=lines)
     if reason is None:
         return None
     drawn = digest(lines)
-    detail = redact_head(observation.reason or "", 300)
+    detail = redact(observation.reason or "", secrets)[:300]
     permission = asks_permission(agent, lines)
     if current is None:
         return Manual(mint(drawn), reason, detail, permission, drawn, now, began=now)

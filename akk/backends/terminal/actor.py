@@ -479,7 +479,7 @@ class TerminalActor(Actor[TerminalMessage]):
         if person_s is not None:  # the projection's rule: a profile's reason, a secret, a draft
             return Refusal(
                 Reason.MANUAL_REQUIRED,
-                f"AKK does not answer this prompt ({person_s}); answer it in the "
+                f"AKK does not answer this prompt ({snapshot.quoted(person_s)}); answer it in the "
                 "terminal. Nothing was sent",
             )
         refused = delivery_refusal(prompt, observation.state, message.answer)

@@ -207,11 +207,12 @@ class Observer:
         self.grid = grid
         lines = grid.lines()
         seen_secrets = self._secrets.pieces
-        self._secrets.add(redact_screen(lines, seen_secrets).secrets)
+        masked = redact_screen(lines, seen_secrets).secrets
+        self._secrets.add(masked)
         self._manual = wakeups.follow(
             self._manual, observation, profiled=self.profile is not None,
             agent=self.identity.agent, lines=lines, now=trio.current_time(),
-            mint=self._manual_appearance,
+            mint=self._manual_appearance, secrets=masked,
         )  # fmt: skip
         self._resumed = None  # only the first look since the actor started continues it
         self._seq += 1

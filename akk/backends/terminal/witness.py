@@ -134,7 +134,8 @@ def check_watchable(snapshot: TerminalSnapshot) -> None:
         raise RpcError(
             Reason.NOT_FOUND,
             f"AKK cannot tell whether a task runs in terminal {identity.terminal_id} "
-            f"({observation.reason}); try again once list shows it working",
+            f"({snapshot.quoted(observation.reason or '')[:200]}); try again once list shows "
+            "it working",
         )
 
 
