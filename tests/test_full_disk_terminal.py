@@ -1,7 +1,9 @@
-"""A pane's steps on a store that fills up: keys that went out unrecorded, and recover.
+"""A pane's steps on a store that fills up, or stalls: keys that went out unrecorded, and
+recover.
 
 The full disk is real (`tests.small_fs`): the store lives on a small tmpfs that
-fills after the task's reservation. The pane is the scripted one of
+fills after the task's reservation; a stalled one is held by a write
+(`tests.stalled_store`). The pane is the scripted one of
 `tests.test_typing_proof` (real Codex screens), the keys go to its recording
 stand-in for tmux, and the stages to a real StoreActor.
 """
@@ -41,6 +43,7 @@ from akk.store.dispatches import Kind, Stage
 from akk.store.turns import TERMINAL, TurnState
 from akk.tmux.control import ClientLink, ControlClientClosed
 from tests.small_fs import fill, small_filesystem
+from tests.stalled_store import held_store
 from tests.test_typing_proof import EMPTY, PROFILE, TASK, TASK_SHOWN, _Pane, _rows, _Tmux
 
 LITERAL = TypingMethod.LITERAL
@@ -344,3 +347,41 @@ async def test_a_start_on_a_full_disk_resumes_its_open_turns_once_the_store_writ
             stage = _read(db, lambda conn: dispatches.get(conn, receipt.dispatch.dispatch_id))
     assert followed == [receipt.turn.turn_id]
     assert stage is not None and stage.stage is Stage.UNCERTAIN
+
+
+async def test_a_reservation_the_store_did_not_begin_in_time_is_refused_and_never_uncertain(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    """The store stalls for longer than a reservation waits: the step is refused (nothing
+    was sent), and the reservation, once the store reaches it, is not written. Before, the
+    actor crashed on the ask's timeout and the reservation was written after it: its
+    restart then called a step whose keys never went uncertain."""
+    db = tmp_path / "akk.sqlite3"
+    _rows(db)
+    tmux = _Tmux()
+    replies: list[object] = []
+    async with held_store(db) as (store, release):
+        actor = TerminalActor(
+            IDENTITY, PROFILE, cast(ClientLink, tmux), TerminalBoard(), store, notify=lambda _: None
+        )
+        actor._cut_off = False  # as after its start on a writable store
+
+        async def reserve() -> None:
+            replies.append(await actor._reserve(_reserve))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(reserve)
+            await trio.testing.wait_all_tasks_blocked()  # queued behind the stalled write
+            mock_clock.jump(10)
+        refused = replies[0]
+        assert isinstance(refused, Refusal) and refused.reason is Reason.INTERNAL
+        assert "did not begin this step's reservation" in refused.message
+        assert "nothing was sent" in refused.message
+        release.set()
+        # What a restart of the pane's actor settles: no step was left open.
+        assert await actor.receive(Reconcile()) == 0
+    assert _read(db, lambda conn: conn.execute("SELECT count(*) FROM dispatches").fetchone()) == (
+        0,
+    )
+    assert _read(db, lambda conn: conn.execute("SELECT count(*) FROM turns").fetchone()) == (0,)
+    assert tmux.commands == []

@@ -11,11 +11,17 @@ StoreActor and its connection stay up, and the next transaction simply tries
 again, so writing resumes by itself once the cause is gone. An outcome its
 writer must not lose (what an agent process did with input already sent) is
 written with `transact_until_written`, which waits for the store instead.
+
+A reservation, the record that lets a step's input go out, is written with
+`transact_reservation`: withdrawn while it waits in a queue too long, so
+that a reservation is on disk exactly when its asker got it back.
 """
 
 from __future__ import annotations
 
 import logging
+import math
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -33,6 +39,9 @@ log = logging.getLogger("akk.store")
 
 RETRY_SECONDS = 1.0
 """How often `transact_until_written` tries a write again while the store cannot write."""
+
+RESERVATION_PATIENCE = 10.0
+"""How long `transact_reservation` waits for the store to begin a reservation."""
 
 
 @attrs.frozen
@@ -156,3 +165,80 @@ async def transact_until_written(
                 waiting(None)
             return written
         await trio.sleep(RETRY_SECONDS if retry_seconds is None else retry_seconds)
+
+
+async def transact_reservation(
+    store: ActorRef[Any],
+    work: Callable[[apsw.Connection], T],
+    *,
+    patience: float = RESERVATION_PATIENCE,
+) -> T:
+    """`transact` a reservation ``work``: the record that lets a step's input go out.
+
+    Withdrawn if the store has not begun it within ``patience`` s (a disk that
+    stalls, or a backlog of writes ahead of it): it raises `StoreUnwritable`,
+    and nothing of it is written, then or later. A plain `transact` timing out
+    would leave it queued: written after its asker gave up, it would stand for
+    input that never went, which a restart must call uncertain. Once begun, it
+    is waited for to its end, whose reply says whether it is on disk.
+    """
+    gate = _Gate()
+
+    def gated(conn: apsw.Connection) -> T:
+        if not gate.begin():
+            raise _Withdrawn()  # its asker gave up on it: nothing is written
+        return work(conn)
+
+    reply: list[T] = []
+    failure: list[Exception] = []
+    async with trio.open_nursery() as nursery:
+
+        async def give_up() -> None:
+            await trio.sleep(patience)
+            if gate.withdraw():
+                nursery.cancel_scope.cancel()
+
+        nursery.start_soon(give_up)
+        try:
+            reply.append(await transact(store, gated, timeout=math.inf))
+        except Exception as exc:  # raised here as by `transact`, not in a nursery's group
+            failure.append(exc)
+        nursery.cancel_scope.cancel()
+    if failure:
+        raise failure[0]
+    if not reply:
+        raise StoreUnwritable(
+            f"the store did not begin this step's reservation within {patience:g} s (a disk "
+            "that stalls, or a backlog of writes ahead of it)",
+            "it was withdrawn unwritten. Try again once the store keeps up (`akk doctor` "
+            "shows the state directory and its free space)",
+        )
+    return reply[0]
+
+
+class _Withdrawn(Exception):
+    """A reservation run after its asker withdrew it (`transact_reservation`)."""
+
+
+@attrs.define
+class _Gate:
+    """Whether a queued reservation may still begin: asked by the store's worker thread as
+    it begins the work, and by its asker once its patience ran out; the first decides."""
+
+    _lock: threading.Lock = attrs.Factory(threading.Lock)
+    _state: str = "queued"
+
+    def begin(self) -> bool:
+        """The work begins now, unless it was withdrawn (False)."""
+        return self._decide("began")
+
+    def withdraw(self) -> bool:
+        """The work is withdrawn now, unless it began (False)."""
+        return self._decide("withdrawn")
+
+    def _decide(self, state: str) -> bool:
+        with self._lock:
+            if self._state != "queued":
+                return False
+            self._state = state
+            return True

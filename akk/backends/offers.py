@@ -12,7 +12,7 @@ from typing import Any
 
 import apsw
 
-from akk.actors.store import transact
+from akk.actors.store import transact, transact_reservation
 from akk.backends.contract import Refusal
 from akk.protocol.errors import Reason, RpcError
 from akk.runtime.actor import ActorRef
@@ -110,7 +110,7 @@ async def reserve_answer(
         )  # fmt: skip
 
     try:
-        reserved: Dispatch | Refusal = await transact(store, reserve)
+        reserved: Dispatch | Refusal = await transact_reservation(store, reserve)
     except StoreUnwritable as exc:
         return Refusal(Reason.INTERNAL, f"{exc.problem}, so nothing was sent; {exc.next_step}")
     return reserved

@@ -22,7 +22,7 @@ import apsw
 import attrs
 import trio
 
-from akk.actors.store import transact
+from akk.actors.store import transact_reservation
 from akk.actors.turn import Reload
 from akk.evidence import request_digest
 from akk.methods.common import (
@@ -139,7 +139,7 @@ class SessionCalls:
                              now=now)  # fmt: skip
             return _Reserved(turn, decision, sent)
 
-        reserved = await transact(self._ctx.store, reserve)
+        reserved = await transact_reservation(self._ctx.store, reserve)
         turn = reserved.turn
         try:
             turn = await backend.dispatch(turn, reserved.text)

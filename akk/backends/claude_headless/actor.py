@@ -31,7 +31,7 @@ import apsw
 import attrs
 
 from akk import faults
-from akk.actors.store import transact, transact_until_written
+from akk.actors.store import transact_reservation, transact_until_written
 from akk.backends.claude_headless import prompts, wire
 from akk.backends.claude_headless.board import RunBoard
 from akk.backends.claude_headless.process import ClaudeProcess, ConnectionClosed, NotWritten
@@ -172,7 +172,7 @@ class RunActor(Actor[RunMessage]):
                 turn_id=message.turn_id, now=time.time(),
             )  # fmt: skip
             try:
-                step = await transact(self._store, reserve)
+                step = await transact_reservation(self._store, reserve)
             except StoreUnwritable as exc:
                 return f"{exc.problem}, so the interrupt was never written; {exc.next_step}"
             await faults.reached(Point.CLAUDE_INTERRUPT_RESERVED)

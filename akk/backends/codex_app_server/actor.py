@@ -33,7 +33,7 @@ import apsw
 import attrs
 
 from akk import faults
-from akk.actors.store import transact, transact_until_written
+from akk.actors.store import transact, transact_reservation, transact_until_written
 from akk.backends.codex_app_server import results, rpc
 from akk.backends.codex_app_server.board import BackendBoard
 from akk.backends.codex_app_server.prompts import (
@@ -534,7 +534,7 @@ class BackendActor(Actor[BackendMessage]):
             turn_id=message.turn_id, now=time.time(),
         )  # fmt: skip
         try:
-            step = await transact(self._store, reserve)
+            step = await transact_reservation(self._store, reserve)
         except StoreUnwritable as exc:
             return f"{exc.problem}, so turn/interrupt was never sent; {exc.next_step}"
         await faults.reached(Point.BACKEND_INTERRUPT_RESERVED)

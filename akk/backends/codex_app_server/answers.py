@@ -25,7 +25,7 @@ import apsw
 import attrs
 
 from akk import faults
-from akk.actors.store import transact
+from akk.actors.store import transact, transact_reservation
 from akk.backends.codex_app_server.actor import AnswerRequest, StartTurn, Steer, Unsent
 from akk.backends.codex_app_server.host import BackendDesk, BackendHost
 from akk.backends.codex_app_server.prompts import (
@@ -319,7 +319,7 @@ class AppServerAnswers:
             )  # fmt: skip
             return _NextRound(reopened, step)
 
-        reserved = await transact(self._store, reserve)
+        reserved = await transact_reservation(self._store, reserve)
         await faults.reached(Point.BACKEND_ANSWER_QUEUED)
         host.board.questions.pop(str(prompt.request_id), None)
         start = StartTurn(turn_id, reserved.turn.round, text)

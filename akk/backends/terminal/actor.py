@@ -23,7 +23,7 @@ import attrs
 import trio
 
 from akk import evidence, faults
-from akk.actors.store import RETRY_SECONDS, transact
+from akk.actors.store import RETRY_SECONDS, transact, transact_reservation
 from akk.actors.terminal_board import TerminalBoard, refused_for
 from akk.backends.contract import AnswerReceipt, Refusal
 from akk.backends.terminal.answer_step import send_answer
@@ -289,7 +289,7 @@ class TerminalActor(Actor[TerminalMessage]):
         try:
             if self._cut_off:
                 await self._reconcile()
-            return await transact(self._store, work)
+            return await transact_reservation(self._store, work)
         except StoreUnwritable as exc:
             return Refusal(Reason.INTERNAL, f"{exc.problem}, so nothing was sent; {exc.next_step}")
 
