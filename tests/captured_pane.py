@@ -54,6 +54,19 @@ class CapturedPane:
         return self
 
 
+class DrawnPane(CapturedPane):
+    """A pane whose captures show ``drawings`` in turn, then the last one for good."""
+
+    def __init__(self, *drawings: list[str]) -> None:
+        super().__init__(drawings[0])
+        self.drawings, self.captures = list(drawings), 0
+
+    async def command(self, *args: str) -> list[str]:
+        self.screen = self.drawings[min(self.captures, len(self.drawings) - 1)]
+        self.captures += 1
+        return await super().command(*args)
+
+
 @asynccontextmanager
 async def store_actor(db: Path) -> AsyncIterator[ActorRef]:
     """A StoreActor running on the store file ``db``, under a supervisor as in a server."""
@@ -95,11 +108,13 @@ async def across_a_restart(
     after: list[str],
     state: InteractionState = InteractionState.PENDING,
     first: list[str] | None = None,
+    restarted_on: list[str] | None = None,
 ) -> tuple[Shown, Shown]:
     """What an Observer on the store ``db`` shows of the screen ``before`` (``first``: a
     drawing it saw just before, one caught half done), recorded as its owner's wake-up
     records it (then left in ``state``); and what a restarted one, resumed from the
-    store, shows of the screen ``after`` on its first looks."""
+    store, shows of the screen ``after`` on its first looks (``restarted_on``: what its
+    very first capture caught instead, half done)."""
     async with store_actor(db) as store:
         screen, pane = observing(store)
         if first is not None:
@@ -118,6 +133,8 @@ async def across_a_restart(
                 interactions.set_state(conn, row, state)
 
         await transact(store, woken)
-        restarted, pane = observing(store)
+        restarted, pane = observing(
+            store, None if restarted_on is None else DrawnPane(restarted_on, after)
+        )
         await restarted.resume()
         return shown, await shown_settled(restarted, pane, after)

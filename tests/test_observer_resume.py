@@ -59,3 +59,16 @@ async def test_a_screen_left_to_a_person_is_named_by_the_drawing_it_settled_on(
     with trio.fail_after(20):
         before, after = await across_a_restart(tmp_path / "akk.db", full, full, first=half)
     assert after.interaction_id == before.interaction_id
+
+
+async def test_a_restart_whose_first_capture_is_caught_half_done_continues_the_screen(
+    tmp_path: Path,
+) -> None:
+    """The restarted Observer's first capture catches the file write half redrawn: it is
+    taken again until two captures agree, so the screen its owner was woken for is
+    continued, not woken for a second time."""
+    full = _screen(WRITE)
+    half = [*full[:-5], *[""] * 5]
+    with trio.fail_after(20):
+        before, after = await across_a_restart(tmp_path / "akk.db", full, full, restarted_on=half)
+    assert after.interaction_id == before.interaction_id

@@ -29,7 +29,7 @@ from akk.qualify.scenarios import (
     TASK_SECRET_BODY,
 )
 from tests import corpus
-from tests.captured_pane import VERSION, observing, shown_settled, store_actor
+from tests.captured_pane import VERSION, DrawnPane, observing, shown_settled, store_actor
 
 COLS, ROWS = 80, 24
 
@@ -145,6 +145,37 @@ async def test_a_reason_quoting_a_row_caught_half_done_masks_what_earlier_drawin
     detail = shown.projection["detail"]
     for text in (reason, detail):
         assert "non-Bash permission" in text and not _shows(COMMAND_SECRET_BODY, text), text
+
+
+async def test_the_first_look_is_a_drawing_two_captures_in_a_row_agree_on(
+    tmp_path: Path,
+) -> None:
+    """After a restart, nothing is remembered yet: a first capture caught half done (the
+    key's tail row left over) is taken again, and the drawing that stands is the one read."""
+    with trio.fail_after(20):
+        async with store_actor(tmp_path / "akk.db") as store:
+            screen, pane = observing(store, DrawnPane(HALF_DONE, APPROVAL), size=(COLS, ROWS))
+            snapshot = await screen.observe()
+            assert snapshot is not None and snapshot.lines == tuple(APPROVAL)
+            assert pane.captures == 3  # the half-done one, then the whole one twice
+            pane.drawings.append(HALF_DONE)  # later looks take one capture each
+            again = await screen.observe()
+            assert again is not None and pane.captures == 4
+    for shown in (snapshot, again):
+        text = "\n".join(excerpt(shown.lines, seen=shown.seen_secrets) or [])
+        assert not _shows(COMMAND_SECRET_BODY, text), text
+
+
+async def test_a_first_look_at_a_pane_that_keeps_changing_takes_its_last_capture(
+    tmp_path: Path,
+) -> None:
+    drawings = [_screen(f"  working ({n}s)") for n in range(8)]
+    with trio.fail_after(20):
+        async with store_actor(tmp_path / "akk.db") as store:
+            screen, pane = observing(store, DrawnPane(*drawings), size=(COLS, ROWS))
+            snapshot = await screen.observe()
+    assert snapshot is not None and snapshot.lines == tuple(drawings[4])
+    assert pane.captures == 5
 
 
 def test_the_memory_keeps_the_newest_drawn_within_its_bound() -> None:

@@ -66,6 +66,10 @@ SEEN_SECRET_CHARS = 4096
 """How many characters of what was masked on its earlier drawings a pane remembers, to
 mask their pieces on a drawing caught half done (`SeenSecrets`): a few dozen keys."""
 
+FIRST_LOOK_CAPTURES = 5
+"""How many captures an Observer's first look takes at most, until two in a row agree
+(`Observer._steady`)."""
+
 PENDING_POLL = 0.05
 """Seconds between looks at a held permission (each reads the agent's file once)."""
 
@@ -160,6 +164,8 @@ class Observer:
         cols, rows = self.size
         try:
             screen = await capture(self._link.client(), self.identity.pane_id)
+            if self._last is None:
+                screen = await self._steady(screen)
         except (TmuxCommandError, ControlClientClosed):
             # The pane went away between listing and capture; the watcher retires us.
             return None
@@ -232,6 +238,19 @@ class Observer:
         )
         self._board.publish(snapshot)
         return snapshot
+
+    async def _steady(self, screen: str) -> str:
+        """The first look's capture ``screen``, taken again until two in a row agree (at
+        most `FIRST_LOOK_CAPTURES`; else the last). A capture may catch a drawing half
+        done, and on this Observer's first look nothing is remembered yet that could mask
+        a key it cuts (`SeenSecrets`), nor any earlier frame a restart could tell the
+        settled one by (`wakeups.follow`)."""
+        for _ in range(FIRST_LOOK_CAPTURES - 1):
+            again = await capture(self._link.client(), self.identity.pane_id)
+            if again == screen:
+                break
+            screen = again
+        return screen
 
     def typing(self, text: str) -> None:
         """``text`` is about to be typed into the pane: its secrets are masked from its first
