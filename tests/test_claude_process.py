@@ -41,7 +41,11 @@ RESULT = (
     '{"type":"result","subtype":"success","is_error":false,"result":"ok","session_id":"S",'
     '"usage":{"input_tokens":1,"output_tokens":2}}'
 )
-FAST = Limits(ladder=children.Ladder(close_seconds=1.0, term_seconds=0.5, kill_seconds=5.0))
+FAST = Limits(ladder=children.Ladder(close_seconds=10.0, term_seconds=0.5, kill_seconds=5.0))
+"""A stand-in that exits once its input ends does so in milliseconds, and is given ample time
+to on a loaded machine (a parallel run once saw one not exit within 1 s)."""
+IMPATIENT = Limits(ladder=children.Ladder(close_seconds=1.0, term_seconds=0.5, kill_seconds=5.0))
+"""For a stand-in that never exits on its own: the whole ladder, quickly."""
 
 
 def _stand_in(tmp_path: Path, body: str) -> Path:
@@ -188,7 +192,7 @@ while True:
     binary = _stand_in(tmp_path, body)
     with trio.fail_after(30):
         async with open_claude(
-            binary, Resume("s"), cwd=tmp_path, config_dir=tmp_path, limits=FAST
+            binary, Resume("s"), cwd=tmp_path, config_dir=tmp_path, limits=IMPATIENT
         ) as claude:
             await claude.messages.receive()
         ended = await claude.aclose()
