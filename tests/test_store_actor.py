@@ -100,6 +100,24 @@ async def test_a_reservation_not_begun_within_its_patience_is_withdrawn_and_neve
     assert _controllers(db) == [("next",)]
 
 
+async def test_a_reservation_whose_asker_was_cancelled_while_it_queued_is_never_written(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    """Its asker stopped (an actor stopping with the server): the queued work writes nothing."""
+    db = tmp_path / "s.db"
+    async with held_store(db) as (store, release):
+        with trio.CancelScope() as asker:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(
+                    transact_reservation, store, lambda c: _insert_controller(c, "gone")
+                )
+                await trio.testing.wait_all_tasks_blocked()  # queued behind the held write
+                asker.cancel()
+        release.set()
+        assert await transact(store, lambda c: _insert_controller(c, "next")) == 1
+    assert _controllers(db) == [("next",)]
+
+
 async def test_a_reservation_begun_within_its_patience_is_waited_for_to_its_end(
     tmp_path: Path, mock_clock: trio.testing.MockClock
 ) -> None:

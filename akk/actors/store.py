@@ -179,8 +179,9 @@ async def transact_reservation(
     stalls, or a backlog of writes ahead of it): it raises `StoreUnwritable`,
     and nothing of it is written, then or later. A plain `transact` timing out
     would leave it queued: written after its asker gave up, it would stand for
-    input that never went, which a restart must call uncertain. Once begun, it
-    is waited for to its end, whose reply says whether it is on disk.
+    input that never went, which a restart must call uncertain. An asker
+    cancelled while it queues withdraws it too. Once begun, it is waited for to
+    its end, whose reply says whether it is on disk.
     """
     gate = _Gate()
 
@@ -191,19 +192,22 @@ async def transact_reservation(
 
     reply: list[T] = []
     failure: list[Exception] = []
-    async with trio.open_nursery() as nursery:
+    try:
+        async with trio.open_nursery() as nursery:
 
-        async def give_up() -> None:
-            await trio.sleep(patience)
-            if gate.withdraw():
-                nursery.cancel_scope.cancel()
+            async def give_up() -> None:
+                await trio.sleep(patience)
+                if gate.withdraw():
+                    nursery.cancel_scope.cancel()
 
-        nursery.start_soon(give_up)
-        try:
-            reply.append(await transact(store, gated, timeout=math.inf))
-        except Exception as exc:  # raised here as by `transact`, not in a nursery's group
-            failure.append(exc)
-        nursery.cancel_scope.cancel()
+            nursery.start_soon(give_up)
+            try:
+                reply.append(await transact(store, gated, timeout=math.inf))
+            except Exception as exc:  # raised here as by `transact`, not in a nursery's group
+                failure.append(exc)
+            nursery.cancel_scope.cancel()
+    finally:
+        gate.withdraw()  # its asker cancelled (an actor stopping) while it queued: never begun
     if failure:
         raise failure[0]
     if not reply:
