@@ -139,6 +139,13 @@ class _Stack:
         found: list[dict[str, Any]] = await self.reader.run(read)
         return found
 
+    async def exited(self, turn_id: str) -> list[dict[str, Any]]:
+        """The audited exits, once there is one: its process's cleanup is recorded with it,
+        after the host's board shows the exit."""
+        while not (found := await self.exits(turn_id)):
+            await trio.sleep(0.02)
+        return found
+
     async def summary(self, turn_id: str) -> str:
         """The summary of the Turn's outcome, as its settle event carries it."""
         events = await self.reader.run(lambda conn: outbox.of_turn(conn, turn_id))
@@ -272,11 +279,7 @@ async def test_a_process_that_ignores_the_interrupt_at_a_stall_is_ended(tmp_path
             settled = await stack.settled(turn.turn_id)
             assert (settled.state, settled.reason) == (TurnState.STALLED, "stalled")
 
-            def exited(_: Turn) -> bool:
-                host = stack.runs.host(turn.turn_id)
-                return host is not None and host.board.exit is not None
-
-            await stack.until(turn.turn_id, exited)
+            await stack.exited(turn.turn_id)
             host = stack.runs.host(turn.turn_id)
             assert host is not None and host.board.exit is not None
             assert (host.board.exit.how, host.board.exit.reaped) == ("killed", True)
