@@ -10,7 +10,7 @@ import pytest
 import trio
 
 from akk.actors.store import StoreActor, transact, transact_reservation
-from akk.runtime.actor import ActorCrashed
+from akk.runtime.actor import ActorCrashed, ActorRef
 from akk.runtime.supervisor import ChildSpec, Supervisor
 from akk.store.database import CasConflict, StoreUnwritable, cas_update, open_reader
 from tests.stalled_store import held_store
@@ -72,6 +72,12 @@ def _controllers(db: Path) -> list[tuple[str]]:
         reader.close()
 
 
+async def _written_once_released(store: ActorRef, release: threading.Event) -> None:
+    """Release the held store; the next write lands after whatever was queued ran."""
+    release.set()
+    assert await transact(store, lambda c: _insert_controller(c, "next")) == 1
+
+
 async def test_a_reservation_not_begun_within_its_patience_is_withdrawn_and_never_written(
     tmp_path: Path, mock_clock: trio.testing.MockClock
 ) -> None:
@@ -95,8 +101,7 @@ async def test_a_reservation_not_begun_within_its_patience_is_withdrawn_and_neve
             assert not raised  # still within its patience
             mock_clock.jump(0.1)
         assert "did not begin this step's reservation within 10 s" in str(raised[0])
-        release.set()
-        assert await transact(store, lambda c: _insert_controller(c, "next")) == 1
+        await _written_once_released(store, release)
     assert _controllers(db) == [("next",)]
 
 
@@ -113,8 +118,7 @@ async def test_a_reservation_whose_asker_was_cancelled_while_it_queued_is_never_
                 )
                 await trio.testing.wait_all_tasks_blocked()  # queued behind the held write
                 asker.cancel()
-        release.set()
-        assert await transact(store, lambda c: _insert_controller(c, "next")) == 1
+        await _written_once_released(store, release)
     assert _controllers(db) == [("next",)]
 
 
