@@ -74,6 +74,13 @@ class TerminalSnapshot:
         return redact_screen(self.lines, self.seen_secrets).text(text)
 
     @property
+    def reason(self) -> str | None:
+        """Why its screen is not actionable, as a controller may read it (`list`, `status`,
+        a refused `watch`): the profile's reason, bounded, masked as the screen is."""
+        reason = _reason(self.observation)
+        return None if reason is None else self.quoted(reason)
+
+    @property
     def secret_question(self) -> bool:
         """Whether the prompt on screen asks for a secret in a question's own words
         ("Enter your API key:"), or a review lists one: its answer is the person's to type,
@@ -187,7 +194,7 @@ def _reason(observation: Observation) -> str | None:
 def terminal_row(snapshot: TerminalSnapshot) -> dict[str, Any]:
     """One terminal as `list` and `status` show it; no keys, regions or fingerprints."""
     identity, observation = snapshot.identity, snapshot.observation
-    prompt, reason = observation.prompt, _reason(observation)
+    prompt = observation.prompt
     return {
         "terminal_id": identity.terminal_id,
         "agent": identity.agent,
@@ -200,7 +207,7 @@ def terminal_row(snapshot: TerminalSnapshot) -> dict[str, Any]:
         "activity_state": observation.activity.value,
         "observation": {
             "state": observation.state.value,
-            "reason": None if reason is None else snapshot.quoted(reason),
+            "reason": snapshot.reason,
             "actionable": observation.actionable and identity.profile is not None,
         },
         "asks": None if prompt is None else _asks(snapshot),

@@ -134,8 +134,7 @@ def check_watchable(snapshot: TerminalSnapshot) -> None:
         raise RpcError(
             Reason.NOT_FOUND,
             f"AKK cannot tell whether a task runs in terminal {identity.terminal_id} "
-            f"({snapshot.quoted(observation.reason or '')[:200]}); try again once list shows "
-            "it working",
+            f"({snapshot.reason}); try again once list shows it working",
         )
 
 
