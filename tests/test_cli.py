@@ -474,6 +474,9 @@ def test_record_commands_are_listed_with_their_options() -> None:
     helped = subprocess.run([*AKK, "--help"], capture_output=True, text=True, check=True)
     for name in ("watch", "unwatch", "close", "renew", "recover", "retry-callback"):
         assert name in helped.stdout
+    description = " ".join(helped.stdout.split("\n\n")[1].split())
+    assert description.startswith("AKK's operator CLI") and description.endswith(".")
+    assert "docs/cli.md" in helped.stdout
     renew = subprocess.run([*AKK, "renew", "--help"], capture_output=True, text=True, check=True)
     assert "--minutes N" in renew.stdout and "--json" in renew.stdout
     watch = subprocess.run([*AKK, "watch", "--help"], capture_output=True, text=True, check=True)

@@ -97,7 +97,12 @@ def _deferred(name: str, *bound: Any) -> Callable[[argparse.Namespace], int]:
 
 
 def parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="akk", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="akk",
+        description="AKK's operator CLI: run the supervisor, manage credentials and client "
+        "versions, and drive or inspect the terminals, Turns and Watches it supervises.",
+        epilog="`akk COMMAND --help` explains one command; docs/cli.md has them all.",
+    )
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
 
     def command(name: str, run: str, help_text: str, *bound: Any) -> argparse.ArgumentParser:
