@@ -480,7 +480,8 @@ def test_record_commands_are_listed_with_their_options() -> None:
     renew = subprocess.run([*AKK, "renew", "--help"], capture_output=True, text=True, check=True)
     assert "--minutes N" in renew.stdout and "--json" in renew.stdout
     watch = subprocess.run([*AKK, "watch", "--help"], capture_output=True, text=True, check=True)
-    assert "%3" in watch.stdout
+    assert "%3" in watch.stdout and "[TERMINAL]" in watch.stdout
+    assert "[[TERMINAL]]" not in watch.stdout
     bad = subprocess.run([*AKK, "renew", "watch_1", "--minutes", "soon"], capture_output=True,
                          text=True, check=False)  # fmt: skip
     assert bad.returncode == 2 and "invalid int value" in bad.stderr

@@ -213,7 +213,7 @@ def parser() -> argparse.ArgumentParser:
         "send",
         "akk.cli.turns:send",
         "send a task, as akk-cli, into an idle terminal's composer, or with --scope through "
-        "the Codex app-server session that task and role own",
+        "the backend session that task and role own",
     )
     _state_dir_option(send)
     send.add_argument(
@@ -227,7 +227,7 @@ def parser() -> argparse.ArgumentParser:
         "--scope",
         type=_scope,
         metavar="TASK/ROLE[/UNIT]",
-        help="send through this task and role's own session (app-server backend), no terminal",
+        help="send through this task and role's own session on --backend, no terminal",
     )
     send.add_argument(
         "--backend",
@@ -243,7 +243,7 @@ def parser() -> argparse.ArgumentParser:
         "--fresh-context",
         dest="handoff",
         metavar="HANDOFF",
-        help="with --scope: start a new thread, HANDOFF (your summary so far) before the task",
+        help="with --scope: start a new session, HANDOFF (your summary so far) before the task",
     )
     send.add_argument("--id", dest="client_request_id", help="client_request_id (default: random)")
     send.add_argument("--wait", action="store_true", help="follow the Turn to its outcome")

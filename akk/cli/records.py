@@ -26,12 +26,17 @@ class Target(enum.Enum):
 
     TERMINAL = "TERMINAL"
     """A terminal_id or pane; `record_calls.run` resolves it to a terminal_id."""
-    TASK = "[TERMINAL]"
+    TASK = "TASK"
     """A terminal (as TERMINAL), or a person's task by --codex-thread or --claude-session."""
     WATCH = "WATCH_ID"
     TURN = "TURN_ID"
     RECORD = "ID"
     """A watch_id or turn_id, told apart by its prefix."""
+
+    @property
+    def metavar(self) -> str:
+        """The argument's name in `--help` (argparse brackets TASK's, which is optional)."""
+        return Target.TERMINAL.value if self is Target.TASK else self.value
 
 
 @attrs.frozen
@@ -108,7 +113,7 @@ def task_ids(target: str | None, options: Mapping[str, Any]) -> dict[str, str]:
 
 def add_arguments(parser: argparse.ArgumentParser, command: RecordCommand) -> None:
     parser.add_argument(
-        "target", metavar=command.target.value, help=_TARGET_HELP[command.target],
+        "target", metavar=command.target.metavar, help=_TARGET_HELP[command.target],
         nargs="?" if command.target is Target.TASK else None,
     )  # fmt: skip
     for option in command.options:
