@@ -250,10 +250,17 @@ def parser() -> argparse.ArgumentParser:
     send.add_argument("--json", action="store_true", help="print JSON")
 
     status = command(
-        "status", "akk.cli.turns:status", "show one Turn or Watch: stages, evidence, outcome, usage"
+        "status",
+        "akk.cli.turns:status",
+        "show one Turn or Watch (stages, evidence, outcome, usage), or one terminal; and what "
+        "its agent asks now, with the screen's last lines",
     )
     _state_dir_option(status)
-    status.add_argument("record", metavar="ID", help="a turn_id or watch_id")
+    status.add_argument(
+        "record",
+        metavar="ID",
+        help="a turn_id or watch_id; or a terminal: its terminal_id or pane, e.g. %%3",
+    )
     status.add_argument("--json", action="store_true", help="print the raw result as JSON")
 
     listed = command(

@@ -69,6 +69,10 @@ class RecordCommand:
     options: tuple[Option, ...] = ()
 
 
+RECORD_PREFIXES = ("turn_", "watch_")
+"""How a Turn's and a Watch's ids begin; anything else a command takes names a terminal."""
+
+
 def record_ids(record_id: str) -> dict[str, str]:
     """The params naming ``record_id``: a Watch by watch_id, a managed Send by turn_id."""
     return {"watch_id" if record_id.startswith("watch_") else "turn_id": record_id}

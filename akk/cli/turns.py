@@ -22,7 +22,8 @@ from rich.table import Table
 from akk.backends.names import SESSION_BACKENDS
 from akk.cli import records
 from akk.cli.errors import CliError
-from akk.cli.server_calls import operator_call, terminal_id
+from akk.cli.server_calls import operator_call, operator_session, terminal_id
+from akk.cli.status_text import excerpt_lines, interaction_lines, terminal_lines
 from akk.cli.text import err, json_text, out, shown
 from akk.client import Controller, connect
 from akk.protocol.redaction import redact
@@ -156,13 +157,16 @@ def _print_sent(sent: dict[str, Any], as_json: bool) -> None:
 
 
 def status(args: argparse.Namespace) -> int:
-    result = operator_call(
-        StateDir.resolve(args.state_dir), "status", records.record_ids(args.record)
-    )
+    state = StateDir.resolve(args.state_dir)
+    if not args.record.startswith(records.RECORD_PREFIXES):
+        return _terminal_status(state, args)
+    result = operator_call(state, "status", records.record_ids(args.record))
     if args.json:
         print(json_text(result))
         return 0
     print_record(result["turn"] if "turn" in result else result["watch"])
+    for line in [*interaction_lines(result["interaction"]), *excerpt_lines(result)]:
+        out.print(shown(line))
     if result["dispatches"]:
         table = Table("dispatch", "kind", "stage", "reason", title="dispatches")
         for step in result["dispatches"]:
@@ -172,6 +176,22 @@ def status(args: argparse.Namespace) -> int:
     older = (result.get("omitted") or {}).get("dispatches")
     if older:
         out.print(shown(f"{older} older dispatches not shown (`status` keeps the newest)"))
+    return 0
+
+
+def _terminal_status(state: StateDir, args: argparse.Namespace) -> int:
+    """`akk status TERMINAL`: the pane's row, what its agent asks, its screen's last lines."""
+
+    async def call(ctl: Controller) -> Any:
+        return await ctl.call("status", {"terminal_id": await terminal_id(ctl, args.record)})
+
+    result = operator_session(state, call)
+    if args.json:
+        print(json_text(result))
+        return 0
+    lines = terminal_lines(result["terminal"])
+    for line in [*lines, *interaction_lines(result["interaction"]), *excerpt_lines(result)]:
+        out.print(shown(line))
     return 0
 
 

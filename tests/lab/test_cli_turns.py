@@ -12,7 +12,7 @@ import pytest
 import trio
 
 from akk.qualify.launcher import LabSession
-from akk.qualify.scenarios import ECHO_REPLY, ECHO_TASK
+from akk.qualify.scenarios import BASH_MARKER, ECHO_REPLY, ECHO_TASK, RUN_TASK
 from tests.lab.conftest import lab_params
 from tools.lab.akk_runner import AkkProcess
 
@@ -68,3 +68,43 @@ async def test_send_wait_status_and_events(lab: LabSession, tmp_path: Path) -> N
     for line in out.splitlines():
         event = json.loads(line)
         assert event["turn_id"] == turn["turn_id"]
+
+
+@pytest.mark.parametrize("lab", lab_params("claude_bash", agents=("claude",))[-1:], indirect=True)
+async def test_status_of_a_terminal_shows_what_its_agent_asks_and_types_nothing(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    akk = AkkProcess(lab, tmp_path)
+    try:
+        akk.start()
+        with trio.fail_after(20):
+            while "state:    idle" not in (idle := _akk(akk, "status", lab.pane)).stdout:
+                await trio.sleep(0.1)
+        assert idle.returncode == 0, idle.stderr
+        assert f"(pane {lab.pane} on " in idle.stdout and "turn:     -" in idle.stdout
+        assert "screen:   (its last lines, redacted)" in idle.stdout
+        sent = _akk(akk, "send", lab.pane, RUN_TASK)
+        assert sent.returncode == 0, sent.stderr
+        turn_id = sent.stdout.strip()
+        with trio.fail_after(60):
+            while "asks:" not in (asked := _akk(akk, "status", lab.pane)).stdout:
+                await trio.sleep(0.2)
+        lines = asked.stdout.splitlines()
+        assert f"turn:     {turn_id}   session: " in asked.stdout
+        assert "asks:     a permission" in asked.stdout
+        assert any(line.strip() == "- Yes" for line in lines), asked.stdout
+        assert "decisions: approve_once, reject" in asked.stdout
+        assert "option_id" not in asked.stdout and "int_" not in asked.stdout
+        of_turn = _akk(akk, "status", turn_id)
+        assert of_turn.returncode == 0, of_turn.stderr
+        assert "asks:     a permission" in of_turn.stdout and "screen:" in of_turn.stdout
+        as_json = json.loads(_akk(akk, "status", lab.pane, "--json").stdout)
+        assert as_json["terminal"]["turn_id"] == turn_id
+        assert as_json["interaction"]["kind"] == "permission"
+        still = json.loads(_akk(akk, "status", turn_id, "--json").stdout)
+        assert still["turn"]["state"] == "running", still["turn"]
+    finally:
+        akk.stop()
+    # Reading the prompt answered nothing: the command never ran, the task went once.
+    assert not (lab.workdir / f"{BASH_MARKER}.txt").exists()
+    assert lab.server.count_inputs_containing(RUN_TASK) == 1

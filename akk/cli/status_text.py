@@ -1,0 +1,66 @@
+"""What `akk status` shows of a screen: the terminal's row, what its agent asks, the excerpt.
+
+A status reply carries the agent's current question or permission (its
+projection) and a bounded, redacted excerpt of the screen; these are their lines
+for a person. Ids are left out: the operator answers at the terminal itself.
+Every line goes through `shown` when printed, as all outside text does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+INDENT = " " * len("asks:     ")
+"""Where the lines under a field start: none can pass for a field line."""
+
+
+def terminal_lines(row: Mapping[str, Any]) -> list[str]:
+    """A terminal's row (as `list` gives it) as aligned lines."""
+    observation = row["observation"]
+    profile = row["profile"] or f"none ({row.get('profile_reason') or 'unknown'})"
+    state = row["activity_state"]
+    if observation["reason"]:
+        state += f" ({observation['reason']})"
+    return [
+        f"terminal: {row['terminal_id']} (pane {row['pane']} on {row['tmux_socket']})",
+        f"agent:    {row['agent']} {row['version'] or '?'}   profile: {profile}",
+        f"state:    {state}",
+        f"turn:     {row['turn_id'] or '-'}   session: {row['session_id'] or '-'}",
+        f"cwd:      {row['cwd'] or '?'}",
+    ]
+
+
+def interaction_lines(projection: Mapping[str, Any] | None) -> list[str]:
+    """What the agent asks now: its kind, each question with its options, its decisions;
+    or why a person must answer it at the terminal. Nothing when it asks nothing."""
+    if projection is None:
+        return []
+    kind = str(projection["kind"]).replace("_", " ")
+    if projection["state"] == "manual_required":
+        lines = [f"asks:     a {kind} that needs a person at pane {projection['pane']}"]
+        lines.append(f"{INDENT}{projection['reason']}")
+        if projection.get("detail"):
+            lines.append(f"{INDENT}{projection['detail']}")
+        return lines
+    step = projection.get("step")
+    where = f" (step {step['index']} of {step['total']})" if step and step["total"] > 1 else ""
+    lines = [f"asks:     a {kind}{where}"]
+    for question in projection["questions"]:
+        header = f"{question['header']}: " if question.get("header") else ""
+        lines.append(f"{INDENT}{header}{question['prompt']}")
+        lines.extend(f"{INDENT}  - {option['label']}" for option in question.get("options", []))
+    if projection.get("decisions"):
+        lines.append(f"{INDENT}decisions: {', '.join(projection['decisions'])}")
+    return lines
+
+
+def excerpt_lines(result: Mapping[str, Any]) -> list[str]:
+    """The reply's screen excerpt under a heading, or why it was withheld."""
+    if result.get("screen_excerpt_withheld"):
+        return [f"screen:   withheld ({result['screen_excerpt_withheld']}): it asks for input "
+                "that is never shown"]  # fmt: skip
+    shown = result.get("screen_excerpt")
+    if not shown:
+        return []
+    return ["screen:   (its last lines, redacted)", *(f"{INDENT}{line}" for line in shown)]
