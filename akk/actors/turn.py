@@ -211,10 +211,8 @@ class TurnActor(Actor[TurnMessage]):
     async def _start_cancel(self) -> CancelResult:
         turn = self.turn
         assert turn is not None
-        if not turn.unresolved:
-            return CancelResult(
-                False, Reason.CLOSED, f"turn {turn.turn_id} is already {turn.state}"
-            )
+        if (refused := nothing_to_cancel(turn)) is not None:
+            return refused
         if turn.state is not TurnState.RUNNING:
             return not_running(turn)
         return await self._follower.interrupt(turn)
@@ -272,6 +270,19 @@ def _past(turn: Turn, state: TurnState, now: float) -> bool:
     if state is TurnState.STALLED:
         return now - turn.last_activity_at >= turn.inactivity_seconds
     return True
+
+
+def nothing_to_cancel(turn: Turn) -> CancelResult | None:
+    """Cancel refused, nothing sent: ``turn`` is closed (`closed`) or has already settled
+    (`conflict`: its outcome stands). None while it is open."""
+    if turn.closed_at is not None:
+        why = f"turn {turn.turn_id} is closed; there is nothing to cancel. Send a new task instead"
+        return CancelResult(False, Reason.CLOSED, why)
+    if turn.state.settled:
+        why = (f"turn {turn.turn_id} is already {turn.state}, so there is nothing to cancel; "
+               "its outcome stands (status shows it)")  # fmt: skip
+        return CancelResult(False, Reason.CONFLICT, why)
+    return None
 
 
 def not_running(turn: Turn) -> CancelResult:

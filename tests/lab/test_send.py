@@ -174,10 +174,10 @@ async def test_refusals_send_zero_keys(lab: LabSession, tmp_path: Path) -> None:
         assert served.keys is not None
         keys = served.keys.keys
 
-        async def refused(params: dict[str, str], reason: str) -> None:
+        async def refused(params: dict[str, str], reason: str, method: str = "send") -> None:
             before = len(keys())
             with pytest.raises(AkkError) as raised:
-                await ctl.call("send", params)
+                await ctl.call(method, params)
             assert raised.value.reason == reason, (params, raised.value)
             assert keys()[before:] == [], params
 
@@ -243,6 +243,10 @@ async def test_refusals_send_zero_keys(lab: LabSession, tmp_path: Path) -> None:
             )
         lab.server.signal(SLOW_SIGNAL)
         assert (await outcome(ctl, sent["turn_id"]))["kind"] == "done"
+        # A done Turn has nothing to cancel (conflict); once closed, it takes no call (closed).
+        await refused({"turn_id": sent["turn_id"]}, "conflict", "cancel")
+        await ctl.call("close", {"turn_id": sent["turn_id"]})
+        await refused({"turn_id": sent["turn_id"]}, "closed", "cancel")
         # After the Turn ended: still only the task's keys, once at the model, none of the rest.
         await lab.wait_idle(20)
         assert len(keys()) == typed
