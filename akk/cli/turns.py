@@ -23,7 +23,7 @@ from akk.backends.names import SESSION_BACKENDS
 from akk.cli import records
 from akk.cli.errors import CliError
 from akk.cli.server_calls import operator_call, operator_session, terminal_id
-from akk.cli.status_text import excerpt_lines, interaction_lines, terminal_lines
+from akk.cli.status_text import INDENT, excerpt_lines, interaction_lines, terminal_lines
 from akk.cli.text import err, json_text, out, shown
 from akk.client import Controller, connect
 from akk.protocol.redaction import redact
@@ -130,22 +130,40 @@ async def _follow(ctl: Controller, turn_id: str, *, quiet: bool) -> dict[str, An
 
 
 async def _ack_own(ctl: Controller, turn_id: str, heard: trio.Event) -> None:
-    """Ack the Turn's own events as they come; set ``heard`` at its outcome. Events of other
+    """Ack the Turn's own events as they come, saying on stderr what its agent asks (with
+    --json too: a person must answer it); set ``heard`` at its outcome. Events of other
     records are left alone: they are for the operator's other commands to ack."""
     async with aclosing(ctl.events()) as events:
         async for event in events:
             if event.get("turn_id") != turn_id:
                 continue
             await ctl.ack(event["event_id"])
+            if event["kind"] in _WAKE_UPS:
+                _say_asked(turn_id, event)
             if event["kind"] in _OUTCOMES:
                 heard.set()
                 return
+
+
+def _say_asked(turn_id: str, event: dict[str, Any]) -> None:
+    """A wake-up, on lines of its own under the progress line: what the agent asks, and that
+    the operator answers it (AKK answers nothing by itself)."""
+    if err.is_terminal:
+        err.print()
+    asked = interaction_lines(event.get("interaction"))
+    for line in asked or [f"asks:     {redact(str(event.get('summary') or event['kind']))}"]:
+        err.print(shown(line))
+    err.print(shown(f"{INDENT}a person answers it, at the pane or in `akk ui`; `akk status "
+                    f"{turn_id}` shows it again"))  # fmt: skip
 
 
 OUTCOME_GRACE = 2.0
 """Seconds a settled Turn's follower waits for its outcome event, to ack it."""
 
 _OUTCOMES = {"done", "failed", "cancelled", "stalled", "timed_out"}
+
+_WAKE_UPS = {"interaction_required", "approval_required"}
+"""The events that say the agent waits for an answer."""
 
 
 def _print_sent(sent: dict[str, Any], as_json: bool) -> None:

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -107,4 +108,46 @@ async def test_status_of_a_terminal_shows_what_its_agent_asks_and_types_nothing(
         akk.stop()
     # Reading the prompt answered nothing: the command never ran, the task went once.
     assert not (lab.workdir / f"{BASH_MARKER}.txt").exists()
+    assert lab.server.count_inputs_containing(RUN_TASK) == 1
+
+
+@pytest.mark.parametrize("lab", lab_params("claude_bash", agents=("claude",))[-1:], indirect=True)
+async def test_send_wait_says_what_the_agent_asks_and_a_person_answers_it(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    akk = AkkProcess(lab, tmp_path)
+    waiting = None
+    said: list[str] = []
+    try:
+        akk.start()
+        with trio.fail_after(20):
+            while "state:    idle" not in _akk(akk, "status", lab.pane).stdout:
+                await trio.sleep(0.1)
+        env = {**os.environ, "AKK_STATE_DIR": str(akk.state.path), "COLUMNS": "200"}
+        argv = [sys.executable, "-m", "akk", "send", lab.pane, RUN_TASK, "--wait", "--json"]
+        waiting = await trio.to_thread.run_sync(
+            lambda: subprocess.Popen(
+                argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            )
+        )
+        stderr = waiting.stderr
+        assert stderr is not None
+        reader = threading.Thread(target=lambda: said.extend(stderr), daemon=True)
+        reader.start()
+        with trio.fail_after(60):
+            while not any("asks:     a permission" in line for line in said):
+                await trio.sleep(0.1)
+        assert any("a person answers it, at the pane or in `akk ui`" in line for line in said)
+        assert any(line.strip() == "- Yes" for line in said), said
+        await lab.wait_stable()  # Claude drops a key pressed as its prompt is first drawn
+        await lab.send_keys("1")  # the person approves at the pane, once
+        final, _ = await trio.to_thread.run_sync(lambda: waiting.communicate(timeout=60))
+    finally:
+        if waiting is not None and waiting.poll() is None:
+            waiting.kill()
+            waiting.wait()
+        akk.stop()
+    assert waiting.returncode == 0, said
+    assert json.loads(final)["turn"]["state"] == "done"
+    assert (lab.workdir / f"{BASH_MARKER}.txt").exists()
     assert lab.server.count_inputs_containing(RUN_TASK) == 1
