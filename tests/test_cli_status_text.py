@@ -9,7 +9,8 @@ from akk.cli.status_text import excerpt_lines, interaction_lines
 from akk.protocol import wakeups
 from akk.screen.fingerprint import Appearance
 
-_SCREENS = Path(__file__).parent.parent / "fixtures" / "claude" / "2.1.332"
+_FIXTURES = Path(__file__).parent.parent / "fixtures"
+_SCREENS = _FIXTURES / "claude" / "2.1.332"
 
 
 def test_a_questionnaire_shows_its_step_question_and_options_without_ids() -> None:
@@ -26,6 +27,16 @@ def test_a_questionnaire_shows_its_step_question_and_options_without_ids() -> No
         "            - Green",
     ]
     assert not any("_" in line for line in lines)  # no option_id, question_id or int_
+
+
+def test_a_queued_question_is_named_with_its_article_and_as_not_opened() -> None:
+    capture = (_FIXTURES / "codex" / "0.155.1" / "codex_rui_async-queued.ansi").read_text()
+    shown = classify_capture(
+        capture, agent="codex", version="0.155.1", cols=120, rows=40, private=False
+    )
+    assert interaction_lines(shown["projection"]) == [
+        "asks:     an async question, not opened yet (its questions show once it is)"
+    ]
 
 
 def test_a_manual_screen_says_where_a_person_is_needed_and_why() -> None:

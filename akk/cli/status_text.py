@@ -37,15 +37,18 @@ def interaction_lines(projection: Mapping[str, Any] | None) -> list[str]:
     if projection is None:
         return []
     kind = str(projection["kind"]).replace("_", " ")
+    kind = ("an " if kind[:1] in "aeiou" else "a ") + kind
     if projection["state"] == "manual_required":
-        lines = [f"asks:     a {kind} that needs a person at pane {projection['pane']}"]
+        lines = [f"asks:     {kind} that needs a person at pane {projection['pane']}"]
         lines.append(f"{INDENT}{projection['reason']}")
         if projection.get("detail"):
             lines.append(f"{INDENT}{projection['detail']}")
         return lines
     step = projection.get("step")
     where = f" (step {step['index']} of {step['total']})" if step and step["total"] > 1 else ""
-    lines = [f"asks:     a {kind}{where}"]
+    if step is None and not projection["questions"]:
+        where = ", not opened yet (its questions show once it is)"  # Codex's queued question
+    lines = [f"asks:     {kind}{where}"]
     for question in projection["questions"]:
         header = f"{question['header']}: " if question.get("header") else ""
         lines.append(f"{INDENT}{header}{question['prompt']}")
