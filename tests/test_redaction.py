@@ -43,6 +43,7 @@ from akk.protocol.redaction import (
     WRAP_MARGIN,
     asks_for_secret,
     asks_secret_question,
+    key_heads,
     redact,
     redact_head,
     redact_screen,
@@ -51,7 +52,7 @@ from akk.protocol.redaction import (
 from akk.qualify.scenarios import COMMAND_SECRET, huge_final
 from akk.screen.fingerprint import Appearance, IdMinter, fingerprint
 from akk.screen.region import Region
-from akk.screen.render import render
+from akk.screen.render import render, unstyled
 from tests import corpus
 
 LABELS = [*corpus.every("claude"), *corpus.every("codex")]
@@ -808,3 +809,13 @@ def test_a_rule_above_a_key_cut_by_a_line_break_does_not_unmask_it(above: str, k
     shown = "\n".join(redact_screen(lines).lines)
     assert not leaks(key, shown), shown
     assert above.strip() in shown  # the drawing itself is kept
+
+
+def test_a_key_s_head_too_short_to_mask_is_named_and_a_whole_key_or_a_word_is_not() -> None:
+    key = "Zq7Xr2Lm9Kp4Wt6Yb1Nc8Vd3Hs5Jf0Ga2Qe7Ru4Tx"
+    assert key_heads(f"  the key is {key[:30]}") == {key[:30]}
+    assert key_heads(f"  the key is {key} (whole)") == frozenset()  # masked by `redact`
+    assert key_heads(f"  {key[:11]} /tmp/work/notes.txt token_count snake_case_name") == set()
+    # A style change inside it does not part it: the screen shows one run.
+    styled = f"\x1b[38;5;246m{key[:15]}\x1b[1m{key[15:30]}\x1b[0m\n"
+    assert key_heads(unstyled(styled)) == {key[:30]}

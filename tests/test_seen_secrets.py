@@ -178,6 +178,53 @@ async def test_a_first_look_at_a_pane_that_keeps_changing_takes_its_last_capture
     assert pane.captures == 5
 
 
+ANONYMOUS_KEY = "Zq7Xr2Lm9Kp4Wt6Yb1Nc8Vd3Hs5Jf0Ga2Qe7Ru4Tx"
+"""A key no prefix names: masked only once 40 of its characters show (docs/redaction.md)."""
+
+
+async def test_a_new_key_s_first_drawing_caught_half_done_is_read_once_it_is_whole(
+    tmp_path: Path,
+) -> None:
+    """A key drawn for the first time, after the first look: a capture that cut it after
+    30 characters shows a head no rule masks and nothing remembers. The look takes the
+    pane again, and reads the whole drawing, whose key is masked."""
+    idle = _screen("› ")
+    half = _screen("  the deploy key is", f"  {ANONYMOUS_KEY[:30]}")
+    whole = _screen("  the deploy key is", f"  {ANONYMOUS_KEY} (keep it safe)")
+    assert ANONYMOUS_KEY[:30] in redact(half[-1]) and ANONYMOUS_KEY[:8] not in redact(whole[-1])
+    with trio.fail_after(20):
+        async with store_actor(tmp_path / "akk.db") as store:
+            screen, pane = observing(store, DrawnPane(idle, idle, half, whole), size=(COLS, ROWS))
+            await screen.observe()
+            assert pane.captures == 2  # the first look: two captures agree
+            snapshot = await screen.observe()
+            assert snapshot is not None and snapshot.lines == tuple(whole)
+            assert pane.captures == 4  # the half-done one, then the whole one
+            # The key now stays on screen: a look at a drawing with no new head takes one.
+            pane.drawings.append(_screen("  the deploy key is", f"  {ANONYMOUS_KEY} (kept)"))
+            again = await screen.observe()
+            assert again is not None and pane.captures == 5
+    for shown in (snapshot, again):
+        text = "\n".join(excerpt(shown.lines, seen=shown.seen_secrets) or [])
+        assert "the deploy key is" in text and not _shows(ANONYMOUS_KEY, text), text
+
+
+async def test_a_short_random_run_that_stays_is_read_as_drawn(tmp_path: Path) -> None:
+    """A run that looks random but stays as it is (a session id, an identifier) is the
+    screen's own: taken once more when it first shows, then read as it is."""
+    session = "session 0ffb4f33-fa98-4f0a-be3e-7564ceccf54f"
+    idle, shown = _screen("› "), _screen(f"  {session}", "› ")
+    with trio.fail_after(20):
+        async with store_actor(tmp_path / "akk.db") as store:
+            screen, pane = observing(store, DrawnPane(idle, idle, shown), size=(COLS, ROWS))
+            await screen.observe()
+            snapshot = await screen.observe()
+            assert snapshot is not None and pane.captures == 4
+            await screen.observe(force=True)
+            assert pane.captures == 5
+    assert session in "\n".join(excerpt(snapshot.lines) or [])
+
+
 def test_the_memory_keeps_the_newest_drawn_within_its_bound() -> None:
     seen = SeenSecrets(100)
     first, second, third = "A1b2C3d4E5f6G7h8" * 3, "Zz9Yy8Xx7Ww6Vv5U" * 3, "Qq1Rr2Ss3Tt4Uu5V" * 3

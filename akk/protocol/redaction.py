@@ -169,6 +169,9 @@ _KEY_WORDS = (
 _RUN = re.compile(r"[A-Za-z0-9+_-][A-Za-z0-9+/_-]{30,}[A-Za-z0-9+_-]={0,2}", re.ASCII)
 _HEX = re.compile(r"[A-Fa-f0-9]{32,}", re.ASCII)
 _BASE64_MIN = 40
+KEY_HEAD_MIN = 12
+"""The shortest run `key_heads` names: shorter ones are words, numbers and ids."""
+_HEAD = re.compile(rf"[A-Za-z0-9+_-][A-Za-z0-9+/_-]{{{KEY_HEAD_MIN - 1},}}", re.ASCII)
 # A letter or digit whose class (digit, upper, lower) differs from the one before it,
 # counted by the regex engine: a run may be a whole message long.
 _CLASS_CHANGE = re.compile(r"(?<=[0-9])[A-Za-z]|(?<=[A-Z])[a-z0-9]|(?<=[a-z])[A-Z0-9]", re.ASCII)
@@ -487,6 +490,17 @@ def _looks_random(text: str) -> bool:
     One change per six characters is the line.
     """
     return len(_CLASS_CHANGE.findall(text)) * 6 >= len(text)
+
+
+def key_heads(text: str) -> frozenset[str]:
+    """The runs of ``text`` that look random but are too short to be keys (`KEY_HEAD_MIN` to
+    39 characters): each may be the head of a key whose drawing a capture cut, which no
+    rule masks until the rest of it is drawn."""
+    return frozenset(
+        run.group()
+        for run in _HEAD.finditer(text)
+        if len(run.group()) < _BASE64_MIN and _looks_random(run.group())
+    )
 
 
 def _pem_spans(text: str) -> Iterator[_Span]:

@@ -387,6 +387,12 @@ class _CaptureStream(pyte.Stream):
                 screen.linefeed()
 
 
+def unstyled(capture: str) -> str:
+    """``capture``'s text without its SGR sequences: what its rows read, as a person sees
+    them (a style change between two characters does not part them)."""
+    return _SGR.sub("", capture)
+
+
 def _cell_of(value: object) -> Cell:
     if isinstance(value, Cell):
         return value

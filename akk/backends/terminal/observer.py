@@ -46,11 +46,11 @@ from akk.profiles.observation import Observation, State, StepKind
 from akk.profiles.permission import asks_permission, awaits_call, bind_pending
 from akk.profiles.registry import Profile
 from akk.protocol import wakeups
-from akk.protocol.redaction import SeenSecrets, redact_screen
+from akk.protocol.redaction import SeenSecrets, key_heads, redact_screen
 from akk.runtime.actor import ActorRef
 from akk.screen.fingerprint import Appearance, asked_fingerprint, fingerprint
 from akk.screen.grid import Grid
-from akk.screen.render import CaptureMismatch, render
+from akk.screen.render import CaptureMismatch, render, unstyled
 from akk.store import interactions, turns
 from akk.tmux.control import ClientLink, ControlClientClosed, TmuxCommandError
 from akk.tmux.panes import capture
@@ -66,9 +66,10 @@ SEEN_SECRET_CHARS = 4096
 """How many characters of what was masked on its earlier drawings a pane remembers, to
 mask their pieces on a drawing caught half done (`SeenSecrets`): a few dozen keys."""
 
-FIRST_LOOK_CAPTURES = 5
-"""How many captures an Observer's first look takes at most, until two in a row agree
-(`Observer._steady`)."""
+LOOK_CAPTURES = 5
+"""How many captures one look takes at most: a first look until two in a row agree
+(`Observer._steady`), a later one while each shows a new key's possible head
+(`Observer._whole_keys`)."""
 
 PENDING_POLL = 0.05
 """Seconds between looks at a held permission (each reads the agent's file once)."""
@@ -166,6 +167,8 @@ class Observer:
             screen = await capture(self._link.client(), self.identity.pane_id)
             if self._last is None:
                 screen = await self._steady(screen)
+            else:
+                screen = await self._whole_keys(screen, self._last[0])
         except (TmuxCommandError, ControlClientClosed):
             # The pane went away between listing and capture; the watcher retires us.
             return None
@@ -241,15 +244,29 @@ class Observer:
 
     async def _steady(self, screen: str) -> str:
         """The first look's capture ``screen``, taken again until two in a row agree (at
-        most `FIRST_LOOK_CAPTURES`; else the last). A capture may catch a drawing half
+        most `LOOK_CAPTURES`; else the last). A capture may catch a drawing half
         done, and on this Observer's first look nothing is remembered yet that could mask
         a key it cuts (`SeenSecrets`), nor any earlier frame a restart could tell the
         settled one by (`wakeups.follow`)."""
-        for _ in range(FIRST_LOOK_CAPTURES - 1):
+        for _ in range(LOOK_CAPTURES - 1):
             again = await capture(self._link.client(), self.identity.pane_id)
             if again == screen:
                 break
             screen = again
+        return screen
+
+    async def _whole_keys(self, screen: str, before: str) -> str:
+        """A later look's capture ``screen``, taken again while it shows a run that may be
+        the head of a key (`key_heads`) which the capture before it, ``before``, did not
+        show (at most `LOOK_CAPTURES`; else the last). A key is masked only once 40 of its
+        characters show, and a new one's first drawing is remembered by nobody yet: a
+        capture that cut it shows it whole on the next one. A head that stays put is the
+        screen's own (an id, a word), and is read as it is."""
+        for _ in range(LOOK_CAPTURES - 1):
+            shown = unstyled(before)
+            if all(head in shown for head in key_heads(unstyled(screen))):
+                break
+            before, screen = screen, await capture(self._link.client(), self.identity.pane_id)
         return screen
 
     def typing(self, text: str) -> None:
