@@ -7,6 +7,7 @@ from pathlib import Path
 from akk.cli.classify import classify_capture
 from akk.cli.status_text import excerpt_lines, interaction_lines
 from akk.protocol import wakeups
+from akk.protocol.projection import as_manual
 from akk.screen.fingerprint import Appearance
 
 _FIXTURES = Path(__file__).parent.parent / "fixtures"
@@ -54,6 +55,18 @@ def test_a_manual_screen_says_where_a_person_is_needed_and_why() -> None:
         "          Do you want to create notes.txt?",
     ]
     assert interaction_lines(None) == []
+
+
+def test_a_prompt_made_manual_off_any_pane_says_why_without_a_pane() -> None:
+    capture = (_SCREENS / "questionnaire_multi_question-q1.ansi").read_text()
+    shown = classify_capture(
+        capture, agent="claude", version="2.1.332", cols=120, rows=40, private=False
+    )
+    manual = as_manual(shown["projection"], "secret_input: the question asks for a password")
+    assert interaction_lines(manual) == [
+        "asks:     a questionnaire that needs a person",
+        "          secret_input: the question asks for a password",
+    ]
 
 
 def test_a_withheld_excerpt_says_so_and_shows_nothing() -> None:

@@ -39,7 +39,8 @@ def interaction_lines(projection: Mapping[str, Any] | None) -> list[str]:
     kind = str(projection["kind"]).replace("_", " ")
     kind = ("an " if kind[:1] in "aeiou" else "a ") + kind
     if projection["state"] == "manual_required":
-        lines = [f"asks:     {kind} that needs a person at pane {projection['pane']}"]
+        at = f" at pane {projection['pane']}" if projection.get("pane") else ""
+        lines = [f"asks:     {kind} that needs a person{at}"]
         lines.append(f"{INDENT}{projection['reason']}")
         if projection.get("detail"):
             lines.append(f"{INDENT}{projection['detail']}")
