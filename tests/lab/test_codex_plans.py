@@ -457,6 +457,11 @@ async def test_async_answer_when_idle_starts_the_next_turn(lab: LabSession) -> N
     """queue_next_turn: answered once the asking turn is over, the answer is a new turn."""
     with trio.fail_after(30):
         await lab.submit(lab.scenario.task)
+        # Codex draws the reply and an idle composer a moment before its turn is over: an
+        # answer then steers that turn. Its rollout file says when it is over (as AKK reads
+        # it before a queue_next_turn answer).
+        while '"task_complete"' not in json.dumps(lab.transcript_records()):
+            await trio.sleep(0.05)
         queued = await observe(
             lab,
             lambda s: (
