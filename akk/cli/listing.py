@@ -8,6 +8,7 @@ from typing import Any
 from rich.table import Table
 
 from akk.cli.server_calls import operator_call
+from akk.cli.status_text import profile_text
 from akk.cli.text import json_text, out, shown
 from akk.protocol.redaction import redact
 from akk.store.location import StateDir
@@ -26,7 +27,7 @@ def terminals(args: argparse.Namespace) -> int:
             f"{row['tmux_socket']}:{row['pane']}" if several else row["pane"],
             row["agent"],
             row["version"] or "?",
-            row["profile"] or f"none ({row.get('profile_reason') or 'unknown'})",
+            profile_text(row),
             row["activity_state"],
             # The server redacts already; the table is one more place text leaves it.
             redact(str(row.get("asks") or "")),

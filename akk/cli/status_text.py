@@ -2,8 +2,9 @@
 
 A status reply carries the agent's current question or permission (its
 projection) and a bounded, redacted excerpt of the screen; these are their lines
-for a person. Ids are left out: the operator answers at the terminal itself.
-Every line goes through `shown` when printed, as all outside text does.
+for a person (`akk list` takes a row's profile from here too). Ids are left out:
+the operator answers at the terminal itself. Every line goes through `shown`
+when printed, as all outside text does.
 """
 
 from __future__ import annotations
@@ -15,16 +16,20 @@ INDENT = " " * len("asks:     ")
 """Where the lines under a field start: none can pass for a field line."""
 
 
+def profile_text(row: Mapping[str, Any]) -> str:
+    """A terminal row's profile, or why it has none."""
+    return str(row["profile"] or f"none ({row.get('profile_reason') or 'unknown'})")
+
+
 def terminal_lines(row: Mapping[str, Any]) -> list[str]:
     """A terminal's row (as `list` gives it) as aligned lines."""
     observation = row["observation"]
-    profile = row["profile"] or f"none ({row.get('profile_reason') or 'unknown'})"
     state = row["activity_state"]
     if observation["reason"]:
         state += f" ({observation['reason']})"
     return [
         f"terminal: {row['terminal_id']} (pane {row['pane']} on {row['tmux_socket']})",
-        f"agent:    {row['agent']} {row['version'] or '?'}   profile: {profile}",
+        f"agent:    {row['agent']} {row['version'] or '?'}   profile: {profile_text(row)}",
         f"state:    {state}",
         f"turn:     {row['turn_id'] or '-'}   session: {row['session_id'] or '-'}",
         f"cwd:      {row['cwd'] or '?'}",
