@@ -262,11 +262,14 @@ class Observer:
         characters show, and a new one's first drawing is remembered by nobody yet: a
         capture that cut it shows it whole on the next one. A head that stays put is the
         screen's own (an id, a word), and is read as it is."""
+        if screen == before:  # most looks: nothing new, so no new head
+            return screen
+        shown = unstyled(before)
         for _ in range(LOOK_CAPTURES - 1):
-            shown = unstyled(before)
-            if all(head in shown for head in key_heads(unstyled(screen))):
+            text = unstyled(screen)
+            if all(head in shown for head in key_heads(text)):
                 break
-            before, screen = screen, await capture(self._link.client(), self.identity.pane_id)
+            shown, screen = text, await capture(self._link.client(), self.identity.pane_id)
         return screen
 
     def typing(self, text: str) -> None:
