@@ -71,16 +71,25 @@ async def test_send_wait_status_and_events(lab: LabSession, tmp_path: Path) -> N
         assert event["turn_id"] == turn["turn_id"]
 
 
-@pytest.mark.parametrize("lab", lab_params("claude_bash", agents=("claude",))[-1:], indirect=True)
+_NEWEST_CLAUDE_BASH = lab_params("claude_bash", agents=("claude",))[-1:]
+
+
+async def _idle_status(akk: AkkProcess, pane: str) -> subprocess.CompletedProcess[str]:
+    """`akk status PANE` once it shows the pane's agent idle."""
+    with trio.fail_after(20):
+        while "state:    idle" not in (shown := _akk(akk, "status", pane)).stdout:
+            await trio.sleep(0.1)
+    return shown
+
+
+@pytest.mark.parametrize("lab", _NEWEST_CLAUDE_BASH, indirect=True)
 async def test_status_of_a_terminal_shows_what_its_agent_asks_and_types_nothing(
     lab: LabSession, tmp_path: Path
 ) -> None:
     akk = AkkProcess(lab, tmp_path)
     try:
         akk.start()
-        with trio.fail_after(20):
-            while "state:    idle" not in (idle := _akk(akk, "status", lab.pane)).stdout:
-                await trio.sleep(0.1)
+        idle = await _idle_status(akk, lab.pane)
         assert idle.returncode == 0, idle.stderr
         assert f"(pane {lab.pane} on " in idle.stdout and "turn:     -" in idle.stdout
         assert "screen:   (its last lines, redacted)" in idle.stdout
@@ -111,7 +120,7 @@ async def test_status_of_a_terminal_shows_what_its_agent_asks_and_types_nothing(
     assert lab.server.count_inputs_containing(RUN_TASK) == 1
 
 
-@pytest.mark.parametrize("lab", lab_params("claude_bash", agents=("claude",))[-1:], indirect=True)
+@pytest.mark.parametrize("lab", _NEWEST_CLAUDE_BASH, indirect=True)
 async def test_send_wait_says_what_the_agent_asks_and_a_person_answers_it(
     lab: LabSession, tmp_path: Path
 ) -> None:
@@ -120,9 +129,7 @@ async def test_send_wait_says_what_the_agent_asks_and_a_person_answers_it(
     said: list[str] = []
     try:
         akk.start()
-        with trio.fail_after(20):
-            while "state:    idle" not in _akk(akk, "status", lab.pane).stdout:
-                await trio.sleep(0.1)
+        await _idle_status(akk, lab.pane)
         env = {**os.environ, "AKK_STATE_DIR": str(akk.state.path), "COLUMNS": "200"}
         argv = [sys.executable, "-m", "akk", "send", lab.pane, RUN_TASK, "--wait", "--json"]
         waiting = await trio.to_thread.run_sync(
