@@ -64,6 +64,11 @@ def interaction_lines(projection: Mapping[str, Any] | None) -> list[str]:
     return lines
 
 
+def shown_lines(result: Mapping[str, Any]) -> list[str]:
+    """A status reply's `asks:` lines, then its `screen:` lines."""
+    return [*interaction_lines(result["interaction"]), *excerpt_lines(result)]
+
+
 def excerpt_lines(result: Mapping[str, Any]) -> list[str]:
     """The reply's screen excerpt under a heading, or why it was withheld."""
     if result.get("screen_excerpt_withheld"):

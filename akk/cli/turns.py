@@ -23,10 +23,11 @@ from akk.backends.names import SESSION_BACKENDS
 from akk.cli import records
 from akk.cli.errors import CliError
 from akk.cli.server_calls import operator_call, operator_session, terminal_id
-from akk.cli.status_text import INDENT, excerpt_lines, interaction_lines, terminal_lines
+from akk.cli.status_text import INDENT, interaction_lines, shown_lines, terminal_lines
 from akk.cli.text import err, json_text, out, shown
 from akk.client import Controller, connect
 from akk.protocol.redaction import redact
+from akk.protocol.schema import WAKE_UP_KINDS
 from akk.server.instance import proven_endpoint
 from akk.store.location import StateDir
 
@@ -138,7 +139,7 @@ async def _ack_own(ctl: Controller, turn_id: str, heard: trio.Event) -> None:
             if event.get("turn_id") != turn_id:
                 continue
             await ctl.ack(event["event_id"])
-            if event["kind"] in _WAKE_UPS:
+            if event["kind"] in WAKE_UP_KINDS:
                 _say_asked(turn_id, event)
             if event["kind"] in _OUTCOMES:
                 heard.set()
@@ -162,9 +163,6 @@ OUTCOME_GRACE = 2.0
 
 _OUTCOMES = {"done", "failed", "cancelled", "stalled", "timed_out"}
 
-_WAKE_UPS = {"interaction_required", "approval_required"}
-"""The events that say the agent waits for an answer."""
-
 
 def _print_sent(sent: dict[str, Any], as_json: bool) -> None:
     if as_json:
@@ -183,7 +181,7 @@ def status(args: argparse.Namespace) -> int:
         print(json_text(result))
         return 0
     print_record(result["turn"] if "turn" in result else result["watch"])
-    for line in [*interaction_lines(result["interaction"]), *excerpt_lines(result)]:
+    for line in shown_lines(result):
         out.print(shown(line))
     if result["dispatches"]:
         table = Table("dispatch", "kind", "stage", "reason", title="dispatches")
@@ -207,8 +205,7 @@ def _terminal_status(state: StateDir, args: argparse.Namespace) -> int:
     if args.json:
         print(json_text(result))
         return 0
-    lines = terminal_lines(result["terminal"])
-    for line in [*lines, *interaction_lines(result["interaction"]), *excerpt_lines(result)]:
+    for line in [*terminal_lines(result["terminal"]), *shown_lines(result)]:
         out.print(shown(line))
     return 0
 

@@ -21,13 +21,11 @@ import apsw
 from akk.actors.store import transact
 from akk.methods.common import MethodContext, owned
 from akk.protocol.errors import Reason, RpcError
+from akk.protocol.schema import WAKE_UP_KINDS
 from akk.store import audit, interactions, outbox, turns
 from akk.store.interactions import Interaction, InteractionState
 from akk.store.outbox import Notification
 from akk.store.turns import Turn, TurnState
-
-INTERACTION_KINDS = frozenset({"interaction_required", "approval_required"})
-"""Wake-ups about a prompt: retried only while that same prompt is still asked."""
 
 OUTCOME_KINDS = frozenset(state.value for state in TurnState if state.settled)
 """A round's outcome: superseded, so never retried, once a later round started."""
@@ -63,7 +61,7 @@ class CallbackCalls:
         chosen = _choose(record_id, notes, wanted)
         _check_retryable(chosen)
         _check_current(turn, chosen)
-        asked = await self._still_asked(turn, chosen) if chosen.kind in INTERACTION_KINDS else None
+        asked = await self._still_asked(turn, chosen) if chosen.kind in WAKE_UP_KINDS else None
         now = time.time()
 
         def retry(conn: apsw.Connection) -> Notification:

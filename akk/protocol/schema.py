@@ -196,6 +196,10 @@ TERMINAL_ROW = {
     },
 }
 
+WAKE_UP_KINDS = frozenset({"interaction_required", "approval_required"})
+"""The events that wake a controller for a prompt its agent shows (a question, a permission,
+or a screen a person must handle)."""
+
 EVENT_KINDS = (
     "interaction_required",
     "approval_required",
