@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from akk.cli.classify import classify_capture
 from akk.cli.status_text import excerpt_lines, interaction_lines
@@ -11,15 +12,21 @@ from akk.protocol.projection import as_manual
 from akk.screen.fingerprint import Appearance
 
 _FIXTURES = Path(__file__).parent.parent / "fixtures"
-_SCREENS = _FIXTURES / "claude" / "2.1.332"
+
+
+def _projection(agent: str, version: str, name: str) -> dict[str, Any]:
+    """The projection AKK makes of the 120x40 fixture screen ``name`` of that client."""
+    capture = (_FIXTURES / agent / version / f"{name}.ansi").read_text()
+    shown = classify_capture(
+        capture, agent=agent, version=version, cols=120, rows=40, private=False
+    )
+    projection: dict[str, Any] = shown["projection"]
+    return projection
 
 
 def test_a_questionnaire_shows_its_step_question_and_options_without_ids() -> None:
-    capture = (_SCREENS / "questionnaire_multi_question-q1.ansi").read_text()
-    shown = classify_capture(
-        capture, agent="claude", version="2.1.332", cols=120, rows=40, private=False
-    )
-    lines = interaction_lines(shown["projection"])
+    questionnaire = _projection("claude", "2.1.332", "questionnaire_multi_question-q1")
+    lines = interaction_lines(questionnaire)
     assert lines == [
         "asks:     a questionnaire (step 1 of 4)",
         "          Color: Which color do you prefer?",
@@ -31,11 +38,8 @@ def test_a_questionnaire_shows_its_step_question_and_options_without_ids() -> No
 
 
 def test_a_queued_question_is_named_with_its_article_and_as_not_opened() -> None:
-    capture = (_FIXTURES / "codex" / "0.155.1" / "codex_rui_async-queued.ansi").read_text()
-    shown = classify_capture(
-        capture, agent="codex", version="0.155.1", cols=120, rows=40, private=False
-    )
-    assert interaction_lines(shown["projection"]) == [
+    queued = _projection("codex", "0.155.1", "codex_rui_async-queued")
+    assert interaction_lines(queued) == [
         "asks:     an async question, not opened yet (its questions show once it is)"
     ]
 
@@ -58,11 +62,8 @@ def test_a_manual_screen_says_where_a_person_is_needed_and_why() -> None:
 
 
 def test_a_prompt_made_manual_off_any_pane_says_why_without_a_pane() -> None:
-    capture = (_SCREENS / "questionnaire_multi_question-q1.ansi").read_text()
-    shown = classify_capture(
-        capture, agent="claude", version="2.1.332", cols=120, rows=40, private=False
-    )
-    manual = as_manual(shown["projection"], "secret_input: the question asks for a password")
+    questionnaire = _projection("claude", "2.1.332", "questionnaire_multi_question-q1")
+    manual = as_manual(questionnaire, "secret_input: the question asks for a password")
     assert interaction_lines(manual) == [
         "asks:     a questionnaire that needs a person",
         "          secret_input: the question asks for a password",
