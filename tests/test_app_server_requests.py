@@ -27,10 +27,10 @@ import trio.testing
 
 from akk.actors.store import transact
 from akk.backends.codex_app_server import rpc, schema
-from akk.backends.codex_app_server.actor import AnswerRequest, BackendActor, CodexSetup
-from akk.backends.codex_app_server.board import BackendBoard
+from akk.backends.codex_app_server.actor import AnswerRequest, BackendActor, CodexSetup, Steer
+from akk.backends.codex_app_server.board import BackendBoard, NativeTurn
 from akk.backends.codex_app_server.host import BackendHost
-from akk.backends.codex_app_server.prompts import fingerprint
+from akk.backends.codex_app_server.prompts import AsyncQuestion, async_fingerprint, fingerprint
 from akk.backends.contract import Refusal
 from akk.protocol.errors import Reason
 from akk.screen.fingerprint import Appearance
@@ -271,3 +271,54 @@ def _offered(seen: bytes) -> Any:
         return turn.turn_id, row.interaction_id, offer.offer_id
 
     return offered
+
+
+@attrs.define
+class _TurnOver:
+    """The connection after the native turn ended: `turn/steer` is refused, nothing joins."""
+
+    steered: int = 0
+
+    async def request(self, method: str, params: dict[str, Any], timeout: float) -> Any:
+        assert method == "turn/steer"
+        self.steered += 1
+        raise rpc.ErrorReply(method, -32600, "expectedTurnId does not match the active turn")
+
+
+async def test_a_steer_into_a_turn_that_ended_is_refused_as_a_conflict(tmp_path: Path) -> None:
+    """An async question's steer answer whose native turn ended: `conflict` (wait for the
+    outcome, then queue_next_turn), whether the board knew it had ended (nothing written)
+    or the app-server said so (written, refused: the step not accepted)."""
+    question = AsyncQuestion("thr", "t1", "item_q", (("Which color?", ("Red", "Blue")),))
+    db = tmp_path / "akk.sqlite3"
+    with trio.fail_after(30):
+        async with _store(db) as root:
+            store = root.ref("store")
+            board = BackendBoard(generation=1, alive=True)
+            board.questions[question.item_id] = question
+            board.turns["t1"] = NativeTurn("thr", "t1")
+            seen = async_fingerprint(question, board.generation)
+            turn_id, interaction_id, offer_id = await transact(store, _offered(seen))
+            app = _TurnOver()
+            actor = BackendActor(
+                cast(rpc.AppServer, app), setup=SETUP, board=board, store=store,
+                reader=cast(Any, None),
+            )  # fmt: skip
+            answer = AnswerRequest(
+                turn_id=turn_id, controller_id=OWNER, interaction_id=interaction_id,
+                offer_id=offer_id, request_id="item_q", fingerprint=seen, kind=Kind.ANSWER,
+                result={}, steer=Steer("thr", "t1", "item_q", "Blue"),
+            )  # fmt: skip
+            refused = await actor.receive(answer)  # the app-server says the turn is over
+            assert isinstance(refused, Refusal) and refused.reason is Reason.CONFLICT
+            assert "queue_next_turn" in refused.message and app.steered == 1
+            board.turns["t1"] = NativeTurn("thr", "t1", status="completed")
+            fenced = await actor.receive(answer)  # the board knows: nothing is written
+            assert isinstance(fenced, Refusal) and fenced.reason is Reason.CONFLICT
+            assert "queue_next_turn" in fenced.message and app.steered == 1
+            reader = StoreReader(db)
+            try:
+                (step,) = await reader.run(lambda conn: dispatches.of_turn(conn, turn_id))
+            finally:
+                reader.close()
+            assert step.stage is Stage.NOT_ACCEPTED

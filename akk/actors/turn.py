@@ -211,8 +211,8 @@ class TurnActor(Actor[TurnMessage]):
     async def _start_cancel(self) -> CancelResult:
         turn = self.turn
         assert turn is not None
-        if (refused := nothing_to_cancel(turn)) is not None:
-            return refused
+        if (refused := nothing_to("cancel", turn)) is not None:
+            return CancelResult(False, *refused)
         if turn.state is not TurnState.RUNNING:
             return not_running(turn)
         return await self._follower.interrupt(turn)
@@ -272,16 +272,17 @@ def _past(turn: Turn, state: TurnState, now: float) -> bool:
     return True
 
 
-def nothing_to_cancel(turn: Turn) -> CancelResult | None:
-    """Cancel refused, nothing sent: ``turn`` is closed (`closed`) or has already settled
-    (`conflict`: its outcome stands). None while it is open."""
+def nothing_to(act: str, turn: Turn) -> tuple[Reason, str] | None:
+    """Why ``act`` (cancel, answer) is refused with nothing sent: ``turn`` is closed (`closed`)
+    or has already settled (`conflict`: its outcome stands). None while it is open."""
     if turn.closed_at is not None:
-        why = f"turn {turn.turn_id} is closed; there is nothing to cancel. Send a new task instead"
-        return CancelResult(False, Reason.CLOSED, why)
+        why = f"turn {turn.turn_id} is closed; there is nothing to {act}. Send a new task instead"
+        return Reason.CLOSED, why
     if turn.state.settled:
-        why = (f"turn {turn.turn_id} is already {turn.state}, so there is nothing to cancel; "
-               "its outcome stands (status shows it)")  # fmt: skip
-        return CancelResult(False, Reason.CONFLICT, why)
+        return Reason.CONFLICT, (
+            f"turn {turn.turn_id} is already {turn.state}, so there is nothing to {act}; its "
+            "outcome stands (status shows it)"
+        )
     return None
 
 

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 import attrs
 
+from akk.actors.turn import nothing_to
 from akk.actors.turn_follower import Outcome
 from akk.protocol.errors import Reason
 from akk.sessions.policy import ThreadConfig
@@ -192,6 +193,21 @@ class Refusal:
     message: str
     turn: Turn | None = None
     """The existing record, for a repeated client_request_id (a terminal's send)."""
+
+
+def no_prompt_left(turn: Turn) -> Refusal | None:
+    """An answer refused, nothing sent, because ``turn`` is closed or has settled
+    (`akk.actors.turn.nothing_to`). None while it is open."""
+    refused = nothing_to("answer", turn)
+    if refused is None:
+        return None
+    reason, why = refused
+    if reason is Reason.CONFLICT:
+        why += (
+            ". An async question its agent left is answered with delivery_mode "
+            "queue_next_turn, which starts the Turn's next round"
+        )
+    return Refusal(reason, why)
 
 
 @attrs.frozen

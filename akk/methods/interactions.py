@@ -20,6 +20,7 @@ from typing import Any
 import trio
 
 from akk.actors.store import transact
+from akk.backends.contract import no_prompt_left
 from akk.methods.common import MethodContext
 from akk.protocol.errors import Reason, RpcError
 from akk.store import audit, interactions, turns
@@ -155,14 +156,9 @@ class InteractionCalls:
                 f"{turn_id} is a Watch: it observes a task a person started and never sends "
                 "input; answer at the terminal (status shows the prompt)",
             )
-        if turn.closed_at is not None or not (turn.unresolved or next_turn):
-            raise RpcError(
-                Reason.CLOSED,
-                f"turn {turn_id} is {turn.state.value}"
-                + (" and closed" if turn.closed_at is not None else "")
-                + "; it has no prompt to answer (an async question its agent left is answered "
-                "with delivery_mode queue_next_turn, which starts the Turn's next round)",
-            )
+        refused = no_prompt_left(turn)
+        if refused is not None and not (next_turn and turn.closed_at is None):
+            raise RpcError(refused.reason, refused.message)
         return turn
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from akk import faults
 from akk.actors.store import transact
 from akk.actors.terminal_board import TerminalSnapshot, project_snapshot, terminal_row
-from akk.actors.turn import Cancel, Close, nothing_to_cancel
+from akk.actors.turn import Cancel, Close, nothing_to
 from akk.backends.contract import Refusal, Task
 from akk.evidence import request_digest
 from akk.faults import Point
@@ -210,9 +210,8 @@ class TurnCalls:
             turn_id, controller_id, operator,
         )  # fmt: skip
         _managed(turn, "cancel")
-        if (refused := nothing_to_cancel(turn)) is not None:
-            assert refused.reason is not None
-            raise RpcError(refused.reason, refused.message)
+        if (refused := nothing_to("cancel", turn)) is not None:
+            raise RpcError(*refused)
         actor = self._ctx.desk.ref(turn_id)
         if actor is None:
             raise RpcError(Reason.INTERNAL, "the Turn is not followed right now; try again")

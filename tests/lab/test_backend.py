@@ -503,7 +503,7 @@ async def test_an_async_question_left_by_a_finished_turn_starts_its_next_round(
         assert question["prompt"] == "Which color do you prefer?"
         with pytest.raises(AkkError) as steer:
             await ctl.call("respond_interaction", _choose_async(shown, "Blue", None))
-        assert steer.value.reason == "closed" and "queue_next_turn" in steer.value.message
+        assert steer.value.reason == "conflict" and "queue_next_turn" in steer.value.message
         queued = _choose_async(shown, "Blue", "queue_next_turn")
         reply = await ctl.call("respond_interaction", queued)
         assert (reply["outcome"], reply["round"]) == ("dispatched", 2)

@@ -943,7 +943,7 @@ async def test_an_async_question_left_when_the_turn_ended_is_answered_as_its_nex
         opening = {"interaction_id": queued["interaction_id"], "turn_id": turn_id, "answers": []}
         with pytest.raises(AkkError) as steered:
             await ctl.call("respond_interaction", opening)  # steer (the default) needs a turn
-        assert steered.value.reason == "closed"  # that round is over: only the next one
+        assert steered.value.reason == "conflict"  # that round is over: only the next one
         assert "queue_next_turn" in steered.value.message
         queue = {"delivery_mode": "queue_next_turn"}
         assert (await ctl.call("respond_interaction", opening | queue))["outcome"] == "dispatched"

@@ -174,7 +174,7 @@ async def test_refusals_send_zero_keys(lab: LabSession, tmp_path: Path) -> None:
         assert served.keys is not None
         keys = served.keys.keys
 
-        async def refused(params: dict[str, str], reason: str, method: str = "send") -> None:
+        async def refused(params: dict[str, object], reason: str, method: str = "send") -> None:
             before = len(keys())
             with pytest.raises(AkkError) as raised:
                 await ctl.call(method, params)
@@ -243,10 +243,18 @@ async def test_refusals_send_zero_keys(lab: LabSession, tmp_path: Path) -> None:
             )
         lab.server.signal(SLOW_SIGNAL)
         assert (await outcome(ctl, sent["turn_id"]))["kind"] == "done"
-        # A done Turn has nothing to cancel (conflict); once closed, it takes no call (closed).
-        await refused({"turn_id": sent["turn_id"]}, "conflict", "cancel")
+        # A done Turn has nothing to cancel or answer (conflict: its outcome stands); once
+        # closed, it takes no such call (closed).
+        answers: list[tuple[str, dict[str, object]]] = [
+            ("cancel", {}),
+            ("approve", {"decision": "approve_once"}),
+            ("respond_interaction", {"interaction_id": "int_gone", "answers": []}),
+        ]
+        for method, params in answers:
+            await refused({"turn_id": sent["turn_id"]} | params, "conflict", method)
         await ctl.call("close", {"turn_id": sent["turn_id"]})
-        await refused({"turn_id": sent["turn_id"]}, "closed", "cancel")
+        for method, params in answers:
+            await refused({"turn_id": sent["turn_id"]} | params, "closed", method)
         # After the Turn ended: still only the task's keys, once at the model, none of the rest.
         await lab.wait_idle(20)
         assert len(keys()) == typed

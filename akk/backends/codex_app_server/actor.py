@@ -465,7 +465,7 @@ class BackendActor(Actor[BackendMessage]):
                 what=f"answer {reserved.dispatch_id} refused by the app-server",
             )  # fmt: skip
             return Refusal(
-                Reason.CLOSED,
+                Reason.CONFLICT,
                 f"{why}; nothing was delivered. Call status: a question its turn left is "
                 "answered with delivery_mode queue_next_turn",
             )
@@ -499,7 +499,7 @@ class BackendActor(Actor[BackendMessage]):
             )
         if native is None or native.settled:
             return Refusal(
-                Reason.CLOSED,
+                Reason.CONFLICT,
                 "the turn that asked has ended, so the answer cannot join it; nothing was sent. "
                 "Call status and answer with delivery_mode queue_next_turn",
             )

@@ -12,7 +12,7 @@ from __future__ import annotations
 import apsw
 
 from akk.actors.terminal_board import TerminalSnapshot
-from akk.backends.contract import Refusal
+from akk.backends.contract import Refusal, no_prompt_left
 from akk.backends.terminal.resolve import PLAN_REFUSALS, Answer
 from akk.backends.terminal.steps import DispatchAnswer
 from akk.profiles.keyplan import (
@@ -72,19 +72,20 @@ def fence_check(conn: apsw.Connection, message: DispatchAnswer, now: float) -> R
     no other record on the terminal; any other answer needs the Turn open.
     """
     turn = turns.get(conn, message.turn_id)
-    if message.answer.next_turn:
-        if turn is None or turn.closed_at is not None or not turn.state.settled:
+    if turn is None:
+        return Refusal(Reason.NOT_FOUND, f"no turn {message.turn_id}; nothing was sent")
+    if message.answer.next_turn and turn.closed_at is None:
+        if not turn.state.settled:
             return Refusal(
                 Reason.NOT_IDLE,
-                f"turn {message.turn_id}'s round has not ended yet (wait for its outcome event) "
-                "or the Turn is closed; queue_next_turn starts the round after it. Nothing was "
-                "sent",
+                f"turn {message.turn_id}'s round has not ended yet (wait for its outcome "
+                "event); queue_next_turn starts the round after it. Nothing was sent",
             )
         holder = turns.unresolved_on(conn, turn.terminal_id or "")
         if holder is not None:
             return Refusal(Reason.CONFLICT, turns.held(holder, message.controller_id))
-    elif turn is None or not turn.unresolved:
-        return Refusal(Reason.CLOSED, f"turn {message.turn_id} is no longer open; nothing sent")
+    elif (refused := no_prompt_left(turn)) is not None:
+        return refused
     row = interactions.get(conn, message.interaction_id)
     if row is None or row.turn_id != message.turn_id or row.seen != message.seen:
         return Refusal(Reason.PROMPT_CHANGED, "that interaction is not this prompt; call status")
