@@ -1,5 +1,5 @@
-"""The operator CLI: serve, token, qualify, doctor, gc, ui, list, sessions, send, status, events,
-schema, screen, mcp, and the record commands (watch, unwatch, close, renew, recover,
+"""The operator CLI: serve, token, qualify, doctor, gc, ui, list, sessions, send, status, answer,
+events, schema, screen, mcp, and the record commands (watch, unwatch, close, renew, recover,
 retry-callback).
 
 Every failure prints what went wrong and what to do, and exits non-zero. This
@@ -262,6 +262,17 @@ def parser() -> argparse.ArgumentParser:
         help="a turn_id or watch_id; or a terminal: its terminal_id or pane, e.g. %%3",
     )
     status.add_argument("--json", action="store_true", help="print the raw result as JSON")
+
+    answer = command(
+        "answer",
+        "akk.cli.answer:run",
+        "answer what a Turn's agent asks (a question, a permission) yourself, choosing from "
+        "what it shows; AKK sends your choice once, only to the prompt you saw",
+    )
+    _state_dir_option(answer)
+    answer.add_argument(
+        "record", metavar="ID", help="a turn_id; or a terminal: its terminal_id or pane, e.g. %%3"
+    )
 
     listed = command(
         "sessions",

@@ -15,6 +15,9 @@ from typing import Any
 INDENT = " " * len("asks:     ")
 """Where the lines under a field start: none can pass for a field line."""
 
+TEXT_ROLES = frozenset({"free_text", "none_of_the_above"})
+"""Option roles whose choice is the person's own text."""
+
 
 def profile_text(row: Mapping[str, Any]) -> str:
     """A terminal row's profile, or why it has none."""
@@ -36,9 +39,13 @@ def terminal_lines(row: Mapping[str, Any]) -> list[str]:
     ]
 
 
-def interaction_lines(projection: Mapping[str, Any] | None) -> list[str]:
+def interaction_lines(projection: Mapping[str, Any] | None, *, numbered: bool = False) -> list[str]:
     """What the agent asks now: its kind, each question with its options, its decisions;
-    or why a person must answer it at the terminal. Nothing when it asks nothing."""
+    or why a person must answer it at the terminal. Nothing when it asks nothing.
+
+    ``numbered``: options and decisions by the numbers `akk answer` takes them by, a row
+    that takes the person's own text marked so.
+    """
     if projection is None:
         return []
     kind = str(projection["kind"]).replace("_", " ")
@@ -55,12 +62,23 @@ def interaction_lines(projection: Mapping[str, Any] | None) -> list[str]:
     if step is None and not projection["questions"]:
         where = ", not opened yet (its questions show once it is)"  # Codex's queued question
     lines = [f"asks:     {kind}{where}"]
+    numbered_options = numbered and projection["kind"] != "permission"  # decisions answer it
     for question in projection["questions"]:
         header = f"{question['header']}: " if question.get("header") else ""
         lines.append(f"{INDENT}{header}{question['prompt']}")
-        lines.extend(f"{INDENT}  - {option['label']}" for option in question.get("options", []))
-    if projection.get("decisions"):
-        lines.append(f"{INDENT}decisions: {', '.join(projection['decisions'])}")
+        # What it would run or change, quoted: a person decides on it.
+        detail = str(question.get("detail") or "").splitlines()
+        lines.extend(f"{INDENT}  > {line}" for line in detail)
+        for n, option in enumerate(question.get("options", []), 1):
+            own = " (then your own text)" if option.get("role") in TEXT_ROLES else ""
+            lines.append(f"{INDENT}  {n}. {option['label']}{own}" if numbered_options
+                         else f"{INDENT}  - {option['label']}")  # fmt: skip
+    decisions = projection.get("decisions") or []
+    if decisions and numbered:
+        lines.append(f"{INDENT}decisions:")
+        lines.extend(f"{INDENT}  {n}. {decision}" for n, decision in enumerate(decisions, 1))
+    elif decisions:
+        lines.append(f"{INDENT}decisions: {', '.join(decisions)}")
     return lines
 
 

@@ -151,11 +151,15 @@ def _say_asked(turn_id: str, event: dict[str, Any]) -> None:
     the operator answers it (AKK answers nothing by itself)."""
     if err.is_terminal:
         err.print()
-    asked = interaction_lines(event.get("interaction"))
+    projection = event.get("interaction")
+    asked = interaction_lines(projection)
     for line in asked or [f"asks:     {redact(str(event.get('summary') or event['kind']))}"]:
         err.print(shown(line))
-    err.print(shown(f"{INDENT}a person answers it, at the pane or in `akk ui`; `akk status "
-                    f"{turn_id}` shows it again"))  # fmt: skip
+    if projection is not None and projection["state"] == "manual_required":
+        how = "a person answers it where the agent runs; AKK sends nothing for it"
+    else:
+        how = f"answer it with `akk answer {turn_id}` or in `akk ui`"
+    err.print(shown(f"{INDENT}{how}; `akk status {turn_id}` shows it again"))
 
 
 OUTCOME_GRACE = 2.0

@@ -31,15 +31,22 @@ BACKEND = {"codex": "codex_app_server", "claude": "claude_headless"}
 SECOND_TASK = "lab: one more thing"
 
 
-async def _akk(
-    akk: AkkProcess, *args: str, timeout: float = 60
+async def run_akk(
+    akk: AkkProcess, *args: str, timeout: float = 60, typed: str = ""
 ) -> subprocess.CompletedProcess[str]:
-    """Run `python -m akk ARGS` against ``akk``'s state directory (off the event loop)."""
+    """Run `python -m akk ARGS` against ``akk``'s state directory (off the event loop), with
+    ``typed`` as what a person types on its standard input."""
     env = {**os.environ, "AKK_STATE_DIR": str(akk.state.path), "COLUMNS": "200"}
     argv = [sys.executable, "-m", "akk", *args]
     return await trio.to_thread.run_sync(
         lambda: subprocess.run(
-            argv, env=env, capture_output=True, text=True, timeout=timeout, check=False
+            argv,
+            env=env,
+            input=typed,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
         )
     )
 
@@ -66,17 +73,17 @@ async def test_send_scope_wait_then_sessions_then_a_resumed_send(
         workdir = ("--cwd", str(files.workdir))
         with trio.fail_after(60):
             await trio.to_thread.run_sync(akk.start, None, *codex)
-            sent = await _akk(akk, "send", *scope, *workdir, "--wait", ECHO_TASK)
-            sessions = await _akk(akk, "sessions")
-            listed = await _akk(akk, "sessions", "--json")
-            again = await _akk(akk, "send", *scope, *workdir, "--json", SECOND_TASK)
+            sent = await run_akk(akk, "send", *scope, *workdir, "--wait", ECHO_TASK)
+            sessions = await run_akk(akk, "sessions")
+            listed = await run_akk(akk, "sessions", "--json")
+            again = await run_akk(akk, "send", *scope, *workdir, "--json", SECOND_TASK)
             assert again.returncode == 0, again.stderr
             resumed: dict[str, Any] = json.loads(again.stdout)
-            shown = await _akk(akk, "status", resumed["turn_id"], "--json")
+            shown = await run_akk(akk, "status", resumed["turn_id"], "--json")
             # The second Turn runs to its end before the server stops.
             await model.wait_for_request(lambda r: SECOND_TASK in r.newest_input, timeout=30)
             while json.loads(shown.stdout)["turn"]["state"] not in ("done", "failed"):
-                shown = await _akk(akk, "status", resumed["turn_id"], "--json")
+                shown = await run_akk(akk, "status", resumed["turn_id"], "--json")
 
     assert sent.returncode == 0, (sent.stdout, sent.stderr)
     assert "state:    done" in sent.stdout, sent.stdout

@@ -104,6 +104,7 @@ async def test_status_of_a_terminal_shows_what_its_agent_asks_and_types_nothing(
         assert "asks:     a permission" in asked.stdout
         assert any(line.strip() == "- Yes" for line in lines), asked.stdout
         assert "decisions: approve_once, reject" in asked.stdout
+        assert f"> touch {BASH_MARKER}.txt" in asked.stdout  # what it would run
         assert "option_id" not in asked.stdout and "int_" not in asked.stdout
         of_turn = _akk(akk, "status", turn_id)
         assert of_turn.returncode == 0, of_turn.stderr
@@ -144,7 +145,7 @@ async def test_send_wait_says_what_the_agent_asks_and_a_person_answers_it(
         with trio.fail_after(60):
             while not any("asks:     a permission" in line for line in said):
                 await trio.sleep(0.1)
-        assert any("a person answers it, at the pane or in `akk ui`" in line for line in said)
+        assert any("answer it with `akk answer turn_" in line for line in said), said
         assert any(line.strip() == "- Yes" for line in said), said
         await lab.wait_stable()  # Claude drops a key pressed as its prompt is first drawn
         await lab.send_keys("1")  # the person approves at the pane, once
