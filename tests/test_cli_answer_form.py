@@ -144,3 +144,17 @@ def test_an_optional_text_question_left_empty_is_left_out() -> None:
     assert call.params["answers"] == [
         {"question_id": "q_2", "response_kind": "free_text", "text": "Ada"}
     ]
+
+
+def test_a_row_the_options_leave_out_takes_the_persons_own_text() -> None:
+    """Claude's "Type something." is not an option (no id), yet the question takes text."""
+    color = _projection("claude", "2.1.332", "questionnaire_multi_question-q1")
+    assert interaction_lines(color, numbered=True)[-1] == "            4. (your own text)"
+    assert "(your own text)" not in "\n".join(interaction_lines(color))  # status lists options
+    person = _Person("4", "Teal")
+    call = read_call(color, person.ask, person.say, settled=False)
+    (question,) = color["questions"]
+    assert call.params["answers"] == [
+        {"question_id": question["question_id"], "response_kind": "free_text", "text": "Teal"}
+    ]
+    assert person.asked[-1] == "Color: your own text: "

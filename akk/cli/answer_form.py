@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import attrs
 
-from akk.cli.status_text import TEXT_ROLES
+from akk.cli.status_text import OWN_TEXT, TEXT_ROLES, unlisted_text_row
 
 Ask = Callable[[str], "str | None"]
 """Show a prompt line and return what the person typed, or None at the end of input."""
@@ -69,20 +69,27 @@ def read_call(projection: Mapping[str, Any], ask: Ask, say: Say, *, settled: boo
             raise Unanswered("the question stays queued")
         return Call("respond_interaction", params | {"answers": []})
     answers = [
-        answer for question in questions if (answer := _answer(question, ask, say)) is not None
+        answer
+        for question in questions
+        if (answer := _answer(question, ask, say, unlisted_text_row(projection, question)))
+        is not None
     ]
     return Call("respond_interaction", params | {"answers": answers})
 
 
-def _answer(question: Mapping[str, Any], ask: Ask, say: Say) -> dict[str, Any] | None:
-    """One question's answer, or None when the person leaves an optional one empty."""
+def _answer(
+    question: Mapping[str, Any], ask: Ask, say: Say, text_row: bool
+) -> dict[str, Any] | None:
+    """One question's answer, or None when the person leaves an optional one empty.
+    ``text_row``: it also takes the person's own text, on a row after its options."""
     required = question.get("required", True) is not False
     name = question.get("header") or question["prompt"]
     kind = question["response_kind"]
     if kind == "free_text":
         text = _text(ask, say, f"{name}: your answer: ", required)
         return None if text is None else _free(question, text)
-    options = question["options"]
+    unlisted = [{"label": OWN_TEXT, "role": "free_text"}] if text_row else []
+    options = [*question["options"], *unlisted]
     labels = [option["label"] for option in options]
     picked = _pick(ask, say, name, labels, options, multi=kind == "multi_select", required=required)
     if picked is None:
@@ -91,7 +98,9 @@ def _answer(question: Mapping[str, Any], ask: Ask, say: Say) -> dict[str, Any] |
     if own:
         if len(picked) > 1:
             raise Unanswered(f"“{own[0]['label']}” takes your own text, alone")
-        text = _text(ask, say, f"{name}: your text for “{own[0]['label']}”: ", True)
+        label = own[0]["label"]
+        what = "your own text" if label == OWN_TEXT else f"your text for “{label}”"
+        text = _text(ask, say, f"{name}: {what}: ", True)
         assert text is not None
         return _free(question, text)
     return {

@@ -18,6 +18,9 @@ INDENT = " " * len("asks:     ")
 TEXT_ROLES = frozenset({"free_text", "none_of_the_above"})
 """Option roles whose choice is the person's own text."""
 
+OWN_TEXT = "(your own text)"
+"""The numbered row of a question's own text that its options do not list."""
+
 
 def profile_text(row: Mapping[str, Any]) -> str:
     """A terminal row's profile, or why it has none."""
@@ -69,10 +72,13 @@ def interaction_lines(projection: Mapping[str, Any] | None, *, numbered: bool = 
         # What it would run or change, quoted: a person decides on it.
         detail = str(question.get("detail") or "").splitlines()
         lines.extend(f"{INDENT}  > {line}" for line in detail)
-        for n, option in enumerate(question.get("options", []), 1):
+        options = question.get("options", [])
+        for n, option in enumerate(options, 1):
             own = " (then your own text)" if option.get("role") in TEXT_ROLES else ""
             lines.append(f"{INDENT}  {n}. {option['label']}{own}" if numbered_options
                          else f"{INDENT}  - {option['label']}")  # fmt: skip
+        if numbered_options and unlisted_text_row(projection, question):
+            lines.append(f"{INDENT}  {len(options) + 1}. {OWN_TEXT}")
     decisions = projection.get("decisions") or []
     if decisions and numbered:
         lines.append(f"{INDENT}decisions:")
@@ -80,6 +86,16 @@ def interaction_lines(projection: Mapping[str, Any] | None, *, numbered: bool = 
     elif decisions:
         lines.append(f"{INDENT}decisions: {', '.join(decisions)}")
     return lines
+
+
+def unlisted_text_row(projection: Mapping[str, Any], question: Mapping[str, Any]) -> bool:
+    """Whether ``question`` takes the person's own text on a row its options leave out
+    (Claude's "Type something."): the prompt takes free text, and no listed row does."""
+    return (
+        bool((projection.get("capabilities") or {}).get("free_text"))
+        and question["response_kind"] in ("single_select", "multi_select")
+        and not any(option.get("role") in TEXT_ROLES for option in question["options"])
+    )
 
 
 def shown_lines(result: Mapping[str, Any]) -> list[str]:

@@ -97,17 +97,19 @@ async def test_a_questionnaire_is_answered_step_by_step_from_the_shell(
         assert sent.returncode == 0, sent.stderr
         turn_id = sent.stdout.strip()
         await _asked(akk, turn_id)
-        # By label (case aside) or by number; the review's "Submit answers" is 1.
-        typed = "blue\n2\nHexagon\n1\n"
+        # The person's own text on the row after the options, a label (case aside), a
+        # number; the review's "Submit answers" is 1.
+        typed = "4\nTeal\nlarge\n3\n1\n"
         answered = await run_akk(akk, "answer", lab.pane, typed=typed, timeout=120)
         assert answered.returncode == 0, (answered.stdout, answered.stderr)
         assert answered.stdout.count("sent: dispatched") == 4, answered.stdout
+        assert "4. (your own text)" in answered.stdout
         assert "(step 4 of 4)" in answered.stdout and "1. Submit answers" in answered.stdout
         turn = await _settled(akk, turn_id)
     finally:
         akk.stop()
     assert turn["state"] == "done", turn
-    listed = pairs(*zip(QUESTIONS, ("Blue", "Large", "Hexagon"), strict=True))
+    listed = pairs(*zip(QUESTIONS, ("Teal", "Large", "Hexagon"), strict=True))
     assert lab.server.count_inputs_containing(listed) == 1, lab.server.summary()
     assert lab.server.count_inputs_containing(lab.scenario.task) == 1
 
