@@ -110,7 +110,7 @@ async def test_the_operator_sees_the_pane_and_answers_a_questionnaire_in_the_bro
             assert took <= FORM_WITHIN
             await in_browser(screenshot, driver, shots / "console-form.png")
 
-            await answer_green(driver)
+            await answer_as_a_person(driver, "Green")
             answered = await reached(lab, lambda r: sc.ANSWERED_CLAUDE in r.newest_input, first)
             assert '"Which color do you prefer?"="Green"' in answered.newest_input
             assert (await settled(ctl, turn_id))["kind"] == "done"
@@ -130,6 +130,31 @@ async def test_the_operator_sees_the_pane_and_answers_a_questionnaire_in_the_bro
         assert receipt["controller_id"] == "akk-console" and receipt["stage"] == "accepted"
     assert count_since(lab, first, sc.ANSWERED_CLAUDE) == 1
     assert count_since(lab, first, sc.ASK_TASK) == 1
+
+
+@pytest.mark.parametrize("lab", NEWEST_CLAUDE, indirect=True)
+async def test_the_operator_answers_with_their_own_text_in_the_browser(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    """Claude's "Type something." row is no option of the projection; the form offers the
+    operator's own text after the options, and the model gets exactly that text, once."""
+    teal = '"Which color do you prefer?"="Teal, please"'  # Claude's line for the answer
+    async with (
+        serving(lab, tmp_path, "ctl") as served,
+        connect(served.endpoint.url, served.tokens["ctl"]) as ctl,
+    ):
+        await idle_terminal(ctl, timeout=30)
+        link = await in_browser(login_link, served)
+        with chromium() as driver:
+            await in_browser(driver.get, link)
+            first = len(lab.server.requests)
+            turn_id = await send_task(ctl, sc.ASK_TASK)
+            await next_event(ctl, WAKE_UPS)
+            await in_browser(shown, driver, "interaction-form", 10, "Your own text")
+            await answer_as_a_person(driver, "Your own text", "Teal, please")
+            await reached(lab, lambda r: teal in r.newest_input, first)
+            assert (await settled(ctl, turn_id))["kind"] == "done"
+    assert count_since(lab, first, teal) == 1
 
 
 @pytest.mark.parametrize("lab", NEWEST_CLAUDE_BASH, indirect=True)
@@ -176,16 +201,25 @@ def click(driver: webdriver.Chrome, testid: str) -> None:
     WebDriverWait(driver, 5, ignored_exceptions=(StaleElementReferenceException,)).until(press)
 
 
-async def answer_green(driver: webdriver.Chrome) -> None:
-    """Pick "Green" by its label, as a person would, and submit once."""
+async def answer_as_a_person(driver: webdriver.Chrome, label: str, text: str = "") -> None:
+    """Pick ``label`` as a person would, type ``text`` in the box it shows (if any), and
+    submit once."""
 
     def form() -> Any:
         return driver.find_element(By.CSS_SELECTOR, '[data-testid="interaction-form"]')
 
     def pick(_: Any) -> bool:
-        (label,) = [el for el in form().find_elements(By.TAG_NAME, "label") if el.text == "Green"]
-        label.click()
+        (label_of,) = [el for el in form().find_elements(By.TAG_NAME, "label") if el.text == label]
+        label_of.click()
         return bool(form().find_element(By.CSS_SELECTOR, "input:checked").is_selected())
+
+    def type_text(_: Any) -> bool:
+        boxes = [el for el in form().find_elements(By.CSS_SELECTOR, "input[type=text]")
+                 if el.is_displayed()]  # fmt: skip
+        if len(boxes) != 1:
+            return False
+        boxes[0].send_keys(text)
+        return True
 
     def submit(_: Any) -> bool:
         form().find_element(By.CSS_SELECTOR, '[data-testid="submit-answer"]').click()
@@ -193,6 +227,6 @@ async def answer_green(driver: webdriver.Chrome) -> None:
 
     # A click on an element the page just replaced raises before it does anything: that
     # one is tried again, never a click that went through.
-    for step in (pick, submit):
+    for step in (pick, type_text, submit) if text else (pick, submit):
         waiting = WebDriverWait(driver, 5, ignored_exceptions=(StaleElementReferenceException,))
         await in_browser(waiting.until, step)

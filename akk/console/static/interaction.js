@@ -4,6 +4,7 @@
 import { el } from './dom.js';
 
 const TEXT_ROLES = new Set(['free_text', 'none_of_the_above']);
+const OWN_TEXT = 'own-text';  // the operator's own-text row that no option lists (ids start opt_)
 const DECISION_LABELS = { approve_once: 'Approve once', reject: 'Reject' };
 const MODE_LABELS = {
   steer_current_turn: 'Steer the current turn',
@@ -28,8 +29,9 @@ export function interactionForm(projection, send) {
     step && step.total > 1 ? ` — step ${step.index} of ${step.total}` : ''));
   const permission = projection.kind === 'permission';
   const readers = [];
+  const textRowUnlisted = Boolean(projection.capabilities && projection.capabilities.free_text);
   questions.forEach((question, index) => {
-    const block = questionBlock(question, `${name}q${index}`, !permission);
+    const block = questionBlock(question, `${name}q${index}`, !permission, textRowUnlisted);
     form.append(block.node);
     readers.push(block.read);
   });
@@ -134,8 +136,10 @@ function choice(type, name, value, label, checked, testid, description) {
 }
 
 /** One question's fieldset and a reader returning its answer, null (left out) or a
- *  sentence saying what is missing. `answerable`: false for a permission's rows, shown only. */
-function questionBlock(question, name, answerable) {
+ *  sentence saying what is missing. `answerable`: false for a permission's rows, shown only.
+ *  `freeText`: the prompt takes the operator's own text; a select question with no row of
+ *  its own for it (Claude's "Type something." is not an option) gets one after its options. */
+function questionBlock(question, name, answerable, freeText) {
   const kind = question.response_kind;
   const legend = [question.header, question.prompt].filter(Boolean).join(': ') || 'Question';
   const node = el('fieldset', { class: 'question', 'data-question-id': question.question_id },
@@ -153,7 +157,12 @@ function questionBlock(question, name, answerable) {
     node.append(el('label', { class: 'text' }, el('span', {}, 'Your answer'), text));
   } else {
     const type = kind === 'multi_select' ? 'checkbox' : 'radio';
-    for (const option of question.options || []) {
+    const options = [...(question.options || [])];
+    const select = kind === 'single_select' || kind === 'multi_select';
+    if (freeText && select && !options.some((o) => TEXT_ROLES.has(o.role))) {
+      options.push({ option_id: OWN_TEXT, label: 'Your own text', role: 'free_text' });
+    }
+    for (const option of options) {
       node.append(choice(type, name, option.option_id, option.label, false,
         `option-${option.option_id}`, option.description));
       if (TEXT_ROLES.has(option.role)) {
@@ -178,7 +187,7 @@ function questionBlock(question, name, answerable) {
     if (!picked.length) return required ? `Choose an option for “${legend}”.` : null;
     const wantsText = picked.find((input) => {
       const option = (question.options || []).find((o) => o.option_id === input.value);
-      return option && TEXT_ROLES.has(option.role);
+      return input.value === OWN_TEXT || (option && TEXT_ROLES.has(option.role));
     });
     if (wantsText) {
       if (!text.value.trim()) return `Type your text for “${legend}”.`;
