@@ -10,7 +10,6 @@ in tests/lab/test_claude_headless.py.
 from __future__ import annotations
 
 import os
-import signal
 import sys
 import uuid
 from pathlib import Path
@@ -200,7 +199,7 @@ while True:
     assert await claude.aclose() is ended
 
 
-async def test_cancelled_or_killed_at_once_it_is_still_reaped(tmp_path: Path) -> None:
+async def test_cancelled_at_once_it_is_still_reaped(tmp_path: Path) -> None:
     binary = _stand_in(tmp_path, 'say(\'{"type":"ready"}\')\nsys.stdin.read()\n')
     with trio.move_on_after(5) as scope:
         async with open_claude(
@@ -212,12 +211,6 @@ async def test_cancelled_or_killed_at_once_it_is_still_reaped(tmp_path: Path) ->
     assert scope.cancelled_caught
     ended = await claude.aclose()
     assert ended.reaped and ended.how == "exited"
-    async with open_claude(
-        binary, Resume("s"), cwd=tmp_path, config_dir=tmp_path, limits=FAST
-    ) as claude:
-        await claude.messages.receive()
-        ended = await claude.aclose(graceful=False)
-    assert (ended.how, ended.signal, ended.reaped) == ("killed", signal.SIGKILL, True)
     assert start_ticks(claude.pid) is None
 
 

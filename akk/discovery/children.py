@@ -56,15 +56,13 @@ async def stop(
     ticks: int | None,
     hang_up: Callable[[], Awaitable[None]],
     ladder: Ladder,
-    *,
-    graceful: bool = True,
 ) -> Stopped:
     """End `process` (started with `start_new_session=True`) and reap it; shielded.
 
-    `hang_up` closes its input. `graceful=False` skips the wait after it and goes
-    to SIGKILL at once (the group is killed, nothing is asked). `ticks` is its
-    recorded start time, so a reused pid is never taken for it. Bounded by the
-    ladder's seconds plus about two seconds for stragglers.
+    `hang_up` closes its input; then the ladder's SIGTERM and SIGKILL of its group
+    follow, each once the step before had its seconds. `ticks` is its recorded
+    start time, so a reused pid is never taken for it. Bounded by the ladder's
+    seconds plus about two seconds for stragglers.
     """
     with trio.CancelScope(shield=True):
         await hang_up()
@@ -74,7 +72,7 @@ async def stop(
             (signal.SIGTERM, ladder.term_seconds),
             (signal.SIGKILL, ladder.kill_seconds),
         )
-        for sig, seconds in steps if graceful else steps[2:]:
+        for sig, seconds in steps:
             if process.returncode is not None:
                 break
             if sig is not None:

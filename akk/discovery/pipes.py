@@ -206,9 +206,7 @@ class LinePipe:
         finally:
             self._stderr_done.set()
 
-    async def end(
-        self, kind: type[EndedT], ladder: children.Ladder, *, graceful: bool = True
-    ) -> EndedT:
+    async def end(self, kind: type[EndedT], ladder: children.Ladder) -> EndedT:
         """End the child on `ladder` (`children.stop`), close the connection, return how it ended.
 
         Shielded from cancellation, bounded by the ladder's seconds (plus one for
@@ -216,9 +214,7 @@ class LinePipe:
         """
         with trio.CancelScope(shield=True):
             began = trio.current_time()
-            stopped = await children.stop(
-                self.process, self.ticks, self.hang_up, ladder, graceful=graceful
-            )
+            stopped = await children.stop(self.process, self.ticks, self.hang_up, ladder)
             self.fail("closed by akk")
             with trio.move_on_after(1.0):
                 await self._stderr_done.wait()

@@ -207,17 +207,16 @@ class ClaudeProcess(pipes.Piped):
         self._input_closed = True
         await self._pipe.close_input()
 
-    async def aclose(self, *, graceful: bool = True) -> Exit:
+    async def aclose(self) -> Exit:
         """End the process and always reap it; returns how it ended (idempotent).
 
-        graceful: close stdin and give Claude `Ladder.close_seconds` to exit before
-        SIGTERM and SIGKILL of its process group (a running invocation goes on after
-        stdin closes: interrupt it first); otherwise SIGKILL at once.
-        Shielded from cancellation, bounded by the ladder's seconds.
+        Closes stdin and gives Claude `Ladder.close_seconds` to exit before SIGTERM and
+        SIGKILL of its process group (a running invocation goes on after stdin closes:
+        interrupt it first). Shielded from cancellation, bounded by the ladder's seconds.
         """
         self._input_closed = True
         if self._exit is None:
-            self._exit = await self._pipe.end(Exit, self.limits.ladder, graceful=graceful)
+            self._exit = await self._pipe.end(Exit, self.limits.ladder)
         return self._exit
 
     async def _read(self) -> None:
