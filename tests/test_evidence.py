@@ -45,6 +45,7 @@ from akk.evidence import (
     snapshot,
 )
 from akk.evidence.model import EvidenceFile, Record
+from akk.qualify.scenarios import SLOW_TASK
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "evidence"
 PID = 4242
@@ -459,6 +460,27 @@ def test_claude_counts_a_response_split_into_records_once() -> None:
     assert progress.final_message == "first\nsecond"
     assert progress.usage == Tokens(input=3, output=7, cache_read=0, cache_write=0)
     assert progress.usage_status is UsageStatus.COMPLETE
+
+
+def test_claude_a_prompt_with_only_its_attachments_below_it_is_unanswered() -> None:
+    """2.1.332's interrupt case as captured, and the same prompt with only the client's own
+    `attachment` records below it, as Claude leaves a prompt it took back into its composer
+    (Esc before the first reply): nothing the agent wrote stands there."""
+    lines = (FIXTURES / "claude" / "2.1.332" / "interrupt.jsonl").read_text().splitlines()
+    records = [Record(0, json.loads(line)) for line in lines if line.strip()]
+    anchor = next(i for i, r in enumerate(records) if claude.prompt_text(r.data) == SLOW_TASK)
+    interrupted = claude.progress(records, anchor)
+    assert (interrupted.outcome, interrupted.unanswered) == ("cancelled", False)
+    below, kept = {records[anchor].data["uuid"]}, []
+    for record in records:  # below the prompt, its attachments only
+        if record.data.get("parentUuid") in below:
+            below.add(record.data.get("uuid"))
+            if record.data.get("type") != "attachment":
+                continue
+        kept.append(record)
+    assert len(kept) < len(records)
+    taken_back = claude.progress(kept, kept.index(records[anchor]))
+    assert (taken_back.outcome, taken_back.unanswered) == (None, True)
 
 
 # ---------------------------------------------------------------- locating files from /proc

@@ -5,8 +5,10 @@ follower that awaited the interruption (its `_cancel`, in memory) is gone. A res
 reconcile leaves such a step to the Turn (`turns.orphaned`). The restarted follower must
 await it again: within `CANCEL_BOUND` the interruption shows (the cancel is `accepted`
 with the Turn's `cancelled`) or the cancel ends `uncertain`; either way the terminal
-takes an answer again. The follower and the store are real; its TurnActor is a
-stand-in that commits a settle as the actor does.
+takes an answer again. The same rules hold for any cancel: an interruption the
+agent's file never records (Claude takes a task it had not answered back into its
+composer) is read from the screen and the file together. The follower and the store
+are real; its TurnActor is a stand-in that commits a settle as the actor does.
 """
 
 from __future__ import annotations
@@ -25,8 +27,10 @@ import trio.testing
 
 from akk.actors.store import StoreActor, transact
 from akk.actors.terminal_board import TerminalBoard
-from akk.backends.terminal.follow import CANCEL_BOUND, TerminalFollower
-from akk.profiles.observation import State
+from akk.backends.terminal.follow import CANCEL_BOUND, SCREEN_CATCH_UP, TerminalFollower
+from akk.evidence import Progress, UsageStatus, request_digest
+from akk.profiles.composer import DraftView
+from akk.profiles.observation import Observation, State
 from akk.runtime.actor import ActorRef
 from akk.runtime.supervisor import ChildSpec, Supervisor
 from akk.screen.fingerprint import IdMinter
@@ -37,6 +41,9 @@ from akk.store.reader import StoreReader
 from akk.store.turns import Turn, TurnState
 from tests.store_rows import add_ctl_and_t1
 
+WORKING = Observation(State.WORKING, "claude-2.1.332")
+IDLE = Observation(State.IDLE, "claude-2.1.332", draft=DraftView((), 100, 40))
+
 
 @attrs.define
 class _Control:
@@ -46,6 +53,7 @@ class _Control:
     follower: TerminalFollower
     turn: Turn | None = None
     settled: list[TurnState] = attrs.field(factory=list)
+    reasons: list[str | None] = attrs.field(factory=list)
 
     async def update(self, **changes: object) -> Turn:
         raise AssertionError(changes)
@@ -63,6 +71,7 @@ class _Control:
 
         await transact(self.store, commit)
         self.settled.append(state)
+        self.reasons.append(reason)
 
 
 @attrs.frozen
@@ -75,9 +84,12 @@ class _Restarted:
 
 
 @asynccontextmanager
-async def _restarted(tmp_path: Path, recorded_ago: float) -> AsyncIterator[_Restarted]:
-    """A running Turn on t1 whose cancel's Escape was recorded ``recorded_ago`` seconds ago
-    by a server that then died; a new follower starts on it (as after `akk serve` restarts)."""
+async def _restarted(
+    tmp_path: Path, recorded_ago: float, request: str = "x"
+) -> AsyncIterator[_Restarted]:
+    """A running Turn on t1 (its task ``request``) whose cancel's Escape was recorded
+    ``recorded_ago`` seconds ago by a server that then died; a new follower starts on it
+    (as after `akk serve` restarts)."""
     db = tmp_path / "akk.sqlite3"
     conn = open_store(db)
     add_ctl_and_t1(conn)
@@ -85,7 +97,8 @@ async def _restarted(tmp_path: Path, recorded_ago: float) -> AsyncIterator[_Rest
     with conn:
         turn = turns.insert(
             conn, controller_id="ctl", client_request_id="r", terminal_id="t1",
-            request_sha256="x" * 64, request_chars=1, evidence_status="unknown", evidence=None,
+            request_sha256=request_digest(request), request_chars=len(request),
+            evidence_status="unknown", evidence=None,
             evidence_limit=None, inactivity_seconds=600, lifetime_seconds=3600, now=now,
         )  # fmt: skip
         turn = turns.update(conn, turn, state=TurnState.RUNNING)
@@ -151,12 +164,12 @@ async def test_a_dropped_interrupt_ends_the_cancel_uncertain_within_the_bound(
     with trio.fail_after(30):
         async with _restarted(tmp_path, recorded_ago) as lab:
             # The agent works on: the interruption does not show.
-            await lab.follower._check_outcome(None, State.WORKING)
+            await lab.follower._check_outcome(None, WORKING)
             left = max(CANCEL_BOUND - recorded_ago, 0.0)
             if left > 0:
                 assert (await _cancel(lab)).stage is Stage.ENTER_SENT  # still awaited
                 mock_clock.jump(left)
-                await lab.follower._check_outcome(None, State.WORKING)
+                await lab.follower._check_outcome(None, WORKING)
             cancel = await _cancel(lab)
             assert (cancel.stage, cancel.reason) == (Stage.UNCERTAIN, "interruption_not_shown")
             assert lab.control.settled == []
@@ -172,7 +185,84 @@ async def test_an_interruption_shown_after_the_restart_settles_the_cancel(
     with trio.fail_after(30):
         async with _restarted(tmp_path, 1.0) as lab:
             lab.follower._last_seq = 0  # the first screen this follower read: idle again
-            await lab.follower._check_outcome(None, State.IDLE)
+            await lab.follower._check_outcome(None, IDLE)
+            mock_clock.jump(SCREEN_CATCH_UP)  # idle it stays: it stopped
+            await lab.follower._check_outcome(None, IDLE)
             assert lab.control.settled == [TurnState.CANCELLED]
             assert (await _cancel(lab)).stage is Stage.ACCEPTED
             await _answerable(lab)
+
+
+def _file(*, unanswered: bool) -> tuple[Progress, bool]:
+    """What the agent's file shows of the Turn after the key: no outcome yet, and whether
+    anything the agent wrote stands under the prompt."""
+    shown = Progress(
+        accepted=True, session_id="s", outcome=None, final_message=None, failure=None,
+        usage=None, usage_status=UsageStatus.PARTIAL, unanswered=unanswered,
+    )  # fmt: skip
+    return shown, False
+
+
+async def test_a_task_the_agent_took_back_into_its_composer_is_cancelled_withdrawn(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    """Claude, interrupted before its first reply, writes no interruption and puts the
+    task back in its composer: idle with that draft and nothing under the prompt, for
+    `SCREEN_CATCH_UP`, the Turn is cancelled, named withdrawn."""
+    task = "lab: think before answering"
+    withdrawn = Observation(State.IDLE_DRAFT, "claude-2.1.332", draft=DraftView((task,), 100, 40))
+    with trio.fail_after(30):
+        async with _restarted(tmp_path, 0.0, task) as lab:
+            lab.follower._last_seq = 0
+            await lab.follower._check_outcome(_file(unanswered=True), withdrawn)
+            assert lab.control.settled == []  # not at the first look
+            mock_clock.jump(SCREEN_CATCH_UP)
+            await lab.follower._check_outcome(_file(unanswered=True), withdrawn)
+            assert (lab.control.settled, lab.control.reasons) == (
+                [TurnState.CANCELLED], ["withdrawn"])  # fmt: skip
+            assert (await _cancel(lab)).stage is Stage.ACCEPTED
+
+
+async def test_a_cancel_the_file_never_shows_ends_uncertain_within_the_bound(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    """The file holds a reply under the prompt and no interruption, the agent idle: that is
+    no proof the key stopped it (the file may lag, or the reply ended it), so the Turn is
+    not cancelled; after `CANCEL_BOUND` the cancel ends uncertain, the Turn goes on."""
+    with trio.fail_after(30):
+        async with _restarted(tmp_path, 0.0) as lab:
+            lab.follower._last_seq = 0
+            await lab.follower._check_outcome(_file(unanswered=False), IDLE)
+            mock_clock.jump(SCREEN_CATCH_UP)
+            await lab.follower._check_outcome(_file(unanswered=False), IDLE)
+            assert lab.control.settled == [] and (await _cancel(lab)).stage is Stage.ENTER_SENT
+            mock_clock.jump(CANCEL_BOUND)
+            await lab.follower._check_outcome(_file(unanswered=False), IDLE)
+            cancel = await _cancel(lab)
+            assert (cancel.stage, cancel.reason) == (Stage.UNCERTAIN, "interruption_not_shown")
+            assert lab.control.settled == []
+            await _answerable(lab)
+
+
+async def test_a_task_a_person_escaped_into_the_composer_is_withdrawn_without_a_cancel(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    """No cancel of AKK's: the person's Escape. The composer showing exactly the task, and
+    nothing under its prompt, still cancel the Turn as withdrawn; an empty idle composer
+    alone does not (nothing says the task stopped)."""
+    task = "lab: think before answering"
+    shown = Observation(State.IDLE_DRAFT, "claude-2.1.332", draft=DraftView((task,), 100, 40))
+    other = Observation(State.IDLE_DRAFT, "claude-2.1.332", draft=DraftView(("x",), 100, 40))
+    with trio.fail_after(30):
+        async with _restarted(tmp_path, 0.0, task) as lab:
+            lab.follower._cancel = None  # no interrupt key of AKK's is awaited
+            for screen in (IDLE, other):
+                await lab.follower._check_outcome(_file(unanswered=True), screen)
+                mock_clock.jump(SCREEN_CATCH_UP)
+                await lab.follower._check_outcome(_file(unanswered=True), screen)
+            assert lab.control.settled == []
+            await lab.follower._check_outcome(_file(unanswered=True), shown)
+            mock_clock.jump(SCREEN_CATCH_UP)
+            await lab.follower._check_outcome(_file(unanswered=True), shown)
+            assert (lab.control.settled, lab.control.reasons) == (
+                [TurnState.CANCELLED], ["withdrawn"])  # fmt: skip

@@ -30,6 +30,9 @@ fixtures/evidence/claude/):
 - Interrupt (Esc): a user record whose content is a text block
   ``[Request interrupted by user]`` (``... for tool use]`` when Esc rejects a
   permission prompt); a reply cut mid-stream stays with ``stop_reason: null``.
+  2.1.332 writes none when Esc comes before the first reply is written: it
+  takes the prompt back into its composer, and the prompt keeps only the
+  client's ``attachment`` records below it (`Progress.unanswered`).
 - A headless run (``claude -p``, every pinned version, fixtures/claude_headless/)
   writes no ``turn_duration``: its round ends with a final reply (``stop_reason``
   ``end_turn``), an API-error reply or the interrupt record (`progress(headless=True)`).
@@ -63,6 +66,9 @@ FAILURE_CHARS = 200
 """Longest `Progress.failure` text."""
 
 _INTERRUPTED = "[Request interrupted by user"
+_AGENT_RECORDS = frozenset({"assistant", "user", "system"})
+"""Records under a prompt that the Turn wrote (a reply, a tool result, an interruption, its
+end), unlike the client's own ``attachment`` records of the prompt's context."""
 _PASTE_OPEN = re.compile(r'\n\n<pasted_content id="([0-9a-f]{4})">\n')
 _SYNTHETIC_MODEL = "<synthetic>"
 
@@ -176,6 +182,7 @@ def progress(records: Sequence[Record], anchor: int, *, headless: bool = False) 
         failure=failure,
         usage=usage,
         usage_status=UsageStatus.COMPLETE if complete else UsageStatus.PARTIAL,
+        unanswered=not any(data.get("type") in _AGENT_RECORDS for _, data in turn),
     )
 
 

@@ -260,6 +260,10 @@ class Progress:
     usage: Tokens | None
     usage_status: UsageStatus
     end_offset: int = 0
+    unanswered: bool = False
+    """Proven that the agent wrote nothing under the prompt: no reply, tool result,
+    interruption or end. Claude leaves a prompt so when Esc comes before its first
+    reply is written and it takes the prompt back into its composer (2.1.332)."""
 
 
 @attrs.frozen

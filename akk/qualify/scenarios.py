@@ -200,6 +200,8 @@ ECHO_TASK = "lab: say hello"
 ECHO_REPLY = "Hello from the lab model."
 SLOW_TASK = "lab: work slowly"
 SLOW_SIGNAL = "release"
+HELD_TASK = "lab: think before answering"
+"""A task whose reply waits for `SLOW_SIGNAL` before its first byte (the `held` scenario)."""
 CLOSE_SIGNAL = "close"
 """Releases a held message close (`Bash.close_held`)."""
 ASK_AGAIN = "ask again"
@@ -340,6 +342,11 @@ def _build() -> dict[str, Scenario]:
             "slow",
             task=SLOW_TASK,
             steps=(Step(SLOW_TASK, SlowText("Working on it slowly... done.", hold=SLOW_SIGNAL)),),
+        ),
+        Scenario(
+            "held",
+            task=HELD_TASK,
+            steps=(Step(HELD_TASK, Text("Thought it over."), wait_for=SLOW_SIGNAL),),
         ),
         Scenario(
             "api_error",

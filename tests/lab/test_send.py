@@ -14,13 +14,13 @@ import pytest
 import trio
 
 from akk import faults
-from akk.client import AkkError, connect
+from akk.client import AkkError, Controller, connect
 from akk.profiles.registry import PINNED
 from akk.qualify.launcher import LabSession
 from akk.qualify.model_server import RecordedRequest
 from akk.qualify.plans.claude import CLAUDE_STATUS_LINE
 from akk.qualify.run_files import Preseed
-from akk.qualify.scenarios import ECHO_REPLY, ECHO_TASK, SLOW_SIGNAL, SLOW_TASK
+from akk.qualify.scenarios import ECHO_REPLY, ECHO_TASK, HELD_TASK, SLOW_SIGNAL, SLOW_TASK
 from akk.store.database import open_reader
 from tests.lab.conftest import LabSpec, lab_params
 from tools.lab import clients
@@ -271,21 +271,8 @@ async def test_cancel_interrupts_a_slow_stream(lab: LabSession, tmp_path: Path) 
         serving(lab, tmp_path) as served,
         connect(served.endpoint.url, served.tokens["ctl"]) as ctl,
     ):
-        row = await idle_terminal(ctl)
-        sent = await ctl.call(
-            "send",
-            {"terminal_id": row["terminal_id"], "request": SLOW_TASK, "client_request_id": "c"},
-        )
-        await lab.server.wait_for_request(
-            lambda r: not r.auxiliary and SLOW_TASK in r.newest_input, timeout=20
-        )
-        with trio.fail_after(20):
-            while (await ctl.call("status", {"turn_id": sent["turn_id"]}))["turn"][
-                "state"
-            ] != "running":
-                await trio.sleep(0.05)
-        assert (await ctl.call("cancel", {"turn_id": sent["turn_id"]}))["state"] == "cancelling"
-        event = await outcome(ctl, sent["turn_id"])
+        turn_id = await _cancelled_while_running(lab, ctl, SLOW_TASK)
+        event = await outcome(ctl, turn_id)
     assert event["kind"] == "cancelled", event
     await lab.wait_idle(20)
     assert lab.server.count_inputs_containing(SLOW_TASK) == 1
@@ -296,12 +283,98 @@ async def test_cancel_interrupts_a_slow_stream(lab: LabSession, tmp_path: Path) 
         steps = list(
             conn.execute(
                 "SELECT kind, stage FROM dispatches WHERE turn_id = ? ORDER BY created_at",
-                (sent["turn_id"],),
+                (turn_id,),
             )
         )
     finally:
         conn.close()
     assert steps == [("task", "accepted"), ("cancel", "accepted")]
+
+
+@pytest.mark.parametrize("lab", lab_params("held"), indirect=True)
+async def test_cancel_before_any_reply_settles_at_once(lab: LabSession, tmp_path: Path) -> None:
+    """Esc before the reply's first byte. Codex draws and records the interruption; every
+    pinned Claude writes none and takes the task back into its composer. Either way the
+    Turn is cancelled (a withdrawn task named so), and the task waits where Claude put it:
+    never typed or submitted again, and the pane takes no new task over it."""
+    async with (
+        serving(lab, tmp_path) as served,
+        connect(served.endpoint.url, served.tokens["ctl"]) as ctl,
+    ):
+        assert served.keys is not None
+        turn_id = await _cancelled_while_running(lab, ctl, HELD_TASK)
+        event = await outcome(ctl, turn_id, timeout=20)
+        typed = len(served.keys.keys())
+        status = await ctl.call("status", {"turn_id": turn_id})
+        if lab.agent == "claude":
+            with pytest.raises(AkkError) as over_it:
+                await ctl.call(
+                    "send",
+                    {"terminal_id": status["turn"]["terminal_id"], "request": ECHO_TASK,
+                     "client_request_id": "over"},
+                )  # fmt: skip
+            assert over_it.value.reason == "not_idle", over_it.value
+        screen = await lab.text()
+    assert event["kind"] == "cancelled", event
+    withdrawn = lab.agent == "claude"
+    assert status["turn"]["reason"] == ("withdrawn" if withdrawn else None), status["turn"]
+    assert ("put the task back in its composer" in event["summary"]) is withdrawn, event
+    assert [(d["kind"], d["stage"]) for d in status["dispatches"]] == [
+        ("task", "accepted"), ("cancel", "accepted")]  # fmt: skip
+    assert len(served.keys.keys()) == typed  # nothing typed since the outcome
+    in_composer = [line for line in screen.splitlines() if line.startswith("❯")]
+    # Claude's composer glyph, then a no-break space: the task is back in it.
+    assert ([f"❯\xa0{HELD_TASK}"] == in_composer) is withdrawn, screen
+    assert lab.server.count_inputs_containing(HELD_TASK) == 1
+    assert lab.server.count_inputs_containing(ECHO_TASK) == 0
+
+
+@pytest.mark.parametrize("lab", lab_params("held", agents=("claude",))[-1:], indirect=True)
+async def test_a_task_a_person_escapes_before_any_reply_is_withdrawn(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    """The person at the pane presses Escape (AKK sends nothing): Claude takes the task back
+    into its composer, and the Turn is cancelled as withdrawn, the Escape named as the
+    person's."""
+    async with (
+        serving(lab, tmp_path) as served,
+        connect(served.endpoint.url, served.tokens["ctl"]) as ctl,
+    ):
+        assert served.keys is not None
+        turn_id = await _running(lab, ctl, HELD_TASK)
+        typed = len(served.keys.keys())
+        await lab.send_keys("Escape")
+        event = await outcome(ctl, turn_id, timeout=20)
+        status = await ctl.call("status", {"turn_id": turn_id})
+        assert len(served.keys.keys()) == typed  # AKK pressed nothing
+    assert event["kind"] == "cancelled" and "an Escape at the pane" in event["summary"], event
+    assert status["turn"]["reason"] == "withdrawn"
+    assert [d["kind"] for d in status["dispatches"]] == ["task"]
+    assert lab.server.count_inputs_containing(HELD_TASK) == 1
+
+
+async def _cancelled_while_running(lab: LabSession, ctl: Controller, task: str) -> str:
+    """Send ``task``, and cancel its Turn once it runs (`_running`); the turn_id."""
+    turn_id = await _running(lab, ctl, task)
+    assert (await ctl.call("cancel", {"turn_id": turn_id}))["state"] == "cancelling"
+    return turn_id
+
+
+async def _running(lab: LabSession, ctl: Controller, task: str) -> str:
+    """Send ``task``; its turn_id once its request is at the model and the Turn running."""
+    row = await idle_terminal(ctl)
+    sent = await ctl.call(
+        "send", {"terminal_id": row["terminal_id"], "request": task, "client_request_id": "c"}
+    )
+    await lab.server.wait_for_request(
+        lambda r: not r.auxiliary and task in r.newest_input, timeout=20
+    )
+    with trio.fail_after(20):
+        while (await ctl.call("status", {"turn_id": sent["turn_id"]}))["turn"][
+            "state"
+        ] != "running":
+            await trio.sleep(0.05)
+    return str(sent["turn_id"])
 
 
 @pytest.mark.parametrize(

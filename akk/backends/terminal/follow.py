@@ -37,7 +37,8 @@ from akk.actors.turn_follower import Attached, CancelResult, Usage
 from akk.backends.outcomes import file_outcome
 from akk.backends.terminal.steps import Interrupt, InterruptReceipt
 from akk.faults import Point
-from akk.profiles.observation import State
+from akk.profiles.composer import DraftView
+from akk.profiles.observation import Observation, State
 from akk.protocol.errors import Reason
 from akk.runtime.actor import ActorRef
 from akk.screen.fingerprint import Appearance, IdMinter
@@ -87,6 +88,7 @@ class TerminalFollower(Attached):
         self._last_size = -1
         self._saw_working = False
         self._outcome_at: float | None = None  # when the file first proved the outcome
+        self._stopped_at: float | None = None  # since when the screen shows it stopped (cancel)
         self._missing_since: float | None = None
         self._pane: tuple[str, str] | None = None  # (tmux socket, pane id) once seen
         self._idle_unbound_since: float | None = None
@@ -164,11 +166,11 @@ class TerminalFollower(Attached):
         if active:
             turn = await self._update(last_activity_at=now)
         if turn.state in (TurnState.DISPATCHING, TurnState.UNCERTAIN):
-            await self._check_acceptance(progress, snapshot.observation.state, snapshot.seq)
+            await self._check_acceptance(progress, snapshot.observation)
         elif turn.state is TurnState.RUNNING:
             if turn.is_watch and turn.evidence_status == "pending":
                 await self._check_unbound(snapshot.observation.state)
-            await self._check_outcome(progress, snapshot.observation.state)
+            await self._check_outcome(progress, snapshot.observation)
         turn = self._turn
         assert turn is not None
         # A prompt is announced once the task is accepted: before that its dispatch
@@ -264,8 +266,9 @@ class TerminalFollower(Attached):
             )
 
     async def _check_acceptance(
-        self, progress: tuple[evidence.Progress, bool] | None, state: State, seq: int
+        self, progress: tuple[evidence.Progress, bool] | None, observation: Observation
     ) -> None:
+        state = observation.state
         turn = self._turn
         assert turn is not None
         accepted = False
@@ -280,7 +283,7 @@ class TerminalFollower(Attached):
             session = progress[0].session_id if progress is not None else None
             await self._record_acceptance(session)
             if progress is not None:
-                await self._check_outcome(progress, state)
+                await self._check_outcome(progress, observation)
             return
         if trio.current_time() < self._accept_deadline:
             return
@@ -326,14 +329,13 @@ class TerminalFollower(Attached):
         self._turn = await transact(self._store, mark)
 
     async def _check_outcome(
-        self, progress: tuple[evidence.Progress, bool] | None, state: State
+        self, progress: tuple[evidence.Progress, bool] | None, observation: Observation
     ) -> None:
+        state = observation.state
+        clock = trio.current_time()
         if progress is not None:
             outcome = file_outcome(progress[0])
-            if outcome is None:
-                self._outcome_at = None
-            else:
-                clock = trio.current_time()
+            if outcome is not None:
                 if self._outcome_at is None:
                     self._outcome_at = clock
                 if state is State.WORKING and clock - self._outcome_at < SCREEN_CATCH_UP:
@@ -342,21 +344,70 @@ class TerminalFollower(Attached):
                     outcome.state, outcome.reason, outcome.summary, usage=outcome.usage,
                     **outcome.changes,
                 )  # fmt: skip
-            return
+                return
+            self._outcome_at = None
+        else:
+            turn = self._turn
+            assert turn is not None
+            if turn.evidence_status == "unknown" and state is State.IDLE and self._saw_working:
+                await self._settle(
+                    TurnState.DONE, None,
+                    "the agent is idle again (seen on screen; its own file could not be read)",
+                )  # fmt: skip
+                return
+        await self._check_stopped(progress, observation, clock)
+
+    async def _check_stopped(
+        self,
+        progress: tuple[evidence.Progress, bool] | None,
+        observation: Observation,
+        clock: float,
+    ) -> None:
+        """The agent stopped with nothing in its file to say so.
+
+        Claude, interrupted before its first reply (by AKK's cancel or by a person's
+        Escape), writes no interruption and takes the task back into its composer:
+        idle, the composer showing exactly the request, and nothing the agent wrote
+        under the prompt. After AKK's interrupt key, idle with nothing under the
+        prompt (or no file to read) is enough. Either held for `SCREEN_CATCH_UP`
+        cancels the Turn; the text left in the composer is the person's to clear or
+        send, never submitted again. A cancel that shows neither way within
+        `CANCEL_BOUND` ends uncertain (`_cancel_not_shown`).
+        """
         turn = self._turn
         assert turn is not None
-        if turn.evidence_status == "unknown" and state is State.IDLE and self._saw_working:
-            await self._settle(
-                TurnState.DONE, None,
-                "the agent is idle again (seen on screen; its own file could not be read)",
-            )  # fmt: skip
-        if self._cancel is not None:
-            deadline, seq = self._cancel
-            if state is State.IDLE and self._last_seq > seq and progress is None:
+        state = observation.state
+        unanswered = progress is None or progress[0].unanswered
+        withdrawn = (
+            progress is not None
+            and unanswered
+            and state is State.IDLE_DRAFT
+            and holds_request(observation.draft, turn.request_sha256)
+        )
+        after_key = (
+            self._cancel is not None
+            and self._last_seq > self._cancel[1]
+            and state in (State.IDLE, State.IDLE_DRAFT)
+            and unanswered
+        )
+        if not (withdrawn or after_key):
+            self._stopped_at = None
+        elif self._stopped_at is None:
+            self._stopped_at = clock
+        if self._stopped_at is not None and clock - self._stopped_at >= SCREEN_CATCH_UP:
+            if withdrawn:
+                by = "AKK's cancel" if self._cancel is not None else "an Escape at the pane"
+                await self._settle(
+                    TurnState.CANCELLED, "withdrawn",
+                    f"the agent stopped before it answered ({by}) and put the task back in "
+                    "its composer, where it waits unsent; AKK never submits it again: a "
+                    "person clears or sends it at the pane",
+                )  # fmt: skip
+            else:
                 await self._settle(TurnState.CANCELLED, None, "the Turn was interrupted")
-            elif trio.current_time() >= deadline:
-                self._cancel = None
-                await self._cancel_not_shown()
+        elif self._cancel is not None and clock >= self._cancel[0]:
+            self._cancel = None
+            await self._cancel_not_shown()
 
     async def _announce(
         self, snapshot: TerminalSnapshot, seen: Appearance | None, clock: float
@@ -436,3 +487,13 @@ def _composer_steps(conn: apsw.Connection, turn_id: str) -> list[dispatches.Disp
 
 
 _ACTING = frozenset({State.WORKING, State.PERMISSION, State.QUESTIONNAIRE, State.ASYNC_QUESTION})
+
+
+def holds_request(draft: DraftView | None, request_sha256: str) -> bool:
+    """Whether the composer shows exactly the request whose digest is ``request_sha256``
+    (its rows, read as one line, or as the lines or the wrapped pieces of one): the
+    request text is never stored, its digest is."""
+    if draft is None or draft.empty or not draft.complete:
+        return False
+    readings = ("".join(draft.rows), " ".join(draft.rows), "\n".join(draft.rows))
+    return any(evidence.request_digest(text) == request_sha256 for text in readings)
