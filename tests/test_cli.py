@@ -472,7 +472,7 @@ def test_summaries_show_each_command_s_own_fields() -> None:
 
 def test_record_commands_are_listed_with_their_options() -> None:
     helped = subprocess.run([*AKK, "--help"], capture_output=True, text=True, check=True)
-    for name in ("watch", "unwatch", "close", "renew", "recover", "retry-callback"):
+    for name in ("watch", "unwatch", "cancel", "close", "renew", "recover", "retry-callback"):
         assert name in helped.stdout
     description = " ".join(helped.stdout.split("\n\n")[1].split())
     assert description.startswith("AKK's operator CLI") and description.endswith(".")

@@ -357,5 +357,5 @@ async def test_send_wait_ends_when_its_turn_settled_though_another_command_took_
                 event = await anext(seen)  # `akk events` shows and acks it
                 await events.ack(event["event_id"])
             async with connect(endpoint.url, token) as waiting:
-                final = await _follow(waiting, turn_id, quiet=True)
+                final = await _follow(waiting, turn_id, 1, quiet=True)
             assert final["turn"]["state"] == "done"

@@ -1,6 +1,6 @@
-"""The operator CLI: serve, token, qualify, doctor, gc, ui, list, sessions, send, status, answer,
-events, schema, screen, mcp, and the record commands (watch, unwatch, close, renew, recover,
-retry-callback).
+"""The operator CLI: serve, token, qualify, doctor, gc, ui, list, sessions, send, respond,
+status, answer, events, schema, screen, mcp, and the record commands (watch, unwatch, cancel,
+close, renew, recover, retry-callback).
 
 Every failure prints what went wrong and what to do, and exits non-zero. This
 module is the command line (`parser`) and the entry point (`main`); each
@@ -262,6 +262,18 @@ def parser() -> argparse.ArgumentParser:
         help="a turn_id or watch_id; or a terminal: its terminal_id or pane, e.g. %%3",
     )
     status.add_argument("--json", action="store_true", help="print the raw result as JSON")
+
+    follow_up = command(
+        "respond",
+        "akk.cli.turns:respond",
+        "send a Turn's next round (a follow-up in the same conversation), as akk-cli, once "
+        "its outcome arrived and its agent is idle again",
+    )
+    _state_dir_option(follow_up)
+    follow_up.add_argument("turn_id", metavar="TURN_ID", help="the settled Turn's turn_id")
+    follow_up.add_argument("text", help="the follow-up; `-` reads it from standard input")
+    follow_up.add_argument("--wait", action="store_true", help="follow the round to its outcome")
+    follow_up.add_argument("--json", action="store_true", help="print JSON")
 
     answer = command(
         "answer",

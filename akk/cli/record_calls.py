@@ -1,4 +1,4 @@
-"""`akk watch | unwatch | close | renew | recover | retry-callback`: the call and what it prints.
+"""`akk watch | unwatch | cancel | close | renew | recover | retry-callback`: one call each.
 
 `records` says what each record command is (its method, params and summary) and
 stays light for the command line; this module makes the call through the running

@@ -1,4 +1,5 @@
-"""The operator CLI's record commands: watch, unwatch, close, renew, recover, retry-callback.
+"""The operator CLI's record commands: watch, unwatch, cancel, close, renew, recover,
+retry-callback.
 
 Each command is one protocol call on one record (or, for `watch`, one task: a
 terminal's, or a person's Codex thread or Claude session by its own id). This
@@ -190,6 +191,12 @@ COMMANDS = (
     RecordCommand(
         "unwatch", "unwatch", "stop observing a Watch; withdraw its unsent notifications",
         Target.WATCH, (*_RECORD, Field("withdrawn", ("withdrawn",))),
+    ),
+    RecordCommand(
+        "cancel", "cancel",
+        "interrupt a managed Send's running task (the agent's own interrupt, once, only while "
+        "it is proven running); its outcome event says `cancelled`",
+        Target.TURN, (Field("record", ("turn_id",)), Field("state", ("state",))),
     ),
     RecordCommand(
         "close", "close", "release a managed Send (no terminal input)", Target.TURN, _RECORD,

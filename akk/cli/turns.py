@@ -1,4 +1,5 @@
-"""`akk send`, `akk status` and `akk events`: a Turn sent, followed and read as akk-cli.
+"""`akk send`, `akk respond`, `akk status` and `akk events`: a Turn sent, followed and read
+as akk-cli.
 
 `send` goes into an idle terminal's composer or, with --scope, through a
 session of a backend (`--backend`: the Codex app-server or Claude headless);
@@ -11,6 +12,7 @@ import argparse
 import os
 import secrets
 import sys
+from collections.abc import Awaitable, Callable
 from contextlib import aclosing
 from typing import Any
 
@@ -66,9 +68,33 @@ def send_target(args: argparse.Namespace) -> dict[str, Any]:
 
 def send(args: argparse.Namespace) -> int:
     target = send_target(args)
-    state = StateDir.resolve(args.state_dir)
     text = sys.stdin.read() if args.text == "-" else args.text
     request_id = args.client_request_id or "cli-" + secrets.token_hex(8)
+
+    async def call(ctl: Controller) -> dict[str, Any]:
+        where = target or {"terminal_id": await terminal_id(ctl, args.terminal)}
+        sent: dict[str, Any] = await ctl.call(
+            "send", where | {"request": text, "client_request_id": request_id}
+        )
+        return sent
+
+    return _sent(args, call)
+
+
+def respond(args: argparse.Namespace) -> int:
+    text = sys.stdin.read() if args.text == "-" else args.text
+
+    async def call(ctl: Controller) -> dict[str, Any]:
+        sent: dict[str, Any] = await ctl.call("respond", {"turn_id": args.turn_id, "request": text})
+        return sent
+
+    return _sent(args, call)
+
+
+def _sent(args: argparse.Namespace, call: Callable[[Controller], Awaitable[dict[str, Any]]]) -> int:
+    """Make ``call`` (a `send` or a `respond`: a round of a Turn) as the operator; with
+    --wait, follow that round to its outcome. 0 once it is `done`."""
+    state = StateDir.resolve(args.state_dir)
     token = state.token()
 
     async def run() -> int:
@@ -77,16 +103,14 @@ def send(args: argparse.Namespace) -> int:
         tls = endpoint.tls_context()
         async with connect(endpoint.url, token, ssl_context=tls, events=args.wait) as ctl:
             with trio.fail_after(90):
-                where = target or {"terminal_id": await terminal_id(ctl, args.terminal)}
-                sent = await ctl.call(
-                    "send", where | {"request": text, "client_request_id": request_id}
-                )
+                sent = await call(ctl)
             if not args.wait:
                 _print_sent(sent, args.json)
                 return 0
             if not args.json:
                 err.print(shown(f"turn {sent['turn_id']}: {sent['state']}"))
-            final = await _follow(ctl, sent["turn_id"], quiet=args.json)
+            round_ = int(sent.get("round") or 1)
+            final = await _follow(ctl, sent["turn_id"], round_, quiet=args.json)
         if args.json:
             print(json_text(final))
         else:
@@ -97,16 +121,17 @@ def send(args: argparse.Namespace) -> int:
     return code
 
 
-async def _follow(ctl: Controller, turn_id: str, *, quiet: bool) -> dict[str, Any]:
-    """Wait for the Turn's outcome, showing a live progress line; its status at the end.
+async def _follow(ctl: Controller, turn_id: str, round_: int, *, quiet: bool) -> dict[str, Any]:
+    """Wait for the outcome of the Turn's round ``round_``, showing a live progress line; its
+    status at the end.
 
-    Ends at the Turn's outcome event (acked) or when its status shows it settled,
+    Ends at that round's outcome event (acked) or when its status shows it settled,
     whichever comes first: the operator's other commands (`akk events`) may take
     and ack the event first.
     """
     heard = trio.Event()
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(_ack_own, ctl, turn_id, heard)
+        nursery.start_soon(_ack_own, ctl, turn_id, round_, heard)
         while not heard.is_set():
             status = await ctl.call("status", {"turn_id": turn_id})
             turn = status["turn"]
@@ -130,18 +155,19 @@ async def _follow(ctl: Controller, turn_id: str, *, quiet: bool) -> dict[str, An
     return result
 
 
-async def _ack_own(ctl: Controller, turn_id: str, heard: trio.Event) -> None:
+async def _ack_own(ctl: Controller, turn_id: str, round_: int, heard: trio.Event) -> None:
     """Ack the Turn's own events as they come, saying on stderr what its agent asks (with
-    --json too: a person must answer it); set ``heard`` at its outcome. Events of other
-    records are left alone: they are for the operator's other commands to ack."""
+    --json too: a person must answer it); set ``heard`` at the outcome of round ``round_``
+    (an earlier round's, delivered late, is only acked). Events of other records are left
+    alone: they are for the operator's other commands to ack."""
     async with aclosing(ctl.events()) as events:
         async for event in events:
             if event.get("turn_id") != turn_id:
                 continue
             await ctl.ack(event["event_id"])
-            if event["kind"] in WAKE_UP_KINDS:
+            if event["kind"] in WAKE_UP_KINDS and event.get("round", round_) >= round_:
                 _say_asked(turn_id, event)
-            if event["kind"] in _OUTCOMES:
+            if event["kind"] in _OUTCOMES and event.get("round", round_) >= round_:
                 heard.set()
                 return
 

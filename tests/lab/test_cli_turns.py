@@ -13,7 +13,7 @@ import pytest
 import trio
 
 from akk.qualify.launcher import LabSession
-from akk.qualify.scenarios import BASH_MARKER, ECHO_REPLY, ECHO_TASK, RUN_TASK
+from akk.qualify.scenarios import BASH_MARKER, ECHO_REPLY, ECHO_TASK, HELD_TASK, RUN_TASK
 from tests.lab.conftest import lab_params
 from tools.lab.akk_runner import AkkProcess
 
@@ -159,3 +159,52 @@ async def test_send_wait_says_what_the_agent_asks_and_a_person_answers_it(
     assert json.loads(final)["turn"]["state"] == "done"
     assert (lab.workdir / f"{BASH_MARKER}.txt").exists()
     assert lab.server.count_inputs_containing(RUN_TASK) == 1
+
+
+@pytest.mark.parametrize("lab", lab_params("held", agents=("claude",))[-1:], indirect=True)
+async def test_cancel_then_respond_wait_follows_the_next_round(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    """`akk cancel` interrupts the running task once (Claude, before any reply, takes it back
+    into its composer: `withdrawn`); the person clears the composer; `akk respond --wait`
+    then follows the Turn's next round to its own outcome, though round 1's `cancelled`
+    event, never acked, reaches it first."""
+    follow_up = "lab: and once more"
+    akk = AkkProcess(lab, tmp_path)
+    try:
+        akk.start()
+        await _idle_status(akk, lab.pane)
+        sent = _akk(akk, "send", lab.pane, HELD_TASK)
+        assert sent.returncode == 0, sent.stderr
+        turn_id = sent.stdout.strip()
+        await lab.server.wait_for_request(
+            lambda r: not r.auxiliary and HELD_TASK in r.newest_input, timeout=30
+        )
+        with trio.fail_after(30):  # cancel refuses until the pane shows the task running
+            while (cancel := _akk(akk, "cancel", turn_id)).returncode != 0:
+                assert "not running" in cancel.stderr, cancel
+                await trio.sleep(0.2)
+        assert "state: cancelling" in " ".join(cancel.stdout.split()), cancel.stdout
+        with trio.fail_after(30):
+            while (turn := _turn(akk, turn_id))["state"] != "cancelled":
+                await trio.sleep(0.2)
+        assert turn["reason"] == "withdrawn", turn
+        refused = _akk(akk, "respond", turn_id, follow_up)  # the task waits in the composer
+        assert refused.returncode == 2 and "not_idle" in refused.stderr, refused
+        await lab.send_keys("C-u")  # the person clears it
+        await _idle_status(akk, lab.pane)
+        followed = await trio.to_thread.run_sync(
+            lambda: _akk(akk, "respond", turn_id, follow_up, "--wait", "--json")
+        )
+    finally:
+        akk.stop()
+    assert followed.returncode == 0, (followed.stdout, followed.stderr)
+    turn = json.loads(followed.stdout)["turn"]
+    assert (turn["state"], turn["round"]) == ("done", 2), turn
+    assert lab.server.count_inputs_containing(HELD_TASK) == 1
+    assert lab.server.count_inputs_containing(follow_up) == 1
+
+
+def _turn(akk: AkkProcess, turn_id: str) -> dict[str, object]:
+    shown: dict[str, object] = json.loads(_akk(akk, "status", turn_id, "--json").stdout)["turn"]
+    return shown
