@@ -26,6 +26,7 @@ from akk.cli.server_calls import operator_call, operator_session, terminal_id
 from akk.cli.status_text import INDENT, interaction_lines
 from akk.cli.text import out, shown
 from akk.client import AkkError, Controller
+from akk.protocol.schema import OUTCOME_KINDS
 from akk.store.location import StateDir
 
 NEXT_STEP_SECONDS = 10.0
@@ -33,8 +34,6 @@ NEXT_STEP_SECONDS = 10.0
 
 _RENEWED = frozenset({"offer_expired", "status_required"})
 """Refusals of an answer whose prompt may still stand: status offers it again."""
-
-_SETTLED = frozenset({"done", "failed", "cancelled", "stalled", "timed_out"})
 
 
 def run(args: argparse.Namespace) -> int:
@@ -45,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
         projection = _pending(turn_id, status)
         for line in interaction_lines(projection, numbered=True):
             out.print(shown(line))
-        settled = status["turn"]["state"] in _SETTLED
+        settled = status["turn"]["state"] in OUTCOME_KINDS
         try:
             call = read_call(projection, _ask, _say, settled=settled)
         except Unanswered as exc:
@@ -141,7 +140,7 @@ def _next_step(state: StateDir, turn_id: str, answered: str) -> dict[str, Any] |
                 shown_now = status["interaction"]
                 if shown_now is not None and shown_now["interaction_id"] != answered:
                     return status
-                if status["turn"]["state"] in _SETTLED:
+                if status["turn"]["state"] in OUTCOME_KINDS:
                     return None
                 await trio.sleep(0.2)
         return None

@@ -29,7 +29,7 @@ from akk.cli.status_text import INDENT, interaction_lines, shown_lines, terminal
 from akk.cli.text import err, json_text, out, shown
 from akk.client import Controller, connect
 from akk.protocol.redaction import redact
-from akk.protocol.schema import WAKE_UP_KINDS
+from akk.protocol.schema import OUTCOME_KINDS, WAKE_UP_KINDS
 from akk.server.instance import proven_endpoint
 from akk.store.location import StateDir
 
@@ -143,10 +143,10 @@ async def _follow(ctl: Controller, turn_id: str, round_: int, *, quiet: bool) ->
                 line = shown(f"{turn_id}: {turn['state']} (dispatch {stages})")
                 err.print(line, end="" if err.is_terminal else "\n")
             # Settled: its outcome event, if it comes at once, is acked before leaving.
-            wait = OUTCOME_GRACE if turn["state"] in _OUTCOMES else 1.0
+            wait = OUTCOME_GRACE if turn["state"] in OUTCOME_KINDS else 1.0
             with trio.move_on_after(wait):
                 await heard.wait()
-            if turn["state"] in _OUTCOMES:
+            if turn["state"] in OUTCOME_KINDS:
                 break
         nursery.cancel_scope.cancel()
     if not quiet and err.is_terminal:
@@ -167,7 +167,7 @@ async def _ack_own(ctl: Controller, turn_id: str, round_: int, heard: trio.Event
             await ctl.ack(event["event_id"])
             if event["kind"] in WAKE_UP_KINDS and event.get("round", round_) >= round_:
                 _say_asked(turn_id, event)
-            if event["kind"] in _OUTCOMES and event.get("round", round_) >= round_:
+            if event["kind"] in OUTCOME_KINDS and event.get("round", round_) >= round_:
                 heard.set()
                 return
 
@@ -190,8 +190,6 @@ def _say_asked(turn_id: str, event: dict[str, Any]) -> None:
 
 OUTCOME_GRACE = 2.0
 """Seconds a settled Turn's follower waits for its outcome event, to ack it."""
-
-_OUTCOMES = {"done", "failed", "cancelled", "stalled", "timed_out"}
 
 
 def _print_sent(sent: dict[str, Any], as_json: bool) -> None:

@@ -200,6 +200,9 @@ WAKE_UP_KINDS = frozenset({"interaction_required", "approval_required"})
 """The events that wake a controller for a prompt its agent shows (a question, a permission,
 or a screen a person must handle)."""
 
+OUTCOME_KINDS = frozenset({"done", "failed", "cancelled", "stalled", "timed_out"})
+"""The events of a round's outcome, one per round; a settled Turn's state is one of them."""
+
 EVENT_KINDS = (
     "interaction_required",
     "approval_required",

@@ -88,7 +88,7 @@ class TerminalFollower(Attached):
         self._last_size = -1
         self._saw_working = False
         self._outcome_at: float | None = None  # when the file first proved the outcome
-        self._stopped_at: float | None = None  # since when the screen shows it stopped (cancel)
+        self._stopped_at: float | None = None  # since when the screen shows the task stopped
         self._missing_since: float | None = None
         self._pane: tuple[str, str] | None = None  # (tmux socket, pane id) once seen
         self._idle_unbound_since: float | None = None
@@ -382,7 +382,7 @@ class TerminalFollower(Attached):
             progress is not None
             and unanswered
             and state is State.IDLE_DRAFT
-            and holds_request(observation.draft, turn.request_sha256)
+            and _holds_request(observation.draft, turn.request_sha256)
         )
         after_key = (
             self._cancel is not None
@@ -489,7 +489,7 @@ def _composer_steps(conn: apsw.Connection, turn_id: str) -> list[dispatches.Disp
 _ACTING = frozenset({State.WORKING, State.PERMISSION, State.QUESTIONNAIRE, State.ASYNC_QUESTION})
 
 
-def holds_request(draft: DraftView | None, request_sha256: str) -> bool:
+def _holds_request(draft: DraftView | None, request_sha256: str) -> bool:
     """Whether the composer shows exactly the request whose digest is ``request_sha256``
     (its rows, read as one line, or as the lines or the wrapped pieces of one): the
     request text is never stored, its digest is."""
