@@ -20,10 +20,8 @@ import trio.testing
 from hypothesis import given
 from hypothesis import strategies as st
 
-from akk.actors.store import transact
 from akk.backends.codex_app_server import board as boards
 from akk.backends.codex_app_server import rpc
-from akk.backends.codex_app_server.actor import AnswerRequest, BackendActor
 from akk.backends.codex_app_server.board import BackendBoard
 from akk.backends.codex_app_server.host import BackendHost
 from akk.backends.codex_app_server.prompts import FILE_CHANGE, fingerprint
@@ -33,9 +31,8 @@ from akk.screen.fingerprint import IdMinter
 from akk.store.dispatches import Kind
 from akk.store.turns import Turn
 from tests.test_app_server_board import JSON
-from tests.test_app_server_requests import SETUP, _completed, _offered, _peer
+from tests.test_app_server_requests import SETUP, _completed, _peer, answering
 from tests.test_backend_prompts import UPDATE
-from tests.test_claude_answers import OWNER
 from tests.test_full_disk_sessions import _App, _store
 
 IDS = IdMinter(b"k" * 32)
@@ -102,15 +99,9 @@ async def test_an_approval_of_changes_other_than_those_shown_is_refused(
     with trio.fail_after(30):
         async with _store(tmp_path / "akk.sqlite3") as root:
             store = root.ref("store")
-            turn_id, interaction_id, offer_id = await transact(store, _offered(seen))
             app = _App()
-            actor = BackendActor(
-                cast(rpc.AppServer, app), setup=SETUP, board=board, store=store,
-                reader=cast(Any, None),
-            )  # fmt: skip
-            answer = AnswerRequest(
-                turn_id=turn_id, controller_id=OWNER, interaction_id=interaction_id,
-                offer_id=offer_id, request_id=request.id, fingerprint=seen, kind=Kind.APPROVAL,
+            actor, answer, _ = await answering(
+                store, app, board, seen, request_id=request.id, kind=Kind.APPROVAL,
                 result={"decision": "accept"},
             )  # fmt: skip
             reply = await actor.receive(answer)

@@ -33,6 +33,7 @@ from akk.backends.codex_app_server.host import BackendHost
 from akk.backends.codex_app_server.prompts import AsyncQuestion, async_fingerprint, fingerprint
 from akk.backends.contract import Refusal
 from akk.protocol.errors import Reason
+from akk.runtime.actor import ActorRef
 from akk.screen.fingerprint import Appearance
 from akk.store import dispatches, interactions, turns
 from akk.store.dispatches import Kind, Stage
@@ -226,15 +227,9 @@ async def test_an_answer_to_a_request_resolved_meanwhile_is_refused_not_uncertai
             board = BackendBoard(generation=1, alive=True)
             board.requests[request.id] = request
             seen = fingerprint(request, board.generation)
-            turn_id, interaction_id, offer_id = await transact(store, _offered(seen))
             app = _Resolved()
-            actor = BackendActor(
-                cast(rpc.AppServer, app), setup=SETUP, board=board, store=store,
-                reader=cast(Any, None),
-            )  # fmt: skip
-            answer = AnswerRequest(
-                turn_id=turn_id, controller_id=OWNER, interaction_id=interaction_id,
-                offer_id=offer_id, request_id=request.id, fingerprint=seen, kind=Kind.APPROVAL,
+            actor, answer, turn_id = await answering(
+                store, app, board, seen, request_id=request.id, kind=Kind.APPROVAL,
                 result={"decision": "accept"},
             )  # fmt: skip
             reply = await actor.receive(answer)
@@ -249,6 +244,23 @@ async def test_an_answer_to_a_request_resolved_meanwhile_is_refused_not_uncertai
                 reader.close()
             assert step.stage is Stage.NOT_ACCEPTED
             assert turn is not None and turn.state.value != "uncertain"
+
+
+async def answering(
+    store: ActorRef, app: object, board: BackendBoard, seen: bytes, **answer: Any
+) -> tuple[BackendActor, AnswerRequest, str]:
+    """A Turn whose interaction is what ``board`` shows as ``seen``, offered to its owner;
+    the BackendActor on ``app`` and ``board``, and the owner's answer to it (``answer``:
+    request_id, kind, result and any steer). Returns them with the Turn's id."""
+    turn_id, interaction_id, offer_id = await transact(store, _offered(seen))
+    actor = BackendActor(
+        cast(rpc.AppServer, app), setup=SETUP, board=board, store=store, reader=cast(Any, None)
+    )
+    request = AnswerRequest(
+        turn_id=turn_id, controller_id=OWNER, interaction_id=interaction_id,
+        offer_id=offer_id, fingerprint=seen, **answer,
+    )  # fmt: skip
+    return actor, request, turn_id
 
 
 def _offered(seen: bytes) -> Any:
@@ -298,16 +310,10 @@ async def test_a_steer_into_a_turn_that_ended_is_refused_as_a_conflict(tmp_path:
             board.questions[question.item_id] = question
             board.turns["t1"] = NativeTurn("thr", "t1")
             seen = async_fingerprint(question, board.generation)
-            turn_id, interaction_id, offer_id = await transact(store, _offered(seen))
             app = _TurnOver()
-            actor = BackendActor(
-                cast(rpc.AppServer, app), setup=SETUP, board=board, store=store,
-                reader=cast(Any, None),
-            )  # fmt: skip
-            answer = AnswerRequest(
-                turn_id=turn_id, controller_id=OWNER, interaction_id=interaction_id,
-                offer_id=offer_id, request_id="item_q", fingerprint=seen, kind=Kind.ANSWER,
-                result={}, steer=Steer("thr", "t1", "item_q", "Blue"),
+            actor, answer, turn_id = await answering(
+                store, app, board, seen, request_id="item_q", kind=Kind.ANSWER, result={},
+                steer=Steer("thr", "t1", "item_q", "Blue"),
             )  # fmt: skip
             refused = await actor.receive(answer)  # the app-server says the turn is over
             assert isinstance(refused, Refusal) and refused.reason is Reason.CONFLICT

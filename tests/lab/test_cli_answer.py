@@ -25,10 +25,15 @@ from tools.lab import clients
 from tools.lab.akk_runner import AkkProcess, backend_child
 
 
-async def _idle(akk: AkkProcess, pane: str) -> None:
+async def _sent_to_pane(akk: AkkProcess, lab: LabSession, task: str) -> str:
+    """`akk serve` started and the lab pane idle, then `akk send PANE TASK`: its turn_id."""
+    akk.start()
     with trio.fail_after(20):
-        while "state:    idle" not in (await run_akk(akk, "status", pane)).stdout:
+        while "state:    idle" not in (await run_akk(akk, "status", lab.pane)).stdout:
             await trio.sleep(0.1)
+    sent = await run_akk(akk, "send", lab.pane, task)
+    assert sent.returncode == 0, sent.stderr
+    return sent.stdout.strip()
 
 
 async def _asked(akk: AkkProcess, record: str) -> str:
@@ -54,11 +59,7 @@ async def test_a_pane_permission_is_answered_from_the_shell_once(
 ) -> None:
     akk = AkkProcess(lab, tmp_path)
     try:
-        akk.start()
-        await _idle(akk, lab.pane)
-        sent = await run_akk(akk, "send", lab.pane, RUN_TASK)
-        assert sent.returncode == 0, sent.stderr
-        turn_id = sent.stdout.strip()
+        turn_id = await _sent_to_pane(akk, lab, RUN_TASK)
         await _asked(akk, lab.pane)
         # The person reads the choices, then leaves: nothing is sent.
         left = await run_akk(akk, "answer", lab.pane)
@@ -91,11 +92,7 @@ async def test_a_questionnaire_is_answered_step_by_step_from_the_shell(
 ) -> None:
     akk = AkkProcess(lab, tmp_path)
     try:
-        akk.start()
-        await _idle(akk, lab.pane)
-        sent = await run_akk(akk, "send", lab.pane, lab.scenario.task)
-        assert sent.returncode == 0, sent.stderr
-        turn_id = sent.stdout.strip()
+        turn_id = await _sent_to_pane(akk, lab, lab.scenario.task)
         await _asked(akk, turn_id)
         # The person's own text on the row after the options, a label (case aside), a
         # number; the review's "Submit answers" is 1.

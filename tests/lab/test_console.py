@@ -15,7 +15,8 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
-from akk.client import connect
+from akk.client import Controller, connect
 from akk.qualify import scenarios as sc
 from akk.qualify.launcher import LabSession
 from tests.lab.conftest import lab_params
@@ -139,21 +140,14 @@ async def test_the_operator_answers_with_their_own_text_in_the_browser(
     """Claude's "Type something." row is no option of the projection; the form offers the
     operator's own text after the options, and the model gets exactly that text, once."""
     teal = '"Which color do you prefer?"="Teal, please"'  # Claude's line for the answer
-    async with (
-        serving(lab, tmp_path, "ctl") as served,
-        connect(served.endpoint.url, served.tokens["ctl"]) as ctl,
-    ):
-        await idle_terminal(ctl, timeout=30)
-        link = await in_browser(login_link, served)
-        with chromium() as driver:
-            await in_browser(driver.get, link)
-            first = len(lab.server.requests)
-            turn_id = await send_task(ctl, sc.ASK_TASK)
-            await next_event(ctl, WAKE_UPS)
-            await in_browser(shown, driver, "interaction-form", 10, "Your own text")
-            await answer_as_a_person(driver, "Your own text", "Teal, please")
-            await reached(lab, lambda r: teal in r.newest_input, first)
-            assert (await settled(ctl, turn_id))["kind"] == "done"
+    async with logged_in(lab, tmp_path) as (_, ctl, driver):
+        first = len(lab.server.requests)
+        turn_id = await send_task(ctl, sc.ASK_TASK)
+        await next_event(ctl, WAKE_UPS)
+        await in_browser(shown, driver, "interaction-form", 10, "Your own text")
+        await answer_as_a_person(driver, "Your own text", "Teal, please")
+        await reached(lab, lambda r: teal in r.newest_input, first)
+        assert (await settled(ctl, turn_id))["kind"] == "done"
     assert count_since(lab, first, teal) == 1
 
 
@@ -162,6 +156,34 @@ async def test_the_operator_approves_a_command_once_in_the_browser(
     lab: LabSession, tmp_path: Path
 ) -> None:
     marker = lab.workdir / f"{sc.BASH_MARKER}.txt"
+    async with logged_in(lab, tmp_path) as (_, ctl, driver):
+        first = len(lab.server.requests)
+        turn_id = await send_task(ctl, sc.RUN_TASK)
+        event = await next_event(ctl, WAKE_UPS)
+        assert event["kind"] == "approval_required"
+        await in_browser(shown, driver, "decision-approve_once", 10)
+        # Only the two decisions AKK ever offers: no persistent one reaches the form.
+        decisions = driver.find_elements(By.CSS_SELECTOR, '[data-testid^="decision-"]')
+        assert sorted(d.get_attribute("data-testid") for d in decisions) == [
+            "decision-approve_once", "decision-reject"]  # fmt: skip
+        assert not marker.exists()
+        await in_browser(click, driver, "decision-approve_once")
+        ran = await reached(lab, lambda r: sc.BASH_MARKER in r.newest_input, first)
+        assert sc.BASH_MARKER in ran.newest_input and marker.exists()
+        assert (await settled(ctl, turn_id))["kind"] == "done"
+        await in_browser(shown, driver, f"turn-{turn_id}", 10, "done")
+        status = await ctl.call("status", {"turn_id": turn_id})
+        (receipt,) = [d for d in status["dispatches"] if d["kind"] == "approval"]
+        assert receipt["controller_id"] == "akk-console" and receipt["stage"] == "accepted"
+    assert count_since(lab, first, sc.RUN_TASK) == 1
+
+
+@asynccontextmanager
+async def logged_in(
+    lab: LabSession, tmp_path: Path
+) -> AsyncIterator[tuple[Served, Controller, webdriver.Chrome]]:
+    """`akk serve` with controller ``ctl`` connected, the lab pane idle, and the console
+    open in Chromium through `akk ui`'s link."""
     async with (
         serving(lab, tmp_path, "ctl") as served,
         connect(served.endpoint.url, served.tokens["ctl"]) as ctl,
@@ -170,25 +192,7 @@ async def test_the_operator_approves_a_command_once_in_the_browser(
         link = await in_browser(login_link, served)
         with chromium() as driver:
             await in_browser(driver.get, link)
-            first = len(lab.server.requests)
-            turn_id = await send_task(ctl, sc.RUN_TASK)
-            event = await next_event(ctl, WAKE_UPS)
-            assert event["kind"] == "approval_required"
-            await in_browser(shown, driver, "decision-approve_once", 10)
-            # Only the two decisions AKK ever offers: no persistent one reaches the form.
-            decisions = driver.find_elements(By.CSS_SELECTOR, '[data-testid^="decision-"]')
-            assert sorted(d.get_attribute("data-testid") for d in decisions) == [
-                "decision-approve_once", "decision-reject"]  # fmt: skip
-            assert not marker.exists()
-            await in_browser(click, driver, "decision-approve_once")
-            ran = await reached(lab, lambda r: sc.BASH_MARKER in r.newest_input, first)
-            assert sc.BASH_MARKER in ran.newest_input and marker.exists()
-            assert (await settled(ctl, turn_id))["kind"] == "done"
-            await in_browser(shown, driver, f"turn-{turn_id}", 10, "done")
-        status = await ctl.call("status", {"turn_id": turn_id})
-        (receipt,) = [d for d in status["dispatches"] if d["kind"] == "approval"]
-        assert receipt["controller_id"] == "akk-console" and receipt["stage"] == "accepted"
-    assert count_since(lab, first, sc.RUN_TASK) == 1
+            yield served, ctl, driver
 
 
 def click(driver: webdriver.Chrome, testid: str) -> None:
