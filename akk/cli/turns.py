@@ -158,8 +158,9 @@ async def _follow(ctl: Controller, turn_id: str, round_: int, *, quiet: bool) ->
 async def _ack_own(ctl: Controller, turn_id: str, round_: int, heard: trio.Event) -> None:
     """Ack the Turn's own events as they come, saying on stderr what its agent asks (with
     --json too: a person must answer it); set ``heard`` at the outcome of round ``round_``
-    (an earlier round's, delivered late, is only acked). Events of other records are left
-    alone: they are for the operator's other commands to ack."""
+    (an earlier round's, delivered late, is only acked), saying why when it is not `done`.
+    Events of other records are left alone: they are for the operator's other commands to
+    ack."""
     async with aclosing(ctl.events()) as events:
         async for event in events:
             if event.get("turn_id") != turn_id:
@@ -168,6 +169,10 @@ async def _ack_own(ctl: Controller, turn_id: str, round_: int, heard: trio.Event
             if event["kind"] in WAKE_UP_KINDS and event.get("round", round_) >= round_:
                 _say_asked(turn_id, event)
             if event["kind"] in OUTCOME_KINDS and event.get("round", round_) >= round_:
+                if event["kind"] != "done":  # why, and what a person may need to do
+                    if err.is_terminal:
+                        err.print()
+                    err.print(shown(f"outcome:  {redact(str(event.get('summary') or ''))}"))
                 heard.set()
                 return
 

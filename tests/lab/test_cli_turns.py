@@ -208,3 +208,42 @@ async def test_cancel_then_respond_wait_follows_the_next_round(
 def _turn(akk: AkkProcess, turn_id: str) -> dict[str, object]:
     shown: dict[str, object] = json.loads(_akk(akk, "status", turn_id, "--json").stdout)["turn"]
     return shown
+
+
+@pytest.mark.parametrize("lab", lab_params("held", agents=("claude",))[-1:], indirect=True)
+async def test_send_wait_says_why_its_turn_did_not_end_done(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    """`akk send --wait`, then `akk cancel` from another shell before any reply: the waiting
+    command ends (exit 1) saying what the outcome means for the person, that the task
+    waits in the composer."""
+    akk = AkkProcess(lab, tmp_path)
+    waiting = None
+    try:
+        akk.start()
+        await _idle_status(akk, lab.pane)
+        env = {**os.environ, "AKK_STATE_DIR": str(akk.state.path), "COLUMNS": "200"}
+        argv = [sys.executable, "-m", "akk", "send", lab.pane, HELD_TASK, "--wait"]
+        waiting = await trio.to_thread.run_sync(
+            lambda: subprocess.Popen(
+                argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            )
+        )
+        await lab.server.wait_for_request(
+            lambda r: not r.auxiliary and HELD_TASK in r.newest_input, timeout=30
+        )
+        listed = json.loads(_akk(akk, "list", "--json").stdout)
+        (turn_id,) = [row["turn_id"] for row in listed["terminals"] if row["turn_id"]]
+        with trio.fail_after(30):  # cancel refuses until the pane shows the task running
+            while _akk(akk, "cancel", turn_id).returncode != 0:
+                await trio.sleep(0.2)
+        final, said = await trio.to_thread.run_sync(lambda: waiting.communicate(timeout=60))
+    finally:
+        if waiting is not None and waiting.poll() is None:
+            waiting.kill()
+            waiting.wait()
+        akk.stop()
+    assert waiting.returncode == 1, (final, said)
+    assert "state:    cancelled (withdrawn)" in final, final
+    assert "outcome:  the agent stopped before it answered (AKK's cancel) and put the task " in said
+    assert lab.server.count_inputs_containing(HELD_TASK) == 1
