@@ -366,45 +366,49 @@ class TerminalFollower(Attached):
         """The agent stopped with nothing in its file to say so.
 
         Claude, interrupted before its first reply (by AKK's cancel or by a person's
-        Escape), writes no interruption and takes the task back into its composer:
-        idle, the composer showing exactly the request, and nothing the agent wrote
-        under the prompt. After AKK's interrupt key, idle with nothing under the
-        prompt (or no file to read) is enough. Either held for `SCREEN_CATCH_UP`
-        cancels the Turn; the text left in the composer is the person's to clear or
-        send, never submitted again. A cancel that shows neither way within
-        `CANCEL_BOUND` ends uncertain (`_cancel_not_shown`).
+        Escape), writes no interruption and takes the task back into its composer. So
+        once the agent was seen working, idle with nothing it wrote under the prompt
+        means it stopped unanswered (`withdrawn`), whatever its composer shows now.
+        After AKK's interrupt key, idle with no file to read is enough too. Either held
+        for `SCREEN_CATCH_UP` cancels the Turn; text left in the composer is the
+        person's to clear or send, never submitted again. A cancel that shows neither
+        way within `CANCEL_BOUND` ends uncertain (`_cancel_not_shown`).
         """
         turn = self._turn
         assert turn is not None
-        state = observation.state
-        unanswered = progress is None or progress[0].unanswered
-        withdrawn = (
-            progress is not None
-            and unanswered
-            and state is State.IDLE_DRAFT
-            and _holds_request(observation.draft, turn.request_sha256)
-        )
+        idle = observation.state in (State.IDLE, State.IDLE_DRAFT)
+        # AKK's interrupt key went only to a pane that showed the Turn working.
+        worked = self._saw_working or self._cancel is not None
+        withdrawn = idle and worked and progress is not None and progress[0].unanswered
         after_key = (
-            self._cancel is not None
+            idle
+            and progress is None
+            and self._cancel is not None
             and self._last_seq > self._cancel[1]
-            and state in (State.IDLE, State.IDLE_DRAFT)
-            and unanswered
         )
         if not (withdrawn or after_key):
             self._stopped_at = None
         elif self._stopped_at is None:
             self._stopped_at = clock
         if self._stopped_at is not None and clock - self._stopped_at >= SCREEN_CATCH_UP:
-            if withdrawn:
-                by = "AKK's cancel" if self._cancel is not None else "an Escape at the pane"
-                await self._settle(
-                    TurnState.CANCELLED, "withdrawn",
-                    f"the agent stopped before it answered ({by}) and put the task back in "
-                    "its composer, where it waits unsent; AKK never submits it again: a "
-                    "person clears or sends it at the pane",
-                )  # fmt: skip
-            else:
+            if not withdrawn:
                 await self._settle(TurnState.CANCELLED, None, "the Turn was interrupted")
+                return
+            by = "AKK's cancel" if self._cancel is not None else "an interrupt not from AKK"
+            if _holds_request(observation.draft, turn.request_sha256):
+                where = (
+                    "put the task back in its composer, where it waits unsent; AKK never "
+                    "submits it again: a person clears or sends it at the pane"
+                )
+            else:
+                where = (
+                    "its file records no interruption; its composer no longer shows the "
+                    "task, and AKK never sends it again"
+                )
+            await self._settle(
+                TurnState.CANCELLED, "withdrawn",
+                f"the agent stopped before it answered ({by}) and {where}",
+            )  # fmt: skip
         elif self._cancel is not None and clock >= self._cancel[0]:
             self._cancel = None
             await self._cancel_not_shown()
