@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from pathlib import Path
 
 import apsw
+
+from akk.store.database import open_store
 
 
 def add_rows(
@@ -30,3 +33,11 @@ def add_rows(
 def add_ctl_and_t1(conn: apsw.Connection) -> None:
     """Insert controller ``ctl`` and terminal ``t1`` (pane %1 of socket ``s``), one transaction."""
     add_rows(conn, ("ctl",), "t1", agent_pid=101)
+
+
+def store_with_t1(directory: Path) -> Iterator[apsw.Connection]:
+    """A fixture's body: a new store in ``directory`` with ``ctl`` and ``t1``, closed after."""
+    connection = open_store(directory / "akk.sqlite3")
+    add_ctl_and_t1(connection)
+    yield connection
+    connection.close()

@@ -22,17 +22,13 @@ from akk.profiles.keyplan import Intent
 from akk.protocol.errors import Reason
 from akk.screen.fingerprint import Appearance
 from akk.store import turns
-from akk.store.database import open_store
 from akk.store.turns import Turn, TurnState
-from tests.store_rows import add_ctl_and_t1
+from tests.store_rows import store_with_t1
 
 
 @pytest.fixture
 def conn(tmp_path: Path) -> Iterator[apsw.Connection]:
-    connection = open_store(tmp_path / "akk.sqlite3")
-    add_ctl_and_t1(connection)
-    yield connection
-    connection.close()
+    yield from store_with_t1(tmp_path)
 
 
 def _running(conn: apsw.Connection) -> Turn:

@@ -17,9 +17,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from akk.store import outbox, turns
-from akk.store.database import open_store
 from akk.store.turns import Turn, TurnState
-from tests.store_rows import add_ctl_and_t1
+from tests.store_rows import store_with_t1
 
 HOUR = 3600.0
 START = 1_000_000.0
@@ -27,10 +26,7 @@ START = 1_000_000.0
 
 @pytest.fixture
 def conn(tmp_path: Path) -> Iterator[apsw.Connection]:
-    connection = open_store(tmp_path / "akk.sqlite3")
-    add_ctl_and_t1(connection)
-    yield connection
-    connection.close()
+    yield from store_with_t1(tmp_path)
 
 
 def _watch(conn: apsw.Connection, lifetime: float = 12 * HOUR) -> Turn:
