@@ -117,6 +117,7 @@ VIEW = {
         _turn("turn_text", "term_d"),
         _turn("turn_confirm", "term_e"),
         _turn("turn_manual", "term_f"),
+        _turn("turn_stalled", "term_f", state="stalled", available_actions=[]),
     ],
     "watches": [
         {
@@ -636,6 +637,15 @@ def _check_events(driver: WebDriver, server: Scripted) -> None:
         "event-ev2",
         "event-ev1",
     ]
+    # A wake-up of a Turn that has settled (stalled) opens no form: it takes no answer.
+    for event_id, kind, turn in (("ev7", "interaction_required", "turn_stalled"),
+                                 ("ev8", "done", "turn_single")):  # fmt: skip
+        trio.from_thread.run(
+            server.push, "console_event", _event(event_id, "ctl_a", "term_f", kind, turn)
+        )
+    _until(driver, lambda d: _shown_events(d)[:2] == ["event-ev8", "event-ev7"], "both events")
+    assert not driver.find_elements(By.CSS_SELECTOR, '[data-testid="pending-turn_stalled"]')
+    assert not [c for c in server.called("status") if c.get("turn_id") == "turn_stalled"]
     assert not server.called("ack")
 
 

@@ -9,7 +9,7 @@ import { eventItem, recordCard, showScreen, terminalCard } from './views.js';
 const MAX_EVENTS = 500;
 const AWAITING = new Set(['awaiting_input', 'awaiting_approval']);
 const ASKING_EVENTS = new Set(['interaction_required', 'approval_required']);
-const SETTLED = new Set(['done', 'failed', 'cancelled', 'timed_out', 'closed']);
+const SETTLED = new Set(['done', 'failed', 'cancelled', 'stalled', 'timed_out', 'closed']);
 const READ_AGAIN = new Set(['status_required', 'prompt_changed', 'offer_expired']);
 const NOT_LOGGED_IN = 'Not logged in: run `akk ui --open` in a terminal for a one-time login link.';
 const LOST = 'Connection to akk serve lost (is it still running? `akk serve` starts it).';
