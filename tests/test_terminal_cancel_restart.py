@@ -246,28 +246,29 @@ async def test_a_cancel_the_file_never_shows_ends_uncertain_within_the_bound(
             await _answerable(lab)
 
 
-async def test_a_task_stopped_unanswered_not_by_akk_is_withdrawn_once_seen_working(
+async def test_a_task_a_person_escaped_into_the_composer_is_withdrawn_without_a_cancel(
     tmp_path: Path, mock_clock: trio.testing.MockClock
 ) -> None:
-    """No cancel of AKK's: the person's Escape, then the composer cleared or changed.
-    Nothing under the prompt and idle, once the agent was seen working on it, cancels the
-    Turn as withdrawn; before it was seen working it does not (it may not have begun)."""
+    """No cancel of AKK's: the person's Escape. The composer showing exactly the task, and
+    nothing under its prompt, cancel the Turn as withdrawn; an empty idle composer or
+    another draft do not (nothing proves the task stopped: an idle-looking screen while
+    the agent waits is not proof)."""
     task = "lab: think before answering"
     shown = Observation(State.IDLE_DRAFT, "claude-2.1.332", draft=DraftView((task,), 100, 40))
     other = Observation(State.IDLE_DRAFT, "claude-2.1.332", draft=DraftView(("x",), 100, 40))
     with trio.fail_after(30):
         async with _restarted(tmp_path, 0.0, task) as lab:
             lab.follower._cancel = None  # no interrupt key of AKK's is awaited
-            for screen in (shown, other):
+            lab.follower._saw_working = True
+            for screen in (IDLE, other):
                 await lab.follower._check_outcome(_file(unanswered=True), screen)
                 mock_clock.jump(SCREEN_CATCH_UP)
                 await lab.follower._check_outcome(_file(unanswered=True), screen)
             assert lab.control.settled == []
-            lab.follower._saw_working = True
-            await lab.follower._check_outcome(_file(unanswered=True), other)
+            await lab.follower._check_outcome(_file(unanswered=True), shown)
             mock_clock.jump(SCREEN_CATCH_UP)
-            await lab.follower._check_outcome(_file(unanswered=True), other)
+            await lab.follower._check_outcome(_file(unanswered=True), shown)
             assert (lab.control.settled, lab.control.reasons) == (
                 [TurnState.CANCELLED], ["withdrawn"])  # fmt: skip
             (summary,) = lab.control.summaries
-            assert "not from AKK" in summary and "no longer shows the task" in summary
+            assert "not from AKK" in summary and "back in its composer" in summary

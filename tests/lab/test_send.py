@@ -334,8 +334,8 @@ async def test_a_task_a_person_escapes_before_any_reply_is_withdrawn(
     lab: LabSession, tmp_path: Path
 ) -> None:
     """The person at the pane presses Escape (AKK sends nothing): Claude takes the task back
-    into its composer, and the person clears it at once. The Turn is cancelled as
-    withdrawn, the interrupt named as not AKK's, and the pane takes the next task."""
+    into its composer. The Turn is cancelled as withdrawn, the interrupt named as not
+    AKK's; once the person clears the composer, the pane takes the next task."""
     async with (
         serving(lab, tmp_path) as served,
         connect(served.endpoint.url, served.tokens["ctl"]) as ctl,
@@ -344,18 +344,21 @@ async def test_a_task_a_person_escapes_before_any_reply_is_withdrawn(
         turn_id = await _running(lab, ctl, HELD_TASK)
         typed = len(served.keys.keys())
         await lab.send_keys("Escape")
-        await lab.wait_for_screen(lambda screen: f"❯\xa0{HELD_TASK}" in screen, 10)
-        await lab.send_keys("C-u")
         event = await outcome(ctl, turn_id, timeout=20)
         status = await ctl.call("status", {"turn_id": turn_id})
         assert len(served.keys.keys()) == typed  # AKK pressed nothing
-        row = await idle_terminal(ctl)  # the person cleared the composer: idle again
+        await lab.send_keys("C-u")  # the person clears the task from the composer
+        await lab.wait_idle(10)
+        with trio.fail_after(10):  # AKK sees the emptied composer too
+            while (row := await idle_terminal(ctl))["observation"]["state"] != "idle":
+                await trio.sleep(0.05)
         after = await ctl.call(
             "send",
             {"terminal_id": row["terminal_id"], "request": ECHO_TASK, "client_request_id": "e"},
         )
         assert (await outcome(ctl, after["turn_id"]))["kind"] == "done"
     assert event["kind"] == "cancelled" and "an interrupt not from AKK" in event["summary"], event
+    assert "back in its composer" in event["summary"], event
     assert status["turn"]["reason"] == "withdrawn"
     assert [d["kind"] for d in status["dispatches"]] == ["task"]
     assert lab.server.count_inputs_containing(HELD_TASK) == 1

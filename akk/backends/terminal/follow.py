@@ -366,45 +366,41 @@ class TerminalFollower(Attached):
         """The agent stopped with nothing in its file to say so.
 
         Claude, interrupted before its first reply (by AKK's cancel or by a person's
-        Escape), writes no interruption and takes the task back into its composer. So
-        once the agent was seen working, idle with nothing it wrote under the prompt
-        means it stopped unanswered (`withdrawn`), whatever its composer shows now.
-        After AKK's interrupt key, idle with no file to read is enough too. Either held
-        for `SCREEN_CATCH_UP` cancels the Turn; text left in the composer is the
-        person's to clear or send, never submitted again. A cancel that shows neither
-        way within `CANCEL_BOUND` ends uncertain (`_cancel_not_shown`).
+        Escape), writes no interruption and takes the task back into its composer:
+        idle, the composer showing exactly the request, and nothing the agent wrote
+        under the prompt (`withdrawn`). After AKK's interrupt key, idle with nothing
+        under the prompt (or no file to read) is enough, whatever the composer shows.
+        Either held for `SCREEN_CATCH_UP` cancels the Turn; text left in the composer
+        is the person's to clear or send, never submitted again. A cancel that shows
+        neither way within `CANCEL_BOUND` ends uncertain (`_cancel_not_shown`).
         """
         turn = self._turn
         assert turn is not None
         idle = observation.state in (State.IDLE, State.IDLE_DRAFT)
-        # AKK's interrupt key went only to a pane that showed the Turn working.
-        worked = self._saw_working or self._cancel is not None
-        withdrawn = idle and worked and progress is not None and progress[0].unanswered
+        unanswered = progress is not None and progress[0].unanswered
+        restored = idle and unanswered and _holds_request(observation.draft, turn.request_sha256)
         after_key = (
             idle
-            and progress is None
+            and (progress is None or unanswered)
             and self._cancel is not None
             and self._last_seq > self._cancel[1]
         )
-        if not (withdrawn or after_key):
+        if not (restored or after_key):
             self._stopped_at = None
         elif self._stopped_at is None:
             self._stopped_at = clock
         if self._stopped_at is not None and clock - self._stopped_at >= SCREEN_CATCH_UP:
-            if not withdrawn:
+            if not unanswered:
                 await self._settle(TurnState.CANCELLED, None, "the Turn was interrupted")
                 return
             by = "AKK's cancel" if self._cancel is not None else "an interrupt not from AKK"
-            if _holds_request(observation.draft, turn.request_sha256):
+            if restored:
                 where = (
                     "put the task back in its composer, where it waits unsent; AKK never "
                     "submits it again: a person clears or sends it at the pane"
                 )
             else:
-                where = (
-                    "its file records no interruption; its composer no longer shows the "
-                    "task, and AKK never sends it again"
-                )
+                where = "its file records no interruption; AKK never sends the task again"
             await self._settle(
                 TurnState.CANCELLED, "withdrawn",
                 f"the agent stopped before it answered ({by}) and {where}",
