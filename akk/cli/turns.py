@@ -68,7 +68,7 @@ def send_target(args: argparse.Namespace) -> dict[str, Any]:
 
 def send(args: argparse.Namespace) -> int:
     target = send_target(args)
-    text = sys.stdin.read() if args.text == "-" else args.text
+    text = _given_text(args)
     request_id = args.client_request_id or "cli-" + secrets.token_hex(8)
 
     async def call(ctl: Controller) -> dict[str, Any]:
@@ -82,13 +82,18 @@ def send(args: argparse.Namespace) -> int:
 
 
 def respond(args: argparse.Namespace) -> int:
-    text = sys.stdin.read() if args.text == "-" else args.text
+    text = _given_text(args)
 
     async def call(ctl: Controller) -> dict[str, Any]:
         sent: dict[str, Any] = await ctl.call("respond", {"turn_id": args.turn_id, "request": text})
         return sent
 
     return _sent(args, call)
+
+
+def _given_text(args: argparse.Namespace) -> str:
+    """The task or follow-up as given: `-` reads it from standard input."""
+    return sys.stdin.read() if args.text == "-" else str(args.text)
 
 
 def _sent(args: argparse.Namespace, call: Callable[[Controller], Awaitable[dict[str, Any]]]) -> int:
