@@ -24,6 +24,7 @@ from _pytest.mark import ParameterSet
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from akk.backends.outcomes import file_outcome
 from akk.evidence import (
     Binding,
     EvidenceAmbiguous,
@@ -46,6 +47,7 @@ from akk.evidence import (
 )
 from akk.evidence.model import EvidenceFile, Record
 from akk.qualify.scenarios import SLOW_TASK
+from akk.store.turns import TurnState
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "evidence"
 PID = 4242
@@ -481,6 +483,41 @@ def test_claude_a_prompt_with_only_its_attachments_below_it_is_unanswered() -> N
     assert len(kept) < len(records)
     taken_back = claude.progress(kept, kept.index(records[anchor]))
     assert (taken_back.outcome, taken_back.unanswered) == (None, True)
+
+
+def test_claude_a_prompt_another_branch_goes_on_without_is_replaced() -> None:
+    """A prompt Claude took back into its composer, and a prompt sent after it that goes on
+    from the same parent (another branch, as every pinned version writes it), is `replaced`:
+    the agent will never answer it, and the Turn settles `withdrawn`. A later prompt still
+    below it, or an answered prompt, is not."""
+    lines = (FIXTURES / "claude" / "2.1.332" / "echo.jsonl").read_text().splitlines()
+    records = [Record(0, json.loads(line)) for line in lines if line.strip()]
+    first, second = (i for i, r in enumerate(records) if claude.prompt_text(r.data) is not None)
+    prompt = records[first].data
+    below, attached, kept = {prompt["uuid"]}, {prompt["uuid"]}, []
+    for record in records[:second]:  # the first prompt with the attachments under it only
+        parent = record.data.get("parentUuid")
+        if parent in below:
+            below.add(record.data["uuid"])
+            if record.data["type"] != "attachment" or parent not in attached:
+                continue
+            attached.add(record.data["uuid"])
+        kept.append(record)
+
+    def sent_after(parent: object, before: list[Record]) -> Progress:
+        later = Record(0, {**records[second].data, "parentUuid": parent})
+        return claude.progress([*before, later], before.index(records[first]))
+
+    replaced = sent_after(prompt["parentUuid"], kept)
+    assert (replaced.outcome, replaced.unanswered, replaced.replaced) == (None, True, True)
+    found = file_outcome(replaced)
+    assert found is not None
+    assert (found.state, found.reason) == (TurnState.CANCELLED, "withdrawn")
+    attachments = [r.data["uuid"] for r in kept if r.data.get("type") == "attachment"]
+    still_below = sent_after(attachments[-1], kept)
+    assert (still_below.unanswered, still_below.replaced) == (True, False)
+    answered = sent_after(prompt["parentUuid"], records[:second])
+    assert (answered.outcome, answered.replaced) == ("done", False)
 
 
 # ---------------------------------------------------------------- locating files from /proc

@@ -30,6 +30,12 @@ def file_outcome(found: evidence.Progress) -> Outcome | None:
         )
     if found.outcome == "cancelled":
         return Outcome(TurnState.CANCELLED, None, "the task was interrupted", changes, usage)
+    if found.replaced:
+        why = (
+            "the agent stopped before it answered, and another prompt was sent at the pane in "
+            "its place; AKK never sends the task again"
+        )
+        return Outcome(TurnState.CANCELLED, "withdrawn", why, changes, usage)
     return None
 
 

@@ -32,7 +32,9 @@ fixtures/evidence/claude/):
   permission prompt); a reply cut mid-stream stays with ``stop_reason: null``.
   2.1.332 writes none when Esc comes before the first reply is written: it
   takes the prompt back into its composer, and the prompt keeps only the
-  client's ``attachment`` records below it (`Progress.unanswered`).
+  client's ``attachment`` records below it (`Progress.unanswered`). A prompt
+  sent after that (every pinned version) is written on another branch of the
+  conversation, neither below nor above the withdrawn one (`Progress.replaced`).
 - A headless run (``claude -p``, every pinned version, fixtures/claude_headless/)
   writes no ``turn_duration``: its round ends with a final reply (``stop_reason``
   ``end_turn``), an API-error reply or the interrupt record (`progress(headless=True)`).
@@ -174,6 +176,7 @@ def progress(records: Sequence[Record], anchor: int, *, headless: bool = False) 
         outcome = "done"
         final_message = _final_text(replies, last) or None
     complete = outcome in ("done", "failed") and all_final
+    unanswered = not any(data.get("type") in _AGENT_RECORDS for _, data in turn)
     return Progress(
         accepted=True,
         session_id=None,
@@ -182,8 +185,37 @@ def progress(records: Sequence[Record], anchor: int, *, headless: bool = False) 
         failure=failure,
         usage=usage,
         usage_status=UsageStatus.COMPLETE if complete else UsageStatus.PARTIAL,
-        unanswered=not any(data.get("type") in _AGENT_RECORDS for _, data in turn),
+        unanswered=unanswered,
+        replaced=unanswered and outcome is None and _forked(records, anchor),
     )
+
+
+def _forked(records: Sequence[Record], anchor: int) -> bool:
+    """Whether a prompt written after ``records[anchor]`` goes on without it: neither below
+    it nor above it in the ``parentUuid`` chain (another branch of the conversation)."""
+    parents = {
+        uuid: data.get("parentUuid")
+        for data in (record.data for record in records)
+        if isinstance(uuid := data.get("uuid"), str)
+    }
+    root = records[anchor].data.get("uuid")
+    above = _chain(parents, root)
+    for record in records[anchor + 1 :]:
+        if prompt_text(record.data) is None:
+            continue
+        uuid = record.data.get("uuid")
+        if uuid not in above and root not in _chain(parents, uuid):
+            return True
+    return False
+
+
+def _chain(parents: Mapping[str, object], uuid: object) -> set[object]:
+    """``uuid`` and its ancestors among ``parents`` (a cycle ends the walk)."""
+    found: set[object] = set()
+    while isinstance(uuid, str) and uuid not in found:
+        found.add(uuid)
+        uuid = parents.get(uuid)
+    return found
 
 
 def _turn(records: Sequence[Record], prompt: Mapping[str, Any]) -> Lineage:

@@ -264,6 +264,10 @@ class Progress:
     """Proven that the agent wrote nothing under the prompt: no reply, tool result,
     interruption or end. Claude leaves a prompt so when Esc comes before its first
     reply is written and it takes the prompt back into its composer (2.1.332)."""
+    replaced: bool = False
+    """Proven that the agent will never answer the prompt: it is `unanswered`, and a prompt
+    written after it goes on without it (another branch of the conversation). Claude so
+    records a prompt sent at the pane after it took this one back into its composer."""
 
 
 @attrs.frozen

@@ -26,6 +26,8 @@ from tests.lab.conftest import LabSpec, lab_params
 from tools.lab import clients
 from tools.lab.akk_runner import idle_terminal, outcome, serving
 
+PERSON_TASK = "lab: a task of the person's own"
+
 
 def _below_banner(screen: str) -> list[str]:
     """The pane's rows under the client's banner (Claude animates its logo on its own)."""
@@ -363,6 +365,46 @@ async def test_a_task_a_person_escapes_before_any_reply_is_withdrawn(
     assert [d["kind"] for d in status["dispatches"]] == ["task"]
     assert lab.server.count_inputs_containing(HELD_TASK) == 1
     assert lab.server.count_inputs_containing(ECHO_TASK) == 1
+
+
+@pytest.mark.parametrize("lab", lab_params("held", agents=("claude",)), indirect=True)
+async def test_a_task_a_person_replaces_before_any_reply_is_withdrawn(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    """The person presses Escape, then at once clears the task Claude took back and sends one
+    of their own. Claude's file goes on without AKK's prompt (another branch of the
+    conversation): the Turn is cancelled as withdrawn, and the person's task is not taken
+    for it. The first task gives the prompt a parent, as in any conversation but the first."""
+    async with (
+        serving(lab, tmp_path) as served,
+        connect(served.endpoint.url, served.tokens["ctl"]) as ctl,
+    ):
+        assert served.keys is not None
+        row = await idle_terminal(ctl)
+        first = await ctl.call(
+            "send",
+            {"terminal_id": row["terminal_id"], "request": ECHO_TASK, "client_request_id": "e"},
+        )
+        assert (await outcome(ctl, first["turn_id"]))["kind"] == "done"
+        turn_id = await _running(lab, ctl, HELD_TASK)
+        typed = len(served.keys.keys())
+        await lab.send_keys("Escape")
+        await lab.wait_for_screen(
+            lambda screen: f"❯\xa0{HELD_TASK}" in screen.splitlines(), 10, what="the task back"
+        )
+        await lab.send_keys("C-u")  # within the 2 s the composer alone would need
+        await lab.type_text(PERSON_TASK)
+        await lab.send_keys("Enter")
+        event = await outcome(ctl, turn_id, timeout=20)
+        status = await ctl.call("status", {"turn_id": turn_id})
+        assert len(served.keys.keys()) == typed  # AKK pressed nothing
+    assert event["kind"] == "cancelled", event
+    assert "another prompt was sent at the pane in its place" in event["summary"], event
+    assert status["turn"]["reason"] == "withdrawn"
+    assert status["turn"]["final_message"] is None  # the person's task's reply is not the Turn's
+    assert [d["kind"] for d in status["dispatches"]] == ["task"]
+    assert lab.server.count_inputs_containing(HELD_TASK) == 1
+    assert lab.server.count_inputs_containing(PERSON_TASK) == 1
 
 
 async def _cancelled_while_running(lab: LabSession, ctl: Controller, task: str) -> str:
