@@ -81,8 +81,9 @@ def rebuild(board: TerminalBoard, conn: apsw.Connection, owner: Owner, narrowed:
             row |= holder.ids
             row["session_id"] = holder.native_session
         actions = [{"method": "status", "params": {"terminal_id": row["terminal_id"]}}]
-        if holder is None and row["profile"]:
-            method = "send" if row["activity_state"] == "idle" else "watch"
+        state = row["observation"]["state"]
+        if holder is None and row["profile"] and state not in ("idle_draft", "unknown"):
+            method = "send" if state == "idle" else "watch"
             actions.append({"method": method, "params": {"terminal_id": row["terminal_id"]}})
         row["available_actions"] = actions
         rows.append(row)

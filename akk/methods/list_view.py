@@ -28,6 +28,7 @@ import trio
 
 from akk.actors.terminal_board import TerminalBoard, TerminalSnapshot, terminal_row
 from akk.methods.common import available_actions
+from akk.profiles.observation import State
 from akk.protocol.jsonrpc import Encoded
 from akk.protocol.projection import cut
 from akk.store import outbox, sessions, turns
@@ -245,6 +246,11 @@ def _row_for(pane: _Pane, owner: Owner) -> str:
     return pane.held if owner in (None, pane.holder) else pane.shown
 
 
+_NEITHER = frozenset({State.IDLE_DRAFT, State.UNKNOWN})
+"""Screens on which neither `send` (a composer holding text) nor `watch` (no task proven to
+run) is taken: the pane offers only `status` until a person clears its draft, or it reads."""
+
+
 def with_holder(row: dict[str, Any], holder: Turn | None, *, visible: bool) -> dict[str, Any]:
     """A terminal's row with the Turn that holds it (its ids only if ``visible``: to its
     owner and the operator) and the calls valid on the pane now; `status` shows this too."""
@@ -254,8 +260,9 @@ def with_holder(row: dict[str, Any], holder: Turn | None, *, visible: bool) -> d
         shown |= holder.ids
         shown["session_id"] = holder.native_session
     actions: list[dict[str, Any]] = [{"method": "status", "params": {"terminal_id": terminal_id}}]
-    if holder is None and shown["profile"]:
-        method = "send" if shown["activity_state"] == "idle" else "watch"
+    state = shown["observation"]["state"]
+    if holder is None and shown["profile"] and state not in _NEITHER:
+        method = "send" if state == State.IDLE else "watch"
         actions.append({"method": method, "params": {"terminal_id": terminal_id}})
     shown["available_actions"] = actions
     return shown

@@ -193,11 +193,16 @@ async def test_refusals_send_zero_keys(lab: LabSession, tmp_path: Path) -> None:
             {"terminal_id": terminal_id, "request": "lab: x", "client_request_id": "d"}, "not_idle"
         )
         assert _below_banner(await lab.text()) == before
+        with trio.fail_after(10):  # list offers neither send nor watch over the draft
+            while (row := await idle_terminal(ctl))["observation"]["state"] != "idle_draft":
+                await trio.sleep(0.05)
+        assert [a["method"] for a in row["available_actions"]] == ["status"], row
         await lab.send_keys("C-u")
         await lab.wait_idle(10)
         with trio.fail_after(10):  # AKK sees the emptied composer too
-            while (await idle_terminal(ctl))["observation"]["state"] != "idle":
+            while (row := await idle_terminal(ctl))["observation"]["state"] != "idle":
                 await trio.sleep(0.05)
+        assert [a["method"] for a in row["available_actions"]] == ["status", "send"], row
         # Texts no screen of this composer could prove: refused before a key, the pane idle.
         unprovable = ["lab: see [Pasted text #1 +2 lines] and [Pasted Content 9 chars]"]
         if lab.agent == "codex":  # Codex's breaks inside CJK text are not modelled
