@@ -22,11 +22,12 @@ import trio
 from akk.client import AkkError, Controller, connect
 from akk.config import TurnSettings
 from akk.qualify.launcher import LabSession
-from akk.qualify.scenarios import RUN_TASK, SLOW_SIGNAL, SLOW_TASK
+from akk.qualify.scenarios import HELD_TASK, RUN_TASK, SLOW_SIGNAL, SLOW_TASK
 from tests.lab.conftest import lab_params
 from tools.lab.akk_runner import AkkProcess, idle_terminal, outcome, serving, two_controllers
 
 SLOW_REPLY = "Working on it slowly... done."
+OTHER_TASK = "lab: another task of the person's"
 NEWEST_OF_EACH = [
     *lab_params("slow", agents=("claude",))[-1:],
     *lab_params("slow", agents=("codex",))[-1:],
@@ -102,6 +103,46 @@ async def test_a_watch_follows_the_task_a_person_started_to_its_outcome(
     assert status["dispatches"] == []  # AKK typed nothing
     # The person's message reached the model once: it came from the pane, not from AKK.
     assert lab.server.count_inputs_containing(SLOW_TASK) == 1
+
+
+@pytest.mark.parametrize("replaced", [False, True], ids=["left", "replaced"])
+@pytest.mark.parametrize("lab", lab_params("held", agents=("claude",))[-1:], indirect=True)
+async def test_a_watched_task_the_person_escapes_before_any_reply_is_withdrawn(
+    lab: LabSession, tmp_path: Path, replaced: bool
+) -> None:
+    """The person presses Escape before Claude's first reply: Claude takes the task back into
+    its composer and records no interruption. The Watch ends `cancelled`/`withdrawn`, from the
+    screen (the composer shows the person's task), or, when the person at once sends another
+    task in its place, from the file (a prompt on another branch); AKK types nothing."""
+    async with (
+        serving(lab, tmp_path) as served,
+        connect(served.endpoint.url, served.tokens["ctl"]) as ctl,
+    ):
+        await idle_terminal(ctl, timeout=30)
+        await lab.submit(HELD_TASK)
+        terminal_id = await working_terminal(ctl)
+        watch_id = (await ctl.call("watch", {"terminal_id": terminal_id}))["watch_id"]
+        with trio.fail_after(10):  # the person's message bound the Watch to its file
+            while (await ctl.call("status", {"watch_id": watch_id}))["watch"]["evidence"][
+                "status"
+            ] != "bound":
+                await trio.sleep(0.05)
+        await lab.send_keys("Escape")
+        if replaced:
+            await lab.wait_for_screen(
+                lambda screen: f"❯\xa0{HELD_TASK}" in screen.splitlines(), 10, what="the task back"
+            )
+            await lab.send_keys("C-u")
+            await lab.type_text(OTHER_TASK)
+            await lab.send_keys("Enter")
+        event = await outcome(ctl, watch_id, timeout=20)
+        status = await ctl.call("status", {"watch_id": watch_id})
+    assert (event["kind"], event["outcome"]["reason"]) == ("cancelled", "withdrawn"), event
+    where = "another prompt was sent at the pane" if replaced else "back in its composer"
+    assert where in event["summary"], event
+    assert status["dispatches"] == []  # AKK typed nothing
+    assert lab.server.count_inputs_containing(HELD_TASK) == 1
+    assert lab.server.count_inputs_containing(OTHER_TASK) == (1 if replaced else 0)
 
 
 @pytest.mark.parametrize("lab", NEWEST_OF_EACH, indirect=True)
