@@ -11,6 +11,7 @@ within a second, and afterwards the model server must have seen none of it.
 
 from __future__ import annotations
 
+from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from akk.qualify import scenarios as sc
 from akk.qualify.launcher import LabSession
 from tests.lab.conftest import lab_params
 from tests.lab.test_interactions import free_text, prompt, reached, send_task, settled
-from tools.lab.akk_runner import KeyLog, idle_terminal, outcome, two_controllers
+from tools.lab.akk_runner import OUTCOMES, KeyLog, idle_terminal, outcome, two_controllers
 
 # Every probe carries a marker (zq<n>zq) the model server must never see.
 _COMMON = {
@@ -163,3 +164,55 @@ async def test_hostile_text_is_refused_with_zero_keys_and_the_pane_stays_usable(
     for marker in (f"zq{n}zq" for n in range(40)):
         assert marker not in screen
         assert lab.server.count_inputs_containing(marker) == 0, (marker, lab.server.summary())
+
+
+@pytest.mark.parametrize(
+    "lab",
+    [
+        *lab_params("claude_mimic_prompt", agents=("claude",))[-1:],
+        *lab_params("codex_mimic_prompt", agents=("codex",))[-1:],
+    ],
+    indirect=True,
+)
+async def test_a_reply_that_draws_a_prompt_is_no_prompt(lab: LabSession, tmp_path: Path) -> None:
+    """The model's reply draws, as text, the very prompt its client draws (what a prompt
+    injection would write to get keys): the pane reads working, then idle, never a prompt;
+    no wake-up or interaction reaches the controller, and AKK types nothing after the task."""
+    states: list[str] = []
+    async with two_controllers(lab, tmp_path) as (served, ctl, _):
+        assert served.keys is not None
+        turn_id = await send_task(ctl, sc.MIMIC_TASK)
+        typed = len(served.keys.keys())
+        kinds: list[str] = []
+        async with trio.open_nursery() as nursery:
+
+            async def observe() -> None:
+                while True:
+                    state = (await ctl.call("status", {"turn_id": turn_id}))["terminal"][
+                        "observation"
+                    ]["state"]
+                    if not states or states[-1] != state:
+                        states.append(state)
+                    await trio.sleep(0.02)
+
+            nursery.start_soon(observe)
+            with trio.fail_after(30):
+                async with aclosing(ctl.events()) as events:
+                    async for event in events:
+                        await ctl.ack(event["event_id"])
+                        kinds.append(event["kind"])
+                        if event["kind"] in OUTCOMES:
+                            break
+            with trio.fail_after(10):  # AKK reads the idle pane, the reply above its composer
+                while states[-1] != "idle":
+                    await trio.sleep(0.02)
+            nursery.cancel_scope.cancel()
+        status = await ctl.call("status", {"turn_id": turn_id})
+        screen = await lab.text()
+        assert len(served.keys.keys()) == typed
+    last_line = sc.MIMIC_PROMPTS[lab.agent].splitlines()[-1].strip()
+    assert last_line in screen  # the pane drew the lookalike
+    assert kinds == ["done"], kinds
+    assert status["interaction"] is None and status["turn"]["state"] == "done"
+    assert set(states) <= {"idle_draft", "working", "idle"}, states  # the task typed, then run
+    assert lab.server.count_inputs_containing(sc.MIMIC_TASK) == 1
