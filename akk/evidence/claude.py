@@ -16,6 +16,12 @@ fixtures/evidence/claude/):
   order: the first Turn of a session is flushed when the file is created, and
   its reply and end records can come before the prompt. A Turn is therefore
   the prompt's descendants, up to the next prompt.
+- A compaction (2.1.332 compacts on its own mid-Turn once the context is
+  nearly full) writes a ``system`` record of subtype ``compact_boundary`` whose
+  ``parentUuid`` is null and ``logicalParentUuid`` the record it continues
+  from, then a ``user`` record with ``isCompactSummary`` (the summary, no
+  prompt); the Turn goes on below them. The summary's own request records no
+  usage, so a compacted Turn's usage is partial.
 - A model reply: ``type: "assistant"``, ``message.id``, ``message.content``
   blocks, ``message.stop_reason`` (None while a streamed reply was cut) and
   ``message.usage`` (Anthropic's four counts).
@@ -73,6 +79,7 @@ _AGENT_RECORDS = frozenset({"assistant", "user", "system"})
 end), unlike the client's own ``attachment`` records of the prompt's context."""
 _PASTE_OPEN = re.compile(r'\n\n<pasted_content id="([0-9a-f]{4})">\n')
 _SYNTHETIC_MODEL = "<synthetic>"
+_COMPACTED = "compact_boundary"
 
 Lineage = list[tuple[int, Mapping[str, Any]]]
 """Records of one Turn, each with its depth below the Turn's prompt."""
@@ -80,7 +87,12 @@ Lineage = list[tuple[int, Mapping[str, Any]]]
 
 def prompt_text(data: Mapping[str, Any]) -> str | None:
     """The text of a prompt record as stored (paste envelope included); None for other records."""
-    if data.get("type") != "user" or data.get("isMeta") or "toolUseResult" in data:
+    if (
+        data.get("type") != "user"
+        or data.get("isMeta")
+        or data.get("isCompactSummary")
+        or "toolUseResult" in data
+    ):
         return None
     message = data.get("message")
     if not isinstance(message, dict) or message.get("role") != "user":
@@ -175,7 +187,9 @@ def progress(records: Sequence[Record], anchor: int, *, headless: bool = False) 
     ):
         outcome = "done"
         final_message = _final_text(replies, last) or None
-    complete = outcome in ("done", "failed") and all_final
+    # A compaction's own request (its summary) records no usage in the file.
+    compacted = any(data.get("subtype") == _COMPACTED for _, data in turn)
+    complete = outcome in ("done", "failed") and all_final and not compacted
     unanswered = not any(data.get("type") in _AGENT_RECORDS for _, data in turn)
     return Progress(
         accepted=True,
@@ -194,7 +208,7 @@ def _forked(records: Sequence[Record], anchor: int) -> bool:
     """Whether a prompt written after ``records[anchor]`` goes on without it: neither below
     it nor above it in the ``parentUuid`` chain (another branch of the conversation)."""
     parents = {
-        uuid: data.get("parentUuid")
+        uuid: _parent(data)
         for data in (record.data for record in records)
         if isinstance(uuid := data.get("uuid"), str)
     }
@@ -207,6 +221,13 @@ def _forked(records: Sequence[Record], anchor: int) -> bool:
         if uuid not in above and root not in _chain(parents, uuid):
             return True
     return False
+
+
+def _parent(data: Mapping[str, Any]) -> object:
+    """The record above ``data``: its ``parentUuid``, or for a compaction's boundary, which
+    starts the chain anew, the ``logicalParentUuid`` it continues from."""
+    parent = data.get("parentUuid")
+    return data.get("logicalParentUuid") if parent is None else parent
 
 
 def _chain(parents: Mapping[str, object], uuid: object) -> set[object]:
@@ -222,7 +243,7 @@ def _turn(records: Sequence[Record], prompt: Mapping[str, Any]) -> Lineage:
     """The prompt's descendants with their depth below it, stopping at the next prompt."""
     children: defaultdict[str, list[Mapping[str, Any]]] = defaultdict(list)
     for record in records:
-        parent = record.data.get("parentUuid")
+        parent = _parent(record.data)
         if isinstance(parent, str):
             children[parent].append(record.data)
     root = prompt.get("uuid")

@@ -241,6 +241,8 @@ class ModelServer:
             if isinstance(step, ComputedStep):
                 reply = step.resolve(_messages(body))
             usage = Usage.for_turn(len(self.main_requests()) + 1)
+            if step is not None and step.context_tokens is not None:
+                usage = attrs.evolve(usage, cache_read_input_tokens=step.context_tokens)
         request = RecordedRequest(
             api,
             method,

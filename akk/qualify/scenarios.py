@@ -162,13 +162,16 @@ class Step:
 
     `wait_for` names a signal the reply waits for before anything is sent
     (the agent shows `working` with no stream yet). `repeat` lets the step
-    fire on every match instead of once.
+    fire on every match instead of once. `context_tokens`, if set, is the
+    context the reply reports having read (as cache reads): a client that
+    counts it near its window compacts the conversation before its next request.
     """
 
     when: str
     reply: Reply
     wait_for: str | None = None
     repeat: bool = False
+    context_tokens: int | None = None
 
 
 @attrs.frozen
@@ -783,6 +786,29 @@ SCENARIOS = {
         )
         for agent, text in MIMIC_PROMPTS.items()
     },
+}
+
+
+COMPACT_TASK = "lab: work until the context is full"
+COMPACT_REPLY = "Done after the compaction."
+
+SCENARIOS = {
+    **SCENARIOS,
+    # The tool's reply reports a context of 990,000 tokens: Claude compacts the conversation
+    # (a `compact_boundary` in its file) before it sends the tool's result on, mid-Turn.
+    "claude_compact": Scenario(
+        "claude_compact",
+        task=COMPACT_TASK,
+        agents=frozenset({"claude"}),
+        steps=(
+            Step(
+                COMPACT_TASK,
+                ClaudeTool("Glob", {"pattern": "*.md"}),
+                context_tokens=990_000,
+            ),
+            Step("", Text(COMPACT_REPLY), repeat=True),
+        ),
+    ),
 }
 
 

@@ -36,6 +36,8 @@ from akk.qualify.launcher import LabSession, ScreenTimeout, launch
 from akk.qualify.model_server import RecordedRequest
 from akk.qualify.scenarios import (
     BASH_MARKER,
+    COMPACT_REPLY,
+    COMPACT_TASK,
     DEFAULT_REPLY,
     ECHO_REPLY,
     ECHO_TASK,
@@ -77,7 +79,7 @@ def _long_task() -> str:
 LONG_TASK = _long_task()
 """5,000 characters on three lines; the TUIs show it as a collapsed paste."""
 
-Kind = Literal["done", "interrupt", "error", "approve", "reject"]
+Kind = Literal["done", "interrupt", "error", "approve", "reject", "compact"]
 
 
 @attrs.frozen
@@ -123,6 +125,9 @@ CASES: Mapping[str, Case] = {
     ),
     "permission": Case(_BASH, (Step(RUN_TASK, "approve", "The command ran."),)),
     "permission_esc": Case(_BASH, (Step(RUN_TASK, "reject"),)),
+    # Claude only, and only the versions that compact mid-Turn (2.1.328 on):
+    # python -m tests.lab.test_evidence --case compact --version 2.1.332
+    "compact": Case({"claude": "claude_compact"}, (Step(COMPACT_TASK, "compact", COMPACT_REPLY),)),
 }
 
 _OUTCOME: Mapping[Kind, str] = {
@@ -130,8 +135,12 @@ _OUTCOME: Mapping[Kind, str] = {
     "approve": "done",
     "error": "failed",
     "interrupt": "cancelled",
+    "compact": "done",
     "reject": "cancelled",
 }
+_PARTIAL_USAGE: frozenset[Kind] = frozenset({"interrupt", "reject", "compact"})
+"""Turns whose file records less usage than the model server sent: a reply cut by Esc, and
+a compaction's summary request (no record of its own)."""
 
 
 @attrs.frozen
@@ -320,7 +329,7 @@ def check_turn(lab: LabSession, run: TurnRun) -> None:
     assert progress.session_id == session_id_of(lab, run.binding)
     assert progress.final_message == step.reply
     assert progress.usage is not None
-    if progress.outcome == "cancelled":
+    if step.kind in _PARTIAL_USAGE:
         assert progress.usage_status is UsageStatus.PARTIAL
         assert not (served - progress.usage).negative, (progress.usage, served)
     else:
@@ -513,7 +522,7 @@ def _turn_label(agent: str, run: TurnRun, offsets: Mapping[int, int]) -> dict[st
             (r.reply.message for r in run.requests if isinstance(r.reply, ApiError)), None
         ),
         "usage": attrs.asdict(served),
-        "usage_exact": _OUTCOME[run.step.kind] != "cancelled",
+        "usage_exact": run.step.kind not in _PARTIAL_USAGE,
         "requests": [
             {"reply": repr(r.reply), "usage": attrs.asdict(r.usage)} for r in run.requests
         ],
@@ -532,7 +541,7 @@ def main(argv: list[str] | None = None) -> None:
         for client in clients.PINNED
         if args.agent in (None, client.agent) and args.version in (None, client.version)
         for case in CASES
-        if args.case in (None, case)
+        if args.case in (None, case) and client.agent in CASES[case].scenarios
     ]
 
     async def run_all() -> None:

@@ -15,7 +15,14 @@ from akk.client import AkkError, Controller, connect
 from akk.config import TurnSettings
 from akk.qualify.launcher import LabSession
 from akk.qualify.model_server import RecordedRequest
-from akk.qualify.scenarios import ECHO_TASK, ERROR_TASK, RUN_TASK, SLOW_TASK
+from akk.qualify.scenarios import (
+    COMPACT_REPLY,
+    COMPACT_TASK,
+    ECHO_TASK,
+    ERROR_TASK,
+    RUN_TASK,
+    SLOW_TASK,
+)
 from tests.lab.conftest import lab_params
 from tools.lab.akk_runner import idle_terminal, outcome, serving
 
@@ -78,6 +85,43 @@ async def test_respond_is_the_next_round_of_the_same_turn(lab: LabSession, tmp_p
     assert lab.server.count_inputs_containing(ECHO_TASK) == 1
     assert lab.server.count_inputs_containing(follow_up) == 1
     assert lab.server.count_inputs_containing("lab: too late") == 0
+
+
+COMPACTING = [
+    param
+    for param in lab_params("claude_compact", agents=("claude",))
+    if tuple(map(int, param.values[0].client.version.split("."))) >= (2, 1, 328)
+]
+"""The Claude versions that compact mid-Turn in the lab: 2.1.263-2.1.267 compacted neither
+then nor at the next task, on the same reported context."""
+
+
+@pytest.mark.parametrize("lab", COMPACTING, indirect=True)
+async def test_a_turn_claude_compacts_midway_ends_done(lab: LabSession, tmp_path: Path) -> None:
+    """The first reply reports a nearly full context: Claude compacts the conversation before
+    it sends the tool's result on, mid-Turn. Its file then starts a new chain (a boundary with
+    no parent, a summary that is no prompt); the Turn still ends `done` with its final reply,
+    and the next task after it too."""
+    async with controller(lab, tmp_path) as ctl:
+        turn_id = await _send(ctl, COMPACT_TASK)
+        event = await outcome(ctl, turn_id, timeout=40)
+        status = await ctl.call("status", {"turn_id": turn_id})
+        after = await _send(ctl, ECHO_TASK, "after")
+        assert (await outcome(ctl, after))["kind"] == "done"
+    compacted = [
+        record
+        for record in lab.transcript_records()
+        if isinstance(record, dict) and record.get("subtype") == "compact_boundary"
+    ]
+    assert len(compacted) == 1, lab.server.summary()  # the case this test is for
+    assert (event["kind"], event["outcome"]["final_message"]) == ("done", COMPACT_REPLY), event
+    assert status["turn"]["evidence"]["status"] == "bound"
+    # The summary's request records no usage in the file: the Turn's is partial, and less
+    # than what the model server reported for the Turn's requests.
+    usage = status["turn"]["usage"]
+    served = sum(r.usage.cache_read_input_tokens for r in lab.server.main_requests()[:-1])
+    assert usage["usage_status"] == "partial" and usage["cache_read_tokens"] < served, usage
+    assert lab.server.count_inputs_containing(COMPACT_TASK) == 1
 
 
 @pytest.mark.parametrize("lab", lab_params("slow", agents=("codex",))[-1:], indirect=True)
