@@ -792,23 +792,28 @@ SCENARIOS = {
 COMPACT_TASK = "lab: work until the context is full"
 COMPACT_REPLY = "Done after the compaction."
 
-SCENARIOS = {
-    **SCENARIOS,
-    # The tool's reply reports a context of 990,000 tokens: Claude compacts the conversation
-    # (a `compact_boundary` in its file) before it sends the tool's result on, mid-Turn.
-    "claude_compact": Scenario(
-        "claude_compact",
+
+def _compact(agent: Agent, call: Reply, context_tokens: int) -> Scenario:
+    """The tool call's reply reports a nearly full context: the client compacts the
+    conversation (Claude: a `compact_boundary`; Codex: a `compacted` record) before it sends
+    the tool's result on, mid-Turn. Every later request gets the final reply."""
+    return Scenario(
+        f"{agent}_compact",
         task=COMPACT_TASK,
-        agents=frozenset({"claude"}),
+        agents=frozenset({agent}),
         steps=(
-            Step(
-                COMPACT_TASK,
-                ClaudeTool("Glob", {"pattern": "*.md"}),
-                context_tokens=990_000,
-            ),
+            Step(COMPACT_TASK, call, context_tokens=context_tokens),
             Step("", Text(COMPACT_REPLY), repeat=True),
         ),
-    ),
+    )
+
+
+SCENARIOS = {
+    **SCENARIOS,
+    # The lab's Claude model has a window of about a million tokens; Codex's catalog entry
+    # has 272,000. Claude's Glob answers "no such tool" on 2.1.332: a result all the same.
+    "claude_compact": _compact("claude", ClaudeTool("Glob", {"pattern": "*.md"}), 990_000),
+    "codex_compact": _compact("codex", ExecCommand("echo lab-ran", escalated=False), 260_000),
 }
 
 
