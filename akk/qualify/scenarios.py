@@ -817,6 +817,41 @@ SCENARIOS = {
 }
 
 
+BACKGROUND_TASK = "lab: hand this to a background agent"
+BACKGROUND_WORK = "lab: the background agent's work"
+BACKGROUND_SIGNAL = "background"
+"""Releases the background agent's reply: until then it runs, listed under the composer."""
+BACKGROUND_NEXT = "lab: a task beside the background agent"
+"""Held until `SLOW_SIGNAL`: the agent finishes while it runs, and Claude notes that."""
+BACKGROUND_NEXT_REPLY = "Working beside it... done."
+
+SCENARIOS = {
+    **SCENARIOS,
+    # Every pinned Claude runs an `Agent` call in the background and ends the turn; it lists
+    # the agent under the composer, and writes a `<task-notification>` when the agent ends.
+    "claude_background_agent": Scenario(
+        "claude_background_agent",
+        task=BACKGROUND_TASK,
+        agents=frozenset({"claude"}),
+        steps=(
+            Step(
+                BACKGROUND_TASK,
+                ClaudeTool(
+                    "Agent",
+                    {
+                        "description": "lab errand",
+                        "prompt": BACKGROUND_WORK,
+                        "subagent_type": "general-purpose",
+                    },
+                ),
+            ),
+            Step(BACKGROUND_WORK, Text("The errand is done."), wait_for=BACKGROUND_SIGNAL),
+            Step(BACKGROUND_NEXT, SlowText(BACKGROUND_NEXT_REPLY, hold=SLOW_SIGNAL)),
+        ),
+    ),
+}
+
+
 # ---------------------------------------------------------------- wrapped secrets (issue 26)
 
 _FAKE_BODY = "Xq7Lm2Pz9Rt4Vb8Nc1Zd6Fh3Jk5Wy0Qa2Ub7Ie4Os9Gx1Tv6" * 3

@@ -16,11 +16,17 @@ from akk.config import TurnSettings
 from akk.qualify.launcher import LabSession
 from akk.qualify.model_server import RecordedRequest
 from akk.qualify.scenarios import (
+    BACKGROUND_NEXT,
+    BACKGROUND_NEXT_REPLY,
+    BACKGROUND_SIGNAL,
+    BACKGROUND_TASK,
+    BACKGROUND_WORK,
     COMPACT_REPLY,
     COMPACT_TASK,
     ECHO_TASK,
     ERROR_TASK,
     RUN_TASK,
+    SLOW_SIGNAL,
     SLOW_TASK,
 )
 from tests.lab.conftest import lab_params
@@ -129,6 +135,36 @@ async def test_a_turn_the_agent_compacts_midway_ends_done(lab: LabSession, tmp_p
     else:  # Codex counts it in its running totals
         assert usage["usage_status"] == "complete" and usage["cache_read_tokens"] == served, usage
     assert lab.server.count_inputs_containing(COMPACT_TASK) == 1
+
+
+@pytest.mark.parametrize(
+    "lab", lab_params("claude_background_agent", agents=("claude",))[::4], indirect=True
+)
+async def test_a_pane_with_a_background_agent_takes_a_task(lab: LabSession, tmp_path: Path) -> None:
+    """A Turn leaves an agent running in the background: Claude lists it under the composer.
+    The pane still reads idle, takes the next task, and that Turn ends `done` with its own
+    reply, although the background agent ended while it ran (Claude notes that)."""
+    async with controller(lab, tmp_path) as ctl:
+        first = await _send(ctl, BACKGROUND_TASK, "first")
+        assert (await outcome(ctl, first))["kind"] == "done"
+        await lab.wait_for_screen(lambda s: "● main" in s, 10, what="the list of agents")
+        turn_id = await _send(ctl, BACKGROUND_NEXT, "next")
+        await lab.server.wait_for_request(
+            lambda r: not r.auxiliary and BACKGROUND_NEXT in r.newest_input, timeout=20
+        )
+        lab.server.signal(BACKGROUND_SIGNAL)  # the agent ends while the Turn runs
+        errand = await lab.server.wait_for_request(
+            lambda r: not r.auxiliary and BACKGROUND_WORK in r.newest_input, timeout=20
+        )
+        assert (await lab.server.wait_for_outcome(errand.index, timeout=20)) == "completed"
+        lab.server.signal(SLOW_SIGNAL)
+        event = await outcome(ctl, turn_id, timeout=40)
+        # Claude notes the agent's end once the Turn is over: its own next turn, not the Turn's.
+        await lab.wait_for_screen(lambda s: '"lab errand" finished' in s, 20, what="the note")
+    assert event["kind"] == "done", event
+    assert event["outcome"]["final_message"] == BACKGROUND_NEXT_REPLY, event
+    assert lab.server.count_inputs_containing(BACKGROUND_TASK) == 1
+    assert lab.server.count_inputs_containing(BACKGROUND_NEXT) == 1
 
 
 @pytest.mark.parametrize("lab", lab_params("slow", agents=("codex",))[-1:], indirect=True)

@@ -12,7 +12,11 @@ on every version. There the spinner line is the sign of a turn. Vim's NORMAL
 mode shows no mark at all: an empty NORMAL composer is drawn exactly as the
 default idle one (tools/lab/NOTES.md). The rows between the rules are the draft
 (`akk.profiles.composer.DraftView`); a scrolled draft shows its last rows only,
-2.1.328 writing ``↑ N more`` into the upper rule.
+2.1.328 writing ``↑ N more`` into the upper rule. While an agent runs in the
+background (every pinned version), a blank row and a list stand under the hint
+row: ``● main`` in bold, then ``◯ general-purpose  <description>  <time>`` per
+agent. Pressing Down focuses the list (a ``❯`` pointer on a row): the composer
+then takes no keys, and the screen reads unknown.
 """
 
 from __future__ import annotations
@@ -54,6 +58,12 @@ class ComposerShape:
     # A line such as "✽ Transmuting…" or "✻ Calculating… (0s · ↓ 2 tokens)": glyph,
     # one word, an ellipsis. A finished turn says "✻ Crunched for 0s" (no ellipsis).
     spinner_word: str = r"[A-Za-z][\w'-]*…"
+    # While agents run in the background, a blank row and a list under the hint row: the
+    # main session (bold), then one row per agent, each `agents_indent` in. A pointer in
+    # its place marks the list focused: keys then go to it, not to the composer.
+    agents_main: str = "● main"
+    agents_row: str = "◯ "
+    agents_indent: int = 2
 
 
 @functools.cache
@@ -62,8 +72,10 @@ def _spinner(glyphs: str, word: str) -> re.Pattern[str]:
 
 
 def read(r: Reader, bottom: int) -> Observation | None:
-    """Idle / idle_draft / working when the composer is at the bottom; else None."""
+    """Idle / idle_draft / working when the composer is at the bottom (above the list of
+    background agents, if one shows); else None."""
     shape = r.p.composer
+    bottom = _above_agents(r, bottom)
     lower = next(
         (
             y
@@ -103,6 +115,28 @@ def read(r: Reader, bottom: int) -> Observation | None:
         draft=draft,
         composer_mode="insert" if marked else None,
     )
+
+
+def _above_agents(r: Reader, bottom: int) -> int:
+    """The last row above the list of background agents ending at `bottom` (`bottom` itself
+    when none shows): its agent rows, the bold main row, a blank row. Only the list as
+    drawn unfocused counts; any other row there leaves the composer unproven."""
+    shape = r.p.composer
+    lead = " " * shape.agents_indent
+    y = bottom
+    while y >= 0 and _plain(r, y) and r.texts[y].startswith(lead + shape.agents_row):
+        y -= 1
+    main = lead + shape.agents_main
+    if y == bottom or y < 1 or r.texts[y].rstrip() != main or not r.blank(y - 1):
+        return bottom
+    if not all(cell.bold for cell in r.cells[y][len(lead) : len(main)]):
+        return bottom
+    return next((above for above in range(y - 2, -1, -1) if not r.blank(above)), bottom)
+
+
+def _plain(r: Reader, y: int) -> bool:
+    """Row `y` has no bold or reverse cell (no mark of a selection)."""
+    return not any(cell.bold or cell.reverse for cell in r.cells[y])
 
 
 def _footer(r: Reader, lower: int, bottom: int) -> str:

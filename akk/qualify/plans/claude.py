@@ -21,14 +21,29 @@ from akk.qualify.plans.plan import (
     Action,
     Plan,
     Press,
+    Release,
     Shot,
     Submit,
     Type,
     WaitLine,
 )
-from akk.qualify.plans.shared import CLAUDE, WORKING_SHOWN, asking, permission, questions, wait
+from akk.qualify.plans.shared import (
+    CLAUDE,
+    DRAFT_TEXT,
+    WORKING_SHOWN,
+    asking,
+    permission,
+    questions,
+    wait,
+)
 from akk.qualify.run_files import Preseed
-from akk.qualify.scenarios import ASK_RULE, Question
+from akk.qualify.scenarios import (
+    ASK_RULE,
+    BACKGROUND_NEXT,
+    BACKGROUND_NEXT_REPLY,
+    SLOW_SIGNAL,
+    Question,
+)
 
 FREE_TEXT = "Teal, please"
 
@@ -217,9 +232,39 @@ def _setup(plan: Plan, prefix: str, preseed: Preseed) -> Plan:
     )
 
 
+BACKGROUND_AGENT = Plan(
+    "claude_background_agent",
+    "claude_background_agent",
+    CLAUDE,
+    (
+        # While an agent runs in the background, Claude lists it (and its running time, so
+        # the screen never rests) under the composer's hint row.
+        Submit(),
+        wait("Waiting for 1 background agent to finish"),
+        Shot("idle", Expected("idle"), animated=True),
+        Type(DRAFT_TEXT),
+        wait(DRAFT_TEXT),
+        Shot("idle_draft", Expected("idle_draft", draft=DRAFT_TEXT), animated=True),
+        Press(("C-u",)),
+        Submit(BACKGROUND_NEXT),
+        WORKING_SHOWN,
+        Shot("working", Expected("working"), settle=False),
+        Release(SLOW_SIGNAL),
+        wait(BACKGROUND_NEXT_REPLY),
+        # Down moves the keys to the list (a pointer on its first row): keys typed now
+        # would not reach the composer, so the screen is no composer AKK may type into.
+        Press(("Down",)),
+        wait("to select"),
+        Shot("list_focused", Expected("unknown"), animated=True),
+    ),
+)
+"""A background agent listed under the composer: idle, a draft, the list focused, working."""
+
+
 def variant_plans(base: Mapping[str, Plan]) -> list[Plan]:
     """The Claude variants: more Bash prompts, and `base`'s plans under other themes and setups."""
     return [
+        BACKGROUND_AGENT,
         # Claude adds advisory lines to the permission body for such a command.
         permission("claude_bash_expansion", CLAUDE, "Bash", manual=False),
         # Read-only but for the expansion: 2.1.328 and 2.1.332 ask ("can't be checked" row);
