@@ -16,7 +16,7 @@ fixtures/evidence/claude/):
   order: the first Turn of a session is flushed when the file is created, and
   its reply and end records can come before the prompt. A Turn is therefore
   the prompt's descendants, up to the next prompt.
-- A compaction (2.1.332 compacts on its own mid-Turn once the context is
+- A compaction (2.1.328 and 2.1.332 compact on their own mid-Turn once the context is
   nearly full) writes a ``system`` record of subtype ``compact_boundary`` whose
   ``parentUuid`` is null and ``logicalParentUuid`` the record it continues
   from, then a ``user`` record with ``isCompactSummary`` (the summary, no
