@@ -200,7 +200,7 @@ def progress(records: Sequence[Record], anchor: int, *, headless: bool = False) 
         usage=usage,
         usage_status=UsageStatus.COMPLETE if complete else UsageStatus.PARTIAL,
         unanswered=unanswered,
-        replaced=unanswered and outcome is None and _forked(records, anchor),
+        replaced=unanswered and _forked(records, anchor),
     )
 
 
