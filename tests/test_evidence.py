@@ -473,13 +473,7 @@ def test_claude_a_prompt_with_only_its_attachments_below_it_is_unanswered() -> N
     anchor = next(i for i, r in enumerate(records) if claude.prompt_text(r.data) == SLOW_TASK)
     interrupted = claude.progress(records, anchor)
     assert (interrupted.outcome, interrupted.unanswered) == ("cancelled", False)
-    below, kept = {records[anchor].data["uuid"]}, []
-    for record in records:  # below the prompt, its attachments only
-        if record.data.get("parentUuid") in below:
-            below.add(record.data.get("uuid"))
-            if record.data.get("type") != "attachment":
-                continue
-        kept.append(record)
+    kept = _taken_back(records, anchor)
     assert len(kept) < len(records)
     taken_back = claude.progress(kept, kept.index(records[anchor]))
     assert (taken_back.outcome, taken_back.unanswered) == (None, True)
@@ -494,15 +488,7 @@ def test_claude_a_prompt_another_branch_goes_on_without_is_replaced() -> None:
     records = [Record(0, json.loads(line)) for line in lines if line.strip()]
     first, second = (i for i, r in enumerate(records) if claude.prompt_text(r.data) is not None)
     prompt = records[first].data
-    below, attached, kept = {prompt["uuid"]}, {prompt["uuid"]}, []
-    for record in records[:second]:  # the first prompt with the attachments under it only
-        parent = record.data.get("parentUuid")
-        if parent in below:
-            below.add(record.data["uuid"])
-            if record.data["type"] != "attachment" or parent not in attached:
-                continue
-            attached.add(record.data["uuid"])
-        kept.append(record)
+    kept = _taken_back(records[:second], first)
 
     def sent_after(parent: object, before: list[Record]) -> Progress:
         later = Record(0, {**records[second].data, "parentUuid": parent})
@@ -518,6 +504,21 @@ def test_claude_a_prompt_another_branch_goes_on_without_is_replaced() -> None:
     assert (still_below.unanswered, still_below.replaced) == (True, False)
     answered = sent_after(prompt["parentUuid"], records[:second])
     assert (answered.outcome, answered.replaced) == ("done", False)
+
+
+def _taken_back(records: list[Record], anchor: int) -> list[Record]:
+    """``records`` with the prompt at ``anchor`` left as Claude leaves one it took back into
+    its composer: below it, only the chain of the client's own attachment records."""
+    below, attached, kept = {records[anchor].data["uuid"]}, {records[anchor].data["uuid"]}, []
+    for record in records:
+        parent = record.data.get("parentUuid")
+        if parent in below:
+            below.add(record.data["uuid"])
+            if record.data["type"] != "attachment" or parent not in attached:
+                continue
+            attached.add(record.data["uuid"])
+        kept.append(record)
+    return kept
 
 
 # ---------------------------------------------------------------- locating files from /proc

@@ -394,12 +394,7 @@ async def test_a_task_a_person_replaces_before_any_reply_is_withdrawn(
         turn_id = await _running(lab, ctl, HELD_TASK)
         typed = len(served.keys.keys())
         await lab.send_keys("Escape")
-        await lab.wait_for_screen(
-            lambda screen: f"❯\xa0{HELD_TASK}" in screen.splitlines(), 10, what="the task back"
-        )
-        await lab.send_keys("C-u")  # within the 2 s the composer alone would need
-        await lab.type_text(PERSON_TASK)
-        await lab.send_keys("Enter")
+        await person_replaces(lab, HELD_TASK, PERSON_TASK)
         event = await outcome(ctl, turn_id, timeout=20)
         status = await ctl.call("status", {"turn_id": turn_id})
         assert len(served.keys.keys()) == typed  # AKK pressed nothing
@@ -410,6 +405,17 @@ async def test_a_task_a_person_replaces_before_any_reply_is_withdrawn(
     assert [d["kind"] for d in status["dispatches"]] == ["task"]
     assert lab.server.count_inputs_containing(HELD_TASK) == 1
     assert lab.server.count_inputs_containing(PERSON_TASK) == 1
+
+
+async def person_replaces(lab: LabSession, task: str, own: str) -> None:
+    """Once Claude shows ``task`` back in its composer, the person clears it and sends ``own``
+    at once: within the 2 s the restored composer alone would take to settle the Turn."""
+    await lab.wait_for_screen(
+        lambda screen: f"❯\xa0{task}" in screen.splitlines(), 10, what="the task back"
+    )
+    await lab.send_keys("C-u")
+    await lab.type_text(own)
+    await lab.send_keys("Enter")
 
 
 async def _cancelled_while_running(lab: LabSession, ctl: Controller, task: str) -> str:

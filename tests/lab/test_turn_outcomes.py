@@ -13,6 +13,7 @@ import trio
 
 from akk.client import AkkError, Controller, connect
 from akk.config import TurnSettings
+from akk.qualify.compare import version_key
 from akk.qualify.launcher import LabSession
 from akk.qualify.model_server import RecordedRequest
 from akk.qualify.scenarios import (
@@ -97,7 +98,7 @@ COMPACTING = [
     *(
         param
         for param in lab_params("claude_compact", agents=("claude",))
-        if tuple(map(int, param.values[0].client.version.split("."))) >= (2, 1, 328)
+        if version_key(param.values[0].client.version) >= (2, 1, 328)
     ),
     *lab_params("codex_compact", agents=("codex",))[::4],
 ]

@@ -24,6 +24,7 @@ from akk.config import TurnSettings
 from akk.qualify.launcher import LabSession
 from akk.qualify.scenarios import HELD_TASK, RUN_TASK, SLOW_SIGNAL, SLOW_TASK
 from tests.lab.conftest import lab_params
+from tests.lab.test_send import person_replaces
 from tools.lab.akk_runner import AkkProcess, idle_terminal, outcome, serving, two_controllers
 
 SLOW_REPLY = "Working on it slowly... done."
@@ -129,12 +130,7 @@ async def test_a_watched_task_the_person_escapes_before_any_reply_is_withdrawn(
                 await trio.sleep(0.05)
         await lab.send_keys("Escape")
         if replaced:
-            await lab.wait_for_screen(
-                lambda screen: f"❯\xa0{HELD_TASK}" in screen.splitlines(), 10, what="the task back"
-            )
-            await lab.send_keys("C-u")
-            await lab.type_text(OTHER_TASK)
-            await lab.send_keys("Enter")
+            await person_replaces(lab, HELD_TASK, OTHER_TASK)
         event = await outcome(ctl, watch_id, timeout=20)
         status = await ctl.call("status", {"watch_id": watch_id})
     assert (event["kind"], event["outcome"]["reason"]) == ("cancelled", "withdrawn"), event
