@@ -272,3 +272,31 @@ async def test_a_task_a_person_escaped_into_the_composer_is_withdrawn_without_a_
                 [TurnState.CANCELLED], ["withdrawn"])  # fmt: skip
             (summary,) = lab.control.summaries
             assert "not from AKK" in summary and "back in its composer" in summary
+
+
+async def test_a_task_taken_back_after_the_pane_worked_is_withdrawn_once_cleared(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    """The composer showed exactly the task only for a moment, then a person cleared it.
+    Before the pane read working that moment may be the submit's own last frame: it proves
+    nothing unless it holds. After the pane worked it is Claude taking the task back, so the
+    idle pane over the unanswered prompt, held for `SCREEN_CATCH_UP`, is withdrawn."""
+    task = "lab: think before answering"
+    shown = Observation(State.IDLE_DRAFT, "claude-2.1.332", draft=DraftView((task,), 100, 40))
+    with trio.fail_after(30):
+        async with _restarted(tmp_path, 0.0, task) as lab:
+            lab.follower._cancel = None  # no interrupt key of AKK's is awaited
+            for screen in (shown, IDLE, IDLE):
+                await lab.follower._check_outcome(_file(unanswered=True), screen)
+                mock_clock.jump(SCREEN_CATCH_UP)
+            assert lab.control.settled == []
+            lab.follower._saw_working = True  # a later look read the pane working
+            for screen in (shown, IDLE):
+                await lab.follower._check_outcome(_file(unanswered=True), screen)
+            assert lab.control.settled == []  # the cleared composer has not held yet
+            mock_clock.jump(SCREEN_CATCH_UP)
+            await lab.follower._check_outcome(_file(unanswered=True), IDLE)
+            assert (lab.control.settled, lab.control.reasons) == (
+                [TurnState.CANCELLED], ["withdrawn"])  # fmt: skip
+            (summary,) = lab.control.summaries
+            assert "where a person cleared or changed it" in summary

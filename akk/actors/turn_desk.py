@@ -4,7 +4,7 @@ Every Turn gets one TurnActor, with the follower its backend builds (the desk
 knows no backend: each one calls `follow` with its own follower, and the
 registry supplies how each backend's Turns are followed again after a start).
 They live under the turns supervisor, restart after a crash (transient), and
-are woken at once when a terminal publishes another prompt.
+are woken at once when a terminal publishes another prompt or another state.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from akk.actors.store import transact, transact_until_written
 from akk.actors.terminal_board import TerminalBoard, TerminalSnapshot
 from akk.actors.turn import TICK, Notify, Tick, TurnActor
 from akk.actors.turn_follower import TurnFollower
+from akk.profiles.observation import State
 from akk.runtime.actor import ActorRef, ActorStopped, MailboxFull
 from akk.runtime.supervisor import (
     ChildSpec,
@@ -47,7 +48,7 @@ class TurnDesk:
         notify: Notify,
     ) -> None:
         self._supervisor = supervisor
-        self._prompts: dict[str, Appearance | None] = {}
+        self._shown: dict[str, tuple[Appearance | None, State]] = {}
         board.listen(self._published)
         self._store = store
         self._reader = reader
@@ -72,11 +73,14 @@ class TurnDesk:
             await self._supervisor.start_child(spec, replace_ending=True)
 
     def _published(self, snapshot: TerminalSnapshot) -> None:
-        """A terminal shows a different prompt (or none): look at once, not at the next tick."""
+        """A terminal shows a different prompt (or none), or reads another state: look at once,
+        not at the next tick. A screen that shows for less than a tick is seen too (Claude
+        taking a task back, cleared by a person at once: `TerminalFollower._check_stopped`)."""
         terminal_id = snapshot.identity.terminal_id
-        if snapshot.busy or self._prompts.get(terminal_id, False) == snapshot.seen:
+        shown = (snapshot.seen, snapshot.observation.state)
+        if snapshot.busy or self._shown.get(terminal_id) == shown:
             return
-        self._prompts[terminal_id] = snapshot.seen
+        self._shown[terminal_id] = shown
         self._tick_all()
 
     def _tick_all(self) -> None:

@@ -372,14 +372,26 @@ async def test_a_task_a_person_escapes_before_any_reply_is_withdrawn(
     assert lab.server.count_inputs_containing(ECHO_TASK) == 1
 
 
-@pytest.mark.parametrize("lab", lab_params("held", agents=("claude",)), indirect=True)
-async def test_a_task_a_person_replaces_before_any_reply_is_withdrawn(
-    lab: LabSession, tmp_path: Path
+@pytest.mark.parametrize(
+    ("lab", "own"),
+    [
+        pytest.param(*spec.values, own, id=f"{spec.id}-{person}", marks=spec.marks)
+        for person, own, specs in [
+            ("replaced", PERSON_TASK, lab_params("held", agents=("claude",))),
+            ("cleared", None, lab_params("held", agents=("claude",))[::4]),
+        ]
+        for spec in specs
+    ],
+    indirect=["lab"],
+)
+async def test_a_task_a_person_takes_back_before_any_reply_is_withdrawn(
+    lab: LabSession, tmp_path: Path, own: str | None
 ) -> None:
-    """The person presses Escape, then at once clears the task Claude took back and sends one
-    of their own. Claude's file goes on without AKK's prompt (another branch of the
-    conversation): the Turn is cancelled as withdrawn, and the person's task is not taken
-    for it. The first task gives the prompt a parent, as in any conversation but the first."""
+    """The person presses Escape, then at once clears the task Claude took back, and may send
+    one of their own. Claude's file goes on without AKK's prompt (another branch of the
+    conversation), or nothing follows it at all: either way the Turn is cancelled as
+    withdrawn, the person's task is not taken for it, and the pane takes the next task. The
+    first task gives the prompt a parent, as in any conversation but the first."""
     async with (
         serving(lab, tmp_path) as served,
         connect(served.endpoint.url, served.tokens["ctl"]) as ctl,
@@ -394,28 +406,41 @@ async def test_a_task_a_person_replaces_before_any_reply_is_withdrawn(
         turn_id = await _running(lab, ctl, HELD_TASK)
         typed = len(served.keys.keys())
         await lab.send_keys("Escape")
-        await person_replaces(lab, HELD_TASK, PERSON_TASK)
+        await person_takes_back(lab, ctl, HELD_TASK, own)
         event = await outcome(ctl, turn_id, timeout=20)
         status = await ctl.call("status", {"turn_id": turn_id})
         assert len(served.keys.keys()) == typed  # AKK pressed nothing
+        if own is None:  # the pane is free for the next task
+            row = await idle_terminal(ctl)
+            after = await ctl.call(
+                "send",
+                {"terminal_id": row["terminal_id"], "request": ECHO_TASK, "client_request_id": "a"},
+            )
+            assert (await outcome(ctl, after["turn_id"]))["kind"] == "done"
     assert event["kind"] == "cancelled", event
-    assert "another prompt was sent at the pane in its place" in event["summary"], event
+    where = "another prompt was sent at the pane" if own else "where a person cleared or changed it"
+    assert where in event["summary"], event
     assert status["turn"]["reason"] == "withdrawn"
     assert status["turn"]["final_message"] is None  # the person's task's reply is not the Turn's
     assert [d["kind"] for d in status["dispatches"]] == ["task"]
     assert lab.server.count_inputs_containing(HELD_TASK) == 1
-    assert lab.server.count_inputs_containing(PERSON_TASK) == 1
+    assert lab.server.count_inputs_containing(PERSON_TASK) == (1 if own else 0)
 
 
-async def person_replaces(lab: LabSession, task: str, own: str) -> None:
-    """Once Claude shows ``task`` back in its composer, the person clears it and sends ``own``
-    at once: within the 2 s the restored composer alone would take to settle the Turn."""
+async def person_takes_back(lab: LabSession, ctl: Controller, task: str, own: str | None) -> None:
+    """Once Claude shows ``task`` back in its composer, and AKK read it there, the person
+    clears it at once, and sends ``own`` if given: well within the 2 s the restored composer
+    alone would take to settle the Turn."""
     await lab.wait_for_screen(
         lambda screen: f"❯\xa0{task}" in screen.splitlines(), 10, what="the task back"
     )
+    with trio.fail_after(10):
+        while (await idle_terminal(ctl))["observation"]["state"] != "idle_draft":
+            await trio.sleep(0.02)
     await lab.send_keys("C-u")
-    await lab.type_text(own)
-    await lab.send_keys("Enter")
+    if own is not None:
+        await lab.type_text(own)
+        await lab.send_keys("Enter")
 
 
 async def _cancelled_while_running(lab: LabSession, ctl: Controller, task: str) -> str:

@@ -24,7 +24,7 @@ from akk.config import TurnSettings
 from akk.qualify.launcher import LabSession
 from akk.qualify.scenarios import HELD_TASK, RUN_TASK, SLOW_SIGNAL, SLOW_TASK
 from tests.lab.conftest import lab_params
-from tests.lab.test_send import person_replaces
+from tests.lab.test_send import person_takes_back
 from tools.lab.akk_runner import AkkProcess, idle_terminal, outcome, serving, two_controllers
 
 SLOW_REPLY = "Working on it slowly... done."
@@ -106,15 +106,23 @@ async def test_a_watch_follows_the_task_a_person_started_to_its_outcome(
     assert lab.server.count_inputs_containing(SLOW_TASK) == 1
 
 
-@pytest.mark.parametrize("replaced", [False, True], ids=["left", "replaced"])
+_AFTER_ESCAPE = {
+    "left": "back in its composer",
+    "cleared": "where a person cleared or changed it",
+    "replaced": "another prompt was sent at the pane",
+}
+
+
+@pytest.mark.parametrize("person", list(_AFTER_ESCAPE))
 @pytest.mark.parametrize("lab", lab_params("held", agents=("claude",))[-1:], indirect=True)
 async def test_a_watched_task_the_person_escapes_before_any_reply_is_withdrawn(
-    lab: LabSession, tmp_path: Path, replaced: bool
+    lab: LabSession, tmp_path: Path, person: str
 ) -> None:
     """The person presses Escape before Claude's first reply: Claude takes the task back into
-    its composer and records no interruption. The Watch ends `cancelled`/`withdrawn`, from the
-    screen (the composer shows the person's task), or, when the person at once sends another
-    task in its place, from the file (a prompt on another branch); AKK types nothing."""
+    its composer and records no interruption. The Watch ends `cancelled`/`withdrawn` from the
+    screen: the composer shows the person's task, or showed it before the person cleared it.
+    When the person at once sends another task in its place, it ends from the file (a prompt
+    on another branch). AKK types nothing."""
     async with (
         serving(lab, tmp_path) as served,
         connect(served.endpoint.url, served.tokens["ctl"]) as ctl,
@@ -129,16 +137,17 @@ async def test_a_watched_task_the_person_escapes_before_any_reply_is_withdrawn(
             ] != "bound":
                 await trio.sleep(0.05)
         await lab.send_keys("Escape")
-        if replaced:
-            await person_replaces(lab, HELD_TASK, OTHER_TASK)
+        if person != "left":
+            await person_takes_back(
+                lab, ctl, HELD_TASK, OTHER_TASK if person == "replaced" else None
+            )
         event = await outcome(ctl, watch_id, timeout=20)
         status = await ctl.call("status", {"watch_id": watch_id})
     assert (event["kind"], event["outcome"]["reason"]) == ("cancelled", "withdrawn"), event
-    where = "another prompt was sent at the pane" if replaced else "back in its composer"
-    assert where in event["summary"], event
+    assert _AFTER_ESCAPE[person] in event["summary"], event
     assert status["dispatches"] == []  # AKK typed nothing
     assert lab.server.count_inputs_containing(HELD_TASK) == 1
-    assert lab.server.count_inputs_containing(OTHER_TASK) == (1 if replaced else 0)
+    assert lab.server.count_inputs_containing(OTHER_TASK) == (person == "replaced")
 
 
 @pytest.mark.parametrize("lab", NEWEST_OF_EACH, indirect=True)

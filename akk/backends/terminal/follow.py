@@ -89,6 +89,7 @@ class TerminalFollower(Attached):
         self._saw_working = False
         self._outcome_at: float | None = None  # when the file first proved the outcome
         self._stopped_at: float | None = None  # since when the screen shows the task stopped
+        self._taken_back = False  # the screen showed Claude take the task back (_check_stopped)
         self._missing_since: float | None = None
         self._pane: tuple[str, str] | None = None  # (tmux socket, pane id) once seen
         self._idle_unbound_since: float | None = None
@@ -368,9 +369,12 @@ class TerminalFollower(Attached):
         Claude, interrupted before its first reply (by AKK's cancel or by a person's
         Escape), writes no interruption and takes the task back into its composer:
         idle, the composer showing exactly the request, and nothing the agent wrote
-        under the prompt (`withdrawn`). After AKK's interrupt key, idle with nothing
-        under the prompt (or no file to read) is enough, whatever the composer shows.
-        Either held for `SCREEN_CATCH_UP` cancels the Turn; text left in the composer
+        under the prompt (`withdrawn`). Once that showed after the pane read working, the
+        taking back is proven, and the composer may change: a person who clears the task
+        or edits it leaves it just as withdrawn (a screen before the pane worked may be the
+        submit's own last frame, so it must hold instead). After AKK's interrupt key, idle
+        with nothing under the prompt (or no file to read) is enough, whatever the composer
+        shows. Each held for `SCREEN_CATCH_UP` cancels the Turn; text left in the composer
         is the person's to clear or send, never submitted again. A cancel that shows
         neither way within `CANCEL_BOUND` ends uncertain (`_cancel_not_shown`).
         """
@@ -378,7 +382,10 @@ class TerminalFollower(Attached):
         assert turn is not None
         idle = observation.state in (State.IDLE, State.IDLE_DRAFT)
         unanswered = progress is not None and progress[0].unanswered
-        restored = idle and unanswered and _holds_request(observation.draft, turn.request_sha256)
+        holds = idle and unanswered and _holds_request(observation.draft, turn.request_sha256)
+        if holds and self._saw_working:
+            self._taken_back = True
+        restored = holds or (idle and unanswered and self._taken_back)
         after_key = (
             idle
             and (progress is None or unanswered)
@@ -394,10 +401,15 @@ class TerminalFollower(Attached):
                 await self._settle(TurnState.CANCELLED, None, "the Turn was interrupted")
                 return
             by = "AKK's cancel" if self._cancel is not None else "an interrupt not from AKK"
-            if restored:
+            if holds:
                 where = (
                     "put the task back in its composer, where it waits unsent; AKK never "
                     "submits it again: a person clears or sends it at the pane"
+                )
+            elif restored:
+                where = (
+                    "took the task back into its composer, where a person cleared or changed "
+                    "it; AKK never sends the task again"
                 )
             else:
                 where = "its file records no interruption; AKK never sends the task again"
