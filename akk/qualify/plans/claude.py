@@ -25,6 +25,7 @@ from akk.qualify.plans.plan import (
     Shot,
     Submit,
     Type,
+    WaitIdle,
     WaitLine,
 )
 from akk.qualify.plans.shared import (
@@ -41,6 +42,7 @@ from akk.qualify.scenarios import (
     ASK_RULE,
     BACKGROUND_NEXT,
     BACKGROUND_NEXT_REPLY,
+    ECHO_REPLY,
     SLOW_SIGNAL,
     Question,
 )
@@ -261,10 +263,35 @@ BACKGROUND_AGENT = Plan(
 """A background agent listed under the composer: idle, a draft, the list focused, working."""
 
 
+PERSON_MODES = Plan(
+    "claude_person_modes",
+    "echo",
+    CLAUDE,
+    (
+        Submit(),
+        wait(ECHO_REPLY),
+        WaitIdle(),
+        # A leading '!' turns the empty composer into a shell prompt: text typed there would
+        # run as a command, so it is no composer AKK may type a task into.
+        Type("!"),
+        wait("for shell mode"),
+        Shot("shell_mode", Expected("unknown")),
+        Press(("BSpace",)),
+        WaitIdle(),
+        # Ctrl-O shows the detailed transcript in place of the composer.
+        Press(("C-o",)),
+        wait("Showing detailed transcript"),
+        Shot("transcript", Expected("unknown")),
+    ),
+)
+"""Modes a person puts the pane in: a shell prompt, the detailed transcript."""
+
+
 def variant_plans(base: Mapping[str, Plan]) -> list[Plan]:
     """The Claude variants: more Bash prompts, and `base`'s plans under other themes and setups."""
     return [
         BACKGROUND_AGENT,
+        PERSON_MODES,
         # Claude adds advisory lines to the permission body for such a command.
         permission("claude_bash_expansion", CLAUDE, "Bash", manual=False),
         # Read-only but for the expansion: 2.1.328 and 2.1.332 ask ("can't be checked" row);

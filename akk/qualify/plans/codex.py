@@ -466,10 +466,40 @@ def _cut_command() -> Plan:
     )
 
 
+def _person_modes() -> Plan:
+    """Modes a person puts the pane in: a shell prompt, and the transcript to rewind in."""
+    return Plan(
+        "codex_person_modes",
+        "echo",
+        CODEX,
+        (
+            Submit(),
+            wait(ECHO_REPLY),
+            WaitIdle(),
+            # A leading '!' makes the composer a shell prompt ("Shell mode" on its status row).
+            Type("!"),
+            wait("Shell mode"),
+            Shot("shell_mode", Expected("unknown")),
+            Press(("BSpace",)),
+            WaitIdle(),
+            # Escape on an empty composer arms "edit previous message"; a second one browses
+            # the transcript, where Enter would edit or rewind to an earlier prompt: a pager
+            # up to 0.155.1, a "Browsing" row under the transcript from 0.169.0.
+            Press(("Escape",)),
+            wait("esc again to edit previous message"),
+            Shot("backtrack_armed", Expected("unknown"), settle=False),
+            Press(("Escape",)),
+            wait("Browsing", "esc/← to edit prev"),
+            Shot("transcript", Expected("unknown")),
+        ),
+    )
+
+
 def variant_plans(base: Mapping[str, Plan]) -> list[Plan]:
-    """The Codex variants: other footers, pane sizes and longer prompts, and `base`'s plans
-    drawn inline."""
+    """The Codex variants: other footers, pane sizes and longer prompts, modes a person puts
+    the pane in, and `base`'s plans drawn inline."""
     return [
+        _person_modes(),
         *(_footer_plan(name, preseed) for name, preseed in CODEX_FOOTERS.items()),
         _after_warning(),
         _short(),
