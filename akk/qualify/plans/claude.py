@@ -282,9 +282,23 @@ PERSON_MODES = Plan(
         Press(("C-o",)),
         wait("Showing detailed transcript"),
         Shot("transcript", Expected("unknown")),
+        Press(("C-o",)),
+        WaitIdle(),
+        # Shift+Tab cycles the permission mode, named on the hint row: the composer is the
+        # same, and a task sent there runs under the mode the person chose.
+        Press(("BTab",)),
+        wait("accept edits on"),
+        Shot("accept_edits", Expected("idle")),
+        Press(("BTab",)),
+        wait("plan mode on"),
+        Shot("plan_mode", Expected("idle")),
+        Press(("BTab",)),
+        wait("auto mode on"),
+        Shot("auto_mode", Expected("idle")),
     ),
 )
-"""Modes a person puts the pane in: a shell prompt, the detailed transcript."""
+"""Modes a person puts the pane in: a shell prompt and the detailed transcript (no composer
+to type into), and the permission modes (the composer as ever)."""
 
 
 def variant_plans(base: Mapping[str, Plan]) -> list[Plan]:
