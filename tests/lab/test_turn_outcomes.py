@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 from collections.abc import AsyncIterator
@@ -24,6 +25,8 @@ from akk.qualify.scenarios import (
     BACKGROUND_WORK,
     COMPACT_REPLY,
     COMPACT_TASK,
+    DEFAULT_REPLY,
+    ECHO_REPLY,
     ECHO_TASK,
     ERROR_TASK,
     RUN_TASK,
@@ -92,6 +95,55 @@ async def test_respond_is_the_next_round_of_the_same_turn(lab: LabSession, tmp_p
     assert lab.server.count_inputs_containing(ECHO_TASK) == 1
     assert lab.server.count_inputs_containing(follow_up) == 1
     assert lab.server.count_inputs_containing("lab: too late") == 0
+
+
+NEW_CONVERSATION = {"claude": "/clear", "codex": "/new"}
+"""The command a person starts a new conversation with in the same pane."""
+WHERE_TO_RUN = "Where should the new conversation run?"
+"""Codex 0.169.0 and later ask this after /new, its first choice the current directory."""
+CONVERSATION_LEFT = "To continue this session"
+"""Codex 0.153.4 prints this under the conversation /new left, which stays on screen."""
+
+
+async def _new_conversation(lab: LabSession, ctl: Controller) -> None:
+    """The person starts a new conversation in the pane, and the client shows it begun."""
+    await lab.wait_stable()
+    await lab.submit(NEW_CONVERSATION[lab.agent])
+    if lab.agent == "claude":
+        await lab.wait_for_screen(lambda s: ECHO_REPLY not in s, 10, what="a cleared screen")
+    elif version_key(lab.version) < (0, 169, 0):
+        await lab.wait_for_screen(lambda s: CONVERSATION_LEFT in s, 10, what="a new chat")
+    else:
+        await lab.wait_for_screen(lambda s: WHERE_TO_RUN in s, 10, what="where to run it")
+        with trio.fail_after(10):  # AKK reads the question as no composer to type into
+            while (await ctl.call("list"))["terminals"][0]["activity_state"] == "idle":
+                await trio.sleep(0.05)
+        await lab.send_keys("Enter")  # the current directory
+
+
+@pytest.mark.parametrize(
+    "lab",
+    [*lab_params("echo", agents=("claude",))[-1:], *lab_params("echo", agents=("codex",))[::4]],
+    indirect=True,
+)
+async def test_a_task_after_the_person_starts_a_new_conversation_ends_done(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    """Between two Turns the person starts a new conversation in the pane. The agent writes
+    it to a new file: the next Turn is bound to that one and ends `done` with its own reply,
+    and the model saw that task without the first conversation."""
+    after = "lab: a task in the new conversation"
+    async with controller(lab, tmp_path) as ctl:
+        first = await outcome(ctl, await _send(ctl, ECHO_TASK, "a"))
+        await _new_conversation(lab, ctl)
+        second = await outcome(ctl, await _send(ctl, after, "b"))
+        status = await ctl.call("status", {"turn_id": second["turn_id"]})
+    assert (first["kind"], first["outcome"]["final_message"]) == ("done", ECHO_REPLY)
+    assert (second["kind"], second["outcome"]["final_message"]) == ("done", DEFAULT_REPLY.text)
+    assert status["turn"]["evidence"]["status"] == "bound"
+    (request,) = (r for r in lab.server.main_requests() if after in r.newest_input)
+    assert ECHO_TASK not in json.dumps(request.body)  # a conversation of its own
+    assert lab.server.count_inputs_containing(ECHO_TASK) == 1
 
 
 COMPACTING = [

@@ -495,11 +495,31 @@ def _person_modes() -> Plan:
     )
 
 
+def _new_where() -> Plan:
+    """/new on 0.169.0 and later first asks where the new conversation runs: a person's own
+    choice, numbered like a question but asked by no tool call, so no prompt AKK relays."""
+    return Plan(
+        "codex_new_where",
+        "echo",
+        CODEX,
+        (
+            Submit(),
+            wait(ECHO_REPLY),
+            WaitIdle(),
+            Submit("/new"),
+            wait("Where should the new conversation run?"),
+            Shot(None, Expected("unknown")),
+        ),
+        versions=frozenset({"0.169.0", "0.171.0"}),
+    )
+
+
 def variant_plans(base: Mapping[str, Plan]) -> list[Plan]:
     """The Codex variants: other footers, pane sizes and longer prompts, modes a person puts
     the pane in, and `base`'s plans drawn inline."""
     return [
         _person_modes(),
+        _new_where(),
         *(_footer_plan(name, preseed) for name, preseed in CODEX_FOOTERS.items()),
         _after_warning(),
         _short(),
