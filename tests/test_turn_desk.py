@@ -1,0 +1,77 @@
+"""The TurnDesk wakes every followed Turn at once when a terminal shows something new.
+
+A follower looks at its pane's newest snapshot only, once per tick (0.1 s). A screen
+that stands for less than that, such as Claude taking a task back into its composer
+just before a person clears it, is seen only if its publication wakes the followers:
+each other prompt, and each other state, does. A snapshot that only redraws the same
+state, or a passing (busy) one, wakes nobody.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import trio
+import trio.testing
+
+from akk.actors.terminal_board import TerminalBoard, TerminalIdentity, TerminalSnapshot
+from akk.actors.turn import Tick
+from akk.actors.turn_desk import TurnDesk
+from akk.profiles.observation import Observation, State
+from akk.runtime.actor import Actor, Rank
+from akk.runtime.supervisor import ChildSpec, Supervisor
+from akk.screen.fingerprint import Appearance
+
+_IDENTITY = TerminalIdentity(
+    terminal_id="t1", tmux_socket="s", pane_id="%1", pane_pid=1, agent="claude", agent_pid=2,
+    process_start=3, executable="claude", version="test", cwd=None,
+    profile="claude-code@test", profile_reason=None,
+)  # fmt: skip
+
+
+class _Follower(Actor[Tick]):
+    """Stands in for a TurnActor: counts the Ticks it gets."""
+
+    rank = Rank.TURN
+
+    def __init__(self, ticks: list[Tick]) -> None:
+        self._ticks = ticks
+
+    async def receive(self, message: Tick) -> None:
+        self._ticks.append(message)
+
+
+def _snapshot(state: State, seq: int, *, seen: Appearance | None = None,
+              busy: bool = False) -> TerminalSnapshot:  # fmt: skip
+    return TerminalSnapshot(_IDENTITY, Observation(state, None), seen, (), 0.0, seq, busy)
+
+
+async def test_another_state_or_prompt_wakes_the_followers_at_once() -> None:
+    ticks: list[Tick] = []
+    supervisor = Supervisor("turns")
+    board = TerminalBoard()
+    board.announce(_IDENTITY, None, 0.0)
+    none: Any = None
+    TurnDesk(supervisor, store=none, reader=none, board=board, notify=none)
+    prompt = Appearance("f" * 64, 1)
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(supervisor.run)
+            await supervisor.start_child(ChildSpec("turn_1", lambda: _Follower(ticks)))
+            woken: list[int] = []
+            for snapshot in (
+                _snapshot(State.WORKING, 1),  # the first snapshot
+                _snapshot(State.WORKING, 2),  # the same state redrawn
+                _snapshot(State.IDLE_DRAFT, 3),  # the task back in the composer
+                _snapshot(State.IDLE, 4, busy=True),  # a passing screen
+                _snapshot(State.IDLE, 5),  # the composer cleared
+                _snapshot(State.IDLE, 6, seen=prompt),  # a prompt
+                _snapshot(State.IDLE, 7, seen=prompt),
+            ):
+                before = len(ticks)
+                board.publish(attrs.evolve(snapshot))
+                await trio.testing.wait_all_tasks_blocked()
+                woken.append(len(ticks) - before)
+            assert woken == [1, 0, 1, 0, 1, 1, 0]
+            nursery.cancel_scope.cancel()
