@@ -19,7 +19,7 @@ from akk.actors.terminal_board import TerminalBoard, TerminalIdentity, TerminalS
 from akk.actors.turn import Tick
 from akk.actors.turn_desk import TurnDesk
 from akk.profiles.observation import Observation, State
-from akk.runtime.actor import Actor, Rank
+from akk.runtime.actor import Actor, ActorRef, Rank
 from akk.runtime.supervisor import ChildSpec, Supervisor
 from akk.screen.fingerprint import Appearance
 
@@ -43,8 +43,9 @@ class _Follower(Actor[Tick]):
 
 
 def _snapshot(state: State, seq: int, *, seen: Appearance | None = None,
-              busy: bool = False) -> TerminalSnapshot:  # fmt: skip
-    return TerminalSnapshot(_IDENTITY, Observation(state, None), seen, (), 0.0, seq, busy)
+              busy: bool = False, terminal_id: str = "t1") -> TerminalSnapshot:  # fmt: skip
+    identity = attrs.evolve(_IDENTITY, terminal_id=terminal_id)
+    return TerminalSnapshot(identity, Observation(state, None), seen, (), 0.0, seq, busy)
 
 
 async def test_another_state_or_prompt_wakes_the_followers_at_once() -> None:
@@ -75,3 +76,22 @@ async def test_another_state_or_prompt_wakes_the_followers_at_once() -> None:
                 woken.append(len(ticks) - before)
             assert woken == [1, 0, 1, 0, 1, 1, 0]
             nursery.cancel_scope.cancel()
+
+
+def test_the_desk_forgets_a_terminal_that_left_the_board() -> None:
+    """What a terminal last showed is kept while it is on the board, and dropped once it left
+    and another terminal shows up: months of panes coming and going hold no memory."""
+    board = TerminalBoard()
+    none: Any = None
+    desk = TurnDesk(Supervisor("turns"), store=none, reader=none, board=board, notify=none)
+    for terminal_id in ("t1", "t2", "t3"):
+        board.announce(attrs.evolve(_IDENTITY, terminal_id=terminal_id), None, 0.0)
+        board.bind_ref(terminal_id, ActorRef(f"terminal {terminal_id}", Rank.TERMINAL))
+    board.publish(_snapshot(State.IDLE, 1, terminal_id="t1"))
+    board.publish(_snapshot(State.IDLE, 1, terminal_id="t2"))
+    assert set(desk._shown) == {"t1", "t2"}
+    board.forget("t1")
+    board.publish(_snapshot(State.WORKING, 2, terminal_id="t2"))
+    assert set(desk._shown) == {"t1", "t2"}  # only a new terminal prunes
+    board.publish(_snapshot(State.IDLE, 1, terminal_id="t3"))
+    assert set(desk._shown) == {"t2", "t3"}

@@ -49,6 +49,8 @@ class TurnDesk:
     ) -> None:
         self._supervisor = supervisor
         self._shown: dict[str, tuple[Appearance | None, State]] = {}
+        """What each terminal on the board last showed, by terminal_id."""
+        self._board = board
         board.listen(self._published)
         self._store = store
         self._reader = reader
@@ -80,6 +82,9 @@ class TurnDesk:
         shown = (snapshot.seen, snapshot.observation.state)
         if snapshot.busy or self._shown.get(terminal_id) == shown:
             return
+        if terminal_id not in self._shown:  # a new terminal: forget those that left the board
+            for gone in [key for key in self._shown if self._board.ref(key) is None]:
+                del self._shown[gone]
         self._shown[terminal_id] = shown
         self._tick_all()
 
