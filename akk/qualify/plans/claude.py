@@ -295,10 +295,15 @@ PERSON_MODES = Plan(
         Press(("BTab",)),
         wait("auto mode on"),
         Shot("auto_mode", Expected("idle")),
+        # Escape twice at once opens the rewind menu (/rewind too): a pointer on the turns to
+        # go back to, where Enter would restore the conversation to an earlier point.
+        Press(("Escape", "Escape")),
+        wait("Restore the code and/or conversation"),
+        Shot("rewind", Expected("unknown")),
     ),
 )
-"""Modes a person puts the pane in: a shell prompt and the detailed transcript (no composer
-to type into), and the permission modes (the composer as ever)."""
+"""Modes a person puts the pane in: a shell prompt, the detailed transcript and the rewind
+menu (no composer to type into), and the permission modes (the composer as ever)."""
 
 
 def variant_plans(base: Mapping[str, Plan]) -> list[Plan]:
