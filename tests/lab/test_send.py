@@ -20,7 +20,14 @@ from akk.qualify.launcher import LabSession
 from akk.qualify.model_server import RecordedRequest
 from akk.qualify.plans.claude import CLAUDE_STATUS_LINE
 from akk.qualify.run_files import Preseed
-from akk.qualify.scenarios import ECHO_REPLY, ECHO_TASK, HELD_TASK, SLOW_SIGNAL, SLOW_TASK
+from akk.qualify.scenarios import (
+    DEFAULT_REPLY,
+    ECHO_REPLY,
+    ECHO_TASK,
+    HELD_TASK,
+    SLOW_SIGNAL,
+    SLOW_TASK,
+)
 from akk.store.database import open_reader
 from tests.lab.conftest import LabSpec, lab_params
 from tools.lab import clients
@@ -116,6 +123,58 @@ async def test_send_reaches_the_model_once_and_done_carries_reply_and_usage(
     )
     assert counted == _usage_reported(lab)
     assert event["outcome"]["usage"] == usage
+
+
+OTHER_PANE_TASK = "lab: a task for the other pane"
+
+
+@pytest.mark.parametrize(
+    "lab",
+    [*lab_params("echo", agents=("claude",))[-1:], *lab_params("echo", agents=("codex",))[-1:]],
+    indirect=True,
+)
+async def test_two_agents_in_one_project_each_end_with_their_own_reply(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    """A person runs the same agent twice in one project, in two panes: the same project
+    folder of session files, both written at once. Each Turn is bound to its own process's
+    file (never "the newest"), and ends with its own reply and session."""
+    # The same command line, environment and folder as the lab's own pane, in a pane under it.
+    await lab.tmux("split-window", "-d", "-v", "-t", lab.pane, "-c", str(lab.workdir), *lab.argv)
+    async with (
+        serving(lab, tmp_path) as served,
+        connect(served.endpoint.url, served.tokens["ctl"]) as ctl,
+    ):
+        with trio.fail_after(30):
+            while True:
+                rows = (await ctl.call("list"))["terminals"]
+                if len(rows) == 2 and all(r["observation"]["state"] == "idle" for r in rows):
+                    break
+                await trio.sleep(0.05)
+        assert {row["cwd"] for row in rows} == {str(lab.workdir)}
+        tasks = {row["terminal_id"]: task for row, task in zip(
+            sorted(rows, key=lambda row: row["pane"] != lab.pane), (ECHO_TASK, OTHER_PANE_TASK),
+            strict=True)}  # fmt: skip
+        sent = {
+            terminal_id: await ctl.call(
+                "send", {"terminal_id": terminal_id, "request": task, "client_request_id": task}
+            )
+            for terminal_id, task in tasks.items()
+        }
+        events = {terminal_id: await outcome(ctl, s["turn_id"]) for terminal_id, s in sent.items()}
+        turns = [
+            (await ctl.call("status", {"turn_id": s["turn_id"]}))["turn"] for s in sent.values()
+        ]
+    replies = {ECHO_TASK: ECHO_REPLY, OTHER_PANE_TASK: DEFAULT_REPLY.text}
+    for terminal_id, event in events.items():
+        assert event["kind"] == "done", event
+        assert event["outcome"]["final_message"] == replies[tasks[terminal_id]], event
+    assert [turn["evidence"]["status"] for turn in turns] == ["bound", "bound"]
+    assert turns[0]["session_id"] != turns[1]["session_id"]
+    assert lab.server.count_inputs_containing(ECHO_TASK) == 1
+    assert lab.server.count_inputs_containing(OTHER_PANE_TASK) == 1
+    # Both panes' files lie in the one project folder (Claude) or the day's folder (Codex).
+    assert len({path.parent for path in lab.transcript_files()}) == 1
 
 
 TEXTS = {
