@@ -62,6 +62,13 @@ def lab_params(scenario: str, *, agents: Iterable[str] = AGENTS, **options: obje
     ]
 
 
+def newest_of_each(scenario: str, **options: object) -> list[object]:
+    """`lab_params` of the newest pinned client of each agent `scenario` runs on."""
+    return [
+        param for agent in AGENTS for param in lab_params(scenario, agents=(agent,), **options)[-1:]
+    ]
+
+
 _verified: set[Client] = set()
 
 

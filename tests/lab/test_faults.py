@@ -19,7 +19,7 @@ from akk.client import Controller, connect
 from akk.faults import BEFORE_ENTER, SEND_POINTS, Point
 from akk.qualify.launcher import LabSession
 from akk.qualify.scenarios import ECHO_TASK, SLOW_SIGNAL, SLOW_TASK
-from tests.lab.conftest import lab_params
+from tests.lab.conftest import lab_params, newest_of_each
 from tools.lab.akk_runner import OUTCOMES, AkkProcess, idle_terminal
 
 FAST = ("--accept-seconds", "5")  # a cut-off task is declared uncertain sooner
@@ -115,7 +115,7 @@ async def test_sigkill_at_each_point_then_restart(
 )
 @pytest.mark.parametrize(
     "lab",
-    [*lab_params("slow", agents=("claude",))[-1:], *lab_params("slow", agents=("codex",))[-1:]],
+    newest_of_each("slow"),
     indirect=True,
 )
 async def test_sigkill_during_cancel_then_restart(

@@ -29,7 +29,7 @@ from akk.qualify.scenarios import (
     SLOW_TASK,
 )
 from akk.store.database import open_reader
-from tests.lab.conftest import LabSpec, lab_params
+from tests.lab.conftest import LabSpec, lab_params, newest_of_each
 from tools.lab import clients
 from tools.lab.akk_runner import idle_terminal, outcome, serving
 
@@ -130,7 +130,7 @@ OTHER_PANE_TASK = "lab: a task for the other pane"
 
 @pytest.mark.parametrize(
     "lab",
-    [*lab_params("echo", agents=("claude",))[-1:], *lab_params("echo", agents=("codex",))[-1:]],
+    newest_of_each("echo"),
     indirect=True,
 )
 async def test_two_agents_in_one_project_each_end_with_their_own_reply(
@@ -189,7 +189,7 @@ TEXTS = {
 
 @pytest.mark.parametrize(
     "lab",
-    [*lab_params("echo", agents=("claude",))[-1:], *lab_params("echo", agents=("codex",))[-1:]],
+    newest_of_each("echo"),
     indirect=True,
 )
 async def test_texts_arrive_byte_exact(lab: LabSession, tmp_path: Path) -> None:
@@ -574,7 +574,7 @@ async def test_a_person_typing_before_enter_gets_no_enter(lab: LabSession, tmp_p
 
 @pytest.mark.parametrize(
     "lab",
-    [*lab_params("echo", agents=("claude",))[-1:], *lab_params("echo", agents=("codex",))[-1:]],
+    newest_of_each("echo"),
     indirect=True,
 )
 async def test_an_unacked_event_comes_back_on_reconnect_and_only_to_its_owner(

@@ -18,13 +18,10 @@ from akk.client import connect
 from akk.qualify.launcher import MARKER_VAR, LabSession
 from akk.qualify.scenarios import SLOW_TASK
 from akk.store.database import open_reader
-from tests.lab.conftest import lab_params
+from tests.lab.conftest import newest_of_each
 from tools.lab.akk_runner import idle_terminal, outcome, serving
 
-NEWEST_OF_EACH = [
-    *lab_params("slow", agents=("claude",))[-1:],
-    *lab_params("slow", agents=("codex",))[-1:],
-]
+NEWEST_OF_EACH = newest_of_each("slow")
 
 
 @pytest.mark.parametrize("lab", NEWEST_OF_EACH, indirect=True)

@@ -33,13 +33,10 @@ from akk.qualify.scenarios import (
     SLOW_SIGNAL,
     SLOW_TASK,
 )
-from tests.lab.conftest import lab_params
+from tests.lab.conftest import lab_params, newest_of_each
 from tools.lab.akk_runner import idle_terminal, outcome, serving
 
-LAST_OF_EACH = [
-    *lab_params("echo", agents=("claude",))[-1:],
-    *lab_params("echo", agents=("codex",))[-1:],
-]
+LAST_OF_EACH = newest_of_each("echo")
 
 
 def _slow_task(request: RecordedRequest) -> bool:

@@ -23,16 +23,13 @@ from akk.client import AkkError, Controller, connect
 from akk.config import TurnSettings
 from akk.qualify.launcher import LabSession
 from akk.qualify.scenarios import HELD_TASK, RUN_TASK, SLOW_SIGNAL, SLOW_TASK
-from tests.lab.conftest import lab_params
+from tests.lab.conftest import lab_params, newest_of_each
 from tests.lab.test_send import person_takes_back
 from tools.lab.akk_runner import AkkProcess, idle_terminal, outcome, serving, two_controllers
 
 SLOW_REPLY = "Working on it slowly... done."
 OTHER_TASK = "lab: another task of the person's"
-NEWEST_OF_EACH = [
-    *lab_params("slow", agents=("claude",))[-1:],
-    *lab_params("slow", agents=("codex",))[-1:],
-]
+NEWEST_OF_EACH = newest_of_each("slow")
 
 
 async def working_terminal(ctl: Controller, timeout: float = 20) -> str:

@@ -35,6 +35,7 @@ from akk.qualify.plans.shared import (
     asking,
     permission,
     questions,
+    shell_mode_after_echo,
     wait,
 )
 from akk.qualify.run_files import Preseed
@@ -42,7 +43,6 @@ from akk.qualify.scenarios import (
     ASK_RULE,
     BACKGROUND_NEXT,
     BACKGROUND_NEXT_REPLY,
-    ECHO_REPLY,
     SLOW_SIGNAL,
     Question,
 )
@@ -268,16 +268,7 @@ PERSON_MODES = Plan(
     "echo",
     CLAUDE,
     (
-        Submit(),
-        wait(ECHO_REPLY),
-        WaitIdle(),
-        # A leading '!' turns the empty composer into a shell prompt: text typed there would
-        # run as a command, so it is no composer AKK may type a task into.
-        Type("!"),
-        wait("for shell mode"),
-        Shot("shell_mode", Expected("unknown")),
-        Press(("BSpace",)),
-        WaitIdle(),
+        *shell_mode_after_echo("for shell mode"),
         # Ctrl-O shows the detailed transcript in place of the composer.
         Press(("C-o",)),
         wait("Showing detailed transcript"),

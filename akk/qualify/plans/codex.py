@@ -36,6 +36,7 @@ from akk.qualify.plans.shared import (
     filler,
     permission,
     questions,
+    shell_mode_after_echo,
     wait,
 )
 from akk.qualify.run_files import Preseed
@@ -473,15 +474,7 @@ def _person_modes() -> Plan:
         "echo",
         CODEX,
         (
-            Submit(),
-            wait(ECHO_REPLY),
-            WaitIdle(),
-            # A leading '!' makes the composer a shell prompt ("Shell mode" on its status row).
-            Type("!"),
-            wait("Shell mode"),
-            Shot("shell_mode", Expected("unknown")),
-            Press(("BSpace",)),
-            WaitIdle(),
+            *shell_mode_after_echo("Shell mode"),  # named on the status row
             # Escape on an empty composer arms "edit previous message"; a second one browses
             # the transcript, where Enter would edit or rewind to an earlier prompt: a pager
             # up to 0.155.1, a "Browsing" row under the transcript from 0.169.0.

@@ -17,6 +17,7 @@ from akk.qualify.plans.plan import (
     Action,
     Paste,
     Plan,
+    Press,
     Release,
     Settle,
     Shot,
@@ -44,6 +45,22 @@ def wait(*texts: str) -> WaitText:
 
 WORKING_SHOWN = wait("esc to interrupt", "• Working")
 """Claude's status line, or Codex 0.169.0's first streamed word: a turn is running."""
+
+
+def shell_mode_after_echo(shown: str) -> tuple[Action, ...]:
+    """The echo task done, then the shell mode a leading '!' turns the empty composer into
+    (``shown``: how the client says so), captured as `unknown`: text typed there would run
+    as a command, so it is no composer AKK may type a task into. Then back to the composer."""
+    return (
+        Submit(),
+        wait(ECHO_REPLY),
+        WaitIdle(),
+        Type("!"),
+        wait(shown),
+        Shot("shell_mode", Expected("unknown")),
+        Press(("BSpace",)),
+        WaitIdle(),
+    )
 
 
 def asking(
