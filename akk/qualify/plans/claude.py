@@ -275,6 +275,12 @@ PERSON_MODES = Plan(
         Shot("transcript", Expected("unknown")),
         Press(("C-o",)),
         WaitIdle(),
+        # Ctrl-R searches the prompt history, where Enter would put an old prompt back.
+        Press(("C-r",)),
+        wait("Filter history"),
+        Shot("history_search", Expected("unknown")),
+        Press(("Escape",)),
+        WaitIdle(),
         # Shift+Tab cycles the permission mode, named on the hint row: the composer is the
         # same, and a task sent there runs under the mode the person chose.
         Press(("BTab",)),
@@ -293,8 +299,9 @@ PERSON_MODES = Plan(
         Shot("rewind", Expected("unknown")),
     ),
 )
-"""Modes a person puts the pane in: a shell prompt, the detailed transcript and the rewind
-menu (no composer to type into), and the permission modes (the composer as ever)."""
+"""Modes a person puts the pane in: a shell prompt, the detailed transcript, the history
+search and the rewind menu (no composer to type into), and the permission modes (the
+composer as ever)."""
 
 
 def variant_plans(base: Mapping[str, Plan]) -> list[Plan]:

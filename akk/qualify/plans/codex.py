@@ -468,13 +468,20 @@ def _cut_command() -> Plan:
 
 
 def _person_modes() -> Plan:
-    """Modes a person puts the pane in: a shell prompt, and the transcript to rewind in."""
+    """Modes a person puts the pane in: a shell prompt, the history search, and the transcript
+    to rewind in."""
     return Plan(
         "codex_person_modes",
         "echo",
         CODEX,
         (
             *shell_mode_after_echo("Shell mode"),  # named on the status row
+            # Ctrl-R searches the prompt history, where Enter would put an old prompt back.
+            Press(("C-r",)),
+            wait("reverse-i-search"),
+            Shot("history_search", Expected("unknown")),
+            Press(("Escape",)),
+            WaitIdle(),
             # Escape on an empty composer arms "edit previous message"; a second one browses
             # the transcript, where Enter would edit or rewind to an earlier prompt: a pager
             # up to 0.155.1, a "Browsing" row under the transcript from 0.169.0.
