@@ -202,6 +202,7 @@ REJECTED_CODEX_PATCH = "patch rejected by user"
 ECHO_TASK = "lab: say hello"
 ECHO_REPLY = "Hello from the lab model."
 SLOW_TASK = "lab: work slowly"
+SLOW_REPLY = "Working on it slowly... done."
 SLOW_SIGNAL = "release"
 HELD_TASK = "lab: think before answering"
 """A task whose reply waits for `SLOW_SIGNAL` before its first byte (the `held` scenario)."""
@@ -344,7 +345,7 @@ def _build() -> dict[str, Scenario]:
         Scenario(
             "slow",
             task=SLOW_TASK,
-            steps=(Step(SLOW_TASK, SlowText("Working on it slowly... done.", hold=SLOW_SIGNAL)),),
+            steps=(Step(SLOW_TASK, SlowText(SLOW_REPLY, hold=SLOW_SIGNAL)),),
         ),
         Scenario(
             "held",

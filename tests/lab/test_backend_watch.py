@@ -31,14 +31,13 @@ from akk.evidence import codex
 from akk.qualify.launcher import LabSession
 from akk.qualify.model_server import ModelServer
 from akk.qualify.run_files import RunFiles
-from akk.qualify.scenarios import SCENARIOS, SLOW_SIGNAL, SLOW_TASK
+from akk.qualify.scenarios import SCENARIOS, SLOW_REPLY, SLOW_SIGNAL, SLOW_TASK
 from akk.store.database import open_reader
 from tests.lab.conftest import ensure_installed, lab_params
 from tools.lab import clients
 from tools.lab.akk_runner import AkkProcess, outcome, serving, serving_backend, two_controllers
 from tools.lab.clients import Client
 
-SLOW_REPLY = "Working on it slowly... done."
 NEWEST_CODEX = lab_params("slow", agents=("codex",))[-1:]
 CLAUDE_TUI_OLDEST_AND_NEWEST = [
     lab_params("slow", agents=("claude",))[0],

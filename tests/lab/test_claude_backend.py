@@ -27,7 +27,16 @@ import trio
 from akk.client import Controller, connect
 from akk.qualify.launcher import run_processes
 from akk.qualify.model_server import ModelServer, RecordedRequest
-from akk.qualify.scenarios import ECHO_REPLY, ECHO_TASK, SLOW_TASK, Scenario, SlowText, Step, Text
+from akk.qualify.scenarios import (
+    ECHO_REPLY,
+    ECHO_TASK,
+    SLOW_REPLY,
+    SLOW_TASK,
+    Scenario,
+    SlowText,
+    Step,
+    Text,
+)
 from akk.store.database import open_reader
 from tests.lab.conftest import ensure_installed
 from tools.lab import clients
@@ -54,7 +63,7 @@ SCENARIO = Scenario(
         Step(REVIEW_TASK, Text(REVIEW_REPLY)),
         Step(AFTER_TASK, Text(AFTER_REPLY)),
         # Held until the client hangs up: the cancel and the SIGKILL each end one.
-        Step(SLOW_TASK, SlowText("Working on it slowly... done.")),
+        Step(SLOW_TASK, SlowText(SLOW_REPLY)),
         Step(KILL_TASK, SlowText("Working until killed... done.")),
     ),
 )

@@ -44,6 +44,7 @@ from akk.qualify.scenarios import (
     ECHO_REPLY,
     ECHO_TASK,
     RUN_TASK,
+    SLOW_REPLY,
     SLOW_TASK,
     Bash,
     Scenario,
@@ -89,7 +90,7 @@ SCENARIO = Scenario(
         Step(RECALL_TASK, Text(RECALL_REPLY)),
         Step(RESUMED, SlowText("Finished after all.", hold=RELEASE)),
         # Held until the client hangs up: interrupt, closed stdin and SIGKILL each end one.
-        Step(SLOW_TASK, SlowText("Working on it slowly... done."), repeat=True),
+        Step(SLOW_TASK, SlowText(SLOW_REPLY), repeat=True),
     ),
 )
 

@@ -449,7 +449,7 @@ async def test_slow_text_holds_then_finishes_on_signal() -> None:
         for e in Reply(200, {}, head + rest).events()
         if e["type"] == "content_block_delta"
     )
-    assert text == "Working on it slowly... done."
+    assert text == sc.SLOW_REPLY
 
 
 @pytest.mark.parametrize("api", ["anthropic", "openai"])

@@ -25,6 +25,7 @@ from akk.qualify.scenarios import (
     BASH_MARKER,
     EXEC_MARKER,
     RUN_TASK,
+    SLOW_REPLY,
     SLOW_SIGNAL,
     SLOW_TASK,
     Bash,
@@ -52,7 +53,7 @@ def _scenario(agent: str) -> Scenario:
         "supervision",
         task=SLOW_TASK,
         steps=(
-            Step(SLOW_TASK, SlowText("Working on it slowly... done.", hold=SLOW_SIGNAL)),
+            Step(SLOW_TASK, SlowText(SLOW_REPLY, hold=SLOW_SIGNAL)),
             Step(RUN_TASK, permission),
         ),
     )

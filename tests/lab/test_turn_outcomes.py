@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -30,6 +32,7 @@ from akk.qualify.scenarios import (
     ECHO_TASK,
     ERROR_TASK,
     RUN_TASK,
+    SLOW_REPLY,
     SLOW_SIGNAL,
     SLOW_TASK,
 )
@@ -265,6 +268,65 @@ async def test_the_agent_process_ending_fails_the_turn(lab: LabSession, tmp_path
         status = await ctl.call("status", {"turn_id": turn_id})
     assert event["kind"] == "failed", event
     assert status["turn"]["reason"] == "terminal_gone"
+
+
+async def _shell_pane(lab: LabSession) -> str:
+    """A pane under the lab's own whose interactive shell (with job control, as a person's)
+    runs the lab's client command line; its pane id."""
+    shell = "bash --noprofile --norc -i"
+    pane = await lab.tmux(
+        "split-window", "-d", "-v", "-P", "-F", "#{pane_id}", "-t", lab.pane,
+        "-c", str(lab.workdir), shell,
+    )  # fmt: skip
+    await lab.tmux("send-keys", "-t", pane.strip(), "-l", shlex.join(lab.argv))
+    await lab.tmux("send-keys", "-t", pane.strip(), "Enter")
+    return pane.strip()
+
+
+async def _row(ctl: Controller, pane: str, state: str) -> dict[str, Any]:
+    """The row of ``pane`` once its observation is ``state``."""
+    with trio.fail_after(30):
+        while True:
+            rows = (await ctl.call("list"))["terminals"]
+            if any((row := r)["pane"] == pane and r["observation"]["state"] == state for r in rows):
+                return row
+            await trio.sleep(0.05)
+
+
+@pytest.mark.parametrize("lab", newest_of_each("slow"), indirect=True)
+async def test_an_agent_the_person_suspends_and_resumes_ends_its_turn_done(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    """The person suspends the agent from its shell (Ctrl-Z) while a Turn runs, then resumes
+    it (`fg`). Suspended, the pane shows the shell: `unknown`, the same terminal, the Turn
+    running on. Resumed, the Turn ends `done` with its own reply."""
+    pane = await _shell_pane(lab)
+    async with controller(lab, tmp_path) as ctl:
+        row = await _row(ctl, pane, "idle")
+        sent = await ctl.call(
+            "send",
+            {"terminal_id": row["terminal_id"], "request": SLOW_TASK, "client_request_id": "s"},
+        )
+        await lab.server.wait_for_request(_slow_task, timeout=20)
+        with trio.fail_after(20):  # the agent's file shows the task
+            while (await ctl.call("status", {"turn_id": sent["turn_id"]}))["turn"][
+                "state"
+            ] != "running":
+                await trio.sleep(0.05)
+        await lab.tmux("send-keys", "-t", pane, "C-z")
+        stopped = await _row(ctl, pane, "unknown")
+        shown = await lab.tmux("display", "-p", "-t", pane, "#{pane_current_command}")
+        running = (await ctl.call("status", {"turn_id": sent["turn_id"]}))["turn"]["state"]
+        await lab.tmux("send-keys", "-t", pane, "-l", "fg")
+        await lab.tmux("send-keys", "-t", pane, "Enter")
+        resumed = await _row(ctl, pane, "working")
+        lab.server.signal(SLOW_SIGNAL)
+        event = await outcome(ctl, sent["turn_id"], timeout=30)
+    assert shown.strip() == "bash"  # the shell is in the foreground, the agent stopped
+    assert running == "running"
+    assert stopped["terminal_id"] == resumed["terminal_id"] == row["terminal_id"]
+    assert (event["kind"], event["outcome"]["final_message"]) == ("done", SLOW_REPLY), event
+    assert lab.server.count_inputs_containing(SLOW_TASK) == 1
 
 
 def _prompt_rows(screen: str) -> list[str]:

@@ -22,12 +22,11 @@ import trio
 from akk.client import AkkError, Controller, connect
 from akk.config import TurnSettings
 from akk.qualify.launcher import LabSession
-from akk.qualify.scenarios import HELD_TASK, RUN_TASK, SLOW_SIGNAL, SLOW_TASK
+from akk.qualify.scenarios import HELD_TASK, RUN_TASK, SLOW_REPLY, SLOW_SIGNAL, SLOW_TASK
 from tests.lab.conftest import lab_params, newest_of_each
 from tests.lab.test_send import person_takes_back
 from tools.lab.akk_runner import AkkProcess, idle_terminal, outcome, serving, two_controllers
 
-SLOW_REPLY = "Working on it slowly... done."
 OTHER_TASK = "lab: another task of the person's"
 NEWEST_OF_EACH = newest_of_each("slow")
 

@@ -31,6 +31,7 @@ from akk.qualify.scenarios import (
     ECHO_REPLY,
     ECHO_TASK,
     RUN_TASK,
+    SLOW_REPLY,
     SLOW_TASK,
     AskUserQuestion,
     Option,
@@ -56,7 +57,7 @@ SCENARIO = Scenario(
         Step(ECHO_TASK, Text(ECHO_REPLY)),
         Step(RUN_TASK, BASH_CALL, repeat=True),
         Step(BASH_MARKER, Text("The command ran.")),
-        Step(SLOW_TASK, SlowText("Working on it slowly... done.")),
+        Step(SLOW_TASK, SlowText(SLOW_REPLY)),
         Step(ASK_TASK, AskUserQuestion((QUESTION,))),
     ),
 )
