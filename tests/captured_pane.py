@@ -41,12 +41,16 @@ IDS = IdMinter(b"c" * 32)
 
 
 class CapturedPane:
-    """A tmux link whose one pane shows ``screen`` (rows as captured, escapes kept)."""
+    """A tmux link whose one pane of ``size`` shows ``screen`` (rows as captured, escapes
+    kept): it answers ``capture-pane``, and ``display-message`` of the pane's size."""
 
-    def __init__(self, screen: list[str] | None = None) -> None:
+    def __init__(self, screen: list[str] | None = None, size: tuple[int, int] = (120, 40)) -> None:
         self.screen = screen or []
+        self.size = size
 
     async def command(self, *args: str) -> list[str]:
+        if args[0] == "display-message":
+            return ["{} {}".format(*self.size)]
         assert args[0] == "capture-pane"
         return self.screen
 
@@ -62,8 +66,9 @@ class DrawnPane(CapturedPane):
         self.drawings, self.captures = list(drawings), 0
 
     async def command(self, *args: str) -> list[str]:
-        self.screen = self.drawings[min(self.captures, len(self.drawings) - 1)]
-        self.captures += 1
+        if args[0] == "capture-pane":
+            self.screen = self.drawings[min(self.captures, len(self.drawings) - 1)]
+            self.captures += 1
         return await super().command(*args)
 
 
@@ -83,6 +88,7 @@ def observing(
     """An Observer of ``pane`` (a new one by default) on ``store``, as its TerminalActor
     starts it: announced, of ``size``, nothing looked at yet."""
     pane = pane or CapturedPane()
+    pane.size = size
     screen = Observer(IDENTITY, PROFILE, cast(ClientLink, pane), TerminalBoard(), store)
     screen.announce()
     screen.size = size

@@ -9,6 +9,7 @@ Refusals send zero keys: neither the pane nor the model server sees anything.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -524,6 +525,53 @@ async def _running(lab: LabSession, ctl: Controller, task: str) -> str:
         ] != "running":
             await trio.sleep(0.05)
     return str(sent["turn_id"])
+
+
+RESIZED_TASK = "lab: " + " ".join(f"word{i:03d}" for i in range(40))
+"""A task over two rows at 120 columns and five at 80."""
+
+
+@pytest.mark.parametrize("lab", newest_of_each("echo"), indirect=True)
+async def test_a_task_typed_while_a_person_resizes_the_pane_is_proven_at_its_new_size(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    """A fault-point delay between AKK's text and its proof; the person resizes the pane
+    meanwhile (a smaller terminal attached, a split). The client wraps the text anew, and
+    AKK proves it at the size the pane has now, not the one it was listed at: Enter, `done`,
+    the task at the model once and byte-exact."""
+    faults.arm("text_injected:delay:1.5")
+    try:
+        async with (
+            serving(lab, tmp_path) as served,
+            connect(served.endpoint.url, served.tokens["ctl"]) as ctl,
+        ):
+            row = await idle_terminal(ctl)
+            result: dict[str, Any] = {}
+
+            async def send() -> None:
+                result.update(
+                    await ctl.call(
+                        "send",
+                        {
+                            "terminal_id": row["terminal_id"],
+                            "request": RESIZED_TASK,
+                            "client_request_id": "r",
+                        },
+                    )
+                )
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(send)
+                await lab.wait_for_screen(lambda s: "word039" in s, 10, what="the whole task")
+                await lab.tmux("resize-window", "-t", "lab", "-x", "80", "-y", "24")
+            event = await outcome(ctl, result["turn_id"])
+            status = await ctl.call("status", {"turn_id": result["turn_id"]})
+    finally:
+        faults.disarm()
+    assert event["kind"] == "done", event
+    assert [d["stage"] for d in status["dispatches"]] == ["accepted"]
+    (request,) = _task_requests(lab, RESIZED_TASK)
+    assert request.newest_input.strip() == RESIZED_TASK
 
 
 @pytest.mark.parametrize(

@@ -53,7 +53,7 @@ from akk.screen.grid import Grid
 from akk.screen.render import CaptureMismatch, render, unstyled
 from akk.store import interactions, turns
 from akk.tmux.control import ClientLink, ControlClientClosed, TmuxCommandError
-from akk.tmux.panes import capture
+from akk.tmux.panes import capture, pane_size
 
 log = logging.getLogger("akk.terminal")
 
@@ -159,7 +159,17 @@ class Observer:
             self._last_number = latest.appearance
 
     async def observe(self, *, force: bool = False) -> TerminalSnapshot | None:
-        """Capture and classify now; publish and return the snapshot (None if no full screen)."""
+        """Capture and classify now; publish and return the snapshot (None if no full screen).
+
+        A forced read (a step's proof, or its check that the pane is idle) reads the pane's
+        size first: a step in flight holds this actor, so no listing brings it a resize, and
+        a screen a person resized meanwhile is proven at the size it has now.
+        """
+        try:
+            if force and (now := await pane_size(self._link.client(), self.identity.pane_id)):
+                self.size = now
+        except (TmuxCommandError, ControlClientClosed):
+            return None  # the pane went away: the watcher retires us
         if self.size is None:
             return None
         cols, rows = self.size
@@ -186,7 +196,7 @@ class Observer:
         try:
             grid = render(screen, cols, rows)
         except CaptureMismatch:
-            # Resized between listing and capture: the next listing brings the new size.
+            # Resized between reading the size and capturing: the next read brings it.
             return None
         observation, pending, held = await self._pending_call(
             classify(grid, self.identity, self.profile)
