@@ -8,6 +8,7 @@ Refusals send zero keys: neither the pane nor the model server sees anything.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -527,6 +528,41 @@ async def _running(lab: LabSession, ctl: Controller, task: str) -> str:
     return str(sent["turn_id"])
 
 
+async def _while_held(
+    lab: LabSession,
+    tmp_path: Path,
+    text: str,
+    shown: str,
+    person: Callable[[], Awaitable[object]],
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """With a fault-point delay holding the step after its text, send ``text`` to the idle
+    pane, and once the pane shows ``shown`` the person acts; the send's result, the Turn's
+    outcome event and its status."""
+    faults.arm("text_injected:delay:1.5")
+    try:
+        async with (
+            serving(lab, tmp_path) as served,
+            connect(served.endpoint.url, served.tokens["ctl"]) as ctl,
+        ):
+            row = await idle_terminal(ctl)
+            result: dict[str, Any] = {}
+
+            async def send() -> None:
+                params = {"terminal_id": row["terminal_id"], "request": text,
+                          "client_request_id": "h"}  # fmt: skip
+                result.update(await ctl.call("send", params))
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(send)
+                await lab.wait_for_screen(lambda screen: shown in screen, 10, what=repr(shown))
+                await person()
+            event = await outcome(ctl, result["turn_id"])
+            status = await ctl.call("status", {"turn_id": result["turn_id"]})
+    finally:
+        faults.disarm()
+    return result, event, status
+
+
 RESIZED_TASK = "lab: " + " ".join(f"word{i:03d}" for i in range(40))
 """A task over two rows at 120 columns and five at 80."""
 
@@ -539,35 +575,10 @@ async def test_a_task_typed_while_a_person_resizes_the_pane_is_proven_at_its_new
     meanwhile (a smaller terminal attached, a split). The client wraps the text anew, and
     AKK proves it at the size the pane has now, not the one it was listed at: Enter, `done`,
     the task at the model once and byte-exact."""
-    faults.arm("text_injected:delay:1.5")
-    try:
-        async with (
-            serving(lab, tmp_path) as served,
-            connect(served.endpoint.url, served.tokens["ctl"]) as ctl,
-        ):
-            row = await idle_terminal(ctl)
-            result: dict[str, Any] = {}
-
-            async def send() -> None:
-                result.update(
-                    await ctl.call(
-                        "send",
-                        {
-                            "terminal_id": row["terminal_id"],
-                            "request": RESIZED_TASK,
-                            "client_request_id": "r",
-                        },
-                    )
-                )
-
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(send)
-                await lab.wait_for_screen(lambda s: "word039" in s, 10, what="the whole task")
-                await lab.tmux("resize-window", "-t", "lab", "-x", "80", "-y", "24")
-            event = await outcome(ctl, result["turn_id"])
-            status = await ctl.call("status", {"turn_id": result["turn_id"]})
-    finally:
-        faults.disarm()
+    _, event, status = await _while_held(
+        lab, tmp_path, RESIZED_TASK, "word039",
+        lambda: lab.tmux("resize-window", "-t", "lab", "-x", "80", "-y", "24"),
+    )  # fmt: skip
     assert event["kind"] == "done", event
     assert [d["stage"] for d in status["dispatches"]] == ["accepted"]
     (request,) = _task_requests(lab, RESIZED_TASK)
@@ -581,40 +592,13 @@ async def test_a_task_typed_while_a_person_resizes_the_pane_is_proven_at_its_new
 )
 async def test_a_person_typing_before_enter_gets_no_enter(lab: LabSession, tmp_path: Path) -> None:
     """A fault-point delay between AKK's text and its Enter; the person types meanwhile."""
-    faults.arm("text_injected:delay:1.5")
-    try:
-        async with (
-            serving(lab, tmp_path) as served,
-            connect(served.endpoint.url, served.tokens["ctl"]) as ctl,
-        ):
-            row = await idle_terminal(ctl)
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(lambda: lab.wait_for_screen(lambda s: "lab: mine" in s, 10))
-                result: dict[str, object] = {}
-
-                async def send() -> None:
-                    result.update(
-                        await ctl.call(
-                            "send",
-                            {
-                                "terminal_id": row["terminal_id"],
-                                "request": "lab: mine",
-                                "client_request_id": "m",
-                            },
-                        )
-                    )
-
-                nursery.start_soon(send)
-                await lab.wait_for_screen(lambda s: "lab: mine" in s, 10)
-                await lab.type_text(" and mine")
-            assert result["state"] == "failed"
-            status = await ctl.call("status", {"turn_id": result["turn_id"]})
-            assert status["turn"]["reason"] == "composer_mismatch"
-            assert [d["stage"] for d in status["dispatches"]] == ["aborted"]
-            event = await outcome(ctl, str(result["turn_id"]))
-            assert event["kind"] == "failed"
-    finally:
-        faults.disarm()
+    result, event, status = await _while_held(
+        lab, tmp_path, "lab: mine", "lab: mine", lambda: lab.type_text(" and mine")
+    )
+    assert result["state"] == "failed"
+    assert status["turn"]["reason"] == "composer_mismatch"
+    assert [d["stage"] for d in status["dispatches"]] == ["aborted"]
+    assert event["kind"] == "failed"
     # The person's text is intact in the composer, and nothing reached the model.
     assert "lab: mine and mine" in await lab.text()
     assert lab.server.count_inputs_containing("lab: mine") == 0
