@@ -25,17 +25,19 @@ from akk.qualify.plans.plan import (
     Shot,
     Submit,
     Type,
-    WaitIdle,
     WaitLine,
 )
 from akk.qualify.plans.shared import (
     CLAUDE,
     DRAFT_TEXT,
+    ECHO_DONE,
+    HISTORY_SEARCH,
+    SHELL_MODE,
     WORKING_SHOWN,
     asking,
+    passing_mode,
     permission,
     questions,
-    shell_mode_after_echo,
     wait,
 )
 from akk.qualify.run_files import Preseed
@@ -268,19 +270,11 @@ PERSON_MODES = Plan(
     "echo",
     CLAUDE,
     (
-        *shell_mode_after_echo("for shell mode"),
+        *ECHO_DONE,
+        *passing_mode(SHELL_MODE, "for shell mode", "shell_mode", ("BSpace",)),
         # Ctrl-O shows the detailed transcript in place of the composer.
-        Press(("C-o",)),
-        wait("Showing detailed transcript"),
-        Shot("transcript", Expected("unknown")),
-        Press(("C-o",)),
-        WaitIdle(),
-        # Ctrl-R searches the prompt history, where Enter would put an old prompt back.
-        Press(("C-r",)),
-        wait("Filter history"),
-        Shot("history_search", Expected("unknown")),
-        Press(("Escape",)),
-        WaitIdle(),
+        *passing_mode(Press(("C-o",)), "Showing detailed transcript", "transcript", ("C-o",)),
+        *passing_mode(HISTORY_SEARCH, "Filter history", "history_search", ("Escape",)),
         # Shift+Tab cycles the permission mode, named on the hint row: the composer is the
         # same, and a task sent there runs under the mode the person chose.
         Press(("BTab",)),

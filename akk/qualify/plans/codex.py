@@ -31,12 +31,15 @@ from akk.qualify.plans.plan import (
 from akk.qualify.plans.shared import (
     CODEX,
     DRAFT_TEXT,
+    ECHO_DONE,
+    HISTORY_SEARCH,
+    SHELL_MODE,
     WORKING_SHOWN,
     asking,
     filler,
+    passing_mode,
     permission,
     questions,
-    shell_mode_after_echo,
     wait,
 )
 from akk.qualify.run_files import Preseed
@@ -475,13 +478,10 @@ def _person_modes() -> Plan:
         "echo",
         CODEX,
         (
-            *shell_mode_after_echo("Shell mode"),  # named on the status row
-            # Ctrl-R searches the prompt history, where Enter would put an old prompt back.
-            Press(("C-r",)),
-            wait("reverse-i-search"),
-            Shot("history_search", Expected("unknown")),
-            Press(("Escape",)),
-            WaitIdle(),
+            *ECHO_DONE,
+            # Named on the status row.
+            *passing_mode(SHELL_MODE, "Shell mode", "shell_mode", ("BSpace",)),
+            *passing_mode(HISTORY_SEARCH, "reverse-i-search", "history_search", ("Escape",)),
             # Escape on an empty composer arms "edit previous message"; a second one browses
             # the transcript, where Enter would edit or rewind to an earlier prompt: a pager
             # up to 0.155.1, a "Browsing" row under the transcript from 0.169.0.
@@ -503,9 +503,7 @@ def _new_where() -> Plan:
         "echo",
         CODEX,
         (
-            Submit(),
-            wait(ECHO_REPLY),
-            WaitIdle(),
+            *ECHO_DONE,
             Submit("/new"),
             wait("Where should the new conversation run?"),
             Shot(None, Expected("unknown")),

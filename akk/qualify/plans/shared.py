@@ -47,20 +47,25 @@ WORKING_SHOWN = wait("esc to interrupt", "• Working")
 """Claude's status line, or Codex 0.169.0's first streamed word: a turn is running."""
 
 
-def shell_mode_after_echo(shown: str) -> tuple[Action, ...]:
-    """The echo task done, then the shell mode a leading '!' turns the empty composer into
-    (``shown``: how the client says so), captured as `unknown`: text typed there would run
-    as a command, so it is no composer AKK may type a task into. Then back to the composer."""
-    return (
-        Submit(),
-        wait(ECHO_REPLY),
-        WaitIdle(),
-        Type("!"),
-        wait(shown),
-        Shot("shell_mode", Expected("unknown")),
-        Press(("BSpace",)),
-        WaitIdle(),
-    )
+ECHO_DONE: tuple[Action, ...] = (Submit(), wait(ECHO_REPLY), WaitIdle())
+"""The echo task sent and answered, the composer idle again."""
+
+
+def passing_mode(
+    enter: Action, shown: str, step: str, leave: tuple[str, ...]
+) -> tuple[Action, ...]:
+    """A mode a person puts the pane in with ``enter``, which shows ``shown``: captured as
+    `unknown` (no composer AKK may type a task into), then left with the ``leave`` keys, back
+    at the idle composer."""
+    return (enter, wait(shown), Shot(step, Expected("unknown")), Press(leave), WaitIdle())
+
+
+SHELL_MODE = Type("!")
+"""A leading '!' turns the empty composer into a shell prompt (both agents): text typed there
+would run as a command. Backspace leaves it."""
+HISTORY_SEARCH = Press(("C-r",))
+"""Ctrl-R searches the prompt history (both agents), where Enter would put an old prompt
+back. Escape leaves it."""
 
 
 def asking(
