@@ -409,7 +409,7 @@ async def test_a_task_a_person_escapes_before_any_reply_is_withdrawn(
         connect(served.endpoint.url, served.tokens["ctl"]) as ctl,
     ):
         assert served.keys is not None
-        turn_id = await _running(lab, ctl, HELD_TASK)
+        turn_id = await running(lab, ctl, HELD_TASK)
         typed = len(served.keys.keys())
         await lab.send_keys("Escape")
         event = await outcome(ctl, turn_id, timeout=20)
@@ -464,7 +464,7 @@ async def test_a_task_a_person_takes_back_before_any_reply_is_withdrawn(
             {"terminal_id": row["terminal_id"], "request": ECHO_TASK, "client_request_id": "e"},
         )
         assert (await outcome(ctl, first["turn_id"]))["kind"] == "done"
-        turn_id = await _running(lab, ctl, HELD_TASK)
+        turn_id = await running(lab, ctl, HELD_TASK)
         typed = len(served.keys.keys())
         await lab.send_keys("Escape")
         await person_takes_back(lab, ctl, HELD_TASK, own)
@@ -505,17 +505,21 @@ async def person_takes_back(lab: LabSession, ctl: Controller, task: str, own: st
 
 
 async def _cancelled_while_running(lab: LabSession, ctl: Controller, task: str) -> str:
-    """Send ``task``, and cancel its Turn once it runs (`_running`); the turn_id."""
-    turn_id = await _running(lab, ctl, task)
+    """Send ``task``, and cancel its Turn once it runs (`running`); the turn_id."""
+    turn_id = await running(lab, ctl, task)
     assert (await ctl.call("cancel", {"turn_id": turn_id}))["state"] == "cancelling"
     return turn_id
 
 
-async def _running(lab: LabSession, ctl: Controller, task: str) -> str:
-    """Send ``task``; its turn_id once its request is at the model and the Turn running."""
-    row = await idle_terminal(ctl)
+async def running(
+    lab: LabSession, ctl: Controller, task: str, terminal_id: str | None = None
+) -> str:
+    """Send ``task`` to ``terminal_id`` (by default the idle lab pane); its turn_id once its
+    request is at the model and the Turn running."""
+    if terminal_id is None:
+        terminal_id = (await idle_terminal(ctl))["terminal_id"]
     sent = await ctl.call(
-        "send", {"terminal_id": row["terminal_id"], "request": task, "client_request_id": task}
+        "send", {"terminal_id": terminal_id, "request": task, "client_request_id": task}
     )
     await lab.server.wait_for_request(
         lambda r: not r.auxiliary and task in r.newest_input, timeout=20

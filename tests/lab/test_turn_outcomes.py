@@ -37,6 +37,7 @@ from akk.qualify.scenarios import (
     SLOW_TASK,
 )
 from tests.lab.conftest import lab_params, newest_of_each
+from tests.lab.test_send import running
 from tools.lab.akk_runner import idle_terminal, outcome, serving
 
 LAST_OF_EACH = newest_of_each("echo")
@@ -303,27 +304,18 @@ async def test_an_agent_the_person_suspends_and_resumes_ends_its_turn_done(
     pane = await _shell_pane(lab)
     async with controller(lab, tmp_path) as ctl:
         row = await _row(ctl, pane, "idle")
-        sent = await ctl.call(
-            "send",
-            {"terminal_id": row["terminal_id"], "request": SLOW_TASK, "client_request_id": "s"},
-        )
-        await lab.server.wait_for_request(_slow_task, timeout=20)
-        with trio.fail_after(20):  # the agent's file shows the task
-            while (await ctl.call("status", {"turn_id": sent["turn_id"]}))["turn"][
-                "state"
-            ] != "running":
-                await trio.sleep(0.05)
+        turn_id = await running(lab, ctl, SLOW_TASK, row["terminal_id"])
         await lab.tmux("send-keys", "-t", pane, "C-z")
         stopped = await _row(ctl, pane, "unknown")
         shown = await lab.tmux("display", "-p", "-t", pane, "#{pane_current_command}")
-        running = (await ctl.call("status", {"turn_id": sent["turn_id"]}))["turn"]["state"]
+        state = (await ctl.call("status", {"turn_id": turn_id}))["turn"]["state"]
         await lab.tmux("send-keys", "-t", pane, "-l", "fg")
         await lab.tmux("send-keys", "-t", pane, "Enter")
         resumed = await _row(ctl, pane, "working")
         lab.server.signal(SLOW_SIGNAL)
-        event = await outcome(ctl, sent["turn_id"], timeout=30)
+        event = await outcome(ctl, turn_id, timeout=30)
     assert shown.strip() == "bash"  # the shell is in the foreground, the agent stopped
-    assert running == "running"
+    assert state == "running"
     assert stopped["terminal_id"] == resumed["terminal_id"] == row["terminal_id"]
     assert (event["kind"], event["outcome"]["final_message"]) == ("done", SLOW_REPLY), event
     assert lab.server.count_inputs_containing(SLOW_TASK) == 1
