@@ -179,6 +179,8 @@ def test_turn_settles_as_the_far_end_saw_it(turn: Turn, tmp_path: Path, agent: S
     assert progress.session_id == turn.session_id
     assert progress.outcome == label["outcome"]
     assert progress.final_message == label["final_message"]
+    # Captured before the count was labelled: no person sent a message into those Turns.
+    assert progress.person_messages == label.get("person_messages", 0)
     assert progress.usage is not None
     if label["usage_exact"]:
         assert progress.usage == _usage(label)

@@ -44,6 +44,11 @@ fixtures/evidence/claude/):
 - A headless run (``claude -p``, every pinned version, fixtures/claude_headless/)
   writes no ``turn_duration``: its round ends with a final reply (``stop_reason``
   ``end_turn``), an API-error reply or the interrupt record (`progress(headless=True)`).
+- A prompt a person sends while a Turn runs is queued; with the next tool result the Turn
+  takes it in, as an ``attachment`` record below that result whose ``attachment`` is
+  ``{"type": "queued_command", "commandMode": "prompt", "prompt": TEXT}`` (2.1.332 adds
+  ``origin: {"kind": "human"}``). A Turn with no tool call left leaves it queued: it is
+  sent after the Turn's end as a prompt of its own.
 - A tool call: an assistant record's ``tool_use`` block (``id``, ``name``,
   ``input``; Bash's ``input.command`` is the command as the model wrote it).
   Its answer is a user record's ``tool_result`` block with that
@@ -191,6 +196,7 @@ def progress(records: Sequence[Record], anchor: int, *, headless: bool = False) 
     compacted = any(data.get("subtype") == _COMPACTED for _, data in turn)
     complete = outcome in ("done", "failed") and all_final and not compacted
     unanswered = not any(data.get("type") in _AGENT_RECORDS for _, data in turn)
+    person = sum(_is_queued_prompt(data) for _, data in turn)
     return Progress(
         accepted=True,
         session_id=None,
@@ -201,6 +207,22 @@ def progress(records: Sequence[Record], anchor: int, *, headless: bool = False) 
         usage_status=UsageStatus.COMPLETE if complete else UsageStatus.PARTIAL,
         unanswered=unanswered,
         replaced=unanswered and _forked(records, anchor),
+        person_messages=person,
+    )
+
+
+def _is_queued_prompt(data: Mapping[str, Any]) -> bool:
+    """A prompt a person queued while the Turn ran, taken into it (not the client's own
+    queued notices, such as a background agent's end)."""
+    attachment = data.get("attachment")
+    if data.get("type") != "attachment" or not isinstance(attachment, dict):
+        return False
+    origin = attachment.get("origin", {"kind": "human"})
+    return (
+        attachment.get("type") == "queued_command"
+        and attachment.get("commandMode") == "prompt"
+        and isinstance(origin, dict)
+        and origin.get("kind") == "human"
     )
 
 

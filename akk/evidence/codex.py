@@ -21,6 +21,12 @@ and one writer appends them in order.
   (the error body as text) and ``last_agent_message: null``.
 - Interrupt (Esc, also Esc on an approval prompt): ``event_msg``
   ``turn_aborted`` with the ``turn_id`` and ``reason: "interrupted"``.
+- A message a person sends while the turn runs is steered into it: one more
+  ``item_completed`` ``UserMessage`` with the Turn's ``turn_id`` (0.171.0 shows "Messages to
+  be submitted after next tool call"; every pinned version sends it on, cutting a reply that
+  streams). Tab queues it instead, as the next turn. An answer to the agent's own async
+  question is a ``UserMessage`` too, ``> TITLE\n\nANSWER``, under the ``AgentMessage``
+  (``delivery: "async"``) whose ``questions`` hold that title.
 - A tool call: ``response_item`` ``function_call`` (``call_id``, ``name``,
   ``arguments`` a JSON text; ``exec_command``'s ``cmd`` is the command string).
   Its answer is a ``function_call_output`` with that ``call_id``, also when the
@@ -142,10 +148,18 @@ def progress(records: Sequence[Record], anchor: int, baseline: Tokens | None) ->
     turn_id = _payload(records[anchor].data, "item_completed").get("turn_id")
     total: Tokens | None = None
     end: Mapping[str, Any] = {}
+    asked: list[str] = []  # the titles of the async questions the turn asked so far
+    person = 0
     for record in records[anchor + 1 :]:
         counted = _total(record.data)
         if counted is not None:
             total = counted
+        item = _payload(record.data, "item_completed")
+        if item.get("turn_id") == turn_id:
+            asked.extend(_asked(item.get("item")))
+            text = prompt_text(record.data)
+            if text is not None and not any(text.startswith(f"> {t}\n\n") for t in asked):
+                person += 1
         payload = record.data.get("payload")
         if (
             record.data.get("type") == "event_msg"
@@ -186,7 +200,20 @@ def progress(records: Sequence[Record], anchor: int, baseline: Tokens | None) ->
         failure=failure,
         usage=usage,
         usage_status=status,
+        person_messages=person,
     )
+
+
+def _asked(item: object) -> list[str]:
+    """The question titles of an async question's ``AgentMessage`` (none for other items)."""
+    if not isinstance(item, dict) or item.get("delivery") != "async":
+        return []
+    questions = item.get("questions")
+    if not isinstance(questions, list):
+        return []
+    return [
+        q["title"] for q in questions if isinstance(q, dict) and isinstance(q.get("title"), str)
+    ]
 
 
 def _payload(data: Mapping[str, Any], kind: str) -> Mapping[str, Any]:

@@ -268,6 +268,10 @@ class Progress:
     """Proven that the agent will never answer the prompt: it is `unanswered`, and a prompt
     written after it goes on without it (another branch of the conversation). Claude so
     records a prompt sent at the pane after it took this one back into its composer."""
+    person_messages: int = 0
+    """Messages a person sent at the pane into the running Turn, which the agent took into
+    it: Claude's prompts queued while it worked and taken in with a tool's result, Codex's
+    messages steered into the turn (an answer to the agent's own question is none)."""
 
 
 @attrs.frozen

@@ -809,13 +809,43 @@ def _compact(agent: Agent, call: Reply, context_tokens: int) -> Scenario:
     )
 
 
+UNASKED_CALL: Mapping[Agent, Reply] = {
+    "claude": ClaudeTool("Glob", {"pattern": "*.md"}),
+    "codex": ExecCommand("echo lab-ran", escalated=False),
+}
+"""A tool call each client runs without asking: its result goes on to the model mid-Turn.
+Claude's Glob answers "no such tool" on 2.1.332: a result all the same."""
+
 SCENARIOS = {
     **SCENARIOS,
     # The lab's Claude model has a window of about a million tokens; Codex's catalog entry
-    # has 272,000. Claude's Glob answers "no such tool" on 2.1.332: a result all the same.
-    "claude_compact": _compact("claude", ClaudeTool("Glob", {"pattern": "*.md"}), 990_000),
-    "codex_compact": _compact("codex", ExecCommand("echo lab-ran", escalated=False), 260_000),
+    # has 272,000.
+    "claude_compact": _compact("claude", UNASKED_CALL["claude"], 990_000),
+    "codex_compact": _compact("codex", UNASKED_CALL["codex"], 260_000),
 }
+
+STEER_TASK = "lab: look around, then answer"
+STEER_REPLY = "Looked around, and read your note."
+"""The reply to the steered scenario's tool result and to anything after it."""
+
+
+def _steered(agent: Agent) -> Scenario:
+    """The first reply, a tool call that needs no approval, waits for `SLOW_SIGNAL`: the Turn
+    works meanwhile, and a person may send a message at the pane. Claude queues it and takes
+    it in with the tool's result; Codex steers it into the turn at once (cutting the held
+    reply). Every later request gets the final reply."""
+    return Scenario(
+        f"{agent}_steered",
+        task=STEER_TASK,
+        agents=frozenset({agent}),
+        steps=(
+            Step(STEER_TASK, UNASKED_CALL[agent], wait_for=SLOW_SIGNAL),
+            Step("", Text(STEER_REPLY), repeat=True),
+        ),
+    )
+
+
+SCENARIOS = {**SCENARIOS, "claude_steered": _steered("claude"), "codex_steered": _steered("codex")}
 
 
 BACKGROUND_TASK = "lab: hand this to a background agent"

@@ -46,9 +46,12 @@ from akk.qualify.scenarios import (
     SCENARIOS,
     SLOW_SIGNAL,
     SLOW_TASK,
+    STEER_REPLY,
+    STEER_TASK,
     ApiError,
 )
 from tests.lab.conftest import LabSpec, ensure_installed
+from tests.lab.test_send import PERSON_TASK
 from tools.lab import clients
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "evidence"
@@ -79,7 +82,7 @@ def _long_task() -> str:
 LONG_TASK = _long_task()
 """5,000 characters on three lines; the TUIs show it as a collapsed paste."""
 
-Kind = Literal["done", "interrupt", "error", "approve", "reject", "compact"]
+Kind = Literal["done", "interrupt", "error", "approve", "reject", "compact", "steer"]
 
 
 @attrs.frozen
@@ -128,6 +131,14 @@ CASES: Mapping[str, Case] = {
     # Claude only, and only the versions that compact mid-Turn (2.1.328 on):
     # python -m tests.lab.test_evidence --case compact --version 2.1.332
     "compact": Case({"claude": "claude_compact"}, (Step(COMPACT_TASK, "compact", COMPACT_REPLY),)),
+    # A person sends a message at the pane while the Turn works: it joins the Turn.
+    "steered": Case(
+        {"claude": "claude_steered", "codex": "codex_steered"},
+        (
+            Step(STEER_TASK, "steer", STEER_REPLY),
+            Step("lab: after the steered task", "done", STEER_REPLY),
+        ),
+    ),
 }
 
 _OUTCOME: Mapping[Kind, str] = {
@@ -137,6 +148,7 @@ _OUTCOME: Mapping[Kind, str] = {
     "interrupt": "cancelled",
     "compact": "done",
     "reject": "cancelled",
+    "steer": "done",
 }
 _PARTIAL_USAGE: frozenset[Kind] = frozenset({"interrupt", "reject", "compact"})
 """Turns whose file records less usage than the model server sent: a reply cut by Esc, and
@@ -152,6 +164,8 @@ class TurnRun:
     binding: Binding
     progress: Progress
     requests: tuple[RecordedRequest, ...]
+    served: Tokens
+    """The usage the model server reported for the Turn's requests, in evidence terms."""
 
 
 # ---------------------------------------------------------------- driving a client
@@ -176,6 +190,8 @@ async def _drive(lab: LabSession, step: Step) -> None:
         await lab.wait_idle(SETTLE_TIMEOUT)
         # 2.1.328 and 0.153.4 leave the held stream open after Esc; end it.
         lab.server.signal(SLOW_SIGNAL)
+    elif step.kind == "steer":
+        await _steer(lab)
     elif step.kind in ("approve", "reject"):
         prompt = "Do you want to proceed?" if lab.agent == "claude" else "Would you like to run"
         await lab.wait_for_screen(lambda s: prompt in s, 15, what="the permission prompt")
@@ -185,6 +201,23 @@ async def _drive(lab: LabSession, step: Step) -> None:
             await lab.send_keys("y")
         else:
             await _approve_claude(lab, prompt)
+
+
+HELD = ("Press up to edit queued messages", "Messages to be submitted")
+"""What Claude, and Codex 0.171.0, show while a message a person sent waits for the Turn."""
+
+
+async def _steer(lab: LabSession) -> None:
+    """The person sends a message of their own while the first reply is held; once it
+    waits for the Turn (or, on Codex, went out at once), the reply goes on."""
+    await lab.submit(PERSON_TASK)
+    with trio.fail_after(SETTLE_TIMEOUT):
+        while not lab.server.count_inputs_containing(PERSON_TASK):
+            screen = await lab.text()
+            if any(sign in screen for sign in HELD):
+                break
+            await trio.sleep(POLL_SECONDS)
+    lab.server.signal(SLOW_SIGNAL)
 
 
 INTERRUPTED = {
@@ -284,7 +317,11 @@ async def run_step(lab: LabSession, step: Step) -> TurnRun:
     if step.kind != "error":  # 2.1.328 leaves "Once fixed, resend" in its composer
         await lab.wait_idle(SETTLE_TIMEOUT)
     requests = tuple(r for r in lab.server.requests[first:] if not r.auxiliary)
-    return TurnRun(step, snapshot, binding, progress, requests)
+    # A held reply the client gave up on before its first byte reached nobody: Codex 0.169.0
+    # and later cut it to send the person's message on at once.
+    whole = [r for r in requests if lab.server.outcomes.get(r.index) == "completed"]
+    served = served_usage(lab.agent, whole if step.kind == "steer" else requests)
+    return TurnRun(step, snapshot, binding, progress, requests, served)
 
 
 # ---------------------------------------------------------------- what the far end says
@@ -321,13 +358,13 @@ def session_id_of(lab: LabSession, binding: Binding) -> str:
 
 def check_turn(lab: LabSession, run: TurnRun) -> None:
     """Assert that the evidence matches what the model server and the client say."""
-    progress, step = run.progress, run.step
-    served = served_usage(lab.agent, run.requests)
+    progress, step, served = run.progress, run.step, run.served
     assert progress.accepted
     assert progress.end_offset > run.binding.anchor.offset
     assert progress.outcome == _OUTCOME[step.kind], progress
     assert progress.session_id == session_id_of(lab, run.binding)
     assert progress.final_message == step.reply
+    assert progress.person_messages == _person_messages(step)
     assert progress.usage is not None
     if step.kind in _PARTIAL_USAGE:
         assert progress.usage_status is UsageStatus.PARTIAL
@@ -342,6 +379,11 @@ def check_turn(lab: LabSession, run: TurnRun) -> None:
         assert error.message in progress.failure
     else:
         assert progress.failure is None
+
+
+def _person_messages(step: Step) -> int:
+    """How many messages the person sent into the Step's Turn at the pane."""
+    return 1 if step.kind == "steer" else 0
 
 
 async def run_case(lab: LabSession, case: str) -> list[TurnRun]:
@@ -497,7 +539,7 @@ async def capture(client: clients.Client, case: str) -> None:
         "scenario": scenario.name,
         "path": runs[0].binding.file.path,
         "session_id": session_id,
-        "turns": [_turn_label(client.agent, run, offsets) for run in runs],
+        "turns": [_turn_label(run, offsets) for run in runs],
     }
     target = FIXTURES / client.agent / client.version
     target.mkdir(parents=True, exist_ok=True)
@@ -506,10 +548,9 @@ async def capture(client: clients.Client, case: str) -> None:
     print(f"captured {client.name} {case}: {len(raw)} -> {len(body)} bytes")
 
 
-def _turn_label(agent: str, run: TurnRun, offsets: Mapping[int, int]) -> dict[str, Any]:
+def _turn_label(run: TurnRun, offsets: Mapping[int, int]) -> dict[str, Any]:
     """What a fixture test needs to replay this Turn, and what it must find (from the far end)."""
     candidate = next((c for c in run.snapshot.candidates if c.file == run.binding.file), None)
-    served = served_usage(agent, run.requests)
     return {
         "request_text": run.step.text,
         "kind": run.step.kind,
@@ -518,10 +559,11 @@ def _turn_label(agent: str, run: TurnRun, offsets: Mapping[int, int]) -> dict[st
         "taken_at_ms": run.snapshot.taken_at_ms,
         "outcome": _OUTCOME[run.step.kind],
         "final_message": run.step.reply,
+        "person_messages": _person_messages(run.step),
         "failure_contains": next(
             (r.reply.message for r in run.requests if isinstance(r.reply, ApiError)), None
         ),
-        "usage": attrs.asdict(served),
+        "usage": attrs.asdict(run.served),
         "usage_exact": run.step.kind not in _PARTIAL_USAGE,
         "requests": [
             {"reply": repr(r.reply), "usage": attrs.asdict(r.usage)} for r in run.requests
