@@ -394,7 +394,8 @@ def test_a_v8_store_migrates_to_v9_keeping_every_row_with_one_name_per_backend(
     assert backend == {"turn_pane": "terminal", "turn_app": "codex_app_server"}
     expected = rows | {
         "turns": [
-            tuple("codex_app_server" if value == "app_server" else value for value in row)
+            # v13 adds person_messages, 0 for every Turn before it
+            (*("codex_app_server" if value == "app_server" else value for value in row), 0)
             for row in rows["turns"]
         ]
     }

@@ -18,18 +18,21 @@ from akk.store.turns import TurnState
 def file_outcome(found: evidence.Progress) -> Outcome | None:
     """The outcome ``found`` proves (with usage and final message), or None while it runs."""
     usage = Usage(found.usage_status, found.usage)
-    changes: dict[str, object] = {}
+    changes: dict[str, object] = {"person_messages": found.person_messages}
     if found.final_message is not None:
         changes["final_message"] = bounded_final(found.final_message)
+    joined = _joined(found.person_messages)
     if found.outcome == "done":
-        return Outcome(TurnState.DONE, None, final_summary(found.final_message), changes, usage)
+        summary = final_summary(found.final_message)
+        return Outcome(TurnState.DONE, None, summary + joined, changes, usage)
     if found.outcome == "failed":
         why = redact_head(found.failure or "failed", 200)
         return Outcome(
-            TurnState.FAILED, "agent_error", f"the agent reported: {why}", changes, usage
+            TurnState.FAILED, "agent_error", f"the agent reported: {why}{joined}", changes, usage
         )
     if found.outcome == "cancelled":
-        return Outcome(TurnState.CANCELLED, None, "the task was interrupted", changes, usage)
+        summary = "the task was interrupted" + joined
+        return Outcome(TurnState.CANCELLED, None, summary, changes, usage)
     if found.replaced:
         why = (
             "the agent stopped before it answered, and another prompt was sent at the pane in "
@@ -37,6 +40,15 @@ def file_outcome(found: evidence.Progress) -> Outcome | None:
         )
         return Outcome(TurnState.CANCELLED, "withdrawn", why, changes, usage)
     return None
+
+
+def _joined(person_messages: int) -> str:
+    """What a summary adds when a person sent messages into the task at the pane: the
+    final message may answer them too."""
+    if not person_messages:
+        return ""
+    plural = "s" if person_messages > 1 else ""
+    return f" (a person at the pane added {person_messages} message{plural} to this task)"
 
 
 def bounded_final(text: str) -> str:

@@ -698,8 +698,14 @@ CREATE INDEX audit_by_actor ON audit (actor, audit_id);
 CREATE INDEX turns_closed ON turns (closed_at) WHERE closed_at IS NOT NULL;
 """
 
+# v13: how many messages a person sent at the pane into the Turn's current round, as its
+# agent's own file records them (`akk.evidence.Progress.person_messages`).
+_V13 = """
+ALTER TABLE turns ADD COLUMN person_messages INTEGER NOT NULL DEFAULT 0;
+"""
+
 MIGRATIONS: tuple[str, ...] = (
-    _V1, _V2, _V3, _V4, _V5 + _V5_INTERACTIONS, _V6, _V7, _V8, _V9, _V10, _V11, _V12
+    _V1, _V2, _V3, _V4, _V5 + _V5_INTERACTIONS, _V6, _V7, _V8, _V9, _V10, _V11, _V12, _V13
 )  # fmt: skip
 
 SCHEMA_VERSION = len(MIGRATIONS)

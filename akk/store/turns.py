@@ -83,6 +83,8 @@ class Turn:
     unwatched_at: float | None = None
     session_id: str | None = None
     """The AKK session (task, scope, role) a backend Turn runs in."""
+    person_messages: int = 0
+    """Messages a person sent at the pane into the current round, by the agent's own file."""
 
     @property
     def unresolved(self) -> bool:
@@ -147,6 +149,7 @@ class Turn:
             "observation_state": self.observation_state,
             "deadline_at": self.hard_deadline_at,
             "final_message": self.final_message,
+            "person_messages": self.person_messages,
             "evidence": {"status": self.evidence_status, "limit": self.evidence_limit},
             "usage": self.usage,
             "request_chars": self.request_chars,
@@ -390,6 +393,7 @@ def settle(
             "state": state.value,
             "reason": reason,
             "final_message": settled.final_message,
+            "person_messages": settled.person_messages,
             "usage": settled.usage,
         },
     )  # fmt: skip
@@ -520,7 +524,7 @@ def reopen(
     """`respond`: the settled Turn's next round starts (its earlier outcome stays delivered)."""
     return update(
         conn, turn, round=turn.round + 1, state=TurnState.DISPATCHING, reason=None,
-        final_message=None, settled_at=None, request_sha256=request_sha256,
+        final_message=None, person_messages=0, settled_at=None, request_sha256=request_sha256,
         request_chars=request_chars, evidence_status=evidence_status, evidence=evidence,
         evidence_limit=evidence_limit, usage_input=None, usage_output=None,
         usage_cache_read=None, usage_cache_write=None, usage_status="unknown",

@@ -910,6 +910,8 @@ async def test_an_async_question_answered_while_the_turn_runs_steers_that_turn(
         answered = await reached(lab, lambda r: "Blue" in r.newest_input)
         outcome = await settled(ctl, turn_id)
         assert outcome["kind"] == "done"
+        # The answer is a message in the turn, but the agent's own question asked for it.
+        assert outcome["outcome"]["person_messages"] == 0, outcome
     asked = lab.server.main_requests()[0]
     assert "Which color do you prefer?" in answered.newest_input
     assert lab.server.count_inputs_containing("\n\nBlue") == 1

@@ -35,9 +35,11 @@ from akk.qualify.scenarios import (
     SLOW_REPLY,
     SLOW_SIGNAL,
     SLOW_TASK,
+    STEER_REPLY,
+    STEER_TASK,
 )
 from tests.lab.conftest import lab_params, newest_of_each
-from tests.lab.test_send import running
+from tests.lab.test_send import PERSON_TASK, running
 from tools.lab.akk_runner import idle_terminal, outcome, serving
 
 LAST_OF_EACH = newest_of_each("echo")
@@ -191,6 +193,85 @@ async def test_a_turn_the_agent_compacts_midway_ends_done(lab: LabSession, tmp_p
     assert lab.server.count_inputs_containing(COMPACT_TASK) == 1
 
 
+QUEUED = {"claude": "Press up to edit queued messages", "codex": "Messages to be submitted"}
+"""What each newest client shows once a message a person sent while it works is waiting."""
+
+
+def _last_user_message(request: RecordedRequest) -> str:
+    """The request's newest user message, as JSON: with Claude, the tool's result and the
+    prompts queued with it; with Codex, the message steered into the turn."""
+    body = request.body or {}
+    items = body.get("messages") if request.api == "anthropic" else body.get("input")
+    users = [i for i in items or [] if isinstance(i, dict) and i.get("role") == "user"]
+    return json.dumps(users[-1] if users else None)
+
+
+@pytest.mark.parametrize(
+    "lab", [*newest_of_each("claude_steered"), *newest_of_each("codex_steered")], indirect=True
+)
+async def test_a_message_a_person_sends_into_a_running_turn_is_named_in_its_outcome(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    """While AKK's Turn works, the person at the pane sends a message of their own. Claude
+    queues it and takes it in with the tool's result; Codex steers it into the turn. The
+    model gets it once, inside the Turn, and the final reply may answer it: the Turn ends
+    `done` with that reply, and its outcome and summary say a person added one message. The
+    next task is a Turn of its own, with none."""
+    async with controller(lab, tmp_path) as ctl:
+        turn_id = await running(lab, ctl, STEER_TASK)
+        await lab.submit(PERSON_TASK)
+        await lab.wait_for_screen(lambda s: QUEUED[lab.agent] in s, 10, what="the message held")
+        lab.server.signal(SLOW_SIGNAL)
+        event = await outcome(ctl, turn_id, timeout=40)
+        status = (await ctl.call("status", {"turn_id": turn_id}))["turn"]
+        after = await _send(ctl, ECHO_TASK, "after")
+        next_event = await outcome(ctl, after)
+    assert (event["kind"], event["outcome"]["final_message"]) == ("done", STEER_REPLY), event
+    assert event["outcome"]["person_messages"] == status["person_messages"] == 1, event
+    assert event["summary"] == (
+        f"{STEER_REPLY} (a person at the pane added 1 message to this task)"
+    ), event
+    assert (next_event["kind"], next_event["outcome"]["person_messages"]) == ("done", 0)
+    assert lab.server.count_inputs_containing(STEER_TASK) == 1
+    carried = [r for r in lab.server.main_requests() if PERSON_TASK in _last_user_message(r)]
+    assert len(carried) == 1, lab.server.summary()
+    assert carried[0].index < next(
+        r.index for r in lab.server.main_requests() if ECHO_TASK in r.newest_input
+    )
+
+
+QUEUE_KEY = {"claude": "Enter", "codex": "Tab"}
+"""The key that queues a message a person types while the agent works, for after its turn.
+Claude queues on Enter, and takes the message in at the next tool result, if any; Codex's
+Enter steers it into the turn, its Tab queues it."""
+
+
+@pytest.mark.parametrize("lab", newest_of_each("slow"), indirect=True)
+async def test_a_message_a_person_queues_for_after_the_turn_is_a_turn_of_its_own(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    """A message the person queues while AKK's Turn streams its reply, with no tool call
+    left, goes to the agent after the Turn's end, as a turn of its own. The Turn ends `done`
+    with its own reply, not the reply to the person's message, and counts no person's
+    message."""
+    async with controller(lab, tmp_path) as ctl:
+        turn_id = await running(lab, ctl, SLOW_TASK)
+        await lab.type_text(PERSON_TASK)
+        await lab.wait_for_screen(lambda s: PERSON_TASK in s, 10, what="the person's draft")
+        await lab.send_keys(QUEUE_KEY[lab.agent])
+        await lab.wait_for_screen(lambda s: "queued" in s.lower(), 10, what="the message queued")
+        lab.server.signal(SLOW_SIGNAL)
+        event = await outcome(ctl, turn_id, timeout=40)
+        theirs = await lab.server.wait_for_request(
+            lambda r: not r.auxiliary and PERSON_TASK in r.newest_input, timeout=20
+        )
+    assert (event["kind"], event["outcome"]["final_message"]) == ("done", SLOW_REPLY), event
+    assert event["outcome"]["person_messages"] == 0, event
+    assert lab.server.count_inputs_containing(PERSON_TASK) == 1
+    slow = [r for r in lab.server.main_requests() if _slow_task(r)]
+    assert len(slow) == 1 and slow[0].index < theirs.index, lab.server.summary()
+
+
 @pytest.mark.parametrize(
     "lab", lab_params("claude_background_agent", agents=("claude",))[::4], indirect=True
 )
@@ -217,6 +298,7 @@ async def test_a_pane_with_a_background_agent_takes_a_task(lab: LabSession, tmp_
         await lab.wait_for_screen(lambda s: '"lab errand" finished' in s, 20, what="the note")
     assert event["kind"] == "done", event
     assert event["outcome"]["final_message"] == BACKGROUND_NEXT_REPLY, event
+    assert event["outcome"]["person_messages"] == 0, event  # Claude's note is no person's
     assert lab.server.count_inputs_containing(BACKGROUND_TASK) == 1
     assert lab.server.count_inputs_containing(BACKGROUND_NEXT) == 1
 
