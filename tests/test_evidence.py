@@ -48,6 +48,7 @@ from akk.evidence import (
 from akk.evidence.model import EvidenceFile, Record
 from akk.qualify.scenarios import SLOW_TASK
 from akk.store.turns import TurnState
+from tools.lab import clients
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "evidence"
 PID = 4242
@@ -161,13 +162,30 @@ def test_corpus_covers_every_version_and_case() -> None:
         "codex": ("0.153.4", "0.154.0", "0.155.1", "0.169.0"),
     }
     cases = ("echo", "multiline", "long", "interrupt", "api_error", "permission", "permission_esc")
-    missing = {
+    wanted = {
         (agent, version, case)
         for agent, pinned in versions.items()
         for version in pinned
         for case in cases
-    } - found
+    }
+    wanted |= {(c.agent, c.version, "steered") for c in clients.PINNED}
+    missing = wanted - found
     assert not missing, f"capture them: python -m tests.lab.test_evidence ({sorted(missing)})"
+
+
+@pytest.mark.parametrize("turn", _params([t for t in TURNS if t.case == "steered"]))
+def test_a_message_a_person_steered_in_is_named_in_the_outcome(
+    turn: Turn, tmp_path: Path, agent: StandIn
+) -> None:
+    """The steered Turn (a person sent one message into it) says so in its outcome; the
+    next Turn, sent after it, counts none."""
+    _, progress = settled(turn, tmp_path, agent)
+    found = file_outcome(progress)
+    assert found is not None and found.state is TurnState.DONE
+    added = 1 if turn.index == 0 else 0
+    assert found.changes["person_messages"] == added
+    joined = " (a person at the pane added 1 message to this task)"
+    assert found.summary == turn.label["final_message"] + (joined if added else "")
 
 
 @pytest.mark.parametrize("turn", _params(TURNS))
