@@ -12,7 +12,8 @@ on every version. There the spinner line is the sign of a turn. Vim's NORMAL
 mode shows no mark at all: an empty NORMAL composer is drawn exactly as the
 default idle one (tools/lab/NOTES.md). The rows between the rules are the draft
 (`akk.profiles.composer.DraftView`); a scrolled draft shows its last rows only,
-2.1.328 writing ``↑ N more`` into the upper rule. While an agent runs in the
+2.1.328 writing ``↑ N more`` into the upper rule. A prompt recalled with Up is a
+draft under an upper rule labelled ``─── History 1/3 ───``. While an agent runs in the
 background (every pinned version), a blank row and a list stand under the hint
 row: ``● main`` in bold, then ``◯ general-purpose  <description>  <time>`` per
 agent. Pressing Down focuses the list (a ``❯`` pointer on a row): the composer
@@ -46,6 +47,9 @@ class ComposerShape:
     # A composer rule that counts the rows scrolled away ("─── ↑ 4 more ───"); None
     # where the version scrolls without a mark (its rule stays plain).
     scroll_mark: re.Pattern[str] | None = None
+    # Up recalls an earlier prompt into the composer (every pinned version) and labels the
+    # upper rule with where in the history it is; the recalled prompt is a draft as any other.
+    history_mark: re.Pattern[str] = re.compile(r"─── History \d+/\d+ ─+")
     # Under the bottom rule: the rows of the user's `statusLine` command (its own text,
     # never read), then the one hint row Claude draws itself (mode, hints), each from
     # this column; a status line of more rows is a screen this profile cannot place.
@@ -86,12 +90,12 @@ def read(r: Reader, bottom: int) -> Observation | None:
     )
     if lower is None:
         return None
-    upper = next((y for y in range(lower - 1, -1, -1) if _rule(r, y) is not None), None)
+    upper = next((y for y in range(lower - 1, -1, -1) if _upper_rule(r, y) is not None), None)
     if upper is None or upper == lower - 1:
         return None
     # A rule that says how many rows are scrolled away frames a partial draft,
     # whose first row shown is a continuation row.
-    scrolled = bool(_rule(r, upper) or _rule(r, lower))
+    scrolled = bool(_upper_rule(r, upper) or _rule(r, lower))
     if not scrolled and not r.texts[upper + 1].startswith(shape.prompt):
         return None
     for y in range(upper + 1 if scrolled else upper + 2, lower):
@@ -164,6 +168,14 @@ def _rule(r: Reader, y: int) -> str | None:
     if found is None or r.cells[y][0].fg != shape.rule_fg:
         return None
     return found.group(1)
+
+
+def _upper_rule(r: Reader, y: int) -> str | None:
+    """`_rule`, or "" for the upper rule labelled with the place of a recalled prompt."""
+    shape = r.p.composer
+    if shape.history_mark.fullmatch(r.texts[y]) and r.cells[y][0].fg == shape.rule_fg:
+        return ""
+    return _rule(r, y)
 
 
 def _draft(r: Reader, first: int, end: int) -> DraftView:

@@ -25,6 +25,7 @@ from akk.qualify.plans.plan import (
     Shot,
     Submit,
     Type,
+    WaitIdle,
     WaitLine,
 )
 from akk.qualify.plans.shared import (
@@ -45,6 +46,7 @@ from akk.qualify.scenarios import (
     ASK_RULE,
     BACKGROUND_NEXT,
     BACKGROUND_NEXT_REPLY,
+    ECHO_TASK,
     SLOW_SIGNAL,
     Question,
 )
@@ -271,6 +273,13 @@ PERSON_MODES = Plan(
     CLAUDE,
     (
         *ECHO_DONE,
+        # Up recalls the last prompt into the composer, its upper rule labelled "History 1/1":
+        # a draft as any other (AKK types no task over it). Down goes back to the empty one.
+        Press(("Up",)),
+        wait("History 1/1"),
+        Shot("history_recalled", Expected("idle_draft", draft=ECHO_TASK)),
+        Press(("Down",)),
+        WaitIdle(),
         *passing_mode(SHELL_MODE, "for shell mode", "shell_mode", ("BSpace",)),
         # Ctrl-O shows the detailed transcript in place of the composer.
         *passing_mode(Press(("C-o",)), "Showing detailed transcript", "transcript", ("C-o",)),
