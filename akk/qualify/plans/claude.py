@@ -33,6 +33,7 @@ from akk.qualify.plans.shared import (
     DRAFT_TEXT,
     ECHO_DONE,
     HISTORY_SEARCH,
+    MODEL_PICKER,
     SHELL_MODE,
     WORKING_SHOWN,
     asking,
@@ -284,6 +285,7 @@ PERSON_MODES = Plan(
         # Ctrl-O shows the detailed transcript in place of the composer.
         *passing_mode(Press(("C-o",)), "Showing detailed transcript", "transcript", ("C-o",)),
         *passing_mode(HISTORY_SEARCH, "Filter history", "history_search", ("Escape",)),
+        *passing_mode(MODEL_PICKER, "Select model", "model_picker", ("Escape",)),
         # Shift+Tab cycles the permission mode, named on the hint row: the composer is the
         # same, and a task sent there runs under the mode the person chose.
         Press(("BTab",)),
@@ -302,9 +304,9 @@ PERSON_MODES = Plan(
         Shot("rewind", Expected("unknown")),
     ),
 )
-"""Modes a person puts the pane in: a shell prompt, the detailed transcript, the history
-search and the rewind menu (no composer to type into), and the permission modes (the
-composer as ever)."""
+"""Modes a person puts the pane in: a recalled prompt (a draft), a shell prompt, the detailed
+transcript, the history search, the model picker and the rewind menu (no composer to type
+into), and the permission modes (the composer as ever)."""
 
 
 def variant_plans(base: Mapping[str, Plan]) -> list[Plan]:

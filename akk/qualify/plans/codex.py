@@ -33,6 +33,7 @@ from akk.qualify.plans.shared import (
     DRAFT_TEXT,
     ECHO_DONE,
     HISTORY_SEARCH,
+    MODEL_PICKER,
     SHELL_MODE,
     WORKING_SHOWN,
     asking,
@@ -471,8 +472,8 @@ def _cut_command() -> Plan:
 
 
 def _person_modes() -> Plan:
-    """Modes a person puts the pane in: a shell prompt, the history search, and the transcript
-    to rewind in."""
+    """Modes a person puts the pane in: a shell prompt, the history search, the model picker,
+    and the transcript to rewind in."""
     return Plan(
         "codex_person_modes",
         "echo",
@@ -481,6 +482,7 @@ def _person_modes() -> Plan:
             *ECHO_DONE,
             # Named on the status row.
             *passing_mode(SHELL_MODE, "Shell mode", "shell_mode", ("BSpace",)),
+            *passing_mode(MODEL_PICKER, "Select Model", "model_picker", ("Escape",)),
             *passing_mode(HISTORY_SEARCH, "reverse-i-search", "history_search", ("Escape",)),
             # Escape on an empty composer arms "edit previous message"; a second one browses
             # the transcript, where Enter would edit or rewind to an earlier prompt: a pager

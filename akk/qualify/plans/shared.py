@@ -63,6 +63,9 @@ def passing_mode(
 SHELL_MODE = Type("!")
 """A leading '!' turns the empty composer into a shell prompt (both agents): text typed there
 would run as a command. Backspace leaves it."""
+MODEL_PICKER = Submit("/model")
+"""/model opens a numbered list of models (both agents), where Enter changes the person's
+model: numbered like a question, but no tool call asked it. Escape leaves it."""
 HISTORY_SEARCH = Press(("C-r",))
 """Ctrl-R searches the prompt history (both agents), where Enter would put an old prompt
 back. Escape leaves it."""
