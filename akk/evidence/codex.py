@@ -21,10 +21,11 @@ and one writer appends them in order.
   (the error body as text) and ``last_agent_message: null``.
 - Interrupt (Esc, also Esc on an approval prompt): ``event_msg``
   ``turn_aborted`` with the ``turn_id`` and ``reason: "interrupted"``.
-- A message a person sends while the turn runs is steered into it: one more
-  ``item_completed`` ``UserMessage`` with the Turn's ``turn_id`` (0.171.0 shows "Messages to
-  be submitted after next tool call"; every pinned version sends it on, cutting a reply that
-  streams). Tab queues it instead, as the next turn. An answer to the agent's own async
+- A message a person sends (Enter) while the turn runs is steered into it: one more
+  ``item_completed`` ``UserMessage`` with the Turn's ``turn_id``. It goes on with the turn's
+  next request, or at once, cutting the reply under way (0.153.4 and 0.171.0 cut a streaming
+  reply; 0.169.0 and 0.171.0 cut one held before its first byte, which 0.153.4-0.155.1 wait
+  for). Tab queues it instead, as the next turn. An answer to the agent's own async
   question is a ``UserMessage`` too, ``> TITLE\n\nANSWER``, under the ``AgentMessage``
   (``delivery: "async"``) whose ``questions`` hold that title.
 - A tool call: ``response_item`` ``function_call`` (``call_id``, ``name``,
