@@ -228,17 +228,22 @@ class LabSession:
                 await trio.sleep(POLL_SECONDS)
         raise ScreenTimeout(f"{self.client.name}: no {what} within {timeout} s", screen)
 
-    async def replace_agent(self) -> int:
-        """Kill the client and start it again in the same pane, as a person would; its pid.
+    async def replace_agent(self, *extra: str, quit_keys: tuple[str, ...] = ()) -> int:
+        """End the client and start it again in the same pane, as a person would; its pid.
 
-        The pane's shell survives the client and takes the same command line, so
-        the pane stays while the agent process (a new incarnation) changes.
+        The person quits it with `quit_keys`, or else it is killed (SIGKILL). The pane's
+        shell survives the client and takes the same command line, with `extra` arguments
+        after it (``--continue``), so the pane stays while the agent process (a new
+        incarnation) changes.
         """
         old = self.agent_pid
-        os.kill(old, signal.SIGKILL)
+        if quit_keys:
+            await self.send_keys(*quit_keys)
+        else:
+            os.kill(old, signal.SIGKILL)
         await self.wait_for_screen(lambda s: _EXIT_BANNER in s, START_TIMEOUT, what="the shell")
         # Cleared first: the old client's exit banner would read as this one's exit.
-        await self.send_keys(f"clear; {shlex.join(self.argv)}", literal=True)
+        await self.send_keys(f"clear; {shlex.join([*self.argv, *extra])}", literal=True)
         await self.send_keys("Enter")
         binary = Path(self.argv[0])
         with trio.move_on_after(START_TIMEOUT):

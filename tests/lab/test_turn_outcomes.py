@@ -149,6 +149,40 @@ async def test_a_task_after_the_person_starts_a_new_conversation_ends_done(
     assert lab.server.count_inputs_containing(ECHO_TASK) == 1
 
 
+RESUME_LAST = {"claude": ("--continue",), "codex": ("resume", "--last")}
+"""The arguments that start each client on the folder's most recent conversation."""
+
+
+@pytest.mark.parametrize("lab", LAST_OF_EACH, indirect=True)
+async def test_a_task_after_the_person_resumes_the_conversation_ends_done(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    """The person quits the agent (Ctrl-C twice) and starts it again on the same conversation
+    (`claude --continue`, `codex resume --last`). The pane has a new terminal (another
+    process): the next Turn is bound to the file the resumed process writes, ends `done` with
+    its own reply in the same native session, and the model saw the earlier conversation."""
+    after = "lab: a task in the resumed conversation"
+    async with controller(lab, tmp_path) as ctl:
+        first_row = await idle_terminal(ctl)
+        first = await outcome(ctl, await _send(ctl, ECHO_TASK, "a"))
+        await lab.replace_agent(*RESUME_LAST[lab.agent], quit_keys=("C-c", "C-c"))
+        with trio.fail_after(30):
+            while (row := await idle_terminal(ctl))["terminal_id"] == first_row["terminal_id"]:
+                await trio.sleep(0.05)
+        second = await outcome(ctl, await _send(ctl, after, "b"))
+        sessions = [
+            (await ctl.call("status", {"turn_id": event["turn_id"]}))["turn"]["session_id"]
+            for event in (first, second)
+        ]
+    assert (first["kind"], first["outcome"]["final_message"]) == ("done", ECHO_REPLY)
+    assert (second["kind"], second["outcome"]["final_message"]) == ("done", DEFAULT_REPLY.text)
+    assert row["pane"] == first_row["pane"]
+    assert sessions[0] is not None and sessions[0] == sessions[1]  # the same conversation
+    (request,) = (r for r in lab.server.main_requests() if after in r.newest_input)
+    assert ECHO_TASK in json.dumps(request.body)  # with the earlier conversation
+    assert lab.server.count_inputs_containing(ECHO_TASK) == 1
+
+
 COMPACTING = [
     *(
         param
