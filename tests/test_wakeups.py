@@ -35,6 +35,7 @@ from akk.screen.region import Region
 from akk.store import interactions, turns
 from akk.store.database import open_store
 from akk.store.schema import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
+from tests import corpus
 
 IDS = IdMinter(b"k" * 32)
 IDENTITY = TerminalIdentity(
@@ -73,6 +74,35 @@ def test_which_screens_are_manual_and_why(
     observation: Observation, profiled: bool, lines: tuple[str, ...], expected: str | None
 ) -> None:
     assert manual_reason(observation, profiled=profiled, lines=lines) == expected
+
+
+PERSON_SCREENS = [
+    path
+    for path in corpus.MAIN
+    if corpus.name(path)
+    .rpartition("/")[2]
+    .startswith(("claude_transcript_view", "claude_person_modes"))
+]
+WAKES = {
+    "claude_transcript_view-dialog_waiting": "prompt_hidden",
+    "claude_person_modes-transcript": None,
+    "claude_transcript_view-working": None,
+}
+"""The detailed transcript a person opens wakes nobody, unless a prompt waits behind it. The
+other person modes (a shell prompt, the history search, a picker, the rewind menu) are no
+view over the agent's work: they still wake the owner of a Turn (`unreadable_prompt`)."""
+
+
+@pytest.mark.parametrize("path", PERSON_SCREENS, ids=corpus.name)
+def test_only_a_prompt_behind_a_person_s_view_wakes_its_owner(path: Path) -> None:
+    label, grid = corpus.screen(path)
+    _, observation = corpus.observed(path)
+    shot = path.stem
+    found = manual_reason(observation, profiled=True, lines=grid.lines())
+    if label["expected"]["state"] != "unknown":
+        assert found is None
+    else:
+        assert found == WAKES.get(shot, "unreadable_prompt"), (shot, observation.reason)
 
 
 def test_a_read_prompt_is_never_a_manual_screen_even_when_refused() -> None:

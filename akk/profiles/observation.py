@@ -29,6 +29,16 @@ class State(enum.StrEnum):
     UNKNOWN = "unknown"  # nothing could be proven
 
 
+PERSON_VIEW = "a person's view"
+"""How the reason of an UNKNOWN Observation begins when the screen is a view a person opened
+at the pane over the agent's work, with no prompt behind it (Claude's detailed transcript):
+nothing to answer and nobody to wake, only no composer to type into."""
+
+HIDDEN_PROMPT = "waits behind"
+"""Words in the reason of an UNKNOWN Observation whose screen is a person's view with a
+prompt waiting behind it: a person must close the view to see it."""
+
+
 class InteractionKind(enum.StrEnum):
     QUESTIONNAIRE = "questionnaire"
     PERMISSION = "permission"

@@ -32,7 +32,7 @@ from typing import Any
 
 import attrs
 
-from akk.profiles.observation import Observation, State
+from akk.profiles.observation import HIDDEN_PROMPT, PERSON_VIEW, Observation, State
 from akk.protocol.redaction import asks_for_secret, redact
 from akk.screen.fingerprint import Appearance
 
@@ -51,6 +51,9 @@ UNSUPPORTED_VERSION = "unsupported_version"
 
 _NOT_A_PROMPT = ("blank screen", "not_observed_yet")
 """Unknown screens that are no prompt at all (an empty pane, one not captured yet)."""
+
+PROMPT_HIDDEN = "prompt_hidden"
+"""A prompt waits behind a view a person opened over the pane (`HIDDEN_PROMPT`)."""
 
 _CUT_OFF = ("truncated", "cut off", "no top rule", "a row is missing")
 """Words the profiles use when a prompt's frame or rows are missing from the pane."""
@@ -81,7 +84,7 @@ def manual_reason(
     if observation.prompt is not None or observation.state not in (State.UNKNOWN, State.BLOCKED):
         return None
     why = (observation.reason or "").lower()
-    if why in _NOT_A_PROMPT:
+    if why in _NOT_A_PROMPT or why.startswith(PERSON_VIEW):
         return None
     if asks_for_secret(lines):
         return SECRET_INPUT
@@ -91,6 +94,8 @@ def manual_reason(
         return UNSUPPORTED_SHAPE if "permission" in why else USER_VERIFICATION
     if any(words in why for words in _CUT_OFF) or any(_CLIPPED.search(line) for line in lines):
         return PROMPT_CUT_OFF
+    if HIDDEN_PROMPT in why:
+        return PROMPT_HIDDEN
     return UNREADABLE_PROMPT
 
 

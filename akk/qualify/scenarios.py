@@ -367,6 +367,9 @@ def _build() -> dict[str, Scenario]:
             steps=(Step(ERROR_TASK, ApiError(403, "lab: simulated forbidden"), repeat=True),),
         ),
         _command("claude_bash", BASH_CALL, marker=BASH_MARKER),
+        # The call waits for SLOW_SIGNAL: the Turn works until then, and its permission
+        # prompt comes later (behind whatever a person opened meanwhile).
+        _command("claude_bash_held", BASH_CALL, marker=BASH_MARKER, wait_for=SLOW_SIGNAL),
         _command(
             "claude_bash_late_close",
             attrs.evolve(BASH_CALL, close_held=CLOSE_SIGNAL),

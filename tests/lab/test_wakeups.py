@@ -28,6 +28,7 @@ from akk.profiles.registry import PINNED
 from akk.qualify import scenarios as sc
 from akk.qualify.compare import version_key
 from akk.qualify.launcher import LabSession
+from akk.qualify.plans.claude import TRANSCRIPT_SHOWN
 from akk.store.database import open_reader
 from akk.store.qualifications import Qualification
 from tests.lab.conftest import lab_params
@@ -136,6 +137,47 @@ async def test_a_cut_off_permission_wakes_the_owner_once_and_reads_again_when_it
         await settled(ctl, turn_id)
         assert _dispatch_kinds(served, turn_id) == ["task", "approval"]
     assert lab.server.count_inputs_containing(marker) == 1
+    assert lab.server.count_inputs_containing(sc.RUN_TASK) == 1
+
+
+@pytest.mark.parametrize("lab", lab_params("claude_bash_held")[-1:], indirect=True)
+async def test_the_transcript_a_person_opens_wakes_nobody_until_a_prompt_waits_behind_it(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    """While AKK's Turn works, the person opens Claude's detailed transcript (Ctrl-O) to watch
+    it. That is a view of theirs, not a prompt: the pane reads `unknown` (zero keys) and its
+    owner is not woken. Once the permission prompt comes behind it, Claude's footer says a
+    dialog waits: the owner gets one manual wake-up (`prompt_hidden`, nothing to answer).
+    The person closes the view: the prompt reads, and AKK's approval runs the command once."""
+    async with two_controllers(lab, tmp_path) as (served, ctl, _other):
+        turn_id = await send_task(ctl, sc.RUN_TASK)
+        await lab.server.wait_for_request(
+            lambda r: not r.auxiliary and sc.RUN_TASK in r.newest_input, timeout=20
+        )
+        await lab.send_keys("C-o")
+        await lab.wait_for_screen(lambda s: TRANSCRIPT_SHOWN in s, 10, what="the transcript")
+        with trio.fail_after(10):
+            while (await ctl.call("list"))["terminals"][0]["activity_state"] != "unknown":
+                await trio.sleep(0.05)
+        # Still for longer than a manual screen takes to settle and wake its owner.
+        await lab.wait_stable(quiet=WAKE_UP_BOUND)
+        assert await _status(ctl, turn_id) is None
+        lab.server.signal(sc.SLOW_SIGNAL)
+        await lab.wait_for_screen(lambda s: "dialog waiting" in s, 20, what="the prompt behind")
+        hidden = await next_event(ctl, WAKE_UPS, timeout=10)
+        manual = hidden["interaction"]
+        assert (manual["state"], manual["reason"]) == ("manual_required", "prompt_hidden"), manual
+        assert manual["pane"] == lab.pane and manual["questions"] == []
+        await lab.send_keys("C-o")
+        readable = await next_event(ctl, WAKE_UPS, timeout=10)
+        assert readable["kind"] == "approval_required", readable
+        assert (await _status(ctl, turn_id))["state"] == "pending"
+        assert (await ctl.call("approve", {"turn_id": turn_id, "decision": "approve_once"}))[
+            "outcome"
+        ] == "dispatched"
+        assert (await settled(ctl, turn_id))["kind"] == "done"
+        assert _dispatch_kinds(served, turn_id) == ["task", "approval"]
+    assert lab.server.count_inputs_containing(sc.BASH_MARKER) == 1
     assert lab.server.count_inputs_containing(sc.RUN_TASK) == 1
 
 

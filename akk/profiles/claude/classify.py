@@ -81,6 +81,9 @@ def _observe(r: Reader) -> Observation:
         return r.unknown(unproven.reason)
     if observed is not None:
         return observed
+    viewed = composer.person_view(r, bottom)
+    if viewed is not None:
+        return viewed
     for blocker in r.p.blockers:
         if all(any(anchor in text for text in r.texts) for anchor in blocker.anchors):
             return r.result(State.BLOCKED, reason=f"blocked: {blocker.name} screen needs a person")

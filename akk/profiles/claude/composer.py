@@ -29,7 +29,7 @@ import attrs
 
 from akk.profiles.claude.reader import Reader
 from akk.profiles.composer import DraftView
-from akk.profiles.observation import Observation, State, Unproven
+from akk.profiles.observation import HIDDEN_PROMPT, PERSON_VIEW, Observation, State, Unproven
 
 
 @attrs.frozen
@@ -58,6 +58,12 @@ class ComposerShape:
     working_marker: str = "esc to interrupt"  # in the hint row while a turn runs
     # `editorMode: vim` starts the hint row with this in INSERT mode; NORMAL shows nothing.
     insert_mark: str = "-- INSERT --"
+    # Ctrl-O shows the detailed transcript in place of the composer, under a full-width rule
+    # and over this footer (after "working · " while a turn runs, "dialog waiting · " while
+    # a prompt waits behind it: every pinned version).
+    transcript_mark: str = "Showing detailed transcript · ctrl+o to toggle"
+    transcript_dialog: str = "dialog waiting · "
+    transcript_working: str = "working · "
     spinner_glyphs: str = "·✢*✶✻✽✳"  # the animated glyph that starts a working line
     # A line such as "✽ Transmuting…" or "✻ Calculating… (0s · ↓ 2 tokens)": glyph,
     # one word, an ellipsis. A finished turn says "✻ Crunched for 0s" (no ellipsis).
@@ -119,6 +125,23 @@ def read(r: Reader, bottom: int) -> Observation | None:
         draft=draft,
         composer_mode="insert" if marked else None,
     )
+
+
+def person_view(r: Reader, bottom: int) -> Observation | None:
+    """The detailed transcript a person opened (Ctrl-O), with or without a prompt waiting
+    behind it, from Claude's own footer under its full-width rule; else None. Either way
+    there is no composer to type into (unknown); only a waiting prompt needs a person."""
+    shape = r.p.composer
+    if bottom < 1 or not r.rule(bottom - 1, shape.rule) or r.indent(bottom) != shape.footer_indent:
+        return None
+    footer = r.texts[bottom][shape.footer_indent :]
+    if footer.startswith(shape.transcript_dialog + shape.transcript_mark):
+        return r.unknown(
+            f"a prompt {HIDDEN_PROMPT} the detailed transcript a person opened (Ctrl-O closes it)"
+        )
+    if footer.startswith((shape.transcript_mark, shape.transcript_working + shape.transcript_mark)):
+        return r.unknown(f"{PERSON_VIEW}: the detailed transcript (Ctrl-O); no prompt waits")
+    return None
 
 
 def _above_agents(r: Reader, bottom: int) -> int:

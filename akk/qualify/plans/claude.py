@@ -309,11 +309,34 @@ transcript, the history search, the model picker and the rewind menu (no compose
 into), and the permission modes (the composer as ever)."""
 
 
+TRANSCRIPT_SHOWN = "Showing detailed transcript"
+TRANSCRIPT_VIEW = Plan(
+    "claude_transcript_view",
+    "claude_bash_held",
+    CLAUDE,
+    (
+        # Ctrl-O while the Turn works: the detailed transcript in place of the composer, the
+        # agent going on behind it (a person's view, not a prompt).
+        Submit(),
+        WORKING_SHOWN,
+        Press(("C-o",)),
+        wait(TRANSCRIPT_SHOWN),
+        Shot("working", Expected("unknown"), settle=False),
+        # The permission prompt comes behind it: the footer says "dialog waiting".
+        Release(SLOW_SIGNAL),
+        wait("dialog waiting"),
+        Shot("dialog_waiting", Expected("unknown")),
+    ),
+)
+"""The detailed transcript a person opens while a Turn works, then with a prompt behind it."""
+
+
 def variant_plans(base: Mapping[str, Plan]) -> list[Plan]:
     """The Claude variants: more Bash prompts, and `base`'s plans under other themes and setups."""
     return [
         BACKGROUND_AGENT,
         PERSON_MODES,
+        TRANSCRIPT_VIEW,
         # Claude adds advisory lines to the permission body for such a command.
         permission("claude_bash_expansion", CLAUDE, "Bash", manual=False),
         # Read-only but for the expansion: 2.1.328 and 2.1.332 ask ("can't be checked" row);
