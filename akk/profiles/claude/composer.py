@@ -17,7 +17,9 @@ draft under an upper rule labelled ``─── History 1/3 ───``. While an
 background (every pinned version), a blank row and a list stand under the hint
 row: ``● main`` in bold, then ``◯ general-purpose  <description>  <time>`` per
 agent. Pressing Down focuses the list (a ``❯`` pointer on a row): the composer
-then takes no keys, and the screen reads unknown.
+then takes no keys, and the screen reads unknown. Ctrl-O's detailed transcript
+takes the composer's place, over a footer of its own that says whether a prompt
+waits behind it (`person_view`).
 """
 
 from __future__ import annotations

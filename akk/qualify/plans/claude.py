@@ -268,6 +268,9 @@ BACKGROUND_AGENT = Plan(
 """A background agent listed under the composer: idle, a draft, the list focused, working."""
 
 
+TRANSCRIPT_SHOWN = "Showing detailed transcript"
+"""Claude's footer while its detailed transcript (Ctrl-O) takes the composer's place."""
+
 PERSON_MODES = Plan(
     "claude_person_modes",
     "echo",
@@ -283,7 +286,7 @@ PERSON_MODES = Plan(
         WaitIdle(),
         *passing_mode(SHELL_MODE, "for shell mode", "shell_mode", ("BSpace",)),
         # Ctrl-O shows the detailed transcript in place of the composer.
-        *passing_mode(Press(("C-o",)), "Showing detailed transcript", "transcript", ("C-o",)),
+        *passing_mode(Press(("C-o",)), TRANSCRIPT_SHOWN, "transcript", ("C-o",)),
         *passing_mode(HISTORY_SEARCH, "Filter history", "history_search", ("Escape",)),
         *passing_mode(MODEL_PICKER, "Select model", "model_picker", ("Escape",)),
         # Shift+Tab cycles the permission mode, named on the hint row: the composer is the
@@ -309,7 +312,6 @@ transcript, the history search, the model picker and the rewind menu (no compose
 into), and the permission modes (the composer as ever)."""
 
 
-TRANSCRIPT_SHOWN = "Showing detailed transcript"
 TRANSCRIPT_VIEW = Plan(
     "claude_transcript_view",
     "claude_bash_held",
