@@ -57,7 +57,16 @@ class _Control:
     summaries: list[str] = attrs.field(factory=list)
 
     async def update(self, **changes: object) -> Turn:
-        raise AssertionError(changes)
+        assert self.turn is not None
+        turn_id = self.turn.turn_id
+
+        def write(conn: apsw.Connection) -> Turn:
+            fresh = turns.get(conn, turn_id)
+            assert fresh is not None
+            return turns.update(conn, fresh, **changes)
+
+        self.turn = await transact(self.store, write)
+        return self.turn
 
     async def settle(self, state: TurnState, reason: str | None, summary: str,
                      **_: Any) -> None:  # fmt: skip
@@ -195,14 +204,32 @@ async def test_an_interruption_shown_after_the_restart_settles_the_cancel(
             await _answerable(lab)
 
 
-def _file(*, unanswered: bool) -> tuple[Progress, bool]:
-    """What the agent's file shows of the Turn after the key: no outcome yet, and whether
-    anything the agent wrote stands under the prompt."""
+def _file(*, unanswered: bool, person_messages: int = 0) -> tuple[Progress, bool]:
+    """What the agent's file shows of the Turn after the key: no outcome yet, whether
+    anything the agent wrote stands under the prompt, and how many messages a person sent
+    into it."""
     shown = Progress(
         accepted=True, session_id="s", outcome=None, final_message=None, failure=None,
         usage=None, usage_status=UsageStatus.PARTIAL, unanswered=unanswered,
+        person_messages=person_messages,
     )  # fmt: skip
     return shown, False
+
+
+async def test_a_person_s_message_is_kept_while_the_turn_runs(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    """The file shows a person's message in the Turn before any outcome: the Turn's row
+    counts it at once (`status` shows it), and an outcome the file never gives (stalled,
+    timed out) keeps it. Nothing settles."""
+    with trio.fail_after(30):
+        async with _restarted(tmp_path, 1.0) as lab:
+            await lab.follower._check_outcome(_file(unanswered=False, person_messages=1), WORKING)
+            turn = await lab.reader.run(lambda conn: turns.get(conn, lab.cancel.turn_id or ""))
+            assert isinstance(turn, Turn)
+            assert (turn.state, turn.person_messages) == (TurnState.RUNNING, 1)
+            assert turn.public()["person_messages"] == 1
+            assert lab.control.settled == []
 
 
 async def test_a_task_the_agent_took_back_into_its_composer_is_cancelled_withdrawn(

@@ -335,6 +335,12 @@ class TerminalFollower(Attached):
         state = observation.state
         clock = trio.current_time()
         if progress is not None:
+            turn = self._turn
+            assert turn is not None
+            if progress[0].person_messages != turn.person_messages:
+                # Kept as the file shows it: `status` tells it while the Turn runs, and an
+                # end the file does not record (stalled, timed out) keeps it too.
+                self._turn = await self._update(person_messages=progress[0].person_messages)
             outcome = file_outcome(progress[0])
             if outcome is not None:
                 if self._outcome_at is None:
