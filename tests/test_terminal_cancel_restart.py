@@ -57,6 +57,8 @@ class _Control:
     summaries: list[str] = attrs.field(factory=list)
 
     async def update(self, **changes: object) -> Turn:
+        # The one change these cases make while the Turn runs: the person's messages.
+        assert set(changes) == {"person_messages"}, changes
         assert self.turn is not None
         turn_id = self.turn.turn_id
 
