@@ -79,9 +79,7 @@ def test_which_screens_are_manual_and_why(
 PERSON_SCREENS = [
     path
     for path in corpus.MAIN
-    if corpus.name(path)
-    .rpartition("/")[2]
-    .startswith(("claude_transcript_view", "claude_person_modes"))
+    if path.stem.startswith(("claude_transcript_view", "claude_person_modes"))
 ]
 WAKES = {
     "claude_transcript_view-dialog_waiting": "prompt_hidden",
@@ -97,12 +95,11 @@ view over the agent's work: they still wake the owner of a Turn (`unreadable_pro
 def test_only_a_prompt_behind_a_person_s_view_wakes_its_owner(path: Path) -> None:
     label, grid = corpus.screen(path)
     _, observation = corpus.observed(path)
-    shot = path.stem
     found = manual_reason(observation, profiled=True, lines=grid.lines())
     if label["expected"]["state"] != "unknown":
         assert found is None
     else:
-        assert found == WAKES.get(shot, "unreadable_prompt"), (shot, observation.reason)
+        assert found == WAKES.get(path.stem, "unreadable_prompt"), (path.stem, observation.reason)
 
 
 def test_a_read_prompt_is_never_a_manual_screen_even_when_refused() -> None:

@@ -835,8 +835,8 @@ STEER_REPLY = "Looked around, and read your note."
 def _steered(agent: Agent) -> Scenario:
     """The first reply, a tool call that needs no approval, waits for `SLOW_SIGNAL`: the Turn
     works meanwhile, and a person may send a message at the pane. Claude queues it and takes
-    it in with the tool's result; Codex steers it into the turn at once (cutting the held
-    reply). Every later request gets the final reply."""
+    it in with the tool's result; Codex steers it into the turn (0.169.0 and later cut the
+    held reply to send it at once). Every later request gets the final reply."""
     return Scenario(
         f"{agent}_steered",
         task=STEER_TASK,

@@ -51,7 +51,7 @@ from akk.qualify.scenarios import (
     ApiError,
 )
 from tests.lab.conftest import LabSpec, ensure_installed
-from tests.lab.test_send import PERSON_TASK
+from tests.lab.test_send import HELD_MESSAGE, PERSON_TASK
 from tools.lab import clients
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "evidence"
@@ -203,18 +203,13 @@ async def _drive(lab: LabSession, step: Step) -> None:
             await _approve_claude(lab, prompt)
 
 
-HELD = ("Press up to edit queued messages", "Messages to be submitted")
-"""What Claude, and Codex 0.171.0, show while a message a person sent waits for the Turn."""
-
-
 async def _steer(lab: LabSession) -> None:
     """The person sends a message of their own while the first reply is held; once it
     waits for the Turn (or, on Codex, went out at once), the reply goes on."""
     await lab.submit(PERSON_TASK)
     with trio.fail_after(SETTLE_TIMEOUT):
         while not lab.server.count_inputs_containing(PERSON_TASK):
-            screen = await lab.text()
-            if any(sign in screen for sign in HELD):
+            if HELD_MESSAGE[lab.agent] in await lab.text():
                 break
             await trio.sleep(POLL_SECONDS)
     lab.server.signal(SLOW_SIGNAL)

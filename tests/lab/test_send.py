@@ -36,6 +36,8 @@ from tools.lab import clients
 from tools.lab.akk_runner import idle_terminal, outcome, serving
 
 PERSON_TASK = "lab: a task of the person's own"
+HELD_MESSAGE = {"claude": "Press up to edit queued messages", "codex": "Messages to be submitted"}
+"""What each client shows while a message a person sent during a turn waits for the turn."""
 
 
 def _below_banner(screen: str) -> list[str]:

@@ -39,7 +39,7 @@ from akk.qualify.scenarios import (
     STEER_TASK,
 )
 from tests.lab.conftest import lab_params, newest_of_each
-from tests.lab.test_send import PERSON_TASK, running
+from tests.lab.test_send import HELD_MESSAGE, PERSON_TASK, running
 from tools.lab.akk_runner import idle_terminal, outcome, serving
 
 LAST_OF_EACH = newest_of_each("echo")
@@ -227,10 +227,6 @@ async def test_a_turn_the_agent_compacts_midway_ends_done(lab: LabSession, tmp_p
     assert lab.server.count_inputs_containing(COMPACT_TASK) == 1
 
 
-QUEUED = {"claude": "Press up to edit queued messages", "codex": "Messages to be submitted"}
-"""What each newest client shows once a message a person sent while it works is waiting."""
-
-
 def _last_user_message(request: RecordedRequest) -> str:
     """The request's newest user message, as JSON: with Claude, the tool's result and the
     prompts queued with it; with Codex, the message steered into the turn."""
@@ -254,7 +250,9 @@ async def test_a_message_a_person_sends_into_a_running_turn_is_named_in_its_outc
     async with controller(lab, tmp_path) as ctl:
         turn_id = await running(lab, ctl, STEER_TASK)
         await lab.submit(PERSON_TASK)
-        await lab.wait_for_screen(lambda s: QUEUED[lab.agent] in s, 10, what="the message held")
+        await lab.wait_for_screen(
+            lambda s: HELD_MESSAGE[lab.agent] in s, 10, what="the message held"
+        )
         lab.server.signal(SLOW_SIGNAL)
         event = await outcome(ctl, turn_id, timeout=40)
         status = (await ctl.call("status", {"turn_id": turn_id}))["turn"]
