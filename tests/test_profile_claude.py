@@ -226,6 +226,32 @@ def test_a_grey_composer_without_a_working_line_is_unknown() -> None:
         assert observation.state is State.UNKNOWN and observation.reason
 
 
+@pytest.mark.parametrize("version", sorted(PROFILES))
+def test_the_shell_mode_reads_working_only_under_a_working_line(version: str) -> None:
+    """A person's shell prompt ('!') while a turn runs is working, in shell mode: nobody is
+    woken. At rest it is no composer to type a task into, nor is it with the rules in the
+    composer's own colour, or with the working line gone."""
+    path = corpus.ROOT / "claude" / version / "claude_person_while_working-shell_mode.json"
+    _, observation = classify(path)
+    assert (observation.state, observation.composer_mode) == (State.WORKING, "shell")
+    _, at_rest = classify(corpus.ROOT / "claude" / version / "claude_person_modes-shell_mode.json")
+    assert at_rest.state is State.UNKNOWN
+    assert at_rest.reason is not None and at_rest.reason.startswith("shell mode at an idle")
+    _, grid = corpus.screen(path)
+    rows = all_rows(grid)
+    spinner = next(y for y, row in enumerate(rows) if "…" in "".join(c.char for c in row))
+    rows[spinner] = text_row(grid, "")
+    _, stopped = classify(path, with_rows(grid, rows))
+    assert stopped.state is State.UNKNOWN
+    rule_fg = PROFILES[version].composer.rule_fg
+    grey = [
+        tuple(attrs.evolve(cell, fg=rule_fg) if cell.char == "─" else cell for cell in row)
+        for row in all_rows(grid)
+    ]
+    _, plain = classify(path, with_rows(grid, grey))
+    assert plain.state is State.UNKNOWN and not (plain.reason or "").startswith("shell mode")
+
+
 def test_a_prompt_footer_above_the_composer_is_not_idle() -> None:
     path = corpus.ROOT / "claude/2.1.263/echo-idle.json"
     _, grid = corpus.screen(path)

@@ -487,7 +487,7 @@ def test_the_mode_indicator_row_of_0_169_0_is_read_exactly() -> None:
         "another colour": _hint_row(cols, "", PLAN_MODE, fg="default"),
         "another label": _hint_row(cols, "", "Code mode (shift+tab to cycle)"),
         "a cut label": _hint_row(cols, "", PLAN_MODE[:-1]),
-        "an unknown hint": _hint_row(cols, "tab to queue message", "Plan mode"),
+        "an unknown hint": _hint_row(cols, "ctrl + t to view transcript", "Plan mode"),
         "no mode, no hint": _text_row(cols, " " * 40 + "lab"),
     }
     for what, row in refused.items():
@@ -496,6 +496,50 @@ def test_the_mode_indicator_row_of_0_169_0_is_read_exactly() -> None:
     for profile in PROFILES:
         if profile.version != "0.169.0":
             assert not profile.classify(fixture.grid).state.value.startswith("idle"), profile.id
+
+
+# ---------------------------------------------------------------- a person at the composer
+
+PERSON_MODES = {"draft": None, "shell_mode": "shell", "history_search": "history_search"}
+"""Each captured step of `codex_person_while_working`, and the mode its composer is read in."""
+
+
+@pytest.mark.parametrize("size", ["", "80x24"])
+@pytest.mark.parametrize("version", sorted(BY_VERSION))
+def test_a_person_at_the_composer_reads_working_only_while_a_turn_runs(
+    version: str, size: str
+) -> None:
+    """A draft, the shell mode or the history search while a turn runs: working, in the mode
+    the person chose (nobody is woken for it). The queue hint under a finished turn, and the
+    history search there, read as no screen AKK may type into; so do the shell label in
+    another colour and a search row not dim."""
+    folder = corpus.ROOT / "codex" / version / size
+    last_row: dict[str, tuple[Cell, ...]] = {}
+    for step, mode in PERSON_MODES.items():
+        fixture = _load(folder / f"codex_person_while_working-{step}.json")
+        observation = _observe(fixture)
+        assert (observation.state, observation.composer_mode) == (State.WORKING, mode), step
+        grid = fixture.grid
+        last = _last_content_row(grid)
+        last_row[step] = row = grid.row(last)
+        restyled = {
+            "shell_mode": tuple(attrs.evolve(cell, fg="default") for cell in row),
+            "history_search": tuple(attrs.evolve(cell, dim=False) for cell in row),
+        }.get(step)
+        if restyled is not None:
+            mutated = _with_rows(grid, [*(grid.row(y) for y in range(last)), restyled])
+            assert _observe(fixture, mutated).state is State.UNKNOWN, step
+    idle = _load(folder / "draft-idle_draft.json")
+    last = _last_content_row(idle.grid)
+    queued = _with_rows(idle.grid, [*(idle.grid.row(y) for y in range(last)), last_row["draft"]])
+    searching = _observe(_load(folder / "codex_person_modes-history_search.json"))
+    for at_rest in (_observe(idle, queued), searching):
+        assert at_rest.state is State.UNKNOWN
+        assert at_rest.reason is not None and at_rest.reason.endswith("no turn runs"), at_rest
+
+
+def _last_content_row(grid: Grid) -> int:
+    return max(y for y in range(grid.rows) if grid.row_text(y).strip())
 
 
 # ---------------------------------------------------------------- variants (issue 12)
@@ -606,7 +650,7 @@ def test_a_pane_without_a_status_line_is_read_exactly(version: str, step: str) -
     """The footer is the bare hint row, the context left right-aligned; nothing else."""
     fixture = _variant(version, f"codex_status_none-{step}")
     grid = fixture.grid
-    last = max(y for y in range(grid.rows) if grid.row_text(y).strip())
+    last = _last_content_row(grid)
     text = grid.row_text(last).rstrip()
     left, context = text[: text.rindex("  ")].rstrip(), text.split()[-3:]
     assert " ".join(context) == "100% context left"
@@ -624,7 +668,7 @@ def test_a_pane_without_a_status_line_is_read_exactly(version: str, step: str) -
     assert observation.state.value == fixture.label["expected"]["state"], observation.reason  # type: ignore[index]
     refused = {
         "one column off": footer(left, notice, pad=1),
-        "another hint": footer("  tab to queue message", notice),
+        "another hint": footer("  ctrl + t to view transcript", notice),
         "no notice": footer(left, ""),
         "another notice": footer(left, "100% context used"),
     }

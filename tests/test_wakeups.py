@@ -79,16 +79,19 @@ def test_which_screens_are_manual_and_why(
 PERSON_SCREENS = [
     path
     for path in corpus.MAIN
-    if path.stem.startswith(("claude_transcript_view", "claude_person_modes"))
+    if path.stem.startswith(("claude_transcript_view", "claude_person_modes", "codex_person_modes"))
+    or "_person_while_working-" in path.stem
 ]
 WAKES = {
     "claude_transcript_view-dialog_waiting": "prompt_hidden",
     "claude_person_modes-transcript": None,
     "claude_transcript_view-working": None,
 }
-"""The detailed transcript a person opens wakes nobody, unless a prompt waits behind it. The
-other person modes (a shell prompt, the history search, a picker, the rewind menu) are no
-view over the agent's work: they still wake the owner of a Turn (`unreadable_prompt`)."""
+"""The detailed transcript a person opens wakes nobody, unless a prompt waits behind it. A
+person at the composer while a turn works (a draft, the shell mode, Codex's history search)
+reads working and wakes nobody. The other person modes (at rest, a picker, the rewind menu,
+Claude's history search) are no view over the agent's work: they wake the owner of a Turn
+(`unreadable_prompt`), Claude's search once the spinner above it rests."""
 
 
 @pytest.mark.parametrize("path", PERSON_SCREENS, ids=corpus.name)

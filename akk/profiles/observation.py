@@ -149,7 +149,10 @@ class Observation:
     server and is never projected (the sender proves its own text with it).
 
     ``composer_mode`` is the editing mode the composer shows: ``insert`` where
-    Claude's vim mode marks it (``-- INSERT --``), None where no mode shows.
+    Claude's vim mode marks it (``-- INSERT --``); ``shell`` (both agents) or
+    ``history_search`` (Codex) where a person opened that mode while a turn
+    works (WORKING only, the draft being their command or search); None where
+    no mode shows.
     """
 
     state: State

@@ -81,7 +81,10 @@ def _observe(r: Reader) -> Observation:
         return r.unknown(unproven.reason)
     if observed is not None:
         return observed
-    viewed = composer.person_view(r, bottom)
+    try:
+        viewed = composer.person_view(r, bottom) or composer.shell_mode(r, bottom)
+    except Unproven as unproven:
+        return r.unknown(unproven.reason)
     if viewed is not None:
         return viewed
     for blocker in r.p.blockers:

@@ -19,7 +19,8 @@ row: ``● main`` in bold, then ``◯ general-purpose  <description>  <time>`` p
 agent. Pressing Down focuses the list (a ``❯`` pointer on a row): the composer
 then takes no keys, and the screen reads unknown. Ctrl-O's detailed transcript
 takes the composer's place, over a footer of its own that says whether a prompt
-waits behind it (`person_view`).
+waits behind it (`person_view`). A leading ``!`` turns the composer into a shell
+prompt, rules and hint row (``! for shell mode``) in another colour (`shell_mode`).
 """
 
 from __future__ import annotations
@@ -66,6 +67,10 @@ class ComposerShape:
     transcript_mark: str = "Showing detailed transcript · ctrl+o to toggle"
     transcript_dialog: str = "dialog waiting · "
     transcript_working: str = "working · "
+    # A leading '!' turns the composer into a shell prompt: the glyph, both rules and the
+    # hint row below (this text) in the shell's colour, not the rules' (every pinned version).
+    shell_prompt: str = "!"
+    shell_hint: str = "! for shell mode"
     spinner_glyphs: str = "·✢*✶✻✽✳"  # the animated glyph that starts a working line
     # A line such as "✽ Transmuting…" or "✻ Calculating… (0s · ↓ 2 tokens)": glyph,
     # one word, an ellipsis. A finished turn says "✻ Crunched for 0s" (no ellipsis).
@@ -144,6 +149,30 @@ def person_view(r: Reader, bottom: int) -> Observation | None:
     if footer.startswith((shape.transcript_mark, shape.transcript_working + shape.transcript_mark)):
         return r.unknown(f"{PERSON_VIEW}: the detailed transcript (Ctrl-O); no prompt waits")
     return None
+
+
+def shell_mode(r: Reader, bottom: int) -> Observation | None:
+    """The composer in shell mode, its hint row at `bottom`; else None. While a turn runs
+    (its working line above), working with the person's shell command as the draft: the
+    agent goes on, and its prompts come on top. At rest, no composer AKK may type into."""
+    shape = r.p.composer
+    if bottom < 3 or r.texts[bottom].rstrip() != " " * shape.footer_indent + shape.shell_hint:
+        return None
+    colour = r.cells[bottom][shape.footer_indent].fg
+    lower = bottom - 1
+    if colour == shape.rule_fg or not r.rule(lower, shape.rule, colour):
+        return None
+    upper = next((y for y in range(lower - 1, -1, -1) if r.rule(y, shape.rule, colour)), None)
+    if upper is None or upper == lower - 1 or r.cells[upper + 1][0].char != shape.shell_prompt:
+        return None
+    for y in range(upper + 2, lower):
+        if r.indent(y) < shape.continuation_indent and not r.blank(y):
+            raise Unproven(f"unexpected row {y} inside the shell prompt")
+    r.single_prompt(upper)
+    spinner = _spinner(shape.spinner_glyphs, shape.spinner_word)
+    if not any(spinner.match(r.texts[y]) for y in range(upper)):
+        return r.unknown("shell mode at an idle composer: no composer to type a task into")
+    return r.result(State.WORKING, draft=_draft(r, upper + 1, lower), composer_mode="shell")
 
 
 def _above_agents(r: Reader, bottom: int) -> int:

@@ -20,6 +20,7 @@ A queued async question (0.154.0, 0.155.1) sits right above the composer.
 from __future__ import annotations
 
 from akk.profiles.codex.reader import Reader
+from akk.profiles.codex.status import FooterTop, PersonRow
 from akk.profiles.composer import DraftView
 from akk.profiles.observation import (
     InteractionKind,
@@ -32,13 +33,21 @@ from akk.profiles.observation import (
 from akk.screen.region import Region
 
 
-def read(r: Reader, footer: int) -> Observation:
-    """Idle, idle_draft, working or a queued question: the composer above footer row `footer`."""
+def read(r: Reader, footer: FooterTop) -> Observation:
+    """Idle, idle_draft, working or a queued question: the composer above `footer`.
+
+    A person's row under it (`status.PersonRows`) reads only while a turn is proven to run:
+    working, with the person's draft (in shell mode or the history search, `composer_mode`
+    says which). The shell mode or the history search at an idle composer is no composer
+    AKK may type into.
+    """
     p, grid = r.p, r.grid
-    r.blank(footer - 1, "between the composer and its status row")
-    top = _top(r, footer - 2)
-    draft = _draft(r, top, footer - 1)
+    r.blank(footer.row - 1, "between the composer and its status row")
+    top = _top(r, footer.row - 2, shell=footer.person is PersonRow.SHELL)
+    draft = _draft(r, top, footer.row - 1)
     queued = _queued_question(r, top)
+    if footer.person is not None:
+        return _person_s(r, footer.person, top, draft)
     if any(p.working_marker in line for line in r.lines[:top]):
         return Observation(State.WORKING, p.id, queued, draft=draft)
     for row in range(top):
@@ -56,18 +65,34 @@ def read(r: Reader, footer: int) -> Observation:
     return Observation(State.IDLE if draft.empty else State.IDLE_DRAFT, p.id, draft=draft)
 
 
-def _top(r: Reader, bottom: int) -> int:
+def _person_s(r: Reader, person: PersonRow, top: int, draft: DraftView) -> Observation:
+    """The composer a person is at, read only while a turn is proven to run (its status
+    line, or no end under its last message): the agent goes on behind it."""
+    p = r.p
+    marked = any(p.working_marker in line for line in r.lines[:top])
+    if not marked and (p.turn_end is None or _turn_finished(r, top)):
+        raise Unproven(f"{person.value.replace('_', ' ')} at the composer, and no turn runs")
+    mode = None if person is PersonRow.QUEUE else person.value
+    return Observation(State.WORKING, p.id, draft=draft, composer_mode=mode)
+
+
+def _top(r: Reader, bottom: int, *, shell: bool = False) -> int:
     """The composer's first row, above its last row `bottom`.
 
     Draft rows are indented by two columns and may be empty (a blank line, or
     the row Codex adds after a row the text fills exactly); the first row
-    carries the composer glyph, bold and not dim.
+    carries the composer glyph, bold and not dim (in `shell` mode, the shell's
+    glyph in the shell label's colour).
     """
     top = bottom
     while top > 0 and r.lines[top][:2] in ("", "  "):
         top -= 1
-    glyph = r.grid.cell(0, top)
-    if r.lines[top][:2] != f"{r.p.composer_glyph} " or not glyph.bold or glyph.dim:
+    glyph, shown, rows = r.grid.cell(0, top), r.lines[top][:2], r.p.person_rows
+    if shell:  # the shell prompt alone is drawn with no space after it
+        drawn = shown.rstrip() == rows.shell_glyph and glyph.fg == rows.shell.fg
+    else:
+        drawn = shown == f"{r.p.composer_glyph} "
+    if not drawn or not glyph.bold or glyph.dim:
         raise Unproven(f"row {top} is not the composer")
     return top
 

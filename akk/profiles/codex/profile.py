@@ -31,7 +31,7 @@ from akk.profiles.codex.classify import observe
 from akk.profiles.codex.menu import Highlight, MenuShape
 from akk.profiles.codex.picker import AsyncShape
 from akk.profiles.codex.reader import Footer, Reader
-from akk.profiles.codex.status import ModeIndicator, Notice
+from akk.profiles.codex.status import ModeIndicator, Notice, PersonRows
 from akk.profiles.composer import DraftView, Typing, TypingMethod, draft_matches, draft_refusal
 from akk.profiles.keyplan import KeyPlans
 from akk.profiles.observation import (
@@ -76,6 +76,7 @@ class CodexProfile:
     bare_footer: tuple[str, ...]  # with no status line (`[tui] status_line = []`): the one
     # row under the composer is one of these, then `context_left`
     context_left: Notice
+    person_rows: PersonRows  # the composer's last row while a person is at it
     working_marker: str
     in_progress_verbs: tuple[str, ...]
     # Exec approval.

@@ -13,10 +13,17 @@ status row (up to 0.155.1) or the hint row (0.169.0) ends with ``Plan mode
 (shift+tab to cycle)``, right-aligned, ``Plan mode`` in magenta; on 0.169.0 the
 hint row keeps only that indicator while a draft is typed, and drops
 ``(shift+tab to cycle)`` while a turn runs.
+
+A person at the composer while a turn runs (every pinned version) changes the
+last row, in the bare footer's place or the hint row's: ``tab to queue
+message`` once they type (with ``N% context left`` where the bare footer has
+it), ``Shell mode`` right-aligned after it in shell mode, or the history
+search's dim ``reverse-i-search:`` and its query (`PersonRows`).
 """
 
 from __future__ import annotations
 
+import enum
 import re
 
 import attrs
@@ -42,18 +49,50 @@ class ModeIndicator:
     right_pad: int  # blank columns between the label and the pane's right edge
 
 
-def first_row(r: Reader, last: int) -> int:
+class PersonRow(enum.Enum):
+    """What a person at the composer put on its last row (`PersonRows`)."""
+
+    QUEUE = "queue"  # they typed a draft while a turn runs
+    SHELL = "shell"  # the shell mode, while a turn runs
+    SEARCH = "history_search"  # the history search (at any time)
+
+
+@attrs.frozen
+class PersonRows:
+    """The last row a version draws for a person at the composer, in the place of the bare
+    footer or the hint row: the queue hint once they type while a turn runs (then the
+    context left, or `shell` right-aligned in shell mode), or the history search's row."""
+
+    shell: ModeIndicator
+    queue: str = "tab to queue message"
+    shell_glyph: str = "!"  # the composer's glyph in shell mode, in the shell label's colour
+    search: str = "reverse-i-search:"  # dim, the person's query after it
+
+
+@attrs.frozen
+class FooterTop:
+    """Where the composer's footer starts, and the person's row that ends it, if any."""
+
+    row: int
+    person: PersonRow | None = None
+
+
+def first_row(r: Reader, last: int) -> FooterTop:
     """The first row of the composer's footer, which ends at row `last`.
 
     Either the status rows (the first in the status colour; a long status line
     wraps), then the version's hint row if any, or, with no status line, one
-    bare footer row ending with the context left.
+    bare footer row ending with the context left. A person's row (`PersonRows`)
+    takes the place of the hint row or of the bare footer.
     """
     p = r.p
+    person = _person_row(r, last)
+    if person is not None and last > 0 and not r.lines[last - 1]:
+        return FooterTop(last, person)
     bare = _left_of(r, last, p.context_left)
     if bare is not None and bare[:2] == "  " and bare[2:] in p.bare_footer:
-        return last
-    y = last - 1 if _hint_row(r, last) else last
+        return FooterTop(last)
+    y = last - 1 if person is not None or _hint_row(r, last) else last
     if y < 0 or not r.lines[y]:
         raise Unproven("no prompt and no composer status row at the bottom of the screen")
     top = r.run_above(y, "the composer status row")
@@ -64,7 +103,36 @@ def first_row(r: Reader, last: int) -> int:
         or not all(_status_items(r, row) for row in range(top + 1, y + 1))
     ):
         raise Unproven("no prompt and no composer status row at the bottom of the screen")
-    return top
+    return FooterTop(top, person)
+
+
+def _person_row(r: Reader, y: int) -> PersonRow | None:
+    """Which person's row (`PersonRows`) row `y` is, if any."""
+    rows, line = r.p.person_rows, r.lines[y]
+    if line.startswith(f"  {rows.search}") and r.grid.cell(2, y).dim:
+        return PersonRow.SEARCH
+    if line[2:] == rows.queue or _left_of(r, y, r.p.context_left) == f"  {rows.queue}":
+        return PersonRow.QUEUE
+    if _indicated(r, y, rows.shell) == f"  {rows.queue}":
+        return PersonRow.SHELL
+    return None
+
+
+def _indicated(r: Reader, y: int, mode: ModeIndicator) -> str | None:
+    """Row `y`'s text left of `mode`'s label if the row ends with one, right-aligned in its
+    colour; else None."""
+    row, cols = r.grid.row(y), r.grid.cols
+    for label in mode.labels:
+        start = cols - mode.right_pad - len(label)
+        if (
+            start > 2
+            and "".join(cell.char for cell in row[start : start + len(label)]) == label
+            and row[start].fg == mode.fg
+            and all(cell.char == " " for cell in row[start + len(label) :])
+            and row[start - 1].char == " "
+        ):
+            return "".join(cell.char for cell in row[:start]).rstrip()
+    return None
 
 
 def _status_items(r: Reader, y: int) -> bool:
@@ -95,25 +163,16 @@ def _hint_row(r: Reader, y: int) -> bool:
     a notice (warnings) may end it after the hints instead of the indicator, and
     stands alone while a draft hides the hints (codex_after_warning-draft).
     """
-    p, row, cols = r.p, r.grid.row(y), r.grid.cols
+    p = r.p
     left = r.lines[y]
     for notice in p.hint_notices:
         rest = _left_of(r, y, notice)
         if rest is not None:
             return not rest or any(rest[2:].startswith(hint) for hint in p.status_hints)
-    mode = p.mode_indicator
-    if mode is not None:
-        for label in mode.labels:
-            start = cols - mode.right_pad - len(label)
-            if (
-                start > 2
-                and "".join(cell.char for cell in row[start : start + len(label)]) == label
-                and row[start].fg == mode.fg
-                and all(cell.char == " " for cell in row[start + len(label) :])
-                and row[start - 1].char == " "
-            ):
-                left = "".join(cell.char for cell in row[:start]).rstrip()
-                if not left:
-                    return True
-                break
+    if p.mode_indicator is not None:
+        indicated = _indicated(r, y, p.mode_indicator)
+        if indicated is not None:
+            if not indicated:
+                return True
+            left = indicated
     return any(left[2:].startswith(hint) for hint in p.status_hints)

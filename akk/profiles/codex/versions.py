@@ -19,7 +19,7 @@ from akk.profiles.codex.menu import Highlight, MenuShape
 from akk.profiles.codex.picker import AsyncShape
 from akk.profiles.codex.profile import Blocker, CodexProfile
 from akk.profiles.codex.reader import Footer
-from akk.profiles.codex.status import ModeIndicator, Notice
+from akk.profiles.codex.status import ModeIndicator, Notice, PersonRows
 from akk.profiles.composer import LengthUnit, Typing, Wrapping
 from akk.profiles.keyplan import (
     EnterGuard,
@@ -202,6 +202,7 @@ _V0_153_4 = CodexProfile(
     mode_indicator=None,
     bare_footer=("? for shortcuts",),
     context_left=_CONTEXT_LEFT,
+    person_rows=PersonRows(ModeIndicator(("Shell mode",), fg="brightred", right_pad=2)),
     working_marker="esc to interrupt",
     in_progress_verbs=("Running",),
     permission_anchor="Would you like to run the following command?",
@@ -304,6 +305,7 @@ _V0_169_0 = attrs.evolve(
     mode_indicator=ModeIndicator(
         labels=("Plan mode (shift+tab to cycle)", "Plan mode"), fg="magenta", right_pad=1
     ),
+    person_rows=PersonRows(ModeIndicator(("Shell mode",), fg="brightred", right_pad=1)),
     permission_menu_gap=2,
     question_prompt_fg="5fafff",
     prompt_fill_blank=False,

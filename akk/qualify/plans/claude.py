@@ -39,6 +39,7 @@ from akk.qualify.plans.shared import (
     asking,
     passing_mode,
     permission,
+    person_while_working,
     questions,
     wait,
 )
@@ -338,6 +339,9 @@ def variant_plans(base: Mapping[str, Plan]) -> list[Plan]:
     return [
         BACKGROUND_AGENT,
         PERSON_MODES,
+        # The history search takes the composer's place: no composer to read (the agent goes
+        # on behind it, and its prompts come on top).
+        person_while_working("claude", Expected("unknown")),
         TRANSCRIPT_VIEW,
         # Claude adds advisory lines to the permission body for such a command.
         permission("claude_bash_expansion", CLAUDE, "Bash", manual=False),

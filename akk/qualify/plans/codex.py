@@ -40,6 +40,7 @@ from akk.qualify.plans.shared import (
     filler,
     passing_mode,
     permission,
+    person_while_working,
     questions,
     wait,
 )
@@ -519,6 +520,7 @@ def variant_plans(base: Mapping[str, Plan]) -> list[Plan]:
     the pane in, and `base`'s plans drawn inline."""
     return [
         _person_modes(),
+        person_while_working("codex", Expected("working")),
         _new_where(),
         *(_footer_plan(name, preseed) for name, preseed in CODEX_FOOTERS.items()),
         _after_warning(),

@@ -71,6 +71,35 @@ HISTORY_SEARCH = Press(("C-r",))
 back. Escape leaves it."""
 
 
+def person_while_working(agent: Agent, search: Expected) -> Plan:
+    """What a person does at the composer while a Turn works, each captured with the turn
+    still running: the shell mode, the history search (labelled `search`), and a draft of
+    their own. The agent goes on behind each, and its prompts come on top (`tests/lab`)."""
+    return Plan(
+        f"{agent}_person_while_working",
+        "slow",
+        frozenset({agent}),
+        (
+            Submit(),
+            WORKING_SHOWN,
+            SHELL_MODE,
+            wait("Shell mode", "for shell mode"),
+            Shot("shell_mode", Expected("working"), settle=False),
+            Press(("BSpace",)),
+            Type(DRAFT_TEXT),
+            wait(DRAFT_TEXT),
+            Shot("draft", Expected("working", draft=DRAFT_TEXT), settle=False),
+            Press(("C-u",)),
+            HISTORY_SEARCH,
+            wait("reverse-i-search", "Filter history"),
+            Shot("history_search", search, settle=False),
+            Press(("Escape",)),
+            Release(SLOW_SIGNAL),
+            WaitIdle(),
+        ),
+    )
+
+
 def asking(
     question: ExpectedQuestion, step: tuple[int, int] | None = None, typed: Typed | None = None
 ) -> Expected:
