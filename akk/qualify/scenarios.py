@@ -339,6 +339,10 @@ def _command(
     )
 
 
+_EXEC_CALL = ExecCommand(f"touch ../{EXEC_MARKER}.txt && echo {EXEC_MARKER}")
+"""The command the codex_exec scenarios ask to run: it leaves a file, and prints the marker."""
+
+
 def _build() -> dict[str, Scenario]:
     scenarios = [
         Scenario("echo", task=ECHO_TASK, steps=(Step(ECHO_TASK, Text(ECHO_REPLY)),)),
@@ -394,11 +398,9 @@ def _build() -> dict[str, Scenario]:
         _claude_questionnaire(
             "questionnaire_multi_question", _color_question(3), _SIZE_QUESTION, _SHAPE_QUESTION
         ),
-        _command(
-            "codex_exec",
-            ExecCommand(f"touch ../{EXEC_MARKER}.txt && echo {EXEC_MARKER}"),
-            marker=EXEC_MARKER,
-        ),
+        _command("codex_exec", _EXEC_CALL, marker=EXEC_MARKER),
+        # As claude_bash_held: the Turn works until SLOW_SIGNAL, then its approval comes.
+        _command("codex_exec_held", _EXEC_CALL, marker=EXEC_MARKER, wait_for=SLOW_SIGNAL),
         Scenario(
             "codex_patch",
             task=PATCH_TASK,

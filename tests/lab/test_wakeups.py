@@ -181,6 +181,75 @@ async def test_the_transcript_a_person_opens_wakes_nobody_until_a_prompt_waits_b
     assert lab.server.count_inputs_containing(sc.RUN_TASK) == 1
 
 
+PERSON_AT_COMPOSER = {
+    "claude": (("!", "for shell mode", "BSpace"),),
+    "codex": (("!", "Shell mode", "BSpace"), ("C-r", "reverse-i-search", "Escape")),
+}
+"""What a person does at the composer while a Turn works, per agent: the keys, what then
+shows, and the key that leaves it. Claude's history search (a screen of its own, read
+`unknown`) is not among them."""
+
+
+@pytest.mark.parametrize(
+    "lab",
+    [*lab_params("claude_bash_held")[-1:], *lab_params("codex_exec_held")[::4]],
+    indirect=True,
+)
+async def test_a_person_at_the_composer_while_a_turn_works_wakes_nobody(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    """While AKK's Turn works, the person enters shell mode, searches their history (Codex),
+    leaves each, and types a draft of their own. Each reads `working`: no wake-up, no
+    interaction. The Turn's approval then comes on top of the draft: the owner's first
+    wake-up is it, and AKK's `approve_once` runs the command once. The person's draft
+    stays in the composer, unsent."""
+    async with two_controllers(lab, tmp_path) as (served, ctl, _other):
+        turn_id = await send_task(ctl, sc.RUN_TASK)
+        await lab.server.wait_for_request(
+            lambda r: not r.auxiliary and sc.RUN_TASK in r.newest_input, timeout=20
+        )
+        for keys, shown, leave in PERSON_AT_COMPOSER[lab.agent]:
+            await (lab.type_text(keys) if keys == "!" else lab.send_keys(keys))
+            await lab.wait_for_screen(lambda s, shown=shown: shown in s, 10, what=shown)
+            await _working_and_nobody_woken(ctl, turn_id)
+            await lab.send_keys(leave)
+            await lab.wait_for_screen(lambda s, shown=shown: shown not in s, 10, what="left")
+        await lab.type_text(PERSON_DRAFT)
+        await lab.wait_for_screen(lambda s: PERSON_DRAFT in s, 10, what="the draft")
+        await _working_and_nobody_woken(ctl, turn_id)
+        lab.server.signal(sc.SLOW_SIGNAL)
+        asked = await next_event(ctl, WAKE_UPS, timeout=20)
+        assert asked["kind"] == "approval_required", asked
+        assert (await _status(ctl, turn_id))["state"] == "pending"
+        assert (await ctl.call("approve", {"turn_id": turn_id, "decision": "approve_once"}))[
+            "outcome"
+        ] == "dispatched"
+        assert (await settled(ctl, turn_id))["kind"] == "done"
+        assert _dispatch_kinds(served, turn_id) == ["task", "approval"]
+        assert PERSON_DRAFT in await lab.text()
+    marker = sc.BASH_MARKER if lab.agent == "claude" else sc.EXEC_MARKER
+    assert lab.server.count_inputs_containing(marker) == 1
+    assert lab.server.count_inputs_containing(sc.RUN_TASK) == 1
+    assert lab.server.count_inputs_containing(PERSON_DRAFT) == 0
+
+
+PERSON_DRAFT = "lab: my own next question"
+"""What the person types while the Turn works, and never sends."""
+
+
+async def _working_and_nobody_woken(ctl: Controller, turn_id: str) -> None:
+    """The pane reads working within 10 s, and stays so, with no interaction, for longer
+    than a manual screen takes to settle and wake its owner."""
+    with trio.fail_after(10):
+        while (await ctl.call("list"))["terminals"][0]["activity_state"] != "working":
+            await trio.sleep(0.05)
+    with trio.move_on_after(WAKE_UP_BOUND):
+        while True:
+            assert (await ctl.call("list"))["terminals"][0]["activity_state"] == "working"
+            assert await _status(ctl, turn_id) is None
+            await trio.sleep(0.1)
+
+
 @pytest.mark.parametrize("lab", lab_params("claude_bash")[-1:], indirect=True)
 async def test_an_unprofiled_pane_shows_its_prompt_manual_required_and_reads_once_qualified(
     lab: LabSession, tmp_path: Path
