@@ -46,7 +46,7 @@ from akk.evidence import (
     snapshot,
 )
 from akk.evidence.model import EvidenceFile, Record
-from akk.qualify.scenarios import SLOW_TASK
+from akk.qualify.scenarios import DEFAULT_REPLY, ECHO_REPLY, SLOW_TASK
 from akk.store.turns import TurnState
 from tools.lab import clients
 
@@ -503,7 +503,8 @@ def test_claude_a_prompt_another_branch_goes_on_without_is_replaced() -> None:
     """A prompt Claude took back into its composer, and a prompt sent after it that goes on
     from the same parent (another branch, as every pinned version writes it), is `replaced`:
     the agent will never answer it, and the Turn settles `withdrawn`. A later prompt still
-    below it, or an answered prompt, is not."""
+    below it, or an answered prompt, is not: the one below it was sent into the Turn, which
+    goes on with it (a person's message, as Claude's "send now" writes it)."""
     lines = (FIXTURES / "claude" / "2.1.332" / "echo.jsonl").read_text().splitlines()
     records = [Record(0, json.loads(line)) for line in lines if line.strip()]
     first, second = (i for i, r in enumerate(records) if claude.prompt_text(r.data) is not None)
@@ -521,9 +522,58 @@ def test_claude_a_prompt_another_branch_goes_on_without_is_replaced() -> None:
     assert (found.state, found.reason) == (TurnState.CANCELLED, "withdrawn")
     attachments = [r.data["uuid"] for r in kept if r.data.get("type") == "attachment"]
     still_below = sent_after(attachments[-1], kept)
-    assert (still_below.unanswered, still_below.replaced) == (True, False)
+    assert (still_below.unanswered, still_below.replaced) == (False, False)
+    assert (still_below.outcome, still_below.person_messages) == (None, 1)
     answered = sent_after(prompt["parentUuid"], records[:second])
     assert (answered.outcome, answered.replaced) == ("done", False)
+
+
+@pytest.mark.parametrize("version", ["2.1.263", "2.1.332"])
+def test_claude_a_prompt_sent_into_a_running_turn_goes_on_in_it(version: str) -> None:
+    """A prompt written below a Turn that nothing ended yet (Claude's "send now" cuts the
+    reply and writes no interruption) is a person's message in it: the Turn ends with the
+    reply to it. Below the Turn's end, an interruption or an API error, a prompt is the next
+    Turn's, as every captured next task is."""
+    lines = (FIXTURES / "claude" / version / "echo.jsonl").read_text().splitlines()
+    records = [Record(0, json.loads(line)) for line in lines if line.strip()]
+    first, second = (i for i, r in enumerate(records) if claude.prompt_text(r.data) is not None)
+    below_end = claude.progress(records, first)
+    assert (below_end.outcome, below_end.person_messages) == ("done", 0)
+    assert below_end.final_message == ECHO_REPLY
+    by_uuid = {r.data.get("uuid"): r.data for r in records}
+    end = by_uuid[records[second].data["parentUuid"]]
+    reply = by_uuid[end["parentUuid"]]
+    while reply.get("type") != "assistant":
+        reply = by_uuid[reply["parentUuid"]]
+    cut = {**reply, "message": {**reply["message"], "stop_reason": None}}
+    # The first Turn as "send now" leaves it: its reply cut, no end; the second prompt and
+    # everything of its own Turn below that reply.
+    mine = [r for i, r in enumerate(records[:second]) if r.data is not end]
+    mine = [Record(0, cut) if r.data is reply else r for r in mine]
+    theirs = [Record(0, {**records[second].data, "parentUuid": reply["uuid"]})]
+    sent = claude.progress([*mine, *theirs, *records[second + 1 :]], first)
+    assert (sent.outcome, sent.person_messages) == ("done", 1)
+    assert sent.final_message == DEFAULT_REPLY.text and sent.usage_status is UsageStatus.PARTIAL
+    for ended in ({**end}, _interrupt_below(reply)):
+        below = [
+            *mine,
+            Record(0, ended),
+            Record(0, {**theirs[0].data, "parentUuid": ended["uuid"]}),
+        ]
+        assert claude.progress([*below, *records[second + 1 :]], first).person_messages == 0
+
+
+def _interrupt_below(parent: dict[str, Any]) -> dict[str, Any]:
+    """An interruption record as Claude writes one under ``parent`` (Esc)."""
+    return {
+        "type": "user",
+        "uuid": "interrupt-0000",
+        "parentUuid": parent["uuid"],
+        "message": {
+            "role": "user",
+            "content": [{"type": "text", "text": "[Request interrupted by user]"}],
+        },
+    }
 
 
 def _taken_back(records: list[Record], anchor: int) -> list[Record]:

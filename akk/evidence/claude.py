@@ -48,7 +48,11 @@ fixtures/evidence/claude/):
   takes it in, as an ``attachment`` record below that result whose ``attachment`` is
   ``{"type": "queued_command", "commandMode": "prompt", "prompt": TEXT}`` (2.1.332 adds
   ``origin: {"kind": "human"}``). A Turn with no tool call left leaves it queued: it is
-  sent after the Turn's end as a prompt of its own.
+  sent after the Turn's end as a prompt of its own. On 2.1.328 and 2.1.332 the person may
+  send a queued message at once (ctrl+x ctrl+s): the reply streaming is cut (no
+  interruption is written) and their prompt is written below it, with its own reply and
+  the Turn's end under it. The Turn goes on through that prompt (`_turn`), a person's
+  message too.
 - A tool call: an assistant record's ``tool_use`` block (``id``, ``name``,
   ``input``; Bash's ``input.command`` is the command as the model wrote it).
   Its answer is a user record's ``tool_result`` block with that
@@ -174,7 +178,7 @@ def progress(records: Sequence[Record], anchor: int, *, headless: bool = False) 
     with `headless` a final reply also ends the round, one whose ``stop_reason``
     is set and is not ``tool_use``, with no tool call left open.
     """
-    turn = _turn(records, records[anchor].data)
+    turn = _turn(records, records[anchor].data, sent_into=not headless)
     replies: Lineage = [(depth, data) for depth, data in turn if data.get("type") == "assistant"]
     last = max(replies, key=lambda reply: reply[0])[1] if replies else None
     usage, all_final = _usage(data for _, data in replies)
@@ -196,7 +200,7 @@ def progress(records: Sequence[Record], anchor: int, *, headless: bool = False) 
     compacted = any(data.get("subtype") == _COMPACTED for _, data in turn)
     complete = outcome in ("done", "failed") and all_final and not compacted
     unanswered = not any(data.get("type") in _AGENT_RECORDS for _, data in turn)
-    person = sum(_is_queued_prompt(data) for _, data in turn)
+    person = sum(_is_queued_prompt(data) or _sent_at_once(data) for _, data in turn)
     return Progress(
         accepted=True,
         session_id=None,
@@ -261,8 +265,13 @@ def _chain(parents: Mapping[str, object], uuid: object) -> set[object]:
     return found
 
 
-def _turn(records: Sequence[Record], prompt: Mapping[str, Any]) -> Lineage:
-    """The prompt's descendants with their depth below it, stopping at the next prompt."""
+def _turn(records: Sequence[Record], prompt: Mapping[str, Any], *, sent_into: bool) -> Lineage:
+    """The prompt's descendants with their depth below it, stopping at the next prompt.
+
+    With `sent_into`, a prompt written below the Turn before anything ended it (its end, an
+    interruption or an API error above it) is no next prompt: a person sent it into the
+    running Turn at once, which cut the reply and goes on with it (`_sent_at_once`).
+    """
     children: defaultdict[str, list[Mapping[str, Any]]] = defaultdict(list)
     for record in records:
         parent = _parent(record.data)
@@ -271,20 +280,35 @@ def _turn(records: Sequence[Record], prompt: Mapping[str, Any]) -> Lineage:
     root = prompt.get("uuid")
     found: Lineage = []
     seen = {root}
-    frontier = [root]
+    frontier: list[tuple[object, bool]] = [(root, False)]
     depth = 0
     while frontier:
         depth += 1
-        below: list[object] = []
-        for uuid in frontier:
+        below: list[tuple[object, bool]] = []
+        for uuid, ended in frontier:
             for child in children.get(uuid, []) if isinstance(uuid, str) else []:
-                if prompt_text(child) is not None or child.get("uuid") in seen:
+                next_prompt = prompt_text(child) is not None and (ended or not sent_into)
+                if next_prompt or child.get("uuid") in seen:
                     continue
                 seen.add(child.get("uuid"))
                 found.append((depth, child))
-                below.append(child.get("uuid"))
+                below.append((child.get("uuid"), ended or _ends(child)))
         frontier = below
     return found
+
+
+def _ends(data: Mapping[str, Any]) -> bool:
+    """Whether the record ends the Turn it is in: its end, an interruption, an API error."""
+    return _is_turn_end(data) or _is_interrupt(data) or data.get("isApiErrorMessage") is True
+
+
+def _sent_at_once(data: Mapping[str, Any]) -> bool:
+    """A prompt of a person's in a Turn's lineage: sent at once while the Turn ran (2.1.328
+    and 2.1.332, ctrl+x ctrl+s on a queued message), not the client's own (another origin)."""
+    origin = data.get("origin", {"kind": "human"})
+    return (
+        prompt_text(data) is not None and isinstance(origin, dict) and origin.get("kind") == "human"
+    )
 
 
 def _usage(replies: Iterable[Mapping[str, Any]]) -> tuple[Tokens, bool]:

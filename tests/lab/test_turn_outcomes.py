@@ -272,6 +272,39 @@ async def test_a_message_a_person_sends_into_a_running_turn_is_named_in_its_outc
     )
 
 
+SEND_NOW = ("C-x", "C-s")
+"""The keys that send Claude's queued message at once (2.1.328 and 2.1.332 say so under it:
+"ctrl+x ctrl+s to send now"; 2.1.263-2.1.267 keep it queued)."""
+
+
+@pytest.mark.parametrize("lab", lab_params("slow", agents=("claude",))[3:], indirect=True)
+async def test_a_message_a_person_sends_at_once_ends_the_turn_with_it_named(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    """While AKK's Turn streams its reply, the person queues a message and sends it at once.
+    Claude cuts the reply (it writes no interruption) and sends the person's message below
+    it: its reply ends the conversation's turn. AKK's Turn ends `done` there, with that reply
+    and one person's message named, at once. Before, it found no end of its own in the file
+    and ran on until its deadline. The next task is a Turn of its own."""
+    async with controller(lab, tmp_path) as ctl:
+        turn_id = await running(lab, ctl, SLOW_TASK)
+        await lab.submit(PERSON_TASK)
+        await lab.wait_for_screen(lambda s: "to send now" in s, 10, what="the message queued")
+        await lab.send_keys(*SEND_NOW)
+        event = await outcome(ctl, turn_id, timeout=20)
+        lab.server.signal(SLOW_SIGNAL)  # end the cut stream, whatever the client left of it
+        after = await _send(ctl, ECHO_TASK, "after")
+        next_event = await outcome(ctl, after)
+    assert (event["kind"], event["outcome"]["final_message"]) == ("done", DEFAULT_REPLY.text)
+    assert event["outcome"]["person_messages"] == 1, event
+    assert event["summary"].endswith("(a person at the pane added 1 message to this task)")
+    assert (next_event["kind"], next_event["outcome"]["person_messages"]) == ("done", 0)
+    assert lab.server.count_inputs_containing(PERSON_TASK) == 1
+    slow = [r for r in lab.server.main_requests() if _slow_task(r)]
+    theirs = [r for r in lab.server.main_requests() if PERSON_TASK in r.newest_input]
+    assert len(slow) == len(theirs) == 1 and slow[0].index < theirs[0].index
+
+
 QUEUE_KEY = {"claude": "Enter", "codex": "Tab"}
 """The key that queues a message a person types while the agent works, for after its turn.
 Claude queues on Enter, and takes the message in at the next tool result, if any; Codex's
