@@ -252,6 +252,28 @@ def test_the_shell_mode_reads_working_only_under_a_working_line(version: str) ->
     assert plain.state is State.UNKNOWN and not (plain.reason or "").startswith("shell mode")
 
 
+@pytest.mark.parametrize("version", sorted(PROFILES))
+def test_a_list_a_draft_opens_over_a_working_composer_reads_working(version: str) -> None:
+    """The command menu ('/') or the mention popup ('@') a person opens while a turn runs
+    hides the working line: the composer's grey glyph says the turn runs. With the glyph in
+    its idle colour it is the person's draft at rest; a grey glyph under any other draft,
+    with no working line, is no screen AKK knows."""
+    for step in ("command_menu", "mention"):
+        path = corpus.ROOT / "claude" / version / f"claude_person_while_working-{step}.json"
+        _, observation = classify(path)
+        assert observation.state is State.WORKING, (step, observation.reason)
+        _, grid = corpus.screen(path)
+        row = next(y for y in range(grid.rows) if grid.row_text(y).startswith("❯\u00a0"))
+        glyph = grid.cell(0, row)
+        idle_fg = PROFILES[version].composer.idle_fg
+        _, at_rest = classify(path, with_cells(grid, {(0, row): attrs.evolve(glyph, fg=idle_fg)}))
+        assert at_rest.state is State.IDLE_DRAFT, step
+        plain = {(x, row): Cell(char=ch) for x, ch in enumerate("lab", start=2)}
+        plain |= {(x, row): Cell() for x in range(5, 20)}
+        _, other = classify(path, with_cells(grid, plain))
+        assert other.state is State.UNKNOWN, step
+
+
 def test_a_prompt_footer_above_the_composer_is_not_idle() -> None:
     path = corpus.ROOT / "claude/2.1.263/echo-idle.json"
     _, grid = corpus.screen(path)

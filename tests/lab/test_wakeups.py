@@ -28,7 +28,7 @@ from akk.profiles.registry import PINNED
 from akk.qualify import scenarios as sc
 from akk.qualify.compare import version_key
 from akk.qualify.launcher import LabSession
-from akk.qualify.plans.claude import TRANSCRIPT_SHOWN
+from akk.qualify.plans.claude import MENTION, TRANSCRIPT_SHOWN
 from akk.store.database import open_reader
 from akk.store.qualifications import Qualification
 from tests.lab.conftest import lab_params
@@ -182,12 +182,18 @@ async def test_the_transcript_a_person_opens_wakes_nobody_until_a_prompt_waits_b
 
 
 PERSON_AT_COMPOSER = {
-    "claude": (("!", "for shell mode", "BSpace"),),
+    "claude": (
+        ("!", "for shell mode", "BSpace"),
+        ("/", "/background ", "BSpace"),
+        (MENTION, "(agent)", "C-u"),
+    ),
     "codex": (("!", "Shell mode", "BSpace"), ("C-r", "reverse-i-search", "Escape")),
 }
-"""What a person does at the composer while a Turn works, per agent: the keys, what then
-shows, and the key that leaves it. Claude's history search (a screen of its own, read
-`unknown`) is not among them."""
+"""What a person does at the composer while a Turn works, per agent: the text typed (or the
+key pressed, C-r), what then shows, and the key that leaves it. On Claude the command menu
+and the mention popup hide the working line. Claude's history search (a screen of its own,
+read `unknown`) is not among them, nor are Codex's lists (0.153.4 to 0.155.1 draw them in
+place of the footer, read `unknown`)."""
 
 
 @pytest.mark.parametrize(
@@ -198,8 +204,9 @@ shows, and the key that leaves it. Claude's history search (a screen of its own,
 async def test_a_person_at_the_composer_while_a_turn_works_wakes_nobody(
     lab: LabSession, tmp_path: Path
 ) -> None:
-    """While AKK's Turn works, the person enters shell mode, searches their history (Codex),
-    leaves each, and types a draft of their own. Each reads `working`: no wake-up, no
+    """While AKK's Turn works, the person enters shell mode, opens the command menu and the
+    mention popup (Claude) or searches their history (Codex), leaves each, and types a draft
+    of their own. Each reads `working`: no wake-up, no
     interaction. The Turn's approval then comes on top of the draft: the owner's first
     wake-up is it, and AKK's `approve_once` runs the command once. The person's draft
     stays in the composer, unsent."""
@@ -209,7 +216,7 @@ async def test_a_person_at_the_composer_while_a_turn_works_wakes_nobody(
             lambda r: not r.auxiliary and sc.RUN_TASK in r.newest_input, timeout=20
         )
         for keys, shown, leave in PERSON_AT_COMPOSER[lab.agent]:
-            await (lab.type_text(keys) if keys == "!" else lab.send_keys(keys))
+            await (lab.send_keys(keys) if keys == "C-r" else lab.type_text(keys))
             await lab.wait_for_screen(lambda s, shown=shown: shown in s, 10, what=shown)
             await _working_and_nobody_woken(ctl, turn_id)
             await lab.send_keys(leave)

@@ -4,7 +4,9 @@ What the pinned versions draw (fixtures/claude/<version>/): a composer between
 two full-width ``─`` rules, its first row ``❯\\u00a0<text>``, one hint row under
 it (``⏸ manual mode on · ? for shortcuts``). While a turn runs the hint row says
 ``esc to interrupt``, a spinner line (``✽ Transmuting…``) stands above the
-composer and the composer glyph turns grey. A user ``statusLine`` draws its
+composer and the composer glyph turns grey (a draft drops the hint; the list a
+``/`` or ``@`` draft opens over the composer hides the spinner line, leaving the
+grey glyph the turn's one sign). A user ``statusLine`` draws its
 output between the rule and the hint row, takes the place of ``? for
 shortcuts`` and, on 2.1.263-2.1.267, of ``esc to interrupt`` too; ``editorMode:
 vim`` starts the hint row with ``-- INSERT --`` and hides ``esc to interrupt``
@@ -71,6 +73,9 @@ class ComposerShape:
     # hint row below (this text) in the shell's colour, not the rules' (every pinned version).
     shell_prompt: str = "!"
     shell_hint: str = "! for shell mode"
+    # A draft that opens a list over the composer (the command menu, the mention popup): the
+    # list stands where the working line was, so the grey glyph is the turn's only sign.
+    popups: tuple[re.Pattern[str], ...] = (re.compile(r"^/"), re.compile(r"(?:^|\s)@\S*$"))
     spinner_glyphs: str = "·✢*✶✻✽✳"  # the animated glyph that starts a working line
     # A line such as "✽ Transmuting…" or "✻ Calculating… (0s · ↓ 2 tokens)": glyph,
     # one word, an ellipsis. A finished turn says "✻ Crunched for 0s" (no ellipsis).
@@ -125,6 +130,8 @@ def read(r: Reader, bottom: int) -> Observation | None:
         return r.result(State.WORKING, draft=draft)
     glyph = r.cells[upper + 1][0]
     if glyph.fg != shape.idle_fg:
+        if draft.complete and any(p.search("\n".join(draft.rows)) for p in shape.popups):
+            return r.result(State.WORKING, draft=draft)
         return r.unknown("composer glyph is not in its idle colour but no working line shows")
     marked = hint[shape.footer_indent :].startswith(shape.insert_mark)
     return r.result(

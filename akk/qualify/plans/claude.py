@@ -9,6 +9,7 @@ advisories, grants and wrapped commands.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 
 import attrs
@@ -269,6 +270,22 @@ BACKGROUND_AGENT = Plan(
 """A background agent listed under the composer: idle, a draft, the list focused, working."""
 
 
+MENTION = "look at @"
+"""A draft that opens the mention popup (files and agents) over the composer."""
+POPUPS: tuple[Action, ...] = (
+    Type("/"),
+    WaitLine(re.compile(r"\s+/[a-z-]+\s{2,}\S")),
+    Shot("command_menu", Expected("working", draft="/"), settle=False),
+    Press(("BSpace",)),
+    Type(MENTION),
+    wait("(agent)"),
+    Shot("mention", Expected("working", draft=MENTION), settle=False),
+    Press(("C-u",)),
+)
+"""The lists a person's draft opens over the composer while a Turn works (the command menu,
+the mention popup): they hide the working line, and read working by the composer's grey
+glyph."""
+
 TRANSCRIPT_SHOWN = "Showing detailed transcript"
 """Claude's footer while its detailed transcript (Ctrl-O) takes the composer's place."""
 
@@ -341,7 +358,7 @@ def variant_plans(base: Mapping[str, Plan]) -> list[Plan]:
         PERSON_MODES,
         # The history search takes the composer's place: no composer to read (the agent goes
         # on behind it, and its prompts come on top).
-        person_while_working("claude", Expected("unknown")),
+        person_while_working("claude", Expected("unknown"), POPUPS),
         TRANSCRIPT_VIEW,
         # Claude adds advisory lines to the permission body for such a command.
         permission("claude_bash_expansion", CLAUDE, "Bash", manual=False),

@@ -71,10 +71,11 @@ HISTORY_SEARCH = Press(("C-r",))
 back. Escape leaves it."""
 
 
-def person_while_working(agent: Agent, search: Expected) -> Plan:
+def person_while_working(agent: Agent, search: Expected, popups: tuple[Action, ...] = ()) -> Plan:
     """What a person does at the composer while a Turn works, each captured with the turn
-    still running: the shell mode, the history search (labelled `search`), and a draft of
-    their own. The agent goes on behind each, and its prompts come on top (`tests/lab`)."""
+    still running: the shell mode, a draft of their own, the lists a draft opens (`popups`)
+    and the history search (labelled `search`). The agent goes on behind each, and its
+    prompts come on top (`tests/lab`)."""
     return Plan(
         f"{agent}_person_while_working",
         "slow",
@@ -90,6 +91,7 @@ def person_while_working(agent: Agent, search: Expected) -> Plan:
             wait(DRAFT_TEXT),
             Shot("draft", Expected("working", draft=DRAFT_TEXT), settle=False),
             Press(("C-u",)),
+            *popups,
             HISTORY_SEARCH,
             wait("reverse-i-search", "Filter history"),
             Shot("history_search", search, settle=False),
