@@ -500,7 +500,13 @@ def test_the_mode_indicator_row_of_0_169_0_is_read_exactly() -> None:
 
 # ---------------------------------------------------------------- a person at the composer
 
-PERSON_MODES = {"draft": None, "shell_mode": "shell", "history_search": "history_search"}
+PERSON_MODES = {
+    "draft": None,
+    "shell_mode": "shell",
+    "command_menu": None,
+    "shortcuts": None,
+    "history_search": "history_search",
+}
 """Each captured step of `codex_person_while_working`, and the mode its composer is read in."""
 
 
@@ -533,9 +539,27 @@ def test_a_person_at_the_composer_reads_working_only_while_a_turn_runs(
     last = _last_content_row(idle.grid)
     queued = _with_rows(idle.grid, [*(idle.grid.row(y) for y in range(last)), last_row["draft"]])
     searching = _observe(_load(folder / "codex_person_modes-history_search.json"))
-    for at_rest in (_observe(idle, queued), searching):
+    rests = [_observe(idle, queued), searching]
+    profile = BY_VERSION[version]
+    if profile.person_rows.lists_below:
+        # The command menu under the composer with a row of another shape in it, or (where
+        # only the status line tells a running turn) with no status line above it.
+        menu = _load(folder / "codex_person_while_working-command_menu.json")
+        rows = [menu.grid.row(y) for y in range(menu.grid.rows)]
+        status = next(y for y, row in enumerate(rows) if "esc to interrupt" in _chars(row))
+        rows[status] = _text_row(menu.grid.cols, "")
+        if profile.turn_end is None:
+            rests.append(_observe(menu, _with_rows(menu.grid, rows)))
+        last = _last_content_row(menu.grid)
+        other = [menu.grid.row(y) for y in range(last)] + [_text_row(menu.grid.cols, "  2. Yes")]
+        assert _observe(menu, _with_rows(menu.grid, other)).state is State.UNKNOWN
+    for at_rest in rests:
         assert at_rest.state is State.UNKNOWN
         assert at_rest.reason is not None and at_rest.reason.endswith("no turn runs"), at_rest
+
+
+def _chars(row: tuple[Cell, ...]) -> str:
+    return "".join(cell.char for cell in row)
 
 
 def _last_content_row(grid: Grid) -> int:

@@ -28,7 +28,8 @@ from akk.profiles.registry import PINNED
 from akk.qualify import scenarios as sc
 from akk.qualify.compare import version_key
 from akk.qualify.launcher import LabSession
-from akk.qualify.plans.claude import MENTION, TRANSCRIPT_SHOWN
+from akk.qualify.plans.claude import TRANSCRIPT_SHOWN
+from akk.qualify.plans.shared import MENTION
 from akk.store.database import open_reader
 from akk.store.qualifications import Qualification
 from tests.lab.conftest import lab_params
@@ -187,13 +188,17 @@ PERSON_AT_COMPOSER = {
         ("/", "/background ", "BSpace"),
         (MENTION, "(agent)", "C-u"),
     ),
-    "codex": (("!", "Shell mode", "BSpace"), ("C-r", "reverse-i-search", "Escape")),
+    "codex": (
+        ("!", "Shell mode", "BSpace"),
+        ("/", "choose what Codex is allowed to do", "BSpace"),
+        (MENTION, "esc close", "C-u"),
+        ("C-r", "reverse-i-search", "Escape"),
+    ),
 }
 """What a person does at the composer while a Turn works, per agent: the text typed (or the
 key pressed, C-r), what then shows, and the key that leaves it. On Claude the command menu
-and the mention popup hide the working line. Claude's history search (a screen of its own,
-read `unknown`) is not among them, nor are Codex's lists (0.153.4 to 0.155.1 draw them in
-place of the footer, read `unknown`)."""
+and the mention popup hide the working line; Codex up to 0.155.1 draws them in its footer's
+place. Claude's history search (a screen of its own, read `unknown`) is not among them."""
 
 
 @pytest.mark.parametrize(
@@ -205,8 +210,8 @@ async def test_a_person_at_the_composer_while_a_turn_works_wakes_nobody(
     lab: LabSession, tmp_path: Path
 ) -> None:
     """While AKK's Turn works, the person enters shell mode, opens the command menu and the
-    mention popup (Claude) or searches their history (Codex), leaves each, and types a draft
-    of their own. Each reads `working`: no wake-up, no
+    mention popup, searches their history (Codex), leaves each, and types a draft of their
+    own. Each reads `working`: no wake-up, no
     interaction. The Turn's approval then comes on top of the draft: the owner's first
     wake-up is it, and AKK's `approve_once` runs the command once. The person's draft
     stays in the composer, unsent."""

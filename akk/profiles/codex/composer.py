@@ -72,7 +72,7 @@ def _person_s(r: Reader, person: PersonRow, top: int, draft: DraftView) -> Obser
     marked = any(p.working_marker in line for line in r.lines[:top])
     if not marked and (p.turn_end is None or _turn_finished(r, top)):
         raise Unproven(f"{person.value.replace('_', ' ')} at the composer, and no turn runs")
-    mode = None if person is PersonRow.QUEUE else person.value
+    mode = person.value if person in (PersonRow.SHELL, PersonRow.SEARCH) else None
     return Observation(State.WORKING, p.id, draft=draft, composer_mode=mode)
 
 
@@ -145,10 +145,16 @@ def _queued_question(r: Reader, composer_top: int) -> PromptView | None:
 
 
 def _turn_finished(r: Reader, composer_top: int) -> bool:
-    """Whether the history proves the last turn ended (its closing line is below it)."""
+    """Whether the history proves the last turn ended (its closing line is below it).
+
+    With no turn on screen, only the session's header proves that none ran, unless a list
+    a person opened over the history (a row marked in reverse video, its pick) covers it.
+    """
     p = r.p
     assert p.turn_end is not None
+    covered = False
     for y in range(composer_top - 1, -1, -1):
+        covered = covered or r.grid.cell(0, y).reverse
         text = r.lines[y].strip()
         if p.turn_end.fullmatch(text) and r.indented(y, 2) and r.grid.cell(2, y).dim:
             return True
@@ -158,6 +164,6 @@ def _turn_finished(r: Reader, composer_top: int) -> bool:
         if r.lines[y][:2] == f"{p.user_glyph} " and glyph.bold and glyph.dim:
             return False
     # No turn on screen: idle only if the whole session (its header) is visible.
-    if any(p.banner in line for line in r.lines[:composer_top]):
+    if not covered and any(p.banner in line for line in r.lines[:composer_top]):
         return True
     raise Unproven("cannot tell whether the last turn ended: its start scrolled away")

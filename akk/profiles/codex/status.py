@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import enum
 import re
+from collections.abc import Sequence
 
 import attrs
 
@@ -55,6 +56,8 @@ class PersonRow(enum.Enum):
     QUEUE = "queue"  # they typed a draft while a turn runs
     SHELL = "shell"  # the shell mode, while a turn runs
     SEARCH = "history_search"  # the history search (at any time)
+    SHORTCUTS = "shortcuts"  # the shortcuts a '?' shows, over the composer (0.169.0 on)
+    LIST = "list"  # a list under the composer, in the footer's place (up to 0.155.1)
 
 
 @attrs.frozen
@@ -64,9 +67,22 @@ class PersonRows:
     context left, or `shell` right-aligned in shell mode), or the history search's row."""
 
     shell: ModeIndicator
+    # Up to 0.155.1 the lists a person opens (the command menu, the mention popup, the
+    # shortcuts) stand under the composer, in the footer's place; from 0.169.0 above it,
+    # over the footer as ever, the shortcuts' hint row saying `shortcuts`.
+    lists_below: bool
+    shortcuts: str | None = None
     queue: str = "tab to queue message"
     shell_glyph: str = "!"  # the composer's glyph in shell mode, in the shell label's colour
     search: str = "reverse-i-search:"  # dim, the person's query after it
+    # The lists under the composer (`lists_below`), each from the row after a blank one:
+    # command rows ("/name" and its description), mention rows (one marked ">") over a blank
+    # row and a footer that says "esc close", or the shortcuts over their last row.
+    command_row: re.Pattern[str] = re.compile(r"  /[a-z][\w-]*  +\S.*")
+    command_wrap: re.Pattern[str] = re.compile(r" {5,}\S.*")  # a description's next row
+    mention_row: re.Pattern[str] = re.compile(r"[> ] \S.*")
+    mention_footer: str = " esc close "
+    shortcuts_end: str = "  customize shortcuts with /keymap"
 
 
 @attrs.frozen
@@ -89,6 +105,9 @@ def first_row(r: Reader, last: int) -> FooterTop:
     person = _person_row(r, last)
     if person is not None and last > 0 and not r.lines[last - 1]:
         return FooterTop(last, person)
+    listed = _list_below(r, last)
+    if listed is not None:
+        return FooterTop(listed, PersonRow.LIST)
     bare = _left_of(r, last, p.context_left)
     if bare is not None and bare[:2] == "  " and bare[2:] in p.bare_footer:
         return FooterTop(last)
@@ -111,11 +130,43 @@ def _person_row(r: Reader, y: int) -> PersonRow | None:
     rows, line = r.p.person_rows, r.lines[y]
     if line.startswith(f"  {rows.search}") and r.grid.cell(2, y).dim:
         return PersonRow.SEARCH
+    if rows.shortcuts is not None and line == f"  {rows.shortcuts}":
+        return PersonRow.SHORTCUTS
     if line[2:] == rows.queue or _left_of(r, y, r.p.context_left) == f"  {rows.queue}":
         return PersonRow.QUEUE
     if _indicated(r, y, rows.shell) == f"  {rows.queue}":
         return PersonRow.SHELL
     return None
+
+
+def _list_below(r: Reader, last: int) -> int | None:
+    """The first row of a list a person opened under the composer (`PersonRows.lists_below`),
+    ending at row `last`: the command menu, the mention popup or the shortcuts; else None."""
+    rows, lines = r.p.person_rows, r.lines
+    if not rows.lists_below:
+        return None
+    top = _run_top(lines, last)
+    if rows.command_row.fullmatch(lines[top]) and all(
+        rows.command_row.fullmatch(lines[y]) or rows.command_wrap.fullmatch(lines[y])
+        for y in range(top + 1, last + 1)
+    ):
+        return top
+    if top != last or last < 2 or lines[last - 1] or not lines[last - 2]:
+        return None  # the popups below end with one row of their own under a blank one
+    first = _run_top(lines, last - 2)
+    if rows.mention_footer in lines[last]:
+        if all(rows.mention_row.fullmatch(lines[y]) for y in range(first, last - 1)):
+            return first
+    elif lines[last] == rows.shortcuts_end:
+        return first
+    return None
+
+
+def _run_top(lines: Sequence[str], y: int) -> int:
+    """The top row of the non-blank run of `lines` that ends at (non-blank) row `y`."""
+    while y > 0 and lines[y - 1]:
+        y -= 1
+    return y
 
 
 def _indicated(r: Reader, y: int, mode: ModeIndicator) -> str | None:

@@ -202,7 +202,9 @@ _V0_153_4 = CodexProfile(
     mode_indicator=None,
     bare_footer=("? for shortcuts",),
     context_left=_CONTEXT_LEFT,
-    person_rows=PersonRows(ModeIndicator(("Shell mode",), fg="brightred", right_pad=2)),
+    person_rows=PersonRows(
+        ModeIndicator(("Shell mode",), fg="brightred", right_pad=2), lists_below=True
+    ),
     working_marker="esc to interrupt",
     in_progress_verbs=("Running",),
     permission_anchor="Would you like to run the following command?",
@@ -305,7 +307,11 @@ _V0_169_0 = attrs.evolve(
     mode_indicator=ModeIndicator(
         labels=("Plan mode (shift+tab to cycle)", "Plan mode"), fg="magenta", right_pad=1
     ),
-    person_rows=PersonRows(ModeIndicator(("Shell mode",), fg="brightred", right_pad=1)),
+    person_rows=PersonRows(
+        ModeIndicator(("Shell mode",), fg="brightred", right_pad=1),
+        lists_below=False,
+        shortcuts="? / esc close",
+    ),
     permission_menu_gap=2,
     question_prompt_fg="5fafff",
     prompt_fill_blank=False,

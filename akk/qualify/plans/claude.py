@@ -34,6 +34,7 @@ from akk.qualify.plans.shared import (
     DRAFT_TEXT,
     ECHO_DONE,
     HISTORY_SEARCH,
+    MENTION,
     MODEL_PICKER,
     SHELL_MODE,
     WORKING_SHOWN,
@@ -270,8 +271,6 @@ BACKGROUND_AGENT = Plan(
 """A background agent listed under the composer: idle, a draft, the list focused, working."""
 
 
-MENTION = "look at @"
-"""A draft that opens the mention popup (files and agents) over the composer."""
 POPUPS: tuple[Action, ...] = (
     Type("/"),
     WaitLine(re.compile(r"\s+/[a-z-]+\s{2,}\S")),

@@ -33,6 +33,7 @@ from akk.qualify.plans.shared import (
     DRAFT_TEXT,
     ECHO_DONE,
     HISTORY_SEARCH,
+    MENTION,
     MODEL_PICKER,
     SHELL_MODE,
     WORKING_SHOWN,
@@ -472,6 +473,48 @@ def _cut_command() -> Plan:
     )
 
 
+CODEX_POPUPS: tuple[Action, ...] = (
+    Type("/"),
+    wait("choose what Codex is allowed to do"),
+    Shot("command_menu", Expected("working", draft="/"), settle=False),
+    Press(("BSpace",)),
+    Type("?"),
+    wait("? / esc close", "customize shortcuts with /keymap"),
+    Shot("shortcuts", Expected("working"), settle=False),
+    Type("?"),
+)
+"""The lists a person opens at the composer while a Turn works: the command menu ('/') and
+the shortcuts ('?' in an empty composer). The mention popup has a plan of its own."""
+
+
+def _mention_while_working(
+    name: str,
+    expected: Expected,
+    sizes: tuple[tuple[int, int], ...],
+    versions: frozenset[str] | None = None,
+) -> Plan:
+    """The mention popup ('@') a person opens while a Turn works. At 80x24 on 0.169.0 and
+    0.171.0 it covers the whole history, the turn's status line with it: nothing then
+    proves the turn runs, and the pane reads `unknown` (docs/screens.md)."""
+    return Plan(
+        name,
+        "slow",
+        CODEX,
+        (
+            Submit(),
+            WORKING_SHOWN,
+            Type(MENTION),
+            wait("esc close"),
+            Shot("mention", expected, settle=False),
+            Press(("C-u",)),
+            Release(SLOW_SIGNAL),
+            WaitIdle(),
+        ),
+        sizes=sizes,
+        versions=versions,
+    )
+
+
 def _person_modes() -> Plan:
     """Modes a person puts the pane in: a shell prompt, the history search, the model picker,
     and the transcript to rewind in."""
@@ -520,7 +563,16 @@ def variant_plans(base: Mapping[str, Plan]) -> list[Plan]:
     the pane in, and `base`'s plans drawn inline."""
     return [
         _person_modes(),
-        person_while_working("codex", Expected("working")),
+        person_while_working("codex", Expected("working"), CODEX_POPUPS),
+        _mention_while_working(
+            "codex_mention_while_working", Expected("working", draft=MENTION), ((120, 40),)
+        ),
+        _mention_while_working(
+            "codex_mention_covering",
+            Expected("unknown"),
+            ((80, 24),),
+            frozenset({"0.169.0", "0.171.0"}),
+        ),
         _new_where(),
         *(_footer_plan(name, preseed) for name, preseed in CODEX_FOOTERS.items()),
         _after_warning(),

@@ -66,6 +66,8 @@ would run as a command. Backspace leaves it."""
 MODEL_PICKER = Submit("/model")
 """/model opens a numbered list of models (both agents), where Enter changes the person's
 model: numbered like a question, but no tool call asked it. Escape leaves it."""
+MENTION = "look at @"
+"""A draft that opens the mention popup (files, and Claude's agents or Codex's skills)."""
 HISTORY_SEARCH = Press(("C-r",))
 """Ctrl-R searches the prompt history (both agents), where Enter would put an old prompt
 back. Escape leaves it."""
