@@ -81,6 +81,18 @@ async def _shown_after_a_restart(ctl: Controller, turn_id: str) -> dict[str, Any
     return shown
 
 
+async def _approved_to_done(ctl: Controller, served: Served, turn_id: str, timeout: float) -> None:
+    """The owner's next wake-up is the Turn's permission prompt; AKK's `approve_once` then
+    runs it (one dispatch after the task), and the Turn ends `done`."""
+    readable = await next_event(ctl, WAKE_UPS, timeout=timeout)
+    assert readable["kind"] == "approval_required", readable
+    assert (await _status(ctl, turn_id))["state"] == "pending"
+    approved = await ctl.call("approve", {"turn_id": turn_id, "decision": "approve_once"})
+    assert approved["outcome"] == "dispatched"
+    assert (await settled(ctl, turn_id))["kind"] == "done"
+    assert _dispatch_kinds(served, turn_id) == ["task", "approval"]
+
+
 async def _status(ctl: Controller, turn_id: str) -> dict[str, Any]:
     shown: dict[str, Any] = (await ctl.call("status", {"turn_id": turn_id}))["interaction"]
     return shown
@@ -170,14 +182,7 @@ async def test_the_transcript_a_person_opens_wakes_nobody_until_a_prompt_waits_b
         assert (manual["state"], manual["reason"]) == ("manual_required", "prompt_hidden"), manual
         assert manual["pane"] == lab.pane and manual["questions"] == []
         await lab.send_keys("C-o")
-        readable = await next_event(ctl, WAKE_UPS, timeout=10)
-        assert readable["kind"] == "approval_required", readable
-        assert (await _status(ctl, turn_id))["state"] == "pending"
-        assert (await ctl.call("approve", {"turn_id": turn_id, "decision": "approve_once"}))[
-            "outcome"
-        ] == "dispatched"
-        assert (await settled(ctl, turn_id))["kind"] == "done"
-        assert _dispatch_kinds(served, turn_id) == ["task", "approval"]
+        await _approved_to_done(ctl, served, turn_id, timeout=10)
     assert lab.server.count_inputs_containing(sc.BASH_MARKER) == 1
     assert lab.server.count_inputs_containing(sc.RUN_TASK) == 1
 
@@ -230,14 +235,7 @@ async def test_a_person_at_the_composer_while_a_turn_works_wakes_nobody(
         await lab.wait_for_screen(lambda s: PERSON_DRAFT in s, 10, what="the draft")
         await _working_and_nobody_woken(ctl, turn_id)
         lab.server.signal(sc.SLOW_SIGNAL)
-        asked = await next_event(ctl, WAKE_UPS, timeout=20)
-        assert asked["kind"] == "approval_required", asked
-        assert (await _status(ctl, turn_id))["state"] == "pending"
-        assert (await ctl.call("approve", {"turn_id": turn_id, "decision": "approve_once"}))[
-            "outcome"
-        ] == "dispatched"
-        assert (await settled(ctl, turn_id))["kind"] == "done"
-        assert _dispatch_kinds(served, turn_id) == ["task", "approval"]
+        await _approved_to_done(ctl, served, turn_id, timeout=20)
         assert PERSON_DRAFT in await lab.text()
     marker = sc.BASH_MARKER if lab.agent == "claude" else sc.EXEC_MARKER
     assert lab.server.count_inputs_containing(marker) == 1
