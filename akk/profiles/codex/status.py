@@ -17,8 +17,10 @@ hint row keeps only that indicator while a draft is typed, and drops
 A person at the composer while a turn runs (every pinned version) changes the
 last row, in the bare footer's place or the hint row's: ``tab to queue
 message`` once they type (with ``N% context left`` where the bare footer has
-it), ``Shell mode`` right-aligned after it in shell mode, or the history
-search's dim ``reverse-i-search:`` and its query (`PersonRows`).
+it), ``Shell mode`` right-aligned after it in shell mode, the history search's
+dim ``reverse-i-search:`` and its query, or (0.169.0 on) the shortcuts' ``? /
+esc close``. Up to 0.155.1 the lists a person opens stand under the composer in
+the footer's place (`PersonRows`).
 """
 
 from __future__ import annotations
@@ -62,9 +64,10 @@ class PersonRow(enum.Enum):
 
 @attrs.frozen
 class PersonRows:
-    """The last row a version draws for a person at the composer, in the place of the bare
-    footer or the hint row: the queue hint once they type while a turn runs (then the
-    context left, or `shell` right-aligned in shell mode), or the history search's row."""
+    """What a version draws for a person at the composer, in the place of the bare footer
+    or the hint row: the queue hint once they type while a turn runs (then the context
+    left, or `shell` right-aligned in shell mode), the history search's row, the shortcuts'
+    hint row; or, up to 0.155.1, the lists they open, under the composer."""
 
     shell: ModeIndicator
     # Up to 0.155.1 the lists a person opens (the command menu, the mention popup, the
