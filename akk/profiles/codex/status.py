@@ -75,6 +75,9 @@ class PersonRows:
     # over the footer as ever, the shortcuts' hint row saying `shortcuts`.
     lists_below: bool
     shortcuts: str | None = None
+    # In Plan mode the queue hint shares its row with the mode: after it, as this text (up to
+    # 0.155.1, None: none), or as the version's mode indicator (0.169.0 on).
+    queue_plan: str | None = None
     queue: str = "tab to queue message"
     shell_glyph: str = "!"  # the composer's glyph in shell mode, in the shell label's colour
     search: str = "reverse-i-search:"  # dim, the person's query after it
@@ -135,7 +138,11 @@ def _person_row(r: Reader, y: int) -> PersonRow | None:
         return PersonRow.SEARCH
     if rows.shortcuts is not None and line == f"  {rows.shortcuts}":
         return PersonRow.SHORTCUTS
-    if line[2:] == rows.queue or _left_of(r, y, r.p.context_left) == f"  {rows.queue}":
+    queued = (f"  {rows.queue}", f"  {rows.queue}{rows.queue_plan or ''}")
+    if line in queued or _left_of(r, y, r.p.context_left) in queued:
+        return PersonRow.QUEUE
+    mode = r.p.mode_indicator
+    if mode is not None and _indicated(r, y, mode) == queued[0]:
         return PersonRow.QUEUE
     if _indicated(r, y, rows.shell) == f"  {rows.queue}":
         return PersonRow.SHELL

@@ -203,7 +203,9 @@ _V0_153_4 = CodexProfile(
     bare_footer=("? for shortcuts",),
     context_left=_CONTEXT_LEFT,
     person_rows=PersonRows(
-        ModeIndicator(("Shell mode",), fg="brightred", right_pad=2), lists_below=True
+        ModeIndicator(("Shell mode",), fg="brightred", right_pad=2),
+        lists_below=True,
+        queue_plan=" · Plan mode",
     ),
     working_marker="esc to interrupt",
     in_progress_verbs=("Running",),

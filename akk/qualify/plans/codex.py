@@ -332,6 +332,27 @@ def plan_mode() -> Plan:
     )
 
 
+def _plan_mode_working() -> Plan:
+    """A person's draft while a turn runs in Plan mode: the queue hint then shares its row
+    with the mode (` · Plan mode` after it up to 0.155.1, the indicator from 0.169.0)."""
+    return Plan(
+        "codex_plan_mode_working",
+        "slow",
+        CODEX,
+        (
+            Submit(),
+            WORKING_SHOWN,
+            Type(DRAFT_TEXT),
+            wait(DRAFT_TEXT),
+            Shot("draft", Expected("working", draft=DRAFT_TEXT), settle=False),
+            Press(("C-u",)),
+            Release(SLOW_SIGNAL),
+            WaitIdle(),
+        ),
+        plan_mode=True,
+    )
+
+
 CODEX_FOOTERS: Mapping[str, Preseed] = {
     # `[tui] status_line = []`: no status row; the footer is the shortcut hint
     # and the context left.
@@ -564,6 +585,7 @@ def variant_plans(base: Mapping[str, Plan]) -> list[Plan]:
     return [
         _person_modes(),
         person_while_working("codex", Expected("working"), CODEX_POPUPS),
+        _plan_mode_working(),
         _mention_while_working(
             "codex_mention_while_working", Expected("working", draft=MENTION), ((120, 40),)
         ),
