@@ -187,16 +187,19 @@ async def test_the_transcript_a_person_opens_wakes_nobody_until_a_prompt_waits_b
     assert lab.server.count_inputs_containing(sc.RUN_TASK) == 1
 
 
+MENTION_SHOWN = {"claude": "(agent)", "codex": "esc close"}
+"""What shows once the mention popup is open, per agent."""
+
 PERSON_AT_COMPOSER = {
     "claude": (
         ("!", "for shell mode", "BSpace"),
         ("/", "/background ", "BSpace"),
-        (MENTION, "(agent)", "C-u"),
+        (MENTION, MENTION_SHOWN["claude"], "C-u"),
     ),
     "codex": (
         ("!", "Shell mode", "BSpace"),
         ("/", "choose what Codex is allowed to do", "BSpace"),
-        (MENTION, "esc close", "C-u"),
+        (MENTION, MENTION_SHOWN["codex"], "C-u"),
         ("C-r", "reverse-i-search", "Escape"),
     ),
 }
@@ -216,10 +219,10 @@ async def test_a_person_at_the_composer_while_a_turn_works_wakes_nobody(
 ) -> None:
     """While AKK's Turn works, the person enters shell mode, opens the command menu and the
     mention popup, searches their history (Codex), leaves each, and types a draft of their
-    own. Each reads `working`: no wake-up, no
-    interaction. The Turn's approval then comes on top of the draft: the owner's first
-    wake-up is it, and AKK's `approve_once` runs the command once. The person's draft
-    stays in the composer, unsent."""
+    own, ending in the mention popup. Each reads `working`: no wake-up, no interaction. The
+    Turn's approval then comes on top of the draft and its popup: the owner's first wake-up
+    is it, and AKK's `approve_once` runs the command once. The person's draft stays in the
+    composer, unsent."""
     async with two_controllers(lab, tmp_path) as (served, ctl, _other):
         turn_id = await send_task(ctl, sc.RUN_TASK)
         await lab.server.wait_for_request(
@@ -232,7 +235,8 @@ async def test_a_person_at_the_composer_while_a_turn_works_wakes_nobody(
             await lab.send_keys(leave)
             await lab.wait_for_screen(lambda s, shown=shown: shown not in s, 10, what="left")
         await lab.type_text(PERSON_DRAFT)
-        await lab.wait_for_screen(lambda s: PERSON_DRAFT in s, 10, what="the draft")
+        popup = MENTION_SHOWN[lab.agent]
+        await lab.wait_for_screen(lambda s: PERSON_DRAFT in s and popup in s, 10, what="popup")
         await _working_and_nobody_woken(ctl, turn_id)
         lab.server.signal(sc.SLOW_SIGNAL)
         await _approved_to_done(ctl, served, turn_id, timeout=20)
@@ -243,8 +247,9 @@ async def test_a_person_at_the_composer_while_a_turn_works_wakes_nobody(
     assert lab.server.count_inputs_containing(PERSON_DRAFT) == 0
 
 
-PERSON_DRAFT = "lab: my own next question"
-"""What the person types while the Turn works, and never sends."""
+PERSON_DRAFT = "lab: my own next question, about @"
+"""What the person types while the Turn works, and never sends: it ends by opening the
+mention popup, which is still open when the Turn's prompt comes."""
 
 
 async def _working_and_nobody_woken(ctl: Controller, turn_id: str) -> None:
