@@ -221,13 +221,18 @@ def _is_queued_prompt(data: Mapping[str, Any]) -> bool:
     attachment = data.get("attachment")
     if data.get("type") != "attachment" or not isinstance(attachment, dict):
         return False
-    origin = attachment.get("origin", {"kind": "human"})
     return (
         attachment.get("type") == "queued_command"
         and attachment.get("commandMode") == "prompt"
-        and isinstance(origin, dict)
-        and origin.get("kind") == "human"
+        and _by_a_person(attachment)
     )
+
+
+def _by_a_person(data: Mapping[str, Any]) -> bool:
+    """Whether ``data``'s ``origin`` is a person's (2.1.332 writes ``{"kind": "human"}``;
+    earlier versions write none, and every prompt of theirs is a person's)."""
+    origin = data.get("origin", {"kind": "human"})
+    return isinstance(origin, dict) and origin.get("kind") == "human"
 
 
 def _forked(records: Sequence[Record], anchor: int) -> bool:
@@ -305,10 +310,7 @@ def _ends(data: Mapping[str, Any]) -> bool:
 def _sent_at_once(data: Mapping[str, Any]) -> bool:
     """A prompt of a person's in a Turn's lineage: sent at once while the Turn ran (2.1.328
     and 2.1.332, ctrl+x ctrl+s on a queued message), not the client's own (another origin)."""
-    origin = data.get("origin", {"kind": "human"})
-    return (
-        prompt_text(data) is not None and isinstance(origin, dict) and origin.get("kind") == "human"
-    )
+    return prompt_text(data) is not None and _by_a_person(data)
 
 
 def _usage(replies: Iterable[Mapping[str, Any]]) -> tuple[Tokens, bool]:
