@@ -74,19 +74,16 @@ def _observe(r: Reader) -> Observation:
     if mismatch is not None:
         return r.unknown(mismatch)
     try:
-        observed = composer.read(r, bottom)
-        if observed is None:
-            observed = _prompt(r, bottom)
+        observed = (
+            composer.read(r, bottom)
+            or _prompt(r, bottom)
+            or composer.person_view(r, bottom)
+            or composer.shell_mode(r, bottom)
+        )
     except Unproven as unproven:
         return r.unknown(unproven.reason)
     if observed is not None:
         return observed
-    try:
-        viewed = composer.person_view(r, bottom) or composer.shell_mode(r, bottom)
-    except Unproven as unproven:
-        return r.unknown(unproven.reason)
-    if viewed is not None:
-        return viewed
     for blocker in r.p.blockers:
         if all(any(anchor in text for text in r.texts) for anchor in blocker.anchors):
             return r.result(State.BLOCKED, reason=f"blocked: {blocker.name} screen needs a person")

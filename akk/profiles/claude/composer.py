@@ -116,17 +116,13 @@ def read(r: Reader, bottom: int) -> Observation | None:
     scrolled = bool(_upper_rule(r, upper) or _rule(r, lower))
     if not scrolled and not r.texts[upper + 1].startswith(shape.prompt):
         return None
-    for y in range(upper + 1 if scrolled else upper + 2, lower):
-        if r.indent(y) < shape.continuation_indent and not r.blank(y):
-            raise Unproven(f"unexpected row {y} inside the composer")
+    _continued(r, upper + 1 if scrolled else upper + 2, lower, "the composer")
     hint = _footer(r, lower, bottom)
     r.single_prompt(upper)
     draft = _draft(r, upper + 1, lower)
     if scrolled:
         draft = attrs.evolve(draft, complete=False)
-    spinner = _spinner(shape.spinner_glyphs, shape.spinner_word)
-    working_line = any(spinner.match(r.texts[y]) for y in range(upper))
-    if shape.working_marker in hint or working_line:
+    if shape.working_marker in hint or _working_line(r, upper):
         return r.result(State.WORKING, draft=draft)
     glyph = r.cells[upper + 1][0]
     if glyph.fg != shape.idle_fg:
@@ -172,14 +168,25 @@ def shell_mode(r: Reader, bottom: int) -> Observation | None:
     upper = next((y for y in range(lower - 1, -1, -1) if r.rule(y, shape.rule, colour)), None)
     if upper is None or upper == lower - 1 or r.cells[upper + 1][0].char != shape.shell_prompt:
         return None
-    for y in range(upper + 2, lower):
-        if r.indent(y) < shape.continuation_indent and not r.blank(y):
-            raise Unproven(f"unexpected row {y} inside the shell prompt")
+    _continued(r, upper + 2, lower, "the shell prompt")
     r.single_prompt(upper)
-    spinner = _spinner(shape.spinner_glyphs, shape.spinner_word)
-    if not any(spinner.match(r.texts[y]) for y in range(upper)):
+    if not _working_line(r, upper):
         return r.unknown("shell mode at an idle composer: no composer to type a task into")
     return r.result(State.WORKING, draft=_draft(r, upper + 1, lower), composer_mode="shell")
+
+
+def _continued(r: Reader, first: int, end: int, what: str) -> None:
+    """Refuse unless rows first..end-1 are blank or indented as a draft's further rows."""
+    for y in range(first, end):
+        if r.indent(y) < r.p.composer.continuation_indent and not r.blank(y):
+            raise Unproven(f"unexpected row {y} inside {what}")
+
+
+def _working_line(r: Reader, upper: int) -> bool:
+    """Whether a turn's working line (``✽ Transmuting…``) stands above row `upper`."""
+    shape = r.p.composer
+    spinner = _spinner(shape.spinner_glyphs, shape.spinner_word)
+    return any(spinner.match(r.texts[y]) for y in range(upper))
 
 
 def _above_agents(r: Reader, bottom: int) -> int:

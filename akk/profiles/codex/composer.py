@@ -45,10 +45,10 @@ def read(r: Reader, footer: FooterTop) -> Observation:
     r.blank(footer.row - 1, "between the composer and its status row")
     top = _top(r, footer.row - 2, shell=footer.person is PersonRow.SHELL)
     draft = _draft(r, top, footer.row - 1)
-    queued = _queued_question(r, top)
     if footer.person is not None:
         return _person_s(r, footer.person, top, draft)
-    if any(p.working_marker in line for line in r.lines[:top]):
+    queued = _queued_question(r, top)
+    if _status_line(r, top):
         return Observation(State.WORKING, p.id, queued, draft=draft)
     for row in range(top):
         words = r.lines[row][2:].split(" ", 1)
@@ -69,11 +69,15 @@ def _person_s(r: Reader, person: PersonRow, top: int, draft: DraftView) -> Obser
     """The composer a person is at, read only while a turn is proven to run (its status
     line, or no end under its last message): the agent goes on behind it."""
     p = r.p
-    marked = any(p.working_marker in line for line in r.lines[:top])
-    if not marked and (p.turn_end is None or _turn_finished(r, top)):
+    if not _status_line(r, top) and (p.turn_end is None or _turn_finished(r, top)):
         raise Unproven(f"{person.value.replace('_', ' ')} at the composer, and no turn runs")
     mode = person.value if person in (PersonRow.SHELL, PersonRow.SEARCH) else None
     return Observation(State.WORKING, p.id, draft=draft, composer_mode=mode)
+
+
+def _status_line(r: Reader, composer_top: int) -> bool:
+    """Whether a turn's status line (``• Working (0s • esc to interrupt)``) stands above."""
+    return any(r.p.working_marker in line for line in r.lines[:composer_top])
 
 
 def _top(r: Reader, bottom: int, *, shell: bool = False) -> int:
@@ -154,13 +158,13 @@ def _turn_finished(r: Reader, composer_top: int) -> bool:
     assert p.turn_end is not None
     covered = False
     for y in range(composer_top - 1, -1, -1):
-        covered = covered or r.grid.cell(0, y).reverse
+        glyph = r.grid.cell(0, y)
+        covered = covered or glyph.reverse
         text = r.lines[y].strip()
         if p.turn_end.fullmatch(text) and r.indented(y, 2) and r.grid.cell(2, y).dim:
             return True
-        if r.lines[y].startswith(p.interrupted) and r.grid.cell(0, y).fg == p.interrupted_fg:
+        if r.lines[y].startswith(p.interrupted) and glyph.fg == p.interrupted_fg:
             return True
-        glyph = r.grid.cell(0, y)
         if r.lines[y][:2] == f"{p.user_glyph} " and glyph.bold and glyph.dim:
             return False
     # No turn on screen: idle only if the whole session (its header) is visible.

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Sequence
 
 import attrs
 
@@ -155,7 +154,7 @@ def _list_below(r: Reader, last: int) -> int | None:
     rows, lines = r.p.person_rows, r.lines
     if not rows.lists_below:
         return None
-    top = _run_top(lines, last)
+    top = r.run_above(last, "a list")
     if rows.command_row.fullmatch(lines[top]) and all(
         rows.command_row.fullmatch(lines[y]) or rows.command_wrap.fullmatch(lines[y])
         for y in range(top + 1, last + 1)
@@ -163,20 +162,13 @@ def _list_below(r: Reader, last: int) -> int | None:
         return top
     if top != last or last < 2 or lines[last - 1] or not lines[last - 2]:
         return None  # the popups below end with one row of their own under a blank one
-    first = _run_top(lines, last - 2)
+    first = r.run_above(last - 2, "a list")
     if rows.mention_footer in lines[last]:
         if all(rows.mention_row.fullmatch(lines[y]) for y in range(first, last - 1)):
             return first
     elif lines[last] == rows.shortcuts_end:
         return first
     return None
-
-
-def _run_top(lines: Sequence[str], y: int) -> int:
-    """The top row of the non-blank run of `lines` that ends at (non-blank) row `y`."""
-    while y > 0 and lines[y - 1]:
-        y -= 1
-    return y
 
 
 def _indicated(r: Reader, y: int, mode: ModeIndicator) -> str | None:
