@@ -44,6 +44,7 @@ from akk.qualify.plans.shared import (
     person_while_working,
     questions,
     wait,
+    while_working,
 )
 from akk.qualify.run_files import Preseed
 from akk.qualify.scenarios import ECHO_REPLY, SCENARIOS, SLOW_SIGNAL, Question, Text
@@ -332,27 +333,6 @@ def plan_mode() -> Plan:
     )
 
 
-def _plan_mode_working() -> Plan:
-    """A person's draft while a turn runs in Plan mode: the queue hint then shares its row
-    with the mode (` · Plan mode` after it up to 0.155.1, the indicator from 0.169.0)."""
-    return Plan(
-        "codex_plan_mode_working",
-        "slow",
-        CODEX,
-        (
-            Submit(),
-            WORKING_SHOWN,
-            Type(DRAFT_TEXT),
-            wait(DRAFT_TEXT),
-            Shot("draft", Expected("working", draft=DRAFT_TEXT), settle=False),
-            Press(("C-u",)),
-            Release(SLOW_SIGNAL),
-            WaitIdle(),
-        ),
-        plan_mode=True,
-    )
-
-
 CODEX_FOOTERS: Mapping[str, Preseed] = {
     # `[tui] status_line = []`: no status row; the footer is the shortcut hint
     # and the context left.
@@ -508,29 +488,24 @@ CODEX_POPUPS: tuple[Action, ...] = (
 the shortcuts ('?' in an empty composer). The mention popup has a plan of its own."""
 
 
-def _mention_while_working(
+def _draft_while_working(
     name: str,
-    expected: Expected,
-    sizes: tuple[tuple[int, int], ...],
+    text: str,
+    shown: str,
+    shot: Shot,
+    *,
+    plan_mode: bool = False,
+    sizes: tuple[tuple[int, int], ...] | None = None,
     versions: frozenset[str] | None = None,
 ) -> Plan:
-    """The mention popup ('@') a person opens while a Turn works. At 80x24 on 0.169.0 and
-    0.171.0 it covers the whole history, the turn's status line with it: nothing then
-    proves the turn runs, and the pane reads `unknown` (docs/screens.md)."""
+    """A draft a person types while a Turn works (`text`, once `shown` shows), taken as
+    `shot`, then cleared."""
     return Plan(
         name,
         "slow",
         CODEX,
-        (
-            Submit(),
-            WORKING_SHOWN,
-            Type(MENTION),
-            wait("esc close"),
-            Shot("mention", expected, settle=False),
-            Press(("C-u",)),
-            Release(SLOW_SIGNAL),
-            WaitIdle(),
-        ),
+        while_working(Type(text), wait(shown), shot, Press(("C-u",))),
+        plan_mode=plan_mode,
         sizes=sizes,
         versions=versions,
     )
@@ -585,15 +560,32 @@ def variant_plans(base: Mapping[str, Plan]) -> list[Plan]:
     return [
         _person_modes(),
         person_while_working("codex", Expected("working"), CODEX_POPUPS),
-        _plan_mode_working(),
-        _mention_while_working(
-            "codex_mention_while_working", Expected("working", draft=MENTION), ((120, 40),)
+        # In Plan mode the queue hint shares its row with the mode (` · Plan mode` after it
+        # up to 0.155.1, the indicator from 0.169.0).
+        _draft_while_working(
+            "codex_plan_mode_working",
+            DRAFT_TEXT,
+            DRAFT_TEXT,
+            Shot("draft", Expected("working", draft=DRAFT_TEXT), settle=False),
+            plan_mode=True,
         ),
-        _mention_while_working(
+        # The mention popup ('@'). At 80x24 on 0.169.0 and 0.171.0 it covers the whole
+        # history, the turn's status line with it: nothing then proves the turn runs, and
+        # the pane reads `unknown` (docs/screens.md).
+        _draft_while_working(
+            "codex_mention_while_working",
+            MENTION,
+            "esc close",
+            Shot("mention", Expected("working", draft=MENTION), settle=False),
+            sizes=((120, 40),),
+        ),
+        _draft_while_working(
             "codex_mention_covering",
-            Expected("unknown"),
-            ((80, 24),),
-            frozenset({"0.169.0", "0.171.0"}),
+            MENTION,
+            "esc close",
+            Shot("mention", Expected("unknown"), settle=False),
+            sizes=((80, 24),),
+            versions=frozenset({"0.169.0", "0.171.0"}),
         ),
         _new_where(),
         *(_footer_plan(name, preseed) for name, preseed in CODEX_FOOTERS.items()),

@@ -82,9 +82,7 @@ def person_while_working(agent: Agent, search: Expected, popups: tuple[Action, .
         f"{agent}_person_while_working",
         "slow",
         frozenset({agent}),
-        (
-            Submit(),
-            WORKING_SHOWN,
+        while_working(
             SHELL_MODE,
             wait("Shell mode", "for shell mode"),
             Shot("shell_mode", Expected("working"), settle=False),
@@ -98,10 +96,14 @@ def person_while_working(agent: Agent, search: Expected, popups: tuple[Action, .
             wait("reverse-i-search", "Filter history"),
             Shot("history_search", search, settle=False),
             Press(("Escape",)),
-            Release(SLOW_SIGNAL),
-            WaitIdle(),
         ),
     )
+
+
+def while_working(*actions: Action) -> tuple[Action, ...]:
+    """`actions` taken while the `slow` scenario's turn works; then the turn goes on to its
+    end, at an idle composer."""
+    return (Submit(), WORKING_SHOWN, *actions, Release(SLOW_SIGNAL), WaitIdle())
 
 
 def asking(
@@ -203,13 +205,7 @@ def turn_plans() -> list[Plan]:
             "slow",
             "slow",
             BOTH,
-            (
-                Submit(),
-                WORKING_SHOWN,
-                Shot("working", Expected("working"), settle=False),
-                Release(SLOW_SIGNAL),
-                WaitIdle(),
-            ),
+            while_working(Shot("working", Expected("working"), settle=False)),
         ),
         *(_typed(name, typed) for name, typed in TYPED_DRAFTS.items()),
     ]
