@@ -187,6 +187,11 @@ async def test_the_transcript_a_person_opens_wakes_nobody_until_a_prompt_waits_b
     assert lab.server.count_inputs_containing(sc.RUN_TASK) == 1
 
 
+PERSON_DRAFT = "lab: my own next question, about @"
+"""What the person types while the Turn works, and never sends: it ends by opening the
+mention popup, which is still open when the Turn's prompt comes."""
+
+
 MENTION_SHOWN = {"claude": "(agent)", "codex": "esc close"}
 """What shows once the mention popup is open, per agent."""
 
@@ -245,11 +250,6 @@ async def test_a_person_at_the_composer_while_a_turn_works_wakes_nobody(
     assert lab.server.count_inputs_containing(marker) == 1
     assert lab.server.count_inputs_containing(sc.RUN_TASK) == 1
     assert lab.server.count_inputs_containing(PERSON_DRAFT) == 0
-
-
-PERSON_DRAFT = "lab: my own next question, about @"
-"""What the person types while the Turn works, and never sends: it ends by opening the
-mention popup, which is still open when the Turn's prompt comes."""
 
 
 async def _working_and_nobody_woken(ctl: Controller, turn_id: str) -> None:
