@@ -6,7 +6,6 @@ import contextlib
 import os
 import random
 import signal
-import sqlite3
 import stat
 import subprocess
 import sys
@@ -73,8 +72,9 @@ def test_refuses_a_newer_schema(tmp_path: Path) -> None:
 
 
 def test_refuses_a_foreign_sqlite_file(tmp_path: Path) -> None:
-    with sqlite3.connect(tmp_path / "s.db") as other:
-        other.execute("CREATE TABLE photos (id INTEGER)")
+    other = apsw.Connection(str(tmp_path / "s.db"))
+    other.execute("CREATE TABLE photos (id INTEGER)")
+    other.close()
     with pytest.raises(StoreError, match="did not create"):
         open_store(tmp_path / "s.db")
     with pytest.raises(StoreError, match="did not create"):

@@ -22,7 +22,6 @@ import itertools
 import json
 import logging
 import os
-import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable
@@ -39,6 +38,7 @@ from akk.protocol.excerpt import excerpt
 from akk.protocol.redaction import MASK, SeenSecrets, redact_screen
 from akk.qualify import scenarios as sc
 from akk.qualify.launcher import LabSession
+from akk.store.database import open_reader
 from tests.lab.conftest import lab_params
 from tools.lab.akk_runner import OUTCOMES, Served, idle_terminal, two_controllers
 
@@ -63,8 +63,13 @@ def leaked(texts: dict[str, str]) -> dict[str, int]:
 
 
 def store_rows(served: Served) -> str:
-    """Every row of every table of the store file, as text."""
-    conn = sqlite3.connect(f"file:{served.state.store_path}?mode=ro", uri=True)
+    """Every row of every table of the store file, as text.
+
+    Read through apsw, the server's own SQLite: a second copy of SQLite in the process
+    (the standard `sqlite3`) would drop the server's file locks as it closed, and the
+    `akk status` beside it could then truncate the write-ahead log under the server's
+    map of it (a bus error, seen once)."""
+    conn = open_reader(served.state.store_path)
     try:
         tables = [
             row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
