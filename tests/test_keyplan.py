@@ -131,6 +131,7 @@ class LabCase:
 
 
 CLAUDE_LAB = "tests/lab/test_claude_plans.py"
+E2E = "tests/lab/test_interactions.py"
 LAB_CASES = (
     LabCase(
         "claude",
@@ -139,7 +140,7 @@ LAB_CASES = (
         Intent.CHOOSE,
         (0,),
         ("Enter", *("Down",) * 5, "Enter"),
-        f"{CLAUDE_LAB} test_multi_select_then_submit",
+        f"{E2E} test_claude_multi_select_toggles_each_box_then_submits_the_review",
     ),
     LabCase(
         "claude",
@@ -157,7 +158,7 @@ LAB_CASES = (
         Intent.CHOOSE,
         (2,),
         ("3",),
-        f"{CLAUDE_LAB} test_single_select_choice",
+        f"{E2E} test_claude_single_select_answer_reaches_the_model_once",
     ),
     LabCase(
         "claude",
@@ -166,7 +167,7 @@ LAB_CASES = (
         Intent.FREE_TEXT,
         (),
         ("Down", "Down", "Down", LiteralText(TEXT), "Enter"),
-        f"{CLAUDE_LAB} test_free_text_from_the_options",
+        f"{E2E} test_claude_free_text_goes_through_type_something_byte_exact",
         text=TEXT,
     ),
     LabCase(
@@ -186,7 +187,7 @@ LAB_CASES = (
         Intent.SUBMIT,
         (),
         ("1",),
-        f"{CLAUDE_LAB} test_multi_select_then_submit",
+        f"{E2E} test_claude_multi_select_toggles_each_box_then_submits_the_review",
     ),
     LabCase(
         "claude",
@@ -195,7 +196,7 @@ LAB_CASES = (
         Intent.APPROVE_ONCE,
         (),
         ("1",),
-        f"{CLAUDE_LAB} test_bash_approve_once_runs_it",
+        f"{E2E} test_claude_bash_permission_approve_runs_it_reject_does_not",
     ),
     LabCase(
         "claude",
@@ -213,7 +214,7 @@ LAB_CASES = (
         Intent.CHOOSE,
         (0,),
         ("1",),
-        "tests/lab/test_codex_plans.py test_three_questions_one_step_at_a_time",
+        f"{E2E} test_codex_three_questions_are_answered_one_step_at_a_time",
     ),
     LabCase(
         "codex",
@@ -222,7 +223,7 @@ LAB_CASES = (
         Intent.CHOOSE,
         (1,),
         ("2",),
-        "tests/lab/test_codex_plans.py test_choose_answers_with_the_option_number",
+        f"{E2E} test_codex_request_user_input_choice_reaches_the_model_once",
     ),
     LabCase(
         "codex",
@@ -231,7 +232,7 @@ LAB_CASES = (
         Intent.FREE_TEXT,
         (),
         ("Down", "Down", "Down", "Tab", LiteralText(TEXT), "Enter"),
-        "tests/lab/test_codex_plans.py test_free_text_from_none_of_the_above",
+        f"{E2E} test_codex_free_text_goes_to_none_of_the_above_notes_byte_exact",
         text=TEXT,
     ),
     LabCase(
@@ -278,7 +279,7 @@ LAB_CASES = (
         Intent.APPROVE_ONCE,
         (),
         ("y",),
-        "tests/lab/test_codex_plans.py test_exec_approve_once_runs_it",
+        f"{E2E} test_codex_exec_approve_runs_the_command_once_reject_selects_the_no_row",
     ),
     LabCase(
         "codex",

@@ -1,11 +1,19 @@
-"""Every Claude Code key plan, driven on the real pinned clients and proven at the model's end.
+"""Claude Code key plans on the real pinned clients, driven step by step and proven at the
+model's end.
+
+The plans a controller's answer takes on a fresh prompt (one choice, several boxes and
+the review, free text from the options up to 3,000 characters, approve once) are proven
+end to end, through `akk serve`, on every pinned version by tests/lab/test_interactions.py.
+Here are the plans' own cases: three questions and the review, a person's cursor already
+in the editor, an editor that outgrows the pane, an advised Bash prompt, the rejection
+the model hears with the next message, and the Write prompt left to a person.
 
 Each step does what the dispatcher does (akk/backends/terminal/answer_step.py): capture the
 pane, classify it with the exact version's profile, take the plan for the
 prompt's kind, step and intent, expand it over the rows on screen with its
 checkpoints (`expand_checked`) and send exactly those keys
 (tools/lab/keystrokes.py), proving each checkpoint on screen before the keys
-after it: a ticked box, the editor open, or the editor showing exactly the text
+after it: the editor open, or the editor showing exactly the text
 (`editor_matches`) before the one Enter. Keys go only to a prompt that has been
 still for a moment: Claude drops keys within ~200 ms of a widget's first paint.
 
@@ -25,8 +33,7 @@ import argparse
 import json
 import os
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +49,6 @@ from akk.profiles.keyplan import (
     Intent,
     KeyPlan,
     TextCheck,
-    ToggleCheck,
     expand_checked,
 )
 from akk.profiles.observation import (
@@ -215,8 +221,6 @@ async def checkpoints(
 ) -> list[Screen]:
     """The keys up to each of `expanded`'s checkpoints, each proven on screen before the next
     keys (the typed text's too unless not `prove_text`); the screens that proved them."""
-    options = screen.prompt.questions[0].options
-    ticked = {i: option.checked for i, option in enumerate(options) if option.checked is not None}
     sent, proofs = 0, []
     for check in expanded.checks:
         await send_keystrokes(lab, expanded.keys[sent : check.after])
@@ -239,9 +243,6 @@ async def checkpoints(
                 question = screen.prompt.questions[0].prompt
                 opened = step_is(screen.prompt.kind, StepKind.FREE_TEXT, question)
                 proof = await observe(lab, opened, "the editor open", 10)
-            case ToggleCheck():
-                ticked[check.row] = check.checked
-                proof = await observe(lab, _boxes(ticked, check), f"box {check.row} toggled", 10)
         print(f"checkpoint {check} proven {proof.at - screen.at:.2f} s after the prompt")
         proofs.append(proof)
     return proofs
@@ -261,26 +262,9 @@ async def editor_showing(lab: LabSession, text: str) -> Screen:
     )
 
 
-def _boxes(ticked: Mapping[int, bool | None], check: ToggleCheck) -> Callable[[Screen], bool]:
-    """The multi-select step with exactly these boxes ticked and the cursor on the checked row."""
-
-    def holds(screen: Screen) -> bool:
-        if not step_is(InteractionKind.QUESTIONNAIRE, StepKind.MULTI_SELECT)(screen):
-            return False
-        options = screen.prompt.questions[0].options
-        boxes = {i: o.checked for i, o in enumerate(options) if o.checked is not None}
-        return boxes == ticked and options[check.row].current
-
-    return holds
-
-
-async def ask(lab: LabSession, step: StepKind, question: str, task: str | None = None) -> Screen:
-    """Submit `task` (the scenario's by default) and wait for its question, settled.
-
-    A case after another in the same pane asks with a task of its own: the last one's
-    task is still on screen above the composer, where it would pass for the draft.
-    """
-    await lab.submit(task or lab.scenario.task)
+async def ask(lab: LabSession, step: StepKind, question: str) -> Screen:
+    """Submit the scenario's task and wait for its question, settled."""
+    await lab.submit(lab.scenario.task)
     return await settled(lab, step_is(InteractionKind.QUESTIONNAIRE, step, question), question)
 
 
@@ -331,59 +315,11 @@ def assert_answered(
     assert sum(listed in r.newest_input for r in turns) == 1, lab.server.summary()
 
 
-@contextmanager
-def case_named(lab: LabSession, name: str) -> Iterator[None]:
-    """A failure inside names the case it happened in."""
-    try:
-        yield
-    except BaseException as exc:
-        exc.add_note(f"case {name!r} on {lab.agent} {lab.version}")
-        raise
-
-
 def _claude(scenario: str, **options: object) -> list[object]:
     return lab_params(scenario, agents=("claude",), **options)
 
 
 # ---------------------------------------------------------------- questionnaires
-
-
-@pytest.mark.parametrize("lab", _claude("questionnaire_single3"), indirect=True)
-async def test_single_select_choice(lab: LabSession) -> None:
-    with trio.fail_after(30):
-        screen = await ask(lab, StepKind.SINGLE_SELECT, COLOR)
-        answered = await answer(
-            lab, screen, Intent.CHOOSE, chosen=(_index(screen.prompt, "Green"),)
-        )
-        request = await the_answer(lab, answered)
-    assert_answered(lab, request, (COLOR, "Green"))
-
-
-MULTI_CHOICES = [("Blue",), ("Blue", "Yellow"), ("Red", "Blue", "Green", "Yellow")]
-
-
-@pytest.mark.parametrize("lab", _claude("questionnaire_multi_repeating"), indirect=True)
-async def test_multi_select_then_submit(lab: LabSession) -> None:
-    # One pane per version takes each choice in turn, each asked by a task of its own.
-    for labels in MULTI_CHOICES:
-        name = f"{len(labels)}_options"
-        with case_named(lab, name):
-            await _multi_select_then_submit(lab, labels, f"{lab.scenario.task} ({name})")
-
-
-async def _multi_select_then_submit(lab: LabSession, labels: tuple[str, ...], task: str) -> None:
-    first = len(lab.server.requests)
-    with trio.fail_after(30):
-        screen = await ask(lab, StepKind.MULTI_SELECT, COLORS, task)
-        chosen = [_index(screen.prompt, label) for label in labels]
-        await answer(lab, screen, Intent.CHOOSE, chosen=chosen)
-        review = await settled(
-            lab, step_is(InteractionKind.CONFIRMATION, StepKind.REVIEW), "the review"
-        )
-        assert f"→ {', '.join(labels)}" in "\n".join(review.grid.lines())
-        answered = await answer(lab, review, Intent.SUBMIT)
-        request = await the_answer(lab, answered)
-    assert_answered(lab, request, (COLORS, ", ".join(labels)), first=first)
 
 
 @pytest.mark.parametrize("lab", _claude("questionnaire_multi_question"), indirect=True)
@@ -408,42 +344,6 @@ async def test_three_questions_then_submit(lab: LabSession) -> None:
 
 
 # ---------------------------------------------------------------- free text
-
-
-async def free_text_from_the_options(
-    lab: LabSession, text: str, task: str | None = None
-) -> Answered:
-    """The FREE_TEXT plan from the options: Down onto the editor, the text, its proof, Enter."""
-    screen = await ask(lab, StepKind.SINGLE_SELECT, COLOR, task)
-    return await answer(lab, screen, Intent.FREE_TEXT, text=text)
-
-
-@pytest.mark.parametrize("lab", _claude("questionnaire_single3_repeating"), indirect=True)
-async def test_free_text_from_the_options(lab: LabSession) -> None:
-    # One pane per version takes each text in turn, each asked by a task of its own.
-    for case in sorted(TEXTS):
-        with case_named(lab, case):
-            first = len(lab.server.requests)
-            with trio.fail_after(30):
-                task = f"{lab.scenario.task} ({case})"
-                answered = await free_text_from_the_options(lab, TEXTS[case], task)
-                request = await the_answer(lab, answered)
-            assert request.newest_input.startswith("The user answered: ")
-            assert_answered(lab, request, (COLOR, TEXTS[case]), first=first)
-
-
-@pytest.mark.parametrize("lab", _claude("questionnaire_single3", rows=60), indirect=True)
-async def test_free_text_of_3000_characters(lab: LabSession) -> None:
-    # Past the editor proof's own deadline (`text_timeout`), so a failure shows its screen.
-    with trio.fail_after(text_timeout(30, LONG)):
-        answered = await free_text_from_the_options(lab, LONG)
-        request = await the_answer(lab, answered)
-    assert len(LONG) == _profile(lab).free_text_max_chars
-    _opened, *typed = answered.proofs
-    assert len(typed) == 3  # in pieces of at most 1,024 bytes, each proven before the next
-    proof = typed[-1]
-    assert proof.prompt.region.height > 30  # the editor grew a row per 114 characters
-    assert_answered(lab, request, (COLOR, LONG))
 
 
 @pytest.mark.parametrize("lab", _claude("questionnaire_single3"), indirect=True)
@@ -487,7 +387,7 @@ async def test_free_text_into_the_open_editor(lab: LabSession) -> None:
 # ---------------------------------------------------------------- permissions
 
 
-def _settings_untouched(lab: LabSession) -> None:
+def settings_untouched(lab: LabSession) -> None:
     """No persistent grant: the mode, the project's allowed tools and its settings as they were.
 
     The user settings gained no permission rule and no default mode (auto mode) either.
@@ -497,23 +397,6 @@ def _settings_untouched(lab: LabSession) -> None:
     assert not (lab.workdir / ".claude").exists()
     user = lab.home / ".claude" / "settings.json"
     assert not user.exists() or "permissions" not in json.loads(user.read_text())
-
-
-@pytest.mark.parametrize("lab", _claude("claude_bash"), indirect=True)
-async def test_bash_approve_once_runs_it(lab: LabSession) -> None:
-    with trio.fail_after(30):
-        await lab.submit(lab.scenario.task)
-        screen = await settled(
-            lab, step_is(InteractionKind.PERMISSION, StepKind.PERMISSION), "the Bash permission"
-        )
-        answered = await answer(lab, screen, Intent.APPROVE_ONCE)
-        request = await the_answer(lab, answered)
-        idle = await lab.text()
-    assert request.newest_input == BASH_MARKER  # the command's output, as its tool_result
-    assert lab.server.count_inputs_containing(BASH_MARKER) == 1
-    assert (lab.workdir / f"{BASH_MARKER}.txt").exists()
-    assert "auto mode on" not in idle, "approve once must not switch to auto mode"
-    _settings_untouched(lab)
 
 
 @pytest.mark.parametrize("lab", _claude("claude_bash_variable"), indirect=True)
@@ -542,7 +425,7 @@ async def test_bash_approve_once_on_an_advised_prompt_runs_it(lab: LabSession) -
     written = (lab.workdir / "lab-variable.txt").read_text()
     assert written == os.environ.get("USER", "lab") + "\n"
     assert "auto mode on" not in idle
-    _settings_untouched(lab)
+    settings_untouched(lab)
 
 
 @pytest.mark.parametrize("lab", _claude("claude_bash"), indirect=True)
@@ -570,7 +453,7 @@ async def test_bash_reject_leaves_it_unrun(lab: LabSession) -> None:
     assert FOLLOW_UP in json.dumps(request.body)
     assert not (lab.workdir / f"{BASH_MARKER}.txt").exists()
     assert "auto mode on" not in idle
-    _settings_untouched(lab)
+    settings_untouched(lab)
 
 
 def tool_results(request: RecordedRequest) -> list[Mapping[str, Any]]:

@@ -1,4 +1,11 @@
-"""Every Codex key plan, driven on the real pinned clients and proven at the model's end.
+"""Codex key plans on the real pinned clients, driven step by step and proven at the model's end.
+
+The plans a controller's answer takes on a fresh prompt (a choice, the three questions,
+free text from "None of the above", approve once) are proven end to end, through
+`akk serve`, on every pinned version by tests/lab/test_interactions.py. Here are the
+plans' own cases: a person's cursor already in the notes, the unanswered confirmation
+(back, then on), a text the notes never prove, the rejection the model hears with the
+next message, and the queued questions.
 
 Each step does what the dispatcher does: capture the pane, classify it with the
 exact version's profile, take the plan for the prompt's kind, step and intent,
@@ -22,8 +29,6 @@ import attrs
 import pytest
 import trio
 
-from akk.profiles.composer import Wrapping
-from akk.profiles.composer import render as wrap
 from akk.profiles.keyplan import (
     Intent,
     Keystroke,
@@ -191,21 +196,20 @@ async def answer_free_text(lab: LabSession, screen: Screen, text: str) -> float:
     return sent
 
 
-async def answers_sent(lab: LabSession, since: float, first: int = 0) -> dict[str, list[str]]:
+async def answers_sent(lab: LabSession, since: float) -> dict[str, list[str]]:
     """The one request_user_input answer the model received, once the turn is over.
 
-    `since` is when the answering key went out (time.monotonic); `first` the first
-    request index of the case (one of several in the pane): only its turns count.
+    `since` is when the answering key went out (time.monotonic).
     """
     request = await lab.server.wait_for_request(
-        lambda r: r.index >= first and not r.auxiliary and ANSWERED_CODEX in r.newest_input,
+        lambda r: not r.auxiliary and ANSWERED_CODEX in r.newest_input,
         timeout=10,
     )
     await lab.wait_for_screen(lambda s: THANKS in s, 10, what="the model's thanks")
     idle = await observe(lab, _idle, "idle composer after the answer")
     _took(lab, "answering key -> answer at the model", since, request.at)
     _took(lab, "answering key -> idle composer (reply shown)", since, idle.at)
-    main = [r for r in lab.server.main_requests() if r.index >= first]
+    main = lab.server.main_requests()
     assert [r for r in main if ANSWERED_CODEX in r.newest_input] == [request]
     assert main.index(request) == 1, "the answer is the request right after the question"
     answers = json.loads(request.newest_input)["answers"]
@@ -216,13 +220,9 @@ def _took(lab: LabSession, what: str, since: float, until: float) -> None:
     print(f"{lab.version} {what}: {until - since:.3f} s")
 
 
-async def _ask(lab: LabSession, total: int, task: str | None = None) -> Screen:
-    """Submit `task` (the scenario's by default) and wait for question 1/`total`.
-
-    A case after another in the same pane asks with a task of its own: the last one's
-    task is still on screen above the composer, where it would pass for the draft.
-    """
-    await lab.submit(task or lab.scenario.task)
+async def _ask(lab: LabSession, total: int) -> Screen:
+    """Submit the scenario's task and wait for question 1/`total`."""
+    await lab.submit(lab.scenario.task)
     return await observe(
         lab,
         step_is(InteractionKind.QUESTIONNAIRE, StepKind.SINGLE_SELECT, 1),
@@ -235,35 +235,6 @@ def _key_names(keys: tuple[Keystroke, ...]) -> tuple[str, ...]:
 
 
 # ---------------------------------------------------------------- request_user_input
-
-
-@pytest.mark.parametrize("lab", _codex("codex_rui_one", plan_mode=True), indirect=True)
-async def test_choose_answers_with_the_option_number(lab: LabSession) -> None:
-    with trio.fail_after(30):
-        question = await _ask(lab, 1)
-        sent = time.monotonic()
-        keys = await answer(lab, question, Intent.CHOOSE, chosen=(1,))
-        assert _key_names(keys) == ("2",) and len(keys) == 1  # Blue's number, nothing else
-        done = await observe(lab, lambda s: s.observation.prompt is None, "the question gone")
-        _took(lab, "digit -> question gone", sent, done.at)
-        assert await answers_sent(lab, sent) == {"q1": ["Blue"]}
-
-
-@pytest.mark.parametrize("lab", _codex("codex_rui_three", plan_mode=True), indirect=True)
-async def test_three_questions_one_step_at_a_time(lab: LabSession) -> None:
-    questionnaire = InteractionKind.QUESTIONNAIRE
-    with trio.fail_after(30):
-        screen = await _ask(lab, 3)
-        for index, chosen in ((1, 1), (2, 1), (3, 2)):
-            assert screen.prompt.step_index == index
-            sent = time.monotonic()
-            await answer(lab, screen, Intent.CHOOSE, chosen=(chosen,))
-            if index < 3:
-                following = step_is(questionnaire, StepKind.SINGLE_SELECT, index + 1)
-                screen = await observe(lab, following, f"question {index + 1}/3")
-                _took(lab, f"digit on {index}/3 -> question {index + 1}/3", sent, screen.at)
-        answers = await answers_sent(lab, sent)
-        assert answers == {"q1": ["Blue"], "q2": ["Large"], "q3": ["Hexagon"]}
 
 
 @pytest.mark.parametrize("lab", _codex("codex_rui_three", plan_mode=True), indirect=True)
@@ -289,41 +260,6 @@ async def test_unanswered_confirmation_goes_back_then_proceeds(lab: LabSession) 
 
 
 # ---------------------------------------------------------------- free text in the notes
-
-
-@pytest.mark.parametrize("lab", _codex("codex_rui_one", plan_mode=True), indirect=True)
-async def test_free_text_from_none_of_the_above(lab: LabSession) -> None:
-    with trio.fail_after(30):
-        question = await _ask(lab, 1)
-        sent = await answer_free_text(lab, question, SPECIAL)
-        wanted = {"q1": ["None of the above", f"user_note: {SPECIAL}"]}
-        assert await answers_sent(lab, sent) == wanted
-
-
-@pytest.mark.parametrize(
-    "lab", _codex("codex_rui_one_repeating", plan_mode=True, cols=200), indirect=True
-)
-async def test_long_free_text(lab: LabSession) -> None:
-    """799 and 800 characters: five notes rows at 200 columns, so the notes prove them.
-
-    At 120 columns the same text needs eight rows and the notes show only the
-    last six (tests/test_codex_editor.py): there it is never proven. One pane per
-    version takes both lengths in turn, each asked by a task of its own.
-    """
-    for length in (799, 800):
-        text = _prose(length)
-        rendered = wrap(Wrapping.TEXTWRAP, text, lab.cols - 7)
-        assert rendered is not None and len(rendered[0]) == 5
-        first = len(lab.server.requests)
-        try:
-            with trio.fail_after(30):
-                question = await _ask(lab, 1, f"{lab.scenario.task} ({length})")
-                sent = await answer_free_text(lab, question, text)
-                wanted = {"q1": ["None of the above", f"user_note: {text}"]}
-                assert await answers_sent(lab, sent, first) == wanted
-        except BaseException as exc:
-            exc.add_note(f"{length} characters on {lab.agent} {lab.version}")
-            raise
 
 
 @pytest.mark.parametrize("lab", _codex("codex_rui_one", plan_mode=True), indirect=True)
@@ -383,25 +319,6 @@ async def _permission(lab: LabSession) -> Screen:
 
 def _marker(lab: LabSession) -> bool:
     return (lab.workdir.parent / f"{EXEC_MARKER}.txt").exists()
-
-
-@pytest.mark.parametrize("lab", _codex("codex_exec"), indirect=True)
-async def test_exec_approve_once_runs_it(lab: LabSession) -> None:
-    with trio.fail_after(30):
-        prompt = await _permission(lab)
-        sent = time.monotonic()
-        assert _key_names(await answer(lab, prompt, Intent.APPROVE_ONCE)) == ("y",)
-        ran = await lab.server.wait_for_request(
-            lambda r: not r.auxiliary and EXEC_MARKER in r.newest_input, timeout=10
-        )
-        await lab.wait_for_screen(lambda s: "The command ran." in s, 10, what="the reply")
-        done = await observe(lab, _idle, "idle composer")
-        _took(lab, "y -> command output at the model", sent, ran.at)
-        _took(lab, "y -> idle composer (reply shown)", sent, done.at)
-    assert "Process exited with code 0" in ran.newest_input
-    assert ran.newest_input.rstrip().endswith(EXEC_MARKER)
-    assert _marker(lab)
-    assert lab.server.count_inputs_containing(EXEC_MARKER) == 1
 
 
 @pytest.mark.parametrize("lab", _codex("codex_exec"), indirect=True)

@@ -35,6 +35,7 @@ from akk.qualify.launcher import LabSession
 from akk.qualify.model_server import RecordedRequest
 from akk.store.database import open_reader
 from tests.lab.conftest import lab_params
+from tests.lab.test_claude_plans import settings_untouched
 from tools.lab.akk_runner import OUTCOMES, KeyLog, Served, idle_terminal, two_controllers
 
 WAKE_UPS = ("interaction_required", "approval_required")
@@ -323,6 +324,9 @@ async def _claude_bash(lab: LabSession, tmp_path: Path, decision: str) -> None:
             assert sc.BASH_MARKER in ran.newest_input
             assert marker.exists()
         outcome = await settled(ctl, turn_id)
+        # Approved once, and nothing more: no mode switched, no rule kept for next time.
+        assert "auto mode on" not in await lab.text()
+        settings_untouched(lab)
         with pytest.raises(AkkError) as replay:
             await ctl.call("approve", {"turn_id": turn_id, "decision": decision})
         assert replay.value.reason in ("conflict", "closed")
@@ -650,8 +654,8 @@ async def test_claude_free_text_goes_through_type_something_byte_exact(
 ) -> None:
     texts = {
         "special": SPECIAL,
-        "799": _sized_text(799),
-        "800": _sized_text(800),
+        "799": "/" + _sized_text(798),  # a leading '/' is plain text in the editor
+        "800": "!" + _sized_text(799),  # and so is '!'
         "3000": _sized_text(3000),
     }
     for name, text in texts.items():

@@ -39,7 +39,8 @@ from akk.text_rule import Special
 
 _QUESTIONNAIRE = InteractionKind.QUESTIONNAIRE
 _ENTER = Press("Enter")
-_LAB = "tests/lab/test_claude_plans.py"  # drives every plan on 2.1.263, 2.1.266, 2.1.267, 2.1.328
+_LAB = "tests/lab/test_claude_plans.py"  # drives plans step by step on every pinned version
+_E2E = "tests/lab/test_interactions.py"  # a controller's answer, through `akk serve`
 # Text that reaches the editor before it has taken focus is dropped, and that takes up to
 # 0.9 s after the Down on a loaded machine (tools/lab/NOTES.md): the text goes in once the
 # screen shows the editor open, never after a fixed wait.
@@ -54,12 +55,12 @@ _FREE_TEXT_STEPS = (
     _ENTER,
 )
 _FREE_TEXT_EVIDENCE = (
-    f"{_LAB} test_free_text_from_the_options, test_free_text_of_3000_characters, "
-    "test_free_text_into_the_open_editor: Down onto 'Type something.' opens the editor; text "
-    "typed once the screen shows it open (the step FREE_TEXT), in pieces of at most 1,024 "
-    "bytes each proven before the next, shows there as typed (799, 800 "
-    "and 3,000 characters, both quotes, é, "
-    "日本, an emoji, shell metacharacters, a leading '/' or '!'; never a paste placeholder), "
+    f"{_E2E} test_claude_free_text_goes_through_type_something_byte_exact (at 120x60), "
+    f"{_LAB} test_free_text_into_the_open_editor: Down onto 'Type something.' opens the "
+    "editor; text typed once the screen shows it open (the step FREE_TEXT), in pieces of at "
+    "most 1,024 bytes each proven before the next, shows there as typed (799, 800 and 3,000 "
+    "characters, both quotes, é, 日本, an emoji, shell metacharacters, a leading '/' or '!'; "
+    "never a paste placeholder), "
     "editor_matches proves it, and Enter sends exactly that text once: 'The user answered: "
     '"<question>"="<text>". ...\''
 )
@@ -69,7 +70,8 @@ _KEY_PLANS = KeyPlans(
             PlanKey(_QUESTIONNAIRE, StepKind.SINGLE_SELECT, Intent.CHOOSE),
             (PressChosenNumber(),),
             evidence=(
-                f"{_LAB} test_single_select_choice, test_three_questions_then_submit: the "
+                f"{_E2E} test_claude_single_select_answer_reaches_the_model_once, "
+                f"{_LAB} test_three_questions_then_submit: the "
                 "option's digit picks it and answers at once (the next question, or the answer "
                 "sent for a one-question prompt), with no walk whose dropped Down would answer "
                 "another option"
@@ -80,7 +82,8 @@ _KEY_PLANS = KeyPlans(
             PlanKey(_QUESTIONNAIRE, StepKind.MULTI_SELECT, Intent.CHOOSE),
             (ToggleChosen("Enter"), MoveToRole(OptionRole.SUBMIT), _ENTER),
             evidence=(
-                f"{_LAB} test_multi_select_then_submit (1, 2 and all 4 options): Enter ticks "
+                f"{_E2E} test_claude_multi_select_toggles_each_box_then_submits_the_review "
+                "(1, 2 and all 4 options): Enter ticks "
                 "the current box, each toggle proven; Down past the options and the free-text "
                 "row to Submit, Enter opens the review; the answers arrive joined with ', '"
             ),
@@ -100,7 +103,8 @@ _KEY_PLANS = KeyPlans(
             PlanKey(InteractionKind.CONFIRMATION, StepKind.REVIEW, Intent.SUBMIT),
             (PressRoleNumber(OptionRole.SUBMIT),),
             evidence=(
-                f"{_LAB} test_multi_select_then_submit, test_three_questions_then_submit: '1' "
+                f"{_E2E} test_claude_multi_select_toggles_each_box_then_submits_the_review, "
+                f"{_LAB} test_three_questions_then_submit: '1' "
                 "on 'Review your answers' submits; every answer reaches the model once"
             ),
             lab_verified=True,
@@ -109,7 +113,9 @@ _KEY_PLANS = KeyPlans(
             PlanKey(InteractionKind.PERMISSION, StepKind.PERMISSION, Intent.APPROVE_ONCE),
             (PressRoleNumber(OptionRole.APPROVE_ONCE),),
             evidence=(
-                f"{_LAB} test_bash_approve_once_runs_it: '1' ('Yes') runs the command once, "
+                f"{_E2E} test_claude_bash_permission_approve_runs_it_reject_does_not, "
+                f"{_LAB} test_bash_approve_once_on_an_advised_prompt_runs_it: '1' ('Yes') runs "
+                "the command once, "
                 "its output returns as the tool_result; the mode and the project settings stay"
             ),
             lab_verified=True,
@@ -187,8 +193,8 @@ _EDITOR = attrs.evolve(
         "a trailing '\\' then Enter is a newline in the editor too: probed on 2.1.263 and "
         "2.1.332 with the free-text steps of tests/lab/test_claude_plans.py, no answer reached "
         "the model; refused on every version by tests/lab/test_hostile_input.py; "
-        "tests/lab/test_claude_plans.py (all four versions): send-keys -l of 799, 800 and "
-        "3,000 characters shows every character in the editor, never '[Pasted text #N]', and "
+        f"{_E2E} (every pinned version): 799, 800 and 3,000 characters typed show every "
+        "character in the editor, never '[Pasted text #N]', and "
         "the whole text reaches the model; a leading '/' or '!' is plain text there; the "
         "editor wraps at cols - 6 (Bun.wrapAnsi, as the composer) under its first character "
         "and grows without scrolling, so a prompt taller than the pane (3,000 characters at "

@@ -46,6 +46,7 @@ _ENTER = Press("Enter")
 # LAB.md measured ~120 ms; the lab's own guard (akk/qualify/launcher.py) is 0.3 s.
 _ENTER_GUARD = EnterGuard(0.3)
 _LAB = "tests/lab/test_codex_plans.py"
+_E2E = "tests/lab/test_interactions.py"  # a controller's answer, through `akk serve`
 _ALL = "(0.153.4, 0.154.0, 0.155.1, 0.169.0)"
 
 _KEY_PLANS = KeyPlans(
@@ -53,9 +54,11 @@ _KEY_PLANS = KeyPlans(
         KeyPlan(
             PlanKey(_QUESTIONNAIRE, StepKind.SINGLE_SELECT, Intent.CHOOSE),
             (PressChosenNumber(),),
-            f"{_LAB} test_choose_answers_with_the_option_number and "
-            f"test_three_questions_one_step_at_a_time {_ALL}: the digit picks the row and "
-            "answers it at once (the next question, or the answers sent); no cursor walk",
+            f"{_E2E} test_codex_request_user_input_choice_reaches_the_model_once and "
+            "test_codex_three_questions_are_answered_one_step_at_a_time (every pinned "
+            f"version), {_LAB} test_unanswered_confirmation_goes_back_then_proceeds {_ALL}: "
+            "the digit picks the row and answers it at once (the next question, or the "
+            "answers sent); no cursor walk",
             lab_verified=True,
         ),
         KeyPlan(
@@ -67,9 +70,10 @@ _KEY_PLANS = KeyPlans(
                 _ENTER_GUARD,
                 _ENTER,
             ),
-            f"{_LAB} test_free_text_from_none_of_the_above and test_long_free_text {_ALL}: "
-            "Tab opens the notes of the row under the cursor, editor_matches proves them, one "
-            "Enter sends 'None of the above' and 'user_note: <text>'",
+            f"{_E2E} test_codex_free_text_goes_to_none_of_the_above_notes_byte_exact (every "
+            "pinned version; 799 and 800 characters at 200 columns): Tab opens the notes of "
+            "the row under the cursor, editor_matches proves them, one Enter sends 'None of "
+            "the above' and 'user_note: <text>'",
             lab_verified=True,
         ),
         KeyPlan(
@@ -103,7 +107,8 @@ _KEY_PLANS = KeyPlans(
         KeyPlan(
             PlanKey(InteractionKind.PERMISSION, StepKind.PERMISSION, Intent.APPROVE_ONCE),
             (PressShortcut(OptionRole.APPROVE_ONCE, "y"),),
-            f"{_LAB} test_exec_approve_once_runs_it {_ALL}; the row's own '(y)' shortcut",
+            f"{_E2E} test_codex_exec_approve_runs_the_command_once_reject_selects_the_no_row "
+            "(every pinned version); the row's own '(y)' shortcut",
             lab_verified=True,
         ),
         # The reject row itself, by its digit: Esc is the prompt's cancel, and a
