@@ -27,7 +27,12 @@ import trio.testing
 
 from akk.actors.store import StoreActor, transact
 from akk.actors.terminal_board import TerminalBoard
-from akk.backends.terminal.follow import CANCEL_BOUND, SCREEN_CATCH_UP, TerminalFollower
+from akk.backends.terminal.follow import (
+    CANCEL_BOUND,
+    SCREEN_CATCH_UP,
+    STRANDED_SECONDS,
+    TerminalFollower,
+)
 from akk.evidence import Progress, UsageStatus, request_digest
 from akk.profiles.composer import DraftView
 from akk.profiles.observation import Observation, State
@@ -280,8 +285,8 @@ async def test_a_task_a_person_escaped_into_the_composer_is_withdrawn_without_a_
 ) -> None:
     """No cancel of AKK's: the person's Escape. The composer showing exactly the task, and
     nothing under its prompt, cancel the Turn as withdrawn; an empty idle composer or
-    another draft do not (nothing proves the task stopped: an idle-looking screen while
-    the agent waits is not proof)."""
+    another draft do not within `SCREEN_CATCH_UP` (a look that falls between two frames is
+    no proof the task stopped)."""
     task = "lab: think before answering"
     shown = Observation(State.IDLE_DRAFT, "claude-2.1.332", draft=DraftView((task,), 100, 40))
     other = Observation(State.IDLE_DRAFT, "claude-2.1.332", draft=DraftView(("x",), 100, 40))
@@ -329,3 +334,29 @@ async def test_a_task_taken_back_after_the_pane_worked_is_withdrawn_once_cleared
                 [TurnState.CANCELLED], ["withdrawn"])  # fmt: skip
             (summary,) = lab.control.summaries
             assert "where a person cleared or changed it" in summary
+
+
+async def test_a_task_taken_back_while_akk_did_not_see_it_is_withdrawn_once_idle_long_enough(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    """AKK was down while a person pressed Escape and cleared the task Claude took back: the
+    restarted follower never saw the pane work, nor the task in the composer. The pane idle
+    over the unanswered prompt for `STRANDED_SECONDS`, unbroken, withdraws the Turn; a look
+    that reads the pane working starts the time again."""
+    task = "lab: think before answering"
+    other = Observation(State.IDLE_DRAFT, "claude-2.1.332", draft=DraftView(("x",), 100, 40))
+    with trio.fail_after(30):
+        async with _restarted(tmp_path, 0.0, task) as lab:
+            lab.follower._cancel = None  # no interrupt key of AKK's is awaited
+            for screen in (IDLE, other, WORKING):
+                await lab.follower._check_outcome(_file(unanswered=True), screen)
+                mock_clock.jump(STRANDED_SECONDS / 2)
+            for screen in (IDLE, other):
+                await lab.follower._check_outcome(_file(unanswered=True), screen)
+                assert lab.control.settled == []  # not yet held for STRANDED_SECONDS
+                mock_clock.jump(STRANDED_SECONDS / 2)
+            await lab.follower._check_outcome(_file(unanswered=True), IDLE)
+            assert (lab.control.settled, lab.control.reasons) == (
+                [TurnState.CANCELLED], ["withdrawn"])  # fmt: skip
+            (summary,) = lab.control.summaries
+            assert "not from AKK" in summary and "while AKK did not see it" in summary

@@ -16,6 +16,7 @@ import pytest
 import trio
 
 from akk import faults
+from akk.backends.terminal.follow import STRANDED_SECONDS
 from akk.client import AkkError, Controller, connect
 from akk.profiles.registry import PINNED
 from akk.qualify.launcher import LabSession
@@ -33,7 +34,7 @@ from akk.qualify.scenarios import (
 from akk.store.database import open_reader
 from tests.lab.conftest import LabSpec, lab_params, newest_of_each
 from tools.lab import clients
-from tools.lab.akk_runner import idle_terminal, outcome, serving
+from tools.lab.akk_runner import AkkProcess, idle_terminal, outcome, serving
 
 PERSON_TASK = "lab: a task of the person's own"
 HELD_MESSAGE = {"claude": "Press up to edit queued messages", "codex": "Messages to be submitted"}
@@ -488,6 +489,52 @@ async def test_a_task_a_person_takes_back_before_any_reply_is_withdrawn(
     assert [d["kind"] for d in status["dispatches"]] == ["task"]
     assert lab.server.count_inputs_containing(HELD_TASK) == 1
     assert lab.server.count_inputs_containing(PERSON_TASK) == (1 if own else 0)
+
+
+@pytest.mark.parametrize("lab", lab_params("held", agents=("claude",))[-1:], indirect=True)
+async def test_a_task_taken_back_while_akk_is_down_is_withdrawn_when_it_returns(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    """AKK is killed while its Turn waits for the first reply. The person presses Escape,
+    Claude takes the task back into its composer, and the person clears it: nothing of the
+    taking back is left to see when AKK returns. The pane idle over the prompt its file
+    holds unanswered withdraws the Turn (`STRANDED_SECONDS`), and the pane takes the next
+    task. It used to stay running until its deadline, the pane busy all that time."""
+    akk = AkkProcess(lab, tmp_path)
+    try:
+        url = akk.start(None)
+        async with connect(url, akk.tokens["ctl"]) as ctl:
+            first = await ctl.call(
+                "send",
+                {"terminal_id": (await idle_terminal(ctl))["terminal_id"],
+                 "request": ECHO_TASK, "client_request_id": "e"},
+            )  # fmt: skip
+            assert (await outcome(ctl, first["turn_id"]))["kind"] == "done"
+            turn_id = await running(lab, ctl, HELD_TASK)
+        akk.kill()
+        await lab.send_keys("Escape")
+        back = f"❯\xa0{HELD_TASK}"
+        await lab.wait_for_screen(lambda s: back in s.splitlines(), 10, what="the task back")
+        await lab.send_keys("C-u")
+        await lab.wait_for_screen(lambda s: back not in s.splitlines(), 10, what="it cleared")
+        url = akk.start(None)
+        async with connect(url, akk.tokens["ctl"]) as ctl:
+            event = await outcome(ctl, turn_id, timeout=STRANDED_SECONDS + 20)
+            status = await ctl.call("status", {"turn_id": turn_id})
+            after = await ctl.call(
+                "send",
+                {"terminal_id": (await idle_terminal(ctl))["terminal_id"],
+                 "request": ECHO_TASK, "client_request_id": "a"},
+            )  # fmt: skip
+            assert (await outcome(ctl, after["turn_id"]))["kind"] == "done"
+    finally:
+        akk.kill()
+    assert event["kind"] == "cancelled", event
+    assert "taken back while AKK did not see it" in event["summary"], event
+    assert status["turn"]["reason"] == "withdrawn"
+    assert [d["kind"] for d in status["dispatches"]] == ["task"]
+    assert lab.server.count_inputs_containing(HELD_TASK) == 1
+    assert lab.server.count_inputs_containing(ECHO_TASK) == 2
 
 
 async def person_takes_back(lab: LabSession, ctl: Controller, task: str, own: str | None) -> None:

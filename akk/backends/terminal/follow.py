@@ -53,6 +53,11 @@ before the Turn fails as ``terminal_gone``."""
 CANCEL_BOUND = 10.0
 """Seconds after the interrupt key within which the interruption must show."""
 
+STRANDED_SECONDS = 10.0
+"""Seconds a Claude pane reads idle, its file holding the Turn's prompt with nothing under
+it, before the Turn is withdrawn though AKK never saw the task taken back: it was down, or
+its looks fell between, while a person pressed Escape and cleared or changed the task."""
+
 SCREEN_CATCH_UP = 2.0
 """Seconds a file-proven outcome waits for the Turn's pane to stop reading ``working``: the
 file can be ahead of the last screen read by a repaint, and a controller sends its next task
@@ -89,6 +94,7 @@ class TerminalFollower(Attached):
         self._saw_working = False
         self._outcome_at: float | None = None  # when the file first proved the outcome
         self._stopped_at: float | None = None  # since when the screen shows the task stopped
+        self._stranded_since: float | None = None  # idle over the unanswered prompt, since
         self._taken_back = False  # the screen showed Claude take the task back (_check_stopped)
         self._missing_since: float | None = None
         self._pane: tuple[str, str] | None = None  # (tmux socket, pane id) once seen
@@ -381,8 +387,11 @@ class TerminalFollower(Attached):
         submit's own last frame, so it must hold instead). After AKK's interrupt key, idle
         with nothing under the prompt (or no file to read) is enough, whatever the composer
         shows. Each held for `SCREEN_CATCH_UP` cancels the Turn; text left in the composer
-        is the person's to clear or send, never submitted again. A cancel that shows
-        neither way within `CANCEL_BOUND` ends uncertain (`_cancel_not_shown`).
+        is the person's to clear or send, never submitted again. Where none of that showed
+        (AKK was down while a person took the task back and cleared it), the pane idle over
+        the unanswered prompt for `STRANDED_SECONDS` is enough: Claude draws its spinner
+        for as long as it works on a prompt. A cancel that shows neither way within
+        `CANCEL_BOUND` ends uncertain (`_cancel_not_shown`).
         """
         turn = self._turn
         assert turn is not None
@@ -402,7 +411,15 @@ class TerminalFollower(Attached):
             self._stopped_at = None
         elif self._stopped_at is None:
             self._stopped_at = clock
-        if self._stopped_at is not None and clock - self._stopped_at >= SCREEN_CATCH_UP:
+        if not (idle and unanswered):
+            self._stranded_since = None
+        elif self._stranded_since is None:
+            self._stranded_since = clock
+        shown = self._stopped_at is not None and clock - self._stopped_at >= SCREEN_CATCH_UP
+        stranded = (
+            self._stranded_since is not None and clock - self._stranded_since >= STRANDED_SECONDS
+        )
+        if shown or stranded:
             if not unanswered:
                 await self._settle(TurnState.CANCELLED, None, "the Turn was interrupted")
                 return
@@ -417,8 +434,14 @@ class TerminalFollower(Attached):
                     "took the task back into its composer, where a person cleared or changed "
                     "it; AKK never sends the task again"
                 )
-            else:
+            elif after_key:
                 where = "its file records no interruption; AKK never sends the task again"
+            else:
+                where = (
+                    f"has been idle for {STRANDED_SECONDS:.0f} s with nothing under the task in "
+                    "its file, no interruption either: it was taken back while AKK did not "
+                    "see it. AKK never sends the task again"
+                )
             await self._settle(
                 TurnState.CANCELLED, "withdrawn",
                 f"the agent stopped before it answered ({by}) and {where}",
