@@ -562,6 +562,30 @@ def _chars(row: tuple[Cell, ...]) -> str:
     return "".join(cell.char for cell in row)
 
 
+@pytest.mark.parametrize("size", ["", "80x24"])
+@pytest.mark.parametrize("version", ["0.169.0", "0.171.0"])
+def test_a_draft_taller_than_the_pane_reads_working_only_while_a_turn_runs(
+    version: str, size: str
+) -> None:
+    """From 0.169.0 a pasted draft taller than the pane scrolls the composer to the pane's
+    end, over its footer, its first row marked ``↑`` (dim) in the right margin. While a turn
+    runs: working, the draft not whole (nobody is woken for it). At rest, or with the mark
+    gone or not dim: no screen AKK reads."""
+    folder = corpus.ROOT / "codex" / version / size
+    fixture = _load(folder / "codex_tall_draft_scrolled-tall_draft.json")
+    observation = _observe(fixture)
+    assert observation.state is State.WORKING
+    assert observation.draft is not None and not observation.draft.complete
+    grid = fixture.grid
+    x = grid.cols - 1
+    (top,) = [y for y in range(grid.rows) if grid.cell(x, y).char == "↑"]
+    mark = grid.cell(x, top)
+    for changed in (attrs.evolve(mark, dim=False), attrs.evolve(mark, char=" ")):
+        assert _observe(fixture, _with_cell(grid, x, top, changed)).state is State.UNKNOWN
+    rest = _observe(_load(folder / "codex_tall_draft_at_rest-tall_draft.json"))
+    assert rest.state is State.UNKNOWN and "no turn runs" in (rest.reason or ""), rest
+
+
 def _last_content_row(grid: Grid) -> int:
     return max(y for y in range(grid.rows) if grid.row_text(y).strip())
 

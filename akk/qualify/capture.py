@@ -218,10 +218,7 @@ async def _act(lab: LabSession, action: Action) -> None:
             # (the ';' is dropped); '\;' there stands for a literal ';'.
             await lab.type_text(text[:-1] + "\\;" if text.endswith(";") else text)
         case Paste(text=text):
-            buffer = lab.root / "paste.txt"
-            buffer.write_text(text)
-            await lab.tmux("load-buffer", "-b", "lab-paste", str(buffer))
-            await lab.tmux("paste-buffer", "-p", "-r", "-d", "-b", "lab-paste", "-t", lab.pane)
+            await lab.paste(text)
         case Press(keys=keys):
             # Keys within ~200 ms of a widget's first paint are dropped (NOTES.md):
             # press only on a screen that has been quiet for a moment.

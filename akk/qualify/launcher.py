@@ -203,6 +203,15 @@ class LabSession:
         """Type text as individual key presses (never a bracketed paste)."""
         await self.send_keys(text, literal=True)
 
+    async def paste(self, text: str) -> None:
+        """Paste text as a person's terminal does: a bracketed paste of a tmux buffer, its
+        line breaks kept (they do not submit)."""
+        buffer = self.root / "paste.txt"
+        buffer.write_text(text)
+        await self.tmux("load-buffer", "-b", "lab-paste", str(buffer))
+        await self.tmux("paste-buffer", "-p", "-r", "-d", "-b", "lab-paste", "-t", self.pane)
+        self._last_key_at = time.monotonic()
+
     async def wait_for_screen(
         self,
         predicate: Callable[[str], bool],

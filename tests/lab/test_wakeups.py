@@ -29,6 +29,7 @@ from akk.qualify import scenarios as sc
 from akk.qualify.compare import version_key
 from akk.qualify.launcher import LabSession
 from akk.qualify.plans.claude import TRANSCRIPT_SHOWN
+from akk.qualify.plans.codex import TALL_DRAFT
 from akk.qualify.plans.shared import MENTION
 from akk.store.database import open_reader
 from akk.store.qualifications import Qualification
@@ -206,12 +207,15 @@ PERSON_AT_COMPOSER = {
         ("/", "choose what Codex is allowed to do", "BSpace"),
         (MENTION, MENTION_SHOWN["codex"], "C-u"),
         ("C-r", "reverse-i-search", "Escape"),
+        (TALL_DRAFT, "lab line 30", "C-c"),
     ),
 }
-"""What a person does at the composer while a Turn works, per agent: the text typed (or the
-key pressed, C-r), what then shows, and the key that leaves it. On Claude the command menu
-and the mention popup hide the working line; Codex up to 0.155.1 draws them in its footer's
-place. Claude's history search (a screen of its own, read `unknown`) is not among them."""
+"""What a person does at the composer while a Turn works, per agent: the text typed (pasted,
+if it has lines; or the key pressed, C-r), what then shows, and the key that leaves it. On
+Claude the command menu and the mention popup hide the working line; Codex up to 0.155.1
+draws them in its footer's place, and from 0.169.0 a draft taller than the pane scrolls
+the composer over its footer. Claude's history search (a screen of its own, read
+`unknown`) is not among them."""
 
 
 @pytest.mark.parametrize(
@@ -223,18 +227,21 @@ async def test_a_person_at_the_composer_while_a_turn_works_wakes_nobody(
     lab: LabSession, tmp_path: Path
 ) -> None:
     """While AKK's Turn works, the person enters shell mode, opens the command menu and the
-    mention popup, searches their history (Codex), leaves each, and types a draft of their
-    own, ending in the mention popup. Each reads `working`: no wake-up, no interaction. The
-    Turn's approval then comes on top of the draft and its popup: the owner's first wake-up
-    is it, and AKK's `approve_once` runs the command once. The person's draft stays in the
-    composer, unsent."""
+    mention popup, searches their history and pastes a draft taller than the pane (Codex),
+    leaves each, and types a draft of their own, ending in the mention popup. Each reads
+    `working`: no wake-up, no interaction. The Turn's approval then comes on top of the
+    draft and its popup: the owner's first wake-up is it, and AKK's `approve_once` runs the
+    command once. The person's draft stays in the composer, unsent."""
     async with two_controllers(lab, tmp_path) as (served, ctl, _other):
         turn_id = await send_task(ctl, sc.RUN_TASK)
         await lab.server.wait_for_request(
             lambda r: not r.auxiliary and sc.RUN_TASK in r.newest_input, timeout=20
         )
         for keys, shown, leave in PERSON_AT_COMPOSER[lab.agent]:
-            await (lab.send_keys(keys) if keys == "C-r" else lab.type_text(keys))
+            if keys == "C-r":
+                await lab.send_keys(keys)
+            else:
+                await (lab.paste(keys) if "\n" in keys else lab.type_text(keys))
             await lab.wait_for_screen(lambda s, shown=shown: shown in s, 10, what=shown)
             await _working_and_nobody_woken(ctl, turn_id)
             await lab.send_keys(leave)

@@ -6,8 +6,8 @@ kind, separated from history by blank rows. The skeleton finds the last
 non-blank row, leaves a first-run screen to a person (a `Blocker`), matches
 the footer ending there (a narrow pane wraps it) to its shape (`permission`,
 `confirmation`, `question`, `picker`) and, with none, reads the composer above
-its status rows (`status`, `composer`). A second prompt's anchor above the one
-read is refused.
+its status rows (`status`, `composer`), or a composer a tall draft scrolled over
+them (`composer.scrolled`). A second prompt's anchor above the one read is refused.
 """
 
 from __future__ import annotations
@@ -45,7 +45,14 @@ def observe(r: Reader) -> Observation:
             observation = parse(r, footer, top, last)
             _no_other_prompt(r, observation)
             return observation
-    return composer.read(r, status.first_row(r, last))
+    try:
+        under = status.first_row(r, last)
+    except Unproven:
+        scrolled = composer.scrolled(r, last)
+        if scrolled is None:
+            raise
+        return scrolled
+    return composer.read(r, under)
 
 
 def _last_content_row(r: Reader) -> int | None:

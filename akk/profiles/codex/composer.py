@@ -75,6 +75,26 @@ def _person_s(r: Reader, person: PersonRow, top: int, draft: DraftView) -> Obser
     return Observation(State.WORKING, p.id, draft=draft, composer_mode=mode)
 
 
+def scrolled(r: Reader, last: int) -> Observation | None:
+    """The composer a draft taller than the pane scrolled (0.169.0 on): it runs to the pane's
+    end (one blank row under it), over its footer, its first row marked in the right margin
+    (`CodexProfile.scrolled_mark`, dim); None for any other screen. Read only while a turn
+    is proven to run, as a person's row is: working, the draft not whole."""
+    p, grid = r.p, r.grid
+    if p.scrolled_mark is None or grid.rows - 1 - last > 1:
+        return None
+    try:
+        top = _top(r, last)
+    except Unproven:
+        return None
+    mark = grid.cell(grid.cols - 1, top)
+    if mark.char != p.scrolled_mark or not mark.dim:
+        return None
+    if not _status_line(r, top) and (p.turn_end is None or _turn_finished(r, top)):
+        raise Unproven("a draft taller than the pane at the composer, and no turn runs")
+    return Observation(State.WORKING, p.id, draft=_draft(r, top, last + 1))
+
+
 def _status_line(r: Reader, composer_top: int) -> bool:
     """Whether a turn's status line (``• Working (0s • esc to interrupt)``) stands above."""
     return any(r.p.working_marker in line for line in r.lines[:composer_top])

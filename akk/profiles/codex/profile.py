@@ -77,6 +77,9 @@ class CodexProfile:
     # row under the composer is one of these, then `context_left`
     context_left: Notice
     person_rows: PersonRows  # the composer's last row while a person is at it
+    # A draft taller than the pane scrolls the composer to the pane's end, over its footer,
+    # with this mark (dim) in the right margin of its first row (None: the footer stays).
+    scrolled_mark: str | None
     working_marker: str
     in_progress_verbs: tuple[str, ...]
     # Exec approval.

@@ -205,6 +205,7 @@ _V0_153_4 = CodexProfile(
     status_hints=(),
     hint_notices=(),
     mode_indicator=None,
+    scrolled_mark=None,
     bare_footer=("? for shortcuts",),
     context_left=_CONTEXT_LEFT,
     person_rows=PersonRows(
@@ -319,6 +320,7 @@ _V0_169_0 = attrs.evolve(
         lists_below=False,
         shortcuts="? / esc close",
     ),
+    scrolled_mark="↑",
     permission_menu_gap=2,
     question_prompt_fg="5fafff",
     prompt_fill_blank=False,

@@ -19,6 +19,7 @@ from akk.qualify.plans.labels import Expected, ExpectedQuestion, Typed
 from akk.qualify.plans.plan import (
     DEFAULT_SIZE,
     Action,
+    Paste,
     Plan,
     Press,
     Release,
@@ -511,6 +512,50 @@ def _draft_while_working(
     )
 
 
+TALL_DRAFT = "\n".join(f"lab line {n:02d}" for n in range(1, 31))
+"""A draft of 30 short lines a person pastes (a log, a list): taller than the pane."""
+
+
+def _tall_draft(
+    name: str, versions: frozenset[str], unreadable_sizes: tuple[tuple[int, int], ...] = ()
+) -> Plan:
+    """A draft taller than the pane, pasted while a Turn works. Up to 0.155.1 its footer
+    stays, and at 80x24 the composer covers the whole history, the turn's status line with
+    it: nothing then proves the turn runs (`unreadable_sizes`). From 0.169.0 the composer
+    scrolls to the pane's end, over its footer, under the turn's status line. Ctrl-C clears
+    it; the turn runs on."""
+    return Plan(
+        name,
+        "slow",
+        CODEX,
+        while_working(
+            Paste(TALL_DRAFT),
+            wait("lab line 30"),
+            Shot("tall_draft", Expected("working"), settle=False),
+            Press(("C-c",)),
+        ),
+        versions=versions,
+        unreadable_sizes=unreadable_sizes,
+    )
+
+
+def _tall_draft_at_rest() -> Plan:
+    """The same draft pasted at rest (0.169.0 on): the scrolled composer with no turn running
+    is no composer AKK may type into."""
+    return Plan(
+        "codex_tall_draft_at_rest",
+        "echo",
+        CODEX,
+        (
+            *ECHO_DONE,
+            Paste(TALL_DRAFT),
+            wait("lab line 30"),
+            Shot("tall_draft", Expected("unknown")),
+        ),
+        versions=frozenset({"0.169.0", "0.171.0"}),
+    )
+
+
 def _person_modes() -> Plan:
     """Modes a person puts the pane in: a shell prompt, the history search, the model picker,
     and the transcript to rewind in."""
@@ -587,6 +632,13 @@ def variant_plans(base: Mapping[str, Plan]) -> list[Plan]:
             sizes=((80, 24),),
             versions=frozenset({"0.169.0", "0.171.0"}),
         ),
+        _tall_draft(
+            "codex_tall_draft_footer",
+            frozenset({"0.153.4", "0.154.0", "0.155.1"}),
+            unreadable_sizes=((80, 24),),
+        ),
+        _tall_draft("codex_tall_draft_scrolled", frozenset({"0.169.0", "0.171.0"})),
+        _tall_draft_at_rest(),
         _new_where(),
         *(_footer_plan(name, preseed) for name, preseed in CODEX_FOOTERS.items()),
         _after_warning(),
