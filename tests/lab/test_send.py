@@ -499,17 +499,13 @@ async def test_a_task_taken_back_while_akk_is_down_is_withdrawn_when_it_returns(
     Claude takes the task back into its composer, and the person clears it: nothing of the
     taking back is left to see when AKK returns. The pane idle over the prompt its file
     holds unanswered withdraws the Turn (`STRANDED_SECONDS`), and the pane takes the next
-    task. It used to stay running until its deadline, the pane busy all that time."""
+    task. It used to stay running until its deadline, the pane taking no task all that
+    time."""
     akk = AkkProcess(lab, tmp_path)
     try:
         url = akk.start(None)
         async with connect(url, akk.tokens["ctl"]) as ctl:
-            first = await ctl.call(
-                "send",
-                {"terminal_id": (await idle_terminal(ctl))["terminal_id"],
-                 "request": ECHO_TASK, "client_request_id": "e"},
-            )  # fmt: skip
-            assert (await outcome(ctl, first["turn_id"]))["kind"] == "done"
+            await _echo_done(ctl, "e")
             turn_id = await running(lab, ctl, HELD_TASK)
         akk.kill()
         await lab.send_keys("Escape")
@@ -521,12 +517,7 @@ async def test_a_task_taken_back_while_akk_is_down_is_withdrawn_when_it_returns(
         async with connect(url, akk.tokens["ctl"]) as ctl:
             event = await outcome(ctl, turn_id, timeout=STRANDED_SECONDS + 20)
             status = await ctl.call("status", {"turn_id": turn_id})
-            after = await ctl.call(
-                "send",
-                {"terminal_id": (await idle_terminal(ctl))["terminal_id"],
-                 "request": ECHO_TASK, "client_request_id": "a"},
-            )  # fmt: skip
-            assert (await outcome(ctl, after["turn_id"]))["kind"] == "done"
+            await _echo_done(ctl, "a")  # the pane takes the next task
     finally:
         akk.kill()
     assert event["kind"] == "cancelled", event
@@ -535,6 +526,16 @@ async def test_a_task_taken_back_while_akk_is_down_is_withdrawn_when_it_returns(
     assert [d["kind"] for d in status["dispatches"]] == ["task"]
     assert lab.server.count_inputs_containing(HELD_TASK) == 1
     assert lab.server.count_inputs_containing(ECHO_TASK) == 2
+
+
+async def _echo_done(ctl: Controller, client_request_id: str) -> None:
+    """The echo task sent to the idle pane ends done."""
+    sent = await ctl.call(
+        "send",
+        {"terminal_id": (await idle_terminal(ctl))["terminal_id"], "request": ECHO_TASK,
+         "client_request_id": client_request_id},
+    )  # fmt: skip
+    assert (await outcome(ctl, sent["turn_id"]))["kind"] == "done"
 
 
 async def person_takes_back(lab: LabSession, ctl: Controller, task: str, own: str | None) -> None:
