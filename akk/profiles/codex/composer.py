@@ -14,7 +14,9 @@ also needs that line below the last sent message (or the session header on
 screen and no message at all), or the line ``■ Conversation interrupted - ...``
 an interrupted turn ends with (Esc, a rejected command). 0.153.4 and 0.154.0
 draw no such line: their idle rests on the absence of the status line alone.
-A queued async question (0.154.0, 0.155.1) sits right above the composer.
+A queued async question (0.154.0, 0.155.1) sits right above the composer. A
+draft taller than the pane (0.169.0 on) scrolls the composer to the pane's end,
+over its footer, its first row marked ``↑`` in the right margin (`scrolled`).
 """
 
 from __future__ import annotations
