@@ -252,6 +252,33 @@ def test_the_shell_mode_reads_working_only_under_a_working_line(version: str) ->
     assert plain.state is State.UNKNOWN and not (plain.reason or "").startswith("shell mode")
 
 
+@pytest.mark.parametrize("size", ["", "80x24"])
+@pytest.mark.parametrize("version", ["2.1.328", "2.1.332"])
+def test_the_hint_an_api_error_leaves_in_the_composer_is_an_empty_composer(
+    version: str, size: str
+) -> None:
+    """After an API error Claude writes a dim hint into the empty composer ("Once fixed,
+    resend your message"), the cursor on its first character: idle, with no draft, so the
+    pane takes the next task. The same row not dim, or with the cursor elsewhere, is a
+    person's draft."""
+    path = corpus.ROOT / "claude" / version / size / "claude_api_error_hint.json"
+    _, observation = classify(path)
+    assert observation.state is State.IDLE and observation.draft is not None
+    assert observation.draft.empty, observation.draft
+    _, grid = corpus.screen(path)
+    y = next(y for y in range(grid.rows) if "resend your message" in grid.row_text(y))
+    row = grid.row(y)
+    plain = {(x, y): attrs.evolve(cell, dim=False) for x, cell in enumerate(row) if cell.dim}
+    moved = {
+        (2, y): attrs.evolve(row[2], reverse=False),
+        (3, y): attrs.evolve(row[3], reverse=True),
+    }
+    for changes in (plain, moved):
+        _, typed = classify(path, with_cells(grid, changes))
+        assert typed.state is State.IDLE_DRAFT and typed.draft is not None
+        assert typed.draft.rows == ("Once fixed, resend your message",), typed.draft
+
+
 @pytest.mark.parametrize("version", sorted(PROFILES))
 def test_a_list_a_draft_opens_over_a_working_composer_reads_working(version: str) -> None:
     """The command menu ('/') or the mention popup ('@') a person opens while a turn runs

@@ -23,6 +23,9 @@ then takes no keys, and the screen reads unknown. Ctrl-O's detailed transcript
 takes the composer's place, over a footer of its own that says whether a prompt
 waits behind it (`person_view`). A leading ``!`` turns the composer into a shell
 prompt, rules and hint row (``! for shell mode``) in another colour (`shell_mode`).
+After an API error 2.1.328 and 2.1.332 write a dim hint into the empty composer
+(``Resend your message to try again``), the cursor on its first character: an empty
+composer (`_hint_only`).
 """
 
 from __future__ import annotations
@@ -246,6 +249,23 @@ def _upper_rule(r: Reader, y: int) -> str | None:
     return _rule(r, y)
 
 
+def _hint_only(r: Reader, first: int, end: int, indent: int) -> bool:
+    """Whether the composer is empty but for a dim hint, the cursor on its first character:
+    2.1.328 and 2.1.332 write one there after an API error ("Resend your message to try
+    again", "Once fixed, resend your message"). A person's text is never drawn dim."""
+    if end - first != 1:
+        return False
+    cells = r.cells[first][indent:]
+    shown = [cell for cell in cells if cell.char.strip()]
+    cursor = cells[0]
+    return (
+        len(shown) > 1
+        and cursor.reverse
+        and bool(cursor.char.strip())
+        and all(cell.dim for cell in shown[1:])
+    )
+
+
 def _draft(r: Reader, first: int, end: int) -> DraftView:
     """The draft in composer rows first..end-1 (the prompt glyph and the indent dropped).
 
@@ -254,7 +274,7 @@ def _draft(r: Reader, first: int, end: int) -> DraftView:
     """
     indent = r.p.composer.continuation_indent  # the prompt glyph takes as many columns
     rows = tuple(r.texts[y][indent:].rstrip(" ") for y in range(first, end))
-    if rows == ("",):
+    if rows == ("",) or _hint_only(r, first, end, indent):
         rows = ()
     cursors = [
         (y - first, x - indent)

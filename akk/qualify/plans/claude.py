@@ -359,6 +359,14 @@ def variant_plans(base: Mapping[str, Plan]) -> list[Plan]:
         # on behind it, and its prompts come on top).
         person_while_working("claude", Expected("unknown"), POPUPS),
         TRANSCRIPT_VIEW,
+        # After an API error 2.1.328 and 2.1.332 write a dim hint into the empty composer.
+        Plan(
+            "claude_api_error_hint",
+            "api_error_once",
+            CLAUDE,
+            (Submit(), wait("API Error"), Shot(None, Expected("idle"))),
+            versions=frozenset({"2.1.328", "2.1.332"}),
+        ),
         # Claude adds advisory lines to the permission body for such a command.
         permission("claude_bash_expansion", CLAUDE, "Bash", manual=False),
         # Read-only but for the expansion: 2.1.328 and 2.1.332 ask ("can't be checked" row);
