@@ -586,6 +586,20 @@ def test_a_draft_taller_than_the_pane_reads_working_only_while_a_turn_runs(
     assert rest.state is State.UNKNOWN and "no turn runs" in (rest.reason or ""), rest
 
 
+@pytest.mark.parametrize("size", ["", "80x24"])
+@pytest.mark.parametrize("version", ["0.155.1", "0.169.0", "0.171.0"])
+def test_a_turn_the_model_api_failed_ends_with_its_red_error(version: str, size: str) -> None:
+    """A failed turn draws its error (a red ``■``) under the message and no turn-end line:
+    idle, so the pane takes the next task. Not red, the same row ends nothing: the turn
+    reads as still running."""
+    fixture = _load(corpus.ROOT / "codex" / version / size / "codex_api_error.json")
+    assert _observe(fixture).state is State.IDLE
+    grid = fixture.grid
+    (y,) = [y for y in range(grid.rows) if grid.row_text(y).startswith("■ ")]
+    plain = _with_cell(grid, 0, y, attrs.evolve(grid.cell(0, y), fg="default"))
+    assert _observe(fixture, plain).state is State.WORKING
+
+
 def _last_content_row(grid: Grid) -> int:
     return max(y for y in range(grid.rows) if grid.row_text(y).strip())
 

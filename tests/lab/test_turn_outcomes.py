@@ -395,13 +395,20 @@ async def test_past_the_lifetime_is_timed_out(lab: LabSession, tmp_path: Path) -
     indirect=True,
 )
 async def test_an_api_error_fails_the_turn(lab: LabSession, tmp_path: Path) -> None:
+    """The Turn fails with the agent's error, and the pane takes the next task: Claude
+    2.1.328 on writes a dim hint into the empty composer ("Once fixed, resend your
+    message"), which read as a draft and refused every later send (`not_idle`)."""
     async with controller(lab, tmp_path) as ctl:
         turn_id = await _send(ctl, ERROR_TASK)
         event = await outcome(ctl, turn_id)
         status = await ctl.call("status", {"turn_id": turn_id})
+        again = await outcome(ctl, await _send(ctl, ERROR_TASK, "r2"))
     assert event["kind"] == "failed", event
     assert status["turn"]["reason"] == "agent_error"
     assert "lab: simulated" in event["summary"]
+    assert again["kind"] == "failed", again
+    sent = [r for r in lab.server.main_requests() if ERROR_TASK in r.newest_input]
+    assert len(sent) == 2, lab.server.summary()
 
 
 @pytest.mark.parametrize("lab", lab_params("slow", agents=("claude", "codex"))[::4], indirect=True)

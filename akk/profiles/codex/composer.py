@@ -11,8 +11,9 @@ interrupt)``; a running command shows ``• Running <cmd>`` (verb bold). While a
 reply streams, 0.169.0 hides that line; from 0.155.1 each finished turn ends
 with a dim line (``done 10:02 PM``, ``Worked for 3s • 21:52``), so idle there
 also needs that line below the last sent message (or the session header on
-screen and no message at all), or the line ``■ Conversation interrupted - ...``
-an interrupted turn ends with (Esc, a rejected command). 0.153.4 and 0.154.0
+screen and no message at all), the line ``■ Conversation interrupted - ...``
+an interrupted turn ends with (Esc, a rejected command), or the red ``■ <error>``
+a turn the model API failed ends with. 0.153.4 and 0.154.0
 draw no such line: their idle rests on the absence of the status line alone.
 A queued async question (0.154.0, 0.155.1) sits right above the composer. A
 draft taller than the pane (0.169.0 on) scrolls the composer to the pane's end,
@@ -186,6 +187,8 @@ def _turn_finished(r: Reader, composer_top: int) -> bool:
         if p.turn_end.fullmatch(text) and r.indented(y, 2) and r.grid.cell(2, y).dim:
             return True
         if r.lines[y].startswith(p.interrupted) and glyph.fg == p.interrupted_fg:
+            return True
+        if r.lines[y].startswith(p.failed) and glyph.fg == p.failed_fg:
             return True
         if r.lines[y][:2] == f"{p.user_glyph} " and glyph.bold and glyph.dim:
             return False

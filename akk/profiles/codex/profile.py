@@ -114,6 +114,8 @@ class CodexProfile:
     turn_end: re.Pattern[str] | None  # dim line closing a finished turn
     interrupted: str  # the line closing an interrupted turn (Esc, a rejected command)
     interrupted_fg: str
+    failed: str  # the line closing a turn the model API failed (its error), in `failed_fg`
+    failed_fg: str
     async_question: AsyncShape | None
     blockers: tuple[Blocker, ...]
     key_plans: KeyPlans

@@ -265,6 +265,8 @@ _V0_153_4 = CodexProfile(
     turn_end=None,
     interrupted="■ Conversation interrupted - ",
     interrupted_fg="red",
+    failed="■ ",  # then the API's error, e.g. '■ {"error": {"message": ...'
+    failed_fg="red",
     async_question=None,
     blockers=(
         Blocker(

@@ -639,6 +639,13 @@ def variant_plans(base: Mapping[str, Plan]) -> list[Plan]:
         ),
         _tall_draft("codex_tall_draft_scrolled", frozenset({"0.169.0", "0.171.0"})),
         _tall_draft_at_rest(),
+        # A turn the model API failed ends with its error in red, and no turn-end line.
+        Plan(
+            "codex_api_error",
+            "api_error",
+            CODEX,
+            (Submit(), wait("invalid_request_error"), Shot(None, Expected("idle"))),
+        ),
         _new_where(),
         *(_footer_plan(name, preseed) for name, preseed in CODEX_FOOTERS.items()),
         _after_warning(),
