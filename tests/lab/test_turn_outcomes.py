@@ -395,9 +395,10 @@ async def test_past_the_lifetime_is_timed_out(lab: LabSession, tmp_path: Path) -
     indirect=True,
 )
 async def test_an_api_error_fails_the_turn(lab: LabSession, tmp_path: Path) -> None:
-    """The Turn fails with the agent's error, and the pane takes the next task: Claude
-    2.1.328 on writes a dim hint into the empty composer ("Once fixed, resend your
-    message"), which read as a draft and refused every later send (`not_idle`)."""
+    """The Turn fails with the agent's error, and the pane takes the next task. Every later
+    send used to be refused `not_idle`: Claude 2.1.328 on writes a dim hint into the empty
+    composer ("Once fixed, resend your message"), read as a draft, and Codex 0.155.1 on
+    closes the turn with its red error and no turn-end line, read as still working."""
     async with controller(lab, tmp_path) as ctl:
         turn_id = await _send(ctl, ERROR_TASK)
         event = await outcome(ctl, turn_id)

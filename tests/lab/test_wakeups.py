@@ -240,8 +240,10 @@ async def test_a_person_at_the_composer_while_a_turn_works_wakes_nobody(
         for keys, shown, leave in PERSON_AT_COMPOSER[lab.agent]:
             if keys == "C-r":
                 await lab.send_keys(keys)
+            elif "\n" in keys:
+                await lab.paste(keys)
             else:
-                await (lab.paste(keys) if "\n" in keys else lab.type_text(keys))
+                await lab.type_text(keys)
             await lab.wait_for_screen(lambda s, shown=shown: shown in s, 10, what=shown)
             await _working_and_nobody_woken(ctl, turn_id)
             await lab.send_keys(leave)

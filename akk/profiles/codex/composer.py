@@ -71,11 +71,10 @@ def read(r: Reader, footer: FooterTop) -> Observation:
 def _person_s(r: Reader, person: PersonRow, top: int, draft: DraftView) -> Observation:
     """The composer a person is at, read only while a turn is proven to run (its status
     line, or no end under its last message): the agent goes on behind it."""
-    p = r.p
-    if not _status_line(r, top) and (p.turn_end is None or _turn_finished(r, top)):
+    if not _turn_runs(r, top):
         raise Unproven(f"{person.value.replace('_', ' ')} at the composer, and no turn runs")
     mode = person.value if person in (PersonRow.SHELL, PersonRow.SEARCH) else None
-    return Observation(State.WORKING, p.id, draft=draft, composer_mode=mode)
+    return Observation(State.WORKING, r.p.id, draft=draft, composer_mode=mode)
 
 
 def scrolled(r: Reader, last: int) -> Observation | None:
@@ -93,9 +92,18 @@ def scrolled(r: Reader, last: int) -> Observation | None:
     mark = grid.cell(grid.cols - 1, top)
     if mark.char != p.scrolled_mark or not mark.dim:
         return None
-    if not _status_line(r, top) and (p.turn_end is None or _turn_finished(r, top)):
+    if not _turn_runs(r, top):
         raise Unproven("a draft taller than the pane at the composer, and no turn runs")
     return Observation(State.WORKING, p.id, draft=_draft(r, top, last + 1))
+
+
+def _turn_runs(r: Reader, composer_top: int) -> bool:
+    """Whether a turn is proven to run: its status line stands above the composer, or the
+    version closes each turn with a line and none stands under the last message."""
+    p = r.p
+    return _status_line(r, composer_top) or (
+        p.turn_end is not None and not _turn_finished(r, composer_top)
+    )
 
 
 def _status_line(r: Reader, composer_top: int) -> bool:

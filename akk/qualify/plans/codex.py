@@ -491,24 +491,27 @@ the shortcuts ('?' in an empty composer). The mention popup has a plan of its ow
 
 def _draft_while_working(
     name: str,
-    text: str,
+    draft: Type | Paste,
     shown: str,
     shot: Shot,
     *,
+    clear: str = "C-u",
     plan_mode: bool = False,
     sizes: tuple[tuple[int, int], ...] | None = None,
     versions: frozenset[str] | None = None,
+    unreadable_sizes: tuple[tuple[int, int], ...] = (),
 ) -> Plan:
-    """A draft a person types while a Turn works (`text`, once `shown` shows), taken as
-    `shot`, then cleared."""
+    """A draft a person types or pastes while a Turn works, taken as `shot` once `shown`
+    shows, then cleared with the `clear` key."""
     return Plan(
         name,
         "slow",
         CODEX,
-        while_working(Type(text), wait(shown), shot, Press(("C-u",))),
+        while_working(draft, wait(shown), shot, Press((clear,))),
         plan_mode=plan_mode,
         sizes=sizes,
         versions=versions,
+        unreadable_sizes=unreadable_sizes,
     )
 
 
@@ -519,21 +522,13 @@ TALL_DRAFT = "\n".join(f"lab line {n:02d}" for n in range(1, 31))
 def _tall_draft(
     name: str, versions: frozenset[str], unreadable_sizes: tuple[tuple[int, int], ...] = ()
 ) -> Plan:
-    """A draft taller than the pane, pasted while a Turn works. Up to 0.155.1 its footer
-    stays, and at 80x24 the composer covers the whole history, the turn's status line with
-    it: nothing then proves the turn runs (`unreadable_sizes`). From 0.169.0 the composer
-    scrolls to the pane's end, over its footer, under the turn's status line. Ctrl-C clears
-    it; the turn runs on."""
-    return Plan(
+    """`TALL_DRAFT` pasted while a Turn works, then cleared with Ctrl-C (the turn runs on)."""
+    return _draft_while_working(
         name,
-        "slow",
-        CODEX,
-        while_working(
-            Paste(TALL_DRAFT),
-            wait("lab line 30"),
-            Shot("tall_draft", Expected("working"), settle=False),
-            Press(("C-c",)),
-        ),
+        Paste(TALL_DRAFT),
+        "lab line 30",
+        Shot("tall_draft", Expected("working"), settle=False),
+        clear="C-c",
         versions=versions,
         unreadable_sizes=unreadable_sizes,
     )
@@ -609,7 +604,7 @@ def variant_plans(base: Mapping[str, Plan]) -> list[Plan]:
         # up to 0.155.1, the indicator from 0.169.0).
         _draft_while_working(
             "codex_plan_mode_working",
-            DRAFT_TEXT,
+            Type(DRAFT_TEXT),
             DRAFT_TEXT,
             Shot("draft", Expected("working", draft=DRAFT_TEXT), settle=False),
             plan_mode=True,
@@ -619,19 +614,23 @@ def variant_plans(base: Mapping[str, Plan]) -> list[Plan]:
         # the pane reads `unknown` (docs/screens.md).
         _draft_while_working(
             "codex_mention_while_working",
-            MENTION,
+            Type(MENTION),
             "esc close",
             Shot("mention", Expected("working", draft=MENTION), settle=False),
             sizes=((120, 40),),
         ),
         _draft_while_working(
             "codex_mention_covering",
-            MENTION,
+            Type(MENTION),
             "esc close",
             Shot("mention", Expected("unknown"), settle=False),
             sizes=((80, 24),),
             versions=frozenset({"0.169.0", "0.171.0"}),
         ),
+        # A draft taller than the pane. Up to 0.155.1 its footer stays, and at 80x24 the
+        # composer covers the whole history, the turn's status line with it: nothing then
+        # proves the turn runs. From 0.169.0 the composer scrolls to the pane's end, over
+        # its footer, under the turn's status line.
         _tall_draft(
             "codex_tall_draft_footer",
             frozenset({"0.153.4", "0.154.0", "0.155.1"}),
