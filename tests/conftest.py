@@ -13,6 +13,7 @@ import trio
 from hypothesis import HealthCheck, settings
 
 from akk.config import EndpointLimits, ServiceConfig
+from akk.qualify.launcher import end_abandoned
 from akk.server.instance import Endpoint
 from akk.service import run_service
 from akk.store.location import StateDir
@@ -114,9 +115,26 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: item.get_closest_marker("long") is None)
 
 
+ABANDONED = pytest.StashKey[list[Path]]()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """End the lab runs of a test worker that was killed (a crash, a signal).
+
+    A killed worker cannot run its lab teardown; the controller runs last, after
+    every worker has ended, so it ends their tmux servers, clients and servers.
+    """
+    if not hasattr(session.config, "workerinput"):
+        session.config.stash[ABANDONED] = trio.run(end_abandoned)
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     _corpus_summary(terminalreporter)
     _lab_summary(terminalreporter)
+    if ended := terminalreporter.config.stash.get(ABANDONED, []):
+        terminalreporter.section("lab runs of a killed process, ended after the run")
+        for root in ended:
+            terminalreporter.write_line(str(root))
 
 
 def _corpus_summary(terminalreporter: pytest.TerminalReporter) -> None:

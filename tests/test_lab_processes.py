@@ -1,4 +1,5 @@
-"""The lab names a backend's process by its parent, never by a command line its forks share."""
+"""The lab's processes: a backend's by its parent, never by a command line its forks share;
+a run whose launching process was killed, ended by the next sweep."""
 
 from __future__ import annotations
 
@@ -6,8 +7,12 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
-from akk.discovery.process import children, read_process
+import trio
+
+from akk.discovery.process import children, read_process, start_ticks
+from akk.qualify.launcher import OWNER_FILE, end_abandoned
 from tools.lab.akk_runner import backend_processes
 
 _FORKS = """
@@ -35,3 +40,30 @@ def test_a_backend_s_fork_is_not_counted_as_a_second_backend_process() -> None:
             assert backend_processes(os.getpid(), "app-server") == [backend.pid]
         finally:
             os.killpg(backend.pid, signal.SIGKILL)
+
+
+def test_only_a_run_whose_launcher_is_gone_is_ended(tmp_path: Path) -> None:
+    def run(name: str, owner: str | None) -> Path:
+        root = tmp_path / f"akk-lab-{name}"
+        root.mkdir()
+        if owner is not None:
+            (root / OWNER_FILE).write_text(owner)
+        return root
+
+    with subprocess.Popen(["sleep", "60"]) as gone:
+        ticks = start_ticks(gone.pid)
+        gone.kill()
+    me, my_ticks = os.getpid(), start_ticks(os.getpid())
+    assert ticks is not None and my_ticks is not None
+    dead = run("dead", f"{gone.pid} {ticks}\n")
+    reused = run("reused", f"{me} {my_ticks - 1}\n")  # the pid now names another process
+    live = run("live", f"{me} {my_ticks}\n")
+    unclaimed = run("unclaimed", None)
+    half_written = run("half", "")
+    other = tmp_path / "not-a-run"
+    other.mkdir()
+    (other / OWNER_FILE).write_text(f"{gone.pid} {ticks}\n")
+
+    assert trio.run(end_abandoned, tmp_path) == [dead, reused]
+    assert not dead.exists() and not reused.exists()
+    assert live.exists() and unclaimed.exists() and half_written.exists() and other.exists()

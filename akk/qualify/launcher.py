@@ -8,7 +8,8 @@ pane's foreground process group, as when a person starts it). It waits for
 the idle composer and yields a `LabSession`. On exit, also on failure or
 cancellation, it kills the tmux server and every process of the run (found by
 a per-run environment marker, so daemons that left the session are caught
-too), stops the model server and removes the temporary directory.
+too), stops the model server and removes the temporary directory. A run whose
+launching process was killed is ended by the next launch (`end_abandoned`).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from pathlib import Path
 import attrs
 import trio
 
-from akk.discovery.process import classify, read_process
+from akk.discovery.process import alive, classify, read_process, start_ticks
 from akk.qualify.client import Agent, Client
 from akk.qualify.model_server import ModelServer
 from akk.qualify.run_files import (
@@ -76,6 +77,12 @@ DROPPED_KEY_SECONDS = 1.5
 """How long a key press may take to show before it counts as dropped (see press_until)."""
 
 _EXIT_BANNER = "[lab] client exited with status"
+RUN_PREFIX = "akk-lab-"
+"""The name of every run's temporary directory starts so (`tempfile.mkdtemp`'s prefix)."""
+
+OWNER_FILE = "owner"
+"""In a run's directory: the pid and start time of the process that launched it."""
+
 _TEARDOWN_GRACE_SECONDS = 1.5
 _TEARDOWN_KILL_SECONDS = 5.0
 
@@ -428,6 +435,37 @@ async def end_run(root: Path, grace: float, after_kill: float) -> list[int]:
     return await wait_gone(root, after_kill)
 
 
+def _claim(root: Path) -> None:
+    """Record this process as the run's owner, for `end_abandoned`."""
+    me = os.getpid()
+    (root / OWNER_FILE).write_text(f"{me} {start_ticks(me)}\n")
+
+
+def _abandoned(root: Path) -> bool:
+    """Whether the process that launched the run in `root` is gone (a killed test worker)."""
+    try:
+        pid, ticks = (int(field) for field in (root / OWNER_FILE).read_text().split())
+    except (OSError, ValueError):
+        return False  # not a launched run, or its owner is still writing the file
+    return not alive(pid, ticks)
+
+
+async def end_abandoned(parent: Path | None = None) -> list[Path]:
+    """End every run whose launching process died without its teardown; their directories.
+
+    A process killed by a signal (a crashed test worker, a killed `akk qualify`)
+    cannot run `launch`'s teardown, and its tmux server, client and `akk serve`
+    would stay up. The run's processes are found as the teardown finds them.
+    """
+    base = Path(tempfile.gettempdir()) if parent is None else parent
+    ended = []
+    for root in sorted(base.glob(f"{RUN_PREFIX}*")):
+        if root.is_dir() and _abandoned(root):
+            await _teardown(root, root / "tmux.sock")
+            ended.append(root)
+    return ended
+
+
 async def _teardown(root: Path, socket: Path) -> None:
     """Kill the tmux server and every process of the run, then remove its files."""
     if await trio.Path(socket).exists():
@@ -606,13 +644,16 @@ async def launch(
     Plan mode if asked); otherwise as soon as the client process runs.
     `confine` may run it under bubblewrap and at a low priority. Raises
     LabError if the binary is missing or never reaches the composer.
-    Everything started here is gone when the block exits, however it exits.
+    Everything started here is gone when the block exits, however it exits; if
+    this process is killed instead, the next launch ends the run (`end_abandoned`).
     """
     binary = client.binary()
     if not binary.is_file():
         raise LabError(f"{client.name}: no executable at {binary}")
+    await end_abandoned()
     server = ModelServer(scenario)
-    root = Path(tempfile.mkdtemp(prefix="akk-lab-"))
+    root = Path(tempfile.mkdtemp(prefix=RUN_PREFIX))
+    _claim(root)
     own_error: BaseException | None = None
     try:
         async with trio.open_nursery() as nursery:

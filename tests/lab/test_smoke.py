@@ -8,15 +8,24 @@ also when the test body fails.
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
 import pytest
 import trio
 
-from akk.qualify.launcher import LabSession, launch, run_processes
+from akk.qualify.launcher import LabSession, end_abandoned, launch, run_processes
 from akk.qualify.model_server import RecordedRequest
 from akk.qualify.scenarios import ECHO_REPLY, ECHO_TASK, SCENARIOS
-from tests.lab.conftest import lab_params
+from tests.lab.conftest import ensure_installed, lab_params
 from tools.lab import clients, installer
 from tools.lab.clients import Client
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _is_task(request: RecordedRequest) -> bool:
@@ -98,3 +107,58 @@ async def test_launch_leaves_nothing_behind_even_when_the_body_fails(
     assert run_processes(root) == []
     assert not socket.exists()
     assert not root.exists()
+
+
+_LAUNCH_AND_HOLD = """
+import sys, trio
+from akk.qualify.launcher import launch
+from akk.qualify.scenarios import SCENARIOS
+from tools.lab import clients
+
+async def main() -> None:
+    async with launch(clients.get(sys.argv[1], sys.argv[2]), SCENARIOS["echo"]) as lab:
+        print(lab.root, flush=True)
+        await trio.sleep_forever()
+
+trio.run(main)
+"""
+
+
+@pytest.mark.lab
+async def test_a_run_whose_launcher_was_killed_is_ended_by_the_next_sweep() -> None:
+    """A test worker killed by a signal cannot tear its run down: `end_abandoned` does."""
+    client = clients.get("claude", "2.1.332")
+    await ensure_installed(client)
+    # Its own temp dir: the other workers' launches sweep only theirs, so none ends
+    # this run before the test looks at it.
+    parent = Path(tempfile.mkdtemp(prefix="akk-sweep-"))
+    try:
+        with trio.fail_after(60):
+            launcher = await trio.lowlevel.open_process(
+                [sys.executable, "-c", _LAUNCH_AND_HOLD, client.agent, client.version],
+                cwd=REPO,
+                env={**os.environ, "TMPDIR": str(parent)},
+                stdout=subprocess.PIPE,
+            )
+            try:
+                assert launcher.stdout is not None
+                said = b""
+                while not said.endswith(b"\n"):
+                    chunk = await launcher.stdout.receive_some()
+                    assert chunk, "the launcher exited before its client was idle"
+                    said += chunk
+                root = Path(said.decode().strip())
+            finally:
+                launcher.kill()  # SIGKILL: no teardown can run
+                await launcher.wait()
+            assert root.parent == parent
+            assert run_processes(root), "the killed launcher's tmux server and client run on"
+            assert await trio.Path(root / "tmux.sock").exists()
+
+            assert await end_abandoned(parent) == [root]
+
+        assert run_processes(root) == []
+        assert not await trio.Path(root).exists()
+        assert await end_abandoned(parent) == []
+    finally:
+        shutil.rmtree(parent, ignore_errors=True)
