@@ -702,6 +702,22 @@ def test_a_wrapped_command_row_is_read_exactly(version: str) -> None:
         assert not _observe(fixture, mutated).actionable, what
 
 
+@pytest.mark.parametrize("size", ["", "80x24"])
+@pytest.mark.parametrize("version", sorted(BY_VERSION))
+def test_a_long_reason_wraps_at_its_paragraph_s_indent(version: str, size: str) -> None:
+    """A model's reason wraps onto rows indented by two, as its first row is; only so."""
+    fixture = _variant(version, "codex_exec_reason_long-permission", size)
+    assert _observe(fixture).state is State.PERMISSION
+    grid = fixture.grid
+    reason = next(y for y in range(grid.rows) if grid.row_text(y).startswith("  Reason: "))
+    wrapped = reason + 1
+    assert grid.row_text(wrapped).startswith("  ") and grid.row_text(wrapped)[2] != " "
+    for shift in (1, 2):
+        moved = (*(Cell() for _ in range(shift)), *grid.row(wrapped)[:-shift])
+        rows = [*(grid.row(y) for y in range(wrapped)), moved, *rows_after(grid, wrapped)]
+        assert not _observe(fixture, _with_rows(grid, rows)).actionable, shift
+
+
 def rows_after(grid: Grid, y: int) -> list[tuple[Cell, ...]]:
     return [grid.row(r) for r in range(y + 1, grid.rows)]
 

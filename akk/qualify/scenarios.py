@@ -586,9 +586,21 @@ _LONG_QUESTION = Question(
 """A request_user_input question whose option descriptions wrap over several rows."""
 
 
+_LONG_REASON = (
+    "Running the test suite needs network access to download the project's dependencies, "
+    "which the sandbox blocks, and it writes its cache outside the workspace."
+)
+"""A justification as long as a model writes one: it wraps over rows at every pane width."""
+
+
 def _codex_variant_scenarios() -> dict[str, Scenario]:
     scenarios = [
         _command("codex_exec_long", ExecCommand(EXEC_LONG_COMMAND), marker=EXEC_MARKER),
+        _command(
+            "codex_exec_reason_long",
+            attrs.evolve(_EXEC_CALL, justification=_LONG_REASON),
+            marker=EXEC_MARKER,
+        ),
         _codex_questionnaire("codex_rui_long", _LONG_QUESTION),
     ]
     return {scenario.name: scenario for scenario in scenarios}
@@ -1240,7 +1252,7 @@ def repeating(scenario: Scenario) -> Scenario:
 
 REPEATING = (
     "claude_bash",
-    "codex_exec",
+    "codex_exec_reason_long",
     "codex_rui_one",
     "questionnaire_single3",
     "questionnaire_multi",

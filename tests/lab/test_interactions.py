@@ -392,10 +392,11 @@ async def test_codex_request_user_input_choice_reaches_the_model_once(
     assert lab.server.count_inputs_containing(sc.ANSWERED_CODEX) == 1
 
 
-@pytest.mark.parametrize("lab", lab_params("codex_exec_repeating"), indirect=True)
+@pytest.mark.parametrize("lab", lab_params("codex_exec_reason_long_repeating"), indirect=True)
 async def test_codex_exec_approve_runs_the_command_once_reject_selects_the_no_row(
     lab: LabSession, tmp_path: Path
 ) -> None:
+    """The model's reason is as long as a model writes one: it wraps over rows."""
     for decision in ("approve_once", "reject"):
         with one_case(lab, tmp_path, decision) as state:
             # Gone before each case: only this case's run may leave it.

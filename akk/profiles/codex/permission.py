@@ -4,7 +4,8 @@ What the pinned versions draw, bottom-up: the footer ``Press enter to confirm
 or esc to cancel``, numbered rows each ending in its key shortcut (``(y)``), a
 blank row (two from 0.169.0), then paragraphs separated by blank rows (``$ ``
 and the command, ``Reason: ``, ``Environment: ``) under the bold anchor. A long
-command wraps at spaces onto rows indented by two, syntax-highlighted. A proven
+paragraph wraps at spaces onto rows indented by two, as its first row is (the
+command's syntax-highlighted): a model's reason often does, at any width. A proven
 approval whose cursor sits on a persistent-approval row is BLOCKED, with its
 prompt for display.
 """
@@ -63,7 +64,7 @@ def read(r: Reader, footer: Footer, footer_top: int, last: int) -> Observation:
             raise Unproven(f"unexpected row {top} inside the approval prompt")
         if prefix == p.command_prefix:
             command = _command(r, top, y)
-        elif not all(r.indented(row, 4) for row in range(top + 1, y + 1)):
+        elif not all(r.indented(row, 2) for row in range(top + 1, y + 1)):
             raise Unproven(f"unexpected row inside the approval paragraph at row {top}")
         seen.add(prefix)
         r.blank(top - 1, "between approval paragraphs")

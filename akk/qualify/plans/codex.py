@@ -652,6 +652,8 @@ def variant_plans(base: Mapping[str, Plan]) -> list[Plan]:
         attrs.evolve(base["echo"], name="codex_narrow", agents=CODEX, sizes=CODEX_NARROW_SIZES),
         # The command wraps over several rows of the approval prompt.
         permission("codex_exec_long", CODEX, "exec_command", manual=False),
+        # The model's reason wraps over several rows.
+        permission("codex_exec_reason_long", CODEX, "exec_command", manual=False),
         _cut_command(),
         # The option descriptions wrap under their rows.
         questionnaire("codex_rui_long"),
