@@ -64,8 +64,8 @@ def read(r: Reader, footer: Footer, footer_top: int, last: int) -> Observation:
             raise Unproven(f"unexpected row {top} inside the approval prompt")
         if prefix == p.command_prefix:
             command = _command(r, top, y)
-        elif not all(r.indented(row, 2) for row in range(top + 1, y + 1)):
-            raise Unproven(f"unexpected row inside the approval paragraph at row {top}")
+        else:
+            _prove_wrapped(r, top, y)
         seen.add(prefix)
         r.blank(top - 1, "between approval paragraphs")
         y = top - 2
@@ -139,6 +139,19 @@ def _command(r: Reader, top: int, bottom: int) -> str:
         if part.endswith("-") or (filled and " " not in part):
             raise Unproven(f"the command's row {y} may end inside a word: cannot unwrap it")
     return " ".join(parts)
+
+
+def _prove_wrapped(r: Reader, top: int, bottom: int) -> None:
+    """Rows top+1..bottom continue row top's paragraph (the model's reason) as Codex wraps it.
+
+    Codex breaks a paragraph at a space, onto a row indented by two, when the next
+    word would reach past the command margin; any other row there was not its wrap.
+    """
+    limit = r.grid.cols - r.p.command_margin
+    for y in range(top + 1, bottom + 1):
+        word = r.lines[y][2:].split(" ", 1)[0]
+        if not r.indented(y, 2) or len(r.lines[y - 1]) + 1 + len(word) <= limit:
+            raise Unproven(f"unexpected row {y} inside the approval paragraph at row {top}")
 
 
 def _check_named_prefix(command: str, options: Sequence[OptionView]) -> None:
