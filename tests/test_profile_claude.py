@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from akk.profiles import claude
 from akk.profiles.observation import Observation, OptionRole, State
 from akk.qualify.plans.claude import CLAUDE_THEMED_PLANS, CLAUDE_THEMES
+from akk.qualify.scenarios import BASH_CALL
 from akk.screen import Cell, Grid, fingerprint, render
 from tests import corpus
 
@@ -277,6 +278,32 @@ def test_the_hint_an_api_error_leaves_in_the_composer_is_an_empty_composer(
         _, typed = classify(path, with_cells(grid, changes))
         assert typed.state is State.IDLE_DRAFT and typed.draft is not None
         assert typed.draft.rows == ("Once fixed, resend your message",), typed.draft
+
+
+@pytest.mark.parametrize("size", ["", "80x24"])
+@pytest.mark.parametrize("version", sorted(PROFILES))
+def test_a_long_description_wraps_under_the_gutter_apart_from_the_command(
+    version: str, size: str
+) -> None:
+    """A model's long description of the command wraps under the dim gutter a long command
+    is drawn under, its text muted: it is no part of the command. The same rows in the
+    command's colour would be, and stand where no command row may: never actionable."""
+    path = corpus.ROOT / "claude" / version / size / "claude_bash_description_long-permission.json"
+    _, observation = classify(path)
+    assert observation.state is State.PERMISSION and observation.prompt is not None
+    assert [q.detail for q in observation.prompt.questions] == [BASH_CALL.command]
+    _, grid = corpus.screen(path)
+    muted = PROFILES[version].permission.menu.muted_fg
+    described = [y for y in range(grid.rows) if "│" in grid.row_text(y)]
+    assert len(described) >= 2
+    plain = {
+        (x, y): attrs.evolve(cell, fg="default")
+        for y in described
+        for x, cell in enumerate(grid.row(y))
+        if cell.fg == muted
+    }
+    _, recoloured = classify(path, with_cells(grid, plain))
+    assert not recoloured.actionable, recoloured
 
 
 @pytest.mark.parametrize("version", sorted(PROFILES))

@@ -339,7 +339,7 @@ def _command(
     )
 
 
-_EXEC_CALL = ExecCommand(f"touch ../{EXEC_MARKER}.txt && echo {EXEC_MARKER}")
+EXEC_CALL = ExecCommand(f"touch ../{EXEC_MARKER}.txt && echo {EXEC_MARKER}")
 """The command the codex_exec scenarios ask to run: it leaves a file, and prints the marker."""
 
 
@@ -398,9 +398,9 @@ def _build() -> dict[str, Scenario]:
         _claude_questionnaire(
             "questionnaire_multi_question", _color_question(3), _SIZE_QUESTION, _SHAPE_QUESTION
         ),
-        _command("codex_exec", _EXEC_CALL, marker=EXEC_MARKER),
+        _command("codex_exec", EXEC_CALL, marker=EXEC_MARKER),
         # As claude_bash_held: the Turn works until SLOW_SIGNAL, then its approval comes.
-        _command("codex_exec_held", _EXEC_CALL, marker=EXEC_MARKER, wait_for=SLOW_SIGNAL),
+        _command("codex_exec_held", EXEC_CALL, marker=EXEC_MARKER, wait_for=SLOW_SIGNAL),
         Scenario(
             "codex_patch",
             task=PATCH_TASK,
@@ -525,6 +525,13 @@ LONG_COMMAND = (
 """Expansion, redirects, `&&` and pipes, long enough to wrap over 3+ rows at 120 columns."""
 
 
+_LONG_DESCRIPTION = (
+    "Create the lab marker file in the working directory, so that the test can tell the "
+    "command ran exactly once, then print the marker for the transcript"
+)
+"""A description as long as a model writes one: it wraps over rows at every pane width."""
+
+
 def _claude_variant_scenarios() -> dict[str, Scenario]:
     scenarios = [
         _command(
@@ -543,6 +550,11 @@ def _claude_variant_scenarios() -> dict[str, Scenario]:
             "claude_bash_long",
             Bash(LONG_COMMAND, "Write, sort and count the lab word list"),
             marker=LONG_MARKER,
+        ),
+        _command(
+            "claude_bash_description_long",
+            attrs.evolve(BASH_CALL, description=_LONG_DESCRIPTION),
+            marker=BASH_MARKER,
         ),
     ]
     return {scenario.name: scenario for scenario in scenarios}
@@ -598,7 +610,7 @@ def _codex_variant_scenarios() -> dict[str, Scenario]:
         _command("codex_exec_long", ExecCommand(EXEC_LONG_COMMAND), marker=EXEC_MARKER),
         _command(
             "codex_exec_reason_long",
-            attrs.evolve(_EXEC_CALL, justification=_LONG_REASON),
+            attrs.evolve(EXEC_CALL, justification=_LONG_REASON),
             marker=EXEC_MARKER,
         ),
         _codex_questionnaire("codex_rui_long", _LONG_QUESTION),
@@ -1251,7 +1263,7 @@ def repeating(scenario: Scenario) -> Scenario:
 
 
 REPEATING = (
-    "claude_bash",
+    "claude_bash_description_long",
     "codex_exec_reason_long",
     "codex_rui_one",
     "questionnaire_single3",

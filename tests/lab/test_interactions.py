@@ -286,10 +286,11 @@ async def _multi_select(lab: LabSession, tmp_path: Path, labels: tuple[str, ...]
     assert count_since(lab, first, sc.ANSWERED_CLAUDE) == 1
 
 
-@pytest.mark.parametrize("lab", lab_params("claude_bash_repeating"), indirect=True)
+@pytest.mark.parametrize("lab", lab_params("claude_bash_description_long_repeating"), indirect=True)
 async def test_claude_bash_permission_approve_runs_it_reject_does_not(
     lab: LabSession, tmp_path: Path
 ) -> None:
+    """The model's description of the command is as long as a model writes one: it wraps."""
     # Approve first: the reject then ends the pane's conversation, so its tool result
     # never shares a user message with a later task.
     for decision in ("approve_once", "reject"):
@@ -312,6 +313,7 @@ async def _claude_bash(lab: LabSession, tmp_path: Path, decision: str) -> None:
         shown = (await ctl.call("status", {"turn_id": turn_id}))["interaction"]
         assert shown["kind"] == "permission"
         assert shown["decisions"] == ["approve_once", "reject"]
+        assert [q["detail"] for q in shown["questions"]] == [sc.BASH_CALL.command]
         labels = [o["label"] for q in shown["questions"] for o in q["options"]]
         assert not any("don't ask again" in label for label in labels)
         with pytest.raises(AkkError) as foreign:
@@ -413,6 +415,7 @@ async def _codex_exec(lab: LabSession, tmp_path: Path, decision: str) -> None:
         shown = (await ctl.call("status", {"turn_id": turn_id}))["interaction"]
         assert shown["kind"] == "permission"
         assert shown["decisions"] == ["approve_once", "reject"]
+        assert [q["detail"] for q in shown["questions"]] == [sc.EXEC_CALL.cmd]
         labels = [o["label"] for q in shown["questions"] for o in q["options"]]
         assert not any("don't ask again" in label.lower() for label in labels), labels
         reply = await ctl.call("approve", {"turn_id": turn_id, "decision": decision})

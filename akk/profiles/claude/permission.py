@@ -70,7 +70,8 @@ class PermissionShape:
     # description above; earlier versions put the description below the command.
     command_fence: str | None = None
     # A long command (one that may wrap) is drawn under a dim gutter, one row per
-    # wrapped row, broken at spaces: its rows join with a space.
+    # wrapped row, broken at spaces: its rows join with a space. A long description
+    # wraps under the same gutter, its text muted.
     command_gutter: str = "│ "
     # Rows a version adds when it cannot check the command, at `advisory_col` in the
     # default colour; each (wrapped) advisory must match one of these whole. 2.1.328
@@ -201,11 +202,14 @@ def _body(r: Reader, first: int, last: int) -> tuple[str, list[str]]:
             continue
         if start != shape.command_indent:
             raise Unproven(f"unexpected row {y} in the permission body")
-        if cell.fg == shape.menu.muted_fg:
-            continue  # the tool's description of the command
+        guttered = text[start:].startswith(shape.command_gutter) and cell.dim
+        after = start + len(shape.command_gutter) if guttered else start
+        if r.cells[y][after].fg == shape.menu.muted_fg:
+            # The tool's description of the command; a long one wraps under the gutter.
+            continue
         if fence is not None and fences != 1:
             raise Unproven(f"unexpected row {y} outside the command fence")
-        if text[start:].startswith(shape.command_gutter) and cell.dim:
+        if guttered:
             if command:
                 raise Unproven(f"gutter row {y} after an unguttered command row")
             wrapped.append(text[start + len(shape.command_gutter) :].strip())

@@ -392,6 +392,8 @@ def variant_plans(base: Mapping[str, Plan]) -> list[Plan]:
         permission("claude_bash_read_outside", CLAUDE, "Bash", manual=False),
         # A command that wraps over 3+ rows even at 120 columns (5+ at 80).
         permission("claude_bash_long", CLAUDE, "Bash", manual=False),
+        # The model's description of the command wraps over several rows.
+        permission("claude_bash_description_long", CLAUDE, "Bash", manual=False),
         *(_themed(base[name], theme) for theme in CLAUDE_THEMES for name in CLAUDE_THEMED_PLANS),
         *(
             _setup(base[name], "status_line", Preseed(claude_status_line=CLAUDE_STATUS_LINE))
