@@ -21,7 +21,7 @@ from akk.text_rule import screen_refusal
 from tests import corpus
 
 # Screens only: fixtures/<agent>/<version>/[<size>/] (other corpora live beside them).
-SIZE_FOLDERS = ("80x24", "100x30", "132x43", "200x50")
+SIZE_FOLDERS = ("80x24", "60x40", "100x30", "132x43", "200x50")
 LABELS = corpus.labels("", *SIZE_FOLDERS)
 QUIET_STATES = {"idle", "idle_draft", "working"}
 CONFIRM_ROLES = (OptionRole.SUBMIT, OptionRole.CANCEL, OptionRole.PROCEED, OptionRole.GO_BACK)

@@ -306,6 +306,49 @@ def test_a_long_description_wraps_under_the_gutter_apart_from_the_command(
     assert not recoloured.actionable, recoloured
 
 
+@pytest.mark.parametrize("version", ["2.1.328", "2.1.332"])
+def test_in_a_narrow_pane_the_auto_mode_row_s_muted_hint_wraps_muted(version: str) -> None:
+    """At 60 columns the 'switch to auto mode' row's muted hint wraps onto a muted row: the
+    row reads as at 120 columns, a persistent row (never offered). A muted row
+    under a row that ends in the label's own colour is no wrap of it."""
+    auto = "Yes, and switch to auto mode · auto mode handles these prompts for you"
+    for size in ("", "60x40"):
+        path = corpus.ROOT / "claude" / version / size / "claude_bash-permission.json"
+        _, observation = classify(path)
+        assert observation.state is State.PERMISSION and observation.prompt is not None
+        roles = {o.label: o.role for o in observation.prompt.questions[0].options}
+        assert roles[auto] is OptionRole.APPROVE_PERSISTENT, roles
+    _, grid = corpus.screen(path)
+    y = next(y for y in range(grid.rows) if "3. Yes, and switch to auto" in grid.row_text(y))
+    assert grid.row_text(y + 1).strip() == "these prompts for you"
+    muted = PROFILES[version].permission.menu.muted_fg
+    plain = {
+        (x, y): attrs.evolve(cell, fg="default")
+        for x, cell in enumerate(grid.row(y))
+        if cell.fg == muted and x > 8
+    }
+    _, recoloured = classify(path, with_cells(grid, plain))
+    assert not recoloured.actionable, recoloured
+
+
+@pytest.mark.parametrize("version", sorted(PROFILES))
+def test_in_a_narrow_pane_the_questionnaire_footer_wraps(version: str) -> None:
+    """At 60 columns the editor's footer ('… ctrl+g to edit in Vim · Esc to cancel') wraps
+    onto the pane's last row: the prompt reads, its region down to that row. The footer
+    without that row, or cut short in it, is a truncated prompt."""
+    path = corpus.ROOT / "claude" / version / "60x40" / "questionnaire_single3-free_text_typed.json"
+    _, grid = corpus.screen(path)
+    last = max(y for y in range(grid.rows) if grid.row_text(y).strip())
+    assert grid.row_text(last).strip() == "Esc to cancel"
+    _, observation = classify(path)
+    assert observation.state is State.QUESTIONNAIRE and observation.prompt is not None
+    assert observation.prompt.region.bottom == last + 1
+    rows = all_rows(grid)
+    for what, row in (("dropped", text_row(grid, "")), ("cut short", text_row(grid, "Esc to"))):
+        _, cut = classify(path, with_rows(grid, [*rows[:last], row, *rows[last + 1 :]]))
+        assert not cut.actionable, what
+
+
 @pytest.mark.parametrize("version", sorted(PROFILES))
 def test_a_list_a_draft_opens_over_a_working_composer_reads_working(version: str) -> None:
     """The command menu ('/') or the mention popup ('@') a person opens while a turn runs
@@ -665,7 +708,7 @@ def test_a_screen_mixing_two_themes_is_refused() -> None:
     assert not mixed.actionable and mixed.state is State.UNKNOWN
 
 
-@pytest.mark.parametrize("size", ["100x30", "132x43", "200x50"])
+@pytest.mark.parametrize("size", ["60x40", "100x30", "132x43", "200x50"])
 def test_every_version_has_its_screens_at_the_other_sizes(size: str) -> None:
     for version in PROFILES:
         states = {

@@ -26,7 +26,7 @@ from tests import corpus
 from tests.test_fixtures import classifies_to_its_label
 
 SIZE_FOLDER = re.compile(r"\d+x\d+")
-"""A size folder (`80x24`, `100x30`, `132x43`, `200x50`): every size besides 120x40."""
+"""A size folder (`80x24`, `60x40`, `100x30`, `132x43`, `200x50`): every size besides 120x40."""
 CODEX_LABELS = sorted(corpus.ROOT.glob("codex/*/*.json")) + sorted(
     path for path in corpus.ROOT.glob("codex/*/*/*.json") if SIZE_FOLDER.fullmatch(path.parent.name)
 )
@@ -669,7 +669,7 @@ def _variant(version: str, name: str, size: str = "") -> Fixture:
     return _load(corpus.ROOT / "codex" / version / size / f"{name}.json")
 
 
-@pytest.mark.parametrize("size", ["", "80x24", "100x30", "132x43", "200x50"])
+@pytest.mark.parametrize("size", ["", "80x24", "60x40", "100x30", "132x43", "200x50"])
 @pytest.mark.parametrize("version", sorted(BY_VERSION))
 def test_a_long_command_is_projected_whole(version: str, size: str) -> None:
     fixture = _variant(version, "codex_exec_long-permission", size)
@@ -678,7 +678,7 @@ def test_a_long_command_is_projected_whole(version: str, size: str) -> None:
     assert prompt.questions[0].detail == fixture.label["expected"]["command"]  # type: ignore[index]
 
 
-@pytest.mark.parametrize("size", ["", "80x24", "100x30", "132x43", "200x50"])
+@pytest.mark.parametrize("size", ["", "80x24", "60x40", "100x30", "132x43", "200x50"])
 @pytest.mark.parametrize("version", sorted(BY_VERSION))
 def test_wrapped_option_descriptions_are_read_whole(version: str, size: str) -> None:
     from akk.qualify.scenarios import SCENARIOS
@@ -816,7 +816,7 @@ def test_a_wrapped_status_line_is_read_exactly() -> None:
 @pytest.mark.parametrize("version", sorted(BY_VERSION))
 def test_a_model_outside_the_catalog_keeps_the_composer_readable(version: str) -> None:
     for step, state in (("idle", State.IDLE), ("working", State.WORKING), ("finished", State.IDLE)):
-        for size in ("", "80x24", "100x30", "132x43", "200x50"):
+        for size in ("", "80x24", "60x40", "100x30", "132x43", "200x50"):
             fixture = _variant(version, f"codex_model_unknown-{step}", size)
             observation = _observe(fixture)
             assert observation.state is state, (step, size, observation.reason)
@@ -833,7 +833,7 @@ def _notice_row(cols: int, left: str, notice: str, *, pad: int = 1) -> tuple[Cel
     return tuple(cells)
 
 
-@pytest.mark.parametrize("size", ["", "80x24", "100x30", "132x43", "200x50"])
+@pytest.mark.parametrize("size", ["", "80x24", "60x40", "100x30", "132x43", "200x50"])
 @pytest.mark.parametrize("version", sorted(BY_VERSION))
 def test_a_draft_after_a_turn_under_an_unknown_model_is_read_exactly(
     version: str, size: str

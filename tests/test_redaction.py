@@ -396,7 +396,10 @@ def substituted(label_path: Path, command: str) -> tuple[dict[str, Any], str]:
     return label, capture.replace(label["expected"]["command"], command)
 
 
-BASH_SCREENS = [p for p in LABELS if p.stem == "claude_bash-permission"]
+BASH_SCREENS = [
+    p for p in LABELS if p.stem == "claude_bash-permission" and corpus.label(p)["cols"] >= 80
+]
+"""Claude's Bash prompts in panes where a substituted command of 70 characters stays one row."""
 SECRET_COMMANDS = [
     (f"export ANTHROPIC_API_KEY={ANTHROPIC[:36]} && make", ANTHROPIC[:36]),
     ("psql postgres://app:Pq7Wx2Lz9Kv4Hs8@db.example.com/app -c 'select 1'", "Pq7Wx2Lz9Kv4Hs8"),

@@ -146,7 +146,7 @@ def _interaction_id(case: Case, grid: Grid, observation: Observation) -> str:
     return IDS.interaction_id(Appearance(fp, 0))
 
 
-SIZES = ((120, 40), (80, 24), (100, 30), (132, 43), (200, 50))
+SIZES = ((120, 40), (80, 24), (60, 40), (100, 30), (132, 43), (200, 50))
 
 
 def test_every_pinned_version_has_its_wrapped_and_unicode_questions() -> None:

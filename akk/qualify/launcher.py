@@ -61,6 +61,10 @@ CLAUDE_PROMPT = "\u276f"
 CLAUDE_SPINNER = re.compile(r"^[·✢*✶✻✽✳] [A-Za-z][\w'-]*…", re.MULTILINE)
 """Claude's working row (``✽ Burrowing…``), on a plain-text screen."""
 
+_PLAN_MODE_FOOTER = re.compile(r"Plan mode(?: \(shift\+tab.*)? *$", re.MULTILINE)
+"""Codex's footer in Plan mode: ``Plan mode (shift+tab to cycle)``, the hint dropped in a
+narrow pane (0.153.4 at 60 columns), but never the ``… for Plan mode.`` notice."""
+
 CODEX_PROMPT = "\u203a"
 """Codex's composer prompt character (single right angle quote)."""
 
@@ -341,7 +345,7 @@ class LabSession:
             raise LabError("plan mode is a Codex collaboration mode; Claude has no equivalent here")
         await self.press_until(
             lambda: self.send_keys("BTab"),
-            lambda s: "Plan mode (shift+tab" in s,
+            lambda s: _PLAN_MODE_FOOTER.search(s) is not None,
             timeout,
             what="Plan mode footer",
         )

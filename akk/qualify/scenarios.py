@@ -597,6 +597,20 @@ _LONG_QUESTION = Question(
 )
 """A request_user_input question whose option descriptions wrap over several rows."""
 
+LONG_ASKED = Question(
+    question=(
+        "The billing service keeps its invoices in two databases that drifted apart last "
+        "month: which one should the lab treat as the source of truth while it reconciles "
+        "the other, knowing that the reconciliation rewrites every differing row?"
+    ),
+    header="Source",
+    options=(
+        Option("Primary", "The database the service writes to today"),
+        Option("Replica", "The copy the reports read from"),
+    ),
+)
+"""A question as long as a model asks one: it wraps over rows at every pane width."""
+
 
 _LONG_REASON = (
     "Running the test suite needs network access to download the project's dependencies, "
@@ -614,6 +628,7 @@ def _codex_variant_scenarios() -> dict[str, Scenario]:
             marker=EXEC_MARKER,
         ),
         _codex_questionnaire("codex_rui_long", _LONG_QUESTION),
+        _codex_questionnaire("codex_rui_long_asked", LONG_ASKED),
     ]
     return {scenario.name: scenario for scenario in scenarios}
 
@@ -732,6 +747,7 @@ INVISIBLE_QUESTION = Question(
 
 def _claude_question_scenarios() -> dict[str, Scenario]:
     scenarios = [
+        _claude_questionnaire("questionnaire_long_asked", LONG_ASKED),
         _claude_questionnaire("questionnaire_wrapped", WRAPPED_QUESTION),
         _claude_questionnaire("questionnaire_tall", TALL_QUESTION),
         _claude_questionnaire("questionnaire_unicode", UNICODE_QUESTION),

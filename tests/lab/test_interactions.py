@@ -286,7 +286,15 @@ async def _multi_select(lab: LabSession, tmp_path: Path, labels: tuple[str, ...]
     assert count_since(lab, first, sc.ANSWERED_CLAUDE) == 1
 
 
-@pytest.mark.parametrize("lab", lab_params("claude_bash_description_long_repeating"), indirect=True)
+@pytest.mark.parametrize(
+    "lab",
+    [
+        *lab_params("claude_bash_description_long_repeating"),
+        # At 60 columns the auto-mode row's muted hint wraps too.
+        *lab_params("claude_bash_description_long_repeating", cols=60, rows=40)[-1:],
+    ],
+    indirect=True,
+)
 async def test_claude_bash_permission_approve_runs_it_reject_does_not(
     lab: LabSession, tmp_path: Path
 ) -> None:
@@ -394,7 +402,14 @@ async def test_codex_request_user_input_choice_reaches_the_model_once(
     assert lab.server.count_inputs_containing(sc.ANSWERED_CODEX) == 1
 
 
-@pytest.mark.parametrize("lab", lab_params("codex_exec_reason_long_repeating"), indirect=True)
+@pytest.mark.parametrize(
+    "lab",
+    [
+        *lab_params("codex_exec_reason_long_repeating"),
+        *lab_params("codex_exec_reason_long_repeating", cols=60, rows=40)[-1:],
+    ],
+    indirect=True,
+)
 async def test_codex_exec_approve_runs_the_command_once_reject_selects_the_no_row(
     lab: LabSession, tmp_path: Path
 ) -> None:
@@ -665,6 +680,17 @@ async def test_claude_free_text_goes_through_type_something_byte_exact(
     for name, text in texts.items():
         with one_case(lab, tmp_path, name) as state:
             await _claude_free_text(lab, state, text)
+
+
+@pytest.mark.parametrize(
+    "lab", lab_params("questionnaire_single3_repeating", cols=60, rows=40)[-1:], indirect=True
+)
+async def test_claude_free_text_in_a_narrow_pane_under_its_wrapped_footer(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    """At 60 columns the editor's footer wraps onto the pane's last row."""
+    with one_case(lab, tmp_path, "special") as state:
+        await _claude_free_text(lab, state, SPECIAL)
 
 
 async def _claude_free_text(lab: LabSession, tmp_path: Path, text: str) -> None:

@@ -120,6 +120,8 @@ def _prompt(r: Reader, bottom: int) -> Observation | None:
         return permission.read(r, bottom)
     if text.startswith(r.p.questionnaire.footer_prefix):
         return questionnaire.read(r, bottom)
+    if bottom > 0 and r.texts[bottom - 1].startswith(r.p.questionnaire.footer_prefix):
+        return questionnaire.read(r, bottom - 1, last=bottom)  # its footer wrapped
     if menu_row(r, bottom, r.p.questionnaire.menu, boxes=False) is not None:
         return review.read(r, bottom)
     return None

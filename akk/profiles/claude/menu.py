@@ -114,7 +114,12 @@ def menu_rows(
             joined = f"{previous.description} {text}" if previous.description else text
             joins = (*previous.joins, join) if previous.description else previous.joins
             rows[-1] = attrs.evolve(previous, description=joined, joins=joins)
-        elif start == previous.label_col and not previous.description and cell.fg != menu.muted_fg:
+        elif (
+            start == previous.label_col
+            and not previous.description
+            # A label's muted tail (" · auto mode handles …") wraps muted.
+            and (cell.fg != menu.muted_fg or _last_fg(r, above[0]) == menu.muted_fg)
+        ):
             label = f"{previous.label} {text}"
             rows[-1] = attrs.evolve(previous, label=label, joins=(*previous.joins, join))
         else:
@@ -123,23 +128,33 @@ def menu_rows(
     return rows
 
 
-def prove_wraps(r: Reader, rows: Sequence[Row]) -> None:
-    """Every row joined to a label or description of `rows` is Claude's wrap of it."""
+def _last_fg(r: Reader, y: int) -> str:
+    """The colour of row `y`'s last drawn character."""
+    text = r.texts[y].rstrip(" ")
+    return r.cells[y][r.grid.row_columns(y)[len(text) - 1]].fg
+
+
+def prove_wraps(r: Reader, rows: Sequence[Row], *, margin: int = 0) -> None:
+    """Every row joined to a label or description of `rows` is Claude's wrap of it
+    (`margin`: the columns the prompt's box keeps free at the pane's right edge)."""
     for row in rows:
         for join in row.joins:
-            prove_wrap(r, *join)
+            prove_wrap(r, *join, margin=margin)
 
 
-def prove_wrap(r: Reader, above: int, above_start: int, y: int, start: int) -> None:
+def prove_wrap(
+    r: Reader, above: int, above_start: int, y: int, start: int, *, margin: int = 0
+) -> None:
     """Row `y`'s text (from column `start`) is row `above`'s, soft-wrapped at one space.
 
     Claude wraps a question, label or description at the pane's edge (`cols - start`
-    columns), between words; a word longer than that is cut at the edge. Rows join with a space,
-    so the break must be one the wrap made at a space: the next word did not fit on
-    the row above, and the two rows' edge words are not one word cut at the edge (CJK
-    text, a long path): where both readings are possible the text cannot be read back.
+    columns, less the box's right `margin`), between words; a word longer than that is
+    cut at the edge. Rows join with a space, so the break must be one the wrap made at
+    a space: the next word did not fit on the row above, and the two rows' edge words
+    are not one word cut at the edge (CJK text, a long path): where both readings are
+    possible the text cannot be read back.
     """
-    width = r.grid.cols - start
+    width = r.grid.cols - start - margin
     upper, lower = r.texts[above].rstrip(" "), r.texts[y].rstrip(" ")
     used = _columns(r, above, above_start, len(upper))
     word_end = lower.find(" ", start)

@@ -110,7 +110,8 @@ def read(r: Reader, footer: int) -> Observation:
             State.BLOCKED, reason=f"blocked: non-Bash permission ({title}) is left to a person"
         )
     rows = menu_rows(r, question_row + 1, footer - 1, menu, boxes=False, description=None)
-    prove_wraps(r, rows)
+    # The prompt's box pads its right edge as its left, where the cursor stands.
+    prove_wraps(r, rows, margin=menu.cursor_col)
     prove_numbers(rows)
     prove_cursor(rows, exempt=None)
     command, advisories = _body(r, top + 2, question_row)

@@ -83,6 +83,7 @@ class QuestionnaireShape:
     menu: MenuShape = attrs.field(default=MenuShape(cursor_col=0, number_col=2))
     rule_fg: str = "949494"
     footer_prefix: str = "Enter to select · "
+    footer_suffix: str = " · Esc to cancel"  # the footer whole, however it wrapped
     tab_bg: str = "afd7ff"  # background of the current tab
     tab_glyphs: str = "☐☒✔"  # open, answered, the Submit tab
     tab_arrows: tuple[str, str] = ("←", "→")
@@ -116,10 +117,18 @@ class QuestionnaireShape:
     unreadable: re.Pattern[str] = _UNREADABLE
 
 
-def read(r: Reader, footer: int) -> Observation:
-    """The questionnaire whose footer is row `footer`; sets `r.editor` when its editor is open."""
+def read(r: Reader, footer: int, last: int | None = None) -> Observation:
+    """The questionnaire whose footer starts at row `footer` and ends at row `last` (the
+    footer's wrap, in a narrow pane); sets `r.editor` when its editor is open."""
     shape = r.p.questionnaire
     menu = shape.menu
+    footer_end = footer if last is None else last
+    if footer_end != footer:
+        prove_wrap(r, footer, 0, footer_end, 0)
+    if not " ".join(r.texts[y].strip() for y in range(footer, footer_end + 1)).endswith(
+        shape.footer_suffix
+    ):
+        raise Unproven(f"the questionnaire footer at row {footer} is cut short")
     r.expect_blank(footer - 1, "above the questionnaire footer")
     chat = menu_row(r, footer - 2, menu, boxes=False)
     if chat is None or chat.label != shape.chat:
@@ -157,7 +166,7 @@ def read(r: Reader, footer: int) -> Observation:
         submit = _multi_submit_row(r, end)
     indent = shape.multi_description_indent if multi else shape.single_description_indent
     rows = menu_rows(r, first_option, end, menu, boxes=multi, description=indent)
-    return _observation(r, top, footer, tabs, tab, " ".join(question), rows, submit, chat)
+    return _observation(r, top, footer_end, tabs, tab, " ".join(question), rows, submit, chat)
 
 
 def _gutter(r: Reader, y: int) -> bool:
@@ -195,7 +204,7 @@ def _multi_submit_row(r: Reader, y: int) -> Row:
 def _observation(
     r: Reader,
     top: int,
-    footer: int,
+    bottom: int,
     tabs: tuple[str, ...],
     tab: int,
     question: str,
@@ -247,7 +256,7 @@ def _observation(
         kind=InteractionKind.QUESTIONNAIRE,
         step=step,
         questions=(view,),
-        region=Region(top=top, bottom=footer + 1, left=0, right=r.grid.cols),
+        region=Region(top=top, bottom=bottom + 1, left=0, right=r.grid.cols),
         step_index=tab + 1,
         step_total=len(tabs),
         tabs=tabs,

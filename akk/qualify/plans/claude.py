@@ -196,7 +196,7 @@ CLAUDE_STATUS_LINE_PLANS: tuple[str, ...] = (
 CLAUDE_VIM_PLANS: tuple[str, ...] = ("echo", "draft", "slow")
 """The plans repeated with `editorMode: vim`, in INSERT mode (`vim_<plan>`, at `SIZES`)."""
 
-CLAUDE_VARIANT_SIZES: tuple[tuple[int, int], ...] = ((100, 30), (132, 43), (200, 50))
+CLAUDE_VARIANT_SIZES: tuple[tuple[int, int], ...] = ((60, 40), (100, 30), (132, 43), (200, 50))
 """Pane sizes besides `SIZES` that the Claude corpus also holds (`<cols>x<rows>/` folders)."""
 
 CLAUDE_SIZED_PLANS: tuple[str, ...] = (
@@ -416,6 +416,7 @@ def question_plans() -> list[Plan]:
     return [
         # Option labels that wrap at 80 columns, descriptions that wrap at every size.
         single("questionnaire_wrapped"),
+        single("questionnaire_long_asked"),
         # Taller than an 80x24 pane: there its frame and tab row are cut off at the top.
         attrs.evolve(single("questionnaire_tall"), unreadable_sizes=((80, 24),)),
         # CJK, a ZWJ emoji, right-to-left scripts and plain text, in labels and the prompt.

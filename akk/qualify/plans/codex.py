@@ -354,7 +354,7 @@ CODEX_FOOTERS: Mapping[str, Preseed] = {
 }
 """Codex configurations whose composer footer differs from the lab's default status row."""
 
-CODEX_VARIANT_SIZES: tuple[tuple[int, int], ...] = ((100, 30), (132, 43), (200, 50))
+CODEX_VARIANT_SIZES: tuple[tuple[int, int], ...] = ((60, 40), (100, 30), (132, 43), (200, 50))
 """Pane sizes besides `SIZES` that the Codex corpus also holds (`<cols>x<rows>/` folders).
 
 0.169.0 and 0.171.0 draw their logo under the session header from 32 rows up (120x31:
@@ -657,5 +657,6 @@ def variant_plans(base: Mapping[str, Plan]) -> list[Plan]:
         _cut_command(),
         # The option descriptions wrap under their rows.
         questionnaire("codex_rui_long"),
+        questionnaire("codex_rui_long_asked"),
         *(_inline(base[name]) for name in CODEX_INLINE_PLANS),
     ]
