@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from akk.profiles.codex import PROFILES, CodexProfile
 from akk.profiles.composer import TypingMethod
-from akk.profiles.observation import Observation, OptionRole, State, StepKind
+from akk.profiles.observation import Observation, OptionRole, PromptView, State, StepKind
 from akk.protocol.wakeups import PROMPT_CUT_OFF, manual_reason
 from akk.screen import Cell, Grid, fingerprint, render
 from tests import corpus
@@ -258,7 +258,7 @@ _MENU_ROW = re.compile(r"\s*(?:› )?\d+\. ")
 
 def _wrapped_rows(fixture: Fixture) -> set[int]:
     """The rows that continue wrapped text: a long command, an option's label or description,
-    the model's reason (`_reason_rows`).
+    the model's reason (`_reason_rows`), a long question (`_question_rows`).
 
     Wrapped text carries no mark of how many rows it has, so a screen with one of
     these rows missing reads as a shorter command or description (like the long
@@ -275,7 +275,20 @@ def _wrapped_rows(fixture: Fixture) -> set[int]:
             continue
         if above.startswith("  $ ") or _MENU_ROW.match(above) or y - 1 in wrapped:
             wrapped.add(y)
-    return wrapped | _reason_rows(fixture)
+    return wrapped | _reason_rows(fixture) | _question_rows(prompt, texts)
+
+
+def _question_rows(prompt: PromptView, texts: list[str]) -> set[int]:
+    """The rows of a question's text wrapped over several rows: without any one of them the
+    rest still reads as a (shorter) question."""
+    asked = prompt.questions[0].prompt
+    first = next(
+        (y for y, text in enumerate(texts) if text.strip() and asked.startswith(text.strip())), None
+    )
+    if first is None or texts[first].strip() == asked:
+        return set()
+    end = next(y for y in range(first, len(texts)) if not texts[y].strip())
+    return set(range(first, end))
 
 
 def _wraps_the_reason(fixture: Fixture, y: int, text: str) -> bool:
@@ -298,7 +311,7 @@ def _reason_rows(fixture: Fixture) -> set[int]:
     if first is None:
         return set()
     end = next(y for y in range(first, len(texts)) if not texts[y].strip())
-    return set(range(first + 1, end))
+    return set(range(first, end))
 
 
 WRAPPED = [f for f in PROMPTS if _wrapped_rows(f)]
@@ -691,6 +704,32 @@ def test_wrapped_option_descriptions_are_read_whole(version: str, size: str) -> 
     assert {o.label: shown[o.label] for o in asked.options} == {
         o.label: o.description for o in asked.options
     }
+
+
+@pytest.mark.parametrize("size", ["", "80x24"])
+@pytest.mark.parametrize("version", sorted(BY_VERSION))
+def test_a_wrapped_label_keeps_its_description_s_wrap_apart(version: str, size: str) -> None:
+    """A label that wraps in a two-column menu continues at the label's indent, and its
+    description's own wrap stands beside it, at the description's column: each part goes
+    to its own text. Before, the whole row went to the description, and the label was cut.
+    A description beside a wrapped label out of its column is no such row."""
+    from akk.qualify.scenarios import SCENARIOS
+
+    fixture = _variant(version, "codex_rui_long_labels-q1", size)
+    prompt = _observe(fixture).prompt
+    assert prompt is not None
+    (asked,) = SCENARIOS["codex_rui_long_labels"].steps[0].reply.questions  # type: ignore[union-attr]
+    shown = {option.label: option.description for option in prompt.questions[0].options}
+    assert {o.label: shown.get(o.label) for o in asked.options} == {
+        o.label: o.description for o in asked.options
+    }
+    grid = fixture.grid
+    y = next(y for y in range(grid.rows) if grid.row_text(y).startswith("  › 1. ")) + 1
+    text = grid.row_text(y).rstrip()
+    described = text.rindex("  ") + 2  # the description's wrap, beside the label's
+    moved = (*grid.row(y)[: described - 1], *grid.row(y)[described:], Cell())
+    rows = [*(grid.row(r) for r in range(y)), moved, *rows_after(grid, y)]
+    assert not _observe(fixture, _with_rows(grid, rows)).actionable
 
 
 def _command_rows(fixture: Fixture) -> list[int]:

@@ -612,6 +612,25 @@ LONG_ASKED = Question(
 """A question as long as a model asks one: it wraps over rows at every pane width."""
 
 
+_LONG_LABELS = Question(
+    question="Which migration plan should the lab follow for the billing database?",
+    header="Migration",
+    options=(
+        Option(
+            "Copy every table into a fresh cluster, check the row counts, then switch over at "
+            "once in one short window",
+            "The old cluster stays untouched until the switch",
+        ),
+        Option(
+            "Migrate the tables one by one while both clusters serve reads and writes in "
+            "parallel for a week",
+            "No downtime at all",
+        ),
+    ),
+)
+"""A request_user_input question whose option labels wrap, each beside a one-row description."""
+
+
 _LONG_REASON = (
     "Running the test suite needs network access to download the project's dependencies, "
     "which the sandbox blocks, and it writes its cache outside the workspace."
@@ -629,6 +648,7 @@ def _codex_variant_scenarios() -> dict[str, Scenario]:
         ),
         _codex_questionnaire("codex_rui_long", _LONG_QUESTION),
         _codex_questionnaire("codex_rui_long_asked", LONG_ASKED),
+        _codex_questionnaire("codex_rui_long_labels", _LONG_LABELS),
     ]
     return {scenario.name: scenario for scenario in scenarios}
 

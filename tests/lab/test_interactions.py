@@ -405,6 +405,35 @@ async def test_codex_request_user_input_choice_reaches_the_model_once(
 @pytest.mark.parametrize(
     "lab",
     [
+        *lab_params("codex_rui_long_labels", plan_mode=True)[:1],
+        *lab_params("codex_rui_long_labels", plan_mode=True)[-1:],
+    ],
+    indirect=True,
+)
+async def test_codex_wrapped_labels_are_shown_whole_and_the_one_chosen_reaches_the_model(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    """Labels that wrap beside their descriptions: the controller sees each whole (the cut
+    label's tail went into its description before) and the model gets the one chosen."""
+    (asked,) = sc.SCENARIOS["codex_rui_long_labels"].steps[0].reply.questions  # type: ignore[union-attr]
+    labels = [option.label for option in asked.options]
+    async with two_controllers(lab, tmp_path) as (_, ctl, _other):
+        turn_id = await send_task(ctl, sc.ASK_TASK)
+        shown = await prompt(ctl, turn_id)
+        options = shown["questions"][0]["options"]
+        assert [o["label"] for o in options][:2] == labels
+        assert [o["description"] for o in options][:2] == [o.description for o in asked.options]
+        reply = await ctl.call("respond_interaction", choose(shown, labels[1]))
+        assert reply["outcome"] == "dispatched"
+        answered = await reached(lab, lambda r: sc.ANSWERED_CODEX in r.newest_input)
+        await settled(ctl, turn_id)
+    assert labels[1] in answered.newest_input and labels[0] not in answered.newest_input
+    assert lab.server.count_inputs_containing(sc.ANSWERED_CODEX) == 1
+
+
+@pytest.mark.parametrize(
+    "lab",
+    [
         *lab_params("codex_exec_reason_long_repeating"),
         *lab_params("codex_exec_reason_long_repeating", cols=60, rows=40)[-1:],
     ],

@@ -92,15 +92,18 @@ def menu(r: Reader, top: int, bottom: int, shape: MenuShape) -> list[MenuRow]:
             # A wrapped description: its further rows start under its first.
             prev = rows[-1]
             rows[-1] = attrs.evolve(prev, description=f"{prev.description} {line.strip()}")
-        elif rows and r.indented(y, shape.number_col + 3):
-            description_col = None
-            # A wrapped label or description: it continues the row above.
-            prev, more = rows[-1], line.strip()
-            if prev.description:
-                rows[-1] = attrs.evolve(prev, description=f"{prev.description} {more}")
-            else:
-                joiner = "" if prev.label.endswith("-") else " "
-                rows[-1] = attrs.evolve(prev, label=f"{prev.label}{joiner}{more}")
+        elif rows and r.indented(y, label_col := shape.number_col + 3):
+            # A wrapped label: it continues the row above. Beside it, at the description's
+            # column, may stand the description's own wrap.
+            prev, more, described = rows[-1], line[label_col:], ""
+            if shape.descriptions:
+                more, between, described = _partition_text(more)
+            if described:
+                if label_col + len(more) + len(between) != description_col:
+                    raise Unproven(f"menu row {y}: a description out of its column")
+                prev = attrs.evolve(prev, description=f"{prev.description} {described}")
+            joiner = "" if prev.label.endswith("-") else " "
+            rows[-1] = attrs.evolve(prev, label=f"{prev.label}{joiner}{more}")
         else:
             raise Unproven(f"unexpected row {y} inside a menu")
     if [row.number for row in rows] != list(range(1, len(rows) + 1)):

@@ -658,5 +658,6 @@ def variant_plans(base: Mapping[str, Plan]) -> list[Plan]:
         # The option descriptions wrap under their rows.
         questionnaire("codex_rui_long"),
         questionnaire("codex_rui_long_asked"),
+        questionnaire("codex_rui_long_labels"),
         *(_inline(base[name]) for name in CODEX_INLINE_PLANS),
     ]
