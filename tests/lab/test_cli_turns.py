@@ -142,10 +142,11 @@ async def test_send_wait_says_what_the_agent_asks_and_a_person_answers_it(
         assert stderr is not None
         reader = threading.Thread(target=lambda: said.extend(stderr), daemon=True)
         reader.start()
+        # The wake-up's last line says who answers; the reader thread takes lines one by one.
         with trio.fail_after(60):
-            while not any("asks:     a permission" in line for line in said):
+            while not any("answer it with `akk answer turn_" in line for line in said):
                 await trio.sleep(0.1)
-        assert any("answer it with `akk answer turn_" in line for line in said), said
+        assert any("asks:     a permission" in line for line in said), said
         assert any(line.strip() == "- Yes" for line in said), said
         await lab.wait_stable()  # Claude drops a key pressed as its prompt is first drawn
         await lab.send_keys("1")  # the person approves at the pane, once
