@@ -280,6 +280,18 @@ def test_the_hint_an_api_error_leaves_in_the_composer_is_an_empty_composer(
         assert typed.draft.rows == ("Once fixed, resend your message",), typed.draft
 
 
+def _unmuted(grid: Grid, version: str, rows: list[int], *, after: int = -1) -> Grid:
+    """`grid` with the muted cells of `rows` (right of column `after`) in the default colour."""
+    muted = PROFILES[version].permission.menu.muted_fg
+    changes = {
+        (x, y): attrs.evolve(cell, fg="default")
+        for y in rows
+        for x, cell in enumerate(grid.row(y))
+        if cell.fg == muted and x > after
+    }
+    return with_cells(grid, changes)
+
+
 @pytest.mark.parametrize("size", ["", "80x24"])
 @pytest.mark.parametrize("version", sorted(PROFILES))
 def test_a_long_description_wraps_under_the_gutter_apart_from_the_command(
@@ -293,16 +305,9 @@ def test_a_long_description_wraps_under_the_gutter_apart_from_the_command(
     assert observation.state is State.PERMISSION and observation.prompt is not None
     assert [q.detail for q in observation.prompt.questions] == [BASH_CALL.command]
     _, grid = corpus.screen(path)
-    muted = PROFILES[version].permission.menu.muted_fg
     described = [y for y in range(grid.rows) if "│" in grid.row_text(y)]
     assert len(described) >= 2
-    plain = {
-        (x, y): attrs.evolve(cell, fg="default")
-        for y in described
-        for x, cell in enumerate(grid.row(y))
-        if cell.fg == muted
-    }
-    _, recoloured = classify(path, with_cells(grid, plain))
+    _, recoloured = classify(path, _unmuted(grid, version, described))
     assert not recoloured.actionable, recoloured
 
 
@@ -321,13 +326,7 @@ def test_in_a_narrow_pane_the_auto_mode_row_s_muted_hint_wraps_muted(version: st
     _, grid = corpus.screen(path)
     y = next(y for y in range(grid.rows) if "3. Yes, and switch to auto" in grid.row_text(y))
     assert grid.row_text(y + 1).strip() == "these prompts for you"
-    muted = PROFILES[version].permission.menu.muted_fg
-    plain = {
-        (x, y): attrs.evolve(cell, fg="default")
-        for x, cell in enumerate(grid.row(y))
-        if cell.fg == muted and x > 8
-    }
-    _, recoloured = classify(path, with_cells(grid, plain))
+    _, recoloured = classify(path, _unmuted(grid, version, [y], after=8))  # the number stays
     assert not recoloured.actionable, recoloured
 
 

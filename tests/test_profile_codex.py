@@ -287,31 +287,31 @@ def _question_rows(prompt: PromptView, texts: list[str]) -> set[int]:
     )
     if first is None or texts[first].strip() == asked:
         return set()
-    end = next(y for y in range(first, len(texts)) if not texts[y].strip())
-    return set(range(first, end))
+    return set(_paragraph(texts, first))
 
 
 def _wraps_the_reason(fixture: Fixture, y: int, text: str) -> bool:
     """Whether `text`, put at row `y`, continues the reason paragraph above it as a wrap."""
     above = fixture.grid.row_text(y - 1).rstrip()
-    in_reason = above.startswith("  Reason: ") or y - 1 in _reason_rows(fixture)
     word = text[2:].split(" ", 1)[0]
     wraps = len(above) + 1 + len(word) > fixture.grid.cols - 2
-    return in_reason and text.startswith("  ") and text[2] != " " and wraps
+    return y - 1 in _reason_rows(fixture) and text.startswith("  ") and text[2] != " " and wraps
 
 
 def _reason_rows(fixture: Fixture) -> set[int]:
-    """The rows that continue the approval's ``Reason:`` paragraph.
+    """The rows of the approval's ``Reason:`` paragraph.
 
     The reason is the model's text, not part of the command or the options: a screen
     missing one of these rows projects the same prompt, under another fingerprint.
     """
     texts = [fixture.grid.row_text(y) for y in range(fixture.grid.rows)]
     first = next((y for y, text in enumerate(texts) if text.startswith("  Reason: ")), None)
-    if first is None:
-        return set()
-    end = next(y for y in range(first, len(texts)) if not texts[y].strip())
-    return set(range(first, end))
+    return set() if first is None else set(_paragraph(texts, first))
+
+
+def _paragraph(texts: list[str], first: int) -> range:
+    """Rows `first` up to the next blank row."""
+    return range(first, next(y for y in range(first, len(texts)) if not texts[y].strip()))
 
 
 WRAPPED = [f for f in PROMPTS if _wrapped_rows(f)]
@@ -735,8 +735,7 @@ def test_a_wrapped_label_keeps_its_description_s_wrap_apart(version: str, size: 
 def _command_rows(fixture: Fixture) -> list[int]:
     texts = [fixture.grid.row_text(y) for y in range(fixture.grid.rows)]
     first = next(y for y, text in enumerate(texts) if text.startswith("  $ "))
-    end = next(y for y in range(first, fixture.grid.rows) if not texts[y].strip())
-    return list(range(first, end))
+    return list(_paragraph(texts, first))
 
 
 @pytest.mark.parametrize("version", sorted(BY_VERSION))
