@@ -793,6 +793,68 @@ def test_a_long_reason_wraps_at_its_paragraph_s_indent(version: str, size: str) 
     assert not _observe(fixture, shorter).actionable
 
 
+def _without_last_char(grid: Grid, y: int) -> Grid:
+    """Row `y` with its last drawn character (wide: both its cells) blanked."""
+    columns = grid.row_columns(y)
+    last = columns[len(grid.row_text(y).rstrip()) - 1]
+    for x in range(last, last + grid.cell(last, y).width):
+        grid = _with_cell(grid, x, y, Cell())
+    return grid
+
+
+@pytest.mark.parametrize("size", ["", "80x24"])
+@pytest.mark.parametrize("version", sorted(BY_VERSION))
+def test_a_chinese_question_reads_exactly(version: str, size: str) -> None:
+    """A question and descriptions in Chinese, a word wider than the row, which Codex cuts
+    at the row's end: the rows join with nothing, and the description's rows are found at
+    its column (in cells; a label of wide characters is wider than its characters). Before,
+    the question read with a space where Codex cut it, and a description's wrap was an
+    unexpected row at 80 columns. A row with room left for the next character was broken at
+    a space: it joins with one."""
+    from akk.qualify.scenarios import CJK_ASKED
+
+    fixture = _variant(version, "codex_rui_cjk-q1", size)
+    prompt = _observe(fixture).prompt
+    assert prompt is not None
+    (shown,) = prompt.questions
+    assert shown.prompt == CJK_ASKED.question
+    assert [(o.label, o.description) for o in shown.options[:-1]] == [
+        (o.label, o.description) for o in CJK_ASKED.options
+    ]
+    grid = fixture.grid
+    first = next(y for y in range(grid.rows) if grid.row_text(y).startswith("  Question ")) + 1
+    assert grid.row_text(first + 1).startswith("  ")  # the question wraps
+    prompt = _observe(fixture, _without_last_char(grid, first)).prompt
+    assert prompt is not None
+    cut = len(grid.row_text(first).strip()) - 1
+    assert (
+        prompt.questions[0].prompt == f"{CJK_ASKED.question[:cut]} {CJK_ASKED.question[cut + 1 :]}"
+    )
+
+
+@pytest.mark.parametrize("size", ["", "80x24"])
+@pytest.mark.parametrize("version", sorted(BY_VERSION))
+def test_a_chinese_reason_starts_under_its_name(version: str, size: str) -> None:
+    """A reason in Chinese is one word wider than the row: Codex draws ``Reason:`` alone and
+    the text from the next row, cut at the margin. The name alone with nothing under it is
+    no reason, and the text's row indented otherwise is not its wrap."""
+    fixture = _variant(version, "codex_exec_reason_cjk-permission", size)
+    assert _observe(fixture).state is State.PERMISSION
+    grid = fixture.grid
+    name = next(y for y in range(grid.rows) if grid.row_text(y).rstrip() == "  Reason:")
+    text = name + 1
+    while grid.row_text(text).strip():
+        text += 1
+    blank = tuple(Cell() for _ in range(grid.cols))
+    removed = [blank] * (text - name - 1)  # the text's rows, given back at the top
+    rows = [*removed, *(grid.row(y) for y in range(name + 1)), *rows_after(grid, text - 1)]
+    alone = _observe(fixture, _with_rows(grid, rows))
+    assert alone.reason is not None and "shows no text" in alone.reason
+    moved = (Cell(), *grid.row(name + 1)[:-1])
+    rows = [*(grid.row(y) for y in range(name + 1)), moved, *rows_after(grid, name + 1)]
+    assert not _observe(fixture, _with_rows(grid, rows)).actionable
+
+
 def rows_after(grid: Grid, y: int) -> list[tuple[Cell, ...]]:
     return [grid.row(r) for r in range(y + 1, grid.rows)]
 

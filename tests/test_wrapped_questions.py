@@ -3,7 +3,8 @@
 Over the captured screens of the question plans (``questionnaire_wrapped``,
 ``questionnaire_tall``: labels and descriptions over several rows;
 ``questionnaire_unicode`` and ``questionnaire_unicode_multi``: CJK, a ZWJ emoji,
-Arabic and Hebrew):
+Arabic and Hebrew; ``questionnaire_cjk``: a question and descriptions in Chinese,
+cut at the pane's edge):
 
 1. Every actionable screen projects exactly the scenario's labels and
    descriptions (wrapped rows joined, each wide character once).
@@ -12,8 +13,9 @@ Arabic and Hebrew):
    actionable question (fail closed) or changes the prompt's fingerprint, and so
    its interaction id.
 3. A row that cannot be Claude's own wrap of the row above (its first word would
-   have fit there, or it may go on with a word cut at the pane's edge, as CJK text
-   is) is refused, as is a question with an emoji whose variation selector Claude
+   have fit there, or it may go on with an ASCII word cut at the pane's edge) is
+   refused, while a word of CJK text cut at a full row reads joined with nothing
+   (`akk.profiles.wrap`); refused too is a question with an emoji whose variation selector Claude
    does not draw (``questionnaire_selector``) or with a zero-width space or soft
    hyphen Claude draws as U+FFFD (``questionnaire_invisible``), at every size.
 """
@@ -40,7 +42,12 @@ from tests.test_fingerprint import _FIELDS, SECRET, TERMINAL, _changed_cell_in_r
 from tests.tier import examples
 
 CLAUDE = corpus.ROOT / "claude"  # the cases are named by their path under it
-PLANS = ("questionnaire_wrapped", "questionnaire_tall", "questionnaire_unicode")
+PLANS = (
+    "questionnaire_wrapped",
+    "questionnaire_tall",
+    "questionnaire_unicode",
+    "questionnaire_cjk",
+)
 PROFILES = {profile.version: profile for profile in claude.PROFILES}
 IDS = IdMinter(SECRET)
 _OPTION = re.compile(r"[❯ ] 1\. ")
@@ -150,7 +157,12 @@ SIZES = ((120, 40), (80, 24), (60, 40), (100, 30), (132, 43), (200, 50))
 
 
 def test_every_pinned_version_has_its_wrapped_and_unicode_questions() -> None:
-    for plan in ("questionnaire_wrapped", "questionnaire_unicode", "questionnaire_unicode_multi"):
+    for plan in (
+        "questionnaire_wrapped",
+        "questionnaire_unicode",
+        "questionnaire_unicode_multi",
+        "questionnaire_cjk",
+    ):
         for size in SIZES:
             versions = {c.profile.version for c in CASES if (c.plan, c.size) == (plan, size)}
             assert versions == set(PROFILES), (plan, size)
@@ -180,7 +192,9 @@ def test_the_wrapped_questions_wrap() -> None:
     """Labels over two rows at 80 columns (one at 120 too), descriptions at every size up to
     132 columns (at 200 the wrapped plan's fit on their rows)."""
     for case in CASES:
-        if case.plan.startswith("questionnaire_unicode") or case.size[0] > 132:
+        if case.plan.startswith(("questionnaire_unicode", "questionnaire_cjk")) or (
+            case.size[0] > 132
+        ):
             continue
         options = len(_question(case.plan).options)
         assert len(case.option_rows) > 2 * options + (2 if case.size == (80, 24) else 0), case.name
@@ -209,16 +223,22 @@ def test_a_changed_cell_in_an_option_changes_the_interaction(
 # -- 3. what cannot be read back is refused
 
 
-def _wraps(case: Case) -> bool:
-    """Whether the first option's label goes on in the row under it (not muted: no description)."""
+def _wraps(case: Case, rows: int = 1) -> bool:
+    """Whether the first option's label goes on in the `rows` rows under it (not muted: no
+    description)."""
     first = case.option_rows[0]
-    below = case.grid.row_text(first + 1)
-    start = len(below) - len(below.lstrip(" "))
     label_col = case.grid.row_text(first).index(". ") + 2
-    return start == label_col and case.grid.cell(start, first + 1).fg != "949494"
+    for y in range(first + 1, first + 1 + rows):
+        below = case.grid.row_text(y)
+        start = len(below) - len(below.lstrip(" "))
+        if start != label_col or case.grid.cell(start, y).fg == "949494":
+            return False
+    return True
 
 
 WRAPPED = [case for case in CASES if _wraps(case)]
+ON_TWO_ROWS = [case for case in WRAPPED if not _wraps(case, 2)]
+"""The first label on exactly two rows: its second row can be rewritten alone."""
 
 
 def _with_text(grid: Grid, y: int, start: int, text: str) -> Grid:
@@ -253,18 +273,41 @@ def test_a_row_whose_first_word_fits_above_is_refused(case: Case) -> None:
     assert observation.reason is not None and "does not wrap" in observation.reason
 
 
+def _first_label(observation: Observation) -> str:
+    assert observation.prompt is not None
+    return observation.prompt.questions[0].options[0].label
+
+
 @pytest.mark.parametrize("case", WRAPPED, ids=_name)
-def test_a_cjk_label_cut_at_the_edge_is_refused(case: Case) -> None:
+def test_an_ascii_word_cut_at_the_edge_is_refused(case: Case) -> None:
     upper = case.option_rows[0]
     start = case.grid.row_text(upper).index(". ") + 2
     width = case.grid.cols - start
-    # CJK fills the row to its last column but one: a cut there or a wrap at a space
-    # before the next row's first character draw the same screen.
-    grid = _with_text(case.grid, upper, start, "漢" * ((width - 1) // 2))
-    grid = _with_text(grid, upper + 1, start, "字" * 3)
+    # One word fills the row: a cut there, or a wrap at a space before the next row's
+    # first word, draw the same screen.
+    grid = _with_text(case.grid, upper, start, "x" * width)
+    grid = _with_text(grid, upper + 1, start, "yyy")
     observation = case.profile.classify(grid)
     assert not observation.actionable
     assert observation.reason is not None and "cut at the edge" in observation.reason
+
+
+@pytest.mark.parametrize("case", ON_TWO_ROWS, ids=_name)
+def test_a_cjk_word_cut_at_a_full_row_reads_joined_with_nothing(case: Case) -> None:
+    upper = case.option_rows[0]
+    start = case.grid.row_text(upper).index(". ") + 2
+    width = case.grid.cols - start
+    full = "漢" * (width // 2)  # the next wide character would not fit
+    grid = _with_text(_with_text(case.grid, upper, start, full), upper + 1, start, "字" * 3)
+    observation = case.profile.classify(grid)
+    assert observation.actionable, observation.reason
+    assert _first_label(observation) == full + "字" * 3
+    # With room for one more wide character on the row above, the break was a space's.
+    short = full[:-1]
+    grid = _with_text(_with_text(case.grid, upper, start, short), upper + 1, start, "字" * 3)
+    observation = case.profile.classify(grid)
+    assert observation.actionable, observation.reason
+    assert _first_label(observation) == f"{short} {'字' * 3}"
 
 
 UNREADABLE = sorted(

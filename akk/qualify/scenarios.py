@@ -532,6 +532,11 @@ _LONG_DESCRIPTION = (
 """A description as long as a model writes one: it wraps over rows at every pane width."""
 
 
+_CJK_DESCRIPTION = (
+    "在工作目录中创建实验标记文件，以便测试能够判断这条命令只运行了一次，然后打印标记文件的内容"
+)
+
+
 def _claude_variant_scenarios() -> dict[str, Scenario]:
     scenarios = [
         _command(
@@ -550,6 +555,11 @@ def _claude_variant_scenarios() -> dict[str, Scenario]:
             "claude_bash_long",
             Bash(LONG_COMMAND, "Write, sort and count the lab word list"),
             marker=LONG_MARKER,
+        ),
+        _command(
+            "claude_bash_description_cjk",
+            attrs.evolve(BASH_CALL, description=_CJK_DESCRIPTION),
+            marker=BASH_MARKER,
         ),
         _command(
             "claude_bash_description_long",
@@ -638,8 +648,32 @@ _LONG_REASON = (
 """A justification as long as a model writes one: it wraps over rows at every pane width."""
 
 
+_CJK_REASON = (
+    "运行测试套件需要网络访问来下载项目的依赖项，而沙箱会阻止网络访问；它还会在工作区之外"
+    "写入缓存文件，所以这条命令必须在沙箱之外运行。"
+)
+
+CJK_ASKED = Question(
+    question=(
+        "账单服务的发票保存在两个上个月出现差异的数据库中：在核对另一个数据库时，"
+        "实验应该把哪一个视为真实的数据来源？核对会重写每一个不同的行。"
+    ),
+    header="来源",
+    options=(
+        Option("主数据库", "服务今天写入的数据库，所有新发票都会先到达这里，然后才复制到副本中"),
+        Option("副本数据库", "报表读取的那份副本，它比主数据库晚几分钟，但从未被手工修改过"),
+    ),
+)
+
+
 def _codex_variant_scenarios() -> dict[str, Scenario]:
     scenarios = [
+        _command(
+            "codex_exec_reason_cjk",
+            attrs.evolve(EXEC_CALL, justification=_CJK_REASON),
+            marker=EXEC_MARKER,
+        ),
+        _codex_questionnaire("codex_rui_cjk", CJK_ASKED),
         _command("codex_exec_long", ExecCommand(EXEC_LONG_COMMAND), marker=EXEC_MARKER),
         _command(
             "codex_exec_reason_long",
@@ -768,6 +802,7 @@ INVISIBLE_QUESTION = Question(
 def _claude_question_scenarios() -> dict[str, Scenario]:
     scenarios = [
         _claude_questionnaire("questionnaire_long_asked", LONG_ASKED),
+        _claude_questionnaire("questionnaire_cjk", CJK_ASKED),
         _claude_questionnaire("questionnaire_wrapped", WRAPPED_QUESTION),
         _claude_questionnaire("questionnaire_tall", TALL_QUESTION),
         _claude_questionnaire("questionnaire_unicode", UNICODE_QUESTION),
@@ -1301,6 +1336,7 @@ def repeating(scenario: Scenario) -> Scenario:
 REPEATING = (
     "claude_bash_description_long",
     "codex_exec_reason_long",
+    "codex_exec_reason_cjk",
     "codex_rui_one",
     "questionnaire_single3",
     "questionnaire_multi",

@@ -4,7 +4,8 @@ Every prompt shape draws its options this way: the permission's rows, the
 questionnaire's options and the review's Submit / Cancel. A label or
 description longer than the row wraps between words; `prove_wrap` decides
 whether a joined row is a wrap Claude could have made (the questionnaire
-proves its question's rows with it too).
+proves its question's rows with it too), and `wrap_joiner` what joins it to the
+row above (`akk.profiles.wrap`: nothing between two wide characters).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import attrs
 
 from akk.profiles.claude.reader import Reader
 from akk.profiles.observation import OptionRole, OptionView, Unproven
+from akk.profiles.wrap import cut_between_wide, joiner
 
 
 @attrs.frozen
@@ -42,8 +44,8 @@ class Row:
     checked: bool | None = None
     description: str = ""
     # Each row joined to this one as a wrapped row: (row above, its text's first
-    # column, the row, its first column), for `prove_wraps`.
-    joins: tuple[tuple[int, int, int, int], ...] = ()
+    # column, the row, its first column, the box's right margin), for `prove_wraps`.
+    joins: tuple[tuple[int, int, int, int, int], ...] = ()
 
 
 _NUMBER = re.compile(r"(\d+)\. ")
@@ -92,9 +94,17 @@ def menu_row(r: Reader, y: int, menu: MenuShape, *, boxes: bool) -> Row | None:
 
 
 def menu_rows(
-    r: Reader, first: int, last: int, menu: MenuShape, *, boxes: bool, description: int | None
+    r: Reader,
+    first: int,
+    last: int,
+    menu: MenuShape,
+    *,
+    boxes: bool,
+    description: int | None,
+    margin: int = 0,
 ) -> list[Row]:
-    """Rows first..last-1 as numbered menu rows with wrapped labels and descriptions."""
+    """Rows first..last-1 as numbered menu rows with wrapped labels and descriptions
+    (`margin`: the columns the prompt's box keeps free at the pane's right edge)."""
     rows: list[Row] = []
     above = (first, 0)  # the row and start column of the text a wrapped row would continue
     for y in range(first, last):
@@ -109,9 +119,10 @@ def menu_rows(
         start = r.indent(y)
         cell = r.cells[y][start]
         text = r.texts[y].strip()
-        join = (*above, y, start)
+        join = (*above, y, start, margin)
+        gap = wrap_joiner(r, *join)
         if description is not None and start == description and cell.fg == menu.muted_fg:
-            joined = f"{previous.description} {text}" if previous.description else text
+            joined = f"{previous.description}{gap}{text}" if previous.description else text
             joins = (*previous.joins, join) if previous.description else previous.joins
             rows[-1] = attrs.evolve(previous, description=joined, joins=joins)
         elif (
@@ -120,7 +131,7 @@ def menu_rows(
             # A label's muted tail (" · auto mode handles …") wraps muted.
             and (cell.fg != menu.muted_fg or _last_fg(r, above[0]) == menu.muted_fg)
         ):
-            label = f"{previous.label} {text}"
+            label = f"{previous.label}{gap}{text}"
             rows[-1] = attrs.evolve(previous, label=label, joins=(*previous.joins, join))
         else:
             raise Unproven(f"unexpected row {y} in a menu")
@@ -134,16 +145,29 @@ def _last_fg(r: Reader, y: int) -> str:
     return r.cells[y][r.grid.row_columns(y)[len(text) - 1]].fg
 
 
-def prove_wraps(r: Reader, rows: Sequence[Row], *, margin: int = 0) -> None:
-    """Every row joined to a label or description of `rows` is Claude's wrap of it
-    (`margin`: the columns the prompt's box keeps free at the pane's right edge)."""
+def prove_wraps(r: Reader, rows: Sequence[Row]) -> None:
+    """Every row joined to a label or description of `rows` is Claude's wrap of it."""
     for row in rows:
         for join in row.joins:
-            prove_wrap(r, *join, margin=margin)
+            prove_wrap(r, *join)
+
+
+def wrap_joiner(r: Reader, above: int, above_start: int, y: int, start: int, margin: int) -> str:
+    """What joins row `y`'s text (from column `start`) to row `above`'s: a space, or nothing
+    where the break cut a word of wide characters at a full row (`akk.profiles.wrap`)."""
+    upper, lower = r.texts[above].rstrip(" "), r.texts[y][start:]
+    return joiner(upper, lower, full=_full(r, above, above_start, y, start, margin))
+
+
+def _full(r: Reader, above: int, above_start: int, y: int, start: int, margin: int) -> bool:
+    """Whether row `y`'s first character would not have fit on row `above`."""
+    width = r.grid.cols - start - margin
+    used = _columns(r, above, above_start, len(r.texts[above].rstrip(" ")))
+    return used + _columns(r, y, start, start + 1) > width
 
 
 def prove_wrap(
-    r: Reader, above: int, above_start: int, y: int, start: int, *, margin: int = 0
+    r: Reader, above: int, above_start: int, y: int, start: int, margin: int = 0
 ) -> None:
     """Row `y`'s text (from column `start`) is row `above`'s, soft-wrapped at one space.
 
@@ -151,8 +175,9 @@ def prove_wrap(
     columns, less the box's right `margin`), between words; a word longer than that is
     cut at the edge. Rows join with a space, so the break must be one the wrap made at
     a space: the next word did not fit on the row above, and the two rows' edge words
-    are not one word cut at the edge (CJK text, a long path): where both readings are
-    possible the text cannot be read back.
+    are not one word cut at the edge (a long path, a long ASCII word): where both
+    readings are possible the text cannot be read back. A word of wide characters (CJK)
+    cut at a full row is read as cut (`wrap_joiner` joins it with nothing).
     """
     width = r.grid.cols - start - margin
     upper, lower = r.texts[above].rstrip(" "), r.texts[y].rstrip(" ")
@@ -162,7 +187,9 @@ def prove_wrap(
     if used + 1 + first_word <= width:
         raise Unproven(f"row {y} does not wrap row {above}: its first word fits there")
     last_word = _columns(r, above, max(above_start, upper.rfind(" ") + 1), len(upper))
-    cut = used + _columns(r, y, start, start + 1) > width
+    cut = _full(r, above, above_start, y, start, margin)
+    if cut_between_wide(upper, lower[start:], full=cut):
+        return
     if cut and last_word + first_word > width:
         raise Unproven(f"row {y} may go on with a word cut at the edge of row {above}")
 

@@ -109,9 +109,11 @@ def read(r: Reader, footer: int) -> Observation:
         return r.result(
             State.BLOCKED, reason=f"blocked: non-Bash permission ({title}) is left to a person"
         )
-    rows = menu_rows(r, question_row + 1, footer - 1, menu, boxes=False, description=None)
     # The prompt's box pads its right edge as its left, where the cursor stands.
-    prove_wraps(r, rows, margin=menu.cursor_col)
+    rows = menu_rows(
+        r, question_row + 1, footer - 1, menu, boxes=False, description=None, margin=menu.cursor_col
+    )
+    prove_wraps(r, rows)
     prove_numbers(rows)
     prove_cursor(rows, exempt=None)
     command, advisories = _body(r, top + 2, question_row)

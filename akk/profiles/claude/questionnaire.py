@@ -11,8 +11,9 @@ multi-select step there (Enter would only tick or untick the typed text). A
 question, label or description longer than the row wraps between words at the
 pane's edge, its further rows at its first column (a description's in the
 muted colour); each such row must be a wrap Claude could have made there
-(`akk.profiles.claude.menu.prove_wrap`: a break that may fall inside a word, as
-CJK text's does, cannot be read back). Claude draws no variation selector
+(`akk.profiles.claude.menu.prove_wrap`: a break that may fall inside a word
+cannot be read back, save a word of CJK text cut at a full row, which joins with
+nothing: `akk.profiles.wrap`). Claude draws no variation selector
 (``❤️`` shows ``❤``), so a question holding a character that takes one (or the
 U+FFFD Claude draws for a zero-width space) is refused.
 """
@@ -36,6 +37,7 @@ from akk.profiles.claude.menu import (
     prove_numbers,
     prove_wrap,
     prove_wraps,
+    wrap_joiner,
 )
 from akk.profiles.claude.reader import Reader
 from akk.profiles.claude.tabs import question_frame
@@ -150,9 +152,11 @@ def read(r: Reader, footer: int, last: int | None = None) -> Observation:
             raise Unproven(f"unexpected row {y} in the question")
         if bool(start) != _gutter(r, y):
             raise Unproven(f"row {y} of the question is drawn apart from its gutter")
+        text = r.texts[y][start:].strip()
         if question:
             prove_wrap(r, y - 1, start, y, start)
-        question.append(r.texts[y][start:].strip())
+            text = wrap_joiner(r, y - 1, start, y, start, 0) + text
+        question.append(text)
         y += 1
     if not question:
         raise Unproven("questionnaire shows no question")
@@ -166,7 +170,7 @@ def read(r: Reader, footer: int, last: int | None = None) -> Observation:
         submit = _multi_submit_row(r, end)
     indent = shape.multi_description_indent if multi else shape.single_description_indent
     rows = menu_rows(r, first_option, end, menu, boxes=multi, description=indent)
-    return _observation(r, top, footer_end, tabs, tab, " ".join(question), rows, submit, chat)
+    return _observation(r, top, footer_end, tabs, tab, "".join(question), rows, submit, chat)
 
 
 def _gutter(r: Reader, y: int) -> bool:

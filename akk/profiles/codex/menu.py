@@ -16,6 +16,7 @@ import attrs
 
 from akk.profiles.codex.reader import Reader
 from akk.profiles.observation import Unproven
+from akk.profiles.wrap import cut_between_wide
 from akk.screen.grid import Cell
 
 
@@ -67,7 +68,8 @@ def menu(r: Reader, top: int, bottom: int, shape: MenuShape) -> list[MenuRow]:
     cursor, hl, grid = r.p.cursor, r.p.highlight, r.grid
     rows: list[MenuRow] = []
     gap = " " * (shape.number_col - shape.cursor_col - 1)
-    description_col: int | None = None  # where the last row's description starts
+    description_col: int | None = None  # the column where the last row's description starts
+    above = top  # the row the text of a wrapped row would continue
     for y in range(top, bottom):
         line = r.lines[y]
         glyph = line[shape.cursor_col : shape.cursor_col + 1]
@@ -86,12 +88,12 @@ def menu(r: Reader, top: int, bottom: int, shape: MenuShape) -> list[MenuRow]:
             if shape.descriptions:
                 label, between, description = _partition_text(text)
                 if description:
-                    description_col = numbered.start(2) + len(label) + len(between)
+                    description_col = r.column(y, numbered.start(2) + len(label) + len(between))
             rows.append(MenuRow(int(numbered.group(1)), label, description, current))
         elif description_col is not None and r.indented(y, description_col):
             # A wrapped description: its further rows start under its first.
-            prev = rows[-1]
-            rows[-1] = attrs.evolve(prev, description=f"{prev.description} {line.strip()}")
+            prev, joint = rows[-1], r.wrap_joiner(above, y, description_col)
+            rows[-1] = attrs.evolve(prev, description=f"{prev.description}{joint}{line.strip()}")
         elif rows and r.indented(y, label_col := shape.number_col + 3):
             # A wrapped label: it continues the row above. Beside it, at the description's
             # column, may stand the description's own wrap.
@@ -99,13 +101,24 @@ def menu(r: Reader, top: int, bottom: int, shape: MenuShape) -> list[MenuRow]:
             if shape.descriptions:
                 more, between, described = _partition_text(more)
             if described:
-                if label_col + len(more) + len(between) != description_col:
+                described_at = label_col + len(more) + len(between)
+                if r.column(y, described_at) != description_col:
                     raise Unproven(f"menu row {y}: a description out of its column")
-                prev = attrs.evolve(prev, description=f"{prev.description} {described}")
-            joiner = "" if prev.label.endswith("-") else " "
+                joint = r.wrap_joiner(above, y, described_at)
+                prev = attrs.evolve(prev, description=f"{prev.description}{joint}{described}")
+            if not prev.description:
+                joiner = r.wrap_joiner(above, y, label_col)
+            elif cut_between_wide(prev.label, more, full=True):
+                # The label's column ends short of the description's, at no edge a row
+                # shows: whether a word of wide characters was cut there is unknown.
+                raise Unproven(f"menu row {y}: a wide label's wrap beside its description")
+            else:
+                joiner = " "
+            joiner = "" if prev.label.endswith("-") else joiner
             rows[-1] = attrs.evolve(prev, label=f"{prev.label}{joiner}{more}")
         else:
             raise Unproven(f"unexpected row {y} inside a menu")
+        above = y
     if [row.number for row in rows] != list(range(1, len(rows) + 1)):
         raise Unproven("menu numbers are duplicated or out of order")
     if shape.shortcuts and not all(SHORTCUT.search(row.label) for row in rows):

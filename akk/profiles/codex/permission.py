@@ -14,6 +14,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from wcwidth import wcswidth
 
 from akk.profiles.codex.menu import SHORTCUT, menu
 from akk.profiles.codex.reader import Footer, Reader
@@ -30,6 +33,9 @@ from akk.profiles.observation import (
     Unproven,
 )
 from akk.screen.region import Region
+
+if TYPE_CHECKING:
+    from akk.profiles.codex.profile import CodexProfile
 
 _NAMED_PREFIX = re.compile(r"`(.+)`", re.DOTALL)
 # What Codex draws in place of a command too long for the pane: the rows it left
@@ -57,13 +63,15 @@ def read(r: Reader, footer: Footer, footer_top: int, last: int) -> Observation:
             if not r.grid.cell(2, top).bold:
                 raise Unproven("approval anchor is not drawn bold")
             break
-        prefix = next((pre for pre in p.permission_paragraphs if first[2:].startswith(pre)), None)
+        prefix = next((pre for pre in p.permission_paragraphs if _opens(first, pre, p)), None)
         if prefix in seen:
             raise Unproven(f"approval paragraph {prefix!r} shown twice")
         if not r.indented(top, 2) or prefix is None:
             raise Unproven(f"unexpected row {top} inside the approval prompt")
         if prefix == p.command_prefix:
             command = _command(r, top, y)
+        elif top == y and first[2:] == prefix.rstrip():
+            raise Unproven(f"approval paragraph {prefix!r} shows no text")
         else:
             _prove_wrapped(r, top, y)
         seen.add(prefix)
@@ -106,6 +114,14 @@ def read(r: Reader, footer: Footer, footer_top: int, last: int) -> Observation:
     return Observation(State.PERMISSION, p.id, prompt)
 
 
+def _opens(line: str, prefix: str, p: CodexProfile) -> bool:
+    """Whether row text `line` opens the paragraph `prefix` names. Its text may start on the
+    next row, a word of CJK text wider than what is left beside the name (`_prove_wrapped`
+    proves it); a command never does."""
+    named = line[2:]
+    return named.startswith(prefix) or (prefix != p.command_prefix and named == prefix.rstrip())
+
+
 def _refuse_cut_command(r: Reader, footer_top: int) -> None:
     """Raise Unproven, naming the cut, when Codex drew the command cut short: a person
     reads it whole in the pane (the prompt's rows between its anchor and its footer)."""
@@ -135,7 +151,7 @@ def _command(r: Reader, top: int, bottom: int) -> str:
             raise Unproven(f"unexpected row {y} inside the approval command")
         parts.append(r.lines[y][2:])
     for y, part in zip(range(top, bottom), parts, strict=False):
-        filled = len(r.lines[y]) >= grid.cols - p.command_margin
+        filled = r.end(y) >= grid.cols - p.command_margin
         if part.endswith("-") or (filled and " " not in part):
             raise Unproven(f"the command's row {y} may end inside a word: cannot unwrap it")
     return " ".join(parts)
@@ -145,12 +161,13 @@ def _prove_wrapped(r: Reader, top: int, bottom: int) -> None:
     """Rows top+1..bottom continue row top's paragraph (the model's reason) as Codex wraps it.
 
     Codex breaks a paragraph at a space, onto a row indented by two, when the next
-    word would reach past the command margin; any other row there was not its wrap.
+    word would reach past the command margin (a word of CJK text wider than the row
+    starts a row of its own, cut at the margin); any other row there was not its wrap.
     """
     limit = r.grid.cols - r.p.command_margin
     for y in range(top + 1, bottom + 1):
         word = r.lines[y][2:].split(" ", 1)[0]
-        if not r.indented(y, 2) or len(r.lines[y - 1]) + 1 + len(word) <= limit:
+        if not r.indented(y, 2) or r.end(y - 1) + 1 + wcswidth(word) <= limit:
             raise Unproven(f"unexpected row {y} inside the approval paragraph at row {top}")
 
 

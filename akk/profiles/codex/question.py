@@ -59,12 +59,7 @@ def read(r: Reader, footer: Footer, footer_top: int, last: int) -> Observation:
     rows = menu(r, menu_top, y + 1, p.question_menu)
     r.blank(menu_top - 1, "above the question options")
     end = menu_top - 2  # the prompt's last row
-    if (
-        p.prompt_fill_blank
-        and end > 0
-        and not r.lines[end]
-        and len(r.lines[end - 1]) == r.grid.cols - 2
-    ):
+    if p.prompt_fill_blank and end > 0 and not r.lines[end] and r.end(end - 1) == r.grid.cols - 2:
         end -= 1  # the empty row after a prompt row the text fills exactly
     top = r.run_above(end, "the question header")
     header = p.question_header.fullmatch(r.lines[top].strip())
@@ -92,9 +87,10 @@ def read(r: Reader, footer: Footer, footer_top: int, last: int) -> Observation:
             role = OptionRole.NONE_OF_THE_ABOVE
         options.append(OptionView(row.label, role, row.number, row.description, row.current))
     kind = ResponseKind.FREE_TEXT if notes_open else ResponseKind.SINGLE_SELECT
-    question = QuestionView(
-        " ".join(r.lines[row].strip() for row in prompt_rows), kind, tuple(options)
-    )
+    asked = r.lines[top + 1][2:]
+    for y in prompt_rows[1:]:
+        asked += r.wrap_joiner(y - 1, y, 2) + r.lines[y][2:]
+    question = QuestionView(asked, kind, tuple(options))
     prompt = PromptView(
         InteractionKind.QUESTIONNAIRE,
         StepKind.FREE_TEXT if notes_open else StepKind.SINGLE_SELECT,

@@ -11,9 +11,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import attrs
+from wcwidth import wcwidth
 
 from akk.profiles.composer import DraftView
 from akk.profiles.observation import Unproven
+from akk.profiles.wrap import joiner
 from akk.screen.grid import Grid
 
 if TYPE_CHECKING:
@@ -53,6 +55,27 @@ class Reader:
         while y > 0 and self.lines[y - 1]:
             y -= 1
         return y
+
+    def column(self, y: int, index: int) -> int:
+        """The column of character `index` of row `y`'s text (a wide character takes two)."""
+        return self.grid.row_columns(y)[index]
+
+    def end(self, y: int) -> int:
+        """The column just past row `y`'s last drawn character (0 for a blank row)."""
+        line = self.lines[y]
+        if not line:
+            return 0
+        last = self.column(y, len(line) - 1)
+        return last + self.grid.cell(last, y).width
+
+    def wrap_joiner(self, above: int, y: int, start: int) -> str:
+        """What joins row `y`'s text (from character `start`) to row `above`'s once unwrapped:
+        a space, or nothing where the break cut a word of wide characters at a full row
+        (`akk.profiles.wrap`). Codex's text rows end `command_margin` short of the edge."""
+        lower = self.lines[y][start:]
+        room = self.grid.cols - self.p.command_margin - self.end(above)
+        full = bool(lower) and wcwidth(lower[0]) > room
+        return joiner(self.lines[above], lower, full=full)
 
     def indented(self, y: int, indent: int) -> bool:
         line = self.lines[y]

@@ -394,6 +394,7 @@ def variant_plans(base: Mapping[str, Plan]) -> list[Plan]:
         permission("claude_bash_long", CLAUDE, "Bash", manual=False),
         # The model's description of the command wraps over several rows.
         permission("claude_bash_description_long", CLAUDE, "Bash", manual=False),
+        permission("claude_bash_description_cjk", CLAUDE, "Bash", manual=False),
         *(_themed(base[name], theme) for theme in CLAUDE_THEMES for name in CLAUDE_THEMED_PLANS),
         *(
             _setup(base[name], "status_line", Preseed(claude_status_line=CLAUDE_STATUS_LINE))
@@ -417,6 +418,7 @@ def question_plans() -> list[Plan]:
         # Option labels that wrap at 80 columns, descriptions that wrap at every size.
         single("questionnaire_wrapped"),
         single("questionnaire_long_asked"),
+        single("questionnaire_cjk"),
         # Taller than an 80x24 pane: there its frame and tab row are cut off at the top.
         attrs.evolve(single("questionnaire_tall"), unreadable_sizes=((80, 24),)),
         # CJK, a ZWJ emoji, right-to-left scripts and plain text, in labels and the prompt.

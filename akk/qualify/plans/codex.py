@@ -659,5 +659,7 @@ def variant_plans(base: Mapping[str, Plan]) -> list[Plan]:
         questionnaire("codex_rui_long"),
         questionnaire("codex_rui_long_asked"),
         questionnaire("codex_rui_long_labels"),
+        questionnaire("codex_rui_cjk"),
+        permission("codex_exec_reason_cjk", CODEX, "exec_command", manual=False),
         *(_inline(base[name]) for name in CODEX_INLINE_PLANS),
     ]
