@@ -436,13 +436,15 @@ async def test_codex_wrapped_labels_are_shown_whole_and_the_one_chosen_reaches_t
     [
         *lab_params("codex_exec_reason_long_repeating"),
         *lab_params("codex_exec_reason_long_repeating", cols=60, rows=40)[-1:],
+        *lab_params("codex_exec_reason_cjk_repeating", cols=80, rows=24)[:1],
     ],
     indirect=True,
 )
 async def test_codex_exec_approve_runs_the_command_once_reject_selects_the_no_row(
     lab: LabSession, tmp_path: Path
 ) -> None:
-    """The model's reason is as long as a model writes one: it wraps over rows."""
+    """The model's reason is as long as a model writes one: it wraps over rows (and, written
+    in Chinese, is one word wider than the row, which starts under ``Reason:``)."""
     for decision in ("approve_once", "reject"):
         with one_case(lab, tmp_path, decision) as state:
             # Gone before each case: only this case's run may leave it.
