@@ -815,6 +815,18 @@ def _claude_question_scenarios() -> dict[str, Scenario]:
 
 SCENARIOS = {**SCENARIOS, **_claude_question_scenarios()}
 
+SCENARIOS = {
+    **SCENARIOS,
+    **{
+        scenario.name: scenario
+        for scenario in (
+            _codex_questionnaire("codex_rui_unicode", UNICODE_QUESTION),
+            _codex_questionnaire("codex_rui_selector", SELECTOR_QUESTION),
+            _codex_questionnaire("codex_rui_invisible", INVISIBLE_QUESTION),
+        )
+    },
+}
+
 
 # ---------------------------------------------------------------- hostile text (issue 26)
 

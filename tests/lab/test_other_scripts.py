@@ -1,13 +1,16 @@
 """A question in other scripts, answered through `akk serve`: the exact label, once.
 
-- The newest pinned Claude Code, 120x40: the 4-option question of CJK, emoji (a
-  ZWJ sequence), right-to-left and plain labels is offered with exactly the
-  scenario's labels, answered by option id, and the model server (the oracle)
-  receives that label exactly once in the tool result.
+- The newest pinned Claude Code and Codex, 120x40: the 4-option question of CJK,
+  emoji (a ZWJ sequence), right-to-left and plain labels is offered with exactly
+  the scenario's labels, answered by option id, and the model server (the
+  oracle) receives that label exactly once in the tool result.
 - A question and descriptions in Chinese, wider than the row, which each client
   cuts at the pane's edge (oldest and newest pinned Claude Code and Codex, at
   80x24 and 120x40): offered exactly as asked, with no space where a row was
   cut, and the label chosen reaches the model once.
+- A label neither client shows as sent ("❤️ Heart", "⌚︎ Watch"; newest pinned
+  Claude Code and Codex): the owner is woken, AKK types nothing, and the person
+  answers at the pane.
 """
 
 from __future__ import annotations
@@ -20,12 +23,25 @@ from akk.client import connect
 from akk.qualify import scenarios as sc
 from akk.qualify.launcher import LabSession
 from tests.lab.conftest import lab_params
-from tests.lab.test_interactions import choose, prompt, reached, send_task, settled
-from tools.lab.akk_runner import serving
+from tests.lab.test_interactions import (
+    WAKE_UPS,
+    choose,
+    next_event,
+    prompt,
+    reached,
+    send_task,
+    settled,
+)
+from tools.lab.akk_runner import outcome, serving, two_controllers
 
 
 @pytest.mark.parametrize(
-    "lab", lab_params("questionnaire_unicode", agents=("claude",))[-1:], indirect=True
+    "lab",
+    [
+        *lab_params("questionnaire_unicode")[-1:],
+        *lab_params("codex_rui_unicode", plan_mode=True)[-1:],
+    ],
+    indirect=True,
 )
 async def test_a_unicode_label_reaches_the_model_once(lab: LabSession, tmp_path: Path) -> None:
     question = sc.UNICODE_QUESTION
@@ -42,8 +58,10 @@ async def test_a_unicode_label_reaches_the_model_once(lab: LabSession, tmp_path:
         assert [option["label"] for option in offered["options"]][: len(labels)] == labels
         reply = await ctl.call("respond_interaction", choose(shown, label))
         assert reply["outcome"] == "dispatched"
-        answered = await reached(lab, lambda r: sc.ANSWERED_CLAUDE in r.newest_input)
-        assert f'"{question.question}"="{label}"' in answered.newest_input
+        noted = sc.ANSWERED_CLAUDE if lab.agent == "claude" else sc.ANSWERED_CODEX
+        answered = await reached(lab, lambda r: noted in r.newest_input)
+        if lab.agent == "claude":
+            assert f'"{question.question}"="{label}"' in answered.newest_input
         assert answered.newest_input.count(label) == 1
         assert lab.server.count_inputs_containing(label) == 1
         assert (await settled(ctl, turn_id))["kind"] == "done"
@@ -83,3 +101,37 @@ async def test_a_chinese_question_cut_at_the_pane_s_edge_is_offered_exactly_and_
         assert labels[1] in answered.newest_input and labels[0] not in answered.newest_input
         assert (await settled(ctl, turn_id))["kind"] == "done"
     assert lab.server.count_inputs_containing(noted) == 1
+
+
+@pytest.mark.parametrize(
+    "lab",
+    [
+        *lab_params("questionnaire_selector")[-1:],
+        *lab_params("codex_rui_selector", plan_mode=True)[-1:],
+    ],
+    indirect=True,
+)
+async def test_a_label_the_pane_cannot_show_as_sent_is_the_person_s_to_answer(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    """Claude drops the variation selectors of "❤️ Heart" and "⌚︎ Watch"; Codex keeps them,
+    but it and tmux disagree on their widths, so a space is gained or lost beside each. The
+    owner is woken once, ``manual_required`` (``unreadable_prompt``, the reason in its
+    detail) with nothing to answer; AKK types nothing; the person answers at the pane."""
+    async with two_controllers(lab, tmp_path) as (served, ctl, _other):
+        assert served.keys is not None
+        turn_id = await send_task(ctl, sc.ASK_TASK)
+        woken = await next_event(ctl, WAKE_UPS, 60)
+        typed = len(served.keys.keys())
+        manual = woken["interaction"]
+        assert (manual["state"], manual["manual_reason"], manual["questions"]) == (
+            "manual_required", "unreadable_prompt", []
+        ), woken  # fmt: skip
+        assert "cannot be read back" in manual["detail"]
+        await lab.tmux("send-keys", "-t", "lab", "Enter")  # the person takes the first row
+        ended = await outcome(ctl, turn_id, timeout=60)
+        assert ended["kind"] == "done", ended
+        assert len(served.keys.keys()) == typed
+    # The person's answer, the first row, reached the model once (Claude words its tool
+    # result otherwise when the answer is an Enter on the row: "The user answered: …").
+    assert lab.server.count_inputs_containing("Heart") == 1, lab.server.summary()

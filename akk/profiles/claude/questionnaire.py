@@ -24,8 +24,6 @@ import re
 from collections.abc import Sequence
 
 import attrs
-from wcwidth.table_vs15 import VS15_WIDE_TO_NARROW
-from wcwidth.table_vs16 import VS16_NARROW_TO_WIDE
 
 from akk.profiles.claude.menu import (
     MenuShape,
@@ -54,28 +52,12 @@ from akk.profiles.observation import (
     StepKind,
     Unproven,
 )
+from akk.profiles.readback import REFUSAL, unreadable
 from akk.screen.region import Region
 
-
-def _unreadable() -> re.Pattern[str]:
-    """Characters on screen that do not say what the question's text held there.
-
-    Any character outside ASCII that a variation selector draws as emoji or as text
-    (Unicode's emoji variation sequences, as wcwidth lists them: U+FE0F widens the
-    first set, U+FE0E narrows the second), the keycap mark U+20E3 that follows an
-    ASCII digit, ``#`` or ``*`` and its selector ("1️⃣"), and U+FFFD, which Claude
-    shows for a zero-width space or a soft hyphen.
-    """
-    ranges = (*VS16_NARROW_TO_WIDE["9.0.0"], *VS15_WIDE_TO_NARROW["9.0.0"])
-    spans = "".join(
-        f"{re.escape(chr(max(low, 0x80)))}-{re.escape(chr(high))}"
-        for low, high in ranges
-        if high >= 0x80
-    )
-    return re.compile(f"[{spans}\u20e3\ufffd]")
-
-
-_UNREADABLE = _unreadable()
+_UNREADABLE = unreadable("\ufffd")
+"""What Claude's questions cannot hold (`akk.profiles.readback`), and U+FFFD, which Claude
+shows for a zero-width space or a soft hyphen."""
 
 
 @attrs.frozen
@@ -271,10 +253,7 @@ def _observation(
 def _prove_readable(r: Reader, texts: Sequence[str]) -> None:
     """None of `texts` holds a character that may stand for another (`unreadable`)."""
     if any(r.p.questionnaire.unreadable.search(text) for text in texts):
-        raise Unproven(
-            "the question holds a character the screen may not show as sent (an emoji's "
-            "variation selector, a replaced character): its text cannot be read back"
-        )
+        raise Unproven(REFUSAL)
 
 
 def _open_editor(r: Reader, free: Row, end: int) -> DraftView:

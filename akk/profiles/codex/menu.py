@@ -11,11 +11,13 @@ under another's profile.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 import attrs
 
 from akk.profiles.codex.reader import Reader
 from akk.profiles.observation import Unproven
+from akk.profiles.readback import REFUSAL, unreadable
 from akk.profiles.wrap import cut_between_wide
 from akk.screen.grid import Cell
 
@@ -126,6 +128,16 @@ def menu(r: Reader, top: int, bottom: int, shape: MenuShape) -> list[MenuRow]:
     if sum(row.current for row in rows) != 1:
         raise Unproven("no single current row in the menu")
     return rows
+
+
+def prove_readable(texts: Iterable[str]) -> None:
+    """None of a question's `texts` holds a character whose width Codex and tmux may
+    disagree on, which shifts the spaces around it (`akk.profiles.readback`)."""
+    if any(_UNREADABLE.search(text) for text in texts):
+        raise Unproven(REFUSAL)
+
+
+_UNREADABLE = unreadable()
 
 
 def _partition_text(text: str) -> tuple[str, str, str]:

@@ -8,6 +8,7 @@ status, permission, question, confirmation, picker) take it and raise
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import attrs
@@ -76,6 +77,14 @@ class Reader:
         room = self.grid.cols - self.p.command_margin - self.end(above)
         full = bool(lower) and wcwidth(lower[0]) > room
         return joiner(self.lines[above], lower, full=full)
+
+    def unwrapped(self, rows: Sequence[int], indent: int) -> str:
+        """The text of `rows` (non-empty, each indented by `indent`), each row joined to the
+        one above as Codex wrapped it (`wrap_joiner`)."""
+        text = self.lines[rows[0]][indent:]
+        for y in rows[1:]:
+            text += self.wrap_joiner(y - 1, y, indent) + self.lines[y][indent:]
+        return text
 
     def indented(self, y: int, indent: int) -> bool:
         line = self.lines[y]

@@ -100,6 +100,17 @@ def questionnaire(scenario: str) -> Plan:
     return Plan(scenario, scenario, CODEX, tuple(actions), plan_mode=True)
 
 
+def _unreadable(scenario: str) -> Plan:
+    """A question whose text the screen cannot show as sent: never answerable."""
+    return Plan(
+        scenario,
+        scenario,
+        CODEX,
+        (Submit(), wait("Question 1/1"), Shot("q1", Expected("unknown"))),
+        plan_mode=True,
+    )
+
+
 def notes_and_unanswered() -> Plan:
     """The free row, its notes empty and typed, then the unanswered-questions confirmation."""
     scenario = "codex_rui_three"
@@ -660,6 +671,13 @@ def variant_plans(base: Mapping[str, Plan]) -> list[Plan]:
         questionnaire("codex_rui_long_asked"),
         questionnaire("codex_rui_long_labels"),
         questionnaire("codex_rui_cjk"),
+        # CJK, a ZWJ emoji and right-to-left scripts in labels and the prompt.
+        questionnaire("codex_rui_unicode"),
+        # Codex and tmux disagree on the width of "❤️" and "⌚︎": a space around each is
+        # gained or lost, so the labels cannot be read back.
+        _unreadable("codex_rui_selector"),
+        # A zero-width space and a soft hyphen: Codex and tmux keep both, read exactly.
+        questionnaire("codex_rui_invisible"),
         permission("codex_exec_reason_cjk", CODEX, "exec_command", manual=False),
         *(_inline(base[name]) for name in CODEX_INLINE_PLANS),
     ]
