@@ -228,7 +228,14 @@ def permission_texts(
     return shown, projected
 
 
+SENDGRID = next(shape for shape in ONE_ROW if shape.name == "sendgrid")
+NARROW_BASH_LONG = next(path for path in BASH_LONG if "2.1.332/60x40" in str(path))
+
+
 @settings(max_examples=examples(300))
+# At 60 columns Claude repeats the command above its prompt cut after three rows with an
+# ellipsis: the key there, cut short, matches no rule (found by this test, 2026-12-07).
+@example(SENDGRID, NARROW_BASH_LONG, 0, 100, False)
 @given(
     st.one_of(st.sampled_from(LONG), st.sampled_from(ONE_ROW)),
     st.sampled_from(BASH_LONG),

@@ -335,8 +335,10 @@ def redact_screen(lines: Sequence[str], seen: frozenset[str] = frozenset()) -> R
     reaches within `WRAP_MARGIN` columns of the pane's right edge). Each row
     keeps its place and its drawing; only the masked stretches change.
 
-    ``seen`` are the `FRAGMENT`-character pieces of what was masked on earlier
-    drawings of the same screen (`SeenSecrets.pieces`): each is masked here too.
+    Every `FRAGMENT`-character piece of what is masked is masked wherever else
+    the screen shows it (a copy cut short, which no rule reads whole). ``seen``
+    are the pieces of what was masked on earlier drawings of the same screen
+    (`SeenSecrets.pieces`): each is masked here too.
     A drawing caught half done may show a key's row half redrawn, or its tail
     without the row that named it, which no rule can tell from other text.
     """
@@ -354,6 +356,11 @@ def _redact_screen(lines: tuple[str, ...], seen: frozenset[str]) -> RedactedScre
          *_fragment_spans(text, seen)]
     )  # fmt: skip
     spans = _continued(text, spans, rows)
+    # What is masked in one place is masked wherever else the screen shows it, whole, cut
+    # short or in pieces: Claude repeats a command above its permission, cut after three
+    # rows with an ellipsis, where the cut key no rule would find.
+    shown = frozenset(piece for start, end in spans for piece in _pieces_of(text[start:end]))
+    spans = _merged([*spans, *_fragment_spans(text, shown)])
     masked = _masked(text, spans).split("\n") if lines else []
     return RedactedScreen(tuple(masked), frozenset(text[start:end] for start, end in spans))
 
