@@ -12,7 +12,7 @@ from pathlib import Path
 
 import attrs
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from akk.profiles import claude
@@ -499,6 +499,13 @@ def test_truncated_prompts_are_never_actionable(label_path: Path, depth: int, cu
 
 
 @settings(max_examples=200)
+# A row under a tab row that does not fill the pane is no wrap of its headers (found by
+# this test while the two-row tab row was being written).
+@example(
+    label_path=corpus.ROOT / "claude/2.1.263/questionnaire_cjk-free_text_empty.json",
+    where=0.125,
+    text="A",
+)
 @given(
     label_path=st.sampled_from(ACTIONABLE),
     where=st.floats(0, 1),
@@ -857,3 +864,84 @@ def test_an_ask_rule_is_named_as_an_advisory_with_its_hint() -> None:
         rows = all_rows(grid)
         rows[y] = text_row(grid, " /permissions to update rules")  # the hint, not muted
         assert not profile_of(path).classify(with_rows(grid, rows)).actionable, path
+
+
+def _shift_right(row: tuple[Cell, ...], by: int = 1) -> tuple[Cell, ...]:
+    return (*(Cell() for _ in range(by)), *row[:-by])
+
+
+@pytest.mark.parametrize("version", sorted(PROFILES))
+def test_a_review_s_tab_row_that_wraps_in_a_narrow_pane_is_read(version: str) -> None:
+    """Four 12-character headers do not fit a 60-column review's tab row: Claude wraps each
+    header inside its tab's cell, the rest on the row under the glyphs at the cell's first
+    column (``✔`` over ``Submit``). The review reads (it was unknown: "malformed tab"). The
+    rest row moved one column, one header's rest reaching into the next cell, or no rest
+    under the ``✔`` are not Claude's wrap."""
+    path = corpus.ROOT / "claude" / version / "60x40" / "questionnaire_four_questions-review.json"
+    _, observation = classify(path)
+    assert observation.actionable and observation.prompt is not None, observation.reason
+    assert observation.prompt.tabs == (
+        "Deploy st…", "Cloud reg…", "Machine t…", "Backup pl…", "Submit"
+    )  # fmt: skip
+    _, grid = corpus.screen(path)
+    glyphs = next(y for y in range(grid.rows) if grid.row_text(y).startswith("←  ☒"))
+    rests = glyphs + 1
+    rows = all_rows(grid)
+    text = grid.row_text(rests)
+    first = text.index("st…")
+    reaching = list(rows[rests])
+    reaching[first + 3 : first + 12] = [Cell(char="x") for _ in range(9)]  # into the next cell
+    no_submit = list(rows[rests])
+    at = text.index("Submit")
+    no_submit[at : at + 6] = [Cell() for _ in range(6)]
+    refused = {
+        "moved": _shift_right(rows[rests]),
+        "reaching": tuple(reaching),
+        "no rest under the check mark": tuple(no_submit),
+    }
+    for what, row in refused.items():
+        mutated = with_rows(grid, [*rows[:rests], row, *rows[rests + 1 :]])
+        _, observation = classify(path, mutated)
+        assert not observation.actionable, what
+
+
+@pytest.mark.parametrize("size", ["", "80x24", "60x40"])
+@pytest.mark.parametrize("version", sorted(PROFILES))
+def test_a_review_lists_a_chinese_question_as_asked(version: str, size: str) -> None:
+    """The review lists each question, wrapped at the pane's edge as the question is: a
+    Chinese question cut there joins with nothing (it read with a space before)."""
+    from akk.qualify.scenarios import CJK_ASKED
+
+    path = corpus.ROOT / "claude" / version / size / "questionnaire_cjk_multi-review.json"
+    _, observation = classify(path)
+    assert observation.prompt is not None, observation.reason
+    assert observation.prompt.reviewed == (CJK_ASKED.question,)
+
+
+@pytest.mark.parametrize("version", sorted(PROFILES))
+def test_a_review_question_s_gutter_runs_down_its_rows_and_not_beside_its_answer(
+    version: str,
+) -> None:
+    """A long question is listed in the review under a dim ``│`` one column in (it was
+    unreadable there: "unexpected row", so a multi-select question or a questionnaire of
+    several with such a question could not be submitted). The gutter left off its wrapped
+    row, or drawn beside the answer, is no review Claude draws."""
+    path = corpus.ROOT / "claude" / version / "80x24" / "questionnaire_cjk_multi-review.json"
+    _, observation = classify(path)
+    assert observation.actionable, observation.reason
+    _, grid = corpus.screen(path)
+    rows = all_rows(grid)
+    asked = next(y for y in range(grid.rows) if grid.row_text(y).startswith(" │ ● "))
+    wrapped, answer = asked + 1, asked + 2
+    assert grid.row_text(wrapped).startswith(" │   ") and "→" in grid.row_text(answer)
+    gutter = rows[asked][:3]
+    changed = {
+        "no gutter on the wrapped row": (
+            wrapped,
+            (*(Cell() for _ in range(3)), *rows[wrapped][3:]),
+        ),
+        "a gutter beside the answer": (answer, (*gutter, *rows[answer][3:])),
+    }
+    for what, (y, row) in changed.items():
+        _, mutated = classify(path, with_rows(grid, [*rows[:y], row, *rows[y + 1 :]]))
+        assert not mutated.actionable, what

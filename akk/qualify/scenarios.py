@@ -664,6 +664,18 @@ CJK_ASKED = Question(
         Option("副本数据库", "报表读取的那份副本，它比主数据库晚几分钟，但从未被手工修改过"),
     ),
 )
+"""A question as long as a model asks one, in Chinese: it wraps at every pane width, and
+each client cuts it at the row's edge (no spaces to break at)."""
+
+CJK_MULTI = attrs.evolve(
+    CJK_ASKED,
+    options=(
+        *CJK_ASKED.options,
+        Option("两个都不用", "先停下核对，等人工确认之后再决定哪一个数据库才是真实的来源"),
+    ),
+    multi_select=True,
+)
+"""`CJK_ASKED` as a multi-select question of three options: its review lists it."""
 
 
 def _codex_variant_scenarios() -> dict[str, Scenario]:
@@ -799,10 +811,29 @@ INVISIBLE_QUESTION = Question(
 """Labels with invisible format characters, which Claude draws as U+FFFD."""
 
 
+FOUR_QUESTIONS = tuple(
+    Question(
+        question=f"Which {what} should the lab use?",
+        header=header,
+        options=(Option(first, "The usual one"), Option(second, "The other one")),
+    )
+    for what, header, first, second in (
+        ("deploy stage", "Deploy stage", "Staging", "Production"),
+        ("cloud region", "Cloud region", "Frankfurt", "Oregon"),
+        ("machine type", "Machine type", "Small", "Large"),
+        ("backup plan", "Backup plans", "Nightly", "Hourly"),
+    )
+)
+"""Four questions (as many as AskUserQuestion takes), each header as long as it may be
+(12 characters): the tab row is wider than a narrow pane."""
+
+
 def _claude_question_scenarios() -> dict[str, Scenario]:
     scenarios = [
+        _claude_questionnaire("questionnaire_four_questions", *FOUR_QUESTIONS),
         _claude_questionnaire("questionnaire_long_asked", LONG_ASKED),
         _claude_questionnaire("questionnaire_cjk", CJK_ASKED),
+        _claude_questionnaire("questionnaire_cjk_multi", CJK_MULTI),
         _claude_questionnaire("questionnaire_wrapped", WRAPPED_QUESTION),
         _claude_questionnaire("questionnaire_tall", TALL_QUESTION),
         _claude_questionnaire("questionnaire_unicode", UNICODE_QUESTION),

@@ -264,26 +264,49 @@ async def _multi_select(lab: LabSession, tmp_path: Path, labels: tuple[str, ...]
         review = await prompt(ctl, turn_id)
         assert review["interaction_id"] != shown["interaction_id"]
         assert review["step"]["index"] >= 1
-        (question,) = review["questions"]
-        submit = [o["option_id"] for o in question["options"] if o.get("role") == "submit"]
-        await ctl.call(
-            "respond_interaction",
-            {
-                "interaction_id": review["interaction_id"],
-                "turn_id": turn_id,
-                "answers": [
-                    {
-                        "question_id": question["question_id"],
-                        "response_kind": "confirm",
-                        "selected_option_ids": submit,
-                    }
-                ],
-            },
-        )
+        await submit_review(ctl, turn_id, review)
         answered = await reached(lab, lambda r: sc.ANSWERED_CLAUDE in r.newest_input, first)
         await settled(ctl, turn_id)
     assert f'"Which colors do you like?"="{", ".join(labels)}"' in answered.newest_input
     assert count_since(lab, first, sc.ANSWERED_CLAUDE) == 1
+
+
+async def submit_review(ctl: Controller, turn_id: str, review: dict[str, Any]) -> None:
+    """Choose the review's Submit row."""
+    (question,) = review["questions"]
+    submit = [o["option_id"] for o in question["options"] if o.get("role") == "submit"]
+    answer = {
+        "question_id": question["question_id"],
+        "response_kind": "confirm",
+        "selected_option_ids": submit,
+    }
+    params = {"interaction_id": review["interaction_id"], "turn_id": turn_id, "answers": [answer]}
+    assert (await ctl.call("respond_interaction", params))["outcome"] == "dispatched"
+
+
+@pytest.mark.parametrize(
+    "lab", lab_params("questionnaire_four_questions", cols=60, rows=40)[-1:], indirect=True
+)
+async def test_four_questions_in_a_narrow_pane_are_answered_and_their_review_submitted(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    """Four questions with 12-character headers at 60 columns: the review's tab row wraps
+    (each header's rest under its glyph), and the review is read and submitted."""
+    chosen = [question.options[1].label for question in sc.FOUR_QUESTIONS]
+    async with two_controllers(lab, tmp_path) as (_, ctl, _other):
+        turn_id = await send_task(ctl, sc.ASK_TASK)
+        for label in chosen:
+            shown = await prompt(ctl, turn_id)
+            reply = await ctl.call("respond_interaction", choose(shown, label))
+            assert reply["outcome"] == "dispatched"
+        review = await prompt(ctl, turn_id)
+        assert review["step"] == {"index": 5, "total": 5}, review  # the Submit tab
+        await submit_review(ctl, turn_id, review)
+        answered = await reached(lab, lambda r: sc.ANSWERED_CLAUDE in r.newest_input)
+        assert (await settled(ctl, turn_id))["kind"] == "done"
+    for question, label in zip(sc.FOUR_QUESTIONS, chosen, strict=True):
+        assert f'"{question.question}"="{label}"' in answered.newest_input
+    assert lab.server.count_inputs_containing(sc.ANSWERED_CLAUDE) == 1
 
 
 @pytest.mark.parametrize(

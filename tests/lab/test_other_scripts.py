@@ -8,6 +8,9 @@
   cuts at the pane's edge (oldest and newest pinned Claude Code and Codex, at
   80x24 and 120x40): offered exactly as asked, with no space where a row was
   cut, and the label chosen reaches the model once.
+- The same question as a multi-select (oldest pinned Claude Code at 80x24, newest
+  at 120x40): its review lists the long question under a gutter; the review is
+  read and submitted, and the label ticked reaches the model once.
 - A label neither client shows as sent ("❤️ Heart", "⌚︎ Watch"; newest pinned
   Claude Code and Codex): the owner is woken, AKK types nothing, and the person
   answers at the pane.
@@ -31,6 +34,7 @@ from tests.lab.test_interactions import (
     reached,
     send_task,
     settled,
+    submit_review,
 )
 from tools.lab.akk_runner import outcome, serving, two_controllers
 
@@ -101,6 +105,35 @@ async def test_a_chinese_question_cut_at_the_pane_s_edge_is_offered_exactly_and_
         assert labels[1] in answered.newest_input and labels[0] not in answered.newest_input
         assert (await settled(ctl, turn_id))["kind"] == "done"
     assert lab.server.count_inputs_containing(noted) == 1
+
+
+@pytest.mark.parametrize(
+    "lab",
+    [
+        *lab_params("questionnaire_cjk_multi", cols=80, rows=24)[:1],
+        *lab_params("questionnaire_cjk_multi")[-1:],
+    ],
+    indirect=True,
+)
+async def test_a_long_multi_select_question_s_review_is_read_and_submitted(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    question = sc.CJK_MULTI
+    label = question.options[1].label
+    async with (
+        serving(lab, tmp_path) as served,
+        connect(served.endpoint.url, served.tokens["ctl"]) as ctl,
+    ):
+        turn_id = await send_task(ctl, sc.ASK_TASK)
+        shown = await prompt(ctl, turn_id)
+        assert shown["questions"][0]["prompt"] == question.question
+        reply = await ctl.call("respond_interaction", choose(shown, label))
+        assert reply["outcome"] == "dispatched"
+        await submit_review(ctl, turn_id, await prompt(ctl, turn_id))
+        answered = await reached(lab, lambda r: sc.ANSWERED_CLAUDE in r.newest_input)
+        assert f'"{question.question}"="{label}"' in answered.newest_input
+        assert (await settled(ctl, turn_id))["kind"] == "done"
+    assert lab.server.count_inputs_containing(sc.ANSWERED_CLAUDE) == 1
 
 
 @pytest.mark.parametrize(

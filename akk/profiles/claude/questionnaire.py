@@ -120,11 +120,10 @@ def read(r: Reader, footer: int, last: int | None = None) -> Observation:
     lower = footer - 3
     if lower < 0 or not r.rule(lower, r.p.composer.rule, shape.rule_fg):
         raise Unproven(f"row {lower} is not the rule above '{shape.chat}'")
-    top, tabs, tab = question_frame(r, lower - 1)
+    top, tabs, tab, y = question_frame(r, lower - 1)
     if tabs[tab] == shape.submit_tab:
         raise Unproven("the Submit tab is current but the review is not shown")
     r.single_prompt(top)
-    y = top + 3
     # A longer question is drawn under a dim gutter, every row of it.
     start = len(shape.question_gutter) if _gutter(r, y) else 0
     question: list[str] = []

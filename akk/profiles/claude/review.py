@@ -15,6 +15,7 @@ from akk.profiles.claude.menu import (
     prove_cursor,
     prove_numbers,
     prove_wraps,
+    wrap_joiner,
 )
 from akk.profiles.claude.reader import Reader
 from akk.profiles.claude.tabs import question_frame
@@ -51,11 +52,10 @@ def read(r: Reader, bottom: int) -> Observation | None:
             raise Unproven(f"row {y - 1} is not the review question")
         answers_end = y - 2
         r.expect_blank(answers_end, "above the review question")
-    top, tabs, tab = question_frame(r, answers_end - 1)
+    top, tabs, tab, title = question_frame(r, answers_end - 1)
     if tabs[tab] != shape.submit_tab or tab != len(tabs) - 1:
         raise Unproven("review shown but the Submit tab is not current")
     r.single_prompt(top)
-    title = top + 3
     if r.texts[title].rstrip() != shape.review_title or not r.cells[title][0].bold:
         raise Unproven(f"row {title} is not the review title")
     r.expect_blank(title + 1, "under the review title")
@@ -85,18 +85,34 @@ def _answers(r: Reader, first: int, last: int) -> tuple[str, ...]:
     shape = r.p.questionnaire
     if first >= last:
         raise Unproven("review lists no answers")
-    questions: list[list[str]] = []
+    questions: list[str] = []
     in_question = False
+    guttered = False  # the question being read is drawn under the gutter
     for y in range(first, last):
-        text = r.texts[y].strip()
-        start = r.indent(y)
+        shift = _gutter(r, y)
+        rest = r.texts[y][shift:]
+        text = rest.strip()
+        start = shift + len(rest) - len(rest.lstrip(" "))
         asked = text.startswith(shape.review_question_mark + " ")
         marked = asked or text.startswith(shape.review_answer_mark + " ")
-        if not marked and (y == first or start < 3 or not text):
+        # A question's further rows start under its text: column 3, under the gutter 5.
+        if not marked and (y == first or start < (5 if shift else 3) or not text):
             raise Unproven(f"unexpected row {y} in the review")
+        # The gutter runs down a question's rows, and never beside an answer.
+        if not asked and bool(shift) != (guttered and in_question and not marked):
+            raise Unproven(f"row {y} of the review is drawn apart from its gutter")
         if asked:
-            questions.append([text.removeprefix(shape.review_question_mark + " ")])
+            questions.append(text.removeprefix(shape.review_question_mark + " "))
+            guttered = bool(shift)
         elif not marked and in_question:
-            questions[-1].append(text)
+            # The question's text starts at this row's column on the row above too.
+            questions[-1] += wrap_joiner(r, y - 1, start, y, start, 0) + text
         in_question = asked or (in_question and not marked)
-    return tuple(" ".join(rows) for rows in questions)
+    return tuple(questions)
+
+
+def _gutter(r: Reader, y: int) -> int:
+    """The columns row `y`'s review gutter takes (a long question's rows are drawn under a
+    dim ``│`` one column in, as its step draws the question), or 0 without one."""
+    gutter = " " + r.p.questionnaire.question_gutter
+    return len(gutter) if r.texts[y].startswith(gutter) and r.cells[y][1].dim else 0

@@ -141,9 +141,8 @@ def multi_select(scenario: str = "questionnaire_multi") -> Plan:
     )
 
 
-def multi_question() -> Plan:
-    """Three questions in turn, each its own step, then the review screen."""
-    scenario = "questionnaire_multi_question"
+def multi_question(scenario: str = "questionnaire_multi_question") -> Plan:
+    """Each question of `scenario` in turn, each its own step, then the review screen."""
     asked = questions(scenario)
     total = len(asked) + 1
     actions: list[Action] = []
@@ -412,13 +411,23 @@ def _unreadable(scenario: str) -> Plan:
     return _asked(scenario, Shot("q1", Expected("unknown")))
 
 
+_NARROWER = ((120, 40), (80, 24), (60, 40))
+"""The sizes of a question plan whose screens change only in narrower panes."""
+
+
 def question_plans() -> list[Plan]:
     """Questions drawn wrapped, cut off, in other scripts, or not as they were sent."""
     return [
         # Option labels that wrap at 80 columns, descriptions that wrap at every size.
         single("questionnaire_wrapped"),
         single("questionnaire_long_asked"),
+        # Four 12-character headers: at 60 columns the review's tab row wraps (wider panes
+        # draw the tabs as at 120 columns).
+        attrs.evolve(multi_question("questionnaire_four_questions"), sizes=_NARROWER),
         single("questionnaire_cjk"),
+        # Its review lists the question under a gutter, cut at the pane's edge as the
+        # question is (wider panes draw it as at 120 columns).
+        attrs.evolve(multi_select("questionnaire_cjk_multi"), sizes=_NARROWER),
         # Taller than an 80x24 pane: there its frame and tab row are cut off at the top.
         attrs.evolve(single("questionnaire_tall"), unreadable_sizes=((80, 24),)),
         # CJK, a ZWJ emoji, right-to-left scripts and plain text, in labels and the prompt.

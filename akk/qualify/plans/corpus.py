@@ -84,6 +84,7 @@ def claude_variant_jobs(clients_: Iterable[Client]) -> list[Job]:
         for name in (*CLAUDE_SIZED_PLANS, *CLAUDE_QUESTION_PLANS)
         if PLANS[name].applies_to(client)
         for cols, rows in CLAUDE_VARIANT_SIZES
+        if PLANS[name].fits(cols, rows)
     ]
 
 
