@@ -323,7 +323,9 @@ class LabSession:
 
         Codex 0.169.0 paints its composer a moment before it reads keys and
         drops what arrives earlier. The press is repeated only while the screen
-        is exactly as before it, so a press that was read is never repeated.
+        is exactly as before it, so a press that was read is never repeated; one
+        read but not yet drawn whole (a long text on a loaded machine) is waited
+        for until the deadline.
         """
         deadline = trio.current_time() + timeout
         while True:
@@ -333,8 +335,11 @@ class LabSession:
             try:
                 return await self.wait_for_screen(predicate, max(wait, 0.0), what=what)
             except ScreenTimeout as exc:
-                if exc.screen != before or trio.current_time() >= deadline:
+                left = deadline - trio.current_time()
+                if left <= 0:
                     raise
+                if exc.screen != before:
+                    return await self.wait_for_screen(predicate, left, what=what)
 
     def _guard_left(self) -> float:
         return max(0.0, self._last_key_at + ENTER_GUARD_SECONDS - time.monotonic())

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from akk.profiles.wrap import wide
 from akk.qualify.capture import fixture_stem, run_plan
 from akk.qualify.launcher import CLAUDE_PROMPT, CODEX_PROMPT
 from akk.qualify.plans.corpus import PLANS
@@ -43,8 +44,13 @@ def _plain(screen: str) -> str:
 
 
 def _flat(text: str) -> str:
-    # Narrow panes wrap long labels; compare with whitespace runs collapsed.
-    return " ".join(text.split())
+    # Narrow panes wrap long labels; compare with whitespace runs collapsed, and none
+    # between two wide characters (CJK text has no spaces: it is cut at a row's edge).
+    words = text.split()
+    flat = words[:1]
+    for word in words[1:]:
+        flat.append(word if wide(flat[-1][-1]) and wide(word[0]) else f" {word}")
+    return "".join(flat)
 
 
 _COLUMN_GAP = re.compile(r" {3,}")

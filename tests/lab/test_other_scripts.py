@@ -18,11 +18,14 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from akk.client import connect
+from akk.client import Controller, connect
 from akk.qualify import scenarios as sc
 from akk.qualify.launcher import LabSession
 from tests.lab.conftest import lab_params
@@ -39,6 +42,25 @@ from tests.lab.test_interactions import (
 from tools.lab.akk_runner import outcome, serving, two_controllers
 
 
+def answered_text(lab: LabSession) -> str:
+    """What the model gets once a question is answered, on this agent."""
+    return sc.ANSWERED_CLAUDE if lab.agent == "claude" else sc.ANSWERED_CODEX
+
+
+@asynccontextmanager
+async def question_offered(
+    lab: LabSession, tmp_path: Path
+) -> AsyncIterator[tuple[Controller, str, dict[str, Any]]]:
+    """`akk serve` on the pane and one controller: the question task sent, its Turn, and
+    the interaction it offers."""
+    async with (
+        serving(lab, tmp_path) as served,
+        connect(served.endpoint.url, served.tokens["ctl"]) as ctl,
+    ):
+        turn_id = await send_task(ctl, sc.ASK_TASK)
+        yield ctl, turn_id, await prompt(ctl, turn_id)
+
+
 @pytest.mark.parametrize(
     "lab",
     [
@@ -51,18 +73,13 @@ async def test_a_unicode_label_reaches_the_model_once(lab: LabSession, tmp_path:
     question = sc.UNICODE_QUESTION
     labels = [option.label for option in question.options]
     label = labels[1]  # a rocket, text, then a ZWJ family of three and more text
-    async with (
-        serving(lab, tmp_path) as served,
-        connect(served.endpoint.url, served.tokens["ctl"]) as ctl,
-    ):
-        turn_id = await send_task(ctl, sc.ASK_TASK)
-        shown = await prompt(ctl, turn_id)
+    async with question_offered(lab, tmp_path) as (ctl, turn_id, shown):
         (offered,) = shown["questions"]
         assert offered["prompt"] == question.question
         assert [option["label"] for option in offered["options"]][: len(labels)] == labels
         reply = await ctl.call("respond_interaction", choose(shown, label))
         assert reply["outcome"] == "dispatched"
-        noted = sc.ANSWERED_CLAUDE if lab.agent == "claude" else sc.ANSWERED_CODEX
+        noted = answered_text(lab)
         answered = await reached(lab, lambda r: noted in r.newest_input)
         if lab.agent == "claude":
             assert f'"{question.question}"="{label}"' in answered.newest_input
@@ -86,13 +103,8 @@ async def test_a_chinese_question_cut_at_the_pane_s_edge_is_offered_exactly_and_
 ) -> None:
     question = sc.CJK_ASKED
     labels = [option.label for option in question.options]
-    noted = sc.ANSWERED_CLAUDE if lab.agent == "claude" else sc.ANSWERED_CODEX
-    async with (
-        serving(lab, tmp_path) as served,
-        connect(served.endpoint.url, served.tokens["ctl"]) as ctl,
-    ):
-        turn_id = await send_task(ctl, sc.ASK_TASK)
-        shown = await prompt(ctl, turn_id)
+    noted = answered_text(lab)
+    async with question_offered(lab, tmp_path) as (ctl, turn_id, shown):
         (offered,) = shown["questions"]
         assert offered["prompt"] == question.question
         options = offered["options"][: len(labels)]
@@ -120,12 +132,7 @@ async def test_a_long_multi_select_question_s_review_is_read_and_submitted(
 ) -> None:
     question = sc.CJK_MULTI
     label = question.options[1].label
-    async with (
-        serving(lab, tmp_path) as served,
-        connect(served.endpoint.url, served.tokens["ctl"]) as ctl,
-    ):
-        turn_id = await send_task(ctl, sc.ASK_TASK)
-        shown = await prompt(ctl, turn_id)
+    async with question_offered(lab, tmp_path) as (ctl, turn_id, shown):
         assert shown["questions"][0]["prompt"] == question.question
         reply = await ctl.call("respond_interaction", choose(shown, label))
         assert reply["outcome"] == "dispatched"
