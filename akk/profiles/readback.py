@@ -14,9 +14,12 @@ a model's question, whatever the rest reads.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from wcwidth.table_vs15 import VS15_WIDE_TO_NARROW
 from wcwidth.table_vs16 import VS16_NARROW_TO_WIDE
+
+from akk.profiles.observation import Unproven
 
 
 def _selector_characters() -> str:
@@ -35,14 +38,20 @@ def _selector_characters() -> str:
 SELECTOR_CHARACTERS = _selector_characters()
 """A regular expression character class's body (no brackets): see the module's docstring."""
 
-REFUSAL = (
+_REFUSAL = (
     "the question holds a character the screen may not show as sent (an emoji's "
     "variation selector, a replaced character): its text cannot be read back"
 )
-"""Why a question holding such a character is not answerable."""
 
 
 def unreadable(extra: str = "") -> re.Pattern[str]:
     """A pattern finding any such character, or one of `extra` (characters a client draws
     in place of others, e.g. Claude's U+FFFD for a zero-width space)."""
     return re.compile(f"[{SELECTOR_CHARACTERS}{re.escape(extra)}]")
+
+
+def prove_readable(texts: Iterable[str], pattern: re.Pattern[str]) -> None:
+    """Refuse (`Unproven`) a question any of whose `texts` holds a character `pattern`
+    (an `unreadable` one) finds."""
+    if any(pattern.search(text) for text in texts):
+        raise Unproven(_REFUSAL)

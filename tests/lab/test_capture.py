@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from akk.profiles.wrap import wide
+from akk.profiles.wrap import joiner
 from akk.qualify.capture import fixture_stem, run_plan
 from akk.qualify.launcher import CLAUDE_PROMPT, CODEX_PROMPT
 from akk.qualify.plans.corpus import PLANS
@@ -49,7 +49,7 @@ def _flat(text: str) -> str:
     words = text.split()
     flat = words[:1]
     for word in words[1:]:
-        flat.append(word if wide(flat[-1][-1]) and wide(word[0]) else f" {word}")
+        flat.append(joiner(flat[-1], word, full=True) + word)
     return "".join(flat)
 
 

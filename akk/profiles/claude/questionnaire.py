@@ -21,7 +21,6 @@ U+FFFD Claude draws for a zero-width space) is refused.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 
 import attrs
 
@@ -52,7 +51,7 @@ from akk.profiles.observation import (
     StepKind,
     Unproven,
 )
-from akk.profiles.readback import REFUSAL, unreadable
+from akk.profiles.readback import prove_readable, unreadable
 from akk.screen.region import Region
 
 _UNREADABLE = unreadable("\ufffd")
@@ -125,13 +124,13 @@ def read(r: Reader, footer: int, last: int | None = None) -> Observation:
         raise Unproven("the Submit tab is current but the review is not shown")
     r.single_prompt(top)
     # A longer question is drawn under a dim gutter, every row of it.
-    start = len(shape.question_gutter) if _gutter(r, y) else 0
+    start = len(shape.question_gutter) if r.question_gutter(y, 0) else 0
     question: list[str] = []
     while y < lower and not r.blank(y):
         cell = r.cells[y][start]
         if not (cell.bold and cell.fg == shape.question_fg):
             raise Unproven(f"unexpected row {y} in the question")
-        if bool(start) != _gutter(r, y):
+        if bool(start) != r.question_gutter(y, 0):
             raise Unproven(f"row {y} of the question is drawn apart from its gutter")
         text = r.texts[y][start:].strip()
         if question:
@@ -152,12 +151,6 @@ def read(r: Reader, footer: int, last: int | None = None) -> Observation:
     indent = shape.multi_description_indent if multi else shape.single_description_indent
     rows = menu_rows(r, first_option, end, menu, boxes=multi, description=indent)
     return _observation(r, top, footer_end, tabs, tab, "".join(question), rows, submit, chat)
-
-
-def _gutter(r: Reader, y: int) -> bool:
-    """Whether row `y` starts with the question's dim gutter."""
-    gutter = r.p.questionnaire.question_gutter
-    return r.texts[y].startswith(gutter) and r.cells[y][0].dim
 
 
 def _multi_submit_row(r: Reader, y: int) -> Row:
@@ -207,9 +200,8 @@ def _observation(
     _prove_free_text_row(free, free_label)
     # An open editor's rows wrap its own way: `editor_matches` proves them.
     prove_wraps(r, choices)
-    _prove_readable(
-        r, [question, *tabs, *(text for row in choices for text in (row.label, row.description))]
-    )
+    written = (text for row in choices for text in (row.label, row.description))
+    prove_readable([question, *tabs, *written], shape.unreadable)
     options = [option_view(row, OptionRole.CHOICE) for row in choices]
     options.append(
         OptionView(
@@ -247,12 +239,6 @@ def _observation(
         tabs=tabs,
     )
     return r.result(State.QUESTIONNAIRE, prompt)
-
-
-def _prove_readable(r: Reader, texts: Sequence[str]) -> None:
-    """None of `texts` holds a character that may stand for another (`unreadable`)."""
-    if any(r.p.questionnaire.unreadable.search(text) for text in texts):
-        raise Unproven(REFUSAL)
 
 
 def _open_editor(r: Reader, free: Row, end: int) -> DraftView:

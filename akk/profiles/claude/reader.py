@@ -43,6 +43,12 @@ class Reader:
         row = self.cells[y]
         return self.texts[y] == glyph * self.grid.cols and (fg is None or row[0].fg == fg)
 
+    def question_gutter(self, y: int, x: int) -> bool:
+        """Whether row `y` shows, from column `x` (spaces before it), the dim gutter Claude
+        draws down a long question's rows, on its step and in its review."""
+        text, gutter = self.texts[y], self.p.questionnaire.question_gutter
+        return text.startswith(" " * x + gutter) and self.cells[y][x].dim
+
     def indent(self, y: int) -> int:
         text = self.texts[y]
         return len(text) - len(text.lstrip(" "))

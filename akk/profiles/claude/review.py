@@ -89,7 +89,8 @@ def _answers(r: Reader, first: int, last: int) -> tuple[str, ...]:
     in_question = False
     guttered = False  # the question being read is drawn under the gutter
     for y in range(first, last):
-        shift = _gutter(r, y)
+        # A long question's rows stand under the gutter one column in: 3 columns.
+        shift = 1 + len(shape.question_gutter) if r.question_gutter(y, 1) else 0
         rest = r.texts[y][shift:]
         text = rest.strip()
         start = shift + len(rest) - len(rest.lstrip(" "))
@@ -109,10 +110,3 @@ def _answers(r: Reader, first: int, last: int) -> tuple[str, ...]:
             questions[-1] += wrap_joiner(r, y - 1, start, y, start, 0) + text
         in_question = asked or (in_question and not marked)
     return tuple(questions)
-
-
-def _gutter(r: Reader, y: int) -> int:
-    """The columns row `y`'s review gutter takes (a long question's rows are drawn under a
-    dim ``│`` one column in, as its step draws the question), or 0 without one."""
-    gutter = " " + r.p.questionnaire.question_gutter
-    return len(gutter) if r.texts[y].startswith(gutter) and r.cells[y][1].dim else 0

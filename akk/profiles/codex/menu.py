@@ -11,13 +11,13 @@ under another's profile.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Sequence
 
 import attrs
 
 from akk.profiles.codex.reader import Reader
 from akk.profiles.observation import Unproven
-from akk.profiles.readback import REFUSAL, unreadable
+from akk.profiles.readback import prove_readable, unreadable
 from akk.profiles.wrap import cut_between_wide
 from akk.screen.grid import Cell
 
@@ -130,11 +130,15 @@ def menu(r: Reader, top: int, bottom: int, shape: MenuShape) -> list[MenuRow]:
     return rows
 
 
-def prove_readable(texts: Iterable[str]) -> None:
-    """None of a question's `texts` holds a character whose width Codex and tmux may
-    disagree on, which shifts the spaces around it (`akk.profiles.readback`)."""
-    if any(_UNREADABLE.search(text) for text in texts):
-        raise Unproven(REFUSAL)
+def asked(r: Reader, prompt_rows: Sequence[int], rows: Sequence[MenuRow]) -> str:
+    """The question in `prompt_rows` (indented by two), unwrapped; refused where it or an
+    option of `rows` holds a character whose width Codex and tmux may disagree on, which
+    shifts the spaces around it (`akk.profiles.readback`)."""
+    question = r.unwrapped(prompt_rows, 2)
+    prove_readable(
+        [question, *(t for row in rows for t in (row.label, row.description))], _UNREADABLE
+    )
+    return question
 
 
 _UNREADABLE = unreadable()

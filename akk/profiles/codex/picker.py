@@ -14,7 +14,7 @@ import re
 
 import attrs
 
-from akk.profiles.codex.menu import menu, prove_readable
+from akk.profiles.codex.menu import asked, menu
 from akk.profiles.codex.reader import Footer, Reader
 from akk.profiles.observation import (
     InteractionKind,
@@ -69,10 +69,8 @@ def read(r: Reader, footer: Footer, footer_top: int, last: int) -> Observation:
                 raise Unproven(f"'{shape.other}' is not the last row")
             role = OptionRole.FREE_TEXT
         options.append(OptionView(row.label, role, row.number, row.description, row.current))
-    asked = r.unwrapped(prompt_rows, 2)
-    prove_readable([asked, *(text for row in rows for text in (row.label, row.description))])
     question = QuestionView(
-        asked,
+        asked(r, prompt_rows, rows),
         ResponseKind.SINGLE_SELECT,
         tuple(options),
     )

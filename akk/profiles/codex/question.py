@@ -19,7 +19,7 @@ Notes belong to the row under the cursor (``Red`` + a note is an answer too).
 
 from __future__ import annotations
 
-from akk.profiles.codex.menu import menu, prove_readable
+from akk.profiles.codex.menu import asked, menu
 from akk.profiles.codex.reader import Footer, Reader
 from akk.profiles.composer import DraftView
 from akk.profiles.observation import (
@@ -87,9 +87,7 @@ def read(r: Reader, footer: Footer, footer_top: int, last: int) -> Observation:
             role = OptionRole.NONE_OF_THE_ABOVE
         options.append(OptionView(row.label, role, row.number, row.description, row.current))
     kind = ResponseKind.FREE_TEXT if notes_open else ResponseKind.SINGLE_SELECT
-    asked = r.unwrapped(prompt_rows, 2)
-    prove_readable([asked, *(text for row in rows for text in (row.label, row.description))])
-    question = QuestionView(asked, kind, tuple(options))
+    question = QuestionView(asked(r, prompt_rows, rows), kind, tuple(options))
     prompt = PromptView(
         InteractionKind.QUESTIONNAIRE,
         StepKind.FREE_TEXT if notes_open else StepKind.SINGLE_SELECT,
