@@ -34,7 +34,7 @@ from akk.qualify.scenarios import (
 from akk.store.database import open_reader
 from tests.lab.conftest import LabSpec, lab_params, newest_of_each
 from tools.lab import clients
-from tools.lab.akk_runner import AkkProcess, idle_terminal, outcome, serving
+from tools.lab.akk_runner import AkkProcess, idle_terminal, outcome, outcomes, serving
 
 PERSON_TASK = "lab: a task of the person's own"
 HELD_MESSAGE = {"claude": "Press up to edit queued messages", "codex": "Messages to be submitted"}
@@ -166,7 +166,9 @@ async def test_two_agents_in_one_project_each_end_with_their_own_reply(
             )
             for terminal_id, task in tasks.items()
         }
-        events = {terminal_id: await outcome(ctl, s["turn_id"]) for terminal_id, s in sent.items()}
+        # Both run at once, and either may end first.
+        ended = await outcomes(ctl, [s["turn_id"] for s in sent.values()])
+        events = {terminal_id: ended[s["turn_id"]] for terminal_id, s in sent.items()}
         turns = [
             (await ctl.call("status", {"turn_id": s["turn_id"]}))["turn"] for s in sent.values()
         ]

@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from contextlib import aclosing, asynccontextmanager, contextmanager, suppress
 from pathlib import Path
 from typing import Any
@@ -276,13 +276,29 @@ async def outcome(ctl: Controller, record_id: str, timeout: float = 60) -> dict[
 
     A managed Send's ``turn_id`` is also its ``watch_id``, so both match by it.
     """
+    return (await outcomes(ctl, (record_id,), timeout))[record_id]
+
+
+async def outcomes(
+    ctl: Controller, record_ids: Iterable[str], timeout: float = 60
+) -> dict[str, dict[str, Any]]:
+    """The outcome event of each of these Turns or Watches, in whatever order they end.
+
+    Every event on the way is acked, so Turns that run at once must be awaited together:
+    awaiting one after the other would ack (and so lose) an outcome that came first.
+    """
+    waiting = set(record_ids)
+    found: dict[str, dict[str, Any]] = {}
     with trio.fail_after(timeout):
         async with aclosing(ctl.events()) as events:
             async for event in events:
                 await ctl.ack(event["event_id"])
-                if event.get("watch_id") == record_id and event["kind"] in OUTCOMES:
-                    return event
-    raise AssertionError("the connection closed before the outcome")
+                if event.get("watch_id") in waiting and event["kind"] in OUTCOMES:
+                    found[event["watch_id"]] = event
+                    waiting.discard(event["watch_id"])
+                    if not waiting:
+                        return found
+    raise AssertionError(f"the connection closed before the outcome of {sorted(waiting)}")
 
 
 def backend_processes(parent: int, argument: str) -> list[int]:
