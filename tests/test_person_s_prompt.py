@@ -10,19 +10,28 @@ is answering it, and PROTOCOL wakes its owner once per appearance. A frame caugh
 mid-draw between two drawings (no profile reads it) does not end it, unless it stays
 for `SETTLE_SECONDS`. Once the prompt leaves for a screen read whole, its next showing
 is a new one.
+
+The agent's file is a stand-in too: its one pending AskUserQuestion call asks the
+question the screen shows, in the scenario's words (binding a question to its call
+is `tests/test_question_calls.py`'s).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import pytest
 import trio
 
 from akk.actors.terminal_board import project_snapshot
+from akk.backends.terminal import observer as observer_module
 from akk.backends.terminal.observer import Observer
+from akk.evidence import PendingCall
+from akk.evidence.model import AskedOption, AskedQuestion, input_digest
 from akk.protocol.wakeups import SETTLE_SECONDS
+from akk.qualify.scenarios import SCENARIOS, AskUserQuestion
 from akk.screen.fingerprint import Appearance, IdMinter
 from tests import corpus
 from tests.captured_pane import VERSION, CapturedPane, across_a_restart, observing, store_actor
@@ -32,7 +41,32 @@ ANSWERING = ("q1", "free_text_empty", "free_text_typed")
 """The drawings of one question as a person answers it: cursor on Red, in the editor,
 text typed there."""
 ASKED = "Which color do you prefer?"
+SECRET_ASKS = ("Enter your API key:", "Enter your password:")
 IDS = IdMinter(b"k" * 32)
+
+
+def _call(asks: str) -> PendingCall:
+    """The pending call of the scenario's question, asking ``asks`` instead."""
+    (step, *_) = SCENARIOS["questionnaire_single2"].steps
+    assert isinstance(step.reply, AskUserQuestion)
+    (question,) = step.reply.questions
+    options = tuple(AskedOption(o.label, o.description) for o in question.options)
+    return PendingCall(
+        "toolu_1",
+        "AskUserQuestion",
+        None,
+        input_digest(asks),
+        (AskedQuestion(asks, question.header, options),),
+    )
+
+
+def _pending(monkeypatch: pytest.MonkeyPatch, asks: Callable[[], str]) -> None:
+    """The agent's file, from now on: one pending call, asking what ``asks()`` says."""
+
+    async def open_calls(*_: object) -> list[PendingCall]:
+        return [_call(asks())]
+
+    monkeypatch.setattr(observer_module, "open_calls", open_calls)
 
 
 def _screen(name: str, asks: str = ASKED) -> list[str]:
@@ -45,10 +79,20 @@ def _mid_draw(lines: list[str]) -> list[str]:
     return lines[: len(lines) // 2] + [""] * (len(lines) - len(lines) // 2)
 
 
+def _asked_on(pane: CapturedPane) -> str:
+    """Which of this module's questions ``pane`` shows."""
+    return next((w for w in SECRET_ASKS if any(w in row for row in pane.screen)), ASKED)
+
+
 @asynccontextmanager
-async def _observer(tmp_path: Path) -> AsyncIterator[tuple[Observer, CapturedPane]]:
+async def _observer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[tuple[Observer, CapturedPane]]:
+    """An Observer of a pane whose agent's file asks the question the pane shows."""
     async with store_actor(tmp_path / "akk.sqlite3") as store:
-        yield observing(store)
+        screen, pane = observing(store)
+        _pending(monkeypatch, lambda: _asked_on(pane))
+        yield screen, pane
 
 
 async def _shown(screen: Observer, pane: CapturedPane, lines: list[str]) -> tuple[Appearance, str]:
@@ -62,10 +106,10 @@ async def _shown(screen: Observer, pane: CapturedPane, lines: list[str]) -> tupl
 
 
 async def test_a_question_answered_at_the_terminal_is_a_new_appearance_at_each_change(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with trio.fail_after(20):
-        async with _observer(tmp_path) as (screen, pane):
+        async with _observer(tmp_path, monkeypatch) as (screen, pane):
             seen = [await _shown(screen, pane, _screen(f"questionnaire_single2-{step}"))
                     for step in ANSWERING]  # fmt: skip
     # Typed into, it is the person's (editor_in_use): an answer would be typed after.
@@ -74,11 +118,11 @@ async def test_a_question_answered_at_the_terminal_is_a_new_appearance_at_each_c
 
 
 async def test_a_secret_question_is_one_appearance_while_the_person_answers_it(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     asks = "Enter your API key:"
     with trio.fail_after(20):
-        async with _observer(tmp_path) as (screen, pane):
+        async with _observer(tmp_path, monkeypatch) as (screen, pane):
             seen = [await _shown(screen, pane, _screen(f"questionnaire_single2-{step}", asks))
                     for step in ANSWERING]  # fmt: skip
             # The person moved the cursor and typed: one appearance, one wake-up.
@@ -96,10 +140,12 @@ async def test_a_secret_question_is_one_appearance_while_the_person_answers_it(
             assert reason == "secret_input" and other != again
 
 
-async def test_a_frame_caught_mid_draw_does_not_end_a_person_s_prompt(tmp_path: Path) -> None:
+async def test_a_frame_caught_mid_draw_does_not_end_a_person_s_prompt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     asks = "Enter your API key:"
     with trio.fail_after(20):
-        async with _observer(tmp_path) as (screen, pane):
+        async with _observer(tmp_path, monkeypatch) as (screen, pane):
             first, _ = await _shown(screen, pane, _screen("questionnaire_single2-q1", asks))
             pane.screen = _mid_draw(_screen("questionnaire_single2-free_text_empty", asks))
             passing = await screen.observe()
@@ -121,11 +167,11 @@ async def test_a_frame_caught_mid_draw_does_not_end_a_person_s_prompt(tmp_path: 
 
 
 async def test_a_question_a_controller_may_answer_is_new_after_a_frame_caught_mid_draw(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An answer is fenced on the drawing it was offered for: no id survives a redraw."""
     with trio.fail_after(20):
-        async with _observer(tmp_path) as (screen, pane):
+        async with _observer(tmp_path, monkeypatch) as (screen, pane):
             first, _ = await _shown(screen, pane, _screen("questionnaire_single2-q1"))
             pane.screen = _mid_draw(_screen("questionnaire_single2-q1"))
             await screen.observe()
@@ -133,13 +179,13 @@ async def test_a_question_a_controller_may_answer_is_new_after_a_frame_caught_mi
 
 
 async def test_a_question_a_person_types_into_is_one_appearance_while_they_type(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     typed = _screen("questionnaire_single2-free_text_typed")
     shorter = [line.replace("Teal, please", "Teal, pleas") for line in typed]
     assert shorter != typed
     with trio.fail_after(20):
-        async with _observer(tmp_path) as (screen, pane):
+        async with _observer(tmp_path, monkeypatch) as (screen, pane):
             seen = [await _shown(screen, pane, lines) for lines in (shorter, typed)]
             assert [reason for _, reason in seen] == ["editor_in_use"] * 2
             assert seen[0][0] == seen[1][0]
@@ -151,11 +197,12 @@ async def test_a_question_a_person_types_into_is_one_appearance_while_they_type(
 
 
 async def test_a_person_s_prompt_redrawn_before_a_restart_is_resumed_after_it(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The store keeps the appearance as its owner was woken for it; the restarted actor
     first reads it redrawn (the person typed meanwhile): the same appearance, and id."""
     asks = "Enter your API key:"
+    _pending(monkeypatch, lambda: asks)
     with trio.fail_after(20):
         first, again = await across_a_restart(
             tmp_path / "akk.sqlite3",

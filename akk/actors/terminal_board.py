@@ -83,9 +83,9 @@ class TerminalSnapshot:
     @property
     def secret_question(self) -> bool:
         """Whether the prompt on screen asks for a secret in a question's own words
-        ("Enter your API key:"), or a review lists one: its answer is the person's to type,
-        never relayed, and nothing of the screen is shown (the editor below the question, or
-        the review, shows what they typed)."""
+        ("Enter your API key:") or its call marks it secret, or a review lists one: its
+        answer is the person's to type, never relayed, and nothing of the screen is shown
+        (the editor below the question, or the review, shows what they typed)."""
         return _asks_secret(self.observation)
 
     def showing(self, now: float) -> Appearance | None:
@@ -166,15 +166,16 @@ def _asks_secret(observation: Observation) -> bool:
     if prompt is None:
         return False
     asked = (*(q.prompt for q in prompt.questions), *prompt.reviewed)
-    return any(asks_secret_question(text) for text in asked)
+    return prompt.secret or any(asks_secret_question(text) for text in asked)
 
 
 def refused_for(observation: Observation, editor_taken: str | None = None) -> str | None:
     """Why the prompt ``observation`` read is a person's to answer, as its projection says
     (`manual_reason`): the profile's reason, redacted; ``secret_input`` for a question
-    that asks for a secret in its own words; ``editor_in_use`` when its editor holds text
-    a person typed (``editor_taken``, `TerminalSnapshot.editor_taken`), which any answer
-    would be typed after; None when AKK may answer it (or no prompt)."""
+    that asks for a secret in its own words or that its call marks secret;
+    ``editor_in_use`` when its editor holds text a person typed (``editor_taken``,
+    `TerminalSnapshot.editor_taken`), which any answer would be typed after; None when
+    AKK may answer it (or no prompt)."""
     if observation.prompt is None:
         return None
     reason = _reason(observation)

@@ -75,6 +75,7 @@ from akk.evidence.model import (
     Record,
     Tokens,
     UsageStatus,
+    asked_questions,
     input_digest,
     request_digest,
 )
@@ -152,6 +153,7 @@ def open_calls(records: Sequence[Record]) -> list[PendingCall]:
                             name,
                             command if isinstance(command, str) else None,
                             input_digest(given),
+                            asked_questions(given),
                         ),
                     )
             elif kind == "user" and block.get("type") == "tool_result":

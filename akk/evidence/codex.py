@@ -49,6 +49,7 @@ from akk.evidence.model import (
     Record,
     Tokens,
     UsageStatus,
+    asked_questions,
     input_digest,
     request_digest,
 )
@@ -115,7 +116,13 @@ def open_calls(records: Sequence[Record]) -> list[PendingCall]:
             given = _arguments(payload.get("arguments"))
             calls.setdefault(
                 call_id,
-                PendingCall(call_id, payload["name"], _command(given), input_digest(given)),
+                PendingCall(
+                    call_id,
+                    payload["name"],
+                    _command(given),
+                    input_digest(given),
+                    asked_questions(given),
+                ),
             )
     return [call for call_id, call in calls.items() if call_id not in answered]
 

@@ -275,25 +275,89 @@ class Progress:
 
 
 @attrs.frozen
+class AskedOption:
+    """One option of a question as its call's input holds it."""
+
+    label: str
+    description: str
+
+
+@attrs.frozen
+class AskedQuestion:
+    """One question as a question tool's call holds it: the model's exact words.
+
+    `multi_select` is Claude's ``multiSelect``; `secret` Codex's ``isSecret`` (its
+    client hides what is typed for it). Each is False where the input has no such field.
+    """
+
+    question: str
+    header: str
+    options: tuple[AskedOption, ...]
+    multi_select: bool = False
+    secret: bool = False
+
+
+@attrs.frozen
 class PendingCall:
     """A tool call the agent's own file records and no result answers yet.
 
     `call_id` is the file's own id for it (Claude's ``tool_use`` id, Codex's
     ``call_id``), `tool` its name, `command` the shell command it runs (None for
     a tool that runs none) and `input_sha256` the SHA-256 of its whole input as
-    canonical JSON. `identity` (ASCII hex, whatever the file held) is what a
-    permission's fingerprint binds.
+    canonical JSON. `asked` are the questions its input asks, as a question tool
+    (Claude's AskUserQuestion, Codex's request_user_input) holds them; None for
+    an input of no such shape. `identity` (ASCII hex, whatever the file held) is
+    what a permission's or a question's fingerprint binds.
     """
 
     call_id: str
     tool: str
     command: str | None
     input_sha256: str
+    asked: tuple[AskedQuestion, ...] | None = None
 
     @property
     def identity(self) -> str:
         """The SHA-256 of the call's id, tool and input digest: one call, exactly."""
         return input_digest([self.call_id, self.tool, self.input_sha256])
+
+
+def asked_questions(given: object) -> tuple[AskedQuestion, ...] | None:
+    """The questions a question tool's input asks; None unless it is wholly that shape.
+
+    Both agents' tools take ``{"questions": [{"question", "header", "options": [{"label",
+    "description"}]}]}``; Claude adds ``multiSelect``, Codex ``isSecret`` and lets
+    ``options`` be null (a question answered in notes only). A field of another type, or
+    a question without its words, makes the whole input no question: nothing is guessed.
+    """
+    questions = given.get("questions") if isinstance(given, dict) else None
+    if not isinstance(questions, list) or not questions:
+        return None
+    asked = []
+    for question in questions:
+        if not isinstance(question, dict):
+            return None
+        words, header = question.get("question"), question.get("header", "")
+        options = question.get("options") or []
+        flags = (question.get("multiSelect", False), question.get("isSecret", False))
+        if not (isinstance(words, str) and isinstance(header, str) and isinstance(options, list)):
+            return None
+        if not all(isinstance(flag, bool) for flag in flags):
+            return None
+        read = [_asked_option(option) for option in options]
+        if any(option is None for option in read):
+            return None
+        asked.append(AskedQuestion(words, header, tuple(o for o in read if o), *flags))
+    return tuple(asked)
+
+
+def _asked_option(option: object) -> AskedOption | None:
+    if not isinstance(option, dict):
+        return None
+    label, description = option.get("label"), option.get("description", "")
+    if not isinstance(label, str) or not isinstance(description, str):
+        return None
+    return AskedOption(label, description)
 
 
 def input_digest(value: object) -> str:

@@ -133,6 +133,9 @@ class PromptView:
     reviewed: tuple[str, ...] = ()
     """The questions a review step lists with their answers (never projected: it says
     whether one asked for a secret, which the screen then shows answered)."""
+    secret: bool = False
+    """Whether the call it asks marks its question (a review's or confirmation's: any of
+    the call's questions) secret, as Codex's ``isSecret`` does: a person's to answer."""
 
 
 @attrs.frozen

@@ -57,6 +57,17 @@ class Profile(Protocol):
         ...
 
     @property
+    def question_tool(self) -> str:
+        """The tool whose pending call a questionnaire asks (its input holds the questions)."""
+        ...
+
+    @property
+    def reviews_answers(self) -> bool:
+        """Whether a call of several questions, or of a multi-select one, ends on a review
+        step (Claude's Submit tab), which its steps count."""
+        ...
+
+    @property
     def free_text_max_chars(self) -> int:
         """Longest free-text answer whose arrival in the editor this version can prove."""
         ...

@@ -114,6 +114,7 @@ def function_arguments(
                 "header": q.header,
                 "question": q.question,
                 "options": [{"label": o.label, "description": o.description} for o in q.options],
+                **({"isSecret": True} if q.secret else {}),
             }
             for number, q in enumerate(reply.questions, start=1)
         ]

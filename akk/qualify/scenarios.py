@@ -42,6 +42,8 @@ class Question:
     header: str
     options: tuple[Option, ...]
     multi_select: bool = False
+    secret: bool = False
+    """Codex's ``isSecret``: the client hides what is typed for it (Claude has no such flag)."""
 
 
 @attrs.frozen
@@ -1075,6 +1077,13 @@ SECRET_QUESTION = Question(
 )
 """A question whose own words ask for a secret: its answer is a person's to type."""
 SECRET_QUESTION_DONE = "I will go on with the saved key."
+FLAGGED_SECRET = Question(
+    question="Which release should the migration run against?",
+    header="Release",
+    options=(Option("The current one", "as deployed now"), Option("The next one", "staged")),
+    secret=True,
+)
+"""A question in plain words that its call marks secret (Codex's ``isSecret``)."""
 
 _SECRET_SCENARIOS = (
     _claude_questionnaire(
@@ -1090,6 +1099,9 @@ _SECRET_SCENARIOS = (
     ),
     _codex_questionnaire(
         "codex_rui_secret", SECRET_QUESTION, task=SECRET_ASK_TASK, reply=SECRET_QUESTION_DONE
+    ),
+    _codex_questionnaire(
+        "codex_rui_flagged_secret", FLAGGED_SECRET, task=SECRET_ASK_TASK, reply=SECRET_QUESTION_DONE
     ),
     Scenario(
         "codex_rui_async_secret",

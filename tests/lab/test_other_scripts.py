@@ -76,6 +76,8 @@ async def test_a_unicode_label_reaches_the_model_once(lab: LabSession, tmp_path:
     async with question_offered(lab, tmp_path) as (ctl, turn_id, shown):
         (offered,) = shown["questions"]
         assert offered["prompt"] == question.question
+        # Codex draws no header: it is offered as the model's call asks it.
+        assert offered["header"] == question.header
         assert [option["label"] for option in offered["options"]][: len(labels)] == labels
         reply = await ctl.call("respond_interaction", choose(shown, label))
         assert reply["outcome"] == "dispatched"

@@ -417,13 +417,16 @@ async def test_a_command_codex_cut_short_wakes_the_owner_and_names_the_cut(
     [
         *[lab_params("questionnaire_secret")[i] for i in (0, -1)],
         *[lab_params("codex_rui_secret", plan_mode=True)[i] for i in (0, -1)],
+        *[lab_params("codex_rui_flagged_secret", plan_mode=True)[i] for i in (0, -1)],
     ],
     indirect=True,
 )
 async def test_a_question_asking_for_a_secret_is_the_person_s_to_answer(
     lab: LabSession, tmp_path: Path
 ) -> None:
-    """The model asks "Enter your API key:" as a question. Its answer must be typed by the
+    """The model asks "Enter your API key:" as a question, or (Codex) asks a question in
+    plain words whose call marks it secret (``isSecret``: Codex draws it as any other
+    question, and masks only what is typed into its notes). Its answer must be typed by the
     person, never relayed: the owner is woken once with ``secret_input`` and nothing to
     answer with, an answer sent anyway is refused with zero keys, and once the person
     types the key into the question's editor, nothing of the screen is shown. The person

@@ -5,18 +5,19 @@ TerminalBoard with the next sequence number, so "the first Observation after
 this key step" is provable. It also keeps what an Observation is told by the
 screens before it: since when a composer has been drawn, which appearance a
 prompt on screen is (and since when), the manual screen on show
-(`akk.protocol.wakeups`), and for a permission prompt the pending call in the
-agent's own file (`akk.profiles.permission`).
+(`akk.protocol.wakeups`), and for a permission prompt or a question the
+pending call in the agent's own file (`akk.profiles.permission`,
+`akk.profiles.question_call`).
 
-A permission prompt can be drawn before its call is written (Claude writes it
-up to ~220 ms later, and seconds later on a loaded machine). While the file is
-read and shows no call of the profile's tool yet, for up to PENDING_GRACE, the
+A prompt can be drawn before its call is written (Claude writes it up to
+~220 ms later, and seconds later on a loaded machine). While the file is read
+and shows no call of the profile's tool yet, for up to PENDING_GRACE, the
 prompt's snapshot is published *held* (``busy``: nobody announces or answers
 it) and `recheck` asks the watcher to read the pane again in PENDING_POLL even
 if it does not change; only then is it ``pending_call_unknown``. Any other
-permission that cannot be bound to its call (the file unreadable, several
-calls, the screen's command not shown whole or not the call's) is held the
-same way until its screen has stood still for SETTLE: a screen caught mid-draw,
+prompt that cannot be bound to its call (the file unreadable, several calls,
+the screen's command or question not shown whole or not the call's) is held
+the same way until its screen has stood still for SETTLE: a screen caught mid-draw,
 or a file read mid-write just as its prompt was drawn, is read again, not
 published. So a slow draw or
 write never wakes a controller with ``manual_required`` for a prompt it could
@@ -29,6 +30,7 @@ and during every step. `shown_for` is how a step waits for a screen it must see
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -44,6 +46,7 @@ from akk.actors.terminal_board import TerminalBoard, TerminalSnapshot, refused_f
 from akk.discovery.identity import TerminalIdentity
 from akk.profiles.observation import Observation, State, StepKind
 from akk.profiles.permission import asks_permission, awaits_call, bind_pending
+from akk.profiles.question_call import asks_question, bind_question
 from akk.profiles.registry import Profile
 from akk.protocol import wakeups
 from akk.protocol.redaction import SeenSecrets, key_heads, redact_screen
@@ -339,34 +342,41 @@ class Observer:
     async def _pending_call(
         self, observation: Observation
     ) -> tuple[Observation, evidence.PendingCall | None, bool]:
-        """An actionable permission with the pending call it asks about, else not actionable;
-        and whether it is held, waiting for its call (see the module's docstring).
+        """An actionable permission or question with the pending call it asks about, else
+        not actionable; and whether it is held, waiting for its call (see the module's
+        docstring).
 
         A screen within a step's keys is never held: it is passing anyway.
         """
         profile = self.profile
-        if profile is None or not asks_permission(observation):
+        if profile is not None and asks_permission(observation):
+            tool, bind = profile.permission_tool, bind_pending
+        elif profile is not None and asks_question(observation):
+            tool = profile.question_tool
+            bind = functools.partial(bind_question, reviews=profile.reviews_answers)
+        else:
             self._held_since = None
             return observation, None, False
         calls = await open_calls(self._store, self.identity)
         now = trio.current_time()
-        bound, call = bind_pending(observation, profile.permission_tool, calls)
+        bound, call = bind(observation, tool, calls)
         held = False
         if call is None and not self.busy:
-            # One grace from the first held screen until the permission leaves (or binds),
+            # One grace from the first held screen until the prompt leaves (or binds),
             # however its drawing changes meanwhile: a hold always ends.
             if self._held_since is None:
                 self._held_since = now
             held = now - self._held_since < PENDING_GRACE
-            if not awaits_call(calls, profile.permission_tool):
+            if not awaits_call(calls, tool):
                 held = held and now - self._drawn_at < SETTLE
         else:
             self._held_since = None
         if call is None and not held:
             shown = "unreadable" if calls is None else ", ".join(c.tool for c in calls) or "none"
             log.info(
-                "permission on %s is for a person (%s): open calls %s%s",
-                self.identity.terminal_id, bound.reason, shown, " (in a step)" if self.busy else "",
+                "%s on %s is for a person (%s): open calls %s%s",
+                observation.state, self.identity.terminal_id, bound.reason, shown,
+                " (in a step)" if self.busy else "",
             )  # fmt: skip
         return bound, call, held
 

@@ -69,6 +69,9 @@ class ClaudeProfile:
     typing: Typing
     editor: Typing  # how the questionnaire's "Type something." editor takes typed text
     banner: str = "Claude Code v"  # the start-up banner; a different version there is refused
+    question_tool: str = "AskUserQuestion"  # the call a questionnaire asks (transcript)
+    # A call of several questions, or a multi-select one, ends on a review of its answers.
+    reviews_answers: bool = True
     # The themes this version is read in: its shapes' colours are the first's (`dark`).
     themes: tuple[Theme, ...] = (Theme("dark"),)
     # What the id says after the version: empty for a pinned row, " (qualified from

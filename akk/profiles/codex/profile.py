@@ -122,6 +122,8 @@ class CodexProfile:
     typing: Typing
     notes_specials: tuple[Special, ...]  # what the notes editor does with text instead of typing it
     permission_tool: str = "exec_command"  # the call an exec approval asks about (rollout)
+    question_tool: str = "request_user_input"  # the call a question asks (rollout)
+    reviews_answers: bool = False  # no review step: the last answer submits the call
     # What the id says after the version: empty for a pinned row, " (qualified from
     # 0.171.0)" for a pinned row read as a qualified version (akk.profiles.qualified).
     id_note: str = ""

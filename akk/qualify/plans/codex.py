@@ -678,6 +678,8 @@ def variant_plans(base: Mapping[str, Plan]) -> list[Plan]:
         _unreadable("codex_rui_selector"),
         # A zero-width space and a soft hyphen: Codex and tmux keep both, read exactly.
         questionnaire("codex_rui_invisible"),
+        # A question in plain words whose call marks it secret: drawn as any other.
+        questionnaire("codex_rui_flagged_secret"),
         permission("codex_exec_reason_cjk", CODEX, "exec_command", manual=False),
         *(_inline(base[name]) for name in CODEX_INLINE_PLANS),
     ]
