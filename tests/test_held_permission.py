@@ -7,7 +7,9 @@ While the call is missing the snapshot is held (busy: nobody is woken about
 it or may answer it) and asks to be read again although the screen stays the
 same; once the call is written it is actionable, bound to that call; and a
 call that never comes makes it `pending_call_unknown` after the grace, not
-before, and not held any more.
+before, and not held any more. A step AKK answered that shows again still bound to
+the call just answered (the agent asking the identical thing before its file says
+so) is held too, until the file names the new call, or for the grace.
 """
 
 from __future__ import annotations
@@ -208,3 +210,58 @@ async def test_a_screen_that_disagrees_with_its_call_is_published_once_it_stood_
             assert snapshot.observation.reason == PENDING_CALL_MISMATCH
             assert not snapshot.observation.actionable and screen.recheck is None
             assert await screen.observe() is snapshot
+
+
+def _asked_again(line: bytes) -> list[bytes]:
+    """The records of the call on ``line`` answered, and the same call made again (another
+    id, the same command): what the file holds once the agent asks the identical thing."""
+    record = json.loads(line)
+    (call,) = [b for b in record["message"]["content"] if b.get("type") == "tool_use"]
+    result = {"type": "tool_result", "tool_use_id": call["id"], "content": "done"}
+    answered = {"type": "user", "message": {"role": "user", "content": [result]}}
+    record["message"]["content"] = [{**call, "id": call["id"] + "_again"}]
+    return [(json.dumps(r) + "\n").encode() for r in (answered, record)]
+
+
+async def test_a_step_answered_then_asked_again_is_held_until_its_new_call_is_written(
+    tmp_path: Path,
+) -> None:
+    """Claude may draw the identical prompt asked again before it writes the first one's
+    result and the new call: for that moment the screen binds to the call just answered.
+    It is held (nobody is offered a prompt that changes under them) until the new call."""
+    lines, call_at = _lines()
+    with trio.fail_after(20):
+        async with _observer(tmp_path, upto=call_at + 1) as (screen, file, _db):
+            offered = await screen.observe()
+            assert offered is not None and not offered.busy and offered.observation.actionable
+            assert offered.observation.prompt is not None and offered.observation.prompt.call
+            screen.spend(offered.observation.prompt)  # AKK's answer ended that step
+            again = await screen.observe(force=True)
+            assert again is not None and again.busy and screen.recheck == PENDING_POLL
+            with file.open("ab") as out:
+                out.writelines(_asked_again(lines[call_at]))
+            asked = await screen.observe()
+            assert asked is not None and not asked.busy and asked.observation.actionable
+            assert asked.observation.prompt is not None
+            assert asked.observation.prompt.call != offered.observation.prompt.call
+            assert asked.seen != offered.seen  # a new interaction, for the new call
+
+
+async def test_a_step_answered_and_shown_again_with_no_new_call_is_offered_after_the_grace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A person went back to the step (Claude's tabs): the file names no other call, so
+    after the grace it is offered, bound to the same call."""
+    grace = 0.3
+    monkeypatch.setattr(observer_module, "PENDING_GRACE", grace)
+    _, call_at = _lines()
+    with trio.fail_after(20):
+        async with _observer(tmp_path, upto=call_at + 1) as (screen, _file, _db):
+            offered = await screen.observe()
+            assert offered is not None and offered.observation.prompt is not None
+            screen.spend(offered.observation.prompt)
+            await screen.observe(force=True)
+            snapshot, held_for = await _published(screen)
+            assert held_for >= grace - PENDING_POLL
+            assert snapshot.observation.actionable and screen.recheck is None
+            assert snapshot.observation.prompt == offered.observation.prompt

@@ -229,15 +229,15 @@ def test_a_question_binds_to_its_call_and_is_offered_in_its_words(path: Path) ->
     assert matched == call and bound.actionable, bound.reason
     assert bound.prompt is not None
     assert bound.prompt.secret == any(question.secret for question in asked)
+    assert bound.prompt == prompt  # the drawing is the same; the call's words come beside it
     if prompt.step not in ASKED_STEPS:  # a review or confirmation of the whole call
-        assert bound.prompt.questions == prompt.questions
-        assert set(bound.prompt.reviewed) <= {question.question for question in asked}
+        assert bound.prompt.offered == prompt.questions
         for why, calls in {"the question": _mismatches(asked, 0)["the question"]}.items():
             if prompt.reviewed:
                 assert not _bind(agent, observation, [_call(agent, calls)])[0].actionable, why
         return
     index = prompt.step_index - 1
-    (question,) = bound.prompt.questions
+    (question,) = bound.prompt.offered
     assert question.prompt == asked[index].question
     assert question.header == (asked[index].header or prompt.questions[0].header)
     choices = [(o.label, o.description) for o in question.options if o.role is OptionRole.CHOICE]
@@ -300,8 +300,7 @@ def test_a_question_its_call_marks_secret_is_a_person_s(path: Path) -> None:
     bound, call = _bind("codex", observation, [_call("codex", (asked,))])
     assert call is not None and bound.prompt is not None and bound.prompt.secret
     assert refused_for(bound) == SECRET_INPUT
-    # So is the confirmation that would submit it unanswered.
-    assert bound.prompt.questions[0].prompt == FLAGGED_SECRET.question
+    assert bound.prompt.offered[0].prompt == FLAGGED_SECRET.question
 
 
 def test_a_confirmation_of_a_call_with_a_secret_question_is_a_person_s() -> None:

@@ -165,7 +165,7 @@ def _asks_secret(observation: Observation) -> bool:
     prompt = observation.prompt
     if prompt is None:
         return False
-    asked = (*(q.prompt for q in prompt.questions), *prompt.reviewed)
+    asked = (*(q.prompt for q in prompt.offered), *prompt.reviewed)
     return prompt.secret or any(asks_secret_question(text) for text in asked)
 
 
@@ -221,9 +221,10 @@ def terminal_row(snapshot: TerminalSnapshot) -> dict[str, Any]:
 def _asks(snapshot: TerminalSnapshot) -> str:
     prompt = snapshot.observation.prompt
     assert prompt is not None
-    first = prompt.questions[0] if prompt.questions else None
+    questions = prompt.offered
+    first = questions[0] if questions else None
     text = first.prompt if first is not None else f"{prompt.step.value}, not yet opened"
-    more = f" (+{len(prompt.questions) - 1} more)" if len(prompt.questions) > 1 else ""
+    more = f" (+{len(questions) - 1} more)" if len(questions) > 1 else ""
     shown = cut(snapshot.quoted(text), ASKS_CHARS)
     return f"{prompt.kind.value}: {shown}{more}"
 

@@ -133,9 +133,22 @@ class PromptView:
     reviewed: tuple[str, ...] = ()
     """The questions a review step lists with their answers (never projected: it says
     whether one asked for a secret, which the screen then shows answered)."""
-    secret: bool = False
+    asked: tuple[QuestionView, ...] = attrs.field(default=(), eq=False)
+    """Its questions in the words of the call the agent's file records for it
+    (`akk.profiles.question_call`); empty where none is bound. Not part of the drawing:
+    two reads of one screen are equal whether or not a call was bound to them."""
+    call: str = attrs.field(default="", eq=False)
+    """The identity of the pending call it was bound to (`evidence.PendingCall.identity`):
+    a permission's or a question's; empty where none is."""
+    secret: bool = attrs.field(default=False, eq=False)
     """Whether the call it asks marks its question (a review's or confirmation's: any of
     the call's questions) secret, as Codex's ``isSecret`` does: a person's to answer."""
+
+    @property
+    def offered(self) -> tuple[QuestionView, ...]:
+        """Its questions as a controller is offered them: in its call's words where one is
+        bound, else as drawn."""
+        return self.asked or self.questions
 
 
 @attrs.frozen

@@ -9,8 +9,8 @@ the question tool's call (Claude's AskUserQuestion, Codex's request_user_input)
 with the model's exact words before the prompt is answered. So an actionable
 question stays actionable only when the one pending call of the profile's tool
 asks what the screen shows, compared as `same_words`; it is then offered in the
-call's words, marked `PromptView.secret` where the call marks it secret (a
-person's to answer). Anything else becomes not actionable with a reason, which
+call's words (`PromptView.asked`), marked `PromptView.secret` where the call
+marks it secret (a person's to answer). Anything else becomes not actionable with a reason, which
 the projection shows as ``manual_required`` and which gets no keys.
 """
 
@@ -98,8 +98,9 @@ def bind_question(
 def _bound(
     prompt: PromptView, asked: tuple[AskedQuestion, ...], reviews: bool
 ) -> PromptView | None:
-    """`prompt` in the words of `asked`, secret where the step's question (or, for a
-    review or confirmation, any question) is marked so; None if it asks something else."""
+    """`prompt` with its question in the words of `asked`, secret where the step's question
+    (or, for a review or confirmation, any question) is marked so; None if it asks
+    something else."""
     review = reviews and (len(asked) > 1 or any(question.multi_select for question in asked))
     steps = len(asked) + review
     if prompt.step is StepKind.REVIEW and not (review and prompt.step_index == steps):
@@ -107,17 +108,16 @@ def _bound(
     if prompt.step is not StepKind.CONFIRM and prompt.step_total != steps:
         return None
     if prompt.step not in ASKED_STEPS:
-        reviewed = _reviewed(prompt, asked)
-        return None if reviewed is None else attrs.evolve(reviewed, secret=_secret(asked))
+        if not _lists(prompt.reviewed, asked):
+            return None
+        return attrs.evolve(prompt, secret=any(question.secret for question in asked))
     index = prompt.step_index - 1
-    if len(prompt.questions) != 1:
-        return None
-    if not 0 <= index < len(asked):
+    if len(prompt.questions) != 1 or not 0 <= index < len(asked):
         return None
     question = _question(prompt.step, prompt.questions[0], asked[index])
     if question is None:
         return None
-    return attrs.evolve(prompt, questions=(question,), secret=asked[index].secret)
+    return attrs.evolve(prompt, asked=(question,), secret=asked[index].secret)
 
 
 def _question(step: StepKind, shown: QuestionView, asked: AskedQuestion) -> QuestionView | None:
@@ -153,19 +153,8 @@ def _question(step: StepKind, shown: QuestionView, asked: AskedQuestion) -> Ques
     )
 
 
-def _reviewed(prompt: PromptView, asked: tuple[AskedQuestion, ...]) -> PromptView | None:
-    """A review or confirmation of the call's questions, the ones it lists in the call's
-    words; None if it lists another question, or they are not in the call's order."""
+def _lists(reviewed: tuple[str, ...], asked: tuple[AskedQuestion, ...]) -> bool:
+    """Whether a review (or confirmation) listing `reviewed` lists questions of the call, in
+    its order."""
     words = iter(asked)
-    reviewed = []
-    for listed in prompt.reviewed:
-        found = next((q.question for q in words if same_words(listed, q.question)), None)
-        if found is None:
-            return None
-        reviewed.append(found)
-    return attrs.evolve(prompt, reviewed=tuple(reviewed))
-
-
-def _secret(asked: tuple[AskedQuestion, ...]) -> bool:
-    """Whether any of `asked` is marked secret."""
-    return any(question.secret for question in asked)
+    return all(any(same_words(listed, q.question) for q in words) for listed in reviewed)

@@ -67,7 +67,7 @@ def project(
     text = redact if screen is None else screen.text
     roles = shown_roles(prompt.step)
     questions = []
-    for q_index, question in enumerate(prompt.questions):
+    for q_index, question in enumerate(prompt.offered):
         options = [
             _option(
                 option.label,

@@ -58,7 +58,7 @@ STEPS = {
     ],
     "codex": [
         ("event", "interaction_required: questionnaire 1/1"),
-        ("answer", "Which language should the greeting be in?: French"),
+        ("answer", "Language: French"),
         ("event", "approval_required: permission 1/1"),
         ("answer", COMMAND),
     ],

@@ -806,11 +806,13 @@ async def open_editor(lab: LabSession, *keys: str) -> None:
     await lab.wait_for_screen(lambda screen: EDITOR_FOCUSED[lab.agent] in screen, 10)
 
 
-async def type_key_by_key(lab: LabSession, text: str) -> None:
-    """Type ``text`` as a person does, one key at a time, each drawn before the next."""
+async def type_key_by_key(lab: LabSession, text: str, *, masked: bool = False) -> None:
+    """Type ``text`` as a person does, one key at a time, each drawn before the next (as a
+    ``*`` each where the editor is ``masked``: Codex's notes of a question marked secret)."""
     for typed in range(1, len(text) + 1):
         await lab.type_text(text[typed - 1])
-        await lab.wait_for_screen(lambda screen, n=typed: text[:n] in screen, 10)
+        drawn = f"› {'*' * typed}\n" if masked else text[:typed]
+        await lab.wait_for_screen(lambda screen, drawn=drawn: drawn in screen, 10)
 
 
 async def told_until_outcome(ctl: Controller, turn_id: str) -> list[dict[str, Any]]:

@@ -451,7 +451,9 @@ async def test_a_question_asking_for_a_secret_is_the_person_s_to_answer(
         # which shows it below the question, reaches the controller.
         await lab.wait_stable()
         await open_editor(lab, *("Down",) * 2, *(("Tab",) if lab.agent == "codex" else ()))
-        await type_key_by_key(lab, PERSON_S_KEY)
+        await type_key_by_key(
+            lab, PERSON_S_KEY, masked=lab.scenario.name.endswith("flagged_secret")
+        )
         await lab.wait_stable()
         status = await ctl.call("status", {"turn_id": turn_id})
         assert status["interaction"]["interaction_id"] == shown["interaction_id"], status

@@ -107,6 +107,7 @@ async def send_answer(
         return await answer_uncertain(
             store, dispatch, "the prompt still showed, unchanged, after the answer's keys"
         )
+    screen.spend(answered)
     dispatch = await advance(store, dispatch, Stage.ACCEPTED, "postcondition_proven")
     return AnswerReceipt(dispatch, proven=True)
 

@@ -44,7 +44,7 @@ from akk import evidence
 from akk.actors.store import transact
 from akk.actors.terminal_board import TerminalBoard, TerminalSnapshot, refused_for
 from akk.discovery.identity import TerminalIdentity
-from akk.profiles.observation import Observation, State, StepKind
+from akk.profiles.observation import Observation, PromptView, State, StepKind
 from akk.profiles.permission import asks_permission, awaits_call, bind_pending
 from akk.profiles.question_call import asks_question, bind_question
 from akk.profiles.registry import Profile
@@ -124,8 +124,11 @@ class Observer:
         self._left: tuple[Appearance, float] | None = None
         self._resumed: Appearance | None = None  # the store's last appearance, until first look
         self._last_number = 0
-        # Trio clock: since when the permission on screen has been held (None: none is).
+        # Trio clock: since when the prompt on screen has been held (None: none is).
         self._held_since: float | None = None
+        # The step AKK's last answer was proven to end, as (call, kind, step number): that
+        # call's step asked again is held until the file says which call asks it (`spend`).
+        self._spent: tuple[str, str, int] | None = None
         self._manual: wakeups.Manual | None = (
             None  # the manual screen on show (akk.protocol.wakeups)
         )
@@ -143,6 +146,19 @@ class Observer:
     def retire(self) -> None:
         """Take this terminal off the board."""
         self._board.retire(self.identity.terminal_id)
+
+    def spend(self, answered: PromptView) -> None:
+        """Note that an answer ended ``answered``, the step of its bound call (a step with
+        no call notes nothing).
+
+        Claude (2.1.263, 2.1.267) draws an identical question asked again before it writes
+        the first one's result and the new call, so for a moment the new screen binds to the
+        call just answered; so may an identical permission. Such a screen is held, as one
+        whose call is not written yet, until the file names its call (or for
+        PENDING_GRACE: a person went back to that step).
+        """
+        if answered.call:
+            self._spent = (answered.call, answered.kind, answered.step_index)
 
     def current(self) -> TerminalSnapshot | None:
         """The snapshot last published for this terminal."""
@@ -360,15 +376,24 @@ class Observer:
         calls = await open_calls(self._store, self.identity)
         now = trio.current_time()
         bound, call = bind(observation, tool, calls)
+        stale = False
+        if call is not None and bound.prompt is not None:
+            prompt = attrs.evolve(bound.prompt, call=call.identity)
+            bound = attrs.evolve(bound, prompt=prompt)
+            stale = self._spent == (call.identity, prompt.kind, prompt.step_index)
+            if not stale:
+                self._spent = None
         held = False
-        if call is None and not self.busy:
+        if (call is None or stale) and not self.busy:
             # One grace from the first held screen until the prompt leaves (or binds),
             # however its drawing changes meanwhile: a hold always ends.
             if self._held_since is None:
                 self._held_since = now
             held = now - self._held_since < PENDING_GRACE
-            if not awaits_call(calls, tool):
+            if call is None and not awaits_call(calls, tool):
                 held = held and now - self._drawn_at < SETTLE
+            if stale and not held:
+                self._spent = None  # asked again, and no other call came: that call's
         else:
             self._held_since = None
         if call is None and not held:
