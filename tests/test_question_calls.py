@@ -37,6 +37,7 @@ from akk.profiles.question_call import ASKED_STEPS, asks_question, bind_question
 from akk.protocol.wakeups import SECRET_INPUT
 from akk.qualify.scenarios import (
     CJK_ASKED,
+    CJK_SPACED,
     FLAGGED_SECRET,
     SCENARIOS,
     AskUserQuestion,
@@ -322,3 +323,24 @@ def test_only_actionable_questions_are_checked() -> None:
         Observation(observation.state, observation.profile_id),
     ):
         assert bind_question(other, "AskUserQuestion", None, reviews=True) == (other, None)
+
+
+CJK_CUT = sorted(
+    [*(corpus.ROOT / "claude").glob("*/80x24/questionnaire_cjk-q1.json"),
+     *(corpus.ROOT / "codex").glob("*/80x24/codex_rui_cjk-q1.json")]
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("path", CJK_CUT, ids=corpus.name)
+def test_a_space_no_screen_shows_is_offered_as_its_call_has_it(path: Path) -> None:
+    """The model's space just where the row is cut (`CJK_SPACED`) leaves the screen as it
+    is without it: only the call says it is there, and the question is offered with it."""
+    label = corpus.label(path)
+    _, observation = corpus.observed(path)
+    spaced = CJK_SPACED[label["agent"]]
+    assert spaced.question != CJK_ASKED.question
+    bound, call = _bind(label["agent"], observation, [_call(label["agent"], (_asked(spaced),))])
+    assert call is not None and bound.prompt is not None
+    assert bound.prompt.offered[0].prompt == spaced.question
+    assert observation.prompt is not None
+    assert observation.prompt.questions[0].prompt == CJK_ASKED.question  # as the screen reads

@@ -680,6 +680,18 @@ CJK_MULTI = attrs.evolve(
 """`CJK_ASKED` as a multi-select question of three options: its review lists it."""
 
 
+def _spaced(after: str) -> Question:
+    """`CJK_ASKED` with a space the model wrote after `after`: where each client, at 80
+    columns, cuts the question's first row (so no screen can show the space)."""
+    head, tail = CJK_ASKED.question.split(after, 1)
+    return attrs.evolve(CJK_ASKED, question=f"{head}{after} {tail}")
+
+
+CJK_SPACED = {"claude": _spaced("实验应"), "codex": _spaced("实验")}
+"""Per agent, a Chinese question with a space just where the agent breaks its first row at
+80 columns: only its call in the agent's file says the space is there."""
+
+
 def _codex_variant_scenarios() -> dict[str, Scenario]:
     scenarios = [
         _command(
@@ -688,6 +700,7 @@ def _codex_variant_scenarios() -> dict[str, Scenario]:
             marker=EXEC_MARKER,
         ),
         _codex_questionnaire("codex_rui_cjk", CJK_ASKED),
+        _codex_questionnaire("codex_rui_cjk_spaced", CJK_SPACED["codex"]),
         _command("codex_exec_long", ExecCommand(EXEC_LONG_COMMAND), marker=EXEC_MARKER),
         _command(
             "codex_exec_reason_long",
@@ -836,6 +849,7 @@ def _claude_question_scenarios() -> dict[str, Scenario]:
         _claude_questionnaire("questionnaire_long_asked", LONG_ASKED),
         _claude_questionnaire("questionnaire_cjk", CJK_ASKED),
         _claude_questionnaire("questionnaire_cjk_multi", CJK_MULTI),
+        _claude_questionnaire("questionnaire_cjk_spaced", CJK_SPACED["claude"]),
         _claude_questionnaire("questionnaire_wrapped", WRAPPED_QUESTION),
         _claude_questionnaire("questionnaire_tall", TALL_QUESTION),
         _claude_questionnaire("questionnaire_unicode", UNICODE_QUESTION),

@@ -7,7 +7,9 @@
 - A question and descriptions in Chinese, wider than the row, which each client
   cuts at the pane's edge (oldest and newest pinned Claude Code and Codex, at
   80x24 and 120x40): offered exactly as asked, with no space where a row was
-  cut, and the label chosen reaches the model once.
+  cut, and the label chosen reaches the model once. With a space the model wrote
+  just where the row is cut (newest of each, 80x24), which no screen shows, it is
+  offered with that space: in the words of its call in the agent's file.
 - The same question as a multi-select (oldest pinned Claude Code at 80x24, newest
   at 120x40): its review lists the long question under a gutter; the review is
   read and submitted, and the label ticked reaches the model once.
@@ -97,13 +99,16 @@ async def test_a_unicode_label_reaches_the_model_once(lab: LabSession, tmp_path:
         *lab_params("questionnaire_cjk")[-1:],
         *lab_params("codex_rui_cjk", plan_mode=True, cols=80, rows=24)[:1],
         *lab_params("codex_rui_cjk", plan_mode=True)[-1:],
+        # A space the model wrote just where the row is cut: offered as the call asks it.
+        *lab_params("questionnaire_cjk_spaced", cols=80, rows=24)[-1:],
+        *lab_params("codex_rui_cjk_spaced", plan_mode=True, cols=80, rows=24)[-1:],
     ],
     indirect=True,
 )
 async def test_a_chinese_question_cut_at_the_pane_s_edge_is_offered_exactly_and_answered_once(
     lab: LabSession, tmp_path: Path
 ) -> None:
-    question = sc.CJK_ASKED
+    question = sc.CJK_SPACED[lab.agent] if "spaced" in lab.scenario.name else sc.CJK_ASKED
     labels = [option.label for option in question.options]
     noted = answered_text(lab)
     async with question_offered(lab, tmp_path) as (ctl, turn_id, shown):
