@@ -11,6 +11,7 @@ version, and the fingerprint's binding of the call.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import attrs
@@ -191,3 +192,29 @@ def test_the_one_owned_file_is_read_and_several_are_refused(
     assert owned_file("claude", 1, 1).path == paths[0]
     with pytest.raises(EvidenceUnavailable):
         owned_file("gemini", 1, 1)
+
+
+def test_a_file_read_again_unchanged_gives_the_same_calls_and_a_changed_one_is_read_anew(
+    tmp_path: Path,
+) -> None:
+    """`open_calls` keeps what an unchanged file (inode, size, modification time) held: a
+    prompt is looked at every 30 ms while an answer is proven. Any change is read anew,
+    even one that keeps the size."""
+    path = next(p for p in CASES if p.parent.parent.name == "claude")
+    lines = path.read_bytes().splitlines(keepends=True)
+    call_at = next(i for i, line in enumerate(lines) if _is_call("claude", json.loads(line)))
+    written = tmp_path / "file.jsonl"
+    written.write_bytes(b"".join(lines[: call_at + 1]))
+    found = identify(str(written))
+    assert found is not None
+    (first,) = open_calls("claude", found[0])
+    assert open_calls("claude", found[0]) == [first]
+    # The same bytes but the call's id, at the same size, written a moment later.
+    changed = b"".join(lines[: call_at + 1]).replace(
+        first.call_id.encode(), b"x" * len(first.call_id)
+    )
+    written.write_bytes(changed)
+    stat = written.stat()
+    os.utime(written, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    (second,) = open_calls("claude", found[0])
+    assert second.call_id == "x" * len(first.call_id)

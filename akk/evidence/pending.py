@@ -12,6 +12,9 @@ last `PENDING_WINDOW` bytes are read.
 
 from __future__ import annotations
 
+import functools
+import os
+
 from akk.evidence import claude, codex, files, locate
 from akk.evidence.model import (
     EvidenceAmbiguous,
@@ -33,15 +36,33 @@ def open_calls(agent: str, file: EvidenceFile, start: int = 0) -> list[PendingCa
     Reads at most the last `PENDING_WINDOW` bytes (a call older than that is
     not seen). Raises EvidenceLost if the file is gone, replaced or shorter
     than `start`; EvidenceUnavailable for an agent without a reader.
+
+    A prompt on screen is looked at every 30 ms while an answer's keys are proven,
+    and parsing a whole window takes ~100 ms: a file unchanged since it was last
+    read (the same inode, size and modification time) gives the calls read then.
     """
     family = agent_family(agent)
-    identified = files.identify(file.path)
-    if identified is None:
-        raise EvidenceLost(EvidenceReason.FILE_MISSING, f"{file.path} is gone")
-    _, size = identified
-    lines = files.read_lines(file, max(start, size - PENDING_WINDOW))
+    try:
+        st = os.stat(file.path)
+    except FileNotFoundError as exc:
+        raise EvidenceLost(EvidenceReason.FILE_MISSING, f"{file.path} is gone") from exc
+    return list(_calls(family, file, start, (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)))
+
+
+@functools.lru_cache(maxsize=64)
+def _calls(
+    family: str, file: EvidenceFile, start: int, stat: tuple[int, int, int, int]
+) -> tuple[PendingCall, ...]:
+    """`open_calls` of `file` as `stat` (device, inode, size, modification time) found it.
+
+    `read_lines` raises if the path names another inode than `file`'s by now (an
+    exception is never cached), so a key only ever holds what `file` itself showed.
+    """
+    size = stat[2]
+    lines = files.read_lines(file, max(start, size - PENDING_WINDOW), stop=size)
     records = files.records(lines)
-    return claude.open_calls(records) if family == "claude" else codex.open_calls(records)
+    found = claude.open_calls(records) if family == "claude" else codex.open_calls(records)
+    return tuple(found)
 
 
 def owned_file(agent: str, pid: int, ticks: int) -> EvidenceFile:
