@@ -136,6 +136,9 @@ async def test_a_permission_is_held_until_its_call_is_written_then_offered(
             assert offered is not None and not offered.busy and screen.recheck is None
             assert offered.observation.actionable and offered.observation.reason is None
             assert offered.seen is not None and offered.seen != held.seen  # binds the call
+            # Its appearance began once bound, but it was painted when first held: an
+            # answer's first keys wait out the client's settle from then, not from now.
+            assert screen.painted_since <= held.observed_at <= screen.seen_since
             # Unchanged from now on: no recheck, the published snapshot stands.
             assert await screen.observe() is offered
 

@@ -465,7 +465,7 @@ class TerminalActor(Actor[TerminalMessage]):
             return self._unprofiled()
         # Keys that arrive right after a widget's first paint can be dropped: wait that out
         # first, so the look below, which the first keys follow, is not an older one.
-        await trio.sleep_until(self._screen.seen_since + profile.typing.settle_seconds)
+        await trio.sleep_until(self._screen.painted_since + profile.typing.settle_seconds)
         snapshot = await self._screen.observe(force=True)
         if snapshot is None or snapshot.seen != message.seen:
             return Refusal(

@@ -147,6 +147,13 @@ class Observer:
         """Take this terminal off the board."""
         self._board.retire(self.identity.terminal_id)
 
+    @property
+    def painted_since(self) -> float:
+        """Trio time since which the prompt on screen has been shown as it is: since its
+        appearance began, or since the pane's capture last changed if that was earlier (a
+        prompt held for its call begins its appearance only once bound, drawn before)."""
+        return min(self.seen_since, self._drawn_at)
+
     def spend(self, answered: PromptView) -> None:
         """Note that an answer ended ``answered``, the step of its bound call (a step with
         no call notes nothing).
