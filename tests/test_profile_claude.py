@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from akk.profiles import claude
 from akk.profiles.observation import Observation, OptionRole, State
+from akk.qualify import scenarios as sc
 from akk.qualify.plans.claude import CLAUDE_THEMED_PLANS, CLAUDE_THEMES
 from akk.qualify.scenarios import BASH_CALL
 from akk.screen import Cell, Grid, fingerprint, render
@@ -945,3 +946,36 @@ def test_a_review_question_s_gutter_runs_down_its_rows_and_not_beside_its_answer
     for what, (y, row) in changed.items():
         _, mutated = classify(path, with_rows(grid, [*rows[:y], row, *rows[y + 1 :]]))
         assert not mutated.actionable, what
+
+
+@pytest.mark.parametrize("version", sorted(PROFILES))
+@pytest.mark.parametrize("step", ["q1", "review"])
+def test_a_question_of_several_lines_reads_as_asked_and_only_so(version: str, step: str) -> None:
+    """Claude draws each line of a question of several lines on rows of its own under the
+    gutter, a blank line as the gutter alone (on its step and in its review): it reads
+    exactly as asked. Two blank lines in a row, or a question that ends on one, are none
+    Claude draws; the gutter alone where a wrapped row belongs is no question either."""
+    path = corpus.ROOT / "claude" / version / "80x24" / f"questionnaire_multiline_multi-{step}.json"
+    _, observation = classify(path)
+    assert observation.actionable and observation.prompt is not None, observation.reason
+    read = (
+        observation.prompt.reviewed
+        if step == "review"
+        else tuple(q.prompt for q in observation.prompt.questions)
+    )
+    assert read == (sc.MULTILINE_ASKED.question,)
+    _, grid = corpus.screen(path)
+    rows = all_rows(grid)
+    texts = [grid.row_text(y) for y in range(grid.rows)]
+    blank = next(y for y, text in enumerate(texts) if text.strip() == "│")
+    # The gutter alone put in at a row (the screen's top row dropped, so its bottom stays).
+    changed = {
+        "two blank lines": blank + 1,
+        "a blank line last": blank + 3,
+        "a blank line for the first": blank - 1,
+    }
+    for what, at in changed.items():
+        mutated = [*rows[1:at], rows[blank], *rows[at:]]
+        _, seen = classify(path, with_rows(grid, mutated))
+        assert not seen.actionable, (what, seen.prompt)
+        assert seen.reason is not None and ("gutter" in seen.reason or "row" in seen.reason)

@@ -279,15 +279,16 @@ def _wrapped_rows(fixture: Fixture) -> set[int]:
 
 
 def _question_rows(prompt: PromptView, texts: list[str]) -> set[int]:
-    """The rows of a question's text wrapped over several rows: without any one of them the
-    rest still reads as a (shorter) question."""
+    """The rows of a question's text wrapped over several rows, or in several paragraphs:
+    without any one of them the rest still reads as a (shorter) question."""
     asked = prompt.questions[0].prompt
     first = next(
         (y for y, text in enumerate(texts) if text.strip() and asked.startswith(text.strip())), None
     )
     if first is None or texts[first].strip() == asked:
         return set()
-    return set(_paragraph(texts, first))
+    menu = next(y for y in range(first, len(texts)) if _MENU_ROW.match(texts[y]))
+    return {y for y in range(first, menu) if texts[y].strip()}
 
 
 def _wraps_the_reason(fixture: Fixture, y: int, text: str) -> bool:
@@ -1026,3 +1027,33 @@ def test_a_command_codex_cut_short_is_named_for_a_person(version: str) -> None:
     assert (observation.reason or "").startswith("Codex cut off the command (15800 lines")
     lines = [fixture.grid.row_text(y) for y in range(fixture.grid.rows)]
     assert manual_reason(observation, profiled=True, lines=lines) == PROMPT_CUT_OFF
+
+
+MULTILINE = sorted(corpus.ROOT.glob("codex/**/codex_rui_multiline-q1.json"))
+
+
+@pytest.mark.parametrize("path", MULTILINE, ids=corpus.name)
+def test_a_question_of_several_paragraphs_reads_with_its_blank_line(path: Path) -> None:
+    """A blank line of the question is a blank row between its rows (once it was no
+    question: its first paragraph stood where the header belongs). A line break reads as
+    a wrap (Codex fits a paragraph's lines to each other, so the two cannot be told apart):
+    the question is offered in its call's words. Two blank rows, or one under the header,
+    are no question Codex draws."""
+    fixture = _load(path)
+    observation = _observe(fixture)
+    assert observation.actionable and observation.prompt is not None
+    (question,) = observation.prompt.questions
+    assert (
+        question.prompt
+        == "The build failed twice.\n\nShould I edit `src/app.py` now, or rewrite it?"
+    )
+    rows = [fixture.grid.row(y) for y in range(fixture.grid.rows)]
+    texts = [fixture.grid.row_text(y) for y in range(fixture.grid.rows)]
+    header = next(y for y, text in enumerate(texts) if text.strip().startswith("Question 1/1"))
+    gap = header + 2  # the blank row between the paragraphs
+    assert not texts[gap].strip() and texts[gap + 1].strip()
+    for what, mutated in {
+        "two blank rows": [*rows[1 : gap + 1], rows[gap], *rows[gap + 1 :]],
+        "a blank row under the header": [*rows[1 : header + 1], rows[gap], *rows[header + 1 :]],
+    }.items():
+        assert not _observe(fixture, _with_rows(fixture.grid, mutated)).actionable, what

@@ -692,6 +692,25 @@ CJK_SPACED = {"claude": _spaced("实验应"), "codex": _spaced("实验")}
 80 columns: only its call in the agent's file says the space is there."""
 
 
+MULTILINE_ASKED = Question(
+    question="The build failed twice.\n\nShould I edit `src/app.py` now,\nor rewrite it?",
+    header="Build",
+    options=(
+        Option("Edit it", "Keep **most** of `src/app.py`"),
+        Option("Rewrite it", "Start from `main.py` again"),
+    ),
+)
+"""A question of three lines, one blank, in the markdown a model writes (both clients draw
+it raw): each line on rows of its own."""
+
+MULTILINE_MULTI = attrs.evolve(
+    MULTILINE_ASKED,
+    options=(*MULTILINE_ASKED.options, Option("Leave it", "Skip the build for now")),
+    multi_select=True,
+)
+"""`MULTILINE_ASKED` as a multi-select question of three options: its review lists it."""
+
+
 def _codex_variant_scenarios() -> dict[str, Scenario]:
     scenarios = [
         _command(
@@ -701,6 +720,7 @@ def _codex_variant_scenarios() -> dict[str, Scenario]:
         ),
         _codex_questionnaire("codex_rui_cjk", CJK_ASKED),
         _codex_questionnaire("codex_rui_cjk_spaced", CJK_SPACED["codex"]),
+        _codex_questionnaire("codex_rui_multiline", MULTILINE_ASKED),
         _command("codex_exec_long", ExecCommand(EXEC_LONG_COMMAND), marker=EXEC_MARKER),
         _command(
             "codex_exec_reason_long",
@@ -850,6 +870,8 @@ def _claude_question_scenarios() -> dict[str, Scenario]:
         _claude_questionnaire("questionnaire_cjk", CJK_ASKED),
         _claude_questionnaire("questionnaire_cjk_multi", CJK_MULTI),
         _claude_questionnaire("questionnaire_cjk_spaced", CJK_SPACED["claude"]),
+        _claude_questionnaire("questionnaire_multiline", MULTILINE_ASKED),
+        _claude_questionnaire("questionnaire_multiline_multi", MULTILINE_MULTI),
         _claude_questionnaire("questionnaire_wrapped", WRAPPED_QUESTION),
         _claude_questionnaire("questionnaire_tall", TALL_QUESTION),
         _claude_questionnaire("questionnaire_unicode", UNICODE_QUESTION),

@@ -9,7 +9,9 @@
   80x24 and 120x40): offered exactly as asked, with no space where a row was
   cut, and the label chosen reaches the model once. With a space the model wrote
   just where the row is cut (newest of each, 80x24), which no screen shows, it is
-  offered with that space: in the words of its call in the agent's file.
+  offered with that space: in the words of its call in the agent's file. So is a
+  question of three lines, one of them blank (oldest at 80x24, newest at 120x40),
+  and its multi-select review is read (oldest Claude Code, 80x24).
 - The same question as a multi-select (oldest pinned Claude Code at 80x24, newest
   at 120x40): its review lists the long question under a gutter; the review is
   read and submitted, and the label ticked reaches the model once.
@@ -47,6 +49,15 @@ from tools.lab.akk_runner import outcome, serving, two_controllers
 def answered_text(lab: LabSession) -> str:
     """What the model gets once a question is answered, on this agent."""
     return sc.ANSWERED_CLAUDE if lab.agent == "claude" else sc.ANSWERED_CODEX
+
+
+def asked_in(lab: LabSession) -> sc.Question:
+    """The one question the lab's scenario asks."""
+    (reply, *_) = [step.reply for step in lab.scenario.steps
+                   if isinstance(step.reply, sc.AskUserQuestion | sc.RequestUserInput)]  # fmt: skip
+    assert isinstance(reply, sc.AskUserQuestion | sc.RequestUserInput)
+    (question,) = reply.questions
+    return question
 
 
 @asynccontextmanager
@@ -102,13 +113,18 @@ async def test_a_unicode_label_reaches_the_model_once(lab: LabSession, tmp_path:
         # A space the model wrote just where the row is cut: offered as the call asks it.
         *lab_params("questionnaire_cjk_spaced", cols=80, rows=24)[-1:],
         *lab_params("codex_rui_cjk_spaced", plan_mode=True, cols=80, rows=24)[-1:],
+        # A question of three lines, one blank, each drawn on rows of its own.
+        *lab_params("questionnaire_multiline", cols=80, rows=24)[:1],
+        *lab_params("questionnaire_multiline")[-1:],
+        *lab_params("codex_rui_multiline", plan_mode=True, cols=80, rows=24)[:1],
+        *lab_params("codex_rui_multiline", plan_mode=True)[-1:],
     ],
     indirect=True,
 )
-async def test_a_chinese_question_cut_at_the_pane_s_edge_is_offered_exactly_and_answered_once(
+async def test_a_question_over_several_rows_is_offered_exactly_and_answered_once(
     lab: LabSession, tmp_path: Path
 ) -> None:
-    question = sc.CJK_SPACED[lab.agent] if "spaced" in lab.scenario.name else sc.CJK_ASKED
+    question = asked_in(lab)
     labels = [option.label for option in question.options]
     noted = answered_text(lab)
     async with question_offered(lab, tmp_path) as (ctl, turn_id, shown):
@@ -131,13 +147,14 @@ async def test_a_chinese_question_cut_at_the_pane_s_edge_is_offered_exactly_and_
     [
         *lab_params("questionnaire_cjk_multi", cols=80, rows=24)[:1],
         *lab_params("questionnaire_cjk_multi")[-1:],
+        *lab_params("questionnaire_multiline_multi", cols=80, rows=24)[:1],
     ],
     indirect=True,
 )
 async def test_a_long_multi_select_question_s_review_is_read_and_submitted(
     lab: LabSession, tmp_path: Path
 ) -> None:
-    question = sc.CJK_MULTI
+    question = asked_in(lab)
     label = question.options[1].label
     async with question_offered(lab, tmp_path) as (ctl, turn_id, shown):
         assert shown["questions"][0]["prompt"] == question.question

@@ -181,10 +181,9 @@ def prove_wrap(
     """
     width = r.grid.cols - start - margin
     upper, lower = r.texts[above].rstrip(" "), r.texts[y].rstrip(" ")
-    used = _columns(r, above, above_start, len(upper))
     word_end = lower.find(" ", start)
     first_word = _columns(r, y, start, len(lower) if word_end < 0 else word_end)
-    if used + 1 + first_word <= width:
+    if fits_above(r, above, above_start, y, start, margin):
         raise Unproven(f"row {y} does not wrap row {above}: its first word fits there")
     last_word = _columns(r, above, max(above_start, upper.rfind(" ") + 1), len(upper))
     cut = _full(r, above, above_start, y, start, margin)
@@ -192,6 +191,19 @@ def prove_wrap(
         return
     if cut and last_word + first_word > width:
         raise Unproven(f"row {y} may go on with a word cut at the edge of row {above}")
+
+
+def fits_above(
+    r: Reader, above: int, above_start: int, y: int, start: int, margin: int = 0
+) -> bool:
+    """Whether row `y`'s first word (from column `start`) would have fit after a space on
+    row `above`: then no wrap broke the text there (`prove_wrap`), a line break did."""
+    width = r.grid.cols - start - margin
+    upper, lower = r.texts[above].rstrip(" "), r.texts[y].rstrip(" ")
+    used = _columns(r, above, above_start, len(upper))
+    word_end = lower.find(" ", start)
+    first_word = _columns(r, y, start, len(lower) if word_end < 0 else word_end)
+    return used + 1 + first_word <= width
 
 
 def _columns(r: Reader, y: int, start: int, stop: int) -> int:

@@ -27,6 +27,7 @@ import attrs
 from akk.profiles.claude.menu import (
     MenuShape,
     Row,
+    fits_above,
     menu_row,
     menu_rows,
     option_view,
@@ -123,21 +124,35 @@ def read(r: Reader, footer: int, last: int | None = None) -> Observation:
     if tabs[tab] == shape.submit_tab:
         raise Unproven("the Submit tab is current but the review is not shown")
     r.single_prompt(top)
-    # A longer question is drawn under a dim gutter, every row of it.
+    # A longer question, or one of several lines, is drawn under a dim gutter, every row
+    # of it: there a row the one above could have taken more of starts a line the model
+    # wrote, and a row of the gutter alone is a blank line of its.
     start = len(shape.question_gutter) if r.question_gutter(y, 0) else 0
     question: list[str] = []
     while y < lower and not r.blank(y):
+        if start and r.question_gutter(y, 0) and not r.texts[y][start:].strip():
+            if not question or question[-1] == "\n":
+                raise Unproven(f"row {y} of the question's gutter holds no line of it")
+            question.append("\n")
+            y += 1
+            continue
         cell = r.cells[y][start]
         if not (cell.bold and cell.fg == shape.question_fg):
             raise Unproven(f"unexpected row {y} in the question")
         if bool(start) != r.question_gutter(y, 0):
             raise Unproven(f"row {y} of the question is drawn apart from its gutter")
         text = r.texts[y][start:].strip()
-        if question:
+        if question and question[-1] == "\n":
+            text = "\n" + text  # the line after a blank one
+        elif question and start and fits_above(r, y - 1, start, y, start):
+            text = "\n" + text  # a line of its own, not the row above's wrap
+        elif question:
             prove_wrap(r, y - 1, start, y, start)
             text = wrap_joiner(r, y - 1, start, y, start, 0) + text
         question.append(text)
         y += 1
+    if question and question[-1] == "\n":
+        raise Unproven(f"row {y - 1} of the question's gutter holds no line of it")
     if not question:
         raise Unproven("questionnaire shows no question")
     r.expect_blank(y, "under the question")

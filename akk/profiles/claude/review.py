@@ -9,6 +9,7 @@ tab row and the rule.
 from __future__ import annotations
 
 from akk.profiles.claude.menu import (
+    fits_above,
     menu_row,
     menu_rows,
     option_view,
@@ -96,9 +97,14 @@ def _answers(r: Reader, first: int, last: int) -> tuple[str, ...]:
         start = shift + len(rest) - len(rest.lstrip(" "))
         asked = text.startswith(shape.review_question_mark + " ")
         marked = asked or text.startswith(shape.review_answer_mark + " ")
+        if shift and not text and guttered and in_question and not questions[-1].endswith("\n"):
+            questions[-1] += "\n"  # a blank line of the question, the gutter alone
+            continue
         # A question's further rows start under its text: column 3, under the gutter 5.
         if not marked and (y == first or start < (5 if shift else 3) or not text):
             raise Unproven(f"unexpected row {y} in the review")
+        if marked and questions and questions[-1].endswith("\n"):
+            raise Unproven(f"row {y - 1} of the review's gutter holds no line of its question")
         # The gutter runs down a question's rows, and never beside an answer.
         if not asked and bool(shift) != (guttered and in_question and not marked):
             raise Unproven(f"row {y} of the review is drawn apart from its gutter")
@@ -106,7 +112,12 @@ def _answers(r: Reader, first: int, last: int) -> tuple[str, ...]:
             questions.append(text.removeprefix(shape.review_question_mark + " "))
             guttered = bool(shift)
         elif not marked and in_question:
-            # The question's text starts at this row's column on the row above too.
-            questions[-1] += wrap_joiner(r, y - 1, start, y, start, 0) + text
+            # The question's text starts at this row's column on the row above too; under
+            # the gutter a row after a blank one, or one whose first word the row above
+            # could have taken, starts a line of the question.
+            if questions[-1].endswith("\n") or (shift and fits_above(r, y - 1, start, y, start)):
+                questions[-1] += "\n" + text
+            else:
+                questions[-1] += wrap_joiner(r, y - 1, start, y, start, 0) + text
         in_question = asked or (in_question and not marked)
     return tuple(questions)

@@ -130,11 +130,12 @@ def menu(r: Reader, top: int, bottom: int, shape: MenuShape) -> list[MenuRow]:
     return rows
 
 
-def asked(r: Reader, prompt_rows: Sequence[int], rows: Sequence[MenuRow]) -> str:
-    """The question in `prompt_rows` (indented by two), unwrapped; refused where it or an
-    option of `rows` holds a character whose width Codex and tmux may disagree on, which
-    shifts the spaces around it (`akk.profiles.readback`)."""
-    question = r.unwrapped(prompt_rows, 2)
+def asked(r: Reader, paragraphs: Sequence[Sequence[int]], rows: Sequence[MenuRow]) -> str:
+    """The question in the rows of `paragraphs` (each indented by two), each unwrapped, with
+    a blank line between them; refused where it or an option of `rows` holds a character
+    whose width Codex and tmux may disagree on, which shifts the spaces around it
+    (`akk.profiles.readback`)."""
+    question = "\n\n".join(r.unwrapped(rows_of, 2) for rows_of in paragraphs)
     prove_readable(
         [question, *(t for row in rows for t in (row.label, row.description))], _UNREADABLE
     )

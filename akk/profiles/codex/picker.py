@@ -70,7 +70,7 @@ def read(r: Reader, footer: Footer, footer_top: int, last: int) -> Observation:
             role = OptionRole.FREE_TEXT
         options.append(OptionView(row.label, role, row.number, row.description, row.current))
     question = QuestionView(
-        asked(r, prompt_rows, rows),
+        asked(r, [prompt_rows], rows),
         ResponseKind.SINGLE_SELECT,
         tuple(options),
     )

@@ -61,11 +61,11 @@ def read(r: Reader, footer: Footer, footer_top: int, last: int) -> Observation:
     end = menu_top - 2  # the prompt's last row
     if p.prompt_fill_blank and end > 0 and not r.lines[end] and r.end(end - 1) == r.grid.cols - 2:
         end -= 1  # the empty row after a prompt row the text fills exactly
-    top = r.run_above(end, "the question header")
+    top, paragraphs = _asked_rows(r, end)
     header = p.question_header.fullmatch(r.lines[top].strip())
     if header is None or not r.indented(top, 2) or not r.grid.cell(2, top).dim:
         raise Unproven(f"row {top} is not this version's question header")
-    prompt_rows = range(top + 1, end + 1)
+    prompt_rows = [row for paragraph in paragraphs for row in paragraph]
     colours = {r.grid.cell(2, row).fg for row in prompt_rows}
     # A plain row proves nothing by its style: an answered prompt is one row only.
     answered = colours == {p.answered_prompt_fg} and len(prompt_rows) == 1
@@ -87,7 +87,7 @@ def read(r: Reader, footer: Footer, footer_top: int, last: int) -> Observation:
             role = OptionRole.NONE_OF_THE_ABOVE
         options.append(OptionView(row.label, role, row.number, row.description, row.current))
     kind = ResponseKind.FREE_TEXT if notes_open else ResponseKind.SINGLE_SELECT
-    question = QuestionView(asked(r, prompt_rows, rows), kind, tuple(options))
+    question = QuestionView(asked(r, paragraphs, rows), kind, tuple(options))
     prompt = PromptView(
         InteractionKind.QUESTIONNAIRE,
         StepKind.FREE_TEXT if notes_open else StepKind.SINGLE_SELECT,
@@ -97,6 +97,24 @@ def read(r: Reader, footer: Footer, footer_top: int, last: int) -> Observation:
         step_total=total,
     )
     return Observation(State.QUESTIONNAIRE, p.id, prompt)
+
+
+def _asked_rows(r: Reader, end: int) -> tuple[int, list[range]]:
+    """The question header's row, and the runs of the question's rows under it that end at
+    row `end`: one per paragraph, where the model's text holds a blank line (Codex draws
+    it as a blank row). The header's run holds the first paragraph."""
+    top = r.run_above(end, "the question header")
+    paragraphs = [range(top + 1, end + 1)]
+    while not r.p.question_header.fullmatch(r.lines[top].strip()):
+        if top < 2 or r.lines[top - 1] or not r.lines[top - 2]:
+            raise Unproven(f"row {top} is not this version's question header")
+        paragraphs[0] = range(top, paragraphs[0].stop)
+        above = top - 2
+        top = r.run_above(above, "the question header")
+        paragraphs.insert(0, range(top + 1, above + 1))
+    if not all(paragraphs):
+        raise Unproven(f"a blank row under the question header at row {top}")
+    return top, paragraphs
 
 
 def _fills_notes_row(r: Reader, y: int) -> bool:

@@ -80,7 +80,8 @@ class Reader:
 
     def unwrapped(self, rows: Sequence[int], indent: int) -> str:
         """The text of `rows` (non-empty, each indented by `indent`), each row joined to the
-        one above as Codex wrapped it (`wrap_joiner`)."""
+        one above as Codex wrapped it (`wrap_joiner`). Codex's wrap fits a paragraph's lines
+        to each other (not greedily), so a line break of the text reads as a wrap."""
         text = self.lines[rows[0]][indent:]
         for y in rows[1:]:
             text += self.wrap_joiner(y - 1, y, indent) + self.lines[y][indent:]

@@ -425,6 +425,10 @@ def question_plans() -> list[Plan]:
         # draw the tabs as at 120 columns).
         attrs.evolve(multi_question("questionnaire_four_questions"), sizes=_NARROWER),
         single("questionnaire_cjk"),
+        # A question of several lines, one blank: each drawn on rows of its own, under
+        # the gutter (its review lists it so too).
+        attrs.evolve(single("questionnaire_multiline"), sizes=((120, 40), (80, 24))),
+        attrs.evolve(multi_select("questionnaire_multiline_multi"), sizes=((120, 40), (80, 24))),
         # Its review lists the question under a gutter, cut at the pane's edge as the
         # question is (wider panes draw it as at 120 columns).
         attrs.evolve(multi_select("questionnaire_cjk_multi"), sizes=_NARROWER),

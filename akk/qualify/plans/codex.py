@@ -72,7 +72,7 @@ def _question(
     labels = tuple(option.label for option in question.options)
     rows = labels + CODEX_EXTRA
     return ExpectedQuestion(
-        prompt=question.question,
+        prompt=drawn_lines(question.question),
         header=None,  # Codex's request_user_input widget does not draw the header
         response_kind="free_text" if typed is not None else "single_select",
         options=labels,
@@ -81,6 +81,12 @@ def _question(
         free_text=True,
         typed_text=typed,
     )
+
+
+def drawn_lines(text: str) -> str:
+    """`text` as Codex's question screen reads: Codex fits a paragraph's lines to each other
+    (not greedily), so a line break reads as a wrap, one space; a blank line shows."""
+    return "\n\n".join(" ".join(part.split("\n")) for part in text.split("\n\n"))
 
 
 def questionnaire(scenario: str) -> Plan:
@@ -671,6 +677,8 @@ def variant_plans(base: Mapping[str, Plan]) -> list[Plan]:
         questionnaire("codex_rui_long_asked"),
         questionnaire("codex_rui_long_labels"),
         questionnaire("codex_rui_cjk"),
+        # A question of several lines, one blank: each line drawn on rows of its own.
+        questionnaire("codex_rui_multiline"),
         # CJK, a ZWJ emoji and right-to-left scripts in labels and the prompt.
         questionnaire("codex_rui_unicode"),
         # Codex and tmux disagree on the width of "❤️" and "⌚︎": a space around each is
