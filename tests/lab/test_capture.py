@@ -25,7 +25,8 @@ from tools.lab import clients
 from tools.lab.clients import FIXTURES, Client
 
 _SGR = re.compile(r"\x1b\[[0-9;:]*m")
-_GUTTER = re.compile(r"^ *│ ", re.MULTILINE)  # Claude's gutter before a long question's rows
+# Claude's gutter before a long question's rows, and alone for a blank line of one.
+_GUTTER = re.compile(r"^ *│(?: |$)", re.MULTILINE)
 _STATES = {
     "idle",
     "idle_draft",
