@@ -26,7 +26,6 @@ from akk.profiles.observation import (
     InteractionKind,
     Observation,
     OptionRole,
-    OptionView,
     PromptView,
     QuestionView,
     StepKind,
@@ -132,22 +131,20 @@ def _question(step: StepKind, shown: QuestionView, asked: AskedQuestion) -> Ques
     if step is not StepKind.FREE_TEXT and (step is StepKind.MULTI_SELECT) != asked.multi_select:
         return None
     choices = [option for option in shown.options if option.role is OptionRole.CHOICE]
-    if step is StepKind.FREE_TEXT and not choices:
-        return attrs.evolve(shown, prompt=asked.question, header=asked.header or shown.header)
-    if len(choices) != len(asked.options):
-        return None
-    words = iter(asked.options)
-    options: list[OptionView] = []
-    for option in shown.options:
-        if option.role is OptionRole.CHOICE:
-            given = next(words)
-            if not (
-                same_words(option.label, given.label)
-                and same_words(option.description, given.description)
-            ):
-                return None
-            option = attrs.evolve(option, label=given.label, description=given.description)
-        options.append(option)
+    options = list(shown.options)
+    if choices or step is not StepKind.FREE_TEXT:
+        if len(choices) != len(asked.options):
+            return None
+        words = iter(asked.options)
+        for at, option in enumerate(options):
+            if option.role is OptionRole.CHOICE:
+                given = next(words)
+                if not (
+                    same_words(option.label, given.label)
+                    and same_words(option.description, given.description)
+                ):
+                    return None
+                options[at] = attrs.evolve(option, label=given.label, description=given.description)
     return attrs.evolve(
         shown, prompt=asked.question, header=asked.header or shown.header, options=tuple(options)
     )

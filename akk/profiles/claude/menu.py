@@ -180,11 +180,11 @@ def prove_wrap(
     cut at a full row is read as cut (`wrap_joiner` joins it with nothing).
     """
     width = r.grid.cols - start - margin
-    upper, lower = r.texts[above].rstrip(" "), r.texts[y].rstrip(" ")
-    word_end = lower.find(" ", start)
-    first_word = _columns(r, y, start, len(lower) if word_end < 0 else word_end)
+    upper = r.texts[above].rstrip(" ")
     if fits_above(r, above, above_start, y, start, margin):
         raise Unproven(f"row {y} does not wrap row {above}: its first word fits there")
+    first_word = _first_word(r, y, start)
+    lower = r.texts[y].rstrip(" ")
     last_word = _columns(r, above, max(above_start, upper.rfind(" ") + 1), len(upper))
     cut = _full(r, above, above_start, y, start, margin)
     if cut_between_wide(upper, lower[start:], full=cut):
@@ -199,11 +199,15 @@ def fits_above(
     """Whether row `y`'s first word (from column `start`) would have fit after a space on
     row `above`: then no wrap broke the text there (`prove_wrap`), a line break did."""
     width = r.grid.cols - start - margin
-    upper, lower = r.texts[above].rstrip(" "), r.texts[y].rstrip(" ")
-    used = _columns(r, above, above_start, len(upper))
+    used = _columns(r, above, above_start, len(r.texts[above].rstrip(" ")))
+    return used + 1 + _first_word(r, y, start) <= width
+
+
+def _first_word(r: Reader, y: int, start: int) -> int:
+    """How many columns row `y`'s first word, from column `start`, takes."""
+    lower = r.texts[y].rstrip(" ")
     word_end = lower.find(" ", start)
-    first_word = _columns(r, y, start, len(lower) if word_end < 0 else word_end)
-    return used + 1 + first_word <= width
+    return _columns(r, y, start, len(lower) if word_end < 0 else word_end)
 
 
 def _columns(r: Reader, y: int, start: int, stop: int) -> int:
