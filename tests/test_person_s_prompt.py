@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import attrs
 import pytest
 import trio
 
@@ -29,12 +30,12 @@ from akk.actors.terminal_board import project_snapshot
 from akk.backends.terminal import observer as observer_module
 from akk.backends.terminal.observer import Observer
 from akk.evidence import PendingCall
-from akk.evidence.model import AskedOption, AskedQuestion, input_digest
 from akk.protocol.wakeups import SETTLE_SECONDS
 from akk.qualify.scenarios import SCENARIOS, AskUserQuestion
 from akk.screen.fingerprint import Appearance, IdMinter
 from tests import corpus
 from tests.captured_pane import VERSION, CapturedPane, across_a_restart, observing, store_actor
+from tests.test_question_calls import asked_of, pending_question
 
 FOLDER = corpus.ROOT / "claude" / VERSION
 ANSWERING = ("q1", "free_text_empty", "free_text_typed")
@@ -50,14 +51,7 @@ def _call(asks: str) -> PendingCall:
     (step, *_) = SCENARIOS["questionnaire_single2"].steps
     assert isinstance(step.reply, AskUserQuestion)
     (question,) = step.reply.questions
-    options = tuple(AskedOption(o.label, o.description) for o in question.options)
-    return PendingCall(
-        "toolu_1",
-        "AskUserQuestion",
-        None,
-        input_digest(asks),
-        (AskedQuestion(asks, question.header, options),),
-    )
+    return pending_question("claude", (asked_of(attrs.evolve(question, question=asks)),))
 
 
 def _pending(monkeypatch: pytest.MonkeyPatch, asks: Callable[[], str]) -> None:

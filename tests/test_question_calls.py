@@ -50,7 +50,7 @@ TOOL = {"claude": "AskUserQuestion", "codex": "request_user_input"}
 REVIEWS = {"claude": True, "codex": False}
 
 
-def _asked(question: Question) -> AskedQuestion:
+def asked_of(question: Question) -> AskedQuestion:
     """What a call holds of a scenario's question."""
     options = tuple(AskedOption(o.label, o.description) for o in question.options)
     return AskedQuestion(
@@ -58,7 +58,9 @@ def _asked(question: Question) -> AskedQuestion:
     )
 
 
-def _call(agent: str, asked: tuple[AskedQuestion, ...], call_id: str = "call_1") -> PendingCall:
+def pending_question(
+    agent: str, asked: tuple[AskedQuestion, ...], call_id: str = "call_1"
+) -> PendingCall:
     return PendingCall(call_id, TOOL[agent], None, input_digest(repr(asked)), asked)
 
 
@@ -77,7 +79,7 @@ def _scenario_call(label: corpus.Label) -> tuple[AskedQuestion, ...]:
         if isinstance(step.reply, AskUserQuestion | RequestUserInput)
     ][:1]
     assert isinstance(reply, AskUserQuestion | RequestUserInput)
-    return tuple(_asked(question) for question in reply.questions)
+    return tuple(asked_of(question) for question in reply.questions)
 
 
 # ---------------------------------------------------------------- 1. the agents' files
@@ -106,7 +108,7 @@ def test_claude_s_pending_ask_user_question_holds_the_model_s_words() -> None:
     }
     (call,) = claude.open_calls([Record(0, record)])
     assert (call.tool, call.command) == ("AskUserQuestion", None)
-    assert call.asked == (_asked(CJK_ASKED),)
+    assert call.asked == (asked_of(CJK_ASKED),)
 
 
 def test_codex_s_pending_request_user_input_holds_the_model_s_words() -> None:
@@ -133,7 +135,7 @@ def test_codex_s_pending_request_user_input_holds_the_model_s_words() -> None:
     }
     (call,) = codex.open_calls([Record(0, record)])
     assert call.tool == "request_user_input"
-    assert call.asked == (_asked(FLAGGED_SECRET),)
+    assert call.asked == (asked_of(FLAGGED_SECRET),)
     assert call.asked[0].secret
 
 
@@ -225,7 +227,7 @@ def test_a_question_binds_to_its_call_and_is_offered_in_its_words(path: Path) ->
     prompt = observation.prompt
     assert prompt is not None
     agent, asked = label["agent"], _scenario_call(label)
-    call = _call(agent, asked)
+    call = pending_question(agent, asked)
     bound, matched = _bind(agent, observation, [call])
     assert matched == call and bound.actionable, bound.reason
     assert bound.prompt is not None
@@ -233,9 +235,9 @@ def test_a_question_binds_to_its_call_and_is_offered_in_its_words(path: Path) ->
     assert bound.prompt == prompt  # the drawing is the same; the call's words come beside it
     if prompt.step not in ASKED_STEPS:  # a review or confirmation of the whole call
         assert bound.prompt.offered == prompt.questions
-        for why, calls in {"the question": _mismatches(asked, 0)["the question"]}.items():
-            if prompt.reviewed:
-                assert not _bind(agent, observation, [_call(agent, calls)])[0].actionable, why
+        if prompt.reviewed:  # a review that lists another question asks another call
+            other = [pending_question(agent, _mismatches(asked, 0)["the question"])]
+            assert not _bind(agent, observation, other)[0].actionable
         return
     index = prompt.step_index - 1
     (question,) = bound.prompt.offered
@@ -247,13 +249,13 @@ def test_a_question_binds_to_its_call_and_is_offered_in_its_words(path: Path) ->
     for why, calls in _mismatches(asked, index).items():
         if prompt.step is StepKind.FREE_TEXT and not choices and "option" in why:
             continue  # the editor hides the options: only the question is compared
-        refused, none = _bind(agent, observation, [_call(agent, calls)])
+        refused, none = _bind(agent, observation, [pending_question(agent, calls)])
         assert none is None and refused.reason == PENDING_CALL_MISMATCH, why
         assert refused.prompt == observation.prompt, why
     if prompt.step is not StepKind.FREE_TEXT:
         flipped = attrs.evolve(asked[index], multi_select=not asked[index].multi_select)
         other = (*asked[:index], flipped, *asked[index + 1 :])
-        assert not _bind(agent, observation, [_call(agent, other)])[0].actionable
+        assert not _bind(agent, observation, [pending_question(agent, other)])[0].actionable
 
 
 @corpus.each(QUESTIONS[::25])
@@ -261,12 +263,12 @@ def test_a_question_without_its_one_call_is_a_person_s(path: Path) -> None:
     label = corpus.label(path)
     _, observation = corpus.observed(path)
     agent, asked = label["agent"], _scenario_call(label)
-    other_tool = attrs.evolve(_call(agent, asked), tool="Bash")
+    other_tool = attrs.evolve(pending_question(agent, asked), tool="Bash")
     for why, calls in {
         "the file unreadable": None,
         "no pending call": [],
         "another tool's call only": [other_tool],
-        "two calls": [_call(agent, asked), _call(agent, asked, "call_2")],
+        "two calls": [pending_question(agent, asked), pending_question(agent, asked, "call_2")],
     }.items():
         bound, matched = _bind(agent, observation, calls)
         assert matched is None and bound.reason == PENDING_CALL_UNKNOWN, why
@@ -298,7 +300,7 @@ def test_a_question_its_call_marks_secret_is_a_person_s(path: Path) -> None:
     assert refused_for(observation) is None
     (asked,) = _scenario_call(corpus.label(path))
     assert asked.secret
-    bound, call = _bind("codex", observation, [_call("codex", (asked,))])
+    bound, call = _bind("codex", observation, [pending_question("codex", (asked,))])
     assert call is not None and bound.prompt is not None and bound.prompt.secret
     assert refused_for(bound) == SECRET_INPUT
     assert bound.prompt.offered[0].prompt == FLAGGED_SECRET.question
@@ -309,9 +311,9 @@ def test_a_confirmation_of_a_call_with_a_secret_question_is_a_person_s() -> None
     _, observation = corpus.observed(path)
     asked = _scenario_call(corpus.label(path))
     marked = (attrs.evolve(asked[0], secret=True), *asked[1:])
-    bound, call = _bind("codex", observation, [_call("codex", marked)])
+    bound, call = _bind("codex", observation, [pending_question("codex", marked)])
     assert call is not None and refused_for(bound) == SECRET_INPUT
-    unmarked, _ = _bind("codex", observation, [_call("codex", asked)])
+    unmarked, _ = _bind("codex", observation, [pending_question("codex", asked)])
     assert refused_for(unmarked) is None
 
 
@@ -339,7 +341,9 @@ def test_a_space_no_screen_shows_is_offered_as_its_call_has_it(path: Path) -> No
     _, observation = corpus.observed(path)
     spaced = CJK_SPACED[label["agent"]]
     assert spaced.question != CJK_ASKED.question
-    bound, call = _bind(label["agent"], observation, [_call(label["agent"], (_asked(spaced),))])
+    bound, call = _bind(
+        label["agent"], observation, [pending_question(label["agent"], (asked_of(spaced),))]
+    )
     assert call is not None and bound.prompt is not None
     assert bound.prompt.offered[0].prompt == spaced.question
     assert observation.prompt is not None
