@@ -25,6 +25,7 @@ from akk.profiles.observation import InteractionKind, Observation
 from akk.profiles.permission import (
     PENDING_CALL_MISMATCH,
     PENDING_CALL_UNKNOWN,
+    asked_tool,
     awaits_call,
     bind_pending,
     shows_command,
@@ -110,12 +111,12 @@ def _call(tool: str, command: str | None, call_id: str = "call_1") -> PendingCal
 @pytest.mark.parametrize(("agent", "version"), sorted(PROFILES), ids="-".join)
 def test_a_permission_is_actionable_only_for_its_one_pending_call(agent: str, version: str) -> None:
     observation, command = _screen(agent, version)
-    tool = PROFILES[(agent, version)].permission_tool
+    tool = asked_tool(observation)
     assert tool == TOOL[agent]
     call = _call(tool, command)
-    assert bind_pending(observation, tool, [call]) == (observation, call)
+    assert bind_pending(observation, [call]) == (observation, call)
     # Another pending call of another tool does not count.
-    assert bind_pending(observation, tool, [call, _call("Read", None, "r")])[1] == call
+    assert bind_pending(observation, [call, _call("Read", None, "r")])[1] == call
     refused = {
         "the file unreadable": (None, PENDING_CALL_UNKNOWN),
         "no pending call": ([], PENDING_CALL_UNKNOWN),
@@ -126,7 +127,7 @@ def test_a_permission_is_actionable_only_for_its_one_pending_call(agent: str, ve
         "another tool only": ([_call("Write", command)], PENDING_CALL_UNKNOWN),
     }
     for why, (calls, reason) in refused.items():
-        bound, matched = bind_pending(observation, tool, calls)
+        bound, matched = bind_pending(observation, calls)
         assert matched is None and not bound.actionable, why
         assert bound.reason == reason and bound.prompt == observation.prompt, why
     # Only a readable file without a call of the tool is read again (the call may come next).
@@ -142,7 +143,7 @@ def test_only_actionable_permissions_are_checked() -> None:
         attrs.evolve(observation, prompt=question),
         attrs.evolve(observation, reason="x"),
     ):
-        assert bind_pending(other, "Bash", None) == (other, None)
+        assert bind_pending(other, None) == (other, None)
 
 
 def test_a_drawn_command_keeps_every_character_and_every_space() -> None:

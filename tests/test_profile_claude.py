@@ -160,13 +160,6 @@ def test_descriptions_are_kept_apart_from_labels() -> None:
         assert (first.label, first.description, first.checked) == ("Red", "A warm color", False)
 
 
-def test_write_permission_is_blocked_for_a_person() -> None:
-    for version in PROFILES:
-        _, observation = classify(corpus.ROOT / "claude" / version / "claude_write-permission.json")
-        assert observation.state is State.BLOCKED and not observation.actionable
-        assert observation.reason is not None and "non-Bash" in observation.reason
-
-
 @pytest.mark.parametrize("blocker", ["onboarding", "api_key", "trust"])
 def test_first_run_screens_name_their_blocker(blocker: str) -> None:
     for version in PROFILES:

@@ -127,8 +127,9 @@ async def test_what_akk_types_is_masked_from_its_first_drawing(tmp_path: Path) -
 async def test_a_reason_quoting_a_row_caught_half_done_masks_what_earlier_drawings_masked(
     tmp_path: Path,
 ) -> None:
-    """Claude 2.1.332 leaves a file write to a person, and the profile's reason quotes the
-    permission's title row: here that row shows the tail of a key drawn whole before."""
+    """Claude 2.1.332 leaves a permission of a title it does not answer to a person, and the
+    profile's reason quotes that title row: here it shows the tail of a key drawn whole
+    before."""
     tail = COMMAND_SECRET[78:]
     drawn = (corpus.ROOT / "claude" / VERSION / "claude_write-permission.ansi").read_text()
     write = drawn.replace("Create file", f"Create file {tail}").splitlines()
@@ -144,7 +145,7 @@ async def test_a_reason_quoting_a_row_caught_half_done_masks_what_earlier_drawin
     reason = terminal_row(snapshot)["observation"]["reason"]
     detail = shown.projection["detail"]
     for text in (reason, detail):
-        assert "non-Bash permission" in text and not _shows(COMMAND_SECRET_BODY, text), text
+        assert "is left to a person" in text and not _shows(COMMAND_SECRET_BODY, text), text
 
 
 async def test_the_first_look_is_a_drawing_two_captures_in_a_row_agree_on(

@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 from akk.evidence import PendingCall
 from akk.evidence.model import input_digest
 from akk.profiles.observation import InteractionKind, Observation
-from akk.profiles.permission import PENDING_CALL_MISMATCH, bind_pending
+from akk.profiles.permission import PENDING_CALL_MISMATCH, asked_tool, bind_pending
 from akk.profiles.registry import PROFILES, Profile
 from akk.protocol.projection import project
 from akk.qualify.scenarios import SCENARIOS, Bash, ExecCommand
@@ -86,7 +86,7 @@ class Case:
     @property
     def pending(self) -> PendingCall:
         """The call the agent's file records for this prompt: the scenario's command."""
-        tool = self.profile.permission_tool
+        tool = asked_tool(self.observation)
         given = {"command": self.command} if tool == "Bash" else {"cmd": self.command}
         return PendingCall("call_lab", tool, self.command, input_digest(given))
 
@@ -150,8 +150,8 @@ def _scenario_command(scenario: str, labelled: str) -> str:
 def _load(label_path: Path) -> Case | None:
     label = corpus.label(label_path)
     expected = label["expected"]
-    if expected["kind"] != "permission" or expected["manual_only"]:
-        return None
+    if expected["kind"] != "permission" or expected["manual_only"] or expected["tool"] == "Write":
+        return None  # a command's prompt, which a profile reads (a new file's: test_new_files)
     _, grid = corpus.screen(label_path)
     profile, observation = corpus.observed(label_path)
     command_rows: tuple[int, ...] = ()
@@ -223,7 +223,7 @@ def test_the_wrapped_and_advised_commands_of_every_pinned_version_are_covered() 
         assert _actionable_permission(case.observation), (case.name, case.observation.reason)
         assert case.command_rows, f"{case.name}: its command is not drawn inside its region"
         # The whole screen is the prompt for exactly its pending call: still actionable.
-        bound, call = bind_pending(case.observation, case.profile.permission_tool, [case.pending])
+        bound, call = bind_pending(case.observation, [case.pending])
         assert _actionable_permission(bound) and call == case.pending, (case.name, bound.reason)
     assert {(case.profile.agent, case.profile.version) for case in WRAPPED} == set(PROFILES)
     advised = {case.profile.version for case in CASES if case.advisory_rows}
@@ -309,7 +309,7 @@ def test_a_command_missing_its_last_wrapped_rows_is_never_actionable(
     gone = rows[-dropped:]
     cut = CUTS[how](case.grid, gone)
     classified = case.profile.classify(cut)
-    observation, call = bind_pending(classified, case.profile.permission_tool, [case.pending])
+    observation, call = bind_pending(classified, [case.pending])
     if _actionable_permission(classified):
         event("accepted on screen")
         assert (case.profile.agent, how) in SCREEN_ACCEPTS, f"{case.name}: a new screen hole"

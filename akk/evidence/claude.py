@@ -76,6 +76,7 @@ from akk.evidence.model import (
     Tokens,
     UsageStatus,
     asked_questions,
+    file_write,
     input_digest,
     request_digest,
 )
@@ -154,6 +155,7 @@ def open_calls(records: Sequence[Record]) -> list[PendingCall]:
                             command if isinstance(command, str) else None,
                             input_digest(given),
                             asked_questions(given),
+                            file_write(given),
                         ),
                     )
             elif kind == "user" and block.get("type") == "tool_result":

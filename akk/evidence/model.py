@@ -298,6 +298,23 @@ class AskedQuestion:
 
 
 @attrs.frozen
+class FileWrite:
+    """The file a Write call creates: its path and its whole content, as the model wrote them."""
+
+    path: str
+    content: str
+
+
+def file_write(given: object) -> FileWrite | None:
+    """The file a Write input creates; None unless its ``file_path`` and ``content`` are text."""
+    path = given.get("file_path") if isinstance(given, dict) else None
+    content = given.get("content") if isinstance(given, dict) else None
+    if not (isinstance(path, str) and isinstance(content, str)):
+        return None
+    return FileWrite(path, content)
+
+
+@attrs.frozen
 class PendingCall:
     """A tool call the agent's own file records and no result answers yet.
 
@@ -306,8 +323,9 @@ class PendingCall:
     a tool that runs none) and `input_sha256` the SHA-256 of its whole input as
     canonical JSON. `asked` are the questions its input asks, as a question tool
     (Claude's AskUserQuestion, Codex's request_user_input) holds them; None for
-    an input of no such shape. `identity` (ASCII hex, whatever the file held) is
-    what a permission's or a question's fingerprint binds.
+    an input of no such shape. `writes` is the file its input creates, as Claude's
+    Write holds it; None for an input of no such shape. `identity` (ASCII hex,
+    whatever the file held) is what a permission's or a question's fingerprint binds.
     """
 
     call_id: str
@@ -315,6 +333,7 @@ class PendingCall:
     command: str | None
     input_sha256: str
     asked: tuple[AskedQuestion, ...] | None = None
+    writes: FileWrite | None = None
 
     @property
     def identity(self) -> str:

@@ -107,6 +107,19 @@ class OptionView:
 
 
 @attrs.frozen
+class NewFile:
+    """A file a permission asks to create, as drawn: its path and its numbered lines.
+
+    Each line is its rows joined as drawn (a long line breaks inside a word, under its
+    number's gutter); what the client expands or trims (a tab, a trailing space) shows
+    as it drew it.
+    """
+
+    path: str
+    lines: tuple[str, ...]
+
+
+@attrs.frozen
 class QuestionView:
     """One question of a prompt step."""
 
@@ -117,6 +130,8 @@ class QuestionView:
     required: bool = True
     detail: str = ""  # what a permission is for, e.g. the command line; shown to controllers
     command: str | None = None  # a permission's command as drawn (rows unwrapped), else None
+    new_file: NewFile | None = None  # the file a permission would create, as drawn
+    tool: str = ""  # the tool (its name in the agent's file) a permission asks to call
 
 
 @attrs.frozen

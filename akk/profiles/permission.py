@@ -3,10 +3,13 @@
 No screen rule can tell a command cut short of its last wrapped row from a
 shorter command (Claude draws both alike), but the agent's transcript or
 rollout records the pending call with its whole input. So an actionable
-permission prompt stays actionable only when its drawn command equals the one
-pending call of the profile's tool, compared as every pinned version draws a
-command (`shows_command`); otherwise it becomes not actionable with a reason, which
-the projection shows as ``manual_required`` and which gets no keys.
+permission prompt stays actionable only when what it draws is the one pending
+call of the tool it asks about: its command compared as every pinned version
+draws a command (`shows_command`), or the new file it would create, path and
+lines (`shows_file`). Otherwise it becomes not actionable with a reason, which
+the projection shows as ``manual_required`` and which gets no keys. A new file
+is offered in the call's words (`PromptView.asked`): its whole path and its
+content exactly, whitespace and all, which its drawing cannot show.
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ from collections.abc import Sequence
 import attrs
 
 from akk.evidence import PendingCall
-from akk.profiles.observation import InteractionKind, Observation
+from akk.evidence.model import FileWrite
+from akk.profiles.observation import InteractionKind, NewFile, Observation
 
 PENDING_CALL_UNKNOWN = "pending_call_unknown"
 """The agent's file could not be read, or shows no single pending call of the tool."""
@@ -32,6 +36,15 @@ def asks_permission(observation: Observation) -> bool:
     return (
         observation.actionable and prompt is not None and prompt.kind is InteractionKind.PERMISSION
     )
+
+
+def asked_tool(observation: Observation) -> str:
+    """The tool (its name in the agent's file) a permission prompt asks to call; empty for
+    any other observation."""
+    prompt = observation.prompt
+    if prompt is None or prompt.kind is not InteractionKind.PERMISSION or not prompt.questions:
+        return ""
+    return prompt.questions[0].tool
 
 
 def shows_command(shown: str, command: str) -> bool:
@@ -58,6 +71,26 @@ def _spaced(text: str) -> tuple[str, frozenset[int]]:
     return "".join(words), frozenset(offsets)
 
 
+def shows_file(shown: NewFile, writes: FileWrite) -> bool:
+    """Whether a new file's prompt that draws `shown` can be for the Write of `writes`.
+
+    The path is drawn as the call holds it, or relative to Claude's directory (an
+    absolute path ending in the drawn one). The lines are the content's, one for one
+    (the newline ending the last one starts none), each with the same characters but
+    whitespace: a tab is drawn as spaces, a space at a row's end is not drawn at all.
+    """
+    path = writes.path
+    if not (shown.path == path or (path.startswith("/") and path.endswith("/" + shown.path))):
+        return False
+    lines = writes.content.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return len(lines) == len(shown.lines) and all(
+        _spaced(drawn)[0] == _spaced(line)[0]
+        for drawn, line in zip(shown.lines, lines, strict=True)
+    )
+
+
 def awaits_call(calls: Sequence[PendingCall] | None, tool: str) -> bool:
     """Whether the file was read and shows no pending call of `tool` yet: it may come next.
 
@@ -67,22 +100,31 @@ def awaits_call(calls: Sequence[PendingCall] | None, tool: str) -> bool:
 
 
 def bind_pending(
-    observation: Observation, tool: str, calls: Sequence[PendingCall] | None
+    observation: Observation, calls: Sequence[PendingCall] | None
 ) -> tuple[Observation, PendingCall | None]:
     """`observation` with the pending call it asks about, or not actionable with the reason why.
 
     `calls` are the pending calls of the agent's file (None: it could not be
-    read); `tool` the profile's permission tool. Only an actionable permission
-    is checked; any other observation comes back unchanged, with None.
+    read). Only an actionable permission is checked, against the calls of the
+    tool its question names; any other observation comes back unchanged, with None.
     """
     if not asks_permission(observation):
         return observation, None
-    assert observation.prompt is not None
-    shown = observation.prompt.questions[0].command if observation.prompt.questions else None
-    mine = [call for call in calls or () if call.tool == tool]
-    if shown is None or len(mine) != 1:
+    prompt = observation.prompt
+    assert prompt is not None
+    if len(prompt.questions) != 1:
+        return attrs.evolve(observation, reason=PENDING_CALL_UNKNOWN), None
+    (question,) = prompt.questions
+    mine = [call for call in calls or () if call.tool == question.tool]
+    if (question.command is None and question.new_file is None) or len(mine) != 1:
         return attrs.evolve(observation, reason=PENDING_CALL_UNKNOWN), None
     (call,) = mine
-    if call.command is None or not shows_command(shown, call.command):
+    if question.new_file is not None:
+        if call.writes is None or not shows_file(question.new_file, call.writes):
+            return attrs.evolve(observation, reason=PENDING_CALL_MISMATCH), None
+        asked = attrs.evolve(question, detail=f"{call.writes.path}\n\n{call.writes.content}")
+        return attrs.evolve(observation, prompt=attrs.evolve(prompt, asked=(asked,))), call
+    assert question.command is not None
+    if call.command is None or not shows_command(question.command, call.command):
         return attrs.evolve(observation, reason=PENDING_CALL_MISMATCH), None
     return observation, call

@@ -52,11 +52,6 @@ class Profile(Protocol):
         ...
 
     @property
-    def permission_tool(self) -> str:
-        """The tool (by its name in the agent's file) whose pending call a permission asks about."""
-        ...
-
-    @property
     def question_tool(self) -> str:
         """The tool whose pending call a questionnaire asks (its input holds the questions)."""
         ...

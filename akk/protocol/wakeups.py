@@ -2,7 +2,7 @@
 
 A pane may show a screen that looks like a prompt but that AKK cannot act on: a
 prompt cut off by the pane size, one no rule reads, a screen the profile marks
-blocked (a trust or API-key question, a non-Bash permission), or any screen of
+blocked (a trust or API-key question, a permission no profile answers), or any screen of
 a version without an exact profile. AKK sends such a screen no keys; this
 module decides when its owner is woken about it (docs/wakeups.md):
 

@@ -87,7 +87,7 @@ class Bash:
 
 @attrs.frozen
 class ClaudeTool:
-    """Any other Claude tool_use, e.g. `Write` for a non-Bash permission prompt."""
+    """Any other Claude tool_use, e.g. `Write` for a new file's permission prompt."""
 
     name: str
     input: Mapping[str, object]
@@ -222,6 +222,27 @@ BASH_CALL = Bash(f"touch {BASH_MARKER}.txt && echo {BASH_MARKER}", "Create the l
 """The Bash call of the `claude_bash` scenarios (and the headless capture's)."""
 WRITE_FILE = "lab-written.txt"
 WRITE_CONTENT = "written by the lab model\n"
+WRITE_SHAPES_FILE = "lab_written.py"
+WRITE_SHAPES_CONTENT = "".join(
+    (
+        "def main() -> None:\n",
+        "    print('a line longer than the preview is wide breaks inside a word onto rows under"
+        " its number, at eighty columns and at one hundred and twenty')\n",
+        "\tindented = 'by a tab'\n",
+        "    trailing = 'spaces'   \n",
+        "\n",
+        "\n",
+        "# two blank lines above, and numbers of two digits below\n",
+        "main()\n",
+        "main()  # nine\n",
+        "main()  # ten\n",
+    )
+)
+"""A new file with what its preview draws otherwise than it holds: a line longer than
+the row, blank lines, a tab, trailing spaces, and numbers of two digits; its prompt
+fits a pane of 80x24."""
+WRITE_LONG_CONTENT = "".join(f"line {n} of a file longer than the pane\n" for n in range(1, 61))
+"""A new file whose prompt is taller than a pane of 40 rows."""
 PATCH_TASK = "lab: patch the file"
 PATCH_FILE = "lab-patched.txt"
 PATCH_LINE = "patched by the lab model"
@@ -392,6 +413,21 @@ def _build() -> dict[str, Scenario]:
                 ),
                 Step(WRITE_FILE, Text("The file is written.")),
             ),
+        ),
+        *(
+            Scenario(
+                name,
+                task=WRITE_TASK,
+                agents=frozenset({"claude"}),
+                steps=(
+                    Step(WRITE_TASK, ClaudeTool("Write", {"file_path": path, "content": content})),
+                    Step(path, Text("The file is written.")),
+                ),
+            )
+            for name, path, content in (
+                ("claude_write_shapes", WRITE_SHAPES_FILE, WRITE_SHAPES_CONTENT),
+                ("claude_write_long", WRITE_FILE, WRITE_LONG_CONTENT),
+            )
         ),
         _claude_questionnaire("questionnaire_single2", _color_question(2)),
         _claude_questionnaire("questionnaire_single3", _color_question(3)),
@@ -1426,6 +1462,8 @@ def repeating(scenario: Scenario) -> Scenario:
 
 REPEATING = (
     "claude_bash_description_long",
+    "claude_write",
+    "claude_write_shapes",
     "codex_exec_reason_long",
     "codex_exec_reason_cjk",
     "codex_rui_one",

@@ -30,7 +30,6 @@ and during every step. `shown_for` is how a step waits for a screen it must see
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import logging
@@ -45,7 +44,7 @@ from akk.actors.store import transact
 from akk.actors.terminal_board import TerminalBoard, TerminalSnapshot, refused_for
 from akk.discovery.identity import TerminalIdentity
 from akk.profiles.observation import Observation, PromptView, State, StepKind
-from akk.profiles.permission import asks_permission, awaits_call, bind_pending
+from akk.profiles.permission import asked_tool, asks_permission, awaits_call, bind_pending
 from akk.profiles.question_call import asks_question, bind_question
 from akk.profiles.registry import Profile
 from akk.protocol import wakeups
@@ -372,17 +371,17 @@ class Observer:
         A screen within a step's keys is never held: it is passing anyway.
         """
         profile = self.profile
-        if profile is not None and asks_permission(observation):
-            tool, bind = profile.permission_tool, bind_pending
-        elif profile is not None and asks_question(observation):
-            tool = profile.question_tool
-            bind = functools.partial(bind_question, reviews=profile.reviews_answers)
-        else:
+        if profile is None or not (asks_permission(observation) or asks_question(observation)):
             self._held_since = None
             return observation, None, False
         calls = await open_calls(self._store, self.identity)
         now = trio.current_time()
-        bound, call = bind(observation, tool, calls)
+        if asks_permission(observation):
+            tool = asked_tool(observation)
+            bound, call = bind_pending(observation, calls)
+        else:
+            tool = profile.question_tool
+            bound, call = bind_question(observation, tool, calls, reviews=profile.reviews_answers)
         stale = False
         if call is not None and bound.prompt is not None:
             prompt = attrs.evolve(bound.prompt, call=call.identity)

@@ -17,10 +17,10 @@ How a family's profile is laid out (the same for `akk.profiles.codex`):
 Every row of a prompt region must be of a known kind, option numbers must run
 1, 2, 3… and exactly one row carries the cursor in the highlight colour. A
 prompt whose footer is recognised but whose region cannot be proven is UNKNOWN
-with a reason and no prompt. A proven prompt AKK must not answer (a non-Bash
-permission, the cursor on a persistent-approval row) is BLOCKED with its prompt
-for display. First-run screens (onboarding, API key, trust) are recognised by
-their anchors.
+with a reason and no prompt. A proven prompt AKK must not answer (a permission
+for any tool but Bash or a new file's Write, the cursor on a persistent-approval
+row) is BLOCKED with its prompt for display. First-run screens (onboarding, API
+key, trust) are recognised by their anchors.
 
 This package re-exports what other modules use: `ClaudeProfile`, `PROFILES`
 and the pinned rows.

@@ -1,17 +1,20 @@
-"""Claude Code's tool permission prompt: only the Bash one is ever answered by AKK.
+"""Claude Code's tool permission prompt: AKK answers the Bash one and a new file's Write.
 
 What the pinned versions draw, bottom-up: the footer ``Esc to cancel · Tab to
 amend``, numbered rows with the cursor at column 1, ``Do you want to …?``, the
-tool's body, a title row (``Bash command``) under a full-width rule in the menu
-highlight colour. A Bash permission may draw a long command under a dim ``│``
-gutter (its rows wrapped at spaces), add rows that say what Claude cannot check
+tool's body, a title row (``Bash command``, ``Create file``) under a full-width
+rule in the menu highlight colour. A new file's body is its path, then its
+lines, numbered, between two ``╌`` rules (every pinned version); a line longer
+than the row breaks inside a word onto rows under the numbers' gutter. A Bash
+permission may draw a long command under a dim ``│`` gutter (its rows wrapped at
+spaces), add rows that say what Claude cannot check
 about it (2.1.328: under the fence; 2.1.263-2.1.267: the parser's ``Contains
 simple_expansion`` between blank rows), carry the auto-mode tip and ``Yes, and
 switch to auto mode`` row (a model with auto mode; docs/permissions.md), and
 offer a directory-scoped grant (``Yes, allow reading from /tmp from this
 project``) as its persistent row (tools/lab/NOTES.md, "Claude in real users'
-setups"). A non-Bash permission, or the cursor on a persistent-approval row, is
-BLOCKED with its prompt for display.
+setups"). Any other permission (an edit, a file overwritten, a fetch), or the
+cursor on a persistent-approval row, is BLOCKED with its prompt for display.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from akk.profiles.claude.menu import (
 from akk.profiles.claude.reader import Reader
 from akk.profiles.observation import (
     InteractionKind,
+    NewFile,
     Observation,
     OptionRole,
     PromptView,
@@ -46,7 +50,7 @@ from akk.screen.region import Region, is_box_drawing
 
 @attrs.frozen
 class PermissionShape:
-    """A tool permission prompt; only the Bash one is ever answered by AKK."""
+    """A tool permission prompt; AKK answers the Bash one and a new file's Write."""
 
     menu: MenuShape = attrs.field(default=MenuShape(cursor_col=1, number_col=3))
     rule_fg: str = "afd7ff"
@@ -55,6 +59,9 @@ class PermissionShape:
     title_col: int = 1
     bash_title: str = "Bash command"
     tool: str = "Bash"  # the tool call a Bash prompt asks about, in the transcript
+    write_title: str = "Create file"
+    write_tool: str = "Write"  # the tool call a new file's prompt asks about
+    file_fence: str = "╌"  # the rules above and below a new file's lines
     question_prefix: str = "Do you want to "
     approve_once: str = "Yes"
     persistent_prefix: str = "Yes, and "
@@ -105,9 +112,9 @@ def read(r: Reader, footer: int) -> Observation:
     title = r.texts[top + 1].strip()
     if not (title and title_cell.bold and title_cell.fg == shape.rule_fg):
         raise Unproven(f"row {top + 1} is not a permission title")
-    if title != shape.bash_title:
+    if title not in (shape.bash_title, shape.write_title):
         return r.result(
-            State.BLOCKED, reason=f"blocked: non-Bash permission ({title}) is left to a person"
+            State.BLOCKED, reason=f"blocked: this permission ({title}) is left to a person"
         )
     # The prompt's box pads its right edge as its left, where the cursor stands.
     rows = menu_rows(
@@ -116,9 +123,20 @@ def read(r: Reader, footer: int) -> Observation:
     prove_wraps(r, rows)
     prove_numbers(rows)
     prove_cursor(rows, exempt=None)
-    command, advisories = _body(r, top + 2, question_row)
-    if not command:
-        raise Unproven("Bash permission shows no command")
+    if title == shape.write_title:
+        new_file = _new_file(r, top + 2, question_row)
+        command, detail, tool = (
+            None,
+            "\n\n".join([new_file.path, *new_file.lines]),
+            shape.write_tool,
+        )
+    else:
+        new_file = None
+        command, advisories = _body(r, top + 2, question_row)
+        if not command:
+            raise Unproven("Bash permission shows no command")
+        # The command, then what the client says it could not check about it.
+        detail, tool = "\n\n".join([command, *advisories]), shape.tool
     options = []
     for row in rows:
         if row.label == shape.approve_once:
@@ -140,9 +158,10 @@ def read(r: Reader, footer: int) -> Observation:
         response_kind=ResponseKind.CONFIRM,
         options=tuple(options),
         header=title,
-        # The command, then what the client says it could not check about it.
-        detail="\n\n".join([command, *advisories]),
+        detail=detail,
         command=command,
+        new_file=new_file,
+        tool=tool,
     )
     prompt = PromptView(
         kind=InteractionKind.PERMISSION,
@@ -225,6 +244,44 @@ def _body(r: Reader, first: int, last: int) -> tuple[str, list[str]]:
     if wrapped:
         return " ".join(wrapped), _advisory_rows(r, advisory)
     return "\n".join(command), _advisory_rows(r, advisory)
+
+
+NUMBERED = re.compile(r"( *)([1-9][0-9]*)(?: |$)")
+"""A new file's numbered row: the number, right-aligned in the gutter, then its line."""
+
+
+def _new_file(r: Reader, first: int, last: int) -> NewFile:
+    """The new file drawn on rows first..last-1: its path row, then its numbered lines
+    between two rules; Unproven where a row is not its own.
+
+    The numbers count from 1 with none skipped, right-aligned two columns in; a row with
+    the gutter blank carries on the line above it (a long line, broken where the row ends).
+    """
+    shape = r.p.permission
+    if last - first < 4 or r.indent(first) != shape.title_col or r.blank(first):
+        raise Unproven("a new file's prompt shows no path")
+    if not (r.rule(first + 1, shape.file_fence) and r.rule(last - 1, shape.file_fence)):
+        raise Unproven("a new file's lines are not between their rules")
+    lines: list[str] = []
+    gutter = 0
+    for y in range(first + 2, last - 1):
+        text = r.texts[y].rstrip()
+        numbered = NUMBERED.match(text)
+        if (
+            numbered
+            and int(numbered[2]) == len(lines) + 1
+            and (not lines or numbered.end(2) + 1 == gutter)
+        ):
+            gutter = numbered.end(2) + 1
+            lines.append(text[gutter:])
+        elif lines and text[:gutter].strip() == "" and len(text) > gutter:
+            lines[-1] += text[gutter:]
+        else:
+            raise Unproven(f"row {y} is no line of the new file")
+    # The numbers stand right-aligned two columns in, as wide as the last one.
+    if not lines or gutter != 3 + len(str(len(lines))):
+        raise Unproven("a new file's lines are not numbered in their column")
+    return NewFile(r.texts[first].strip(), tuple(lines))
 
 
 def _advisory_cell(r: Reader, y: int, start: int) -> bool:

@@ -92,11 +92,6 @@ class ClaudeProfile:
         """How long typed text must have shown in the composer before its one Enter."""
         return self.typing.enter_guard_seconds
 
-    @property
-    def permission_tool(self) -> str:
-        """The tool whose pending call an actionable permission asks about."""
-        return self.permission.tool
-
     def classify(self, grid: Grid) -> Observation:
         """The one Observation this screen shows under this version's data."""
         return read(self, grid).observation

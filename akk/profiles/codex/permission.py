@@ -96,6 +96,7 @@ def read(r: Reader, footer: Footer, footer_top: int, last: int) -> Observation:
         tuple(options),
         detail=command,
         command=command,
+        tool=p.permission_tool,
     )
     prompt = PromptView(
         InteractionKind.PERMISSION,

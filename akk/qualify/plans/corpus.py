@@ -26,7 +26,9 @@ def _base() -> list[Plan]:
     return [
         *shared.turn_plans(),
         shared.permission("claude_bash", CLAUDE, "Bash", manual=False),
-        shared.permission("claude_write", CLAUDE, "Write", manual=True),
+        shared.permission("claude_write", CLAUDE, "Write", manual=False),
+        shared.permission("claude_write_shapes", CLAUDE, "Write", manual=False),
+        claude.tall_write(),
         shared.permission("codex_exec", CODEX, "exec_command", manual=False),
         codex.exec_reject(),
         claude.single("questionnaire_single2"),

@@ -74,7 +74,7 @@ class Expected:
     tool: str | None = None
     command: str | None = None
     manual_only: bool = False
-    """A prompt AKK must leave to a person (e.g. Claude's non-Bash permission)."""
+    """A prompt AKK must leave to a person (e.g. a Claude permission to edit a file)."""
     blocker: str | None = None
     """For state blocked: onboarding, api_key or trust."""
     draft: str | None = None

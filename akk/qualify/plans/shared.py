@@ -27,7 +27,7 @@ from akk.qualify.plans.plan import (
     WaitText,
 )
 from akk.qualify.run_files import Preseed
-from akk.qualify.scenarios import ECHO_REPLY, SCENARIOS, SLOW_SIGNAL, Question
+from akk.qualify.scenarios import ECHO_REPLY, SCENARIOS, SLOW_SIGNAL, ClaudeTool, Question
 
 BOTH: frozenset[Agent] = frozenset({"claude", "codex"})
 CLAUDE: frozenset[Agent] = frozenset({"claude"})
@@ -122,9 +122,12 @@ def questions(scenario: str) -> tuple[Question, ...]:
 
 
 def command(scenario: str) -> str:
-    """The command `scenario` opens with (AssertionError if it opens with none)."""
+    """The command `scenario` opens with, or the path of the file it opens by writing
+    (AssertionError if it opens with neither)."""
     reply = SCENARIOS[scenario].steps[0].reply
     found = getattr(reply, "command", None) or getattr(reply, "cmd", None)
+    if isinstance(reply, ClaudeTool) and reply.name == "Write":
+        found = reply.input["file_path"]
     assert isinstance(found, str), f"scenario {scenario} does not open with a command"
     return found
 
