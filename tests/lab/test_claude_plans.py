@@ -477,16 +477,18 @@ def text_of(result: Mapping[str, Any]) -> str:
     return "".join(block.get("text", "") for block in content)
 
 
-@pytest.mark.parametrize("lab", _claude("claude_write"), indirect=True)
-async def test_write_permission_is_left_to_a_person(lab: LabSession) -> None:
-    """AKK answers only Bash permissions: the Write prompt is blocked, offers no plan."""
+@pytest.mark.parametrize("lab", _claude("claude_write_long"), indirect=True)
+async def test_a_new_file_taller_than_the_pane_is_left_to_a_person(lab: LabSession) -> None:
+    """Its first lines and its title scroll off the top: nothing proves what it creates."""
     with trio.fail_after(30):
         await lab.submit(lab.scenario.task)
-        screen = await observe(
-            lab, lambda s: s.observation.state is State.BLOCKED, "the blocked Write permission"
+        screen = await settled(
+            lab,
+            lambda s: any("Do you want to create" in line for line in s.grid.lines()),
+            "the new file's prompt",
         )
     assert not screen.observation.actionable and screen.observation.prompt is None
-    assert "non-Bash permission (Create file)" in (screen.observation.reason or "")
+    assert screen.observation.state is State.UNKNOWN, screen.observation
     assert not (lab.workdir / WRITE_FILE).exists()
     assert only_the_task(lab)
 

@@ -369,6 +369,61 @@ async def _claude_bash(lab: LabSession, tmp_path: Path, decision: str) -> None:
     assert count_since(lab, first, sc.RUN_TASK) == 1
 
 
+@pytest.mark.parametrize(
+    "lab",
+    [
+        *[lab_params("claude_write_shapes_repeating", cols=80, rows=24)[i] for i in (0, -1)],
+        lab_params("claude_write_repeating")[-1],
+    ],
+    indirect=True,
+)
+async def test_a_new_file_is_created_once_with_its_whole_content_or_not_at_all(
+    lab: LabSession, tmp_path: Path
+) -> None:
+    """Claude's Write of a new file: shown as its call holds it (the tab its preview draws
+    as spaces, and the lines in whole), approved once it is created exactly so, rejected
+    it is not; no accept-edits mode is switched on."""
+    writes = sc.SCENARIOS[lab.scenario.name].steps[0].reply
+    assert isinstance(writes, sc.ClaudeTool)
+    path, content = writes.input["file_path"], writes.input["content"]
+    assert isinstance(path, str) and isinstance(content, str)
+    # Claude records the call (and writes the file) without the lines' trailing spaces.
+    written = "\n".join(line.rstrip(" ") for line in content.split("\n"))
+    target = lab.workdir / path
+    for decision in ("approve_once", "reject"):
+        with one_case(lab, tmp_path, decision) as state:
+            target.unlink(missing_ok=True)
+            first = len(lab.server.requests)
+            async with case_controllers(lab, state) as (_, ctl, _other):
+                turn_id = await send_task(ctl, sc.WRITE_TASK)
+                event = await next_event(ctl, WAKE_UPS)
+                assert event["kind"] == "approval_required", event
+                shown = (await ctl.call("status", {"turn_id": turn_id}))["interaction"]
+                assert (shown["kind"], shown["state"]) == ("permission", "pending"), shown
+                assert shown["decisions"] == ["approve_once", "reject"]
+                (question,) = shown["questions"]
+                assert question["detail"] == f"{path}\n\n{written}"
+                assert [o["role"] for o in question["options"]] == ["approve_once", "reject"]
+                assert not target.exists(), "written before the answer"
+                reply = await ctl.call("approve", {"turn_id": turn_id, "decision": decision})
+                assert reply["outcome"] == "dispatched"
+                if decision == "approve_once":
+                    created = await reached(lab, lambda r: path in r.newest_input, first)
+                    assert "File created successfully" in created.newest_input
+                    assert target.read_bytes() == written.encode()
+                outcome = await settled(ctl, turn_id)
+                assert "accept edits on" not in await lab.text()
+                settings_untouched(lab)
+            if decision == "reject":
+                assert not target.exists()
+                assert outcome["kind"] in ("done", "cancelled", "failed")
+                assert count_since(lab, first, path) == 0, lab.server.summary()
+            else:
+                assert outcome["kind"] == "done"
+                assert count_since(lab, first, "File created successfully") == 1
+            assert count_since(lab, first, sc.WRITE_TASK) == 1
+
+
 _EXPANDING = {
     "claude_bash_expansion": (sc.EXPANSION_COMMAND, sc.EXPANSION_MARKER, "lab-expansion.txt"),
     "claude_bash_long": (sc.LONG_COMMAND, sc.LONG_MARKER, "lab-long.txt"),
