@@ -150,8 +150,12 @@ def _scenario_command(scenario: str, labelled: str) -> str:
 def _load(label_path: Path) -> Case | None:
     label = corpus.label(label_path)
     expected = label["expected"]
-    if expected["kind"] != "permission" or expected["manual_only"] or expected["tool"] == "Write":
-        return None  # a command's prompt, which a profile reads (a new file's: test_new_files)
+    if (
+        expected["kind"] != "permission"
+        or expected["manual_only"]
+        or expected["tool"] in ("Write", "Edit")
+    ):
+        return None  # a command's prompt, which a profile reads (a file's: test_file_permissions)
     _, grid = corpus.screen(label_path)
     profile, observation = corpus.observed(label_path)
     command_rows: tuple[int, ...] = ()

@@ -76,6 +76,7 @@ from akk.evidence.model import (
     Tokens,
     UsageStatus,
     asked_questions,
+    file_edit,
     file_write,
     input_digest,
     request_digest,
@@ -156,6 +157,7 @@ def open_calls(records: Sequence[Record]) -> list[PendingCall]:
                             input_digest(given),
                             asked_questions(given),
                             file_write(given),
+                            file_edit(given),
                         ),
                     )
             elif kind == "user" and block.get("type") == "tool_result":

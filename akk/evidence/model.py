@@ -305,6 +305,17 @@ class FileWrite:
     content: str
 
 
+@attrs.frozen
+class FileEdit:
+    """The change an Edit call makes to a file: `old` replaced by `new`, at its one
+    occurrence or at `every` one, as the model wrote them."""
+
+    path: str
+    old: str
+    new: str
+    every: bool = False
+
+
 def file_write(given: object) -> FileWrite | None:
     """The file a Write input creates; None unless its ``file_path`` and ``content`` are text."""
     path = given.get("file_path") if isinstance(given, dict) else None
@@ -312,6 +323,20 @@ def file_write(given: object) -> FileWrite | None:
     if not (isinstance(path, str) and isinstance(content, str)):
         return None
     return FileWrite(path, content)
+
+
+def file_edit(given: object) -> FileEdit | None:
+    """The change an Edit input makes; None unless its ``file_path``, ``old_string`` and
+    ``new_string`` are text and its ``replace_all``, if any, a flag."""
+    if not isinstance(given, dict):
+        return None
+    path, old, new = given.get("file_path"), given.get("old_string"), given.get("new_string")
+    every = given.get("replace_all", False)
+    if not (isinstance(path, str) and isinstance(old, str) and isinstance(new, str)):
+        return None
+    if not isinstance(every, bool):
+        return None
+    return FileEdit(path, old, new, every)
 
 
 @attrs.frozen
@@ -324,7 +349,8 @@ class PendingCall:
     canonical JSON. `asked` are the questions its input asks, as a question tool
     (Claude's AskUserQuestion, Codex's request_user_input) holds them; None for
     an input of no such shape. `writes` is the file its input creates, as Claude's
-    Write holds it; None for an input of no such shape. `identity` (ASCII hex,
+    Write holds it, and `edits` the change it makes, as Claude's Edit does; each None
+    for an input of no such shape. `identity` (ASCII hex,
     whatever the file held) is what a permission's or a question's fingerprint binds.
     """
 
@@ -334,6 +360,7 @@ class PendingCall:
     input_sha256: str
     asked: tuple[AskedQuestion, ...] | None = None
     writes: FileWrite | None = None
+    edits: FileEdit | None = None
 
     @property
     def identity(self) -> str:

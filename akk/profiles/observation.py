@@ -107,16 +107,18 @@ class OptionView:
 
 
 @attrs.frozen
-class NewFile:
-    """A file a permission asks to create, as drawn: its path and its numbered lines.
+class FileView:
+    """A file a permission asks to create or edit, as drawn: its path and its lines.
 
-    Each line is its rows joined as drawn (a long line breaks inside a word, under its
-    number's gutter); what the client expands or trims (a tab, a trailing space) shows
-    as it drew it.
+    A new file's lines are its content; an edit's are the change with its context, each
+    with its sign in `signs` (``" "`` context, ``"-"`` removed, ``"+"`` added; empty for a
+    new file). Each line is its rows joined as drawn (a long line breaks under its
+    number); what the client expands or trims (a tab, a trailing space) shows as drawn.
     """
 
     path: str
     lines: tuple[str, ...]
+    signs: str = ""
 
 
 @attrs.frozen
@@ -130,7 +132,7 @@ class QuestionView:
     required: bool = True
     detail: str = ""  # what a permission is for, e.g. the command line; shown to controllers
     command: str | None = None  # a permission's command as drawn (rows unwrapped), else None
-    new_file: NewFile | None = None  # the file a permission would create, as drawn
+    file: FileView | None = None  # the file a permission would create or edit, as drawn
     tool: str = ""  # the tool (its name in the agent's file) a permission asks to call
 
 

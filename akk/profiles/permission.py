@@ -5,11 +5,12 @@ shorter command (Claude draws both alike), but the agent's transcript or
 rollout records the pending call with its whole input. So an actionable
 permission prompt stays actionable only when what it draws is the one pending
 call of the tool it asks about: its command compared as every pinned version
-draws a command (`shows_command`), or the new file it would create, path and
+draws a command (`shows_command`), or the file it would create or edit, path and
 lines (`shows_file`). Otherwise it becomes not actionable with a reason, which
-the projection shows as ``manual_required`` and which gets no keys. A new file
-is offered in the call's words (`PromptView.asked`): its whole path and its
-content exactly, whitespace and all, which its drawing cannot show.
+the projection shows as ``manual_required`` and which gets no keys. A file's
+permission is offered in the call's words (`PromptView.asked`, `offered_file`):
+its whole path and its content or change exactly, whitespace and all, which its
+drawing cannot show.
 """
 
 from __future__ import annotations
@@ -20,8 +21,7 @@ from collections.abc import Sequence
 import attrs
 
 from akk.evidence import PendingCall
-from akk.evidence.model import FileWrite
-from akk.profiles.observation import InteractionKind, NewFile, Observation
+from akk.profiles.observation import FileView, InteractionKind, Observation
 
 PENDING_CALL_UNKNOWN = "pending_call_unknown"
 """The agent's file could not be read, or shows no single pending call of the tool."""
@@ -71,24 +71,54 @@ def _spaced(text: str) -> tuple[str, frozenset[int]]:
     return "".join(words), frozenset(offsets)
 
 
-def shows_file(shown: NewFile, writes: FileWrite) -> bool:
-    """Whether a new file's prompt that draws `shown` can be for the Write of `writes`.
+def shows_file(shown: FileView, call: PendingCall) -> bool:
+    """Whether a file's prompt that draws `shown` can be for `call` (a Write or an Edit).
 
     The path is drawn as the call holds it, or relative to Claude's directory (an
-    absolute path ending in the drawn one). The lines are the content's, one for one
-    (the newline ending the last one starts none), each with the same characters but
+    absolute path ending in the drawn one). Lines compare by their characters but
     whitespace: a tab is drawn as spaces, a space at a row's end is not drawn at all.
+    A new file's lines are the content's, one for one (the newline ending the last one
+    starts none). An edit's context and removed lines must hold the call's `old`, and
+    its context and added lines be them with it replaced by `new` (at its first
+    occurrence, or at every one).
     """
-    path = writes.path
-    if not (shown.path == path or (path.startswith("/") and path.endswith("/" + shown.path))):
+    target = call.writes or call.edits
+    if target is None or not _same_path(shown.path, target.path):
         return False
-    lines = writes.content.split("\n")
-    if lines[-1] == "":
-        lines.pop()
-    return len(lines) == len(shown.lines) and all(
-        _spaced(drawn)[0] == _spaced(line)[0]
-        for drawn, line in zip(shown.lines, lines, strict=True)
-    )
+    drawn = [_spaced(line)[0] for line in shown.lines]
+    if call.writes is not None and not shown.signs:
+        lines = call.writes.content.split("\n")
+        if lines[-1] == "":
+            lines.pop()
+        return drawn == [_spaced(line)[0] for line in lines]
+    if call.edits is None or not shown.signs:
+        return False
+    before = "".join(line for line, sign in zip(drawn, shown.signs, strict=True) if sign != "+")
+    after = "".join(line for line, sign in zip(drawn, shown.signs, strict=True) if sign != "-")
+    old, new = _spaced(call.edits.old)[0], _spaced(call.edits.new)[0]
+    if not old or old not in before:
+        return False
+    return before.replace(old, new, -1 if call.edits.every else 1) == after
+
+
+def offered_file(call: PendingCall) -> str:
+    """What a file's permission is offered as (`detail`): the call's path, a blank line,
+    then a new file's content exactly, or an edit's removed text, each line after ``-``,
+    over its added text, each line after ``+`` (and whether it replaces every occurrence).
+    """
+    if call.writes is not None:
+        return f"{call.writes.path}\n\n{call.writes.content}"
+    assert call.edits is not None
+    edit = call.edits
+    removed = "\n".join("-" + line for line in edit.old.split("\n"))
+    added = "\n".join("+" + line for line in edit.new.split("\n"))
+    every = "\n\n(every occurrence)" if edit.every else ""
+    return f"{edit.path}\n\n{removed}\n{added}{every}"
+
+
+def _same_path(drawn: str, path: str) -> bool:
+    """Whether Claude draws `path` as `drawn`: as it is, or relative to its directory."""
+    return drawn == path or (path.startswith("/") and path.endswith("/" + drawn))
 
 
 def awaits_call(calls: Sequence[PendingCall] | None, tool: str) -> bool:
@@ -116,13 +146,13 @@ def bind_pending(
         return attrs.evolve(observation, reason=PENDING_CALL_UNKNOWN), None
     (question,) = prompt.questions
     mine = [call for call in calls or () if call.tool == question.tool]
-    if (question.command is None and question.new_file is None) or len(mine) != 1:
+    if (question.command is None and question.file is None) or len(mine) != 1:
         return attrs.evolve(observation, reason=PENDING_CALL_UNKNOWN), None
     (call,) = mine
-    if question.new_file is not None:
-        if call.writes is None or not shows_file(question.new_file, call.writes):
+    if question.file is not None:
+        if not shows_file(question.file, call):
             return attrs.evolve(observation, reason=PENDING_CALL_MISMATCH), None
-        asked = attrs.evolve(question, detail=f"{call.writes.path}\n\n{call.writes.content}")
+        asked = attrs.evolve(question, detail=offered_file(call))
         return attrs.evolve(observation, prompt=attrs.evolve(prompt, asked=(asked,))), call
     assert question.command is not None
     if call.command is None or not shows_command(question.command, call.command):

@@ -582,6 +582,8 @@ async def _start(
 ) -> LabSession:
     files = prepare(client, root, server.port, preseed)
     home, codex_home, workdir, env = files.home, files.codex_home, files.workdir, files.env
+    for name, text in scenario.files:
+        (workdir / name).write_text(text)
     socket = root / "tmux.sock"
     # The pane runs a shell with job control, so the client gets its own
     # foreground process group (pane_current_command shows it, as for a person).

@@ -184,6 +184,8 @@ class Scenario:
     steps: tuple[Step, ...]
     task: str = ""
     agents: frozenset[Agent] = frozenset({"claude", "codex"})
+    files: tuple[tuple[str, str], ...] = ()
+    """Files (name, text) the working directory holds before the client starts."""
 
 
 DEFAULT_REPLY = Text("ok")
@@ -222,6 +224,19 @@ BASH_CALL = Bash(f"touch {BASH_MARKER}.txt && echo {BASH_MARKER}", "Create the l
 """The Bash call of the `claude_bash` scenarios (and the headless capture's)."""
 WRITE_FILE = "lab-written.txt"
 WRITE_CONTENT = "written by the lab model\n"
+EDIT_TASK = "lab: edit the file"
+EDIT_FILE = "lab-edited.txt"
+EDIT_OLD = "the second line, as it was"
+EDIT_NEW = "the second line, edited by the lab model"
+EDIT_BEFORE = "the first line\nthe second line, as it was\nthe third line\n"
+EDIT_SHAPES_BEFORE = "".join(f"line {n} of the file to edit\n" for n in range(1, 13))
+EDIT_SHAPES_OLD = "line 5 of the file to edit\nline 6 of the file to edit\nline 7 of the file"
+EDIT_SHAPES_NEW = (
+    "line 5, edited\nline 6 of the file to edit\nline 7, edited into a line longer than the"
+    " preview is wide, so that it breaks inside a word onto the rows under its number"
+)
+"""A three-line edit of a twelve-line file: its middle line stays (drawn as context
+inside the change), its last is cut mid-line, and its new last line is long."""
 WRITE_SHAPES_FILE = "lab_written.py"
 WRITE_SHAPES_CONTENT = "".join(
     (
@@ -427,6 +442,28 @@ def _build() -> dict[str, Scenario]:
             for name, path, content in (
                 ("claude_write_shapes", WRITE_SHAPES_FILE, WRITE_SHAPES_CONTENT),
                 ("claude_write_long", WRITE_FILE, WRITE_LONG_CONTENT),
+            )
+        ),
+        *(
+            Scenario(
+                name,
+                task=EDIT_TASK,
+                agents=frozenset({"claude"}),
+                files=((EDIT_FILE, before),),
+                steps=(
+                    Step(EDIT_TASK, ClaudeTool("Read", {"file_path": EDIT_FILE})),
+                    Step(
+                        old.split("\n")[0],
+                        ClaudeTool(
+                            "Edit", {"file_path": EDIT_FILE, "old_string": old, "new_string": new}
+                        ),
+                    ),
+                    Step(EDIT_FILE, Text("The file is edited.")),
+                ),
+            )
+            for name, before, old, new in (
+                ("claude_edit", EDIT_BEFORE, EDIT_OLD, EDIT_NEW),
+                ("claude_edit_shapes", EDIT_SHAPES_BEFORE, EDIT_SHAPES_OLD, EDIT_SHAPES_NEW),
             )
         ),
         _claude_questionnaire("questionnaire_single2", _color_question(2)),
@@ -1462,8 +1499,6 @@ def repeating(scenario: Scenario) -> Scenario:
 
 REPEATING = (
     "claude_bash_description_long",
-    "claude_write",
-    "claude_write_shapes",
     "codex_exec_reason_long",
     "codex_exec_reason_cjk",
     "codex_rui_one",

@@ -34,8 +34,8 @@ from akk.profiles.claude.menu import (
 )
 from akk.profiles.claude.reader import Reader
 from akk.profiles.observation import (
+    FileView,
     InteractionKind,
-    NewFile,
     Observation,
     OptionRole,
     PromptView,
@@ -61,7 +61,11 @@ class PermissionShape:
     tool: str = "Bash"  # the tool call a Bash prompt asks about, in the transcript
     write_title: str = "Create file"
     write_tool: str = "Write"  # the tool call a new file's prompt asks about
-    file_fence: str = "╌"  # the rules above and below a new file's lines
+    write_number_pad: int = 2  # a new file's numbers: right-aligned this far past the widest
+    edit_title: str = "Edit file"
+    edit_tool: str = "Edit"  # the tool call an edit's prompt asks about
+    edit_number_pad: int = 1
+    file_fence: str = "╌"  # the rules above and below a file's lines
     question_prefix: str = "Do you want to "
     approve_once: str = "Yes"
     persistent_prefix: str = "Yes, and "
@@ -112,7 +116,7 @@ def read(r: Reader, footer: int) -> Observation:
     title = r.texts[top + 1].strip()
     if not (title and title_cell.bold and title_cell.fg == shape.rule_fg):
         raise Unproven(f"row {top + 1} is not a permission title")
-    if title not in (shape.bash_title, shape.write_title):
+    if title not in (shape.bash_title, shape.write_title, shape.edit_title):
         return r.result(
             State.BLOCKED, reason=f"blocked: this permission ({title}) is left to a person"
         )
@@ -123,15 +127,15 @@ def read(r: Reader, footer: int) -> Observation:
     prove_wraps(r, rows)
     prove_numbers(rows)
     prove_cursor(rows, exempt=None)
-    if title == shape.write_title:
-        new_file = _new_file(r, top + 2, question_row)
-        command, detail, tool = (
-            None,
-            "\n\n".join([new_file.path, *new_file.lines]),
-            shape.write_tool,
-        )
+    file = None
+    if title in (shape.write_title, shape.edit_title):
+        edit = title == shape.edit_title
+        file = _file(r, top + 2, question_row, edit)
+        signed = zip(file.signs, file.lines, strict=True)
+        drawn = [sign + line for sign, line in signed] if edit else list(file.lines)
+        command, detail = None, "\n\n".join([file.path, "\n".join(drawn)])
+        tool = shape.edit_tool if edit else shape.write_tool
     else:
-        new_file = None
         command, advisories = _body(r, top + 2, question_row)
         if not command:
             raise Unproven("Bash permission shows no command")
@@ -160,7 +164,7 @@ def read(r: Reader, footer: int) -> Observation:
         header=title,
         detail=detail,
         command=command,
-        new_file=new_file,
+        file=file,
         tool=tool,
     )
     prompt = PromptView(
@@ -246,42 +250,55 @@ def _body(r: Reader, first: int, last: int) -> tuple[str, list[str]]:
     return "\n".join(command), _advisory_rows(r, advisory)
 
 
-NUMBERED = re.compile(r"( *)([1-9][0-9]*)(?: |$)")
-"""A new file's numbered row: the number, right-aligned in the gutter, then its line."""
+NUMBERED = re.compile(r" *([1-9][0-9]*)(?= |$)")
+"""A file's numbered row: the number, right-aligned in its column, then a space."""
 
 
-def _new_file(r: Reader, first: int, last: int) -> NewFile:
-    """The new file drawn on rows first..last-1: its path row, then its numbered lines
+def _file(r: Reader, first: int, last: int, edit: bool) -> FileView:
+    """The file drawn on rows first..last-1: its path row, then its numbered lines
     between two rules; Unproven where a row is not its own.
 
-    The numbers count from 1 with none skipped, right-aligned two columns in; a row with
-    the gutter blank carries on the line above it (a long line, broken where the row ends).
+    A new file's numbers count from 1 with none skipped, right-aligned in a column two
+    wider than the last one. An edit's lines carry their sign after the number (context,
+    removed, added; a removed and an added line share a number), in a column one wider
+    than the largest. A row with the number's column blank carries on the line above it
+    (a long line, broken where the row ends), an edit's under the same sign.
     """
     shape = r.p.permission
     if last - first < 4 or r.indent(first) != shape.title_col or r.blank(first):
-        raise Unproven("a new file's prompt shows no path")
+        raise Unproven("a file's permission shows no path")
     if not (r.rule(first + 1, shape.file_fence) and r.rule(last - 1, shape.file_fence)):
-        raise Unproven("a new file's lines are not between their rules")
+        raise Unproven("a file's lines are not between their rules")
+    sign = int(edit)  # the column an edit's sign takes after the number's space
     lines: list[str] = []
-    gutter = 0
+    signs: list[str] = []
+    numbers: list[int] = []
+    column = 0  # where the numbers end
     for y in range(first + 2, last - 1):
         text = r.texts[y].rstrip()
         numbered = NUMBERED.match(text)
-        if (
-            numbered
-            and int(numbered[2]) == len(lines) + 1
-            and (not lines or numbered.end(2) + 1 == gutter)
+        if numbered and (not lines or numbered.end() == column):
+            column = numbered.end()
+            marked = (text[column + 1 : column + 2] or " ") if edit else ""
+            in_turn = int(numbered[1]) == len(lines) + 1  # a new file's count from 1
+            if marked not in ("+", "-", " ") if edit else not in_turn:
+                raise Unproven(f"row {y} is no line of the file")
+            numbers.append(int(numbered[1]))
+            signs.append(marked)
+            lines.append(text[column + 1 + sign :])
+        elif (
+            lines
+            and not text[: column + 1].strip()
+            and text[column + 1 : column + 1 + sign] == signs[-1]
+            and len(text) > column + 1 + sign
         ):
-            gutter = numbered.end(2) + 1
-            lines.append(text[gutter:])
-        elif lines and text[:gutter].strip() == "" and len(text) > gutter:
-            lines[-1] += text[gutter:]
+            lines[-1] += text[column + 1 + sign :]
         else:
-            raise Unproven(f"row {y} is no line of the new file")
-    # The numbers stand right-aligned two columns in, as wide as the last one.
-    if not lines or gutter != 3 + len(str(len(lines))):
-        raise Unproven("a new file's lines are not numbered in their column")
-    return NewFile(r.texts[first].strip(), tuple(lines))
+            raise Unproven(f"row {y} is no line of the file")
+    pad = shape.edit_number_pad if edit else shape.write_number_pad
+    if not lines or column != pad + len(str(max(numbers))):
+        raise Unproven("a file's lines are not numbered in their column")
+    return FileView(r.texts[first].strip(), tuple(lines), "".join(signs) if edit else "")
 
 
 def _advisory_cell(r: Reader, y: int, start: int) -> bool:

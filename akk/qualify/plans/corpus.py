@@ -29,6 +29,8 @@ def _base() -> list[Plan]:
         shared.permission("claude_write", CLAUDE, "Write", manual=False),
         shared.permission("claude_write_shapes", CLAUDE, "Write", manual=False),
         claude.tall_write(),
+        shared.permission("claude_edit", CLAUDE, "Edit", manual=False),
+        shared.permission("claude_edit_shapes", CLAUDE, "Edit", manual=False),
         shared.permission("codex_exec", CODEX, "exec_command", manual=False),
         codex.exec_reject(),
         claude.single("questionnaire_single2"),

@@ -122,12 +122,13 @@ def questions(scenario: str) -> tuple[Question, ...]:
 
 
 def command(scenario: str) -> str:
-    """The command `scenario` opens with, or the path of the file it opens by writing
-    (AssertionError if it opens with neither)."""
+    """The command `scenario` opens with, or the path of the file it writes or edits
+    (AssertionError if it has neither)."""
     reply = SCENARIOS[scenario].steps[0].reply
     found = getattr(reply, "command", None) or getattr(reply, "cmd", None)
-    if isinstance(reply, ClaudeTool) and reply.name == "Write":
-        found = reply.input["file_path"]
+    for step in SCENARIOS[scenario].steps:
+        if isinstance(step.reply, ClaudeTool) and step.reply.name in ("Write", "Edit"):
+            found = step.reply.input["file_path"]
     assert isinstance(found, str), f"scenario {scenario} does not open with a command"
     return found
 
