@@ -369,59 +369,85 @@ async def _claude_bash(lab: LabSession, tmp_path: Path, decision: str) -> None:
     assert count_since(lab, first, sc.RUN_TASK) == 1
 
 
+@attrs.frozen
+class FileCase:
+    """What a scenario's Write or Edit is offered as, and what its file holds once approved."""
+
+    path: str
+    before: str | None  # what the working directory holds before the task (None: no file)
+    detail: str
+    after: str
+    result: str  # what Claude's tool result says once it wrote the file
+
+
+def file_case(scenario: sc.Scenario) -> FileCase:
+    (tool,) = [step.reply for step in scenario.steps if isinstance(step.reply, sc.ClaudeTool)
+               and step.reply.name in ("Write", "Edit")]  # fmt: skip
+    given = {key: value for key, value in tool.input.items() if isinstance(value, str)}
+    path = given["file_path"]
+    before = dict(scenario.files).get(path)
+    if tool.name == "Write":
+        # Claude records the call (and writes the file) without the lines' trailing spaces.
+        written = "\n".join(line.rstrip(" ") for line in given["content"].split("\n"))
+        return FileCase(path, before, f"{path}\n\n{written}", written, "File created successfully")
+    old, new = given["old_string"], given["new_string"]
+    assert before is not None and before.count(old) == 1
+    removed = "\n".join("-" + line for line in old.split("\n"))
+    added = "\n".join("+" + line for line in new.split("\n"))
+    detail = f"{path}\n\n{removed}\n{added}"
+    return FileCase(path, before, detail, before.replace(old, new), "has been updated")
+
+
+@pytest.mark.parametrize("decision", ["approve_once", "reject"])
 @pytest.mark.parametrize(
     "lab",
     [
-        *[lab_params("claude_write_shapes_repeating", cols=80, rows=24)[i] for i in (0, -1)],
-        lab_params("claude_write_repeating")[-1],
+        *[
+            lab_params(name, cols=80, rows=24)[i]
+            for name in ("claude_write_shapes", "claude_edit_shapes")
+            for i in (0, -1)
+        ],
+        lab_params("claude_write")[-1],
+        lab_params("claude_edit")[-1],
     ],
     indirect=True,
 )
-async def test_a_new_file_is_created_once_with_its_whole_content_or_not_at_all(
-    lab: LabSession, tmp_path: Path
+async def test_a_file_is_written_once_exactly_as_offered_or_left_as_it_was(
+    lab: LabSession, tmp_path: Path, decision: str
 ) -> None:
-    """Claude's Write of a new file: shown as its call holds it (the tab its preview draws
-    as spaces, and the lines in whole), approved once it is created exactly so, rejected
-    it is not; no accept-edits mode is switched on."""
-    writes = sc.SCENARIOS[lab.scenario.name].steps[0].reply
-    assert isinstance(writes, sc.ClaudeTool)
-    path, content = writes.input["file_path"], writes.input["content"]
-    assert isinstance(path, str) and isinstance(content, str)
-    # Claude records the call (and writes the file) without the lines' trailing spaces.
-    written = "\n".join(line.rstrip(" ") for line in content.split("\n"))
-    target = lab.workdir / path
-    for decision in ("approve_once", "reject"):
-        with one_case(lab, tmp_path, decision) as state:
-            target.unlink(missing_ok=True)
-            first = len(lab.server.requests)
-            async with case_controllers(lab, state) as (_, ctl, _other):
-                turn_id = await send_task(ctl, sc.WRITE_TASK)
-                event = await next_event(ctl, WAKE_UPS)
-                assert event["kind"] == "approval_required", event
-                shown = (await ctl.call("status", {"turn_id": turn_id}))["interaction"]
-                assert (shown["kind"], shown["state"]) == ("permission", "pending"), shown
-                assert shown["decisions"] == ["approve_once", "reject"]
-                (question,) = shown["questions"]
-                assert question["detail"] == f"{path}\n\n{written}"
-                assert [o["role"] for o in question["options"]] == ["approve_once", "reject"]
-                assert not target.exists(), "written before the answer"
-                reply = await ctl.call("approve", {"turn_id": turn_id, "decision": decision})
-                assert reply["outcome"] == "dispatched"
-                if decision == "approve_once":
-                    created = await reached(lab, lambda r: path in r.newest_input, first)
-                    assert "File created successfully" in created.newest_input
-                    assert target.read_bytes() == written.encode()
-                outcome = await settled(ctl, turn_id)
-                assert "accept edits on" not in await lab.text()
-                settings_untouched(lab)
-            if decision == "reject":
-                assert not target.exists()
-                assert outcome["kind"] in ("done", "cancelled", "failed")
-                assert count_since(lab, first, path) == 0, lab.server.summary()
-            else:
-                assert outcome["kind"] == "done"
-                assert count_since(lab, first, "File created successfully") == 1
-            assert count_since(lab, first, sc.WRITE_TASK) == 1
+    """Claude's Write of a new file and Edit of one that exists: shown as the call holds
+    them (what the preview draws otherwise, and the lines in whole), approved the file is
+    then exactly so and the model hears it once, rejected it is as it was; no
+    accept-edits mode is switched on. (One pane per case: Claude does not read again a
+    file it read before, 2.1.263 even once it changed, so the model would not ask again.)"""
+    case = file_case(lab.scenario)
+    target = lab.workdir / case.path
+    async with two_controllers(lab, tmp_path) as (_, ctl, _other):
+        turn_id = await send_task(ctl, lab.scenario.task)
+        event = await next_event(ctl, WAKE_UPS)
+        assert event["kind"] == "approval_required", event
+        shown = (await ctl.call("status", {"turn_id": turn_id}))["interaction"]
+        assert (shown["kind"], shown["state"]) == ("permission", "pending"), shown
+        assert shown["decisions"] == ["approve_once", "reject"]
+        (question,) = shown["questions"]
+        assert question["detail"] == case.detail
+        assert [o["role"] for o in question["options"]] == ["approve_once", "reject"]
+        assert (target.read_text() if target.exists() else None) == case.before
+        reply = await ctl.call("approve", {"turn_id": turn_id, "decision": decision})
+        assert reply["outcome"] == "dispatched"
+        if decision == "approve_once":
+            await reached(lab, lambda r: case.result in r.newest_input)
+            assert target.read_text() == case.after
+        outcome = await settled(ctl, turn_id)
+        assert "accept edits on" not in await lab.text()
+        settings_untouched(lab)
+    if decision == "reject":
+        assert (target.read_text() if target.exists() else None) == case.before
+        assert outcome["kind"] in ("done", "cancelled", "failed")
+    else:
+        assert outcome["kind"] == "done"
+    assert count_since(lab, 0, case.result) == int(decision == "approve_once")
+    assert count_since(lab, 0, lab.scenario.task) == 1
 
 
 _EXPANDING = {
