@@ -4,9 +4,10 @@ and lines it draws.
 
 The screens are the corpus's `claude_write` (one short line), `claude_write_shapes` (a
 line longer than the row, blank lines, a tab, trailing spaces, ten lines),
-`claude_write_long` (taller than the pane: a person's), `claude_edit` (one line
-changed) and `claude_edit_shapes` (three lines whose middle one stays, the last cut
-mid-line and made longer than the row), at 120x40 and 80x24.
+`claude_write_long` (sixty lines: taller than the pane), `claude_edit` (one line
+changed), `claude_edit_shapes` (three lines whose middle one stays, the last cut
+mid-line and made longer than the row) and `claude_overwrite` (a file that exists
+written over: a person's), at 120x40 and 80x24.
 """
 
 from __future__ import annotations
@@ -35,8 +36,14 @@ from akk.screen.fingerprint import Appearance
 from tests import corpus
 
 VERSIONS = sorted(profile.version for profile in PROFILES)
-SHOWN = ("claude_write", "claude_write_shapes", "claude_edit", "claude_edit_shapes")
-"""The scenarios whose whole prompt fits the pane: AKK may answer them."""
+SHOWN = (
+    "claude_write",
+    "claude_write_shapes",
+    "claude_write_long",
+    "claude_edit",
+    "claude_edit_shapes",
+)
+"""The scenarios whose prompt AKK may answer (the long one is taller than the pane)."""
 TITLES = {"Write": "Create file", "Edit": "Edit file"}
 
 
@@ -83,7 +90,7 @@ def _drawn(observation: Observation) -> FileView:
 
 
 def test_every_pinned_version_has_its_file_screens_at_both_sizes() -> None:
-    for scenario in (*SHOWN, "claude_write_long"):
+    for scenario in (*SHOWN, "claude_overwrite"):
         screens = _screens(scenario)
         assert {corpus.label(p)["version"] for p in screens} == set(VERSIONS), scenario
         sizes = {(corpus.label(p)["cols"], corpus.label(p)["rows"]) for p in screens}
@@ -134,15 +141,33 @@ def test_an_edit_is_drawn_as_its_change_with_context() -> None:
         assert "".join(drawn.lines[7].split()) == "".join(long.split()), screen
 
 
-def test_a_file_taller_than_the_pane_is_a_person_s() -> None:
+def test_a_new_file_taller_than_the_pane_is_read_from_its_question_and_its_last_lines() -> None:
+    content = _tool("claude_write_long").input["content"]
+    assert isinstance(content, str)
+    lines = content.split("\n")[:-1]
     for screen in _screens("claude_write_long"):
+        observation = _observed(screen)
+        drawn = _drawn(observation)
+        assert observation.prompt is not None and observation.prompt.region.top == 0
+        assert drawn.first > 1 and drawn.lines == tuple(lines[drawn.first - 1 :]), screen
+        # What scrolled off is the call's, offered whole: a line the pane cannot show
+        # changed still binds, one it shows does not.
+        hidden = content.replace("line 1 of", "line one of")
+        assert bind_pending(observation, [_call("claude_write_long", content=hidden)])[1]
+        shown = content.replace("line 60 of", "line sixty of")
+        refused = bind_pending(observation, [_call("claude_write_long", content=shown)])[0]
+        assert refused.reason == PENDING_CALL_MISMATCH
+
+
+def test_a_write_over_a_file_that_exists_is_a_person_s() -> None:
+    for screen in _screens("claude_overwrite"):
         observation = corpus.observed(screen)[1]
-        assert not observation.actionable and observation.prompt is None, screen
-        assert observation.state is State.UNKNOWN, screen
+        assert observation.state is State.BLOCKED and not observation.actionable, screen
+        assert observation.reason == "blocked: this permission (Overwrite file) is left to a person"
 
 
-def _refusals(scenario: str) -> dict[str, tuple[list[PendingCall] | None, str]]:
-    """Calls the scenario's screen must refuse, and why."""
+def _refusals(scenario: str, first: int) -> dict[str, tuple[list[PendingCall] | None, str]]:
+    """Calls the scenario's screen, its lines drawn from `first` on, must refuse, and why."""
     tool = _tool(scenario)
     other = "Edit" if tool.name == "Write" else "Write"
     refused: dict[str, tuple[list[PendingCall] | None, str]] = {
@@ -167,7 +192,6 @@ def _refusals(scenario: str) -> dict[str, tuple[list[PendingCall] | None, str]]:
         content = tool.input["content"]
         assert isinstance(content, str)
         changed = {
-            "a character more": "x" + content,
             "a character changed in the last line": content[:-3] + content[-3:].upper(),
             "a line more": content + "main()\n",
             "a blank line more at the end": content + "\n",
@@ -175,6 +199,8 @@ def _refusals(scenario: str) -> dict[str, tuple[list[PendingCall] | None, str]]:
         }
         if content.count("\n") > 1:  # (one line's last newline is drawn by no row)
             changed["two lines joined"] = content.replace("\n", "", 1)
+        if first == 1:  # (a line scrolled off is the call's to show)
+            changed["a character more"] = "x" + content
         refused |= {
             why: ([_call(scenario, content=text)], PENDING_CALL_MISMATCH)
             for why, text in changed.items()
@@ -211,7 +237,7 @@ def test_a_file_s_permission_is_offered_in_its_call_s_words_and_only_for_that_ca
         (offered,) = bound.prompt.offered
         assert offered.detail == offered_file(call)
         assert bound.prompt == observation.prompt  # the drawing is what a proof compares
-        for why, (calls, reason) in _refusals(scenario).items():
+        for why, (calls, reason) in _refusals(scenario, _drawn(observation).first).items():
             bound, matched = bind_pending(observation, calls)
             assert matched is None and not bound.actionable, (screen, why)
             assert bound.reason == reason, (screen, why)

@@ -19,8 +19,8 @@ from tests import corpus
 from tests.captured_pane import VERSION, across_a_restart
 
 QUESTION = "questionnaire_single2-q1"
-WRITE = "claude_write_long-permission"
-"""A new file's permission taller than the pane: AKK leaves it to a person (a manual screen)."""
+WRITE = "claude_overwrite-permission"
+"""A permission to write over a file that exists: AKK leaves it to a person (a manual screen)."""
 
 
 def _screen(name: str) -> list[str]:

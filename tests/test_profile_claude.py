@@ -119,7 +119,10 @@ def test_region_spans_exactly_the_prompt(label_path: Path) -> None:
     assert observation.prompt is not None
     region = observation.prompt.region
     top = grid.row_text(region.top)
-    assert set(top) == {"─"}, "the region starts at the prompt's top rule"
+    if _tall(observation):  # a new file taller than the pane starts at its top edge
+        assert region.top == 0 and set(top) != {"─"}
+    else:
+        assert set(top) == {"─"}, "the region starts at the prompt's top rule"
     below = [grid.row_text(y) for y in range(region.bottom, grid.rows)]
     assert all(not row.strip() for row in below)
     assert grid.row_text(region.bottom - 1).strip(), "the region ends on the footer row"
@@ -477,6 +480,8 @@ def test_random_garbage_is_never_actionable(
     cut=st.sampled_from(["top", "bottom", "frame"]),
 )
 def test_truncated_prompts_are_never_actionable(label_path: Path, depth: int, cut: str) -> None:
+    """Except a new file taller than the pane, which is never whole: cut further at the
+    top, it reads as less of the same file's last lines (the call it binds shows all)."""
     profile, grid, observation, _ = proven(label_path)
     assert observation.prompt is not None
     region = observation.prompt.region
@@ -489,7 +494,22 @@ def test_truncated_prompts_are_never_actionable(label_path: Path, depth: int, cu
             rows[y] = blank
     else:  # the frame's top rule erased
         rows[region.top] = blank
-    assert not profile.classify(with_rows(grid, rows)).actionable
+    cut_short = profile.classify(with_rows(grid, rows))
+    if cut == "top" and _tall(observation) and cut_short.actionable:
+        assert cut_short.prompt is not None and observation.prompt is not None
+        (whole,), (shown,) = observation.prompt.questions, cut_short.prompt.questions
+        assert whole.file is not None and shown.file is not None
+        assert shown.file.path == whole.file.path and shown.file.first > whole.file.first
+        assert whole.file.lines[-len(shown.file.lines) :] == shown.file.lines
+        return
+    assert not cut_short.actionable
+
+
+def _tall(observation: Observation) -> bool:
+    """Whether `observation` is a new file's prompt whose top scrolled off the pane."""
+    prompt = observation.prompt
+    file = prompt.questions[0].file if prompt is not None and prompt.questions else None
+    return file is not None and file.first > 1
 
 
 @settings(max_examples=200)

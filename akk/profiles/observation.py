@@ -119,6 +119,9 @@ class FileView:
     path: str
     lines: tuple[str, ...]
     signs: str = ""
+    first: int = 1
+    """A new file's number of its first line drawn: above 1 when its prompt is taller than
+    the pane, and its title, path and first lines scrolled off the top."""
 
 
 @attrs.frozen

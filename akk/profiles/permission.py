@@ -78,8 +78,9 @@ def shows_file(shown: FileView, call: PendingCall) -> bool:
     absolute path ending in the drawn one). Lines compare by their characters but
     whitespace: a tab is drawn as spaces, a space at a row's end is not drawn at all.
     A new file's lines are the content's, one for one (the newline ending the last one
-    starts none). An edit's context and removed lines must hold the call's `old`, and
-    its context and added lines be them with it replaced by `new` (at its first
+    starts none), from its `first` on (a prompt taller than the pane draws the last
+    ones). An edit's context and removed lines must hold the call's `old`, and its
+    context and added lines be them with it replaced by `new` (at its first
     occurrence, or at every one).
     """
     target = call.writes or call.edits
@@ -90,7 +91,8 @@ def shows_file(shown: FileView, call: PendingCall) -> bool:
         lines = call.writes.content.split("\n")
         if lines[-1] == "":
             lines.pop()
-        return drawn == [_spaced(line)[0] for line in lines]
+        # A prompt taller than the pane draws the content's last lines from `first` on.
+        return drawn == [_spaced(line)[0] for line in lines[shown.first - 1 :]]
     if call.edits is None or not shown.signs:
         return False
     before = "".join(line for line, sign in zip(drawn, shown.signs, strict=True) if sign != "+")

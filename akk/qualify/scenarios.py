@@ -466,6 +466,27 @@ def _build() -> dict[str, Scenario]:
                 ("claude_edit_shapes", EDIT_SHAPES_BEFORE, EDIT_SHAPES_OLD, EDIT_SHAPES_NEW),
             )
         ),
+        # A file that exists written over whole (its prompt shows a diff): a person's.
+        Scenario(
+            "claude_overwrite",
+            task=EDIT_TASK,
+            agents=frozenset({"claude"}),
+            files=((EDIT_FILE, EDIT_BEFORE),),
+            steps=(
+                Step(EDIT_TASK, ClaudeTool("Read", {"file_path": EDIT_FILE})),
+                Step(
+                    EDIT_OLD,
+                    ClaudeTool(
+                        "Write",
+                        {
+                            "file_path": EDIT_FILE,
+                            "content": EDIT_BEFORE.replace(EDIT_OLD, EDIT_NEW),
+                        },
+                    ),
+                ),
+                Step(EDIT_FILE, Text("The file is written.")),
+            ),
+        ),
         _claude_questionnaire("questionnaire_single2", _color_question(2)),
         _claude_questionnaire("questionnaire_single3", _color_question(3)),
         _claude_questionnaire("questionnaire_single4", _color_question(4)),

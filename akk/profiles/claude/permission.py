@@ -66,6 +66,9 @@ class PermissionShape:
     edit_tool: str = "Edit"  # the tool call an edit's prompt asks about
     edit_number_pad: int = 1
     file_fence: str = "╌"  # the rules above and below a file's lines
+    # The row under the options of a prompt taller than the pane, saying how many rows
+    # scrolled off (None: a version that draws none).
+    hidden_rows: re.Pattern[str] | None = None
     question_prefix: str = "Do you want to "
     approve_once: str = "Yes"
     persistent_prefix: str = "Yes, and "
@@ -101,7 +104,10 @@ def read(r: Reader, footer: int) -> Observation:
     """The permission prompt whose footer is row `footer`; Unproven where a row is not its own."""
     shape = r.p.permission
     menu = shape.menu
-    r.expect_blank(footer - 1, "above the permission footer")
+    # A prompt taller than the pane: some versions say how many rows it hides.
+    hidden = shape.hidden_rows and shape.hidden_rows.fullmatch(r.texts[footer - 1].strip())
+    if not hidden:
+        r.expect_blank(footer - 1, "above the permission footer")
     y = footer - 2
     while y >= 0 and not r.texts[y].startswith(" " + shape.question_prefix):
         if r.blank(y):
@@ -110,25 +116,47 @@ def read(r: Reader, footer: int) -> Observation:
     if y < 0:
         raise Unproven("permission prompt truncated: no question row")
     question_row = y
-    top = r.top_rule(question_row - 1, shape.rule_fg)
-    r.single_prompt(top)
-    title_cell = r.cells[top + 1][shape.title_col]
-    title = r.texts[top + 1].strip()
-    if not (title and title_cell.bold and title_cell.fg == shape.rule_fg):
-        raise Unproven(f"row {top + 1} is not a permission title")
+    created = _created(r, question_row)
+    rules = (row for row in range(question_row) if r.rule(row, r.p.composer.rule))
+    tall = created is not None and next(rules, None) is None
+    if tall:
+        # Its title and first lines scrolled off the top: its question names the file.
+        top, title = 0, shape.write_title
+    else:
+        if hidden:
+            raise Unproven("rows of a permission other than a new file's are hidden")
+        top = r.top_rule(question_row - 1, shape.rule_fg)
+        r.single_prompt(top)
+        title_cell = r.cells[top + 1][shape.title_col]
+        title = r.texts[top + 1].strip()
+        if not (title and title_cell.bold and title_cell.fg == shape.rule_fg):
+            raise Unproven(f"row {top + 1} is not a permission title")
     if title not in (shape.bash_title, shape.write_title, shape.edit_title):
         return r.result(
             State.BLOCKED, reason=f"blocked: this permission ({title}) is left to a person"
         )
     # The prompt's box pads its right edge as its left, where the cursor stands.
     rows = menu_rows(
-        r, question_row + 1, footer - 1, menu, boxes=False, description=None, margin=menu.cursor_col
+        r,
+        question_row + 1,
+        footer - 1,
+        menu,
+        boxes=False,
+        description=None,
+        margin=menu.cursor_col,
     )
     prove_wraps(r, rows)
     prove_numbers(rows)
     prove_cursor(rows, exempt=None)
     file = None
-    if title in (shape.write_title, shape.edit_title):
+    if tall:
+        file = _file(r, 0, question_row, edit=False, path=created)
+        command, detail, tool = (
+            None,
+            "\n\n".join([file.path, "\n".join(file.lines)]),
+            shape.write_tool,
+        )
+    elif title in (shape.write_title, shape.edit_title):
         edit = title == shape.edit_title
         file = _file(r, top + 2, question_row, edit)
         signed = zip(file.signs, file.lines, strict=True)
@@ -254,9 +282,23 @@ NUMBERED = re.compile(r" *([1-9][0-9]*)(?= |$)")
 """A file's numbered row: the number, right-aligned in its column, then a space."""
 
 
-def _file(r: Reader, first: int, last: int, edit: bool) -> FileView:
+def _created(r: Reader, question_row: int) -> str | None:
+    """The path a new file's question on `question_row` names; None for any other question."""
+    shape = r.p.permission
+    asked = re.fullmatch(
+        rf" {re.escape(shape.question_prefix)}create (\S.*)\?", r.texts[question_row].rstrip()
+    )
+    return asked[1] if asked else None
+
+
+def _file(r: Reader, first: int, last: int, edit: bool, path: str | None = None) -> FileView:
     """The file drawn on rows first..last-1: its path row, then its numbered lines
     between two rules; Unproven where a row is not its own.
+
+    With `path` (a new file's, named by its question), the rows from `first` are the
+    tail of its lines, the top of the prompt scrolled off the pane: rows carrying on a
+    line whose number is above them are skipped, and the lines count from the first
+    number shown.
 
     A new file's numbers count from 1 with none skipped, right-aligned in a column two
     wider than the last one. An edit's lines carry their sign after the number (context,
@@ -265,22 +307,36 @@ def _file(r: Reader, first: int, last: int, edit: bool) -> FileView:
     (a long line, broken where the row ends), an edit's under the same sign.
     """
     shape = r.p.permission
-    if last - first < 4 or r.indent(first) != shape.title_col or r.blank(first):
-        raise Unproven("a file's permission shows no path")
-    if not (r.rule(first + 1, shape.file_fence) and r.rule(last - 1, shape.file_fence)):
-        raise Unproven("a file's lines are not between their rules")
+    tail = path is not None
+    leading = range(0)  # a tall file's rows above its first number shown
+    if path is None:
+        if last - first < 4 or r.indent(first) != shape.title_col or r.blank(first):
+            raise Unproven("a file's permission shows no path")
+        if not r.rule(first + 1, shape.file_fence):
+            raise Unproven("a file's lines are not under their rule")
+        path, first = r.texts[first].strip(), first + 2
+    else:
+        # Rows above the first number shown carry on the line it follows: checked below.
+        leading = range(
+            first, next((y for y in range(first, last) if NUMBERED.match(r.texts[y])), last)
+        )
+        first = leading.stop
+    if not r.rule(last - 1, shape.file_fence):
+        raise Unproven("a file's lines are not over their rule")
     sign = int(edit)  # the column an edit's sign takes after the number's space
     lines: list[str] = []
     signs: list[str] = []
     numbers: list[int] = []
     column = 0  # where the numbers end
-    for y in range(first + 2, last - 1):
+    for y in range(first, last - 1):
         text = r.texts[y].rstrip()
         numbered = NUMBERED.match(text)
         if numbered and (not lines or numbered.end() == column):
             column = numbered.end()
             marked = (text[column + 1 : column + 2] or " ") if edit else ""
-            in_turn = int(numbered[1]) == len(lines) + 1  # a new file's count from 1
+            # A new file's count on from the first: 1, unless the top scrolled off.
+            start = numbers[0] if numbers else (int(numbered[1]) if tail else 1)
+            in_turn = int(numbered[1]) == start + len(lines)
             if marked not in ("+", "-", " ") if edit else not in_turn:
                 raise Unproven(f"row {y} is no line of the file")
             numbers.append(int(numbered[1]))
@@ -298,7 +354,13 @@ def _file(r: Reader, first: int, last: int, edit: bool) -> FileView:
     pad = shape.edit_number_pad if edit else shape.write_number_pad
     if not lines or column != pad + len(str(max(numbers))):
         raise Unproven("a file's lines are not numbered in their column")
-    return FileView(r.texts[first].strip(), tuple(lines), "".join(signs) if edit else "")
+    if tail:
+        # Scrolled off: its first line (or part of one, each row under the numbers) and,
+        # above it, its title and path. Line 1 shown would show them too.
+        hidden = numbers[0] > 1 or bool(leading)
+        if not hidden or any(r.texts[y][: column + 1].strip() or r.blank(y) for y in leading):
+            raise Unproven("a new file's top is cut, but not by the pane's edge")
+    return FileView(path, tuple(lines), "".join(signs) if edit else "", numbers[0] if tail else 1)
 
 
 def _advisory_cell(r: Reader, y: int, start: int) -> bool:

@@ -306,6 +306,8 @@ V2_1_328 = ClaudeProfile(
         command_indent=1,
         command_fence="╌",
         advisories=(*_ADVISORIES, _ASK_RULE_2_1_328),
+        # Under the options of a new file taller than the pane (2.1.263-2.1.267: a blank).
+        hidden_rows=re.compile(r"↑ [1-9][0-9]* more lines?"),
     ),
     blockers=_BLOCKERS,
     key_plans=_KEY_PLANS,

@@ -406,14 +406,6 @@ def variant_plans(base: Mapping[str, Plan]) -> list[Plan]:
     ]
 
 
-def tall_write() -> Plan:
-    """A new file's prompt taller than the pane: its title and first lines scrolled off,
-    nothing on screen proves what it creates (a person's)."""
-    scenario = "claude_write_long"
-    shot = Shot("permission", Expected("unknown"))
-    return Plan(scenario, scenario, CLAUDE, (Submit(), wait("Do you want to create"), shot))
-
-
 def _unreadable(scenario: str) -> Plan:
     """A question whose text the screen cannot show as sent: never answerable."""
     return _asked(scenario, Shot("q1", Expected("unknown")))
