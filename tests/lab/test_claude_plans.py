@@ -66,9 +66,11 @@ from akk.qualify.plans.claude import CLAUDE_MULTI_EXTRA, CLAUDE_SINGLE_EXTRA
 from akk.qualify.plans.labels import Expected, ExpectedQuestion, Typed
 from akk.qualify.scenarios import (
     BASH_MARKER,
+    EDIT_BEFORE,
+    EDIT_FILE,
+    EDIT_OLD,
     SCENARIOS,
     VARIABLE_COMMAND,
-    WRITE_FILE,
     AskUserQuestion,
 )
 from akk.screen.grid import Grid
@@ -477,20 +479,20 @@ def text_of(result: Mapping[str, Any]) -> str:
     return "".join(block.get("text", "") for block in content)
 
 
-@pytest.mark.parametrize("lab", _claude("claude_write_long"), indirect=True)
-async def test_a_new_file_taller_than_the_pane_is_left_to_a_person(lab: LabSession) -> None:
-    """Its first lines and its title scroll off the top: nothing proves what it creates."""
+@pytest.mark.parametrize("lab", _claude("claude_overwrite"), indirect=True)
+async def test_a_write_over_a_file_that_exists_is_left_to_a_person(lab: LabSession) -> None:
+    """AKK answers a new file's Write and an Edit; a whole file written over is blocked."""
     with trio.fail_after(30):
         await lab.submit(lab.scenario.task)
-        screen = await settled(
-            lab,
-            lambda s: any("Do you want to create" in line for line in s.grid.lines()),
-            "the new file's prompt",
+        screen = await observe(
+            lab, lambda s: s.observation.state is State.BLOCKED, "the blocked overwrite"
         )
     assert not screen.observation.actionable and screen.observation.prompt is None
-    assert screen.observation.state is State.UNKNOWN, screen.observation
-    assert not (lab.workdir / WRITE_FILE).exists()
-    assert only_the_task(lab)
+    assert "(Overwrite file) is left to a person" in (screen.observation.reason or "")
+    assert (lab.workdir / EDIT_FILE).read_text() == EDIT_BEFORE
+    # The task, then the file it read: nothing of the write reached the model.
+    task, read = lab.server.main_requests()
+    assert lab.scenario.task in task.newest_input and EDIT_OLD in read.newest_input
 
 
 # ---------------------------------------------------------------- the editor corpus

@@ -409,6 +409,9 @@ def file_case(scenario: sc.Scenario) -> FileCase:
         ],
         lab_params("claude_write")[-1],
         lab_params("claude_edit")[-1],
+        # Taller than the pane: its title and first lines scrolled off the top.
+        lab_params("claude_write_long", cols=80, rows=24)[0],
+        lab_params("claude_write_long")[-1],
     ],
     indirect=True,
 )

@@ -513,13 +513,13 @@ async def test_a_secret_question_the_person_answers_across_a_restart_wakes_its_o
 
 
 @pytest.mark.parametrize(
-    "lab", [lab_params("claude_write_long")[-1], lab_params("codex_exec_huge")[-1]], indirect=True
+    "lab", [lab_params("claude_overwrite")[-1], lab_params("codex_exec_huge")[-1]], indirect=True
 )
 async def test_a_permission_left_to_a_person_wakes_its_owner_once_across_a_restart(
     lab: LabSession, tmp_path: Path
 ) -> None:
-    """AKK restarts while a permission it cannot answer waits for the person (Claude's new
-    file taller than the pane, Codex's cut-off command): the screen, unchanged, is the
+    """AKK restarts while a permission it cannot answer waits for the person (Claude's write
+    over a file that exists, Codex's cut-off command): the screen, unchanged, is the
     interaction its owner was woken for, so nobody is woken again; the person answers it."""
     akk = AkkProcess(lab, tmp_path)
     try:
