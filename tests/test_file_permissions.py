@@ -22,6 +22,8 @@ from akk.evidence.model import FileEdit, FileWrite, file_edit, file_write, input
 from akk.profiles.claude import PROFILES
 from akk.profiles.observation import FileView, Observation, OptionRole, State
 from akk.profiles.permission import (
+    FILE_SHOWN_MAX,
+    FILE_TOO_LONG,
     PENDING_CALL_MISMATCH,
     PENDING_CALL_UNKNOWN,
     asked_tool,
@@ -157,6 +159,12 @@ def test_a_new_file_taller_than_the_pane_is_read_from_its_question_and_its_last_
         shown = content.replace("line 60 of", "line sixty of")
         refused = bind_pending(observation, [_call("claude_write_long", content=shown)])[0]
         assert refused.reason == PENDING_CALL_MISMATCH
+        # Its content is what a controller approves, so it must show whole: a file of
+        # more than that is a person's, and its text is never projected.
+        long = content.replace("line 1 of", "y" * FILE_SHOWN_MAX + " line 1 of")
+        refused = bind_pending(observation, [_call("claude_write_long", content=long)])[0]
+        assert refused.reason == FILE_TOO_LONG and not refused.actionable
+        assert refused.prompt is not None and refused.prompt.asked == ()
 
 
 def test_a_write_over_a_file_that_exists_is_a_person_s() -> None:

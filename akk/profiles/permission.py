@@ -29,6 +29,15 @@ PENDING_CALL_UNKNOWN = "pending_call_unknown"
 PENDING_CALL_MISMATCH = "pending_call_mismatch"
 """The file's pending call runs another command than the screen shows."""
 
+FILE_TOO_LONG = "file_too_long"
+"""A file's permission whose call (`offered_file`) is longer than `FILE_SHOWN_MAX`."""
+
+FILE_SHOWN_MAX = 64_000
+"""The most characters a file's permission is offered with (`offered_file`). A controller
+approves only what it is shown whole, and a model may write megabytes: past this a
+person answers it, and its text is never redacted and projected (about a second a
+megabyte, on the terminal's actor)."""
+
 
 def asks_permission(observation: Observation) -> bool:
     """Whether `observation` is an actionable permission prompt (the ones checked here)."""
@@ -154,7 +163,10 @@ def bind_pending(
     if question.file is not None:
         if not shows_file(question.file, call):
             return attrs.evolve(observation, reason=PENDING_CALL_MISMATCH), None
-        asked = attrs.evolve(question, detail=offered_file(call))
+        offered = offered_file(call)
+        if len(offered) > FILE_SHOWN_MAX:
+            return attrs.evolve(observation, reason=FILE_TOO_LONG), None
+        asked = attrs.evolve(question, detail=offered)
         return attrs.evolve(observation, prompt=attrs.evolve(prompt, asked=(asked,))), call
     assert question.command is not None
     if call.command is None or not shows_command(question.command, call.command):
