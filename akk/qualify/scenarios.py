@@ -377,6 +377,42 @@ def _command(
     )
 
 
+def _new_file(name: str, path: str, content: str) -> Scenario:
+    """The model writes a new file at `path` for WRITE_TASK; once written, it says so."""
+    call = ClaudeTool("Write", {"file_path": path, "content": content})
+    return Scenario(
+        name,
+        task=WRITE_TASK,
+        agents=frozenset({"claude"}),
+        steps=(Step(WRITE_TASK, call), Step(path, Text("The file is written."))),
+    )
+
+
+def _edit(old: str, new: str) -> ClaudeTool:
+    """Claude's Edit of EDIT_FILE: `old` replaced by `new`."""
+    return ClaudeTool("Edit", {"file_path": EDIT_FILE, "old_string": old, "new_string": new})
+
+
+def _read_then(name: str, before: str, call: ClaudeTool) -> Scenario:
+    """The working directory holds EDIT_FILE as `before`. For EDIT_TASK the model reads
+    it, then makes `call` once its first changed line came back (Claude edits only what
+    it read); once the file is changed, it says so."""
+    old = call.input.get("old_string", EDIT_OLD)
+    assert isinstance(old, str) and old in before
+    first = old.split("\n")[0]
+    return Scenario(
+        name,
+        task=EDIT_TASK,
+        agents=frozenset({"claude"}),
+        files=((EDIT_FILE, before),),
+        steps=(
+            Step(EDIT_TASK, ClaudeTool("Read", {"file_path": EDIT_FILE})),
+            Step(first, call),
+            Step(EDIT_FILE, Text("The file is changed.")),
+        ),
+    )
+
+
 EXEC_CALL = ExecCommand(f"touch ../{EXEC_MARKER}.txt && echo {EXEC_MARKER}")
 """The command the codex_exec scenarios ask to run: it leaves a file, and prints the marker."""
 
@@ -417,74 +453,20 @@ def _build() -> dict[str, Scenario]:
             attrs.evolve(BASH_CALL, close_held=CLOSE_SIGNAL),
             marker=BASH_MARKER,
         ),
-        Scenario(
-            "claude_write",
-            task=WRITE_TASK,
-            agents=frozenset({"claude"}),
-            steps=(
-                Step(
-                    WRITE_TASK,
-                    ClaudeTool("Write", {"file_path": WRITE_FILE, "content": WRITE_CONTENT}),
-                ),
-                Step(WRITE_FILE, Text("The file is written.")),
-            ),
-        ),
-        *(
-            Scenario(
-                name,
-                task=WRITE_TASK,
-                agents=frozenset({"claude"}),
-                steps=(
-                    Step(WRITE_TASK, ClaudeTool("Write", {"file_path": path, "content": content})),
-                    Step(path, Text("The file is written.")),
-                ),
-            )
-            for name, path, content in (
-                ("claude_write_shapes", WRITE_SHAPES_FILE, WRITE_SHAPES_CONTENT),
-                ("claude_write_long", WRITE_FILE, WRITE_LONG_CONTENT),
-            )
-        ),
-        *(
-            Scenario(
-                name,
-                task=EDIT_TASK,
-                agents=frozenset({"claude"}),
-                files=((EDIT_FILE, before),),
-                steps=(
-                    Step(EDIT_TASK, ClaudeTool("Read", {"file_path": EDIT_FILE})),
-                    Step(
-                        old.split("\n")[0],
-                        ClaudeTool(
-                            "Edit", {"file_path": EDIT_FILE, "old_string": old, "new_string": new}
-                        ),
-                    ),
-                    Step(EDIT_FILE, Text("The file is edited.")),
-                ),
-            )
-            for name, before, old, new in (
-                ("claude_edit", EDIT_BEFORE, EDIT_OLD, EDIT_NEW),
-                ("claude_edit_shapes", EDIT_SHAPES_BEFORE, EDIT_SHAPES_OLD, EDIT_SHAPES_NEW),
-            )
+        _new_file("claude_write", WRITE_FILE, WRITE_CONTENT),
+        _new_file("claude_write_shapes", WRITE_SHAPES_FILE, WRITE_SHAPES_CONTENT),
+        _new_file("claude_write_long", WRITE_FILE, WRITE_LONG_CONTENT),
+        _read_then("claude_edit", EDIT_BEFORE, _edit(EDIT_OLD, EDIT_NEW)),
+        _read_then(
+            "claude_edit_shapes", EDIT_SHAPES_BEFORE, _edit(EDIT_SHAPES_OLD, EDIT_SHAPES_NEW)
         ),
         # A file that exists written over whole (its prompt shows a diff): a person's.
-        Scenario(
+        _read_then(
             "claude_overwrite",
-            task=EDIT_TASK,
-            agents=frozenset({"claude"}),
-            files=((EDIT_FILE, EDIT_BEFORE),),
-            steps=(
-                Step(EDIT_TASK, ClaudeTool("Read", {"file_path": EDIT_FILE})),
-                Step(
-                    EDIT_OLD,
-                    ClaudeTool(
-                        "Write",
-                        {
-                            "file_path": EDIT_FILE,
-                            "content": EDIT_BEFORE.replace(EDIT_OLD, EDIT_NEW),
-                        },
-                    ),
-                ),
-                Step(EDIT_FILE, Text("The file is written.")),
+            EDIT_BEFORE,
+            ClaudeTool(
+                "Write",
+                {"file_path": EDIT_FILE, "content": EDIT_BEFORE.replace(EDIT_OLD, EDIT_NEW)},
             ),
         ),
         _claude_questionnaire("questionnaire_single2", _color_question(2)),
