@@ -350,8 +350,8 @@ class PendingCall:
     (Claude's AskUserQuestion, Codex's request_user_input) holds them; None for
     an input of no such shape. `writes` is the file its input creates, as Claude's
     Write holds it, and `edits` the change it makes, as Claude's Edit does; each None
-    for an input of no such shape. `identity` (ASCII hex,
-    whatever the file held) is what a permission's or a question's fingerprint binds.
+    for an input of no such shape. `identity` (ASCII hex, whatever the file held) is
+    what a permission's or a question's fingerprint binds.
     """
 
     call_id: str

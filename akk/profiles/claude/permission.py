@@ -1,11 +1,14 @@
-"""Claude Code's tool permission prompt: AKK answers the Bash one and a new file's Write.
+"""Claude Code's tool permission prompt: AKK answers Bash's, a new file's Write and an Edit.
 
 What the pinned versions draw, bottom-up: the footer ``Esc to cancel · Tab to
 amend``, numbered rows with the cursor at column 1, ``Do you want to …?``, the
-tool's body, a title row (``Bash command``, ``Create file``) under a full-width
-rule in the menu highlight colour. A new file's body is its path, then its
-lines, numbered, between two ``╌`` rules (every pinned version); a line longer
-than the row breaks inside a word onto rows under the numbers' gutter. A Bash
+tool's body, a title row (``Bash command``, ``Create file``, ``Edit file``) under
+a full-width rule in the menu highlight colour. A file's body is its path, then
+its lines, numbered, between two ``╌`` rules (every pinned version): a new file's
+every line, an edit's change with context, each line after its sign; a line
+longer than the row breaks onto rows under its number. A new file taller than
+the pane scrolls its title and first lines off the top: its question names it,
+and 2.1.328 and later say under the options how many rows are hidden. A Bash
 permission may draw a long command under a dim ``│`` gutter (its rows wrapped at
 spaces), add rows that say what Claude cannot check
 about it (2.1.328: under the fence; 2.1.263-2.1.267: the parser's ``Contains
@@ -13,8 +16,8 @@ simple_expansion`` between blank rows), carry the auto-mode tip and ``Yes, and
 switch to auto mode`` row (a model with auto mode; docs/permissions.md), and
 offer a directory-scoped grant (``Yes, allow reading from /tmp from this
 project``) as its persistent row (tools/lab/NOTES.md, "Claude in real users'
-setups"). Any other permission (an edit, a file overwritten, a fetch), or the
-cursor on a persistent-approval row, is BLOCKED with its prompt for display.
+setups"). Any other permission (a file written over, a fetch, another tool), or
+the cursor on a persistent-approval row, is BLOCKED with its prompt for display.
 """
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ from akk.screen.region import Region, is_box_drawing
 
 @attrs.frozen
 class PermissionShape:
-    """A tool permission prompt; AKK answers the Bash one and a new file's Write."""
+    """A tool permission prompt; AKK answers Bash's, a new file's Write and an Edit."""
 
     menu: MenuShape = attrs.field(default=MenuShape(cursor_col=1, number_col=3))
     rule_fg: str = "afd7ff"
