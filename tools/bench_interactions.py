@@ -9,8 +9,9 @@ its prompt, AKK announces it, the controller calls `status` and answers (a
 questionnaire with `respond_interaction`, a permission with `approve`), and the
 Turn ends. The pane is reused: every step of the lab scenario repeats, so each
 round's task brings the prompt again. Clients: claude 2.1.263 and 2.1.328 (an
-AskUserQuestion questionnaire and a Bash permission) and codex 0.169.0 (an exec
-approval; `--kind questionnaire` asks request_user_input in Plan mode instead).
+AskUserQuestion questionnaire and a Bash permission; `--kind file` a new file's
+Write, removed before each round) and codex 0.169.0 (an exec approval; `--kind
+questionnaire` asks request_user_input in Plan mode instead).
 
 Per round:
 
@@ -36,7 +37,7 @@ its answer latency includes that command. Medians and p99 (nearest rank; with
 20 samples it is the max).
 
     .venv/bin/python -m tools.bench_interactions [--rounds 20] [--agent claude|codex]
-        [--version V] [--kind questionnaire|permission] [--probe-period 0.005] [--no-probe]
+        [--version V] [--kind questionnaire|permission|file] [--probe-period 0.005] [--no-probe]
 """
 
 from __future__ import annotations
@@ -73,8 +74,8 @@ from tools.lab.akk_runner import OUTCOMES, serving
 from tools.lab.clients import Client
 
 Event = dict[str, Any]
-Kind = Literal["questionnaire", "permission"]
-KINDS: tuple[Kind, ...] = ("questionnaire", "permission")
+Kind = Literal["questionnaire", "permission", "file"]
+KINDS: tuple[Kind, ...] = ("questionnaire", "permission", "file")
 DEFAULT_KINDS: Mapping[Agent, tuple[Kind, ...]] = {"claude": KINDS, "codex": ("permission",)}
 """What runs without --kind. Codex's questionnaire needs Plan mode (a send there is its
 own risk); its exec approval needs nothing special, so it is the Codex default."""
@@ -108,6 +109,8 @@ class Shape:
     answered: str
     """Text of the tool result the answer makes the client send."""
     plan_mode: bool = False
+    fresh: str | None = None
+    """A file of the working directory each round removes first (a new file's Write)."""
 
 
 SHAPES: Mapping[tuple[Agent, Kind], Shape] = {
@@ -116,6 +119,13 @@ SHAPES: Mapping[tuple[Agent, Kind], Shape] = {
     ),
     ("claude", "permission"): Shape(
         "permission", "claude_bash", "Do you want to proceed?", sc.BASH_MARKER
+    ),
+    ("claude", "file"): Shape(
+        "file",
+        "claude_write",
+        "Do you want to create",
+        "File created successfully",
+        fresh=sc.WRITE_FILE,
     ),
     # Codex renders request_user_input only in Plan mode (LAB.md).
     ("codex", "questionnaire"): Shape(
@@ -208,7 +218,7 @@ async def controller(url: str, token: str) -> AsyncIterator[tuple[Controller, In
 
 def answer_call(shape: Shape, turn_id: str, shown: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """The method and params that answer the prompt `status` showed."""
-    if shape.kind == "permission":
+    if shape.kind in ("permission", "file"):
         return "approve", {"turn_id": turn_id, "decision": "approve_once"}
     (question,) = shown["questions"]
     chosen = [o["option_id"] for o in question["options"] if o["label"] == ANSWER_LABEL]
@@ -341,6 +351,8 @@ async def one_round(
     done = Round()
     terminal_id = await ready_terminal(ctl)
     text = f"{lab.scenario.task} #{n:03d}"
+    if shape.fresh is not None:
+        (lab.workdir / shape.fresh).unlink(missing_ok=True)
 
     def is_task(r: RecordedRequest) -> bool:
         return not r.auxiliary and text in r.newest_input
@@ -563,6 +575,8 @@ def _parse() -> Settings:
         parser.error("--rounds and --probe-period must be positive")
     if args.version is not None and args.agent is None:
         parser.error("--version needs --agent")
+    if args.kind == "file" and args.agent == "codex":
+        parser.error("--kind file is Claude's (a new file's Write)")
     if args.version is not None:
         try:
             chosen = [clients.get(args.agent, args.version)]
@@ -597,6 +611,7 @@ async def run(settings: Settings, root: Path) -> None:
                 client, SHAPES[client.agent, kind], settings.rounds, settings.probe_period, root
             )
             for kind in ((settings.kind,) if settings.kind else DEFAULT_KINDS[client.agent])
+            if (client.agent, kind) in SHAPES  # a new file's Write is Claude's
         ]
         report(client, cells, settings.probe_period is not None)
     print(f"\nwhole run took {time.monotonic() - began:.0f} s; load now {load()}")
