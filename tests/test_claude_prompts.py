@@ -17,6 +17,7 @@ import pytest
 from akk.backends.claude_headless import prompts
 from akk.backends.claude_headless.prompts import HeadlessPrompt
 from akk.profiles.observation import InteractionKind
+from akk.profiles.permission import FILE_SHOWN_MAX
 from akk.protocol.errors import Reason, RpcError
 from akk.screen.fingerprint import IdMinter
 
@@ -277,15 +278,53 @@ def test_what_akk_cannot_answer_exactly_is_manual(request_: dict[str, Any], reas
 
 
 def test_another_tool_is_a_permission_showing_its_input() -> None:
-    write = {"file_path": "notes.txt", "content": "hello"}
-    prompt = prompts.prompt_of("r1", _request("Write", write), generation=1, ids=IDS, turn_id=None)
+    fetch = {"url": "https://example.com/", "prompt": "the title"}
+    prompt = prompts.prompt_of(
+        "r1", _request("WebFetch", fetch), generation=1, ids=IDS, turn_id=None
+    )
     assert prompt.kind is InteractionKind.PERMISSION and prompt.actionable
     (question,) = prompt.projection["questions"]
-    assert (question["prompt"], json.loads(question["detail"])) == ("Allow Write?", write)
+    assert (question["prompt"], json.loads(question["detail"])) == ("Allow WebFetch?", fetch)
     assert prompts.decision_response(prompt, "approve_once") == {
         "behavior": "allow",
-        "updatedInput": write,
+        "updatedInput": fetch,
     }
+
+
+@pytest.mark.parametrize(
+    ("tool", "given", "detail"),
+    [
+        (
+            "Write",
+            {"file_path": "/p/notes.txt", "content": "a\tb  \nc\n"},
+            "/p/notes.txt\n\na\tb  \nc\n",
+        ),
+        (
+            "Edit",
+            {"file_path": "/p/a.py", "old_string": "x = 1\ny = 2", "new_string": "x = 3"},
+            "/p/a.py\n\n-x = 1\n-y = 2\n+x = 3",
+        ),
+        (
+            "Edit",
+            {"file_path": "a.py", "old_string": "x", "new_string": "y", "replace_all": True},
+            "a.py\n\n-x\n+y\n\n(every occurrence)",
+        ),
+    ],
+)
+def test_a_file_s_permission_shows_its_change_as_a_terminal_s_does(
+    tool: str, given: dict[str, object], detail: str
+) -> None:
+    """The path, then the content or the removed and added lines, exactly, whole up to
+    FILE_SHOWN_MAX: a file of 10,000 characters is approved as any short one."""
+    prompt = prompts.prompt_of("r1", _request(tool, given), generation=1, ids=IDS, turn_id=None)
+    (question,) = prompt.projection["questions"]
+    assert question["detail"] == detail
+    assert prompt.projection["decisions"] == ["approve_once", "reject"]
+    assert prompts.decision_response(prompt, "approve_once")["updatedInput"] == given
+    long = {"file_path": "/p/notes.txt", "content": "line\n" * 2_000}
+    prompt = prompts.prompt_of("r1", _request("Write", long), generation=1, ids=IDS, turn_id=None)
+    assert prompt.projection["questions"][0]["detail"] == f"/p/notes.txt\n\n{long['content']}"
+    assert prompt.projection["decisions"] == ["approve_once", "reject"]
 
 
 def test_texts_are_redacted_but_the_approved_input_is_unchanged() -> None:
@@ -374,7 +413,8 @@ def test_fields_too_long_to_show_whole_offer_reject_only() -> None:
 def test_a_long_input_of_another_tool_shows_its_other_fields_whole() -> None:
     """As JSON, a long field before the path would cut the path off: the longest field is
     shown by its head, every other whole; unseen in part, it may only be rejected."""
-    write = {"content": "line\n" * 2_000, "file_path": "/etc/cron.d/job"}
+    # (Past FILE_SHOWN_MAX, a Write is shown as any other input.)
+    write = {"content": "line\n" * (FILE_SHOWN_MAX // 5 + 1), "file_path": "/etc/cron.d/job"}
     prompt = prompts.prompt_of("r1", _request("Write", write), generation=1, ids=IDS, turn_id=None)
     (question,) = prompt.projection["questions"]
     label, *_, fields = question["detail"].split("\n\n")

@@ -243,7 +243,8 @@ def test_a_file_s_permission_is_offered_in_its_call_s_words_and_only_for_that_ca
         bound, matched = bind_pending(observation, [call, reader])
         assert matched == call and bound.prompt is not None, screen
         (offered,) = bound.prompt.offered
-        assert offered.detail == offered_file(call)
+        change = call.writes or call.edits
+        assert change is not None and offered.detail == offered_file(change)
         assert bound.prompt == observation.prompt  # the drawing is what a proof compares
         for why, (calls, reason) in _refusals(scenario, _drawn(observation).first).items():
             bound, matched = bind_pending(observation, calls)
@@ -252,15 +253,15 @@ def test_a_file_s_permission_is_offered_in_its_call_s_words_and_only_for_that_ca
 
 
 def test_what_a_file_s_permission_is_offered_as() -> None:
-    written = _call("claude_write_shapes")
-    assert written.writes is not None
+    written = _call("claude_write_shapes").writes
+    assert written is not None
     # The whole path and content, exactly: the tab and trailing spaces the screen lost.
-    assert offered_file(written) == f"lab_written.py\n\n{written.writes.content}"
-    assert "\tindented" in offered_file(written) and "'spaces'   \n" in offered_file(written)
+    offered = offered_file(written)
+    assert offered == f"lab_written.py\n\n{written.content}"
+    assert "\tindented" in offered and "'spaces'   \n" in offered
     edit = FileEdit("/p/a.py", "x = 1\ny = 2", "x = 3", every=False)
-    call = PendingCall("toolu_1", "Edit", None, "d", edits=edit)
-    assert offered_file(call) == "/p/a.py\n\n-x = 1\n-y = 2\n+x = 3"
-    every = attrs.evolve(call, edits=attrs.evolve(edit, every=True))
+    assert offered_file(edit) == "/p/a.py\n\n-x = 1\n-y = 2\n+x = 3"
+    every = attrs.evolve(edit, every=True)
     assert offered_file(every) == "/p/a.py\n\n-x = 1\n-y = 2\n+x = 3\n\n(every occurrence)"
 
 

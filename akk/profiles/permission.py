@@ -21,6 +21,7 @@ from collections.abc import Sequence
 import attrs
 
 from akk.evidence import PendingCall
+from akk.evidence.model import FileEdit, FileWrite
 from akk.profiles.observation import FileView, InteractionKind, Observation
 
 PENDING_CALL_UNKNOWN = "pending_call_unknown"
@@ -112,19 +113,18 @@ def shows_file(shown: FileView, call: PendingCall) -> bool:
     return before.replace(old, new, -1 if call.edits.every else 1) == after
 
 
-def offered_file(call: PendingCall) -> str:
-    """What a file's permission is offered as (`detail`): the call's path, a blank line,
-    then a new file's content exactly, or an edit's removed text, each line after ``-``,
-    over its added text, each line after ``+`` (and whether it replaces every occurrence).
+def offered_file(change: FileWrite | FileEdit) -> str:
+    """What a file's permission is offered as (`detail`), from its call's input: the path,
+    a blank line, then a new file's content exactly, or an edit's removed text, each line
+    after ``-``, over its added text, each line after ``+`` (and whether it replaces
+    every occurrence). The headless backend offers a Write or an Edit so too.
     """
-    if call.writes is not None:
-        return f"{call.writes.path}\n\n{call.writes.content}"
-    assert call.edits is not None
-    edit = call.edits
-    removed = "\n".join("-" + line for line in edit.old.split("\n"))
-    added = "\n".join("+" + line for line in edit.new.split("\n"))
-    every = "\n\n(every occurrence)" if edit.every else ""
-    return f"{edit.path}\n\n{removed}\n{added}{every}"
+    if isinstance(change, FileWrite):
+        return f"{change.path}\n\n{change.content}"
+    removed = "\n".join("-" + line for line in change.old.split("\n"))
+    added = "\n".join("+" + line for line in change.new.split("\n"))
+    every = "\n\n(every occurrence)" if change.every else ""
+    return f"{change.path}\n\n{removed}\n{added}{every}"
 
 
 def _same_path(drawn: str, path: str) -> bool:
@@ -163,7 +163,9 @@ def bind_pending(
     if question.file is not None:
         if not shows_file(question.file, call):
             return attrs.evolve(observation, reason=PENDING_CALL_MISMATCH), None
-        offered = offered_file(call)
+        change = call.writes or call.edits
+        assert change is not None  # (`shows_file` found one)
+        offered = offered_file(change)
         if len(offered) > FILE_SHOWN_MAX:
             return attrs.evolve(observation, reason=FILE_TOO_LONG), None
         asked = attrs.evolve(question, detail=offered)

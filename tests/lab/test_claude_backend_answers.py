@@ -138,6 +138,32 @@ PLAN_SCENARIO = Scenario(
 )
 
 
+FILE_TASK = "lab: write the long file"
+FILE_EDIT_TASK = "lab: now edit it"
+FILE_NAME = "lab-headless.txt"
+FILE_CONTENT = "".join(f"line {n} of a file longer than a command's detail\n" for n in range(1, 81))
+FILE_OLD, FILE_NEW = "line 40 of a file", "line forty, edited, of a file"
+CREATED, UPDATED = "File created successfully", "has been updated"
+"""The start of a Write's result, and a part of an Edit's, on every pinned Claude."""
+
+FILE_SCENARIO = Scenario(
+    "claude_backend_files",
+    task=FILE_TASK,
+    agents=frozenset({"claude"}),
+    steps=(
+        Step(FILE_TASK, ClaudeTool("Write", {"file_path": FILE_NAME, "content": FILE_CONTENT})),
+        Step(CREATED, Text("Written.")),
+        Step(
+            FILE_EDIT_TASK,
+            ClaudeTool(
+                "Edit", {"file_path": FILE_NAME, "old_string": FILE_OLD, "new_string": FILE_NEW}
+            ),
+        ),
+        Step(UPDATED, Text("Edited.")),
+    ),
+)
+
+
 @attrs.define
 class Lab:
     """One `akk serve` with the headless Claude backend, its model server, two controllers."""
@@ -283,6 +309,40 @@ async def test_permissions_and_questions_are_answered_once_through_the_offer(
     ordered = sorted(seconds)
     request.node.user_properties.append(("answer_to_model_s", ordered))
     print(f"{client.name} answer call -> model: {', '.join(f'{s:.3f}' for s in ordered)} s")
+
+
+@pytest.mark.lab
+@pytest.mark.parametrize("client", OLDEST_AND_NEWEST, ids=lambda client: client.name)
+async def test_a_long_file_written_then_edited_is_shown_whole_and_approved_once(
+    client: Client, tmp_path: Path
+) -> None:
+    """A Write of 3,911 characters, then an Edit of it: each shown as a terminal's (the path,
+    then the content, or the removed and added lines), whole, so approve_once is offered
+    (as a JSON input past 2,000 characters it was reject only); the file is then exactly
+    the content with the edit made, and the model hears each result once."""
+    assert len(FILE_CONTENT) > 3_500
+    async with serving(client, tmp_path, FILE_SCENARIO) as lab:
+        path = lab.files.workdir / FILE_NAME  # Claude asks with the path made absolute
+        for task, detail, result in (
+            (FILE_TASK, f"{path}\n\n{FILE_CONTENT}", CREATED),
+            (FILE_EDIT_TASK, f"{path}\n\n-{FILE_OLD}\n+{FILE_NEW}", UPDATED),
+        ):
+            sent = await lab.ctl.call("send", lab.send(task))
+            shown = await prompt(lab.ctl, sent["turn_id"], 60)
+            assert shown["kind"] == "permission" and shown["decisions"] == [
+                "approve_once",
+                "reject",
+            ]
+            (question,) = shown["questions"]
+            assert question["detail"] == detail
+            approve = {"turn_id": sent["turn_id"], "decision": "approve_once"}
+            assert (await lab.ctl.call("approve", approve))["outcome"] == "dispatched"
+            await lab.at_model(result, time.monotonic())
+            await _done(lab, sent)
+        written = path.read_text()
+    assert written == FILE_CONTENT.replace(FILE_OLD, FILE_NEW)
+    for text in (FILE_TASK, FILE_EDIT_TASK, CREATED, UPDATED):
+        assert lab.model.count_inputs_containing(text) == 1, (text, lab.model.summary())
 
 
 @pytest.mark.lab

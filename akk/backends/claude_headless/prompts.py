@@ -17,7 +17,10 @@ fixtures/claude_headless/):
   updates (the request's ``permission_suggestions``) and never offers "always".
   Since the whole input is approved, its `detail` shows every field of it
   (`_detail`): at most one field by its head, every other whole; an input that
-  cannot be shown so offers `reject` only.
+  cannot be shown so offers `reject` only. A Write or an Edit whose input holds
+  its own fields only shows as a terminal's does (`offered_file`: the path, then
+  the content, or the removed and added lines), whole up to `FILE_SHOWN_MAX`
+  characters; a longer one is shown as any other input.
 - ``AskUserQuestion`` is a `questionnaire`: all its questions in one answer
   (`batch_response`), each single- or multi-select as the tool says, and free
   text on every question (the tool takes any text, as its own "Other" row
@@ -42,7 +45,9 @@ from typing import Any
 import attrs
 
 from akk.backends.questions import each_answer
+from akk.evidence.model import FileEdit, FileWrite, file_edit, file_write
 from akk.profiles.observation import InteractionKind, OptionRole, ResponseKind
+from akk.profiles.permission import FILE_SHOWN_MAX, offered_file
 from akk.protocol.errors import Reason, RpcError
 from akk.protocol.projection import (
     BACKEND_TEXT_MAX,
@@ -342,7 +347,12 @@ def _permission(
     """The permission's projection, and why its input cannot be shown whole (then it
     offers reject only; None: approve_once too)."""
     description = _str(request.get("description"))
-    detail, unshown = _detail(tool_input, description)
+    change = _file_change(tool, tool_input)
+    offered = None if change is None else offered_file(change)
+    if offered is not None and len(offered) <= FILE_SHOWN_MAX:
+        detail, unshown = redact(offered), None
+    else:
+        detail, unshown = _detail(tool_input, description)
     decisions = ["reject"] if unshown is not None else ["approve_once", "reject"]
     labels = (("Yes", OptionRole.APPROVE_ONCE), ("No", OptionRole.REJECT))
     name = _str(request.get("display_name")) or tool
@@ -364,6 +374,23 @@ def _permission(
     )
     projection["decisions"] = decisions
     return projection, unshown
+
+
+FILE_FIELDS: Mapping[str, frozenset[str]] = {
+    "Write": frozenset({"file_path", "content"}),
+    "Edit": frozenset({"file_path", "old_string", "new_string", "replace_all"}),
+}
+"""The fields of a Write's and an Edit's input that `offered_file` shows."""
+
+
+def _file_change(tool: str, tool_input: Mapping[str, Any]) -> FileWrite | FileEdit | None:
+    """The change a Write or an Edit makes, when its input holds nothing `offered_file`
+    would not show (any other field, such as a flag, is shown by `_detail`); else None."""
+    fields = FILE_FIELDS.get(tool)
+    if fields is None or not set(tool_input) <= fields:
+        return None
+    given = dict(tool_input)
+    return file_write(given) if tool == "Write" else file_edit(given)
 
 
 def _detail(tool_input: Mapping[str, Any], description: str | None) -> tuple[str, str | None]:
