@@ -65,7 +65,6 @@ from akk.qualify import scenarios as sc
 from akk.qualify.client import AGENTS, Agent
 from akk.qualify.launcher import LabSession, launch
 from akk.qualify.model_server import ModelServer, RecordedRequest
-from akk.qualify.scenarios import Scenario
 from akk.tmux.activity import DEFAULT_INTERVAL
 from akk.tmux.control import ControlClient, open_control_client
 from tools.bench_turns import load, ready_terminal, spread, table
@@ -135,12 +134,6 @@ SHAPES: Mapping[tuple[Agent, Kind], Shape] = {
         "permission", "codex_exec", "Would you like to run the following command?", sc.EXEC_MARKER
     ),
 }
-
-
-def repeating(scenario: Scenario) -> Scenario:
-    """The scenario with every step firing on each match, so one pane serves many rounds."""
-    steps = tuple(attrs.evolve(step, repeat=True) for step in scenario.steps)
-    return attrs.evolve(scenario, name=f"{scenario.name}-repeating", steps=steps)
 
 
 def monotonic_of(created_at: str) -> float:
@@ -443,7 +436,7 @@ async def measure(
     """`rounds` Turns through one pane and one in-process `akk serve`; relaunched on a failure."""
     started = time.monotonic()
     samples = Samples(client, shape)
-    scenario = repeating(sc.SCENARIOS[shape.scenario])
+    scenario = sc.repeating(sc.SCENARIOS[shape.scenario])
     while len(samples.rounds) < rounds and samples.launches < MAX_LAUNCHES:
         samples.launches += 1
         here = root / f"{client.name}-{shape.kind}-{samples.launches}"

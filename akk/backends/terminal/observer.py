@@ -371,12 +371,13 @@ class Observer:
         A screen within a step's keys is never held: it is passing anyway.
         """
         profile = self.profile
-        if profile is None or not (asks_permission(observation) or asks_question(observation)):
+        permission = asks_permission(observation)
+        if profile is None or not (permission or asks_question(observation)):
             self._held_since = None
             return observation, None, False
         calls = await open_calls(self._store, self.identity)
         now = trio.current_time()
-        if asks_permission(observation):
+        if permission:
             tool = asked_tool(observation)
             bound, call = bind_pending(observation, calls)
         else:

@@ -120,8 +120,8 @@ def read(r: Reader, footer: int) -> Observation:
         raise Unproven("permission prompt truncated: no question row")
     question_row = y
     created = _created(r, question_row)
-    rules = (row for row in range(question_row) if r.rule(row, r.p.composer.rule))
-    tall = created is not None and next(rules, None) is None
+    ruled = any(r.rule(row, r.p.composer.rule) for row in range(question_row))
+    tall = created is not None and not ruled
     if tall:
         # Its title and first lines scrolled off the top: its question names the file.
         top, title = 0, shape.write_title
@@ -152,16 +152,12 @@ def read(r: Reader, footer: int) -> Observation:
     prove_numbers(rows)
     prove_cursor(rows, exempt=None)
     file = None
-    if tall:
-        file = _file(r, 0, question_row, edit=False, path=created)
-        command, detail, tool = (
-            None,
-            "\n\n".join([file.path, "\n".join(file.lines)]),
-            shape.write_tool,
-        )
-    elif title in (shape.write_title, shape.edit_title):
+    if title in (shape.write_title, shape.edit_title):
         edit = title == shape.edit_title
-        file = _file(r, top + 2, question_row, edit)
+        if tall:  # its lines from the pane's top edge, its path in its question
+            file = _file(r, top, question_row, edit, path=created)
+        else:
+            file = _file(r, top + 2, question_row, edit)
         signed = zip(file.signs, file.lines, strict=True)
         drawn = [sign + line for sign, line in signed] if edit else list(file.lines)
         command, detail = None, "\n\n".join([file.path, "\n".join(drawn)])
