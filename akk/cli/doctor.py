@@ -133,7 +133,9 @@ async def _app_server(binary: str, home: Path) -> Check:
     except rpc.StartError as exc:
         return Check(name, False, str(exc), f"run `CODEX_HOME={home} {binary} app-server` by hand")
     finally:
-        await trio.to_thread.run_sync(shutil.rmtree, cwd, True)
+        # Shielded: a doctor stopped half-way must not leave the directory behind.
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(shutil.rmtree, cwd, True)
     if not ended.reaped:
         return Check(name, False, f"pid {pid} survived SIGKILL", f"inspect it: ps -fp {pid}")
     detail = f"answers initialize in {seconds * 1000:.0f} ms (CODEX_HOME {home}; pid {pid} "

@@ -395,7 +395,9 @@ async def prove(
         if deadline.cancelled_caught:
             problem = f"{_next(held)}: no end within {PROOF_TIMEOUT:.0f} s"
     finally:
-        await trio.to_thread.run_sync(lambda: shutil.rmtree(root, ignore_errors=True))
+        # Shielded: a proof cancelled half-way must not leave its HOME behind.
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(lambda: shutil.rmtree(root, ignore_errors=True))
     proven = HeadlessProof(tuple(held), problem, confine.sandbox, time.monotonic() - started)
     progress(proven.describe())
     return proven

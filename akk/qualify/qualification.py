@@ -347,7 +347,9 @@ async def qualify(
         comparisons = trial.classify_all(jobs, failures, base, out, fixtures=corpus())
         phases.append(compare.Phase("classify", time.monotonic() - start))
     finally:
-        await trio.to_thread.run_sync(lambda: shutil.rmtree(out, ignore_errors=True))
+        # Shielded: a qualification cancelled (a server stopping) must not leave its screens.
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(lambda: shutil.rmtree(out, ignore_errors=True))
 
     schema: SchemaCheck | None = None
     note: str | None = None
