@@ -25,9 +25,11 @@ from akk import cli
 from akk.discovery.process import sha256_file
 from akk.evidence.files import identify, read_lines, records
 from akk.profiles.registry import PINNED, PROFILES
-from akk.qualify import capture, command, compare, evidence, qualification
+from akk.qualify import capture, command, compare, evidence, qualification, trial
 from akk.qualify.capture import Look, Unsettled
 from akk.qualify.client import Binary
+from akk.qualify.launcher import ScreenTimeout
+from akk.qualify.plans.plan import Job
 from akk.qualify.qualification import Judgement, Probe, QualifyError
 from akk.qualify.scenarios import ECHO_TASK
 from akk.store.location import StateDir
@@ -325,6 +327,47 @@ async def test_a_still_pane_whose_client_never_rests_fails_the_shot(
     pane = ScriptedPane([(0.0, Look("Lab session | work", half))])
     with trio.fail_after(30), pytest.raises(Unsettled, match="never came to rest"):
         await capture.settled(pane.read, resting=lambda: False, timeout=5.0)
+
+
+async def test_a_plan_run_failed_as_on_a_busy_machine_runs_once_more_alone(
+    autojump_clock: trio.testing.MockClock, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each run takes a second. The first pass: `settles` fails unsettled and then runs,
+    `never` fails unsettled twice, `out_of_time` runs out of its time, `differs` never
+    shows an expected screen (not a busy machine's failure: never run again)."""
+    client = Binary("claude", "2.1.999", tmp_path / "claude")
+    jobs = trial.jobs_for(client, "2.1.332")[:5]
+    settles, never, out_of_time, differs, _ = jobs
+    unsettled = Unsettled("the pane did not settle within 10 s", Look("", ""))
+    first: dict[Job, BaseException] = {
+        settles: unsettled, never: unsettled, out_of_time: trio.TooSlowError(),
+        differs: ScreenTimeout("no composer", ""),
+    }  # fmt: skip
+    runs: list[tuple[Job, int]] = []
+    running: set[Job] = set()
+
+    async def run_plan(
+        plan: object, client: object, *, cols: int, rows: int, **_: object
+    ) -> list[Path]:
+        (job,) = [job for job in jobs if (job.plan, job.cols, job.rows) == (plan, cols, rows)]
+        runs.append((job, len(running)))
+        running.add(job)
+        try:
+            await trio.sleep(1)
+            failure = first.pop(job, unsettled if job is never else None)
+            if failure is not None:
+                raise failure
+            return [tmp_path / job.name]
+        finally:
+            running.discard(job)
+
+    monkeypatch.setattr(capture, "run_plan", run_plan)
+    done = await trial.capture_jobs(jobs, tmp_path, parallel=3)
+    assert {job for job, _ in runs[5:]} == {settles, never, out_of_time} and len(runs) == 8
+    assert all(others == 0 for _, others in runs[5:])  # each alone
+    assert set(done.failures) == {never, differs}
+    assert done.failures[never].startswith("Unsettled: the pane did not settle")
+    assert done.describe() == "5 plan runs, 3 at a time, 3 run again alone, 2 failed"
 
 
 async def test_an_animated_screen_is_taken_as_it_is_unless_its_title_says_busy(

@@ -333,18 +333,12 @@ async def qualify(
     out = Path(tempfile.mkdtemp(prefix="akk-qualify-"))
     try:
         start = time.monotonic()
-        failures = await trial.capture_jobs(
+        captured = await trial.capture_jobs(
             jobs, out, parallel=parallel, confine=confine, progress=progress
         )
-        phases.append(
-            compare.Phase(
-                "capture",
-                time.monotonic() - start,
-                f"{len(jobs)} plan runs, {parallel} at a time, {len(failures)} failed",
-            )
-        )
+        phases.append(compare.Phase("capture", time.monotonic() - start, captured.describe()))
         start = time.monotonic()
-        comparisons = trial.classify_all(jobs, failures, base, out, fixtures=corpus())
+        comparisons = trial.classify_all(jobs, captured.failures, base, out, fixtures=corpus())
         phases.append(compare.Phase("classify", time.monotonic() - start))
     finally:
         # Shielded: a qualification cancelled (a server stopping) must not leave its screens.

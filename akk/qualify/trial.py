@@ -59,6 +59,28 @@ def jobs_for(
     return list(jobs)
 
 
+@attrs.frozen
+class CaptureRun:
+    """How a trial's capture went: why each job that failed failed, and how many ran twice."""
+
+    jobs: int
+    parallel: int
+    failures: Mapping[Job, str]
+    rerun: int
+    """Jobs that failed as on a busy machine (`BUSY`) and ran once more, alone."""
+
+    def describe(self) -> str:
+        """The capture phase's line in a report."""
+        again = f", {self.rerun} run again alone" if self.rerun else ""
+        return (
+            f"{self.jobs} plan runs, {self.parallel} at a time{again}, {len(self.failures)} failed"
+        )
+
+
+BUSY = (capture.Unsettled, trio.TooSlowError)
+"""Failures a busy machine causes: a pane that never settled, a job out of time."""
+
+
 async def capture_jobs(
     jobs: Sequence[Job],
     out: Path,
@@ -66,15 +88,35 @@ async def capture_jobs(
     parallel: int = 2,
     confine: Confinement = UNCONFINED,
     progress: Callable[[str], None] = lambda line: None,
-) -> dict[Job, str]:
-    """Run capture jobs as `capture.run_jobs` does; return why each failed job failed.
+) -> CaptureRun:
+    """Run capture jobs as `capture.run_jobs` does, `parallel` at a time.
 
     Unlike `run_jobs`, any lab failure of one job (a client that never reaches
     its composer, a tmux error) only fails that job: a new version may well
-    not start the way a pinned one does. `progress` gets one line per job.
+    not start the way a pinned one does. A job that failed as on a busy
+    machine (`BUSY`) runs once more when all the others are done, alone: what
+    its refusal would tell a person to do. `progress` gets one line per run.
     """
-    limiter = trio.CapacityLimiter(parallel)
     failures: dict[Job, str] = {}
+    busy = await _run(jobs, out, parallel, failures, confine, progress)
+    if busy:
+        progress(f"{len(busy)} plan runs failed as on a busy machine: each runs again, alone")
+        await _run(busy, out, 1, failures, confine, progress)
+    return CaptureRun(len(jobs), parallel, failures, len(busy))
+
+
+async def _run(
+    jobs: Sequence[Job],
+    out: Path,
+    parallel: int,
+    failures: dict[Job, str],
+    confine: Confinement,
+    progress: Callable[[str], None],
+) -> list[Job]:
+    """Run `jobs`, recording in `failures` why each failed (and forgetting an earlier failure
+    of one that now ran); the jobs that failed as on a busy machine, in their order."""
+    limiter = trio.CapacityLimiter(parallel)
+    busy: set[Job] = set()
 
     async def one(job: Job) -> None:
         async with limiter:
@@ -88,14 +130,17 @@ async def capture_jobs(
                 text = str(exc).strip()
                 failures[job] = f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
                 progress(f"FAILED {job.name}: {failures[job]}")
+                if isinstance(exc, BUSY):
+                    busy.add(job)
                 return
+            failures.pop(job, None)
             took = trio.current_time() - start
             progress(f"ok {job.name}: {len(written)} screens ({took:.1f} s)")
 
     async with trio.open_nursery() as nursery:
         for job in jobs:
             nursery.start_soon(one, job)
-    return failures
+    return [job for job in jobs if job in busy]
 
 
 def _shots(plan: Plan) -> list[Shot]:

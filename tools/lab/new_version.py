@@ -109,22 +109,18 @@ async def run(
     target = out / client.agent / client.version
     shutil.rmtree(target, ignore_errors=True)  # from scratch, as `capture --all`
     start = time.monotonic()
-    failures = await trial.capture_jobs(
+    captured = await trial.capture_jobs(
         jobs, out, parallel=parallel, progress=lambda line: print(line, file=sys.stderr)
     )
     capture_s = time.monotonic() - start
 
     start = time.monotonic()
     profile = PROFILES[(nearest.agent, nearest.version)]
-    comparisons = trial.classify_all(jobs, failures, profile, out, fixtures=FIXTURES)
+    comparisons = trial.classify_all(jobs, captured.failures, profile, out, fixtures=FIXTURES)
     classify_s = time.monotonic() - start
     phases = (
         compare.Phase("install", install_s, install_note),
-        compare.Phase(
-            "capture",
-            capture_s,
-            f"{len(jobs)} plan runs, {parallel} at a time, {len(failures)} failed",
-        ),
+        compare.Phase("capture", capture_s, captured.describe()),
         compare.Phase("classify", classify_s),
     )
     return Result(client, nearest, tuple(comparisons), phases, out)
