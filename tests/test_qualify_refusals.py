@@ -9,20 +9,24 @@ leave nothing running, and still give every other candidate its own result;
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import subprocess
 import types
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
 import trio
+import trio.testing
 
 from akk import cli
 from akk.discovery.identity import TerminalIdentity
 from akk.discovery.process import sha256_file
 from akk.profiles.registry import PINNED
-from akk.qualify import command, qualification
+from akk.qualify import auto, command, qualification
 from akk.qualify.auto import AutoQualifier
 from akk.qualify.command import Attempt
 from akk.qualify.launcher import LabError
@@ -185,3 +189,47 @@ async def test_auto_qualify_never_leaves_a_binary_running(
             with pytest.raises(RuntimeError, match="a bug"):
                 await qualifier.qualify(identity)
     assert qualifier.tried[str(identity.binary_sha256)].startswith(outcome)
+
+
+@pytest.mark.parametrize(
+    ("unproduced_only", "tries"), [(True, auto.BUSY_TRIES), (False, 1)], ids=["busy", "differs"]
+)
+async def test_auto_qualify_tries_again_later_a_binary_refused_for_screens_not_produced(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    autojump_clock: trio.testing.MockClock,
+    unproduced_only: bool,
+    tries: int,
+) -> None:
+    """A busy machine may keep a screen from settling: the binary is qualified again 600 s
+    later, three times in all. A screen that differs from its label stays refused."""
+    (tmp_path / "claude").write_text("a binary that never runs here")
+    identity = _identity(tmp_path / "claude")
+    problem = "1 screens could not be produced" if unproduced_only else "1 screens read differently"
+    started: list[float] = []
+
+    async def refused(*args: object, **kwargs: object) -> object:
+        started.append(trio.current_time())
+        return types.SimpleNamespace(
+            qualified=False, problems=[problem], unproduced_only=unproduced_only
+        )
+
+    @asynccontextmanager
+    async def pinned(*args: object, **kwargs: object) -> AsyncIterator[object]:
+        yield None  # no copy: the qualification is the stand-in above
+
+    monkeypatch.setattr(qualification, "pinned", pinned)
+    monkeypatch.setattr(qualification, "qualify", refused)
+    qualifier = AutoQualifier(
+        board=[types.SimpleNamespace(identity=identity)],  # type: ignore[arg-type]
+        store=None,  # type: ignore[arg-type]
+        qualified=types.SimpleNamespace(registry=PINNED),  # type: ignore[arg-type]
+    )
+    with trio.move_on_after(10 * auto.BUSY_RETRY_SECONDS):
+        await qualifier.run()
+    assert len(started) == tries
+    assert all(
+        later - earlier >= auto.BUSY_RETRY_SECONDS for earlier, later in itertools.pairwise(started)
+    )
+    outcome = qualifier.tried[str(identity.binary_sha256)]
+    assert outcome == f"refused: {problem}", outcome

@@ -8,9 +8,11 @@ binary is pinned first (`qualification.pinned`): the file at the pane's path
 is copied and must hash as what the pane runs, or nothing runs at all. A
 qualified binary's row is recorded as the operator method would record it,
 and the panes re-bind at once; until then the pane stays unsupported, so
-nothing is ever read with a profile that was not proven. A refused binary, or
-one that could not be tried, is not tried again until the server restarts:
-the log says why.
+nothing is ever read with a profile that was not proven. A binary refused only
+because some screens could not be produced (a busy machine, most often: every
+process of it runs after everyone else's) is tried again `BUSY_RETRY_SECONDS`
+later, `BUSY_TRIES` times in all. Any other refused binary, or one that could
+not be tried, is not tried again until the server restarts: the log says why.
 """
 
 from __future__ import annotations
@@ -41,6 +43,10 @@ NICENESS = 19
 """The lowest CPU priority: the person's own work and AKK's serving come first."""
 ACTOR = "akk-auto-qualify"
 """Who the store's audit row names for a row this records."""
+BUSY_RETRY_SECONDS = 600.0
+"""How long after a refusal for screens not produced alone the binary is tried again."""
+BUSY_TRIES = 3
+"""Qualifications of one binary, at most, since the server started."""
 
 
 def wanted(identity: TerminalIdentity) -> bool:
@@ -71,15 +77,22 @@ class AutoQualifier:
         self._clock = clock
         self.tried: dict[str, str] = {}
         """Each binary SHA-256 tried since the start, with how it ended."""
+        self._tries: dict[str, int] = {}
+        self._again: dict[str, float] = {}
+        """When (trio time) each binary refused for screens not produced is tried again."""
 
     async def run(self) -> None:
         """Scan and qualify until cancelled (a supervised plain task)."""
         while True:
             for snapshot in self._board:
                 identity = snapshot.identity
-                if wanted(identity) and identity.binary_sha256 not in self.tried:
+                if wanted(identity) and self._due(str(identity.binary_sha256)):
                     await self.qualify(identity)
             await trio.sleep(SCAN_INTERVAL)
+
+    def _due(self, sha: str) -> bool:
+        again = self._again.get(sha)
+        return sha not in self.tried or (again is not None and trio.current_time() >= again)
 
     async def qualify(self, identity: TerminalIdentity) -> None:
         """Qualify the binary `identity`'s pane runs; record its row if it qualifies.
@@ -90,6 +103,8 @@ class AutoQualifier:
         sha = identity.binary_sha256
         assert sha is not None and identity.binary is not None
         self.tried[sha] = "running"
+        self._again.pop(sha, None)
+        self._tries[sha] = self._tries.get(sha, 0) + 1
         log.info(
             "auto-qualify: %s %s at %s (sha256 %s)",
             identity.agent, identity.version, identity.binary, sha,
@@ -112,12 +127,16 @@ class AutoQualifier:
         async with qualification.pinned(agent, binary, sha256=sha) as found:
             judged = await qualification.qualify(found, registry.pinned, niceness=NICENESS)
         if not judged.qualified:
+            refused = "refused: " + "; ".join(judged.problems)
+            if judged.unproduced_only and self._tries[sha] < BUSY_TRIES:
+                self._again[sha] = trio.current_time() + BUSY_RETRY_SECONDS
+                refused += f"; tried again in {BUSY_RETRY_SECONDS:.0f} s"
             log.warning(
-                "auto-qualify: %s %s refused: %s; run `akk qualify %s --binary %s` for the report",
-                identity.agent, identity.version, "; ".join(judged.problems),
-                identity.agent, binary,
+                "auto-qualify: %s %s %s (try %d of %d); run `akk qualify %s --binary %s` for "
+                "the report", identity.agent, identity.version, refused, self._tries[sha],
+                BUSY_TRIES, identity.agent, binary,
             )  # fmt: skip
-            return "refused: " + "; ".join(judged.problems)
+            return refused
         row = command.row(judged, self._clock())
         pinned = registry.base_agents
         await transact(

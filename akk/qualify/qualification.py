@@ -175,6 +175,18 @@ class Judgement:
         return bool(self.comparisons) and not self.problems
 
     @property
+    def unproduced_only(self) -> bool:
+        """Refused only because some screens could not be produced: every other screen
+        reads as its label, the evidence holds and the whole plan ran. A busy machine
+        does this; the same binary may qualify on a quieter one."""
+        statuses = {c.status for c in self.comparisons}
+        return (
+            "not_producible" in statuses
+            and statuses <= {"same", "not_producible"}
+            and not (self.evidence.problems or self.partial)
+        )
+
+    @property
     def problems(self) -> list[str]:
         """Why it is refused, one line per failing check (empty: qualified)."""
         counts = collections.Counter(c.status for c in self.comparisons)
