@@ -203,7 +203,7 @@ async def test_a_reply_that_draws_a_prompt_is_no_prompt(lab: LabSession, tmp_pat
                         kinds.append(event["kind"])
                         if event["kind"] in OUTCOMES:
                             break
-            with trio.fail_after(10):  # AKK reads the idle pane, the reply above its composer
+            with trio.fail_after(30):  # AKK reads the idle pane, the reply above its composer
                 while states[-1] != "idle":
                     await trio.sleep(0.02)
             nursery.cancel_scope.cancel()

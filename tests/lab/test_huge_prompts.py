@@ -46,7 +46,7 @@ CUT = re.compile(r"…\[cut: (?P<whole>[\d,]+) characters in all\]")
 
 
 async def _shown_cut_then_rejected(ctl: Controller, sent: dict[str, Any]) -> dict[str, Any]:
-    shown = await prompt(ctl, sent["turn_id"])
+    shown = await prompt(ctl, sent["turn_id"], timeout=60)
     assert shown["kind"] == "permission" and shown["decisions"] == ["reject"]
     (question,) = shown["questions"]
     detail = question["detail"]
@@ -144,7 +144,7 @@ async def test_a_command_too_costly_to_show_is_offered_for_reject_only(
 
 
 async def _reject_only(ctl: Controller, sent: dict[str, Any]) -> dict[str, Any]:
-    shown = await prompt(ctl, sent["turn_id"])
+    shown = await prompt(ctl, sent["turn_id"], timeout=60)
     assert shown["kind"] == "permission" and shown["decisions"] == ["reject"]
     (question,) = shown["questions"]
     assert question["detail"].startswith("[not shown: "), question["detail"][:200]

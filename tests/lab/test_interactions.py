@@ -855,7 +855,7 @@ async def _claude_free_text(lab: LabSession, tmp_path: Path, text: str) -> None:
 async def _shown_anew(ctl: Controller, turn_id: str, old: str, state: str) -> dict[str, Any]:
     """The interaction `status` shows once the prompt is no longer ``old`` (a person changed
     it at the terminal; AKK reads the pane within milliseconds), in ``state``."""
-    with trio.fail_after(10):
+    with trio.fail_after(30):
         while True:
             shown = (await ctl.call("status", {"turn_id": turn_id}))["interaction"]
             if shown is not None and shown["interaction_id"] != old and shown["state"] == state:

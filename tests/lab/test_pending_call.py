@@ -73,7 +73,7 @@ def _forged(lab: LabSession, command: str) -> list[dict[str, Any]]:
 
 
 async def _interaction(ctl: Controller, turn_id: str, state: str) -> dict[str, Any]:
-    with trio.fail_after(10):
+    with trio.fail_after(30):
         while True:
             shown = (await ctl.call("status", {"turn_id": turn_id}))["interaction"]
             if shown is not None and shown["state"] == state:

@@ -39,7 +39,7 @@ OLD = clients.get("claude", "2.1.263")
 """Read with 2.1.328's profile (the lowest pinned above it once 2.1.263-267 are gone), which
 draws its questions and permissions differently."""
 MISMATCH_PLANS = ("questionnaire_single3", "claude_bash")
-AUTO_QUALIFY_TIMEOUT = 300.0
+AUTO_QUALIFY_TIMEOUT = 600.0
 """A whole Codex qualification at the lowest priority, on 2 shared cores."""
 
 

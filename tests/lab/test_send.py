@@ -259,13 +259,13 @@ async def test_refusals_send_zero_keys(lab: LabSession, tmp_path: Path) -> None:
             {"terminal_id": terminal_id, "request": "lab: x", "client_request_id": "d"}, "not_idle"
         )
         assert _below_banner(await lab.text()) == before
-        with trio.fail_after(10):  # list offers neither send nor watch over the draft
+        with trio.fail_after(30):  # list offers neither send nor watch over the draft
             while (row := await idle_terminal(ctl))["observation"]["state"] != "idle_draft":
                 await trio.sleep(0.05)
         assert [a["method"] for a in row["available_actions"]] == ["status"], row
         await lab.send_keys("C-u")
         await lab.wait_idle(10)
-        with trio.fail_after(10):  # AKK sees the emptied composer too
+        with trio.fail_after(30):  # AKK sees the emptied composer too
             while (row := await idle_terminal(ctl))["observation"]["state"] != "idle":
                 await trio.sleep(0.05)
         assert [a["method"] for a in row["available_actions"]] == ["status", "send"], row
@@ -422,7 +422,7 @@ async def test_a_task_a_person_escapes_before_any_reply_is_withdrawn(
         assert len(served.keys.keys()) == typed  # AKK pressed nothing
         await lab.send_keys("C-u")  # the person clears the task from the composer
         await lab.wait_idle(10)
-        with trio.fail_after(10):  # AKK sees the emptied composer too
+        with trio.fail_after(30):  # AKK sees the emptied composer too
             while (row := await idle_terminal(ctl))["observation"]["state"] != "idle":
                 await trio.sleep(0.05)
         after = await ctl.call(
@@ -547,7 +547,7 @@ async def person_takes_back(lab: LabSession, ctl: Controller, task: str, own: st
     await lab.wait_for_screen(
         lambda screen: f"❯\xa0{task}" in screen.splitlines(), 10, what="the task back"
     )
-    with trio.fail_after(10):
+    with trio.fail_after(30):
         while (await idle_terminal(ctl))["observation"]["state"] != "idle_draft":
             await trio.sleep(0.02)
     await lab.send_keys("C-u")

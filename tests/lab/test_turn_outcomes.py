@@ -118,7 +118,7 @@ async def _new_conversation(lab: LabSession, ctl: Controller) -> None:
         await lab.wait_for_screen(lambda s: CONVERSATION_LEFT in s, 10, what="a new chat")
     else:
         await lab.wait_for_screen(lambda s: WHERE_TO_RUN in s, 10, what="where to run it")
-        with trio.fail_after(10):  # AKK reads the question as no composer to type into
+        with trio.fail_after(30):  # AKK reads the question as no composer to type into
             while (await ctl.call("list"))["terminals"][0]["activity_state"] == "idle":
                 await trio.sleep(0.05)
         await lab.send_keys("Enter")  # the current directory

@@ -127,7 +127,7 @@ async def test_a_watched_task_the_person_escapes_before_any_reply_is_withdrawn(
         await lab.submit(HELD_TASK)
         terminal_id = await working_terminal(ctl)
         watch_id = (await ctl.call("watch", {"terminal_id": terminal_id}))["watch_id"]
-        with trio.fail_after(10):  # the person's message bound the Watch to its file
+        with trio.fail_after(30):  # the person's message bound the Watch to its file
             while (await ctl.call("status", {"watch_id": watch_id}))["watch"]["evidence"][
                 "status"
             ] != "bound":
