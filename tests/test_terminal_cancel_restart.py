@@ -26,7 +26,7 @@ import trio
 import trio.testing
 
 from akk.actors.store import StoreActor, transact
-from akk.actors.terminal_board import TerminalBoard
+from akk.actors.terminal_board import TerminalBoard, TerminalSnapshot
 from akk.backends.terminal.follow import (
     CANCEL_BOUND,
     SCREEN_CATCH_UP,
@@ -44,6 +44,7 @@ from akk.store.database import open_store
 from akk.store.dispatches import Dispatch, Kind, Stage
 from akk.store.reader import StoreReader
 from akk.store.turns import Turn, TurnState
+from tests.captured_pane import IDENTITY
 from tests.store_rows import add_ctl_and_t1
 
 WORKING = Observation(State.WORKING, "claude-2.1.332")
@@ -360,3 +361,36 @@ async def test_a_task_taken_back_while_akk_did_not_see_it_is_withdrawn_once_idle
                 [TurnState.CANCELLED], ["withdrawn"])  # fmt: skip
             (summary,) = lab.control.summaries
             assert "not from AKK" in summary and "while AKK did not see it" in summary
+
+
+def _published(observation: Observation, terminal_id: str = "t1") -> TerminalSnapshot:
+    return TerminalSnapshot(
+        attrs.evolve(IDENTITY, terminal_id=terminal_id), observation, None, (), 0.0
+    )
+
+
+async def test_a_task_taken_back_and_cleared_between_two_looks_is_withdrawn_as_seen(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    """On a loaded machine the look after Claude took the task back may come only after a
+    person cleared it: the snapshots its terminal published in between (`glimpse`) still
+    show the pane working, then the task back in the composer. The Turn is withdrawn after
+    `SCREEN_CATCH_UP` as taken back and cleared, not `STRANDED_SECONDS` later as unseen.
+    Another terminal's snapshots prove nothing of this one."""
+    task = "lab: think before answering"
+    shown = Observation(State.IDLE_DRAFT, "claude-2.1.332", draft=DraftView((task,), 100, 40))
+    with trio.fail_after(30):
+        async with _restarted(tmp_path, 0.0, task) as lab:
+            lab.follower._cancel = None  # no interrupt key of AKK's is awaited
+            for terminal_id in ("t2", "t1"):
+                lab.follower.glimpse(_published(WORKING, terminal_id))
+                lab.follower.glimpse(_published(shown, terminal_id))
+                for _ in range(2):
+                    await lab.follower._check_outcome(_file(unanswered=True), IDLE)
+                    if terminal_id == "t2":
+                        assert lab.control.settled == []
+                    mock_clock.jump(SCREEN_CATCH_UP)
+            assert (lab.control.settled, lab.control.reasons) == (
+                [TurnState.CANCELLED], ["withdrawn"])  # fmt: skip
+            (summary,) = lab.control.summaries
+            assert "where a person cleared or changed it" in summary

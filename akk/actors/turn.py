@@ -26,6 +26,7 @@ import attrs
 
 from akk import faults
 from akk.actors.store import transact
+from akk.actors.terminal_board import TerminalSnapshot
 from akk.actors.turn_follower import Also, CancelResult, TurnFollower, Usage
 from akk.faults import Point
 from akk.protocol.errors import Reason
@@ -47,7 +48,12 @@ FINAL_MESSAGE_LIMIT = 4000
 
 @attrs.frozen
 class Tick(Ask[None]):
-    """Look again (sent by the TurnDesk's clock)."""
+    """Look again (sent by the TurnDesk's clock, or at once when a terminal publishes).
+
+    ``published``: the snapshot whose publishing sent it, glimpsed before the look
+    (`TurnFollower.glimpse`): the look reads the terminal as it is by then."""
+
+    published: TerminalSnapshot | None = None
 
 
 @attrs.frozen
@@ -111,7 +117,9 @@ class TurnActor(Actor[TurnMessage]):
 
     async def receive(self, message: TurnMessage) -> object:
         match message:
-            case Tick():
+            case Tick(published):
+                if published is not None:
+                    self._follower.glimpse(published)
                 try:
                     await self._follow()
                 except StoreUnwritable as exc:

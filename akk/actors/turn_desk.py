@@ -76,8 +76,9 @@ class TurnDesk:
 
     def _published(self, snapshot: TerminalSnapshot) -> None:
         """A terminal shows a different prompt (or none), or reads another state: look at once,
-        not at the next tick. A screen that shows for less than a tick is seen too (Claude
-        taking a task back, cleared by a person at once: `TerminalFollower._check_stopped`)."""
+        not at the next tick. A screen that shows for less than a look takes is glimpsed
+        too, whenever the look comes (Claude taking a task back, cleared by a person at
+        once: `TerminalFollower.glimpse`)."""
         terminal_id = snapshot.identity.terminal_id
         shown = (snapshot.seen, snapshot.observation.state)
         if snapshot.busy or self._shown.get(terminal_id) == shown:
@@ -86,12 +87,12 @@ class TurnDesk:
             for gone in [key for key in self._shown if self._board.ref(key) is None]:
                 del self._shown[gone]
         self._shown[terminal_id] = shown
-        self._tick_all()
+        self._tick_all(snapshot)
 
-    def _tick_all(self) -> None:
+    def _tick_all(self, published: TerminalSnapshot | None = None) -> None:
         for key in self._supervisor.child_keys():
             with suppress(MailboxFull, ActorStopped, UnknownChild):
-                self._supervisor.ref(key).tell(Tick())
+                self._supervisor.ref(key).tell(Tick(published))
 
     def ref(self, turn_id: str) -> ActorRef | None:
         if turn_id not in self._supervisor.child_keys():

@@ -15,6 +15,7 @@ import apsw
 import attrs
 
 from akk import evidence
+from akk.actors.terminal_board import TerminalSnapshot
 from akk.protocol.errors import Reason
 from akk.store.interactions import Interaction
 from akk.store.turns import Turn, TurnState
@@ -133,6 +134,11 @@ class TurnFollower(Protocol):
         """The record was read again; ``reconcile``: prove again what its process did."""
         ...
 
+    def glimpse(self, snapshot: TerminalSnapshot) -> None:
+        """A terminal published ``snapshot`` (any terminal's; it may be replaced by the next
+        look): a follower that reads a screen keeps what it must not miss."""
+        ...
+
     async def look(self, now: float) -> bool:
         """One look at the witness (may settle); True: the actor checks inactivity next."""
         ...
@@ -171,3 +177,6 @@ class Attached:
     def attach(self, control: TurnControl) -> None:
         """The actor that drives this follower (called once, before anything else)."""
         self._control = control
+
+    def glimpse(self, snapshot: TerminalSnapshot) -> None:
+        """A follower that reads no screen has nothing to keep of one."""

@@ -95,7 +95,7 @@ class TerminalFollower(Attached):
         self._outcome_at: float | None = None  # when the file first proved the outcome
         self._stopped_at: float | None = None  # since when the screen shows the task stopped
         self._stranded_since: float | None = None  # idle over the unanswered prompt, since
-        self._taken_back = False  # the screen showed Claude take the task back (_check_stopped)
+        self._taken_back = False  # the screen showed Claude take the task back (see glimpse)
         self._missing_since: float | None = None
         self._pane: tuple[str, str] | None = None  # (tmux socket, pane id) once seen
         self._idle_unbound_since: float | None = None
@@ -133,6 +133,24 @@ class TerminalFollower(Attached):
             return
         left = min(max(sent_at + CANCEL_BOUND - time.time(), 0.0), CANCEL_BOUND)
         self._cancel = (trio.current_time() + left, -1)
+
+    def glimpse(self, snapshot: TerminalSnapshot) -> None:
+        """Its terminal's snapshot as published, though the next look may find it replaced:
+        the pane working, and Claude taking the task back into its composer after that. A
+        person may clear the task at once, under a second after it showed; a look that
+        comes later (a loaded machine) still knows it was taken back (`_check_stopped`)."""
+        turn = self._turn
+        if turn is None or snapshot.identity.terminal_id != turn.terminal_id or snapshot.busy:
+            return
+        observation = snapshot.observation
+        if observation.state is State.WORKING:
+            self._saw_working = True
+        elif (
+            self._saw_working
+            and observation.state in (State.IDLE, State.IDLE_DRAFT)
+            and _holds_request(observation.draft, turn.request_sha256)
+        ):
+            self._taken_back = True
 
     async def before_deadline(self) -> None:
         """A terminal Turn past its deadline is left as it is: no key is sent."""
