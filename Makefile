@@ -30,7 +30,7 @@ check: bootstrap
 # takes the next test as it frees up (xdist's default chunks put every lab test on one).
 test: check lab-clients
 	.venv/bin/pytest -n 2 tests --ignore=tests/lab
-	.venv/bin/pytest -n 4 --maxschedchunk 1 tests/lab
+	.venv/bin/pytest -n 4 --maxschedchunk 1 --durations=30 tests/lab
 
 # The inner loop: the checks and every test outside tests/lab, the costliest properties at a
 # fifth of their examples (tests/tier.py; `make test` draws them all).
