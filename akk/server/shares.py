@@ -10,7 +10,8 @@ revoke a credential.
 
 Parsing is measured, not predicted: a frame within the size limit can still
 cost the thread a large part of a second in the schema check, so each
-credential has a bucket of parsing seconds (``parse_burst``, refilled at
+credential has a bucket of parsing seconds of the thread's CPU time (a parse
+preempted by another process costs its peer nothing more; ``parse_burst``, refilled at
 ``parse_share`` of real time). A frame is parsed only while its credential's
 bucket is not empty; its cost is taken out afterwards. A credential's share
 is kept until its bucket is full again, so hanging up clears no debt.
