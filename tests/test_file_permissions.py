@@ -1,13 +1,14 @@
-"""A file's permission (Claude's Write of a new file, Edit of one that exists): read off
-every pinned version's screens, and actionable only for the one pending call whose path
-and lines it draws.
+"""A file's permission (Claude's Write of a new file or over one that exists, Edit of one
+that exists): read off every pinned version's screens, and actionable only for the one
+pending call whose path and lines it draws.
 
 The screens are the corpus's `claude_write` (one short line), `claude_write_shapes` (a
 line longer than the row, blank lines, a tab, trailing spaces, ten lines),
 `claude_write_long` (sixty lines: taller than the pane), `claude_edit` (one line
 changed), `claude_edit_shapes` (three lines whose middle one stays, the last cut
-mid-line and made longer than the row) and `claude_overwrite` (a file that exists
-written over: a person's), at 120x40 and 80x24.
+mid-line and made longer than the row), `claude_overwrite` (one line of three changed)
+and `claude_overwrite_shapes` (thirty lines: two inserted, one changed into a long one,
+one removed, far apart: three hunks, taller than the 80x24 pane), at 120x40 and 80x24.
 """
 
 from __future__ import annotations
@@ -44,9 +45,21 @@ SHOWN = (
     "claude_write_long",
     "claude_edit",
     "claude_edit_shapes",
+    "claude_overwrite",
+    "claude_overwrite_shapes",
 )
 """The scenarios whose prompt AKK may answer (the long one is taller than the pane)."""
-TITLES = {"Write": "Create file", "Edit": "Edit file"}
+OVERWRITTEN = ("claude_overwrite", "claude_overwrite_shapes")
+"""The scenarios that write over a file that exists (a Write drawn as its changes)."""
+
+
+def _asked(scenario: str) -> tuple[str, str]:
+    """The title of the scenario's prompt, and what its question asks to do."""
+    if scenario in OVERWRITTEN:
+        return "Overwrite file", "overwrite"
+    if _tool(scenario).name == "Write":
+        return "Create file", "create"
+    return "Edit file", "make this edit to"
 
 
 def _screens(scenario: str) -> list[Path]:
@@ -63,8 +76,9 @@ def _screen(scenario: str, version: str, cols: int = 120) -> Path:
 
 def _tool(scenario: str) -> ClaudeTool:
     """The scenario's Write or Edit call."""
-    (tool,) = [step.reply for step in SCENARIOS[scenario].steps
-               if isinstance(step.reply, ClaudeTool) and step.reply.name in TITLES]  # fmt: skip
+    replies = [step.reply for step in SCENARIOS[scenario].steps]
+    (tool,) = [reply for reply in replies
+               if isinstance(reply, ClaudeTool) and reply.name in ("Write", "Edit")]  # fmt: skip
     return tool
 
 
@@ -92,7 +106,7 @@ def _drawn(observation: Observation) -> FileView:
 
 
 def test_every_pinned_version_has_its_file_screens_at_both_sizes() -> None:
-    for scenario in (*SHOWN, "claude_overwrite"):
+    for scenario in SHOWN:
         screens = _screens(scenario)
         assert {corpus.label(p)["version"] for p in screens} == set(VERSIONS), scenario
         sizes = {(corpus.label(p)["cols"], corpus.label(p)["rows"]) for p in screens}
@@ -107,10 +121,8 @@ def test_a_file_s_prompt_reads_its_path_and_every_line(scenario: str) -> None:
         observation = _observed(screen)
         assert observation.state is State.PERMISSION
         (question,) = observation.prompt.questions  # type: ignore[union-attr]
-        assert (question.header, question.tool, question.command) == (
-            TITLES[tool.name], tool.name, None
-        )  # fmt: skip
-        action = "create" if tool.name == "Write" else "make this edit to"
+        title, action = _asked(scenario)
+        assert (question.header, question.tool, question.command) == (title, tool.name, None)
         assert question.prompt == f"Do you want to {action} {path}?"
         roles = [option.role for option in question.options]
         assert roles == [OptionRole.APPROVE_ONCE, OptionRole.APPROVE_PERSISTENT, OptionRole.REJECT]
@@ -167,11 +179,31 @@ def test_a_new_file_taller_than_the_pane_is_read_from_its_question_and_its_last_
         assert refused.prompt is not None and refused.prompt.asked == ()
 
 
-def test_a_write_over_a_file_that_exists_is_a_person_s() -> None:
-    for screen in _screens("claude_overwrite"):
-        observation = corpus.observed(screen)[1]
-        assert observation.state is State.BLOCKED and not observation.actionable, screen
-        assert observation.reason == "blocked: this permission (Overwrite file) is left to a person"
+def test_a_file_written_over_is_drawn_as_its_changes_each_at_its_number() -> None:
+    """Three lines of context around each change; a change far from the one before is
+    drawn apart, numbered in a column of its own. A kept or added line carries its number
+    in the new file, a removed one its number in the old; 80x24 shows the last lines."""
+    content = _tool("claude_overwrite_shapes").input["content"]
+    assert isinstance(content, str)
+    lines = content.split("\n")
+    signs = "  ++   " + "   -+   " + "   -  "
+    numbers = (1, 2, 3, 4, 5, 6, 7, 14, 15, 16, 15, 17, 18, 19, 20, 27, 28, 29, 28, 30, 31)
+    for screen in _screens("claude_overwrite_shapes"):
+        drawn = _drawn(_observed(screen))
+        cut = corpus.label(screen)["rows"] == 24
+        assert drawn.cut == cut and 0 < len(drawn.lines) <= len(numbers), screen
+        assert drawn.signs == signs[-len(drawn.lines) :], screen
+        assert drawn.numbers == numbers[-len(drawn.lines) :], screen
+        for shown, sign, number in zip(drawn.lines, drawn.signs, drawn.numbers, strict=True):
+            if sign != "-":
+                assert "".join(shown.split()) == "".join(lines[number - 1].split()), screen
+        observation = _observed(screen)
+        if cut:  # what scrolled off is the call's, offered whole; what shows must match
+            hidden = content.replace("a line the lab model inserted", "a line the model hid")
+            assert bind_pending(observation, [_call("claude_overwrite_shapes", content=hidden)])[1]
+        shown = content.replace("line 29 of", "line twenty-nine of")
+        refused = bind_pending(observation, [_call("claude_overwrite_shapes", content=shown)])[0]
+        assert refused.reason == PENDING_CALL_MISMATCH, screen
 
 
 def _refusals(scenario: str, first: int) -> dict[str, tuple[list[PendingCall] | None, str]]:
@@ -201,10 +233,13 @@ def _refusals(scenario: str, first: int) -> dict[str, tuple[list[PendingCall] | 
         assert isinstance(content, str)
         changed = {
             "a character changed in the last line": content[:-3] + content[-3:].upper(),
-            "a line more": content + "main()\n",
-            "a blank line more at the end": content + "\n",
             "a line less": content.split("\n", 1)[1],
         }
+        if scenario in OVERWRITTEN:  # (a line more where no change is drawn would bind)
+            changed["a line more at its top"] = "main()\n" + content
+        else:
+            changed["a line more"] = content + "main()\n"
+            changed["a blank line more at the end"] = content + "\n"
         if content.count("\n") > 1:  # (one line's last newline is drawn by no row)
             changed["two lines joined"] = content.replace("\n", "", 1)
         if first == 1:  # (a line scrolled off is the call's to show)
@@ -303,7 +338,8 @@ def _with_row(grid: Grid, y: int, text: str) -> Grid:
 @pytest.mark.parametrize("version", VERSIONS)
 def test_a_file_drawn_otherwise_is_not_read(version: str) -> None:
     """A line's number skipped or out of its column, a row outside the gutter, an unknown
-    sign, a rule missing: unknown. Another title (an overwrite) is a person's."""
+    sign, a rule missing, a title its question is not: unknown. Another title is a
+    person's."""
     path = _screen("claude_write", version)
     profile = corpus.observed(path)[0]
     _, grid = corpus.screen(path)
@@ -324,12 +360,13 @@ def test_a_file_drawn_otherwise_is_not_read(version: str) -> None:
             edit, changed, "  2 -the second line, as it was"
         ),
     }
+    unread["a new file's question under another title"] = _with_row(grid, title, " Overwrite file")
     for why, screen in unread.items():
         observation = profile.classify(screen)
         assert not observation.actionable and observation.state is State.UNKNOWN, why
-    observation = profile.classify(_with_row(grid, title, " Overwrite file"))
+    observation = profile.classify(_with_row(grid, title, " Delete file"))
     assert observation.state is State.BLOCKED and not observation.actionable
-    assert observation.reason == "blocked: this permission (Overwrite file) is left to a person"
+    assert observation.reason == "blocked: this permission (Delete file) is left to a person"
     # A sign turned over reads, but is no longer the call's change.
     turned = profile.classify(_with_row(edit, changed, " 2 +the second line, as it was"))
     assert turned.actionable, turned.reason

@@ -20,7 +20,8 @@ from tests.captured_pane import VERSION, across_a_restart
 
 QUESTION = "questionnaire_single2-q1"
 WRITE = "claude_overwrite-permission"
-"""A permission to write over a file that exists: AKK leaves it to a person (a manual screen)."""
+"""A permission to write over a file that exists, with no agent's file here to bind it to a
+call: AKK leaves it to a person (a manual screen)."""
 
 
 def _screen(name: str) -> list[str]:

@@ -119,7 +119,7 @@ def test_region_spans_exactly_the_prompt(label_path: Path) -> None:
     assert observation.prompt is not None
     region = observation.prompt.region
     top = grid.row_text(region.top)
-    if _tall(observation):  # a new file taller than the pane starts at its top edge
+    if _tall(observation):  # a file taller than the pane starts at its top edge
         assert region.top == 0 and set(top) != {"─"}
     else:
         assert set(top) == {"─"}, "the region starts at the prompt's top rule"
@@ -480,8 +480,8 @@ def test_random_garbage_is_never_actionable(
     cut=st.sampled_from(["top", "bottom", "frame"]),
 )
 def test_truncated_prompts_are_never_actionable(label_path: Path, depth: int, cut: str) -> None:
-    """Except a new file taller than the pane, which is never whole: cut further at the
-    top, it reads as less of the same file's last lines (the call it binds shows all)."""
+    """Except a file taller than the pane, which is never whole: cut further at the top,
+    it reads as no more of the same file's last lines (the call it binds shows all)."""
     profile, grid, observation, _ = proven(label_path)
     assert observation.prompt is not None
     region = observation.prompt.region
@@ -499,17 +499,18 @@ def test_truncated_prompts_are_never_actionable(label_path: Path, depth: int, cu
         assert cut_short.prompt is not None and observation.prompt is not None
         (whole,), (shown,) = observation.prompt.questions, cut_short.prompt.questions
         assert whole.file is not None and shown.file is not None
-        assert shown.file.path == whole.file.path and shown.file.first > whole.file.first
+        assert shown.file.path == whole.file.path and shown.file.cut
         assert whole.file.lines[-len(shown.file.lines) :] == shown.file.lines
+        assert whole.file.numbers[-len(shown.file.numbers) :] == shown.file.numbers
         return
     assert not cut_short.actionable
 
 
 def _tall(observation: Observation) -> bool:
-    """Whether `observation` is a new file's prompt whose top scrolled off the pane."""
+    """Whether `observation` is a file's prompt whose top scrolled off the pane."""
     prompt = observation.prompt
     file = prompt.questions[0].file if prompt is not None and prompt.questions else None
-    return file is not None and file.first > 1
+    return file is not None and file.cut
 
 
 @settings(max_examples=200)

@@ -119,9 +119,16 @@ class FileView:
     path: str
     lines: tuple[str, ...]
     signs: str = ""
-    first: int = 1
-    """A new file's number of its first line drawn: above 1 when its prompt is taller than
-    the pane, and its title, path and first lines scrolled off the top."""
+    numbers: tuple[int, ...] = ()
+    """Each line's number as drawn: in the new file (a removed line's: in the old one)."""
+    cut: bool = False
+    """Its prompt is taller than the pane: its title, path and first lines scrolled off the
+    top (the path is its question's)."""
+
+    @property
+    def first(self) -> int:
+        """The number of its first line drawn (1 for a new file drawn whole)."""
+        return self.numbers[0] if self.numbers else 1
 
 
 @attrs.frozen

@@ -89,20 +89,31 @@ def shows_file(shown: FileView, call: PendingCall) -> bool:
     whitespace: a tab is drawn as spaces, a space at a row's end is not drawn at all.
     A new file's lines are the content's, one for one (the newline ending the last one
     starts none), from its `first` on (a prompt taller than the pane draws the last
-    ones). An edit's context and removed lines must hold the call's `old`, and its
-    context and added lines be them with it replaced by `new` (at its first
-    occurrence, or at every one).
+    ones). A file written over shows the lines that change, and some around them: each
+    one it keeps or adds must be the content's line of its number. An edit's context
+    and removed lines must hold the call's `old`, and its context and added lines be
+    them with it replaced by `new` (at its first occurrence, or at every one).
     """
     target = call.writes or call.edits
     if target is None or not _same_path(shown.path, target.path):
         return False
     drawn = [_spaced(line)[0] for line in shown.lines]
-    if call.writes is not None and not shown.signs:
-        lines = call.writes.content.split("\n")
+    if call.writes is not None:
+        lines = [_spaced(line)[0] for line in call.writes.content.split("\n")]
         if lines[-1] == "":
             lines.pop()
-        # A prompt taller than the pane draws the content's last lines from `first` on.
-        return drawn == [_spaced(line)[0] for line in lines[shown.first - 1 :]]
+        if not shown.signs:
+            # A prompt taller than the pane draws the content's last lines from `first` on.
+            return drawn == lines[shown.first - 1 :]
+        # Written over: each line the new file keeps or adds, at its number.
+        kept = [
+            (number, line)
+            for number, line, sign in zip(shown.numbers, drawn, shown.signs, strict=True)
+            if sign != "-"
+        ]
+        return bool(kept) and all(
+            number <= len(lines) and lines[number - 1] == line for number, line in kept
+        )
     if call.edits is None or not shown.signs:
         return False
     before = "".join(line for line, sign in zip(drawn, shown.signs, strict=True) if sign != "+")

@@ -237,6 +237,22 @@ EDIT_SHAPES_NEW = (
 )
 """A three-line edit of a twelve-line file: its middle line stays (drawn as context
 inside the change), its last is cut mid-line, and its new last line is long."""
+OVERWRITE_BEFORE = "".join(f"line {n} of the file to write over\n" for n in range(1, 31))
+OVERWRITE_AFTER = "".join(
+    (
+        *(f"line {n} of the file to write over\n" for n in range(1, 3)),
+        "a line the lab model inserted\n",
+        "another inserted line\n",
+        *(f"line {n} of the file to write over\n" for n in range(3, 15)),
+        "line 15, written over into a line longer than the preview is wide, so that it "
+        "breaks inside a word onto the rows under its number\n",
+        *(f"line {n} of the file to write over\n" for n in range(16, 28)),
+        *(f"line {n} of the file to write over\n" for n in range(29, 31)),
+    )
+)
+"""A thirty-line file written over whole: two lines inserted after line 2, line 15
+changed into a long one and line 28 removed, each far enough from the others to be a
+change of its own."""
 WRITE_SHAPES_FILE = "lab_written.py"
 WRITE_SHAPES_CONTENT = "".join(
     (
@@ -258,6 +274,11 @@ the row, blank lines, a tab, trailing spaces, and numbers of two digits; its pro
 fits a pane of 80x24."""
 WRITE_LONG_CONTENT = "".join(f"line {n} of a file longer than the pane\n" for n in range(1, 61))
 """A new file whose prompt is taller than a pane of 40 rows."""
+WRITE_HUGE_FILE = "lab-huge.txt"
+WRITE_HUGE_CONTENT = "".join(
+    f"line {n} of a file too long for a controller to be shown whole\n" for n in range(1, 1101)
+)
+"""A new file of 70,000 characters or so: past what a file's permission is offered with."""
 PATCH_TASK = "lab: patch the file"
 PATCH_FILE = "lab-patched.txt"
 PATCH_LINE = "patched by the lab model"
@@ -395,9 +416,9 @@ def _edit(old: str, new: str) -> ClaudeTool:
 
 def _read_then(name: str, before: str, call: ClaudeTool) -> Scenario:
     """The working directory holds EDIT_FILE as `before`. For EDIT_TASK the model reads
-    it, then makes `call` once its first changed line came back (Claude edits only what
-    it read); once the file is changed, it says so."""
-    old = call.input.get("old_string", EDIT_OLD)
+    it, then makes `call` once its first changed line (a Write's: the file's first line)
+    came back (Claude edits only what it read); once the file is changed, it says so."""
+    old = call.input.get("old_string", before.split("\n")[0])
     assert isinstance(old, str) and old in before
     first = old.split("\n")[0]
     return Scenario(
@@ -456,6 +477,7 @@ def _build() -> dict[str, Scenario]:
         _new_file("claude_write", WRITE_FILE, WRITE_CONTENT),
         _new_file("claude_write_shapes", WRITE_SHAPES_FILE, WRITE_SHAPES_CONTENT),
         _new_file("claude_write_long", WRITE_FILE, WRITE_LONG_CONTENT),
+        _new_file("claude_write_huge", WRITE_HUGE_FILE, WRITE_HUGE_CONTENT),
         _read_then("claude_edit", EDIT_BEFORE, _edit(EDIT_OLD, EDIT_NEW)),
         _read_then(
             "claude_edit_shapes", EDIT_SHAPES_BEFORE, _edit(EDIT_SHAPES_OLD, EDIT_SHAPES_NEW)
@@ -468,6 +490,11 @@ def _build() -> dict[str, Scenario]:
                 "Write",
                 {"file_path": EDIT_FILE, "content": EDIT_BEFORE.replace(EDIT_OLD, EDIT_NEW)},
             ),
+        ),
+        _read_then(
+            "claude_overwrite_shapes",
+            OVERWRITE_BEFORE,
+            ClaudeTool("Write", {"file_path": EDIT_FILE, "content": OVERWRITE_AFTER}),
         ),
         _claude_questionnaire("questionnaire_single2", _color_question(2)),
         _claude_questionnaire("questionnaire_single3", _color_question(3)),

@@ -66,9 +66,6 @@ from akk.qualify.plans.claude import CLAUDE_MULTI_EXTRA, CLAUDE_SINGLE_EXTRA
 from akk.qualify.plans.labels import Expected, ExpectedQuestion, Typed
 from akk.qualify.scenarios import (
     BASH_MARKER,
-    EDIT_BEFORE,
-    EDIT_FILE,
-    EDIT_OLD,
     SCENARIOS,
     VARIABLE_COMMAND,
     AskUserQuestion,
@@ -477,22 +474,6 @@ def text_of(result: Mapping[str, Any]) -> str:
     if isinstance(content, str):
         return content
     return "".join(block.get("text", "") for block in content)
-
-
-@pytest.mark.parametrize("lab", _claude("claude_overwrite"), indirect=True)
-async def test_a_write_over_a_file_that_exists_is_left_to_a_person(lab: LabSession) -> None:
-    """AKK answers a new file's Write and an Edit; a whole file written over is blocked."""
-    with trio.fail_after(30):
-        await lab.submit(lab.scenario.task)
-        screen = await observe(
-            lab, lambda s: s.observation.state is State.BLOCKED, "the blocked overwrite"
-        )
-    assert not screen.observation.actionable and screen.observation.prompt is None
-    assert "(Overwrite file) is left to a person" in (screen.observation.reason or "")
-    assert (lab.workdir / EDIT_FILE).read_text() == EDIT_BEFORE
-    # The task, then the file it read: nothing of the write reached the model.
-    task, read = lab.server.main_requests()
-    assert lab.scenario.task in task.newest_input and EDIT_OLD in read.newest_input
 
 
 # ---------------------------------------------------------------- the editor corpus

@@ -389,7 +389,8 @@ def file_case(scenario: sc.Scenario) -> FileCase:
     if tool.name == "Write":
         # Claude records the call (and writes the file) without the lines' trailing spaces.
         written = "\n".join(line.rstrip(" ") for line in given["content"].split("\n"))
-        return FileCase(path, before, f"{path}\n\n{written}", written, "File created successfully")
+        result = "File created successfully" if before is None else "has been updated"
+        return FileCase(path, before, f"{path}\n\n{written}", written, result)
     old, new = given["old_string"], given["new_string"]
     assert before is not None and before.count(old) == 1
     removed = "\n".join("-" + line for line in old.split("\n"))
@@ -409,18 +410,21 @@ def file_case(scenario: sc.Scenario) -> FileCase:
         ],
         lab_params("claude_write")[-1],
         lab_params("claude_edit")[-1],
+        lab_params("claude_overwrite")[-1],
         # Taller than the pane: its title and first lines scrolled off the top.
         lab_params("claude_write_long", cols=80, rows=24)[0],
         lab_params("claude_write_long")[-1],
+        *[lab_params("claude_overwrite_shapes", cols=80, rows=24)[i] for i in (0, -1)],
     ],
     indirect=True,
 )
 async def test_a_file_is_written_once_exactly_as_offered_or_left_as_it_was(
     lab: LabSession, tmp_path: Path, decision: str
 ) -> None:
-    """Claude's Write of a new file and Edit of one that exists: shown as the call holds
-    them (what the preview draws otherwise, and the lines in whole), approved the file is
-    then exactly so and the model hears it once, rejected it is as it was; no
+    """Claude's Write of a new file or over one that exists, and Edit of one: shown as the
+    call holds them (what the preview draws otherwise, and the lines in whole, where a
+    write over a file draws only its changes), approved the file is then exactly so and
+    the model hears it once, rejected it is as it was; no
     accept-edits mode is switched on. (One pane per case: Claude does not read again a
     file it read before, 2.1.263 even once it changed, so the model would not ask again.)"""
     case = file_case(lab.scenario)

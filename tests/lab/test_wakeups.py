@@ -513,14 +513,15 @@ async def test_a_secret_question_the_person_answers_across_a_restart_wakes_its_o
 
 
 @pytest.mark.parametrize(
-    "lab", [lab_params("claude_overwrite")[-1], lab_params("codex_exec_huge")[-1]], indirect=True
+    "lab", [lab_params("claude_write_huge")[-1], lab_params("codex_exec_huge")[-1]], indirect=True
 )
 async def test_a_permission_left_to_a_person_wakes_its_owner_once_across_a_restart(
     lab: LabSession, tmp_path: Path
 ) -> None:
-    """AKK restarts while a permission it cannot answer waits for the person (Claude's write
-    over a file that exists, Codex's cut-off command): the screen, unchanged, is the
-    interaction its owner was woken for, so nobody is woken again; the person answers it."""
+    """AKK restarts while a permission it cannot answer waits for the person (Claude's
+    Write of a file too long to offer whole, Codex's cut-off command): the screen,
+    unchanged, is the interaction its owner was woken for, so nobody is woken again; the
+    person answers it."""
     akk = AkkProcess(lab, tmp_path)
     try:
         async with connect(akk.start(), akk.tokens["ctl"]) as ctl:
@@ -528,6 +529,8 @@ async def test_a_permission_left_to_a_person_wakes_its_owner_once_across_a_resta
             woken = await next_event(ctl, WAKE_UPS, timeout=60)
             shown = woken["interaction"]
             assert (woken["turn_id"], shown["state"]) == (turn_id, "manual_required"), woken
+            if lab.agent == "claude":  # nothing of its 69,293 characters is projected
+                assert (shown["manual_reason"], shown["questions"]) == ("file_too_long", [])
         await trio.to_thread.run_sync(akk.stop)
         async with connect(akk.start(), akk.tokens["ctl"]) as ctl:
             status = await _shown_after_a_restart(ctl, turn_id)
@@ -538,6 +541,8 @@ async def test_a_permission_left_to_a_person_wakes_its_owner_once_across_a_resta
     finally:
         akk.kill()
     assert lab.server.count_inputs_containing(lab.scenario.task) == 1, lab.server.summary()
+    if lab.agent == "claude":  # the person approved it: written whole
+        assert (lab.workdir / sc.WRITE_HUGE_FILE).read_text() == sc.WRITE_HUGE_CONTENT
 
 
 @pytest.mark.parametrize(

@@ -1,14 +1,16 @@
-"""Claude Code's tool permission prompt: AKK answers Bash's, a new file's Write and an Edit.
+"""Claude Code's tool permission prompt: AKK answers Bash's, a Write's and an Edit's.
 
 What the pinned versions draw, bottom-up: the footer ``Esc to cancel · Tab to
 amend``, numbered rows with the cursor at column 1, ``Do you want to …?``, the
-tool's body, a title row (``Bash command``, ``Create file``, ``Edit file``) under
-a full-width rule in the menu highlight colour. A file's body is its path, then
-its lines, numbered, between two ``╌`` rules (every pinned version): a new file's
-every line, an edit's change with context, each line after its sign; a line
-longer than the row breaks onto rows under its number. A new file taller than
-the pane scrolls its title and first lines off the top: its question names it,
-and 2.1.328 and later say under the options how many rows are hidden. A Bash
+tool's body, a title row (``Bash command``, ``Create file``, ``Edit file``,
+``Overwrite file``) under a full-width rule in the menu highlight colour. A
+file's body is its path, then its lines, numbered, between two ``╌`` rules
+(every pinned version): a new file's every line; an edit's change with context,
+each line after its sign; a file written over, its changes so, those far apart
+under a ``...`` row each. A line longer than the row breaks onto rows under its
+number. A new file or one written over taller than the pane scrolls its title
+and first lines off the top: its question names it, and 2.1.328 and later say
+under the options how many rows are hidden. A Bash
 permission may draw a long command under a dim ``│`` gutter (its rows wrapped at
 spaces), add rows that say what Claude cannot check
 about it (2.1.328: under the fence; 2.1.263-2.1.267: the parser's ``Contains
@@ -16,8 +18,8 @@ simple_expansion`` between blank rows), carry the auto-mode tip and ``Yes, and
 switch to auto mode`` row (a model with auto mode; docs/permissions.md), and
 offer a directory-scoped grant (``Yes, allow reading from /tmp from this
 project``) as its persistent row (tools/lab/NOTES.md, "Claude in real users'
-setups"). Any other permission (a file written over, a fetch, another tool), or
-the cursor on a persistent-approval row, is BLOCKED with its prompt for display.
+setups"). Any other permission (a fetch, another tool), or the cursor on a
+persistent-approval row, is BLOCKED with its prompt for display.
 """
 
 from __future__ import annotations
@@ -52,8 +54,30 @@ from akk.screen.region import Region, is_box_drawing
 
 
 @attrs.frozen
+class FileShape:
+    """How one kind of file permission draws the file: a new one, an edit, one written over."""
+
+    title: str
+    tool: str  # the tool call it asks about, in the transcript
+    number_pad: int  # its numbers are right-aligned this far past the widest
+    signed: bool = False  # each line carries its sign after its number (context, -, +)
+    verb: str | None = None
+    """Its question, ``Do you want to <verb> <path>?``, names the file: such a prompt taller
+    than the pane is read from its question and its last lines (None: it is not)."""
+    hunks: bool = False
+    """Changes far apart are drawn apart, a ``...`` row between them, each numbered in a
+    column of its own; a line's number is its number in the new file (a removed line's,
+    in the old one)."""
+
+
+NEW_FILE = FileShape("Create file", "Write", 2, verb="create")
+EDIT = FileShape("Edit file", "Edit", 1, signed=True)
+OVERWRITE = FileShape("Overwrite file", "Write", 2, signed=True, verb="overwrite", hunks=True)
+
+
+@attrs.frozen
 class PermissionShape:
-    """A tool permission prompt; AKK answers Bash's, a new file's Write and an Edit."""
+    """A tool permission prompt; AKK answers Bash's, and a Write's or an Edit's."""
 
     menu: MenuShape = attrs.field(default=MenuShape(cursor_col=1, number_col=3))
     rule_fg: str = "afd7ff"
@@ -62,13 +86,9 @@ class PermissionShape:
     title_col: int = 1
     bash_title: str = "Bash command"
     tool: str = "Bash"  # the tool call a Bash prompt asks about, in the transcript
-    write_title: str = "Create file"
-    write_tool: str = "Write"  # the tool call a new file's prompt asks about
-    write_number_pad: int = 2  # a new file's numbers: right-aligned this far past the widest
-    edit_title: str = "Edit file"
-    edit_tool: str = "Edit"  # the tool call an edit's prompt asks about
-    edit_number_pad: int = 1
+    files: tuple[FileShape, ...] = (NEW_FILE, EDIT, OVERWRITE)
     file_fence: str = "╌"  # the rules above and below a file's lines
+    hunk_gap: str = "..."  # the row between two changes far apart (`FileShape.hunks`)
     # The row under the options of a prompt taller than the pane, saying how many rows
     # scrolled off (None: a version that draws none).
     hidden_rows: re.Pattern[str] | None = None
@@ -119,22 +139,24 @@ def read(r: Reader, footer: int) -> Observation:
     if y < 0:
         raise Unproven("permission prompt truncated: no question row")
     question_row = y
-    created = _created(r, question_row)
+    named = _named(r, question_row)
     ruled = any(r.rule(row, r.p.composer.rule) for row in range(question_row))
-    tall = created is not None and not ruled
+    tall = named is not None and not ruled
     if tall:
         # Its title and first lines scrolled off the top: its question names the file.
-        top, title = 0, shape.write_title
+        assert named is not None
+        top, title = 0, named[0].title
     else:
         if hidden:
-            raise Unproven("rows of a permission other than a new file's are hidden")
+            raise Unproven("rows of a permission that its question does not name are hidden")
         top = r.top_rule(question_row - 1, shape.rule_fg)
         r.single_prompt(top)
         title_cell = r.cells[top + 1][shape.title_col]
         title = r.texts[top + 1].strip()
         if not (title and title_cell.bold and title_cell.fg == shape.rule_fg):
             raise Unproven(f"row {top + 1} is not a permission title")
-    if title not in (shape.bash_title, shape.write_title, shape.edit_title):
+    kinds = {kind.title: kind for kind in shape.files}
+    if title != shape.bash_title and title not in kinds:
         return r.result(
             State.BLOCKED, reason=f"blocked: this permission ({title}) is left to a person"
         )
@@ -152,16 +174,19 @@ def read(r: Reader, footer: int) -> Observation:
     prove_numbers(rows)
     prove_cursor(rows, exempt=None)
     file = None
-    if title in (shape.write_title, shape.edit_title):
-        edit = title == shape.edit_title
+    if title in kinds:
+        kind = kinds[title]
+        if named is not None and named[0] is not kind:
+            raise Unproven(f"the question of a {title!r} permission is another kind's")
         if tall:  # its lines from the pane's top edge, its path in its question
-            file = _file(r, top, question_row, edit, path=created)
+            assert named is not None
+            file = _file(r, top, question_row, kind, path=named[1])
         else:
-            file = _file(r, top + 2, question_row, edit)
+            file = _file(r, top + 2, question_row, kind)
         signed = zip(file.signs, file.lines, strict=True)
-        drawn = [sign + line for sign, line in signed] if edit else list(file.lines)
+        drawn = [sign + line for sign, line in signed] if kind.signed else list(file.lines)
         command, detail = None, "\n\n".join([file.path, "\n".join(drawn)])
-        tool = shape.edit_tool if edit else shape.write_tool
+        tool = kind.tool
     else:
         command, advisories = _body(r, top + 2, question_row)
         if not command:
@@ -280,30 +305,41 @@ def _body(r: Reader, first: int, last: int) -> tuple[str, list[str]]:
 NUMBERED = re.compile(r" *([1-9][0-9]*)(?= |$)")
 """A file's numbered row: the number, right-aligned in its column, then a space."""
 
+SIGNS = {False: ("",), True: (" ", "-", "+")}
+"""The signs a line of a file may carry, by whether its kind signs its lines."""
 
-def _created(r: Reader, question_row: int) -> str | None:
-    """The path a new file's question on `question_row` names; None for any other question."""
+
+def _named(r: Reader, question_row: int) -> tuple[FileShape, str] | None:
+    """The kind of file permission whose question on `question_row` names its file, and
+    the path it names; None for any other question."""
     shape = r.p.permission
-    asked = re.fullmatch(
-        rf" {re.escape(shape.question_prefix)}create (\S.*)\?", r.texts[question_row].rstrip()
-    )
-    return asked[1] if asked else None
+    for kind in shape.files:
+        if kind.verb is None:
+            continue
+        asked = re.fullmatch(
+            rf" {re.escape(shape.question_prefix)}{kind.verb} (\S.*)\?",
+            r.texts[question_row].rstrip(),
+        )
+        if asked:
+            return kind, asked[1]
+    return None
 
 
-def _file(r: Reader, first: int, last: int, edit: bool, path: str | None = None) -> FileView:
+def _file(r: Reader, first: int, last: int, kind: FileShape, path: str | None = None) -> FileView:
     """The file drawn on rows first..last-1: its path row, then its numbered lines
     between two rules; Unproven where a row is not its own.
 
-    With `path` (a new file's, named by its question), the rows from `first` are the
-    tail of its lines, the top of the prompt scrolled off the pane: rows carrying on a
-    line whose number is above them are skipped, and the lines count from the first
-    number shown.
+    With `path` (named by its question), the rows from `first` are the tail of its
+    lines, the top of the prompt scrolled off the pane: rows carrying on a line whose
+    number is above them (or a hunk's gap) are skipped, and the lines count from the
+    first number shown.
 
-    A new file's numbers count from 1 with none skipped, right-aligned in a column two
-    wider than the last one. An edit's lines carry their sign after the number (context,
-    removed, added; a removed and an added line share a number), in a column one wider
-    than the largest. A row with the number's column blank carries on the line above it
-    (a long line, broken where the row ends), an edit's under the same sign.
+    A new file's numbers count from 1 with none skipped. A signed kind's lines carry
+    their sign after the number (context, removed, added; a removed and an added line
+    share a number); a hunked kind's new-file numbers count on within a hunk. Numbers
+    are right-aligned in a column `FileShape.number_pad` wider than the largest (of each
+    hunk). A row with the number's column blank carries on the line above it (a long
+    line, broken where the row ends), a signed one under the same sign.
     """
     shape = r.p.permission
     tail = path is not None
@@ -322,27 +358,31 @@ def _file(r: Reader, first: int, last: int, edit: bool, path: str | None = None)
         first = leading.stop
     if not r.rule(last - 1, shape.file_fence):
         raise Unproven("a file's lines are not over their rule")
-    sign = int(edit)  # the column an edit's sign takes after the number's space
+    sign = int(kind.signed)  # the column a sign takes after the number's space
     lines: list[str] = []
     signs: list[str] = []
     numbers: list[int] = []
-    column = 0  # where the numbers end
+    hunk = 0  # the index in `lines` of the first line of the hunk being read
+    column = 0  # where the numbers of the hunk end
     for y in range(first, last - 1):
         text = r.texts[y].rstrip()
         numbered = NUMBERED.match(text)
-        if numbered and (not lines or numbered.end() == column):
+        if kind.hunks and text == " " + shape.hunk_gap and len(lines) > hunk:
+            _numbered_in(numbers[hunk:], column, kind)
+            hunk = len(lines)
+        elif numbered and (len(lines) == hunk or numbered.end() == column):
             column = numbered.end()
-            marked = (text[column + 1 : column + 2] or " ") if edit else ""
-            # A new file's count on from the first: 1, unless the top scrolled off.
-            start = numbers[0] if numbers else (int(numbered[1]) if tail else 1)
-            in_turn = int(numbered[1]) == start + len(lines)
-            if marked not in ("+", "-", " ") if edit else not in_turn:
+            number = int(numbered[1])
+            marked = (text[column + 1 : column + 2] or " ") if kind.signed else ""
+            if marked not in SIGNS[kind.signed] or not _in_turn(
+                numbers, signs, hunk, number, marked, kind, tail
+            ):
                 raise Unproven(f"row {y} is no line of the file")
-            numbers.append(int(numbered[1]))
+            numbers.append(number)
             signs.append(marked)
             lines.append(text[column + 1 + sign :])
         elif (
-            lines
+            len(lines) > hunk
             and not text[: column + 1].strip()
             and text[column + 1 : column + 1 + sign] == signs[-1]
             and len(text) > column + 1 + sign
@@ -350,16 +390,47 @@ def _file(r: Reader, first: int, last: int, edit: bool, path: str | None = None)
             lines[-1] += text[column + 1 + sign :]
         else:
             raise Unproven(f"row {y} is no line of the file")
-    pad = shape.edit_number_pad if edit else shape.write_number_pad
-    if not lines or column != pad + len(str(max(numbers))):
-        raise Unproven("a file's lines are not numbered in their column")
+    if len(lines) == hunk:
+        raise Unproven("a file's lines end with no line")
+    _numbered_in(numbers[hunk:], column, kind)
     if tail:
-        # Scrolled off: its first line (or part of one, each row under the numbers) and,
-        # above it, its title and path. Line 1 shown would show them too.
-        hidden = numbers[0] > 1 or bool(leading)
-        if not hidden or any(r.texts[y][: column + 1].strip() or r.blank(y) for y in leading):
-            raise Unproven("a new file's top is cut, but not by the pane's edge")
-    return FileView(path, tuple(lines), "".join(signs) if edit else "", numbers[0] if tail else 1)
+        # Scrolled off: its first line (or part of one, or a gap) and, above it, its
+        # title and path. A new file's line 1 shown would show them too.
+        hidden = numbers[0] > 1 or bool(leading) or kind.hunks
+        if not hidden or any(
+            (r.texts[y][: column + 1].strip() or r.blank(y))
+            and not (kind.hunks and r.texts[y].rstrip() == " " + shape.hunk_gap)
+            for y in leading
+        ):
+            raise Unproven("a file's top is cut, but not by the pane's edge")
+    return FileView(path, tuple(lines), "".join(signs), tuple(numbers), cut=tail)
+
+
+def _in_turn(
+    numbers: Sequence[int], signs: Sequence[str], hunk: int, number: int, sign: str,
+    kind: FileShape, tail: bool,
+) -> bool:  # fmt: skip
+    """Whether a line numbered `number` (with `sign`) may follow the lines read so far."""
+    if kind.hunks:
+        # New-file numbers count on within a hunk; a hunk starts past the one before.
+        if sign == "-":
+            return True
+        before = [n for n, s in zip(numbers[hunk:], signs[hunk:], strict=True) if s != "-"]
+        if before:
+            return number == before[-1] + 1
+        earlier = [n for n, s in zip(numbers[:hunk], signs[:hunk], strict=True) if s != "-"]
+        return not earlier or number > earlier[-1] + 1
+    if kind.signed:
+        return True
+    # A new file's count on from the first: 1, unless the top scrolled off.
+    start = numbers[0] if numbers else (number if tail else 1)
+    return number == start + len(numbers)
+
+
+def _numbered_in(numbers: Sequence[int], column: int, kind: FileShape) -> None:
+    """Refuse a hunk whose numbers do not end `kind.number_pad` past its widest one."""
+    if column != kind.number_pad + len(str(max(numbers))):
+        raise Unproven("a file's lines are not numbered in their column")
 
 
 def _advisory_cell(r: Reader, y: int, start: int) -> bool:
