@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from akk.backends.terminal.watcher import RefreshPacer
 from akk.client import Controller, connect
 from akk.config import ServiceConfig
+from akk.runtime.actor import Rank, act_as, current_actor
 from akk.service import run_service
 from akk.store.location import StateDir
 from akk.tmux import capture, open_control_client
@@ -282,6 +283,31 @@ async def test_a_mark_while_the_pacer_closes_starts_nothing_and_raises_nothing()
             hosting.cancel_scope.cancel()
         outer.cancel_scope.cancel()
     assert refreshed[0] == "%1" and pacer.busy == 0
+
+
+async def test_a_pane_marked_by_an_actor_is_refreshed_as_no_actor() -> None:
+    """A TerminalActor marks its own pane from its handler (`refresh_soon`); the refresh
+    asks that actor, which it could not do with the actor's rank (RankViolation)."""
+    asking: list[object] = []
+    marked = trio.Event()
+
+    async def refresh(pane: str) -> None:
+        asking.append(current_actor())
+        marked.set()
+
+    pacer = RefreshPacer(refresh, INTERVAL)
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(pacer.run)
+
+            async def handler() -> None:
+                act_as("terminal term_x/actor", Rank.TERMINAL)
+                pacer.mark("%1")
+
+            nursery.start_soon(handler)
+            await marked.wait()
+            nursery.cancel_scope.cancel()
+    assert asking == [None]
 
 
 def check_paced(log: PacedLog) -> None:

@@ -25,12 +25,20 @@ import apsw
 import attrs
 import pytest
 import trio
+import trio.testing
 
 from akk.actors.store import StoreActor, transact
 from akk.actors.terminal_board import TerminalBoard
 from akk.backends.contract import Refusal
 from akk.backends.terminal.actor import TerminalActor
-from akk.backends.terminal.steps import DispatchTask, Interrupt, InterruptReceipt, Rebind
+from akk.backends.terminal.observer import PENDING_POLL
+from akk.backends.terminal.steps import (
+    DispatchTask,
+    Interrupt,
+    InterruptReceipt,
+    Rebind,
+    Refresh,
+)
 from akk.discovery.identity import TerminalIdentity
 from akk.profiles import codex
 from akk.protocol.errors import Reason
@@ -165,3 +173,33 @@ async def test_a_request_pruned_after_the_caller_looked_is_never_typed_again(
     assert isinstance(reply, Refusal) and reply.reason is Reason.CONFLICT, reply
     assert "pruned" in reply.message and "turn_old" in reply.message
     assert tmux.keys == [] and listed is None
+
+
+async def test_a_look_outside_a_refresh_that_holds_a_prompt_asks_for_a_refresh(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    """A permission drawn just now whose call the agent's file does not show is held
+    (`Observer.recheck`) and read again until it binds or its hold ends. A Refresh's look
+    tells the pacer so by its reply; any other look (here a Rebind's, as an answer's or a
+    send's) asks for a Refresh itself (`refresh_soon`): the prompt waiting on screen may
+    print nothing more, and its snapshot would stay held, announced to nobody. (The clock
+    stands still: the screen is as new at every look.)"""
+    tmux = _Tmux(_screen("codex_exec-permission"))
+    asked: list[str] = []
+    with trio.fail_after(30):
+        async with _store(tmp_path) as store:
+            board = TerminalBoard()
+            actor = TerminalActor(
+                IDENTITY, None, cast(ClientLink, tmux), board, store, print,
+                refresh_soon=lambda: asked.append("refresh"),
+            )  # fmt: skip
+            await actor.started()
+            qualified = attrs.evolve(IDENTITY, profile=PROFILE.id, profile_reason=None)
+            await actor.receive(Rebind(qualified, PROFILE))
+            snapshot = board.get(IDENTITY.terminal_id)
+            assert snapshot is not None and snapshot.busy  # held: no file shows its call
+            assert asked == ["refresh"]
+            cols, rows = map(int, tmux.screen[1].split())
+            assert await actor.receive(Refresh(cols, rows)) == PENDING_POLL
+            assert asked == ["refresh"]  # the pacer follows a Refresh's reply
+    assert tmux.keys == []

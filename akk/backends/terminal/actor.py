@@ -171,8 +171,13 @@ class TerminalActor(Actor[TerminalMessage]):
         board: TerminalBoard,
         store: ActorRef,
         notify: Callable[[str], None],
+        refresh_soon: Callable[[], None] = lambda: None,
     ) -> None:
         self._notify = notify  # wakes a controller's Destination after an event is written
+        # Asks the watcher for a Refresh (its pacer's mark): a look of a step's that leaves
+        # the pane to be read again (a held prompt, `Observer.recheck`) is not a Refresh's,
+        # whose delay the pacer follows, so it would otherwise wait for the pane's output.
+        self._refresh_soon = refresh_soon
         self._screen = Observer(identity, profile, link, board, store)
         self._link = link
         self._store = store
@@ -212,6 +217,9 @@ class TerminalActor(Actor[TerminalMessage]):
             self._cut_off = True
             log.warning("terminal %s: %s", self._screen.identity.terminal_id, exc)
             return exc.refusal()
+        finally:
+            if not isinstance(message, Refresh) and self._screen.recheck is not None:
+                self._refresh_soon()
 
     async def _handle(self, message: TerminalMessage) -> object:
         match message:

@@ -14,7 +14,8 @@ A prompt can be drawn before its call is written (Claude writes it up to
 and shows no call of the profile's tool yet, for up to PENDING_GRACE, the
 prompt's snapshot is published *held* (``busy``: nobody announces or answers
 it) and `recheck` asks the watcher to read the pane again in PENDING_POLL even
-if it does not change; only then is it ``pending_call_unknown``. Any other
+if it does not change (a step's look, which is no Refresh, through its actor's
+``refresh_soon``); only then is it ``pending_call_unknown``. Any other
 prompt that cannot be bound to its call (the file unreadable, several calls,
 the screen's command or question not shown whole or not the call's) is held
 the same way until its screen has stood still for SETTLE: a screen caught mid-draw,

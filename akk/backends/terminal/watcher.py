@@ -58,7 +58,7 @@ from akk.discovery.process import (
 )
 from akk.profiles.qualified_versions import QualifiedVersions
 from akk.profiles.registry import Profile, ProfileMatch
-from akk.runtime.actor import ActorError, ActorRef
+from akk.runtime.actor import ActorError, ActorRef, detach_from_actor
 from akk.runtime.supervisor import (
     ChildSpec,
     DuplicateChild,
@@ -170,7 +170,8 @@ class RefreshPacer:
     after a quiet spell refreshes at once. A refresh that returns a delay is
     followed by another one after it (or at the next mark, if sooner) without
     any mark: a pane whose reading waits on something else than its screen.
-    Run `run` in a nursery; `mark` from anywhere in that Trio run.
+    Run `run` in a nursery; `mark` from anywhere in that Trio run, an actor's
+    handler too (a pane's refreshes ask as no actor, whoever marked it).
     """
 
     def __init__(self, refresh: Callable[[str], Awaitable[float | None]], interval: float) -> None:
@@ -209,6 +210,9 @@ class RefreshPacer:
             self._nursery.start_soon(self._pace, pane_id)
 
     async def _pace(self, pane_id: str) -> None:
+        # Started by whoever marked the pane: a TerminalActor's handler (`refresh_soon`)
+        # would lend it its rank, and its Refresh, asking that actor, would be refused.
+        detach_from_actor()
         pacing = self._panes[pane_id]
         try:
             while True:
@@ -693,7 +697,10 @@ class _Tracking:
         def start() -> TerminalActor:
             # A restart reads the pane with the binding of the moment (`rebind`).
             assert entry.identity is not None
-            return TerminalActor(entry.identity, entry.profile, link, board, store, notify)
+            return TerminalActor(
+                entry.identity, entry.profile, link, board, store, notify,
+                refresh_soon=functools.partial(self._mark, entry),
+            )  # fmt: skip
 
         run = _PaneRun(identity.terminal_id, start)
         entry.run, entry.held_until = run, None
