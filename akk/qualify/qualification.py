@@ -350,7 +350,11 @@ async def qualify(
         )
         phases.append(compare.Phase("capture", time.monotonic() - start, captured.describe()))
         start = time.monotonic()
-        comparisons = trial.classify_all(jobs, captured.failures, base, out, fixtures=corpus())
+        # In a thread: it reads every screen of the plan (seconds of CPU), and `akk serve
+        # --auto-qualify` runs this on the server's own event loop.
+        comparisons = await trio.to_thread.run_sync(
+            lambda: trial.classify_all(jobs, captured.failures, base, out, fixtures=corpus())
+        )
         phases.append(compare.Phase("classify", time.monotonic() - start))
     finally:
         # Shielded: a qualification cancelled (a server stopping) must not leave its screens.
@@ -363,7 +367,7 @@ async def qualify(
         start = time.monotonic()
         try:
             bundle = await trio.to_thread.run_sync(appserver.generate, found.copy)
-            schema = appserver.check(bundle, base.version)
+            schema = await trio.to_thread.run_sync(appserver.check, bundle, base.version)
         except (SchemaError, OSError, subprocess.SubprocessError) as exc:
             note = f"not generated: {exc}"
         phases.append(compare.Phase("schema", time.monotonic() - start))
