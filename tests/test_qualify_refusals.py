@@ -211,7 +211,7 @@ async def test_auto_qualify_tries_again_later_a_binary_refused_for_screens_not_p
     async def refused(*args: object, **kwargs: object) -> object:
         started.append(trio.current_time())
         return types.SimpleNamespace(
-            qualified=False, problems=[problem], unproduced_only=unproduced_only
+            qualified=False, problems=[problem], unproduced_only=unproduced_only, comparisons=()
         )
 
     @asynccontextmanager

@@ -131,10 +131,12 @@ class AutoQualifier:
             if judged.unproduced_only and self._tries[sha] < BUSY_TRIES:
                 self._again[sha] = trio.current_time() + BUSY_RETRY_SECONDS
                 refused += f"; tried again in {BUSY_RETRY_SECONDS:.0f} s"
+            screens = [c.point.name for c in judged.comparisons if c.status != "same"]
             log.warning(
-                "auto-qualify: %s %s %s (try %d of %d); run `akk qualify %s --binary %s` for "
-                "the report", identity.agent, identity.version, refused, self._tries[sha],
-                BUSY_TRIES, identity.agent, binary,
+                "auto-qualify: %s %s %s (try %d of %d; screens: %s); run `akk qualify %s "
+                "--binary %s` for the report", identity.agent, identity.version, refused,
+                self._tries[sha], BUSY_TRIES, ", ".join(screens[:10]) or "none",
+                identity.agent, binary,
             )  # fmt: skip
             return refused
         row = command.row(judged, self._clock())
