@@ -99,12 +99,13 @@ def shows_file(shown: FileView, call: PendingCall) -> bool:
         return False
     drawn = [_spaced(line)[0] for line in shown.lines]
     if call.writes is not None:
-        lines = [_spaced(line)[0] for line in call.writes.content.split("\n")]
+        # Only the lines drawn are compared (a file may be megabytes, read at every look).
+        lines = call.writes.content.split("\n")
         if lines[-1] == "":
             lines.pop()
         if not shown.signs:
             # A prompt taller than the pane draws the content's last lines from `first` on.
-            return drawn == lines[shown.first - 1 :]
+            return drawn == [_spaced(line)[0] for line in lines[shown.first - 1 :]]
         # Written over: each line the new file keeps or adds, at its number.
         kept = [
             (number, line)
@@ -112,7 +113,7 @@ def shows_file(shown: FileView, call: PendingCall) -> bool:
             if sign != "-"
         ]
         return bool(kept) and all(
-            number <= len(lines) and lines[number - 1] == line for number, line in kept
+            number <= len(lines) and _spaced(lines[number - 1])[0] == line for number, line in kept
         )
     if call.edits is None or not shown.signs:
         return False
