@@ -30,14 +30,17 @@ from akk.store import interactions, terminals
 from akk.store.interactions import InteractionState
 from akk.tmux.control import ClientLink
 
+GONE = int(Path("/proc/sys/kernel/pid_max").read_text()) + 1
+"""A pid no process can have: the agent's and the tmux server's here, both at rest as
+`at_rest` reads a process that is gone."""
 VERSION = "2.1.332"
 PROFILE = PROFILES[("claude", VERSION)]
+IDS = IdMinter(b"c" * 32)
 IDENTITY = TerminalIdentity(
     terminal_id="t1", tmux_socket="s", pane_id="%1", pane_pid=1, agent="claude",
-    agent_pid=101, process_start=3, executable="claude", version=VERSION, cwd=None,
+    agent_pid=GONE, process_start=3, executable="claude", version=VERSION, cwd=None,
     profile=PROFILE.id, profile_reason=None,
 )  # fmt: skip
-IDS = IdMinter(b"c" * 32)
 
 
 class CapturedPane:
@@ -47,8 +50,12 @@ class CapturedPane:
     def __init__(self, screen: list[str] | None = None, size: tuple[int, int] = (120, 40)) -> None:
         self.screen = screen or []
         self.size = size
+        self.server_pid = GONE
+        """The pid the tmux server is said to have."""
 
     async def command(self, *args: str) -> list[str]:
+        if args[-1] == "#{pid}":
+            return [str(self.server_pid)]
         if args[0] == "display-message":
             return ["{} {}".format(*self.size)]
         assert args[0] == "capture-pane"

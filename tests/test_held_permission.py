@@ -15,6 +15,7 @@ so) is held too, until the file names the new call, or for the grace.
 from __future__ import annotations
 
 import json
+import sys
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -30,6 +31,7 @@ from akk.backends.terminal import observer as observer_module
 from akk.backends.terminal.observer import PENDING_GRACE, PENDING_POLL, Observer
 from akk.evidence.files import identify
 from akk.profiles.permission import PENDING_CALL_MISMATCH, PENDING_CALL_UNKNOWN
+from akk.protocol import wakeups
 from akk.store import turns
 from akk.store.database import open_store
 from tests import corpus
@@ -196,23 +198,34 @@ async def test_a_screen_caught_mid_draw_is_read_again_not_published(tmp_path: Pa
             assert offered.observation.actionable and offered.observation.reason is None
 
 
+@pytest.mark.parametrize("resting", [True, False], ids=["at_rest", "busy"])
 async def test_a_screen_that_disagrees_with_its_call_is_published_once_it_stood_still(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, resting: bool
 ) -> None:
     """Not for the whole grace: a mismatch that stays is a person's as soon as the screen
-    has stood still for SETTLE."""
-    settle = 0.3
-    monkeypatch.setattr(observer_module, "SETTLE", settle)
+    has stood still for SETTLE_SECONDS with its processes at rest, or, while the tmux
+    server (here a busy loop) never rests, for SETTLE_CAP_SECONDS."""
+    monkeypatch.setattr(wakeups, "SETTLE_SECONDS", 0.3)
+    if not resting:
+        monkeypatch.setattr(wakeups, "SETTLE_CAP_SECONDS", 1.0)
+    settle, cap = (0.3 if resting else 1.0), wakeups.SETTLE_CAP_SECONDS
     _, call_at = _lines()
     pane = _pane()
     pane.screen = _mid_draw(pane.screen)
-    with trio.fail_after(20):
-        async with _observer(tmp_path, upto=call_at + 1, pane=pane) as (screen, _file, _db):
-            snapshot, held_for = await _published(screen)
-            assert settle - PENDING_POLL <= held_for < PENDING_GRACE
-            assert snapshot.observation.reason == PENDING_CALL_MISMATCH
-            assert not snapshot.observation.actionable and screen.recheck is None
-            assert await screen.observe() is snapshot
+    spinning = await trio.lowlevel.open_process([sys.executable, "-c", "while True: pass"])
+    if not resting:
+        pane.server_pid = spinning.pid
+    try:
+        with trio.fail_after(20):
+            async with _observer(tmp_path, upto=call_at + 1, pane=pane) as (screen, _file, _db):
+                snapshot, held_for = await _published(screen)
+                assert settle - PENDING_POLL <= held_for < (cap if resting else PENDING_GRACE)
+                assert snapshot.observation.reason == PENDING_CALL_MISMATCH
+                assert not snapshot.observation.actionable and screen.recheck is None
+                assert await screen.observe() is snapshot
+    finally:
+        spinning.kill()
+        await spinning.wait()
 
 
 def _asked_again(line: bytes) -> list[bytes]:

@@ -3,7 +3,8 @@
 The appearance logic (`akk.protocol.wakeups.follow` and `Manual.settled`) is checked as
 the TerminalActor feeds it and the TurnActor reads it: a run of manual
 observations is one appearance whatever its redraws, it is woken about once
-one drawing stayed SETTLE_SECONDS, and a readable screen ends it. Then the
+one drawing stayed SETTLE_SECONDS and its processes then rested (or stayed
+SETTLE_CAP_SECONDS), and a readable screen ends it. Then the
 projection and its wake-up as the store writes them.
 """
 
@@ -29,7 +30,14 @@ from akk.profiles.observation import (
     StepKind,
 )
 from akk.protocol.schema import INTERACTION
-from akk.protocol.wakeups import SETTLE_SECONDS, Manual, digest, follow, manual_reason
+from akk.protocol.wakeups import (
+    SETTLE_CAP_SECONDS,
+    SETTLE_SECONDS,
+    Manual,
+    digest,
+    follow,
+    manual_reason,
+)
 from akk.screen.fingerprint import Appearance, IdMinter
 from akk.screen.region import Region
 from akk.store import interactions, turns
@@ -112,16 +120,21 @@ def test_a_read_prompt_is_never_a_manual_screen_even_when_refused() -> None:
     assert manual_reason(refused, profiled=True) is None
 
 
-# One observation: a readable screen (None) or manual drawing n, then seconds until the next.
+# One observation: a readable screen (None) or manual drawing n, whether the pane's processes
+# rested right before it, then seconds until the next.
 _steps = st.lists(
-    st.tuples(st.one_of(st.none(), st.integers(0, 2)), st.sampled_from((0.03, 0.2, 0.6))),
+    st.tuples(
+        st.one_of(st.none(), st.integers(0, 2)),
+        st.booleans(),
+        st.sampled_from((0.03, 0.2, 0.6, 3.0)),
+    ),
     max_size=30,
 )
 
 
 @given(_steps)
 def test_one_wake_up_per_run_that_settles_none_per_redraw(
-    steps: list[tuple[int | None, float]],
+    steps: list[tuple[int | None, bool, float]],
 ) -> None:
     minted: list[Appearance] = []
 
@@ -134,13 +147,13 @@ def test_one_wake_up_per_run_that_settles_none_per_redraw(
     announced: Appearance | None = None
     expected, run_ids = 0, []
     run_settled, drawn, drawn_since = False, None, 0.0
-    for shown, gap in steps:
+    for shown, resting, gap in steps:
         observation = Observation(State.IDLE, "p") if shown is None else _unread(shown)
         lines = ("idle",) if shown is None else (f"drawing {shown}",)
         before = current
         current = follow(
             current, observation, profiled=True, agent="claude", lines=lines, now=clock,
-            mint=mint,
+            mint=mint, resting=resting,
         )  # fmt: skip
         if shown is None:
             assert current is None  # a readable screen ends the appearance
@@ -156,6 +169,8 @@ def test_one_wake_up_per_run_that_settles_none_per_redraw(
                 assert current.seen == before.seen  # once shown, a redraw keeps it
             if shown != drawn:
                 drawn, drawn_since = shown, clock
+            elif resting and clock - drawn_since >= SETTLE_SECONDS:
+                run_settled = True  # stood still, and nothing was left to draw
         # The TurnActor looks every tick until the next observation.
         for tick in (clock, clock + gap - 1e-9):
             snapshot = TerminalSnapshot(IDENTITY, observation, None, lines, clock, manual=current)
@@ -163,8 +178,8 @@ def test_one_wake_up_per_run_that_settles_none_per_redraw(
                 if shows is not None:
                     woken.append(shows)
                 announced = shows
-        if drawn is not None and clock + gap - 1e-9 - drawn_since >= SETTLE_SECONDS:
-            run_settled = True
+        if drawn is not None and clock + gap - 1e-9 - drawn_since >= SETTLE_CAP_SECONDS:
+            run_settled = True  # stood still however busy its processes
         clock += gap
     expected += run_settled
     assert len(woken) == expected
@@ -177,12 +192,17 @@ def _unread(drawing: int) -> Observation:
     return Observation(State.UNKNOWN, "p", reason=f"unexpected row {drawing}")
 
 
-def _manual(lines: tuple[str, ...], *, since: float = 0.0) -> TerminalSnapshot:
-    current = follow(
-        None, CUT, profiled=True, agent="claude", lines=lines, now=since,
-        mint=lambda screen: Appearance(screen, 42),
-    )  # fmt: skip
-    return TerminalSnapshot(IDENTITY, CUT, None, lines, since, manual=current)
+def _manual(lines: tuple[str, ...], *, rested: bool = True) -> TerminalSnapshot:
+    """The screen ``lines`` drawn at 0, and looked at again SETTLE_SECONDS later, its
+    processes at rest just before if ``rested``."""
+    mint = lambda screen: Appearance(screen, 42)  # noqa: E731
+    current = None
+    for now in (0.0, SETTLE_SECONDS):
+        current = follow(
+            current, CUT, profiled=True, agent="claude", lines=lines, now=now, mint=mint,
+            resting=rested,
+        )  # fmt: skip
+    return TerminalSnapshot(IDENTITY, CUT, None, lines, SETTLE_SECONDS, manual=current)
 
 
 def test_a_manual_screen_may_be_passing_only_for_its_first_settle_time() -> None:
@@ -194,16 +214,31 @@ def test_a_manual_screen_may_be_passing_only_for_its_first_settle_time() -> None
                    mint=mint)  # fmt: skip
     assert first is not None
     assert first.passing(10.0) and first.passing(10.0 + SETTLE_SECONDS * 0.9)
-    assert not first.passing(10.0 + SETTLE_SECONDS)  # settled
+    assert not first.passing(10.0 + SETTLE_SECONDS)
     redrawn = follow(first, _unread(2), profiled=True, agent="claude", lines=("b",),
                      now=10.0 + SETTLE_SECONDS * 0.9, mint=mint)  # fmt: skip
     assert redrawn is not None and redrawn.began == 10.0
     assert not redrawn.settled(10.0 + SETTLE_SECONDS) and not redrawn.passing(10.0 + SETTLE_SECONDS)
 
 
+def test_a_manual_screen_settles_once_its_processes_rest_or_it_stood_for_the_cap() -> None:
+    """A screen that stood still while its client (or tmux) still had a frame to write may
+    be that frame half written: it waits for them to rest, or for SETTLE_CAP_SECONDS."""
+    lines = (" Do you want to proceed?", " ❯ 1. Yes", " ↑ 3 more lines")
+    busy = _manual(lines, rested=False)
+    assert project_snapshot(busy, IDS, "turn_1", now=SETTLE_CAP_SECONDS * 0.9) is None
+    assert project_snapshot(busy, IDS, "turn_1", now=SETTLE_CAP_SECONDS) is not None
+    assert busy.manual is not None
+    early = follow(
+        busy.manual, CUT, profiled=True, agent="claude", lines=lines, now=SETTLE_SECONDS * 0.9,
+        mint=lambda screen: Appearance(screen, 42), resting=True,
+    )  # fmt: skip
+    assert early is not None and not early.settled(SETTLE_SECONDS)  # at rest, not still yet
+    assert project_snapshot(_manual(lines), IDS, "turn_1", now=SETTLE_SECONDS) is not None
+
+
 def test_a_settled_manual_screen_is_projected_with_nothing_to_answer() -> None:
     snapshot = _manual((" Do you want to proceed?", " ❯ 1. Yes", " ↑ 3 more lines"))
-    assert project_snapshot(snapshot, IDS, "turn_1", now=SETTLE_SECONDS / 2) is None
     shown = project_snapshot(snapshot, IDS, "turn_1", now=SETTLE_SECONDS)
     assert shown is not None and not shown.actionable and shown.prompt is None
     projection = shown.projection

@@ -13,10 +13,12 @@ module decides when its owner is woken about it (docs/wakeups.md):
   begins at the first, keeps its id through every redraw, and ends at the
   first observation that is not manual (a readable prompt, idle or working);
 - it is *settled* once its screen digest has been unchanged for
-  SETTLE_SECONDS (`Manual.settled`), and stays settled until its run ends:
-  only a settled appearance is projected and woken about, so an animation's
-  passing frame wakes nobody, and one appearance wakes its owner at most once
-  however often it is redrawn.
+  SETTLE_SECONDS and then the pane's processes were seen at rest before a look
+  that still showed it, or unchanged for SETTLE_CAP_SECONDS whatever they do
+  (`Manual.settled`); it stays settled until its run ends. Only a settled
+  appearance is projected and woken about, so an animation's passing frame,
+  or a frame a starved client or tmux left half written, wakes nobody, and one
+  appearance wakes its owner at most once however often it is redrawn.
 
 A prompt the profile read but refuses to answer (a reason on a PromptView,
 e.g. ``pending_call_mismatch``) is not handled here: it has its own
@@ -37,7 +39,14 @@ from akk.protocol.redaction import asks_for_secret, redact
 from akk.screen.fingerprint import Appearance
 
 SETTLE_SECONDS = 0.5
-"""How long a manual screen must stay unchanged before its owner is woken."""
+"""How long a manual screen must stay unchanged, its pane's processes then at rest
+(`akk.discovery.rest`), before its owner is woken."""
+
+SETTLE_CAP_SECONDS = 5.0
+"""How long a manual screen unchanged is settled however busy its processes: an agent
+that keeps a thread busy while it waits for a person must wake them all the same. On a
+2-core machine running eight lab clients at once (and three busy loops), a frame half
+written stood still for 0.5 s one time in three; none stood for this long."""
 
 PROMPT_CUT_OFF = "prompt_cut_off"
 EDITOR_IN_USE = "editor_in_use"
@@ -127,6 +136,9 @@ class Manual:
     stable_since: float
     held: bool = False
     """An earlier drawing of it settled: it stays settled for the rest of its run."""
+    rested: bool = False
+    """This drawing stood still for SETTLE_SECONDS, and then the pane's processes were at
+    rest before a look that still showed it: nothing was left to draw."""
     began: float = 0.0
     """Trio clock of its first drawing."""
 
@@ -136,9 +148,10 @@ class Manual:
         return now - self.began < SETTLE_SECONDS and not self.settled(now)
 
     def settled(self, now: float) -> bool:
-        """Whether it settled by trio time ``now``: one of its drawings stayed unchanged for
-        SETTLE_SECONDS (once settled, a redraw does not take it off the screen)."""
-        return self.held or now - self.stable_since >= SETTLE_SECONDS
+        """Whether it settled by trio time ``now``: one of its drawings stood still for
+        SETTLE_SECONDS with nothing left to draw (``rested``), or for SETTLE_CAP_SECONDS
+        (once settled, a redraw does not take it off the screen)."""
+        return self.held or self.rested or now - self.stable_since >= SETTLE_CAP_SECONDS
 
 
 def follow(
@@ -151,8 +164,13 @@ def follow(
     now: float,
     mint: Callable[[bytes], Appearance],
     secrets: Collection[str] = (),
+    resting: bool = False,
 ) -> Manual | None:
     """The manual appearance after one more observation (None: the screen is not manual).
+
+    ``resting``: the pane's processes were at rest right before this observation's
+    capture (`akk.discovery.rest`); a drawing that stood still for SETTLE_SECONDS by then
+    is ``rested``. Without it only SETTLE_CAP_SECONDS settles a drawing.
 
     A manual screen continues ``current`` (its id kept; its settle clock
     restarted when the drawing changed) or, with no ``current``, begins a new
@@ -172,7 +190,8 @@ def follow(
     if current is None:
         return Manual(mint(drawn), reason, detail, permission, drawn, now, began=now)
     if current.screen == drawn:
-        return attrs.evolve(current, reason=reason, detail=detail)
+        rested = current.rested or (resting and now - current.stable_since >= SETTLE_SECONDS)
+        return attrs.evolve(current, reason=reason, detail=detail, rested=rested)
     if not current.settled(now):
         permission = current.permission or permission
         return Manual(mint(drawn), reason, detail, permission, drawn, now, began=current.began)
@@ -184,6 +203,7 @@ def follow(
         screen=drawn,
         stable_since=now,
         held=current.settled(now),
+        rested=False,
     )
 
 

@@ -23,12 +23,13 @@ import contextlib
 import json
 import re
 import sys
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 import attrs
 import trio
 
+from akk.discovery.rest import at_rest
 from akk.qualify.client import Client
 from akk.qualify.launcher import (
     POLL_SECONDS,
@@ -73,9 +74,6 @@ BUSY_TITLE = re.compile(r"^[\u2800-\u28ff] ")
 """A pane title that says the client still works: every pinned Codex puts a Braille
 spinner before its title while a turn runs, until the turn's end is drawn."""
 
-RESTING_STATES = frozenset("SIZ")
-"""The states (``/proc/PID/stat``) of a thread that is not about to draw: sleeping, idle, gone."""
-
 
 class CaptureError(RuntimeError):
     """A plan could not be driven to its capture points."""
@@ -113,31 +111,6 @@ async def look(lab: LabSession) -> Look:
     # tmux drops control characters from a title, so it is the first line alone.
     title, _, screen = out.partition("\n")
     return Look(title, screen)
-
-
-def at_rest(pids: Iterable[int]) -> bool:
-    """Whether every thread of these processes and of all their descendants sleeps.
-
-    A thread that runs, waits for a CPU (``R``), for the disk (``D``) or is
-    stopped may still change the screen: a starved client shows its last
-    frame for as long as it gets no CPU. A process that is gone is at rest.
-    """
-    stack = list(pids)
-    while stack:
-        pid = stack.pop()
-        try:
-            tasks = list(Path(f"/proc/{pid}/task").iterdir())
-        except OSError:
-            continue  # the process ended meanwhile
-        for task in tasks:
-            try:
-                state = (task / "stat").read_text().rpartition(")")[2].split()[0]
-                stack += [int(child) for child in (task / "children").read_text().split()]
-            except (OSError, IndexError):
-                continue  # the thread ended meanwhile
-            if state not in RESTING_STATES:
-                return False
-    return True
 
 
 async def settled(

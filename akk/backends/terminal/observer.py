@@ -18,11 +18,13 @@ if it does not change (a step's look, which is no Refresh, through its actor's
 ``refresh_soon``); only then is it ``pending_call_unknown``. Any other
 prompt that cannot be bound to its call (the file unreadable, several calls,
 the screen's command or question not shown whole or not the call's) is held
-the same way until its screen has stood still for SETTLE: a screen caught mid-draw,
-or a file read mid-write just as its prompt was drawn, is read again, not
-published. So a slow draw or
-write never wakes a controller with ``manual_required`` for a prompt it could
-answer a moment later, and the actor is never blocked waiting for it.
+the same way until its screen has stood still (`_stood_still`): a screen caught
+mid-draw, or a file read mid-write just as its prompt was drawn, is read again,
+not published. So a slow draw or write never wakes a controller with
+``manual_required`` for a prompt it could answer a moment later, and the actor
+is never blocked waiting for it. A screen no profile reads is read again too,
+every SETTLE_POLL, until it settles (`wakeups.Manual.settled`): each such look
+first reads whether the pane's processes rest (`akk.discovery.rest`).
 
 It sends no key; its TerminalActor owns it and asks it for a fresh look before
 and during every step. `shown_for` is how a step waits for a screen it must see
@@ -44,6 +46,7 @@ from akk import evidence
 from akk.actors.store import transact
 from akk.actors.terminal_board import TerminalBoard, TerminalSnapshot, refused_for
 from akk.discovery.identity import TerminalIdentity
+from akk.discovery.rest import at_rest
 from akk.profiles.observation import Observation, PromptView, State, StepKind
 from akk.profiles.permission import asked_tool, asks_permission, awaits_call, bind_pending
 from akk.profiles.question_call import asks_question, bind_question
@@ -77,10 +80,8 @@ LOOK_CAPTURES = 5
 PENDING_POLL = 0.05
 """Seconds between looks at a held permission (each reads the agent's file once)."""
 
-SETTLE = 1.0
-"""How long the screen of a permission that cannot be bound to its call must stand
-unchanged before it is published ``manual_required`` (a loaded machine can leave a
-prompt half drawn, or its file half written, for a few hundred ms)."""
+SETTLE_POLL = 0.1
+"""Seconds between looks at a manual screen that has not settled yet."""
 
 
 class Observer:
@@ -133,6 +134,7 @@ class Observer:
             None  # the manual screen on show (akk.protocol.wakeups)
         )
         self._secrets = SeenSecrets(SEEN_SECRET_CHARS)  # masked on this pane's drawings so far
+        self._server_pid: int | None = None  # the tmux server's, once read (-1: unreadable)
 
     def announce(self) -> None:
         """Put this terminal on the board as it is read now (before its first Observation)."""
@@ -200,6 +202,8 @@ class Observer:
             return None
         cols, rows = self.size
         try:
+            # Rest first, then the capture: a frame written before the rest is on it.
+            resting = self.recheck is not None and await self._resting()
             screen = await capture(self._link.client(), self.identity.pane_id)
             if self._last is None:
                 screen = await self._steady(screen)
@@ -225,9 +229,8 @@ class Observer:
             # Resized between reading the size and capturing: the next read brings it.
             return None
         observation, pending, held = await self._pending_call(
-            classify(grid, self.identity, self.profile)
+            classify(grid, self.identity, self.profile), resting
         )
-        self.recheck = PENDING_POLL if held else None
         if observation.draft is None:
             self.composer_since = None
         elif self.composer_since is None:
@@ -257,8 +260,10 @@ class Observer:
         self._manual = wakeups.follow(
             self._manual, observation, profiled=self.profile is not None,
             agent=self.identity.agent, lines=lines, now=trio.current_time(),
-            mint=self._manual_appearance, secrets=masked,
+            mint=self._manual_appearance, secrets=masked, resting=resting,
         )  # fmt: skip
+        settling = self._manual is not None and not self._manual.settled(trio.current_time())
+        self.recheck = PENDING_POLL if held else SETTLE_POLL if settling else None
         self._resumed = None  # only the first look since the actor started continues it
         self._seq += 1
         snapshot = TerminalSnapshot(
@@ -307,6 +312,26 @@ class Observer:
                 break
             shown, screen = text, await capture(self._link.client(), self.identity.pane_id)
         return screen
+
+    async def _resting(self) -> bool:
+        """Whether the agent's threads and the tmux server's sleep now (`at_rest`): a frame
+        either of them was writing is then on the pane whole. Their descendants are not
+        read: the commands an agent runs do not draw on its pane, and the server's other
+        children are other panes' processes."""
+        if self._server_pid is None:
+            lines = await self._link.client().command("display-message", "-p", "#{pid}")
+            self._server_pid = int(lines[0]) if lines and lines[0].isdigit() else -1
+        if self._server_pid < 0:
+            return False  # unproven: only SETTLE_CAP_SECONDS settles its screens
+        return at_rest([self.identity.agent_pid, self._server_pid], descendants=False)
+
+    def _stood_still(self, now: float, resting: bool) -> bool:
+        """Whether the capture has stood unchanged long enough at trio time ``now`` to be
+        taken as drawn whole: SETTLE_SECONDS, its processes ``resting`` right before it was
+        read again (`_resting`), or SETTLE_CAP_SECONDS whatever they do (as a manual
+        screen settles, `wakeups.Manual.settled`)."""
+        still = now - self._drawn_at
+        return still >= wakeups.SETTLE_CAP_SECONDS or (resting and still >= wakeups.SETTLE_SECONDS)
 
     def typing(self, text: str) -> None:
         """``text`` is about to be typed into the pane: its secrets are masked from its first
@@ -363,11 +388,11 @@ class Observer:
         return self._last_number
 
     async def _pending_call(
-        self, observation: Observation
+        self, observation: Observation, resting: bool
     ) -> tuple[Observation, evidence.PendingCall | None, bool]:
         """An actionable permission or question with the pending call it asks about, else
         not actionable; and whether it is held, waiting for its call (see the module's
-        docstring).
+        docstring; ``resting`` as `_stood_still` takes it).
 
         A screen within a step's keys is never held: it is passing anyway.
         """
@@ -399,7 +424,7 @@ class Observer:
                 self._held_since = now
             held = now - self._held_since < PENDING_GRACE
             if call is None and not awaits_call(calls, tool):
-                held = held and now - self._drawn_at < SETTLE
+                held = held and not self._stood_still(now, resting)
             if stale and not held:
                 self._spent = None  # asked again, and no other call came: that call's
         else:
