@@ -27,7 +27,7 @@ from akk.qualify import capture, command, compare, evidence, qualification, tria
 from akk.qualify.capture import Look, Unsettled
 from akk.qualify.client import Binary
 from akk.qualify.launcher import ScreenTimeout
-from akk.qualify.plans.plan import Job
+from akk.qualify.plans.plan import Job, Plan, Shot
 from akk.qualify.qualification import Judgement, Probe, QualifyError
 from akk.qualify.scenarios import ECHO_TASK
 from akk.store.location import StateDir
@@ -395,3 +395,49 @@ async def test_a_client_that_is_not_at_rest_holds_the_shot(
         shot = await capture.settled(pane.read, resting=lambda: trio.current_time() >= 1.5)
     assert shot == finished
 
+
+async def test_a_screen_taken_as_it_moved_that_reads_differently_is_taken_once_more(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The mention popup while a Turn works is taken as it moves (no settling). Its first
+    take reads working (a frame before the popup covered the status line); its retake, run
+    alone, reads as labelled, and is the one judged. The idle screen of a settled shot that
+    reads differently is not taken again: a settled pane drew what it drew."""
+    client = Binary("codex", "0.999.0", tmp_path / "codex")
+    moving, settled = [
+        job
+        for name in ("codex_mention_covering", "codex_model_unknown")
+        for job in trial.jobs_for(client, "0.171.0", [name])
+        if (job.cols, job.rows) == (80, 24)
+    ]
+    fixtures = corpus.ROOT / "codex" / "0.171.0" / "80x24"
+    working = (fixtures / "codex_model_unknown-working.ansi").read_text()
+    runs: list[Job] = []
+
+    async def run_plan(plan: Plan, client: Binary, *, cols: int, rows: int, out: Path,
+                       **_: object) -> list[Path]:  # fmt: skip
+        (job,) = [job for job in (moving, settled) if (job.plan, job.cols) == (plan, cols)]
+        runs.append(job)
+        written = []
+        for shot in [action for action in plan.actions if isinstance(action, Shot)]:
+            stem = capture.fixture_stem(out, client, plan.name, shot.step, cols, rows)
+            stem.parent.mkdir(parents=True, exist_ok=True)
+            own = (fixtures / f"{stem.name}.ansi").read_text()
+            screen = working if runs.count(job) == 1 or job is settled else own
+            written.append(stem.with_name(f"{stem.name}.ansi"))
+            written[-1].write_text(screen)
+        return written
+
+    monkeypatch.setattr(capture, "run_plan", run_plan)
+    base = PROFILES[("codex", "0.171.0")]
+    ran = await trial.run([moving, settled], tmp_path, base, fixtures=corpus.ROOT)
+    assert runs.count(moving) == 2 and runs.count(settled) == 1
+    statuses = {c.point.plan: c.status for c in ran.comparisons if c.point.step == "mention"}
+    assert statuses == {"codex_mention_covering": "same"}
+    assert {c.status for c in ran.comparisons if c.point.plan == "codex_model_unknown"} == {
+        "same",
+        "differs",
+    }
+    assert ran.captured.describe() == (
+        "2 plan runs, 2 at a time, 1 retaken alone for a moving screen, 0 failed"
+    )

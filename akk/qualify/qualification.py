@@ -15,7 +15,7 @@ The phases, each timed:
    against the scripted model server, the client under bubblewrap with the
    person's HOME hidden where bubblewrap is present;
 4. classify: every screen read with the nearest version's profile as this
-   version (`trial.classify_all`), held to its label;
+   version (`trial.run`), held to its label;
 5. schema (Codex): the binary's app-server bundle against the nearest pinned
    one (reported; it does not decide).
 
@@ -344,18 +344,12 @@ async def qualify(
 
     out = Path(tempfile.mkdtemp(prefix="akk-qualify-"))
     try:
-        start = time.monotonic()
-        captured = await trial.capture_jobs(
-            jobs, out, parallel=parallel, confine=confine, progress=progress
-        )
-        phases.append(compare.Phase("capture", time.monotonic() - start, captured.describe()))
-        start = time.monotonic()
-        # In a thread: it reads every screen of the plan (seconds of CPU), and `akk serve
-        # --auto-qualify` runs this on the server's own event loop.
-        comparisons = await trio.to_thread.run_sync(
-            lambda: trial.classify_all(jobs, captured.failures, base, out, fixtures=corpus())
-        )
-        phases.append(compare.Phase("classify", time.monotonic() - start))
+        ran = await trial.run(
+            jobs, out, base, fixtures=corpus(), parallel=parallel, confine=confine,
+            progress=progress,
+        )  # fmt: skip
+        phases.append(compare.Phase("capture", ran.capture_seconds, ran.captured.describe()))
+        phases.append(compare.Phase("classify", ran.classify_seconds))
     finally:
         # Shielded: a qualification cancelled (a server stopping) must not leave its screens.
         with trio.CancelScope(shield=True):
@@ -371,4 +365,4 @@ async def qualify(
         except (SchemaError, OSError, subprocess.SubprocessError) as exc:
             note = f"not generated: {exc}"
         phases.append(compare.Phase("schema", time.monotonic() - start))
-    return judged(tuple(comparisons), checked, schema, note, phases=tuple(phases), headless=proof)
+    return judged(ran.comparisons, checked, schema, note, phases=tuple(phases), headless=proof)

@@ -3,11 +3,12 @@
 A trial is the IO half of a comparison (`compare` is the pure half): the jobs
 of the nearest pinned version's corpus, run on the new binary in private tmux
 servers against the scripted model server, then every capture classified
-with the nearest version's profile read as the new version.
+with the nearest version's profile read as the new version (`run`).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -68,13 +69,79 @@ class CaptureRun:
     failures: Mapping[Job, str]
     rerun: int
     """Jobs that failed as on a busy machine (`BUSY`) and ran once more, alone."""
+    retaken: int = 0
+    """Jobs with a screen taken as it moved that read differently, run once more alone (`run`)."""
 
     def describe(self) -> str:
         """The capture phase's line in a report."""
         again = f", {self.rerun} run again alone" if self.rerun else ""
+        retaken = f", {self.retaken} retaken alone for a moving screen" if self.retaken else ""
         return (
-            f"{self.jobs} plan runs, {self.parallel} at a time{again}, {len(self.failures)} failed"
+            f"{self.jobs} plan runs, {self.parallel} at a time{again}{retaken}, "
+            f"{len(self.failures)} failed"
         )
+
+
+@attrs.frozen
+class TrialRun:
+    """A trial's captures, what each screen read, and how long each half took."""
+
+    captured: CaptureRun
+    comparisons: tuple[Comparison, ...]
+    capture_seconds: float
+    classify_seconds: float
+
+
+async def run(
+    jobs: Sequence[Job],
+    out: Path,
+    profile: Profile,
+    *,
+    fixtures: Path | None,
+    parallel: int = 2,
+    confine: Confinement = UNCONFINED,
+    progress: Callable[[str], None] = lambda line: None,
+) -> TrialRun:
+    """Capture `jobs` under `out` (`capture_jobs`), and read every screen (`classify_all`).
+
+    A job with a screen taken as the pane moved (`Shot.settle` off, or `animated`) that
+    read differently runs once more, alone, and its screens are read again: such a
+    screen is the pane at one instant, which a loaded machine may have caught between
+    two drawings (a popup not filled yet, a title not set yet). Its second reading is the
+    one judged. The reading runs in a worker thread: it is seconds of CPU, and `akk serve
+    --auto-qualify` runs a qualification on the server's own event loop.
+    """
+    start = time.monotonic()
+    captured = await capture_jobs(jobs, out, parallel=parallel, confine=confine, progress=progress)
+    capture_s = time.monotonic() - start
+    start = time.monotonic()
+    read = await trio.to_thread.run_sync(
+        lambda: {job: classify_job(job, captured.failures, profile, out, fixtures) for job in jobs}
+    )
+    classify_s = time.monotonic() - start
+    moved = [job for job in jobs if _moved_and_differs(job, read[job])]
+    if moved:
+        progress(f"{len(moved)} plan runs read differently on a moving screen: each runs again")
+        failures = dict(captured.failures)
+        start = time.monotonic()
+        await _run(moved, out, 1, failures, confine, progress)
+        capture_s += time.monotonic() - start
+        captured = attrs.evolve(captured, failures=failures, retaken=len(moved))
+        start = time.monotonic()
+        read |= await trio.to_thread.run_sync(
+            lambda: {job: classify_job(job, failures, profile, out, fixtures) for job in moved}
+        )
+        classify_s += time.monotonic() - start
+    comparisons = tuple(compared for job in jobs for compared in read[job])
+    return TrialRun(captured, comparisons, capture_s, classify_s)
+
+
+def _moved_and_differs(job: Job, comparisons: Sequence[Comparison]) -> bool:
+    """Whether a screen of `job` taken as the pane moved read differently (`run`)."""
+    return any(
+        compared.status == "differs" and (not shot.settle or shot.animated)
+        for shot, compared in zip(_shots(job.plan), comparisons, strict=True)
+    )
 
 
 BUSY = (capture.Unsettled, trio.TooSlowError)
@@ -147,43 +214,42 @@ def _shots(plan: Plan) -> list[Shot]:
     return [action for action in plan.actions if isinstance(action, Shot)]
 
 
-def classify_all(
-    jobs: Sequence[Job],
+def classify_job(
+    job: Job,
     failures: Mapping[Job, str],
     profile: Profile,
     out: Path,
-    *,
-    fixtures: Path | None = None,
+    fixtures: Path | None,
 ) -> list[Comparison]:
-    """Every capture point of `jobs` under `out`, read with `profile` as the new version.
+    """Every capture point of `job` under `out`, in its plan's order, read with `profile` as
+    the new version.
 
     With `fixtures` (a source checkout's corpus), each is also compared with
     `profile`'s own version's committed screen of the same point.
     """
     comparisons = []
-    for job in jobs:
-        new_profile = as_version(profile, job.client.version)
-        pinned = Binary(job.client.agent, profile.version, job.client.binary())
-        for shot in _shots(job.plan):
-            point = Point(job.plan.name, shot.step, job.cols, job.rows)
-            size = point.cols, point.rows
-            new_stem = capture.fixture_stem(out, job.client, point.plan, shot.step, *size)
-            old_screen = None
-            if fixtures is not None:
-                old_stem = capture.fixture_stem(fixtures, pinned, point.plan, shot.step, *size)
-                old_screen = _read(old_stem)
-            compared = compare(
-                point,
-                job.plan.expected_at(shot, job.cols, job.rows).to_json(),
-                old_screen,
-                _read(new_stem),
-                profile,
-                new_profile,
-                failure=failures.get(job),
-            )
-            if fixtures is None and compared.status != "not_producible":
-                compared = attrs.evolve(compared, note=None)  # no fixture was looked for
-            comparisons.append(compared)
+    new_profile = as_version(profile, job.client.version)
+    pinned = Binary(job.client.agent, profile.version, job.client.binary())
+    for shot in _shots(job.plan):
+        point = Point(job.plan.name, shot.step, job.cols, job.rows)
+        size = point.cols, point.rows
+        new_stem = capture.fixture_stem(out, job.client, point.plan, shot.step, *size)
+        old_screen = None
+        if fixtures is not None:
+            old_stem = capture.fixture_stem(fixtures, pinned, point.plan, shot.step, *size)
+            old_screen = _read(old_stem)
+        compared = compare(
+            point,
+            job.plan.expected_at(shot, job.cols, job.rows).to_json(),
+            old_screen,
+            _read(new_stem),
+            profile,
+            new_profile,
+            failure=failures.get(job),
+        )
+        if fixtures is None and compared.status != "not_producible":
+            compared = attrs.evolve(compared, note=None)  # no fixture was looked for
+        comparisons.append(compared)
     return comparisons
 
 

@@ -7,10 +7,11 @@ The pipeline, one phase after the other, each timed:
 2. capture: every capture plan of the corpus (`plans.corpus.corpus_jobs`), at every
    size and variant, exactly as `capture --all` would for the NEAREST pinned
    version of the agent (`compare.nearest`), written into a scratch directory,
-   never into fixtures/ (`trial.capture_jobs`);
+   never into fixtures/ (`trial.run`);
 3. classify: every capture under the nearest version's profile read as VERSION,
    and the nearest version's committed fixture of the same capture point under
-   its own profile (`trial.classify_all`).
+   its own profile (`trial.classify_job`); a run whose screen taken as it moved read
+   differently is captured and read once more, alone (`trial.run`).
 
 The report (`compare.report`) then says, per plan, step and size, whether the
 capture classifies the way the committed fixture does, and for each that
@@ -108,22 +109,17 @@ async def run(
 
     target = out / client.agent / client.version
     shutil.rmtree(target, ignore_errors=True)  # from scratch, as `capture --all`
-    start = time.monotonic()
-    captured = await trial.capture_jobs(
-        jobs, out, parallel=parallel, progress=lambda line: print(line, file=sys.stderr)
-    )
-    capture_s = time.monotonic() - start
-
-    start = time.monotonic()
     profile = PROFILES[(nearest.agent, nearest.version)]
-    comparisons = trial.classify_all(jobs, captured.failures, profile, out, fixtures=FIXTURES)
-    classify_s = time.monotonic() - start
+    ran = await trial.run(
+        jobs, out, profile, fixtures=FIXTURES, parallel=parallel,
+        progress=lambda line: print(line, file=sys.stderr),
+    )  # fmt: skip
     phases = (
         compare.Phase("install", install_s, install_note),
-        compare.Phase("capture", capture_s, captured.describe()),
-        compare.Phase("classify", classify_s),
+        compare.Phase("capture", ran.capture_seconds, ran.captured.describe()),
+        compare.Phase("classify", ran.classify_seconds),
     )
-    return Result(client, nearest, tuple(comparisons), phases, out)
+    return Result(client, nearest, ran.comparisons, phases, out)
 
 
 def main(
