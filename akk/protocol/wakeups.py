@@ -46,7 +46,7 @@ SETTLE_CAP_SECONDS = 5.0
 """How long a manual screen unchanged is settled however busy its processes: an agent
 that keeps a thread busy while it waits for a person must wake them all the same. On a
 2-core machine running eight lab clients at once (and three busy loops), a frame half
-written stood still for 0.5 s one time in three; none stood for this long."""
+written stood still for 0.5 s in 3 runs of 8."""
 
 PROMPT_CUT_OFF = "prompt_cut_off"
 EDITOR_IN_USE = "editor_in_use"

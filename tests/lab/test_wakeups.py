@@ -57,7 +57,8 @@ PERSON_S_KEY = "lab-pw-hunter2"
 WAKE_UP_BOUND = wakeups.SETTLE_CAP_SECONDS + 1.0
 """Seconds from the resize to the wake-up at most: the settle time however busy the pane's
 processes are, and a second to see the resize and tell the controller (0.6-0.8 s measured
-on a quiet machine, up to 2.0 s with eight lab clients on 2 cores)."""
+on a quiet machine, up to 2.0 s with six lab clients at once on 2 cores and three busy
+loops)."""
 
 NOBODY_WOKEN_FOR = 2.0
 """How long a screen that must wake nobody is watched: a manual screen settles and wakes
