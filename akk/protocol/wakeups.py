@@ -137,8 +137,8 @@ class Manual:
     held: bool = False
     """An earlier drawing of it settled: it stays settled for the rest of its run."""
     rested: bool = False
-    """This drawing stood still for SETTLE_SECONDS, and then the pane's processes were at
-    rest before a look that still showed it: nothing was left to draw."""
+    """A look found this drawing still drawn whole (`stood_still`): nothing was left to
+    draw, or it stood for SETTLE_CAP_SECONDS."""
     began: float = 0.0
     """Trio clock of its first drawing."""
 
@@ -151,7 +151,14 @@ class Manual:
         """Whether it settled by trio time ``now``: one of its drawings stood still for
         SETTLE_SECONDS with nothing left to draw (``rested``), or for SETTLE_CAP_SECONDS
         (once settled, a redraw does not take it off the screen)."""
-        return self.held or self.rested or now - self.stable_since >= SETTLE_CAP_SECONDS
+        return self.held or self.rested or stood_still(now - self.stable_since, resting=False)
+
+
+def stood_still(still: float, *, resting: bool) -> bool:
+    """Whether a drawing unchanged for ``still`` seconds is taken as drawn whole:
+    SETTLE_SECONDS with the pane's processes ``resting`` right before the capture that still
+    showed it (`akk.discovery.rest`), or SETTLE_CAP_SECONDS whatever they do."""
+    return still >= SETTLE_CAP_SECONDS or (resting and still >= SETTLE_SECONDS)
 
 
 def follow(
@@ -169,8 +176,8 @@ def follow(
     """The manual appearance after one more observation (None: the screen is not manual).
 
     ``resting``: the pane's processes were at rest right before this observation's
-    capture (`akk.discovery.rest`); a drawing that stood still for SETTLE_SECONDS by then
-    is ``rested``. Without it only SETTLE_CAP_SECONDS settles a drawing.
+    capture (`akk.discovery.rest`); a drawing that `stood_still` by then is ``rested``.
+    Without it only SETTLE_CAP_SECONDS settles a drawing.
 
     A manual screen continues ``current`` (its id kept; its settle clock
     restarted when the drawing changed) or, with no ``current``, begins a new
@@ -190,7 +197,7 @@ def follow(
     if current is None:
         return Manual(mint(drawn), reason, detail, permission, drawn, now, began=now)
     if current.screen == drawn:
-        rested = current.rested or (resting and now - current.stable_since >= SETTLE_SECONDS)
+        rested = current.rested or stood_still(now - current.stable_since, resting=resting)
         return attrs.evolve(current, reason=reason, detail=detail, rested=rested)
     if not current.settled(now):
         permission = current.permission or permission

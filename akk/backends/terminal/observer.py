@@ -18,7 +18,7 @@ if it does not change (a step's look, which is no Refresh, through its actor's
 ``refresh_soon``); only then is it ``pending_call_unknown``. Any other
 prompt that cannot be bound to its call (the file unreadable, several calls,
 the screen's command or question not shown whole or not the call's) is held
-the same way until its screen has stood still (`_stood_still`): a screen caught
+the same way until its screen has stood still (`wakeups.stood_still`): a screen caught
 mid-draw, or a file read mid-write just as its prompt was drawn, is read again,
 not published. So a slow draw or write never wakes a controller with
 ``manual_required`` for a prompt it could answer a moment later, and the actor
@@ -325,14 +325,6 @@ class Observer:
             return False  # unproven: only SETTLE_CAP_SECONDS settles its screens
         return at_rest([self.identity.agent_pid, self._server_pid], descendants=False)
 
-    def _stood_still(self, now: float, resting: bool) -> bool:
-        """Whether the capture has stood unchanged long enough at trio time ``now`` to be
-        taken as drawn whole: SETTLE_SECONDS, its processes ``resting`` right before it was
-        read again (`_resting`), or SETTLE_CAP_SECONDS whatever they do (as a manual
-        screen settles, `wakeups.Manual.settled`)."""
-        still = now - self._drawn_at
-        return still >= wakeups.SETTLE_CAP_SECONDS or (resting and still >= wakeups.SETTLE_SECONDS)
-
     def typing(self, text: str) -> None:
         """``text`` is about to be typed into the pane: its secrets are masked from its first
         drawing on, though that drawing be caught half done."""
@@ -392,7 +384,7 @@ class Observer:
     ) -> tuple[Observation, evidence.PendingCall | None, bool]:
         """An actionable permission or question with the pending call it asks about, else
         not actionable; and whether it is held, waiting for its call (see the module's
-        docstring; ``resting`` as `_stood_still` takes it).
+        docstring; ``resting`` as `wakeups.stood_still` takes it, from `_resting`).
 
         A screen within a step's keys is never held: it is passing anyway.
         """
@@ -424,7 +416,7 @@ class Observer:
                 self._held_since = now
             held = now - self._held_since < PENDING_GRACE
             if call is None and not awaits_call(calls, tool):
-                held = held and not self._stood_still(now, resting)
+                held = held and not wakeups.stood_still(now - self._drawn_at, resting=resting)
             if stale and not held:
                 self._spent = None  # asked again, and no other call came: that call's
         else:
