@@ -102,7 +102,7 @@ async def run(
     confine: Confinement = UNCONFINED,
     progress: Callable[[str], None] = lambda line: None,
 ) -> TrialRun:
-    """Capture `jobs` under `out` (`capture_jobs`), and read every screen (`classify_all`).
+    """Capture `jobs` under `out` (`capture_jobs`), and read every screen (`classify_job`).
 
     A job with a screen taken as the pane moved (`Shot.settle` off, or `animated`) that
     read differently runs once more, alone, and its screens are read again: such a
@@ -111,15 +111,24 @@ async def run(
     one judged. The reading runs in a worker thread: it is seconds of CPU, and `akk serve
     --auto-qualify` runs a qualification on the server's own event loop.
     """
+    classify_s = 0.0
+
+    async def read(
+        chosen: Sequence[Job], failures: Mapping[Job, str]
+    ) -> dict[Job, list[Comparison]]:
+        nonlocal classify_s
+        start = time.monotonic()
+        found = await trio.to_thread.run_sync(
+            lambda: {job: classify_job(job, failures, profile, out, fixtures) for job in chosen}
+        )
+        classify_s += time.monotonic() - start
+        return found
+
     start = time.monotonic()
     captured = await capture_jobs(jobs, out, parallel=parallel, confine=confine, progress=progress)
     capture_s = time.monotonic() - start
-    start = time.monotonic()
-    read = await trio.to_thread.run_sync(
-        lambda: {job: classify_job(job, captured.failures, profile, out, fixtures) for job in jobs}
-    )
-    classify_s = time.monotonic() - start
-    moved = [job for job in jobs if _moved_and_differs(job, read[job])]
+    readings = await read(jobs, captured.failures)
+    moved = [job for job in jobs if _moved_and_differs(job, readings[job])]
     if moved:
         progress(f"{len(moved)} plan runs read differently on a moving screen: each runs again")
         failures = dict(captured.failures)
@@ -127,12 +136,8 @@ async def run(
         await _run(moved, out, 1, failures, confine, progress)
         capture_s += time.monotonic() - start
         captured = attrs.evolve(captured, failures=failures, retaken=len(moved))
-        start = time.monotonic()
-        read |= await trio.to_thread.run_sync(
-            lambda: {job: classify_job(job, failures, profile, out, fixtures) for job in moved}
-        )
-        classify_s += time.monotonic() - start
-    comparisons = tuple(compared for job in jobs for compared in read[job])
+        readings |= await read(moved, failures)
+    comparisons = tuple(compared for job in jobs for compared in readings[job])
     return TrialRun(captured, comparisons, capture_s, classify_s)
 
 
