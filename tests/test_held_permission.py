@@ -108,10 +108,10 @@ async def _observer(
 
 async def _published(screen: Observer) -> tuple[TerminalSnapshot, float]:
     """Look at a held screen every PENDING_POLL until it is published; the snapshot and
-    how long it was held."""
+    how long it was held, from before the first look (which starts its clocks)."""
+    began = trio.current_time()
     snapshot = await screen.observe()
     assert snapshot is not None and snapshot.busy
-    began = trio.current_time()
     while snapshot.busy:
         await trio.sleep(PENDING_POLL)
         latest = await screen.observe()
