@@ -132,6 +132,21 @@ def test_the_cli_refuses_a_client_that_never_starts_and_says_why(
     assert "exited while waiting for idle composer" in result["report"]["problems"][0]
 
 
+def test_the_cli_refuses_a_state_directory_it_could_not_store_in_before_running_anything(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A qualification takes minutes; a verdict it could not store would be lost."""
+    binary = _stand_in(tmp_path, "2.1.999")
+    state = tmp_path / "s"
+    state.mkdir(mode=0o755)
+    state.chmod(0o755)
+    argv = ["qualify", "claude", "--binary", str(binary), "--state-dir", str(state)]
+    assert cli.main(argv) == 2
+    said = capsys.readouterr().err
+    assert "other users may read it" in said and f"chmod 700 {state}" in said, said
+    assert not (tmp_path / "ran.log").exists()  # the client never ran
+
+
 def _identity(binary: Path) -> TerminalIdentity:
     return TerminalIdentity(
         "term_x", "/s", "%1", 1, "claude", 2, 3, str(binary), "2.1.999", None, None,

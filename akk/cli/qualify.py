@@ -45,6 +45,8 @@ def run(args: argparse.Namespace) -> int:
             f"no {args.agent} binary to qualify: no unbound pane of the server runs one and "
             f"`{args.agent}` is not on PATH; pass --binary PATH"
         )
+    # Checked before the minutes a qualification takes: its verdict is stored there.
+    state.ensure()
     registry: Registry = PINNED if args.registry is None else args.registry
     attempts = command.run(
         args.agent,
