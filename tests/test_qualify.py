@@ -396,13 +396,18 @@ async def test_a_client_that_is_not_at_rest_holds_the_shot(
     assert shot == finished
 
 
-async def test_a_screen_taken_as_it_moved_that_reads_differently_is_taken_once_more(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("settled_retaken", [True, False], ids=["few_differ", "many_differ"])
+async def test_a_screen_that_reads_differently_is_taken_once_more(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, settled_retaken: bool
 ) -> None:
     """The mention popup while a Turn works is taken as it moves (no settling). Its first
     take reads working (a frame before the popup covered the status line); its retake, run
-    alone, reads as labelled, and is the one judged. The idle screen of a settled shot that
-    reads differently is not taken again: a settled pane drew what it drew."""
+    alone, reads as labelled, and is the one judged. The settled idle screen of another job
+    reads working on every take: retaken too while few jobs differ, it still differs.
+    With more differing jobs than `RETAKE_SETTLED` (here none allowed) the settled one is
+    not taken again: so many differences are a changed client."""
+    if not settled_retaken:
+        monkeypatch.setattr(trial, "RETAKE_SETTLED", 0)
     client = Binary("codex", "0.999.0", tmp_path / "codex")
     moving, settled = [
         job
@@ -413,6 +418,7 @@ async def test_a_screen_taken_as_it_moved_that_reads_differently_is_taken_once_m
     fixtures = corpus.ROOT / "codex" / "0.171.0" / "80x24"
     working = (fixtures / "codex_model_unknown-working.ansi").read_text()
     runs: list[Job] = []
+    lines: list[str] = []
 
     async def run_plan(plan: Plan, client: Binary, *, cols: int, rows: int, out: Path,
                        **_: object) -> list[Path]:  # fmt: skip
@@ -430,14 +436,18 @@ async def test_a_screen_taken_as_it_moved_that_reads_differently_is_taken_once_m
 
     monkeypatch.setattr(capture, "run_plan", run_plan)
     base = PROFILES[("codex", "0.171.0")]
-    ran = await trial.run([moving, settled], tmp_path, base, fixtures=corpus.ROOT)
-    assert runs.count(moving) == 2 and runs.count(settled) == 1
+    ran = await trial.run(
+        [moving, settled], tmp_path, base, fixtures=corpus.ROOT, progress=lines.append
+    )
+    assert runs.count(moving) == 2 and runs.count(settled) == (2 if settled_retaken else 1)
     statuses = {c.point.plan: c.status for c in ran.comparisons if c.point.step == "mention"}
     assert statuses == {"codex_mention_covering": "same"}
     assert {c.status for c in ran.comparisons if c.point.plan == "codex_model_unknown"} == {
         "same",
         "differs",
     }
+    again = 2 if settled_retaken else 1
     assert ran.captured.describe() == (
-        "2 plan runs, 2 at a time, 1 retaken alone for a moving screen, 0 failed"
+        f"2 plan runs, 2 at a time, {again} retaken alone for a screen read differently, 0 failed"
     )
+    assert f"{moving.name} read differently (mention): it runs again, alone" in lines, lines

@@ -70,14 +70,16 @@ class CaptureRun:
     rerun: int
     """Jobs that failed as on a busy machine (`BUSY`) and ran once more, alone."""
     retaken: int = 0
-    """Jobs with a screen taken as it moved that read differently, run once more alone (`run`)."""
+    """Jobs with a screen that read differently, run once more alone (`run`, `retaken`)."""
 
     def describe(self) -> str:
         """The capture phase's line in a report."""
         again = f", {self.rerun} run again alone" if self.rerun else ""
-        retaken = f", {self.retaken} retaken alone for a moving screen" if self.retaken else ""
+        read = (
+            f", {self.retaken} retaken alone for a screen read differently" if self.retaken else ""
+        )
         return (
-            f"{self.jobs} plan runs, {self.parallel} at a time{again}{retaken}, "
+            f"{self.jobs} plan runs, {self.parallel} at a time{again}{read}, "
             f"{len(self.failures)} failed"
         )
 
@@ -104,12 +106,17 @@ async def run(
 ) -> TrialRun:
     """Capture `jobs` under `out` (`capture_jobs`), and read every screen (`classify_job`).
 
-    A job with a screen taken as the pane moved (`Shot.settle` off, or `animated`) that
-    read differently runs once more, alone, and its screens are read again: such a
-    screen is the pane at one instant, which a loaded machine may have caught between
-    two drawings (a popup not filled yet, a title not set yet). Its second reading is the
-    one judged. The reading runs in a worker thread: it is seconds of CPU, and `akk serve
-    --auto-qualify` runs a qualification on the server's own event loop.
+    A job with a screen that read differently runs once more, alone, and its screens
+    are read again (`retaken`); its second reading is the one judged. A screen taken as
+    the pane moved (`Shot.settle` off, or `animated`) is the pane at one instant, which a
+    loaded machine may have caught between two drawings (a popup not filled yet), so such
+    a job always runs again. A settled screen runs again only while at most
+    `RETAKE_SETTLED` jobs differ: a loaded machine once drew one (Claude's recalled
+    history at 80x24) that read differently and never did so again, while a changed
+    client differs the same way on every run, so its retake refuses it too, and many
+    differing jobs are a changed client, not a loaded moment. The reading runs in a
+    worker thread: it is seconds of CPU, and `akk serve --auto-qualify` runs a
+    qualification on the server's own event loop.
     """
     classify_s = 0.0
 
@@ -128,25 +135,42 @@ async def run(
     captured = await capture_jobs(jobs, out, parallel=parallel, confine=confine, progress=progress)
     capture_s = time.monotonic() - start
     readings = await read(jobs, captured.failures)
-    moved = [job for job in jobs if _moved_and_differs(job, readings[job])]
-    if moved:
-        progress(f"{len(moved)} plan runs read differently on a moving screen: each runs again")
+    again = retaken(jobs, readings)
+    if again:
+        for job in again:
+            shown = ", ".join(c.point.step for c in readings[job] if c.status == "differs")
+            progress(f"{job.name} read differently ({shown}): it runs again, alone")
         failures = dict(captured.failures)
         start = time.monotonic()
-        await _run(moved, out, 1, failures, confine, progress)
+        await _run(again, out, 1, failures, confine, progress)
         capture_s += time.monotonic() - start
-        captured = attrs.evolve(captured, failures=failures, retaken=len(moved))
-        readings |= await read(moved, failures)
+        captured = attrs.evolve(captured, failures=failures, retaken=len(again))
+        readings |= await read(again, failures)
     comparisons = tuple(compared for job in jobs for compared in readings[job])
     return TrialRun(captured, comparisons, capture_s, classify_s)
 
 
-def _moved_and_differs(job: Job, comparisons: Sequence[Comparison]) -> bool:
-    """Whether a screen of `job` taken as the pane moved read differently (`run`)."""
-    return any(
-        compared.status == "differs" and (not shot.settle or shot.animated)
-        for shot, compared in zip(_shots(job.plan), comparisons, strict=True)
-    )
+RETAKE_SETTLED = 3
+"""At most this many jobs with a settled screen that read differently run again (`run`)."""
+
+
+def retaken(jobs: Sequence[Job], readings: Mapping[Job, Sequence[Comparison]]) -> list[Job]:
+    """The jobs `run` runs once more: every one with a moving screen that read differently,
+    and those with a settled one while at most `RETAKE_SETTLED` of them differ."""
+    moved: list[Job] = []
+    settled: list[Job] = []
+    for job in jobs:
+        differing = [
+            shot
+            for shot, compared in zip(_shots(job.plan), readings[job], strict=True)
+            if compared.status == "differs"
+        ]
+        if any(not shot.settle or shot.animated for shot in differing):
+            moved.append(job)
+        elif differing:
+            settled.append(job)
+    chosen = set(moved) | (set(settled) if len(settled) <= RETAKE_SETTLED else set())
+    return [job for job in jobs if job in chosen]
 
 
 BUSY = (capture.Unsettled, trio.TooSlowError)
