@@ -138,7 +138,9 @@ async def run(
     again = retaken(jobs, readings)
     if again:
         for job in again:
-            shown = ", ".join(c.point.step for c in readings[job] if c.status == "differs")
+            shown = ", ".join(
+                c.point.step or c.point.plan for c in readings[job] if c.status == "differs"
+            )
             progress(f"{job.name} read differently ({shown}): it runs again, alone")
         failures = dict(captured.failures)
         start = time.monotonic()
