@@ -5,15 +5,19 @@ every Turn on it, and a few in a row escalate its supervisor)."""
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from akk.backends.codex_app_server import board as boards
+from akk.backends.codex_app_server import prompts
 from akk.backends.codex_app_server.board import BackendBoard
-from akk.backends.codex_app_server.rpc import ServerNotification
+from akk.backends.codex_app_server.rpc import ServerNotification, ServerRequest
 from akk.evidence import UsageStatus
+from akk.screen.fingerprint import IdMinter
+from akk.store.turns import Turn
 
 SECRET = "ghp_" + "Zx9Qm3Lp7Rt2Vb8Nc1Kd" * 2
 COUNTS = ("inputTokens", "cachedInputTokens", "cacheWriteInputTokens", "outputTokens")
@@ -137,3 +141,36 @@ def test_a_turn_and_its_usage_are_folded() -> None:
     used = native.usage()
     assert used.status is UsageStatus.COMPLETE and used.tokens is not None
     assert (used.tokens.input, used.tokens.output) == (26, 2)
+
+
+def test_a_waiting_request_is_projected_once_however_often_it_is_asked_for(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A Turn's follower asks for its prompts ten times a second; projecting a command of a
+    megabyte (its redaction) took 0.2 s each time, so the server's thread did nothing else
+    while it waited. It is projected again only for a new process or another request."""
+    made: list[str] = []
+
+    def counted(request: ServerRequest, **kwargs: Any) -> Any:
+        made.append(str(request.id))
+        return prompts.prompt_of(request, **kwargs)
+
+    monkeypatch.setattr(boards, "prompt_of", counted)
+    turn = cast(Turn, type("T", (), {"unresolved": True, "turn_id": "turn_x"})())
+    ids = IdMinter(b"k" * 32)
+    board = BackendBoard(generation=1, alive=True)
+    command = "echo " + "lab " * 300_000
+    params = {"threadId": "thr", "turnId": "t1", "itemId": "c", "command": command}
+    board.requests["srv-1"] = ServerRequest("srv-1", prompts.COMMAND, params)
+    first = board.prompts("t1", turn, ids)
+    for _ in range(50):
+        assert board.prompts("t1", turn, ids) == first
+    assert made == ["srv-1"]
+    board.generation += 1
+    (again,) = board.prompts("t1", turn, ids)
+    assert made == ["srv-1"] * 2 and again.seen != first[0].seen
+    board.requests["srv-1"] = ServerRequest("srv-1", prompts.COMMAND, params | {"command": "ls"})
+    (other,) = board.prompts("t1", turn, ids)  # the id given again, to another request
+    assert made == ["srv-1"] * 3 and other.seen != again.seen
+    del board.requests["srv-1"]
+    assert board.prompts("t1", turn, ids) == [] and board._made == {}

@@ -7,12 +7,14 @@ whole output: an echo, two Bash permissions answered, an interrupt, one more.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from akk.backends.claude_headless import board as board_module
-from akk.backends.claude_headless import wire
+from akk.backends.claude_headless import prompts, wire
 from akk.backends.claude_headless.board import RunBoard
+from akk.screen.fingerprint import IdMinter
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "claude_headless"
 
@@ -79,3 +81,33 @@ async def test_a_board_holds_at_most_the_bound_of_requests_unanswered_and_asked(
     board.asked = board_module.MAX_ASKED
     over = board.over_bound(_asked("another"))
     assert over is not None and f"over {board_module.MAX_ASKED}" in over
+
+
+async def test_a_waiting_request_is_made_a_prompt_once_however_often_it_is_asked_for(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A Turn's follower asks for its prompts ten times a second; making one for a command
+    of a megabyte (its redaction) took 0.2 s each time, so the server's thread did nothing
+    else while it waited. It is made again only for another request under the same id."""
+    made: list[str] = []
+
+    def counted(request_id: str, request: Any, **kwargs: Any) -> Any:
+        made.append(request_id)
+        return prompts.prompt_of(request_id, request, **kwargs)
+
+    monkeypatch.setattr(board_module, "prompt_of", counted)
+    ids = IdMinter(b"k" * 32)
+    board = RunBoard(generation=1)
+    command = {"subtype": "can_use_tool", "tool_name": "Bash", "tool_use_id": "toolu_1",
+               "input": {"command": "echo " + "lab " * 300_000}}  # fmt: skip
+    board.apply(wire.ControlRequest("r1", "can_use_tool", command))
+    first = board.prompts(ids, "turn_x")
+    for _ in range(50):
+        assert board.prompts(ids, "turn_x") == first
+    assert made == ["r1"]
+    other = command | {"input": {"command": "ls"}}
+    board.apply(wire.ControlRequest("r1", "can_use_tool", other))
+    (again,) = board.prompts(ids, "turn_x")
+    assert made == ["r1"] * 2 and again.seen != first[0].seen
+    board.apply(wire.ControlCancel("r1"))
+    assert board.prompts(ids, "turn_x") == [] and board._made == {}

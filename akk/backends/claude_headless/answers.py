@@ -28,7 +28,6 @@ from akk.backends.claude_headless.prompts import (
     HeadlessPrompt,
     answers_response,
     decision_response,
-    prompt_of,
 )
 from akk.backends.context import BackendContext
 from akk.backends.contract import AnswerReceipt, Refusal
@@ -73,12 +72,7 @@ def prompts_of(turn: Turn, board: RunBoard | None, ids: IdMinter) -> list[Headle
     once the process wrote its `result`: its round is over)."""
     if board is None or not board.alive or board.result is not None or not turn.unresolved:
         return []
-    return [
-        prompt_of(
-            r.request_id, r.request, generation=board.generation, ids=ids, turn_id=turn.turn_id
-        )
-        for r in board.requests.values()
-    ]
+    return board.prompts(ids, turn.turn_id)
 
 
 def sighting(prompt: HeadlessPrompt, board: RunBoard) -> Sighting:

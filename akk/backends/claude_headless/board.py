@@ -12,6 +12,8 @@ import trio
 
 from akk.backends.claude_headless import wire
 from akk.backends.claude_headless.process import Exit
+from akk.backends.claude_headless.prompts import HeadlessPrompt, prompt_of
+from akk.screen.fingerprint import IdMinter
 
 MAX_REQUESTS = 64
 """Control requests one process may have unanswered at once (as the app-server's
@@ -59,6 +61,31 @@ class RunBoard:
     seq: int = 0
     """Moves on with every line (a follower's wake-up)."""
     changed: trio.Event = attrs.field(factory=trio.Event)
+    _made: dict[str, tuple[_Made, HeadlessPrompt]] = attrs.field(factory=dict)
+    """Each waiting request's prompt as last made, and what it was made from (`prompts`)."""
+
+    def prompts(self, ids: IdMinter, turn_id: str) -> list[HeadlessPrompt]:
+        """The interactions the waiting control requests are, oldest first, each made again
+        only when what it is made from changed.
+
+        A Turn's follower asks for them on every look (ten a second), and making
+        one redacts its texts: a command of a megabyte took 0.2 s of the server's
+        thread each time, the whole thread for as long as it waited.
+        """
+        for gone in self._made.keys() - self.requests.keys():
+            del self._made[gone]  # answered, withdrawn, or the round's result came
+        found = []
+        for request_id, asked in self.requests.items():
+            source = _Made(asked, ids, turn_id)
+            kept = self._made.get(request_id)
+            if kept is None or kept[0] != source:
+                made = prompt_of(
+                    request_id, asked.request, generation=self.generation, ids=ids,
+                    turn_id=turn_id,
+                )  # fmt: skip
+                kept = self._made[request_id] = (source, made)
+            found.append(kept[1])
+        return found
 
     def apply(self, message: wire.Message) -> None:
         """Fold one line of the process into the board."""
@@ -117,6 +144,18 @@ class RunBoard:
     def alive(self) -> bool:
         """The process's connection is open."""
         return self.pid is not None and self.closed is None
+
+
+@attrs.frozen
+class _Made:
+    """All a control request's prompt is made from besides its process (`RunBoard.prompts`)."""
+
+    request: wire.ControlRequest
+    """Equal only to a request of the same id and content: an id Claude gives again, to
+    another request, makes another prompt."""
+    ids: IdMinter
+    """The minter of the prompt's ids (equal only to itself)."""
+    turn_id: str
 
 
 def _prompt_tokens(message: wire.Assistant) -> int | None:

@@ -90,6 +90,21 @@ ItemKey = tuple[str, str, str]
 """(thread id, turn id, item id) of an item."""
 
 
+@attrs.frozen
+class _Made:
+    """All a server request's prompt is made from (`BackendBoard._prompt`)."""
+
+    request: rpc.ServerRequest
+    """Equal only to a request of the same id and params: an id the app-server gives again,
+    to another request, makes another prompt."""
+    generation: int
+    turn_id: str
+    ids: IdMinter
+    """The minter of the prompt's ids (equal only to itself)."""
+    changes: str | None
+    """The digest of the changes a file change approval's item proposed."""
+
+
 @attrs.define
 class BackendBoard:
     """The running app-server's published state; only its host writes it."""
@@ -116,6 +131,8 @@ class BackendBoard:
     """Why the host's actor waits for the store to record what the app-server did, its
     mailbox held meanwhile (None: it does not)."""
     _changed: trio.Event = attrs.field(factory=trio.Event)
+    _made: dict[rpc.RequestId, tuple[_Made, BackendPrompt]] = attrs.field(factory=dict)
+    """Each waiting request's prompt as last made, and what it was made from (`prompts`)."""
 
     def _state_changed(self) -> None:
         self._changed.set()
@@ -162,17 +179,10 @@ class BackendBoard:
         native = self.turn(native_turn_id)
         running = turn.unresolved and native is not None and not native.settled
         found: list[BackendPrompt] = []
+        for gone in self._made.keys() - self.requests.keys():
+            del self._made[gone]  # answered, resolved, or of a process that ended
         if turn.unresolved:
-            made = (
-                prompt_of(
-                    r,
-                    generation=self.generation,
-                    ids=ids,
-                    turn_id=turn.turn_id,
-                    changes=self.changes_of(r),
-                )
-                for r in self.requests.values()
-            )
+            made = (self._prompt(r, turn.turn_id, ids) for r in self.requests.values())
             found += [p for p in made if p.native_turn_id == native_turn_id]
         found += [
             async_prompt_of(
@@ -182,6 +192,25 @@ class BackendBoard:
             if q.native_turn_id == native_turn_id
         ]
         return found
+
+    def _prompt(self, request: rpc.ServerRequest, turn_id: str, ids: IdMinter) -> BackendPrompt:
+        """``request``'s prompt, made again only when what it is made from changed.
+
+        A Turn's follower asks for its prompts on every look (ten a second), and
+        making one redacts its texts: a command of a megabyte took 0.2 s of the
+        server's thread each time, the whole thread for as long as it waited.
+        """
+        changes = self.changes_of(request)
+        digest = None if changes is None else changes.digest
+        source = _Made(request, self.generation, turn_id, ids, digest)
+        kept = self._made.get(request.id)
+        if kept is not None and kept[0] == source:
+            return kept[1]
+        prompt = prompt_of(
+            request, generation=self.generation, ids=ids, turn_id=turn_id, changes=changes
+        )
+        self._made[request.id] = (source, prompt)
+        return prompt
 
     def forget(self, native_turn_id: str) -> None:
         self.turns.pop(native_turn_id, None)
