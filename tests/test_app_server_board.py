@@ -147,7 +147,7 @@ def test_a_waiting_request_is_projected_once_however_often_it_is_asked_for(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A Turn's follower asks for its prompts ten times a second; projecting a command of a
-    megabyte (its redaction) took 0.2 s each time, so the server's thread did nothing else
+    megabyte (its redaction) took 0.1 s or more each time, so the server's thread did nothing else
     while it waited. It is projected again only for a new process or another request."""
     made: list[str] = []
 

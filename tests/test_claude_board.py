@@ -87,7 +87,7 @@ async def test_a_waiting_request_is_made_a_prompt_once_however_often_it_is_asked
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A Turn's follower asks for its prompts ten times a second; making one for a command
-    of a megabyte (its redaction) took 0.2 s each time, so the server's thread did nothing
+    of a megabyte (its redaction) took 0.1 s or more each time, so the server's thread did nothing
     else while it waited. It is made again only for another request under the same id."""
     made: list[str] = []
 

@@ -19,7 +19,7 @@ may read: its detail shows nothing, so only reject is offered and approve is ref
 with zero sends.
 
 A Turn's follower asks for its prompts ten times a second. Each asking redacted the
-megabyte command again (0.2 s of the server's thread), so its tests took 12 s of CPU and
+megabyte command again (0.1 s or more of the server's thread), so its tests took 12 s of CPU and
 72 s on CI; each waiting request is now made a prompt once (both boards): about 1 s.
 
 The final message is 40 rows of 64 KiB of base64 (`scenarios.huge_final`). Redacting

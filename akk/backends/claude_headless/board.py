@@ -69,7 +69,7 @@ class RunBoard:
         only when what it is made from changed.
 
         A Turn's follower asks for them on every look (ten a second), and making
-        one redacts its texts: a command of a megabyte took 0.2 s of the server's
+        one redacts its texts: a command of a megabyte took 0.1 s or more of the server's
         thread each time, the whole thread for as long as it waited.
         """
         for gone in self._made.keys() - self.requests.keys():

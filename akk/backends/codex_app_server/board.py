@@ -197,7 +197,7 @@ class BackendBoard:
         """``request``'s prompt, made again only when what it is made from changed.
 
         A Turn's follower asks for its prompts on every look (ten a second), and
-        making one redacts its texts: a command of a megabyte took 0.2 s of the
+        making one redacts its texts: a command of a megabyte took 0.1 s or more of the
         server's thread each time, the whole thread for as long as it waited.
         """
         changes = self.changes_of(request)
