@@ -5,7 +5,8 @@ sends the expanded plan's keys up to each check, and waits until the screen
 shows that check's effect (a box ticked with the cursor on its row, the
 question's editor open, or the editor showing exactly the typed text) before
 any further key; then the rest, and it proves the answered step gone (another
-step, work or idle) within STEP_TIMEOUT. A check or postcondition never seen
+step, work or idle; or, where the screen cannot be read, the step's call answered
+in the agent's own file) within STEP_TIMEOUT. A check or postcondition never seen
 ends the step ``uncertain`` (``aborted`` before any key that could submit: an
 editor never seen open, or text never proven and left unsubmitted): AKK sends
 no further key and never retries.
@@ -14,6 +15,8 @@ no further key and never retries.
 from __future__ import annotations
 
 from collections.abc import Sequence
+
+import trio
 
 from akk import faults
 from akk.actors.terminal_board import TerminalSnapshot
@@ -103,10 +106,8 @@ async def send_answer(
     await faults.reached(Point.ANSWER_SENT)
     dispatch = await advance(store, dispatch, Stage.ENTER_SENT)
     await faults.reached(Point.ANSWER_RECORDED)
-    if not await prove_moved_on(screen, answered, seq):
-        return await answer_uncertain(
-            store, dispatch, "the prompt still showed, unchanged, after the answer's keys"
-        )
+    if (unproven := await prove_moved_on(screen, answered, seq)) is not None:
+        return await answer_uncertain(store, dispatch, unproven)
     screen.spend(answered)
     dispatch = await advance(store, dispatch, Stage.ACCEPTED, "postcondition_proven")
     return AnswerReceipt(dispatch, proven=True)
@@ -215,17 +216,46 @@ def _proof(snapshot: TerminalSnapshot | None) -> tuple[int, PromptView] | None:
     return snapshot.seq, prompt
 
 
-async def prove_moved_on(screen: Observer, answered: PromptView, seq: int) -> bool:
-    """Whether a screen after the keys shows the answered step gone: another step, work
-    or idle (the same step with its cursor moved or a box ticked is not gone)."""
+async def prove_moved_on(screen: Observer, answered: PromptView, seq: int) -> str | None:
+    """None once a screen after the keys shows the answered step gone, else why it was not
+    seen gone within STEP_TIMEOUT.
 
-    def shows(snapshot: TerminalSnapshot) -> bool:
-        shown = snapshot.observation.prompt
-        if snapshot.seq <= seq:
-            return False
-        if shown is not None:
-            return step_of(shown) != step_of(answered)
-        return snapshot.observation.state in MOVED_ON
+    Gone: the screen shows another step, work or idle (the same step with its
+    cursor moved or a box ticked is not gone). Or it shows no prompt of that step
+    but cannot be read (Codex up to 0.155.1 draws the idle composer under a
+    person's open popup without its footer) while the agent's own file records
+    the call the step was bound to as answered: on a loaded machine the work
+    between (a command approved, run and reported) can pass between two looks.
+    """
+    left_as: str | None = None  # how a screen without the step, not readable, read
+    file_read_at = -FILE_POLL
+    with trio.move_on_after(STEP_TIMEOUT):
+        while True:
+            snapshot = await screen.observe(force=True)
+            if snapshot is not None and snapshot.seq > seq:
+                shown = snapshot.observation.prompt
+                if shown is not None:
+                    if step_of(shown) != step_of(answered):
+                        return None
+                elif snapshot.observation.state in MOVED_ON:
+                    return None
+                else:
+                    left_as = snapshot.observation.state.value
+                    now = trio.current_time()
+                    if answered.call and now - file_read_at >= FILE_POLL:
+                        file_read_at = now
+                        calls = await screen.open_calls()
+                        if calls is not None and all(c.identity != answered.call for c in calls):
+                            return None
+            # Look often: the next screen may pass quickly (an agent asking again at once).
+            await trio.sleep(0.01)
+    if left_as is None:
+        return "the prompt still showed, unchanged, after the answer's keys"
+    return (
+        f"after the answer's keys the prompt left a screen AKK reads as {left_as}, and the "
+        "agent's file did not show its call answered"
+    )
 
-    # Look often: the next screen may pass quickly (an agent asking again at once).
-    return await shown_for(screen, shows, STEP_TIMEOUT, poll=0.01) is not None
+
+FILE_POLL = 0.25
+"""How often `prove_moved_on` reads the agent's file while the screen cannot be read."""

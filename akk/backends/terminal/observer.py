@@ -379,6 +379,10 @@ class Observer:
         self._last_number = max(time.time_ns(), self._last_number + 1)
         return self._last_number
 
+    async def open_calls(self) -> list[evidence.PendingCall] | None:
+        """The pending calls in the agent's file (`open_calls`); None if it cannot be read."""
+        return await open_calls(self._store, self.identity)
+
     async def _pending_call(
         self, observation: Observation, resting: bool
     ) -> tuple[Observation, evidence.PendingCall | None, bool]:
