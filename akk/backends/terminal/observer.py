@@ -397,7 +397,7 @@ class Observer:
         if profile is None or not (permission or asks_question(observation)):
             self._held_since = None
             return observation, None, False
-        calls = await open_calls(self._store, self.identity)
+        calls = await self.open_calls()
         now = trio.current_time()
         if permission:
             tool = asked_tool(observation)
