@@ -67,7 +67,7 @@ BASELINES: dict[str, list[dict[str, Any]]] = {
         }
     ],
     "approve": [{"turn_id": TURN, "decision": "approve_once"}],
-    "respond": [{"turn_id": TURN, "request": "hi"}],
+    "respond": [{"turn_id": TURN, "request": "hi", "client_request_id": "r"}],
     "cancel": [{"turn_id": TURN}],
     "close": [{"turn_id": TURN}],
     "watch": [

@@ -15,9 +15,10 @@ import apsw
 import pytest
 
 from akk.discovery.process import alive, start_ticks
-from akk.store import audit, dispatches, outbox, retention, terminals, turns
+from akk.store import audit, dispatches, outbox, responds, retention, terminals, turns
 from akk.store.database import open_store
 from akk.store.dispatches import Kind
+from akk.store.responds import Responded
 from akk.store.retention import DAY, Plan
 from akk.store.turns import TurnState
 from tests.store_rows import add_ctl_and_t1
@@ -46,8 +47,9 @@ def _record(
     session_id: str | None = None,
     message: str = "",
 ) -> str:
-    """One Turn as a run leaves it at ``at``: its dispatch, a prompt and its offer, its
-    outcome notification in ``delivery``, an audit row. ``state`` uncertain: no outcome."""
+    """One Turn as a run leaves it at ``at``: its dispatch, a prompt and its offer, a
+    respond's client_request_id, its outcome notification in ``delivery``, an audit row.
+    ``state`` uncertain: no outcome."""
     with conn:
         turn = turns.insert(
             conn, controller_id="ctl", client_request_id=secrets.token_hex(8), terminal_id="t1",
@@ -67,6 +69,7 @@ def _record(
         )
         dispatch = _dispatch(conn, turn.turn_id, at)
         conn.execute("UPDATE dispatches SET stage = ? WHERE dispatch_id = ?", (stage, dispatch))
+        responds.record(conn, "ctl", f"rsp_{turn.turn_id}", Responded(turn.turn_id, 2, "0"), at)
         if session_id is not None:
             conn.execute(
                 "UPDATE turns SET session_id = ? WHERE turn_id = ?", (session_id, turn.turn_id)
@@ -135,10 +138,8 @@ def test_old_settled_and_delivered_records_go_with_every_row_of_theirs(
     recent = _record(conn, RECENT)
     deleted = retention.run(conn, Plan(now=NOW, retain_days=30))
     assert not _exists(conn, old) and not _exists(conn, abandoned) and _exists(conn, recent)
-    assert {t: deleted[t] for t in ("turns", "notifications", "dispatches", "offers",
-                                    "interactions")} == dict.fromkeys(
-        ("turns", "notifications", "dispatches", "offers", "interactions"), 2
-    )  # fmt: skip
+    of_each = ("turns", "notifications", "dispatches", "offers", "interactions", "responds")
+    assert {t: deleted[t] for t in of_each} == dict.fromkeys(of_each, 2)
     assert deleted["audit"] == 2  # each record's own row; its prune line stays
     lines = conn.execute(
         "SELECT turn_id, outcome, at, detail FROM audit WHERE action = 'prune' ORDER BY turn_id"

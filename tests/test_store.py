@@ -44,6 +44,7 @@ TABLES = {
     "notifications",
     "audit",
     "tombstones",
+    "responds",
 }
 
 

@@ -7,6 +7,8 @@
   one-open-step index and crashed the actor.
 - A send whose client_request_id retention pruned after the caller looked: the
   reservation itself reads the tombstone, so the task is never typed again.
+- A respond whose client_request_id another respond was given after the caller looked
+  (two calls at once): the reservation reads it, so the message is never typed twice.
 
 The actor runs on a real StoreActor; tmux is a recording stand-in that shows a real
 Codex 0.171.0 screen (idle, or working).
@@ -29,10 +31,11 @@ import trio.testing
 
 from akk.actors.store import StoreActor, transact
 from akk.actors.terminal_board import TerminalBoard
-from akk.backends.contract import Refusal
+from akk.backends.contract import Refusal, RespondKey
 from akk.backends.terminal.actor import TerminalActor
 from akk.backends.terminal.observer import PENDING_POLL
 from akk.backends.terminal.steps import (
+    DispatchRespond,
     DispatchTask,
     Interrupt,
     InterruptReceipt,
@@ -44,8 +47,9 @@ from akk.profiles import codex
 from akk.protocol.errors import Reason
 from akk.runtime.actor import ActorRef
 from akk.runtime.supervisor import ChildSpec, Supervisor
-from akk.store import dispatches, turns
+from akk.store import dispatches, responds, turns
 from akk.store.dispatches import Kind, Stage
+from akk.store.responds import Responded
 from akk.store.turns import TurnState
 from akk.tmux.control import ClientLink
 from tests.corpus import ROOT
@@ -173,6 +177,46 @@ async def test_a_request_pruned_after_the_caller_looked_is_never_typed_again(
     assert isinstance(reply, Refusal) and reply.reason is Reason.CONFLICT, reply
     assert "pruned" in reply.message and "turn_old" in reply.message
     assert tmux.keys == [] and listed is None
+
+
+async def test_a_respond_whose_id_was_given_after_the_caller_looked_is_never_typed(
+    tmp_path: Path,
+) -> None:
+    tmux = _Tmux(_screen("codex_model_unknown-idle"))
+    key = RespondKey("ctl", "r2")
+    with trio.fail_after(30):
+        async with _store(tmp_path) as store:
+
+            def settled_and_responded(conn: apsw.Connection) -> turns.Turn:
+                turn = turns.insert(
+                    conn, controller_id="ctl", client_request_id="r1", terminal_id="term_x",
+                    request_sha256="0" * 64, request_chars=1, evidence_status="unknown",
+                    evidence=None, evidence_limit=None, inactivity_seconds=600,
+                    lifetime_seconds=600, now=time.time(),
+                )  # fmt: skip
+                now = time.time()
+                turn = turns.settle(conn, turn, TurnState.DONE, now=now, summary="s")
+                # The other call's round 2, reserved with its id, and since settled.
+                turn = turns.reopen(
+                    conn, turn, request_sha256="1" * 64, request_chars=1,
+                    evidence_status="unknown", evidence=None, evidence_limit=None, now=now,
+                )  # fmt: skip
+                responds.record(conn, "ctl", "r2", Responded(turn.turn_id, 2, "1" * 64), now)
+                return turns.settle(conn, turn, TurnState.DONE, now=now, summary="s")
+
+            turn = await transact(store, settled_and_responded)
+            qualified = attrs.evolve(IDENTITY, profile=PROFILE.id, profile_reason=None)
+            actor = TerminalActor(
+                qualified, PROFILE, cast(ClientLink, tmux), TerminalBoard(), store, print
+            )
+            await actor.started()
+            reply = await actor.receive(DispatchRespond(turn.turn_id, "lab: again", key))
+            after = await transact(store, lambda conn: turns.get(conn, turn.turn_id))
+            steps = await transact(store, lambda conn: dispatches.of_turn(conn, turn.turn_id))
+    assert isinstance(reply, Refusal) and reply.reason is Reason.CONFLICT, reply
+    assert "r2" in reply.message and "never typed again" in reply.message
+    assert tmux.keys == [] and steps == []
+    assert after is not None and (after.round, after.state) == (2, TurnState.DONE)
 
 
 async def test_a_look_outside_a_refresh_that_holds_a_prompt_asks_for_a_refresh(

@@ -30,7 +30,7 @@ from akk.actors.terminal_board import TerminalBoard
 from akk.actors.turn import Close, Tick, TurnActor
 from akk.actors.turn_desk import TurnDesk
 from akk.actors.turn_follower import CancelResult, TurnControl, Usage
-from akk.backends.contract import History, Refusal, Task
+from akk.backends.contract import History, Refusal, RespondKey, Task
 from akk.backends.offers import check_offer, offer_refusal
 from akk.backends.registry import Backends
 from akk.config import TurnSettings
@@ -48,10 +48,11 @@ from akk.screen.fingerprint import Appearance, IdMinter
 from akk.server.auth import CredentialBook
 from akk.server.connections import ConnectionRegistry
 from akk.sessions import policy
-from akk.store import interactions, outbox, turns
+from akk.store import interactions, outbox, responds, turns
 from akk.store.database import open_store
 from akk.store.interactions import Interaction, InteractionState
 from akk.store.reader import StoreReader
+from akk.store.responds import Responded
 from akk.store.sessions import InvocationRow
 from akk.store.turns import Turn, TurnState
 
@@ -171,15 +172,21 @@ class _Answers:
         self.actor = await self._follow(turn.turn_id)
         return turn
 
-    async def dispatch(self, turn: Turn, text: str) -> Turn:
+    async def dispatch(self, turn: Turn, text: str, key: RespondKey | None = None) -> Turn:
         def reopen(conn: apsw.Connection) -> Turn:
             fresh = turns.get(conn, turn.turn_id)
             assert fresh is not None
+            digest = evidence.request_digest(text)
             reopened = turns.reopen(
-                conn, fresh, request_sha256=evidence.request_digest(text),
+                conn, fresh, request_sha256=digest,
                 request_chars=len(text), evidence_status="unknown", evidence=None,
                 evidence_limit="in-test backend", now=time.time(),
             )  # fmt: skip
+            if key is not None:
+                responds.record(
+                    conn, key.controller_id, key.client_request_id,
+                    Responded(turn.turn_id, reopened.round, digest), time.time(),
+                )  # fmt: skip
             return turns.update(conn, reopened, state=TurnState.RUNNING)
 
         reopened = await transact(self._store, reopen)
@@ -430,9 +437,18 @@ async def test_one_turn_actor_runs_a_backend_through_the_outbox_offers_and_fence
                 # count reports only its status.
                 await stopped(turn_id)
                 agent.finished, agent.spent = None, None
-                reopened = await calls.respond(OWNER, False, turn_id, "and then")
+                reopened = await calls.respond(OWNER, False, turn_id, "and then", "next")
                 assert reopened["round"] == 2 and reopened["state"] == "running"
                 jsonschema.validate(reopened, METHODS["respond"]["result"])
+                assert agent.rounds == ["do it", "and then"]
+                # Its client_request_id again: that round's record, while it runs and after
+                # (below); nothing reaches the agent. Another text with it is a conflict.
+                repeated = await calls.respond(OWNER, False, turn_id, "and then", "next")
+                assert (repeated["turn_id"], repeated["round"]) == (turn_id, 2)
+                with pytest.raises(RpcError) as reused:
+                    await calls.respond(OWNER, False, turn_id, "and else", "next")
+                assert reused.value.reason is Reason.CONFLICT
+                assert "round 2 with another text" in reused.value.message
                 assert agent.rounds == ["do it", "and then"]
                 actor = backend.actor
                 assert actor is not None
@@ -443,6 +459,8 @@ async def test_one_turn_actor_runs_a_backend_through_the_outbox_offers_and_fence
                 again = await reader.run(lambda conn: turns.get(conn, turn_id))
                 assert again is not None and again.state is TurnState.DONE and again.round == 2
                 assert again.usage_status == "unknown"
+                settled_again = await calls.respond(OWNER, False, turn_id, "and then", "next")
+                assert (settled_again["round"], settled_again["state"]) == (2, "done")
                 assert agent.rounds == ["do it", "and then"]
                 nursery.cancel_scope.cancel()
     finally:

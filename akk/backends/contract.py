@@ -42,6 +42,16 @@ class Task:
 
 
 @attrs.frozen
+class RespondKey:
+    """The client_request_id a controller gave a `respond`, recorded with its round's
+    reservation (`akk.store.responds`) so that a repeat is never typed again."""
+
+    controller_id: str
+    """The caller, which may be the operator acting on another controller's Turn."""
+    client_request_id: str
+
+
+@attrs.frozen
 class History:
     """The facts the session policy decides from, as a backend describes them for a workspace.
 
@@ -94,11 +104,12 @@ class TurnBackend(Protocol):
         """
         ...
 
-    async def dispatch(self, turn: Turn, text: str) -> Turn:
+    async def dispatch(self, turn: Turn, text: str, key: RespondKey | None = None) -> Turn:
         """Dispatch ``text`` as ``turn``'s next round; the Turn after it, followed while it runs.
 
-        The round was reserved by the methods (a session's send) or the backend
-        reserves it with its input (a terminal's `respond`). Raises RpcError:
+        The round was reserved by the methods (a session's send, ``key`` None) or the
+        backend reserves it with its input (a terminal's `respond`, with ``key`` recorded
+        in that reservation when the caller gave one). Raises RpcError:
         response_uncertain once the round may have reached the agent (never sent
         again), another reason when nothing was sent.
         """

@@ -272,6 +272,11 @@ def parser() -> argparse.ArgumentParser:
     _state_dir_option(follow_up)
     follow_up.add_argument("turn_id", metavar="TURN_ID", help="the settled Turn's turn_id")
     follow_up.add_argument("text", help="the follow-up; `-` reads it from standard input")
+    follow_up.add_argument(
+        "--id",
+        dest="client_request_id",
+        help="client_request_id (default: random); the same id again types nothing",
+    )
     follow_up.add_argument("--wait", action="store_true", help="follow the round to its outcome")
     follow_up.add_argument("--json", action="store_true", help="print JSON")
 

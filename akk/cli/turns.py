@@ -83,9 +83,12 @@ def send(args: argparse.Namespace) -> int:
 
 def respond(args: argparse.Namespace) -> int:
     text = _given_text(args)
+    request_id = args.client_request_id or "cli-" + secrets.token_hex(8)
 
     async def call(ctl: Controller) -> dict[str, Any]:
-        sent: dict[str, Any] = await ctl.call("respond", {"turn_id": args.turn_id, "request": text})
+        sent: dict[str, Any] = await ctl.call(
+            "respond", {"turn_id": args.turn_id, "request": text, "client_request_id": request_id}
+        )
         return sent
 
     return _sent(args, call)

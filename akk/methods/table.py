@@ -148,7 +148,11 @@ class Methods:
     async def _respond(self, peer: Peer, params: dict[str, Any]) -> dict[str, Any]:
         await check_turn_pane(self._ctx, peer, params["turn_id"])
         return await self._turns.respond(
-            peer.controller_id, peer.operator, params["turn_id"], params["request"]
+            peer.controller_id,
+            peer.operator,
+            params["turn_id"],
+            params["request"],
+            params.get("client_request_id"),
         )
 
     async def _approve(self, peer: Peer, params: dict[str, Any]) -> dict[str, Any]:

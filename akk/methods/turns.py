@@ -15,7 +15,7 @@ from akk import faults
 from akk.actors.store import transact
 from akk.actors.terminal_board import TerminalSnapshot, project_snapshot, terminal_row
 from akk.actors.turn import Cancel, Close, nothing_to
-from akk.backends.contract import Refusal, Task
+from akk.backends.contract import Refusal, RespondKey, Task
 from akk.evidence import request_digest
 from akk.faults import Point
 from akk.methods.common import (
@@ -29,7 +29,7 @@ from akk.methods.list_view import with_holder
 from akk.protocol.errors import Reason, RpcError
 from akk.protocol.excerpt import excerpt
 from akk.protocol.text_check import check_text
-from akk.store import audit, dispatches, outbox, retention, sessions, turns
+from akk.store import audit, dispatches, outbox, responds, retention, sessions, turns
 from akk.store.turns import TERMINAL, Turn
 
 DISPATCH_TIMEOUT = 60.0
@@ -80,14 +80,31 @@ class TurnCalls:
         return _send_result(started)
 
     async def respond(
-        self, controller_id: str, operator: bool, turn_id: str, text: str
+        self,
+        controller_id: str,
+        operator: bool,
+        turn_id: str,
+        text: str,
+        client_request_id: str | None,
     ) -> dict[str, Any]:
-        """A new composer message inside the same Turn, once its agent is idle again."""
+        """A new composer message inside the same Turn, once its agent is idle again.
+
+        A ``client_request_id`` this controller gave a `respond` before returns that
+        round's record and types nothing; with another Turn or text it is a conflict.
+        """
         _check_request(text)
-        turn = owned(
-            await self._ctx.reader.run(lambda conn: turns.get(conn, turn_id)),
-            turn_id, controller_id, operator,
-        )  # fmt: skip
+        key = None if client_request_id is None else RespondKey(controller_id, client_request_id)
+
+        def read(conn: Any) -> tuple[Turn | None, responds.Responded | None]:
+            found = turns.get(conn, turn_id)
+            if key is None:
+                return found, None
+            return found, responds.get(conn, key.controller_id, key.client_request_id)
+
+        found, earlier = await self._ctx.reader.run(read)
+        turn = owned(found, turn_id, controller_id, operator)
+        if key is not None and earlier is not None:
+            return _responded_again(turn, earlier, key, text)
         _managed(turn, "respond")
         self._ctx.backends.of(turn).check_respond(turn)
         if turn.closed_at is not None:
@@ -98,7 +115,7 @@ class TurnCalls:
                 f"turn {turn_id} is {turn.state.value}; respond once its outcome arrived and "
                 "the agent is idle again",
             )
-        reopened = await self._ctx.backends.of(turn).dispatch(turn, text)
+        reopened = await self._ctx.backends.of(turn).dispatch(turn, text, key)
         if not reopened.unresolved:
             self._ctx.destinations.wake(reopened.controller_id)
         return _send_result(reopened) | {"round": reopened.round}
@@ -281,6 +298,24 @@ def _managed(record: Turn, method: str) -> None:
             f"{record.turn_id} is a Watch: it never sends input, so {method} does not apply. "
             "Act at the terminal, or send a task of your own once the pane is idle",
         )
+
+
+def _responded_again(
+    turn: Turn, earlier: responds.Responded, key: RespondKey, text: str
+) -> dict[str, Any]:
+    """A `respond` repeating ``key``: the round it started, typed once; or a conflict."""
+    if earlier.turn_id != turn.turn_id or earlier.request_sha256 != request_digest(text):
+        given = (
+            f"turn {earlier.turn_id}'s round {earlier.round}"
+            if earlier.turn_id != turn.turn_id
+            else f"round {earlier.round} with another text"
+        )
+        raise RpcError(
+            Reason.CONFLICT,
+            f"client_request_id {key.client_request_id!r} was already given to a respond, "
+            f"for {given}; nothing was typed. Use a new client_request_id for a new message",
+        )
+    return _send_result(turn) | {"round": earlier.round}
 
 
 def _send_result(turn: Turn) -> dict[str, Any]:

@@ -373,7 +373,19 @@ METHODS: dict[str, dict[str, Any]] = {
         "params": _params({"turn_id": _ID, "decision": {"enum": ["approve_once", "reject"]}}),
         "result": _DISPATCHED,
     },
-    "respond": {"params": _params({"turn_id": _ID, "request": _TEXT}), "result": _RECORD},
+    "respond": {
+        "params": _params(
+            {"turn_id": _ID, "request": _TEXT},
+            {
+                "client_request_id": _LABEL
+                | {
+                    "description": "given again, returns the round it started and types "
+                    "nothing (per controller, among its responds)"
+                }
+            },
+        ),
+        "result": _RECORD,
+    },
     "cancel": {"params": _params({"turn_id": _ID}), "result": _RECORD},
     "close": {"params": _params({"turn_id": _ID}), "result": _RECORD},
     "watch": {

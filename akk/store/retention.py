@@ -55,7 +55,7 @@ VACUUM_PAGES = 2048
 
 TABLES = (
     "turns", "notifications", "dispatches", "offers", "interactions", "invocations",
-    "sessions", "terminals", "audit", "tombstones",
+    "responds", "sessions", "terminals", "audit", "tombstones",
 )  # fmt: skip
 """Every table a pass deletes from; a count has each of them."""
 
@@ -164,6 +164,7 @@ _OF_RECORDS: Mapping[str, str] = {
     "(SELECT interaction_id FROM interactions WHERE turn_id IN records)",
     "interactions": "turn_id IN records",
     "invocations": "turn_id IN records",
+    "responds": "turn_id IN records",
     "audit": "turn_id IN records",
     "turns": "turn_id IN records",
 }

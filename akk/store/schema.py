@@ -704,8 +704,25 @@ _V13 = """
 ALTER TABLE turns ADD COLUMN person_messages INTEGER NOT NULL DEFAULT 0;
 """
 
+# v14: the client_request_id a controller gave a `respond` (akk.store.responds), written in
+# the transaction that reserves the round's keys, so a repeated `respond` returns that
+# round and is never typed again. Its rows go with their Turn (retention).
+_V14 = """
+CREATE TABLE responds (
+    controller_id      TEXT NOT NULL,             -- the caller, which may not own the Turn
+    client_request_id  TEXT NOT NULL,
+    turn_id            TEXT NOT NULL REFERENCES turns (turn_id),
+    round              INTEGER NOT NULL,
+    request_sha256     TEXT NOT NULL,
+    created_at         REAL NOT NULL,
+    PRIMARY KEY (controller_id, client_request_id)
+);
+CREATE INDEX responds_by_turn ON responds (turn_id);
+"""
+
 MIGRATIONS: tuple[str, ...] = (
-    _V1, _V2, _V3, _V4, _V5 + _V5_INTERACTIONS, _V6, _V7, _V8, _V9, _V10, _V11, _V12, _V13
+    _V1, _V2, _V3, _V4, _V5 + _V5_INTERACTIONS, _V6, _V7, _V8, _V9, _V10, _V11, _V12, _V13,
+    _V14,
 )  # fmt: skip
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -82,10 +82,20 @@ async def test_respond_is_the_next_round_of_the_same_turn(lab: LabSession, tmp_p
             await ctl.call("respond", {"turn_id": turn_id, "request": "  "})
         assert empty.value.reason == "invalid_params"
         await idle_terminal(ctl)
-        again = await ctl.call("respond", {"turn_id": turn_id, "request": follow_up})
+        asked = {"turn_id": turn_id, "request": follow_up, "client_request_id": "f1"}
+        again = await ctl.call("respond", asked)
         assert (again["turn_id"], again["round"]) == (turn_id, 2)
+        # The controller lost the reply and calls again at once, then after the outcome:
+        # the round it started each time, typed once (the model's count below).
+        repeated = await ctl.call("respond", asked)
+        assert (repeated["turn_id"], repeated["round"]) == (turn_id, 2)
         second = await outcome(ctl, turn_id)
         assert (second["kind"], second["round"]) == ("done", 2)
+        repeated = await ctl.call("respond", asked)
+        assert (repeated["round"], repeated["state"]) == (2, "done")
+        with pytest.raises(AkkError) as reused:
+            await ctl.call("respond", asked | {"request": "lab: another text"})
+        assert reused.value.reason == "conflict"
         assert second["event_id"] != first["event_id"]
         status = await ctl.call("status", {"turn_id": turn_id})
         assert status["turn"]["round"] == 2
@@ -98,6 +108,7 @@ async def test_respond_is_the_next_round_of_the_same_turn(lab: LabSession, tmp_p
     assert lab.server.count_inputs_containing(ECHO_TASK) == 1
     assert lab.server.count_inputs_containing(follow_up) == 1
     assert lab.server.count_inputs_containing("lab: too late") == 0
+    assert lab.server.count_inputs_containing("lab: another text") == 0
 
 
 NEW_CONVERSATION = {"claude": "/clear", "codex": "/new"}

@@ -36,7 +36,7 @@ from akk.backends.claude_headless.host import RoundPlan, RunDesk
 from akk.backends.claude_headless.process import NewSession, Resume
 from akk.backends.claude_headless.setup import ClaudeSetup, refusal, rehashed
 from akk.backends.context import BackendContext
-from akk.backends.contract import History, Refusal, Task
+from akk.backends.contract import History, Refusal, RespondKey, Task
 from akk.backends.names import CLAUDE_HEADLESS
 from akk.discovery.process import start_ticks
 from akk.profiles.registry import PINNED, Registry
@@ -130,8 +130,10 @@ class ClaudeHeadless:
             loaded=frozenset(),
         )
 
-    async def dispatch(self, turn: Turn, text: str) -> Turn:
-        """Name the reserved round (session id, message uuid) durably, then run its process."""
+    async def dispatch(self, turn: Turn, text: str, key: RespondKey | None = None) -> Turn:
+        """Name the reserved round (session id, message uuid) durably, then run its process.
+
+        The methods reserved the round (a send), so there is no ``key``."""
         setup = self._setup()
         turn_id, round_ = turn.turn_id, turn.round
         message_uuid = str(uuid.uuid4())

@@ -36,7 +36,7 @@ from akk.backends.codex_app_server.prompts import (
 )
 from akk.backends.codex_app_server.rounds import AppServerRounds, unsent
 from akk.backends.context import BackendContext
-from akk.backends.contract import History, Refusal, Task
+from akk.backends.contract import History, Refusal, RespondKey, Task
 from akk.backends.names import CODEX_APP_SERVER
 from akk.backends.offers import check_offer, offer_refusal, settle_lost, unoffered
 from akk.evidence import request_digest
@@ -89,8 +89,8 @@ class AppServerAnswers:
     async def start(self, task: Task) -> Turn | Refusal:
         return await self._rounds.start(task)
 
-    async def dispatch(self, turn: Turn, text: str) -> Turn:
-        return await self._rounds.dispatch(turn, text)
+    async def dispatch(self, turn: Turn, text: str, key: RespondKey | None = None) -> Turn:
+        return await self._rounds.dispatch(turn, text, key)
 
     async def history(self, workspace: str) -> History:
         return await self._rounds.history(workspace)

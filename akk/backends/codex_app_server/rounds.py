@@ -21,7 +21,7 @@ from akk.backends.codex_app_server.host import BackendDesk, BackendHost
 from akk.backends.codex_app_server.results import Unreadable
 from akk.backends.codex_app_server.schema import RESUME_VERIFIED
 from akk.backends.context import BackendContext
-from akk.backends.contract import History, Refusal, Task
+from akk.backends.contract import History, Refusal, RespondKey, Task
 from akk.backends.names import CODEX_APP_SERVER
 from akk.protocol.errors import Reason, RpcError
 from akk.runtime.actor import ActorError, AskTimeout
@@ -92,8 +92,10 @@ class AppServerRounds:
             loaded=host.board.loaded,
         )
 
-    async def dispatch(self, turn: Turn, text: str) -> Turn:
+    async def dispatch(self, turn: Turn, text: str, key: RespondKey | None = None) -> Turn:
         """turn/start of the reserved round ``turn.round`` on its session's thread.
+
+        The methods reserved the round (a send), so there is no ``key``.
 
         Called after `history` found the process running; a process that ended since
         takes the ask in its successor (the mailbox outlives it).

@@ -18,7 +18,7 @@ import trio
 from akk import evidence
 from akk.actors.turn_follower import Outcome
 from akk.backends.context import BackendContext
-from akk.backends.contract import History, Refusal, Task
+from akk.backends.contract import History, Refusal, RespondKey, Task
 from akk.backends.file_watch.follow import FileFollower
 from akk.backends.file_watch.locate import task_progress
 from akk.backends.outcomes import file_outcome
@@ -61,7 +61,7 @@ class FileWatches:
     async def start(self, task: Task) -> Turn | Refusal:
         return Refusal(Reason.INVALID_PARAMS, _WATCH_ONLY.format(id=self.name))
 
-    async def dispatch(self, turn: Turn, text: str) -> Turn:
+    async def dispatch(self, turn: Turn, text: str, key: RespondKey | None = None) -> Turn:
         _refuse(turn)
 
     async def history(self, workspace: str) -> History:

@@ -59,9 +59,10 @@ from akk.profiles.observation import State, StepKind
 from akk.profiles.registry import Profile
 from akk.protocol.errors import Reason
 from akk.runtime.actor import Actor, ActorRef, Rank
-from akk.store import dispatches, interactions, retention, turns
+from akk.store import dispatches, interactions, responds, retention, turns
 from akk.store.database import StoreUnwritable
 from akk.store.dispatches import Dispatch, Kind, Stage
+from akk.store.responds import Responded
 from akk.store.turns import Turn
 from akk.text_rule import screen_refusal
 from akk.tmux import keys
@@ -417,10 +418,23 @@ class TerminalActor(Actor[TerminalMessage]):
         now = time.time()
         terminal_id = self._screen.identity.terminal_id
 
+        digest = evidence.request_digest(message.text)
+        key = message.key
+
         def reserve(conn: apsw.Connection) -> TaskReceipt | Refusal:
             turn = turns.get(conn, message.turn_id)
             if turn is None or turn.terminal_id != terminal_id:
                 return Refusal(Reason.NOT_FOUND, f"no turn {message.turn_id} on this terminal")
+            if (
+                key is not None
+                and responds.get(conn, key.controller_id, key.client_request_id) is not None
+            ):
+                # A repeat that passed the methods' look while the first was under way.
+                return Refusal(
+                    Reason.CONFLICT,
+                    f"client_request_id {key.client_request_id!r} was given to another respond "
+                    "since this one was checked; it is never typed again",
+                )
             if turn.closed_at is not None or not turn.state.settled:
                 return Refusal(
                     Reason.CONFLICT,
@@ -434,13 +448,18 @@ class TerminalActor(Actor[TerminalMessage]):
             reopened = turns.reopen(
                 conn,
                 turn,
-                request_sha256=evidence.request_digest(message.text),
+                request_sha256=digest,
                 request_chars=len(message.text),
                 evidence_status=proof.status,
                 evidence=proof.snapshot,
                 evidence_limit=proof.limit,
                 now=now,
             )
+            if key is not None:
+                responds.record(
+                    conn, key.controller_id, key.client_request_id,
+                    Responded(turn.turn_id, reopened.round, digest), now,
+                )  # fmt: skip
             return ready.reserve(conn, reopened, Kind.RESPOND, terminal_id, now)
 
         return await self._reserve_then_type(reserve, message.text, method)

@@ -20,7 +20,7 @@ from akk.actors.terminal_board import (
     sighting,
 )
 from akk.backends.context import BackendContext
-from akk.backends.contract import AnswerReceipt, History, Refusal, Task
+from akk.backends.contract import AnswerReceipt, History, Refusal, RespondKey, Task
 from akk.backends.offers import check_offer, unoffered
 from akk.backends.terminal.resolve import Answer, decision, resolve
 from akk.backends.terminal.rounds import TerminalRounds
@@ -68,8 +68,8 @@ class TerminalAnswers:
     async def start(self, task: Task) -> Turn | Refusal:
         return await self._rounds.start(task)
 
-    async def dispatch(self, turn: Turn, text: str) -> Turn:
-        return await self._rounds.dispatch(turn, text)
+    async def dispatch(self, turn: Turn, text: str, key: RespondKey | None = None) -> Turn:
+        return await self._rounds.dispatch(turn, text, key)
 
     async def history(self, workspace: str) -> History:
         """A terminal keeps no sessions: its conversation is the pane's own."""

@@ -13,7 +13,7 @@ from typing import Any
 
 from akk.actors.terminal_board import TerminalBoard, TerminalSnapshot
 from akk.backends.context import BackendContext
-from akk.backends.contract import Refusal, Task
+from akk.backends.contract import Refusal, RespondKey, Task
 from akk.backends.terminal.follow import TerminalFollower
 from akk.backends.terminal.steps import DispatchRespond, DispatchTask, TaskReceipt
 from akk.protocol.errors import Reason, RpcError
@@ -78,8 +78,9 @@ class TerminalRounds:
             return receipt
         return await self._follow(receipt)
 
-    async def dispatch(self, turn: Turn, text: str) -> Turn:
-        """Type ``text`` as the settled ``turn``'s next round (`respond`)."""
+    async def dispatch(self, turn: Turn, text: str, key: RespondKey | None = None) -> Turn:
+        """Type ``text`` as the settled ``turn``'s next round (`respond`), ``key`` recorded
+        in its reservation."""
         turn_id = turn.turn_id
         terminal = self._board.ref(turn.terminal_id or "")
         snapshot = self._board.get(turn.terminal_id or "")
@@ -93,7 +94,7 @@ class TerminalRounds:
         before = len(await self._reader.run(lambda conn: dispatches.of_turn(conn, turn_id)))
         receipt = await self._ask(
             terminal,
-            DispatchRespond(turn_id, text),
+            DispatchRespond(turn_id, text, key),
             lambda conn: turn_id if len(dispatches.of_turn(conn, turn_id)) > before else None,
         )
         if isinstance(receipt, Refusal):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import attrs
 
-from akk.backends.contract import AnswerReceipt, Refusal
+from akk.backends.contract import AnswerReceipt, Refusal, RespondKey
 from akk.backends.terminal.resolve import Answer
 from akk.discovery.identity import TerminalIdentity
 from akk.profiles.registry import Profile
@@ -73,10 +73,14 @@ class DispatchTask(Ask[TaskReceipt | Refusal]):
 
 @attrs.frozen
 class DispatchRespond(Ask[TaskReceipt | Refusal]):
-    """Type ``text`` into the idle composer as the next round of the settled ``turn_id``."""
+    """Type ``text`` into the idle composer as the next round of the settled ``turn_id``.
+
+    ``key``: the caller's client_request_id, recorded in the round's reservation.
+    """
 
     turn_id: str
     text: str
+    key: RespondKey | None
 
 
 @attrs.frozen
