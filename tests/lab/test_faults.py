@@ -110,6 +110,53 @@ async def test_sigkill_at_each_point_then_restart(
             assert point is Point.ENTER_SENT and turn["reason"] == "uncertain", turn
 
 
+FOLLOW_UP = "lab: and once more"
+
+
+@pytest.mark.parametrize("point", [Point.RESERVED, Point.ENTER_SENT], ids=str)
+@pytest.mark.parametrize("lab", CLIENTS, indirect=True)
+async def test_a_respond_repeated_after_a_sigkill_inside_it_is_never_typed_again(
+    lab: LabSession, tmp_path: Path, point: Point
+) -> None:
+    """The server dies inside a `respond` (its reservation committed, before any key; or
+    its Enter pressed and not recorded). The controller never got the reply and calls
+    again with the same client_request_id once that round settled: it gets that round, and
+    the model saw the follow-up once if its Enter went out, else never."""
+    akk = AkkProcess(lab, tmp_path)
+    asked: dict[str, Any] = {"request": FOLLOW_UP, "client_request_id": "f1"}
+    try:
+        url = akk.start(None, *FAST)
+        with trio.fail_after(60):
+            async with connect(url, akk.tokens["ctl"]) as ctl:
+                row = await idle_terminal(ctl)
+                sent = await _send(ctl, row["terminal_id"])
+                assert sent is not None
+                asked["turn_id"] = sent["turn_id"]
+                first = await _events_until_outcome(ctl, [], timeout=40)
+                assert first is not None and first["kind"] == "done", first
+        akk.stop()
+        url = akk.start(f"{point}:crash", *FAST)
+        with trio.fail_after(60):
+            async with connect(url, akk.tokens["ctl"]) as ctl:
+                await idle_terminal(ctl)
+                with pytest.raises(ConnectionClosed):  # the server dies inside the respond
+                    await ctl.call("respond", asked)
+        await trio.to_thread.run_sync(akk.died_at, point)
+        url = akk.start(None, *FAST)
+        with trio.fail_after(60):
+            async with connect(url, akk.tokens["ctl"]) as ctl:
+                outcome = await _events_until_outcome(ctl, [], timeout=45)
+                assert outcome is not None and outcome["round"] == 2, outcome
+                again = await ctl.call("respond", asked)
+                status = await ctl.call("status", {"turn_id": asked["turn_id"]})
+    finally:
+        akk.kill()
+    assert (again["turn_id"], again["round"]) == (asked["turn_id"], 2)
+    assert [d["kind"] for d in status["dispatches"]] == ["task", "respond"]
+    model_got = lab.server.count_inputs_containing(FOLLOW_UP)
+    assert model_got == (0 if point in BEFORE_ENTER else 1), lab.server.summary()
+
+
 @pytest.mark.parametrize(
     "point", [Point.INTERRUPT_RESERVED, Point.INTERRUPT_SENT, Point.INTERRUPT_RECORDED], ids=str
 )
