@@ -16,7 +16,7 @@ import trio
 import trio.testing
 
 from akk.actors.terminal_board import TerminalBoard, TerminalIdentity, TerminalSnapshot
-from akk.actors.turn import Tick
+from akk.actors.turn import TICK, Tick, TurnActor
 from akk.actors.turn_desk import TurnDesk
 from akk.profiles.observation import Observation, State
 from akk.runtime.actor import Actor, ActorRef, Rank
@@ -31,15 +31,18 @@ _IDENTITY = TerminalIdentity(
 
 
 class _Follower(Actor[Tick]):
-    """Stands in for a TurnActor: counts the Ticks it gets."""
+    """Stands in for a TurnActor: counts the Ticks it gets; each look lasts until ``gate``."""
 
     rank = Rank.TURN
 
-    def __init__(self, ticks: list[Tick]) -> None:
+    def __init__(self, ticks: list[Tick], gate: trio.Event | None = None) -> None:
         self._ticks = ticks
+        self._gate = gate
 
     async def receive(self, message: Tick) -> None:
         self._ticks.append(message)
+        if self._gate is not None:
+            await self._gate.wait()
 
 
 def _snapshot(state: State, seq: int, *, seen: Appearance | None = None,
@@ -75,6 +78,35 @@ async def test_another_state_or_prompt_wakes_the_followers_at_once() -> None:
                 await trio.testing.wait_all_tasks_blocked()
                 woken.append(len(ticks) - before)
             assert woken == [1, 0, 1, 0, 1, 1, 0]
+            nursery.cancel_scope.cancel()
+
+
+async def test_the_clock_queues_no_look_behind_a_look_already_due(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A look that lasts many ticks (a slow store, a long file) leaves one clock Tick
+    queued, not a mailbox full of them: a terminal's published Tick still gets in, so its
+    glimpse is not lost, and an owner's cancel waits behind one look, not sixteen."""
+    ticks: list[Tick] = []
+    gate = trio.Event()
+    supervisor = Supervisor("turns")
+    board = TerminalBoard()
+    board.announce(_IDENTITY, None, 0.0)
+    none: Any = None
+    desk = TurnDesk(supervisor, store=none, reader=none, board=board, notify=none)
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(supervisor.run)
+            await supervisor.start_child(ChildSpec("turn_1", lambda: _Follower(ticks, gate)))
+            nursery.start_soon(desk.clock)
+            await trio.sleep(5 * TurnActor.mailbox_size * TICK)  # the first look still lasts
+            mailbox = supervisor.ref("turn_1")
+            assert (len(ticks), mailbox.pending) == (1, 1)
+            board.publish(_snapshot(State.IDLE_DRAFT, 1))
+            assert mailbox.pending == 2
+            gate.set()
+            await trio.testing.wait_all_tasks_blocked()
+            assert [tick.published is not None for tick in ticks[:3]] == [False, False, True]
             nursery.cancel_scope.cancel()
 
 

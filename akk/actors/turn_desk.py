@@ -90,9 +90,15 @@ class TurnDesk:
         self._tick_all(snapshot)
 
     def _tick_all(self, published: TerminalSnapshot | None = None) -> None:
+        """Tell every followed Turn to look. The clock's Tick is not queued behind one
+        already due (a look that takes longer than a tick would fill the mailbox with them,
+        and a published Tick, and the owner's cancel, would wait behind them or be lost)."""
         for key in self._supervisor.child_keys():
             with suppress(MailboxFull, ActorStopped, UnknownChild):
-                self._supervisor.ref(key).tell(Tick(published))
+                ref = self._supervisor.ref(key)
+                if published is None and ref.pending:
+                    continue
+                ref.tell(Tick(published))
 
     def ref(self, turn_id: str) -> ActorRef | None:
         if turn_id not in self._supervisor.child_keys():
