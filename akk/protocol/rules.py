@@ -29,7 +29,9 @@ PURPOSE: dict[str, str] = {
     "question_ids and option_ids (or free text where response_kind is free_text).",
     "approve": "Decide the permission status showed: approve_once or reject. Nothing is "
     "approved persistently.",
-    "respond": "Send the next message inside the same Turn, once it is idle.",
+    "respond": "Send the next message inside the same Turn, once it is idle. Give a "
+    "client_request_id: a repeat with it returns the round it started and never types the "
+    "message again.",
     "cancel": "Interrupt a Turn with the agent's own interrupt key.",
     "close": "Release a Turn from management; nothing is typed.",
     "watch": "Observe a task a person started: a terminal, a Codex thread or a Claude session.",
