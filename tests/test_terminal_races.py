@@ -102,6 +102,23 @@ async def _store(tmp_path: Path) -> AsyncIterator[ActorRef]:
         nursery.cancel_scope.cancel()
 
 
+def _turn(conn: apsw.Connection) -> turns.Turn:
+    """A Turn of controller ``ctl`` on the pane, as its send's reservation wrote it."""
+    return turns.insert(
+        conn, controller_id="ctl", client_request_id="r1", terminal_id="term_x",
+        request_sha256="0" * 64, request_chars=1, evidence_status="unknown", evidence=None,
+        evidence_limit=None, inactivity_seconds=600, lifetime_seconds=600, now=time.time(),
+    )  # fmt: skip
+
+
+async def _qualified_actor(tmux: _Tmux, store: ActorRef) -> TerminalActor:
+    """The pane's actor, started with its version's profile bound."""
+    qualified = attrs.evolve(IDENTITY, profile=PROFILE.id, profile_reason=None)
+    actor = TerminalActor(qualified, PROFILE, cast(ClientLink, tmux), TerminalBoard(), store, print)
+    await actor.started()
+    return actor
+
+
 @pytest.mark.parametrize("text", ["/logout", "!rm -rf ~"])
 async def test_a_special_is_refused_when_the_profile_came_after_the_caller_looked(
     tmp_path: Path, text: str
@@ -129,20 +146,11 @@ async def test_a_second_cancel_while_the_first_is_open_is_refused_with_no_key(
         async with _store(tmp_path) as store:
 
             def running(conn: apsw.Connection) -> turns.Turn:
-                turn = turns.insert(
-                    conn, controller_id="ctl", client_request_id="r1", terminal_id="term_x",
-                    request_sha256="0" * 64, request_chars=1, evidence_status="unknown",
-                    evidence=None, evidence_limit=None, inactivity_seconds=600,
-                    lifetime_seconds=600, now=time.time(),
-                )  # fmt: skip
+                turn = _turn(conn)
                 return turns.update(conn, turn, state=TurnState.RUNNING)
 
             turn = await transact(store, running)
-            qualified = attrs.evolve(IDENTITY, profile=PROFILE.id, profile_reason=None)
-            actor = TerminalActor(
-                qualified, PROFILE, cast(ClientLink, tmux), TerminalBoard(), store, print
-            )
-            await actor.started()
+            actor = await _qualified_actor(tmux, store)
             first = await actor.receive(Interrupt(turn))
             second = await actor.receive(Interrupt(turn))
             steps = await transact(store, lambda conn: dispatches.of_turn(conn, turn.turn_id))
@@ -167,11 +175,7 @@ async def test_a_request_pruned_after_the_caller_looked_is_never_typed_again(
                 )
 
             await transact(store, prune)
-            qualified = attrs.evolve(IDENTITY, profile=PROFILE.id, profile_reason=None)
-            actor = TerminalActor(
-                qualified, PROFILE, cast(ClientLink, tmux), TerminalBoard(), store, print
-            )
-            await actor.started()
+            actor = await _qualified_actor(tmux, store)
             reply = await actor.receive(DispatchTask("ctl", "r1", "lab: the old task", 600, 600))
             listed = await transact(store, lambda conn: turns.by_request(conn, "ctl", "r1"))
     assert isinstance(reply, Refusal) and reply.reason is Reason.CONFLICT, reply
@@ -188,12 +192,7 @@ async def test_a_respond_whose_id_was_given_after_the_caller_looked_is_never_typ
         async with _store(tmp_path) as store:
 
             def settled_and_responded(conn: apsw.Connection) -> turns.Turn:
-                turn = turns.insert(
-                    conn, controller_id="ctl", client_request_id="r1", terminal_id="term_x",
-                    request_sha256="0" * 64, request_chars=1, evidence_status="unknown",
-                    evidence=None, evidence_limit=None, inactivity_seconds=600,
-                    lifetime_seconds=600, now=time.time(),
-                )  # fmt: skip
+                turn = _turn(conn)
                 now = time.time()
                 turn = turns.settle(conn, turn, TurnState.DONE, now=now, summary="s")
                 # The other call's round 2, reserved with its id, and since settled.
@@ -205,11 +204,7 @@ async def test_a_respond_whose_id_was_given_after_the_caller_looked_is_never_typ
                 return turns.settle(conn, turn, TurnState.DONE, now=now, summary="s")
 
             turn = await transact(store, settled_and_responded)
-            qualified = attrs.evolve(IDENTITY, profile=PROFILE.id, profile_reason=None)
-            actor = TerminalActor(
-                qualified, PROFILE, cast(ClientLink, tmux), TerminalBoard(), store, print
-            )
-            await actor.started()
+            actor = await _qualified_actor(tmux, store)
             reply = await actor.receive(DispatchRespond(turn.turn_id, "lab: again", key))
             after = await transact(store, lambda conn: turns.get(conn, turn.turn_id))
             steps = await transact(store, lambda conn: dispatches.of_turn(conn, turn.turn_id))
