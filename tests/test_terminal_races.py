@@ -209,7 +209,7 @@ async def test_a_respond_whose_id_was_given_after_the_caller_looked_is_never_typ
             after = await transact(store, lambda conn: turns.get(conn, turn.turn_id))
             steps = await transact(store, lambda conn: dispatches.of_turn(conn, turn.turn_id))
     assert isinstance(reply, Refusal) and reply.reason is Reason.CONFLICT, reply
-    assert "r2" in reply.message and "never typed again" in reply.message
+    assert "r2" in reply.message and "nothing was typed" in reply.message
     assert tmux.keys == [] and steps == []
     assert after is not None and (after.round, after.state) == (2, TurnState.DONE)
 

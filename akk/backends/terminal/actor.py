@@ -433,7 +433,8 @@ class TerminalActor(Actor[TerminalMessage]):
                 return Refusal(
                     Reason.CONFLICT,
                     f"client_request_id {key.client_request_id!r} was given to another respond "
-                    "since this one was checked; it is never typed again",
+                    "since this one was checked, so nothing was typed for this one. Call "
+                    "respond again with it (and the same text) for the round it started",
                 )
             if turn.closed_at is not None or not turn.state.settled:
                 return Refusal(
