@@ -290,6 +290,25 @@ LAB_CASES = (
         ("3",),
         "tests/lab/test_codex_plans.py test_exec_reject_selects_the_no_row",
     ),
+    # A patch's approval draws the exec approval's menu: the same keys land on its rows.
+    LabCase(
+        "codex",
+        tuple(VERSIONS["codex"]),
+        "codex_patch-permission",
+        Intent.APPROVE_ONCE,
+        (),
+        ("y",),
+        f"{E2E} test_codex_patch_approve_applies_it_once_reject_never",
+    ),
+    LabCase(
+        "codex",
+        (VERSIONS["codex"][0], VERSIONS["codex"][-1]),
+        "codex_patch-permission",
+        Intent.REJECT,
+        (),
+        ("3",),
+        f"{E2E} test_codex_patch_approve_applies_it_once_reject_never",
+    ),
     LabCase(
         "codex",
         ("0.154.0", "0.155.1"),

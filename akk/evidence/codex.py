@@ -34,6 +34,10 @@ and one writer appends them in order.
   approval is refused (``aborted by user``). The call is in the rollout
   ~0.8-0.9 s before its approval prompt is drawn on every pinned version
   (tools/lab/NOTES.md).
+- A patch: ``response_item`` ``custom_tool_call`` (``call_id``, ``name``
+  ``apply_patch``, ``input`` the patch text, ``*** Begin Patch`` to ``*** End Patch``),
+  answered by a ``custom_tool_call_output`` with that ``call_id``. Its relative paths are
+  from the ``cwd`` of the turn's ``turn_context`` record, written before it.
 """
 
 from __future__ import annotations
@@ -50,9 +54,13 @@ from akk.evidence.model import (
     Tokens,
     UsageStatus,
     asked_questions,
+    file_patch,
     input_digest,
     request_digest,
 )
+
+PATCH_TOOL = "apply_patch"
+"""The custom tool a Codex patch is a call of."""
 
 FAILURE_CHARS = 200
 """Longest `Progress.failure` text."""
@@ -100,18 +108,38 @@ def last_total(records: Sequence[Record]) -> Tokens | None:
 
 
 def open_calls(records: Sequence[Record]) -> list[PendingCall]:
-    """The function calls among `records` that no output among them answers, in file order."""
+    """The function and custom tool calls among `records` that no output among them answers,
+    in file order."""
     calls: dict[str, PendingCall] = {}
     answered: set[str] = set()
+    cwd: str | None = None
     for record in records:
         payload = record.data.get("payload")
-        if record.data.get("type") != "response_item" or not isinstance(payload, dict):
+        if not isinstance(payload, dict):
+            continue
+        if record.data.get("type") == "turn_context":
+            given_cwd = payload.get("cwd")
+            cwd = given_cwd if isinstance(given_cwd, str) else None
+            continue
+        if record.data.get("type") != "response_item":
             continue
         call_id = payload.get("call_id")
         if not isinstance(call_id, str):
             continue
-        if payload.get("type") == "function_call_output":
+        if payload.get("type") in ("function_call_output", "custom_tool_call_output"):
             answered.add(call_id)
+        elif payload.get("type") == "custom_tool_call" and isinstance(payload.get("name"), str):
+            given = payload.get("input")
+            calls.setdefault(
+                call_id,
+                PendingCall(
+                    call_id,
+                    payload["name"],
+                    None,
+                    input_digest(given),
+                    patches=file_patch(given, cwd) if payload["name"] == PATCH_TOOL else None,
+                ),
+            )
         elif payload.get("type") == "function_call" and isinstance(payload.get("name"), str):
             given = _arguments(payload.get("arguments"))
             calls.setdefault(

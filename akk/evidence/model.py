@@ -316,6 +316,38 @@ class FileEdit:
     every: bool = False
 
 
+@attrs.frozen
+class FilePatch:
+    """The patch a Codex ``apply_patch`` call applies, as the model wrote it, and the files it
+    names (``*** Add File:``, ``*** Update File:``, ``*** Delete File:``, ``*** Move to:``),
+    each as written: relative ones from `cwd`, the working directory of its turn (None when
+    the rollout named none before the call)."""
+
+    text: str
+    paths: tuple[str, ...]
+    cwd: str | None
+
+
+_PATCH_HEADERS = ("*** Add File: ", "*** Update File: ", "*** Delete File: ", "*** Move to: ")
+
+
+def file_patch(given: object, cwd: str | None) -> FilePatch | None:
+    """The patch an ``apply_patch`` input applies; None unless it is text between
+    ``*** Begin Patch`` and ``*** End Patch`` naming at least one file."""
+    if not isinstance(given, str):
+        return None
+    lines = given.rstrip("\n").split("\n")
+    if len(lines) < 3 or lines[0] != "*** Begin Patch" or lines[-1] != "*** End Patch":
+        return None
+    paths = tuple(
+        line.removeprefix(header)
+        for line in lines
+        for header in _PATCH_HEADERS
+        if line.startswith(header)
+    )
+    return FilePatch(given, paths, cwd) if paths else None
+
+
 def file_write(given: object) -> FileWrite | None:
     """The file a Write input creates; None unless its ``file_path`` and ``content`` are text."""
     path = given.get("file_path") if isinstance(given, dict) else None
@@ -349,9 +381,10 @@ class PendingCall:
     canonical JSON. `asked` are the questions its input asks, as a question tool
     (Claude's AskUserQuestion, Codex's request_user_input) holds them; None for
     an input of no such shape. `writes` is the file its input creates, as Claude's
-    Write holds it, and `edits` the change it makes, as Claude's Edit does; each None
-    for an input of no such shape. `identity` (ASCII hex, whatever the file held) is
-    what a permission's or a question's fingerprint binds.
+    Write holds it, and `edits` the change it makes, as Claude's Edit does; `patches` the
+    patch Codex's ``apply_patch`` applies; each None for an input of no such shape.
+    `identity` (ASCII hex, whatever the file held) is what a permission's or a question's
+    fingerprint binds.
     """
 
     call_id: str
@@ -361,6 +394,7 @@ class PendingCall:
     asked: tuple[AskedQuestion, ...] | None = None
     writes: FileWrite | None = None
     edits: FileEdit | None = None
+    patches: FilePatch | None = None
 
     @property
     def identity(self) -> str:

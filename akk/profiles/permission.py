@@ -5,10 +5,11 @@ shorter command (Claude draws both alike), but the agent's transcript or
 rollout records the pending call with its whole input. So an actionable
 permission prompt stays actionable only when what it draws is the one pending
 call of the tool it asks about: its command compared as every pinned version
-draws a command (`shows_command`), or the file it would create or edit, path and
-lines (`shows_file`). Otherwise it becomes not actionable with a reason, which
-the projection shows as ``manual_required`` and which gets no keys. A file's
-permission is offered in the call's words (`PromptView.asked`, `offered_file`):
+draws a command (`shows_command`), the file it would create or edit, path and
+lines (`shows_file`), or the one file a Codex patch writes (`patches_only`). Otherwise
+it becomes not actionable with a reason, which the projection shows as
+``manual_required`` and which gets no keys. A file's permission is offered in the
+call's words (`PromptView.asked`, `offered_file`):
 its whole path and its content or change exactly, whitespace and all, which its
 drawing cannot show.
 """
@@ -16,12 +17,13 @@ drawing cannot show.
 from __future__ import annotations
 
 import itertools
+import posixpath
 from collections.abc import Sequence
 
 import attrs
 
 from akk.evidence import PendingCall
-from akk.evidence.model import FileEdit, FileWrite
+from akk.evidence.model import FileEdit, FilePatch, FileWrite
 from akk.profiles.observation import FileView, InteractionKind, Observation
 
 PENDING_CALL_UNKNOWN = "pending_call_unknown"
@@ -139,6 +141,23 @@ def offered_file(change: FileWrite | FileEdit) -> str:
     return f"{change.path}\n\n{removed}\n{added}{every}"
 
 
+def patches_only(destination: str, patch: FilePatch) -> bool:
+    """Whether a patch's prompt that names `destination` can be for `patch`: it names that
+    one file and no other, as an absolute path or one relative to its turn's directory.
+
+    The prompt draws no line of the patch: the controller is offered the call's whole
+    patch (`bind_pending`), which is what Codex applies once approved.
+    """
+    if len(patch.paths) != 1:
+        return False
+    (path,) = patch.paths
+    if not path.startswith("/"):
+        if patch.cwd is None or not patch.cwd.startswith("/"):
+            return False
+        path = posixpath.join(patch.cwd, path)
+    return posixpath.normpath(path) == destination
+
+
 def _same_path(drawn: str, path: str) -> bool:
     """Whether Claude draws `path` as `drawn`: as it is, or relative to its directory."""
     return drawn == path or (path.startswith("/") and path.endswith("/" + drawn))
@@ -172,6 +191,14 @@ def bind_pending(
     if (question.command is None and question.file is None) or len(mine) != 1:
         return attrs.evolve(observation, reason=PENDING_CALL_UNKNOWN), None
     (call,) = mine
+    if call.patches is not None and question.file is not None:
+        if not patches_only(question.file.path, call.patches):
+            return attrs.evolve(observation, reason=PENDING_CALL_MISMATCH), None
+        offered = f"{question.file.path}\n\n{call.patches.text}"
+        if len(offered) > FILE_SHOWN_MAX:
+            return attrs.evolve(observation, reason=FILE_TOO_LONG), None
+        asked = attrs.evolve(question, detail=offered)
+        return attrs.evolve(observation, prompt=attrs.evolve(prompt, asked=(asked,))), call
     if question.file is not None:
         if not shows_file(question.file, call):
             return attrs.evolve(observation, reason=PENDING_CALL_MISMATCH), None

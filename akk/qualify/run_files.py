@@ -69,6 +69,9 @@ class Preseed:
     codex_features: tuple[str, ...] = ()
     """Codex `[features]` turned on, e.g. default_mode_request_user_input (questions outside
     Plan mode, which is how the app-server gets them)."""
+    codex_temp_writable: bool = True
+    """False takes /tmp and $TMPDIR out of `workspace-write`'s writable roots: the lab's runs
+    live there, so a patch beside the working directory asks first only then."""
     codex_alt_screen: bool = True
     """False starts Codex with `--no-alt-screen`: its TUI draws inline, in the normal screen,
     and what scrolls off goes to the pane's scrollback (every pinned version offers the flag)."""
@@ -141,6 +144,13 @@ def _codex_config(workdir: Path, port: int, preseed: Preseed, catalog: Path) -> 
         "daemon_auto_start = false",
         *(f"{feature} = true" for feature in preseed.codex_features),
     ]
+    if not preseed.codex_temp_writable:
+        lines += [
+            "",
+            "[sandbox_workspace_write]",
+            "exclude_slash_tmp = true",
+            "exclude_tmpdir_env_var = true",
+        ]
     if preseed.codex_status_line is not None:
         lines += ["", "[tui]", f"status_line = {json.dumps(list(preseed.codex_status_line))}"]
     if preseed.trusted:

@@ -33,6 +33,7 @@ from akk.profiles.registry import PROFILES
 from akk.qualify import scenarios as sc
 from akk.qualify.launcher import LabSession
 from akk.qualify.model_server import RecordedRequest
+from akk.qualify.run_files import Preseed
 from akk.store.database import open_reader
 from tests.lab.conftest import lab_params
 from tests.lab.test_claude_plans import settings_untouched
@@ -584,6 +585,51 @@ async def _codex_exec(lab: LabSession, tmp_path: Path, decision: str) -> None:
     assert marker.exists() is (decision == "approve_once")
     assert count_since(lab, first, sc.EXEC_MARKER) == (decision == "approve_once")
     assert count_since(lab, first, sc.RUN_TASK) == 1
+
+
+PATCH_LAB = Preseed(codex_temp_writable=False)
+"""A patch beside the working directory is outside every writable root: Codex asks."""
+
+
+def _patch_cases() -> list[object]:
+    """Approve on every pinned Codex, reject on the oldest and the newest."""
+    every = lab_params("codex_patch", preseed=PATCH_LAB)
+    return [
+        pytest.param(*param.values, decision, id=f"{param.id}-{decision}", marks=param.marks)  # type: ignore[attr-defined]
+        for decision, params in (("approve_once", every), ("reject", every[::4]))
+        for param in params
+    ]
+
+
+@pytest.mark.parametrize(("lab", "decision"), _patch_cases(), indirect=["lab"])
+async def test_codex_patch_approve_applies_it_once_reject_never(
+    lab: LabSession, tmp_path: Path, decision: str
+) -> None:
+    """A patch approval in a pane names only the file: the controller is offered the whole
+    patch of the one pending call, and the approval applies exactly that, once."""
+    written = lab.workdir.parent / sc.PATCH_FILE
+    async with two_controllers(lab, tmp_path) as (_, ctl, _other):
+        turn_id = await send_task(ctl, sc.PATCH_TASK)
+        assert (await next_event(ctl, WAKE_UPS))["kind"] == "approval_required"
+        shown = (await ctl.call("status", {"turn_id": turn_id}))["interaction"]
+        assert (shown["kind"], shown["state"]) == ("permission", "pending"), shown
+        assert shown["decisions"] == ["approve_once", "reject"]
+        assert [q["detail"] for q in shown["questions"]] == [f"{written}\n\n{sc.PATCH_CALL.patch}"]
+        labels = [o["label"] for q in shown["questions"] for o in q["options"]]
+        assert not any("don't ask again" in label.lower() for label in labels), labels
+        reply = await ctl.call("approve", {"turn_id": turn_id, "decision": decision})
+        assert reply["outcome"] == "dispatched"
+        outcome = await settled(ctl, turn_id)
+    assert written.exists() is (decision == "approve_once")
+    assert count_since(lab, 0, sc.PATCH_TASK) == 1
+    # Applied, the patch's result reaches the model once; refused, the turn ends there
+    # (Codex tells the model with the next message only, as for a command).
+    assert count_since(lab, 0, "Success. Updated") == (decision == "approve_once")
+    if decision == "approve_once":
+        assert written.read_text() == sc.PATCH_LINE + "\n"
+        assert outcome["kind"] == "done", outcome
+    else:
+        assert outcome["kind"] == "cancelled", outcome
 
 
 # ------------------------------------------------------------------ appearances and races

@@ -1,13 +1,16 @@
-"""Codex's exec approval: ``Would you like to run the following command?`` and its options.
+"""Codex's approvals: ``Would you like to run the following command?`` (exec) and ``Would
+you like to make the following edits?`` (a patch), and their options.
 
 What the pinned versions draw, bottom-up: the footer ``Press enter to confirm
 or esc to cancel``, numbered rows each ending in its key shortcut (``(y)``), a
-blank row (two from 0.169.0), then paragraphs separated by blank rows (``$ ``
-and the command, ``Reason: ``, ``Environment: ``) under the bold anchor. A long
-paragraph wraps at spaces onto rows indented by two, as its first row is (the
-command's syntax-highlighted): a model's reason often does, at any width. A proven
-approval whose cursor sits on a persistent-approval row is BLOCKED, with its
-prompt for display.
+blank row (two from 0.169.0), then paragraphs separated by blank rows under the bold
+anchor: an exec's ``$ `` and the command, ``Reason: ``, ``Environment: ``; a patch's
+``Description: `` and ``Destination: `` with the one file it writes, in full (the patch
+itself shows above the prompt, in the transcript, and is offered from the rollout's
+call). A long paragraph wraps at spaces onto rows indented by two, as its first row is
+(the command's syntax-highlighted): a model's reason often does, at any width. A proven
+approval whose cursor sits on a persistent-approval row is BLOCKED, with its prompt for
+display.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from wcwidth import wcswidth
 from akk.profiles.codex.menu import SHORTCUT, menu
 from akk.profiles.codex.reader import Footer, Reader
 from akk.profiles.observation import (
+    FileView,
     InteractionKind,
     Observation,
     OptionRole,
@@ -55,15 +59,24 @@ def read(r: Reader, footer: Footer, footer_top: int, last: int) -> Observation:
     for _ in range(p.permission_menu_gap):
         r.blank(y, "above the approval options")
         y -= 1
+    destination: str | None = None
     seen: set[str] = set()
+    anchors = (p.permission_anchor, p.patch_anchor)
     while True:
         top = r.run_above(y, "the approval anchor")
         first = r.lines[top]
-        if top == y and first == f"  {p.permission_anchor}":
+        if top == y and first[2:] in anchors and r.indented(top, 2):
             if not r.grid.cell(2, top).bold:
                 raise Unproven("approval anchor is not drawn bold")
+            anchor = first[2:]
             break
-        prefix = next((pre for pre in p.permission_paragraphs if _opens(first, pre, p)), None)
+        if top < y and r.lines[y][2:].startswith(p.destination_prefix):
+            # A patch's destination is drawn right under its description, no blank between.
+            destination = _destination(r, y, y)
+            seen.add(p.destination_prefix)
+            y -= 1
+        paragraphs = (*p.permission_paragraphs, *p.patch_paragraphs)
+        prefix = next((pre for pre in paragraphs if _opens(first, pre, p)), None)
         if prefix in seen:
             raise Unproven(f"approval paragraph {prefix!r} shown twice")
         if not r.indented(top, 2) or prefix is None:
@@ -72,12 +85,20 @@ def read(r: Reader, footer: Footer, footer_top: int, last: int) -> Observation:
             command = _command(r, top, y)
         elif top == y and first[2:] == prefix.rstrip():
             raise Unproven(f"approval paragraph {prefix!r} shows no text")
+        elif prefix == p.destination_prefix:
+            destination = _destination(r, top, y)
         else:
             _prove_wrapped(r, top, y)
         seen.add(prefix)
         r.blank(top - 1, "between approval paragraphs")
         y = top - 2
-    if command is None:
+    patch = anchor == p.patch_anchor
+    # Every pinned version draws a patch's description and destination, both.
+    if patch and seen != set(p.patch_paragraphs):
+        raise Unproven(f"patch approval shows {sorted(seen)}, not its description and file")
+    if not patch and not seen <= set(p.permission_paragraphs):
+        raise Unproven(f"approval paragraphs {sorted(seen)} under {anchor!r}")
+    if not patch and command is None:
         raise Unproven("approval prompt shows no command")
     options = []
     for row in rows:
@@ -89,15 +110,26 @@ def read(r: Reader, footer: Footer, footer_top: int, last: int) -> Observation:
     roles = [option.role for option in options]
     if roles.count(OptionRole.APPROVE_ONCE) != 1 or roles.count(OptionRole.REJECT) != 1:
         raise Unproven("approval prompt lacks exactly one approve-once and one reject row")
-    _check_named_prefix(command, options)
-    question = QuestionView(
-        p.permission_anchor,
-        ResponseKind.CONFIRM,
-        tuple(options),
-        detail=command,
-        command=command,
-        tool=p.permission_tool,
-    )
+    if destination is not None:
+        question = QuestionView(
+            anchor,
+            ResponseKind.CONFIRM,
+            tuple(options),
+            detail=destination,
+            file=FileView(destination, ()),
+            tool=p.patch_tool,
+        )
+    else:
+        assert command is not None
+        _check_named_prefix(command, options)
+        question = QuestionView(
+            anchor,
+            ResponseKind.CONFIRM,
+            tuple(options),
+            detail=command,
+            command=command,
+            tool=p.permission_tool,
+        )
     prompt = PromptView(
         InteractionKind.PERMISSION,
         StepKind.PERMISSION,
@@ -127,7 +159,7 @@ def _refuse_cut_command(r: Reader, footer_top: int) -> None:
     """Raise Unproven, naming the cut, when Codex drew the command cut short: a person
     reads it whole in the pane (the prompt's rows between its anchor and its footer)."""
     for y in range(footer_top - 1, -1, -1):
-        if r.lines[y] == f"  {r.p.permission_anchor}":
+        if r.lines[y] in (f"  {r.p.permission_anchor}", f"  {r.p.patch_anchor}"):
             return
         if (cut := _CUT_COMMAND.fullmatch(r.lines[y])) is not None:
             raise Unproven(
@@ -156,6 +188,26 @@ def _command(r: Reader, top: int, bottom: int) -> str:
         if part.endswith("-") or (filled and " " not in part):
             raise Unproven(f"the command's row {y} may end inside a word: cannot unwrap it")
     return " ".join(parts)
+
+
+def _destination(r: Reader, top: int, bottom: int) -> str:
+    """The path a patch approval's one row after ``Destination: `` names, drawn bold.
+
+    A path longer than the row wraps, and a row broken inside a path cannot be joined
+    back exactly: such a destination is a person's to read.
+    """
+    if bottom != top:
+        raise Unproven(f"the patch's destination wraps onto row {top + 1}")
+    start = 2 + len(r.p.destination_prefix)
+    path = r.lines[top][start:]
+    if not path.startswith("/"):
+        raise Unproven(f"the patch's destination at row {top} is no absolute path")
+    if r.end(top) >= r.grid.cols - r.p.command_margin:
+        raise Unproven(f"the patch's destination at row {top} may go on past the row")
+    line = r.lines[top]
+    if not all(r.grid.cell(r.column(top, i), top).bold for i in range(start, len(line))):
+        raise Unproven(f"the patch's destination at row {top} is not drawn bold")
+    return path
 
 
 def _prove_wrapped(r: Reader, top: int, bottom: int) -> None:

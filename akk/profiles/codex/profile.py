@@ -122,6 +122,12 @@ class CodexProfile:
     typing: Typing
     notes_specials: tuple[Special, ...]  # what the notes editor does with text instead of typing it
     permission_tool: str = "exec_command"  # the call an exec approval asks about (rollout)
+    # Patch approval: the exec approval's menu and footer under this anchor, with a
+    # description and the one file it writes (every pinned version, 0.153.4 to 0.171.0).
+    patch_anchor: str = "Would you like to make the following edits?"
+    patch_paragraphs: tuple[str, ...] = ("Description: ", "Destination: ")
+    destination_prefix: str = "Destination: "
+    patch_tool: str = "apply_patch"  # the call a patch approval asks about (rollout)
     question_tool: str = "request_user_input"  # the call a question asks (rollout)
     reviews_answers: bool = False  # no review step: the last answer submits the call
     # What the id says after the version: empty for a pinned row, " (qualified from

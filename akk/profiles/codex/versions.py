@@ -108,7 +108,8 @@ _KEY_PLANS = KeyPlans(
             PlanKey(InteractionKind.PERMISSION, StepKind.PERMISSION, Intent.APPROVE_ONCE),
             (PressShortcut(OptionRole.APPROVE_ONCE, "y"),),
             f"{_E2E} test_codex_exec_approve_runs_the_command_once_reject_selects_the_no_row "
-            "(every pinned version); the row's own '(y)' shortcut",
+            "(every pinned version); the row's own '(y)' shortcut. A patch's approval draws "
+            "the same menu: test_codex_patch_approve_applies_it_once_reject_never",
             lab_verified=True,
         ),
         # The reject row itself, by its digit: Esc is the prompt's cancel, and a

@@ -384,6 +384,7 @@ CODEX_SIZED_PLANS: tuple[str, ...] = (
     "slow",
     "codex_exec",
     "codex_exec_long",
+    "codex_patch",
     "codex_rui_one",
     "codex_rui_long",
     *CODEX_FOOTERS,

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+import attrs
+
 from akk.qualify.client import Client
 from akk.qualify.plans import claude, codex, shared
 from akk.qualify.plans.claude import CLAUDE_SIZED_PLANS, CLAUDE_VARIANT_SIZES
@@ -20,6 +22,7 @@ from akk.qualify.plans.codex import (
 )
 from akk.qualify.plans.plan import SIZES, Job, Plan
 from akk.qualify.plans.shared import CLAUDE, CODEX
+from akk.qualify.run_files import Preseed
 
 
 def _base() -> list[Plan]:
@@ -34,6 +37,11 @@ def _base() -> list[Plan]:
         shared.permission("claude_edit", CLAUDE, "Edit", manual=False),
         shared.permission("claude_edit_shapes", CLAUDE, "Edit", manual=False),
         shared.permission("codex_exec", CODEX, "exec_command", manual=False),
+        # A patch beside the working directory, outside every writable root: Codex asks.
+        attrs.evolve(
+            shared.permission("codex_patch", CODEX, "apply_patch", manual=False),
+            preseed=Preseed(codex_temp_writable=False),
+        ),
         codex.exec_reject(),
         claude.single("questionnaire_single2"),
         claude.single("questionnaire_single3"),

@@ -8,8 +8,10 @@ add what only one client draws. Every label here is written from the scenario
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Mapping
 
+from akk.evidence.model import file_patch
 from akk.profiles.composer import TypingMethod
 from akk.qualify.client import Agent
 from akk.qualify.plans.labels import Expected, ExpectedQuestion, Typed
@@ -27,7 +29,14 @@ from akk.qualify.plans.plan import (
     WaitText,
 )
 from akk.qualify.run_files import Preseed
-from akk.qualify.scenarios import ECHO_REPLY, SCENARIOS, SLOW_SIGNAL, ClaudeTool, Question
+from akk.qualify.scenarios import (
+    ECHO_REPLY,
+    SCENARIOS,
+    SLOW_SIGNAL,
+    ApplyPatch,
+    ClaudeTool,
+    Question,
+)
 
 BOTH: frozenset[Agent] = frozenset({"claude", "codex"})
 CLAUDE: frozenset[Agent] = frozenset({"claude"})
@@ -122,10 +131,14 @@ def questions(scenario: str) -> tuple[Question, ...]:
 
 
 def command(scenario: str) -> str:
-    """The command `scenario` opens with, or the path of the file it writes or edits
-    (AssertionError if it has neither)."""
+    """The command `scenario` opens with, or the path of the file it writes or edits (a
+    patch's: its name, which ends the absolute path Codex draws), AssertionError if it has
+    neither."""
     reply = SCENARIOS[scenario].steps[0].reply
     found = getattr(reply, "command", None) or getattr(reply, "cmd", None)
+    if isinstance(reply, ApplyPatch):
+        given = file_patch(reply.patch, None)
+        found = None if given is None else posixpath.basename(given.paths[0])
     for step in SCENARIOS[scenario].steps:
         if isinstance(step.reply, ClaudeTool) and step.reply.name in ("Write", "Edit"):
             found = step.reply.input["file_path"]
@@ -233,7 +246,7 @@ def _typed(name: str, typed: Typed) -> Plan:
 
 def permission(scenario: str, agents: frozenset[Agent], tool: str, manual: bool) -> Plan:
     """The permission prompt `scenario` opens with: answerable, or left to a person (`manual`)."""
-    anchor = wait("Do you want", "Would you like to run")
+    anchor = wait("Do you want", "Would you like to run", "Would you like to make")
     expected = Expected(
         "permission",
         "permission",
