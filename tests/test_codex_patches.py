@@ -31,7 +31,11 @@ from akk.profiles.permission import (
     bind_pending,
     patches_only,
 )
+from akk.protocol.projection import project
+from akk.qualify import scenarios as sc
 from akk.qualify.scenarios import PATCH_CALL
+from akk.screen import IdMinter
+from akk.screen.fingerprint import Appearance
 from tests import corpus
 
 CWD = "/tmp/akk-lab-x/work"
@@ -157,3 +161,22 @@ def test_a_patch_approval_is_actionable_only_for_its_one_pending_call(version: s
         bound, matched = bind_pending(observation, calls)
         assert matched is None and not bound.actionable, why
         assert bound.reason == reason, why
+
+
+def test_a_patch_s_projection_shows_the_call_and_redacts_a_key_in_it() -> None:
+    observation = _screen(VERSIONS[-1])
+    assert observation.prompt is not None
+    (question,) = observation.prompt.questions
+    assert question.file is not None
+    destination = question.file.path
+    key = "sk-ant-api03-" + "Q" * 40
+    keyed = PATCH.replace(sc.PATCH_LINE, key)
+    bound, call = bind_pending(observation, [_call(keyed, destination.rsplit("/", 1)[0] + "/w")])
+    assert call is not None and bound.prompt is not None
+    projection = project(
+        bound.prompt, seen=Appearance(b"f" * 32, 0), ids=IdMinter(b"k" * 32), agent="codex",
+        turn_id=None,
+    )  # fmt: skip
+    detail = projection["questions"][0]["detail"]
+    assert detail.startswith(f"{destination}\n\n*** Begin Patch\n") and key not in detail
+    assert projection["decisions"] == ["approve_once", "reject"]
