@@ -592,11 +592,13 @@ PATCH_LAB = Preseed(codex_temp_writable=False)
 
 
 def _patch_cases() -> list[object]:
-    """Approve on every pinned Codex, reject on the oldest and the newest."""
+    """Approve on every pinned Codex (and the newest at 80x24), reject on the oldest and the
+    newest."""
     every = lab_params("codex_patch", preseed=PATCH_LAB)
+    narrow = lab_params("codex_patch", preseed=PATCH_LAB, cols=80, rows=24)[-1:]
     return [
         pytest.param(*param.values, decision, id=f"{param.id}-{decision}", marks=param.marks)  # type: ignore[attr-defined]
-        for decision, params in (("approve_once", every), ("reject", every[::4]))
+        for decision, params in (("approve_once", every + narrow), ("reject", every[::4]))
         for param in params
     ]
 
