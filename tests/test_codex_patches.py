@@ -96,17 +96,23 @@ def test_a_patch_names_its_files_and_nothing_else_is_one() -> None:
     assert file_patch({"input": PATCH}, CWD) is None
 
 
-def test_the_destination_is_the_one_file_the_patch_writes() -> None:
+def test_the_destinations_are_the_files_the_patch_writes() -> None:
     one = file_patch(PATCH, CWD)
     assert one is not None
-    assert patches_only("/tmp/akk-lab-x/lab-patched.txt", one)
-    assert not patches_only("/tmp/akk-lab-x/work/lab-patched.txt", one)
-    assert not patches_only("/tmp/akk-lab-x/lab-patched.txt", attrs.evolve(one, cwd=None))
+    written = "/tmp/akk-lab-x/lab-patched.txt"
+    assert patches_only((written,), one)
+    assert not patches_only(("/tmp/akk-lab-x/work/lab-patched.txt",), one)
+    assert not patches_only((written,), attrs.evolve(one, cwd=None))
     absolute = attrs.evolve(one, paths=("/etc/x/../lab-patched.txt",))
-    assert patches_only("/etc/lab-patched.txt", absolute)
-    # A second file is one the prompt does not name: never approved from it.
+    assert patches_only(("/etc/lab-patched.txt",), absolute)
+    # Every file the patch names must be drawn (in Codex's order, sorted), and no other:
+    # one not drawn is never approved from the prompt.
     both = attrs.evolve(one, paths=("../lab-patched.txt", "../other.txt"))
-    assert not patches_only("/tmp/akk-lab-x/lab-patched.txt", both)
+    other = "/tmp/akk-lab-x/other.txt"
+    assert patches_only((written, other), both) and patches_only((other, written), both)
+    assert not patches_only((written,), both)
+    assert not patches_only((written, other, "/tmp/akk-lab-x/third.txt"), both)
+    assert not patches_only((written, written), one)
 
 
 def _screen(version: str) -> Observation:
@@ -129,8 +135,7 @@ def test_a_patch_approval_is_actionable_only_for_its_one_pending_call(version: s
     prompt = observation.prompt
     assert prompt is not None
     (question,) = prompt.questions
-    assert question.file is not None
-    destination = question.file.path
+    (destination,) = question.patched
     assert destination.endswith("/lab-patched.txt")
     roles = [option.role for option in question.options]
     assert roles == [OptionRole.APPROVE_ONCE, OptionRole.APPROVE_PERSISTENT, OptionRole.REJECT]
@@ -167,8 +172,7 @@ def test_a_patch_s_projection_shows_the_call_and_redacts_a_key_in_it() -> None:
     observation = _screen(VERSIONS[-1])
     assert observation.prompt is not None
     (question,) = observation.prompt.questions
-    assert question.file is not None
-    destination = question.file.path
+    (destination,) = question.patched
     key = "sk-ant-api03-" + "Q" * 40
     keyed = PATCH.replace(sc.PATCH_LINE, key)
     bound, call = bind_pending(observation, [_call(keyed, destination.rsplit("/", 1)[0] + "/w")])

@@ -143,6 +143,7 @@ class QuestionView:
     detail: str = ""  # what a permission is for, e.g. the command line; shown to controllers
     command: str | None = None  # a permission's command as drawn (rows unwrapped), else None
     file: FileView | None = None  # the file a permission would create or edit, as drawn
+    patched: tuple[str, ...] = ()  # the files a patch writes, as drawn (Codex: absolute, sorted)
     tool: str = ""  # the tool (its name in the agent's file) a permission asks to call
 
 

@@ -6,7 +6,7 @@ rollout records the pending call with its whole input. So an actionable
 permission prompt stays actionable only when what it draws is the one pending
 call of the tool it asks about: its command compared as every pinned version
 draws a command (`shows_command`), the file it would create or edit, path and
-lines (`shows_file`), or the one file a Codex patch writes (`patches_only`). Otherwise
+lines (`shows_file`), or the files a Codex patch writes (`patches_only`). Otherwise
 it becomes not actionable with a reason, which the projection shows as
 ``manual_required`` and which gets no keys. A file's permission is offered in the
 call's words (`PromptView.asked`, `offered_file`):
@@ -141,21 +141,23 @@ def offered_file(change: FileWrite | FileEdit) -> str:
     return f"{change.path}\n\n{removed}\n{added}{every}"
 
 
-def patches_only(destination: str, patch: FilePatch) -> bool:
-    """Whether a patch's prompt that names `destination` can be for `patch`: it names that
-    one file and no other, as an absolute path or one relative to its turn's directory.
+def patches_only(destinations: Sequence[str], patch: FilePatch) -> bool:
+    """Whether a patch's prompt that names `destinations` can be for `patch`: the files it
+    names (a move's file and where it goes, both) are those and no other, each as an
+    absolute path or one relative to its turn's directory. Codex draws them in its own
+    order (sorted by path on every pinned version), each once.
 
     The prompt draws no line of the patch: the controller is offered the call's whole
     patch (`bind_pending`), which is what Codex applies once approved.
     """
-    if len(patch.paths) != 1:
-        return False
-    (path,) = patch.paths
-    if not path.startswith("/"):
-        if patch.cwd is None or not patch.cwd.startswith("/"):
-            return False
-        path = posixpath.join(patch.cwd, path)
-    return posixpath.normpath(path) == destination
+    resolved = []
+    for path in patch.paths:
+        if not path.startswith("/"):
+            if patch.cwd is None or not patch.cwd.startswith("/"):
+                return False
+            path = posixpath.join(patch.cwd, path)
+        resolved.append(posixpath.normpath(path))
+    return len(set(destinations)) == len(destinations) and set(resolved) == set(destinations)
 
 
 def _same_path(drawn: str, path: str) -> bool:
@@ -188,13 +190,15 @@ def bind_pending(
         return attrs.evolve(observation, reason=PENDING_CALL_UNKNOWN), None
     (question,) = prompt.questions
     mine = [call for call in calls or () if call.tool == question.tool]
-    if (question.command is None and question.file is None) or len(mine) != 1:
+    if (question.command is None and question.file is None and not question.patched) or len(
+        mine
+    ) != 1:
         return attrs.evolve(observation, reason=PENDING_CALL_UNKNOWN), None
     (call,) = mine
-    if call.patches is not None and question.file is not None:
-        if not patches_only(question.file.path, call.patches):
+    if question.patched:
+        if call.patches is None or not patches_only(question.patched, call.patches):
             return attrs.evolve(observation, reason=PENDING_CALL_MISMATCH), None
-        offered = f"{question.file.path}\n\n{call.patches.text}"
+        offered = "\n".join(question.patched) + f"\n\n{call.patches.text}"
         if len(offered) > FILE_SHOWN_MAX:
             return attrs.evolve(observation, reason=FILE_TOO_LONG), None
         asked = attrs.evolve(question, detail=offered)

@@ -289,6 +289,13 @@ PATCH_CALL = ApplyPatch(
 it writes there only if that is outside every writable root: `workspace-write` also
 makes /tmp and $TMPDIR writable, where the lab's runs live, unless its config excludes
 them (`[sandbox_workspace_write]`)."""
+PATCH_SECOND_FILE = "lab-patched-second.txt"
+PATCH_FILES_CALL = ApplyPatch(
+    f"*** Begin Patch\n*** Add File: ../{PATCH_FILE}\n+{PATCH_LINE}\n"
+    f"*** Add File: ../{PATCH_SECOND_FILE}\n+{PATCH_LINE}, the second file\n*** End Patch\n"
+)
+"""The `codex_patch_files` call: two files beside the working directory, one patch. Codex
+names each on a row of its own (``Destination:``)."""
 PATCH_DONE = "The file is patched."
 PATCH_DECLINED = "I left the file alone."
 
@@ -514,6 +521,16 @@ def _build() -> dict[str, Scenario]:
                 Step(PATCH_TASK, PATCH_CALL),
                 # Codex's output names the file it added ("A ../lab-patched.txt").
                 Step(PATCH_FILE, Text(PATCH_DONE)),
+                Step(REJECTED_CODEX_PATCH, Text(PATCH_DECLINED)),
+            ),
+        ),
+        Scenario(
+            "codex_patch_files",
+            task=PATCH_TASK,
+            agents=frozenset({"codex"}),
+            steps=(
+                Step(PATCH_TASK, PATCH_FILES_CALL),
+                Step(PATCH_SECOND_FILE, Text(PATCH_DONE)),
                 Step(REJECTED_CODEX_PATCH, Text(PATCH_DECLINED)),
             ),
         ),

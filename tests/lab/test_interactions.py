@@ -435,7 +435,7 @@ async def test_a_file_is_written_once_exactly_as_offered_or_left_as_it_was(
         event = await next_event(ctl, WAKE_UPS)
         assert event["kind"] == "approval_required", event
         shown = (await ctl.call("status", {"turn_id": turn_id}))["interaction"]
-        assert (shown["kind"], shown["state"]) == ("permission", "pending"), shown
+        assert (shown["kind"], shown["state"]) == ("permission", "pending"), shown.get("reason")
         assert shown["decisions"] == ["approve_once", "reject"]
         (question,) = shown["questions"]
         assert question["detail"] == case.detail
@@ -593,12 +593,13 @@ PATCH_LAB = Preseed(codex_temp_writable=False)
 
 def _patch_cases() -> list[object]:
     """Approve on every pinned Codex (and the newest at 80x24), reject on the oldest and the
-    newest."""
+    newest; a patch of two files approved on the oldest and the newest."""
     every = lab_params("codex_patch", preseed=PATCH_LAB)
     narrow = lab_params("codex_patch", preseed=PATCH_LAB, cols=80, rows=24)[-1:]
+    files = lab_params("codex_patch_files", preseed=PATCH_LAB)[::4]
     return [
         pytest.param(*param.values, decision, id=f"{param.id}-{decision}", marks=param.marks)  # type: ignore[attr-defined]
-        for decision, params in (("approve_once", every + narrow), ("reject", every[::4]))
+        for decision, params in (("approve_once", every + narrow + files), ("reject", every[::4]))
         for param in params
     ]
 
@@ -607,28 +608,33 @@ def _patch_cases() -> list[object]:
 async def test_codex_patch_approve_applies_it_once_reject_never(
     lab: LabSession, tmp_path: Path, decision: str
 ) -> None:
-    """A patch approval in a pane names only the file: the controller is offered the whole
+    """A patch approval in a pane names only its files: the controller is offered the whole
     patch of the one pending call, and the approval applies exactly that, once."""
-    written = lab.workdir.parent / sc.PATCH_FILE
+    call = sc.SCENARIOS[lab.scenario.name].steps[0].reply
+    assert isinstance(call, sc.ApplyPatch)
+    names = [sc.PATCH_FILE, sc.PATCH_SECOND_FILE][: call.patch.count("*** Add File:")]
+    written = [lab.workdir.parent / name for name in names]
     async with two_controllers(lab, tmp_path) as (_, ctl, _other):
         turn_id = await send_task(ctl, sc.PATCH_TASK)
         assert (await next_event(ctl, WAKE_UPS))["kind"] == "approval_required"
         shown = (await ctl.call("status", {"turn_id": turn_id}))["interaction"]
-        assert (shown["kind"], shown["state"]) == ("permission", "pending"), shown
+        assert (shown["kind"], shown["state"]) == ("permission", "pending"), shown.get("reason")
         assert shown["decisions"] == ["approve_once", "reject"]
-        assert [q["detail"] for q in shown["questions"]] == [f"{written}\n\n{sc.PATCH_CALL.patch}"]
+        # Codex names the files sorted by path.
+        offered = "\n".join(sorted(map(str, written))) + f"\n\n{call.patch}"
+        assert [q["detail"] for q in shown["questions"]] == [offered]
         labels = [o["label"] for q in shown["questions"] for o in q["options"]]
         assert not any("don't ask again" in label.lower() for label in labels), labels
         reply = await ctl.call("approve", {"turn_id": turn_id, "decision": decision})
         assert reply["outcome"] == "dispatched"
         outcome = await settled(ctl, turn_id)
-    assert written.exists() is (decision == "approve_once")
+    assert [path.exists() for path in written] == [decision == "approve_once"] * len(written)
     assert count_since(lab, 0, sc.PATCH_TASK) == 1
     # Applied, the patch's result reaches the model once; refused, the turn ends there
     # (Codex tells the model with the next message only, as for a command).
     assert count_since(lab, 0, "Success. Updated") == (decision == "approve_once")
     if decision == "approve_once":
-        assert written.read_text() == sc.PATCH_LINE + "\n"
+        assert written[0].read_text() == sc.PATCH_LINE + "\n"
         assert outcome["kind"] == "done", outcome
     else:
         assert outcome["kind"] == "cancelled", outcome

@@ -5,12 +5,12 @@ What the pinned versions draw, bottom-up: the footer ``Press enter to confirm
 or esc to cancel``, numbered rows each ending in its key shortcut (``(y)``), a
 blank row (two from 0.169.0), then paragraphs separated by blank rows under the bold
 anchor: an exec's ``$ `` and the command, ``Reason: ``, ``Environment: ``; a patch's
-``Description: `` and ``Destination: `` with the one file it writes, in full (the patch
-itself shows above the prompt, in the transcript, and is offered from the rollout's
-call). A long paragraph wraps at spaces onto rows indented by two, as its first row is
-(the command's syntax-highlighted): a model's reason often does, at any width. A proven
-approval whose cursor sits on a persistent-approval row is BLOCKED, with its prompt for
-display.
+``Description: `` and, a row each under it, ``Destination: `` and each file it writes
+(a move's file and where it goes, both), sorted by path, in full. The patch itself shows above the
+prompt, in the transcript, and is offered from the rollout's call. A long paragraph
+wraps at spaces onto rows indented by two, as its first row is (the command's
+syntax-highlighted): a model's reason often does, at any width. A proven approval whose
+cursor sits on a persistent-approval row is BLOCKED, with its prompt for display.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from wcwidth import wcswidth
 from akk.profiles.codex.menu import SHORTCUT, menu
 from akk.profiles.codex.reader import Footer, Reader
 from akk.profiles.observation import (
-    FileView,
     InteractionKind,
     Observation,
     OptionRole,
@@ -59,7 +58,7 @@ def read(r: Reader, footer: Footer, footer_top: int, last: int) -> Observation:
     for _ in range(p.permission_menu_gap):
         r.blank(y, "above the approval options")
         y -= 1
-    destination: str | None = None
+    destinations: list[str] = []
     seen: set[str] = set()
     anchors = (p.permission_anchor, p.patch_anchor)
     while True:
@@ -70,9 +69,9 @@ def read(r: Reader, footer: Footer, footer_top: int, last: int) -> Observation:
                 raise Unproven("approval anchor is not drawn bold")
             anchor = first[2:]
             break
-        if top < y and r.lines[y][2:].startswith(p.destination_prefix):
-            # A patch's destination is drawn right under its description, no blank between.
-            destination = _destination(r, y, y)
+        # A patch's files are drawn a row each right under its description, no blank between.
+        while top < y and r.lines[y][2:].startswith(p.destination_prefix):
+            destinations.insert(0, _destination(r, y))
             seen.add(p.destination_prefix)
             y -= 1
         paragraphs = (*p.permission_paragraphs, *p.patch_paragraphs)
@@ -86,7 +85,7 @@ def read(r: Reader, footer: Footer, footer_top: int, last: int) -> Observation:
         elif top == y and first[2:] == prefix.rstrip():
             raise Unproven(f"approval paragraph {prefix!r} shows no text")
         elif prefix == p.destination_prefix:
-            destination = _destination(r, top, y)
+            raise Unproven(f"a patch's file at row {top} under no description")
         else:
             _prove_wrapped(r, top, y)
         seen.add(prefix)
@@ -110,13 +109,13 @@ def read(r: Reader, footer: Footer, footer_top: int, last: int) -> Observation:
     roles = [option.role for option in options]
     if roles.count(OptionRole.APPROVE_ONCE) != 1 or roles.count(OptionRole.REJECT) != 1:
         raise Unproven("approval prompt lacks exactly one approve-once and one reject row")
-    if destination is not None:
+    if patch:
         question = QuestionView(
             anchor,
             ResponseKind.CONFIRM,
             tuple(options),
-            detail=destination,
-            file=FileView(destination, ()),
+            detail="\n".join(destinations),
+            patched=tuple(destinations),
             tool=p.patch_tool,
         )
     else:
@@ -190,14 +189,12 @@ def _command(r: Reader, top: int, bottom: int) -> str:
     return " ".join(parts)
 
 
-def _destination(r: Reader, top: int, bottom: int) -> str:
-    """The path a patch approval's one row after ``Destination: `` names, drawn bold.
+def _destination(r: Reader, top: int) -> str:
+    """The path a patch approval's row ``top`` names after ``Destination: ``, drawn bold.
 
-    A path longer than the row wraps, and a row broken inside a path cannot be joined
+    A path longer than the row would wrap, and a row broken inside a path cannot be joined
     back exactly: such a destination is a person's to read.
     """
-    if bottom != top:
-        raise Unproven(f"the patch's destination wraps onto row {top + 1}")
     start = 2 + len(r.p.destination_prefix)
     path = r.lines[top][start:]
     if not path.startswith("/"):

@@ -38,9 +38,12 @@ def _base() -> list[Plan]:
         shared.permission("claude_edit_shapes", CLAUDE, "Edit", manual=False),
         shared.permission("codex_exec", CODEX, "exec_command", manual=False),
         # A patch beside the working directory, outside every writable root: Codex asks.
-        attrs.evolve(
-            shared.permission("codex_patch", CODEX, "apply_patch", manual=False),
-            preseed=Preseed(codex_temp_writable=False),
+        *(
+            attrs.evolve(
+                shared.permission(name, CODEX, "apply_patch", manual=False),
+                preseed=Preseed(codex_temp_writable=False),
+            )
+            for name in ("codex_patch", "codex_patch_files")
         ),
         codex.exec_reject(),
         claude.single("questionnaire_single2"),
