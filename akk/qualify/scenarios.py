@@ -381,6 +381,22 @@ def _codex_questionnaire(
     )
 
 
+def _patch(name: str, call: ApplyPatch) -> Scenario:
+    """Codex asks to apply `call` for the patch task; once its output names the file it
+    added ("A ../lab-patched.txt"), the model says it is patched, and declined, that it
+    left it alone."""
+    return Scenario(
+        name,
+        task=PATCH_TASK,
+        agents=frozenset({"codex"}),
+        steps=(
+            Step(PATCH_TASK, call),
+            Step(PATCH_FILE, Text(PATCH_DONE)),
+            Step(REJECTED_CODEX_PATCH, Text(PATCH_DECLINED)),
+        ),
+    )
+
+
 def _command(
     name: str,
     call: Bash | ExecCommand,
@@ -513,27 +529,8 @@ def _build() -> dict[str, Scenario]:
         _command("codex_exec", EXEC_CALL, marker=EXEC_MARKER),
         # As claude_bash_held: the Turn works until SLOW_SIGNAL, then its approval comes.
         _command("codex_exec_held", EXEC_CALL, marker=EXEC_MARKER, wait_for=SLOW_SIGNAL),
-        Scenario(
-            "codex_patch",
-            task=PATCH_TASK,
-            agents=frozenset({"codex"}),
-            steps=(
-                Step(PATCH_TASK, PATCH_CALL),
-                # Codex's output names the file it added ("A ../lab-patched.txt").
-                Step(PATCH_FILE, Text(PATCH_DONE)),
-                Step(REJECTED_CODEX_PATCH, Text(PATCH_DECLINED)),
-            ),
-        ),
-        Scenario(
-            "codex_patch_files",
-            task=PATCH_TASK,
-            agents=frozenset({"codex"}),
-            steps=(
-                Step(PATCH_TASK, PATCH_FILES_CALL),
-                Step(PATCH_SECOND_FILE, Text(PATCH_DONE)),
-                Step(REJECTED_CODEX_PATCH, Text(PATCH_DECLINED)),
-            ),
-        ),
+        _patch("codex_patch", PATCH_CALL),
+        _patch("codex_patch_files", PATCH_FILES_CALL),
         _codex_questionnaire("codex_rui_one", _color_question(3)),
         Scenario(
             "codex_rui_async",
