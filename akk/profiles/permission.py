@@ -190,30 +190,34 @@ def bind_pending(
         return attrs.evolve(observation, reason=PENDING_CALL_UNKNOWN), None
     (question,) = prompt.questions
     mine = [call for call in calls or () if call.tool == question.tool]
-    if (question.command is None and question.file is None and not question.patched) or len(
-        mine
-    ) != 1:
+    drawn = question.command is not None or question.file is not None or bool(question.patched)
+    if not drawn or len(mine) != 1:
         return attrs.evolve(observation, reason=PENDING_CALL_UNKNOWN), None
     (call,) = mine
     if question.patched:
         if call.patches is None or not patches_only(question.patched, call.patches):
             return attrs.evolve(observation, reason=PENDING_CALL_MISMATCH), None
-        offered = "\n".join(question.patched) + f"\n\n{call.patches.text}"
-        if len(offered) > FILE_SHOWN_MAX:
-            return attrs.evolve(observation, reason=FILE_TOO_LONG), None
-        asked = attrs.evolve(question, detail=offered)
-        return attrs.evolve(observation, prompt=attrs.evolve(prompt, asked=(asked,))), call
+        return _offered(observation, "\n".join(question.patched) + f"\n\n{call.patches.text}", call)
     if question.file is not None:
         if not shows_file(question.file, call):
             return attrs.evolve(observation, reason=PENDING_CALL_MISMATCH), None
         change = call.writes or call.edits
         assert change is not None  # (`shows_file` found one)
-        offered = offered_file(change)
-        if len(offered) > FILE_SHOWN_MAX:
-            return attrs.evolve(observation, reason=FILE_TOO_LONG), None
-        asked = attrs.evolve(question, detail=offered)
-        return attrs.evolve(observation, prompt=attrs.evolve(prompt, asked=(asked,))), call
+        return _offered(observation, offered_file(change), call)
     assert question.command is not None
     if call.command is None or not shows_command(question.command, call.command):
         return attrs.evolve(observation, reason=PENDING_CALL_MISMATCH), None
     return observation, call
+
+
+def _offered(
+    observation: Observation, offered: str, call: PendingCall
+) -> tuple[Observation, PendingCall | None]:
+    """A file's permission bound to ``call``, offered as ``offered`` (its call's words); a
+    person's when that is longer than `FILE_SHOWN_MAX`."""
+    if len(offered) > FILE_SHOWN_MAX:
+        return attrs.evolve(observation, reason=FILE_TOO_LONG), None
+    prompt = observation.prompt
+    assert prompt is not None and len(prompt.questions) == 1
+    asked = attrs.evolve(prompt.questions[0], detail=offered)
+    return attrs.evolve(observation, prompt=attrs.evolve(prompt, asked=(asked,))), call
