@@ -8,6 +8,7 @@ dropped, inserted or renumbered, and screens read under the wrong profile.
 
 from __future__ import annotations
 
+import posixpath
 import re
 from pathlib import Path
 from typing import Any
@@ -17,10 +18,13 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from akk.evidence.model import PendingCall, file_patch, input_digest
 from akk.profiles.codex import PROFILES, CodexProfile
 from akk.profiles.composer import TypingMethod
 from akk.profiles.observation import Observation, OptionRole, PromptView, State, StepKind
+from akk.profiles.permission import bind_pending
 from akk.protocol.wakeups import PROMPT_CUT_OFF, manual_reason
+from akk.qualify.scenarios import SCENARIOS, ApplyPatch
 from akk.screen import Cell, Grid, fingerprint, render
 from tests import corpus
 from tests.test_fixtures import classifies_to_its_label
@@ -369,8 +373,58 @@ def test_truncated_prompts_are_never_actionable(fixture: Fixture, data: st.DataO
         ]
         y = data.draw(st.sampled_from(candidates))
         kept = rows[:y] + rows[y + 1 :]
-    grid = _with_rows(fixture.grid, kept)
-    assert not _observe(fixture, grid).actionable
+    cut = _observe(fixture, _with_rows(fixture.grid, kept))
+    patched = _patched(cut)
+    if cut.actionable and patched:
+        # A patch's files are a row each: one cut off reads as fewer of the same files,
+        # and the pending call, which names them all, never binds to it.
+        whole = _patched(_observe(fixture))
+        assert set(patched) < set(whole)
+        assert not bind_pending(cut, [_patch_call(fixture, whole)])[0].actionable
+        return
+    assert not cut.actionable
+
+
+def _patched(observation: Observation) -> tuple[str, ...]:
+    """The files a patch approval names (none for any other observation)."""
+    prompt = observation.prompt
+    return prompt.questions[0].patched if prompt is not None and prompt.questions else ()
+
+
+def _patch_call(fixture: Fixture, drawn: tuple[str, ...]) -> PendingCall:
+    """The pending call of the fixture's patch scenario, from the lab's working directory
+    (``work`` beside the files it adds)."""
+    (reply,) = [step.reply for step in SCENARIOS[fixture.label["scenario"]].steps[:1]]
+    assert isinstance(reply, ApplyPatch)
+    cwd = posixpath.dirname(drawn[0]) + "/work"
+    return PendingCall(
+        "call_1", "apply_patch", None, input_digest(reply.patch),
+        patches=file_patch(reply.patch, cwd),
+    )  # fmt: skip
+
+
+PATCHES = [f for f in PROMPTS if len(_patched(_observe(f))) > 1]
+
+
+@corpus.each(PATCHES, lambda f: f.name)
+def test_a_patch_approval_missing_a_file_s_row_binds_to_no_call(fixture: Fixture) -> None:
+    """The property above, for every row of every patch of several files: Codex draws a
+    row per file, so without one the screen names fewer of the same files."""
+    whole = _patched(_observe(fixture))
+    rows, top, bottom = _region_rows(fixture)
+    for y in range(top, bottom):
+        if not fixture.grid.row_text(y).strip():
+            continue
+        cut = _observe(fixture, _with_rows(fixture.grid, rows[:y] + rows[y + 1 :]))
+        if cut.actionable and _patched(cut):
+            assert set(_patched(cut)) < set(whole), y
+            assert not bind_pending(cut, [_patch_call(fixture, whole)])[0].actionable, y
+        else:
+            assert not cut.actionable, y
+
+
+def test_the_corpus_has_patches_of_several_files() -> None:
+    assert {f.label["version"] for f in PATCHES} == set(BY_VERSION)
 
 
 @PROPERTY
