@@ -89,7 +89,7 @@ def _no_other_prompt(r: Reader, observation: Observation) -> None:
     prompt = observation.prompt
     if prompt is None:
         return
-    anchors = (r.p.permission_anchor, r.p.patch_anchor, r.p.unanswered_anchor)
+    anchors = (*r.p.approval_anchors, r.p.unanswered_anchor)
     for y in range(prompt.region.top):
         text = r.lines[y].strip()
         if text in anchors or r.p.question_header.fullmatch(text):

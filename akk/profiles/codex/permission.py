@@ -60,11 +60,11 @@ def read(r: Reader, footer: Footer, footer_top: int, last: int) -> Observation:
         y -= 1
     destinations: list[str] = []
     seen: set[str] = set()
-    anchors = (p.permission_anchor, p.patch_anchor)
+    paragraphs = (*p.permission_paragraphs, *p.patch_paragraphs)
     while True:
         top = r.run_above(y, "the approval anchor")
         first = r.lines[top]
-        if top == y and first[2:] in anchors and r.indented(top, 2):
+        if top == y and first[2:] in p.approval_anchors and r.indented(top, 2):
             if not r.grid.cell(2, top).bold:
                 raise Unproven("approval anchor is not drawn bold")
             anchor = first[2:]
@@ -74,7 +74,6 @@ def read(r: Reader, footer: Footer, footer_top: int, last: int) -> Observation:
             destinations.insert(0, _destination(r, y))
             seen.add(p.destination_prefix)
             y -= 1
-        paragraphs = (*p.permission_paragraphs, *p.patch_paragraphs)
         prefix = next((pre for pre in paragraphs if _opens(first, pre, p)), None)
         if prefix in seen:
             raise Unproven(f"approval paragraph {prefix!r} shown twice")
@@ -84,8 +83,6 @@ def read(r: Reader, footer: Footer, footer_top: int, last: int) -> Observation:
             command = _command(r, top, y)
         elif top == y and first[2:] == prefix.rstrip():
             raise Unproven(f"approval paragraph {prefix!r} shows no text")
-        elif prefix == p.destination_prefix:
-            raise Unproven(f"a patch's file at row {top} under no description")
         else:
             _prove_wrapped(r, top, y)
         seen.add(prefix)
@@ -93,7 +90,7 @@ def read(r: Reader, footer: Footer, footer_top: int, last: int) -> Observation:
         y = top - 2
     patch = anchor == p.patch_anchor
     # Every pinned version draws a patch's description and destination, both.
-    if patch and seen != set(p.patch_paragraphs):
+    if patch and seen != {*p.patch_paragraphs, p.destination_prefix}:
         raise Unproven(f"patch approval shows {sorted(seen)}, not its description and file")
     if not patch and not seen <= set(p.permission_paragraphs):
         raise Unproven(f"approval paragraphs {sorted(seen)} under {anchor!r}")
@@ -158,7 +155,7 @@ def _refuse_cut_command(r: Reader, footer_top: int) -> None:
     """Raise Unproven, naming the cut, when Codex drew the command cut short: a person
     reads it whole in the pane (the prompt's rows between its anchor and its footer)."""
     for y in range(footer_top - 1, -1, -1):
-        if r.lines[y] in (f"  {r.p.permission_anchor}", f"  {r.p.patch_anchor}"):
+        if r.lines[y] in (f"  {anchor}" for anchor in r.p.approval_anchors):
             return
         if (cut := _CUT_COMMAND.fullmatch(r.lines[y])) is not None:
             raise Unproven(

@@ -123,9 +123,10 @@ class CodexProfile:
     notes_specials: tuple[Special, ...]  # what the notes editor does with text instead of typing it
     permission_tool: str = "exec_command"  # the call an exec approval asks about (rollout)
     # Patch approval: the exec approval's menu and footer under this anchor, with a
-    # description and the one file it writes (every pinned version, 0.153.4 to 0.171.0).
+    # description and, a row each under it, every file the patch writes (every pinned
+    # version, 0.153.4 to 0.171.0).
     patch_anchor: str = "Would you like to make the following edits?"
-    patch_paragraphs: tuple[str, ...] = ("Description: ", "Destination: ")
+    patch_paragraphs: tuple[str, ...] = ("Description: ",)
     destination_prefix: str = "Destination: "
     patch_tool: str = "apply_patch"  # the call a patch approval asks about (rollout)
     question_tool: str = "request_user_input"  # the call a question asks (rollout)
@@ -138,6 +139,11 @@ class CodexProfile:
     def id(self) -> str:
         """Stable profile id, part of every fingerprint."""
         return f"codex@{self.version}{self.id_note}"
+
+    @property
+    def approval_anchors(self) -> tuple[str, str]:
+        """The anchors of an exec approval and of a patch approval."""
+        return (self.permission_anchor, self.patch_anchor)
 
     @property
     def enter_guard_seconds(self) -> float:
