@@ -88,6 +88,10 @@ SETTINGS_FLAG_FILE = "lab-settings.json"
 READY = Preseed()
 """Every first-run answer given: the client starts at its idle composer (the default)."""
 
+PATCH_ASKS = Preseed(codex_temp_writable=False)
+"""READY, with a patch beside the working directory outside Codex's writable roots, so
+Codex asks before it (the `codex_patch` plans, and the tests of a patch's approval)."""
+
 
 def _git_init(workdir: Path) -> None:
     workdir.mkdir()

@@ -24,7 +24,7 @@ from akk.config import TurnSettings
 from akk.qualify import scenarios as sc
 from akk.qualify.launcher import run_processes
 from akk.qualify.model_server import ModelServer, RecordedRequest
-from akk.qualify.run_files import Preseed, RunFiles
+from akk.qualify.run_files import PATCH_ASKS, Preseed, RunFiles
 from akk.qualify.scenarios import ECHO_REPLY, ECHO_TASK, SCENARIOS
 from tests.lab.conftest import ensure_installed
 from tests.lab.test_interactions import SECRET_ANSWER, choose, prompt, secret_question_refused
@@ -219,15 +219,6 @@ async def test_exec_approval_approve_runs_once_reject_never_runs(
     assert not list((lab.files.codex_home or Path()).glob("rules/*")), "a rule was persisted"
 
 
-def _temp_dirs_not_writable(files: RunFiles) -> None:
-    """Take /tmp and $TMPDIR out of `workspace-write`'s writable roots: the lab's runs live
-    there, so a write beside the working directory would not ask. Before the first send:
-    the thread AKK starts then reads it."""
-    config = (files.codex_home or Path()) / "config.toml"
-    config.write_text(config.read_text() + "\n[sandbox_workspace_write]\n"
-                      "exclude_slash_tmp = true\nexclude_tmpdir_env_var = true\n")  # fmt: skip
-
-
 def _patch_outputs(request: RecordedRequest) -> list[str]:
     """The apply_patch results in ``request``'s input (those of its custom tool calls)."""
     items = request.body.get("input") if request.body else None
@@ -243,8 +234,7 @@ def _patch_outputs(request: RecordedRequest) -> list[str]:
 async def test_file_change_approval_shows_its_diff_approve_applies_once_reject_never(
     client: Client, tmp_path: Path, decision: str
 ) -> None:
-    async with backend(client, tmp_path, "codex_patch") as lab:
-        _temp_dirs_not_writable(lab.files)
+    async with backend(client, tmp_path, "codex_patch", preseed=PATCH_ASKS) as lab:
         target = lab.files.workdir.parent / sc.PATCH_FILE
         sent = await lab.ctl.call("send", lab.send(sc.PATCH_TASK))
         shown = await prompt(lab.ctl, sent["turn_id"])

@@ -33,7 +33,7 @@ from akk.profiles.registry import PROFILES
 from akk.qualify import scenarios as sc
 from akk.qualify.launcher import LabSession
 from akk.qualify.model_server import RecordedRequest
-from akk.qualify.run_files import Preseed
+from akk.qualify.run_files import PATCH_ASKS
 from akk.store.database import open_reader
 from tests.lab.conftest import lab_params
 from tests.lab.test_claude_plans import settings_untouched
@@ -587,16 +587,12 @@ async def _codex_exec(lab: LabSession, tmp_path: Path, decision: str) -> None:
     assert count_since(lab, first, sc.RUN_TASK) == 1
 
 
-PATCH_LAB = Preseed(codex_temp_writable=False)
-"""A patch beside the working directory is outside every writable root: Codex asks."""
-
-
 def _patch_cases() -> list[object]:
     """Approve on every pinned Codex (and the newest at 80x24), reject on the oldest and the
     newest; a patch of two files approved on the oldest and the newest."""
-    every = lab_params("codex_patch", preseed=PATCH_LAB)
-    narrow = lab_params("codex_patch", preseed=PATCH_LAB, cols=80, rows=24)[-1:]
-    files = lab_params("codex_patch_files", preseed=PATCH_LAB)[::4]
+    every = lab_params("codex_patch", preseed=PATCH_ASKS)
+    narrow = lab_params("codex_patch", preseed=PATCH_ASKS, cols=80, rows=24)[-1:]
+    files = lab_params("codex_patch_files", preseed=PATCH_ASKS)[::4]
     return [
         pytest.param(*param.values, decision, id=f"{param.id}-{decision}", marks=param.marks)  # type: ignore[attr-defined]
         for decision, params in (("approve_once", every + narrow + files), ("reject", every[::4]))

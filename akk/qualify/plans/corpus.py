@@ -22,7 +22,7 @@ from akk.qualify.plans.codex import (
 )
 from akk.qualify.plans.plan import SIZES, Job, Plan
 from akk.qualify.plans.shared import CLAUDE, CODEX
-from akk.qualify.run_files import Preseed
+from akk.qualify.run_files import PATCH_ASKS
 
 
 def _base() -> list[Plan]:
@@ -41,7 +41,7 @@ def _base() -> list[Plan]:
         *(
             attrs.evolve(
                 shared.permission(name, CODEX, "apply_patch", manual=False),
-                preseed=Preseed(codex_temp_writable=False),
+                preseed=PATCH_ASKS,
             )
             for name in ("codex_patch", "codex_patch_files")
         ),
