@@ -122,7 +122,8 @@ def _screen(version: str) -> Observation:
     return observation
 
 
-def _call(patch: str, cwd: str | None, call_id: str = "call_lab_0") -> PendingCall:
+def patch_call(patch: str, cwd: str | None, call_id: str = "call_lab_0") -> PendingCall:
+    """A pending ``apply_patch`` call of `patch`, its relative paths from `cwd`."""
     return PendingCall(
         call_id, "apply_patch", None, input_digest(patch), patches=file_patch(patch, cwd)
     )
@@ -141,7 +142,7 @@ def test_a_patch_approval_is_actionable_only_for_its_one_pending_call(version: s
     assert roles == [OptionRole.APPROVE_ONCE, OptionRole.APPROVE_PERSISTENT, OptionRole.REJECT]
     # The lab's working directory is the destination's folder's `work`.
     cwd = destination.removesuffix("/lab-patched.txt") + "/work"
-    call = _call(PATCH, cwd)
+    call = patch_call(PATCH, cwd)
     bound, matched = bind_pending(observation, [call])
     assert matched == call and bound.actionable
     (offered,) = bound.prompt.offered if bound.prompt else ()
@@ -150,15 +151,15 @@ def test_a_patch_approval_is_actionable_only_for_its_one_pending_call(version: s
     refused = {
         "the file unreadable": (None, PENDING_CALL_UNKNOWN),
         "no pending call": ([], PENDING_CALL_UNKNOWN),
-        "two pending patches": ([call, _call(PATCH, cwd, "call_2")], PENDING_CALL_UNKNOWN),
-        "another file": ([_call(other_file, cwd)], PENDING_CALL_MISMATCH),
-        "no working directory": ([_call(PATCH, None)], PENDING_CALL_MISMATCH),
+        "two pending patches": ([call, patch_call(PATCH, cwd, "call_2")], PENDING_CALL_UNKNOWN),
+        "another file": ([patch_call(other_file, cwd)], PENDING_CALL_MISMATCH),
+        "no working directory": ([patch_call(PATCH, None)], PENDING_CALL_MISMATCH),
         "not a patch": (
             [PendingCall("call_lab_0", "apply_patch", None, "0" * 64)],
             PENDING_CALL_MISMATCH,
         ),
         "too long": (
-            [_call(PATCH.replace("+patched", "+" + "x" * FILE_SHOWN_MAX), cwd)],
+            [patch_call(PATCH.replace("+patched", "+" + "x" * FILE_SHOWN_MAX), cwd)],
             FILE_TOO_LONG,
         ),
     }
@@ -175,7 +176,9 @@ def test_a_patch_s_projection_shows_the_call_and_redacts_a_key_in_it() -> None:
     (destination,) = question.patched
     key = "sk-ant-api03-" + "Q" * 40
     keyed = PATCH.replace(sc.PATCH_LINE, key)
-    bound, call = bind_pending(observation, [_call(keyed, destination.rsplit("/", 1)[0] + "/w")])
+    bound, call = bind_pending(
+        observation, [patch_call(keyed, destination.rsplit("/", 1)[0] + "/w")]
+    )
     assert call is not None and bound.prompt is not None
     projection = project(
         bound.prompt, seen=Appearance(b"f" * 32, 0), ids=IdMinter(b"k" * 32), agent="codex",

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from akk.evidence.model import PendingCall, file_patch, input_digest
+from akk.evidence.model import PendingCall
 from akk.profiles.codex import PROFILES, CodexProfile
 from akk.profiles.composer import TypingMethod
 from akk.profiles.observation import Observation, OptionRole, PromptView, State, StepKind
@@ -27,6 +27,7 @@ from akk.protocol.wakeups import PROMPT_CUT_OFF, manual_reason
 from akk.qualify.scenarios import SCENARIOS, ApplyPatch
 from akk.screen import Cell, Grid, fingerprint, render
 from tests import corpus
+from tests.test_codex_patches import patch_call
 from tests.test_fixtures import classifies_to_its_label
 
 SIZE_FOLDER = re.compile(r"\d+x\d+")
@@ -396,11 +397,7 @@ def _patch_call(fixture: Fixture, drawn: tuple[str, ...]) -> PendingCall:
     (``work`` beside the files it adds)."""
     (reply,) = [step.reply for step in SCENARIOS[fixture.label["scenario"]].steps[:1]]
     assert isinstance(reply, ApplyPatch)
-    cwd = posixpath.dirname(drawn[0]) + "/work"
-    return PendingCall(
-        "call_1", "apply_patch", None, input_digest(reply.patch),
-        patches=file_patch(reply.patch, cwd),
-    )  # fmt: skip
+    return patch_call(reply.patch, posixpath.dirname(drawn[0]) + "/work")
 
 
 PATCHES = [f for f in PROMPTS if len(_patched(_observe(f))) > 1]
